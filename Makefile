@@ -1,0 +1,33 @@
+# gpuops.k8s_gpu - the two commands users need first:
+#   make demo   bring up the lab (simulated GPUs, vCenter and cluster) and run playbooks/site.yml on it
+#   make test   lint, sanity (ansible-core 2.21 and 2.16), unit tests, lab tests, molecule scenarios
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: all setup test demo lab-up lab-down clean help
+all: help
+
+help:
+	@echo "make demo      run site.yml against the lab (everything simulated; see README)"
+	@echo "make test      the whole test suite (what CI runs)"
+	@echo "make test-only STEPS='units lab'   run some steps of the suite"
+	@echo "make lab-down  stop the lab containers/simulators (and dockerd if the lab started it)"
+
+setup:
+	@bash lab/bin/bootstrap.sh
+	@bash lab/bin/collections-path.sh >/dev/null
+
+test: setup
+	$(PY) lab/bin/run-tests.py
+
+test-only: setup
+	$(PY) lab/bin/run-tests.py $(STEPS)
+
+demo: setup
+	bash lab/bin/demo.sh
+
+lab-down:
+	bash lab/bin/demo.sh down
+
+clean: lab-down
+	rm -rf build tests/output lab/.state

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the lab vSphere simulator from Debian's govmomi 0.24.2 sources (GOPATH mode, offline).
+#   lab/vcsim/build.sh [--force]
+# Output: lab/.build/vcsim/vcsim. Skips the build when sources, patches and our Go files are unchanged.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUT="$ROOT/lab/.build/vcsim"
+GOPATH_DIR="$OUT/gopath"
+BIN="$OUT/vcsim"
+STAMP="$OUT/.stamp"
+SRC_GOVMOMI=${VCSIM_GOVMOMI_SRC:-/usr/share/gocode/src/github.com/vmware/govmomi}
+SRC_UUID=${VCSIM_UUID_SRC:-/usr/share/gocode/src/github.com/google/uuid}
+log() { printf '[vcsim-build] %s\n' "$*" >&2; }
+
+force=0
+[ "${1:-}" = "--force" ] && force=1
+
+command -v go >/dev/null || { log "ERROR: go not found (apt-get install golang-go)"; exit 1; }
+for d in "$SRC_GOVMOMI/simulator" "$SRC_UUID"; do
+  [ -d "$d" ] || { log "ERROR: $d missing (apt-get install golang-github-vmware-govmomi-dev golang-github-google-uuid-dev)"; exit 1; }
+done
+
+# Everything that determines the binary goes into the stamp.
+stamp_of() {
+  {
+    go version
+    dpkg-query -W -f='${Package} ${Version}\n' golang-github-vmware-govmomi-dev golang-github-google-uuid-dev 2>/dev/null || true
+    (cd "$SRC_GOVMOMI" && find . -type f -printf '%P %s %T@\n' | LC_ALL=C sort)
+    (cd "$HERE" && shopt -s nullglob && LC_ALL=C sha256sum build.sh main.go patches/*.diff simext/*.go)
+  } | sha256sum | cut -d' ' -f1
+}
+want=$(stamp_of)
+if [ $force = 0 ] && [ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  log "up to date: $BIN"
+  exit 0
+fi
+
+start=$(date +%s)
+log "copying govmomi sources into $GOPATH_DIR"
+rm -rf "$GOPATH_DIR/src"
+mkdir -p "$GOPATH_DIR/src/github.com/vmware" "$GOPATH_DIR/src/github.com/google" "$GOPATH_DIR/src/gpuops/vcsim"
+cp -a "$SRC_GOVMOMI" "$GOPATH_DIR/src/github.com/vmware/govmomi"
+cp -a "$SRC_UUID" "$GOPATH_DIR/src/github.com/google/uuid"
+chmod -R u+w "$GOPATH_DIR/src"
+
+for p in "$HERE"/patches/*.diff; do
+  [ -e "$p" ] || continue
+  log "applying $(basename "$p")"
+  patch -p1 --batch --forward --no-backup-if-mismatch -s -d "$GOPATH_DIR/src/github.com/vmware/govmomi" < "$p"
+done
+for f in "$HERE"/simext/*.go; do
+  [ -e "$f" ] || continue
+  cp "$f" "$GOPATH_DIR/src/github.com/vmware/govmomi/simulator/"
+done
+cp "$HERE/main.go" "$GOPATH_DIR/src/gpuops/vcsim/main.go"
+
+log "go build (GOPATH mode)"
+mkdir -p "$OUT/gocache"
+(cd "$GOPATH_DIR/src/gpuops/vcsim" &&
+  GOPATH="$GOPATH_DIR" GO111MODULE=off GOFLAGS= GOCACHE="$OUT/gocache" CGO_ENABLED=0 \
+    go build -trimpath -o "$BIN.tmp" .)
+mv "$BIN.tmp" "$BIN"
+echo "$want" > "$STAMP"
+log "built $BIN in $(( $(date +%s) - start ))s"

@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Probe a node without NVML: sysfs PCI devices, kernel modules, Secure Boot, hypervisor, runtimes.
+
+Every function takes ``root`` (default ``/``) so the same code can inspect a mounted image.
+Only files are read here; nothing is executed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+NVIDIA_VENDOR = '0x10de'
+PCI_CLASS_VGA = '0x0300'
+PCI_CLASS_3D = '0x0302'
+PCI_CLASS_BRIDGE_OTHER = '0x0680'
+PCI_IDS_PATHS = ('usr/share/misc/pci.ids', 'usr/share/hwdata/pci.ids', 'usr/share/pci.ids')
+SECURE_BOOT_VAR = 'sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c'
+
+
+def _path(root, rel):
+    return os.path.join(root or '/', rel.lstrip('/'))
+
+
+def _read(root, rel, default=None):
+    try:
+        with open(_path(root, rel), 'r') as f:
+            return f.read().strip()
+    except (IOError, OSError):
+        return default
+
+
+def _read_bytes(root, rel):
+    try:
+        with open(_path(root, rel), 'rb') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def pci_names(root='/', device_ids=None):
+    """Names of NVIDIA devices from the pci.ids database: {'0x1eb8': 'TU104GL [Tesla T4]'}."""
+    wanted = set(d.lower() for d in device_ids) if device_ids else None
+    names = {}
+    for rel in PCI_IDS_PATHS:
+        path = _path(root, rel)
+        if not os.path.exists(path):
+            continue
+        in_nvidia = False
+        with open(path, 'rb') as f:
+            for raw in f:
+                if raw.startswith(b'#') or not raw.strip():
+                    continue
+                line = raw.decode('utf-8', 'replace').rstrip('\n')
+                if not line.startswith('\t'):
+                    if in_nvidia:
+                        break  # vendor sections are contiguous; we are past NVIDIA's
+                    in_nvidia = line.lower().startswith('10de ')
+                    continue
+                if in_nvidia and not line.startswith('\t\t'):
+                    dev, _sep, name = line.strip().partition(' ')
+                    key = '0x' + dev.lower()
+                    if wanted is None or key in wanted:
+                        names[key] = name.strip()
+        break
+    return names
+
+
+def pci_devices(root='/'):
+    """NVIDIA PCI functions from sysfs: GPUs (VGA / 3D controller) and NVSwitches (bridge)."""
+    base = _path(root, 'sys/bus/pci/devices')
+    gpus, switches = [], []
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return gpus, switches
+    for addr in entries:
+        vendor = _read(root, 'sys/bus/pci/devices/%s/vendor' % addr, '')
+        if vendor.lower() != NVIDIA_VENDOR:
+            continue
+        pclass = (_read(root, 'sys/bus/pci/devices/%s/class' % addr, '') or '').lower()
+        klass = pclass[:6] if pclass.startswith('0x') else pclass
+        dev = {
+            'pci_bus_id': addr,
+            'pci_device_id': (_read(root, 'sys/bus/pci/devices/%s/device' % addr, '') or '').lower(),
+            'pci_class': klass,
+            'driver': None,
+        }
+        link = os.path.join(base, addr, 'driver')
+        if os.path.islink(link):
+            dev['driver'] = os.path.basename(os.readlink(link))
+        if klass in (PCI_CLASS_VGA, PCI_CLASS_3D):
+            gpus.append(dev)
+        elif klass == PCI_CLASS_BRIDGE_OTHER:
+            switches.append(dev)
+    ids = [d['pci_device_id'] for d in gpus + switches]
+    names = pci_names(root, ids) if ids else {}
+    for d in gpus + switches:
+        d['name'] = names.get(d['pci_device_id'])
+    return gpus, switches
+
+
+def loaded_modules(root='/'):
+    """Names of loaded kernel modules (from /proc/modules)."""
+    text = _read(root, 'proc/modules', '') or ''
+    return set(line.split(' ', 1)[0] for line in text.splitlines() if line)
+
+
+def driver_version_from_proc(root='/'):
+    """Kernel module version from /proc/driver/nvidia/version, or None."""
+    text = _read(root, 'proc/driver/nvidia/version')
+    if not text:
+        return None
+    m = re.search(r'Kernel Module\s+(?:for\s+\S+\s+)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)', text)
+    return m.group(1) if m else None
+
+
+def secure_boot(root='/'):
+    """'enabled', 'disabled' or 'unsupported' (legacy BIOS / no efivars)."""
+    data = _read_bytes(root, SECURE_BOOT_VAR)
+    if data is None:
+        if os.path.isdir(_path(root, 'sys/firmware/efi')):
+            return 'disabled'
+        return 'unsupported'
+    # efivarfs: 4 bytes of attributes, then the value byte
+    return 'enabled' if len(data) >= 5 and data[4:5] == b'\x01' else 'disabled'
+
+
+_HYPERVISOR_VENDORS = (
+    ('vmware', 'vmware'), ('qemu', 'kvm'), ('kvm', 'kvm'), ('microsoft', 'hyperv'),
+    ('xen', 'xen'), ('amazon ec2', 'kvm'), ('innotek', 'virtualbox'), ('google', 'kvm'),
+)
+
+
+def hypervisor(root='/'):
+    """Which hypervisor the node runs under (None on bare metal)."""
+    cpuinfo = _read(root, 'proc/cpuinfo', '') or ''
+    flagged = any(line.startswith('flags') and ' hypervisor' in line for line in cpuinfo.splitlines())
+    hv_type = _read(root, 'sys/hypervisor/type')
+    vendor = ' '.join(filter(None, [_read(root, 'sys/class/dmi/id/sys_vendor'),
+                                    _read(root, 'sys/class/dmi/id/product_name')])).lower()
+    for needle, name in _HYPERVISOR_VENDORS:
+        if needle in vendor:
+            return name
+    if hv_type:
+        return hv_type
+    return 'unknown' if flagged else None
+
+
+def kernel_headers_installed(root='/', release=None):
+    release = release or os.uname()[2]
+    return os.path.exists(_path(root, 'lib/modules/%s/build' % release))
+
+
+_RUNTIME_BINARIES = {
+    'docker': ('usr/bin/dockerd', 'usr/sbin/dockerd', 'usr/local/bin/dockerd'),
+    'containerd': ('usr/bin/containerd', 'usr/local/bin/containerd'),
+    'cri-o': ('usr/bin/crio', 'usr/local/bin/crio'),
+    'rke2': ('usr/local/bin/rke2', 'usr/bin/rke2', 'opt/rke2/bin/rke2'),
+    'k3s': ('usr/local/bin/k3s', 'usr/bin/k3s'),
+    'nvidia-container-runtime': ('usr/bin/nvidia-container-runtime', 'usr/local/bin/nvidia-container-runtime'),
+    'nvidia-ctk': ('usr/bin/nvidia-ctk', 'usr/local/bin/nvidia-ctk'),
+}
+
+
+def container_runtimes(root='/'):
+    """Container runtimes installed, and how docker is configured for NVIDIA."""
+    found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
+                   if any(os.path.exists(_path(root, p)) for p in paths))
+    info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
+            'containerd_nvidia_runtime': None}
+    daemon = _read(root, 'etc/docker/daemon.json')
+    if daemon is not None:
+        try:
+            cfg = json.loads(daemon) if daemon else {}
+            info['docker_nvidia_runtime'] = 'nvidia' in (cfg.get('runtimes') or {})
+            info['docker_default_runtime'] = cfg.get('default-runtime', 'runc')
+        except ValueError:
+            info['docker_nvidia_runtime'] = None
+            info['docker_daemon_json_invalid'] = True
+    for rel in ('etc/containerd/config.toml', 'etc/containerd/conf.d/99-nvidia.toml',
+                'var/lib/rancher/rke2/agent/etc/containerd/config.toml'):
+        text = _read(root, rel)
+        if text is not None:
+            hit = re.search(r'runtimes\.["\']?nvidia["\']?\]', text) is not None
+            info['containerd_nvidia_runtime'] = bool(info['containerd_nvidia_runtime']) or hit
+    return info
+
+
+def systemd_unit_state(root, unit):
+    """'enabled' / 'disabled' / 'not-found' from unit files (no systemctl call)."""
+    found = False
+    for d in ('etc/systemd/system', 'lib/systemd/system', 'usr/lib/systemd/system'):
+        if os.path.exists(_path(root, '%s/%s' % (d, unit))):
+            found = True
+            break
+    if not found:
+        return 'not-found'
+    for wants in ('etc/systemd/system/multi-user.target.wants', 'etc/systemd/system/default.target.wants'):
+        if os.path.exists(_path(root, '%s/%s' % (wants, unit))):
+            return 'enabled'
+    return 'disabled'
+
+
+def node_facts(root='/'):
+    modules = loaded_modules(root)
+    gpus, switches = pci_devices(root)
+    release = os.uname()[2]
+    return {
+        'kernel_release': release,
+        'kernel_headers_installed': kernel_headers_installed(root, release),
+        'nouveau_loaded': 'nouveau' in modules,
+        'nvidia_module_loaded': 'nvidia' in modules,
+        'nvidia_module_version': driver_version_from_proc(root),
+        'secure_boot': secure_boot(root),
+        'hypervisor': hypervisor(root),
+        'pci_gpus': gpus,
+        'nvswitches': switches,
+        'nvswitch_count': len(switches),
+        'fabricmanager_required': len(switches) > 0,
+        'fabricmanager_unit': systemd_unit_state(root, 'nvidia-fabricmanager.service'),
+        'persistenced_unit': systemd_unit_state(root, 'nvidia-persistenced.service'),
+        'container_runtimes': container_runtimes(root),
+    }

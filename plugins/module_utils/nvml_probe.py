@@ -1,0 +1,216 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Probe NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``). No subprocess on this path."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import traceback
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_catalog import (
+    architecture_name,
+    mig_profiles_for,
+)
+
+PYNVML_IMPORT_ERROR = None
+try:
+    import pynvml
+    HAS_PYNVML = True
+except ImportError:  # pragma: no cover - exercised through the module's fallback path
+    pynvml = None
+    HAS_PYNVML = False
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
+
+# Why NVML could not be used, keyed by the pynvml exception class name.
+FAILURE_REASONS = {
+    'NVMLError_LibraryNotFound': 'not_installed',
+    'NVMLError_DriverNotLoaded': 'driver_not_loaded',
+    'NVMLError_LibRmVersionMismatch': 'version_mismatch',
+    'NVMLError_NoPermission': 'no_permission',
+    'NVMLError_Uninitialized': 'uninitialized',
+    'NVMLError_GpuIsLost': 'gpu_lost',
+    'NVMLError_FunctionNotFound': 'function_not_found',
+}
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode('utf-8', 'replace')
+    return value
+
+
+def failure_reason(exc):
+    """Map an NVML exception to a short, stable reason string."""
+    return FAILURE_REASONS.get(type(exc).__name__, 'error')
+
+
+def _optional(func, *args):
+    """Call an NVML getter; return (value, None) or (None, reason) when the GPU cannot answer."""
+    try:
+        return func(*args), None
+    except pynvml.NVMLError as exc:
+        return None, failure_reason(exc)
+
+
+def _memory_total(handle):
+    """Total memory in bytes; prefer the v2 structure (it needs its version field, pynvml sets it)."""
+    try:
+        return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2).total
+    except (pynvml.NVMLError, AttributeError, TypeError):
+        return pynvml.nvmlDeviceGetMemoryInfo(handle).total
+
+
+def _mig_devices(handle):
+    devices = []
+    count, err = _optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+    if err or not count:
+        return devices
+    for i in range(count):
+        try:
+            mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+        except pynvml.NVMLError:
+            continue  # NOT_FOUND: that slot is empty
+        entry = {'index': i}
+        entry['uuid'] = _text(_optional(pynvml.nvmlDeviceGetUUID, mh)[0])
+        entry['name'] = _text(_optional(pynvml.nvmlDeviceGetName, mh)[0])
+        entry['gpu_instance_id'] = _optional(pynvml.nvmlDeviceGetGpuInstanceId, mh)[0]
+        entry['compute_instance_id'] = _optional(pynvml.nvmlDeviceGetComputeInstanceId, mh)[0]
+        mem = None
+        try:
+            mem = pynvml.nvmlDeviceGetMemoryInfo(mh).total
+        except pynvml.NVMLError:
+            pass
+        entry['memory_total_mib'] = mem // (1024 * 1024) if mem is not None else None
+        devices.append(entry)
+    return devices
+
+
+def _mig_profiles(handle):
+    """GPU-instance profiles the driver reports (needs MIG mode enabled on real drivers)."""
+    profiles = []
+    count = getattr(pynvml, 'NVML_GPU_INSTANCE_PROFILE_COUNT', 0)
+    for idx in range(count):
+        try:
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, idx)
+        except pynvml.NVMLError:
+            continue
+        except Exception:  # pylint: disable=broad-except
+            continue
+        name = _text(getattr(info, 'name', b'') or b'')
+        name = name.replace('MIG ', '') if name else 'profile-%d' % idx
+        profiles.append({
+            'name': name,
+            'id': int(info.id),
+            'max_instances': int(info.instanceCount),
+            'memory_mib': int(info.memorySizeMB),
+            'slices': int(info.sliceCount),
+            'source': 'nvml',
+        })
+    return profiles
+
+
+def probe_gpu(index, include_mig_profiles=True):
+    """Facts for one GPU by NVML index."""
+    gpu = {'index': index}
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except pynvml.NVMLError as exc:
+        gpu['error'] = failure_reason(exc)
+        return gpu
+    name, err = _optional(pynvml.nvmlDeviceGetName, handle)
+    if err == 'gpu_lost':
+        gpu['error'] = err
+        return gpu
+    gpu['name'] = _text(name)
+    gpu['uuid'] = _text(_optional(pynvml.nvmlDeviceGetUUID, handle)[0])
+    pci, err = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    if pci is not None:
+        gpu['pci_bus_id'] = _text(pci.busId)
+        gpu['pci_device_id'] = '0x%04x' % ((pci.pciDeviceId >> 16) & 0xFFFF)
+        gpu['pci_subsystem_id'] = '0x%08x' % pci.pciSubSystemId
+    try:
+        gpu['memory_total_mib'] = _memory_total(handle) // (1024 * 1024)
+    except pynvml.NVMLError as exc:
+        gpu['memory_total_mib'] = None
+        gpu.setdefault('warnings', []).append('memory: %s' % failure_reason(exc))
+    cc, err = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    major, minor = (cc if cc else (None, None))
+    gpu['compute_capability'] = '%s.%s' % (major, minor) if major is not None else None
+    gpu['compute_capability_major'] = major
+    gpu['compute_capability_minor'] = minor
+    arch = None
+    if hasattr(pynvml, 'nvmlDeviceGetArchitecture'):
+        arch, err = _optional(pynvml.nvmlDeviceGetArchitecture, handle)
+    gpu['architecture'] = architecture_name(arch, major, minor)
+    bar1, err = _optional(pynvml.nvmlDeviceGetBAR1MemoryInfo, handle)
+    gpu['bar1_total_mib'] = bar1.bar1Total // (1024 * 1024) if bar1 is not None else None
+    pm, err = _optional(pynvml.nvmlDeviceGetPersistenceMode, handle)
+    gpu['persistence_mode'] = None if pm is None else (pm == pynvml.NVML_FEATURE_ENABLED)
+    cm, err = _optional(pynvml.nvmlDeviceGetComputeMode, handle)
+    gpu['compute_mode'] = _compute_mode_name(cm)
+    mig, err = _optional(pynvml.nvmlDeviceGetMigMode, handle)
+    if mig is None:
+        gpu['mig_capable'] = False
+        gpu['mig_current'] = None
+        gpu['mig_pending'] = None
+        gpu['mig_devices'] = []
+        gpu['mig_profiles'] = []
+    else:
+        gpu['mig_capable'] = True
+        gpu['mig_current'] = mig[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+        gpu['mig_pending'] = mig[1] == pynvml.NVML_DEVICE_MIG_ENABLE
+        gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
+        profiles = _mig_profiles(handle) if include_mig_profiles else []
+        gpu['mig_profiles'] = profiles or mig_profiles_for(gpu['name'])
+    return gpu
+
+
+COMPUTE_MODES = {0: 'default', 1: 'exclusive_thread', 2: 'prohibited', 3: 'exclusive_process'}
+
+
+def _compute_mode_name(value):
+    if value is None:
+        return None
+    return COMPUTE_MODES.get(value, 'unknown_%s' % value)
+
+
+def probe(include_mig_profiles=True):
+    """Probe every GPU NVML sees.
+
+    Returns a dict with ``status`` ('ok' or a failure reason), driver/CUDA/NVML versions and ``gpus``.
+    Never raises for NVML errors: a node without a driver is a normal case for this collection.
+    """
+    result = {'status': 'ok', 'driver_version': None, 'cuda_driver_version': None, 'nvml_version': None,
+              'gpus': [], 'error': None}
+    if not HAS_PYNVML:
+        result['status'] = 'bindings_missing'
+        result['error'] = 'Python module pynvml (PyPI package nvidia-ml-py) is not installed'
+        return result
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        result['status'] = failure_reason(exc)
+        result['error'] = str(exc)
+        return result
+    try:
+        result['driver_version'] = _text(_optional(pynvml.nvmlSystemGetDriverVersion)[0])
+        result['nvml_version'] = _text(_optional(pynvml.nvmlSystemGetNVMLVersion)[0])
+        cuda, err = _optional(pynvml.nvmlSystemGetCudaDriverVersion)
+        if cuda:
+            result['cuda_driver_version'] = '%d.%d' % (cuda // 1000, (cuda % 1000) // 10)
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            result['status'] = failure_reason(exc)
+            result['error'] = str(exc)
+            return result
+        for i in range(count):
+            result['gpus'].append(probe_gpu(i, include_mig_profiles))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+    return result
