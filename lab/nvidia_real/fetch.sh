@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fetch Debian's real NVIDIA user-space pieces (non-free: libnvidia-ml1, nvidia-smi) and unpack them
+# under lab/.build/nvidia_real/root without installing anything on this machine. The real libnvidia-ml
+# gives the true "driver not loaded" behaviour (there is no kernel module here), which the probe and
+# the doctor must recognise. The host keeps its own apt sources (Debian main only): a private apt
+# configuration under lab/.build/nvidia_real/apt adds non-free for this download only.
+#   fetch.sh            -> prints the directory that holds libnvidia-ml.so.1
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT="$ROOT/lab/.build/nvidia_real"
+PKGS=(libnvidia-ml1 nvidia-smi)
+LIBDIR="$OUT/root/usr/lib/x86_64-linux-gnu/nvidia/current"
+if [ -e "$LIBDIR/libnvidia-ml.so.1" ] && [ -e "$OUT/root/usr/lib/nvidia/current/nvidia-smi" ]; then
+  echo "$LIBDIR"; exit 0
+fi
+mirror=$(sed -n 's/^URIs:[[:space:]]*\(\S*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
+[ -n "$mirror" ] || mirror=$(awk '/^deb / && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+apt_dir="$OUT/apt"
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$OUT/debs"
+echo "deb $mirror bookworm main contrib non-free non-free-firmware" > "$apt_dir/sources.list"
+APT=(-o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+     -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache" -o Debug::NoLocking=1)
+apt-get "${APT[@]}" update -qq >&2
+cd "$OUT/debs"
+apt-get "${APT[@]}" download "${PKGS[@]}" >&2
+for deb in "$OUT"/debs/*.deb; do dpkg-deb -x "$deb" "$OUT/root"; done
+[ -e "$LIBDIR/libnvidia-ml.so.1" ] || { echo "libnvidia-ml.so.1 not found after unpacking" >&2; exit 1; }
+echo "$LIBDIR"
