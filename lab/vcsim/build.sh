@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # Build the lab vSphere simulator from Debian's govmomi 0.24.2 sources (GOPATH mode, offline).
-#   lab/vcsim/build.sh [--force]
+#   lab/vcsim/build.sh [--force] [--without-fixes]
 # Output: lab/.build/vcsim/vcsim. Skips the build when sources, patches and our Go files are unchanged.
+# --without-fixes builds lab/.build/vcsim/vcsim-without-fixes: the same simulator minus the bug-fix
+# patches (patches/*-fix-*.diff), to show the upstream 0.24.2 bugs (VCSIM_BIN=... pytest lab/tests/test_vcsim.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OUT="$ROOT/lab/.build/vcsim"
-GOPATH_DIR="$OUT/gopath"
-BIN="$OUT/vcsim"
-STAMP="$OUT/.stamp"
 SRC_GOVMOMI=${VCSIM_GOVMOMI_SRC:-/usr/share/gocode/src/github.com/vmware/govmomi}
 SRC_UUID=${VCSIM_UUID_SRC:-/usr/share/gocode/src/github.com/google/uuid}
 log() { printf '[vcsim-build] %s\n' "$*" >&2; }
 
-force=0
-[ "${1:-}" = "--force" ] && force=1
+force=0 fixes=1
+for a in "$@"; do
+  case $a in
+    --force) force=1 ;;
+    --without-fixes) fixes=0 ;;
+    *) log "usage: $0 [--force] [--without-fixes]"; exit 2 ;;
+  esac
+done
+if [ $fixes = 1 ]; then
+  GOPATH_DIR="$OUT/gopath" BIN="$OUT/vcsim" STAMP="$OUT/.stamp"
+else
+  GOPATH_DIR="$OUT/gopath-without-fixes" BIN="$OUT/vcsim-without-fixes" STAMP="$OUT/.stamp-without-fixes"
+fi
 
 command -v go >/dev/null || { log "ERROR: go not found (apt-get install golang-go)"; exit 1; }
 for d in "$SRC_GOVMOMI/simulator" "$SRC_UUID"; do
@@ -28,6 +38,7 @@ stamp_of() {
     dpkg-query -W -f='${Package} ${Version}\n' golang-github-vmware-govmomi-dev golang-github-google-uuid-dev 2>/dev/null || true
     (cd "$SRC_GOVMOMI" && find . -type f -printf '%P %s %T@\n' | LC_ALL=C sort)
     (cd "$HERE" && shopt -s nullglob && LC_ALL=C sha256sum build.sh main.go patches/*.diff simext/*.go)
+    echo "fixes=$fixes"
   } | sha256sum | cut -d' ' -f1
 }
 want=$(stamp_of)
@@ -46,6 +57,7 @@ chmod -R u+w "$GOPATH_DIR/src"
 
 for p in "$HERE"/patches/*.diff; do
   [ -e "$p" ] || continue
+  case $(basename "$p") in *-fix-*) [ $fixes = 1 ] || { log "skipping $(basename "$p")"; continue; } ;; esac
   log "applying $(basename "$p")"
   patch -p1 --batch --forward --no-backup-if-mismatch -s -d "$GOPATH_DIR/src/github.com/vmware/govmomi" < "$p"
 done
@@ -58,7 +70,7 @@ cp "$HERE/main.go" "$GOPATH_DIR/src/gpuops/vcsim/main.go"
 log "go build (GOPATH mode)"
 mkdir -p "$OUT/gocache"
 (cd "$GOPATH_DIR/src/gpuops/vcsim" &&
-  GOPATH="$GOPATH_DIR" GO111MODULE=off GOFLAGS= GOCACHE="$OUT/gocache" CGO_ENABLED=0 \
+  GOPATH="$GOPATH_DIR" GO111MODULE=off GOFLAGS='' GOCACHE="$OUT/gocache" CGO_ENABLED=0 \
     go build -trimpath -o "$BIN.tmp" .)
 mv "$BIN.tmp" "$BIN"
 echo "$want" > "$STAMP"

@@ -96,8 +96,8 @@ func ParseGPUConfig(data []byte) (*GPUConfig, error) {
 // gpuHostState is the simulator-side passthrough state of one host.
 type gpuHostState struct {
 	systemID string
-	info     []*types.HostPciPassthruInfo     // pointers shared with host.Config.PciPassthruInfo
-	labels   map[string]string                // pci id -> custom label (dynamic DirectPath)
+	info     []*types.HostPciPassthruInfo // pointers shared with host.Config.PciPassthruInfo
+	labels   map[string]string            // pci id -> custom label (dynamic DirectPath)
 	pss      *HostPciPassthruSystem
 }
 
