@@ -14,7 +14,9 @@ APT_PACKAGES=(docker.io debootstrap golang-go golang-github-vmware-govmomi-dev g
 # Each lab component may list extra Debian packages in lab/<component>/apt-packages.txt.
 for f in lab/*/apt-packages.txt; do
   [ -f "$f" ] || continue
-  while read -r p _; do [ -n "$p" ] && [ "${p#\#}" = "$p" ] && APT_PACKAGES+=("$p"); done < "$f"
+  while read -r p _; do
+    if [ -n "$p" ] && [ "${p#\#}" = "$p" ]; then APT_PACKAGES+=("$p"); fi
+  done < "$f"
 done
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -55,7 +55,7 @@ def steps(only=None):
         ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None),
     ]
     for name in molecule_scenarios():
-        s.append(('molecule-' + name, [os.path.join(VENV, 'molecule'), 'test', '-s', name], None))
+        s.append(('molecule-' + name, ['bash', 'lab/docker/molecule.sh', 'test', '-s', name], None))
     if only:
         s = [x for x in s if any(x[0].startswith(o) for o in only)]
 

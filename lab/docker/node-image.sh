@@ -62,6 +62,7 @@ host_mirrors() {
     [ -f "$f" ] || continue
     while read -r type rest; do
       [ "$type" = deb ] || continue
+      # shellcheck disable=SC2086  # split the rest of the line into words on purpose
       set -- $rest
       [ "${1#[}" != "$1" ] && shift   # skip [options]
       case "$2" in
@@ -85,9 +86,9 @@ image_current() {
 }
 
 cleanup_rootfs() {  # unmount anything left mounted inside, then delete without crossing filesystems
-  local dir=$1 m
+  local dir=$1
   [ -d "$dir" ] || return 0
-  for m in $(awk -v d="$dir" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  awk -v d="$dir" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   rm -rf --one-file-system "$dir"
 }
 
@@ -96,6 +97,7 @@ build_rootfs() {
   [ "$(id -u)" = 0 ] || die "building the rootfs needs root (debootstrap, chroot)"
   local rootfs="$BUILD/rootfs-$SHORT"
   cleanup_rootfs "$rootfs"
+  # shellcheck disable=SC2064  # expand $rootfs now: it is local to this function
   trap "cleanup_rootfs '$rootfs'" EXIT
   log "debootstrap $SUITE (minbase) from $MIRROR into $rootfs"
   debootstrap --variant=minbase --include="$PACKAGES" --components=main "$SUITE" "$rootfs" "$MIRROR" \
@@ -140,8 +142,7 @@ EOF
   rm -f "$rootfs/etc/resolv.conf"  # docker bind-mounts its own
   rm -rf "$rootfs"/var/log/*.log "$rootfs/var/log/apt"/* "$rootfs"/tmp/* "$rootfs"/var/tmp/*
   # Remove any mounts debootstrap might have left (proc, sys) before archiving.
-  local m
-  for m in $(awk -v d="$rootfs" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r); do umount -l "$m"; done
+  awk -v d="$rootfs" '$2 ~ "^"d {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 
   log "archiving rootfs to $TARBALL"
   rm -f "$BUILD"/node-"$SUITE"-*.tar   # keep only the current recipe's tarball

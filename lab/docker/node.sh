@@ -106,7 +106,7 @@ case "${1:-}" in
     for n in $(docker ps -a --filter label=gpuops.lab=node --format '{{.Names}}'); do cmd_down "$n"; done ;;
   wait) shift; [ -n "${1:-}" ] || usage; wait_systemd "$1" "${2:-90}" ;;
   exec)
-    shift; name=${1:-}; [ -n "$name" ] && [ $# -ge 2 ] || usage; shift
+    shift; name=${1:-}; if [ -z "$name" ] || [ $# -lt 2 ]; then usage; fi; shift
     tty=(-i); [ -t 0 ] && [ -t 1 ] && tty=(-it)
     exec docker exec "${tty[@]}" "$name" "$@" ;;
   list) docker ps -a --filter label=gpuops.lab=node --format 'table {{.Names}}\t{{.Status}}\t{{.Image}}' ;;
