@@ -47,7 +47,11 @@ def write(cases: list[tuple[str, str, str, str]], name: str, xml_out: pathlib.Pa
     ET.indent(root)
     xml_out.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(xml_out, encoding='utf-8', xml_declaration=True)
-    lines = [f'{status.upper():5} {test}' + (f'  -- {message}' if message and status != 'pass' else '') for test, status, message, _ in cases]
+    lines = []
+    for test, status, message, detail in cases:
+        lines.append(f'{status.upper():5} {test}' + (f'  -- {message}' if message and status != 'pass' else ''))
+        if status in ('fail', 'error') and detail and detail != message:
+            lines.extend('        ' + d for d in detail.splitlines()[:50])
     counts = {s: sum(c[1] == s for c in cases) for s in ('pass', 'fail', 'error', 'skip')}
     lines.append(f'# {name}: {len(cases)} tests, {counts["pass"]} passed, {counts["fail"]} failed, '
                  f'{counts["error"]} errors, {counts["skip"]} skipped')
@@ -61,7 +65,7 @@ def case_status(tc: ET.Element) -> tuple[str, str, str]:
         els = tc.findall(tag)
         if els:
             msg = '; '.join(filter(None, (e.get('message') or '' for e in els))) or (els[0].text or '').strip()[:200]
-            detail = '\n'.join(filter(None, ((e.get('message') or '') + '\n' + (e.text or '') for e in els)))
+            detail = '\n'.join(filter(None, ((e.text or '').strip() for e in els)))
             return status, msg, detail.strip()
     return 'pass', '', ''
 

@@ -25,7 +25,7 @@ VENV=$(cd "$VENV" 2>/dev/null && pwd) || { echo "ERROR: venv $VENV_ARG not found
 PY=$VENV/bin/python
 ANSIBLE_TEST=$VENV/bin/ansible-test
 [ -x "$ANSIBLE_TEST" ] || { echo "ERROR: $ANSIBLE_TEST missing" >&2; exit 2; }
-NAME=$(basename "$VENV"); NAME=${NAME#.}          # .venv -> venv, .venv-2.16 -> venv-2.16
+NAME=$(basename "$VENV")   # .venv, .venv-2.16 -> build/test-results/.venv-sanity.xml etc. (names lab/bin/run-tests.py reads)
 PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 [ "$PYVER" = 3.12 ] || { echo "ERROR: $PY is Python $PYVER, expected 3.12" >&2; exit 2; }
 
@@ -49,6 +49,10 @@ LIST=$(mktemp); trap 'rm -f "$LIST"' EXIT
 rm -rf "$DEST"
 mkdir -p "$DEST"
 rsync -a --from0 --files-from="$LIST" --ignore-missing-args "$ROOT/" "$DEST/"
+# ansible-test looks for .git upwards from the collection root to list its files; without one here it would find
+# this repository, where build/ is ignored, and see no files at all.  A private (empty) git repo makes it list
+# the copied files (untracked, honouring the collection's .gitignore).
+git -C "$DEST" init -q
 log "copied $(tr -cd '\0' < "$LIST" | wc -c) files into ${DEST#"$ROOT"/}"
 
 # --- 2. offline stand-ins ---------------------------------------------------------------------------------
@@ -56,7 +60,6 @@ log "copied $(tr -cd '\0' < "$LIST" | wc -c) files into ${DEST#"$ROOT"/}"
 
 # --- 3. run -------------------------------------------------------------------------------------------------
 export PATH="$VENV/bin:$PATH"
-export ANSIBLE_TEST_PREFER_PODMAN=0   # never try to start containers (no Docker daemon for ansible-test here)
 unset ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS ANSIBLE_CONFIG
 COMMON=(--local --python 3.12 --requirements --color no)
 rc=0

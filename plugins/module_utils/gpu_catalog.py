@@ -126,8 +126,6 @@ def mig_profiles_for(product_name):
     return []
 
 
-
-
 def label_value(text):
     """Sanitise a string into a Kubernetes label value (the way GPU feature discovery does)."""
 

@@ -20,7 +20,7 @@ description:
     names NVIDIA GPU feature discovery uses.
   - Read-only. No subprocess is started on the NVML path.
 author:
-  - gpuops.k8s_gpu developers
+  - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.info_module

@@ -63,7 +63,7 @@ def test_pci_names_stops_at_vendor_boundary(tmp_path):
 
 def test_pci_without_database_has_no_names(tmp_path):
     _pci(tmp_path, '0000:3b:00.0', '0x10de', '0x1eb8', '0x030200')
-    gpus, _ = node_probe.pci_devices(str(tmp_path))
+    gpus = node_probe.pci_devices(str(tmp_path))[0]
     assert gpus[0]['name'] is None
 
 

@@ -1,0 +1,671 @@
+"""Tests of the lab's NVML simulator (lab/nvml_sim) through the real, unmodified pynvml bindings.
+
+pynvml caches the loaded library in a module global and LD_LIBRARY_PATH is read at process start,
+so every scenario runs in a fresh Python subprocess against lab/.build/nvml_sim/libnvidia-ml.so.1.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM = ROOT / "lab" / "nvml_sim"
+BUILD = ROOT / "lab" / ".build" / "nvml_sim"
+LIB = BUILD / "libnvidia-ml.so.1"
+INVENTORIES = SIM / "inventories"
+PY = sys.executable
+
+PRELUDE = textwrap.dedent("""
+    import json, sys, ctypes
+    import pynvml as n
+    def exc(f, *a, **k):
+        try:
+            r = f(*a, **k)
+            return ["OK", r if isinstance(r, (int, str, list, tuple, type(None))) else str(r)]
+        except n.NVMLError as e:
+            return [type(e).__name__]
+    def s(v):
+        return v.decode() if isinstance(v, bytes) else v
+    def out(v):
+        print("\\nRESULT=" + json.dumps(v))
+""")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built_lib():
+    subprocess.run([str(SIM / "build.sh")], check=True, cwd=ROOT)
+    assert LIB.is_file(), "build.sh did not produce %s" % LIB
+
+
+def sim_env(inventory, state, errors=None, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM_")}
+    env["LD_LIBRARY_PATH"] = str(BUILD)
+    env["NVML_SIM_INVENTORY"] = str(inventory)
+    env["NVML_SIM_STATE"] = str(state)
+    if errors:
+        env["NVML_SIM_ERRORS"] = errors
+    env.update(extra)
+    return env
+
+
+def run(code, inventory, state, errors=None, expect_rc=0, **extra):
+    proc = subprocess.run([PY, "-c", PRELUDE + textwrap.dedent(code)], env=sim_env(inventory, state, errors, **extra),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == expect_rc, "rc=%d\nstdout:%s\nstderr:%s" % (proc.returncode, proc.stdout, proc.stderr)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT="):
+            return json.loads(line[len("RESULT="):])
+    raise AssertionError("no RESULT line:\n" + proc.stdout + proc.stderr)
+
+
+def ctl(inventory, state, *args):
+    return subprocess.run([PY, str(SIM / "nvml-sim-ctl"), *args], env=sim_env(inventory, state),
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def inv(name):
+    return INVENTORIES / (name + ".json")
+
+
+def write_inv(tmp_path, base, mutate=None, name="inv.json"):
+    data = json.loads(inv(base).read_text())
+    if mutate:
+        mutate(data)
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return p
+
+
+@pytest.fixture
+def state(tmp_path):
+    return tmp_path / "state" / "state.json"
+
+
+def a100_mig_on(tmp_path, ngpus=1, **gpu_overrides):
+    def m(d):
+        d["gpus"] = d["gpus"][:ngpus]
+        for g in d["gpus"]:
+            g["mig_mode"] = True
+            g.update(gpu_overrides)
+    return write_inv(tmp_path, "hgx-a100-80gb", m)
+
+
+ARCH = {"pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "hopper": 9}
+BRAND = {"tesla": 2, "nvidia": 14}
+
+
+# ------------------------------------------------------------------ basics
+def test_library_is_the_simulator_and_exports_only_nvml(state):
+    r = run("""
+        n.nvmlInit()
+        maps = open('/proc/self/maps').read()
+        out([l.split()[-1] for l in maps.splitlines() if 'libnvidia-ml' in l][:1])
+    """, inv("t4"), state)
+    assert r == [str(LIB)]
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(LIB)], capture_output=True, text=True, check=True).stdout
+    names = {l.split()[-1] for l in syms.splitlines() if l.strip()}
+    assert names and all(x.startswith("nvml") for x in names), sorted(x for x in names if not x.startswith("nvml"))
+    required = """nvmlInit nvmlInit_v2 nvmlInitWithFlags nvmlShutdown nvmlErrorString nvmlSystemGetDriverVersion
+        nvmlSystemGetNVMLVersion nvmlSystemGetCudaDriverVersion nvmlSystemGetCudaDriverVersion_v2 nvmlDeviceGetCount
+        nvmlDeviceGetCount_v2 nvmlDeviceGetHandleByIndex nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetHandleByUUID
+        nvmlDeviceGetHandleByPciBusId nvmlDeviceGetHandleByPciBusId_v2 nvmlDeviceGetName nvmlDeviceGetUUID
+        nvmlDeviceGetSerial nvmlDeviceGetBrand nvmlDeviceGetMinorNumber nvmlDeviceGetIndex nvmlDeviceGetPciInfo
+        nvmlDeviceGetPciInfo_v2 nvmlDeviceGetPciInfo_v3 nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2
+        nvmlDeviceGetBAR1MemoryInfo nvmlDeviceGetCudaComputeCapability nvmlDeviceGetArchitecture
+        nvmlDeviceGetPersistenceMode nvmlDeviceSetPersistenceMode nvmlDeviceGetComputeMode nvmlDeviceSetComputeMode
+        nvmlDeviceGetMigMode nvmlDeviceSetMigMode nvmlDeviceGetGpuInstanceProfileInfo nvmlDeviceGetGpuInstanceProfileInfoV
+        nvmlDeviceGetGpuInstancePossiblePlacements_v2 nvmlDeviceGetGpuInstanceRemainingCapacity nvmlDeviceCreateGpuInstance
+        nvmlDeviceCreateGpuInstanceWithPlacement nvmlDeviceGetGpuInstances nvmlDeviceGetGpuInstanceById
+        nvmlGpuInstanceGetInfo nvmlGpuInstanceDestroy nvmlGpuInstanceGetComputeInstanceProfileInfo
+        nvmlGpuInstanceGetComputeInstanceProfileInfoV nvmlGpuInstanceGetComputeInstanceRemainingCapacity
+        nvmlGpuInstanceCreateComputeInstance nvmlGpuInstanceGetComputeInstances nvmlGpuInstanceGetComputeInstanceById
+        nvmlComputeInstanceGetInfo_v2 nvmlComputeInstanceDestroy nvmlDeviceGetMaxMigDeviceCount
+        nvmlDeviceGetMigDeviceHandleByIndex nvmlDeviceIsMigDeviceHandle nvmlDeviceGetGpuInstanceId
+        nvmlDeviceGetComputeInstanceId nvmlDeviceGetDeviceHandleFromMigDeviceHandle nvmlDeviceGetTemperature
+        nvmlDeviceGetPowerUsage nvmlDeviceGetUtilizationRates nvmlDeviceGetClockInfo nvmlDeviceGetEccMode
+        nvmlDeviceGetDisplayMode nvmlDeviceGetVirtualizationMode nvmlDeviceGetNumGpuCores""".split()
+    assert not [x for x in required if x not in names]
+
+
+def test_build_is_idempotent():
+    before = LIB.stat().st_mtime_ns
+    proc = subprocess.run([str(SIM / "build.sh")], capture_output=True, text=True, check=True)
+    assert LIB.stat().st_mtime_ns == before and "compiling" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in INVENTORIES.glob("*.json")))
+def test_shipped_inventory_values(name, state):
+    data = json.loads(inv(name).read_text())
+    r = run("""
+        n.nvmlInit()
+        res = {"drv": s(n.nvmlSystemGetDriverVersion()), "cuda": n.nvmlSystemGetCudaDriverVersion(),
+               "nvmlv": s(n.nvmlSystemGetNVMLVersion()), "gpus": []}
+        for i in range(n.nvmlDeviceGetCount()):
+            h = n.nvmlDeviceGetHandleByIndex(i)
+            pci = n.nvmlDeviceGetPciInfo(h)
+            res["gpus"].append({"name": s(n.nvmlDeviceGetName(h)), "uuid": s(n.nvmlDeviceGetUUID(h)),
+                "serial": s(n.nvmlDeviceGetSerial(h)), "busId": s(pci.busId), "dev": pci.pciDeviceId,
+                "sub": pci.pciSubSystemId, "mem": n.nvmlDeviceGetMemoryInfo(h).total,
+                "bar1": n.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total, "cc": list(n.nvmlDeviceGetCudaComputeCapability(h)),
+                "arch": n.nvmlDeviceGetArchitecture(h), "brand": n.nvmlDeviceGetBrand(h),
+                "minor": n.nvmlDeviceGetMinorNumber(h), "index": n.nvmlDeviceGetIndex(h),
+                "pm": n.nvmlDeviceGetPersistenceMode(h), "cm": n.nvmlDeviceGetComputeMode(h),
+                "mig": exc(n.nvmlDeviceGetMigMode, h),
+                "by_uuid": n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByUUID(n.nvmlDeviceGetUUID(h))),
+                "by_bus": n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(pci.busId))})
+        n.nvmlShutdown()
+        out(res)
+    """, inv(name), state)
+    assert r["drv"] == data["driver_version"] and r["cuda"] == data["cuda_driver_version"]
+    assert r["nvmlv"] == data["nvml_version"]
+    assert len(r["gpus"]) == len(data["gpus"]) >= 1
+    for i, (got, want) in enumerate(zip(r["gpus"], data["gpus"])):
+        assert got["name"] == want["name"] and got["uuid"] == want["uuid"] and got["serial"] == want["serial"]
+        assert got["busId"] == want["pci_bus_id"] and got["dev"] == int(want["pci_device_id"], 16)
+        assert got["sub"] == int(want["pci_subsystem_id"], 16)
+        assert got["mem"] == want["memory_total_mib"] * 2**20 and got["bar1"] == want["bar1_total_mib"] * 2**20
+        assert got["cc"] == [int(x) for x in want["compute_capability"].split(".")]
+        assert got["arch"] == ARCH[want["architecture"]] and got["brand"] == BRAND[want["brand"]]
+        assert got["minor"] == want["minor_number"] and got["index"] == i == got["by_uuid"] == got["by_bus"]
+        assert got["pm"] == int(want["persistence_mode"]) and got["cm"] == 0
+        if want["mig_capable"]:
+            assert got["mig"] == ["OK", [int(want["mig_mode"])] * 2]
+        else:
+            assert got["mig"] == ["NVMLError_NotSupported"]
+
+
+def test_known_device_facts(state):
+    """Spot-check realistic values the brief pins down."""
+    def first(name):
+        return json.loads(inv(name).read_text())["gpus"][0]
+    t4, v100, a100, h100, p100 = first("t4"), first("v100"), first("hgx-a100-80gb"), first("h100-mig"), first("p100")
+    assert (t4["name"], t4["pci_device_id"], t4["memory_total_mib"], t4["compute_capability"], t4["bar1_total_mib"]) == \
+        ("Tesla T4", "0x1EB810DE", 15360, "7.5", 256)
+    assert (v100["pci_device_id"], v100["compute_capability"]) == ("0x1DB110DE", "7.0")
+    assert (a100["pci_device_id"], a100["compute_capability"], a100["bar1_total_mib"]) == ("0x20B210DE", "8.0", 131072)
+    assert (h100["pci_device_id"], h100["compute_capability"]) == ("0x233010DE", "9.0")
+    assert (p100["pci_device_id"], p100["compute_capability"]) == ("0x15F810DE", "6.0")
+    hgx = json.loads(inv("hgx-a100-80gb").read_text())
+    assert len(hgx["gpus"]) == 8 and hgx["nvswitch_count"] == 6 == len(hgx["nvswitches"])
+    assert len(json.loads(inv("bench-16").read_text())["gpus"]) == 16
+    mixed = [g["compute_capability"] for g in json.loads(inv("mixed").read_text())["gpus"]]
+    assert mixed == ["7.5", "8.0", "6.0"]
+
+
+def test_memory_info_v1_and_v2(state):
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        m1 = n.nvmlDeviceGetMemoryInfo(h)
+        m2 = n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2)
+        out({"v1": [m1.total, m1.free, m1.used], "v2": [m2.version, m2.total, m2.reserved, m2.free, m2.used],
+             "badver": exc(n.nvmlDeviceGetMemoryInfo, h, version=0x01000028)})
+    """, inv("t4"), state)
+    total, reserved = 15360 * 2**20, 255 * 2**20
+    assert r["v1"] == [total, total - reserved, reserved]
+    assert r["v2"] == [0x02000028, total, reserved, total - reserved, 0]
+    assert r["badver"] == ["NVMLError_ArgumentVersionMismatch"]
+
+
+def test_handle_lookups_and_uninitialized(state):
+    r = run("""
+        out_ = {"before": exc(n.nvmlDeviceGetCount)}
+        n.nvmlInit()
+        out_["bus_short"] = n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(b"0000:47:00.0"))
+        out_["bus_lower"] = n.nvmlDeviceGetIndex(n.nvmlDeviceGetHandleByPciBusId(b"00000000:4e:00.0"))
+        out_["bus_missing"] = exc(n.nvmlDeviceGetHandleByPciBusId, b"0000:99:00.0")
+        out_["uuid_missing"] = exc(n.nvmlDeviceGetHandleByUUID, b"GPU-00000000-0000-0000-0000-000000000000")
+        out_["idx_bad"] = exc(n.nvmlDeviceGetHandleByIndex, 8)
+        out_["init2"] = exc(n.nvmlInit)
+        n.nvmlShutdown(); n.nvmlShutdown()
+        out_["after"] = exc(n.nvmlDeviceGetCount)
+        out_["shutdown_again"] = exc(n.nvmlShutdown)
+        out(out_)
+    """, inv("hgx-a100-80gb"), state)
+    assert r["before"] == ["NVMLError_Uninitialized"]
+    assert r["bus_short"] == 2 and r["bus_lower"] == 3
+    assert r["bus_missing"] == r["uuid_missing"] == ["NVMLError_NotFound"]
+    assert r["idx_bad"] == ["NVMLError_InvalidArgument"]
+    assert r["init2"] == ["OK", None]
+    assert r["after"] == r["shutdown_again"] == ["NVMLError_Uninitialized"]
+
+
+def test_prober_extras(state):
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        u = n.nvmlDeviceGetUtilizationRates(h)
+        out([n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU), n.nvmlDeviceGetPowerUsage(h),
+             n.nvmlDeviceGetEnforcedPowerLimit(h), [u.gpu, u.memory], n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+             n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM), n.nvmlDeviceGetEccMode(h), n.nvmlDeviceGetDisplayMode(h),
+             n.nvmlDeviceGetVirtualizationMode(h), n.nvmlDeviceGetNumGpuCores(h), n.nvmlDeviceGetPerformanceState(h),
+             n.nvmlDeviceGetMemoryBusWidth(h), n.nvmlDeviceGetCurrPcieLinkGeneration(h),
+             len(n.nvmlDeviceGetComputeRunningProcesses(h)), s(n.nvmlErrorString(n.NVML_ERROR_GPU_IS_LOST))])
+    """, inv("t4"), state)
+    assert r[:14] == [38, 9500, 70000, [0, 0], 300, 5001, [1, 1], 0, 0, 2560, 0, 256, 3, 0]
+    assert r[14]
+
+
+# -------------------------------------------------------- modes and state
+def test_persistence_and_compute_mode_persist_across_processes(state):
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(1)
+        n.nvmlDeviceSetPersistenceMode(h, 0)
+        n.nvmlDeviceSetComputeMode(h, n.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS)
+        out([exc(n.nvmlDeviceSetComputeMode, h, 7), exc(n.nvmlDeviceSetPersistenceMode, h, 5)])
+    """, inv("v100"), state)
+    assert r == [["NVMLError_InvalidArgument"], ["NVMLError_InvalidArgument"]]
+    r = run("""
+        n.nvmlInit()
+        out([[n.nvmlDeviceGetPersistenceMode(h), n.nvmlDeviceGetComputeMode(h)]
+             for h in map(n.nvmlDeviceGetHandleByIndex, range(2))])
+    """, inv("v100"), state)
+    assert r == [[1, 0], [0, n_EXCL := 3]]
+    assert json.loads(state.read_text())["gpus"][1]["compute_mode"] == n_EXCL
+    assert state.with_name("state.json.lock").exists()
+
+
+def test_mig_enable_pending_then_reset(state):
+    code_set = """
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        out([n.nvmlDeviceSetMigMode(h, n.NVML_DEVICE_MIG_ENABLE), n.nvmlDeviceGetMigMode(h),
+             exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, n.NVML_GPU_INSTANCE_PROFILE_1_SLICE),
+             exc(n.nvmlDeviceSetMigMode, h, 3)])
+    """
+    r = run(code_set, inv("hgx-a100-80gb"), state)
+    assert r == [n_IN_USE := 19, [0, 1], ["NVMLError_NotSupported"], ["NVMLError_InvalidArgument"]]
+    get_all = """
+        n.nvmlInit()
+        out([n.nvmlDeviceGetMigMode(n.nvmlDeviceGetHandleByIndex(i)) for i in range(n.nvmlDeviceGetCount())])
+    """
+    assert run(get_all, inv("hgx-a100-80gb"), state) == [[0, 1]] + [[0, 0]] * 7   # another process sees pending
+    ctl(inv("hgx-a100-80gb"), state, "reset-gpu", "0")
+    assert run(get_all, inv("hgx-a100-80gb"), state) == [[1, 1]] + [[0, 0]] * 7
+    # disable is pending as well; reset-gpu all applies it
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        out([n.nvmlDeviceSetMigMode(h, 0), n.nvmlDeviceGetMigMode(h)])
+    """, inv("hgx-a100-80gb"), state)
+    assert r == [n_IN_USE, [1, 0]]
+    ctl(inv("hgx-a100-80gb"), state, "reset-gpu", "all")
+    assert run(get_all, inv("hgx-a100-80gb"), state) == [[0, 0]] * 8
+
+
+def test_mig_apply_immediately_env_and_inventory(tmp_path, state):
+    code = """
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        out([n.nvmlDeviceSetMigMode(h, 1), n.nvmlDeviceGetMigMode(h)])
+    """
+    assert run(code, inv("hgx-a100-80gb"), state, NVML_SIM_MIG_APPLY_IMMEDIATELY="1") == [0, [1, 1]]
+    per_gpu = write_inv(tmp_path, "hgx-a100-80gb", lambda d: d["gpus"][0].update(mig_apply_immediately=True))
+    assert run(code, per_gpu, tmp_path / "s2.json") == [0, [1, 1]]
+    glob = write_inv(tmp_path, "hgx-a100-80gb", lambda d: d.update(mig_apply_immediately=True), "g.json")
+    assert run(code, glob, tmp_path / "s3.json") == [0, [1, 1]]
+
+
+def test_mig_calls_not_supported_on_non_mig_gpu(state):
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        out([exc(n.nvmlDeviceGetMigMode, h), exc(n.nvmlDeviceSetMigMode, h, 1),
+             exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, 0), exc(n.nvmlDeviceGetMaxMigDeviceCount, h),
+             exc(n.nvmlDeviceCreateGpuInstance, h, 19), exc(n.nvmlDeviceGetMigDeviceHandleByIndex, h, 0),
+             exc(n.nvmlDeviceGetGpuInstanceId, h), n.nvmlDeviceIsMigDeviceHandle(h).value])
+    """, inv("t4"), state)
+    assert r[:7] == [["NVMLError_NotSupported"]] * 7 and r[7] == 0
+
+
+# ------------------------------------------------------------ MIG tables
+EXPECTED_TABLES = {
+    # key: {profile index: (id, name, slices, instances, memory MiB, placements)}
+    "A100-SXM4-80GB": {0: (19, "1g.10gb", 1, 7, 9728, [0, 1, 2, 3, 4, 5, 6]), 7: (20, "1g.10gb+me", 1, 1, 9728, None),
+                       9: (15, "1g.20gb", 1, 4, 19968, [0, 2, 4, 6]), 1: (14, "2g.20gb", 2, 3, 19968, [0, 2, 4]),
+                       2: (9, "3g.40gb", 3, 2, 40192, [0, 4]), 3: (5, "4g.40gb", 4, 1, 40192, [0]),
+                       4: (0, "7g.80gb", 7, 1, 81152, [0])},
+    "A100-SXM4-40GB": {0: (19, "1g.5gb", 1, 7, 4864, None), 7: (20, "1g.5gb+me", 1, 1, 4864, None),
+                       9: (15, "1g.10gb", 1, 4, 9856, None), 1: (14, "2g.10gb", 2, 3, 9856, None),
+                       2: (9, "3g.20gb", 3, 2, 19968, None), 3: (5, "4g.20gb", 4, 1, 19968, None),
+                       4: (0, "7g.40gb", 7, 1, 40192, None)},
+    "H100-80GB": {0: (19, "1g.10gb", 1, 7, 9984, None), 7: (20, "1g.10gb+me", 1, 1, 9984, None),
+                  9: (15, "1g.20gb", 1, 4, 20096, None), 1: (14, "2g.20gb", 2, 3, 20096, None),
+                  2: (9, "3g.40gb", 3, 2, 40448, None), 3: (5, "4g.40gb", 4, 1, 40448, None),
+                  4: (0, "7g.80gb", 7, 1, 81152, None)},
+    "A30": {0: (14, "1g.6gb", 1, 4, 5952, [0, 1, 2, 3]), 7: (21, "1g.6gb+me", 1, 1, 5952, None),
+            1: (5, "2g.12gb", 2, 2, 11968, [0, 2]), 8: (6, "2g.12gb+me", 2, 1, 11968, None), 3: (0, "4g.24gb", 4, 1, 24000, [0])},
+}
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED_TABLES))
+def test_gpu_instance_profile_tables(key, tmp_path, state):
+    path = a100_mig_on(tmp_path, mig_profile_table=key)
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        res = {}
+        for idx in range(n.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            try:
+                v2 = n.nvmlDeviceGetGpuInstanceProfileInfo(h, idx)
+                v1 = n.nvmlDeviceGetGpuInstanceProfileInfo(h, idx, version=1)
+            except n.NVMLError_NotSupported:
+                continue
+            assert (v1.id, v1.sliceCount, v1.memorySizeMB) == (v2.id, v2.sliceCount, v2.memorySizeMB)
+            cnt = ctypes.c_uint(0)
+            n.nvmlDeviceGetGpuInstancePossiblePlacements(h, v2.id, None, ctypes.byref(cnt))
+            arr = (n.c_nvmlGpuInstancePlacement_t * cnt.value)()
+            n.nvmlDeviceGetGpuInstancePossiblePlacements(h, v2.id, arr, ctypes.byref(cnt))
+            res[idx] = [v2.id, s(v2.name), v2.sliceCount, v2.instanceCount, v2.memorySizeMB, [p.start for p in arr],
+                        n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, v2.id)]
+        res["bad"] = exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, n.NVML_GPU_INSTANCE_PROFILE_COUNT)
+        res["max"] = n.nvmlDeviceGetMaxMigDeviceCount(h)
+        out(res)
+    """, path, state)
+    assert r.pop("bad") == ["NVMLError_InvalidArgument"]
+    assert r.pop("max") == (4 if key == "A30" else 7)
+    want = EXPECTED_TABLES[key]
+    assert sorted(int(k) for k in r) == sorted(want)
+    for idx, (pid, name, slices, inst, mem, starts) in want.items():
+        got = r[str(idx)]
+        assert got[:5] == [pid, "MIG " + name, slices, inst, mem]
+        if starts is not None:
+            assert got[5] == starts
+        assert got[6] == inst          # empty GPU: remaining capacity == max instances
+
+
+# ------------------------------------------------------- GI / CI lifecycle
+def test_gpu_and_compute_instance_lifecycle(tmp_path, state):
+    path = a100_mig_on(tmp_path)
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        gi = n.nvmlDeviceCreateGpuInstance(h, 9)                     # 3g.40gb
+        info = n.nvmlGpuInstanceGetInfo(gi)
+        res = {"gi": [info.id, info.profileId, info.placement.start, info.placement.size,
+                      n.nvmlDeviceGetIndex(info.device)]}
+        cips = {}
+        for p in range(n.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+            try:
+                c = n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, p, 0)
+                cips[p] = [c.id, c.sliceCount, c.instanceCount, c.multiprocessorCount, s(c.name)]
+            except n.NVMLError_NotSupported:
+                pass
+        res["cips"] = cips
+        res["ci_bad_eng"] = exc(n.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, 0, 1)
+        ci2 = n.nvmlGpuInstanceCreateComputeInstance(gi, n.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE)
+        ci = n.nvmlGpuInstanceCreateComputeInstance(gi, n.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE)
+        res["ci_full"] = exc(n.nvmlGpuInstanceCreateComputeInstance, gi, n.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE)
+        res["ci_bad"] = exc(n.nvmlGpuInstanceCreateComputeInstance, gi, n.NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE)
+        ci_info = n.nvmlComputeInstanceGetInfo(ci2)
+        res["ci2"] = [ci_info.id, ci_info.profileId, ci_info.placement.start, ci_info.placement.size,
+                      n.nvmlGpuInstanceGetInfo(ci_info.gpuInstance).id]
+        cnt = ctypes.c_uint(0)
+        arr = (n.c_nvmlComputeInstance_t * 8)()
+        n.nvmlGpuInstanceGetComputeInstances(gi, 0, arr, ctypes.byref(cnt))
+        res["n_ci_1slice"] = cnt.value
+        res["ci_by_id"] = n.nvmlComputeInstanceGetInfo(n.nvmlGpuInstanceGetComputeInstanceById(gi, 0)).profileId
+        res["ci_by_id_missing"] = exc(n.nvmlGpuInstanceGetComputeInstanceById, gi, 5)
+        res["gi_by_id"] = n.nvmlGpuInstanceGetInfo(n.nvmlDeviceGetGpuInstanceById(h, info.id)).profileId
+        res["gi_by_id_missing"] = exc(n.nvmlDeviceGetGpuInstanceById, h, 3)
+        res["ci_remaining"] = n.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, 0)
+        m = n.nvmlDeviceGetMigDeviceHandleByIndex(h, 1)
+        mem = n.nvmlDeviceGetMemoryInfo(m)
+        res["mig"] = [s(n.nvmlDeviceGetName(m)), s(n.nvmlDeviceGetUUID(m))[:4], mem.total,
+                      n.nvmlDeviceGetGpuInstanceId(m), n.nvmlDeviceGetComputeInstanceId(m),
+                      n.nvmlDeviceIsMigDeviceHandle(m).value,
+                      n.nvmlDeviceGetIndex(n.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m)),
+                      n.nvmlDeviceGetAttributes(m).multiprocessorCount]
+        res["destroy_in_use"] = exc(n.nvmlGpuInstanceDestroy, gi)
+        res["disable_in_use"] = exc(n.nvmlDeviceSetMigMode, h, 0)
+        n.nvmlComputeInstanceDestroy(ci); n.nvmlComputeInstanceDestroy(ci2)
+        res["stale_ci"] = exc(n.nvmlComputeInstanceGetInfo, ci)
+        n.nvmlGpuInstanceDestroy(gi)
+        res["stale_gi"] = exc(n.nvmlGpuInstanceGetInfo, gi)
+        cnt = ctypes.c_uint(0)
+        n.nvmlDeviceGetGpuInstances(h, 9, (n.c_nvmlGpuInstance_t * 2)(), ctypes.byref(cnt))
+        res["left"] = cnt.value
+        out(res)
+    """, path, state)
+    assert r["gi"] == [1, 9, 0, 4, 0]
+    assert r["cips"] == {"0": [0, 1, 3, 14, "MIG 1c.3g.40gb"], "1": [1, 2, 1, 28, "MIG 2c.3g.40gb"],
+                         "2": [2, 3, 1, 42, "MIG 3g.40gb"]}
+    assert r["ci_bad_eng"] == ["NVMLError_InvalidArgument"]
+    assert r["ci_full"] == ["NVMLError_InsufficientResources"]
+    assert r["ci_bad"] == ["NVMLError_InvalidArgument"]
+    assert r["ci2"] == [0, 1, 0, 2, 1]
+    assert r["n_ci_1slice"] == 1 and r["ci_by_id"] == 1 and r["ci_by_id_missing"] == ["NVMLError_NotFound"]
+    assert r["gi_by_id"] == 9 and r["gi_by_id_missing"] == ["NVMLError_NotFound"]
+    assert r["ci_remaining"] == 0
+    assert r["mig"] == ["NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", "MIG-", 40192 * 2**20, 1, 1, 1, 0, 14]
+    assert r["destroy_in_use"] == r["disable_in_use"] == ["NVMLError_InUse"]
+    assert r["stale_ci"] == r["stale_gi"] == ["NVMLError_InvalidArgument"]
+    assert r["left"] == 0
+
+
+def test_capacity_exhaustion_and_invalid_profiles(tmp_path, state):
+    path = a100_mig_on(tmp_path)
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        caps, ids = [], []
+        for _ in range(7):
+            caps.append(n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 19))
+            ids.append(n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 19)).id)
+        out({"caps": caps, "ids": ids,
+             "eighth": exc(n.nvmlDeviceCreateGpuInstance, h, 19),
+             "big": exc(n.nvmlDeviceCreateGpuInstance, h, 0),
+             "rem": [n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, p) for p in (19, 15, 14, 9, 5, 0, 20)],
+             "bad_id": exc(n.nvmlDeviceCreateGpuInstance, h, 99),
+             "bad_rem": exc(n.nvmlDeviceGetGpuInstanceRemainingCapacity, h, 99),
+             "unsupported_index": exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, n.NVML_GPU_INSTANCE_PROFILE_8_SLICE)})
+    """, path, state)
+    assert r["caps"] == [7, 6, 5, 4, 3, 2, 1]
+    assert r["ids"] == [7, 8, 9, 10, 11, 12, 13]
+    assert r["eighth"] == r["big"] == ["NVMLError_InsufficientResources"]
+    assert r["rem"] == [0] * 7
+    assert r["bad_id"] == r["bad_rem"] == ["NVMLError_InvalidArgument"]
+    assert r["unsupported_index"] == ["NVMLError_NotSupported"]
+
+
+def test_placements(tmp_path, state):
+    path = a100_mig_on(tmp_path)
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        P = n.c_nvmlGpuInstancePlacement_t
+        def place(pid, start, size):
+            p = P(); p.start = start; p.size = size
+            return n.nvmlDeviceCreateGpuInstanceWithPlacement(h, pid, ctypes.byref(p))
+        res = {"second_3g": n.nvmlGpuInstanceGetInfo(place(9, 4, 4)).id,
+               "misaligned": exc(place, 9, 2, 4), "wrong_size": exc(place, 9, 0, 2),
+               "overlap": exc(place, 14, 4, 2),
+               "one_2g": n.nvmlGpuInstanceGetInfo(place(14, 2, 2)).id,
+               "auto": n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 19)).placement.start,
+               "rem_1g": n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 19),
+               "rem_4g": n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 5)}
+        out(res)
+    """, path, state)
+    assert r == {"second_3g": 2, "misaligned": ["NVMLError_InvalidArgument"], "wrong_size": ["NVMLError_InvalidArgument"],
+                 "overlap": ["NVMLError_InsufficientResources"], "one_2g": 4, "auto": 0, "rem_1g": 1, "rem_4g": 0}
+
+
+def test_existing_geometry_and_mig_device_handles(state):
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        devs = []
+        for i in range(n.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                m = n.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
+            except n.NVMLError_NotFound:
+                devs.append(None); continue
+            uuid = n.nvmlDeviceGetUUID(m)
+            back = n.nvmlDeviceGetHandleByUUID(uuid)
+            devs.append([s(n.nvmlDeviceGetName(m)), s(uuid), n.nvmlDeviceGetMemoryInfo(m).total // 2**20,
+                         n.nvmlDeviceGetGpuInstanceId(back), exc(n.nvmlDeviceGetPowerUsage, m)])
+        cnt = ctypes.c_uint(0)
+        arr = (n.c_nvmlGpuInstance_t * 7)()
+        n.nvmlDeviceGetGpuInstances(h, 19, arr, ctypes.byref(cnt))
+        ncis = []
+        for gi in arr[:cnt.value]:
+            c = ctypes.c_uint(0)
+            n.nvmlGpuInstanceGetComputeInstances(gi, 0, (n.c_nvmlComputeInstance_t * 1)(), ctypes.byref(c))
+            ncis.append(c.value)
+        h1 = n.nvmlDeviceGetHandleByIndex(1)
+        out({"devs": devs, "n_1g": cnt.value, "cis": ncis, "over_max": exc(n.nvmlDeviceGetMigDeviceHandleByIndex, h, 7),
+             "gpu1": [n.nvmlDeviceGetMigMode(h1), exc(n.nvmlDeviceGetMigDeviceHandleByIndex, h1, 0),
+                      n.nvmlDeviceGetGpuInstanceRemainingCapacity(h1, 0)]})
+    """, inv("h100-mig"), state)
+    devs = r["devs"]
+    assert [d and d[0] for d in devs[:3]] == ["NVIDIA H100 80GB HBM3 MIG 3g.40gb", "NVIDIA H100 80GB HBM3 MIG 1g.10gb",
+                                               "NVIDIA H100 80GB HBM3 MIG 1g.10gb"]
+    assert devs[3:] == [None] * 4
+    assert all(d[1].startswith("MIG-") and len(d[1]) == 40 for d in devs[:3]) and len({d[1] for d in devs[:3]}) == 3
+    assert [d[2] for d in devs[:3]] == [40448, 9984, 9984] and [d[3] for d in devs[:3]] == [1, 11, 12]
+    assert devs[0][4] == ["NVMLError_NotSupported"]
+    assert r["n_1g"] == 3 and sorted(r["cis"]) == [0, 1, 1]
+    assert r["over_max"] == ["NVMLError_InvalidArgument"]
+    assert r["gpu1"] == [[1, 1], ["NVMLError_NotFound"], 1]
+
+
+def test_cross_process_state(tmp_path, state):
+    path = a100_mig_on(tmp_path, ngpus=2)
+    r = run("""
+        n.nvmlInit()
+        gi = n.nvmlDeviceCreateGpuInstance(n.nvmlDeviceGetHandleByIndex(1), 14)
+        n.nvmlGpuInstanceCreateComputeInstance(gi, 1)
+        out(n.nvmlGpuInstanceGetInfo(gi).id)
+    """, path, state)
+    assert r == 3
+    lister = """
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(1)
+        cnt = ctypes.c_uint(0)
+        arr = (n.c_nvmlGpuInstance_t * 3)()
+        n.nvmlDeviceGetGpuInstances(h, 14, arr, ctypes.byref(cnt))
+        res = [n.nvmlGpuInstanceGetInfo(g).id for g in arr[:cnt.value]]
+        if "%s" == "destroy":
+            ci = n.nvmlGpuInstanceGetComputeInstanceById(arr[0], 0)
+            n.nvmlComputeInstanceDestroy(ci)
+            n.nvmlGpuInstanceDestroy(arr[0])
+        out(res)
+    """
+    assert run(lister % "destroy", path, state) == [3]
+    assert run(lister % "list", path, state) == []
+    # a long-lived process sees changes made by another process after it initialised
+    r = run("""
+        import subprocess, os
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        before = n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 0)
+        subprocess.run([sys.executable, "-c", "import pynvml as n; n.nvmlInit(); "
+                        "n.nvmlDeviceCreateGpuInstance(n.nvmlDeviceGetHandleByIndex(0), 0)"], check=True)
+        out([before, n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 0)])
+    """, path, state)
+    assert r == [1, 0]
+
+
+def test_concurrent_writers_are_serialised(tmp_path, state):
+    path = a100_mig_on(tmp_path)
+    code = """
+        n.nvmlInit()
+        out(n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(n.nvmlDeviceGetHandleByIndex(0), 19)).id)
+    """
+    with ThreadPoolExecutor(max_workers=7) as ex:
+        ids = list(ex.map(lambda _: run(code, path, state), range(7)))
+    assert sorted(ids) == list(range(7, 14))
+    st = json.loads(state.read_text())
+    assert len(st["gpus"][0]["gpu_instances"]) == 7
+
+
+def test_nvml_sim_ctl_show_and_reset_state(tmp_path, state):
+    shown = json.loads(ctl(inv("h100-mig"), state, "show"))
+    assert [len(g["gpu_instances"]) for g in shown["gpus"]] == [4, 0]
+    path = a100_mig_on(tmp_path)
+    run("n.nvmlInit(); n.nvmlDeviceCreateGpuInstance(n.nvmlDeviceGetHandleByIndex(0), 0); out(1)", path, state)
+    assert json.loads(state.read_text())["gpus"][0]["gpu_instances"]
+    ctl(path, state, "reset-state")
+    assert not state.exists()
+    assert run("n.nvmlInit(); out(n.nvmlDeviceGetGpuInstanceRemainingCapacity(n.nvmlDeviceGetHandleByIndex(0), 0))",
+               path, state) == 1
+
+
+# ---------------------------------------------------------- error injection
+@pytest.mark.parametrize("err,cls", [("DRIVER_NOT_LOADED", "NVMLError_DriverNotLoaded"),
+                                     ("LIB_RM_VERSION_MISMATCH", "NVMLError_LibRmVersionMismatch"),
+                                     ("NO_PERMISSION", "NVMLError_NoPermission")])
+def test_injected_init_errors_from_env(err, cls, state):
+    r = run("out([exc(n.nvmlInit), exc(n.nvmlInitWithFlags, 0)])", inv("t4"), state, errors="nvmlInit=" + err)
+    assert r == [[cls], [cls]]
+
+
+@pytest.mark.parametrize("err,cls", [("NOT_SUPPORTED", "NVMLError_NotSupported"), ("GPU_IS_LOST", "NVMLError_GpuIsLost"),
+                                     ("NO_PERMISSION", "NVMLError_NoPermission"),
+                                     ("NVML_ERROR_DRIVER_NOT_LOADED", "NVMLError_DriverNotLoaded"),
+                                     ("LIB_RM_VERSION_MISMATCH", "NVMLError_LibRmVersionMismatch")])
+def test_injected_per_gpu_call_errors_from_env(err, cls, state):
+    r = run("""
+        n.nvmlInit()
+        h0, h1 = n.nvmlDeviceGetHandleByIndex(0), n.nvmlDeviceGetHandleByIndex(1)
+        out([exc(n.nvmlDeviceGetPowerUsage, h0), exc(n.nvmlDeviceGetPowerUsage, h1),
+             exc(n.nvmlDeviceGetMemoryInfo, h1, version=n.nvmlMemory_v2), exc(n.nvmlDeviceGetName, h1)[0]])
+    """, inv("v100"), state, errors="nvmlDeviceGetPowerUsage:1=%s, nvmlDeviceGetMemoryInfo=%s" % (err, err))
+    assert r == [["OK", 42000], [cls], [cls], "OK"]
+
+
+def test_injected_errors_from_inventory(tmp_path, state):
+    def lost(d):
+        d["gpus"][1]["errors"] = {"*": "GPU_IS_LOST"}
+        d["gpus"][3]["errors"] = {"nvmlDeviceGetUUID": "GPU_IS_LOST"}
+        d["gpus"][0]["errors"] = {"nvmlDeviceSetMigMode": "NO_PERMISSION"}
+        d["errors"] = {"nvmlSystemGetCudaDriverVersion": "NOT_SUPPORTED", "nvmlDeviceGetSerial:2": "NOT_SUPPORTED"}
+    path = write_inv(tmp_path, "hgx-a100-80gb", lost)
+    r = run("""
+        n.nvmlInit()
+        h0, h2, h3 = (n.nvmlDeviceGetHandleByIndex(i) for i in (0, 2, 3))
+        out([n.nvmlDeviceGetCount(), exc(n.nvmlDeviceGetHandleByIndex, 1), exc(n.nvmlDeviceGetUUID, h3),
+             exc(n.nvmlDeviceGetName, h0)[0], exc(n.nvmlDeviceSetMigMode, h0, 1), exc(n.nvmlDeviceSetMigMode, h2, 0),
+             exc(n.nvmlSystemGetCudaDriverVersion), exc(n.nvmlSystemGetCudaDriverVersion_v2),
+             exc(n.nvmlDeviceGetSerial, h2), exc(n.nvmlDeviceGetSerial, h0)[0]])
+    """, path, state)
+    assert r == [8, ["NVMLError_GpuIsLost"], ["NVMLError_GpuIsLost"], "OK", ["NVMLError_NoPermission"], ["OK", 0],
+                 ["NVMLError_NotSupported"], ["NVMLError_NotSupported"], ["NVMLError_NotSupported"], "OK"]
+    glob = write_inv(tmp_path, "t4", lambda d: d.update(errors={"nvmlInit": "LIB_RM_VERSION_MISMATCH"}), "g.json")
+    assert run("out(exc(n.nvmlInit))", glob, state) == ["NVMLError_LibRmVersionMismatch"]
+
+
+def test_missing_and_broken_inventories(tmp_path, state):
+    assert run("out(exc(n.nvmlInit))", tmp_path / "nope.json", state) == ["NVMLError_DriverNotLoaded"]
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"gpus": [ {"name": "x", } ]}')
+    assert run("out(exc(n.nvmlInit))", broken, state) == ["NVMLError_Unknown"]
+    badtable = write_inv(tmp_path, "hgx-a100-80gb", lambda d: d["gpus"][0].update(mig_profile_table="B200"), "bt.json")
+    assert run("out(exc(n.nvmlInit))", badtable, state) == ["NVMLError_Unknown"]
+    badgeo = write_inv(tmp_path, "h100-mig", lambda d: d["gpus"][0]["mig_instances"].append({"profile": "4g.40gb"}), "bg.json")
+    assert run("out(exc(n.nvmlInit))", badgeo, state) == ["NVMLError_Unknown"]
+    (tmp_path / "garbage-state.json").write_text("{not json")
+    assert run("n.nvmlInit(); out(n.nvmlDeviceGetCount())", inv("t4"), tmp_path / "garbage-state.json") == 1
+
+
+def test_custom_inline_profile_table(tmp_path, state):
+    table = {"memory_slices": 2, "max_mig_devices": 2, "profiles": [
+        {"index": 0, "id": 30, "name": "1g.12gb", "slices": 1, "instances": 2, "memory_mib": 12288, "placements": [0, 1]},
+        {"index": 1, "id": 31, "name": "2g.24gb", "slices": 2, "instances": 1, "memory_mib": 24576,
+         "placement_size": 2, "placements": [0]}]}
+    path = a100_mig_on(tmp_path, mig_profile_table=table)
+    r = run("""
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        a = n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 30)).id
+        b = n.nvmlGpuInstanceGetInfo(n.nvmlDeviceCreateGpuInstance(h, 30)).id
+        out([s(n.nvmlDeviceGetGpuInstanceProfileInfo(h, 1).name), a, b, exc(n.nvmlDeviceCreateGpuInstance, h, 31),
+             n.nvmlDeviceGetMaxMigDeviceCount(h)])
+    """, path, state)
+    assert r == ["MIG 2g.24gb", 1, 2, ["NVMLError_InsufficientResources"], 2]
