@@ -32,6 +32,11 @@ SYSTEMD_FLAGS=(
   -v /sys/fs/cgroup:/sys/fs/cgroup:rw
   --cgroupns=host
   --stop-signal SIGRTMIN+3
+  # NVIDIA's character devices (major 195: /dev/nvidiactl, /dev/nvidia0..). Without this rule the
+  # device cgroup answers EPERM and Debian's real libnvidia-ml reports NVML_ERROR_UNKNOWN; with it,
+  # opening a device node that has no driver behind it gives ENXIO, exactly as on a machine without
+  # the kernel module, and NVML says DRIVER_NOT_LOADED. No real device is exposed (there is none).
+  --device-cgroup-rule 'c 195:* rmw'
 )
 
 state_of() { docker inspect -f '{{.State.Status}}' "$1" 2>/dev/null || true; }
