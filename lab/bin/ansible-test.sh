@@ -44,7 +44,7 @@ exec 9>"$ROOT/build/.ansible-test.lock"
 flock 9
 LIST=$(mktemp); trap 'rm -f "$LIST"' EXIT
 ( cd "$ROOT" && git ls-files -z -co --exclude-standard ) \
-  | grep -zvE '^(lab|\.ci|molecule|build|tests/output|\.venv[^/]*|\.cache|changelogs/\.plugin-cache\.yaml)(/|$)|\.tar\.gz$' > "$LIST" || true
+  | grep -zvE '^(lab|\.ci|\.config|molecule|build|tests/output|\.venv[^/]*|\.cache|changelogs/\.plugin-cache\.yaml)(/|$)|\.tar\.gz$' > "$LIST" || true
 [ -s "$LIST" ] || { echo "ERROR: no collection files found in $ROOT" >&2; exit 2; }
 rm -rf "$DEST"
 mkdir -p "$DEST"
