@@ -158,32 +158,7 @@ labels:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_catalog, node_probe, nvml_probe
-
-
-def gather(mig_profiles=True, with_node=True, root='/'):
-    """All facts the module returns, as a dict (separate from AnsibleModule for unit tests)."""
-    nvml = nvml_probe.probe(include_mig_profiles=mig_profiles)
-    gpus = nvml.pop('gpus')
-    node = node_probe.node_facts(root) if with_node else {}
-    source = 'nvml'
-    if nvml['status'] != 'ok':
-        source = 'pci'
-        gpus = [dict(index=i, name=d.get('name'), pci_bus_id=d['pci_bus_id'], pci_device_id=d['pci_device_id'],
-                     driver=d.get('driver'))
-                for i, d in enumerate(node.get('pci_gpus', []))]
-    usable = [g for g in gpus if not g.get('error')]
-    return {
-        'nvml': nvml,
-        'gpus': gpus,
-        'gpu_count': len(gpus),
-        'source': source,
-        'node': node,
-        'sharing': gpu_catalog.sharing_capabilities(usable) if source == 'nvml' else
-        gpu_catalog.sharing_capabilities([]),
-        'labels': gpu_catalog.node_labels(usable, nvml.get('driver_version'), nvml.get('cuda_driver_version'))
-        if source == 'nvml' else {},
-    }
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_facts import gather
 
 
 def main():

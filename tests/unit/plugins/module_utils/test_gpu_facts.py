@@ -4,7 +4,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_info
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_facts
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe, nvml_probe
 
 
@@ -16,7 +16,7 @@ def test_pci_fallback_when_driver_not_loaded(monkeypatch):
         'pci_gpus': [{'pci_bus_id': '0000:3b:00.0', 'pci_device_id': '0x1eb8', 'name': 'TU104GL [Tesla T4]',
                       'driver': None, 'pci_class': '0x0302'}],
         'nvswitches': []})
-    facts = gpu_info.gather()
+    facts = gpu_facts.gather()
     assert facts['source'] == 'pci'
     assert facts['gpu_count'] == 1
     assert facts['gpus'][0]['name'] == 'TU104GL [Tesla T4]'
@@ -31,7 +31,7 @@ def test_nvml_source_derives_labels(monkeypatch):
     monkeypatch.setattr(nvml_probe, 'probe', lambda include_mig_profiles=True: {
         'status': 'ok', 'driver_version': '535.183.01', 'cuda_driver_version': '12.2', 'nvml_version': '12.535',
         'gpus': [gpu], 'error': None})
-    facts = gpu_info.gather(with_node=False)
+    facts = gpu_facts.gather(with_node=False)
     assert facts['node'] == {}
     assert facts['source'] == 'nvml'
     assert facts['labels']['nvidia.com/gpu.product'] == 'Tesla-T4'

@@ -1,0 +1,257 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The doctor's checks: pure functions from probe facts to findings (no I/O here).
+
+Each finding: id, severity (critical / warning / info), summary, evidence, remediation.
+The facts are gpu_info's result plus a few extras the doctor gathers (see gpu_doctor.py).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+SEVERITIES = ('critical', 'warning', 'info')
+# Strategies whose device plugins need nvidia as the container runtime's *default* runtime.
+NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
+CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
+
+
+def finding(check_id, severity, summary, evidence, remediation):
+    return {'id': check_id, 'severity': severity, 'summary': summary, 'evidence': evidence,
+            'remediation': remediation}
+
+
+def _gpu_names(facts):
+    names = [g.get('name') for g in facts.get('gpus', []) if g.get('name')]
+    if not names:
+        names = [g.get('name') for g in facts.get('node', {}).get('pci_gpus', []) if g.get('name')]
+    return names
+
+
+def _has_gpu(facts):
+    return bool(facts.get('gpus')) or bool(facts.get('node', {}).get('pci_gpus'))
+
+
+def check_nouveau(facts, extra):
+    node = facts.get('node', {})
+    if node.get('nouveau_loaded'):
+        return [finding(
+            'nouveau_loaded', 'critical',
+            'The open-source nouveau driver is loaded and holds the GPU; the NVIDIA driver cannot bind.',
+            ['/proc/modules lists nouveau'],
+            'Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf: "blacklist nouveau" and '
+            '"options nouveau modeset=0"), rebuild the initramfs (update-initramfs -u / dracut -f) and reboot. '
+            'The gpuops.k8s_gpu.nvidia_driver role does this.')]
+    return []
+
+
+def check_secure_boot(facts, extra):
+    node = facts.get('node', {})
+    if node.get('secure_boot') != 'enabled' or not _has_gpu(facts):
+        return []
+    taint = extra.get('nvidia_taint') or ''
+    if not node.get('nvidia_module_loaded'):
+        return [finding(
+            'secure_boot_unsigned_module', 'critical',
+            'Secure Boot is on and the NVIDIA kernel module is not loaded: an unsigned (DKMS-built) module is refused.',
+            ['Secure Boot: enabled', 'nvidia module loaded: no'],
+            'Sign the module with a Machine Owner Key enrolled through mokutil (DKMS can sign with '
+            '/var/lib/dkms/mok.key), or turn Secure Boot off in the firmware (for ESXi VMs: VM options, '
+            'Boot options, Secure Boot off).')]
+    if 'E' in taint:
+        return [finding(
+            'secure_boot_unsigned_module', 'warning',
+            'An unsigned NVIDIA module is loaded (kernel taint E) while Secure Boot is on.',
+            ['Secure Boot: enabled', '/sys/module/nvidia/taint: %s' % taint],
+            'Sign the module with an enrolled MOK so a kernel with lockdown enforcement keeps loading it.')]
+    return []
+
+
+def check_driver_loaded(facts, extra):
+    status = facts.get('nvml', {}).get('status')
+    if status == 'driver_not_loaded' and _has_gpu(facts):
+        ev = ['NVML: Driver Not Loaded',
+              'PCI: %d NVIDIA GPU(s) (%s)' % (len(facts['node'].get('pci_gpus', [])), ', '.join(_gpu_names(facts)) or 'names unknown')]
+        drivers = sorted(set(str(g.get('driver')) for g in facts['node'].get('pci_gpus', [])))
+        ev.append('kernel driver bound to the GPUs: %s' % ', '.join(drivers))
+        return [finding(
+            'driver_not_loaded', 'critical',
+            'NVIDIA GPUs are present but the NVIDIA kernel driver is not loaded.',
+            ev,
+            'Install the driver for the running kernel (gpuops.k8s_gpu.nvidia_driver), make sure the module is '
+            'built for it (dkms status; dkms install -m nvidia -v <version>), then modprobe nvidia or reboot.')]
+    if status == 'not_installed' and _has_gpu(facts):
+        return [finding(
+            'driver_not_installed', 'critical',
+            'NVIDIA GPUs are present but no NVIDIA driver (libnvidia-ml) is installed.',
+            ['NVML library not found', 'PCI: %s' % ', '.join(_gpu_names(facts)) or 'NVIDIA device'],
+            'Install the NVIDIA driver (gpuops.k8s_gpu.nvidia_driver).')]
+    return []
+
+
+def check_version_mismatch(facts, extra):
+    nvml = facts.get('nvml', {})
+    module_version = facts.get('node', {}).get('nvidia_module_version')
+    lib_version = extra.get('nvml_library_version')
+    if nvml.get('status') == 'version_mismatch':
+        return [finding(
+            'nvml_version_mismatch', 'critical',
+            'NVML library and kernel module versions differ (Failed to initialize NVML: Driver/library version mismatch).',
+            ['kernel module: %s' % (module_version or 'unknown'), 'libnvidia-ml: %s' % (lib_version or 'unknown')],
+            'Reboot to load the kernel module that matches the installed user-space driver, or reinstall the '
+            'driver version that matches the loaded module; hold the driver packages so unattended upgrades '
+            'cannot split them again.')]
+    driver = nvml.get('driver_version')
+    if nvml.get('status') == 'ok' and module_version and driver and module_version != driver:
+        return [finding(
+            'nvml_version_mismatch', 'warning',
+            'The loaded kernel module and the NVML driver version differ.',
+            ['kernel module: %s' % module_version, 'NVML driver version: %s' % driver],
+            'Reboot the node in a maintenance window so both sides run the same driver version.')]
+    return []
+
+
+def check_fabricmanager(facts, extra):
+    node = facts.get('node', {})
+    if not node.get('fabricmanager_required'):
+        return []
+    ev = ['NVSwitch devices: %d' % node.get('nvswitch_count', 0)]
+    unit = node.get('fabricmanager_unit')
+    active = extra.get('fabricmanager_active')
+    fm_version = extra.get('fabricmanager_version')
+    driver = facts.get('nvml', {}).get('driver_version') or node.get('nvidia_module_version')
+    remediation = ('Install nvidia-fabricmanager of exactly the driver version (%s), hold it with the driver, and '
+                   'enable and start nvidia-fabricmanager.service before running CUDA jobs '
+                   '(CUDA error 802 "system not yet initialized" otherwise).' % (driver or 'the driver'))
+    if unit == 'not-found':
+        ev.append('nvidia-fabricmanager.service: not installed')
+        return [finding('fabricmanager_missing', 'critical',
+                        'NVSwitch system without nvidia-fabricmanager: CUDA fails with error 802.', ev, remediation)]
+    if active is not None and active != 'active':
+        ev.append('nvidia-fabricmanager.service: %s (%s)' % (active, unit))
+        return [finding('fabricmanager_inactive', 'critical',
+                        'nvidia-fabricmanager is installed but not running: CUDA fails with error 802.', ev, remediation)]
+    if fm_version and driver and fm_version != driver:
+        ev.extend(['fabricmanager: %s' % fm_version, 'driver: %s' % driver])
+        return [finding('fabricmanager_version', 'critical',
+                        'fabricmanager and driver versions differ; fabricmanager refuses to start or fails CUDA (802).',
+                        ev, remediation)]
+    return []
+
+
+def check_persistence(facts, extra):
+    off = [str(g.get('index')) for g in facts.get('gpus', []) if g.get('persistence_mode') is False]
+    if not off or facts.get('source') != 'nvml':
+        return []
+    return [finding(
+        'persistence_mode_off', 'warning',
+        'Persistence mode is off: the driver re-initialises the GPUs for every new client '
+        '(slow starts; GPU-Util stuck at 100% with nothing running).',
+        ['GPUs with persistence mode off: %s' % ', '.join(off)],
+        'Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced) or set persistence mode with '
+        'gpuops.k8s_gpu.gpu_sharing (persistence_mode: true).')]
+
+
+def check_vmware_consumer_gpu(facts, extra):
+    node = facts.get('node', {})
+    if node.get('hypervisor') != 'vmware':
+        return []
+    consumer = [n for n in _gpu_names(facts) if any(m in n.upper() for m in CONSUMER_MARKERS)]
+    if not consumer or not extra.get('hypervisor_cpu_flag', True):
+        return []
+    return [finding(
+        'vmware_consumer_gpu_hypervisor_visible', 'critical',
+        'A GeForce-class GPU is passed through to a VMware VM that shows the hypervisor to the guest: '
+        'the driver refuses to start (Code 43 / "RmInitAdapter failed").',
+        ['hypervisor: vmware (CPUID hypervisor bit visible)', 'GPUs: %s' % ', '.join(consumer)],
+        'Set the VM advanced setting hypervisor.cpuid.v0 = FALSE with the VM powered off '
+        '(gpuops.k8s_gpu.esxi_gpu_passthrough does this).')]
+
+
+def check_runtime(facts, extra, strategy=None):
+    rt = facts.get('node', {}).get('container_runtimes', {})
+    installed = rt.get('installed', [])
+    out = []
+    if not _has_gpu(facts):
+        return out
+    if 'docker' in installed and rt.get('docker_nvidia_runtime') is not True:
+        out.append(finding(
+            'docker_nvidia_runtime_missing', 'critical',
+            'Docker is installed but /etc/docker/daemon.json has no "nvidia" runtime.',
+            ['/etc/docker/daemon.json runtimes: nvidia missing'],
+            'Add the nvidia runtime (gpuops.k8s_gpu.nvidia_container_runtime merges it into daemon.json, keeping '
+            'every other key) and restart docker.'))
+    elif 'docker' in installed and strategy in NEEDS_DEFAULT_RUNTIME and rt.get('docker_default_runtime') != 'nvidia':
+        out.append(finding(
+            'docker_nvidia_not_default', 'critical',
+            'Strategy %s needs nvidia as docker\'s default runtime.' % strategy,
+            ['default-runtime: %s' % rt.get('docker_default_runtime')],
+            'Set "default-runtime": "nvidia" in /etc/docker/daemon.json (nvidia_container_runtime with '
+            'nvidia_container_runtime_default: true) and restart docker.'))
+    if ('containerd' in installed or 'rke2' in installed or 'k3s' in installed) and 'docker' not in installed \
+            and rt.get('containerd_nvidia_runtime') is not True:
+        out.append(finding(
+            'containerd_nvidia_runtime_missing', 'critical',
+            'containerd is installed but its configuration has no nvidia runtime.',
+            ['containerd config: no runtimes.nvidia section'],
+            'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it.'))
+    return out
+
+
+def check_strategy(facts, extra, strategy=None):
+    if not strategy:
+        return []
+    caps = facts.get('sharing', {}).get(strategy)
+    if caps is None:
+        return [finding('strategy_unknown', 'critical', 'Unknown sharing strategy %s.' % strategy,
+                        ['strategy: %s' % strategy], 'Use one of: %s.' % ', '.join(sorted(facts.get('sharing', {}))))]
+    if caps.get('allowed'):
+        return []
+    return [finding(
+        'strategy_impossible', 'critical',
+        'The requested sharing strategy %s is not possible on this hardware.' % strategy,
+        [caps.get('reason', 'not allowed')],
+        'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
+
+
+CHECKS = (
+    ('nouveau_loaded', check_nouveau),
+    ('secure_boot', check_secure_boot),
+    ('driver', check_driver_loaded),
+    ('version_mismatch', check_version_mismatch),
+    ('fabricmanager', check_fabricmanager),
+    ('persistence', check_persistence),
+    ('vmware_consumer_gpu', check_vmware_consumer_gpu),
+    ('runtime', check_runtime),
+    ('strategy', check_strategy),
+)
+CHECK_NAMES = tuple(name for name, _f in CHECKS)
+
+
+def diagnose(facts, extra=None, strategy=None, checks=None):
+    """Run the checks and return findings sorted by severity (critical first)."""
+    extra = extra or {}
+    found = []
+    for name, func in CHECKS:
+        if checks and name not in checks:
+            continue
+        if name in ('runtime', 'strategy'):
+            found.extend(func(facts, extra, strategy=strategy))
+        else:
+            found.extend(func(facts, extra))
+    order = dict((s, i) for i, s in enumerate(SEVERITIES))
+    return sorted(found, key=lambda f: (order[f['severity']], f['id']))
+
+
+def render_table(host, findings):
+    """A readable table of findings for one host."""
+    if not findings:
+        return '%s: no problem found' % host
+    lines = ['%-9s %-40s %s' % ('severity', 'check', 'summary')]
+    for f in findings:
+        lines.append('%-9s %-40s %s' % (f['severity'], f['id'], f['summary']))
+        for e in f['evidence']:
+            lines.append('%-9s %-40s   evidence: %s' % ('', '', e))
+        lines.append('%-9s %-40s   fix: %s' % ('', '', f['remediation']))
+    return '\n'.join(lines)
