@@ -2,7 +2,8 @@
 # make demo: bring up the lab and run playbooks/site.yml against it, twice (the second run must change nothing).
 #
 #   demo.sh        up + site.yml + report + idempotence check
-#   demo.sh down   remove the lab nodes, stop the simulators and the Docker daemon if the lab started it
+#   demo.sh clean  remove the demo's node containers
+#   demo.sh down   remove them and stop the Docker daemon if the lab started it
 #
 # EVERYTHING HERE IS SIMULATED: the GPUs come from the lab's NVML simulator (a C libnvidia-ml.so.1),
 # the "nodes" are systemd containers on this machine. To run the same playbook on real machines:
@@ -14,9 +15,9 @@ VENV="$ROOT/.venv/bin"
 NODES=(lab-t4:t4 lab-a100:hgx-a100-80gb lab-v100:v100)
 banner() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-if [ "${1:-}" = down ]; then
+if [ "${1:-}" = down ] || [ "${1:-}" = clean ]; then
   for n in "${NODES[@]}"; do bash lab/docker/node.sh down "gpuops-${n%%:*}" || true; done
-  bash lab/docker/engine.sh down || true
+  [ "$1" = clean ] || bash lab/docker/engine.sh down || true
   exit 0
 fi
 
