@@ -4,13 +4,14 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: all setup test demo lab-up lab-down clean help
+.PHONY: all setup test test-only demo bench lab-down clean help
 all: help
 
 help:
 	@echo "make demo      run site.yml against the lab (everything simulated; see README)"
 	@echo "make test      the whole test suite (what CI runs)"
 	@echo "make test-only STEPS='units lab'   run some steps of the suite"
+	@echo "make bench     run the benchmarks, write docs/benchmarks.md"
 	@echo "make lab-down  stop the lab containers/simulators (and dockerd if the lab started it)"
 
 setup:
@@ -25,6 +26,9 @@ test-only: setup
 
 demo: setup
 	bash lab/bin/demo.sh
+
+bench: setup
+	$(PY) lab/bench/run.py
 
 lab-down:
 	bash lab/bin/demo.sh down

@@ -56,6 +56,7 @@ def steps(only=None):
     ]
     for name in molecule_scenarios():
         s.append(('molecule-' + name, ['bash', 'lab/docker/molecule.sh', 'test', '-s', name], None))
+    s.append(('bench-smoke', [os.path.join(VENV, 'python'), 'lab/bench/run.py', '--smoke'], None))
     # The README's first command, end to end (includes its own idempotence check), then its nodes go.
     s.append(('demo', ['bash', 'lab/bin/demo.sh'], None))
     s.append(('demo-clean', ['bash', 'lab/bin/demo.sh', 'clean'], None))

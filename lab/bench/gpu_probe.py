@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark the GPU probe (issue: gpu_info must be fast).
+
+1. NVML part: nvml_probe.probe() in-process against the NVML simulator with 1, 8 and 16 GPUs
+   (real nvidia-ml-py bindings), repeated; median and spread in milliseconds.
+2. Task cost: a playbook with N gpu_info tasks and N ansible.builtin.ping tasks on localhost; per-task
+   wall time from the json callback; ratio gpu_info / ping.
+
+Writes a Markdown section to stdout and to build/bench/gpu_probe.md. --smoke runs one repetition.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV = os.path.join(ROOT, '.venv', 'bin')
+SIM = os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
+INV = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
+
+PROBE_SNIPPET = r'''
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvml_probe
+reps = int(sys.argv[2])
+nvml_probe.probe()  # load the library once, like a module's first call would
+times = []
+for _ in range(reps):
+    t = time.perf_counter()
+    r = nvml_probe.probe()
+    times.append((time.perf_counter() - t) * 1000.0)
+assert r['status'] == 'ok', r
+print(json.dumps({'gpus': len(r['gpus']), 'times_ms': times}))
+'''
+
+
+def collections_path():
+    return subprocess.run(['bash', os.path.join(ROOT, 'lab/bin/collections-path.sh')], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def nvml_part(reps):
+    rows = []
+    for name in ('t4', 'hgx-a100-80gb', 'bench-16'):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, LD_LIBRARY_PATH=SIM, NVML_SIM_INVENTORY=os.path.join(INV, name + '.json'),
+                       NVML_SIM_STATE=os.path.join(tmp, 'state.json'))
+            out = subprocess.run([os.path.join(VENV, 'python'), '-c', PROBE_SNIPPET, collections_path(), str(reps)],
+                                 env=env, check=True, capture_output=True, text=True).stdout
+        d = json.loads(out)
+        t = d['times_ms']
+        rows.append((name, d['gpus'], statistics.median(t), min(t), max(t), len(t)))
+    return rows
+
+
+def task_cost(n_tasks, reps):
+    play = [{'hosts': 'localhost', 'connection': 'local', 'gather_facts': False, 'tasks':
+             [{'name': 'gpu_info %d' % i, 'gpuops.k8s_gpu.gpu_info': {}} for i in range(n_tasks)]
+             + [{'name': 'ping %d' % i, 'ansible.builtin.ping': {}} for i in range(n_tasks)]}]
+    ratios, gi, pg = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'play.json')
+        with open(path, 'w') as f:
+            json.dump(play, f)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+                   ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_PYTHON_INTERPRETER=os.path.join(VENV, 'python'),
+                   LD_LIBRARY_PATH=SIM, NVML_SIM_INVENTORY=os.path.join(INV, 't4.json'),
+                   NVML_SIM_STATE=os.path.join(tmp, 'state.json'))
+        for _ in range(reps):
+            out = subprocess.run([os.path.join(VENV, 'ansible-playbook'), path], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            doc = json.loads(out)
+            durs = {'gpu_info': [], 'ping': []}
+            for task in doc['plays'][0]['tasks']:
+                d = task['task']['duration']
+                start = time.mktime(time.strptime(d['start'][:19], '%Y-%m-%dT%H:%M:%S')) + float('0' + d['start'][19:26])
+                end = time.mktime(time.strptime(d['end'][:19], '%Y-%m-%dT%H:%M:%S')) + float('0' + d['end'][19:26])
+                durs[task['task']['name'].split()[0]].append((end - start) * 1000.0)
+            g, p = statistics.median(durs['gpu_info']), statistics.median(durs['ping'])
+            gi.append(g)
+            pg.append(p)
+            ratios.append(g / p)
+    return statistics.median(gi), statistics.median(pg), statistics.median(ratios), min(ratios), max(ratios)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--smoke', action='store_true', help='one repetition, fewer tasks')
+    args = ap.parse_args()
+    subprocess.run(['bash', os.path.join(ROOT, 'lab/nvml_sim/build.sh')], check=True, capture_output=True)
+    reps = 1 if args.smoke else 200
+    rows = nvml_part(reps)
+    g, p, r, rmin, rmax = task_cost(3 if args.smoke else 15, 1 if args.smoke else 5)
+    lines = ['## GPU probe (gpu_info)', '',
+             'NVML part: `nvml_probe.probe()` in-process, real nvidia-ml-py against the NVML simulator '
+             '(%d repetitions; the simulator\'s calls cost far less than a real driver\'s).' % reps, '',
+             '| inventory | GPUs | median ms | min ms | max ms | target |', '|---|---:|---:|---:|---:|---|']
+    for name, n, med, lo, hi, _ in rows:
+        lines.append('| %s | %d | %.2f | %.2f | %.2f | %s |' % (name, n, med, lo, hi, '<= 5 ms for 16' if n == 16 else ''))
+    lines += ['', 'Task cost: per-task wall time on localhost (json callback durations), medians over %s.'
+              % ('1 run' if args.smoke else '5 runs of 15 tasks each'), '',
+              '| task | median ms |', '|---|---:|',
+              '| gpuops.k8s_gpu.gpu_info (T4) | %.1f |' % g, '| ansible.builtin.ping | %.1f |' % p, '',
+              'Ratio gpu_info / ping: median %.2f (min %.2f, max %.2f); target <= 1.2.' % (r, rmin, rmax), '',
+              'Machine: %s, %s cores, Python %s.' % (platform.platform(), os.cpu_count(), platform.python_version())]
+    text = '\n'.join(lines) + '\n'
+    os.makedirs(os.path.join(ROOT, 'build', 'bench'), exist_ok=True)
+    with open(os.path.join(ROOT, 'build', 'bench', 'gpu_probe.md'), 'w') as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+if __name__ == '__main__':
+    main()
