@@ -71,3 +71,17 @@ def test_real_library_without_gpus_finds_nothing_to_blame(collections_path):
     assert res['probe']['nvml']['status'] == 'driver_not_loaded'
     # this machine has no NVIDIA PCI device: "driver not loaded" is no problem here
     assert res['findings'] == []
+
+
+def test_hgx_without_fabricmanager_is_critical(collections_path, tmp_path):
+    # the hgx inventory's GPUs reach 6 NVSwitches over NVLink; this machine has no fabricmanager unit
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor', 'checks=fabricmanager',
+                     env=_env('hgx-a100-80gb', tmp_path))
+    assert _ids(res) == ['fabricmanager_missing']
+    assert 'NVSwitch devices: 6' in res['findings'][0]['evidence']
+    assert '535.183.01' in res['findings'][0]['remediation']
+
+
+def test_no_fabricmanager_needed_without_nvswitch(collections_path, tmp_path):
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor', 'checks=fabricmanager', env=_env('t4', tmp_path))
+    assert res['findings'] == []

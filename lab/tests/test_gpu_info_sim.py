@@ -58,9 +58,13 @@ def test_gpu_info_reports_the_inventory(collections_path, tmp_path, inventory):
         if exp.get('mig_capable'):
             assert got['mig_current'] is bool(exp.get('mig_mode'))
             assert got['mig_profiles'], 'a MIG-capable GPU must list its profiles'
-        if exp.get('mig_mode') and exp.get('mig_instances'):
+        if want.get("nvswitches"):
+            assert got["nvswitch_links"] >= 1
+        if exp.get("mig_mode") and exp.get("mig_instances"):
             assert got['mig_devices'], 'MIG enabled with instances must list MIG devices'
             assert all(d['uuid'].startswith('MIG-') for d in got['mig_devices'])
+    assert res['node']['nvswitch_count'] == len(want.get('nvswitches', []))
+    assert res['node']['fabricmanager_required'] is bool(want.get('nvswitches'))
     labels = res['labels']
     assert labels['nvidia.com/gpu.count'] == str(len(want['gpus']))
     assert labels['nvidia.com/gpu.product'] == want['gpus'][0]['name'].replace(' ', '-')

@@ -18,6 +18,12 @@ def gather(mig_profiles=True, with_node=True, root='/'):
     nvml = nvml_probe.probe(include_mig_profiles=mig_profiles)
     gpus = nvml.pop('gpus')
     node = node_probe.node_facts(root) if with_node else {}
+    nvml_switches = nvml.pop('nvswitches', [])
+    if with_node:
+        # NVSwitches seen through the GPUs' NVLinks (NVML) count as well as those found on PCI
+        node['nvswitch_count'] = max(node.get('nvswitch_count', 0), len(nvml_switches))
+        node['fabricmanager_required'] = node['nvswitch_count'] > 0
+        node['nvswitch_bus_ids_nvml'] = nvml_switches
     source = 'nvml'
     if nvml['status'] != 'ok':
         source = 'pci'

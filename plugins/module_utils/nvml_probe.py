@@ -111,7 +111,31 @@ def _mig_profiles(handle):
     return profiles
 
 
-def probe_gpu(index, include_mig_profiles=True):
+NVLINK_DEVICE_TYPE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_SWITCH
+MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS
+
+
+def _nvlinks(handle):
+    """(active link count, set of NVSwitch PCI bus ids those links lead to)."""
+    active, switches = 0, set()
+    if not hasattr(pynvml, 'nvmlDeviceGetNvLinkState'):
+        return active, switches
+    for link in range(getattr(pynvml, 'NVML_NVLINK_MAX_LINKS', MAX_NVLINKS)):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handle, link) != pynvml.NVML_FEATURE_ENABLED:
+                continue
+        except pynvml.NVMLError:
+            break  # NOT_SUPPORTED (no NVLink) or INVALID_ARGUMENT (past the last link)
+        active += 1
+        try:
+            if pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link) == NVLINK_DEVICE_TYPE_SWITCH:
+                switches.add(_text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+        except (pynvml.NVMLError, AttributeError):
+            continue
+    return active, switches
+
+
+def probe_gpu(index, include_mig_profiles=True, switches=None):
     """Facts for one GPU by NVML index."""
     gpu = {'index': index}
     try:
@@ -144,6 +168,11 @@ def probe_gpu(index, include_mig_profiles=True):
     if hasattr(pynvml, 'nvmlDeviceGetArchitecture'):
         arch, err = _optional(pynvml.nvmlDeviceGetArchitecture, handle)
     gpu['architecture'] = architecture_name(arch, major, minor)
+    links, remote_switches = _nvlinks(handle)
+    gpu['nvlinks'] = links
+    gpu['nvswitch_links'] = len(remote_switches)
+    if switches is not None:
+        switches.update(remote_switches)
     bar1, err = _optional(pynvml.nvmlDeviceGetBAR1MemoryInfo, handle)
     gpu['bar1_total_mib'] = bar1.bar1Total // (1024 * 1024) if bar1 is not None else None
     pm, err = _optional(pynvml.nvmlDeviceGetPersistenceMode, handle)
@@ -183,7 +212,7 @@ def probe(include_mig_profiles=True):
     Never raises for NVML errors: a node without a driver is a normal case for this collection.
     """
     result = {'status': 'ok', 'driver_version': None, 'cuda_driver_version': None, 'nvml_version': None,
-              'gpus': [], 'error': None}
+              'gpus': [], 'error': None, 'nvswitches': []}
     if not HAS_PYNVML:
         result['status'] = 'bindings_missing'
         result['error'] = 'Python module pynvml (PyPI package nvidia-ml-py) is not installed'
@@ -206,8 +235,10 @@ def probe(include_mig_profiles=True):
             result['status'] = failure_reason(exc)
             result['error'] = str(exc)
             return result
+        switches = set()
         for i in range(count):
-            result['gpus'].append(probe_gpu(i, include_mig_profiles))
+            result['gpus'].append(probe_gpu(i, include_mig_profiles, switches))
+        result['nvswitches'] = sorted(switches)
     finally:
         try:
             pynvml.nvmlShutdown()

@@ -46,6 +46,7 @@ typedef struct {
     unsigned clocks[NVML_CLOCK_COUNT], max_clocks[NVML_CLOCK_COUNT];
     int ecc_supported, ecc_cur, ecc_pend, display_mode, display_active, virt_mode;
     unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
+    unsigned nvlinks;                    /* NVLinks to the NVSwitch fabric (0 = none) */
     gpu_state init;
 } sim_gpu;
 
@@ -77,6 +78,11 @@ static err_rule *g_errs; static size_t g_nerrs;
 static sim_handle **g_pool; static size_t g_npool;
 static char g_state_path[PATH_MAX];
 static int g_lock_fd = -1;
+/* NVSwitch fabric: switches from the inventory's "nvswitches" list; every GPU's NVLinks lead to them. */
+#define SIM_MAX_SWITCHES 16
+static unsigned g_nswitch;
+static unsigned g_switch_dom[SIM_MAX_SWITCHES], g_switch_bus[SIM_MAX_SWITCHES], g_switch_dev[SIM_MAX_SWITCHES];
+static unsigned g_switch_devid[SIM_MAX_SWITCHES];
 
 static void logmsg(const char *fmt, ...) {
     va_list ap; va_start(ap, fmt);
@@ -472,6 +478,8 @@ static int parse_gpu(const jval *o, unsigned idx, sim_gpu *g) {
     g->minor = (unsigned)json_int(json_get(o, "minor_number"), idx);
     g->num_cores = (unsigned)json_int(json_get(o, "num_gpu_cores"), 0);
     g->sm_count = (unsigned)json_int(json_get(o, "multiprocessor_count"), 0);
+    g->nvlinks = (unsigned)json_int(json_get(o, "nvlink_count"), 0);   /* 0: default from the fabric */
+    if (g->nvlinks > NVML_NVLINK_MAX_LINKS) { logmsg("inventory: nvlink_count > %d", NVML_NVLINK_MAX_LINKS); bad = 1; }
     g->bus_width = (unsigned)json_int(json_get(o, "memory_bus_width"), 0);
     g->mig_capable = json_is_true(json_get(o, "mig_capable"), 0);
     g->mig_apply = json_get(o, "mig_apply_immediately") ? json_is_true(json_get(o, "mig_apply_immediately"), 0) : -1;
@@ -562,6 +570,18 @@ static nvmlReturn_t load_config(void) {
     const jval *errs = json_get(root, "errors");
     for (size_t i = 0; errs && errs->type == J_OBJ && i < errs->n; i++)
         if (add_rule_spec(errs->keys[i], -1, json_str(errs->items[i], ""))) bad = 1;
+    g_nswitch = 0;
+    const jval *sw = json_get(root, "nvswitches");
+    for (size_t i = 0; sw && sw->type == J_ARR && i < sw->n; i++) {
+        unsigned d = 0, b = 0, v = 0, f = 0;
+        const char *bus = json_str(json_get(sw->items[i], "pci_bus_id"), "");
+        if (g_nswitch >= SIM_MAX_SWITCHES || sscanf(bus, "%x:%x:%x.%x", &d, &b, &v, &f) != 4) {
+            logmsg("inventory %s: bad nvswitches[%zu]", path, i); bad = 1; continue;
+        }
+        g_switch_dom[g_nswitch] = d; g_switch_bus[g_nswitch] = b; g_switch_dev[g_nswitch] = v;
+        g_switch_devid[g_nswitch] = (unsigned)json_int(json_get(sw->items[i], "pci_device_id"), 0x1AF110DE);
+        g_nswitch++;
+    }
     const jval *gpus = json_get(root, "gpus");
     if (!gpus || gpus->type != J_ARR) { logmsg("inventory %s: 'gpus' list missing", path); bad = 1; }
     else if (gpus->n > SIM_MAX_GPUS) { logmsg("inventory %s: more than %d GPUs", path, SIM_MAX_GPUS); bad = 1; }
@@ -996,6 +1016,40 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *p) {
     DEV_BEGIN(device, ALLOW_MIG); if (!p) END(NVML_ERROR_INVALID_ARGUMENT); fill_pci(R.g, p, 3); END(NVML_SUCCESS);
+}
+
+/* NVLink: a GPU of a fabric with NVSwitches has nvlink_count links (default 12, as on A100 HGX boards),
+ * all active, link i leading to switch i % nswitches. GPUs outside a fabric answer NOT_SUPPORTED. */
+static unsigned gpu_links(const sim_gpu *g) {
+    if (g->nvlinks) return g->nvlinks;
+    return g_nswitch ? 12U : 0U;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive) {
+    DEV_BEGIN(device, 0);
+    if (!isActive) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!gpu_links(R.g)) END(NVML_ERROR_NOT_SUPPORTED);
+    if (link >= gpu_links(R.g)) END(NVML_ERROR_INVALID_ARGUMENT);
+    *isActive = NVML_FEATURE_ENABLED; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *t) {
+    DEV_BEGIN(device, 0);
+    if (!t) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!gpu_links(R.g)) END(NVML_ERROR_NOT_SUPPORTED);
+    if (link >= gpu_links(R.g)) END(NVML_ERROR_INVALID_ARGUMENT);
+    *t = g_nswitch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *p) {
+    DEV_BEGIN(device, 0);
+    if (!p) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!gpu_links(R.g) || !g_nswitch) END(NVML_ERROR_NOT_SUPPORTED);
+    if (link >= gpu_links(R.g)) END(NVML_ERROR_INVALID_ARGUMENT);
+    unsigned k = link % g_nswitch;
+    memset(p, 0, sizeof *p);
+    p->domain = g_switch_dom[k]; p->bus = g_switch_bus[k]; p->device = g_switch_dev[k];
+    p->pciDeviceId = g_switch_devid[k];
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, p->domain, p->bus, p->device);
+    snprintf(p->busId, sizeof p->busId, NVML_DEVICE_PCI_BUS_ID_FMT, p->domain, p->bus, p->device);
+    END(NVML_SUCCESS);
 }
 
 static void mem_numbers(const devref *R, unsigned long long *total, unsigned long long *reserved, unsigned long long *used) {
