@@ -94,8 +94,9 @@ gpus:
   description:
     - One entry per GPU. From NVML when it works, otherwise from PCI with fewer keys.
     - Keys from NVML are index, name, uuid, pci_bus_id, pci_device_id, memory_total_mib, compute_capability
-      (and its major/minor), architecture, bar1_total_mib, persistence_mode, compute_mode, mig_capable,
-      mig_current, mig_pending, mig_devices, mig_profiles.
+      (and its major/minor), architecture, bar1_total_mib, nvlinks (active NVLinks), nvswitch_links (NVSwitches
+      those links reach), persistence_mode, compute_mode, mig_capable, mig_current, mig_pending, mig_devices,
+      mig_profiles.
   returned: always
   type: list
   elements: dict
@@ -123,7 +124,10 @@ source:
   type: str
   sample: nvml
 node:
-  description: Node facts around the GPUs; empty when O(node_facts=false).
+  description:
+    - Node facts around the GPUs; empty when O(node_facts=false).
+    - C(nvswitch_count) counts NVSwitches found on PCI or behind the GPUs' NVLinks (NVML), whichever is more;
+      C(fabricmanager_required) is true when it is not zero.
   returned: always
   type: dict
   sample:
