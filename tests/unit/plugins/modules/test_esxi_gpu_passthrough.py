@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_gpu as eg
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import esxi_gpu_passthrough as mod
+
+
+def params(**kw):
+    p = dict((k, v.get('default')) for k, v in mod.argument_spec().items())
+    p.update(hostname='vc', username='u', password='p', name='vm1')
+    p.update(kw)
+    p['gpus'] = [dict(dict((k, None) for k in ('pci_id', 'device_id', 'model', 'count', 'memory_gb', 'custom_label')), **g)
+                 for g in p['gpus']]
+    return p
+
+
+class FakeModule(object):
+    def __init__(self, p, check=False):
+        self.params = p
+        self.check_mode = check
+        self._diff = True
+
+
+class FakeSi(object):
+    class content(object):  # noqa: N801 (mimics the pyVmomi attribute)
+        class about(object):  # noqa: N801
+            apiVersion = '7.0.3.0'
+
+
+def gpu(pci, enabled=True, active=True, attached=()):
+    return {'id': pci, 'vendor_id': 0x10DE, 'device_id': 0x1EB8, 'device_name': 'TU104GL [Tesla T4]', 'capable': True,
+            'enabled': enabled, 'active': active, 'system_id': None, 'attached_to': list(attached)}
+
+
+def vm(**kw):
+    base = {'name': 'vm1', 'power_state': 'poweredOff', 'memory_mb': 32768, 'firmware': 'efi', 'secure_boot': False,
+            'reservation_locked': True, 'reservation_mb': 0, 'has_disk': True, 'tools_running': False, 'gpus': [],
+            'extra_config': {}}
+    base.update(kw)
+    return base
+
+
+def plan(p, the_vm, host_gpus, check=False):
+    runner = mod.Runner(FakeModule(p, check), mod.check_params(p))
+    runner.si = FakeSi()
+    return runner, runner.plan(the_vm, {'name': 'esx1', 'gpus': host_gpus})
+
+
+def test_argument_spec_safe_defaults():
+    spec = mod.argument_spec()
+    assert spec['validate_certs']['default'] is True
+    assert spec['password']['no_log'] is True
+    assert spec['power_cycle']['default'] is False and spec['host_reboot']['default'] is False
+    assert spec['memory_check']['choices'] == ['fail', 'warn', 'ignore']
+
+
+@pytest.mark.parametrize('kw,match', [
+    (dict(name=None), 'name: required with scope=all'),
+    (dict(mmio_size_gb=-1), 'mmio_size_gb: must be >= 0'),
+    (dict(memory_mb=1001), 'memory_mb: must be a positive multiple of 4'),
+    (dict(memory_ratio=0.0), 'memory_ratio: must be > 0'),
+    (dict(power_timeout=0), 'power_timeout: must be >= 1'),
+    (dict(gpus=[{'model': 'T4', 'device_id': '0x1eb8'}]), r'gpus\[0\]: give exactly one of'),
+])
+def test_check_params(kw, match):
+    with pytest.raises(eg.GpuError, match=match):
+        mod.check_params(params(**kw))
+
+
+def test_plan_converged_vm_needs_nothing():
+    v = vm(gpus=[{'key': 1, 'type': 'directpath', 'id': '0000:3b:00.0', 'device_id': 0x1EB8, 'nvidia': True}],
+           extra_config={'hypervisor.cpuid.v0': 'FALSE', 'pciPassthru.use64bitMMIO': 'TRUE', 'pciPassthru.64bitMMIOSizeGB': '32'})
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}]), v, [gpu('0000:3b:00.0', attached=['vm1'])])
+    assert host_plan == {'enable': [], 'reboot': False, 'ids': ['0000:3b:00.0']}
+    assert vm_plan['changes'] == [] and vm_plan['mmio_size_gb'] == 32 and vm_plan['gpu_memory_gb'] == 16
+
+
+def test_plan_reboot_needed_but_not_allowed():
+    with pytest.raises(eg.GpuError, match='need a host reboot; set host_reboot=true'):
+        plan(params(gpus=[{'model': 'T4'}]), vm(), [gpu('0000:3b:00.0', enabled=False, active=False)])
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}], host_reboot=True), vm(),
+                                       [gpu('0000:3b:00.0', enabled=False, active=False)])
+    assert host_plan['enable'] == ['0000:3b:00.0'] and host_plan['reboot'] is True
+    assert 'add GPU directpath:0000:3b:00.0' in vm_plan['changes']
+
+
+def test_plan_enable_not_allowed():
+    with pytest.raises(eg.GpuError, match='not passthrough-enabled; set enable_passthrough=true'):
+        plan(params(gpus=[{'model': 'T4'}], enable_passthrough=False, host_reboot=True), vm(),
+             [gpu('0000:3b:00.0', enabled=False, active=False)])
+
+
+def test_plan_powered_on_vm():
+    on = vm(power_state='poweredOn')
+    with pytest.raises(eg.GpuError, match='powered on and these changes need it powered off: add GPU'):
+        plan(params(gpus=[{'model': 'T4'}]), on, [gpu('0000:3b:00.0')])
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}], power_cycle=True), on, [gpu('0000:3b:00.0')])
+    assert vm_plan['power_cycle'] is True
+    # the rule the simulator does not enforce: no power-on without a full reservation
+    with pytest.raises(eg.GpuError, match='not fully reserved'):
+        plan(params(gpus=[{'model': 'T4'}], power_cycle=True, reserve_memory=False), dict(on, reservation_locked=False),
+             [gpu('0000:3b:00.0')])
+
+
+def test_plan_memory_rule_and_dynamic_api():
+    with pytest.raises(eg.GpuError, match='at least 24576 MB'):
+        plan(params(gpus=[{'model': 'T4'}]), vm(memory_mb=16384), [gpu('0000:3b:00.0')])
+    runner, (dummy, vm_plan) = plan(params(gpus=[{'model': 'T4'}], memory_check='warn'), vm(memory_mb=16384),
+                                    [gpu('0000:3b:00.0')])
+    assert any('24576' in w for w in runner.warnings)
+    p = params(gpus=[{'model': 'T4'}], passthrough_type='dynamic')
+    runner = mod.Runner(FakeModule(p), mod.check_params(p))
+    runner.si = FakeSi()
+    runner.si.content.about.apiVersion = '6.7.3'
+    try:
+        with pytest.raises(eg.GpuError, match='dynamic needs vSphere 7.0'):
+            runner.plan(vm(), {'name': 'esx1', 'gpus': [gpu('0000:3b:00.0')]})
+    finally:
+        FakeSi.content.about.apiVersion = '7.0.3.0'
