@@ -1,0 +1,264 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Distribution adapters: point kube-scheduler at the extender config file, keeping every other setting.
+
+* RKE1 ``cluster.yml``: ``services.scheduler.extra_args`` (+ ``extra_binds`` outside /etc/kubernetes, + an
+  ``extra_env`` checksum so that ``rke up`` recreates the container when only the file's content changed);
+* RKE2 ``/etc/rancher/rke2/config.yaml``: ``kube-scheduler-arg`` and ``kube-scheduler-extra-mount``;
+* kubeadm static Pod manifest: the container's command flag, a hostPath volume + volumeMount and a checksum
+  annotation (kubelet recreates the static pod when the manifest changes);
+* kubeadm ``ClusterConfiguration`` (``kubeadm-config`` ConfigMap): ``scheduler.extraArgs`` (map in
+  kubeadm.k8s.io/v1beta2 and v1beta3, list of name/value in v1beta4) and ``scheduler.extraVolumes``, so that
+  ``kubeadm upgrade`` regenerates the manifest with them.
+
+Each function takes the parsed document and returns (new document, notes); it never mutates its input.
+The directory that holds the config file is mounted (not the file): files are replaced by rename, and a file bind
+mount would keep showing the old inode to a running container.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import posixpath
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.kube_scheduler_render import (
+    SchedulerConfigError, api_for_version)
+
+VOLUME_NAME = 'gpuops-scheduler-config'
+CHECKSUM_KEY = 'gpuops.io/scheduler-config-checksum'
+CHECKSUM_ENV = 'GPUOPS_SCHEDULER_CONFIG_CHECKSUM'
+# flags kube-scheduler dropped in 1.23 (with the Policy API): left in place they stop it from starting
+POLICY_FLAGS = ('policy-config-file', 'policy-configmap', 'policy-configmap-namespace', 'use-legacy-policy-config')
+
+
+def check_config_path(config_path):
+    if not isinstance(config_path, str) or not config_path.startswith('/') or config_path.endswith('/') \
+            or posixpath.normpath(config_path) != config_path:
+        raise SchedulerConfigError("config_path: %r must be an absolute, normalized file path" % (config_path,))
+    if posixpath.dirname(config_path) == '/':
+        raise SchedulerConfigError("config_path: %r sits in / ; its directory is mounted into kube-scheduler, use a "
+                                   "dedicated directory such as /etc/kubernetes/gpuops" % config_path)
+    return posixpath.dirname(config_path)
+
+
+def flag_plan(version, config_path, current):
+    """current: dict flag -> value of kube-scheduler's present flags. Returns (set dict, remove list, notes)."""
+    api = api_for_version(version)
+    notes = []
+    if api['flag'] == 'config':
+        remove = [f for f in POLICY_FLAGS if f in current]
+        if remove:
+            notes.append('removed kube-scheduler flag(s) %s: the Policy API is gone from Kubernetes 1.23'
+                         % ', '.join('--' + f for f in remove))
+        return {'config': config_path}, remove, notes
+    other = current.get('config')
+    if other:
+        raise SchedulerConfigError(
+            "kube-scheduler already runs with --config=%s; below Kubernetes 1.23 this module registers the extenders "
+            "with --policy-config-file, which kube-scheduler ignores next to --config. Add the extenders to %s "
+            "instead (mode=scheduler_config with config_path=%s on a 1.23+ cluster) or remove --config" % (other, other, other))
+    return {'policy-config-file': config_path}, [], notes
+
+
+def _split_flag(arg):
+    text = arg[2:] if arg.startswith('--') else arg
+    key, sep, value = text.partition('=')
+    return key, (value if sep else None)
+
+
+# ---------------------------------------------------------------------------------------------------- RKE1
+def rke1_cluster_yml(doc, version, config_path, checksum=None):
+    if not isinstance(doc, dict):
+        raise SchedulerConfigError("cluster.yml is not a mapping; is path an RKE1 cluster.yml?")
+    if 'nodes' not in doc and 'services' not in doc:
+        raise SchedulerConfigError("cluster.yml has neither 'nodes' nor 'services'; is path an RKE1 cluster.yml?")
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    services = new.get('services')
+    if services is None:
+        services = new['services'] = {}
+    scheduler = services.get('scheduler')
+    if scheduler is None:
+        scheduler = services['scheduler'] = {}
+    if not isinstance(services, dict) or not isinstance(scheduler, dict):
+        raise SchedulerConfigError("cluster.yml: services.scheduler is not a mapping")
+    args = scheduler.get('extra_args')
+    if args is None:
+        args = scheduler['extra_args'] = {}
+    if not isinstance(args, dict):
+        raise SchedulerConfigError("cluster.yml: services.scheduler.extra_args is not a mapping")
+    setting, remove, notes = flag_plan(version, config_path, dict((k, str(v)) for k, v in args.items()))
+    for key in remove:
+        del args[key]
+    args.update(setting)
+    if not (directory + '/').startswith('/etc/kubernetes/'):
+        binds = scheduler.get('extra_binds')
+        if binds is None:
+            binds = scheduler['extra_binds'] = []
+        if not isinstance(binds, list):
+            raise SchedulerConfigError("cluster.yml: services.scheduler.extra_binds is not a list")
+        wanted = '%s:%s:ro' % (directory, directory)
+        same = [i for i, b in enumerate(binds) if str(b).split(':')[1:2] == [directory]]
+        if same:
+            binds[same[0]] = wanted
+        else:
+            binds.append(wanted)
+    if checksum:
+        env = scheduler.get('extra_env')
+        if env is None:
+            env = scheduler['extra_env'] = []
+        if not isinstance(env, list):
+            raise SchedulerConfigError("cluster.yml: services.scheduler.extra_env is not a list")
+        wanted = '%s=%s' % (CHECKSUM_ENV, checksum)
+        same = [i for i, e in enumerate(env) if str(e).split('=', 1)[0] == CHECKSUM_ENV]
+        if same:
+            env[same[0]] = wanted
+        else:
+            env.append(wanted)
+    return new, notes
+
+
+# ---------------------------------------------------------------------------------------------------- RKE2
+def _as_list(value, key):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return list(value)
+    raise SchedulerConfigError("config.yaml: %s must be a list of strings (or one string)" % key)
+
+
+def rke2_config(doc, version, config_path):
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise SchedulerConfigError("RKE2 config.yaml is not a mapping")
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    args = _as_list(new.get('kube-scheduler-arg'), 'kube-scheduler-arg')
+    current = dict(_split_flag(str(a)) for a in args)
+    setting, remove, notes = flag_plan(version, config_path, dict((k, v or '') for k, v in current.items()))
+    kept = [a for a in args if _split_flag(str(a))[0] not in remove]
+    for key, value in setting.items():
+        entry = '%s=%s' % (key, value)
+        idx = [i for i, a in enumerate(kept) if _split_flag(str(a))[0] == key]
+        if idx:
+            kept[idx[0]] = entry
+        else:
+            kept.append(entry)
+    new['kube-scheduler-arg'] = kept
+    mounts = _as_list(new.get('kube-scheduler-extra-mount'), 'kube-scheduler-extra-mount')
+    wanted = '%s:%s:ro' % (directory, directory)
+    idx = [i for i, m in enumerate(mounts) if str(m).split(':')[1:2] == [directory]]
+    if idx:
+        mounts[idx[0]] = wanted
+    else:
+        mounts.append(wanted)
+    new['kube-scheduler-extra-mount'] = mounts
+    return new, notes
+
+
+# ---------------------------------------------------------------------------------------------------- kubeadm
+def kubeadm_manifest(doc, version, config_path, checksum=None, container='kube-scheduler'):
+    if not isinstance(doc, dict) or doc.get('kind') != 'Pod':
+        raise SchedulerConfigError("the kube-scheduler manifest is not a Pod (kind %r)" % (doc.get('kind') if isinstance(doc, dict) else doc,))
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    spec = new.get('spec') or {}
+    containers = spec.get('containers') or []
+    found = [c for c in containers if isinstance(c, dict) and c.get('name') == container]
+    if not found:
+        raise SchedulerConfigError("the manifest has no container named %r (containers: %s)"
+                                   % (container, ', '.join(str(c.get('name')) for c in containers if isinstance(c, dict))))
+    ctr = found[0]
+    command = list(ctr.get('command') or [])
+    if not command:
+        raise SchedulerConfigError("container %s has no command; expected kube-scheduler and its flags" % container)
+    flags = dict(_split_flag(a) for a in command[1:] if str(a).startswith('--'))
+    setting, remove, notes = flag_plan(version, config_path, dict((k, v or '') for k, v in flags.items()))
+    command = [a for a in command if not (str(a).startswith('--') and _split_flag(a)[0] in remove)]
+    for key, value in setting.items():
+        entry = '--%s=%s' % (key, value)
+        idx = [i for i, a in enumerate(command) if str(a).startswith('--') and _split_flag(a)[0] == key]
+        if idx:
+            command[idx[0]] = entry
+        else:
+            command.append(entry)
+    ctr['command'] = command
+    mounts = ctr.get('volumeMounts')
+    if mounts is None:
+        mounts = ctr['volumeMounts'] = []
+    mount = {'mountPath': directory, 'name': VOLUME_NAME, 'readOnly': True}
+    _upsert_named(mounts, mount)
+    volumes = spec.get('volumes')
+    if volumes is None:
+        volumes = spec['volumes'] = []
+    _upsert_named(volumes, {'hostPath': {'path': directory, 'type': 'DirectoryOrCreate'}, 'name': VOLUME_NAME})
+    clash = [v for v in volumes if v.get('name') != VOLUME_NAME and (v.get('hostPath') or {}).get('path') == directory]
+    if clash:
+        notes.append('volume %s also mounts %s' % (clash[0].get('name'), directory))
+    if checksum:
+        meta = new.setdefault('metadata', {})
+        ann = meta.get('annotations')
+        if ann is None:
+            ann = meta['annotations'] = {}
+        ann[CHECKSUM_KEY] = checksum
+    return new, notes
+
+
+def _upsert_named(items, item):
+    for i, cur in enumerate(items):
+        if isinstance(cur, dict) and cur.get('name') == item['name']:
+            items[i] = item
+            return
+    items.append(item)
+
+
+def kubeadm_cluster_configuration(doc, version, config_path):
+    """kubeadm's ClusterConfiguration (the kubeadm-config ConfigMap's data.ClusterConfiguration)."""
+    if not isinstance(doc, dict) or doc.get('kind') != 'ClusterConfiguration':
+        raise SchedulerConfigError("cluster_configuration is not a kubeadm ClusterConfiguration (kind %r)"
+                                   % (doc.get('kind') if isinstance(doc, dict) else doc,))
+    api = str(doc.get('apiVersion', ''))
+    if api not in ('kubeadm.k8s.io/v1beta2', 'kubeadm.k8s.io/v1beta3', 'kubeadm.k8s.io/v1beta4'):
+        raise SchedulerConfigError("cluster_configuration: apiVersion %r is not supported; allowed: kubeadm.k8s.io/v1beta2, "
+                                   "kubeadm.k8s.io/v1beta3, kubeadm.k8s.io/v1beta4" % api)
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    sched = new.get('scheduler')
+    if sched is None:
+        sched = new['scheduler'] = {}
+    if not isinstance(sched, dict):
+        raise SchedulerConfigError("cluster_configuration: scheduler is not a mapping")
+    as_list = api.endswith('v1beta4')
+    args = sched.get('extraArgs')
+    if args is None:
+        args = sched['extraArgs'] = [] if as_list else {}
+    if as_list:
+        if not isinstance(args, list):
+            raise SchedulerConfigError("cluster_configuration: scheduler.extraArgs must be a list of name/value in %s" % api)
+        current = dict((a.get('name'), str(a.get('value', ''))) for a in args if isinstance(a, dict))
+    else:
+        if not isinstance(args, dict):
+            raise SchedulerConfigError("cluster_configuration: scheduler.extraArgs must be a mapping in %s" % api)
+        current = dict((k, str(v)) for k, v in args.items())
+    setting, remove, notes = flag_plan(version, config_path, current)
+    if as_list:
+        args[:] = [a for a in args if not (isinstance(a, dict) and a.get('name') in remove)]
+        for key, value in setting.items():
+            _upsert_named(args, {'name': key, 'value': value})
+    else:
+        for key in remove:
+            del args[key]
+        args.update(setting)
+    volumes = sched.get('extraVolumes')
+    if volumes is None:
+        volumes = sched['extraVolumes'] = []
+    if not isinstance(volumes, list):
+        raise SchedulerConfigError("cluster_configuration: scheduler.extraVolumes is not a list")
+    _upsert_named(volumes, {'name': VOLUME_NAME, 'hostPath': directory, 'mountPath': directory, 'readOnly': True,
+                            'pathType': 'DirectoryOrCreate'})
+    return new, notes

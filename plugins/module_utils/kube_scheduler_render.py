@@ -1,0 +1,328 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kube-scheduler extender configuration: API window per Kubernetes version, extender validation, rendering
+of a Policy (JSON) or KubeSchedulerConfiguration (YAML) document, and merging into an existing document.
+
+Pure functions (no I/O) so that every rule is unit-tested. Errors raise SchedulerConfigError with a message that
+names the option and the allowed values.
+
+API windows (upstream facts, KEP-785 and the kube-scheduler flag history):
+  * Policy (kind Policy, apiVersion v1) through --policy-config-file: served up to 1.22, removed in 1.23;
+  * kubescheduler.config.k8s.io/v1beta2: 1.22-1.27; v1beta3: 1.23-1.28; v1: 1.25 onwards.
+This module renders Policy for 1.16-1.22, v1beta3 for 1.23-1.24 and v1 for 1.25-1.33.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+
+try:
+    import yaml
+    HAS_YAML = True
+    YAML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+    HAS_YAML = False
+    YAML_IMPORT_ERROR = exc
+
+MIN_MINOR = 16
+MAX_MINOR = 33
+KSC_GROUP = 'kubescheduler.config.k8s.io'
+POLICY = 'Policy'
+KSC = 'KubeSchedulerConfiguration'
+
+# distribution -> the kube-scheduler kubeconfig it generates (clientConnection.kubeconfig)
+KUBECONFIGS = {
+    'rke1': '/etc/kubernetes/ssl/kubecfg-kube-scheduler.yaml',
+    'rke2': '/var/lib/rancher/rke2/server/cred/scheduler.kubeconfig',
+    'kubeadm': '/etc/kubernetes/scheduler.conf',
+}
+
+# every served apiVersion of the scheduler's component config, as (first minor, last minor)
+SERVED_WINDOWS = {
+    'v1beta2': (22, 27),
+    'v1beta3': (23, 28),
+    'v1': (25, None),
+}
+
+_VERSION_RE = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$')
+_DURATION_RE = re.compile(r'^(\d+(?:\.\d+)?)(ms|s|m|h)$')
+_DURATION_NS = {'ms': 10 ** 6, 's': 10 ** 9, 'm': 60 * 10 ** 9, 'h': 3600 * 10 ** 9}
+# extended resource names: a domain-prefixed name (not kubernetes.io), like aliyun.com/gpu-mem
+_RESOURCE_RE = re.compile(r'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
+
+EXTENDER_KEYS = ('url_prefix', 'filter_verb', 'prioritize_verb', 'preempt_verb', 'bind_verb', 'weight',
+                 'enable_https', 'http_timeout', 'node_cache_capable', 'managed_resources', 'ignorable')
+
+# gpushare-scheduler-extender's standard registration
+GPUSHARE_EXTENDER = {
+    'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler',
+    'filter_verb': 'filter',
+    'bind_verb': 'bind',
+    'node_cache_capable': True,
+    'managed_resources': [{'name': 'aliyun.com/gpu-mem', 'ignored_by_scheduler': False}],
+    'ignorable': False,
+}
+
+
+class SchedulerConfigError(Exception):
+    """A refused input; the message names the option, the value and what is allowed."""
+
+
+def parse_version(value, option='kubernetes_version'):
+    """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside 1.16-1.33."""
+    text = str(value if value is not None else '').strip()
+    m = _VERSION_RE.match(text)
+    if not m:
+        raise SchedulerConfigError("%s: %r is not a Kubernetes version; expected a form like v1.29.4 or 1.29 "
+                                   "(supported: 1.%d-1.%d)" % (option, value, MIN_MINOR, MAX_MINOR))
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major != 1 or not MIN_MINOR <= minor <= MAX_MINOR:
+        raise SchedulerConfigError("%s: Kubernetes %d.%d is not supported; supported versions are 1.%d-1.%d "
+                                   "(Policy below 1.23, %s/v1beta3 for 1.23-1.24, %s/v1 from 1.25)"
+                                   % (option, major, minor, MIN_MINOR, MAX_MINOR, KSC_GROUP, KSC_GROUP))
+    return major, minor
+
+
+def api_for_version(version):
+    """The document kind and apiVersion this collection renders for a Kubernetes version."""
+    minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
+    if minor < 23:
+        return {'kind': POLICY, 'apiVersion': 'v1', 'flag': 'policy-config-file', 'format': 'json'}
+    if minor < 25:
+        return {'kind': KSC, 'apiVersion': KSC_GROUP + '/v1beta3', 'flag': 'config', 'format': 'yaml'}
+    return {'kind': KSC, 'apiVersion': KSC_GROUP + '/v1', 'flag': 'config', 'format': 'yaml'}
+
+
+def kubeconfig_for(distribution, kubeconfig=None):
+    if kubeconfig:
+        return kubeconfig
+    if distribution not in KUBECONFIGS:
+        raise SchedulerConfigError("distribution: %r is not known; allowed values: %s (or set kubeconfig)"
+                                   % (distribution, ', '.join(sorted(KUBECONFIGS))))
+    return KUBECONFIGS[distribution]
+
+
+def parse_duration(value, where):
+    """'30s', '1m', '500ms', '1.5s' -> nanoseconds (int)."""
+    m = _DURATION_RE.match(str(value).strip())
+    if not m:
+        raise SchedulerConfigError("%s.http_timeout: %r is not a duration; use a number with ms, s, m or h, "
+                                   "like 30s" % (where, value))
+    ns = int(round(float(m.group(1)) * _DURATION_NS[m.group(2)]))
+    if ns <= 0:
+        raise SchedulerConfigError("%s.http_timeout: %r must be longer than 0" % (where, value))
+    return ns
+
+
+def _format_duration(ns):
+    for unit in ('h', 'm', 's'):
+        if ns % _DURATION_NS[unit] == 0:
+            return '%d%s' % (ns // _DURATION_NS[unit], unit)
+    return '%dms' % (ns // _DURATION_NS['ms']) if ns % _DURATION_NS['ms'] == 0 else '%dns' % ns
+
+
+def _bool(value, where, key):
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    raise SchedulerConfigError("%s.%s: %r is not a boolean; allowed values: true, false" % (where, key, value))
+
+
+def _verb(value, where, key):
+    if value is None or value == '':
+        return None
+    if not isinstance(value, str) or not re.match(r'^[A-Za-z0-9][-A-Za-z0-9_./]*$', value):
+        raise SchedulerConfigError("%s.%s: %r is not a valid verb (a path segment such as 'filter')" % (where, key, value))
+    return value
+
+
+def normalize_extenders(extenders, option='extenders'):
+    """Validate the user's extender list (snake_case keys) and return normalized dicts.
+
+    Rules follow kube-scheduler's validation: urlPrefix is an http(s) URL, unique; weight is a positive integer
+    when prioritizeVerb is set; at most one extender implements bind; managedResources names are extended
+    resource names, unique per extender; at least one verb.
+    """
+    if not isinstance(extenders, list) or not extenders:
+        raise SchedulerConfigError("%s: must be a non-empty list of extenders (each a dict with at least url_prefix "
+                                   "and one of filter_verb, prioritize_verb, preempt_verb, bind_verb)" % option)
+    out = []
+    seen = set()
+    binders = []
+    for index, ext in enumerate(extenders):
+        where = '%s[%d]' % (option, index)
+        if not isinstance(ext, dict):
+            raise SchedulerConfigError("%s: %r is not a dict; expected keys: %s" % (where, ext, ', '.join(EXTENDER_KEYS)))
+        unknown = sorted(set(ext) - set(EXTENDER_KEYS))
+        if unknown:
+            raise SchedulerConfigError("%s: unknown key(s) %s; allowed keys: %s" % (where, ', '.join(unknown), ', '.join(EXTENDER_KEYS)))
+        url = ext.get('url_prefix')
+        if not isinstance(url, str) or not re.match(r'^https?://[^\s/]+(/\S*)?$', url):
+            raise SchedulerConfigError("%s.url_prefix: %r is not an http:// or https:// URL (e.g. "
+                                       "http://127.0.0.1:32766/gpushare-scheduler)" % (where, url))
+        url = url.rstrip('/')
+        if url in seen:
+            raise SchedulerConfigError("%s.url_prefix: %s is listed twice; each extender needs its own url_prefix" % (where, url))
+        seen.add(url)
+        norm = {'url_prefix': url}
+        for key in ('filter_verb', 'prioritize_verb', 'preempt_verb', 'bind_verb'):
+            verb = _verb(ext.get(key), where, key)
+            if verb:
+                norm[key] = verb
+        if not any(k in norm for k in ('filter_verb', 'prioritize_verb', 'preempt_verb', 'bind_verb')):
+            raise SchedulerConfigError("%s: an extender needs at least one of filter_verb, prioritize_verb, preempt_verb, bind_verb" % where)
+        weight = ext.get('weight')
+        if weight is not None:
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+                raise SchedulerConfigError("%s.weight: %r must be a positive integer" % (where, weight))
+            if 'prioritize_verb' not in norm:
+                raise SchedulerConfigError("%s.weight: only meaningful with prioritize_verb; set prioritize_verb or drop weight" % where)
+            norm['weight'] = weight
+        elif 'prioritize_verb' in norm:
+            norm['weight'] = 1
+        if 'bind_verb' in norm:
+            binders.append(where)
+        for key in ('enable_https', 'node_cache_capable', 'ignorable'):
+            val = _bool(ext.get(key), where, key)
+            norm[key] = bool(val)
+        if norm['enable_https'] and not url.startswith('https://'):
+            raise SchedulerConfigError("%s.enable_https: true needs an https:// url_prefix (got %s)" % (where, url))
+        if ext.get('http_timeout') not in (None, ''):
+            norm['http_timeout_ns'] = parse_duration(ext['http_timeout'], where)
+        resources = ext.get('managed_resources') or []
+        if not isinstance(resources, list):
+            raise SchedulerConfigError("%s.managed_resources: must be a list of names or of dicts with name and ignored_by_scheduler" % where)
+        names = []
+        norm_res = []
+        for rindex, res in enumerate(resources):
+            rwhere = '%s.managed_resources[%d]' % (where, rindex)
+            if isinstance(res, str):
+                res = {'name': res}
+            if not isinstance(res, dict) or set(res) - {'name', 'ignored_by_scheduler'}:
+                raise SchedulerConfigError("%s: %r is not a resource name or a dict with keys name, ignored_by_scheduler" % (rwhere, res))
+            name = res.get('name')
+            if not isinstance(name, str) or not _RESOURCE_RE.match(name) or name.split('/')[0].endswith('kubernetes.io'):
+                raise SchedulerConfigError("%s.name: %r is not an extended resource name (domain/name outside kubernetes.io, "
+                                           "e.g. aliyun.com/gpu-mem)" % (rwhere, name))
+            if name in names:
+                raise SchedulerConfigError("%s.name: %s is listed twice" % (rwhere, name))
+            names.append(name)
+            norm_res.append({'name': name, 'ignored_by_scheduler': bool(_bool(res.get('ignored_by_scheduler'), rwhere, 'ignored_by_scheduler'))})
+        if norm_res:
+            norm['managed_resources'] = norm_res
+        out.append(norm)
+    if len(binders) > 1:
+        raise SchedulerConfigError("%s: only one extender may implement bind_verb (kube-scheduler refuses more); set in %s"
+                                   % (option, ', '.join(binders)))
+    return out
+
+
+def render_extender(ext, kind):
+    """A normalized extender as a Policy or KubeSchedulerConfiguration entry (upstream field names)."""
+    doc = {'urlPrefix': ext['url_prefix']}
+    for key, field in (('filter_verb', 'filterVerb'), ('prioritize_verb', 'prioritizeVerb'),
+                       ('preempt_verb', 'preemptVerb'), ('bind_verb', 'bindVerb'), ('weight', 'weight')):
+        if key in ext:
+            doc[field] = ext[key]
+    doc['enableHttps' if kind == POLICY else 'enableHTTPS'] = ext['enable_https']
+    if 'http_timeout_ns' in ext:
+        # Policy: Go time.Duration (integer nanoseconds); component config: metav1.Duration string
+        doc['httpTimeout'] = ext['http_timeout_ns'] if kind == POLICY else _format_duration(ext['http_timeout_ns'])
+    doc['nodeCacheCapable'] = ext['node_cache_capable']
+    if ext.get('managed_resources'):
+        doc['managedResources'] = [{'name': r['name'], 'ignoredByScheduler': r['ignored_by_scheduler']}
+                                   for r in ext['managed_resources']]
+    doc['ignorable'] = ext['ignorable']
+    return doc
+
+
+def render(version, extenders, kubeconfig=None):
+    """A fresh document for the version: Policy (no kubeconfig: the flag --kubeconfig stays in charge) or
+    KubeSchedulerConfiguration with clientConnection.kubeconfig."""
+    api = api_for_version(version)
+    norm = normalize_extenders(extenders)
+    if api['kind'] == POLICY:
+        return {'kind': POLICY, 'apiVersion': 'v1', 'extenders': [render_extender(e, POLICY) for e in norm]}
+    if not kubeconfig:
+        raise SchedulerConfigError("kubeconfig: required for %s (set distribution to rke1, rke2 or kubeadm, or kubeconfig)" % api['apiVersion'])
+    return {'apiVersion': api['apiVersion'], 'kind': KSC,
+            'clientConnection': {'kubeconfig': kubeconfig},
+            'extenders': [render_extender(e, KSC) for e in norm]}
+
+
+def merge(existing, version, extenders, kubeconfig=None, source='the existing config'):
+    """Merge our extenders into an existing document (dict or None) and return (document, notes).
+
+    Every other key is kept: other extenders (matched by urlPrefix), profiles, leaderElection, predicates,
+    priorities... Our extenders replace entries with the same urlPrefix in place, new ones are appended.
+    A KubeSchedulerConfiguration of another served apiVersion is moved to the rendered one (the fields this
+    module touches are identical in v1beta2, v1beta3 and v1) and a note says so. A document of the other kind
+    (Policy vs component config) is refused: the two cannot be converted without losing settings.
+    """
+    fresh = render(version, extenders, kubeconfig)
+    notes = []
+    if existing is None or existing == {}:
+        return fresh, notes
+    if not isinstance(existing, dict):
+        raise SchedulerConfigError("%s is not a mapping (it holds a %s); refusing to overwrite it" % (source, type(existing).__name__))
+    doc = copy.deepcopy(existing)
+    kind = doc.get('kind')
+    if kind != fresh['kind']:
+        raise SchedulerConfigError(
+            "%s holds kind %r but Kubernetes %s needs a %s (%s); refusing to convert it - move it aside or point "
+            "config_path at a new file" % (source, kind, '.'.join(str(p) for p in parse_version(version)),
+                                           fresh['kind'], fresh['apiVersion']))
+    if kind == KSC and doc.get('apiVersion') != fresh['apiVersion']:
+        old = doc.get('apiVersion')
+        notes.append('%s: apiVersion %s changed to %s' % (source, old, fresh['apiVersion']))
+        doc['apiVersion'] = fresh['apiVersion']
+    if kind == KSC:
+        cc = doc.get('clientConnection')
+        if cc is None:
+            cc = doc['clientConnection'] = {}
+        if not isinstance(cc, dict):
+            raise SchedulerConfigError("%s: clientConnection is not a mapping" % source)
+        cc['kubeconfig'] = fresh['clientConnection']['kubeconfig']
+    current = doc.get('extenders')
+    if current is None:
+        current = doc['extenders'] = []
+    if not isinstance(current, list):
+        raise SchedulerConfigError("%s: extenders is not a list" % source)
+    for ext in fresh['extenders']:
+        for index, old in enumerate(current):
+            if isinstance(old, dict) and str(old.get('urlPrefix', '')).rstrip('/') == ext['urlPrefix']:
+                current[index] = ext
+                break
+        else:
+            current.append(ext)
+    binders = [e.get('urlPrefix') for e in current if isinstance(e, dict) and e.get('bindVerb')]
+    if len(binders) > 1:
+        raise SchedulerConfigError("extenders: after merging, %s would have %d extenders with bindVerb (%s); kube-scheduler "
+                                   "allows one" % (source, len(binders), ', '.join(binders)))
+    return doc, notes
+
+
+def load(text, fmt, source):
+    """Parse YAML (a single document) or JSON text; '' -> None."""
+    if text is None or not text.strip():
+        return None
+    try:
+        # YAML is a superset of JSON: one parser for both, so a file of the other format gets a clear kind error
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except Exception as exc:  # yaml.YAMLError / ValueError
+        raise SchedulerConfigError("%s cannot be parsed as %s: %s" % (source, fmt.upper(), exc))
+    if len(docs) > 1:
+        raise SchedulerConfigError("%s holds %d YAML documents; expected one" % (source, len(docs)))
+    return docs[0] if docs else None
+
+
+def dump(doc, fmt):
+    if fmt == 'json':
+        return json.dumps(doc, indent=2) + '\n'
+    return yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=1000)

@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kube_scheduler_config module's main(): files, check mode, diff, backups, refusals that change nothing."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+import os
+import re
+import shutil
+
+import pytest
+import yaml
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    patch_module_args = None
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'scheduler')
+GPUSHARE = {'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler', 'filter_verb': 'filter', 'bind_verb': 'bind',
+            'node_cache_capable': True, 'managed_resources': ['aliyun.com/gpu-mem']}
+
+
+@contextlib.contextmanager
+def module_args(args):
+    if patch_module_args is not None:
+        with patch_module_args(args):
+            yield
+        return
+    old = basic._ANSIBLE_ARGS
+    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    try:
+        yield
+    finally:
+        basic._ANSIBLE_ARGS = old
+
+
+def run(capsys, args):
+    with module_args(args):
+        with pytest.raises(SystemExit):
+            kube_scheduler_config.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def snapshot(root):
+    out = {}
+    for dirpath, _dirs, files in os.walk(str(root)):
+        for name in files:
+            with open(os.path.join(dirpath, name), 'rb') as f:
+                out[os.path.join(dirpath, name)] = f.read()
+    return out
+
+
+def test_scheduler_config_check_write_idempotent_and_merge(capsys, tmp_path):
+    cfg = tmp_path / 'gpuops' / 'scheduler-config.yaml'
+    args = {'mode': 'scheduler_config', 'distribution': 'kubeadm', 'kubernetes_version': 'v1.29.4',
+            'config_path': str(cfg), 'extenders': [GPUSHARE]}
+    res = run(capsys, dict(args, _ansible_check_mode=True, _ansible_diff=True))
+    assert res['changed'] is True and not cfg.exists()
+    assert res['diff']['before'] == '' and 'gpushare-scheduler' in res['diff']['after']
+    res = run(capsys, args)
+    assert res['changed'] is True and res['api_version'] == 'kubescheduler.config.k8s.io/v1'
+    doc = yaml.safe_load(cfg.read_text())
+    assert doc['clientConnection']['kubeconfig'] == '/etc/kubernetes/scheduler.conf'
+    assert oct(os.stat(str(cfg)).st_mode & 0o777) == '0o644'
+    assert run(capsys, args)['changed'] is False
+    # a profile added by someone else survives, and a backup is made
+    doc['profiles'] = [{'schedulerName': 'default-scheduler'}]
+    cfg.write_text(yaml.safe_dump(doc))
+    res = run(capsys, dict(args, extenders=[GPUSHARE, {'url_prefix': 'http://x:1/y', 'filter_verb': 'f'}]))
+    assert res['changed'] is True and os.path.exists(res['backup_file'])
+    doc = yaml.safe_load(cfg.read_text())
+    assert doc['profiles'] == [{'schedulerName': 'default-scheduler'}] and len(doc['extenders']) == 2
+
+
+@pytest.mark.parametrize('override,pattern', [
+    ({'kubernetes_version': 'v1.34.0'}, 'kubernetes_version: Kubernetes 1.34 is not supported'),
+    ({'extenders': [{'url_prefix': 'gopher://x', 'filter_verb': 'f'}]}, r'extenders\[0\].url_prefix'),
+    ({'extenders': [{'url_prefix': 'http://x', 'bind_verb': 'b'}]}, 'allows one'),
+    ({'distribution': None}, 'distribution: .*allowed values: kubeadm, rke1, rke2'),
+])
+def test_refusals_change_nothing(capsys, tmp_path, override, pattern):
+    cfg = tmp_path / 'gpuops' / 'scheduler-config.yaml'
+    cfg.parent.mkdir()
+    cfg.write_text('apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n# keep me\n'
+                   'extenders:\n- urlPrefix: http://a\n  bindVerb: bind\n')
+    before = snapshot(tmp_path)
+    args = {'mode': 'scheduler_config', 'distribution': 'kubeadm', 'kubernetes_version': '1.29', 'path': str(cfg),
+            'config_path': '/etc/kubernetes/gpuops/scheduler-config.yaml', 'extenders': [GPUSHARE]}
+    args.update(override)
+    args = dict((k, v) for k, v in args.items() if v is not None)
+    if 'allows one' not in pattern:
+        cfg.write_text('')
+        before = snapshot(tmp_path)
+    res = run(capsys, args)
+    assert res.get('failed') is True and res.get('changed') is False, res
+    assert re.search(pattern, res['msg']), res['msg']
+    assert snapshot(tmp_path) == before
+
+
+def test_kubeadm_manifest_staged_outside_and_backup_outside_manifests(capsys, tmp_path):
+    manifests = tmp_path / 'manifests'
+    manifests.mkdir()
+    manifest = manifests / 'kube-scheduler.yaml'
+    shutil.copy(os.path.join(FIXTURES, 'kubeadm-kube-scheduler.yaml'), str(manifest))
+    stage = tmp_path / 'tmp'
+    args = {'mode': 'kubeadm_manifest', 'kubernetes_version': 'v1.29.4', 'path': str(manifest), 'tmp_dir': str(stage),
+            'config_path': '/etc/kubernetes/gpuops/scheduler-config.yaml', 'config_checksum': 'c1'}
+    res = run(capsys, dict(args, _ansible_check_mode=True))
+    assert res['changed'] is True and not stage.exists()
+    res = run(capsys, args)
+    assert res['changed'] is True
+    assert sorted(os.listdir(str(manifests))) == ['kube-scheduler.yaml']        # nothing else for kubelet to run
+    assert os.path.dirname(res['backup_file']) == str(stage)
+    pod = yaml.safe_load(manifest.read_text())
+    assert '--config=/etc/kubernetes/gpuops/scheduler-config.yaml' in pod['spec']['containers'][0]['command']
+    assert run(capsys, args)['changed'] is False
+    assert run(capsys, dict(args, config_checksum='c2'))['changed'] is True
+
+
+def test_kubeadm_configmap_returns_text(capsys):
+    with open(os.path.join(FIXTURES, 'kubeadm-config-configmap.yaml')) as f:
+        text = yaml.safe_load(f)['data']['ClusterConfiguration']
+    args = {'mode': 'kubeadm_configmap', 'kubernetes_version': 'v1.29.4', 'cluster_configuration': text}
+    res = run(capsys, args)
+    assert res['changed'] is True and 'config: /etc/kubernetes/gpuops/scheduler-config.yaml' in res['cluster_configuration']
+    res2 = run(capsys, dict(args, cluster_configuration=res['cluster_configuration']))
+    assert res2['changed'] is False and res2['cluster_configuration'] == res['cluster_configuration']
+
+
+def test_rke1_needs_path_and_existing_file(capsys, tmp_path):
+    res = run(capsys, {'mode': 'rke1_cluster_yml', 'kubernetes_version': '1.26'})
+    assert res['failed'] and 'path: required with mode=rke1_cluster_yml' in res['msg']
+    res = run(capsys, {'mode': 'rke1_cluster_yml', 'kubernetes_version': '1.26', 'path': str(tmp_path / 'none.yml')})
+    assert res['failed'] and 'must exist' in res['msg'] and not (tmp_path / 'none.yml').exists()
+
+
+def test_default_config_paths():
+    plan = kube_scheduler_config.plan
+    base = {'kubernetes_version': '1.21', 'extenders': [GPUSHARE], 'cluster_configuration': None}
+    res = plan(dict(base, mode='rke2_config', path='/nonexistent/config.yaml'), read=lambda p: None)
+    assert res['config_path'] == '/etc/rancher/rke2/gpuops/scheduler-policy.json' and res['flag'] == 'policy-config-file'
+    res = plan(dict(base, mode='scheduler_config', distribution='rke1', kubernetes_version='1.30'), read=lambda p: None)
+    assert res['path'] == '/etc/kubernetes/gpuops/scheduler-config.yaml'
+    assert res['document']['clientConnection']['kubeconfig'] == '/etc/kubernetes/ssl/kubecfg-kube-scheduler.yaml'
