@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Build the lab's local apt repository that stands in for NVIDIA's libnvidia-container repository.
+#   lab/apt_repo/build.sh [--force]      prints the repository root (a directory served by serve.sh)
+# Layout, the same as NVIDIA's (and as an air-gapped mirror of it):
+#   <root>/libnvidia-container/gpgkey                                  ASCII-armoured signing key
+#   <root>/libnvidia-container/stable/deb/amd64/{Packages,Packages.gz,Release,Release.gpg,InRelease,*.deb}
+# The packages are LAB STAND-INS, not NVIDIA software: nvidia-container-toolkit-base ships
+# /usr/bin/nvidia-container-runtime as a shell wrapper that logs its call and execs runc, and an
+# /usr/bin/nvidia-ctk stub that prints a version; nvidia-container-toolkit depends on it.
+# Release is signed with a throwaway GPG key generated here (no passphrase), so signed-by is exercised.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${LAB_APT_REPO_DIR:-$ROOT/lab/.build/apt_repo}
+VERSION=1.17.8-1~gpuopslab1
+ARCH=amd64
+RECIPE=$(sha256sum "$0" | cut -c1-16)
+[ "${1:-}" = --force ] && rm -rf "$OUT"
+if [ -f "$OUT/.recipe" ] && [ "$(cat "$OUT/.recipe")" = "$RECIPE" ]; then echo "$OUT/repo"; exit 0; fi
+for t in dpkg-deb apt-ftparchive gpg; do
+  command -v "$t" >/dev/null || { echo "ERROR: $t missing (apt-get install $(tr '\n' ' ' < "$(dirname "$0")/apt-packages.txt" | sed 's/#[^ ]*//'))" >&2; exit 2; }
+done
+rm -rf "$OUT"; mkdir -p "$OUT/pkg" "$OUT/gnupg"; chmod 700 "$OUT/gnupg"
+REPO=$OUT/repo/libnvidia-container
+DIST=$REPO/stable/deb/$ARCH
+mkdir -p "$DIST"
+
+mkpkg() {  # name, description, depends, files-function
+  local name=$1 desc=$2 deps=$3 d=$OUT/pkg/$1
+  mkdir -p "$d/DEBIAN" "$d/usr/bin" "$d/usr/share/doc/$name"
+  "$4" "$d"
+  cat > "$d/DEBIAN/control" <<CTL
+Package: $name
+Version: $VERSION
+Architecture: $ARCH
+Maintainer: gpuops.k8s_gpu lab <lab@gpuops.invalid>
+Section: utils
+Priority: optional
+Depends: $deps
+Description: LAB STAND-IN for NVIDIA's $name - NOT NVIDIA SOFTWARE
+ $desc
+ Built by gpuops.k8s_gpu lab/apt_repo/build.sh for tests without NVIDIA's
+ repository. It does not inject GPUs into containers.
+CTL
+  printf 'LAB STAND-IN package built by gpuops.k8s_gpu lab/apt_repo/build.sh. Not NVIDIA software.\n' \
+    > "$d/usr/share/doc/$name/README.lab-stand-in"
+  dpkg-deb --root-owner-group --build "$d" "$DIST/${name}_${VERSION}_${ARCH}.deb" >/dev/null
+}
+base_files() {
+  cat > "$1/usr/bin/nvidia-container-runtime" <<'SH'
+#!/bin/sh
+# LAB STAND-IN for nvidia-container-runtime (gpuops.k8s_gpu lab): records the call, then runs runc.
+echo "$(date -u +%FT%TZ) nvidia-container-runtime (lab stand-in) $*" >> /var/log/nvidia-container-runtime-standin.log 2>/dev/null || true
+exec runc "$@"
+SH
+  cat > "$1/usr/bin/nvidia-ctk" <<SH
+#!/bin/sh
+# LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab)
+echo "NVIDIA Container Toolkit CLI version ${VERSION%%-*} (gpuops lab stand-in $VERSION, not NVIDIA software)"
+SH
+  chmod 0755 "$1/usr/bin/nvidia-container-runtime" "$1/usr/bin/nvidia-ctk"
+}
+toolkit_files() {
+  cat > "$1/usr/bin/nvidia-container-runtime-hook" <<'SH'
+#!/bin/sh
+# LAB STAND-IN for nvidia-container-runtime-hook (gpuops.k8s_gpu lab): does nothing.
+exit 0
+SH
+  chmod 0755 "$1/usr/bin/nvidia-container-runtime-hook"
+}
+mkpkg nvidia-container-toolkit-base "Ships nvidia-container-runtime as a wrapper that execs runc, and an nvidia-ctk stub." "runc" base_files
+mkpkg nvidia-container-toolkit "Depends on the stand-in base package; ships a no-op nvidia-container-runtime-hook." \
+  "nvidia-container-toolkit-base (= $VERSION)" toolkit_files
+
+export GNUPGHOME=$OUT/gnupg
+gpg --batch --quiet --passphrase '' --quick-gen-key 'gpuops lab apt repository (THROWAWAY TEST KEY) <lab@gpuops.invalid>' ed25519 sign never 2>/dev/null
+gpg --batch --armor --export > "$REPO/gpgkey"
+( cd "$DIST"
+  apt-ftparchive packages . > Packages
+  gzip -9nk Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin="gpuops-lab" -o APT::FTPArchive::Release::Label="gpuops lab stand-in for libnvidia-container" \
+    -o APT::FTPArchive::Release::Suite=stable -o APT::FTPArchive::Release::Architectures=$ARCH release . > ../Release.tmp
+  mv ../Release.tmp Release
+  gpg --batch --yes --armor --detach-sign -o Release.gpg Release
+  gpg --batch --yes --clearsign -o InRelease Release )
+echo "$RECIPE" > "$OUT/.recipe"
+echo "[apt_repo] built $DIST ($VERSION)" >&2
+echo "$OUT/repo"

@@ -1,0 +1,82 @@
+"""The RuntimeClass of role nvidia_container_runtime: schema-valid for Kubernetes 1.24-1.33 and applied to the
+lab's API emulator with kubernetes.core.k8s (run once; a re-run sends no change).
+
+Run: .venv/bin/pytest lab/tests/test_runtimeclass.py
+"""
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
+TASKS = os.path.join(ROOT, 'roles', 'nvidia_container_runtime', 'tasks', 'runtimeclass.yml')
+
+
+def _definition():
+    with open(TASKS) as f:
+        task = yaml.safe_load(f)[0]
+    d = json.loads(json.dumps(task['kubernetes.core.k8s']['definition']))
+    d['metadata']['name'] = 'nvidia'
+    d['handler'] = 'nvidia'
+    return d
+
+
+def test_runtimeclass_validates_for_every_supported_minor(tmp_path):
+    path = tmp_path / 'rc.yaml'
+    path.write_text(yaml.safe_dump(_definition()))
+    proc = subprocess.run([os.path.join(VENV_BIN, 'python'), os.path.join(ROOT, 'lab/kube/validate.py'), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def emulator():
+    name = 'nvrt-test'
+    kcfg = subprocess.run(['bash', os.path.join(ROOT, 'lab/kube/start.sh'), '--name', name], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    yield kcfg
+    subprocess.run(['bash', os.path.join(ROOT, 'lab/kube/stop.sh'), '--name', name], check=False)
+
+
+def test_role_applies_runtimeclass_once(emulator, collections_path, tmp_path):
+    play = tmp_path / 'play.yml'
+    play.write_text(textwrap.dedent('''
+        - hosts: n1,n2
+          connection: local
+          gather_facts: false
+          vars:
+            nvidia_container_runtime_install: false
+            nvidia_container_runtime_engines: [docker]
+            nvidia_container_runtime_docker_config: "{{ tmpdir }}/{{ inventory_hostname }}-daemon.json"
+            nvidia_container_runtime_restart: false
+            nvidia_container_runtime_runtimeclass: true
+            nvidia_container_runtime_kubeconfig: "%s"
+            ansible_python_interpreter: "%s"
+          roles:
+            - gpuops.k8s_gpu.nvidia_container_runtime
+        ''' % (emulator, os.path.join(VENV_BIN, 'python'))))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+               ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
+    cmd = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'n1,n2,', str(play), '-e', 'tmpdir=%s' % tmp_path]
+    results = []
+    for _ in range(2):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results.append(json.loads(proc.stdout))
+    first, second = (r['stats'] for r in results)
+    assert first['n1']['changed'] + first['n2']['changed'] >= 3  # two daemon.json files + one RuntimeClass
+    assert second['n1']['changed'] == 0 and second['n2']['changed'] == 0
+    out = subprocess.run([os.path.join(VENV_BIN, 'python'), '-c', textwrap.dedent('''
+        import json, sys
+        from kubernetes import client, config
+        config.load_kube_config(sys.argv[1])
+        rc = client.NodeV1Api().read_runtime_class('nvidia')
+        print(json.dumps({'handler': rc.handler, 'labels': rc.metadata.labels}))
+        '''), emulator], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {'handler': 'nvidia', 'labels': {'app.kubernetes.io/managed-by': 'gpuops.k8s_gpu'}}
+    for host in ('n1', 'n2'):
+        assert json.loads((tmp_path / ('%s-daemon.json' % host)).read_text())['runtimes']['nvidia']

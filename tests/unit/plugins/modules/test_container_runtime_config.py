@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""container_runtime_config main(): files on disk, backup, check mode, diff, refusals before any change."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+import os
+import shutil
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    patch_module_args = None
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'runtime')
+
+
+@contextlib.contextmanager
+def module_args(args):
+    if patch_module_args is not None:
+        with patch_module_args(args):
+            yield
+        return
+    old = basic._ANSIBLE_ARGS
+    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    try:
+        yield
+    finally:
+        basic._ANSIBLE_ARGS = old
+
+
+def run(capsys, args):
+    with module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def copy_fixture(tmp_path, name, dest):
+    path = str(tmp_path / dest)
+    shutil.copy(os.path.join(FIXTURES, name), path)
+    return path
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def test_docker_merge_backup_and_noop(tmp_path, capsys):
+    path = copy_fixture(tmp_path, 'daemon-mirrors-logopts.json', 'daemon.json')
+    original = read(path)
+    res = run(capsys, {'engine': 'docker', 'path': path, 'set_as_default': True, '_ansible_diff': True})
+    assert res['changed'] is True
+    assert read(res['backup_file']) == original
+    data = json.loads(read(path))
+    assert data['runtimes']['nvidia'] == {'path': '/usr/bin/nvidia-container-runtime'}
+    assert data['registry-mirrors'] == json.loads(original)['registry-mirrors']
+    assert res['diff'][0]['before'] == original and res['diff'][0]['after'] == read(path)
+    res2 = run(capsys, {'engine': 'docker', 'path': path, 'set_as_default': True})
+    assert res2['changed'] is False and 'backup_file' not in res2 and res2['changes'] == []
+
+
+def test_docker_check_mode_changes_nothing(tmp_path, capsys):
+    path = copy_fixture(tmp_path, 'daemon-mirrors-logopts.json', 'daemon.json')
+    original = read(path)
+    res = run(capsys, {'engine': 'docker', 'path': path, '_ansible_check_mode': True, '_ansible_diff': True})
+    assert res['changed'] is True and 'nvidia' in res['diff'][0]['after']
+    assert read(path) == original and os.listdir(str(tmp_path)) == ['daemon.json']
+
+
+def test_docker_invalid_json_refused(tmp_path, capsys):
+    path = str(tmp_path / 'daemon.json')
+    with open(path, 'w') as f:
+        f.write('{"a": 1,}')
+    res = run(capsys, {'engine': 'docker', 'path': path})
+    assert res['failed'] is True and 'not valid JSON' in res['msg'] and read(path) == '{"a": 1,}'
+
+
+def test_docker_missing_file_created(tmp_path, capsys):
+    path = str(tmp_path / 'etc' / 'docker' / 'daemon.json')
+    res = run(capsys, {'engine': 'docker', 'path': path})
+    assert res['changed'] is True and 'backup_file' not in res
+    assert json.loads(read(path)) == {'runtimes': {'nvidia': {'path': '/usr/bin/nvidia-container-runtime'}}}
+    assert oct(os.stat(path).st_mode & 0o777) == '0o644'
+
+
+def test_containerd_default_inline(tmp_path, capsys):
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'dropin_path': str(tmp_path / 'conf.d' / '99.toml')})
+    assert res['changed'] is True and res['config_mode'] == 'inline' and res['config_version'] == 2
+    assert 'runtimes.nvidia.options]' in read(path) and os.path.exists(res['backup_file'])
+    assert not os.path.exists(str(tmp_path / 'conf.d'))
+    assert run(capsys, {'engine': 'containerd', 'path': path})['changed'] is False
+
+
+def test_containerd_dropin_and_refusal(tmp_path, capsys):
+    path = str(tmp_path / 'config.toml')
+    with open(path, 'w') as f:
+        f.write('version = 2\nroot = "/var/lib/containerd"\n')
+    dropin = str(tmp_path / 'conf.d' / '99-nvidia.toml')
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'dropin_path': dropin, '_ansible_diff': True})
+    assert res['changed'] is True and res['config_mode'] == 'dropin' and len(res['diff']) == 2
+    assert 'imports = ["%s"]' % dropin in read(path) and 'BinaryName' in read(dropin)
+    assert run(capsys, {'engine': 'containerd', 'path': path, 'dropin_path': dropin})['changed'] is False
+    cfg = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'full.toml')
+    before = read(cfg)
+    res = run(capsys, {'engine': 'containerd', 'path': cfg, 'mode': 'dropin', 'dropin_path': dropin})
+    assert res['failed'] is True and 'replace that whole table' in res['msg'] and read(cfg) == before
+
+
+def test_containerd_version_checks(tmp_path, capsys):
+    path = str(tmp_path / 'config.toml')
+    with open(path, 'w') as f:
+        f.write('root = "/var/lib/containerd"\n')
+    res = run(capsys, {'engine': 'containerd', 'path': path})
+    assert res['failed'] is True and 'version 1' in res['msg']
+    cfg = copy_fixture(tmp_path, 'containerd-2.x-v3-site.toml', 'v3.toml')
+    res = run(capsys, {'engine': 'containerd', 'path': cfg, 'config_version': '2'})
+    assert res['failed'] is True and 'version 3 config' in res['msg']
+    res = run(capsys, {'engine': 'containerd', 'mode': 'template', 'path': str(tmp_path / 'new.tmpl')})
+    assert res['failed'] is True and 'config_version must be 2 or 3' in res['msg']
+
+
+def test_rke2_template_created(tmp_path, capsys):
+    path = str(tmp_path / 'config.toml.tmpl')
+    res = run(capsys, {'engine': 'containerd', 'mode': 'template', 'config_version': '2', 'path': path})
+    assert res['changed'] is True
+    assert read(path).startswith('{{ template "base" . }}\n') and 'runtimes.runc' not in read(path)
+    assert run(capsys, {'engine': 'containerd', 'mode': 'template', 'config_version': '2', 'path': path})['changed'] is False
+
+
+@pytest.mark.parametrize('args,msg', [
+    ({'engine': 'docker', 'cdi': True}, 'containerd only'),
+    ({'engine': 'containerd', 'runtime_args': ['x']}, 'docker only'),
+    ({'engine': 'docker', 'runtime_name': 'bad name'}, 'runtime_name'),
+    ({'engine': 'podman'}, 'engine'),
+])
+def test_bad_arguments(tmp_path, capsys, args, msg):
+    args = dict(args, path=str(tmp_path / 'x'))
+    res = run(capsys, args)
+    assert res['failed'] is True and msg in res['msg'] and not os.path.exists(str(tmp_path / 'x'))
