@@ -85,3 +85,33 @@ def test_hgx_without_fabricmanager_is_critical(collections_path, tmp_path):
 def test_no_fabricmanager_needed_without_nvswitch(collections_path, tmp_path):
     res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor', 'checks=fabricmanager', env=_env('t4', tmp_path))
     assert res['findings'] == []
+
+
+def test_cluster_checks_end_to_end(collections_path, tmp_path):
+    """Scheduler config vs version, an extender that does not answer, and the known-bad gpushare image."""
+    import socket
+    cfg = tmp_path / 'scheduler-config.yaml'
+    cfg.write_text('apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n')
+    srv = socket.socket()
+    srv.bind(('127.0.0.1', 0))
+    srv.listen(1)
+    live = 'http://127.0.0.1:%d/gpushare-scheduler' % srv.getsockname()[1]
+    probe = socket.socket()
+    probe.bind(('127.0.0.1', 0))
+    dead = 'http://127.0.0.1:%d/gpushare-scheduler' % probe.getsockname()[1]
+    probe.close()  # nothing listens there any more
+    try:
+        args = ('checks=scheduler_config,extender,cluster_images kubernetes_version=v1.29.4 scheduler_config_path=%s '
+                'extender_urls=%s,%s cluster_images=registry.example.com/acs/k8s-gpushare-schd-extender:1.11-d170d8a'
+                % (cfg, live, dead))
+        res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor', args, env=_env('t4', tmp_path))
+    finally:
+        srv.close()
+    assert sorted(_ids(res)) == ['extender_unreachable', 'gpushare_extender_bad_image', 'scheduler_config_api_removed']
+    unreachable = [f for f in res['findings'] if f['id'] == 'extender_unreachable']
+    assert len(unreachable) == 1 and dead in unreachable[0]['evidence'][0]
+    cfg.write_text('apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n')
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor',
+                     'checks=scheduler_config kubernetes_version=v1.29.4 scheduler_config_path=%s' % cfg,
+                     env=_env('t4', tmp_path))
+    assert res['findings'] == []

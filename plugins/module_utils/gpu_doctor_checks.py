@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 SEVERITIES = ('critical', 'warning', 'info')
 # Strategies whose device plugins need nvidia as the container runtime's *default* runtime.
 NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
@@ -215,6 +217,83 @@ def check_strategy(facts, extra, strategy=None):
         'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
 
 
+# Images known to fail, by the repository's last path element and tag.
+KNOWN_BAD_IMAGES = {
+    'k8s-gpushare-schd-extender:1.11-d170d8a': (
+        'gpushare_extender_bad_image',
+        'The gpushare scheduler extender image from the upstream docs fails bind with HTTP 500 for pods that set '
+        'newer Pod fields (Knative/KServe set enableServiceLinks=false): its bundled client drops the fields and '
+        'the bind request is rejected.',
+        'Use an extender image built from a current gpushare-scheduler-extender release and set it with '
+        'gpu_sharing_stack_gpushare_extender_image (through gpuops_mirror.registry for air-gapped sites).'),
+}
+
+# kube-scheduler component config: the apiVersions each Kubernetes minor serves (first minor, last minor)
+SCHEDULER_CONFIG_WINDOWS = {
+    'kubescheduler.config.k8s.io/v1beta2': (22, 27),
+    'kubescheduler.config.k8s.io/v1beta3': (23, 28),
+    'kubescheduler.config.k8s.io/v1': (25, None),
+}
+
+
+def _minor(version):
+    m = re.match(r'^v?1\.(\d+)', str(version or ''))
+    return int(m.group(1)) if m else None
+
+
+def check_scheduler_config(facts, extra):
+    """The scheduler's config document against the cluster's Kubernetes version."""
+    doc = extra.get('scheduler_config')
+    minor = _minor(extra.get('kubernetes_version'))
+    if not doc or minor is None:
+        return []
+    path = extra.get('scheduler_config_path', 'the scheduler config')
+    kind, api = doc.get('kind'), doc.get('apiVersion')
+    ev = ['%s: kind %s, apiVersion %s' % (path, kind, api), 'Kubernetes: %s' % extra.get('kubernetes_version')]
+    fix = ('Render the config for this version with gpuops.k8s_gpu.kube_scheduler_config (Policy below 1.23, '
+           'kubescheduler.config.k8s.io/v1beta3 for 1.23-1.24, v1 from 1.25).')
+    if kind == 'Policy':
+        if minor >= 23:
+            return [finding('scheduler_config_api_removed', 'critical',
+                            'The scheduler extender is configured with a Policy file, which Kubernetes removed in 1.23: '
+                            'kube-scheduler does not start (or ignores the extender).', ev, fix)]
+        return []
+    window = SCHEDULER_CONFIG_WINDOWS.get(api)
+    if window is None:
+        return [finding('scheduler_config_api_unknown', 'critical',
+                        'The scheduler config has an apiVersion no supported Kubernetes serves.', ev, fix)]
+    first, last = window
+    if minor < first or (last is not None and minor > last):
+        return [finding('scheduler_config_api_removed', 'critical',
+                        'Kubernetes 1.%d does not serve %s: kube-scheduler fails to start with this config.' % (minor, api),
+                        ev, fix)]
+    return []
+
+
+def check_extender(facts, extra):
+    out = []
+    for url, error in sorted((extra.get('extender_probes') or {}).items()):
+        if error:
+            out.append(finding(
+                'extender_unreachable', 'critical',
+                'The scheduler extender does not answer: pods requesting its resources stay Pending '
+                '(or every bind fails when the extender is not ignorable).',
+                ['%s: %s' % (url, error)],
+                'Check the extender Deployment/Service (gpushare: kube-system gpushare-schd-extender, NodePort 32766) '
+                'and that urlPrefix in the scheduler config points at it from the control-plane node.'))
+    return out
+
+
+def check_cluster_images(facts, extra):
+    out = []
+    for image in sorted(set(extra.get('cluster_images') or [])):
+        key = image.rsplit('/', 1)[-1]
+        if key in KNOWN_BAD_IMAGES:
+            check_id, summary, fix = KNOWN_BAD_IMAGES[key]
+            out.append(finding(check_id, 'critical', summary, ['image in the cluster: %s' % image], fix))
+    return out
+
+
 CHECKS = (
     ('nouveau_loaded', check_nouveau),
     ('secure_boot', check_secure_boot),
@@ -225,6 +304,9 @@ CHECKS = (
     ('vmware_consumer_gpu', check_vmware_consumer_gpu),
     ('runtime', check_runtime),
     ('strategy', check_strategy),
+    ('scheduler_config', check_scheduler_config),
+    ('extender', check_extender),
+    ('cluster_images', check_cluster_images),
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 

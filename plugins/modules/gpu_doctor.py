@@ -39,15 +39,41 @@ options:
     type: list
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
-              vmware_consumer_gpu, runtime, strategy]
+              vmware_consumer_gpu, runtime, strategy, scheduler_config, extender, cluster_images]
+  kubernetes_version:
+    description: The cluster's Kubernetes version (for example V(v1.29.4)), for the C(scheduler_config) check.
+    type: str
+  scheduler_config_path:
+    description:
+      - Path of the kube-scheduler config (KubeSchedulerConfiguration YAML or Policy JSON) on this node.
+      - Checked against O(kubernetes_version). A missing file is a finding.
+    type: path
+  extender_urls:
+    description:
+      - Scheduler extender URL prefixes (for example V(http://127.0.0.1:32766/gpushare-scheduler)) to probe
+        with a TCP connection from this node.
+    type: list
+    elements: str
+    default: []
+  cluster_images:
+    description:
+      - Container images running in the cluster (gather them with M(kubernetes.core.k8s_info)); each is compared
+        with the images known to fail.
+    type: list
+    elements: str
+    default: []
   fail_on:
     description:
       - Fail the task when a finding of this severity or worse exists. V(never) only reports.
     type: str
     choices: [never, critical, warning]
     default: never
+requirements:
+  - nvidia-ml-py (C(pynvml)) for the NVML part, as M(gpuops.k8s_gpu.gpu_info)
+  - PyYAML when O(scheduler_config_path) is set
 seealso:
   - module: gpuops.k8s_gpu.gpu_info
+  - module: gpuops.k8s_gpu.kube_scheduler_config
 '''
 
 EXAMPLES = r'''
@@ -109,10 +135,26 @@ probe:
 '''
 
 import glob
+import json
 import os
 import re
+import socket
+import traceback
 
-from ansible.module_utils.basic import AnsibleModule
+try:
+    from urllib.parse import urlparse
+except ImportError:  # pragma: no cover
+    from urlparse import urlparse  # type: ignore
+
+YAML_IMPORT_ERROR = None
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:
+    HAS_YAML = False
+    YAML_IMPORT_ERROR = traceback.format_exc()
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_facts import gather
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_doctor_checks as checks
@@ -164,6 +206,40 @@ def gather_extra(module, facts):
     return extra
 
 
+def probe_url(url, timeout=3.0):
+    """None when a TCP connection to the URL's host and port succeeds, else the error text."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ('http', 'https') or not parsed.hostname:
+        return 'not an http(s) URL'
+    port = parsed.port or (443 if parsed.scheme == 'https' else 80)
+    try:
+        conn = socket.create_connection((parsed.hostname, port), timeout=timeout)
+        conn.close()
+        return None
+    except (OSError, socket.error) as exc:
+        return str(exc)
+
+
+def cluster_extra(module):
+    extra = {}
+    p = module.params
+    if p['kubernetes_version']:
+        extra['kubernetes_version'] = p['kubernetes_version']
+    if p['scheduler_config_path']:
+        extra['scheduler_config_path'] = p['scheduler_config_path']
+        text = _read(p['scheduler_config_path'])
+        if text is None:
+            extra['scheduler_config'] = {'kind': 'missing', 'apiVersion': 'missing'}
+        else:
+            try:
+                extra['scheduler_config'] = json.loads(text) if text.lstrip().startswith('{') else yaml.safe_load(text)
+            except Exception as exc:  # pylint: disable=broad-except
+                module.fail_json(msg='scheduler_config_path: %s is neither JSON nor YAML: %s' % (p['scheduler_config_path'], exc))
+    extra['extender_probes'] = dict((u, probe_url(u)) for u in p['extender_urls'])
+    extra['cluster_images'] = p['cluster_images']
+    return extra
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -171,11 +247,18 @@ def main():
                                                'hami', 'gpu-manager']),
             checks=dict(type='list', elements='str', choices=list(checks.CHECK_NAMES)),
             fail_on=dict(type='str', default='never', choices=['never', 'critical', 'warning']),
+            kubernetes_version=dict(type='str'),
+            scheduler_config_path=dict(type='path'),
+            extender_urls=dict(type='list', elements='str', default=[]),
+            cluster_images=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )
+    if module.params['scheduler_config_path'] and not HAS_YAML:
+        module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
     facts = gather()
     extra = gather_extra(module, facts)
+    extra.update(cluster_extra(module))
     findings = checks.diagnose(facts, extra, strategy=module.params['strategy'], checks=module.params['checks'])
     counts = dict((s, len([f for f in findings if f['severity'] == s])) for s in checks.SEVERITIES)
     host = os.uname()[1]

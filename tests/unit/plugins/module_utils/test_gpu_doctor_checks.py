@@ -155,3 +155,41 @@ def test_critical_sorted_first_and_table():
     assert [x['severity'] for x in out] == ['critical', 'warning']
     table = dc.render_table('gpu1', out)
     assert 'nouveau_loaded' in table and 'fix:' in table and 'evidence:' in table
+
+
+@pytest.mark.parametrize('kind,api,version,expected', [
+    ('Policy', 'v1', 'v1.22.17', None),
+    ('Policy', 'v1', 'v1.23.0', 'scheduler_config_api_removed'),
+    ('KubeSchedulerConfiguration', 'kubescheduler.config.k8s.io/v1beta3', 'v1.24.3', None),
+    ('KubeSchedulerConfiguration', 'kubescheduler.config.k8s.io/v1beta3', 'v1.29.4', 'scheduler_config_api_removed'),
+    ('KubeSchedulerConfiguration', 'kubescheduler.config.k8s.io/v1', 'v1.24.3', 'scheduler_config_api_removed'),
+    ('KubeSchedulerConfiguration', 'kubescheduler.config.k8s.io/v1', 'v1.33.1', None),
+    ('KubeSchedulerConfiguration', 'kubescheduler.config.k8s.io/v1alpha1', 'v1.30.0', 'scheduler_config_api_unknown'),
+])
+def test_scheduler_config_against_version(kind, api, version, expected):
+    extra = {'scheduler_config': {'kind': kind, 'apiVersion': api}, 'kubernetes_version': version,
+             'scheduler_config_path': '/etc/kubernetes/scheduler-config.yaml'}
+    out = dc.diagnose(HEALTHY, extra=extra)
+    assert ids(out) == ([expected] if expected else [])
+    if expected:
+        assert any(version in e for e in out[0]['evidence'])
+
+
+def test_scheduler_check_needs_both_inputs():
+    assert dc.diagnose(HEALTHY, extra={'scheduler_config': {'kind': 'Policy', 'apiVersion': 'v1'}}) == []
+
+
+def test_extender_unreachable():
+    out = dc.diagnose(HEALTHY, extra={'extender_probes': {'http://127.0.0.1:32766/gpushare-scheduler': 'Connection refused',
+                                                          'http://ok:1/x': None}})
+    assert ids(out) == ['extender_unreachable']
+    assert 'Connection refused' in out[0]['evidence'][0]
+
+
+def test_known_bad_gpushare_image_any_registry():
+    out = dc.diagnose(HEALTHY, extra={'cluster_images': [
+        'registry.cn-hangzhou.aliyuncs.com/acs/k8s-gpushare-schd-extender:1.11-d170d8a',
+        'registry.example.com/mirror/acs/k8s-gpushare-schd-extender:1.11-d170d8a',
+        'registry.example.com/acs/k8s-gpushare-schd-extender:2.0.1']})
+    assert ids(out) == ['gpushare_extender_bad_image', 'gpushare_extender_bad_image']
+    assert 'HTTP 500' in out[0]['summary']
