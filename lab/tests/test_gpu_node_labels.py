@@ -1,0 +1,373 @@
+"""gpuops.k8s_gpu.gpu_node_labels against the lab Kubernetes API emulator (lab/kube), with real ansible-playbook runs.
+
+Converge, re-run with zero write requests (counted in the emulator's request log), check mode, pool changes,
+refusals (nothing changes, no write request), state=absent removing only the role's labels, schema validation.
+
+Run: /work/main/.venv/bin/pytest lab/tests/test_gpu_node_labels.py
+Nothing here skips: a missing tool or a dead emulator is a failure.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBE = ROOT / "lab" / "kube"
+VENV_BIN = ROOT / ".venv" / "bin"
+sys.path.insert(0, str(KUBE))
+
+import validate  # noqa: E402
+
+ANN = "gpuops.io/managed-labels"
+STRATEGY = "gpuops.io/sharing-strategy"
+
+
+def node(name, labels=None, allocatable=None, annotations=None):
+    alloc = dict({"cpu": "32", "memory": "256Gi"}, **(allocatable or {}))
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **(labels or {})),
+                         "annotations": annotations or {}},
+            "status": {"capacity": alloc, "allocatable": alloc}}
+
+
+SEED = [
+    # foreign labels: team (kept), nvidia.com/gpu.product with another value (overwritten, restored on absent)
+    node("gpu-a", {"team": "ml", "nvidia.com/gpu.product": "Old-Product"}, {"nvidia.com/gpu": "2"}),
+    node("gpu-b", {"team": "research"}, {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}),
+    node("gpu-c", {}, {"nvidia.com/gpu": "1"}),
+    node("gpu-d", {STRATEGY: "mps"}, {"nvidia.com/gpu": "1"}),
+]
+
+
+def facts(product, mem, count, mig=False, mps=True):
+    return {"gpu_count": count,
+            "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(count),
+                       "nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(mem),
+                       "nvidia.com/mig.capable": "true" if mig else "false"},
+            "sharing": {"exclusive": {"allowed": True}, "time-slicing": {"allowed": True},
+                        "gpushare": {"allowed": True},
+                        "mps": {"allowed": mps, "max_clients": 48 if mps else 0},
+                        "mig": {"allowed": mig, "gpus": [], **({} if mig else {"reason": "GPU(s) 0 are not MIG capable"})}}}
+
+
+INVENTORY = {
+    "all": {
+        "hosts": {"localhost": {"ansible_connection": "local",
+                                "ansible_python_interpreter": str(VENV_BIN / "python")}},
+        "children": {
+            "gpu_nodes": {"hosts": {
+                "gpu-a": {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
+                "gpu-b": {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
+            }},
+            "gpu_conflict": {"hosts": {
+                "gpu-c": {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
+                "gpu-d": {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
+            }},
+            "no_facts": {"hosts": {"gpu-x": {"gpu_node_labels_node_name": "gpu-c"}}},
+        },
+    }
+}
+
+PLAYBOOK = [{"name": "Label GPU nodes", "hosts": "localhost", "gather_facts": False,
+             "roles": [{"role": "gpuops.k8s_gpu.gpu_node_labels"}],
+             "post_tasks": [{"name": "Show the result",
+                             "ansible.builtin.debug": {"var": "gpu_node_labels_result"}}]}]
+
+BASE_VARS = {
+    "gpu_node_labels_pools": [
+        {"name": "ts", "strategy": "time-slicing", "nodes": ["gpu-a"], "device_plugin_config": "ts-4"},
+        {"name": "gs", "strategy": "gpushare", "nodes": ["gpu-b"], "labels": {"pool": "shared"}},
+    ],
+    "gpu_node_labels_extra": {"gpuops.io/managed": "true"},
+}
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
+    seed.write_text(yaml.safe_dump_all(SEED))
+    name = f"node-labels-{os.getpid()}"
+    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
+    kubeconfig = out.stdout.strip().splitlines()[-1]
+    state = Path(kubeconfig).parent
+    port = int((state / "port").read_text())
+    yield {"name": name, "kubeconfig": kubeconfig, "state": state, "url": f"http://127.0.0.1:{port}"}
+    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, collections_path):
+    d = tmp_path_factory.mktemp("play")
+    (d / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
+    (d / "play.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+    return {"dir": d, "collections": collections_path}
+
+
+def get(emu, path):
+    with urllib.request.urlopen(emu["url"] + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def seq_now(emu):
+    return get(emu, "/_emulator/requests?since=999999999")["seq"]
+
+
+def requests_since(emu, seq):
+    return get(emu, f"/_emulator/requests?since={seq}")["items"]
+
+
+def live(emu, name):
+    return get(emu, f"/api/v1/nodes/{name}")
+
+
+def play(emu, work, extra_vars=None, check=False, diff=False, limit_group=None):
+    """Run the role; returns (result dict or None, failure message or None, changed count, requests made)."""
+    vars_ = copy.deepcopy(BASE_VARS)
+    vars_.update(extra_vars or {})
+    if limit_group:
+        vars_["gpu_node_labels_group"] = limit_group
+    vfile = work["dir"] / "vars.json"
+    vfile.write_text(json.dumps(vars_))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=work["collections"], K8S_AUTH_KUBECONFIG=emu["kubeconfig"],
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"), str(work["dir"] / "play.yml"),
+           "-e", f"@{vfile}"]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    seq = seq_now(emu)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"ansible-playbook output is not JSON (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    stats = doc["stats"]["localhost"]
+    failure, result, tasks = None, None, {}
+    for task in doc["plays"][0]["tasks"]:
+        res = task["hosts"].get("localhost", {})
+        tasks[task["task"]["name"]] = res
+        if res.get("failed"):
+            failure = res.get("msg")
+        if task["task"]["name"] == "Show the result":
+            result = res.get("gpu_node_labels_result")
+    assert (proc.returncode != 0) == (failure is not None), (proc.returncode, failure, proc.stderr[-2000:])
+    return {"result": result, "failure": failure, "changed": stats["changed"], "requests": requests_since(emu, seq),
+            "tasks": tasks}
+
+
+def writes(run):
+    return [r for r in run["requests"] if r["write"]]
+
+
+def test_1_converge(emu, work):
+    run = play(emu, work)
+    assert run["failure"] is None, run["failure"]
+    w = writes(run)
+    assert sorted(r["path"] for r in w) == ["/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]
+    assert {r["verb"] for r in w} == {"patch"} and all(r["mutated"] for r in w)
+    assert {r["content_type"] for r in w} == {"application/merge-patch+json"}
+    a = live(emu, "gpu-a")["metadata"]
+    assert a["labels"] == {"kubernetes.io/hostname": "gpu-a", "team": "ml", "nvidia.com/gpu.present": "true",
+                           "nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Tesla-T4",
+                           "nvidia.com/gpu.memory": "15360", "nvidia.com/mig.capable": "false",
+                           "gpuops.io/managed": "true", STRATEGY: "time-slicing",
+                           "nvidia.com/device-plugin.config": "ts-4"}
+    record = json.loads(a["annotations"][ANN])
+    assert record["nvidia.com/gpu.product"] == {"value": "Tesla-T4", "previous": "Old-Product"}
+    assert record[STRATEGY] == {"value": "time-slicing", "previous": None}
+    assert "team" not in record and "kubernetes.io/hostname" not in record
+    b = live(emu, "gpu-b")["metadata"]["labels"]
+    assert b["gpushare"] == "true" and b["pool"] == "shared" and b[STRATEGY] == "gpushare" and b["team"] == "research"
+    assert "nvidia.com/device-plugin.config" not in b
+    res = run["result"]
+    assert res["changed"] is True and res["missing"] == []
+    assert {n["node"]: n["changed"] for n in res["nodes"]} == {"gpu-a": True, "gpu-b": True}
+
+
+def test_3_rerun_sends_zero_writes(emu, work):
+    run = play(emu, work)
+    assert run["failure"] is None
+    assert writes(run) == []
+    assert [(r["verb"], r["resource"]) for r in run["requests"] if r["verb"] != "get"] == [("list", "nodes")]
+    assert run["changed"] == 0 and run["result"]["changed"] is False
+
+
+def test_4_check_mode_changes_nothing_and_patches_are_schema_valid(emu, work):
+    before = {n: live(emu, n)["metadata"] for n in ("gpu-a", "gpu-b")}
+    run = play(emu, work, {"gpu_node_labels_extra": {"gpuops.io/managed": "yes", "zone": "a"}}, check=True, diff=True)
+    assert run["failure"] is None
+    assert writes(run) == []                                  # dryRun=All requests are not writes
+    dry = [r for r in run["requests"] if r["dry_run"]]
+    assert len(dry) == 2 and all(r["verb"] == "patch" for r in dry)
+    assert run["changed"] == 1                                # one task (the patch loop) reports changed
+    patched = [v for k, v in run["tasks"].items() if k.endswith("Patch the labels of the nodes that differ "
+                                                                 "(JSON merge patch on metadata only)")][0]
+    assert all(r["changed"] and "diff" in r for r in patched["results"])
+    assert {n: live(emu, n)["metadata"] for n in ("gpu-a", "gpu-b")} == before
+    # every manifest the role sends, and the resulting Node objects, pass strict schemas of Kubernetes 1.24-1.33
+    docs = [n["patch"] for n in run["result"]["nodes"] if n["changed"]]
+    assert len(docs) == 2 and docs[0]["metadata"]["labels"] == {"gpuops.io/managed": "yes", "zone": "a"}
+    docs += [{"apiVersion": "v1", "kind": "Node", "metadata": {k: v for k, v in live(emu, n)["metadata"].items()
+                                                                 if k in ("name", "labels", "annotations")}}
+             for n in ("gpu-a", "gpu-b")]
+    rep = validate.validate_documents(docs, source="gpu_node_labels")
+    assert rep["ok"], rep["failures"]
+    assert not rep["not_validated"]
+    assert {r["minor"] for r in rep["results"]} >= {"1.24", "1.33"}
+
+
+POOLS_WITHOUT_CONFIG = copy.deepcopy(BASE_VARS["gpu_node_labels_pools"])
+del POOLS_WITHOUT_CONFIG[0]["device_plugin_config"]
+
+
+def test_5_pool_change_removes_only_what_left(emu, work):
+    pools = POOLS_WITHOUT_CONFIG
+    run = play(emu, work, {"gpu_node_labels_pools": pools})
+    assert run["failure"] is None
+    assert [r["path"] for r in writes(run)] == ["/api/v1/nodes/gpu-a"]
+    a = live(emu, "gpu-a")["metadata"]
+    assert "nvidia.com/device-plugin.config" not in a["labels"] and a["labels"]["team"] == "ml"
+    assert "nvidia.com/device-plugin.config" not in json.loads(a["annotations"][ANN])
+    assert [n["removed"] for n in run["result"]["nodes"] if n["node"] == "gpu-a"] == [["nvidia.com/device-plugin.config"]]
+
+
+REFUSALS = [  # (extra vars, group, expected message part, reads the cluster before refusing)
+    ({"gpu_node_labels_pools": BASE_VARS["gpu_node_labels_pools"] + [
+        {"name": "whole", "strategy": "exclusive", "nodes": ["gpu-b"]}]}, None,
+     "gpu-b: conflicting sharing strategies - pool gs says gpushare, pool whole says exclusive", False),
+    ({"gpu_node_labels_pools": BASE_VARS["gpu_node_labels_pools"] + [
+        {"name": "ts2", "strategy": "time-slicing", "nodes": ["gpu-a"], "device_plugin_config": "ts-8"}]}, None,
+     "gpu-a: pools ts and ts2 set label nvidia.com/device-plugin.config to different values (ts-4, ts-8)", False),
+    ({"gpu_node_labels_pools": [{"name": "gs", "strategy": "gpushare", "nodes": ["gpu-c"]}]}, "gpu_conflict",
+     "gpu-c: node gpu-c advertises nvidia.com/gpu=1, which belongs to another GPU accounting than gpushare", True),
+    ({"gpu_node_labels_pools": [{"name": "ts", "strategy": "time-slicing", "nodes": ["gpu-d"]}]}, "gpu_conflict",
+     "gpu-d: node gpu-d already has gpuops.io/sharing-strategy=mps, set by someone else", True),
+    ({"gpu_node_labels_pools": [{"name": "m", "strategy": "mig", "nodes": ["gpu-a"]}]}, None,
+     "gpu-a: strategy mig (pool m) is not possible on this node: GPU(s) 0 are not MIG capable", False),
+    ({"gpu_node_labels_pools": []}, "no_facts", "gpu-x: no gpu_probe_facts.labels", False),
+    ({"gpu_node_labels_extra": {"bad key!": "x"}}, None, "label key bad key! is not a valid Kubernetes label key",
+     False),
+    ({"gpu_node_labels_extra": {"ok": "not valid!"}}, None, "label ok value not valid! is not a valid", False),
+    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "gpushare", "nodes": ["gpu-c"]}]}, None,
+     "pool p: host gpu-c is not in gpu_node_labels_group (gpu_nodes)", False),
+    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "sharing-everything", "nodes": ["gpu-a"]}]}, None,
+     "value of strategy must be one of: exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, "
+     "got: sharing-everything found in gpu_node_labels_pools", False),
+    ({"gpu_node_labels_state": "gone"}, None,
+     "value of gpu_node_labels_state must be one of: present, absent, got: gone", False),
+    ({}, "nope", "gpu_node_labels_group: inventory group nope does not exist", False),
+]
+
+
+def test_6_refusals_change_nothing(emu, work):
+    """Every refusal in one ansible-playbook run (one play per case, block/rescue around include_role)."""
+    plays = []
+    for i, (extra, group, _needle, _reads) in enumerate(REFUSALS):
+        vars_ = copy.deepcopy(BASE_VARS)
+        vars_.update(extra)
+        if group:
+            vars_["gpu_node_labels_group"] = group
+        plays.append({"name": f"case {i}", "hosts": "localhost", "gather_facts": False, "vars": vars_, "tasks": [
+            {"block": [{"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_node_labels"}},
+                       {"ansible.builtin.set_fact": {"refusal": "NOT REFUSED"}}],
+             "rescue": [{"ansible.builtin.set_fact": {"refusal": "{{ ansible_failed_result.msg }}"}}]},
+            {"name": "Refusal", "ansible.builtin.debug": {"var": "refusal"}}]})
+    (work["dir"] / "refusals.yml").write_text(yaml.safe_dump(plays, sort_keys=False))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=work["collections"], K8S_AUTH_KUBECONFIG=emu["kubeconfig"],
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_LOCALHOST_WARNING="0")
+    state_before = get(emu, "/_emulator/state")
+    seq = seq_now(emu)
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"),
+                           str(work["dir"] / "refusals.yml")], env=env, capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    got = []
+    for p in doc["plays"]:
+        task = [t for t in p["tasks"] if t["task"]["name"] == "Refusal"][0]
+        got.append(task["hosts"]["localhost"]["refusal"])
+    assert len(got) == len(REFUSALS)
+    for (extra, group, needle, _reads), msg in zip(REFUSALS, got):
+        assert needle in msg, (needle, msg)
+        assert "nothing was changed" in msg or "Validation of arguments failed" in msg, msg
+    reqs = requests_since(emu, seq)
+    assert [r for r in reqs if r["write"] or r["dry_run"]] == []
+    # input errors fail before the cluster is read: only the cases that need the live nodes list them
+    assert len([r for r in reqs if r["verb"] == "list"]) == len([c for c in REFUSALS if c[3]])
+    assert get(emu, "/_emulator/state") == state_before
+
+
+def test_7_missing_node(emu, work):
+    inv = copy.deepcopy(INVENTORY)
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu-z"] = {"gpu_probe_facts": facts("Tesla-T4", 15360, 1)}
+    (work["dir"] / "inventory.yml").write_text(yaml.safe_dump(inv))
+    try:
+        run = play(emu, work, {"gpu_node_labels_pools": POOLS_WITHOUT_CONFIG})
+        assert run["failure"] and "gpu-z: node gpu-z is not in the cluster" in run["failure"]
+        assert writes(run) == []
+        run = play(emu, work, {"gpu_node_labels_pools": POOLS_WITHOUT_CONFIG,
+                               "gpu_node_labels_fail_on_missing_nodes": False})
+        assert run["failure"] is None and run["result"]["missing"] == ["gpu-z"] and writes(run) == []
+    finally:
+        (work["dir"] / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
+
+
+def test_8_absent_removes_only_ours(emu, work):
+    # someone else changes one of our labels after we set it: absent leaves that one alone
+    req = urllib.request.Request(emu["url"] + "/api/v1/nodes/gpu-b", method="PATCH",
+                                 data=json.dumps({"metadata": {"labels": {"pool": "theirs-now",
+                                                                          "other-team": "x"}}}).encode(),
+                                 headers={"Content-Type": "application/merge-patch+json"})
+    urllib.request.urlopen(req, timeout=10).read()
+    run = play(emu, work, {"gpu_node_labels_state": "absent"})
+    assert run["failure"] is None
+    assert sorted(r["path"] for r in writes(run)) == ["/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]
+    a = live(emu, "gpu-a")["metadata"]
+    assert a["labels"] == {"kubernetes.io/hostname": "gpu-a", "team": "ml", "nvidia.com/gpu.product": "Old-Product"}
+    assert ANN not in (a.get("annotations") or {})
+    b = live(emu, "gpu-b")["metadata"]
+    assert b["labels"] == {"kubernetes.io/hostname": "gpu-b", "team": "research", "pool": "theirs-now",
+                           "other-team": "x"}
+    assert ANN not in (b.get("annotations") or {})
+    nodes = {n["node"]: n for n in run["result"]["nodes"]}
+    assert nodes["gpu-a"]["restored"] == ["nvidia.com/gpu.product"]
+    assert nodes["gpu-b"]["kept"] == ["pool"]
+    # absent again: nothing to do, no write
+    run = play(emu, work, {"gpu_node_labels_state": "absent"})
+    assert run["failure"] is None and writes(run) == [] and run["result"]["changed"] is False
+    # untouched nodes were never written
+    assert live(emu, "gpu-d")["metadata"]["labels"][STRATEGY] == "mps"
+
+
+def test_9_kubernetes_core_patch_without_the_gate_always_writes(emu, work):
+    """Why the role compares first: kubernetes.core.k8s state=patched sends a PATCH even when nothing changes."""
+    pb = [{"name": "Naive", "hosts": "localhost", "gather_facts": False, "tasks": [{
+        "name": "Patch an unchanged label", "kubernetes.core.k8s": {
+            "state": "patched", "merge_type": "merge",
+            "definition": {"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": "gpu-d", "labels": {STRATEGY: "mps"}}}}}]}]
+    (work["dir"] / "naive.yml").write_text(yaml.safe_dump(pb))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=work["collections"], K8S_AUTH_KUBECONFIG=emu["kubeconfig"])
+    seq = seq_now(emu)
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"),
+                           str(work["dir"] / "naive.yml")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    w = [r for r in requests_since(emu, seq) if r["write"]]
+    assert len(w) == 1 and w[0]["mutated"] is False and "changed=0" in proc.stdout

@@ -1,0 +1,255 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Text forms of a gpu_share_report analysis: a kubectl-inspect-gpushare style table, Markdown and HTML.
+
+The output depends only on the analysis (no timestamps), so an unchanged cluster gives an unchanged report file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import html
+
+GPUSHARE_MEM = 'aliyun.com/gpu-mem'
+
+
+def fmt(value):
+    """12 -> '12', 2.5 -> '2.5', 1/3 -> '0.33', None -> '-'."""
+    if value is None:
+        return '-'
+    if isinstance(value, float):
+        text = ('%.2f' % value).rstrip('0').rstrip('.')
+        return text or '0'
+    return str(value)
+
+
+def fmt_pct(value):
+    return '-' if value is None else '%d%%' % value
+
+
+def _columns(rows):
+    """Left-aligned columns separated by two spaces (like Go's tabwriter in kubectl plugins)."""
+    widths = [0] * max(len(r) for r in rows)
+    for r in rows:
+        for i, cell in enumerate(r):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for r in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(r)]
+        lines.append('  '.join(cells).rstrip())
+    return lines
+
+
+def _gpushare_table(report):
+    nodes = [n for n in report['nodes'] if 'gpushare' in n]
+    if not nodes:
+        return []
+    unit = nodes[0]['gpushare']['memory_unit']
+    width = max([len([g for g in n['gpus'] if g['index'] is not None]) for n in nodes] + [0])
+    pending = any(n['gpushare']['memory_pending'] for n in nodes)
+    header = ['NAME', 'IPADDRESS'] + ['GPU%d(Allocated/Total)' % i for i in range(width)]
+    if pending:
+        header.append('PENDING(Allocated)')
+    header.append('GPU Memory(%s)' % unit)
+    rows = [header]
+    for n in nodes:
+        row = [n['name'], n['address'] or '-']
+        by_index = dict((g['index'], g) for g in n['gpus'] if g['index'] is not None)
+        for i in range(width):
+            g = by_index.get(i)
+            row.append('%s/%s' % (fmt(g['memory_allocated']), fmt(g['memory_total'])) if g else '')
+        if pending:
+            row.append(fmt(n['gpushare']['memory_pending']) if n['gpushare']['memory_pending'] else '')
+        row.append('%s/%s' % (fmt(n['gpushare']['memory_allocated']), fmt(n['gpushare']['memory_total'])))
+        rows.append(row)
+    lines = _columns(rows)
+    cl = report['cluster']['gpushare']
+    lines.append('-' * max(len(x) for x in lines))
+    lines.append('Allocated/Total GPU Memory In Cluster:')
+    lines.append('%s/%s (%s)' % (fmt(cl['memory_allocated']), fmt(cl['memory_total']), fmt_pct(cl['memory_percent'])))
+    return lines
+
+
+def _resource_table(report):
+    rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT']]
+    for n in report['nodes']:
+        for name, r in sorted(n['resources'].items()):
+            if name == GPUSHARE_MEM:
+                continue
+            rows.append([n['name'], n['address'] or '-', ','.join(n['strategies']) or '-', name,
+                         '%s/%s' % (fmt(r['allocated']), fmt(r['allocatable'])), fmt_pct(r['percent'])])
+    if len(rows) == 1:
+        return []
+    lines = _columns(rows)
+    totals = [[name, '%s/%s' % (fmt(r['allocated']), fmt(r['allocatable'])), '(%s)' % fmt_pct(r['percent'])]
+              for name, r in sorted(report['cluster']['resources'].items()) if name != GPUSHARE_MEM]
+    lines.append('-' * max(len(x) for x in lines))
+    lines.append('Allocated/Allocatable In Cluster:')
+    lines.extend(_columns(totals))
+    return lines
+
+
+def table(report):
+    """The readable table: the gpushare part first (as kubectl-inspect-gpushare prints it), then every other GPU
+    resource per node, then conflicts and unscheduled pods."""
+    parts = []
+    gs = _gpushare_table(report)
+    if gs:
+        parts.append('\n'.join(gs))
+    rt = _resource_table(report)
+    if rt:
+        parts.append('\n'.join(rt))
+    extra = []
+    for n in report['nodes']:
+        for c in n['conflicts']:
+            extra.append('CONFLICT %s: %s' % (n['name'], c))
+    if report['unscheduled']:
+        extra.append('Pods requesting GPU resources without a node: %s' % ', '.join(
+            '%s/%s' % (p['namespace'], p['name']) for p in report['unscheduled']))
+    if extra:
+        parts.append('\n'.join(extra))
+    if not parts:
+        return 'No GPU resources found on %d node(s).' % report['cluster']['nodes']
+    return '\n\n'.join(parts) + '\n'
+
+
+def _amount(h):
+    bits = []
+    if h.get('memory') is not None:
+        bits.append('mem %s' % fmt(h['memory']))
+    if h.get('cores') is not None:
+        bits.append('cores %s%%' % fmt(h['cores']))
+    if h.get('container') is not None and h.get('resource') == 'gpu-manager':
+        bits.append('container %s' % h['container'])
+    if h.get('assigned') is False:
+        bits.append('not yet assigned')
+    return ', '.join(bits)
+
+
+def _holders(g):
+    return ['%s/%s (%s)' % (h['namespace'], h['pod'], _amount(h)) if _amount(h) else '%s/%s' % (h['namespace'], h['pod'])
+            for h in g['holders']]
+
+
+def _requests(p):
+    return ', '.join('%s=%s' % (k, fmt(v)) for k, v in sorted(p['requests'].items()))
+
+
+def _pod_gpus(p):
+    out = []
+    for g in p['gpus']:
+        if g.get('pending'):
+            out.append('pending')
+        elif g.get('index') is not None:
+            out.append('GPU%s' % g['index'])
+        elif g.get('uuid'):
+            out.append(g['uuid'])
+    return ', '.join(out)
+
+
+def _sections(report):
+    """The report as (kind, payload) blocks shared by the Markdown and HTML writers."""
+    blocks = [('h1', 'GPU share report')]
+    cl = report['cluster']
+    blocks.append(('p', '%d node(s), %d with GPU resources; %d pod(s) hold GPU resources, %d without a node.' % (
+        cl['nodes'], cl['gpu_nodes'], cl['pods'], cl['unscheduled_pods'])))
+    blocks.append(('h2', 'Cluster'))
+    if cl['resources']:
+        blocks.append(('table', (['Resource', 'Allocated', 'Allocatable', 'Free', 'Percent'],
+                                 [[k, fmt(r['allocated']), fmt(r['allocatable']), fmt(r['free']), fmt_pct(r['percent'])]
+                                  for k, r in sorted(cl['resources'].items())])))
+    else:
+        blocks.append(('p', 'No GPU resources found.'))
+    if 'gpushare' in cl:
+        g = cl['gpushare']
+        blocks.append(('p', 'gpushare GPU memory: %s/%s %s (%s)' % (
+            fmt(g['memory_allocated']), fmt(g['memory_total']), g['memory_unit'], fmt_pct(g['memory_percent']))))
+    blocks.append(('h2', 'Nodes'))
+    for n in report['nodes']:
+        if not n['resources'] and not n['pods']:
+            continue
+        title = n['name'] + (' (%s)' % n['address'] if n['address'] else '')
+        blocks.append(('h3', title))
+        blocks.append(('p', 'Strategies: %s' % (', '.join(n['strategies']) or 'none detected')))
+        for c in n['conflicts']:
+            blocks.append(('p', 'CONFLICT: %s' % c))
+        if n['resources']:
+            blocks.append(('table', (['Resource', 'Allocated', 'Allocatable', 'Free', 'Percent'],
+                                     [[k, fmt(r['allocated']), fmt(r['allocatable']), fmt(r['free']),
+                                       fmt_pct(r['percent'])] for k, r in sorted(n['resources'].items())])))
+        if n['gpus']:
+            blocks.append(('table', (['GPU', 'UUID', 'Type', 'Memory allocated/total', 'Holders'],
+                                     [[fmt(g['index']), g['uuid'] or '-', g['type'] or '-',
+                                       '%s/%s %s' % (fmt(g['memory_allocated']), fmt(g['memory_total']),
+                                                     g['memory_unit'] or ''),
+                                       '; '.join(_holders(g)) or '-'] for g in n['gpus']])))
+        if n.get('gpushare', {}).get('memory_pending'):
+            blocks.append(('p', 'gpushare memory requested by pods without a GPU index yet: %s %s' % (
+                fmt(n['gpushare']['memory_pending']), n['gpushare']['memory_unit'])))
+        if n['notes']:
+            blocks.append(('ul', n['notes']))
+    blocks.append(('h2', 'Pods'))
+    if report['pods']:
+        blocks.append(('table', (['Namespace', 'Pod', 'Node', 'Phase', 'Requests', 'GPUs'],
+                                 [[p['namespace'], p['name'], p['node'] or '-', p['phase'], _requests(p) or '-',
+                                   _pod_gpus(p) or '-'] for p in report['pods']])))
+    else:
+        blocks.append(('p', 'No pod holds GPU resources.'))
+    if report['notes']:
+        blocks.append(('h2', 'Notes'))
+        blocks.append(('ul', report['notes']))
+    return blocks
+
+
+def _md_cell(text):
+    return str(text).replace('|', '\\|').replace('\n', ' ')
+
+
+def markdown(report):
+    out = []
+    for kind, payload in _sections(report):
+        if kind == 'h1':
+            out.append('# %s\n' % payload)
+        elif kind == 'h2':
+            out.append('## %s\n' % payload)
+        elif kind == 'h3':
+            out.append('### %s\n' % payload)
+        elif kind == 'p':
+            out.append('%s\n' % payload)
+        elif kind == 'ul':
+            out.append('\n'.join('- %s' % x for x in payload) + '\n')
+        elif kind == 'table':
+            head, rows = payload
+            lines = ['| %s |' % ' | '.join(_md_cell(h) for h in head), '|%s' % ('---|' * len(head))]
+            lines.extend('| %s |' % ' | '.join(_md_cell(c) for c in r) for r in rows)
+            out.append('\n'.join(lines) + '\n')
+    return '\n'.join(out)
+
+
+def html_report(report):
+    esc = html.escape
+    out = ['<!DOCTYPE html>', '<html lang="en">', '<head>', '<meta charset="utf-8">', '<title>GPU share report</title>',
+           '<style>body{font-family:sans-serif}table{border-collapse:collapse;margin:0.5em 0}'
+           'td,th{border:1px solid #999;padding:2px 6px;text-align:left}</style>', '</head>', '<body>']
+    for kind, payload in _sections(report):
+        if kind in ('h1', 'h2', 'h3', 'p'):
+            out.append('<%s>%s</%s>' % (kind, esc(payload), kind))
+        elif kind == 'ul':
+            out.append('<ul>%s</ul>' % ''.join('<li>%s</li>' % esc(x) for x in payload))
+        elif kind == 'table':
+            head, rows = payload
+            out.append('<table>')
+            out.append('<tr>%s</tr>' % ''.join('<th>%s</th>' % esc(h) for h in head))
+            for r in rows:
+                out.append('<tr>%s</tr>' % ''.join('<td>%s</td>' % esc(str(c)) for c in r))
+            out.append('</table>')
+    out.extend(['</body>', '</html>', ''])
+    return '\n'.join(out)
+
+
+def render(report, fmt_name):
+    if fmt_name == 'html':
+        return html_report(report)
+    return markdown(report)

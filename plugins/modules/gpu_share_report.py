@@ -1,0 +1,381 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_share_report
+short_description: Report who holds which GPU in a Kubernetes cluster, for every GPU sharing strategy
+version_added: 0.1.0
+description:
+  - Reads the cluster's Nodes and the Pods that have not finished (phase not C(Succeeded) or C(Failed)) with the
+    kubernetes Python client and accounts GPU resources per node, per GPU where the strategy publishes it, and for the
+    cluster.
+  - "gpushare (Alibaba gpushare scheduler extender and device plugin): C(aliyun.com/gpu-mem) and C(aliyun.com/gpu-count)
+    node resources, pod annotations C(ALIYUN_COM_GPU_MEM_IDX), C(ALIYUN_COM_GPU_MEM_POD), C(ALIYUN_COM_GPU_MEM_DEV),
+    C(ALIYUN_COM_GPU_MEM_ASSIGNED), C(ALIYUN_COM_GPU_MEM_ASSUME_TIME). Per-GPU totals are the node's gpu-mem divided by
+    its gpu-count, as C(kubectl inspect gpushare) shows them; pods without a GPU index are counted as pending."
+  - "NVIDIA device plugin: C(nvidia.com/gpu) (whole GPUs, or GPUs x replicas with time-slicing or MPS sharing, from
+    the GFD labels C(nvidia.com/gpu.replicas) and C(nvidia.com/gpu.sharing-strategy)), the renamed
+    C(nvidia.com/gpu.shared), and MIG devices C(nvidia.com/mig-<profile>) (mixed strategy) or C(nvidia.com/gpu) with
+    C(nvidia.com/mig.strategy=single). The device plugin does not publish which GPU a pod got, so these are node
+    totals."
+  - "HAMi: C(nvidia.com/gpu), C(nvidia.com/gpumem), C(nvidia.com/gpumem-percentage), C(nvidia.com/gpucores); per-GPU
+    holders from the pod annotation C(hami.io/vgpu-devices-allocated) matched by UUID against the node annotation
+    C(hami.io/node-nvidia-register). Annotations in a form the module does not know are reported in RV(notes)."
+  - "Volcano: C(volcano.sh/gpu-memory) and C(volcano.sh/gpu-number) (per GPU with the pod annotation
+    C(volcano.sh/gpu-index)), C(volcano.sh/vgpu-number), C(volcano.sh/vgpu-memory), C(volcano.sh/vgpu-cores).
+    tkestack gpu-manager: C(tencent.com/vcuda-core) and C(tencent.com/vcuda-memory)."
+  - Flags nodes where two accountings hand out the same GPUs (gpushare gpu-mem and whole-GPU C(nvidia.com/gpu) on one
+    node, for example) in RV(conflicts).
+  - Returns JSON facts and a readable table, and writes a Markdown or HTML report file on request. Only the report file
+    is ever written; the cluster is only read (list nodes, list pods).
+author:
+  - gpuops.k8s_gpu developers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.attributes
+  - gpuops.k8s_gpu.attributes.actionable
+attributes:
+  check_mode:
+    details:
+      - The cluster is read as usual; the report file is not written, C(changed) says whether it would be.
+  diff_mode:
+    details:
+      - The before and after text of the report file.
+options:
+  kubeconfig:
+    description:
+      - Path to a kubeconfig file, or the kubeconfig as a dictionary.
+      - Without O(kubeconfig) and O(host), the default kubeconfig (E(KUBECONFIG), C(~/.kube/config)) is used, and the
+        in-cluster service account when there is none.
+      - Falls back to E(K8S_AUTH_KUBECONFIG).
+    type: raw
+  context:
+    description: Context of the kubeconfig to use. Falls back to E(K8S_AUTH_CONTEXT).
+    type: str
+  host:
+    description: URL of the API server; overrides the kubeconfig's. Falls back to E(K8S_AUTH_HOST).
+    type: str
+  api_key:
+    description: Bearer token for the API server. Falls back to E(K8S_AUTH_API_KEY).
+    type: str
+  validate_certs:
+    description:
+      - Verify the API server's TLS certificate. Falls back to E(K8S_AUTH_VERIFY_SSL).
+      - Applied on top of the kubeconfig, so a kubeconfig with C(insecure-skip-tls-verify) needs V(false) here.
+    type: bool
+    default: true
+    aliases: [verify_ssl]
+  ca_cert:
+    description: CA certificate file for the API server. Falls back to E(K8S_AUTH_SSL_CA_CERT).
+    type: path
+    aliases: [ssl_ca_cert]
+  client_cert:
+    description: Client certificate file. Falls back to E(K8S_AUTH_CERT_FILE).
+    type: path
+    aliases: [cert_file]
+  client_key:
+    description: Client key file. Falls back to E(K8S_AUTH_KEY_FILE).
+    type: path
+    aliases: [key_file]
+  nodes:
+    description:
+      - Only report these nodes (by name). Pods on other nodes are left out.
+      - Every name must exist; an unknown name fails the module.
+    type: list
+    elements: str
+  node_selector:
+    description: Only report nodes matching this label selector, for example V(nvidia.com/gpu.present=true).
+    type: str
+  namespace:
+    description: Only count pods of this namespace. By default pods of every namespace count.
+    type: str
+  gpushare_memory_unit:
+    description:
+      - Unit of C(aliyun.com/gpu-mem), as the gpushare device plugin was started (C(--memory-unit)). Only labels the
+        numbers; nothing is converted.
+    type: str
+    choices: [GiB, MiB]
+    default: GiB
+  report_path:
+    description:
+      - Write the report to this file. It is rewritten only when its content differs (the report has no timestamp).
+      - The parent directory must exist.
+    type: path
+  report_format:
+    description: Format of O(report_path).
+    type: str
+    choices: [markdown, html]
+    default: markdown
+  report_mode:
+    description: File mode of O(report_path) when the module writes it.
+    type: str
+    default: '0644'
+  backup:
+    description: Keep a timestamped copy of the previous O(report_path) before replacing it.
+    type: bool
+    default: false
+requirements:
+  - kubernetes (the Python client) on the host that runs the module
+notes:
+  - The module needs list permission on nodes and pods (cluster-wide, or in O(namespace) for pods).
+  - Percentages are rounded down, as C(kubectl inspect gpushare) does.
+seealso:
+  - module: gpuops.k8s_gpu.gpu_info
+  - name: gpushare device plugin user guide (kubectl inspect gpushare)
+    description: The command whose table RV(table) follows.
+    link: https://github.com/AliyunContainerService/gpushare-device-plugin
+'''
+
+EXAMPLES = r'''
+- name: Who holds which GPU
+  gpuops.k8s_gpu.gpu_share_report:
+    kubeconfig: ~/.kube/config
+  register: share
+
+- name: Print the table
+  ansible.builtin.debug:
+    msg: "{{ share.table }}"
+
+- name: Fail when a node is accounted twice
+  ansible.builtin.assert:
+    that: share.conflicts | length == 0
+    fail_msg: "{{ share.conflicts }}"
+
+- name: Keep an HTML report for the GPU nodes
+  gpuops.k8s_gpu.gpu_share_report:
+    node_selector: nvidia.com/gpu.present=true
+    report_path: /var/www/reports/gpu-share.html
+    report_format: html
+'''
+
+RETURN = r'''
+nodes:
+  description: One entry per node (GPU nodes and others), sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name.
+      type: str
+    address:
+      description: InternalIP (else ExternalIP, else Hostname) of the node.
+      type: str
+    strategies:
+      description: Sharing strategies the node's resources, labels and annotations show (exclusive, time-slicing, mps,
+        mig, gpushare, hami, volcano, gpu-manager).
+      type: list
+      elements: str
+    conflicts:
+      description: Accounting conflicts on this node.
+      type: list
+      elements: str
+    resources:
+      description: Per GPU resource name, C(allocatable), C(allocated) (sum of the effective requests of the node's
+        pods), C(free), C(percent) and C(unit). C(allocatable) is null for resources the node does not advertise;
+        for HAMi's C(nvidia.com/gpumem) and C(nvidia.com/gpucores) it comes from the node's register annotation
+        (C(source)). HAMi and Volcano vGPU memory and cores are per device, so they count times the device count.
+      type: dict
+    gpus:
+      description: Per GPU where the strategy publishes it (gpushare, HAMi, Volcano gpu-share, gpu-manager) -
+        C(index), C(uuid), C(type), C(memory_total), C(memory_allocated), C(memory_unit), C(memory_percent) and
+        C(holders) (namespace, pod, phase, memory, cores, resource).
+      type: list
+      elements: dict
+    gpushare:
+      description: gpushare memory of the node - C(memory_total), C(memory_allocated), C(memory_pending) (pods without a
+        GPU index), C(memory_percent), C(memory_unit).
+      type: dict
+      returned: for nodes with gpushare resources or pods
+    replicas:
+      description: Replicas per GPU from the GFD label C(nvidia.com/gpu.replicas), when above 1.
+      type: int
+      returned: when shared
+    physical_gpus:
+      description: C(nvidia.com/gpu) allocatable divided by RV(nodes[].replicas).
+      type: raw
+      returned: when shared
+    pods:
+      description: The pods of this node that hold GPU resources (same form as RV(pods)).
+      type: list
+      elements: dict
+    notes:
+      description: What the module could not read or had to assume for this node.
+      type: list
+      elements: str
+pods:
+  description: Pods that hold GPU resources (not finished), with C(namespace), C(name), C(node), C(phase), C(requests)
+    (effective requests per GPU resource) and C(gpus) (GPU placement where known; C(pending) for gpushare pods without
+    an index).
+  returned: always
+  type: list
+  elements: dict
+unscheduled:
+  description: Pods that request GPU resources but have no node (or a node that does not exist).
+  returned: always
+  type: list
+  elements: dict
+cluster:
+  description: Cluster totals - C(nodes), C(gpu_nodes), C(pods), C(unscheduled_pods), C(resources) (same form as
+    RV(nodes[].resources)) and C(gpushare) (memory totals, when any node has gpushare).
+  returned: always
+  type: dict
+  sample:
+    nodes: 3
+    gpu_nodes: 2
+    pods: 4
+    unscheduled_pods: 0
+    resources:
+      nvidia.com/gpu: {allocatable: 8, allocated: 3, free: 5, percent: 37, unit: GPU}
+    gpushare: {memory_total: 60, memory_allocated: 9, memory_percent: 15, memory_unit: GiB}
+conflicts:
+  description: Every node conflict as C(node - message).
+  returned: always
+  type: list
+  elements: str
+notes:
+  description: Everything the module could not read or had to assume, cluster-wide.
+  returned: always
+  type: list
+  elements: str
+table:
+  description: A readable table. gpushare first, as C(kubectl inspect gpushare) prints it, then every other GPU
+    resource per node and in the cluster.
+  returned: always
+  type: str
+  sample: |-
+    NAME    IPADDRESS  GPU0(Allocated/Total)  GPU1(Allocated/Total)  GPU Memory(GiB)
+    node-a  10.0.0.11  6/15                   0/15                   6/30
+    ---------------------------------------------------------------------------------
+    Allocated/Total GPU Memory In Cluster:
+    6/30 (20%)
+report_path:
+  description: The report file, when O(report_path) is set.
+  returned: when O(report_path) is set
+  type: str
+backup_file:
+  description: Copy of the previous report file.
+  returned: when O(backup=true) and the file was replaced
+  type: str
+'''
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_model as model
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_render as render
+
+
+def argument_spec():
+    spec = kube.auth_arg_spec(env_fallback)
+    spec.update(
+        nodes=dict(type='list', elements='str'),
+        node_selector=dict(type='str'),
+        namespace=dict(type='str'),
+        gpushare_memory_unit=dict(type='str', choices=['GiB', 'MiB'], default='GiB'),
+        report_path=dict(type='path'),
+        report_format=dict(type='str', choices=['markdown', 'html'], default='markdown'),
+        report_mode=dict(type='str', default='0644'),
+        backup=dict(type='bool', default=False),
+    )
+    return spec
+
+
+def check_params(module):
+    """Refuse bad input before the cluster is contacted."""
+    p = module.params
+    kubeconfig, error = kube.check_kubeconfig(p.get('kubeconfig'))
+    if error:
+        module.fail_json(msg=error)
+    p['kubeconfig'] = kubeconfig
+    try:
+        mode = int(p['report_mode'], 8)
+        if mode < 0 or mode > 0o7777:
+            raise ValueError()
+    except (TypeError, ValueError):
+        module.fail_json(msg="report_mode must be an octal file mode such as '0644', got %r" % p['report_mode'])
+    if p.get('report_path'):
+        parent = os.path.dirname(p['report_path']) or '.'
+        if not os.path.isdir(parent):
+            module.fail_json(msg='report_path: directory %s does not exist' % parent)
+        if os.path.isdir(p['report_path']):
+            module.fail_json(msg='report_path: %s is a directory; give a file name' % p['report_path'])
+    return int(p['report_mode'], 8)
+
+
+def write_report(module, path, content, mode):
+    """(changed, diff, backup_file) for writing content to path; nothing is written in check mode."""
+    before = None
+    if os.path.exists(path):
+        with open(path, 'rb') as f:
+            before = to_text(f.read(), errors='surrogate_or_strict')
+    diff = {'before': before or '', 'after': content, 'before_header': path, 'after_header': path}
+    content_changed = before != content
+    current_mode = (os.stat(path).st_mode & 0o7777) if before is not None else None
+    changed = content_changed or current_mode != mode
+    backup_file = None
+    if not changed or module.check_mode:
+        return changed, diff, backup_file
+    if content_changed:
+        if before is not None and module.params['backup']:
+            backup_file = module.backup_local(path)
+        fd, tmp = tempfile.mkstemp(prefix='.gpu_share_report.', dir=os.path.dirname(path) or '.')
+        try:
+            with os.fdopen(fd, 'wb') as f:
+                f.write(to_bytes(content))
+            os.chmod(tmp, mode)
+        except Exception:
+            os.unlink(tmp)
+            raise
+        module.atomic_move(tmp, path)
+    os.chmod(path, mode)
+    return changed, diff, backup_file
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    mode = check_params(module)
+    if kube.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kube.KUBERNETES_IMPORT_ERROR)
+    p = module.params
+    try:
+        api = kube.build_client(p)
+        nodes, pods = kube.read_cluster(api, node_selector=p['node_selector'], nodes=p['nodes'],
+                                        namespace=p['namespace'])
+    except kube.KubeError as e:
+        module.fail_json(msg=str(e))
+    if p['nodes']:
+        missing = sorted(set(p['nodes']) - set((n.get('metadata') or {}).get('name') for n in nodes))
+        if missing:
+            module.fail_json(msg='nodes: %s not found in the cluster%s' % (
+                ', '.join(missing), ' (with node_selector %s)' % p['node_selector'] if p['node_selector'] else ''))
+    report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'],
+                           restricted=bool(p['nodes'] or p['node_selector']))
+    result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],
+                  cluster=report['cluster'], notes=report['notes'],
+                  conflicts=['%s - %s' % (n['name'], c) for n in report['nodes'] for c in n['conflicts']],
+                  table=render.table(report))
+    if p['report_path']:
+        content = render.render(report, p['report_format'])
+        changed, diff, backup_file = write_report(module, p['report_path'], content, mode)
+        result['changed'] = changed
+        result['report_path'] = p['report_path']
+        if backup_file:
+            result['backup_file'] = backup_file
+        if module._diff and changed:
+            result['diff'] = diff
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

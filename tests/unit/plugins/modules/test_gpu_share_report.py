@@ -1,0 +1,147 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gpu_share_report module's main(): argument checks, report file (check, diff, mode, backup), failures."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    patch_module_args = None
+
+
+@contextlib.contextmanager
+def module_args(args):
+    if patch_module_args is not None:
+        with patch_module_args(args):
+            yield
+        return
+    old = basic._ANSIBLE_ARGS
+    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    try:
+        yield
+    finally:
+        basic._ANSIBLE_ARGS = old
+
+
+class Exit(Exception):
+    pass
+
+
+NODES = [{'metadata': {'name': 'gs'}, 'status': {'capacity': {'aliyun.com/gpu-mem': '30', 'aliyun.com/gpu-count': '2'},
+                                                 'allocatable': {'aliyun.com/gpu-mem': '30'}}}]
+PODS = [{'metadata': {'name': 'a', 'namespace': 'ml', 'annotations': {'ALIYUN_COM_GPU_MEM_IDX': '0'}},
+         'spec': {'nodeName': 'gs', 'containers': [{'name': 'c', 'resources': {'limits': {'aliyun.com/gpu-mem': '6'}}}]},
+         'status': {'phase': 'Running'}}]
+
+
+@pytest.fixture
+def run(monkeypatch):
+    calls = []
+
+    def exit_json(self, **kw):
+        raise Exit(dict(kw, failed=False))
+
+    def fail_json(self, **kw):
+        raise Exit(dict(kw, failed=True))
+
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+    monkeypatch.setattr(kube, 'KUBERNETES_IMPORT_ERROR', None)
+    monkeypatch.setattr(kube, 'build_client', lambda params: calls.append(('client', params.get('host'))) or 'api')
+
+    def read_cluster(api, node_selector=None, nodes=None, namespace=None):
+        calls.append(('read', node_selector, nodes, namespace))
+        return list(NODES), list(PODS)
+
+    monkeypatch.setattr(kube, 'read_cluster', read_cluster)
+
+    def _run(args):
+        with module_args(args):
+            with pytest.raises(Exit) as e:
+                gpu_share_report.main()
+        return e.value.args[0]
+
+    _run.calls = calls
+    return _run
+
+
+def test_report_without_file(run):
+    res = run({'host': 'http://x'})
+    assert res['changed'] is False and not res['failed']
+    assert res['cluster']['gpushare']['memory_allocated'] == 6
+    assert res['table'].splitlines()[1].split() == ['gs', '-', '6/15', '0/15', '6/30']
+    assert run.calls == [('client', 'http://x'), ('read', None, None, None)]
+
+
+def test_report_file_lifecycle(run, tmp_path):
+    path = str(tmp_path / 'r.md')
+    res = run({'report_path': path, '_ansible_check_mode': True})
+    assert res['changed'] is True and not os.path.exists(path)
+    res = run({'report_path': path, '_ansible_diff': True})
+    assert res['changed'] is True and res['diff']['after'] == open(path).read()
+    assert oct(os.stat(path).st_mode & 0o777) == '0o644'
+    assert run({'report_path': path})['changed'] is False
+    os.chmod(path, 0o600)
+    res = run({'report_path': path, '_ansible_check_mode': True})
+    assert res['changed'] is True and oct(os.stat(path).st_mode & 0o777) == '0o600'
+    assert run({'report_path': path})['changed'] is True and oct(os.stat(path).st_mode & 0o777) == '0o644'
+    res = run({'report_path': path, 'report_format': 'html', 'backup': True, 'report_mode': '0640'})
+    assert res['changed'] is True and open(res['backup_file']).read().startswith('# GPU share report')
+    assert open(path).read().startswith('<!DOCTYPE html>') and oct(os.stat(path).st_mode & 0o777) == '0o640'
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'report_mode': 'rw'}, "report_mode must be an octal file mode such as '0644', got 'rw'"),
+    ({'report_mode': '77777'}, 'report_mode must be an octal file mode'),
+    ({'report_path': '/nonexistent-dir/r.md'}, 'report_path: directory /nonexistent-dir does not exist'),
+    ({'kubeconfig': '/nonexistent-kubeconfig'}, 'kubeconfig: file /nonexistent-kubeconfig does not exist'),
+    ({'kubeconfig': 5}, 'kubeconfig must be a path (string) or a dictionary, got int'),
+    ({'report_format': 'pdf'}, 'report_format'),
+])
+def test_bad_input_fails_before_the_cluster(run, args, message):
+    res = run(args)
+    assert res['failed'] and message in res['msg']
+    assert run.calls == []
+
+
+def test_report_path_is_a_directory(run, tmp_path):
+    res = run({'report_path': str(tmp_path)})
+    assert res['failed'] and 'is a directory' in res['msg'] and run.calls == []
+
+
+def test_missing_library(run, monkeypatch):
+    monkeypatch.setattr(kube, 'KUBERNETES_IMPORT_ERROR', 'Traceback')
+    res = run({})
+    assert res['failed'] and 'kubernetes' in res['msg'] and run.calls == []
+
+
+def test_unknown_node_and_kube_error(run, monkeypatch):
+    res = run({'nodes': ['gs', 'nope'], 'node_selector': 'a=b'})
+    assert res['failed'] and res['msg'] == 'nodes: nope not found in the cluster (with node_selector a=b)'
+
+    def boom(api, **kw):
+        raise kube.KubeError('listing nodes failed: 403 Forbidden')
+
+    monkeypatch.setattr(kube, 'read_cluster', boom)
+    res = run({})
+    assert res['failed'] and res['msg'] == 'listing nodes failed: 403 Forbidden'
+
+
+def test_env_fallback(run, monkeypatch):
+    monkeypatch.setenv('K8S_AUTH_HOST', 'http://from-env')
+    run({})
+    assert run.calls[0] == ('client', 'http://from-env')
