@@ -14,7 +14,7 @@ if tar tzf "$tarball" | grep -E '^(lab|\.ci|\.venv|build)/' ; then
   echo "FAIL: the tarball contains lab or build files" >&2; exit 1
 fi
 unset ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS
-"$VENV/ansible-galaxy" collection install --force --offline -p "$tmp/collections" "$tarball" >/dev/null 2>&1
+"$VENV/ansible-galaxy" collection install --force --offline --no-deps -p "$tmp/collections" "$tarball" >/dev/null 2>&1
 cd "$tmp"
 export ANSIBLE_COLLECTIONS_PATH="$tmp/collections"
 "$VENV/ansible-doc" -t module gpuops.k8s_gpu.gpu_info 2>&1 | grep -q mig_profiles || { echo "FAIL: ansible-doc cannot read gpu_info from the installed tarball" >&2; exit 1; }
