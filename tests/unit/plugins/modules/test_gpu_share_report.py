@@ -5,36 +5,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import contextlib
-import json
 import os
 
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    patch_module_args = None
 
-
-@contextlib.contextmanager
-def module_args(args):
-    if patch_module_args is not None:
-        with patch_module_args(args):
-            yield
-        return
-    old = basic._ANSIBLE_ARGS
-    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
-    try:
-        yield
-    finally:
-        basic._ANSIBLE_ARGS = old
 
 
 class Exit(Exception):

@@ -5,7 +5,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import contextlib
 import json
 import os
 import re
@@ -14,33 +13,15 @@ import shutil
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    patch_module_args = None
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'scheduler')
 GPUSHARE = {'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler', 'filter_verb': 'filter', 'bind_verb': 'bind',
             'node_cache_capable': True, 'managed_resources': ['aliyun.com/gpu-mem']}
 
-
-@contextlib.contextmanager
-def module_args(args):
-    if patch_module_args is not None:
-        with patch_module_args(args):
-            yield
-        return
-    old = basic._ANSIBLE_ARGS
-    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
-    try:
-        yield
-    finally:
-        basic._ANSIBLE_ARGS = old
 
 
 def run(capsys, args):

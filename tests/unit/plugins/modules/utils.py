@@ -1,0 +1,32 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared helpers for the modules' unit tests: feed arguments to a module's main()."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    patch_module_args = None
+
+
+@contextlib.contextmanager
+def module_args(args):
+    """Make AnsibleModule see ``args`` as the task's arguments (any supported ansible-core)."""
+    if patch_module_args is not None:
+        with patch_module_args(args):
+            yield
+        return
+    old = basic._ANSIBLE_ARGS
+    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    try:
+        yield
+    finally:
+        basic._ANSIBLE_ARGS = old
