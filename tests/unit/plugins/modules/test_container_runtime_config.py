@@ -19,7 +19,6 @@ from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'runtime')
 
 
-
 def run(capsys, args):
     with module_args(args):
         with pytest.raises(SystemExit):

@@ -16,8 +16,6 @@ from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
 
 
-
-
 class Exit(Exception):
     pass
 

@@ -15,8 +15,6 @@ from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_sharing
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_nvml
 
 
-
-
 class Backend(object):
     """Two GPUs: a T4 (CC 7.5) and a P100 (CC 6.0); neither has MIG."""
     calls = []

@@ -23,7 +23,6 @@ GPUSHARE = {'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler', 'filter_v
             'node_cache_capable': True, 'managed_resources': ['aliyun.com/gpu-mem']}
 
 
-
 def run(capsys, args):
     with module_args(args):
         with pytest.raises(SystemExit):
