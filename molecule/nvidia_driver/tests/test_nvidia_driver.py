@@ -1,0 +1,119 @@
+"""testinfra checks for molecule/nvidia_driver (run by molecule/_shared/verify.yml)."""
+import json
+
+testinfra_hosts = ["ansible://gpu_nodes"]
+
+VERSION = "535.309.01"
+DEB_VERSION = "535.309.01-0+deb12u1"
+PINNED = ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-support", "nvidia-smi", "libnvidia-ml1",
+          "libcuda1", "firmware-nvidia-gsp"]
+
+
+def _name(host):
+    return host.backend.get_hostname()
+
+
+def _report(host):
+    f = host.file("/var/lib/gpuops/nvidia-driver.json")
+    assert f.is_file and f.mode == 0o644
+    return json.loads(f.content_string)
+
+
+def _distro(host):
+    return _name(host) == "nvidia-driver-distro"
+
+
+def test_container_recognised_explicitly(host):
+    r = _report(host)
+    assert r["container"]["detected"] is True
+    assert "/.dockerenv exists" in r["container"]["evidence"]
+    assert r["kernel_module"]["mode"] == "auto"
+    assert r["kernel_module"]["effective"] == "skip"
+    assert r["kernel_module"]["reason"].startswith("container detected")
+    assert r["reboot"]["required"] is False and r["reboot"]["will_reboot"] is False
+    assert r["rebooted"] is False
+    assert r["version"] == VERSION
+
+
+def test_nouveau_blacklisted_and_initramfs_rebuilt(host):
+    conf = host.file("/etc/modprobe.d/gpuops-blacklist-nouveau.conf")
+    assert conf.is_file and conf.mode == 0o644
+    lines = conf.content_string.splitlines()
+    assert "blacklist nouveau" in lines
+    assert "options nouveau modeset=0" in lines
+    assert host.package("initramfs-tools").is_installed
+    # written by converge.yml from the handler's registered result (first converge only)
+    handler = json.loads(host.file("/var/lib/gpuops/molecule-initramfs-handler.json").content_string)
+    assert handler == {"cmd": ["update-initramfs", "-u", "-k", "all"], "rc": 0}
+
+
+def test_no_kernel_headers_in_a_container(host):
+    kernel = host.check_output("uname -r")
+    assert not host.package("linux-headers-%s" % kernel).is_installed
+    if not _distro(host):
+        # the runfile method with --no-kernel-module needs no dkms in a container
+        assert not host.package("dkms").is_installed
+
+
+def test_persistenced_enabled_not_started(host):
+    svc = host.service("nvidia-persistenced")
+    assert svc.is_enabled
+    # no kernel module in a container: the role enables the daemon but does not start it
+    assert not svc.is_running
+
+
+def test_debian_sources_enabled_with_signed_by(host):
+    if not _distro(host):
+        return
+    text = host.file("/etc/apt/sources.list.d/gpuops-nvidia-debian.list").content_string
+    for suite in ("bookworm", "bookworm-updates", "bookworm-security"):
+        assert ("] http://deb.debian.org/debian%s %s contrib non-free non-free-firmware"
+                % ("-security" if suite.endswith("security") else "", suite)) in text
+    assert text.count("[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]") == 3
+    # prepare.yml left only main in the image's own sources
+    assert "non-free" not in host.file("/etc/apt/sources.list.d/debian.sources").content_string
+    assert not host.file("/etc/apt/trusted.gpg").exists
+
+
+def test_driver_packages_pinned_and_held(host):
+    if not _distro(host):
+        return
+    selections = host.check_output("dpkg --get-selections %s" % " ".join(PINNED))
+    held = {line.split()[0].split(":")[0]: line.split()[1] for line in selections.splitlines()}
+    assert held == {p: "hold" for p in PINNED}
+    for p in PINNED:
+        assert host.package(p).version == DEB_VERSION
+    assert host.package("nvidia-persistenced").is_installed
+    assert host.package("firmware-misc-nonfree").is_installed
+    assert _report(host)["packages"]["nvidia-driver"] == DEB_VERSION
+
+
+def test_dkms_registered_but_not_built_for_host_kernel(host):
+    if not _distro(host):
+        return
+    out = host.check_output("dkms status")
+    assert "nvidia-current/%s: added" % VERSION in out
+
+
+def test_nvidia_smi_reports_driver_not_loaded(host):
+    if not _distro(host):
+        return
+    assert host.file("/usr/bin/nvidia-smi").is_file
+    r = host.run("nvidia-smi")
+    assert r.rc == 9
+    assert "couldn't communicate with the NVIDIA driver" in r.stdout + r.stderr
+    assert _report(host)["nvml_status"] == "driver_not_loaded"
+
+
+def test_runfile_from_the_mirror_with_the_seed_flags(host):
+    if _distro(host):
+        return
+    got = host.file("/var/cache/gpuops/NVIDIA-Linux-x86_64-%s.run" % VERSION)
+    mirror = host.file("/srv/gpuops-mirror/files/%s/NVIDIA-Linux-x86_64-%s.run" % (VERSION, VERSION))
+    assert got.is_file and got.sha256sum == mirror.sha256sum
+    runs = host.file("/var/log/dummy-nvidia-installer.log").content_string.splitlines()
+    # ran once: not again on the idempotence run nor in check mode
+    assert runs == ["%s -no-x-check -no-nouveau-check -no-opengl-files --dkms -s --no-kernel-module" % got.path]
+    r = _report(host)
+    assert r["method"] == "runfile" and r["held"] is False
+    assert host.file("/etc/systemd/system/nvidia-persistenced.service").contains("ExecStart=/usr/bin/nvidia-persistenced")

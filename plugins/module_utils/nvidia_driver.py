@@ -1,0 +1,243 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decisions of the nvidia_driver role, as pure functions over what the node looks like.
+
+Everything that reads the node lives in observe(); everything that decides lives in plan(). The module
+nvidia_driver_info glues the two together; unit tests call plan() with hand-made observations.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import os
+import re
+
+KERNEL_MODULE_MODES = ('auto', 'required', 'skip')
+FABRICMANAGER_MODES = ('auto', 'always', 'never')
+
+# dkms module names used by the NVIDIA driver packages: Debian's nvidia-kernel-dkms registers
+# "nvidia-current" (the module file is nvidia-current.ko, aliased to "nvidia" in modprobe.d);
+# Ubuntu, NVIDIA's CUDA repository and the runfile's --dkms register "nvidia".
+DKMS_NAMES = ('nvidia-current', 'nvidia')
+
+LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib')
+
+
+def _path(root, rel):
+    return os.path.join(root, rel.lstrip('/'))
+
+
+def _read(root, rel):
+    try:
+        with open(_path(root, rel), 'r') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def upstream_version(version):
+    """NVIDIA's version from a package version: drop the epoch and the distribution revision.
+
+    '535.309.01-0+deb12u1' -> '535.309.01'; '3:535.183.01-1.el9' -> '535.183.01';
+    '535.230.02-0ubuntu0.22.04.3' -> '535.230.02'; '' / None -> None.
+    """
+    if not version:
+        return None
+    v = version.split(':', 1)[1] if ':' in version else version
+    if '-' in v:
+        v = v.rsplit('-', 1)[0]
+    m = re.match(r'^([0-9]+(?:\.[0-9]+){1,2})', v)
+    return m.group(1) if m else v
+
+
+def parse_dpkg_query(text):
+    """Output of dpkg-query -W -f '${Package}\\t${db:Status-Abbrev}\\t${Version}\\n' -> {name: version}.
+
+    Only installed packages are returned (second letter of the status abbreviation is 'i');
+    architecture qualifiers (libfoo:amd64) are dropped.
+    """
+    out = {}
+    for line in (text or '').splitlines():
+        parts = line.split('\t')
+        if len(parts) < 3:
+            continue
+        name, status, version = parts[0].split(':', 1)[0], parts[1], parts[2].strip()
+        if len(status) >= 2 and status[1] == 'i' and version:
+            out[name] = version
+    return out
+
+
+def parse_dpkg_selections(text):
+    """Output of dpkg --get-selections -> {name: selection}."""
+    out = {}
+    for line in (text or '').splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out[parts[0].split(':', 1)[0]] = parts[1]
+    return out
+
+
+def parse_rpm_query(text):
+    """Output of rpm -q --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' -> {name: version}."""
+    out = {}
+    for line in (text or '').splitlines():
+        parts = line.split('\t')
+        if len(parts) == 2 and parts[1].strip():
+            out[parts[0]] = parts[1].strip()
+    return out
+
+
+def detect_container(root='/', detect_virt=None):
+    """(is_container, evidence list). detect_virt is systemd-detect-virt --container's answer or None."""
+    evidence = []
+    if detect_virt and detect_virt.strip() not in ('', 'none'):
+        evidence.append('systemd-detect-virt --container: %s' % detect_virt.strip())
+    for marker in ('.dockerenv', 'run/.containerenv'):
+        if os.path.exists(_path(root, marker)):
+            evidence.append('/%s exists' % marker)
+    environ = _read(root, 'proc/1/environ') or ''
+    for var in environ.split('\0'):
+        if var.startswith('container=') and var != 'container=':
+            evidence.append('PID 1 has %s' % var)
+    return bool(evidence), evidence
+
+
+def dkms_state(root, kernel_release, version=None):
+    """Which NVIDIA dkms module is registered and whether it is installed for kernel_release.
+
+    Returns {'module', 'version', 'registered', 'installed_for_kernel', 'kernel'}; 'module' is None when
+    no NVIDIA dkms source is registered. With version, only that version is considered.
+    """
+    state = {'module': None, 'version': None, 'registered': False, 'installed_for_kernel': False,
+             'kernel': kernel_release}
+    for name in DKMS_NAMES:
+        base = _path(root, 'var/lib/dkms/%s' % name)
+        try:
+            versions = sorted(v for v in os.listdir(base) if re.match(r'^[0-9]', v))
+        except OSError:
+            continue
+        if version:
+            versions = [v for v in versions if v == version]
+        if not versions:
+            continue
+        state.update(module=name, version=versions[-1], registered=True)
+        mod_dir = _path(root, 'lib/modules/%s/updates/dkms' % kernel_release)
+        state['installed_for_kernel'] = bool(glob.glob(os.path.join(mod_dir, '%s.ko*' % name)))
+        break
+    return state
+
+
+def nvml_library_versions(root='/'):
+    """Versions of libnvidia-ml.so.<version> files in the usual library directories (runfile installs)."""
+    found = set()
+    for d in LIB_DIRS:
+        for p in glob.glob(os.path.join(_path(root, d), 'libnvidia-ml.so.*.*')):
+            m = re.search(r'libnvidia-ml\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$', p)
+            if m:
+                found.add(m.group(1))
+    return sorted(found)
+
+
+def module_version_from_sys(root='/'):
+    """Version of the loaded nvidia kernel module from /sys/module/nvidia/version, or None."""
+    text = _read(root, 'sys/module/nvidia/version')
+    return text.strip() if text and text.strip() else None
+
+
+def plan(params, obs):
+    """Decide what the role has to do.
+
+    params: kernel_module (auto|required|skip), fabricmanager (auto|always|never), version (upstream or ''),
+            reboot (bool), local_connection (bool), method (distro|cuda_repo|runfile), os_family.
+    obs: container (bool), container_evidence (list), kernel_release, nouveau_loaded, nvidia_loaded,
+         loaded_version, installed_version (package version or None), runfile_versions (list),
+         dkms (dkms_state() result), nvswitch_count.
+    """
+    mode = params.get('kernel_module') or 'auto'
+    if mode not in KERNEL_MODULE_MODES:
+        raise ValueError('kernel_module must be one of %s, got %r' % (', '.join(KERNEL_MODULE_MODES), mode))
+    fm_mode = params.get('fabricmanager') or 'auto'
+    if fm_mode not in FABRICMANAGER_MODES:
+        raise ValueError('fabricmanager must be one of %s, got %r' % (', '.join(FABRICMANAGER_MODES), fm_mode))
+
+    warnings = []
+    container = bool(obs.get('container'))
+    if mode == 'skip':
+        effective, reason = 'skip', 'nvidia_driver_kernel_module is skip'
+    elif mode == 'required':
+        effective, reason = 'required', 'nvidia_driver_kernel_module is required'
+        if container:
+            warnings.append('nvidia_driver_kernel_module is required but this node is a container (%s); '
+                            'a container cannot load kernel modules'
+                            % '; '.join(obs.get('container_evidence') or []))
+    elif container:
+        effective = 'skip'
+        reason = ('container detected (%s): it shares the host kernel, so no kernel headers, dkms build, '
+                  'modprobe or reboot' % '; '.join(obs.get('container_evidence') or []))
+    else:
+        effective, reason = 'required', 'not a container'
+
+    method = params.get('method') or 'distro'
+    if method == 'runfile':
+        installed_upstream = (params.get('version') if params.get('version') in (obs.get('runfile_versions') or [])
+                              else (sorted(obs.get('runfile_versions') or []) or [None])[-1])
+    else:
+        installed_upstream = upstream_version(obs.get('installed_version'))
+
+    # dkms: a registered module that is not installed for the running kernel (kernel update) is rebuilt
+    dkms = dict(obs.get('dkms') or {})
+    dkms['rebuild'] = bool(effective == 'required' and dkms.get('registered') and not dkms.get('installed_for_kernel'))
+
+    # reboot: nouveau still loaded, or a loaded module that is not the installed driver
+    reasons = []
+    if effective == 'required':
+        if obs.get('nouveau_loaded'):
+            reasons.append('nouveau is loaded (blacklisted now, it goes away only with a reboot)')
+        loaded = obs.get('loaded_version')
+        if obs.get('nvidia_loaded') and loaded and installed_upstream and loaded != installed_upstream:
+            reasons.append('the loaded nvidia module is %s but %s is installed' % (loaded, installed_upstream))
+    required = bool(reasons)
+    if effective == 'skip':
+        allowed, why = False, 'kernel module skipped: %s' % reason
+    elif not params.get('reboot', True):
+        allowed, why = False, 'nvidia_driver_reboot is false'
+    elif params.get('local_connection'):
+        allowed, why = False, 'the play runs with a local connection on the control node; never rebooted'
+    else:
+        allowed, why = True, 'allowed'
+
+    # modprobe: the module is installed, not loaded, and nothing forces a reboot first
+    load_module = bool(effective == 'required' and not obs.get('nvidia_loaded') and not required
+                       and installed_upstream)
+
+    nvswitches = int(obs.get('nvswitch_count') or 0)
+    if fm_mode == 'always':
+        fm = {'wanted': True, 'reason': 'nvidia_driver_fabricmanager is always'}
+    elif fm_mode == 'never':
+        fm = {'wanted': False, 'reason': 'nvidia_driver_fabricmanager is never'}
+    elif nvswitches:
+        fm = {'wanted': True, 'reason': '%d NVSwitch(es) found' % nvswitches}
+    else:
+        fm = {'wanted': False, 'reason': 'no NVSwitch found'}
+    fm['version'] = params.get('version') or installed_upstream
+
+    version_ok = None
+    if params.get('version') and installed_upstream:
+        version_ok = params['version'] == installed_upstream
+
+    return {
+        'kernel_module': {'mode': mode, 'effective': effective, 'reason': reason},
+        'installed_upstream': installed_upstream,
+        'version_matches': version_ok,
+        'dkms': dkms,
+        'load_module': load_module,
+        'reboot': {'required': required, 'reasons': reasons, 'allowed': allowed, 'reason': why,
+                   'will_reboot': required and allowed},
+        'fabricmanager': fm,
+        'initramfs_command': (['dracut', '-f', '--regenerate-all'] if params.get('os_family') == 'RedHat'
+                              else ['update-initramfs', '-u', '-k', 'all']),
+        'warnings': warnings,
+    }

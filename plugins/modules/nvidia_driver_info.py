@@ -1,0 +1,245 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: nvidia_driver_info
+short_description: Read the NVIDIA driver state of a node and decide what the nvidia_driver role must do
+version_added: 0.1.0
+description:
+  - Reads whether the node is a container, the running kernel, nouveau and nvidia kernel modules, installed driver
+    package versions and hold selections, the NVIDIA dkms module and whether it is installed for the running kernel,
+    runfile-installed NVML libraries and NVSwitches.
+  - Decides whether the kernel module is handled (V(skip) in a container when O(kernel_module=auto)), whether dkms
+    must rebuild the module for the running kernel, whether the module can be loaded with modprobe, whether a reboot
+    is needed and allowed, and whether fabricmanager is wanted.
+  - Read-only; used by the role P(gpuops.k8s_gpu.nvidia_driver#role).
+author:
+  - gpuops.k8s_gpu developers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.attributes
+  - gpuops.k8s_gpu.attributes.info_module
+options:
+  kernel_module:
+    description:
+      - V(auto) handles the kernel module (headers, dkms build, modprobe, reboot) unless the node is a container,
+        detected by C(systemd-detect-virt --container), C(/.dockerenv), C(/run/.containerenv) or C(container=) in
+        PID 1's environment. V(required) always handles it, V(skip) never does.
+    type: str
+    choices: [auto, required, skip]
+    default: auto
+  fabricmanager:
+    description: V(auto) wants fabricmanager when NVSwitches are found in sysfs; V(always) and V(never) force it.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  method:
+    description: The install method; with V(runfile) the installed version is read from the NVML library files.
+    type: str
+    choices: [distro, cuda_repo, runfile]
+    default: distro
+  version:
+    description: The driver version asked for (NVIDIA's version, for example C(535.309.01)); empty for any.
+    type: str
+    default: ''
+  packages:
+    description: Packages whose installed versions (and, with dpkg, hold selections) are returned.
+    type: list
+    elements: str
+    default: []
+  driver_package:
+    description: The package whose installed version is the driver's version.
+    type: str
+    default: ''
+  reboot:
+    description: Whether the caller allows a reboot.
+    type: bool
+    default: true
+  local_connection:
+    description: Whether the play reaches this node with a local connection (a reboot is then never allowed).
+    type: bool
+    default: false
+notes:
+  - The NVSwitch count comes from sysfs PCI like M(gpuops.k8s_gpu.gpu_info).
+seealso:
+  - module: gpuops.k8s_gpu.gpu_info
+'''
+
+EXAMPLES = r'''
+- name: Read the driver state
+  gpuops.k8s_gpu.nvidia_driver_info:
+    packages: [nvidia-driver, nvidia-kernel-dkms, nvidia-smi]
+    driver_package: nvidia-driver
+  register: drv
+
+- name: Rebuild the module for the running kernel
+  ansible.builtin.command: dkms install -m {{ drv.dkms.module }} -v {{ drv.dkms.version }} -k {{ drv.kernel_release }}
+  changed_when: true
+  when: drv.dkms.rebuild
+'''
+
+RETURN = r'''
+container:
+  description: Whether the node is a container, and why.
+  returned: always
+  type: dict
+  sample: {detected: true, evidence: ["/.dockerenv exists", "PID 1 has container=docker"]}
+kernel_module:
+  description: The requested mode, the effective one (V(required) or V(skip)) and the reason.
+  returned: always
+  type: dict
+  sample: {mode: auto, effective: skip, reason: "container detected (...)"}
+kernel_release:
+  description: The running kernel.
+  returned: always
+  type: str
+nouveau_loaded:
+  description: Whether nouveau is loaded.
+  returned: always
+  type: bool
+nvidia_loaded:
+  description: Whether the nvidia kernel module is loaded.
+  returned: always
+  type: bool
+loaded_version:
+  description: Version of the loaded nvidia module, or null.
+  returned: always
+  type: str
+packages:
+  description: Installed version of each package of O(packages) that is installed.
+  returned: always
+  type: dict
+  sample: {nvidia-driver: 535.309.01-0+deb12u1}
+selections:
+  description: dpkg selection (V(install), V(hold), ...) of each installed package of O(packages) (dpkg only).
+  returned: always
+  type: dict
+installed_version:
+  description: Installed version of O(driver_package), or null.
+  returned: always
+  type: str
+installed_upstream:
+  description: NVIDIA's version of the installed driver (package or runfile), or null.
+  returned: always
+  type: str
+  sample: 535.309.01
+version_matches:
+  description: Whether the installed driver is O(version); null when either is unknown.
+  returned: always
+  type: bool
+runfile_versions:
+  description: Versions of C(libnvidia-ml.so.<version>) files found.
+  returned: always
+  type: list
+  elements: str
+dkms:
+  description: NVIDIA dkms module name, version, whether it is installed for the running kernel, and V(rebuild).
+  returned: always
+  type: dict
+  sample: {module: nvidia-current, version: 535.309.01, registered: true, installed_for_kernel: false, rebuild: true}
+load_module:
+  description: Whether the module is installed but not loaded and can be loaded without a reboot.
+  returned: always
+  type: bool
+reboot:
+  description: Whether a reboot is required, why, whether it is allowed and whether the role will reboot.
+  returned: always
+  type: dict
+  sample: {required: true, reasons: ["nouveau is loaded ..."], allowed: true, reason: allowed, will_reboot: true}
+nvswitch_count:
+  description: NVSwitches found in sysfs PCI.
+  returned: always
+  type: int
+fabricmanager:
+  description: Whether fabricmanager is wanted, why, and the driver version it must match.
+  returned: always
+  type: dict
+initramfs_command:
+  description: The command that rebuilds the initramfs on this OS family.
+  returned: always
+  type: list
+  elements: str
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe
+
+
+def argument_spec():
+    return dict(
+        kernel_module=dict(type='str', choices=list(nd.KERNEL_MODULE_MODES), default='auto'),
+        fabricmanager=dict(type='str', choices=list(nd.FABRICMANAGER_MODES), default='auto'),
+        method=dict(type='str', choices=['distro', 'cuda_repo', 'runfile'], default='distro'),
+        version=dict(type='str', default=''),
+        packages=dict(type='list', elements='str', default=[]),
+        driver_package=dict(type='str', default=''),
+        reboot=dict(type='bool', default=True),
+        local_connection=dict(type='bool', default=False),
+    )
+
+
+def read_packages(module, names):
+    """({name: version}, {name: selection}, os_family) for the installed packages among names."""
+    dpkg_query = module.get_bin_path('dpkg-query')
+    if dpkg_query:
+        if not names:
+            return {}, {}, 'Debian'
+        rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${db:Status-Abbrev}\t${Version}\n'] + names)
+        versions = nd.parse_dpkg_query(out)
+        selections = {}
+        if versions:
+            rc, out, err = module.run_command([module.get_bin_path('dpkg', required=True), '--get-selections']
+                                              + sorted(versions))
+            selections = nd.parse_dpkg_selections(out)
+        return versions, selections, 'Debian'
+    rpm = module.get_bin_path('rpm')
+    if rpm:
+        if not names:
+            return {}, {}, 'RedHat'
+        rc, out, err = module.run_command([rpm, '-q', '--qf', '%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n'] + names)
+        return nd.parse_rpm_query('\n'.join(line for line in out.splitlines() if '\t' in line)), {}, 'RedHat'
+    return {}, {}, None
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    p = module.params
+    detect_virt = None
+    sdv = module.get_bin_path('systemd-detect-virt')
+    if sdv:
+        rc, out, err = module.run_command([sdv, '--container'])
+        detect_virt = out.strip() if rc == 0 else None
+    container, evidence = nd.detect_container('/', detect_virt)
+    release = os.uname()[2]
+    modules = node_probe.loaded_modules('/')
+    versions, selections, family = read_packages(module, p['packages'])
+    installed = versions.get(p['driver_package']) if p['driver_package'] else None
+    loaded_version = nd.module_version_from_sys('/') or node_probe.driver_version_from_proc('/')
+    dkms = nd.dkms_state('/', release, nd.upstream_version(installed) if installed else None)
+    _gpus, switches = node_probe.pci_devices('/')
+    obs = dict(container=container, container_evidence=evidence, kernel_release=release,
+               nouveau_loaded='nouveau' in modules, nvidia_loaded='nvidia' in modules or 'nvidia_current' in modules,
+               loaded_version=loaded_version, installed_version=installed,
+               runfile_versions=nd.nvml_library_versions('/'), dkms=dkms, nvswitch_count=len(switches))
+    decided = nd.plan(dict(p, os_family=family), obs)
+    for w in decided.pop('warnings'):
+        module.warn(w)
+    module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
+                     kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
+                     loaded_version=loaded_version, packages=versions, selections=selections,
+                     installed_version=installed, runfile_versions=obs['runfile_versions'],
+                     nvswitch_count=len(switches), **decided)
+
+
+if __name__ == '__main__':
+    main()

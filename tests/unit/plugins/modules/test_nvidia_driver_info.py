@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The nvidia_driver_info module: argument spec and the package readers (dpkg / rpm) with a fake module."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import nvidia_driver_info as mod
+
+
+class FakeModule(object):
+    def __init__(self, bins, outputs):
+        self.bins = bins
+        self.outputs = outputs
+        self.calls = []
+
+    def get_bin_path(self, name, required=False):
+        return self.bins.get(name)
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return 0, self.outputs[argv[1]], ''
+
+
+def test_argument_spec():
+    spec = mod.argument_spec()
+    assert spec['kernel_module']['choices'] == ['auto', 'required', 'skip']
+    assert spec['kernel_module']['default'] == 'auto'
+    assert spec['fabricmanager']['choices'] == ['auto', 'always', 'never']
+    assert spec['method']['choices'] == ['distro', 'cuda_repo', 'runfile']
+    assert spec['reboot']['default'] is True and spec['local_connection']['default'] is False
+
+
+def test_read_packages_dpkg():
+    m = FakeModule({'dpkg-query': '/usr/bin/dpkg-query', 'dpkg': '/usr/bin/dpkg'},
+                   {'-W': 'nvidia-driver\thi \t535.309.01-0+deb12u1\nnvidia-smi\tun \t\n',
+                    '--get-selections': 'nvidia-driver\t\t\thold\n'})
+    versions, selections, family = mod.read_packages(m, ['nvidia-driver', 'nvidia-smi'])
+    assert versions == {'nvidia-driver': '535.309.01-0+deb12u1'}
+    assert selections == {'nvidia-driver': 'hold'}
+    assert family == 'Debian'
+    assert m.calls[1] == ['/usr/bin/dpkg', '--get-selections', 'nvidia-driver']
+
+
+def test_read_packages_rpm_ignores_not_installed_lines():
+    m = FakeModule({'rpm': '/usr/bin/rpm'},
+                   {'-q': 'nvidia-driver\t3:535.183.01-1.el9\npackage nvidia-fabric-manager is not installed\n'})
+    versions, selections, family = mod.read_packages(m, ['nvidia-driver', 'nvidia-fabric-manager'])
+    assert versions == {'nvidia-driver': '3:535.183.01-1.el9'}
+    assert selections == {} and family == 'RedHat'
+
+
+def test_read_packages_without_a_package_manager():
+    assert mod.read_packages(FakeModule({}, {}), ['x']) == ({}, {}, None)
