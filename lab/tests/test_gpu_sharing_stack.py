@@ -1,0 +1,377 @@
+"""Lab tests of role gpuops.k8s_gpu.gpu_sharing_stack against the Kubernetes API emulator (lab/kube).
+
+Run: /work/main/.venv/bin/pytest lab/tests/test_gpu_sharing_stack.py
+Nothing skips: a dead emulator or a failed play is a failure.  Write counts come from the emulator's request log
+(`write` = a non-dry-run POST/PUT/PATCH/DELETE).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBE = ROOT / "lab" / "kube"
+VENV_BIN = ROOT / ".venv" / "bin"
+sys.path.insert(0, str(KUBE))
+sys.path.insert(0, str(ROOT / "build" / "collections"))
+
+import validate  # noqa: E402
+
+STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-manager", "gpu-operator"]
+MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
+
+
+def node(name, labels=None, alloc=None):
+    alloc = dict(alloc or {})
+    alloc.setdefault("cpu", "32")
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **(labels or {}))},
+            "status": {"capacity": dict(alloc), "allocatable": dict(alloc)}}
+
+
+VOLCANO_CONF = {"actions": "enqueue, allocate, backfill",
+                "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
+                          {"plugins": [{"name": "drf"}, {"name": "predicates"}, {"name": "tdm",
+                                                                                  "arguments": {"tdm.revocable-zone.rz1": "10:00-21:00"}}]}]}
+SEED = [node("cp-1", {"node-role.kubernetes.io/control-plane": ""})] + \
+    [node("gpu-%d" % i) for i in range(1, 10)] + \
+    [node("busy-1", alloc={"nvidia.com/gpu": "8"}),
+     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
+     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+      "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}}]
+
+T4 = {"gpus": [{"index": 0, "name": "Tesla T4", "memory_total_mib": 15360, "compute_capability": "7.5"}],
+      "sharing": {"mps": {"allowed": True, "max_clients": 48},
+                  "mig": {"allowed": False, "gpus": [], "reason": "GPU(s) 0 are not MIG capable"}}}
+A100 = {"gpus": [{"index": i, "name": "A100-SXM4-80GB", "memory_total_mib": 81920} for i in range(8)],
+        "sharing": {"mps": {"allowed": True, "max_clients": 48},
+                    "mig": {"allowed": True, "gpus": list(range(8)),
+                            "profiles": {str(i): ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"] for i in range(8)}}}}
+P100 = {"gpus": [{"index": 0, "name": "Tesla P100", "compute_capability": "6.0"}],
+        "sharing": {"mps": {"allowed": False, "max_clients": 0,
+                            "reason": "GPU 0 (Tesla P100) has compute capability 6.0; MPS needs >= 7.0"},
+                    "mig": {"allowed": False, "reason": "GPU(s) 0 are not MIG capable"}}}
+
+# strategy -> (node, facts, extra role vars)
+CASES = {
+    "exclusive": ("gpu-1", T4, {}),
+    "time-slicing": ("gpu-2", T4, {"gpu_sharing_stack_time_slicing": {"replicas": 4, "rename_by_default": False}}),
+    "mps": ("gpu-3", T4, {"gpu_sharing_stack_mps": {"replicas": 8}}),
+    "mig": ("gpu-4", A100, {"gpu_sharing_stack_mig": {"strategy": "single", "devices": {"1g.10gb": 7}}}),
+    "gpushare": ("gpu-5", A100, {"gpu_sharing_stack_validation": True}),
+    "volcano": ("gpu-6", T4, {"gpu_sharing_stack_volcano": {"version": "1.10"}}),
+    "hami": ("gpu-7", T4, {"gpu_sharing_stack_hami": {"device_split_count": 4, "device_memory_scaling": 1.5}}),
+    "gpu-manager": ("gpu-8", T4, {}),
+    "gpu-operator": ("gpu-9", T4, {"gpu_sharing_stack_gpu_operator": {"chart_path": "/srv/charts/gpu-operator-v24.9.2.tgz",
+                                                                      "sharing": "time-slicing"},
+                                   "gpu_sharing_stack_helm_install": False}),
+}
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
+    seed.write_text(yaml.safe_dump_all(SEED))
+    name = f"gss-{os.getpid()}"
+    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
+    kubeconfig = out.stdout.strip().splitlines()[-1]
+    state = Path(kubeconfig).parent
+    info = {"name": name, "kubeconfig": kubeconfig, "state": state,
+            "url": "http://127.0.0.1:%d" % int((state / "port").read_text())}
+    yield info
+    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def http_get(emu, path):
+    with urllib.request.urlopen(emu["url"] + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def log_entries(emu):
+    return [json.loads(line) for line in (emu["state"] / "requests.jsonl").read_text().splitlines() if line.strip()]
+
+
+def writes_between(entries, lo, hi):
+    return [e for e in entries if lo < e["seq"] <= hi and e["write"]]
+
+
+def managed_objects(emu):
+    st = http_get(emu, "/_emulator/state")
+    objs = st.get("objects") or st.get("items") or []
+    out = []
+    for o in objs:
+        labels = (o.get("metadata") or {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/managed-by") == "gpuops.k8s_gpu" and o.get("kind") != "ConfigMap" or \
+                (o.get("kind") == "ConfigMap" and labels.get("gpuops.io/sharing-scope") in ("pool", "shared", "validation")):
+            out.append((o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]))
+    return out
+
+
+def node_labels(emu, name):
+    return http_get(emu, f"/api/v1/nodes/{name}")["metadata"].get("labels", {})
+
+
+def run_play(emu, workdir, play, *extra, inventory="localhost,"):
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=emu["kubeconfig"], ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+               ANSIBLE_CONFIG=str(workdir / "ansible.cfg"), PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+    (workdir / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\n")
+    pb = workdir / "play.yml"
+    pb.write_text(yaml.safe_dump(play, sort_keys=False))
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),
+           "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
+    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    try:
+        result = json.loads(p.stdout[p.stdout.index("{"):])
+    except ValueError:
+        pytest.fail(f"ansible-playbook output is not JSON rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p.returncode, result
+
+
+def task_results(result):
+    for play in result["plays"]:
+        for t in play["tasks"]:
+            for host, r in t["hosts"].items():
+                yield t["task"]["name"], r
+
+
+def role_play(strategy, node_name, facts, extra, state="present", pool=None):
+    v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
+         "gpu_sharing_stack_pool": pool or ("pool-" + strategy), "gpu_sharing_stack_nodes": [node_name],
+         "gpu_sharing_stack_facts": {node_name: facts},
+         "gpu_sharing_stack_registry": "registry.example.com/mirror",
+         "gpu_sharing_stack_image_pull_secrets": ["regcred"]}
+    v.update(extra)
+    return {"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"}, "vars": v}
+
+
+def seq_task(mark):
+    return [{"name": f"mark {mark}", "ansible.builtin.uri": {"url": "{{ emu_url }}/_emulator/requests?since=999999999",
+                                                              "return_content": True},
+             "register": "m", "check_mode": False},
+            {"name": f"record {mark}", "ansible.builtin.set_fact": {
+                "marks": "{{ marks | default({}) | combine({'%s': m.json.seq}) }}" % mark}, "check_mode": False}]
+
+
+# --------------------------------------------------------------------------------------------------------------
+def test_schema_matrix_every_strategy():
+    """Every rendered manifest of every strategy validates strictly against Kubernetes 1.24-1.33."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_stack_render
+    total = 0
+    not_validated = []
+    for strategy in STRATEGIES:
+        node_name, facts, extra = CASES[strategy]
+        settings = dict((k.replace("gpu_sharing_stack_", ""), v) for k, v in extra.items() if isinstance(v, dict))
+        variants = [settings]
+        if strategy == "hami":
+            variants.append(dict(settings, hami={"webhook_tls_secret": "hami-tls", "webhook_ca_bundle": "Q0E=",
+                                                 "kube_version": "1.24"}))
+        if strategy == "volcano":
+            variants += [{"volcano": {"version": "1.8"}}, {"volcano": {"version": "1.11", "mode": "vgpu"}}]
+        if strategy == "mig":
+            variants.append({"mig": {"strategy": "mixed", "devices": {"1g.10gb": 2, "2g.20gb": 1}, "manager": False}})
+        if strategy == "time-slicing":
+            variants.append({"nvidia": {"extra_configs": {"big": {"version": "v1", "flags": {"migStrategy": "none"}}},
+                                        "node_configs": {node_name: "big"}}})
+        for s in variants:
+            out = gpu_stack_render.render({"strategy": strategy, "pool": "p", "nodes": [node_name], "facts": {node_name: facts},
+                                           "settings": s, "registry": "registry.example.com/mirror",
+                                           "image_pull_secrets": ["regcred"], "validation": {"enabled": True}})
+            docs = out["manifests"] + out["validation_manifests"] + out["node_manifests"]
+            rep = validate.validate_documents(docs, source=strategy)
+            assert rep["ok"], (strategy, rep["failures"][:5])
+            total += len(docs)
+            not_validated += [(strategy, r["kind"]) for r in rep["not_validated"]]
+            for img in out["images"]:
+                assert img.startswith("registry.example.com/mirror/"), img
+            for d in out["manifests"]:
+                tmpl = ((d.get("spec") or {}).get("template") or {}).get("spec")
+                if tmpl:
+                    assert tmpl.get("imagePullSecrets") == [{"name": "regcred"}], (strategy, d["metadata"]["name"])
+    assert total > 60
+    # no CRD kinds are rendered by any strategy: everything was schema-validated
+    assert not_validated == []
+
+
+def test_converge_idempotent_check_mode_and_absent_per_strategy(emu, tmp_path):
+    """First converge writes, the second writes nothing, check mode writes nothing, absent removes everything."""
+    tasks = []
+    for strategy in STRATEGIES:
+        node_name, facts, extra = CASES[strategy]
+        tasks += seq_task(f"{strategy}-0")
+        tasks.append(role_play(strategy, node_name, facts, extra))
+        tasks += seq_task(f"{strategy}-1")
+        tasks.append(role_play(strategy, node_name, facts, extra))
+        tasks += seq_task(f"{strategy}-2")
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"emu_url": emu["url"]}, "tasks": tasks}]
+    rc, result = run_play(emu, tmp_path, play)
+    assert rc == 0, [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed")]
+    marks = {}
+    for name, r in task_results(result):
+        if name.startswith("record "):
+            marks.update(r["ansible_facts"]["marks"])
+    entries = log_entries(emu)
+    counts = {}
+    for strategy in STRATEGIES:
+        first = writes_between(entries, marks[f"{strategy}-0"], marks[f"{strategy}-1"])
+        second = writes_between(entries, marks[f"{strategy}-1"], marks[f"{strategy}-2"])
+        counts[strategy] = (len(first), len(second))
+        assert first, strategy
+        assert second == [], (strategy, [(e["method"], e["path"]) for e in second])
+    created = managed_objects(emu)
+    assert len(created) > 40, created
+    (tmp_path / "write-counts.json").write_text(json.dumps(counts))
+    print("\nwrite requests (first converge, second converge):", json.dumps(counts), "objects:", len(created))
+
+    # node labels
+    assert node_labels(emu, "gpu-5")["gpushare"] == "true"
+    assert node_labels(emu, "gpu-2")["nvidia.com/device-plugin.config"] == "time-slicing"
+    assert node_labels(emu, "gpu-4")["nvidia.com/mig.config"] == "gpuops-1g-10gb-7"
+    assert node_labels(emu, "gpu-3")["nvidia.com/mps.capable"] == "true"
+    assert node_labels(emu, "gpu-7")["gpu"] == "on"
+    # volcano: merged into the live configuration, other plugins and keys kept, original backed up
+    cm = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap")
+    conf = yaml.safe_load(cm["data"]["volcano-scheduler.conf"])
+    names = [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+    assert "tdm" in names and "deviceshare" in names
+    ds = [p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "deviceshare"][0]
+    assert ds["arguments"]["deviceshare.GPUSharingEnable"] is True
+    assert cm["data"]["other-key"] == "keep-me"
+    backup = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/gpuops-backup-configmap-volcano-scheduler-configmap")
+    assert "tdm" in backup["data"]["object.json"]
+
+    # check mode with a changed setting: reports a change, writes nothing
+    node_name, facts, extra = CASES["time-slicing"]
+    tasks = seq_task("c0") + [role_play("time-slicing", node_name, facts,
+                                        {"gpu_sharing_stack_time_slicing": {"replicas": 8}})] + seq_task("c1")
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"emu_url": emu["url"]}, "tasks": tasks}]
+    rc, result = run_play(emu, tmp_path, play, "--check", "--diff")
+    assert rc == 0, [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed")]
+    marks = {}
+    changed = []
+    for name, r in task_results(result):
+        if name.startswith("record "):
+            marks.update(r["ansible_facts"]["marks"])
+        if r.get("changed") and "k8s_converge" not in name and "objects" in r:
+            changed.append(name)
+        if "updated" in r and r.get("updated"):
+            changed.append(name)
+    assert changed, "check mode should report the ConfigMap change"
+    assert writes_between(log_entries(emu), marks["c0"], marks["c1"]) == []
+
+    # absent: everything created goes away, node labels too (the adopted Volcano ConfigMap stays)
+    tasks = []
+    for strategy in STRATEGIES:
+        node_name, facts, extra = CASES[strategy]
+        tasks.append(role_play(strategy, node_name, facts, extra, state="absent"))
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"emu_url": emu["url"]}, "tasks": tasks}]
+    rc, result = run_play(emu, tmp_path, play)
+    assert rc == 0, [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed")]
+    assert managed_objects(emu) == []
+    for strategy in STRATEGIES:
+        labels = node_labels(emu, CASES[strategy][0])
+        assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
+        assert "gpushare" not in labels and "nvidia.com/device-plugin.config" not in labels
+    cm = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap")
+    assert cm["data"]["other-key"] == "keep-me"
+
+
+BAD = [
+    ("replicas 1", {"strategy": "time-slicing", "node": "gpu-1", "facts": T4,
+                    "extra": {"gpu_sharing_stack_time_slicing": {"replicas": 1}}},
+     "gpu_sharing_stack_time_slicing.replicas must be >= 2"),
+    ("MPS on CC 6.0", {"strategy": "mps", "node": "gpu-1", "facts": P100, "extra": {}},
+     "compute capability 6.0; MPS needs >= 7.0"),
+    ("unknown strategy", {"strategy": "vgpu-magic", "node": "gpu-1", "facts": T4, "extra": {}},
+     "gpu_sharing_stack_strategy"),
+    ("unknown setting", {"strategy": "gpushare", "node": "gpu-1", "facts": T4,
+                         "extra": {"gpu_sharing_stack_gpushare": {"memory_units": "GiB"}}},
+     "memory_units"),
+    ("gpushare next to whole-GPU accounting", {"strategy": "gpushare", "node": "busy-1", "facts": T4, "extra": {}},
+     "显存资源及卡资源联动"),
+    ("MIG profile missing", {"strategy": "mig", "node": "gpu-1", "facts": A100,
+                             "extra": {"gpu_sharing_stack_mig": {"devices": {"1g.5gb": 7}}}},
+     "offers only"),
+    ("MIG on a T4", {"strategy": "mig", "node": "gpu-1", "facts": T4,
+                     "extra": {"gpu_sharing_stack_mig": {"devices": {"1g.10gb": 7}}}},
+     "not MIG capable"),
+]
+
+
+def test_bad_inputs_fail_clearly_and_change_nothing(emu, tmp_path):
+    tasks = seq_task("b0")
+    for title, case, dummy in BAD:
+        tasks.append({"name": title, "block": [role_play(case["strategy"], case["node"], case["facts"], case["extra"],
+                                                         pool="bad")],
+                      "rescue": [{"name": f"failed: {title}", "ansible.builtin.debug": {
+                          "msg": "{{ ansible_failed_result.msg | default('') }}"}}]})
+    tasks += seq_task("b1")
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"emu_url": emu["url"]}, "tasks": tasks}]
+    rc, result = run_play(emu, tmp_path, play)
+    msgs = {}
+    marks = {}
+    for name, r in task_results(result):
+        if name.startswith("failed: "):
+            msgs[name[len("failed: "):]] = r.get("msg", "")
+        if name.startswith("record "):
+            marks.update(r["ansible_facts"]["marks"])
+    for title, case, expected in BAD:
+        assert title in msgs, f"{title} did not fail"
+        assert expected in msgs[title], (title, msgs[title])
+    assert writes_between(log_entries(emu), marks["b0"], marks["b1"]) == []
+
+
+def test_two_strategies_on_one_pool_refused(emu, tmp_path):
+    """The inventory sets another strategy for a pool node, then a second pool claims a node of the first."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
+                                           "children": {"poolx": {"hosts": {"gpu-1": {"gpu_sharing_stack_strategy": "gpushare"},
+                                                                            "gpu-2": {}}}}}}))
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {"emu_url": emu["url"]},
+             "tasks": seq_task("t0") + [
+                 {"name": "two", "block": [{"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
+                                            "vars": {"gpu_sharing_stack_strategy": "time-slicing",
+                                                     "gpu_sharing_stack_pool": "poolx",
+                                                     "gpu_sharing_stack_facts": {"gpu-1": T4, "gpu-2": T4}}}],
+                  "rescue": [{"name": "failed: two", "ansible.builtin.debug": {"msg": "{{ ansible_failed_result.msg }}"}}]},
+             ] + seq_task("t1") + [
+                 {"name": "pool a", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
+                  "vars": {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
+                           "gpu_sharing_stack_nodes": ["gpu-2"], "gpu_sharing_stack_facts": {"gpu-2": T4}}},
+                 ] + seq_task("t2") + [
+                 {"name": "overlap", "block": [{"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
+                                                "vars": {"gpu_sharing_stack_strategy": "hami", "gpu_sharing_stack_pool": "pool-b",
+                                                         "gpu_sharing_stack_nodes": ["gpu-2"]}}],
+                  "rescue": [{"name": "failed: overlap", "ansible.builtin.debug": {"msg": "{{ ansible_failed_result.msg }}"}}]},
+                 ] + seq_task("t3") + [
+                 {"name": "cleanup", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
+                  "vars": {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
+                           "gpu_sharing_stack_state": "absent", "gpu_sharing_stack_nodes": ["gpu-2"]}}]}]
+    rc, result = run_play(emu, tmp_path, play, inventory=str(inv))
+    assert rc == 0, [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed")]
+    msgs, marks = {}, {}
+    for name, r in task_results(result):
+        if name.startswith("failed: "):
+            msgs[name[8:]] = r.get("msg", "")
+        if name.startswith("record "):
+            marks.update(r["ansible_facts"]["marks"])
+    assert "two strategies on one pool" in msgs["two"] and "gpu-1" in msgs["two"]
+    assert "already belongs to pool pool-a" in msgs["overlap"]
+    entries = log_entries(emu)
+    assert writes_between(entries, marks["t0"], marks["t1"]) == []
+    assert writes_between(entries, marks["t2"], marks["t3"]) == []

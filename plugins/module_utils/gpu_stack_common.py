@@ -1,0 +1,307 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared helpers for the GPU sharing stack renderers (gpu_stack_*): errors, settings validation,
+images through the collection's mirror, common metadata, scheduling constraints."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import re
+
+MANAGED_BY = 'gpuops.k8s_gpu'
+LABEL_PREFIX = 'gpuops.io/'
+POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
+STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
+SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
+STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
+
+STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+
+# Taints a control-plane node carries on kubeadm (old and new), RKE1/RKE2 and k3s.  Tolerating them lets a
+# single-node cluster, or the control plane of an RKE cluster, run the pods that must run there.
+CONTROL_PLANE_TOLERATIONS = [
+    {'key': 'node-role.kubernetes.io/control-plane', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node-role.kubernetes.io/master', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node-role.kubernetes.io/controlplane', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node-role.kubernetes.io/etcd', 'operator': 'Exists', 'effect': 'NoExecute'},
+]
+GPU_TOLERATION = {'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}
+
+_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
+_IMAGE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$')
+
+
+class StackError(Exception):
+    """Bad input. The message names the role variable and what is allowed."""
+
+
+class Ctx(object):
+    """What every renderer needs: pool, namespace, images, pull secrets, warnings."""
+
+    def __init__(self, pool, namespace, strategy, registry='', image_pull_secrets=None, node_selector=None,
+                 var_prefix='gpu_sharing_stack_'):
+        self.pool = pool
+        self.namespace = namespace
+        self.strategy = strategy
+        self.registry = (registry or '').rstrip('/')
+        self.image_pull_secrets = list(image_pull_secrets or [])
+        self.node_selector = dict(node_selector or {})
+        self.var_prefix = var_prefix
+        self.warnings = []
+        self.notes = []
+        self.images = []
+
+    def var(self, name):
+        return self.var_prefix + name
+
+    def warn(self, msg):
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+    def note(self, msg):
+        if msg not in self.notes:
+            self.notes.append(msg)
+
+    def image(self, ref, var_name):
+        """Pinned image reference through the mirror; remembers every image used."""
+        out = mirror_image(ref, self.registry, var_name)
+        if out not in self.images:
+            self.images.append(out)
+        return out
+
+    def pull_secrets(self):
+        return [{'name': s} for s in self.image_pull_secrets]
+
+    def pool_selector(self):
+        """Node selector of the pool's DaemonSets: the pool label set on its nodes plus any user selector."""
+        sel = {POOL_LABEL: self.pool}
+        sel.update(self.node_selector)
+        return sel
+
+    def meta(self, name, namespace=True, scope='pool', labels=None, annotations=None):
+        lab = {
+            'app.kubernetes.io/managed-by': MANAGED_BY,
+            'app.kubernetes.io/part-of': 'gpu-sharing-stack',
+            STACK_LABEL: self.strategy,
+            SCOPE_LABEL: scope,
+        }
+        if scope == 'pool':
+            lab[POOL_LABEL] = self.pool
+        lab.update(labels or {})
+        m = {'name': name, 'labels': lab}
+        if namespace:
+            m['namespace'] = namespace if isinstance(namespace, str) else self.namespace
+        if annotations:
+            m['annotations'] = dict(annotations)
+        return m
+
+
+def check_name(value, var_name):
+    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+        raise StackError('%s must be a DNS label (lowercase letters, digits and "-", at most 63 characters); got %r'
+                         % (var_name, value))
+    return value
+
+
+def split_image(ref):
+    """(registry-or-None, path, tag-or-None, digest-or-None) of an image reference."""
+    digest = None
+    if '@' in ref:
+        ref, digest = ref.split('@', 1)
+    tag = None
+    last = ref.rsplit('/', 1)[-1]
+    if ':' in last:
+        ref, tag = ref.rsplit(':', 1)
+    first = ref.split('/', 1)[0]
+    if '/' in ref and ('.' in first or ':' in first or first == 'localhost'):
+        return first, ref.split('/', 1)[1], tag, digest
+    return None, ref, tag, digest
+
+
+def mirror_image(ref, registry, var_name):
+    """Pinned image reference, rewritten to the mirror prefix when one is set.
+
+    The mirror prefix replaces the source registry host and keeps the repository path:
+    nvcr.io/nvidia/k8s-device-plugin:v0.17.1 with registry.example.com/mirror becomes
+    registry.example.com/mirror/nvidia/k8s-device-plugin:v0.17.1 (Docker Hub official images keep library/).
+    """
+    if not isinstance(ref, str) or not ref or not _IMAGE.match(ref):
+        raise StackError('%s must be a container image reference; got %r' % (var_name, ref))
+    host, path, tag, digest = split_image(ref)
+    if not digest and (not tag or tag == 'latest'):
+        raise StackError('%s must pin a tag other than "latest" or a digest (e.g. %s:v1.2.3); got %r'
+                         % (var_name, path, ref))
+    if not registry:
+        return ref
+    if host is None and '/' not in path:
+        path = 'library/' + path
+    out = registry + '/' + path
+    if tag:
+        out += ':' + tag
+    if digest:
+        out += '@' + digest
+    return out
+
+
+def validate_settings(settings, schema, var_name):
+    """Apply defaults and check a settings dict against a schema.
+
+    schema: {key: dict(type=int|float|bool|str|list|dict, default=..., choices=[...], min=..., max=...)}
+    Unknown keys and wrong types are errors naming var_name.key and what is allowed.
+    """
+    settings = settings or {}
+    if not isinstance(settings, dict):
+        raise StackError('%s must be a dictionary; got %r' % (var_name, settings))
+    unknown = sorted(set(settings) - set(schema))
+    if unknown:
+        raise StackError('%s has unknown key(s) %s; allowed keys: %s'
+                         % (var_name, ', '.join(unknown), ', '.join(sorted(schema))))
+    out = {}
+    for key, spec in schema.items():
+        name = '%s.%s' % (var_name, key)
+        value = settings.get(key, copy.deepcopy(spec.get('default')))
+        if value is None:
+            out[key] = None
+            continue
+        value = _coerce(value, spec['type'], name)
+        if spec.get('choices') is not None and value not in spec['choices']:
+            raise StackError('%s must be one of %s; got %r' % (name, ', '.join(str(c) for c in spec['choices']), value))
+        if spec.get('min') is not None and value < spec['min']:
+            raise StackError('%s must be >= %s; got %r' % (name, spec['min'], value))
+        if spec.get('max') is not None and value > spec['max']:
+            raise StackError('%s must be <= %s; got %r' % (name, spec['max'], value))
+        out[key] = value
+    return out
+
+
+def _coerce(value, kind, name):
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ('true', 'yes', 'on', '1', 'false', 'no', 'off', '0'):
+            return value.lower() in ('true', 'yes', 'on', '1')
+        raise StackError('%s must be a boolean; got %r' % (name, value))
+    if kind is int:
+        if isinstance(value, bool):
+            raise StackError('%s must be an integer; got %r' % (name, value))
+        try:
+            if isinstance(value, float) and value != int(value):
+                raise ValueError()
+            return int(value)
+        except (TypeError, ValueError):
+            raise StackError('%s must be an integer; got %r' % (name, value))
+    if kind is float:
+        if isinstance(value, bool):
+            raise StackError('%s must be a number; got %r' % (name, value))
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise StackError('%s must be a number; got %r' % (name, value))
+    if kind is str:
+        if isinstance(value, (dict, list)):
+            raise StackError('%s must be a string; got %r' % (name, value))
+        return str(value)
+    if not isinstance(value, kind):
+        raise StackError('%s must be a %s; got %r' % (name, kind.__name__, value))
+    return value
+
+
+def hostpath_volume(name, path, kind=None):
+    hp = {'path': path}
+    if kind:
+        hp['type'] = kind
+    return {'name': name, 'hostPath': hp}
+
+
+def node_name_env():
+    return {'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}}
+
+
+def service_account(ctx, name, scope='pool', namespace=True):
+    return {'apiVersion': 'v1', 'kind': 'ServiceAccount', 'metadata': ctx.meta(name, namespace=namespace, scope=scope)}
+
+
+def cluster_role(ctx, name, rules, scope='pool'):
+    return {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole',
+            'metadata': ctx.meta(name, namespace=False, scope=scope), 'rules': rules}
+
+
+def cluster_role_binding(ctx, name, role, sa_name, scope='pool', namespace=None):
+    return {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
+            'metadata': ctx.meta(name, namespace=False, scope=scope),
+            'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': role},
+            'subjects': [{'kind': 'ServiceAccount', 'name': sa_name, 'namespace': namespace or ctx.namespace}]}
+
+
+def rbac_for(ctx, name, rules, scope='pool', namespace=None):
+    """ServiceAccount + ClusterRole + ClusterRoleBinding of one component (least privilege: rules as given)."""
+    ns = namespace or ctx.namespace
+    return [service_account(ctx, name, scope=scope, namespace=ns), cluster_role(ctx, name, rules, scope=scope),
+            cluster_role_binding(ctx, name, name, name, scope=scope, namespace=ns)]
+
+
+def pod_spec_common(ctx, spec, tolerations=None):
+    """Add pull secrets and tolerations to a pod spec (in place) and return it."""
+    if ctx.image_pull_secrets:
+        spec['imagePullSecrets'] = ctx.pull_secrets()
+    if tolerations:
+        spec['tolerations'] = copy.deepcopy(tolerations)
+    return spec
+
+
+def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, annotations=None):
+    sel = {'app.kubernetes.io/name': app_label}
+    if scope == 'pool':
+        sel[POOL_LABEL] = ctx.pool
+    tmpl_meta = {'labels': dict(sel)}
+    if annotations:
+        tmpl_meta['annotations'] = dict(annotations)
+    return {'apiVersion': 'apps/v1', 'kind': 'DaemonSet',
+            'metadata': ctx.meta(name, namespace=namespace or True, scope=scope, labels={'app.kubernetes.io/name': app_label}),
+            'spec': {'selector': {'matchLabels': sel},
+                     'updateStrategy': {'type': 'RollingUpdate'},
+                     'template': {'metadata': tmpl_meta, 'spec': pod_spec}}}
+
+
+def deployment(ctx, name, app_label, pod_spec, scope='shared', namespace=None, replicas=1, strategy=None):
+    sel = {'app.kubernetes.io/name': app_label}
+    spec = {'replicas': replicas, 'selector': {'matchLabels': sel},
+            'template': {'metadata': {'labels': dict(sel)}, 'spec': pod_spec}}
+    if strategy:
+        spec['strategy'] = {'type': strategy}
+    return {'apiVersion': 'apps/v1', 'kind': 'Deployment',
+            'metadata': ctx.meta(name, namespace=namespace or True, scope=scope, labels={'app.kubernetes.io/name': app_label}),
+            'spec': spec}
+
+
+def config_map(ctx, name, data, scope='pool', namespace=None):
+    for k, v in data.items():
+        if not isinstance(v, str):
+            raise StackError('internal: ConfigMap %s key %s is not a string' % (name, k))
+    return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': ctx.meta(name, namespace=namespace or True, scope=scope),
+            'data': dict(data)}
+
+
+def quantity(value):
+    """Resource quantities as the API server returns them (strings)."""
+    if isinstance(value, bool):
+        raise StackError('quantity must not be a boolean')
+    return str(value)
+
+
+def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, annotations=None):
+    spec = {'restartPolicy': 'Never',
+            'containers': [{'name': 'cuda', 'image': image,
+                            'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}],
+            'tolerations': [dict(GPU_TOLERATION)]}
+    if scheduler_name:
+        spec['schedulerName'] = scheduler_name
+    if ctx.image_pull_secrets:
+        spec['imagePullSecrets'] = ctx.pull_secrets()
+    meta = ctx.meta(name, namespace=namespace, scope='validation')
+    if annotations:
+        meta['annotations'] = dict(annotations)
+    return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec}

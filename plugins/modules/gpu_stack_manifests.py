@@ -1,0 +1,253 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_stack_manifests
+short_description: Render the Kubernetes manifests of a GPU sharing stack for one node pool
+version_added: 0.1.0
+description:
+  - Renders, for one node pool and one sharing O(strategy), the Kubernetes objects of the stack (device plugin,
+    scheduler parts, RBAC, configuration), the node labels the pool's nodes need, optional validation workloads, and
+    for V(gpu-operator) the values for C(kubernetes.core.helm).
+  - Pure and read-only; it talks to no cluster. Role M(gpuops.k8s_gpu.gpu_sharing_stack) applies the result with
+    M(gpuops.k8s_gpu.k8s_converge).
+  - Checks the input before anything is rendered - strategy, settings (unknown keys, types, ranges such as time-slicing
+    replicas >= 2), pinned image tags, the hardware facts of C(gpuops.k8s_gpu.gpu_info) (MPS needs compute capability
+    >= 7.0, MIG needs MIG-capable GPUs and existing profiles), two strategies on one pool, and two GPU accountings on one
+    node (GPU memory next to whole GPUs) - and fails with a message naming the role variable, the node and what is allowed.
+  - Every image goes through O(registry) (the collection's C(gpuops_mirror.registry)) and gets O(image_pull_secrets).
+author:
+  - gpuops.k8s_gpu developers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.attributes
+  - gpuops.k8s_gpu.attributes.info_module
+options:
+  strategy:
+    description: Sharing strategy of the pool.
+    type: str
+    required: true
+    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, gpu-operator]
+  pool:
+    description: Name of the node pool (a DNS label); object names and the node label C(gpuops.io/sharing-pool) use it.
+    type: str
+    required: true
+  nodes:
+    description: Kubernetes node names of the pool.
+    type: list
+    elements: str
+    default: []
+  node_selector:
+    description: Extra node selector for the pool's DaemonSets (with O(nodes) empty, the only selector).
+    type: dict
+    default: {}
+  namespace:
+    description: Namespace of the stack's namespaced objects.
+    type: str
+    default: kube-system
+  registry:
+    description: Image registry prefix (mirror) for every image; empty to pull from the upstream registries.
+    type: str
+    default: ''
+  image_pull_secrets:
+    description: Names of the image pull Secrets every pod gets.
+    type: list
+    elements: str
+    default: []
+  settings:
+    description:
+      - Settings per strategy family, keyed V(nvidia), V(time_slicing), V(mps), V(mig), V(gpushare), V(volcano),
+        V(hami), V(gpu_manager), V(gpu_operator). Only the ones the strategy uses are read; see the role's argument
+        specification for every key.
+    type: dict
+    default: {}
+  facts:
+    description: Per node name, the facts of M(gpuops.k8s_gpu.gpu_info) (role C(gpu_probe) publishes them as C(gpu_probe_facts)).
+    type: dict
+    default: {}
+  require_facts:
+    description: For V(mps) and V(mig), fail when a node of the pool has no facts.
+    type: bool
+    default: true
+  node_state:
+    description:
+      - Per node name, C(labels) and C(allocatable) of the live Node object, for the conflict checks (another
+        strategy or pool on the node, another device plugin's GPU accounting).
+    type: dict
+    default: {}
+  live_nodes:
+    description: Node objects as read from the cluster (C(kubernetes.core.k8s_info) resources); fills O(node_state) for the pool's nodes.
+    type: list
+    elements: dict
+    default: []
+  node_strategies:
+    description: Per node name, the strategy the inventory sets for that node; any other than O(strategy) is refused.
+    type: dict
+    default: {}
+  check_conflicts:
+    description: Refuse conflicting strategies and accountings (the role turns this off when it removes a stack).
+    type: bool
+    default: true
+  allow_mixed_accounting:
+    description: Do not refuse a node that already advertises GPU resources of another accounting.
+    type: bool
+    default: false
+  validation:
+    description:
+      - Validation workloads - C(enabled) (bool), C(namespace), C(image), C(replicas) (gpushare binpack sample).
+    type: dict
+    default: {}
+  var_prefix:
+    description: Prefix of the variable names used in error messages.
+    type: str
+    default: gpu_sharing_stack_
+requirements:
+  - PyYAML (with ansible-core) to merge an existing Volcano scheduler configuration.
+notes:
+  - No helm binary is used; for V(gpu-operator) the rendered values are checked against a documented list of the chart's keys.
+seealso:
+  - module: gpuops.k8s_gpu.k8s_converge
+  - module: gpuops.k8s_gpu.gpu_info
+'''
+
+EXAMPLES = r'''
+- name: Render a time-slicing stack for pool a100
+  gpuops.k8s_gpu.gpu_stack_manifests:
+    strategy: time-slicing
+    pool: a100
+    nodes: "{{ groups['a100'] }}"
+    registry: "{{ gpuops_mirror.registry | default('') }}"
+    image_pull_secrets: [regcred]
+    settings:
+      time_slicing: {replicas: 4, rename_by_default: false, fail_requests_greater_than_one: true}
+    facts: "{{ dict(groups['a100'] | zip(groups['a100'] | map('extract', hostvars, 'gpu_probe_facts'))) }}"
+  register: stack
+
+- name: Apply it
+  gpuops.k8s_gpu.k8s_converge:
+    definitions: "{{ stack.manifests }}"
+'''
+
+RETURN = r'''
+manifests:
+  description: Every object of the stack, in apply order.
+  returned: always
+  type: list
+  elements: dict
+pool_manifests:
+  description: The objects that belong to this pool only.
+  returned: always
+  type: list
+  elements: dict
+shared_manifests:
+  description: Cluster-wide objects shared by every pool of the same strategy (scheduler extender, HAMi scheduler).
+  returned: always
+  type: list
+  elements: dict
+adopted_manifests:
+  description: Objects of another installation this stack changes (Volcano's scheduler ConfigMap); never deleted.
+  returned: always
+  type: list
+  elements: dict
+validation_manifests:
+  description: Validation workloads, when O(validation) has C(enabled=true).
+  returned: always
+  type: list
+  elements: dict
+node_labels:
+  description: Per node, the labels to set.
+  returned: always
+  type: dict
+  sample: {gpu-node-1: {gpushare: 'true', gpuops.io/sharing-pool: a100, gpuops.io/sharing-strategy: gpushare}}
+node_manifests:
+  description: Node definitions carrying only the labels to set (for M(gpuops.k8s_gpu.k8s_converge), which only touches labels of Nodes).
+  returned: always
+  type: list
+  elements: dict
+resources:
+  description: Extended resources the stack advertises.
+  returned: always
+  type: list
+  elements: str
+  sample: [aliyun.com/gpu-mem, aliyun.com/gpu-count]
+other_pools:
+  description: Other pools whose nodes (in O(live_nodes)) carry the same strategy; shared objects stay while there are any.
+  returned: always
+  type: list
+  elements: str
+accounting:
+  description: How the strategy accounts GPUs (V(whole-gpu), V(aliyun-gpu-mem), V(volcano-gpu-mem), V(tencent-vcuda), V(hami)).
+  returned: always
+  type: str
+scheduler_name:
+  description: Scheduler name pods must use (V(volcano), HAMi's), or null for the default scheduler.
+  returned: always
+  type: str
+helm:
+  description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
+    create_namespace, values); null otherwise.
+  returned: always
+  type: dict
+images:
+  description: Every image reference used, after the mirror.
+  returned: always
+  type: list
+  elements: str
+warnings:
+  description: Warnings (known-bad images, MiB memory unit, deprecations); also shown as Ansible warnings.
+  returned: always
+  type: list
+  elements: str
+notes:
+  description: Things to know that are not problems (what else the stack needs).
+  returned: always
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import STRATEGIES, StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_render import render
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            strategy=dict(type='str', required=True, choices=list(STRATEGIES)),
+            pool=dict(type='str', required=True),
+            nodes=dict(type='list', elements='str', default=[]),
+            node_selector=dict(type='dict', default={}),
+            namespace=dict(type='str', default='kube-system'),
+            registry=dict(type='str', default=''),
+            image_pull_secrets=dict(type='list', elements='str', default=[], no_log=False),
+            settings=dict(type='dict', default={}),
+            facts=dict(type='dict', default={}),
+            require_facts=dict(type='bool', default=True),
+            node_state=dict(type='dict', default={}),
+            live_nodes=dict(type='list', elements='dict', default=[]),
+            node_strategies=dict(type='dict', default={}),
+            check_conflicts=dict(type='bool', default=True),
+            allow_mixed_accounting=dict(type='bool', default=False),
+            validation=dict(type='dict', default={}),
+            var_prefix=dict(type='str', default='gpu_sharing_stack_'),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        out = render(module.params)
+    except StackError as e:
+        module.fail_json(msg=str(e))
+    for w in out['warnings']:
+        module.warn(w)
+    module.exit_json(changed=False, **out)
+
+
+if __name__ == '__main__':
+    main()
