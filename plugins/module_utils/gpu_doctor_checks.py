@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_gpushare import known_bad_extender
+
 SEVERITIES = ('critical', 'warning', 'info')
 # Strategies whose device plugins need nvidia as the container runtime's *default* runtime.
 NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
@@ -217,17 +219,6 @@ def check_strategy(facts, extra, strategy=None):
         'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
 
 
-# Images known to fail, by the repository's last path element and tag.
-KNOWN_BAD_IMAGES = {
-    'k8s-gpushare-schd-extender:1.11-d170d8a': (
-        'gpushare_extender_bad_image',
-        'The gpushare scheduler extender image from the upstream docs fails bind with HTTP 500 for pods that set '
-        'newer Pod fields (Knative/KServe set enableServiceLinks=false): its bundled client drops the fields and '
-        'the bind request is rejected.',
-        'Use an extender image built from a current gpushare-scheduler-extender release and set it with '
-        'gpu_sharing_stack_gpushare_extender_image (through gpuops_mirror.registry for air-gapped sites).'),
-}
-
 # kube-scheduler component config: the apiVersions each Kubernetes minor serves (first minor, last minor)
 SCHEDULER_CONFIG_WINDOWS = {
     'kubescheduler.config.k8s.io/v1beta2': (22, 27),
@@ -285,12 +276,17 @@ def check_extender(facts, extra):
 
 
 def check_cluster_images(facts, extra):
+    """Images known to fail; the list lives with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_EXTENDER_TAGS)."""
     out = []
     for image in sorted(set(extra.get('cluster_images') or [])):
-        key = image.rsplit('/', 1)[-1]
-        if key in KNOWN_BAD_IMAGES:
-            check_id, summary, fix = KNOWN_BAD_IMAGES[key]
-            out.append(finding(check_id, 'critical', summary, ['image in the cluster: %s' % image], fix))
+        reason = known_bad_extender(image)
+        if reason:
+            out.append(finding(
+                'gpushare_extender_bad_image', 'critical',
+                'The gpushare scheduler extender image is known to fail: %s.' % reason,
+                ['image in the cluster: %s' % image],
+                'Use an extender image built from a current gpushare-scheduler-extender release: set '
+                'extender_image in gpu_sharing_stack_gpushare (through gpuops_mirror.registry for air-gapped sites).'))
     return out
 
 
