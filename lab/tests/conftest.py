@@ -1,12 +1,18 @@
 """Shared fixtures for the lab's tests (lab/tests). Nothing here is part of the collection."""
+import contextlib
 import json
 import os
+import pathlib
+import shutil
 import subprocess
+import urllib.request
 
 import pytest
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
+KUBE = os.path.join(ROOT, 'lab', 'kube')
 
 
 @pytest.fixture(scope='session')
@@ -36,3 +42,32 @@ def run_module(collections_path, module, args='', env=None, check=False):
     except ValueError:
         raise AssertionError('ansible output is not JSON (rc=%s):\n%s\n%s' % (proc.returncode, proc.stdout, proc.stderr))
     return doc['plays'][0]['tasks'][0]['hosts']['localhost']
+
+
+@contextlib.contextmanager
+def kube_emulator(seed_dir, name, seed_docs, version='v1.29.4'):
+    """Start the lab's Kubernetes API emulator seeded with ``seed_docs``; yield its kubeconfig, state dir and URL.
+
+    Stops it afterwards (and fails when stopping fails); its state dir is removed unless
+    KUBE_EMULATOR_KEEP_STATE is set.
+    """
+    seed = pathlib.Path(str(seed_dir)) / 'seed.yaml'
+    seed.write_text(yaml.safe_dump_all(seed_docs))
+    name = '%s-%d' % (name, os.getpid())
+    out = subprocess.run([os.path.join(KUBE, 'start.sh'), '--name', name, '--version', version, '--seed', str(seed)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, 'start.sh failed: %s\n%s' % (out.stdout, out.stderr)
+    kubeconfig = out.stdout.strip().splitlines()[-1]
+    state = pathlib.Path(kubeconfig).parent
+    port = int((state / 'port').read_text())
+    yield {'name': name, 'kubeconfig': kubeconfig, 'state': state, 'url': 'http://127.0.0.1:%d' % port}
+    stop = subprocess.run([os.path.join(KUBE, 'stop.sh'), '--name', name], capture_output=True, text=True, timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    if not os.environ.get('KUBE_EMULATOR_KEEP_STATE'):
+        shutil.rmtree(str(state), ignore_errors=True)
+
+
+def emulator_get(emu, path):
+    """GET a path of the emulator (e.g. /_emulator/requests?since=N) and decode its JSON."""
+    with urllib.request.urlopen(emu['url'] + path, timeout=10) as r:
+        return json.loads(r.read())

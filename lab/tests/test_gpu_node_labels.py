@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -26,6 +25,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))
 
 import validate  # noqa: E402
+from conftest import kube_emulator  # noqa: E402
 
 ANN = "gpuops.io/managed-labels"
 STRATEGY = "gpuops.io/sharing-strategy"
@@ -93,20 +93,8 @@ BASE_VARS = {
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
-    seed.write_text(yaml.safe_dump_all(SEED))
-    name = f"node-labels-{os.getpid()}"
-    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
-    kubeconfig = out.stdout.strip().splitlines()[-1]
-    state = Path(kubeconfig).parent
-    port = int((state / "port").read_text())
-    yield {"name": name, "kubeconfig": kubeconfig, "state": state, "url": f"http://127.0.0.1:{port}"}
-    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
-    assert stop.returncode == 0, stop.stderr
-    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
-        shutil.rmtree(state, ignore_errors=True)
+    with kube_emulator(tmp_path_factory.mktemp("seed"), "node-labels", SEED) as info:
+        yield info
 
 
 @pytest.fixture(scope="module")

@@ -9,16 +9,12 @@ Nothing here skips: a missing tool or a dead emulator is a failure.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import run_module
+from conftest import kube_emulator, run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "lab" / "kube"
@@ -111,20 +107,8 @@ SEED = [
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
-    seed.write_text(yaml.safe_dump_all(SEED))
-    name = f"share-report-{os.getpid()}"
-    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
-    kubeconfig = out.stdout.strip().splitlines()[-1]
-    state = Path(kubeconfig).parent
-    port = int((state / "port").read_text())
-    yield {"name": name, "kubeconfig": kubeconfig, "state": state, "url": f"http://127.0.0.1:{port}"}
-    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
-    assert stop.returncode == 0, stop.stderr
-    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
-        shutil.rmtree(state, ignore_errors=True)
+    with kube_emulator(tmp_path_factory.mktemp("seed"), "share-report", SEED) as info:
+        yield info
 
 
 def requests_since(emu, seq):

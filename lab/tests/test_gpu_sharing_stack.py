@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -24,6 +23,7 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 import validate  # noqa: E402
+from conftest import kube_emulator  # noqa: E402
 
 STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-manager", "gpu-operator"]
 MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
@@ -78,21 +78,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
-    seed.write_text(yaml.safe_dump_all(SEED))
-    name = f"gss-{os.getpid()}"
-    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
-    kubeconfig = out.stdout.strip().splitlines()[-1]
-    state = Path(kubeconfig).parent
-    info = {"name": name, "kubeconfig": kubeconfig, "state": state,
-            "url": "http://127.0.0.1:%d" % int((state / "port").read_text())}
-    yield info
-    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
-    assert stop.returncode == 0, stop.stderr
-    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
-        shutil.rmtree(state, ignore_errors=True)
+    with kube_emulator(tmp_path_factory.mktemp("seed"), "gss", SEED) as info:
+        yield info
 
 
 def http_get(emu, path):

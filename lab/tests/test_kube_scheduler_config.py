@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_module
+from conftest import kube_emulator, run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "lab" / "kube"
@@ -147,20 +147,8 @@ def test_no_schema_for_scheduler_config_in_validate():
 def emu(tmp_path_factory):
     cm = yaml.safe_load((FIXTURES / "kubeadm-config-configmap.yaml").read_text())
     cm["data"]["KeepMe"] = "foreign key: must survive\n"
-    seed = tmp_path_factory.mktemp("seed") / "seed.yaml"
-    seed.write_text(yaml.safe_dump_all([cm]))
-    name = f"pytest-sched-{os.getpid()}"
-    out = subprocess.run([str(KUBE / "start.sh"), "--name", name, "--version", "v1.29.4", "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"start.sh failed: {out.stdout}\n{out.stderr}"
-    kubeconfig = out.stdout.strip().splitlines()[-1]
-    state = Path(kubeconfig).parent
-    info = {"kubeconfig": kubeconfig, "url": f"http://127.0.0.1:{int((state / 'port').read_text())}"}
-    yield info
-    stop = subprocess.run([str(KUBE / "stop.sh"), "--name", name], capture_output=True, text=True, timeout=30)
-    assert stop.returncode == 0, stop.stderr
-    if not os.environ.get("KUBE_EMULATOR_KEEP_STATE"):
-        shutil.rmtree(state, ignore_errors=True)
+    with kube_emulator(tmp_path_factory.mktemp("seed"), "pytest-sched", [cm]) as info:
+        yield info
 
 
 def get(emu, path):
