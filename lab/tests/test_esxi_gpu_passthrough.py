@@ -126,12 +126,6 @@ def sim(request):
     return request.getfixturevalue(request.param)
 
 
-@pytest.fixture(scope="session")
-def collections_path():
-    return subprocess.run(["bash", str(ROOT / "lab/bin/collections-path.sh")], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def ansible_env(collections_path):
     return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                 ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOCALHOST_WARNING="0",
