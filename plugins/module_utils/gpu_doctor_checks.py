@@ -192,7 +192,7 @@ def check_runtime(facts, extra, strategy=None):
             'Strategy %s needs nvidia as docker\'s default runtime.' % strategy,
             ['default-runtime: %s' % rt.get('docker_default_runtime')],
             'Set "default-runtime": "nvidia" in /etc/docker/daemon.json (nvidia_container_runtime with '
-            'nvidia_container_runtime_default: true) and restart docker.'))
+            'nvidia_container_runtime_set_as_default: true) and restart docker.'))
     if ('containerd' in installed or 'rke2' in installed or 'k3s' in installed) and 'docker' not in installed \
             and rt.get('containerd_nvidia_runtime') is not True:
         out.append(finding(
