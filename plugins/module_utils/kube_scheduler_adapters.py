@@ -262,3 +262,109 @@ def kubeadm_cluster_configuration(doc, version, config_path):
     _upsert_named(volumes, {'name': VOLUME_NAME, 'hostPath': directory, 'mountPath': directory, 'readOnly': True,
                             'pathType': 'DirectoryOrCreate'})
     return new, notes
+
+
+# ---------------------------------------------------------------------------------------------------- state=absent
+# Undo exactly what the functions above add: the flag naming config_path (only with that value), the mount of its
+# directory, the checksum annotation / env entry; containers they created empty go too. Everything else stays.
+# Policy flags removed for 1.23+ are not brought back (they stop kube-scheduler from starting).
+OUR_FLAGS = ('config', 'policy-config-file')
+
+
+def _drop_empty(mapping, key):
+    if key in mapping and mapping[key] in ({}, [], None):
+        del mapping[key]
+
+
+def rke1_cluster_yml_absent(doc, config_path):
+    if not isinstance(doc, dict):
+        raise SchedulerConfigError("cluster.yml is not a mapping; is path an RKE1 cluster.yml?")
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    services = new.get('services')
+    scheduler = services.get('scheduler') if isinstance(services, dict) else None
+    if not isinstance(scheduler, dict):
+        return new, []
+    args = scheduler.get('extra_args')
+    if isinstance(args, dict):
+        for key in OUR_FLAGS:
+            if key in args and str(args[key]) == config_path:
+                del args[key]
+    binds = scheduler.get('extra_binds')
+    if isinstance(binds, list):
+        scheduler['extra_binds'] = [b for b in binds if str(b) != '%s:%s:ro' % (directory, directory)]
+    env = scheduler.get('extra_env')
+    if isinstance(env, list):
+        scheduler['extra_env'] = [e for e in env if str(e).split('=', 1)[0] != CHECKSUM_ENV]
+    _drop_empty(scheduler, 'extra_args')  # empty lists stay: RKE1 reads them like missing keys
+    _drop_empty(services, 'scheduler')
+    _drop_empty(new, 'services')
+    return new, []
+
+
+def rke2_config_absent(doc, config_path):
+    if doc is None:
+        return None, []
+    if not isinstance(doc, dict):
+        raise SchedulerConfigError("RKE2 config.yaml is not a mapping")
+    directory = check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    if 'kube-scheduler-arg' in new:
+        args = _as_list(new.get('kube-scheduler-arg'), 'kube-scheduler-arg')
+        new['kube-scheduler-arg'] = [a for a in args
+                                     if not (_split_flag(str(a))[0] in OUR_FLAGS and _split_flag(str(a))[1] == config_path)]
+        _drop_empty(new, 'kube-scheduler-arg')
+    if 'kube-scheduler-extra-mount' in new:
+        mounts = _as_list(new.get('kube-scheduler-extra-mount'), 'kube-scheduler-extra-mount')
+        new['kube-scheduler-extra-mount'] = [m for m in mounts if str(m) != '%s:%s:ro' % (directory, directory)]
+        _drop_empty(new, 'kube-scheduler-extra-mount')
+    return new, []
+
+
+def kubeadm_manifest_absent(doc, config_path, container='kube-scheduler'):
+    if not isinstance(doc, dict) or doc.get('kind') != 'Pod':
+        raise SchedulerConfigError("the kube-scheduler manifest is not a Pod (kind %r)" % (doc.get('kind') if isinstance(doc, dict) else doc,))
+    check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    spec = new.get('spec') or {}
+    for ctr in spec.get('containers') or []:
+        if not isinstance(ctr, dict) or ctr.get('name') != container:
+            continue
+        ctr['command'] = [a for a in ctr.get('command') or []
+                          if not (str(a).startswith('--') and _split_flag(str(a))[0] in OUR_FLAGS
+                                  and _split_flag(str(a))[1] == config_path)]
+        if isinstance(ctr.get('volumeMounts'), list):
+            ctr['volumeMounts'] = [m for m in ctr['volumeMounts'] if not (isinstance(m, dict) and m.get('name') == VOLUME_NAME)]
+            _drop_empty(ctr, 'volumeMounts')
+    if isinstance(spec.get('volumes'), list):
+        spec['volumes'] = [v for v in spec['volumes'] if not (isinstance(v, dict) and v.get('name') == VOLUME_NAME)]
+        _drop_empty(spec, 'volumes')
+    meta = new.get('metadata')
+    if isinstance(meta, dict) and isinstance(meta.get('annotations'), dict):
+        meta['annotations'].pop(CHECKSUM_KEY, None)
+        _drop_empty(meta, 'annotations')
+    return new, []
+
+
+def kubeadm_cluster_configuration_absent(doc, config_path):
+    if not isinstance(doc, dict) or doc.get('kind') != 'ClusterConfiguration':
+        raise SchedulerConfigError("cluster_configuration is not a kubeadm ClusterConfiguration (kind %r)"
+                                   % (doc.get('kind') if isinstance(doc, dict) else doc,))
+    check_config_path(config_path)
+    new = copy.deepcopy(doc)
+    sched = new.get('scheduler')
+    if not isinstance(sched, dict):
+        return new, []
+    args = sched.get('extraArgs')
+    if isinstance(args, list):
+        sched['extraArgs'] = [a for a in args if not (isinstance(a, dict) and a.get('name') in OUR_FLAGS
+                                                      and str(a.get('value', '')) == config_path)]
+    elif isinstance(args, dict):
+        for key in OUR_FLAGS:
+            if key in args and str(args[key]) == config_path:
+                del args[key]
+    if isinstance(sched.get('extraVolumes'), list):
+        sched['extraVolumes'] = [v for v in sched['extraVolumes'] if not (isinstance(v, dict) and v.get('name') == VOLUME_NAME)]
+    _drop_empty(sched, 'extraArgs')
+    _drop_empty(sched, 'extraVolumes')
+    return new, []

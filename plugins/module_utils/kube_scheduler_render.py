@@ -326,3 +326,31 @@ def dump(doc, fmt):
     if fmt == 'json':
         return json.dumps(doc, indent=2) + '\n'
     return yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=1000)
+
+
+def remove_extenders(existing, url_prefixes, source='the existing config'):
+    """Remove the extenders whose urlPrefix is one of url_prefixes (state=absent); every other key stays.
+
+    Returns (document, only_skeleton): only_skeleton is True when nothing is left but what render() writes besides
+    the extenders (kind, apiVersion, clientConnection.kubeconfig), i.e. the document holds nothing of anyone else.
+    An empty "extenders" list is dropped. None (no file) gives (None, True).
+    """
+    if existing is None or existing == {}:
+        return None, True
+    if not isinstance(existing, dict):
+        raise SchedulerConfigError("%s is not a mapping (it holds a %s); refusing to edit it" % (source, type(existing).__name__))
+    doc = copy.deepcopy(existing)
+    current = doc.get('extenders')
+    if current is not None and not isinstance(current, list):
+        raise SchedulerConfigError("%s: extenders is not a list" % source)
+    ours = set(str(u).rstrip('/') for u in url_prefixes)
+    if current is not None:
+        kept = [e for e in current if not (isinstance(e, dict) and str(e.get('urlPrefix', '')).rstrip('/') in ours)]
+        if kept:
+            doc['extenders'] = kept
+        else:
+            del doc['extenders']
+    cc = doc.get('clientConnection')
+    skeleton = (set(doc) <= set(['kind', 'apiVersion', 'clientConnection'])
+                and (cc is None or (isinstance(cc, dict) and set(cc) <= set(['kubeconfig']))))
+    return doc, skeleton

@@ -138,6 +138,28 @@ def ensure_import(doc, dropin_path, version):
     return changes
 
 
+def remove_import(doc, dropin_path):
+    """Remove dropin_path itself (not a glob that covers it) from the root table's imports; returns a list of changes.
+
+    The "imports" key goes when nothing else is left in it; every other entry stays."""
+    try:
+        imports = doc.get([], 'imports', None)
+    except TomlEditError as e:
+        raise ContainerdConfigError('cannot read "imports": %s' % e)
+    if imports is None:
+        return []
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise ContainerdConfigError('"imports" must be an array of strings')
+    if dropin_path not in imports:
+        return []
+    rest = [i for i in imports if i != dropin_path]
+    if rest:
+        doc.set([], 'imports', rest)
+    else:
+        doc.remove_key([], 'imports')
+    return ['imports -= %s' % dropin_path]
+
+
 def choose_mode(mode, doc, version):
     """Resolve mode auto: dropin unless the main config configures the CRI plugin itself."""
     if mode != 'auto':

@@ -43,7 +43,11 @@ options:
       - A missing file is created.
     type: path
   state:
-    description: Whether the runtime is configured (V(present)) or removed (V(absent)).
+    description:
+      - Whether the runtime is configured (V(present)) or removed (V(absent)).
+      - V(absent) removes the runtime's tables (or C(runtimes.<name>) in C(daemon.json)), resets a default runtime
+        that names it, and for containerd (not O(mode=template)) also deletes O(dropin_path) and its C(imports)
+        entry, whichever O(mode) added them. Every other key stays; O(backup) copies the files first.
     type: str
     choices: [present, absent]
     default: present
@@ -196,7 +200,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_dock
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
     RKE2_TEMPLATE_HEAD, ContainerdConfigError, apply_runtime, choose_mode, cri_path, detect_version,
-    ensure_import, render_dropin)
+    ensure_import, remove_import, render_dropin)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_toml import TomlDocument, TomlEditError
 
 DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/containerd/config.toml'}
@@ -251,6 +255,8 @@ def plan_containerd(module, p, before):
         module.fail_json(msg='config_version is %d but %s is a version %d config; nothing was changed'
                          % (default, p['path'], found))
     version = found or default
+    if version is None and p['state'] == 'absent' and mode != 'template' and not (text or '').strip():
+        version = 2  # nothing inline to remove from an empty or missing file; only the drop-in may be left
     if version is None:
         if mode == 'template':
             module.fail_json(msg='config_version must be 2 or 3 for mode=template when %s has no "version" line '
@@ -267,22 +273,24 @@ def plan_containerd(module, p, before):
             p['cdi_spec_dirs'])
     try:
         mode = choose_mode(mode, doc, version)
+        if p['state'] == 'absent' and mode != 'template':
+            # whichever way it was added (drop-in + import, or inline tables): remove both
+            changes = apply_runtime(doc, *args, state='absent')
+            changes += remove_import(doc, p['dropin_path'])
+            dropin_before = read_text(p['dropin_path'])
+            if dropin_before is not None:
+                changes.append('%s removed' % p['dropin_path'])
+            return mode, version, doc.text(), dropin_before, None, changes
         if mode == 'dropin':
             if p['state'] == 'present' and doc.has_table_under(cri_path(version)):
                 module.fail_json(msg='mode=dropin refused: %s configures the CRI plugin itself and containerd would '
                                      'replace that whole table with the drop-in\'s, losing those settings; '
                                      'use mode=inline or auto; nothing was changed' % p['path'])
             dropin_before = read_text(p['dropin_path'])
-            if p['state'] == 'present':
-                changes = ensure_import(doc, p['dropin_path'], version)
-                dropin_after = render_dropin(*args)
-                if dropin_after != dropin_before:
-                    changes.append('%s written' % p['dropin_path'])
-            else:
-                changes = []
-                dropin_after = None
-                if dropin_before is not None:
-                    changes.append('%s removed' % p['dropin_path'])
+            changes = ensure_import(doc, p['dropin_path'], version)
+            dropin_after = render_dropin(*args)
+            if dropin_after != dropin_before:
+                changes.append('%s written' % p['dropin_path'])
             return mode, version, doc.text(), dropin_before, dropin_after, changes
         changes = apply_runtime(doc, *args, state=p['state'], add_runc=(mode != 'template'))
     except (TomlEditError, ContainerdConfigError) as e:

@@ -45,6 +45,19 @@ options:
     type: str
     required: true
     choices: [scheduler_config, rke1_cluster_yml, rke2_config, kubeadm_manifest, kubeadm_configmap]
+  state:
+    description:
+      - V(present) registers the extenders and points kube-scheduler at the file.
+      - V(absent) undoes it. With V(scheduler_config), removes the extenders of O(extenders) (matched by
+        C(url_prefix); the other fields are ignored) and keeps every other extender and key; the file is deleted
+        when nothing else is left in it and it lives in the collection's own directory (C(/etc/kubernetes/gpuops),
+        C(/etc/rancher/rke2/gpuops)) - RV(config_removed) then says so. With the adapter modes, removes the flag that
+        names O(config_path) (only with that value), the mount of its directory and the checksum annotation or
+        environment entry, and keeps everything else; call them only when RV(config_removed) is true, as
+        kube-scheduler still needs the flag while the file holds other extenders.
+    type: str
+    choices: [present, absent]
+    default: present
   path:
     description:
       - The file to edit.
@@ -229,6 +242,10 @@ document:
   description: The resulting document, parsed.
   returned: always
   type: dict
+config_removed:
+  description: With O(state=absent) and V(scheduler_config), whether the extender configuration file is gone (deleted now, or never there).
+  returned: when O(state=absent) and O(mode=scheduler_config)
+  type: bool
 cluster_configuration:
   description: With V(kubeadm_configmap), the resulting ClusterConfiguration text (the input text when unchanged).
   returned: when O(mode=kubeadm_configmap)
@@ -283,6 +300,7 @@ def argument_spec():
     return dict(
         mode=dict(type='str', required=True, choices=['scheduler_config', 'rke1_cluster_yml', 'rke2_config',
                                                       'kubeadm_manifest', 'kubeadm_configmap']),
+        state=dict(type='str', default='present', choices=['present', 'absent']),
         path=dict(type='path'),
         kubernetes_version=dict(type='str', required=True),
         distribution=dict(type='str', choices=['rke1', 'rke2', 'kubeadm']),
@@ -343,6 +361,7 @@ def _write(module, path, text, stage_dir=None, new_mode=0o644):
 def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
     """Everything the module decides, without writing: returns a dict (see main). Raises SchedulerConfigError."""
     mode = params['mode']
+    absent = params.get('state') == 'absent'
     version = params['kubernetes_version']
     R.parse_version(version)
     api = R.api_for_version(version)
@@ -366,7 +385,10 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
             raise R.SchedulerConfigError("cluster_configuration: required with mode=kubeadm_configmap (the ClusterConfiguration "
                                          "key of the kube-system/kubeadm-config ConfigMap)")
         old = R.load(text, 'yaml', 'cluster_configuration')
-        new, notes = A.kubeadm_cluster_configuration(old, version, config_path)
+        if absent:
+            new, notes = A.kubeadm_cluster_configuration_absent(old, config_path)
+        else:
+            new, notes = A.kubeadm_cluster_configuration(old, version, config_path)
         result.update(document=new, notes=notes, changed=new != old, before=text,
                       after=R.dump(new, 'yaml') if new != old else text)
         result['cluster_configuration'] = result['after']
@@ -378,6 +400,8 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
     text = read(path)
     fmt = api['format'] if mode == 'scheduler_config' else 'yaml'
     old = R.load(text, fmt, path)
+    if absent:
+        return _plan_absent(params, result, mode, path, text, old, fmt, config_path)
     if mode == 'scheduler_config':
         if not params.get('extenders'):
             raise R.SchedulerConfigError("extenders: required with mode=scheduler_config (a non-empty list)")
@@ -405,6 +429,35 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
     return result
 
 
+def _plan_absent(params, result, mode, path, text, old, fmt, config_path):
+    """state=absent: the document without what the module adds; result['delete'] when the file goes."""
+    delete = False
+    if mode == 'scheduler_config':
+        if not params.get('extenders'):
+            raise R.SchedulerConfigError("extenders: required with mode=scheduler_config and state=absent (the url_prefix of "
+                                         "each extender to remove)")
+        new, skeleton = R.remove_extenders(old, [e['url_prefix'] for e in params['extenders']], source=path)
+        own_dir = os.path.dirname(path) in CONFIG_DIRS.values()
+        delete = old is not None and skeleton and own_dir
+        result['config_removed'] = old is None or delete
+    elif old is None:
+        new = None  # nothing to undo in a missing file
+    elif mode == 'rke1_cluster_yml':
+        new, _n = A.rke1_cluster_yml_absent(old, config_path)
+    elif mode == 'rke2_config':
+        new, _n = A.rke2_config_absent(old, config_path)
+    else:
+        new, _n = A.kubeadm_manifest_absent(old, config_path)
+    changed = delete or new != old
+    if delete:
+        after = ''
+    else:
+        after = (R.dump(new, fmt) if new is not None else '') if changed else (text or '')
+    result.update(path=path, document=None if delete else new, changed=changed, before=text or '', after=after,
+                  content=after, delete=delete)
+    return result
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     if not R.HAS_YAML:
@@ -427,6 +480,8 @@ def main():
         module.exit_json(**out)
     out['path'] = res['path']
     out['content'] = res['content']
+    if 'config_removed' in res:
+        out['config_removed'] = res['config_removed']
     if res['changed'] and not module.check_mode:
         path = res['path']
         try:
@@ -435,8 +490,11 @@ def main():
                 if not backup_dir and params['mode'] == 'kubeadm_manifest':
                     backup_dir = params['tmp_dir']
                 out['backup_file'] = _backup(module, path, backup_dir)
-            stage = params['tmp_dir'] if params['mode'] == 'kubeadm_manifest' else None
-            _write(module, path, res['after'], stage)
+            if res.get('delete'):
+                os.unlink(path)
+            else:
+                stage = params['tmp_dir'] if params['mode'] == 'kubeadm_manifest' else None
+                _write(module, path, res['after'], stage)
         except (IOError, OSError) as exc:
             module.fail_json(msg='cannot write %s: %s' % (path, to_native(exc)), exception=traceback.format_exc(), **out)
     module.exit_json(**out)

@@ -199,3 +199,21 @@ def test_debian_shipped_config_gets_runc_back():
     assert runtimes['nvidia']['options'] == {'BinaryName': NV, 'SystemdCgroup': True}
     assert d['plugins']['io.containerd.grpc.v1.cri']['cni'] == {'bin_dir': '/usr/lib/cni', 'conf_dir': '/etc/cni/net.d'}
     assert d['plugins']['io.containerd.internal.v1.opt'] == {'path': '/var/lib/containerd/opt'}
+
+
+def test_remove_import_keeps_other_entries_and_drops_an_emptied_key():
+    dropin = '/etc/containerd/conf.d/99-nvidia.toml'
+    doc = TomlDocument('version = 2\nimports = ["/etc/containerd/certs.d/*.toml", "%s"]\nroot = "/r"\n' % dropin)
+    assert rc.remove_import(doc, dropin) == ['imports -= %s' % dropin]
+    assert loads(doc.text()) == {'version': 2, 'imports': ['/etc/containerd/certs.d/*.toml'], 'root': '/r'}
+    assert rc.remove_import(doc, dropin) == []
+    src = '# site\nversion = 2\nroot = "/var/lib/containerd"\n'
+    doc = TomlDocument(src)
+    rc.ensure_import(doc, dropin, 2)
+    assert rc.remove_import(doc, dropin) == ['imports -= %s' % dropin]
+    assert doc.text() == src  # the round trip gives back the original text
+    # a glob that covers the drop-in is the site's, not the collection's
+    doc = TomlDocument('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    assert rc.remove_import(doc, dropin) == [] and 'conf.d/*.toml' in doc.text()
+    with pytest.raises(rc.ContainerdConfigError):
+        rc.remove_import(TomlDocument('version = 2\nimports = [1]\n'), dropin)

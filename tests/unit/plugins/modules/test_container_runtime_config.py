@@ -130,3 +130,39 @@ def test_bad_arguments(tmp_path, capsys, args, msg):
     args = dict(args, path=str(tmp_path / 'x'))
     res = run(capsys, args)
     assert res['failed'] is True and msg in res['msg'] and not os.path.exists(str(tmp_path / 'x'))
+
+
+def test_containerd_absent_removes_dropin_and_import_keeps_the_rest(tmp_path, capsys):
+    path = str(tmp_path / 'config.toml')
+    original = 'version = 2\nimports = ["/etc/containerd/certs.d/*.toml"]\nroot = "/var/lib/containerd"\n'
+    with open(path, 'w') as f:
+        f.write(original)
+    dropin = str(tmp_path / 'conf.d' / '99-nvidia.toml')
+    args = {'engine': 'containerd', 'path': path, 'dropin_path': dropin}
+    assert run(capsys, args)['changed'] is True and os.path.exists(dropin)
+    absent = dict(args, state='absent')
+    res = run(capsys, dict(absent, _ansible_check_mode=True))
+    assert res['changed'] is True and os.path.exists(dropin) and dropin in read(path)
+    res = run(capsys, absent)
+    assert res['changed'] is True
+    assert res['changes'] == ['imports -= %s' % dropin, '%s removed' % dropin]
+    assert read(path) == original and not os.path.exists(dropin)
+    assert dropin in read(res['backup_file']) and 'BinaryName' in read(res['dropin_backup_file'])
+    res = run(capsys, absent)
+    assert res['changed'] is False and res['changes'] == []
+
+
+def test_containerd_absent_inline_and_missing_file(tmp_path, capsys):
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+    original = read(path)
+    args = {'engine': 'containerd', 'path': path, 'dropin_path': str(tmp_path / '99.toml'), 'set_as_default': True}
+    assert run(capsys, args)['changed'] is True
+    res = run(capsys, dict(args, state='absent'))
+    assert res['changed'] is True and 'runtimes.nvidia' not in read(path)
+    assert 'default_runtime_name = "runc"' in read(path)
+    assert run(capsys, dict(args, state='absent'))['changed'] is False
+    assert read(path).count('\n') >= original.count('\n') - 1
+    missing = {'engine': 'containerd', 'path': str(tmp_path / 'none.toml'), 'dropin_path': str(tmp_path / 'no.toml'),
+               'state': 'absent'}
+    res = run(capsys, missing)
+    assert res['changed'] is False and not os.path.exists(missing['path'])

@@ -1,0 +1,38 @@
+#!/bin/sh
+# STAND-IN for NVIDIA's NVIDIA-Linux-x86_64-@VERSION@.run (lab only; lab/tests/test_upgrade_driver.py serves it
+# from a file:// gpuops_mirror.files). No NVIDIA code and no kernel module: it does what the real installer
+# leaves behind that the collection looks at, and makes the NVML simulator report the new driver, as loading
+# the new kernel module would on a real node.
+#  - like nvidia-installer, it first uninstalls a previous runfile installation (nvidia-uninstall)
+#  - lays down libnvidia-ml.so.@VERSION@ (what nvidia_driver_info reads as the installed runfile version),
+#    nvidia-persistenced and nvidia-uninstall
+#  - sets driver_version / nvml_version in the simulator's inventory (/etc/nvml-sim/inventory.json)
+# Fault injection: /etc/gpuops-lab/report-driver-version makes the simulator report that version instead
+# (a node whose GPUs do not come up on the new driver).
+set -e
+version=@VERSION@
+echo "$0 $*" >> /var/log/gpuops-lab-nvidia-installer.log
+if [ -x /usr/bin/nvidia-uninstall ]; then
+  /usr/bin/nvidia-uninstall
+fi
+lib=/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$version
+touch "$lib"
+printf '#!/bin/sh\nexit 0\n' > /usr/bin/nvidia-persistenced
+printf '#!/bin/sh\nrm -f %s /usr/bin/nvidia-persistenced /usr/bin/nvidia-uninstall\n' "$lib" > /usr/bin/nvidia-uninstall
+chmod 0755 /usr/bin/nvidia-persistenced /usr/bin/nvidia-uninstall
+reported=$version
+if [ -s /etc/gpuops-lab/report-driver-version ]; then
+  reported=$(cat /etc/gpuops-lab/report-driver-version)
+fi
+python3 - "$reported" <<'PY'
+import json, sys
+path = '/etc/nvml-sim/inventory.json'
+with open(path) as f:
+    inv = json.load(f)
+inv['driver_version'] = sys.argv[1]
+inv['nvml_version'] = '12.' + sys.argv[1]
+with open(path + '.tmp', 'w') as f:
+    json.dump(inv, f, indent=1)
+import os
+os.rename(path + '.tmp', path)
+PY
