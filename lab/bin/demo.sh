@@ -1,62 +1,215 @@
 #!/usr/bin/env bash
-# make demo: bring up the lab and run playbooks/site.yml against it, twice (the second run must change nothing).
+# make demo: bring up the full lab and run playbooks/site.yml against it twice (the second run must change nothing).
 #
-#   demo.sh        up + site.yml + report + idempotence check
-#   demo.sh clean  remove the demo's node containers
-#   demo.sh down   remove them and stop the Docker daemon if the lab started it
+#   demo.sh        fresh lab (clean + up), site.yml, fleet/allocation reports, doctor's table, idempotence check
+#   demo.sh up     bring the lab up (idempotent, keeps what runs) and print how to run the playbooks
+#   demo.sh clean  remove the lab: node containers, vSphere simulator, Kubernetes emulator, apt repository, state
+#   demo.sh down   clean, and stop the Docker daemon if the lab started it
+# GPUOPS_LAB_PREFIX (default gpuops-lab) prefixes every container/simulator/emulator name, so two labs coexist.
 #
-# EVERYTHING HERE IS SIMULATED: the GPUs come from the lab's NVML simulator (a C libnvidia-ml.so.1),
-# the "nodes" are systemd containers on this machine. To run the same playbook on real machines:
-#   ansible-playbook -i inventory/example/hosts.yml playbooks/site.yml
+# EVERYTHING HERE IS SIMULATED (see the banner below and docs/playbooks.md). To run the same playbook on real machines:
+#   ansible-playbook -i inventory/mysite/hosts.yml playbooks/site.yml     (a copy of inventory/example)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 VENV="$ROOT/.venv/bin"
-NODES=(lab-t4:t4 lab-a100:hgx-a100-80gb lab-v100:v100)
+PREFIX=${GPUOPS_LAB_PREFIX:-gpuops-lab}
+[[ $PREFIX =~ ^[a-z0-9][a-z0-9-]*$ ]] || { echo "GPUOPS_LAB_PREFIX must be lower-case letters, digits and '-'" >&2; exit 2; }
+STATE="$ROOT/lab/.state/demo/$PREFIX"
+EXTRA="$STATE/extra-vars.json"
+# inventory host suffix : NVML simulator inventory (lab/nvml_sim/inventories)
+GPU_NODES=(t4:t4 a100:hgx-a100-80gb v100:v100)
+CP=cp
+export LAB_APT_REPO_STATE="$STATE/apt_repo"
 banner() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-
-if [ "${1:-}" = down ] || [ "${1:-}" = clean ]; then
-  for n in "${NODES[@]}"; do bash lab/docker/node.sh down "gpuops-${n%%:*}" || true; done
-  [ "$1" = clean ] || bash lab/docker/engine.sh down || true
-  exit 0
-fi
-
-cat <<'TXT'
-------------------------------------------------------------------------------------------
- gpuops.k8s_gpu demo - THE LAB IS SIMULATED
-   * nodes  : Debian 12 systemd containers on this machine (community.docker.docker connection)
-   * GPUs   : the lab's NVML simulator (libnvidia-ml.so.1 built from NVIDIA's nvml.h), not real GPUs
-   * no real driver, vCenter or Kubernetes cluster is touched
- Same playbook on a real fleet:  ansible-playbook -i inventory/example/hosts.yml playbooks/site.yml
-------------------------------------------------------------------------------------------
-TXT
+step() { printf '  %s\n' "$*"; }
 
 export ANSIBLE_COLLECTIONS_PATH
 ANSIBLE_COLLECTIONS_PATH=$(bash lab/bin/collections-path.sh)
 export ANSIBLE_CONFIG="$ROOT/lab/ansible.cfg"
 export PATH="$VENV:$PATH"
 
-banner "Docker engine"
-bash lab/docker/engine.sh up
-banner "Node image"
-bash lab/docker/node-image.sh
-banner "NVML simulator"
-bash lab/nvml_sim/build.sh
-banner "Lab nodes (simulated GPUs)"
-for n in "${NODES[@]}"; do
-  host=${n%%:*} inv=${n#*:}
-  bash lab/docker/node.sh up "gpuops-$host" --hostname "$host"
-  bash lab/nvml_sim/install.sh "gpuops-$host" "$inv"
-  echo "  gpuops-$host: simulated GPUs from lab/nvml_sim/inventories/$inv.json"
-done
+lab_clean() {
+  banner "Removing lab '$PREFIX'"
+  if docker info >/dev/null 2>&1; then
+    for n in "${GPU_NODES[@]}" "$CP:"; do bash lab/docker/node.sh down "$PREFIX-${n%%:*}" & done
+    wait || true
+  fi
+  bash lab/vcsim/stop.sh --name "$PREFIX" >/dev/null 2>&1 || true
+  bash lab/kube/stop.sh --name "$PREFIX" >/dev/null 2>&1 || true
+  rm -rf "$ROOT/lab/.state/kube/$PREFIX"
+  bash lab/apt_repo/serve.sh stop 2>/dev/null || true
+  rm -rf "$STATE"
+  rmdir "$ROOT/lab/.state/demo" 2>/dev/null || true
+  rm -f "$ROOT/lab/.state/vcsim/$PREFIX.log"
+}
 
-banner "ansible-playbook playbooks/site.yml (first run)"
-ansible-playbook -i inventory/lab/hosts.yml playbooks/site.yml | tee build/demo-run1.log
-banner "ansible-playbook playbooks/site.yml (second run: must change nothing)"
-ansible-playbook -i inventory/lab/hosts.yml playbooks/site.yml > build/demo-run2.log
-sed -n '/PLAY RECAP/,$p' build/demo-run2.log
-if grep -E 'changed=[1-9]|failed=[1-9]|unreachable=[1-9]' build/demo-run2.log >/dev/null; then
-  echo "DEMO FAILED: the second run changed or failed something" >&2
+simulated_banner() {
+  cat <<'TXT'
+------------------------------------------------------------------------------------------------------------
+ gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes cluster is touched
+   * GPU nodes : Debian 12 systemd containers on this machine (community.docker.docker connection)
+                 lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare)
+   * GPUs      : the lab's NVML simulator (a C libnvidia-ml.so.1 built from NVIDIA's nvml.h); a GPU reset for
+                 MIG is the simulator's `nvml-sim-ctl reset-gpu`
+   * vCenter   : govmomi's vSphere simulator with GPU hosts; the VMs carry the nodes' names but are not the
+                 containers (powered off, nothing boots)
+   * cluster   : the lab's Kubernetes API emulator: no kubelet, scheduler or controllers - nothing the
+                 playbooks deploy ever runs; node capacities and a few GPU pods are seeded
+   * control plane: container lab-cp holds a kubeadm kube-scheduler manifest that nothing runs
+   * driver layer: OFF (gpuops_node_driver: false) - see below
+   * runtime layer: Debian's real containerd in each node; nvidia-container-toolkit is a LAB STAND-IN package
+                 from lab/apt_repo, reached through gpuops_mirror.apt
+------------------------------------------------------------------------------------------------------------
+TXT
+}
+
+setup_node() {  # setup_node SUFFIX NVML_INVENTORY (empty inventory: the control-plane stand-in)
+  local s=$1 inv=$2 ctr="$PREFIX-$1"
+  bash lab/docker/node.sh up "$ctr" --hostname "lab-$s"
+  if [ -z "$inv" ]; then
+    docker exec "$ctr" sh -c 'mkdir -p /etc/kubernetes/manifests && { python3 -c "import yaml" 2>/dev/null \
+      || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-yaml >/dev/null; }'
+    if ! docker exec "$ctr" test -f /etc/kubernetes/manifests/kube-scheduler.yaml; then
+      docker cp lab/demo/kube-scheduler.yaml "$ctr:/etc/kubernetes/manifests/kube-scheduler.yaml" >/dev/null
+    fi
+    step "$ctr (lab-$s): kubeadm control plane stand-in with /etc/kubernetes/manifests/kube-scheduler.yaml"
+    return 0
+  fi
+  if ! docker exec "$ctr" test -f /etc/nvml-sim/inventory.json; then
+    bash lab/nvml_sim/install.sh "$ctr" "$inv"
+  fi
+  # a Kubernetes node has a container runtime: Debian's containerd (the runtime layer configures it)
+  docker exec "$ctr" sh -c 'command -v containerd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends containerd >/dev/null'
+  step "$ctr (lab-$s): GPUs from lab/nvml_sim/inventories/$inv.json, containerd"
+}
+
+lab_up() {
+  mkdir -p "$STATE" build
+  banner "Docker engine, node image, NVML simulator"
+  bash lab/docker/engine.sh up
+  bash lab/docker/node-image.sh
+  bash lab/nvml_sim/build.sh
+
+  banner "Lab apt repository (stand-in nvidia-container-toolkit)"
+  local apt_url
+  apt_url=$(bash lab/apt_repo/serve.sh start)
+  step "served at $apt_url"
+
+  banner "vSphere simulator '$PREFIX' (3 hosts with 1 x T4, 8 x A100 80GB, 2 x V100 each; passthrough off)"
+  bash lab/vcsim/start.sh --name "$PREFIX" --gpus lab/demo/vcsim-gpus.json -- -vms 3 > "$STATE/vcsim.json"
+  "$VENV/python" lab/demo/vcsim_prepare.py "$STATE/vcsim.json" lab-t4 lab-a100 lab-v100 | sed 's/^/  VM /'
+
+  banner "Kubernetes API emulator '$PREFIX' (nodes, kubeadm-config, GPU pods seeded from lab/demo/kube-seed.yaml)"
+  local kcfg="$ROOT/lab/.state/kube/$PREFIX/kubeconfig" pidf="$ROOT/lab/.state/kube/$PREFIX/pid"
+  if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null && [ -f "$kcfg" ]; then
+    step "already running (pid $(cat "$pidf"))"
+  else
+    kcfg=$(bash lab/kube/start.sh --name "$PREFIX" --version v1.29.4 --seed lab/demo/kube-seed.yaml | tail -n1)
+  fi
+  step "kubeconfig $kcfg"
+
+  banner "Lab nodes (simulated GPUs), started in parallel"
+  local pids=() n
+  for n in "${GPU_NODES[@]}" "$CP:"; do
+    setup_node "${n%%:*}" "${n#*:}" > "$STATE/node-${n%%:*}.log" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0 i=0
+  for n in "${GPU_NODES[@]}" "$CP:"; do
+    if ! wait "${pids[$i]}"; then failed=1; sed 's/^/    /' "$STATE/node-${n%%:*}.log" >&2; fi
+    grep '^  ' "$STATE/node-${n%%:*}.log" || true
+    i=$((i + 1))
+  done
+  [ "$failed" = 0 ] || { echo "setting up the lab nodes failed (logs above)" >&2; exit 1; }
+
+  "$VENV/python" - "$EXTRA" "$PREFIX" "$STATE/vcsim.json" "$kcfg" "$apt_url" <<'PY'
+import json, os, sys
+path, prefix, vcsim, kcfg, apt = sys.argv[1:6]
+v = json.load(open(vcsim))
+doc = {'gpuops_lab_prefix': prefix, 'gpuops_kubeconfig': kcfg, 'gpuops_lab_apt_repo': apt,
+       'gpuops_lab_vcenter': {'hostname': v['host'], 'port': int(v['port']), 'username': v['username'],
+                              'password': v['password']}}
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, 'w') as f:
+    json.dump(doc, f, indent=2)
+PY
+  banner "Lab '$PREFIX' is up; connection settings: $EXTRA"
+  cat <<TXT
+  Run the playbooks against it (ANSIBLE_COLLECTIONS_PATH=\$(bash lab/bin/collections-path.sh) ANSIBLE_CONFIG=lab/ansible.cfg):
+    .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/site.yml
+    .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/cluster.yml --tags stacks
+    .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/doctor.yml
+  Remove it: bash lab/bin/demo.sh clean
+TXT
+}
+
+playbook() {  # playbook LOG PLAYBOOK [ARGS...]: default output on screen and in LOG
+  local log=$1; shift
+  ansible-playbook -i inventory/lab/hosts.yml -e "@$EXTRA" "$@" 2>&1 | tee "$log"   # pipefail: ansible's status
+}
+
+playbook_json() {  # playbook_json LOG PLAYBOOK [ARGS...]: JSON callback into LOG
+  local log=$1; shift
+  ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ANSIBLE_LOAD_CALLBACK_PLUGINS=1 \
+    ansible-playbook -i inventory/lab/hosts.yml -e "@$EXTRA" "$@" > "$log" 2> "$log.stderr"
+}
+
+case "${1:-}" in
+  clean) lab_clean; exit 0 ;;
+  down) lab_clean; bash lab/docker/engine.sh down || true; exit 0 ;;
+  up) simulated_banner; lab_up; exit 0 ;;
+  "") ;;
+  *) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
+
+start=$SECONDS
+simulated_banner
+lab_clean
+lab_up
+cat <<'TXT'
+
+ Driver layer skipped in the lab (inventory/lab: gpuops_node_driver: false): installing Debian's NVIDIA driver
+ packages takes minutes, no kernel module can load in a container, and the simulated GPUs need none. The role
+ nvidia_driver is tested with Debian's real 535 packages in molecule/nvidia_driver
+ (bash lab/docker/molecule.sh test -s nvidia_driver). On a real fleet the driver layer runs.
+TXT
+
+banner "ansible-playbook playbooks/site.yml (first run: ESXi -> node -> cluster -> report)"
+t1=$SECONDS
+playbook build/demo-run1.log playbooks/site.yml
+t1=$((SECONDS - t1))
+
+banner "ansible-playbook playbooks/doctor.yml (read-only diagnosis)"
+playbook_json build/demo-doctor.json playbooks/doctor.yml -e gpuops_doctor_cluster=true \
+  || { cat build/demo-doctor.json.stderr >&2; "$VENV/python" lab/demo/summary.py build/demo-doctor.json --recap || true; exit 1; }
+
+banner "ansible-playbook playbooks/site.yml (second run: must change nothing, on every host and localhost)"
+t2=$SECONDS
+rc=0
+playbook_json build/demo-run2.json playbooks/site.yml || rc=$?
+t2=$((SECONDS - t2))
+
+banner "Fleet report (simulated GPUs, from the second run)"
+"$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the fleet report"
+banner "Who holds which GPU (gpu_share_report against the emulated cluster; pods are seeded)"
+"$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the allocation report"
+banner "Doctor's table"
+"$VENV/python" lab/demo/summary.py build/demo-doctor.json --print "Print the findings" --print "Print the summary" \
+  --print "Print the cluster findings"
+cat <<'TXT'
+  Expected in the lab: fabricmanager_missing on lab-a100 (an NVSwitch system without nvidia-fabricmanager: the
+  driver layer, which installs it, is off here) and gpushare_extender_bad_image (the lab keeps the upstream docs'
+  known-bad extender tag to show the check). Both are findings the doctor exists for.
+TXT
+
+banner "Second run recap"
+if ! "$VENV/python" lab/demo/summary.py build/demo-run2.json --recap --strict || [ "$rc" != 0 ]; then
+  cat build/demo-run2.json.stderr >&2 || true
+  echo "DEMO FAILED: the second run of site.yml changed or failed something (build/demo-run2.json)" >&2
   exit 1
 fi
-banner "Done: second run changed nothing. Logs: build/demo-run1.log build/demo-run2.log; 'make lab-down' removes the lab."
+banner "Done in $((SECONDS - start))s (site.yml: first run ${t1}s, second run ${t2}s); the second run changed nothing."
+echo "  Logs: build/demo-run1.log build/demo-run2.json build/demo-doctor.json"
+echo "  The lab stays up: bash lab/bin/demo.sh up prints how to use it; bash lab/bin/demo.sh clean removes it."
