@@ -27,8 +27,9 @@ test-only: setup
 demo: setup
 	bash lab/bin/demo.sh
 
+# BENCH_ARGS: e.g. BENCH_ARGS='--only node,cluster' (written to build/bench/partial.md) or --smoke
 bench: setup
-	$(PY) lab/bench/run.py
+	$(PY) lab/bench/run.py $(BENCH_ARGS)
 
 lab-down:
 	bash lab/bin/demo.sh down

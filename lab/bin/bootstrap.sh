@@ -63,4 +63,4 @@ make_venv() {  # make_venv DIR REQFILE...
 }
 make_venv .venv lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 lab/requirements-2.16.txt requirements.txt
-log "ready: $("$ROOT/.venv/bin/ansible" --version | head -1); $("$ROOT/.venv-2.16/bin/ansible" --version | head -1)"
+log "ready: $("$ROOT/.venv/bin/ansible" --version | sed -n 1p); $("$ROOT/.venv-2.16/bin/ansible" --version | sed -n 1p)"

@@ -7,16 +7,15 @@ on the lab's vSphere simulator (vCenter model, 3 hosts with 8 Tesla T4 each, pas
 Every VM starts powered on, BIOS, 64 MB, no GPU. For each size and tool a fresh simulator is started, the playbook
 runs twice (first run, re-run) and the ReconfigVM_Task calls per VM are counted on the simulator's TaskManager.
 
-  .venv/bin/python lab/bench/esxi/bench.py            # 1, 5, 20 VMs, 1 repetition
+  .venv/bin/python lab/bench/esxi/bench.py            # 1, 5, 20 VMs, 3 repetitions, module vs chain
   .venv/bin/python lab/bench/esxi/bench.py --smoke    # 1 VM, 1 repetition
-  .venv/bin/python lab/bench/esxi/bench.py --sizes 20 --reps 3 --forks 10
+  .venv/bin/python lab/bench/esxi/bench.py --sizes 20 --reps 3 --forks 10 --tools "gpuops module,gpuops role,community.vmware chain"
 
 Writes a Markdown table to stdout and to build/bench/esxi.md.
 """
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,9 +23,11 @@ import time
 import uuid
 from pathlib import Path
 
-from pyVim.connect import Disconnect, SmartConnect
-from pyVim.task import WaitForTask
-from pyVmomi import vim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import Stat  # noqa: E402
+from pyVim.connect import Disconnect, SmartConnect  # noqa: E402
+from pyVim.task import WaitForTask  # noqa: E402
+from pyVmomi import vim  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -45,7 +46,7 @@ def start_sim(state_dir):
     gpus = Path(state_dir) / "gpus.json"
     gpus.write_text(json.dumps({"devices": [{"deviceId": "0x1EB8", "deviceName": "TU104GL [Tesla T4]",
                                              "count": GPUS_PER_HOST, "passthruActive": True}]}))
-    name = "bench-esxi-%s" % uuid.uuid4().hex[:6]
+    name = "%s-esxi-%s" % (os.environ.get("GPUOPS_BENCH_PREFIX", "gpuops-bench"), uuid.uuid4().hex[:6])
     env = dict(os.environ, VCSIM_STATE_DIR=str(state_dir))
     r = subprocess.run([str(ROOT / "lab/vcsim/start.sh"), "--model", "vcenter", "--name", name, "--gpus", str(gpus),
                         "--", "-hosts", str(HOSTS), "-vms", "0", "-password", PASSWORD],
@@ -173,47 +174,61 @@ def one(tool, size, forks):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,5,20")
-    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--big-reps", type=int, default=2, help="repetitions at the largest size (default 2: time budget)")
     ap.add_argument("--forks", type=int, default=10)
-    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--tools", default="gpuops module,community.vmware chain",
+                    help="comma-separated, from: %s" % ", ".join(TOOLS))
     ap.add_argument("--smoke", action="store_true", help="1 VM, 1 repetition")
     ap.add_argument("--out", default=str(ROOT / "build/bench/esxi.md"))
     a = ap.parse_args()
     sizes = [1] if a.smoke else [int(s) for s in a.sizes.split(",")]
     reps = 1 if a.smoke else a.reps
     tools = [t for t in a.tools.split(",") if t]
+    chain = "community.vmware chain"
     rows = []
     for size in sizes:
-        walls = {}
+        runs = dict((t, []) for t in tools)
+        for rep in range(min(reps, a.big_reps) if size == max(sizes) and len(sizes) > 1 else reps):
+            # interleaved: every tool once per round, the order rotated round by round
+            order = tools[rep % len(tools):] + tools[:rep % len(tools)]
+            for tool in order:
+                r = one(tool, size, a.forks)
+                runs[tool].append(r)
+                print("  %d VM(s) round %d %-24s first %.1fs re-run %.1fs reconfigure/VM %.2f / %.2f"
+                      % (size, rep, tool, r["first"]["wall"], r["rerun"]["wall"], r["first"]["reconfig"] / float(size),
+                         r["rerun"]["reconfig"] / float(size)), file=sys.stderr)
         for tool in tools:
-            runs = [one(tool, size, a.forks) for dummy in range(reps)]
-            first = statistics.median(r["first"]["wall"] for r in runs)
-            rerun = statistics.median(r["rerun"]["wall"] for r in runs)
-            rc1 = max(r["first"]["reconfig"] for r in runs) / float(size)
-            rc2 = max(r["rerun"]["reconfig"] for r in runs) / float(size)
-            po1 = max(r["first"]["poweroff"] for r in runs) / float(size)
-            po2 = max(r["rerun"]["poweroff"] for r in runs) / float(size)
-            walls[tool] = (first, rerun)
-            rows.append([size, tool, "%.2f" % rc1, "%.2f" % rc2, "%.2f / %.2f" % (po1, po2), "%.1f" % first, "%.1f" % rerun])
-            print("  %d VM(s) %-24s first %.1fs re-run %.1fs reconfigure/VM %.2f / %.2f" % (size, tool, first, rerun, rc1, rc2),
-                  file=sys.stderr)
-        base = walls.get("community.vmware chain")
-        for row in rows[-len(tools):]:
-            if base and row[1] != "community.vmware chain":
-                f, r = walls[row[1]]
-                row += ["%.1fx" % (base[0] / f), "%.1fx" % (base[1] / r)]
+            rs = runs[tool]
+            first = Stat(r["first"]["wall"] for r in rs)
+            rerun = Stat(r["rerun"]["wall"] for r in rs)
+            rc1 = max(r["first"]["reconfig"] for r in rs) / float(size)
+            rc2 = max(r["rerun"]["reconfig"] for r in rs) / float(size)
+            po1 = max(r["first"]["poweroff"] for r in rs) / float(size)
+            po2 = max(r["rerun"]["poweroff"] for r in rs) / float(size)
+            row = [size, tool, "%.2f" % rc1, "%.2f" % rc2, "%.2f / %.2f" % (po1, po2), first.fmt(), rerun.fmt()]
+            if chain in runs and tool != chain:
+                # speed-up per round, side by side (same round = same machine load), then median (min-max)
+                row += [Stat(b["first"]["wall"] / x["first"]["wall"] for x, b in zip(rs, runs[chain])).fmt("%.1f", "x"),
+                        Stat(b["rerun"]["wall"] / x["rerun"]["wall"] for x, b in zip(rs, runs[chain])).fmt("%.1f", "x")]
             else:
-                row += ["1.0x" if base else "-", "1.0x" if base else "-"]
+                row += ["1.0x" if chain in runs else "-", "1.0x" if chain in runs else "-"]
+            rows.append(row)
     head = ["VMs", "tool", "ReconfigVM_Task per VM (first run)", "per VM (re-run)", "power-offs per VM (first / re-run)",
-            "wall s (first run)",
-            "wall s (re-run)", "speed-up vs chain (first)", "speed-up vs chain (re-run)"]
-    lines = ["# ESXi GPU passthrough benchmark", "",
-             "vSphere simulator (lab/vcsim, vCenter model, %d hosts x %d Tesla T4, passthrough active); VMs start powered "
-             "on, BIOS, 64 MB, no GPU. forks=%d, %d repetition(s) (median wall time). The community.vmware chain cannot "
-             "attach the GPU to the VM; it does the host passthrough, memory, reservation, advanced settings, EFI/Secure Boot "
-             "and the power cycle; the role's wait for the guest is off (the chain has none). python %s, %s."
-             % (HOSTS, GPUS_PER_HOST, a.forks, reps, sys.version.split()[0], time.strftime("%Y-%m-%d")), "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            "wall s first run, median (min-max)", "wall s re-run", "speed-up vs chain (first)", "speed-up vs chain (re-run)"]
+    lines = ["## ESXi GPU passthrough: this collection vs the community.vmware chain", "",
+             "vSphere simulator (lab/vcsim, vCenter model, %d hosts x %d Tesla T4, passthrough active), a fresh simulator "
+             "per run; VMs start powered on, BIOS, 64 MB, no GPU; each run is a first run and a re-run. forks=%d, "
+             "%s repetition(s) per size and tool, tools interleaved round by round (order rotated); wall seconds as "
+             "median (min-max); the speed-up is taken per round (chain / ours in the same round) and given as median "
+             "(min-max). Task counts are deterministic (the maximum over repetitions is shown). The community.vmware "
+             "chain cannot attach the GPU to the VM; it does the host passthrough, memory, reservation, advanced "
+             "settings, EFI/Secure Boot and the power cycle; the role's wait for the guest is off (the chain has none). "
+             "The simulator answers in microseconds: a real vCenter's task latency (seconds per task) multiplies the "
+             "chain's extra tasks and power cycles."
+             % (HOSTS, GPUS_PER_HOST, a.forks, ("%d (%d at %d VMs)" % (reps, min(reps, a.big_reps), max(sizes)))
+                if len(sizes) > 1 and a.big_reps < reps else str(reps)), ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
