@@ -123,7 +123,13 @@ def make_job(pdd, lab, collection, answers):
                                                    str(pdd))
     assert not cred_extra
     collections_dir = pdd / 'requirements_collections'
-    sh(VENV_BIN / 'ansible-galaxy', 'collection', 'install', '--offline', '--no-deps', '-p', collections_dir, collection)
+    # --force and a collections path of its own: ansible-galaxy skips a collection it finds already installed in
+    # ANSIBLE_COLLECTIONS_PATH (make test points that at the working tree), which would leave the project empty
+    galaxy_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_dir))
+    sh(VENV_BIN / 'ansible-galaxy', 'collection', 'install', '--offline', '--no-deps', '--force', '-p', collections_dir,
+       collection, env=galaxy_env)
+    assert (collections_dir / 'ansible_collections' / 'gpuops' / 'k8s_gpu' / 'MANIFEST.json').is_file(), \
+        'the collection was not installed into the project\'s requirements_collections'
     # AWX's job environment: collections from the project's requirements first, then the EE's own (here: .venv's)
     env.update({'ANSIBLE_COLLECTIONS_PATHS': str(collections_dir), 'ANSIBLE_COLLECTIONS_PATH': str(collections_dir),
                 'ANSIBLE_HOST_KEY_CHECKING': 'False', 'ANSIBLE_FORCE_COLOR': 'False', 'AWX_PRIVATE_DATA_DIR': str(pdd),
