@@ -71,3 +71,12 @@ def emulator_get(emu, path):
     """GET a path of the emulator (e.g. /_emulator/requests?since=N) and decode its JSON."""
     with urllib.request.urlopen(emu['url'] + path, timeout=10) as r:
         return json.loads(r.read())
+
+
+def sh(*cmd, check=True, timeout=900, **kw):
+    """Run a command (arguments may be paths); fail the test with its output when it fails and ``check`` is set."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError('command failed (rc=%s): %s\n--- stdout\n%s\n--- stderr\n%s'
+                             % (proc.returncode, ' '.join(map(str, cmd)), proc.stdout[-4000:], proc.stderr[-4000:]))
+    return proc

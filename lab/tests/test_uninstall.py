@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, emulator_get, kube_emulator
+from conftest import ROOT, emulator_get, kube_emulator, sh
 
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
@@ -40,14 +40,6 @@ FILES = {  # path in the node -> seeded text
     '/etc/containerd/config.toml': CONTAINERD,
     '/etc/kubernetes/manifests/kube-scheduler.yaml': open(os.path.join(FIX, 'scheduler', 'kubeadm-kube-scheduler.yaml')).read(),
 }
-
-
-def sh(*cmd, check=True, timeout=900, **kw):
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
-    if check and proc.returncode != 0:
-        raise AssertionError('command failed (rc=%s): %s\n--- stdout\n%s\n--- stderr\n%s'
-                             % (proc.returncode, ' '.join(map(str, cmd)), proc.stdout[-4000:], proc.stderr[-4000:]))
-    return proc
 
 
 def seed():

@@ -20,7 +20,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import ROOT, emulator_get, kube_emulator
+from conftest import ROOT, emulator_get, kube_emulator, sh
 
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
@@ -29,14 +29,6 @@ PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.p
 OLD, NEW = '550.54.15', '550.90.07'
 # inventory host -> (NVML simulator inventory, Kubernetes node name: deliberately not the inventory name)
 NODES = [('upg-1', 't4', 'gpu-node-1'), ('upg-2', 'v100', 'gpu-node-2'), ('upg-3', 'p100', 'gpu-node-3')]
-
-
-def sh(*cmd, check=True, timeout=900, **kw):
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
-    if check and proc.returncode != 0:
-        raise AssertionError('command failed (rc=%s): %s\n--- stdout\n%s\n--- stderr\n%s'
-                             % (proc.returncode, ' '.join(map(str, cmd)), proc.stdout[-4000:], proc.stderr[-4000:]))
-    return proc
 
 
 def dexec(container, *cmd, check=True):
