@@ -23,7 +23,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,20 +34,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / 'lab' / 'awx'))
 import awx_job  # noqa: E402  pylint: disable=wrong-import-position
 
-from conftest import kube_emulator, emulator_get  # noqa: E402  pylint: disable=wrong-import-position
+from conftest import kube_emulator, emulator_get, sh  # noqa: E402  pylint: disable=wrong-import-position
 
 VENV_BIN = ROOT / '.venv' / 'bin'
 PREFIX = 'h3-awx'
 NODES = {'t4': ('t4', 'time-slicing', {'nvidia.com/gpu': '4'}),
          'v100': ('v100', 'exclusive', {'nvidia.com/gpu': '2'})}
-
-
-def sh(*cmd, check=True, timeout=900, **kw):
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
-    if check and p.returncode:
-        raise AssertionError('failed (rc=%s): %s\n%s\n%s' % (p.returncode, ' '.join(map(str, cmd)), p.stdout[-3000:],
-                                                             p.stderr[-3000:]))
-    return p
 
 
 def catalog():
