@@ -11,7 +11,9 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_gpu as eg
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_vsphere as ev
 
-vim = pytest.importorskip('pyVmomi').vim
+# pyVmomi comes from the collection's requirements.txt (lab/bin/bootstrap.sh installs it into both venvs):
+# without it these tests must fail, not skip
+from pyVmomi import vim  # noqa: E402  pylint: disable=wrong-import-position
 
 Passthrough = vim.vm.device.VirtualPCIPassthrough
 
