@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure helpers of the apt_signed_repo module: deb822 source text, OpenPGP key formats, package specs."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import fnmatch
+import re
+
+ARMOR_BEGIN = b'-----BEGIN PGP PUBLIC KEY BLOCK-----'
+ARMOR_END = b'-----END PGP PUBLIC KEY BLOCK-----'
+_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+_PKG_RE = re.compile(r'^([a-z0-9][a-z0-9+.-]+)(?:=(\S+))?$')
+
+
+class AptSourceError(Exception):
+    """Bad input; the message names the option and what is allowed."""
+
+
+def check_name(name):
+    if not _NAME_RE.match(name or ''):
+        raise AptSourceError('name %r must be a plain file name (letters, digits, "_", ".", "-"); the source is '
+                             'written to /etc/apt/sources.list.d/<name>.sources' % (name,))
+    return name
+
+
+def render_deb822(uris, suites, components, keyring, architectures=None, comment=None):
+    """The text of a deb822 .sources file (Types: deb), signed by one keyring file."""
+    if not uris:
+        raise AptSourceError('uris must name at least one repository URL')
+    for uri in uris:
+        if not re.match(r'^(https?|file|ftp)://\S+$', uri or ''):
+            raise AptSourceError('uris: %r is not an http(s), ftp or file URL' % (uri,))
+    if not suites:
+        raise AptSourceError('suites must name at least one suite (a distribution name, or an exact path ending in "/")')
+    exact = [s for s in suites if s.endswith('/')]
+    if exact and components:
+        raise AptSourceError('suites %s are exact paths (ending in "/"); apt allows no components with them, but '
+                             'components is %s' % (exact, components))
+    if not exact and not components:
+        raise AptSourceError('components must name at least one component (for example main) when the suites %s are '
+                             'distribution names' % (suites,))
+    lines = []
+    if comment:
+        lines += ['# ' + line for line in comment.splitlines()]
+    lines += ['Types: deb', 'URIs: ' + ' '.join(uris), 'Suites: ' + ' '.join(suites)]
+    if components:
+        lines.append('Components: ' + ' '.join(components))
+    if architectures:
+        lines.append('Architectures: ' + ' '.join(architectures))
+    lines.append('Signed-By: ' + keyring)
+    return '\n'.join(lines) + '\n'
+
+
+def key_format(data):
+    """'armored', 'binary' (an OpenPGP packet stream) or None for anything else (an HTML error page, ...)."""
+    stripped = data.lstrip()
+    if stripped.startswith(ARMOR_BEGIN) and ARMOR_END in stripped:
+        return 'armored'
+    # an OpenPGP packet header has bit 7 set; a public key packet is tag 6 (old format 0x98/0x99, new format 0xc6)
+    if data[:1] and data[0:1] in (b'\x98', b'\x99', b'\xc6'):
+        return 'binary'
+    return None
+
+
+def dearmor(data):
+    """The binary packets of an ASCII-armored public key block (what `gpg --dearmor` writes)."""
+    text = data.decode('ascii', 'replace').replace('\r\n', '\n')
+    start = text.find(ARMOR_BEGIN.decode())
+    end = text.find(ARMOR_END.decode())
+    if start < 0 or end < 0:
+        raise AptSourceError('the key is not an ASCII-armored PGP public key block')
+    body = text[start + len(ARMOR_BEGIN):end].strip('\n').split('\n')
+    # armor headers (Version:, Comment:) end at the first blank line, if there are any
+    if any(line.strip() == '' for line in body):
+        first_blank = [i for i, line in enumerate(body) if line.strip() == ''][0]
+        if all(':' in line for line in body[:first_blank]):
+            body = body[first_blank + 1:]
+    payload = ''.join(line.strip() for line in body if line.strip() and not line.startswith('='))
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (ValueError, TypeError) as e:
+        raise AptSourceError('the armored key does not decode: %s' % e)
+
+
+def keyring_bytes(data, keyring):
+    """The bytes to store at keyring for the downloaded key data, in the format apt expects from its extension.
+
+    apt reads a signed-by file ending in .asc as ASCII-armored and any other as binary OpenPGP packets; a key in
+    the wrong format is ignored ("unsupported filetype") and every update then fails on the signature.
+    """
+    fmt = key_format(data)
+    if fmt is None:
+        raise AptSourceError('key_url did not return a PGP public key (neither ASCII-armored nor binary OpenPGP; '
+                             'first bytes %r)' % (data[:40],))
+    if keyring.endswith('.asc'):
+        if fmt != 'armored':
+            raise AptSourceError('keyring %s ends in .asc, which apt reads as ASCII-armored, but key_url returned a '
+                                 'binary key; use a keyring path ending in .gpg' % keyring)
+        return data
+    return dearmor(data) if fmt == 'armored' else data
+
+
+def parse_package_specs(specs):
+    """['name', 'name=version-glob'] -> [(name, version or None)]; anything else is refused."""
+    out = []
+    for spec in specs:
+        m = _PKG_RE.match(spec or '')
+        if not m:
+            raise AptSourceError('packages: %r is not "name" or "name=version" (a version may use * wildcards, as '
+                                 'ansible.builtin.apt accepts)' % (spec,))
+        out.append((m.group(1), m.group(2)))
+    return out
+
+
+def missing_packages(specs, installed):
+    """The specs whose package is not installed, or installed at a version that does not match the spec.
+
+    installed is {name: version} of the installed packages; a version matches as ansible.builtin.apt matches it
+    (fnmatch, so "1.17.8-1*" matches "1.17.8-1~gpuopslab1").
+    """
+    missing = []
+    for spec, (name, version) in zip(specs, parse_package_specs(specs)):
+        have = installed.get(name)
+        if have is None or (version is not None and not fnmatch.fnmatch(have, version)):
+            missing.append(spec)
+    return missing

@@ -1,0 +1,316 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: apt_signed_repo
+short_description: Add an apt repository signed by its own keyring, and say which packages still need installing
+version_added: 0.1.0
+description:
+  - Stores the repository's signing key as a C(signed-by) keyring (never C(apt-key)), writes a deb822
+    C(/etc/apt/sources.list.d/<name>.sources) that names it, and reads with C(dpkg-query) which of O(packages) are
+    not installed at the wanted version - all in one call, so that a converged node costs one round trip where
+    C(file) + C(get_url) + C(copy) + C(apt) cost four or five.
+  - The key is downloaded only when the keyring file is missing, or always with O(key_refresh=true) (then replaced
+    only when its content differs), like M(ansible.builtin.get_url) without C(force).
+  - apt reads a keyring ending in C(.asc) as ASCII-armored and any other as binary; an armored key is
+    de-armored for a C(.gpg) keyring (what C(gpg --dearmor) does), and a binary key for a C(.asc) keyring is refused.
+  - It does not install packages; pass RV(packages_missing) to M(ansible.builtin.apt), with
+    C(update_cache) set to RV(cache_update_needed).
+author:
+  - gpuops.k8s_gpu developers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.attributes
+  - gpuops.k8s_gpu.attributes.actionable
+options:
+  name:
+    description: Base name of the source file, C(/etc/apt/sources.list.d/<name>.sources).
+    type: str
+    required: true
+  state:
+    description: V(present) adds the keyring and the source; V(absent) removes both files.
+    type: str
+    choices: [present, absent]
+    default: present
+  uris:
+    description: Repository URLs (C(URIs:)); http(s), ftp or file. Required with O(state=present).
+    type: list
+    elements: str
+  suites:
+    description:
+      - C(Suites:). An exact path ends in C(/) (NVIDIA's flat repositories use V(/)) and then takes no
+        O(components).
+    type: list
+    elements: str
+    default: ['/']
+  components:
+    description: C(Components:), required when O(suites) are distribution names.
+    type: list
+    elements: str
+    default: []
+  architectures:
+    description: C(Architectures:), left out when empty.
+    type: list
+    elements: str
+    default: []
+  comment:
+    description: Comment lines at the top of the source file.
+    type: str
+    default: Managed by gpuops.k8s_gpu
+  key_url:
+    description: URL of the signing key (http(s) or file). Required with O(state=present).
+    type: str
+  keyring:
+    description: Where the key is stored and what C(Signed-By:) names. C(.asc) keeps the key armored.
+    type: path
+    required: true
+  key_refresh:
+    description: Download the key on every run and replace the keyring when the key changed.
+    type: bool
+    default: false
+  packages:
+    description:
+      - Packages to check, as V(name) or V(name=version) (the version may use C(*) wildcards, matched as
+        M(ansible.builtin.apt) matches it).
+    type: list
+    elements: str
+    default: []
+  validate_certs:
+    description: Verify the TLS certificate of an https O(key_url).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for O(key_url).
+    type: int
+    default: 30
+notes:
+  - Files are written atomically with mode C(0644) (the keyring must be readable by apt's C(_apt) user); the keyring
+    directory is created with mode C(0755).
+  - In check mode a missing keyring is reported as a change without downloading the key.
+seealso:
+  - module: ansible.builtin.deb822_repository
+  - module: ansible.builtin.apt
+'''
+
+EXAMPLES = r'''
+- name: NVIDIA's container toolkit repository (flat, suite "/")
+  gpuops.k8s_gpu.apt_signed_repo:
+    name: nvidia-container-toolkit
+    uris: [https://nvidia.github.io/libnvidia-container/stable/deb/amd64]
+    key_url: https://nvidia.github.io/libnvidia-container/gpgkey
+    keyring: /etc/apt/keyrings/nvidia-container-toolkit.asc
+    packages: [nvidia-container-toolkit=1.17.8-1, nvidia-container-toolkit-base=1.17.8-1]
+  register: repo
+
+- name: Install only what is missing
+  ansible.builtin.apt:
+    name: "{{ repo.packages_missing }}"
+    update_cache: "{{ repo.cache_update_needed }}"
+  when: repo.packages_missing | length > 0
+'''
+
+RETURN = r'''
+sources_file:
+  description: Path of the source file.
+  returned: always
+  type: str
+  sample: /etc/apt/sources.list.d/nvidia-container-toolkit.sources
+keyring:
+  description: Path of the keyring.
+  returned: always
+  type: str
+source_changed:
+  description: Whether the source file was (or in check mode would be) written or removed.
+  returned: always
+  type: bool
+keyring_changed:
+  description: Whether the keyring was (or would be) written or removed.
+  returned: always
+  type: bool
+cache_update_needed:
+  description: Whether apt's lists are stale for this repository (the source or the key changed).
+  returned: always
+  type: bool
+packages:
+  description: Installed version of each package of O(packages) that is installed.
+  returned: always
+  type: dict
+  sample: {nvidia-container-toolkit: 1.17.8-1}
+packages_missing:
+  description: The entries of O(packages) that are not installed or not at a matching version.
+  returned: always
+  type: list
+  elements: str
+'''
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
+
+SOURCES_DIR = '/etc/apt/sources.list.d'
+
+
+def argument_spec():
+    return dict(
+        name=dict(type='str', required=True),
+        state=dict(type='str', default='present', choices=['present', 'absent']),
+        uris=dict(type='list', elements='str'),
+        suites=dict(type='list', elements='str', default=['/']),
+        components=dict(type='list', elements='str', default=[]),
+        architectures=dict(type='list', elements='str', default=[]),
+        comment=dict(type='str', default='Managed by gpuops.k8s_gpu'),
+        key_url=dict(type='str', no_log=False),
+        keyring=dict(type='path', required=True, no_log=False),
+        key_refresh=dict(type='bool', default=False, no_log=False),
+        packages=dict(type='list', elements='str', default=[]),
+        validate_certs=dict(type='bool', default=True),
+        timeout=dict(type='int', default=30),
+    )
+
+
+def _read(path):
+    try:
+        with open(path, 'rb') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def _write(module, path, data):
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+        module.atomic_move(tmp, path)
+        os.chmod(path, 0o644)  # atomic_move keeps an existing file's mode
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _mode_wrong(path):
+    try:
+        return (os.stat(path).st_mode & 0o7777) != 0o644
+    except OSError:
+        return False
+
+
+def http_get(module, url, timeout):
+    # imported here: ansible.module_utils.urls (http.client, ssl, ...) costs ~50 ms per run, and a converged node
+    # never downloads the key again
+    from ansible.module_utils.urls import fetch_url
+    return fetch_url(module, url, timeout=timeout)
+
+
+def fetch_key(module, url):
+    if url.startswith('file://'):
+        data = _read(url[len('file://'):])
+        if data is None:
+            module.fail_json(msg='key_url %s: the file cannot be read' % url)
+        return data
+    resp, info = http_get(module, url, timeout=module.params['timeout'])
+    if info.get('status') != 200 or resp is None:
+        module.fail_json(msg='key_url %s could not be downloaded: %s (HTTP %s); set gpuops_mirror.apt (or the '
+                             "role's repo key URL) to a reachable mirror" % (url, info.get('msg'), info.get('status')))
+    return resp.read()
+
+
+def read_installed(module, names):
+    if not names:
+        return {}
+    dpkg_query = module.get_bin_path('dpkg-query')
+    if not dpkg_query:
+        module.fail_json(msg='dpkg-query was not found: apt_signed_repo manages Debian/Ubuntu nodes only')
+    rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${db:Status-Abbrev}\t${Version}\n'] + names)
+    return nd.parse_dpkg_query(out)
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           required_if=[('state', 'present', ('uris', 'key_url'))])
+    p = module.params
+    keyring = p['keyring']
+    try:
+        apt_source.check_name(p['name'])
+        specs = apt_source.parse_package_specs(p['packages'])
+        if not os.path.isabs(keyring):
+            raise apt_source.AptSourceError('keyring %r must be an absolute path' % keyring)
+        text = None
+        if p['state'] == 'present':
+            if not p['key_url'].startswith(('http://', 'https://', 'file://')):
+                raise apt_source.AptSourceError('key_url %r must be an http(s) or file URL' % p['key_url'])
+            text = apt_source.render_deb822(p['uris'], p['suites'], p['components'], keyring,
+                                            p['architectures'], p['comment'])
+    except apt_source.AptSourceError as e:
+        module.fail_json(msg=to_native(e))
+
+    sources_file = os.path.join(SOURCES_DIR, p['name'] + '.sources')
+    old_source = _read(sources_file)
+    old_key = _read(keyring)
+    diff = dict(before={}, after={})
+    result = dict(changed=False, sources_file=sources_file, keyring=keyring, source_changed=False,
+                  keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[])
+
+    if p['state'] == 'absent':
+        for path, old, key in ((sources_file, old_source, 'source_changed'), (keyring, old_key, 'keyring_changed')):
+            if old is None:
+                continue
+            result[key] = True
+            diff['before'][path] = to_text(old, errors='replace') if path == sources_file else '<keyring, %d bytes>' % len(old)
+            diff['after'][path] = '<absent>'
+            if not module.check_mode:
+                os.unlink(path)
+    else:
+        new_key = None
+        if old_key is None or p['key_refresh']:
+            if old_key is None and module.check_mode:
+                result['keyring_changed'] = True
+            else:
+                try:
+                    new_key = apt_source.keyring_bytes(fetch_key(module, p['key_url']), keyring)
+                except apt_source.AptSourceError as e:
+                    module.fail_json(msg=to_native(e))
+                result['keyring_changed'] = new_key != old_key
+        if not result['keyring_changed'] and _mode_wrong(keyring):
+            result['keyring_changed'] = True
+            new_key = old_key
+        if result['keyring_changed']:
+            diff['before'][keyring] = '<absent>' if old_key is None else '<keyring, %d bytes>' % len(old_key)
+            diff['after'][keyring] = '<keyring from %s>' % p['key_url']
+            if not module.check_mode:
+                _write(module, keyring, new_key)
+        new_source = to_bytes(text)
+        if new_source != old_source or _mode_wrong(sources_file):
+            result['source_changed'] = True
+            diff['before'][sources_file] = '<absent>' if old_source is None else to_text(old_source, errors='replace')
+            diff['after'][sources_file] = text
+            if not module.check_mode:
+                _write(module, sources_file, new_source)
+        result['cache_update_needed'] = result['source_changed'] or result['keyring_changed']
+        installed = read_installed(module, sorted(set(name for name, _version in specs)))
+        result['packages'] = installed
+        result['packages_missing'] = apt_source.missing_packages(p['packages'], installed)
+
+    result['changed'] = result['source_changed'] or result['keyring_changed']
+    if module._diff and result['changed']:
+        result['diff'] = dict(before='\n'.join('%s:\n%s' % kv for kv in sorted(diff['before'].items())) + '\n',
+                              after='\n'.join('%s:\n%s' % kv for kv in sorted(diff['after'].items())) + '\n')
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
