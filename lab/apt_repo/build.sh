@@ -4,14 +4,21 @@
 # Layout, the same as NVIDIA's (and as an air-gapped mirror of it):
 #   <root>/libnvidia-container/gpgkey                                  ASCII-armoured signing key
 #   <root>/libnvidia-container/stable/deb/amd64/{Packages,Packages.gz,Release,Release.gpg,InRelease,*.deb}
-# The packages are LAB STAND-INS, not NVIDIA software: nvidia-container-toolkit-base ships
-# /usr/bin/nvidia-container-runtime as a shell wrapper that logs its call and execs runc, and an
-# /usr/bin/nvidia-ctk stub that prints a version; nvidia-container-toolkit depends on it.
+# The packages are LAB STAND-INS, not NVIDIA software, with the names and the dependency chain of NVIDIA's four
+# (container-toolkit arch-overview):
+#   nvidia-container-toolkit (V)   Depends: nvidia-container-toolkit-base (= V), libnvidia-container-tools (>= V),
+#                                           libnvidia-container-tools (<< 2.0.0)
+#   libnvidia-container-tools (V)  Depends: libnvidia-container1 (>= V)
+# nvidia-container-toolkit-base ships /usr/bin/nvidia-container-runtime as a shell wrapper that logs its call and
+# execs runc, and an /usr/bin/nvidia-ctk stub; libnvidia-container-tools an nvidia-container-cli stub. Every stub
+# prints its package version. Each package exists at two versions, VERSION and the newer NEWER, as NVIDIA's
+# repository holds every release: pinning only some packages lets the libraries float to NEWER, which the tests see.
 # Release is signed with a throwaway GPG key generated here (no passphrase), so signed-by is exercised.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${LAB_APT_REPO_DIR:-$ROOT/lab/.build/apt_repo}
 VERSION=1.17.8-1~gpuopslab1
+NEWER=1.17.9-1~gpuopslab1
 ARCH=amd64
 RECIPE=$(sha256sum "$0" | cut -c1-16)
 [ "${1:-}" = --force ] && rm -rf "$OUT"
@@ -24,13 +31,13 @@ REPO=$OUT/repo/libnvidia-container
 DIST=$REPO/stable/deb/$ARCH
 mkdir -p "$DIST"
 
-mkpkg() {  # name, description, depends, files-function
-  local name=$1 desc=$2 deps=$3 d=$OUT/pkg/$1
+mkpkg() {  # version, name, description, depends, files-function
+  local V=$1 name=$2 desc=$3 deps=$4 d=$OUT/pkg/$2-$1
   mkdir -p "$d/DEBIAN" "$d/usr/bin" "$d/usr/share/doc/$name"
-  "$4" "$d"
+  "$5" "$d" "$V"
   cat > "$d/DEBIAN/control" <<CTL
 Package: $name
-Version: $VERSION
+Version: $V
 Architecture: $ARCH
 Maintainer: gpuops.k8s_gpu lab <lab@gpuops.invalid>
 Section: utils
@@ -41,9 +48,10 @@ Description: LAB STAND-IN for NVIDIA's $name - NOT NVIDIA SOFTWARE
  Built by gpuops.k8s_gpu lab/apt_repo/build.sh for tests without NVIDIA's
  repository. It does not inject GPUs into containers.
 CTL
+  [ -n "$deps" ] || sed -i '/^Depends: *$/d' "$d/DEBIAN/control"
   printf 'LAB STAND-IN package built by gpuops.k8s_gpu lab/apt_repo/build.sh. Not NVIDIA software.\n' \
     > "$d/usr/share/doc/$name/README.lab-stand-in"
-  dpkg-deb --root-owner-group --build "$d" "$DIST/${name}_${VERSION}_${ARCH}.deb" >/dev/null
+  dpkg-deb --root-owner-group --build "$d" "$DIST/${name}_${V}_${ARCH}.deb" >/dev/null
 }
 base_files() {
   cat > "$1/usr/bin/nvidia-container-runtime" <<'SH'
@@ -55,7 +63,7 @@ SH
   cat > "$1/usr/bin/nvidia-ctk" <<SH
 #!/bin/sh
 # LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab)
-echo "NVIDIA Container Toolkit CLI version ${VERSION%%-*} (gpuops lab stand-in $VERSION, not NVIDIA software)"
+echo "NVIDIA Container Toolkit CLI version ${2%%-*} (gpuops lab stand-in $2, not NVIDIA software)"
 SH
   chmod 0755 "$1/usr/bin/nvidia-container-runtime" "$1/usr/bin/nvidia-ctk"
 }
@@ -67,9 +75,26 @@ exit 0
 SH
   chmod 0755 "$1/usr/bin/nvidia-container-runtime-hook"
 }
-mkpkg nvidia-container-toolkit-base "Ships nvidia-container-runtime as a wrapper that execs runc, and an nvidia-ctk stub." "runc" base_files
-mkpkg nvidia-container-toolkit "Depends on the stand-in base package; ships a no-op nvidia-container-runtime-hook." \
-  "nvidia-container-toolkit-base (= $VERSION)" toolkit_files
+cli_files() {
+  cat > "$1/usr/bin/nvidia-container-cli" <<SH
+#!/bin/sh
+# LAB STAND-IN for nvidia-container-cli (gpuops.k8s_gpu lab)
+echo "cli-version: ${2%%-*} (gpuops lab stand-in $2, not NVIDIA software)"
+SH
+  chmod 0755 "$1/usr/bin/nvidia-container-cli"
+}
+lib_files() {
+  mkdir -p "$1/usr/share/libnvidia-container1"
+  printf 'LAB STAND-IN for libnvidia-container1 %s: no library.\n' "$2" > "$1/usr/share/libnvidia-container1/VERSION"
+}
+for V in "$VERSION" "$NEWER"; do
+  mkpkg "$V" libnvidia-container1 "Ships no library, only a version file." "" lib_files
+  mkpkg "$V" libnvidia-container-tools "Ships an nvidia-container-cli stub that prints its version." \
+    "libnvidia-container1 (>= $V)" cli_files
+  mkpkg "$V" nvidia-container-toolkit-base "Ships nvidia-container-runtime as a wrapper that execs runc, and an nvidia-ctk stub." "runc" base_files
+  mkpkg "$V" nvidia-container-toolkit "Depends on the stand-in base and tools packages; ships a no-op nvidia-container-runtime-hook." \
+    "nvidia-container-toolkit-base (= $V), libnvidia-container-tools (>= $V), libnvidia-container-tools (<< 2.0.0)" toolkit_files
+done
 
 export GNUPGHOME=$OUT/gnupg
 gpg --batch --quiet --passphrase '' --quick-gen-key 'gpuops lab apt repository (THROWAWAY TEST KEY) <lab@gpuops.invalid>' ed25519 sign never 2>/dev/null
@@ -83,5 +108,5 @@ gpg --batch --armor --export > "$REPO/gpgkey"
   gpg --batch --yes --armor --detach-sign -o Release.gpg Release
   gpg --batch --yes --clearsign -o InRelease Release )
 echo "$RECIPE" > "$OUT/.recipe"
-echo "[apt_repo] built $DIST ($VERSION)" >&2
+echo "[apt_repo] built $DIST ($VERSION and $NEWER)" >&2
 echo "$OUT/repo"
