@@ -80,3 +80,24 @@ def sh(*cmd, check=True, timeout=900, **kw):
         raise AssertionError('command failed (rc=%s): %s\n--- stdout\n%s\n--- stderr\n%s'
                              % (proc.returncode, ' '.join(map(str, cmd)), proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
+
+
+def run_role_on_localhost(collections_path, tmp_path, role, variables, args=()):
+    """Apply a role of the collection to localhost (local connection, no facts) with ``variables`` as extra vars,
+    through ansible-playbook and the json callback. Returns (CompletedProcess, parsed json document)."""
+    (tmp_path / 'vars.json').write_text(json.dumps(dict(variables, ansible_python_interpreter=os.path.join(
+        VENV_BIN, 'python'))))
+    play = tmp_path / 'play.yml'
+    play.write_text(yaml.safe_dump([{'hosts': 'localhost', 'connection': 'local', 'gather_facts': False,
+                                     'roles': ['gpuops.k8s_gpu.%s' % role]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+               ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
+    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', str(play),
+                           '-e', '@%s' % (tmp_path / 'vars.json')] + list(args),
+                          env=env, capture_output=True, text=True, cwd=ROOT)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError('ansible-playbook output is not JSON (rc=%s):\n%s\n%s'
+                             % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return proc, doc

@@ -5,12 +5,9 @@ keeps the site's own lines; each engine's handler is notified for its own file o
 
 Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_engines.py
 """
-import json
 import os
-import subprocess
-import textwrap
 
-from conftest import ROOT, VENV_BIN
+from conftest import run_role_on_localhost
 
 SITE_LINES = '# site template line kept by the role\n'
 
@@ -20,23 +17,9 @@ def run_role(collections_path, tmp_path, state, engines):
         'nvidia_container_runtime_state': state, 'nvidia_container_runtime_install': False,
         'nvidia_container_runtime_engines': engines, 'nvidia_container_runtime_restart': False,
         'nvidia_container_runtime_rke2_template': str(tmp_path / 'rke2' / 'config.toml.tmpl'),
-        'nvidia_container_runtime_k3s_template': str(tmp_path / 'k3s' / 'config.toml.tmpl'),
-        'ansible_python_interpreter': os.path.join(VENV_BIN, 'python')}
-    (tmp_path / 'vars.json').write_text(json.dumps(variables))
-    play = tmp_path / 'play.yml'
-    play.write_text(textwrap.dedent('''
-        - hosts: localhost
-          connection: local
-          gather_facts: false
-          roles:
-            - gpuops.k8s_gpu.nvidia_container_runtime
-        '''))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', str(play), '--diff',
-                           '-e', '@%s' % (tmp_path / 'vars.json')], env=env, capture_output=True, text=True, cwd=ROOT)
+        'nvidia_container_runtime_k3s_template': str(tmp_path / 'k3s' / 'config.toml.tmpl')}
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'nvidia_container_runtime', variables, ['--diff'])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
     tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['localhost']) for p in doc['plays']
                  for t in p['tasks'] if 'localhost' in t['hosts'])
     return doc['stats']['localhost']['changed'], tasks

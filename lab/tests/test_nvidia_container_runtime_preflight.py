@@ -5,13 +5,10 @@ choices), and a pre-existing daemon.json is left byte for byte.
 Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_preflight.py
 """
 import json
-import os
-import subprocess
-import textwrap
 
 import pytest
 
-from conftest import ROOT, VENV_BIN
+from conftest import run_role_on_localhost
 
 DAEMON = {'registry-mirrors': ['https://mirror.example'], 'log-opts': {'max-size': '10m'}}
 
@@ -45,24 +42,10 @@ def test_bad_input_is_refused_before_any_change(bad, needles, collections_path, 
     daemon.write_text(json.dumps(DAEMON, indent=2))
     before = daemon.read_bytes()
     variables = {'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['docker'],
-                 'nvidia_container_runtime_docker_config': str(daemon), 'nvidia_container_runtime_restart': False,
-                 'ansible_python_interpreter': os.path.join(VENV_BIN, 'python')}
+                 'nvidia_container_runtime_docker_config': str(daemon), 'nvidia_container_runtime_restart': False}
     variables.update(bad)
-    (tmp_path / 'vars.json').write_text(json.dumps(variables))
-    play = tmp_path / 'play.yml'
-    play.write_text(textwrap.dedent('''
-        - hosts: localhost
-          connection: local
-          gather_facts: false
-          roles:
-            - gpuops.k8s_gpu.nvidia_container_runtime
-        '''))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', str(play),
-                           '-e', '@%s' % (tmp_path / 'vars.json')], env=env, capture_output=True, text=True, cwd=ROOT)
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'nvidia_container_runtime', variables)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
     failed = [(t['task']['name'], r) for p in doc['plays'] for t in p['tasks'] for r in t['hosts'].values()
               if r.get('failed')]
     assert len(failed) == 1, failed

@@ -150,12 +150,12 @@ packages_missing:
 '''
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, write_atomic
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
 
 SOURCES_DIR = '/etc/apt/sources.list.d'
@@ -179,29 +179,6 @@ def argument_spec():
     )
 
 
-def _read(path):
-    try:
-        with open(path, 'rb') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
-def _write(module, path, data):
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-        module.atomic_move(tmp, path)
-        os.chmod(path, 0o644)  # atomic_move keeps an existing file's mode
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _mode_wrong(path):
     try:
         return (os.stat(path).st_mode & 0o7777) != 0o644
@@ -218,7 +195,7 @@ def http_get(module, url, timeout):
 
 def fetch_key(module, url):
     if url.startswith('file://'):
-        data = _read(url[len('file://'):])
+        data = read_bytes(url[len('file://'):])
         if data is None:
             module.fail_json(msg='key_url %s: the file cannot be read' % url)
         return data
@@ -259,8 +236,8 @@ def main():
         module.fail_json(msg=to_native(e))
 
     sources_file = os.path.join(SOURCES_DIR, p['name'] + '.sources')
-    old_source = _read(sources_file)
-    old_key = _read(keyring)
+    old_source = read_bytes(sources_file)
+    old_key = read_bytes(keyring)
     diff = dict(before={}, after={})
     result = dict(changed=False, sources_file=sources_file, keyring=keyring, source_changed=False,
                   keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[])
@@ -292,14 +269,14 @@ def main():
             diff['before'][keyring] = '<absent>' if old_key is None else '<keyring, %d bytes>' % len(old_key)
             diff['after'][keyring] = '<keyring from %s>' % p['key_url']
             if not module.check_mode:
-                _write(module, keyring, new_key)
+                write_atomic(module, keyring, new_key, 0o644)
         new_source = to_bytes(text)
         if new_source != old_source or _mode_wrong(sources_file):
             result['source_changed'] = True
             diff['before'][sources_file] = '<absent>' if old_source is None else to_text(old_source, errors='replace')
             diff['after'][sources_file] = text
             if not module.check_mode:
-                _write(module, sources_file, new_source)
+                write_atomic(module, sources_file, new_source, 0o644)
         result['cache_update_needed'] = result['source_changed'] or result['keyring_changed']
         installed = read_installed(module, sorted(set(name for name, _version in specs)))
         result['packages'] = installed

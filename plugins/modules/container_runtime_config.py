@@ -191,11 +191,11 @@ dropin_backup_file:
 
 import os
 import re
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import write_atomic
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_docker import (
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
@@ -215,19 +215,7 @@ def read_text(path):
 
 def write_text(module, path, text):
     """Write atomically, keeping mode and owner of an existing file; new files get 0644."""
-    directory = os.path.dirname(path) or '.'
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(to_bytes(text))
-        if not os.path.exists(path):
-            os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path, unsafe_writes=False)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomic(module, path, to_bytes(text))
 
 
 def containerd_major(module):

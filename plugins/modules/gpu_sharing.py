@@ -264,9 +264,11 @@ diff:
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_engine as engine
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_nvml as nvml
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_sharing_config import SharingError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.nvml_probe import failure_reason
 
@@ -283,19 +285,12 @@ MPS_SPEC = dict(
 )
 
 
-def _read(path):
-    try:
-        with open(path, 'r') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
 def manage_mps(module, mps, result):
     """Write or remove the MPS unit and create its directories. Updates ``result`` in place."""
     path = mps['unit_path']
     result['mps_unit_path'] = path
-    current = _read(path)
+    current = read_bytes(path)
+    current = None if current is None else to_text(current, errors='surrogate_or_strict')
     want = mps['content']
     actions = result['actions']
     unit_changed = False
