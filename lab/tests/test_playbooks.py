@@ -256,6 +256,30 @@ def test_cluster_alone_probes_first_then_deploys_and_labels(collections_path, tm
         assert writes == [], writes
 
 
+def test_cluster_alone_without_nvml_bindings_stops_before_any_api_call(collections_path, tmp_path, simulator):
+    """cluster.yml alone on a node that never ran node.yml and has no nvidia-ml-py: the read-only probe sees no NVML,
+    so the layer stops with a message that says to run the node layer first, and the API gets no request at all."""
+    env = sim_env('t4', tmp_path / 'state.json')
+    groups = {'gpu_nodes': {'children': {'pool_t4': {'hosts': {'lab-t4': {}},
+                                                     'vars': {'gpuops_sharing_strategy': 'time-slicing'}}}}}
+    with kube_emulator(tmp_path, 'h1-nb', [NODE]) as emu:
+        since = emulator_get(emu, '/_emulator/requests?since=999999999')['seq']
+        # /usr/bin/python3: Debian's python without nvidia-ml-py, as on a node that never ran the node layer
+        inv = local_inventory(tmp_path, [], groups=groups, extra={'gpuops_kubeconfig': emu['kubeconfig'],
+                                                                  'ansible_python_interpreter': '/usr/bin/python3'})
+        proc, doc = playbook(collections_path, '-i', inv, 'playbooks/cluster.yml', env=env, json_out=True)
+        assert proc.returncode != 0
+        probe = task_results(doc, 'Probe the GPUs read-only (no facts from node.yml in this run)')['lab-t4']
+        assert probe['nvml']['status'] == 'bindings_missing', probe['nvml']
+        stop = task_results(doc, 'Stop when the read-only probe had no NVML bindings (the node layer installs them)')
+        assert stop['lab-t4']['failed'] is True
+        msg = stop['lab-t4']['msg']
+        assert 'no NVML Python bindings' in msg and 'Run the node layer first' in msg and '--tags probe' in msg, msg
+        assert [p['play']['name'] for p in doc['plays']] == [
+            'Cluster layer - GPU facts of the nodes (read-only probe when this run has none)']
+        assert emulator_get(emu, '/_emulator/requests?since=%d' % since)['items'] == []
+
+
 # ------------------------------------------------------------------------------------------------ gpu_node_sharing
 
 def sharing_play(tmp_path, variables):
