@@ -11,13 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
-from pyVim.connect import Disconnect, SmartConnect
 from pyVim.task import WaitForTask
 from pyVmomi import vim
+
+from vcsim_lab import start_vcsim, stop_vcsim
 
 ROOT = Path(__file__).resolve().parents[2]
 VCSIM = ROOT / "lab" / "vcsim"
@@ -30,40 +30,6 @@ PASSWORD = "Lab-Secret-42"
 GB = 1024
 DirectBacking = vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo
 DynamicBacking = vim.vm.device.VirtualPCIPassthrough.DynamicBackingInfo
-
-
-class Sim:
-    def __init__(self, state, state_dir, name):
-        self.state, self.state_dir, self.name = state, state_dir, name
-        self.model = state["model"]
-        self.si = SmartConnect(host=state["host"], port=state["port"], user=state["username"], pwd=state["password"],
-                               disableSslCertValidation=True)
-        self.content = self.si.RetrieveContent()
-
-    def conn(self):
-        return dict(hostname=self.state["host"], port=self.state["port"], username=self.state["username"],
-                    password=self.state["password"], validate_certs=False)
-
-    def all(self, kind):
-        view = self.content.viewManager.CreateContainerView(self.content.rootFolder, [kind], True)
-        try:
-            return sorted(view.view, key=lambda o: o.name)
-        finally:
-            view.DestroyView()
-
-    def vm(self, name):
-        return next(v for v in self.all(vim.VirtualMachine) if v.name == name)
-
-    def host(self, name):
-        return next(h for h in self.all(vim.HostSystem) if h.name == name)
-
-    def vms_on(self, host_name):
-        return [v.name for v in self.all(vim.VirtualMachine) if v.runtime.host.name == host_name]
-
-    def reconfig_tasks(self, vm=None):
-        """Keys of the ReconfigVM tasks the simulator has recorded (for one VM, or all)."""
-        return set(t.info.key for t in self.content.taskManager.recentTask
-                   if t.info.descriptionId == "VirtualMachine.reconfigVm" and (vm is None or t.info.entity == vm))
 
 
 VMS_PER_HOST = 4
@@ -86,25 +52,12 @@ def make_vms(sim):
 
 
 def start_sim(tmp_path_factory, model, extra=()):
-    state_dir = tmp_path_factory.mktemp("vcsim-%s" % model)
-    name = "esxi-gpu-%s-%s" % (model, uuid.uuid4().hex[:6])
-    env = dict(os.environ, VCSIM_STATE_DIR=str(state_dir))
-    cmd = [str(VCSIM / "start.sh"), "--model", model, "--name", name, "--", "-password", PASSWORD, *extra]
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, "start.sh failed (%s):\n%s\n%s" % (r.returncode, r.stdout, r.stderr)
-    sim = Sim(json.loads(r.stdout), state_dir, name)
+    sim = start_vcsim(tmp_path_factory, model, "esxi-gpu", extra=("-password", PASSWORD) + tuple(extra))
     make_vms(sim)
     return sim
 
 
-def stop_sim(sim):
-    try:
-        Disconnect(sim.si)
-    except Exception:
-        pass
-    env = dict(os.environ, VCSIM_STATE_DIR=str(sim.state_dir))
-    r = subprocess.run([str(VCSIM / "stop.sh"), "--name", sim.name], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+stop_sim = stop_vcsim
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ import json
 import os
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVim.task import WaitForTask
 from pyVmomi import vim, vmodl
+
+from vcsim_lab import start_vcsim, stop_vcsim
 
 ROOT = Path(__file__).resolve().parents[2]
 VCSIM = ROOT / "lab" / "vcsim"
@@ -27,71 +27,15 @@ NVIDIA = 0x10DE
 T4, A100, V100 = 0x1EB8, 0x20F1, 0x1DB4
 
 
-class Sim:
-    def __init__(self, state, state_dir, name):
-        self.state, self.state_dir, self.name = state, state_dir, name
-        self.host, self.port = state["host"], state["port"]
-        self.user, self.pwd = state["username"], state["password"]
-        self.si = None
-
-    def connect(self):
-        # The simulator is a self-signed https server on 127.0.0.1: no certificate to validate.
-        si = SmartConnect(host=self.host, port=self.port, user=self.user, pwd=self.pwd,
-                          disableSslCertValidation=True)
-        return si
-
-    @property
-    def content(self):
-        if self.si is None:
-            self.si = self.connect()
-        return self.si.RetrieveContent()
-
-    def all(self, kind):
-        view = self.content.viewManager.CreateContainerView(self.content.rootFolder, [kind], True)
-        try:
-            return sorted(view.view, key=lambda o: o.name)
-        finally:
-            view.DestroyView()
-
-    def vm(self, name):
-        return next(v for v in self.all(vim.VirtualMachine) if v.name == name)
-
-    def host_named(self, name):
-        return next(h for h in self.all(vim.HostSystem) if h.name == name)
-
-
 def _run(cmd, env=None, timeout=120):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def start_sim(tmp_path_factory, model, gpus=None, extra=(), expect_ok=True):
-    state_dir = tmp_path_factory.mktemp(f"vcsim-{model}")
-    name = f"pytest-{model}-{uuid.uuid4().hex[:6]}"
-    env = dict(os.environ, VCSIM_STATE_DIR=str(state_dir))
-    cmd = [str(VCSIM / "start.sh"), "--model", model, "--name", name]
-    if gpus:
-        cmd += ["--gpus", str(gpus)]
-    if extra:
-        cmd += ["--", *extra]
-    r = _run(cmd, env=env, timeout=300)
-    if not expect_ok:
-        return r
-    assert r.returncode == 0, f"start.sh failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-    state = json.loads(r.stdout)
-    assert state["host"] == "127.0.0.1" and state["pid"] > 0
-    return Sim(state, state_dir, name)
+    return start_vcsim(tmp_path_factory, model, "pytest", extra=extra, gpus=gpus, expect_ok=expect_ok)
 
 
-def stop_sim(sim):
-    if sim.si is not None:
-        try:
-            Disconnect(sim.si)
-        except Exception:
-            pass
-    env = dict(os.environ, VCSIM_STATE_DIR=str(sim.state_dir))
-    r = _run([str(VCSIM / "stop.sh"), "--name", sim.name], env=env)
-    assert r.returncode == 0, r.stderr
-    assert not (Path(sim.state_dir) / f"{sim.name}.pid").exists()
+stop_sim = stop_vcsim
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +125,7 @@ def test_login_and_api_version(any_model):
 
 def test_bad_password_refused(vcenter):
     with pytest.raises(vim.fault.InvalidLogin):
-        SmartConnect(host=vcenter.host, port=vcenter.port, user=vcenter.user, pwd="wrong",
+        SmartConnect(host=vcenter.address, port=vcenter.port, user=vcenter.user, pwd="wrong",
                      disableSslCertValidation=True)
 
 
@@ -240,7 +184,7 @@ def test_nvidia_devices_listed(any_model):
 
 
 def test_passthru_enable_needs_reboot(vcenter):
-    host = vcenter.host_named("DC0_C0_H0")
+    host = vcenter.host("DC0_C0_H0")
     pss = host.configManager.pciPassthruSystem
     t4 = [d.id for d in host_gpus(host) if d.deviceId == T4]
     pss.UpdatePassthruConfig([vim.host.PciPassthruConfig(id=t4[0], passthruEnabled=True)])
@@ -283,7 +227,7 @@ def test_passthru_unknown_or_incapable_device_refused(esx):
 
 
 def test_query_config_target_lists_active_devices(vcenter):
-    host = vcenter.host_named("DC0_C0_H1")
+    host = vcenter.host("DC0_C0_H1")
     env = host.parent.environmentBrowser
     assert not env.QueryConfigTarget(host=host).pciPassthrough
     ids = activate(host, A100)
@@ -296,7 +240,7 @@ def test_query_config_target_lists_active_devices(vcenter):
     dyn = [d for d in target.dynamicPassthrough if d.deviceId == A100]
     assert len(dyn) == 1 and dyn[0].vendorId == NVIDIA and dyn[0].vendorName == "NVIDIA Corporation"
     # a host without active devices contributes nothing
-    assert not env.QueryConfigTarget(host=vcenter.host_named("DC0_C0_H2")).pciPassthrough
+    assert not env.QueryConfigTarget(host=vcenter.host("DC0_C0_H2")).pciPassthrough
 
 
 def test_custom_gpu_config(tmp_path_factory, tmp_path):
@@ -326,7 +270,7 @@ def test_custom_gpu_config(tmp_path_factory, tmp_path):
 
 
 def test_reconfig_adds_directpath_and_dynamic_gpu(vcenter):
-    host = vcenter.host_named("DC0_C0_H1")
+    host = vcenter.host("DC0_C0_H1")
     env = host.parent.environmentBrowser
     if not env.QueryConfigTarget(host=host).pciPassthrough:
         activate(host, A100)
@@ -425,7 +369,7 @@ def test_firmware_efi_secure_boot_off_read_back(esx):
 def test_gap_power_on_without_full_memory_reservation(vcenter):
     """Real vSphere refuses to power on a VM with a DirectPath device unless its memory is fully
     reserved (memoryReservationLockedToMax or reservation == memoryMB). The simulator powers it on."""
-    host = vcenter.host_named("DC0_C0_H1")
+    host = vcenter.host("DC0_C0_H1")
     env = host.parent.environmentBrowser
     if not env.QueryConfigTarget(host=host).pciPassthrough:
         activate(host, A100)
@@ -477,7 +421,7 @@ def _ansible(sim, module, args):
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_LOCALHOST_WARNING="False",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="False", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    args = dict(hostname=sim.host, port=sim.port, username=sim.user, password=sim.pwd,
+    args = dict(hostname=sim.address, port=sim.port, username=sim.user, password=sim.pwd,
                 validate_certs=False, **args)
     r = _run([str(VENV_BIN / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)], env=env, timeout=120)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
@@ -495,10 +439,10 @@ def test_ansible_vmware_guest_info(vcenter):
 
 def test_ansible_vmware_host_passthrough(vcenter):
     host = "DC0_C0_H2"
-    gpu = next(d for d in host_gpus(vcenter.host_named(host)) if d.deviceId == V100)
+    gpu = next(d for d in host_gpus(vcenter.host(host)) if d.deviceId == V100)
     res = _ansible(vcenter, "community.vmware.vmware_host_passthrough",
                    {"esxi_hostname": host, "devices": [{"device_name": gpu.id}], "state": "present"})
     assert res.get("failed") is not True, res
     assert res["changed"] is True
-    p = passthru(vcenter.host_named(host))[gpu.id]
+    p = passthru(vcenter.host(host))[gpu.id]
     assert (p.passthruEnabled, p.passthruActive) == (True, False)
