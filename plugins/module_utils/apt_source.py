@@ -105,14 +105,14 @@ def keyring_bytes(data, keyring):
     return dearmor(data) if fmt == 'armored' else data
 
 
-def parse_package_specs(specs):
-    """['name', 'name=version-glob'] -> [(name, version or None)]; anything else is refused."""
+def parse_package_specs(specs, option='packages'):
+    """['name', 'name=version-glob'] -> [(name, version or None)]; anything else is refused (naming option)."""
     out = []
     for spec in specs:
         m = _PKG_RE.match(spec or '')
         if not m:
-            raise AptSourceError('packages: %r is not "name" or "name=version" (a version may use * wildcards, as '
-                                 'ansible.builtin.apt accepts)' % (spec,))
+            raise AptSourceError('%s: %r is not "name" or "name=version" (a version may use * wildcards, as '
+                                 'ansible.builtin.apt accepts)' % (option, spec))
         out.append((m.group(1), m.group(2)))
     return out
 

@@ -53,6 +53,14 @@ options:
     type: list
     elements: str
     default: []
+  package_specs:
+    description:
+      - Packages as V(name) or V(name=version) (the version may use C(*) wildcards); those not installed, or
+        installed at a version that does not match, are returned in RV(packages_missing), matched as
+        M(ansible.builtin.apt) matches them, so that the role runs apt only when something is missing.
+    type: list
+    elements: str
+    default: []
   driver_package:
     description: The package whose installed version is the driver's version.
     type: str
@@ -112,7 +120,7 @@ loaded_version:
   returned: always
   type: str
 packages:
-  description: Installed version of each package of O(packages) that is installed.
+  description: Installed version of each package of O(packages) and O(package_specs) that is installed.
   returned: always
   type: dict
   sample: {nvidia-driver: 535.309.01-0+deb12u1}
@@ -120,6 +128,12 @@ selections:
   description: dpkg selection (V(install), V(hold), ...) of each installed package of O(packages) (dpkg only).
   returned: always
   type: dict
+packages_missing:
+  description: The entries of O(package_specs) that are not installed, or not at a matching version.
+  returned: always
+  type: list
+  elements: str
+  sample: [nvidia-driver=535.309.01*]
 installed_version:
   description: Installed version of O(driver_package), or null.
   returned: always
@@ -170,7 +184,9 @@ initramfs_command:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe
 
@@ -182,6 +198,7 @@ def argument_spec():
         method=dict(type='str', choices=['distro', 'cuda_repo', 'runfile'], default='distro'),
         version=dict(type='str', default=''),
         packages=dict(type='list', elements='str', default=[]),
+        package_specs=dict(type='list', elements='str', default=[]),
         driver_package=dict(type='str', default=''),
         reboot=dict(type='bool', default=True),
         local_connection=dict(type='bool', default=False),
@@ -222,7 +239,12 @@ def main():
     container, evidence = nd.detect_container('/', detect_virt)
     release = os.uname()[2]
     modules = node_probe.loaded_modules('/')
-    versions, selections, family = read_packages(module, p['packages'])
+    try:
+        specs = apt_source.parse_package_specs(p['package_specs'], 'package_specs')
+    except apt_source.AptSourceError as e:
+        module.fail_json(msg=to_native(e))
+    names = list(p['packages']) + [name for name, _version in specs if name not in p['packages']]
+    versions, selections, family = read_packages(module, names)
     installed = versions.get(p['driver_package']) if p['driver_package'] else None
     loaded_version = nd.module_version_from_sys('/') or node_probe.driver_version_from_proc('/')
     dkms = nd.dkms_state('/', release, nd.upstream_version(installed) if installed else None)
@@ -237,6 +259,7 @@ def main():
     module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
                      loaded_version=loaded_version, packages=versions, selections=selections,
+                     packages_missing=apt_source.missing_packages(p['package_specs'], versions),
                      installed_version=installed, runfile_versions=obs['runfile_versions'],
                      nvswitch_count=len(switches), **decided)
 

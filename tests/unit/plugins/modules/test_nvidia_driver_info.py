@@ -52,3 +52,28 @@ def test_read_packages_rpm_ignores_not_installed_lines():
 
 def test_read_packages_without_a_package_manager():
     assert mod.read_packages(FakeModule({}, {}), ['x']) == ({}, {}, None)
+
+
+def test_package_specs_report_what_apt_would_install(monkeypatch, capsys):
+    import json
+    import pytest
+    from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+    seen = []
+
+    def fake_read(module, names):
+        seen.append(list(names))
+        return {'nvidia-driver': '535.309.01-0+deb12u1', 'nvidia-smi': '535.309.01-0+deb12u1',
+                'initramfs-tools': '0.142'}, {}, 'Debian'
+    monkeypatch.setattr(mod, 'read_packages', fake_read)
+    specs = ['nvidia-driver=535.309.01*', 'nvidia-smi=550.54.14*', 'nvidia-kernel-dkms=535.309.01*', 'initramfs-tools']
+    with module_args({'packages': ['nvidia-driver'], 'package_specs': specs, 'kernel_module': 'skip'}):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    assert res['packages_missing'] == ['nvidia-smi=550.54.14*', 'nvidia-kernel-dkms=535.309.01*']
+    assert seen == [['nvidia-driver', 'nvidia-smi', 'nvidia-kernel-dkms', 'initramfs-tools']]
+    with module_args({'package_specs': ['nvidia-driver>=535']}):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    assert res['failed'] is True and 'package_specs:' in res['msg']
