@@ -83,16 +83,21 @@ def play_summary(play):
     """{'wall': s, 'tasks': n executed (not skipped), 'changed': n, 'skipped': n} for one play of a json doc."""
     d = play['play'].get('duration') or {}
     wall = parse_ts(d['end']) - parse_ts(d['start']) if d.get('end') and d.get('start') else float('nan')
-    tasks = changed = skipped = 0
-    for t in play['tasks']:
+    return dict(count_results(play['tasks']), wall=wall)
+
+
+def count_results(tasks):
+    """{'tasks': host results that ran (not skipped), 'changed': n, 'skipped': n} over json callback tasks."""
+    n = changed = skipped = 0
+    for t in tasks:
         for r in t['hosts'].values():
             if r.get('skipped'):
                 skipped += 1
                 continue
-            tasks += 1
+            n += 1
             if r.get('changed'):
                 changed += 1
-    return {'wall': wall, 'tasks': tasks, 'changed': changed, 'skipped': skipped}
+    return {'tasks': n, 'changed': changed, 'skipped': skipped}
 
 
 def _diff_keys(r):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure helpers of the apt_signed_repo module: deb822 source text, OpenPGP key formats, package specs."""
+"""apt helpers of the modules: deb822 source text, OpenPGP key formats, package specs, installed packages (dpkg)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,6 +14,7 @@ import re
 ARMOR_BEGIN = b'-----BEGIN PGP PUBLIC KEY BLOCK-----'
 ARMOR_END = b'-----END PGP PUBLIC KEY BLOCK-----'
 _NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+DPKG_QUERY_FORMAT = '${Package}\t${db:Status-Abbrev}\t${Version}\n'
 _PKG_RE = re.compile(r'^([a-z0-9][a-z0-9+.-]+)(?:=(\S+))?$')
 
 
@@ -129,3 +130,32 @@ def missing_packages(specs, installed):
         if have is None or (version is not None and not fnmatch.fnmatch(have, version)):
             missing.append(spec)
     return missing
+
+
+def parse_dpkg_query(text):
+    """Output of dpkg-query -W -f '${Package}\\t${db:Status-Abbrev}\\t${Version}\\n' -> {name: version}.
+
+    Only installed packages are returned (second letter of the status abbreviation is 'i');
+    architecture qualifiers (libfoo:amd64) are dropped.
+    """
+    out = {}
+    for line in (text or '').splitlines():
+        parts = line.split('\t')
+        if len(parts) < 3:
+            continue
+        name, status, version = parts[0].split(':', 1)[0], parts[1], parts[2].strip()
+        if len(status) >= 2 and status[1] == 'i' and version:
+            out[name] = version
+    return out
+
+
+def dpkg_installed(module, names):
+    """{name: version} of the installed packages among names, read with dpkg-query; None when the node has no
+    dpkg-query (not Debian/Ubuntu)."""
+    dpkg_query = module.get_bin_path('dpkg-query')
+    if not dpkg_query:
+        return None
+    if not names:
+        return {}
+    rc, out, err = module.run_command([dpkg_query, '-W', '-f', DPKG_QUERY_FORMAT] + list(names))
+    return parse_dpkg_query(out)

@@ -53,23 +53,6 @@ def upstream_version(version):
     return m.group(1) if m else v
 
 
-def parse_dpkg_query(text):
-    """Output of dpkg-query -W -f '${Package}\\t${db:Status-Abbrev}\\t${Version}\\n' -> {name: version}.
-
-    Only installed packages are returned (second letter of the status abbreviation is 'i');
-    architecture qualifiers (libfoo:amd64) are dropped.
-    """
-    out = {}
-    for line in (text or '').splitlines():
-        parts = line.split('\t')
-        if len(parts) < 3:
-            continue
-        name, status, version = parts[0].split(':', 1)[0], parts[1], parts[2].strip()
-        if len(status) >= 2 and status[1] == 'i' and version:
-            out[name] = version
-    return out
-
-
 def parse_dpkg_selections(text):
     """Output of dpkg --get-selections -> {name: selection}."""
     out = {}

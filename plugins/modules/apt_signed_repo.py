@@ -156,7 +156,6 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, write_atomic
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
 
 SOURCES_DIR = '/etc/apt/sources.list.d'
 
@@ -207,13 +206,10 @@ def fetch_key(module, url):
 
 
 def read_installed(module, names):
-    if not names:
-        return {}
-    dpkg_query = module.get_bin_path('dpkg-query')
-    if not dpkg_query:
+    installed = apt_source.dpkg_installed(module, names)
+    if installed is None:
         module.fail_json(msg='dpkg-query was not found: apt_signed_repo manages Debian/Ubuntu nodes only')
-    rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${db:Status-Abbrev}\t${Version}\n'] + names)
-    return nd.parse_dpkg_query(out)
+    return installed
 
 
 def main():

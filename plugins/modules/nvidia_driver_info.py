@@ -207,12 +207,8 @@ def argument_spec():
 
 def read_packages(module, names):
     """({name: version}, {name: selection}, os_family) for the installed packages among names."""
-    dpkg_query = module.get_bin_path('dpkg-query')
-    if dpkg_query:
-        if not names:
-            return {}, {}, 'Debian'
-        rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${db:Status-Abbrev}\t${Version}\n'] + names)
-        versions = nd.parse_dpkg_query(out)
+    versions = apt_source.dpkg_installed(module, names)
+    if versions is not None:
         selections = {}
         if versions:
             rc, out, err = module.run_command([module.get_bin_path('dpkg', required=True), '--get-selections']

@@ -27,7 +27,6 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _common as c  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = c.ROOT
 PLAYBOOK = os.path.join(ROOT, 'playbooks', 'node.yml')
 PREFIX = os.environ.get('GPUOPS_BENCH_PREFIX', 'gpuops-bench')
@@ -100,22 +99,10 @@ def by_role(doc):
         seen.add(role)
         if key in out:
             raise SystemExit('role %s runs a third time in playbooks/node.yml; the bench cannot name it' % role)
-        start = end = None
-        n = changed = skipped = 0
-        for task in tasks:
-            d = task['task'].get('duration') or {}
-            if d.get('start') and d.get('end'):
-                st, en = c.parse_ts(d['start']), c.parse_ts(d['end'])
-                start = st if start is None else min(start, st)
-                end = en if end is None else max(end, en)
-            for r in task['hosts'].values():
-                if r.get('skipped'):
-                    skipped += 1
-                    continue
-                n += 1
-                changed += 1 if r.get('changed') else 0
-        out[key] = {'wall': (end - start) if start is not None else 0.0, 'tasks': n, 'changed': changed,
-                    'skipped': skipped}
+        times = [(c.parse_ts(d['start']), c.parse_ts(d['end'])) for d in (t['task'].get('duration') or {} for t in tasks)
+                 if d.get('start') and d.get('end')]
+        out[key] = dict(c.count_results(tasks),
+                        wall=(max(e for _s, e in times) - min(s for s, _e in times)) if times else 0.0)
     return out
 
 

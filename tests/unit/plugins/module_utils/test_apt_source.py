@@ -107,3 +107,12 @@ def test_package_specs_and_missing():
         with pytest.raises(a.AptSourceError) as e:
             a.parse_package_specs([bad])
         assert 'packages:' in str(e.value)
+
+
+def test_parse_dpkg_query_only_installed():
+    text = ('nvidia-driver\tii \t535.309.01-0+deb12u1\n'
+            'libnvidia-ml1:amd64\thi \t535.309.01-0+deb12u1\n'
+            'nvidia-smi\tun \t\n'
+            'nvidia-kernel-dkms\trc \t535.216.01-1\n')
+    assert a.parse_dpkg_query(text) == {'nvidia-driver': '535.309.01-0+deb12u1',
+                                        'libnvidia-ml1': '535.309.01-0+deb12u1'}

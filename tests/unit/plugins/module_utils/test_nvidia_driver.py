@@ -48,15 +48,6 @@ def test_upstream_version(pkg, up):
     assert nd.upstream_version(pkg) == up
 
 
-def test_parse_dpkg_query_only_installed():
-    text = ('nvidia-driver\tii \t535.309.01-0+deb12u1\n'
-            'libnvidia-ml1:amd64\thi \t535.309.01-0+deb12u1\n'
-            'nvidia-smi\tun \t\n'
-            'nvidia-kernel-dkms\trc \t535.216.01-1\n')
-    assert nd.parse_dpkg_query(text) == {'nvidia-driver': '535.309.01-0+deb12u1',
-                                         'libnvidia-ml1': '535.309.01-0+deb12u1'}
-
-
 def test_parse_selections_and_rpm():
     assert nd.parse_dpkg_selections('nvidia-driver\t\t\thold\nlibnvidia-ml1:amd64\tinstall\n') == {
         'nvidia-driver': 'hold', 'libnvidia-ml1': 'install'}
