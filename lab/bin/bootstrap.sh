@@ -63,4 +63,12 @@ make_venv() {  # make_venv DIR REQFILE...
 }
 make_venv .venv lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 lab/requirements-2.16.txt requirements.txt
+# Kubernetes 1.24 schemas for lab/kube/validate.py (kubernetes-validate 1.37 starts at 1.25): a second, never
+# imported copy of kubernetes-validate beside the venv's packages
+legacy_want=$(sha256sum lab/requirements-kv-legacy.txt | cut -d' ' -f1)
+if [ "$(cat .venv/kv-legacy/.requirements.sha 2>/dev/null)" != "$legacy_want" ]; then
+  rm -rf .venv/kv-legacy
+  .venv/bin/python -m pip install -q --no-deps --target .venv/kv-legacy -r lab/requirements-kv-legacy.txt
+  echo "$legacy_want" > .venv/kv-legacy/.requirements.sha
+fi
 log "ready: $("$ROOT/.venv/bin/ansible" --version | sed -n 1p); $("$ROOT/.venv-2.16/bin/ansible" --version | sed -n 1p)"

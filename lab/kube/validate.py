@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Strict schema validation of Kubernetes manifests against every supported minor (1.24-1.33).
+"""Strict schema validation of Kubernetes manifests against every supported minor (1.24-1.37).
 
 Uses the JSON schemas shipped in kubernetes-validate (strict variants: unknown fields are errors).
 
@@ -8,6 +8,9 @@ Uses the JSON schemas shipped in kubernetes-validate (strict variants: unknown f
 * kinds from any other group are custom resources: reported in ``not_validated`` with the reason
   "not validated: custom resource" and never counted as passed.
 
+Each distinct document is validated once per minor (results are cached by the document's canonical JSON), so
+the same ServiceAccount or ConfigMap rendered by several strategies costs one schema check per minor.
+
 Library:  from validate import validate_files, validate_documents
 CLI:      python lab/kube/validate.py [--minor 1.29 ...] [--json] FILE...   (exit 0 ok, 1 failures, 2 usage/parse)
 """
@@ -15,18 +18,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from typing import Any, Dict, Iterable, List, Optional
 
 import yaml
 
 try:
+    import jsonschema
+    import referencing
     import kubernetes_validate as kv
-    from kubernetes_validate import utils as kv_utils
 except ImportError as e:  # fail loudly: the lab requires it
-    raise SystemExit(f"kubernetes-validate is required (pip install kubernetes-validate==1.33.1): {e}")
+    raise SystemExit(f"kubernetes-validate is required (pip install kubernetes-validate==1.37.0): {e}")
 
-SUPPORTED_MINORS = [f"1.{m}" for m in range(24, 34)]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# kubernetes-validate 1.37 ships schemas for 1.25-1.37 only; 1.24's come from the 1.33.1 wheel, installed by
+# lab/bin/bootstrap.sh with `pip install --no-deps --target .venv/kv-legacy` (lab/requirements-kv-legacy.txt).
+LEGACY_TARGET = os.environ.get("GPUOPS_KV_LEGACY", os.path.join(ROOT, ".venv", "kv-legacy"))
+
+SUPPORTED_MINORS = [f"1.{m}" for m in range(24, 38)]
 CUSTOM_RESOURCE_REASON = "not validated: custom resource"
 
 # API groups served by kube-apiserver itself (anything else is a CRD / aggregated API)
@@ -40,9 +51,63 @@ BUILTIN_GROUPS = {
 }
 
 
+_SCHEMA_DIR_RE = re.compile(r"^v(\d+)\.(\d+)\.\d+-local$")
+
+
+def _schema_roots() -> List[str]:
+    """Schema roots, newest package first: the installed kubernetes-validate, then the legacy copy."""
+    roots = [os.path.join(os.path.dirname(os.path.abspath(kv.__file__)), "kubernetes-json-schema")]
+    legacy = os.path.join(LEGACY_TARGET, "kubernetes_validate", "kubernetes-json-schema")
+    if os.path.isdir(legacy):
+        roots.append(legacy)
+    return roots
+
+
+def schema_dirs() -> Dict[str, str]:
+    """minor ('1.24') -> its directory of non-strict schemas ('-strict' is appended for strict validation).
+    A minor the installed package ships is taken from it; only the others come from the legacy copy."""
+    out: Dict[str, str] = {}
+    for root in _schema_roots():
+        for name in sorted(os.listdir(root)):
+            m = _SCHEMA_DIR_RE.match(name)
+            if m and f"{m.group(1)}.{m.group(2)}" not in out:
+                out[f"{m.group(1)}.{m.group(2)}"] = os.path.join(root, name)
+    return out
+
+
 def available_minors() -> List[str]:
-    """Minor versions for which the installed kubernetes-validate ships schemas."""
-    return sorted({kv_utils.major_minor(v) for v in kv_utils.all_versions()}, key=lambda v: int(v.split(".")[1]))
+    """Minor versions for which schemas are installed (kubernetes-validate plus the legacy copy for 1.24)."""
+    return sorted(schema_dirs(), key=lambda v: int(v.split(".")[1]))
+
+
+class SchemaMissing(Exception):
+    pass
+
+
+_VALIDATORS: Dict[Any, Any] = {}
+_DEFINITIONS: Dict[str, Any] = {}
+
+
+def _validator(doc: Dict[str, Any], minor: str, strict: bool):
+    """A jsonschema validator for the document's kind on one minor (kubernetes-validate's file layout), cached:
+    kubernetes_validate.validate() reloads the 1 MB definitions file on every call."""
+    api_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
+    directory = schema_dirs()[minor] + ("-strict" if strict else "")
+    fname = os.path.join(directory, f"{str(doc['kind']).lower()}-{api_version}.json")
+    hit = _VALIDATORS.get(fname)
+    if hit is not None:
+        return hit
+    if not os.path.exists(fname):
+        raise SchemaMissing(fname)
+    with open(fname) as f:
+        schema = json.load(f)
+    if directory not in _DEFINITIONS:
+        with open(os.path.join(directory, "_definitions.json")) as f:
+            _DEFINITIONS[directory] = referencing.Resource.from_contents(json.load(f))
+    registry = referencing.Resource.from_contents(schema) @ referencing.Registry()
+    registry = _DEFINITIONS[directory] @ registry
+    _VALIDATORS[fname] = jsonschema.validators.Draft202012Validator(schema, registry=registry)
+    return _VALIDATORS[fname]
 
 
 def _group_of(api_version: str) -> str:
@@ -68,6 +133,32 @@ def load_documents(path: str) -> List[Dict[str, Any]]:
     return out
 
 
+_CACHE: Dict[Any, Dict[str, Any]] = {}
+
+
+def _check(doc: Dict[str, Any], minor: str, strict: bool) -> Dict[str, Any]:
+    """Validate one document on one minor; the outcome (status, path, message) is cached."""
+    key = (json.dumps(doc, sort_keys=True, default=str), minor, strict)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return dict(hit)
+    try:
+        _validator(doc, minor, strict).validate(doc)
+        out: Dict[str, Any] = {"status": "passed"}
+    except jsonschema.ValidationError as e:
+        out = {"status": "failed", "path": ".".join(str(p) for p in e.path), "message": e.message}
+    except SchemaMissing:
+        out = {"status": "schema-missing",
+               "message": f"no schema for {doc['apiVersion']}/{doc['kind']} in Kubernetes {minor} "
+                          f"(API not served or removed in that minor)"}
+    except KeyError:
+        out = {"status": "minor-unsupported", "message": f"no schemas for {minor}"}
+    except Exception as e:  # noqa: BLE001 - anything else is a failure, never a skip
+        out = {"status": "error", "message": f"{type(e).__name__}: {e}"}
+    _CACHE[key] = dict(out)
+    return out
+
+
 def validate_documents(docs: Iterable[Any], source: str = "<memory>", minors: Optional[List[str]] = None,
                        strict: bool = True) -> Dict[str, Any]:
     minors = list(minors or SUPPORTED_MINORS)
@@ -79,7 +170,8 @@ def validate_documents(docs: Iterable[Any], source: str = "<memory>", minors: Op
         # the fallback in kubernetes-validate would silently use an older schema set: refuse
         for m in missing_minors:
             report["failures"].append({"source": source, "index": None, "minor": m, "status": "minor-unsupported",
-                                       "message": f"kubernetes-validate {kv.__version__} has no schemas for {m}"})
+                                       "message": f"kubernetes-validate {kv.__version__} (and {LEGACY_TARGET}) has no "
+                                                  f"schemas for {m}; run lab/bin/bootstrap.sh"})
     for idx, doc in enumerate(docs):
         if not isinstance(doc, dict) or not doc.get("apiVersion") or not doc.get("kind"):
             report["failures"].append({"source": source, "index": idx, "minor": None, "status": "invalid-document",
@@ -93,19 +185,7 @@ def validate_documents(docs: Iterable[Any], source: str = "<memory>", minors: Op
             if minor not in have:
                 continue
             entry = dict(ident, source=source, index=idx, minor=minor)
-            try:
-                kv.validate(doc, minor, strict=strict)
-                entry.update(status="passed")
-            except kv_utils.ValidationError as e:
-                entry.update(status="failed", path=".".join(str(p) for p in e.path), message=e.message)
-            except kv_utils.SchemaNotFoundError:
-                entry.update(status="schema-missing",
-                             message=f"no schema for {doc['apiVersion']}/{doc['kind']} in Kubernetes {minor} "
-                                     f"(API not served or removed in that minor)")
-            except kv_utils.VersionNotSupportedError:
-                entry.update(status="minor-unsupported", message=f"no schemas for {minor}")
-            except Exception as e:  # noqa: BLE001 - anything else is a failure, never a skip
-                entry.update(status="error", message=f"{type(e).__name__}: {e}")
+            entry.update(_check(doc, minor, strict))
             report["results"].append(entry)
             if entry["status"] != "passed":
                 report["failures"].append(entry)
@@ -133,7 +213,7 @@ def validate_files(paths: Iterable[str], minors: Optional[List[str]] = None, str
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*")
-    ap.add_argument("--minor", action="append", help="limit to these minors (repeatable); default 1.24..1.33")
+    ap.add_argument("--minor", action="append", help="limit to these minors (repeatable); default 1.24..1.37")
     ap.add_argument("--non-strict", action="store_true", help="allow unknown fields (not for CI)")
     ap.add_argument("--json", action="store_true", help="print the machine-readable report")
     ap.add_argument("--list-minors", action="store_true", help="print the minors the installed schemas cover")

@@ -50,7 +50,9 @@ def test_adapter_converge_idempotent_check_backup(collections_path, tmp_path, mo
     shutil.copy(FIXTURES / fixture, target)
     original_text = target.read_text()
     original = yaml.safe_load(original_text)
-    a = dict(mode=mode, path=str(target), kubernetes_version="v1.29.4", tmp_dir=str(tmp_path / "stage"),
+    # RKE1: the version must match cluster.yml's kubernetes_version (v1.26.15-rancher1-1), both render v1
+    version = "v1.26.15" if mode == "rke1_cluster_yml" else "v1.29.4"
+    a = dict(mode=mode, path=str(target), kubernetes_version=version, tmp_dir=str(tmp_path / "stage"),
              config_path="/etc/kubernetes/gpuops/scheduler-config.yaml", **extra)
     # check mode first: predicts a change, writes nothing
     res = run_module(collections_path, MODULE, args(**a), check=True)
@@ -86,8 +88,8 @@ def test_bad_inputs_change_nothing(collections_path, tmp_path):
     cfg = tmp_path / "gpuops" / "scheduler-config.yaml"
     before = files(tmp_path)
     cases = [
-        (dict(mode="rke2_config", path=str(target), kubernetes_version="v1.34.1"), "kubernetes_version: Kubernetes 1.34 is not supported"),
-        (dict(mode="rke2_config", path=str(target), kubernetes_version="v1.15.3"), "supported versions are 1.16-1.33"),
+        (dict(mode="rke2_config", path=str(target), kubernetes_version="v1.38.1"), "kubernetes_version: Kubernetes 1.38 is not supported"),
+        (dict(mode="rke2_config", path=str(target), kubernetes_version="v1.15.3"), "supported versions are 1.16-1.37"),
         (dict(mode="scheduler_config", distribution="rke2", config_path=str(cfg), kubernetes_version="1.29",
               extenders=[{"url_prefix": "127.0.0.1:32766", "filter_verb": "filter"}]), "extenders[0].url_prefix"),
         (dict(mode="scheduler_config", distribution="rke2", config_path=str(cfg), kubernetes_version="1.29",
@@ -101,9 +103,9 @@ def test_bad_inputs_change_nothing(collections_path, tmp_path):
 
 
 def test_render_every_version_window(collections_path, tmp_path):
-    """One playbook renders the gpushare config for 1.16-1.33 and the apiVersion windows are checked."""
+    """One playbook renders the gpushare config for 1.16-1.37 and the apiVersion windows are checked."""
     play = tmp_path / "render.yml"
-    versions = [f"v1.{m}.2" for m in range(16, 34)]
+    versions = [f"v1.{m}.2" for m in range(16, 38)]
     play.write_text(yaml.safe_dump([{
         "hosts": "localhost", "gather_facts": False, "connection": "local",
         "tasks": [{"name": "render", MODULE: {"mode": "scheduler_config", "distribution": "rke2", "kubernetes_version": "{{ item }}",
@@ -126,7 +128,7 @@ def test_render_every_version_window(collections_path, tmp_path):
             assert doc["clientConnection"]["kubeconfig"] == "/var/lib/rancher/rke2/server/cred/scheduler.kubeconfig"
             assert doc["extenders"][0]["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": False}]
         seen[minor] = doc["apiVersion"]
-    assert sorted(seen) == list(range(16, 34))
+    assert sorted(seen) == list(range(16, 38))
 
 
 def test_no_schema_for_scheduler_config_in_validate():

@@ -24,11 +24,14 @@ import copy
 import posixpath
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.kube_scheduler_render import (
-    SchedulerConfigError, api_for_version)
+    SchedulerConfigError, api_for_version, parse_version)
 
 VOLUME_NAME = 'gpuops-scheduler-config'
 CHECKSUM_KEY = 'gpuops.io/scheduler-config-checksum'
 CHECKSUM_ENV = 'GPUOPS_SCHEDULER_CONFIG_CHECKSUM'
+# the collection's own directories for the extender file (distribution -> directory); a file elsewhere that
+# kube-scheduler already reads is the site's
+OWN_DIRS = {'rke1': '/etc/kubernetes/gpuops', 'rke2': '/etc/rancher/rke2/gpuops', 'kubeadm': '/etc/kubernetes/gpuops'}
 # flags kube-scheduler dropped in 1.23 (with the Policy API): left in place they stop it from starting
 POLICY_FLAGS = ('policy-config-file', 'policy-configmap', 'policy-configmap-namespace', 'use-legacy-policy-config')
 
@@ -43,23 +46,117 @@ def check_config_path(config_path):
     return posixpath.dirname(config_path)
 
 
+def _config_below_123(other):
+    return SchedulerConfigError(
+        "kube-scheduler already runs with --config=%s; below Kubernetes 1.23 this module registers the extenders "
+        "with --policy-config-file, which kube-scheduler ignores next to --config. Add the extenders to %s "
+        "instead (mode=scheduler_config with config_path=%s on a 1.23+ cluster) or remove --config" % (other, other, other))
+
+
 def flag_plan(version, config_path, current):
-    """current: dict flag -> value of kube-scheduler's present flags. Returns (set dict, remove list, notes)."""
+    """current: dict flag -> value of kube-scheduler's present flags. Returns (set dict, remove list, notes).
+
+    The flag that carries the extender file is set only when it is missing or already names config_path: a value
+    naming another file is the site's own configuration, never replaced (defect 13) - resolve_config_path() turns
+    it into the file to merge into, and this refusal is the guard when that step was skipped."""
     api = api_for_version(version)
     notes = []
-    if api['flag'] == 'config':
+    flag = api['flag']
+    if flag == 'policy-config-file' and current.get('config'):
+        raise _config_below_123(current['config'])
+    other = current.get(flag)
+    if other and other != config_path:
+        raise SchedulerConfigError(
+            "kube-scheduler already runs with --%s=%s, the site's own file; refusing to point it at %s instead. "
+            "Leave config_path unset so that the extenders are merged into %s (the role does this), or set "
+            "config_path=%s" % (flag, other, config_path, other, other))
+    if flag == 'config':
         remove = [f for f in POLICY_FLAGS if f in current]
         if remove:
             notes.append('removed kube-scheduler flag(s) %s: the Policy API is gone from Kubernetes 1.23'
                          % ', '.join('--' + f for f in remove))
         return {'config': config_path}, remove, notes
-    other = current.get('config')
-    if other:
-        raise SchedulerConfigError(
-            "kube-scheduler already runs with --config=%s; below Kubernetes 1.23 this module registers the extenders "
-            "with --policy-config-file, which kube-scheduler ignores next to --config. Add the extenders to %s "
-            "instead (mode=scheduler_config with config_path=%s on a 1.23+ cluster) or remove --config" % (other, other, other))
     return {'policy-config-file': config_path}, [], notes
+
+
+def current_flags(mode, doc):
+    """The kube-scheduler flags that name a scheduler configuration file (--config, --policy-config-file) in a
+    distribution's file: mode is rke1_cluster_yml, rke2_config or kubeadm_manifest. {} when none is set."""
+    found = {}
+    if not isinstance(doc, dict):
+        return found
+    if mode == 'rke1_cluster_yml':
+        services = doc.get('services')
+        scheduler = services.get('scheduler') if isinstance(services, dict) else None
+        args = scheduler.get('extra_args') if isinstance(scheduler, dict) else None
+        pairs = [(str(k), str(v)) for k, v in args.items()] if isinstance(args, dict) else []
+    elif mode == 'rke2_config':
+        pairs = [_split_flag(str(a)) for a in _as_list(doc.get('kube-scheduler-arg'), 'kube-scheduler-arg')]
+    else:
+        pairs = []
+        for ctr in (doc.get('spec') or {}).get('containers') or []:
+            if isinstance(ctr, dict) and ctr.get('name') == 'kube-scheduler':
+                pairs = [_split_flag(str(a)) for a in (ctr.get('command') or [])[1:] + (ctr.get('args') or [])
+                         if str(a).startswith('--')]
+    for key, value in pairs:
+        if key in ('config', 'policy-config-file') and value:
+            found[key] = value
+    return found
+
+
+def resolve_config_path(version, flags, config_path, explicit=False):
+    """Where the extenders go, given kube-scheduler's current flags (current_flags()): returns
+    (path, site_owned, notes).
+
+    When kube-scheduler already reads a file of its own through the flag the version uses (--config from 1.23,
+    --policy-config-file below), that file stays in charge and the extenders are merged into it (site_owned).
+    An explicit config_path naming another file is refused, naming both; so is --config below 1.23."""
+    api = api_for_version(version)
+    flag = api['flag']
+    if flag == 'policy-config-file' and flags.get('config'):
+        raise _config_below_123(flags['config'])
+    current = flags.get(flag)
+    if not current:
+        return config_path, False, []
+    if current == config_path:
+        return config_path, posixpath.dirname(current) not in OWN_DIRS.values(), []
+    if explicit:
+        raise SchedulerConfigError(
+            "config_path: %s differs from the file kube-scheduler already reads (--%s=%s, the site's); refusing to "
+            "replace it. Leave config_path unset to merge the extenders into %s, or set config_path=%s"
+            % (config_path, flag, current, current, current))
+    check_config_path(current)
+    return current, True, ["kube-scheduler already reads %s (--%s); the extenders are merged into it and it stays "
+                           "in charge" % (current, flag)]
+
+
+def _covered(mount_paths, config_path):
+    """Whether one of the container paths already shows config_path (the file itself or a parent directory)."""
+    for path in mount_paths:
+        path = str(path).rstrip('/') or '/'
+        if config_path == path or config_path.startswith(path + '/'):
+            return True
+    return False
+
+
+def rke1_version_check(doc, version):
+    """cluster.yml's kubernetes_version must have the minor the extender file is rendered for: a Policy flag on a
+    1.23+ cluster (or --config on an older one) stops kube-scheduler. Returns notes."""
+    declared = doc.get('kubernetes_version')
+    if declared in (None, ''):
+        return ["cluster.yml sets no kubernetes_version (rke up uses its release's default); could not compare it "
+                "with %s" % version]
+    try:
+        have = parse_version(declared, option='cluster.yml kubernetes_version')
+    except SchedulerConfigError as exc:
+        raise SchedulerConfigError("%s; cannot tell which scheduler document kube-scheduler reads" % exc)
+    want = parse_version(version)
+    if have != want:
+        raise SchedulerConfigError(
+            "kubernetes_version: %s (Kubernetes %d.%d) does not match cluster.yml's kubernetes_version %s "
+            "(Kubernetes %d.%d); set the role's kubernetes_version to the cluster's, or leave it empty to read it"
+            % (version, want[0], want[1], declared, have[0], have[1]))
+    return []
 
 
 def _split_flag(arg):
@@ -75,6 +172,7 @@ def rke1_cluster_yml(doc, version, config_path, checksum=None):
     if 'nodes' not in doc and 'services' not in doc:
         raise SchedulerConfigError("cluster.yml has neither 'nodes' nor 'services'; is path an RKE1 cluster.yml?")
     directory = check_config_path(config_path)
+    version_notes = rke1_version_check(doc, version)
     new = copy.deepcopy(doc)
     services = new.get('services')
     if services is None:
@@ -90,11 +188,14 @@ def rke1_cluster_yml(doc, version, config_path, checksum=None):
     if not isinstance(args, dict):
         raise SchedulerConfigError("cluster.yml: services.scheduler.extra_args is not a mapping")
     setting, remove, notes = flag_plan(version, config_path, dict((k, str(v)) for k, v in args.items()))
+    notes = version_notes + notes
     for key in remove:
         del args[key]
     args.update(setting)
-    if not (directory + '/').startswith('/etc/kubernetes/'):
-        binds = scheduler.get('extra_binds')
+    binds = scheduler.get('extra_binds')
+    others = [str(b).split(':')[1] for b in binds or [] if len(str(b).split(':')) > 1
+              and str(b).split(':')[1] != directory] if isinstance(binds, list) else []
+    if not (directory + '/').startswith('/etc/kubernetes/') and not _covered(others, config_path):
         if binds is None:
             binds = scheduler['extra_binds'] = []
         if not isinstance(binds, list):
@@ -153,6 +254,11 @@ def rke2_config(doc, version, config_path):
     mounts = _as_list(new.get('kube-scheduler-extra-mount'), 'kube-scheduler-extra-mount')
     wanted = '%s:%s:ro' % (directory, directory)
     idx = [i for i, m in enumerate(mounts) if str(m).split(':')[1:2] == [directory]]
+    if idx and str(mounts[idx[0]]) != wanted and str(mounts[idx[0]]).split(':')[0] == directory:
+        return new, notes + ['kept the existing mount %s of %s' % (mounts[idx[0]], directory)]
+    others = [str(m).split(':')[1] for m in mounts if len(str(m).split(':')) > 1 and str(m).split(':')[1] != directory]
+    if _covered(others, config_path):
+        return new, notes
     if idx:
         mounts[idx[0]] = wanted
     else:
@@ -189,17 +295,22 @@ def kubeadm_manifest(doc, version, config_path, checksum=None, container='kube-s
             command.append(entry)
     ctr['command'] = command
     mounts = ctr.get('volumeMounts')
-    if mounts is None:
-        mounts = ctr['volumeMounts'] = []
-    mount = {'mountPath': directory, 'name': VOLUME_NAME, 'readOnly': True}
-    _upsert_named(mounts, mount)
-    volumes = spec.get('volumes')
-    if volumes is None:
-        volumes = spec['volumes'] = []
-    _upsert_named(volumes, {'hostPath': {'path': directory, 'type': 'DirectoryOrCreate'}, 'name': VOLUME_NAME})
-    clash = [v for v in volumes if v.get('name') != VOLUME_NAME and (v.get('hostPath') or {}).get('path') == directory]
-    if clash:
-        notes.append('volume %s also mounts %s' % (clash[0].get('name'), directory))
+    others = [m.get('mountPath') for m in mounts or [] if isinstance(m, dict) and m.get('name') != VOLUME_NAME]
+    if _covered([p for p in others if p], config_path):
+        # the site's own mount already shows the file (a second mount at the same path is rejected)
+        notes.append('%s is already mounted into kube-scheduler by the manifest; no mount added' % config_path)
+    else:
+        if mounts is None:
+            mounts = ctr['volumeMounts'] = []
+        mount = {'mountPath': directory, 'name': VOLUME_NAME, 'readOnly': True}
+        _upsert_named(mounts, mount)
+        volumes = spec.get('volumes')
+        if volumes is None:
+            volumes = spec['volumes'] = []
+        _upsert_named(volumes, {'hostPath': {'path': directory, 'type': 'DirectoryOrCreate'}, 'name': VOLUME_NAME})
+        clash = [v for v in volumes if v.get('name') != VOLUME_NAME and (v.get('hostPath') or {}).get('path') == directory]
+        if clash:
+            notes.append('volume %s also mounts %s' % (clash[0].get('name'), directory))
     if checksum:
         meta = new.setdefault('metadata', {})
         ann = meta.get('annotations')

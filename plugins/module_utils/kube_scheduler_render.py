@@ -9,8 +9,11 @@ names the option and the allowed values.
 
 API windows (upstream facts, KEP-785 and the kube-scheduler flag history):
   * Policy (kind Policy, apiVersion v1) through --policy-config-file: served up to 1.22, removed in 1.23;
-  * kubescheduler.config.k8s.io/v1beta2: 1.22-1.27; v1beta3: 1.23-1.28; v1: 1.25 onwards.
-This module renders Policy for 1.16-1.22, v1beta3 for 1.23-1.24 and v1 for 1.25-1.33.
+  * kubescheduler.config.k8s.io/v1beta2: 1.22-1.27; v1beta3: 1.23-1.28; v1: 1.25 onwards (the only version
+    kube-scheduler still registers from 1.29; its Extender fields are unchanged through 1.37, see
+    docs/conformance/kube-scheduler.md).
+This module renders Policy for 1.16-1.22, v1beta3 for 1.23-1.24 and v1 for 1.25-1.37. Kubernetes 1.24-1.37 is the
+supported range; 1.16-1.23 stay accepted for legacy (RKE1) clusters and every result says they are end of life.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -30,7 +33,9 @@ except ImportError as exc:  # pragma: no cover - PyYAML ships with ansible-core
     YAML_IMPORT_ERROR = exc
 
 MIN_MINOR = 16
-MAX_MINOR = 33
+MAX_MINOR = 37
+# the oldest minor still in the supported range; older ones are accepted for legacy clusters, with a note
+SUPPORTED_MIN_MINOR = 24
 KSC_GROUP = 'kubescheduler.config.k8s.io'
 POLICY = 'Policy'
 KSC = 'KubeSchedulerConfiguration'
@@ -74,7 +79,7 @@ class SchedulerConfigError(Exception):
 
 
 def parse_version(value, option='kubernetes_version'):
-    """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside 1.16-1.33."""
+    """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside 1.16-1.37."""
     text = str(value if value is not None else '').strip()
     m = _VERSION_RE.match(text)
     if not m:
@@ -86,6 +91,15 @@ def parse_version(value, option='kubernetes_version'):
                                    "(Policy below 1.23, %s/v1beta3 for 1.23-1.24, %s/v1 from 1.25)"
                                    % (option, major, minor, MIN_MINOR, MAX_MINOR, KSC_GROUP, KSC_GROUP))
     return major, minor
+
+
+def eol_note(version):
+    """A note for minors below the supported range (accepted only for legacy clusters), else None."""
+    minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
+    if minor < SUPPORTED_MIN_MINOR:
+        return ("Kubernetes 1.%d is end of life upstream; it is accepted only for legacy clusters (supported: 1.%d-1.%d)"
+                % (minor, SUPPORTED_MIN_MINOR, MAX_MINOR))
+    return None
 
 
 def api_for_version(version):
@@ -256,7 +270,13 @@ def render(version, extenders, kubeconfig=None):
             'extenders': [render_extender(e, KSC) for e in norm]}
 
 
-def merge(existing, version, extenders, kubeconfig=None, source='the existing config'):
+def served(api_version, minor):
+    """Whether kube-scheduler 1.<minor> reads the component config apiVersion (SERVED_WINDOWS)."""
+    window = SERVED_WINDOWS.get(str(api_version).split('/')[-1]) if str(api_version).startswith(KSC_GROUP + '/') else None
+    return bool(window) and window[0] <= minor and (window[1] is None or minor <= window[1])
+
+
+def merge(existing, version, extenders, kubeconfig=None, source='the existing config', site_owned=False):
     """Merge our extenders into an existing document (dict or None) and return (document, notes).
 
     Every other key is kept: other extenders (matched by urlPrefix), profiles, leaderElection, predicates,
@@ -264,6 +284,10 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
     A KubeSchedulerConfiguration of another served apiVersion is moved to the rendered one (the fields this
     module touches are identical in v1beta2, v1beta3 and v1) and a note says so. A document of the other kind
     (Policy vs component config) is refused: the two cannot be converted without losing settings.
+
+    site_owned: the file is the one kube-scheduler's own --config (or --policy-config-file) names, the site's.
+    It stays in charge: its apiVersion is kept when the version still serves it (refused otherwise, as its
+    profiles would need a conversion), and its clientConnection is kept (ours is only added when it has none).
     """
     fresh = render(version, extenders, kubeconfig)
     notes = []
@@ -278,17 +302,29 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
             "%s holds kind %r but Kubernetes %s needs a %s (%s); refusing to convert it - move it aside or point "
             "config_path at a new file" % (source, kind, '.'.join(str(p) for p in parse_version(version)),
                                            fresh['kind'], fresh['apiVersion']))
+    minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
     if kind == KSC and doc.get('apiVersion') != fresh['apiVersion']:
         old = doc.get('apiVersion')
-        notes.append('%s: apiVersion %s changed to %s' % (source, old, fresh['apiVersion']))
-        doc['apiVersion'] = fresh['apiVersion']
+        if site_owned and served(old, minor):
+            notes.append('%s: kept the site\'s apiVersion %s (Kubernetes 1.%d serves it)' % (source, old, minor))
+        elif site_owned:
+            raise SchedulerConfigError(
+                "%s (the site's kube-scheduler --config) has apiVersion %s, which Kubernetes 1.%d does not serve; "
+                "refusing to convert the site's profiles - move it to %s first" % (source, old, minor, fresh['apiVersion']))
+        else:
+            notes.append('%s: apiVersion %s changed to %s' % (source, old, fresh['apiVersion']))
+            doc['apiVersion'] = fresh['apiVersion']
     if kind == KSC:
         cc = doc.get('clientConnection')
         if cc is None:
             cc = doc['clientConnection'] = {}
         if not isinstance(cc, dict):
             raise SchedulerConfigError("%s: clientConnection is not a mapping" % source)
-        cc['kubeconfig'] = fresh['clientConnection']['kubeconfig']
+        if not site_owned or not cc.get('kubeconfig'):
+            if site_owned:
+                notes.append('%s: clientConnection.kubeconfig was missing; set to %s'
+                             % (source, fresh['clientConnection']['kubeconfig']))
+            cc['kubeconfig'] = fresh['clientConnection']['kubeconfig']
     current = doc.get('extenders')
     if current is None:
         current = doc['extenders'] = []

@@ -17,7 +17,12 @@ description:
     kube-scheduler at it through the distribution's own configuration, one file per call (see O(mode)).
   - The document follows the Kubernetes version - a scheduler C(Policy) (JSON, flag C(--policy-config-file))
     for 1.16 to 1.22, C(kubescheduler.config.k8s.io/v1beta3) C(KubeSchedulerConfiguration) for 1.23 and 1.24, and
-    C(kubescheduler.config.k8s.io/v1) from 1.25 to 1.33. Other versions are refused.
+    C(kubescheduler.config.k8s.io/v1) from 1.25 to 1.37. Other versions are refused. 1.24 to 1.37 is the supported
+    range; 1.16 to 1.23 are accepted for legacy (RKE1) clusters and RV(notes) says they are end of life.
+  - A kube-scheduler that already reads a file of the site's own (C(--config) from 1.23, C(--policy-config-file)
+    below) is never pointed elsewhere - V(discover) finds that file and V(scheduler_config) with O(current_flags)
+    merges the extenders into it, keeping its profiles, plugins, C(clientConnection) and served C(apiVersion); an
+    explicit O(config_path) naming another file is refused, and so are the adapter modes when the flag names another file.
   - Merges into what is there - other extenders, profiles and every other key are kept; an extender with the same
     C(urlPrefix) is replaced in place. The module only writes when the parsed content differs, so a re-run
     changes nothing.
@@ -42,9 +47,12 @@ options:
         directory, and moved in, so kubelet never sees a half-written file or a backup.
       - V(kubeadm_configmap) edits the text O(cluster_configuration) (the C(ClusterConfiguration) key of the
         C(kube-system/kubeadm-config) ConfigMap) and returns it as RV(cluster_configuration); no file is touched.
+      - V(discover) only reads the distribution's file (O(distribution) chooses which; O(path) as for the adapter
+        modes) and returns RV(flags), the file the extenders go to (RV(config_path)) and RV(site_owned). For RKE1 it
+        also refuses a O(kubernetes_version) whose minor differs from C(kubernetes_version) in C(cluster.yml).
     type: str
     required: true
-    choices: [scheduler_config, rke1_cluster_yml, rke2_config, kubeadm_manifest, kubeadm_configmap]
+    choices: [scheduler_config, rke1_cluster_yml, rke2_config, kubeadm_manifest, kubeadm_configmap, discover]
   state:
     description:
       - V(present) registers the extenders and points kube-scheduler at the file.
@@ -66,7 +74,9 @@ options:
     type: path
   kubernetes_version:
     description:
-      - The cluster's Kubernetes version, like V(v1.29.4), V(1.29) or V(v1.28.9+rke2r1). 1.16 to 1.33 are supported.
+      - The cluster's Kubernetes version, like V(v1.29.4), V(1.29) or V(v1.28.9+rke2r1). 1.16 to 1.37 are accepted
+        (1.16 to 1.23 only for legacy clusters).
+      - With V(rke1_cluster_yml) and V(discover) for RKE1, its minor must match C(kubernetes_version) of C(cluster.yml).
     type: str
     required: true
   distribution:
@@ -136,6 +146,13 @@ options:
         description: Scheduling goes on when the extender is unreachable.
         type: bool
         default: false
+  current_flags:
+    description:
+      - With V(scheduler_config), the kube-scheduler flags that name a configuration file now (RV(flags) of
+        V(discover)), like C({config: /etc/kubernetes/sched.yaml}).
+      - When the flag the version uses names a file other than the collection's, the extenders are merged into that
+        file (the site's) instead of O(config_path)'s default; an explicit O(config_path) naming another file is refused.
+    type: dict
   cluster_configuration:
     description:
       - With V(kubeadm_configmap), the C(ClusterConfiguration) YAML text of the C(kubeadm-config) ConfigMap
@@ -255,8 +272,17 @@ backup_file:
   returned: when a backup was made
   type: str
   sample: /etc/kubernetes/tmp/kube-scheduler.yaml.2026-11-23@10:11:12~
+flags:
+  description: With V(discover), the kube-scheduler flags that name a configuration file (C(config), C(policy-config-file)).
+  returned: when O(mode=discover)
+  type: dict
+  sample: {config: /etc/kubernetes/site/kube-scheduler-config.yaml}
+site_owned:
+  description: Whether the extender file is the site's own (named by kube-scheduler's flag), merged into and never deleted.
+  returned: when O(mode=discover) or O(mode=scheduler_config)
+  type: bool
 notes:
-  description: What the module did besides the obvious (apiVersion migration, removed Policy flags).
+  description: What the module did besides the obvious (apiVersion migration, removed Policy flags, the site's file kept in charge, end-of-life versions).
   returned: always
   type: list
   elements: str
@@ -277,9 +303,10 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import kube_schedul
 
 MODE_DISTRIBUTION = {'rke1_cluster_yml': 'rke1', 'rke2_config': 'rke2', 'kubeadm_manifest': 'kubeadm',
                      'kubeadm_configmap': 'kubeadm'}
+DISTRIBUTION_MODE = {'rke1': 'rke1_cluster_yml', 'rke2': 'rke2_config', 'kubeadm': 'kubeadm_manifest'}
 DEFAULT_PATHS = {'rke2_config': '/etc/rancher/rke2/config.yaml',
                  'kubeadm_manifest': '/etc/kubernetes/manifests/kube-scheduler.yaml'}
-CONFIG_DIRS = {'rke1': '/etc/kubernetes/gpuops', 'rke2': '/etc/rancher/rke2/gpuops', 'kubeadm': '/etc/kubernetes/gpuops'}
+CONFIG_DIRS = A.OWN_DIRS
 
 EXTENDER_SPEC = dict(
     url_prefix=dict(type='str', required=True),
@@ -299,7 +326,7 @@ EXTENDER_SPEC = dict(
 def argument_spec():
     return dict(
         mode=dict(type='str', required=True, choices=['scheduler_config', 'rke1_cluster_yml', 'rke2_config',
-                                                      'kubeadm_manifest', 'kubeadm_configmap']),
+                                                      'kubeadm_manifest', 'kubeadm_configmap', 'discover']),
         state=dict(type='str', default='present', choices=['present', 'absent']),
         path=dict(type='path'),
         kubernetes_version=dict(type='str', required=True),
@@ -307,6 +334,7 @@ def argument_spec():
         kubeconfig=dict(type='str'),
         config_path=dict(type='path'),
         extenders=dict(type='list', elements='dict', options=EXTENDER_SPEC),
+        current_flags=dict(type='dict'),
         cluster_configuration=dict(type='str'),
         config_checksum=dict(type='str'),
         tmp_dir=dict(type='path', default='/etc/kubernetes/tmp'),
@@ -376,8 +404,19 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
         name = 'scheduler-policy.json' if api['kind'] == R.POLICY else 'scheduler-config.yaml'
         config_path = CONFIG_DIRS[distribution] + '/' + name
     A.check_config_path(config_path)
+    eol = R.eol_note(version)
     result = {'kind': api['kind'], 'api_version': api['apiVersion'], 'flag': api['flag'], 'config_path': config_path,
-              'notes': []}
+              'notes': [eol] if eol else []}
+
+    if mode == 'discover':
+        return _plan_discover(params, result, read, distribution, config_path)
+    site_owned = False
+    if mode == 'scheduler_config':
+        flags = dict((str(k), str(v)) for k, v in (params.get('current_flags') or {}).items() if v)
+        config_path, site_owned, notes = A.resolve_config_path(version, flags, config_path,
+                                                               explicit=bool(params.get('config_path')))
+        result.update(config_path=config_path, site_owned=site_owned)
+        result['notes'] += notes
 
     if mode == 'kubeadm_configmap':
         text = params.get('cluster_configuration')
@@ -408,7 +447,10 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
         kubeconfig = None
         if api['kind'] == R.KSC:
             kubeconfig = R.kubeconfig_for(distribution, params.get('kubeconfig'))
-        new, notes = R.merge(old, version, params['extenders'], kubeconfig, source=path)
+        if site_owned and old is None:
+            raise R.SchedulerConfigError("%s is named by kube-scheduler's --%s but is missing or empty on this host; "
+                                         "refusing to create the site's file - check the path" % (path, api['flag']))
+        new, notes = R.merge(old, version, params['extenders'], kubeconfig, source=path, site_owned=site_owned)
     elif mode == 'rke1_cluster_yml':
         if old is None:
             raise R.SchedulerConfigError("path: %s does not exist or is empty; the RKE1 cluster.yml must exist" % path)
@@ -423,9 +465,35 @@ def plan(params, read=_read, exists=os.path.exists, sha256=_sha256):
             checksum = sha256(config_path)
         new, notes = A.kubeadm_manifest(old, version, config_path, checksum)
     changed = new != old
-    result.update(path=path, document=new, notes=notes, changed=changed, before=text or '',
+    result.update(path=path, document=new, notes=result['notes'] + notes, changed=changed, before=text or '',
                   after=R.dump(new, fmt) if changed else (text or ''))
     result['content'] = result['after']
+    return result
+
+
+def _plan_discover(params, result, read, distribution, config_path):
+    """mode=discover: read the distribution's file, return the flags naming a config file and where the extenders go."""
+    if not distribution:
+        raise R.SchedulerConfigError("distribution: required with mode=discover; allowed values: rke1, rke2, kubeadm")
+    source = DISTRIBUTION_MODE[distribution]
+    path = params.get('path') or DEFAULT_PATHS.get(source)
+    if not path:
+        raise R.SchedulerConfigError("path: required with mode=discover and distribution=rke1 (the cluster.yml that `rke up` reads)")
+    old = R.load(read(path), 'yaml', path)
+    notes = []
+    if distribution == 'rke1':
+        if old is None:
+            raise R.SchedulerConfigError("path: %s does not exist or is empty; the RKE1 cluster.yml must exist" % path)
+        if not isinstance(old, dict):
+            raise R.SchedulerConfigError("cluster.yml is not a mapping; is path an RKE1 cluster.yml?")
+        notes += A.rke1_version_check(old, params['kubernetes_version'])
+    elif distribution == 'kubeadm' and old is None:
+        raise R.SchedulerConfigError("path: %s does not exist or is empty; is this a kubeadm control-plane node?" % path)
+    flags = A.current_flags(source, old)
+    resolved, site_owned, more = A.resolve_config_path(params['kubernetes_version'], flags, config_path,
+                                                       explicit=bool(params.get('config_path')))
+    result.update(path=path, flags=flags, config_path=resolved, site_owned=site_owned, changed=False, document=None,
+                  notes=result['notes'] + notes + more)
     return result
 
 
@@ -472,6 +540,10 @@ def main():
                          exception=traceback.format_exc())
     out = dict(changed=res['changed'], kind=res['kind'], api_version=res['api_version'], flag=res['flag'],
                config_path=res['config_path'], document=res['document'], notes=res['notes'])
+    if 'site_owned' in res:
+        out['site_owned'] = res['site_owned']
+    if params['mode'] == 'discover':
+        module.exit_json(path=res['path'], flags=res['flags'], **out)
     label = res.get('path') or 'kube-system/kubeadm-config ClusterConfiguration'
     if res['changed']:
         out['diff'] = dict(before=res['before'], after=res['after'], before_header=label, after_header=label)

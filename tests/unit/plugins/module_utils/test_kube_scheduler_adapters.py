@@ -52,12 +52,14 @@ def test_rke1_sets_config_and_keeps_everything_else():
 
 def test_rke1_bind_outside_etc_kubernetes_and_policy_below_123():
     old = fixture('rke1-cluster.yml')
+    old['kubernetes_version'] = 'v1.20.15-rancher2-2'     # cluster.yml's version must match (defect 13)
     new, dummy = A.rke1_cluster_yml(old, 'v1.20.15', '/opt/gpuops/scheduler-policy.json')
     sched = new['services']['scheduler']
     assert sched['extra_args'] == {'v': '2', 'policy-config-file': '/opt/gpuops/scheduler-policy.json'}
     assert sched['extra_binds'] == ['/opt/gpuops:/opt/gpuops:ro']
     assert 'extra_env' in sched and sched['extra_env'] == []
     # upgrade across 1.23: the Policy flag goes, the bind stays single
+    new['kubernetes_version'] = 'v1.24.17-rancher1-1'
     up, notes = A.rke1_cluster_yml(new, 'v1.24.17', '/opt/gpuops/scheduler-config.yaml')
     assert up['services']['scheduler']['extra_args'] == {'v': '2', 'config': '/opt/gpuops/scheduler-config.yaml'}
     assert up['services']['scheduler']['extra_binds'] == ['/opt/gpuops:/opt/gpuops:ro']
@@ -94,9 +96,10 @@ def test_rke2_appends_ours_and_keeps_other_args():
 
 
 def test_rke2_replaces_our_entries_only_and_accepts_strings():
-    old = {'kube-scheduler-arg': 'config=/old/path.yaml', 'kube-scheduler-extra-mount': ['/data:/data', '/srv/g:/etc/rancher/rke2/gpuops']}
+    # (a --config naming another file is the site's and is refused: test_kube_scheduler_site_config.py)
+    old = {'kube-scheduler-arg': 'v=2', 'kube-scheduler-extra-mount': ['/data:/data', '/srv/g:/etc/rancher/rke2/gpuops']}
     new, dummy = A.rke2_config(old, '1.30', '/etc/rancher/rke2/gpuops/s.yaml')
-    assert new['kube-scheduler-arg'] == ['config=/etc/rancher/rke2/gpuops/s.yaml']
+    assert new['kube-scheduler-arg'] == ['v=2', 'config=/etc/rancher/rke2/gpuops/s.yaml']
     assert new['kube-scheduler-extra-mount'] == ['/data:/data', '/etc/rancher/rke2/gpuops:/etc/rancher/rke2/gpuops:ro']
     empty, dummy = A.rke2_config(None, '1.30', '/etc/rancher/rke2/gpuops/s.yaml')
     assert set(empty) == {'kube-scheduler-arg', 'kube-scheduler-extra-mount'}

@@ -37,17 +37,17 @@ def test_api_window_per_version(minor):
 
 
 @pytest.mark.parametrize('text,expected', [('v1.29.4', (1, 29)), ('1.23', (1, 23)), ('v1.28.9+rke2r1', (1, 28)),
-                                           ('v1.26.15-rancher1-1', (1, 26)), (' 1.33.0 ', (1, 33))])
+                                           ('v1.26.15-rancher1-1', (1, 26)), (' 1.33.0 ', (1, 33)), ('v1.37.1', (1, 37))])
 def test_parse_version(text, expected):
     assert R.parse_version(text) == expected
 
 
-@pytest.mark.parametrize('text', ['v1.15.12', '1.34', 'v2.1', 'latest', '', None, '1'])
+@pytest.mark.parametrize('text', ['v1.15.12', '1.38', 'v2.1', 'latest', '', None, '1'])
 def test_unsupported_versions_are_refused_naming_the_option(text):
     with pytest.raises(SchedulerConfigError) as err:
         R.parse_version(text)
     assert 'kubernetes_version' in str(err.value)
-    assert '1.16-1.33' in str(err.value)
+    assert '1.16-1.37' in str(err.value)
 
 
 def test_render_v1_gpushare():

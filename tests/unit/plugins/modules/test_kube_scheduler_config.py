@@ -63,7 +63,7 @@ def test_scheduler_config_check_write_idempotent_and_merge(capsys, tmp_path):
 
 
 @pytest.mark.parametrize('override,pattern', [
-    ({'kubernetes_version': 'v1.34.0'}, 'kubernetes_version: Kubernetes 1.34 is not supported'),
+    ({'kubernetes_version': 'v1.38.0'}, 'kubernetes_version: Kubernetes 1.38 is not supported'),
     ({'extenders': [{'url_prefix': 'gopher://x', 'filter_verb': 'f'}]}, r'extenders\[0\].url_prefix'),
     ({'extenders': [{'url_prefix': 'http://x', 'bind_verb': 'b'}]}, 'allows one'),
     ({'distribution': None}, 'distribution: .*allowed values: kubeadm, rke1, rke2'),
@@ -193,3 +193,71 @@ def test_kubeadm_manifest_absent_restores_the_original(capsys, tmp_path):
     assert run(capsys, dict(args, state='absent'))['changed'] is False
     missing = dict(args, path=str(tmp_path / 'none.yaml'), state='absent')
     assert run(capsys, missing)['changed'] is False
+
+
+# ------------------------------------------------------------------------------------ defect 13: the site's --config
+def test_discover_then_merge_into_the_sites_config_with_backup_diff_and_no_rewrite(capsys, tmp_path):
+    """kube-scheduler already runs with --config=<the site's file>: discover finds it, scheduler_config merges the
+    extenders into it (profiles and clientConnection stay, backup, diff, idempotent) and the manifest keeps its flag."""
+    site_dir = tmp_path / 'site'
+    site_dir.mkdir()
+    site = site_dir / 'sched.yaml'
+    site_doc = {'apiVersion': 'kubescheduler.config.k8s.io/v1', 'kind': 'KubeSchedulerConfiguration',
+                'clientConnection': {'kubeconfig': '/etc/kubernetes/site.conf'},
+                'profiles': [{'schedulerName': 'default-scheduler',
+                              'plugins': {'score': {'disabled': [{'name': 'ImageLocality'}]}}}]}
+    site.write_text(yaml.safe_dump(site_doc))
+    manifest = tmp_path / 'kube-scheduler.yaml'
+    doc = yaml.safe_load(open(os.path.join(FIXTURES, 'kubeadm-kube-scheduler.yaml')))
+    doc['spec']['containers'][0]['command'].append('--config=%s' % site)
+    doc['spec']['containers'][0]['volumeMounts'].append({'mountPath': str(site_dir), 'name': 'site', 'readOnly': True})
+    doc['spec']['volumes'].append({'name': 'site', 'hostPath': {'path': str(site_dir)}})
+    manifest.write_text(yaml.safe_dump(doc))
+    found = run(capsys, {'mode': 'discover', 'distribution': 'kubeadm', 'kubernetes_version': 'v1.35.0',
+                         'path': str(manifest)})
+    assert found['changed'] is False and found['flags'] == {'config': str(site)}
+    assert found['config_path'] == str(site) and found['site_owned'] is True
+    args = {'mode': 'scheduler_config', 'distribution': 'kubeadm', 'kubernetes_version': 'v1.35.0',
+            'extenders': [GPUSHARE], 'current_flags': found['flags'], 'backup_dir': str(tmp_path / 'bk')}
+    res = run(capsys, dict(args, _ansible_diff=True))
+    assert res['changed'] is True and res['site_owned'] is True and res['path'] == str(site)
+    assert os.path.exists(res['backup_file']) and 'gpushare-scheduler' in res['diff']['after']
+    merged = yaml.safe_load(site.read_text())
+    assert merged['profiles'] == site_doc['profiles'] and merged['clientConnection'] == site_doc['clientConnection']
+    assert [e['urlPrefix'] for e in merged['extenders']] == [GPUSHARE['url_prefix']]
+    assert not (tmp_path / 'gpuops').exists()
+    assert run(capsys, args)['changed'] is False
+    res = run(capsys, {'mode': 'kubeadm_manifest', 'kubernetes_version': 'v1.35.0', 'path': str(manifest),
+                       'config_path': res['config_path'], 'config_checksum': 'c', 'tmp_dir': str(tmp_path / 'stage')})
+    cmd = res['document']['spec']['containers'][0]['command']
+    assert cmd.count('--config=%s' % site) == 1 and not [c for c in cmd if c.startswith('--config=/etc')]
+    # absent removes only our extender; the site's file stays
+    res = run(capsys, dict(args, state='absent'))
+    assert res['config_removed'] is False and site.exists()
+    assert yaml.safe_load(site.read_text()) == site_doc
+
+
+def test_site_config_refusals_change_nothing(capsys, tmp_path):
+    site = tmp_path / 'site' / 'sched.yaml'
+    mine = tmp_path / 'gpuops' / 'mine.yaml'
+    before = snapshot(tmp_path)
+    base = {'mode': 'scheduler_config', 'distribution': 'kubeadm', 'kubernetes_version': 'v1.30.1', 'extenders': [GPUSHARE]}
+    res = run(capsys, dict(base, current_flags={'config': str(site)}, config_path=str(mine)))
+    assert res.get('failed') is True and str(site) in res['msg'] and str(mine) in res['msg']
+    res = run(capsys, dict(base, current_flags={'config': str(site)}))
+    assert res.get('failed') is True and 'missing or empty' in res['msg'] and str(site) in res['msg']
+    res = run(capsys, dict(base, kubernetes_version='v1.21.3', current_flags={'config': str(site)}))
+    assert res.get('failed') is True and str(site) in res['msg']
+    assert snapshot(tmp_path) == before
+
+
+def test_discover_rke1_refuses_a_version_mismatch(capsys, tmp_path):
+    cluster = tmp_path / 'cluster.yml'
+    shutil.copy(os.path.join(FIXTURES, 'rke1-cluster.yml'), str(cluster))
+    res = run(capsys, {'mode': 'discover', 'distribution': 'rke1', 'kubernetes_version': 'v1.21.14', 'path': str(cluster)})
+    assert res.get('failed') is True and 'v1.26.15-rancher1-1' in res['msg']
+    res = run(capsys, {'mode': 'discover', 'distribution': 'rke1', 'kubernetes_version': 'v1.26.3', 'path': str(cluster)})
+    assert res['flags'] == {} and res['site_owned'] is False
+    assert res['config_path'] == '/etc/kubernetes/gpuops/scheduler-config.yaml'
+    res = run(capsys, {'mode': 'discover', 'distribution': 'rke1', 'kubernetes_version': 'v1.20.3', 'path': str(cluster)})
+    assert res.get('failed') is True
