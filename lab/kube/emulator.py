@@ -695,6 +695,283 @@ def _label_key_ok(key):
     return bool(QUALIFIED_NAME.match(name)) and len(name) <= 63
 
 
+# --------------------------------------------------------------------------------------------
+# Semantic validation the API server applies to what the collection creates. Rules read from
+# kubernetes/kubernetes pkg/apis/core/validation/validation.go and pkg/apis/rbac/validation/validation.go
+# (commit a7264f95 of the stored index, 1.36/1.37 development; the rules below are unchanged since 1.24).
+# Messages follow upstream's field.Error texts so tests can match them. See lab/kube/README.md for what is
+# still not checked.
+# --------------------------------------------------------------------------------------------
+IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# resource names the API server treats as native (overcommit allowed, any quantity); everything with a domain
+# outside kubernetes.io (and not requests.*) is an extended resource: integer, request == limit, limit required
+NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage")
+HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice")
+VOLUME_SOURCES = ("hostPath", "emptyDir", "secret", "configMap", "projected", "persistentVolumeClaim", "downwardAPI",
+                  "csi", "ephemeral", "nfs", "image")
+TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _invalid(path, value, msg):
+    return {"field": path, "message": f"Invalid value: {json.dumps(value)}: {msg}", "reason": "FieldValueInvalid"}
+
+
+def _required(path, msg="Required value"):
+    return {"field": path, "message": msg, "reason": "FieldValueRequired"}
+
+
+def _dup(path, value):
+    return {"field": path, "message": f"Duplicate value: {json.dumps(value)}", "reason": "FieldValueDuplicate"}
+
+
+def _not_found(path, value):
+    return {"field": path, "message": f"Not found: {json.dumps(value)}", "reason": "FieldValueNotFound"}
+
+
+def _forbidden(path, msg):
+    return {"field": path, "message": f"Forbidden: {msg}", "reason": "FieldValueForbidden"}
+
+
+def is_extended_resource(name):
+    if "/" not in name or name.startswith("requests."):
+        return False
+    return not name.split("/", 1)[0].endswith("kubernetes.io")
+
+
+def _quantity_int(value):
+    """An integer quantity ('2', 2, '2.0' is not an integer in Kubernetes' sense; '2000m' is 2) or None."""
+    text = str(value).strip()
+    m = re.match(r"^(\d+)(m?)$", text)
+    if not m:
+        return None
+    n = int(m.group(1))
+    if m.group(2) == "m":
+        return n // 1000 if n % 1000 == 0 else None
+    return n
+
+
+def _validate_resources(res, path, causes):
+    if not isinstance(res, dict):
+        return
+    req = res.get("requests") or {}
+    lim = res.get("limits") or {}
+    for kind, values in (("limits", lim), ("requests", req)):
+        for name, qty in values.items():
+            if is_extended_resource(name) and _quantity_int(qty) is None:
+                causes.append(_invalid(f"{path}.{kind}[{name}]", qty, "must be an integer"))
+    for name, qty in req.items():
+        if not is_extended_resource(name):
+            continue
+        if name not in lim:
+            causes.append(_required(f"{path}.limits", "Required value: Limit must be set for non overcommitable resources"))
+        elif _quantity_int(qty) is not None and _quantity_int(qty) != _quantity_int(lim[name]):
+            causes.append(_invalid(f"{path}.requests[{name}]", str(qty), f"must be equal to {name} limit of {lim[name]}"))
+
+
+def _validate_security_context(sc, path, causes):
+    if not isinstance(sc, dict):
+        return
+    if sc.get("privileged") is True and sc.get("allowPrivilegeEscalation") is False:
+        causes.append(_invalid(f"{path}", sc, "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
+    caps = [str(c) for c in ((sc.get("capabilities") or {}).get("add") or [])]
+    if sc.get("allowPrivilegeEscalation") is False and ("SYS_ADMIN" in caps or "CAP_SYS_ADMIN" in caps):
+        causes.append(_invalid(f"{path}", sc, "cannot set `allowPrivilegeEscalation` to false and "
+                               "`capabilities.Add` CAP_SYS_ADMIN"))
+
+
+def validate_pod_spec(ps, base, causes, require_image=True):
+    """core/validation ValidatePodSpec for the fields the collection renders."""
+    if not isinstance(ps, dict) or not ps.get("containers"):
+        causes.append(_required(f"{base}.containers"))
+        return
+    # volumes: DNS-1123 label names, unique, exactly one source
+    volumes = set()
+    for i, v in enumerate(ps.get("volumes") or []):
+        vpath = f"{base}.volumes[{i}]"
+        name = v.get("name") if isinstance(v, dict) else None
+        if not name:
+            causes.append(_required(f"{vpath}.name"))
+            continue
+        if not (DNS1123_LABEL.match(name) and len(name) <= 63):
+            causes.append(_invalid(f"{vpath}.name", name, "a lowercase RFC 1123 label must consist of lower case "
+                                   "alphanumeric characters or '-', and must start and end with an alphanumeric character"))
+        if name in volumes:
+            causes.append(_dup(f"{vpath}.name", name))
+        volumes.add(name)
+        sources = [k for k in v if k in VOLUME_SOURCES]
+        if len(sources) != 1:
+            causes.append(_required(vpath, "Required value: must specify a volume type") if not sources else
+                          _forbidden(f"{vpath}.{sources[1]}", "may not specify more than 1 volume type"))
+        hp = v.get("hostPath")
+        if isinstance(hp, dict):
+            if not str(hp.get("path") or ""):
+                causes.append(_required(f"{vpath}.hostPath.path"))
+            if str(hp.get("type") or "") not in HOST_PATH_TYPES:
+                causes.append({"field": f"{vpath}.hostPath.type", "reason": "FieldValueNotSupported",
+                               "message": f"Unsupported value: {json.dumps(hp.get('type'))}"})
+    host_network = ps.get("hostNetwork") is True
+    names = set()
+    groups = [("initContainers", ps.get("initContainers") or []), ("containers", ps["containers"])]
+    for group, ctrs in groups:
+        for i, c in enumerate(ctrs):
+            cpath = f"{base}.{group}[{i}]"
+            if not isinstance(c, dict) or not c.get("name"):
+                causes.append(_required(f"{cpath}.name"))
+                continue
+            name = c["name"]
+            if not (DNS1123_LABEL.match(name) and len(name) <= 63):
+                causes.append(_invalid(f"{cpath}.name", name, "a lowercase RFC 1123 label must consist of lower case "
+                                       "alphanumeric characters or '-', and must start and end with an alphanumeric character"))
+            if name in names:
+                causes.append(_dup(f"{cpath}.name", name))
+            names.add(name)
+            if not c.get("image") and require_image:
+                causes.append(_required(f"{cpath}.image"))
+            # ports: numbers, protocol, IANA_SVC_NAME names unique per container, hostNetwork hostPort == containerPort
+            pnames = set()
+            for j, port in enumerate(c.get("ports") or []):
+                ppath = f"{cpath}.ports[{j}]"
+                cp, hp = port.get("containerPort"), port.get("hostPort")
+                if not isinstance(cp, int) or not 1 <= cp <= 65535:
+                    causes.append(_invalid(f"{ppath}.containerPort", cp, "must be between 1 and 65535, inclusive"))
+                if hp is not None and (not isinstance(hp, int) or not 0 <= hp <= 65535):
+                    causes.append(_invalid(f"{ppath}.hostPort", hp, "must be between 1 and 65535, inclusive"))
+                if port.get("protocol", "TCP") not in ("TCP", "UDP", "SCTP"):
+                    causes.append({"field": f"{ppath}.protocol", "reason": "FieldValueNotSupported",
+                                   "message": f"Unsupported value: {json.dumps(port.get('protocol'))}: supported "
+                                              "values: \"SCTP\", \"TCP\", \"UDP\""})
+                pname = port.get("name")
+                if pname:
+                    if not (IANA_SVC_NAME.match(pname) and len(pname) <= 15 and "--" not in pname
+                            and re.search(r"[a-z]", pname)):
+                        causes.append(_invalid(f"{ppath}.name", pname, "must be no more than 15 characters, contain "
+                                               "only lowercase alphanumerics and '-', start and end with an "
+                                               "alphanumeric and contain at least one letter"))
+                    if pname in pnames:
+                        causes.append(_dup(f"{ppath}.name", pname))
+                    pnames.add(pname)
+                if host_network and group == "containers" and hp not in (None, 0) and hp != cp:
+                    causes.append(_invalid(f"{ppath}.hostPort", hp, "must match `containerPort` when `hostNetwork` is true"))
+            # volumeMounts: the volume exists, mountPath set and unique, subPath relative without '..'
+            mpaths = set()
+            for j, m in enumerate(c.get("volumeMounts") or []):
+                mpath = f"{cpath}.volumeMounts[{j}]"
+                if not m.get("name"):
+                    causes.append(_required(f"{mpath}.name"))
+                elif m["name"] not in volumes:
+                    causes.append(_not_found(f"{mpath}.name", m["name"]))
+                mp = m.get("mountPath")
+                if not mp:
+                    causes.append(_required(f"{mpath}.mountPath"))
+                elif mp in mpaths:
+                    causes.append(_invalid(f"{mpath}.mountPath", mp, "must be unique"))
+                mpaths.add(mp)
+                sub = str(m.get("subPath") or "")
+                if sub.startswith("/") or ".." in sub.split("/"):
+                    causes.append(_invalid(f"{mpath}.subPath", sub, "must be a relative path without '..'"))
+            for j, e in enumerate(c.get("env") or []):
+                if not e.get("name"):
+                    causes.append(_required(f"{cpath}.env[{j}].name"))
+            _validate_resources(c.get("resources"), f"{cpath}.resources", causes)
+            _validate_security_context(c.get("securityContext"), f"{cpath}.securityContext", causes)
+    # host namespaces vs process namespace sharing
+    if ps.get("hostPID") is True and ps.get("shareProcessNamespace") is True:
+        causes.append(_invalid(f"{base}.securityContext.shareProcessNamespace", True,
+                               "ShareProcessNamespace and HostPID cannot both be enabled"))
+    for fld in ("runtimeClassName", "priorityClassName", "serviceAccountName", "schedulerName"):
+        val = ps.get(fld)
+        if val is not None and val != "" and not (DNS1123_SUB.match(str(val)) and len(str(val)) <= 253):
+            causes.append(_invalid(f"{base}.{fld}", val, "a lowercase RFC 1123 subdomain must consist of lower case "
+                                   "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"))
+    if ps.get("runtimeClassName") == "":
+        causes.append(_invalid(f"{base}.runtimeClassName", "", "a lowercase RFC 1123 subdomain must consist of lower "
+                               "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"))
+    for i, t in enumerate(ps.get("tolerations") or []):
+        tpath = f"{base}.tolerations[{i}]"
+        op = t.get("operator", "Equal") or "Equal"
+        if op not in ("Equal", "Exists"):
+            causes.append({"field": f"{tpath}.operator", "reason": "FieldValueNotSupported",
+                           "message": f"Unsupported value: {json.dumps(op)}: supported values: \"Equal\", \"Exists\""})
+        if not t.get("key") and op != "Exists":
+            causes.append(_invalid(f"{tpath}.operator", op, "operator must be Exists when `key` is empty, which means "
+                                   "\"match all values and all keys\""))
+        if op == "Exists" and t.get("value"):
+            causes.append(_invalid(f"{tpath}.operator", t.get("value"), "value must be empty when `operator` is 'Exists'"))
+        if t.get("key") and not _label_key_ok(str(t["key"])):
+            causes.append(_invalid(f"{tpath}.key", t["key"], "name part must consist of alphanumeric characters, "
+                                   "'-', '_' or '.'"))
+        if t.get("effect", "") not in TOLERATION_EFFECTS:
+            causes.append({"field": f"{tpath}.effect", "reason": "FieldValueNotSupported",
+                           "message": f"Unsupported value: {json.dumps(t.get('effect'))}"})
+    for k, v in (ps.get("nodeSelector") or {}).items():
+        if not _label_key_ok(str(k)):
+            causes.append(_invalid(f"{base}.nodeSelector", k, "name part must consist of alphanumeric characters, "
+                                   "'-', '_' or '.'"))
+        if not (isinstance(v, str) and LABEL_VALUE.match(v) and len(v) <= 63):
+            causes.append(_invalid(f"{base}.nodeSelector", v, "a valid label must be an empty string or consist of "
+                                   "alphanumeric characters, '-', '_' or '.'"))
+
+
+def validate_rbac(rt, obj, causes):
+    """rbac/validation: rule shape of Roles/ClusterRoles, roleRef and subjects of bindings."""
+    if rt.kind in ("Role", "ClusterRole"):
+        for i, r in enumerate(obj.get("rules") or []):
+            rpath = f"rules[{i}]"
+            if not isinstance(r, dict):
+                causes.append(_required(rpath))
+                continue
+            if not r.get("verbs"):
+                causes.append(_required(f"{rpath}.verbs", "Required value: verbs must contain at least one value"))
+            if r.get("nonResourceURLs"):
+                if rt.kind == "Role":
+                    causes.append(_invalid(f"{rpath}.nonResourceURLs", r["nonResourceURLs"],
+                                           "namespaced rules cannot apply to non-resource URLs"))
+                if r.get("apiGroups") or r.get("resources") or r.get("resourceNames"):
+                    causes.append(_invalid(f"{rpath}.nonResourceURLs", r["nonResourceURLs"],
+                                           "rules cannot apply to both regular resources and non-resource URLs"))
+                continue
+            if not r.get("apiGroups"):
+                causes.append(_required(f"{rpath}.apiGroups",
+                                        "Required value: resource rules must supply at least one api group"))
+            if not r.get("resources"):
+                causes.append(_required(f"{rpath}.resources",
+                                        "Required value: resource rules must supply at least one resource"))
+    if rt.kind in ("RoleBinding", "ClusterRoleBinding"):
+        ref = obj.get("roleRef") or {}
+        if ref.get("apiGroup") != "rbac.authorization.k8s.io":
+            causes.append({"field": "roleRef.apiGroup", "reason": "FieldValueNotSupported",
+                           "message": f"Unsupported value: {json.dumps(ref.get('apiGroup'))}: supported values: "
+                                      "\"rbac.authorization.k8s.io\""})
+        allowed = ("ClusterRole",) if rt.kind == "ClusterRoleBinding" else ("Role", "ClusterRole")
+        if ref.get("kind") not in allowed:
+            causes.append({"field": "roleRef.kind", "reason": "FieldValueNotSupported",
+                           "message": f"Unsupported value: {json.dumps(ref.get('kind'))}: supported values: "
+                                      + ", ".join(json.dumps(a) for a in allowed)})
+        if not ref.get("name"):
+            causes.append(_required("roleRef.name"))
+        for i, sub in enumerate(obj.get("subjects") or []):
+            spath = f"subjects[{i}]"
+            kind = sub.get("kind")
+            if not sub.get("name"):
+                causes.append(_required(f"{spath}.name"))
+            if kind == "ServiceAccount":
+                if sub.get("apiGroup", ""):
+                    causes.append({"field": f"{spath}.apiGroup", "reason": "FieldValueNotSupported",
+                                   "message": f"Unsupported value: {json.dumps(sub.get('apiGroup'))}: supported values: \"\""})
+                if rt.kind == "ClusterRoleBinding" and not sub.get("namespace"):
+                    causes.append(_required(f"{spath}.namespace"))
+            elif kind in ("User", "Group"):
+                if sub.get("apiGroup") != "rbac.authorization.k8s.io":
+                    causes.append({"field": f"{spath}.apiGroup", "reason": "FieldValueNotSupported",
+                                   "message": f"Unsupported value: {json.dumps(sub.get('apiGroup'))}: supported "
+                                              "values: \"rbac.authorization.k8s.io\""})
+            else:
+                causes.append({"field": f"{spath}.kind", "reason": "FieldValueNotSupported",
+                               "message": f"Unsupported value: {json.dumps(kind)}: supported values: "
+                                          "\"ServiceAccount\", \"User\", \"Group\""})
+
+
 def validate_object(rt, obj):
     causes = []
     meta = obj.get("metadata") or {}
@@ -717,22 +994,7 @@ def validate_object(rt, obj):
     spec = obj.get("spec") or {}
 
     def pod_spec(ps, base):
-        if not isinstance(ps, dict) or not ps.get("containers"):
-            causes.append({"field": f"{base}.containers", "message": "Required value", "reason": "FieldValueRequired"})
-            return
-        names = set()
-        for i, c in enumerate((ps.get("initContainers") or []) + ps["containers"]):
-            if not isinstance(c, dict) or not c.get("name"):
-                causes.append({"field": f"{base}.containers[{i}].name", "message": "Required value",
-                               "reason": "FieldValueRequired"})
-                continue
-            if c["name"] in names:
-                causes.append({"field": f"{base}.containers[{i}].name", "message": f"Duplicate value: {c['name']!r}",
-                               "reason": "FieldValueDuplicate"})
-            names.add(c["name"])
-            if not c.get("image") and base == "spec":
-                causes.append({"field": f"{base}.containers[{i}].image", "message": "Required value",
-                               "reason": "FieldValueRequired"})
+        validate_pod_spec(ps, base, causes, require_image=(base == "spec"))
 
     if rt.builtin and rt.group == "" and rt.plural == "pods":
         pod_spec(spec, "spec")
@@ -752,6 +1014,15 @@ def validate_object(rt, obj):
                 if any(tl.get(k) != v for k, v in sel["matchLabels"].items()):
                     causes.append({"field": "spec.template.metadata.labels",
                                    "message": f"Invalid value: {tl!r}: `selector` does not match template `labels`"})
+    if rt.builtin and rt.group == "rbac.authorization.k8s.io":
+        validate_rbac(rt, obj, causes)
+    if rt.builtin and rt.group == "node.k8s.io" and rt.plural == "runtimeclasses":
+        handler = obj.get("handler")
+        if not handler:
+            causes.append(_required("handler"))
+        elif not (DNS1123_LABEL.match(str(handler)) and len(str(handler)) <= 63):
+            causes.append(_invalid("handler", handler, "a lowercase RFC 1123 label must consist of lower case "
+                                   "alphanumeric characters or '-', and must start and end with an alphanumeric character"))
     if rt.builtin and rt.plural in ("configmaps",) and rt.group == "":
         for fld in ("data",):
             for k, v in (obj.get(fld) or {}).items():

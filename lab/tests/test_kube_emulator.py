@@ -775,3 +775,157 @@ def test_validate_custom_resources_reported(tmp_path):
     assert [(n["kind"], n["reason"]) for n in rep["not_validated"]] == [
         ("ClusterPolicy", "not validated: custom resource"), ("Queue", "not validated: custom resource")]
     assert not any(r["kind"] in ("ClusterPolicy", "Queue") for r in rep["results"])
+
+
+# --------------------------------------------------------------------------------------------
+# Semantic validation as the API server does it (core/validation and rbac/validation)
+# --------------------------------------------------------------------------------------------
+def _ds(**spec):
+    pod = {"containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"}]}
+    pod.update(spec)
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "semantic", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "semantic"}},
+                     "template": {"metadata": {"labels": {"app": "semantic"}}, "spec": pod}}}
+
+
+def _causes(kind, obj, group="apps", plural="daemonsets"):
+    rt = [t for t in emulator._builtin_types() if t.group == group and t.plural == plural][0]
+    assert rt.kind == kind
+    return emulator.validate_object(rt, obj)
+
+
+def _msgs(causes):
+    return [(c["field"], c["message"]) for c in causes]
+
+
+def test_emulator_rejects_hostpid_with_shareprocessnamespace_422(emu):
+    """The MPS control daemon's old spec: the API server answers 422 Invalid (defect 1 fails in the lab)."""
+    body = _ds(hostPID=True, shareProcessNamespace=True)
+    code, status = http(emu, "POST", "/apis/apps/v1/namespaces/default/daemonsets", body)
+    assert code == 422 and status["reason"] == "Invalid", status
+    causes = status["details"]["causes"]
+    assert any(c["field"] == "spec.template.spec.securityContext.shareProcessNamespace"
+               and "ShareProcessNamespace and HostPID cannot both be enabled" in c["message"] for c in causes), causes
+    # each alone is fine
+    assert _causes("DaemonSet", _ds(hostPID=True)) == []
+    assert _causes("DaemonSet", _ds(shareProcessNamespace=True, hostIPC=True, hostNetwork=True)) == []
+
+
+def test_emulator_container_and_volume_names_unique_and_mounts_resolve():
+    ctr = {"name": "plugin", "image": "x", "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet"},
+                                                            {"name": "missing", "mountPath": "/run"},
+                                                            {"name": "dp", "mountPath": "/var/lib/kubelet"}]}
+    causes = _msgs(_causes("DaemonSet", _ds(
+        containers=[ctr, {"name": "plugin", "image": "x"}, {"name": "Bad_Name", "image": "x"}],
+        volumes=[{"name": "dp", "hostPath": {"path": "/var/lib/kubelet"}}, {"name": "dp", "emptyDir": {}},
+                 {"name": "two", "hostPath": {"path": "/a"}, "emptyDir": {}}, {"name": "none"},
+                 {"name": "hp", "hostPath": {"path": "/x", "type": "Dir"}}])))
+    base = "spec.template.spec."
+    assert (base + "containers[1].name", 'Duplicate value: "plugin"') in causes
+    assert any(f == base + "containers[2].name" and "RFC 1123 label" in m for f, m in causes)
+    assert (base + "volumes[1].name", 'Duplicate value: "dp"') in causes
+    assert (base + "containers[0].volumeMounts[1].name", 'Not found: "missing"') in causes
+    assert (base + "containers[0].volumeMounts[2].mountPath", 'Invalid value: "/var/lib/kubelet": must be unique') in causes
+    assert any(f == base + "volumes[2].emptyDir" and "more than 1 volume type" in m for f, m in causes)
+    assert any(f == base + "volumes[3]" and "must specify a volume type" in m for f, m in causes)
+    assert any(f == base + "volumes[4].hostPath.type" for f, m in causes)
+
+
+def test_emulator_ports_and_host_network():
+    ctr = {"name": "c", "image": "x", "ports": [{"containerPort": 9400, "hostPort": 9401, "name": "metrics"},
+                                                {"containerPort": 0}, {"containerPort": 80, "name": "metrics"},
+                                                {"containerPort": 81, "name": "Not_A_Port_Name_Too_Long"},
+                                                {"containerPort": 82, "protocol": "HTTP"}]}
+    causes = _msgs(_causes("DaemonSet", _ds(containers=[ctr], hostNetwork=True)))
+    p = "spec.template.spec.containers[0].ports"
+    assert (p + "[0].hostPort", "Invalid value: 9401: must match `containerPort` when `hostNetwork` is true") in causes
+    assert any(f == p + "[1].containerPort" for f, m in causes)
+    assert (p + "[2].name", 'Duplicate value: "metrics"') in causes
+    assert any(f == p + "[3].name" for f, m in causes)
+    assert any(f == p + "[4].protocol" and "Unsupported value" in m for f, m in causes)
+    ok = {"name": "c", "image": "x", "ports": [{"containerPort": 9400, "hostPort": 9400, "name": "metrics"}]}
+    assert _causes("DaemonSet", _ds(containers=[ok], hostNetwork=True)) == []
+
+
+def test_emulator_extended_resources_requests_equal_limits():
+    def res(r):
+        return _ds(containers=[{"name": "c", "image": "x", "resources": r}])
+    assert _causes("DaemonSet", res({"limits": {"nvidia.com/gpu": 1}})) == []
+    assert _causes("DaemonSet", res({"requests": {"nvidia.com/gpu": "2", "cpu": "100m"},
+                                     "limits": {"nvidia.com/gpu": 2, "cpu": "1"}})) == []
+    r = "spec.template.spec.containers[0].resources"
+    assert _msgs(_causes("DaemonSet", res({"requests": {"nvidia.com/gpu": 1}}))) == [
+        (r + ".limits", "Required value: Limit must be set for non overcommitable resources")]
+    assert _msgs(_causes("DaemonSet", res({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}))) == [
+        (r + ".requests[nvidia.com/gpu]", 'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2')]
+    assert _msgs(_causes("DaemonSet", res({"limits": {"aliyun.com/gpu-mem": "0.5"}}))) == [
+        (r + ".limits[aliyun.com/gpu-mem]", 'Invalid value: "0.5": must be an integer')]
+    # native resources may overcommit
+    assert _causes("DaemonSet", res({"requests": {"memory": "1Gi"}})) == []
+
+
+def test_emulator_runtime_class_name_security_context_tolerations():
+    base = "spec.template.spec."
+    causes = _msgs(_causes("DaemonSet", _ds(runtimeClassName="Nvidia_Runtime")))
+    assert any(f == base + "runtimeClassName" and "RFC 1123 subdomain" in m for f, m in causes)
+    assert _causes("DaemonSet", _ds(runtimeClassName="nvidia")) == []
+    sc = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}
+    causes = _msgs(_causes("DaemonSet", _ds(containers=[{"name": "c", "image": "x", "securityContext": sc}])))
+    assert any("CAP_SYS_ADMIN" in m for f, m in causes)
+    sc = {"privileged": True, "allowPrivilegeEscalation": False}
+    causes = _msgs(_causes("DaemonSet", _ds(containers=[{"name": "c", "image": "x", "securityContext": sc}])))
+    assert any("`privileged` to true" in m for f, m in causes)
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "x"}, {"operator": "Equal", "value": "a"},
+           {"key": "k", "operator": "Equal", "effect": "Never"}, {"operator": "Exists"}]
+    causes = _msgs(_causes("DaemonSet", _ds(tolerations=tol)))
+    assert [f for f, m in causes] == [base + "tolerations[0].operator", base + "tolerations[1].operator",
+                                      base + "tolerations[2].effect"]
+
+
+def test_emulator_rbac_rule_shape_and_bindings(emu):
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "gpuops-bad"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": []},
+                      {"resources": ["pods"], "verbs": ["get"]},
+                      {"apiGroups": [""], "verbs": ["get"]},
+                      {"nonResourceURLs": ["/metrics"], "resources": ["pods"], "verbs": ["get"]},
+                      {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}
+    code, status = http(emu, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    assert code == 422 and status["reason"] == "Invalid"
+    causes = _msgs(status["details"]["causes"])
+    assert ("rules[0].verbs", "Required value: verbs must contain at least one value") in causes
+    assert ("rules[1].apiGroups", "Required value: resource rules must supply at least one api group") in causes
+    assert ("rules[2].resources", "Required value: resource rules must supply at least one resource") in causes
+    assert any(f == "rules[3].nonResourceURLs" for f, m in causes) and len(causes) == 4
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+               "subjects": [{"kind": "ServiceAccount", "name": "sa"}, {"kind": "User", "name": "u"}]}
+    causes = _msgs(_causes("ClusterRoleBinding", binding, "rbac.authorization.k8s.io", "clusterrolebindings"))
+    assert [f for f, m in causes] == ["roleRef.kind", "subjects[0].namespace", "subjects[1].apiGroup"]
+
+
+def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
+    """What the collection renders for every strategy goes through the same rules. Until the MPS control daemon
+    stops combining hostPID with shareProcessNamespace (defect 1, fixed on another branch) this fails for mps:
+    expected, never skipped."""
+    sys.path.insert(0, str(ROOT / "lab" / "tests"))
+    from test_gpu_sharing_stack import CASES, STRATEGIES  # noqa: E402 - one source of the per-strategy inputs
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_stack_render
+    by_kind = {(t.group, t.kind): t for t in emulator._builtin_types()}
+    problems = {}
+    for strategy in STRATEGIES:
+        node_name, facts, extra = CASES[strategy]
+        settings = dict((k.replace("gpu_sharing_stack_", ""), v) for k, v in extra.items() if isinstance(v, dict))
+        out = gpu_stack_render.render({"strategy": strategy, "pool": "p", "nodes": [node_name],
+                                       "facts": {node_name: facts}, "settings": settings,
+                                       "registry": "registry.example.com/mirror", "image_pull_secrets": ["regcred"],
+                                       "validation": {"enabled": True}})
+        for doc in out["manifests"] + out["validation_manifests"]:
+            group = doc["apiVersion"].split("/")[0] if "/" in doc["apiVersion"] else ""
+            rt = by_kind.get((group, doc["kind"]))
+            if rt is None:
+                continue
+            causes = emulator.validate_object(rt, doc)
+            name_err = emulator.validate_name(rt, doc["metadata"]["name"])
+            if causes or name_err:
+                problems.setdefault(strategy, []).append((doc["kind"], doc["metadata"]["name"], causes, name_err))
+    assert problems == {}, problems
