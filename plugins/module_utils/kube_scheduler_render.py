@@ -169,6 +169,7 @@ def normalize_extenders(extenders, option='extenders'):
     out = []
     seen = set()
     binders = []
+    all_resources = {}   # kube-scheduler refuses a managed resource name listed by two extenders
     for index, ext in enumerate(extenders):
         where = '%s[%d]' % (option, index)
         if not isinstance(ext, dict):
@@ -226,6 +227,10 @@ def normalize_extenders(extenders, option='extenders'):
                                            "e.g. aliyun.com/gpu-mem)" % (rwhere, name))
             if name in names:
                 raise SchedulerConfigError("%s.name: %s is listed twice" % (rwhere, name))
+            if name in all_resources:
+                raise SchedulerConfigError("%s.name: %s is already managed by %s; kube-scheduler refuses a managed "
+                                           "resource listed by two extenders" % (rwhere, name, all_resources[name]))
+            all_resources[name] = where
             names.append(name)
             norm_res.append({'name': name, 'ignored_by_scheduler': bool(_bool(res.get('ignored_by_scheduler'), rwhere, 'ignored_by_scheduler'))})
         if norm_res:
@@ -337,6 +342,15 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
                 break
         else:
             current.append(ext)
+    owners = {}
+    for ext in current:
+        for res in (ext.get('managedResources') or []) if isinstance(ext, dict) else []:
+            name = res.get('name') if isinstance(res, dict) else None
+            if name in owners:
+                raise SchedulerConfigError("extenders: after merging, %s would list the managed resource %s in two "
+                                           "extenders (%s, %s); kube-scheduler refuses that"
+                                           % (source, name, owners[name], ext.get('urlPrefix')))
+            owners[name] = ext.get('urlPrefix')
     binders = [e.get('urlPrefix') for e in current if isinstance(e, dict) and e.get('bindVerb')]
     if len(binders) > 1:
         raise SchedulerConfigError("extenders: after merging, %s would have %d extenders with bindVerb (%s); kube-scheduler "
