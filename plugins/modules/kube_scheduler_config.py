@@ -149,7 +149,7 @@ options:
   current_flags:
     description:
       - With V(scheduler_config), the kube-scheduler flags that name a configuration file now (RV(flags) of
-        V(discover)), like C({config: /etc/kubernetes/sched.yaml}).
+        V(discover)) - keys C(config) and C(policy-config-file), values the file paths.
       - When the flag the version uses names a file other than the collection's, the extenders are merged into that
         file (the site's) instead of O(config_path)'s default; an explicit O(config_path) naming another file is refused.
     type: dict
