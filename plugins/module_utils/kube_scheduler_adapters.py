@@ -254,7 +254,7 @@ def rke2_config(doc, version, config_path):
     mounts = _as_list(new.get('kube-scheduler-extra-mount'), 'kube-scheduler-extra-mount')
     wanted = '%s:%s:ro' % (directory, directory)
     idx = [i for i, m in enumerate(mounts) if str(m).split(':')[1:2] == [directory]]
-    if idx and str(mounts[idx[0]]) != wanted and str(mounts[idx[0]]).split(':')[0] == directory:
+    if idx and str(mounts[idx[0]]) != wanted and str(mounts[idx[0]]).split(':', 1)[0] == directory:
         return new, notes + ['kept the existing mount %s of %s' % (mounts[idx[0]], directory)]
     others = [str(m).split(':')[1] for m in mounts if len(str(m).split(':')) > 1 and str(m).split(':')[1] != directory]
     if _covered(others, config_path):

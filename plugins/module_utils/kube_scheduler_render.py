@@ -277,7 +277,7 @@ def render(version, extenders, kubeconfig=None):
 
 def served(api_version, minor):
     """Whether kube-scheduler 1.<minor> reads the component config apiVersion (SERVED_WINDOWS)."""
-    window = SERVED_WINDOWS.get(str(api_version).split('/')[-1]) if str(api_version).startswith(KSC_GROUP + '/') else None
+    window = SERVED_WINDOWS.get(str(api_version).rsplit('/', 1)[-1]) if str(api_version).startswith(KSC_GROUP + '/') else None
     return bool(window) and window[0] <= minor and (window[1] is None or minor <= window[1])
 
 
