@@ -130,6 +130,7 @@ def test_runtime_missing_and_not_default():
     assert ids(dc.diagnose(f)) == ['docker_nvidia_runtime_missing']
     f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
+    assert dc.diagnose(f, strategy='time-slicing') == []
     assert ids(dc.diagnose(f, strategy='gpushare')) == ['docker_nvidia_not_default']
     f['node']['container_runtimes'] = {'installed': ['containerd'], 'containerd_nvidia_runtime': False}
     assert ids(dc.diagnose(f)) == ['containerd_nvidia_runtime_missing']
@@ -195,18 +196,16 @@ def test_known_bad_gpushare_image_any_registry():
 
 
 @pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps', 'mig'])
-def test_DP_18_docker_engine_needs_nvidia_default_for_nvidia_device_plugin_stacks(strategy):
-    """cri-dockerd refuses any RuntimeClass handler: on Docker Engine the NVIDIA device plugin pods need nvidia as
-    docker's default runtime and an empty runtime_class_name (the doctor used to say only gpushare/Volcano/HAMi)."""
-    f = facts()
+def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
+    """The doctor used to say only gpushare/Volcano/HAMi need the nvidia runtime: the NVIDIA device plugin stacks need
+    it too, through RuntimeClass nvidia (handler nvidia); it need not be the default."""
+    f = facts()   # containerd with the nvidia runtime, not the default: nothing to report
+    assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
     f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
-    # (the T4 of these facts has no MIG: strategy_impossible is not what this test is about)
-    found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
-    assert ids(found) == ['docker_nvidia_not_default']
-    assert 'gpu_sharing_stack_nvidia.runtime_class_name' in found[0]['remediation']
-    f['node']['container_runtimes']['docker_default_runtime'] = 'nvidia'
     assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
-    f['node']['container_runtimes'] = {'installed': ['containerd'], 'containerd_nvidia_runtime': False}
-    found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
-    assert ids(found) == ['containerd_nvidia_runtime_missing'] and 'RuntimeClass nvidia' in found[0]['remediation']
+    for rt, check in (({'installed': ['containerd'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
+                      ({'installed': ['docker'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
+        f['node']['container_runtimes'] = rt
+        found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
+        assert ids(found) == [check] and 'RuntimeClass nvidia' in found[0]['remediation'], found
