@@ -41,8 +41,10 @@ VOLCANO_CONF = {"actions": "enqueue, allocate, backfill",
                 "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
                           {"plugins": [{"name": "drf"}, {"name": "predicates"}, {"name": "tdm",
                                                                                   "arguments": {"tdm.revocable-zone.rz1": "10:00-21:00"}}]}]}
+# gpu-4 (the MIG pool) says what NVIDIA's MIG manager would write once it applied the geometry: the emulator runs no
+# pods, and the role waits for nvidia.com/mig.config.state=success before it reports the stack done.
 SEED = [node("cp-1", {"node-role.kubernetes.io/control-plane": ""})] + \
-    [node("gpu-%d" % i) for i in range(1, 10)] + \
+    [node("gpu-%d" % i, {"nvidia.com/mig.config.state": "success"} if i == 4 else None) for i in range(1, 10)] + \
     [node("busy-1", alloc={"nvidia.com/gpu": "8"}),
      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},

@@ -16,8 +16,11 @@ import re
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_gpushare import known_bad_extender
 
 SEVERITIES = ('critical', 'warning', 'info')
-# Strategies whose device plugins need nvidia as the container runtime's *default* runtime.
+# Strategies whose device plugins need nvidia as the container runtime's *default* runtime (they name no RuntimeClass).
 NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
+# The NVIDIA device plugin stacks run their pods with RuntimeClass nvidia (handler nvidia) instead, as NVIDIA's chart
+# and GPU operator do: the nvidia runtime must exist under that name; it need not be the default.
+RUNTIME_CLASS_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig')
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
@@ -185,7 +188,9 @@ def check_runtime(facts, extra, strategy=None):
             'Docker is installed but /etc/docker/daemon.json has no "nvidia" runtime.',
             ['/etc/docker/daemon.json runtimes: nvidia missing'],
             'Add the nvidia runtime (gpuops.k8s_gpu.nvidia_container_runtime merges it into daemon.json, keeping '
-            'every other key) and restart docker.'))
+            'every other key) and restart docker. Every sharing stack needs it: the NVIDIA device plugin stacks '
+            '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia (handler nvidia, which '
+            'cri-dockerd passes to docker); gpushare, Volcano and HAMi need it as the default runtime.'))
     elif 'docker' in installed and strategy in NEEDS_DEFAULT_RUNTIME and rt.get('docker_default_runtime') != 'nvidia':
         out.append(finding(
             'docker_nvidia_not_default', 'critical',
@@ -193,13 +198,15 @@ def check_runtime(facts, extra, strategy=None):
             ['default-runtime: %s' % rt.get('docker_default_runtime')],
             'Set "default-runtime": "nvidia" in /etc/docker/daemon.json (nvidia_container_runtime with '
             'nvidia_container_runtime_set_as_default: true) and restart docker.'))
-    if ('containerd' in installed or 'rke2' in installed or 'k3s' in installed) and 'docker' not in installed \
-            and rt.get('containerd_nvidia_runtime') is not True:
+    containerd = ('containerd' in installed or 'rke2' in installed or 'k3s' in installed) and 'docker' not in installed
+    if containerd and rt.get('containerd_nvidia_runtime') is not True:
         out.append(finding(
             'containerd_nvidia_runtime_missing', 'critical',
             'containerd is installed but its configuration has no nvidia runtime.',
             ['containerd config: no runtimes.nvidia section'],
-            'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it.'))
+            'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it. '
+            'The NVIDIA device plugin stacks (exclusive, time-slicing, mps, mig) run their pods with RuntimeClass '
+            'nvidia, whose handler is this runtime; gpushare, Volcano and HAMi need it as the default runtime.'))
     return out
 
 

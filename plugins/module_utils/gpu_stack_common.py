@@ -252,11 +252,13 @@ def pod_spec_common(ctx, spec, tolerations=None):
     return spec
 
 
-def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, annotations=None):
+def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, annotations=None, pod_labels=None):
+    """DaemonSet; pod_labels are added to the pod template only (labels other components select pods by)."""
     sel = {'app.kubernetes.io/name': app_label}
     if scope == 'pool':
         sel[POOL_LABEL] = ctx.pool
     tmpl_meta = {'labels': dict(sel)}
+    tmpl_meta['labels'].update(pod_labels or {})
     if annotations:
         tmpl_meta['annotations'] = dict(annotations)
     return {'apiVersion': 'apps/v1', 'kind': 'DaemonSet',

@@ -123,7 +123,7 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val):
 def render(params):
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
-    allow_mixed_accounting, validation, var_prefix.  Returns a dict (see the module's RETURN)."""
+    allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool).  Returns a dict (see the module's RETURN)."""
     var = params.get('var_prefix') or 'gpu_sharing_stack_'
     strategy = params.get('strategy')
     if strategy not in STRATEGIES:
@@ -150,9 +150,11 @@ def render(params):
         if meta.get('name') in nodes and meta.get('name') not in node_state:
             node_state[meta['name']] = {'labels': meta.get('labels') or {},
                                         'allocatable': (obj.get('status') or {}).get('allocatable') or {}}
+    # pools that share this pool's shared objects; the NVIDIA strategies share one RuntimeClass among them all
+    family = gpu_stack_nvidia.NVIDIA_STRATEGIES if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES else (strategy,)
     other_pools = sorted(set(
         ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) for o in params.get('live_nodes') or []
-        if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) == strategy
+        if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) in family
         and ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) not in (None, pool)))
     if params.get('check_conflicts', True):
         check_conflicts(strategy, pool, nodes, node_state, params.get('node_strategies') or {},
@@ -168,9 +170,13 @@ def render(params):
 
     helm = None
     scheduler_name = None
-    if strategy in ('exclusive', 'time-slicing', 'mps', 'mig'):
-        manifests, labels, resources, limits = gpu_stack_nvidia.render(ctx, strategy, settings, nodes, facts,
-                                                                       params.get('require_facts', True) and not removing)
+    readiness = None
+    if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
+        manifests, labels, resources, limits = gpu_stack_nvidia.render(
+            ctx, strategy, settings, nodes, facts, params.get('require_facts', True) and not removing,
+            live_runtime_classes=params.get('live_runtime_classes') or [],
+            cdi_spec_ready=params.get('cdi_spec_ready') or {}, node_state=node_state, removing=removing)
+        readiness = gpu_stack_nvidia.readiness(strategy, settings, nodes, ctx)
     elif strategy == 'gpushare':
         manifests, labels, resources, limits = gpu_stack_gpushare.render(ctx, settings, nodes, facts)
     elif strategy == 'volcano':
@@ -212,6 +218,7 @@ def render(params):
         'accounting': ACCOUNTING[strategy],
         'other_pools': other_pools,
         'scheduler_name': scheduler_name,
+        'readiness': readiness,
         'helm': helm,
         'images': ctx.images,
         'warnings': ctx.warnings,

@@ -31,7 +31,9 @@ options:
   strategy:
     description:
       - The sharing strategy planned for this node, to check the hardware and runtime allow it.
-      - V(gpushare), V(volcano) and V(hami) need nvidia as the container runtime's default runtime.
+      - V(gpushare), V(volcano) and V(hami) need nvidia as the container runtime's default runtime. V(exclusive),
+        V(time-slicing), V(mps) and V(mig) run their pods with RuntimeClass C(nvidia) instead, so they need the nvidia
+        runtime under that handler name, not as the default.
     type: str
     choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager]
   checks:

@@ -103,6 +103,22 @@ options:
       - Validation workloads - C(enabled) (bool), C(namespace), C(image), C(replicas) (gpushare binpack sample).
     type: dict
     default: {}
+  live_runtime_classes:
+    description:
+      - RuntimeClass objects as read from the cluster. For the NVIDIA strategies the RuntimeClass named by
+        C(settings.nvidia.runtime_class_name) is rendered only when it is missing or was created by this module; one
+        created by anything else is used as it is and never changed.
+    type: list
+    elements: dict
+    default: []
+  cdi_spec_ready:
+    description:
+      - Per node name, the host fact C(nvidia_container_runtime_cdi_spec_ready) that role
+        C(gpuops.k8s_gpu.nvidia_container_runtime) sets. The CDI device list strategies (V(cdi-annotations),
+        V(cdi-cri)) are refused unless every node of the pool has V(true) here (or
+        C(settings.nvidia.assume_cdi_spec_ready) is V(true)).
+    type: dict
+    default: {}
   var_prefix:
     description: Prefix of the variable names used in error messages.
     type: str
@@ -177,7 +193,9 @@ resources:
   elements: str
   sample: [aliyun.com/gpu-mem, aliyun.com/gpu-count]
 other_pools:
-  description: Other pools whose nodes (in O(live_nodes)) carry the same strategy; shared objects stay while there are any.
+  description:
+    - Other pools whose nodes (in O(live_nodes)) carry the same strategy (for the NVIDIA strategies, any of V(exclusive),
+      V(time-slicing), V(mps), V(mig), which share one RuntimeClass); shared objects stay while there are any.
   returned: always
   type: list
   elements: str
@@ -189,6 +207,13 @@ scheduler_name:
   description: Scheduler name pods must use (V(volcano), HAMi's), or null for the default scheduler.
   returned: always
   type: str
+readiness:
+  description:
+    - What must hold before the stack is ready, or null. For V(mig) with the MIG manager - C(label)
+      (C(nvidia.com/mig.config.state)), the C(value) it must reach on every node in C(nodes) (V(success)) and the
+      C(failed_value) that means the MIG manager gave up (V(failed)).
+  returned: always
+  type: dict
 helm:
   description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
     create_namespace, values); null otherwise.
@@ -236,6 +261,8 @@ def main():
             check_conflicts=dict(type='bool', default=True),
             allow_mixed_accounting=dict(type='bool', default=False),
             validation=dict(type='dict', default={}),
+            live_runtime_classes=dict(type='list', elements='dict', default=[]),
+            cdi_spec_ready=dict(type='dict', default={}),
             var_prefix=dict(type='str', default='gpu_sharing_stack_'),
         ),
         supports_check_mode=True,

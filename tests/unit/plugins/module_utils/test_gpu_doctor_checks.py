@@ -193,3 +193,19 @@ def test_known_bad_gpushare_image_any_registry():
         'registry.example.com/acs/k8s-gpushare-schd-extender:2.0.1']})
     assert ids(out) == ['gpushare_extender_bad_image', 'gpushare_extender_bad_image']
     assert 'HTTP 500' in out[0]['summary']
+
+
+@pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps', 'mig'])
+def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
+    """The doctor used to say only gpushare/Volcano/HAMi need the nvidia runtime: the NVIDIA device plugin stacks need
+    it too, through RuntimeClass nvidia (handler nvidia); it need not be the default."""
+    f = facts()   # containerd with the nvidia runtime, not the default: nothing to report
+    assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
+    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
+                                       'docker_default_runtime': 'runc'}
+    assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
+    for rt, check in (({'installed': ['containerd'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
+                      ({'installed': ['docker'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
+        f['node']['container_runtimes'] = rt
+        found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
+        assert ids(found) == [check] and 'RuntimeClass nvidia' in found[0]['remediation'], found
