@@ -189,9 +189,15 @@ scheduler_name:
   description: Scheduler name pods must use (V(volcano), HAMi's), or null for the default scheduler.
   returned: always
   type: str
+extender_url:
+  description:
+    - For V(gpushare), the url_prefix kube-scheduler must use for the extender (give it to role
+      gpuops.k8s_gpu.kube_scheduler_extender); it follows C(gpu_sharing_stack_gpushare.registration). Null otherwise.
+  returned: always
+  type: str
 helm:
   description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
-    create_namespace, values); null otherwise.
+    create_namespace, values, chart_version); null otherwise.
   returned: always
   type: dict
 images:
