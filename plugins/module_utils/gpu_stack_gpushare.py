@@ -9,6 +9,12 @@ __metaclass__ = type
 
 import re
 
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, split_image, validate_settings,
@@ -59,6 +65,9 @@ GPUSHARE_SCHEMA = {
     'accept_known_bad_images': dict(type=bool, default=False),
     'registration': dict(type=str, default='node-port', choices=list(REGISTRATIONS)),
     'extender_cluster_ip': dict(type=str, default=''),
+    # kube-proxy's mode ('' when unknown), or the kube-proxy ConfigMap's config.conf as the role reads it
+    'kube_proxy_mode': dict(type=str, default=''),
+    'kube_proxy_config': dict(type=str, default=''),
     'memory_unit': dict(type=str, default='GiB', choices=['GiB', 'MiB']),
     'extender_host_network': dict(type=bool, default=True),
     'extender_node_port': dict(type=int, default=NODE_PORT, min=30000, max=32767),
@@ -96,6 +105,18 @@ def fix_commits_text():
     return '; '.join('%s@%s (%s)' % c for c in EXTENDER_FIX_COMMITS + PLUGIN_FIX_COMMITS)
 
 
+def _proxy_mode(config_text):
+    """mode: of a KubeProxyConfiguration (the kube-proxy ConfigMap's config.conf), '' when absent or unreadable."""
+    if not config_text or not HAS_YAML:
+        return ''
+    try:
+        conf = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return ''
+    mode = conf.get('mode') if isinstance(conf, dict) else ''
+    return mode if isinstance(mode, str) else ''
+
+
 def extender_url(gs):
     """The URL kube-scheduler must use for the extender (role kube_scheduler_extender's url_prefix)."""
     if gs['registration'] == 'cluster-ip':
@@ -127,7 +148,8 @@ def render(ctx, settings, nodes, facts):
             gs[key] = default
         elif check(gs[key]) and not gs['accept_known_bad_images']:
             bad.append('%s.%s %s: %s' % (var, key, gs[key], check(gs[key])))
-    if bad:
+    # removal renders the same objects to delete them, whatever images an earlier run deployed
+    if bad and not ctx.removing:
         raise StackError('Refusing gpushare with known-bad images: %s. The fixes are upstream commits %s; %s. To deploy '
                          'the old images anyway, set %s.accept_known_bad_images: true.'
                          % ('; '.join(bad), fix_commits_text(), BUILD_HINT, var))
@@ -144,6 +166,12 @@ def render(ctx, settings, nodes, facts):
     elif gs['extender_cluster_ip']:
         raise StackError('%s.extender_cluster_ip is only used with %s.registration cluster-ip; registration is %s'
                          % (var, var, gs['registration']))
+    proxy_mode = (gs['kube_proxy_mode'] or _proxy_mode(gs['kube_proxy_config'])).strip().lower()
+    if gs['registration'] == 'node-port' and proxy_mode in ('ipvs', 'nftables'):
+        raise StackError('%s.registration node-port registers the extender at 127.0.0.1:%d, a NodePort that kube-proxy '
+                         'in %s mode does not answer on the loopback address (this cluster\'s kube-proxy ConfigMap says '
+                         'mode: %s); set %s.registration to host-network or cluster-ip'
+                         % (var, gs['extender_node_port'], proxy_mode, proxy_mode, var))
     if gs['registration'] == 'host-network' and not gs['extender_host_network']:
         raise StackError('%s.registration host-network needs %s.extender_host_network: true' % (var, var))
     ext_image = ctx.image(gs['extender_image'], var + '.extender_image')

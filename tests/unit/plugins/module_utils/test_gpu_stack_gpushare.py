@@ -129,3 +129,22 @@ def test_GPUM_02_image_tag_follows_upstream_scheme():
 def test_GPUM_03_existing_pool_can_still_be_removed():
     out = render('gpu-manager', removing=True)
     assert [m['metadata']['name'] for m in objs(out, 'DaemonSet')] == ['gpu-manager-p1']
+
+
+@pytest.mark.parametrize('mode', ['ipvs', 'nftables'])
+def test_GSH_09_node_port_refused_when_kube_proxy_does_not_answer_on_loopback(mode):
+    with pytest.raises(StackError, match='kube-proxy in %s mode' % mode):
+        render(kube_proxy_config='apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: %s\n' % mode,
+               **GOOD)
+    with pytest.raises(StackError, match='registration to host-network or cluster-ip'):
+        render(kube_proxy_mode=mode, **GOOD)
+    assert render(registration='host-network', kube_proxy_mode=mode, **GOOD)['extender_url'].endswith(':12345/gpushare-scheduler')
+    # iptables (or "" = kube-proxy's default, iptables on Linux) keeps the NodePort
+    for ok in ('mode: iptables\n', 'mode: ""\n', ''):
+        assert render(kube_proxy_config=ok, **GOOD)['extender_url'].endswith(':32766/gpushare-scheduler')
+
+
+def test_GSH_10_a_pool_with_upstream_images_can_still_be_removed():
+    out = render(removing=True)
+    assert {m['metadata']['name'] for m in objs(out, 'DaemonSet')} == {'gpushare-device-plugin-p1'}
+    assert gs.EXTENDER_IMAGE in out['images']
