@@ -25,7 +25,11 @@ sys.path.insert(0, str(ROOT / "build" / "collections"))
 import validate  # noqa: E402
 from conftest import kube_emulator  # noqa: E402
 
-STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-manager", "gpu-operator"]
+# gpu-manager is refused (it cannot work from what the collection renders): see test_bad_inputs_fail_clearly_and_change_nothing
+STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-operator"]
+# gpushare refuses upstream's known-bad images unless images are named: these stand for images built from the fixes
+GPUSHARE_IMAGES = {"extender_image": "registry.example.com/acs/k8s-gpushare-schd-extender:86f6025",
+                   "device_plugin_image": "registry.example.com/acs/k8s-gpushare-plugin:45fb8b8"}
 MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
 
 
@@ -39,7 +43,9 @@ def node(name, labels=None, alloc=None):
 
 VOLCANO_CONF = {"actions": "enqueue, allocate, backfill",
                 "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
-                          {"plugins": [{"name": "drf"}, {"name": "predicates"}, {"name": "tdm",
+                          {"plugins": [{"name": "drf"}, {"name": "predicates"},
+                                       {"name": "deviceshare", "arguments": {"deviceshare.GPUNumberEnable": True}},
+                                       {"name": "tdm",
                                                                                   "arguments": {"tdm.revocable-zone.rz1": "10:00-21:00"}}]}]}
 # gpu-4 (the MIG pool) says what NVIDIA's MIG manager would write once it applied the geometry: the emulator runs no
 # pods, and the role waits for nvidia.com/mig.config.state=success before it reports the stack done.
@@ -68,11 +74,10 @@ CASES = {
     "time-slicing": ("gpu-2", T4, {"gpu_sharing_stack_time_slicing": {"replicas": 4, "rename_by_default": False}}),
     "mps": ("gpu-3", T4, {"gpu_sharing_stack_mps": {"replicas": 8}}),
     "mig": ("gpu-4", A100, {"gpu_sharing_stack_mig": {"strategy": "single", "devices": {"1g.10gb": 7}}}),
-    "gpushare": ("gpu-5", A100, {"gpu_sharing_stack_validation": True}),
-    "volcano": ("gpu-6", T4, {"gpu_sharing_stack_volcano": {"version": "1.10"}}),
+    "gpushare": ("gpu-5", A100, {"gpu_sharing_stack_validation": True, "gpu_sharing_stack_gpushare": GPUSHARE_IMAGES}),
+    "volcano": ("gpu-6", T4, {"gpu_sharing_stack_volcano": {"version": "1.15"}}),
     "hami": ("gpu-7", T4, {"gpu_sharing_stack_hami": {"device_split_count": 4, "device_memory_scaling": 1.5}}),
-    "gpu-manager": ("gpu-8", T4, {}),
-    "gpu-operator": ("gpu-9", T4, {"gpu_sharing_stack_gpu_operator": {"chart_path": "/srv/charts/gpu-operator-v24.9.2.tgz",
+    "gpu-operator": ("gpu-9", T4, {"gpu_sharing_stack_gpu_operator": {"chart_path": "/srv/charts/gpu-operator-v26.7.0.tgz",
                                                                       "sharing": "time-slicing"},
                                    "gpu_sharing_stack_helm_install": False}),
 }
@@ -168,10 +173,13 @@ def test_schema_matrix_every_strategy():
         settings = dict((k.replace("gpu_sharing_stack_", ""), v) for k, v in extra.items() if isinstance(v, dict))
         variants = [settings]
         if strategy == "hami":
-            variants.append(dict(settings, hami={"webhook_tls_secret": "hami-tls", "webhook_ca_bundle": "Q0E=",
-                                                 "kube_version": "1.24"}))
+            # the role passes the API server's version; here the two ends of the window
+            variants = [dict(settings, hami=dict(settings["hami"], kube_version="v1.37.1")),
+                        dict(settings, hami={"webhook_tls_secret": "hami-tls", "webhook_ca_bundle": "Q0E=",
+                                             "kube_version": "v1.24.17"})]
         if strategy == "volcano":
-            variants += [{"volcano": {"version": "1.8"}}, {"volcano": {"version": "1.11", "mode": "vgpu"}}]
+            variants += [{"volcano": {"version": "1.8", "mode": "gpu-share"}}, {"volcano": {"version": "1.11", "mode": "vgpu"}},
+                         {"volcano": {"version": "1.15", "mode": "gpu-share"}}]
         if strategy == "mig":
             variants.append({"mig": {"strategy": "mixed", "devices": {"1g.10gb": 2, "2g.20gb": 1}, "manager": False}})
         if strategy == "time-slicing":
@@ -239,7 +247,9 @@ def test_converge_idempotent_check_mode_and_absent_per_strategy(emu, tmp_path):
     names = [p["name"] for t in conf["tiers"] for p in t["plugins"]]
     assert "tdm" in names and "deviceshare" in names
     ds = [p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "deviceshare"][0]
-    assert ds["arguments"]["deviceshare.GPUSharingEnable"] is True
+    # the default mode is vGPU (gpu-share is deprecated upstream since 1.9); GPUNumberEnable would make it exit
+    assert ds["arguments"] == {"deviceshare.GPUSharingEnable": False, "deviceshare.VGPUEnable": True}
+    assert http_get(emu, "/api/v1/namespaces/kube-system/configmaps/volcano-vgpu-device-config")["data"]["device-config.yaml"]
     assert cm["data"]["other-key"] == "keep-me"
     backup = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/gpuops-backup-configmap-volcano-scheduler-configmap")
     assert "tdm" in backup["data"]["object.json"]
@@ -299,6 +309,10 @@ BAD = [
     ("MIG on a T4", {"strategy": "mig", "node": "gpu-1", "facts": T4,
                      "extra": {"gpu_sharing_stack_mig": {"devices": {"1g.10gb": 7}}}},
      "not MIG capable"),
+    ("gpu-manager", {"strategy": "gpu-manager", "node": "gpu-8", "facts": T4, "extra": {}},
+     "gpu-admission"),
+    ("gpushare with upstream's known-bad images", {"strategy": "gpushare", "node": "gpu-8", "facts": T4, "extra": {}},
+     "4e418f19fa9c9d1f792705d98e672e532372b6cc"),
 ]
 
 

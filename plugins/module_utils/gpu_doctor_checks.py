@@ -13,7 +13,9 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_gpushare import known_bad_extender
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_gpushare import (
+    EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
+)
 
 SEVERITIES = ('critical', 'warning', 'info')
 # Strategies whose device plugins need nvidia as the container runtime's *default* runtime (they name no RuntimeClass).
@@ -278,13 +280,24 @@ def check_extender(facts, extra):
                 '(or every bind fails when the extender is not ignorable).',
                 ['%s: %s' % (url, error)],
                 'Check the extender Deployment/Service (gpushare: kube-system gpushare-schd-extender, NodePort 32766) '
-                'and that urlPrefix in the scheduler config points at it from the control-plane node.'))
+                'and that urlPrefix in the scheduler config points at it from the control-plane node. A NodePort on '
+                '127.0.0.1 answers only with kube-proxy in iptables mode; with ipvs or nftables set '
+                'gpu_sharing_stack_gpushare.registration to host-network (an extender on every control-plane node, '
+                'http://127.0.0.1:12345/gpushare-scheduler) or cluster-ip (extender_cluster_ip, a fixed Service '
+                'address) and register the URL the role returns (extender_url).'))
     return out
 
 
+def _commits(fixes):
+    return ', '.join('%s@%s (%s)' % f for f in fixes)
+
+
 def check_cluster_images(facts, extra):
-    """Images known to fail; the list lives with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_EXTENDER_TAGS)."""
+    """Images known to fail; the lists live with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_*_TAGS)."""
     out = []
+    build = ('git clone the repository, git checkout that commit (or a later one), docker build with its Dockerfile, '
+             'push to your registry, then set %s in gpu_sharing_stack_gpushare to that image and re-run the cluster '
+             'play. For new deployments prefer gpu_sharing_stack_strategy: hami (maintained, enforces memory limits).')
     for image in sorted(set(extra.get('cluster_images') or [])):
         reason = known_bad_extender(image)
         if reason:
@@ -292,8 +305,15 @@ def check_cluster_images(facts, extra):
                 'gpushare_extender_bad_image', 'critical',
                 'The gpushare scheduler extender image is known to fail: %s.' % reason,
                 ['image in the cluster: %s' % image],
-                'Use an extender image built from a current gpushare-scheduler-extender release: set '
-                'extender_image in gpu_sharing_stack_gpushare (through gpuops_mirror.registry for air-gapped sites).'))
+                'Build the extender from upstream commit %s: %s' % (_commits(EXTENDER_FIX_COMMITS), build % 'extender_image')))
+        reason = known_bad_plugin(image)
+        if reason:
+            out.append(finding(
+                'gpushare_plugin_bad_image', 'critical',
+                'The gpushare device plugin image is known to fail: %s.' % reason,
+                ['image in the cluster: %s' % image],
+                'Build the device plugin from upstream commit %s: %s'
+                % (_commits(PLUGIN_FIX_COMMITS), build % 'device_plugin_image')))
     return out
 
 

@@ -53,6 +53,9 @@ class Ctx(object):
         self.warnings = []
         self.notes = []
         self.images = []
+        # set by renderers: the scheduler extender URL kube-scheduler must use (gpushare); True while removing
+        self.extender_url = None
+        self.removing = False
 
     def var(self, name):
         return self.var_prefix + name

@@ -1,18 +1,33 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""tkestack gpu-manager (deprecated upstream; kept for existing users, HAMi is the successor)."""
+"""tkestack gpu-manager (unmaintained upstream): refused for new deployments, rendered only to remove it.
+
+gpu-manager cannot work from what this collection renders: its RBAC needs nodes update (it exits at start without it),
+pods/status update and pods delete, and no allocation succeeds without its scheduler extender gpu-admission
+(tkestack/gpu-admission), which registers with kube-scheduler through a Policy/extender configuration of its own.  The
+strategy is refused with a pointer to HAMi (see docs/conformance/gpu-manager.md); `state: absent` still renders the
+objects an older release of this collection created so that they can be removed.
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import (
-    GPU_TOLERATION, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for, validate_settings,
+    GPU_TOLERATION, StackError, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for, validate_settings,
 )
 
-IMAGE = 'docker.io/tkestack/gpu-manager:v1.1.5'
+# upstream's git tags are vX.Y.Z, but hack/build.sh tags the image with the VERSION file's content, which has no v
+# (VERSION at v1.1.5 is 1.1.5; gpu-manager.yaml there names tkestack/gpu-manager:1.0.3)
+IMAGE = 'docker.io/tkestack/gpu-manager:1.1.5'
 NODE_LABEL = 'nvidia-device-enable'
+REFUSAL = ('gpu_sharing_stack_strategy gpu-manager is refused: tkestack gpu-manager is unmaintained upstream (last '
+           'release v1.1.5) and does not work from what this collection renders: it needs nodes update (it exits at '
+           'start without it), pods/status update and pods delete, and its scheduler extender gpu-admission '
+           '(tkestack/gpu-admission) for any allocation to succeed. Use gpu_sharing_stack_strategy: hami, which offers '
+           'the same vGPU memory/core split (nvidia.com/gpumem, nvidia.com/gpucores) and is maintained. An existing '
+           'gpu-manager pool can still be removed with gpu_sharing_stack_state: absent.')
 DEPRECATION = ('gpu-manager (tkestack) is unmaintained upstream and kept only for existing users: plan a move to '
                'gpu_sharing_stack_strategy: hami, which offers the same vGPU memory/core split (nvidia.com/gpumem, '
                'nvidia.com/gpucores) and is maintained.')
@@ -27,6 +42,8 @@ GPU_MANAGER_SCHEMA = {
 def render(ctx, settings, nodes, facts):
     var = ctx.var('gpu_manager')
     gm = validate_settings(settings.get('gpu_manager'), GPU_MANAGER_SCHEMA, var)
+    if not ctx.removing:
+        raise StackError(REFUSAL)
     ctx.warn(DEPRECATION)
     image = ctx.image(gm['image'], var + '.image')
     name = 'gpu-manager-' + ctx.pool

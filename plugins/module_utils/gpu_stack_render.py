@@ -144,6 +144,7 @@ def render(params):
     facts = {} if removing else (params.get('facts') or {})
     ctx = Ctx(pool, namespace, strategy, params.get('registry') or '', params.get('image_pull_secrets') or [],
               node_selector, var)
+    ctx.removing = removing
     node_state = dict(params.get('node_state') or {})
     for obj in params.get('live_nodes') or []:
         meta = obj.get('metadata') or {}
@@ -219,6 +220,7 @@ def render(params):
         'other_pools': other_pools,
         'scheduler_name': scheduler_name,
         'readiness': readiness,
+        'extender_url': ctx.extender_url,
         'helm': helm,
         'images': ctx.images,
         'warnings': ctx.warnings,

@@ -214,9 +214,15 @@ readiness:
       C(failed_value) that means the MIG manager gave up (V(failed)).
   returned: always
   type: dict
+extender_url:
+  description:
+    - For V(gpushare), the url_prefix kube-scheduler must use for the extender (give it to role
+      gpuops.k8s_gpu.kube_scheduler_extender); it follows C(gpu_sharing_stack_gpushare.registration). Null otherwise.
+  returned: always
+  type: str
 helm:
   description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
-    create_namespace, values); null otherwise.
+    create_namespace, values, chart_version); null otherwise.
   returned: always
   type: dict
 images:

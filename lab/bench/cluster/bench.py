@@ -50,10 +50,13 @@ CASES = [
     ('time-slicing', 'gpu-2', T4, {'gpu_sharing_stack_time_slicing': {'replicas': 4, 'rename_by_default': False}}),
     ('mps', 'gpu-3', T4, {'gpu_sharing_stack_mps': {'replicas': 8}}),
     ('mig', 'gpu-4', A100, {'gpu_sharing_stack_mig': {'strategy': 'single', 'devices': {'1g.10gb': 7}}}),
-    ('gpushare', 'gpu-5', A100, {}),
-    ('volcano', 'gpu-6', T4, {'gpu_sharing_stack_volcano': {'version': '1.10'}}),
+    # gpushare refuses upstream's known-bad images: these stand for images built from the fixing commits
+    ('gpushare', 'gpu-5', A100, {'gpu_sharing_stack_gpushare': {
+        'extender_image': 'registry.example.com/acs/k8s-gpushare-schd-extender:86f6025',
+        'device_plugin_image': 'registry.example.com/acs/k8s-gpushare-plugin:45fb8b8'}}),
+    ('volcano', 'gpu-6', T4, {'gpu_sharing_stack_volcano': {'version': '1.15'}}),
     ('hami', 'gpu-7', T4, {'gpu_sharing_stack_hami': {'device_split_count': 4, 'device_memory_scaling': 1.5}}),
-    ('gpu-manager', 'gpu-8', T4, {}),
+    # gpu-manager is refused (it cannot work from what the collection renders): no step
 ]
 VOLCANO_CONF = {'actions': 'enqueue, allocate, backfill',
                 'tiers': [{'plugins': [{'name': 'priority'}, {'name': 'gang'}]},

@@ -21,6 +21,12 @@ A100 = {'gpus': [{'index': i, 'memory_total_mib': 81920} for i in range(8)],
                     'mig': {'allowed': True, 'profiles': dict((str(i), ['1g.10gb', '3g.40gb']) for i in range(8))}}}
 
 
+# gpushare refuses upstream's known-bad default images unless images are named (or the risk is accepted)
+GPUSHARE_OK = {'gpushare': {'extender_image': 'reg.example/acs/k8s-gpushare-schd-extender:86f6025',
+                            'device_plugin_image': 'reg.example/acs/k8s-gpushare-plugin:45fb8b8'}}
+HAMI_OK = {'kube_version': 'v1.33.2'}
+
+
 def render(strategy, **kw):
     p = dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': kw.pop('facts', T4)})
     p.update(kw)
@@ -89,7 +95,8 @@ def test_unknown_strategy_and_setting():
 
 
 def test_gpushare_known_bad_tag_and_mib_warning():
-    out = render('gpushare', facts=A100, registry='reg.example/m', settings={'gpushare': {'memory_unit': 'MiB'}})
+    out = render('gpushare', facts=A100, registry='reg.example/m',
+                 settings={'gpushare': {'memory_unit': 'MiB', 'accept_known_bad_images': True}})
     assert any('known-bad' in w for w in out['warnings'])
     assert any('gRPC' in w for w in out['warnings'])
     assert known_bad_extender('reg.example/m/acs/k8s-gpushare-schd-extender:1.11-d170d8a')
@@ -106,7 +113,7 @@ def test_conflicting_accounting_refused():
     state = {'n1': {'labels': {}, 'allocatable': {'nvidia.com/gpu': '8'}}}
     with pytest.raises(StackError, match='显存资源及卡资源联动'):
         render('gpushare', node_state=state)
-    out = render('gpushare', node_state=state, allow_mixed_accounting=True)
+    out = render('gpushare', node_state=state, allow_mixed_accounting=True, settings=GPUSHARE_OK)
     assert out['manifests']
     state = {'n1': {'labels': {}, 'allocatable': {'aliyun.com/gpu-mem': '80'}}}
     with pytest.raises(StackError, match='aliyun.com/gpu-mem=80'):
@@ -140,24 +147,27 @@ def test_volcano_versions_and_merge():
 
 
 def test_hami_settings_and_webhook_pairing():
-    out = render('hami', settings={'hami': {'device_split_count': 4, 'device_memory_scaling': 2}})
+    out = render('hami', settings={'hami': dict(HAMI_OK, device_split_count=4, device_memory_scaling=2)})
     cm = [m for m in out['manifests'] if m['metadata']['name'] == 'hami-scheduler-device'][0]
     dev = json.loads(cm['data']['device-config.yaml'])['nvidia']
     assert dev['deviceSplitCount'] == 4 and dev['deviceMemoryScaling'] == 2.0
     assert 'MutatingWebhookConfiguration' not in kinds(out)
     assert any('webhook' in w for w in out['warnings'])
     with pytest.raises(StackError, match='go together'):
-        render('hami', settings={'hami': {'webhook_tls_secret': 'x'}})
+        render('hami', settings={'hami': dict(HAMI_OK, webhook_tls_secret='x')})
 
 
 def test_gpu_manager_deprecated():
-    out = render('gpu-manager')
+    # refused for new deployments (it cannot work from what is rendered); removal still renders the old objects
+    with pytest.raises(StackError, match='gpu_sharing_stack_strategy: hami'):
+        render('gpu-manager')
+    out = render('gpu-manager', check_conflicts=False)
     assert any('hami' in w for w in out['warnings'])
 
 
 def test_gpu_operator_values_documented():
     out = render('gpu-operator', registry='reg.example/m', image_pull_secrets=['regcred'],
-                 settings={'gpu_operator': {'chart_path': '/charts/gpu-operator.tgz', 'sharing': 'time-slicing'}})
+                 settings={'gpu_operator': {'chart_path': '/charts/gpu-operator-v26.7.0.tgz', 'sharing': 'time-slicing'}})
     values = out['helm']['values']
     assert values['driver']['enabled'] is False and values['toolkit']['enabled'] is False
     assert set(leaf_paths(values)) <= DOCUMENTED_VALUE_KEYS
@@ -168,7 +178,7 @@ def test_gpu_operator_values_documented():
 
 
 def test_validation_workloads():
-    out = render('gpushare', facts=A100, validation={'enabled': True})
+    out = render('gpushare', facts=A100, validation={'enabled': True}, settings=GPUSHARE_OK)
     d = out['validation_manifests'][0]
     assert d['kind'] == 'Deployment'
     assert d['spec']['template']['spec']['containers'][0]['resources']['limits'] == {'aliyun.com/gpu-mem': '2'}
