@@ -101,7 +101,8 @@ options:
   discover_installed:
     description:
       - Also list every installed dpkg/rpm package whose name contains C(nvidia), C(libcuda) or C(libnv) and whose
-        version is the installed driver's (RV(driver_packages_installed)): what is really installed, to hold.
+        version is the installed driver's (RV(driver_packages_installed)): what is really installed, to hold or to
+        release and remove. Their versions and selections join RV(packages) and RV(selections).
     type: bool
     default: false
   reboot:
@@ -394,7 +395,14 @@ def main():
     if p['branch'] and decided['installed_upstream']:
         ok, why = sel.verify_installed(p['branch'], p['version'], decided['installed_upstream'])
         branch_check = {'ok': ok, 'message': why}
-    installed_all = discover_installed(module) if p['discover_installed'] else {}
+    discovered = []
+    if p['discover_installed']:
+        discovered = sel.installed_driver_packages(discover_installed(module), decided['installed_upstream'])
+        extra = [n for n in discovered if n not in versions]
+        if extra:
+            more_versions, more_selections, _family = read_packages(module, extra)
+            versions.update(more_versions)
+            selections.update(more_selections)
     module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
                      loaded_version=loaded_version, packages=versions, selections=selections,
@@ -402,8 +410,7 @@ def main():
                      installed_version=installed, runfile_versions=obs['runfile_versions'],
                      nvswitch_count=len(switches), selection=selection, nvlink5=nvlink5,
                      persistenced_dropin=sel.persistenced_dropin(unit), branch_check=branch_check,
-                     driver_packages_installed=sel.installed_driver_packages(installed_all,
-                                                                             decided['installed_upstream']),
+                     driver_packages_installed=discovered,
                      **decided)
 
 
