@@ -18,7 +18,8 @@ from conftest import ROOT, sh
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
 REPO_IN_NODE = '/srv/gpuops-ubuntu-standin'
-OS_RELEASE = '''PRETTY_NAME="Ubuntu 24.04.3 LTS (gpuops lab: Debian 12 container with Ubuntu's os-release)"
+# the lab node is Debian 12 underneath; os-release names only Ubuntu (Ansible's detection looks for 'Debian' in it)
+OS_RELEASE = '''PRETTY_NAME="Ubuntu 24.04.3 LTS"
 NAME="Ubuntu"
 VERSION_ID="24.04"
 VERSION="24.04.3 LTS (Noble Numbat)"
