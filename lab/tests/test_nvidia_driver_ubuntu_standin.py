@@ -89,6 +89,11 @@ def failures(doc):
     return out
 
 
+def task_results(doc, name):
+    return [res for play in doc.get('plays', []) for task in play.get('tasks', []) if task['task']['name'] == name
+            for res in task.get('hosts', {}).values()]
+
+
 def installed(node):
     out = dexec(node['name'], 'dpkg-query', '-W', '-f', '${Package}\t${Version}\t${db:Status-Abbrev}\n').stdout
     return dict((p, v) for p, v, s in (line.split('\t') for line in out.splitlines()) if s.startswith('i'))
@@ -118,7 +123,8 @@ def test_DRV_20_ubuntu_2404_install_verify_hold_with_standins(node):
     pk = installed(node)
     for p in ('nvidia-headless-no-dkms-580-server-open', 'nvidia-utils-580-server', 'nvidia-compute-utils-580-server',
               'libnvidia-compute-580-server'):
-        assert pk.get(p) == DRV, (p, pk.get(p))
+        assert pk.get(p) == DRV, (p, pk.get(p), task_results(doc, 'Install the driver packages, pinned'),
+                                  task_results(doc, 'Read the driver state of the node'))
     assert pk.get('linux-modules-nvidia-580-server-open-generic') == '6.8.0-45.45+1'
     assert 'nvidia-dkms-580-server-open' not in pk and 'nvidia-dkms-580-server' not in pk
     # what is really installed at the driver's version is held (nvidia-kernel-common came as a dependency)

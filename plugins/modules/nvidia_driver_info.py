@@ -102,7 +102,7 @@ options:
     description:
       - Also list every installed dpkg/rpm package whose name contains C(nvidia), C(libcuda) or C(libnv) and whose
         version is the installed driver's (RV(driver_packages_installed)): what is really installed, to hold or to
-        release and remove. Their versions and selections join RV(packages) and RV(selections).
+        release and remove. Their hold selections join RV(selections).
     type: bool
     default: false
   reboot:
@@ -400,8 +400,8 @@ def main():
         discovered = sel.installed_driver_packages(discover_installed(module), decided['installed_upstream'])
         extra = [n for n in discovered if n not in versions]
         if extra:
-            more_versions, more_selections, _family = read_packages(module, extra)
-            versions.update(more_versions)
+            # their hold selections join the others (to release them); RV(packages) keeps the names asked for
+            _more_versions, more_selections, _family = read_packages(module, extra)
             selections.update(more_selections)
     module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
