@@ -79,11 +79,11 @@ nvml:
     driver_version:
       description: Driver version.
       type: str
+      sample: 535.183.01
     bindings_version:
       description: Version of the installed NVML Python binding (nvidia-ml-py or pynvml), when it can be read.
       type: str
       sample: 12.570.86
-      sample: 535.183.01
     cuda_driver_version:
       description: Highest CUDA version the driver supports.
       type: str

@@ -101,7 +101,7 @@ options:
   discover_installed:
     description:
       - Also list every installed dpkg/rpm package whose name contains C(nvidia), C(libcuda) or C(libnv) and whose
-        version is the installed driver's (RV(driver_packages_installed)): what is really installed, to hold or to
+        version is the installed driver's (RV(driver_packages_installed)) - what is really installed, to hold or to
         release and remove. Their hold selections join RV(selections).
     type: bool
     default: false

@@ -102,10 +102,10 @@ import pytest  # noqa: E402
 
 @pytest.mark.parametrize('args, gpus, words', [
     ({'branch': '535'}, ['0x20b0'], ['nvidia_driver_branch 535', 'June', 'nvidia_driver_accept_eol_branch']),
-    ({'kernel_module_type': 'open'}, ['0x15f7'], ['nvidia_driver_kernel_module_type "open"', 'pascal',
-                                                 'allowed here: proprietary, auto']),
-    ({'kernel_module_type': 'proprietary'}, ['0x2901'], ['nvidia_driver_kernel_module_type "proprietary"',
-                                                        'blackwell', 'allowed here: open, auto']),
+    ({'kernel_module_type': 'open'}, ['0x15f7'],
+     ['nvidia_driver_kernel_module_type "open"', 'pascal', 'allowed here: proprietary, auto']),
+    ({'kernel_module_type': 'proprietary'}, ['0x2901'],
+     ['nvidia_driver_kernel_module_type "proprietary"', 'blackwell', 'allowed here: open, auto']),
     ({'os_family': 'RedHat', 'os_major': '7'}, ['0x20b0'], ['RHEL/CentOS 7 is not supported']),
 ])
 def test_DRV_25_bad_inputs_fail_before_anything_changes(monkeypatch, capsys, args, gpus, words):
