@@ -90,13 +90,14 @@ def failures(doc):
 
 
 def task_results(doc, name):
-    return [res for play in doc.get('plays', []) for task in play.get('tasks', []) if task['task']['name'] == name
+    return [dict((k, res.get(k)) for k in ('changed', 'packages_missing', 'msg', 'stdout', 'invocation'))
+            for play in doc.get('plays', []) for task in play.get('tasks', []) if task['task']['name'].endswith(name)
             for res in task.get('hosts', {}).values()]
 
 
 def installed(node):
     out = dexec(node['name'], 'dpkg-query', '-W', '-f', '${Package}\t${Version}\t${db:Status-Abbrev}\n').stdout
-    return dict((p, v) for p, v, s in (line.split('\t') for line in out.splitlines()) if s.startswith('i'))
+    return dict((p, v) for p, v, s in (line.split('\t') for line in out.splitlines()) if s[1:2] == 'i')  # 'ii ' or 'hi '
 
 
 def held(node):

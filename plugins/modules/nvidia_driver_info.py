@@ -331,7 +331,7 @@ def discover_installed(module):
         found = {}
         for line in out.splitlines():
             parts = line.split('\t')
-            if len(parts) == 3 and parts[2].startswith('i') and pattern.search(parts[0]):
+            if len(parts) == 3 and parts[2][1:2] == 'i' and pattern.search(parts[0]):  # 'ii ' or 'hi ' (held)
                 found[parts[0]] = parts[1]
         return found
     rpm = module.get_bin_path('rpm')

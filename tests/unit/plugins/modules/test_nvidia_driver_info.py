@@ -131,3 +131,13 @@ def test_DRV_02_select_returns_the_choice(monkeypatch, capsys):
     assert res['selection']['branch']['type'] == 'ltsb'
     assert res['selection']['flavour']['effective'] == 'open'
     assert res['selection']['packages']['version_package'] == 'libnvidia-compute-580-server'
+
+
+def test_DRV_20_discover_installed_includes_held_packages():
+    out = ('nvidia-headless-580-server\t580.95.05-0ubuntu0.24.04.1\thi \n'
+           'libnvidia-compute-580-server\t580.95.05-0ubuntu0.24.04.1\tii \n'
+           'nvidia-dkms-535-server\t580.95.05-0ubuntu0.24.04.1\trc \n'
+           'bash\t5.2.15-2\tii \n')
+    m = FakeModule({'dpkg-query': '/usr/bin/dpkg-query'}, {'-W': out})
+    assert mod.discover_installed(m) == {'nvidia-headless-580-server': '580.95.05-0ubuntu0.24.04.1',
+                                         'libnvidia-compute-580-server': '580.95.05-0ubuntu0.24.04.1'}
