@@ -86,6 +86,8 @@ def lab(tmp_path_factory, collections_path):
                 'vars': {'ansible_connection': 'community.docker.docker', 'ansible_python_interpreter': '/usr/bin/python3',
                          'gpuops_become': False, 'nvidia_driver_method': 'runfile',
                          'gpuops_mirror': {'files': 'file:///srv/gpuops-mirror/files'},
+                         # the stand-in runfiles are of branch 550, which NVIDIA ended: accepted by name
+                         'nvidia_driver_accept_eol_branch': OLD.split('.')[0],
                          'gpu_probe_bindings_method': 'none'}}}}}
         inv_path = tmp / 'hosts.yml'
         inv_path.write_text(yaml.safe_dump(inventory))

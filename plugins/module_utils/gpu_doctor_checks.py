@@ -65,15 +65,18 @@ def check_secure_boot(facts, extra):
             'secure_boot_unsigned_module', 'critical',
             'Secure Boot is on and the NVIDIA kernel module is not loaded: an unsigned (DKMS-built) module is refused.',
             ['Secure Boot: enabled', 'nvidia module loaded: no'],
-            'Sign the module with a Machine Owner Key enrolled through mokutil (DKMS can sign with '
-            '/var/lib/dkms/mok.key), or turn Secure Boot off in the firmware (for ESXi VMs: VM options, '
-            'Boot options, Secure Boot off).')]
+            'On Ubuntu install Canonical\'s signed precompiled modules instead of DKMS '
+            '(linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; gpuops.k8s_gpu.nvidia_driver does so '
+            'when Secure Boot is on, nvidia_driver_ubuntu_precompiled). Elsewhere sign the module with a Machine '
+            'Owner Key enrolled through mokutil (DKMS can sign with /var/lib/dkms/mok.key), or turn Secure Boot off '
+            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).')]
     if 'E' in taint:
         return [finding(
             'secure_boot_unsigned_module', 'warning',
             'An unsigned NVIDIA module is loaded (kernel taint E) while Secure Boot is on.',
             ['Secure Boot: enabled', '/sys/module/nvidia/taint: %s' % taint],
-            'Sign the module with an enrolled MOK so a kernel with lockdown enforcement keeps loading it.')]
+            'Sign the module with an enrolled MOK so a kernel with lockdown enforcement keeps loading it, or on '
+            'Ubuntu use Canonical\'s signed precompiled modules (nvidia_driver_ubuntu_precompiled: "true").')]
     return []
 
 
@@ -158,7 +161,9 @@ def check_persistence(facts, extra):
         'Persistence mode is off: the driver re-initialises the GPUs for every new client '
         '(slow starts; GPU-Util stuck at 100% with nothing running).',
         ['GPUs with persistence mode off: %s' % ', '.join(off)],
-        'Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced) or set persistence mode with '
+        'Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced); if its unit starts it with '
+        '--no-persistence-mode (Ubuntu\'s does), override ExecStart in a drop-in without that flag '
+        '(gpuops.k8s_gpu.nvidia_driver does, nvidia_driver_persistence_mode), or set persistence mode with '
         'gpuops.k8s_gpu.gpu_sharing (persistence_mode: true).')]
 
 

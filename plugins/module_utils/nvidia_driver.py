@@ -23,6 +23,8 @@ FABRICMANAGER_MODES = ('auto', 'always', 'never')
 # Ubuntu, NVIDIA's CUDA repository and the runfile's --dkms register "nvidia".
 DKMS_NAMES = ('nvidia-current', 'nvidia')
 
+DKMS_MODULE_DIRS = ('updates/dkms', 'extra')
+
 LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib')
 
 
@@ -107,8 +109,14 @@ def dkms_state(root, kernel_release, version=None):
         if not versions:
             continue
         state.update(module=name, version=versions[-1], registered=True)
-        mod_dir = _path(root, 'lib/modules/%s/updates/dkms' % kernel_release)
-        state['installed_for_kernel'] = bool(glob.glob(os.path.join(mod_dir, '%s.ko*' % name)))
+        # Debian's and Ubuntu's dkms install into updates/dkms, RHEL's into extra (a module found in neither
+        # would be "rebuilt" on every run)
+        for sub in DKMS_MODULE_DIRS:
+            mod_dir = _path(root, 'lib/modules/%s/%s' % (kernel_release, sub))
+            if glob.glob(os.path.join(mod_dir, '%s.ko*' % name)):
+                state['installed_for_kernel'] = True
+                state['module_dir'] = '/lib/modules/%s/%s' % (kernel_release, sub)
+                break
         break
     return state
 
@@ -201,11 +209,14 @@ def plan(params, obs):
         fm = {'wanted': True, 'reason': 'nvidia_driver_fabricmanager is always'}
     elif fm_mode == 'never':
         fm = {'wanted': False, 'reason': 'nvidia_driver_fabricmanager is never'}
+    elif obs.get('nvlink5'):
+        fm = {'wanted': True, 'reason': 'NVLink5 system (InfiniBand device with SW_MNG in its VPD)'}
     elif nvswitches:
         fm = {'wanted': True, 'reason': '%d NVSwitch(es) found' % nvswitches}
     else:
         fm = {'wanted': False, 'reason': 'no NVSwitch found'}
     fm['version'] = params.get('version') or installed_upstream
+    fm['nvlink5'] = bool(obs.get('nvlink5')) and fm['wanted']
 
     version_ok = None
     if params.get('version') and installed_upstream:

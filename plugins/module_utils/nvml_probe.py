@@ -54,6 +54,33 @@ def _optional(func, *args):
         return None, failure_reason(exc)
 
 
+def _call(name, *args):
+    """Call the NVML getter called name; (value, None), or (None, reason) when the GPU cannot answer or the
+    installed binding has no such call (an old pynvml, e.g. Ubuntu 22.04's python3-pynvml)."""
+    func = getattr(pynvml, name, None)
+    if func is None:
+        return None, 'binding_lacks_call'
+    return _optional(func, *args)
+
+
+def _const(name, default):
+    return getattr(pynvml, name, default)
+
+
+def bindings_version():
+    """Version of the installed NVML Python binding distribution (nvidia-ml-py or pynvml), or None."""
+    try:
+        from importlib import metadata as importlib_metadata
+    except ImportError:  # Python < 3.8
+        return None
+    for dist in ('nvidia-ml-py', 'nvidia_ml_py', 'pynvml'):
+        try:
+            return importlib_metadata.version(dist)
+        except Exception:  # pylint: disable=broad-except
+            continue
+    return None
+
+
 def _memory_total(handle):
     """Total memory in bytes; prefer the v2 structure (it needs its version field, pynvml sets it)."""
     try:
@@ -64,7 +91,7 @@ def _memory_total(handle):
 
 def _mig_devices(handle):
     devices = []
-    count, err = _optional(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+    count, err = _call('nvmlDeviceGetMaxMigDeviceCount', handle)
     if err or not count:
         return devices
     for i in range(count):
@@ -73,10 +100,10 @@ def _mig_devices(handle):
         except pynvml.NVMLError:
             continue  # NOT_FOUND: that slot is empty
         entry = {'index': i}
-        entry['uuid'] = _text(_optional(pynvml.nvmlDeviceGetUUID, mh)[0])
-        entry['name'] = _text(_optional(pynvml.nvmlDeviceGetName, mh)[0])
-        entry['gpu_instance_id'] = _optional(pynvml.nvmlDeviceGetGpuInstanceId, mh)[0]
-        entry['compute_instance_id'] = _optional(pynvml.nvmlDeviceGetComputeInstanceId, mh)[0]
+        entry['uuid'] = _text(_call('nvmlDeviceGetUUID', mh)[0])
+        entry['name'] = _text(_call('nvmlDeviceGetName', mh)[0])
+        entry['gpu_instance_id'] = _call('nvmlDeviceGetGpuInstanceId', mh)[0]
+        entry['compute_instance_id'] = _call('nvmlDeviceGetComputeInstanceId', mh)[0]
         mem = None
         try:
             mem = pynvml.nvmlDeviceGetMemoryInfo(mh).total
@@ -143,13 +170,13 @@ def probe_gpu(index, include_mig_profiles=True, switches=None):
     except pynvml.NVMLError as exc:
         gpu['error'] = failure_reason(exc)
         return gpu
-    name, err = _optional(pynvml.nvmlDeviceGetName, handle)
+    name, err = _call('nvmlDeviceGetName', handle)
     if err == 'gpu_lost':
         gpu['error'] = err
         return gpu
     gpu['name'] = _text(name)
-    gpu['uuid'] = _text(_optional(pynvml.nvmlDeviceGetUUID, handle)[0])
-    pci, err = _optional(pynvml.nvmlDeviceGetPciInfo, handle)
+    gpu['uuid'] = _text(_call('nvmlDeviceGetUUID', handle)[0])
+    pci, err = _call('nvmlDeviceGetPciInfo', handle)
     if pci is not None:
         gpu['pci_bus_id'] = _text(pci.busId)
         gpu['pci_device_id'] = '0x%04x' % ((pci.pciDeviceId >> 16) & 0xFFFF)
@@ -159,27 +186,27 @@ def probe_gpu(index, include_mig_profiles=True, switches=None):
     except pynvml.NVMLError as exc:
         gpu['memory_total_mib'] = None
         gpu.setdefault('warnings', []).append('memory: %s' % failure_reason(exc))
-    cc, err = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    cc, err = _call('nvmlDeviceGetCudaComputeCapability', handle)
     major, minor = (cc if cc else (None, None))
     gpu['compute_capability'] = '%s.%s' % (major, minor) if major is not None else None
     gpu['compute_capability_major'] = major
     gpu['compute_capability_minor'] = minor
     arch = None
     if hasattr(pynvml, 'nvmlDeviceGetArchitecture'):
-        arch, err = _optional(pynvml.nvmlDeviceGetArchitecture, handle)
+        arch, err = _call('nvmlDeviceGetArchitecture', handle)
     gpu['architecture'] = architecture_name(arch, major, minor)
     links, remote_switches = _nvlinks(handle)
     gpu['nvlinks'] = links
     gpu['nvswitch_links'] = len(remote_switches)
     if switches is not None:
         switches.update(remote_switches)
-    bar1, err = _optional(pynvml.nvmlDeviceGetBAR1MemoryInfo, handle)
+    bar1, err = _call('nvmlDeviceGetBAR1MemoryInfo', handle)
     gpu['bar1_total_mib'] = bar1.bar1Total // (1024 * 1024) if bar1 is not None else None
-    pm, err = _optional(pynvml.nvmlDeviceGetPersistenceMode, handle)
-    gpu['persistence_mode'] = None if pm is None else (pm == pynvml.NVML_FEATURE_ENABLED)
-    cm, err = _optional(pynvml.nvmlDeviceGetComputeMode, handle)
+    pm, err = _call('nvmlDeviceGetPersistenceMode', handle)
+    gpu['persistence_mode'] = None if pm is None else (pm == _const('NVML_FEATURE_ENABLED', 1))
+    cm, err = _call('nvmlDeviceGetComputeMode', handle)
     gpu['compute_mode'] = _compute_mode_name(cm)
-    mig, err = _optional(pynvml.nvmlDeviceGetMigMode, handle)
+    mig, err = _call('nvmlDeviceGetMigMode', handle)
     if mig is None:
         gpu['mig_capable'] = False
         gpu['mig_current'] = None
@@ -188,8 +215,8 @@ def probe_gpu(index, include_mig_profiles=True, switches=None):
         gpu['mig_profiles'] = []
     else:
         gpu['mig_capable'] = True
-        gpu['mig_current'] = mig[0] == pynvml.NVML_DEVICE_MIG_ENABLE
-        gpu['mig_pending'] = mig[1] == pynvml.NVML_DEVICE_MIG_ENABLE
+        gpu['mig_current'] = mig[0] == _const('NVML_DEVICE_MIG_ENABLE', 1)
+        gpu['mig_pending'] = mig[1] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
         profiles = _mig_profiles(handle) if include_mig_profiles else []
         gpu['mig_profiles'] = profiles or mig_profiles_for(gpu['name'])
@@ -212,11 +239,12 @@ def probe(include_mig_profiles=True):
     Never raises for NVML errors: a node without a driver is a normal case for this collection.
     """
     result = {'status': 'ok', 'driver_version': None, 'cuda_driver_version': None, 'nvml_version': None,
-              'gpus': [], 'error': None, 'nvswitches': []}
+              'gpus': [], 'error': None, 'nvswitches': [], 'bindings_version': None}
     if not HAS_PYNVML:
         result['status'] = 'bindings_missing'
         result['error'] = 'Python module pynvml (PyPI package nvidia-ml-py) is not installed'
         return result
+    result['bindings_version'] = bindings_version()
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -224,24 +252,36 @@ def probe(include_mig_profiles=True):
         result['error'] = str(exc)
         return result
     try:
-        result['driver_version'] = _text(_optional(pynvml.nvmlSystemGetDriverVersion)[0])
-        result['nvml_version'] = _text(_optional(pynvml.nvmlSystemGetNVMLVersion)[0])
-        cuda, err = _optional(pynvml.nvmlSystemGetCudaDriverVersion)
-        if cuda:
-            result['cuda_driver_version'] = '%d.%d' % (cuda // 1000, (cuda % 1000) // 10)
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        except pynvml.NVMLError as exc:
-            result['status'] = failure_reason(exc)
-            result['error'] = str(exc)
-            return result
-        switches = set()
-        for i in range(count):
-            result['gpus'].append(probe_gpu(i, include_mig_profiles, switches))
-        result['nvswitches'] = sorted(switches)
+        return _probe_initialised(result, include_mig_profiles)
+    except (AttributeError, TypeError) as exc:
+        # a binding older than the calls this module makes (seen: Ubuntu 22.04's python3-pynvml, API of 2015)
+        result['status'] = 'bindings_outdated'
+        result['error'] = ('the installed NVML Python binding (%s) lacks a call or structure this probe needs (%s); '
+                           'install nvidia-ml-py from the package index or the mirror (gpu_probe_bindings_method: '
+                           'pip)' % (result['bindings_version'] or 'version unknown', exc))
+        result['gpus'] = []
+        return result
     finally:
         try:
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
+        except Exception:  # pylint: disable=broad-except
             pass
+
+
+def _probe_initialised(result, include_mig_profiles):
+    result['driver_version'] = _text(_call('nvmlSystemGetDriverVersion')[0])
+    result['nvml_version'] = _text(_call('nvmlSystemGetNVMLVersion')[0])
+    cuda, err = _call('nvmlSystemGetCudaDriverVersion')
+    if cuda:
+        result['cuda_driver_version'] = '%d.%d' % (cuda // 1000, (cuda % 1000) // 10)
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError as exc:
+        result['status'] = failure_reason(exc)
+        result['error'] = str(exc)
+        return result
+    switches = set()
+    for i in range(count):
+        result['gpus'].append(probe_gpu(i, include_mig_profiles, switches))
+    result['nvswitches'] = sorted(switches)
     return result

@@ -71,7 +71,8 @@ nvml:
   contains:
     status:
       description:
-        - V(ok), or why NVML failed - V(bindings_missing) (no pynvml), V(not_installed) (no libnvidia-ml),
+        - V(ok), or why NVML failed - V(bindings_missing) (no pynvml), V(bindings_outdated) (the installed pynvml
+          lacks a call the probe needs; install nvidia-ml-py), V(not_installed) (no libnvidia-ml),
           V(driver_not_loaded), V(version_mismatch) (library and kernel module differ), V(no_permission), V(error).
       type: str
       sample: ok
@@ -79,6 +80,10 @@ nvml:
       description: Driver version.
       type: str
       sample: 535.183.01
+    bindings_version:
+      description: Version of the installed NVML Python binding (nvidia-ml-py or pynvml), when it can be read.
+      type: str
+      sample: 12.570.86
     cuda_driver_version:
       description: Highest CUDA version the driver supports.
       type: str

@@ -65,6 +65,46 @@ options:
     description: The package whose installed version is the driver's version.
     type: str
     default: ''
+  select:
+    description:
+      - Decide the driver branch, the kernel module flavour and the package names (RV(selection)) from the
+        options below and what the node shows (PCI device ids of the GPUs, Secure Boot, kernel release), and fail
+        before anything changes on an end-of-life branch, an impossible flavour or an unsupported OS.
+    type: bool
+    default: false
+  branch:
+    description: The driver branch asked for (with O(select)).
+    type: str
+    default: ''
+  kernel_module_type:
+    description: V(auto), V(open) or V(proprietary) kernel modules (with O(select)).
+    type: str
+    choices: [auto, open, proprietary]
+    default: auto
+  accept_eol_branch:
+    description: A branch accepted although it is end of life or not in the branch table (with O(select)).
+    type: str
+    default: ''
+  precompiled:
+    description: Ubuntu's signed precompiled modules instead of dkms; V(auto) when Secure Boot is on.
+    type: str
+    choices: [auto, 'true', 'false']
+    default: auto
+  os_family:
+    description: V(Debian), V(Ubuntu) or V(RedHat) (the role passes the gathered facts; with O(select)).
+    type: str
+    default: ''
+  os_major:
+    description: The distribution's major version (with O(select)).
+    type: str
+    default: ''
+  discover_installed:
+    description:
+      - Also list every installed dpkg/rpm package whose name contains C(nvidia), C(libcuda) or C(libnv) and whose
+        version is the installed driver's (RV(driver_packages_installed)) - what is really installed, to hold or to
+        release and remove. Their hold selections join RV(selections).
+    type: bool
+    default: false
   reboot:
     description: Whether the caller allows a reboot.
     type: bool
@@ -174,6 +214,29 @@ fabricmanager:
   description: Whether fabricmanager is wanted, why, and the driver version it must match.
   returned: always
   type: dict
+selection:
+  description: With O(select), the branch's lifecycle status, the kernel module flavour and the package names.
+  returned: when select is true
+  type: dict
+  sample: {branch: {branch: "580", type: ltsb, eol: "2028-06", supported: true},
+           flavour: {effective: open, reason: "auto: ..."}, packages: {pinned: [], version_package: ""}}
+nvlink5:
+  description: Whether an NVLink5 system (an InfiniBand device whose VPD carries SW_MNG) was found.
+  returned: always
+  type: bool
+persistenced_dropin:
+  description: The systemd drop-in that turns persistence mode on, or null when the packaged unit needs none.
+  returned: always
+  type: str
+branch_check:
+  description: Whether the installed driver belongs to O(branch) (and O(version)), and why; null without both.
+  returned: always
+  type: dict
+driver_packages_installed:
+  description: With O(discover_installed), the installed NVIDIA packages at the installed driver's version.
+  returned: always
+  type: list
+  elements: str
 initramfs_command:
   description: The command that rebuilds the initramfs on this OS family.
   returned: always
@@ -181,13 +244,16 @@ initramfs_command:
   elements: str
 '''
 
+import glob
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver_select as sel
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe
 
 
@@ -200,6 +266,14 @@ def argument_spec():
         packages=dict(type='list', elements='str', default=[]),
         package_specs=dict(type='list', elements='str', default=[]),
         driver_package=dict(type='str', default=''),
+        select=dict(type='bool', default=False),
+        branch=dict(type='str', default=''),
+        kernel_module_type=dict(type='str', choices=list(sel.FLAVOURS), default='auto'),
+        accept_eol_branch=dict(type='str', default=''),
+        precompiled=dict(type='str', choices=['auto', 'true', 'false'], default='auto'),
+        os_family=dict(type='str', default=''),
+        os_major=dict(type='str', default=''),
+        discover_installed=dict(type='bool', default=False),
         reboot=dict(type='bool', default=True),
         local_connection=dict(type='bool', default=False),
     )
@@ -224,9 +298,69 @@ def read_packages(module, names):
     return {}, {}, None
 
 
+PERSISTENCED_UNITS = ('etc/systemd/system/nvidia-persistenced.service', 'lib/systemd/system/nvidia-persistenced.service',
+                      'usr/lib/systemd/system/nvidia-persistenced.service')
+
+
+def read_text(path):
+    try:
+        with open(path, 'r') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def infiniband_vpds(root='/'):
+    """VPD contents of the InfiniBand devices (/sys/class/infiniband/*/device/vpd), bytes decoded loosely."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, 'sys/class/infiniband/*/device/vpd'))):
+        try:
+            with open(path, 'rb') as f:
+                out.append(f.read().decode('latin-1'))
+        except (IOError, OSError):
+            continue
+    return out
+
+
+def discover_installed(module):
+    """{name: version} of the installed packages whose name looks like the NVIDIA driver's."""
+    pattern = re.compile(r'(nvidia|libcuda|libnv)')
+    dpkg_query = module.get_bin_path('dpkg-query')
+    if dpkg_query:
+        rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${Version}\t${db:Status-Abbrev}\n'])
+        found = {}
+        for line in out.splitlines():
+            parts = line.split('\t')
+            if len(parts) == 3 and parts[2][1:2] == 'i' and pattern.search(parts[0]):  # 'ii ' or 'hi ' (held)
+                found[parts[0]] = parts[1]
+        return found
+    rpm = module.get_bin_path('rpm')
+    if rpm:
+        rc, out, err = module.run_command([rpm, '-qa', '--qf', '%{NAME}\t%{VERSION}-%{RELEASE}\n'])
+        return dict((k, v) for k, v in nd.parse_rpm_query(out).items() if pattern.search(k))
+    return {}
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
+    gpus, switches = node_probe.pci_devices('/')
+    selection = None
+    if p['select']:
+        dnf_current = None
+        dnf = module.get_bin_path('dnf')
+        if dnf and p['os_family'] == 'RedHat':
+            rc, out, err = module.run_command([dnf, '-q', 'module', 'list', '--enabled', 'nvidia-driver'])
+            dnf_current = sel.parse_dnf_enabled_stream(out) if rc == 0 else None
+        try:
+            selection = sel.select(
+                dict(branch=p['branch'], version=p['version'], kernel_module_type=p['kernel_module_type'],
+                     accept_eol_branch=p['accept_eol_branch'], method=p['method'], precompiled=p['precompiled']),
+                dict(family=p['os_family'], major=p['os_major'], kernel_release=os.uname()[2],
+                     machine=os.uname()[4], gpu_pci_ids=[g['pci_device_id'] for g in gpus],
+                     secure_boot=node_probe.secure_boot('/'), dnf_module_current=dnf_current))
+        except sel.SelectionError as e:
+            module.fail_json(msg=to_native(e))
     detect_virt = None
     sdv = module.get_bin_path('systemd-detect-virt')
     if sdv:
@@ -244,20 +378,40 @@ def main():
     installed = versions.get(p['driver_package']) if p['driver_package'] else None
     loaded_version = nd.module_version_from_sys('/') or node_probe.driver_version_from_proc('/')
     dkms = nd.dkms_state('/', release, nd.upstream_version(installed) if installed else None)
-    _gpus, switches = node_probe.pci_devices('/')
-    obs = dict(container=container, container_evidence=evidence, kernel_release=release,
+    nvlink5 = sel.nvlink5_detected(infiniband_vpds('/'))
+    obs = dict(nvlink5=nvlink5, container=container, container_evidence=evidence, kernel_release=release,
                nouveau_loaded='nouveau' in modules, nvidia_loaded='nvidia' in modules or 'nvidia_current' in modules,
                loaded_version=loaded_version, installed_version=installed,
                runfile_versions=nd.nvml_library_versions('/'), dkms=dkms, nvswitch_count=len(switches))
     decided = nd.plan(dict(p, os_family=family), obs)
     for w in decided.pop('warnings'):
         module.warn(w)
+    unit = None
+    for rel in PERSISTENCED_UNITS:
+        unit = read_text(os.path.join('/', rel))
+        if unit:
+            break
+    branch_check = None
+    if p['branch'] and decided['installed_upstream']:
+        ok, why = sel.verify_installed(p['branch'], p['version'], decided['installed_upstream'])
+        branch_check = {'ok': ok, 'message': why}
+    discovered = []
+    if p['discover_installed']:
+        discovered = sel.installed_driver_packages(discover_installed(module), decided['installed_upstream'])
+        extra = [n for n in discovered if n not in versions]
+        if extra:
+            # their hold selections join the others (to release them); RV(packages) keeps the names asked for
+            _more_versions, more_selections, _family = read_packages(module, extra)
+            selections.update(more_selections)
     module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
                      loaded_version=loaded_version, packages=versions, selections=selections,
                      packages_missing=apt_source.missing_packages(p['package_specs'], versions),
                      installed_version=installed, runfile_versions=obs['runfile_versions'],
-                     nvswitch_count=len(switches), **decided)
+                     nvswitch_count=len(switches), selection=selection, nvlink5=nvlink5,
+                     persistenced_dropin=sel.persistenced_dropin(unit), branch_check=branch_check,
+                     driver_packages_installed=discovered,
+                     **decided)
 
 
 if __name__ == '__main__':

@@ -209,3 +209,18 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
         f['node']['container_runtimes'] = rt
         found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
         assert ids(found) == [check] and 'RuntimeClass nvidia' in found[0]['remediation'], found
+
+
+def test_DRV_10_secure_boot_finding_points_to_signed_precompiled_modules():
+    out = dc.diagnose(facts(node__secure_boot='enabled', node__nvidia_module_loaded=False))
+    f = [x for x in out if x['id'] == 'secure_boot_unsigned_module'][0]
+    assert 'linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>' in f['remediation']
+    assert 'nvidia_driver_ubuntu_precompiled' in f['remediation']
+
+
+def test_DRV_21_persistence_finding_names_the_unit_override():
+    out = dc.diagnose(facts(gpus=[dict(T4, persistence_mode=False)]))
+    f = [x for x in out if x['id'] == 'persistence_mode_off'][0]
+    assert '--no-persistence-mode' in f['remediation'] and 'nvidia_driver_persistence_mode' in f['remediation']
+    on = dc.diagnose(facts(gpus=[dict(T4, persistence_mode=True)]))
+    assert 'persistence_mode_off' not in [x['id'] for x in on]

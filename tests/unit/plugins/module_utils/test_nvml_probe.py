@@ -106,3 +106,34 @@ def test_lost_gpu_is_marked_and_others_probed(monkeypatch):
     assert result['driver_version'] == '535.183.01'
     assert result['cuda_driver_version'] == '12.2'
     assert fake.calls == ['init', 'shutdown']
+
+
+def test_DRV_27_old_binding_without_calls_answers_instead_of_traceback(monkeypatch):
+    # Ubuntu 22.04's python3-pynvml (API of 2015): no compute capability, MIG, architecture or CUDA version calls
+    fake = _fake()
+    for name in ('nvmlDeviceGetCudaComputeCapability', 'nvmlDeviceGetMigMode', 'nvmlDeviceGetArchitecture',
+                 'nvmlSystemGetCudaDriverVersion', 'NVML_DEVICE_MIG_ENABLE'):
+        delattr(fake, name)
+    monkeypatch.setattr(nvml_probe, 'pynvml', fake)
+    monkeypatch.setattr(nvml_probe, 'HAS_PYNVML', True)
+    result = nvml_probe.probe()
+    assert result['status'] == 'ok'
+    assert result['cuda_driver_version'] is None
+    assert result['gpus'][0]['compute_capability'] is None and result['gpus'][0]['mig_capable'] is False
+    assert fake.calls == ['init', 'shutdown']
+
+
+def test_DRV_27_binding_breaking_inside_a_call_reports_bindings_outdated(monkeypatch):
+    fake = _fake()
+
+    def old_memory(h, version=None):
+        raise AttributeError("module 'pynvml' has no attribute 'c_nvmlMemory_v2_t'")
+    fake.nvmlDeviceGetMemoryInfo = old_memory
+    monkeypatch.setattr(nvml_probe, 'pynvml', fake)
+    monkeypatch.setattr(nvml_probe, 'HAS_PYNVML', True)
+    monkeypatch.setattr(nvml_probe, 'bindings_version', lambda: '7.352.0')
+    result = nvml_probe.probe()
+    assert result['status'] == 'bindings_outdated'
+    assert '7.352.0' in result['error'] and 'nvidia-ml-py' in result['error']
+    assert result['gpus'] == []
+    assert fake.calls == ['init', 'shutdown']

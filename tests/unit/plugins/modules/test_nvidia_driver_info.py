@@ -77,3 +77,67 @@ def test_package_specs_report_what_apt_would_install(monkeypatch, capsys):
             mod.main()
     res = json.loads(capsys.readouterr().out)
     assert res['failed'] is True and 'package_specs:' in res['msg']
+
+
+def _run_select(monkeypatch, capsys, args, gpus):
+    """Run the module with select on a node whose PCI probe shows gpus; fail the test if it reads packages."""
+    import json
+    import pytest
+    from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+    monkeypatch.setattr(mod.node_probe, 'pci_devices',
+                        lambda root: ([{'pci_device_id': g, 'pci_bus_id': '0000:01:00.0'} for g in gpus], []))
+    monkeypatch.setattr(mod.node_probe, 'secure_boot', lambda root: 'disabled')
+    touched = []
+    monkeypatch.setattr(mod, 'read_packages', lambda module, names: touched.append(names) or ({}, {}, 'Debian'))
+    base = {'select': True, 'os_family': 'Ubuntu', 'os_major': '24', 'branch': '580'}
+    base.update(args)
+    with module_args(base):
+        with pytest.raises(SystemExit):
+            mod.main()
+    return json.loads(capsys.readouterr().out), touched
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize('args, gpus, words', [
+    ({'branch': '535'}, ['0x20b0'], ['nvidia_driver_branch 535', 'June', 'nvidia_driver_accept_eol_branch']),
+    ({'kernel_module_type': 'open'}, ['0x15f7'],
+     ['nvidia_driver_kernel_module_type "open"', 'pascal', 'allowed here: proprietary, auto']),
+    ({'kernel_module_type': 'proprietary'}, ['0x2901'],
+     ['nvidia_driver_kernel_module_type "proprietary"', 'blackwell', 'allowed here: open, auto']),
+    ({'os_family': 'RedHat', 'os_major': '7'}, ['0x20b0'], ['RHEL/CentOS 7 is not supported']),
+])
+def test_DRV_25_bad_inputs_fail_before_anything_changes(monkeypatch, capsys, args, gpus, words):
+    if args.get('branch') == '535':
+        words = [w for w in words if w != 'June']   # the table gives 2026-06
+        words.append('2026-06')
+    res, touched = _run_select(monkeypatch, capsys, args, gpus)
+    assert res['failed'] is True, res
+    for w in words:
+        assert w in res['msg'], (w, res['msg'])
+    assert touched == []   # failed before even reading the packages
+
+
+def test_DRV_25_unknown_flavour_refused_by_the_argument_spec(monkeypatch, capsys):
+    res, touched = _run_select(monkeypatch, capsys, {'kernel_module_type': 'closed'}, ['0x2330'])
+    assert res['failed'] is True
+    assert 'kernel_module_type' in res['msg'] and 'auto, open, proprietary' in res['msg']
+    assert touched == []
+
+
+def test_DRV_02_select_returns_the_choice(monkeypatch, capsys):
+    res, touched = _run_select(monkeypatch, capsys, {}, ['0x2330'])
+    assert res['selection']['branch']['type'] == 'ltsb'
+    assert res['selection']['flavour']['effective'] == 'open'
+    assert res['selection']['packages']['version_package'] == 'libnvidia-compute-580-server'
+
+
+def test_DRV_20_discover_installed_includes_held_packages():
+    out = ('nvidia-headless-580-server\t580.95.05-0ubuntu0.24.04.1\thi \n'
+           'libnvidia-compute-580-server\t580.95.05-0ubuntu0.24.04.1\tii \n'
+           'nvidia-dkms-535-server\t580.95.05-0ubuntu0.24.04.1\trc \n'
+           'bash\t5.2.15-2\tii \n')
+    m = FakeModule({'dpkg-query': '/usr/bin/dpkg-query'}, {'-W': out})
+    assert mod.discover_installed(m) == {'nvidia-headless-580-server': '580.95.05-0ubuntu0.24.04.1',
+                                         'libnvidia-compute-580-server': '580.95.05-0ubuntu0.24.04.1'}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Build a small signed flat apt repository of LAB STAND-IN packages with the names and dependency shapes of
+# Ubuntu's NVIDIA server driver packages (nvidia-graphics-drivers-<branch>-server, linux-restricted-modules), for
+# lab/tests/test_nvidia_driver_ubuntu_standin.py. NOT NVIDIA OR CANONICAL SOFTWARE: the packages ship only text
+# files; no driver, no library, no kernel module.
+#   lab/apt_repo/build-driver-standins.sh OUTDIR      prints OUTDIR; OUTDIR/{Packages,Release,InRelease,key.gpg,*.deb}
+# Shapes (580 = 580.95.05-0ubuntu0.24.04.1, the "current" branch of the stand-in archive):
+#   nvidia-headless-580-server[-open]      Depends: nvidia-dkms-580-server[-open], nvidia-headless-no-dkms-580-server[-open]
+#   nvidia-headless-no-dkms-580-server[-open]  Depends: libnvidia-compute-580-server, nvidia-kernel-common-580-server
+#   nvidia-dkms-580-server[-open]          Depends: nvidia-kernel-common-580-server
+#   nvidia-utils-580-server, nvidia-compute-utils-580-server (ships nvidia-persistenced.service with
+#     --no-persistence-mode, as Ubuntu's does), libnvidia-compute-580-server, nvidia-kernel-common-580-server
+#   linux-modules-nvidia-580-server[-open]-generic (version of the kernel, 6.8.0-45.45+1: Canonical's signed
+#     precompiled modules)  Depends: nvidia-kernel-common-580-server
+#   TRANSITIONAL: nvidia-headless-535-server, nvidia-dkms-535-server, nvidia-utils-535-server,
+#     nvidia-compute-utils-535-server, libnvidia-compute-535-server at 580.95.05-0ubuntu0.24.04.1, each depending
+#     on its 580 counterpart (what Ubuntu 24.04 did to the 535 server branch).
+set -euo pipefail
+OUT=${1:?usage: build-driver-standins.sh OUTDIR}
+for t in dpkg-deb apt-ftparchive gpg; do command -v "$t" >/dev/null || { echo "ERROR: $t missing" >&2; exit 2; }; done
+rm -rf "$OUT"; mkdir -p "$OUT/pkg" "$OUT/gnupg"; chmod 700 "$OUT/gnupg"
+ARCH=amd64
+DRV=580.95.05-0ubuntu0.24.04.1
+KMOD=6.8.0-45.45+1
+
+mkpkg() {  # name version depends [unit]
+  local name=$1 V=$2 deps=$3 d=$OUT/pkg/$1
+  mkdir -p "$d/DEBIAN" "$d/usr/share/doc/$name"
+  cat > "$d/DEBIAN/control" <<CTL
+Package: $name
+Version: $V
+Architecture: $ARCH
+Maintainer: gpuops.k8s_gpu lab <lab@gpuops.invalid>
+Section: restricted/libs
+Priority: optional
+Depends: $deps
+Description: LAB STAND-IN for Ubuntu's $name - NOT NVIDIA OR CANONICAL SOFTWARE
+ Built by gpuops.k8s_gpu lab/apt_repo/build-driver-standins.sh: same name and
+ dependency shape as Ubuntu's package, ships only this notice.
+CTL
+  [ -n "$deps" ] || sed -i '/^Depends: *$/d' "$d/DEBIAN/control"
+  printf 'LAB STAND-IN package (gpuops.k8s_gpu). Not NVIDIA or Canonical software.\n' \
+    > "$d/usr/share/doc/$name/README.lab-stand-in"
+  if [ "${4:-}" = unit ]; then
+    mkdir -p "$d/lib/systemd/system"
+    cat > "$d/lib/systemd/system/nvidia-persistenced.service" <<'UNIT'
+# LAB STAND-IN of Ubuntu's unit shape (gpuops.k8s_gpu lab)
+[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+UNIT
+  fi
+  dpkg-deb --root-owner-group --build "$d" "$OUT/${name}_${V}_${ARCH}.deb" >/dev/null
+}
+
+B=580
+mkpkg nvidia-kernel-common-$B-server "$DRV" ""
+mkpkg libnvidia-compute-$B-server "$DRV" ""
+mkpkg nvidia-utils-$B-server "$DRV" "libnvidia-compute-$B-server (= $DRV)"
+mkpkg nvidia-compute-utils-$B-server "$DRV" "libnvidia-compute-$B-server (= $DRV)" unit
+for F in "" -open; do
+  mkpkg nvidia-dkms-$B-server$F "$DRV" "nvidia-kernel-common-$B-server (= $DRV)"
+  mkpkg nvidia-headless-no-dkms-$B-server$F "$DRV" "libnvidia-compute-$B-server (= $DRV), nvidia-kernel-common-$B-server (= $DRV)"
+  mkpkg nvidia-headless-$B-server$F "$DRV" "nvidia-dkms-$B-server$F (= $DRV), nvidia-headless-no-dkms-$B-server$F (= $DRV)"
+  mkpkg linux-modules-nvidia-$B-server$F-generic "$KMOD" "nvidia-kernel-common-$B-server (>= 580.95.05)"
+done
+# Ubuntu 24.04: the 535 server packages became transitional to another branch
+for P in nvidia-headless nvidia-dkms nvidia-utils nvidia-compute-utils libnvidia-compute; do
+  mkpkg $P-535-server "$DRV" "$P-$B-server (= $DRV)"
+done
+
+export GNUPGHOME=$OUT/gnupg
+gpg --batch --quiet --passphrase '' --quick-gen-key 'gpuops lab driver stand-ins (THROWAWAY TEST KEY) <lab@gpuops.invalid>' ed25519 sign never 2>/dev/null
+gpg --batch --export > "$OUT/key.gpg"
+( cd "$OUT"
+  apt-ftparchive packages . > Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin="gpuops-lab" \
+    -o APT::FTPArchive::Release::Label="gpuops lab stand-in for Ubuntu's NVIDIA server driver packages" release . > Release.tmp
+  mv Release.tmp Release
+  gpg --batch --yes --clearsign -o InRelease Release )
+rm -rf "$OUT/pkg" "$OUT/gnupg"
+echo "$OUT"

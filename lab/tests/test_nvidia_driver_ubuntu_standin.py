@@ -1,0 +1,154 @@
+"""The nvidia_driver role's Ubuntu path end to end - install, verify what was installed, hold - in a lab node
+container whose /etc/os-release says Ubuntu 24.04, against LAB STAND-IN packages with Ubuntu's names and
+dependency shapes (lab/apt_repo/build-driver-standins.sh: open and proprietary server packages, Canonical-style
+signed precompiled module packages, and the 535 server packages transitional to 580). No NVIDIA or Canonical
+software is installed; the container is Debian 12 underneath (only os-release is changed, in this container).
+
+Run: .venv/bin/pytest -q lab/tests/test_nvidia_driver_ubuntu_standin.py   (needs root, dockerd, the node image)
+"""
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, sh
+
+VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
+DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
+REPO_IN_NODE = '/srv/gpuops-ubuntu-standin'
+# the lab node is Debian 12 underneath; os-release names only Ubuntu (Ansible's detection looks for 'Debian' in it)
+OS_RELEASE = '''PRETTY_NAME="Ubuntu 24.04.3 LTS"
+NAME="Ubuntu"
+VERSION_ID="24.04"
+VERSION="24.04.3 LTS (Noble Numbat)"
+VERSION_CODENAME=noble
+ID=ubuntu
+ID_LIKE=debian
+UBUNTU_CODENAME=noble
+'''
+DRV = '580.95.05-0ubuntu0.24.04.1'
+
+
+def dexec(name, *cmd):
+    return subprocess.run(['docker', 'exec', name] + list(cmd), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope='module')
+def node(tmp_path_factory, collections_path):
+    tmp = tmp_path_factory.mktemp('drv-ubuntu')
+    repo = sh('bash', os.path.join(ROOT, 'lab', 'apt_repo', 'build-driver-standins.sh'), str(tmp / 'repo')).stdout.strip()
+    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
+    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
+    name = 'i14-drv-ubuntu-%d' % os.getpid()
+    try:
+        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'drv-ubuntu')
+        sh('docker', 'cp', repo, '%s:%s' % (name, REPO_IN_NODE))
+        (tmp / 'os-release').write_text(OS_RELEASE)
+        # /etc/os-release is a symlink to ../usr/lib/os-release on Debian: replace the link in this container only
+        sh('docker', 'exec', name, 'rm', '-f', '/etc/os-release')
+        sh('docker', 'cp', str(tmp / 'os-release'), '%s:/etc/os-release' % name)
+        (tmp / 'standin.list').write_text('deb [signed-by=%s/key.gpg] file:%s ./\n' % (REPO_IN_NODE, REPO_IN_NODE))
+        sh('docker', 'cp', str(tmp / 'standin.list'), '%s:/etc/apt/sources.list.d/gpuops-ubuntu-standin.list' % name)
+        sh('docker', 'exec', name, 'apt-get', 'update', '-q', timeout=300)
+        inventory = {'all': {'hosts': {'drv-ubuntu': {
+            'ansible_host': name, 'ansible_connection': 'community.docker.docker',
+            'ansible_python_interpreter': '/usr/bin/python3', 'gpuops_become': False,
+            'nvidia_driver_verify': False, 'nvidia_driver_reboot': False}}}}
+        (tmp / 'hosts.yml').write_text(yaml.safe_dump(inventory))
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_HOST_KEY_CHECKING='0')
+        yield {'name': name, 'tmp': tmp, 'env': env}
+    finally:
+        subprocess.run([os.path.join(DOCKER_DIR, 'node.sh'), 'down', name], capture_output=True, timeout=300)
+
+
+def run_role(node, **role_vars):
+    play = node['tmp'] / 'play.yml'
+    play.write_text(yaml.safe_dump([{'name': 'driver', 'hosts': 'drv-ubuntu', 'gather_facts': True,
+                                     'gather_subset': ['min'],
+                                     'roles': [{'role': 'gpuops.k8s_gpu.nvidia_driver', 'vars': role_vars}]}]))
+    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(node['tmp'] / 'hosts.yml'), str(play)],
+                          env=node['env'], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError('ansible output is not JSON (rc=%s):\n%s\n%s' % (proc.returncode, proc.stdout[-4000:],
+                                                                               proc.stderr[-3000:]))
+    return proc.returncode, doc
+
+
+def failures(doc):
+    out = []
+    for play in doc.get('plays', []):
+        for task in play.get('tasks', []):
+            for host, res in task.get('hosts', {}).items():
+                if res.get('failed'):
+                    out.append('%s: %s' % (task['task']['name'], res.get('msg')))
+    return out
+
+
+def task_results(doc, name):
+    return [dict((k, res.get(k)) for k in ('changed', 'packages_missing', 'msg', 'stdout', 'invocation'))
+            for play in doc.get('plays', []) for task in play.get('tasks', []) if task['task']['name'].endswith(name)
+            for res in task.get('hosts', {}).values()]
+
+
+def installed(node):
+    out = dexec(node['name'], 'dpkg-query', '-W', '-f', '${Package}\t${Version}\t${db:Status-Abbrev}\n').stdout
+    return dict((p, v) for p, v, s in (line.split('\t') for line in out.splitlines()) if s[1:2] == 'i')  # 'ii ' or 'hi '
+
+
+def held(node):
+    return set(dexec(node['name'], 'apt-mark', 'showhold').stdout.split())
+
+
+def test_DRV_20_ubuntu_2404_install_verify_hold_with_standins(node):
+    facts = dexec(node['name'], 'python3', '-c', 'import platform; print(open("/etc/os-release").read())').stdout
+    assert 'ID=ubuntu' in facts
+    # 1. the transitional 535 server packages install branch 580: the role must fail clearly, not hold "535"
+    rc, doc = run_role(node, nvidia_driver_branch='535', nvidia_driver_accept_eol_branch='535',
+                       nvidia_driver_kernel_module_type='proprietary')
+    assert rc != 0
+    msg = ' | '.join(failures(doc))
+    assert 'nvidia_driver_branch is 535 but the packages installed driver 580.95.05 (branch 580)' in msg, msg
+    assert not (held(node) & {'nvidia-headless-535-server', 'libnvidia-compute-535-server'})
+    dexec(node['name'], 'apt-get', 'purge', '-y', '-q', 'nvidia-headless-535-server', 'nvidia-dkms-535-server',
+          'nvidia-utils-535-server', 'nvidia-compute-utils-535-server', 'libnvidia-compute-535-server')
+    dexec(node['name'], 'apt-get', 'autoremove', '-y', '-q')
+
+    # 2. the default branch (580) with open modules and Canonical's signed precompiled modules (as with Secure Boot)
+    rc, doc = run_role(node, nvidia_driver_kernel_module_type='open', nvidia_driver_ubuntu_precompiled='true')
+    assert rc == 0, failures(doc)
+    pk = installed(node)
+    for p in ('nvidia-headless-no-dkms-580-server-open', 'nvidia-utils-580-server', 'nvidia-compute-utils-580-server',
+              'libnvidia-compute-580-server'):
+        assert pk.get(p) == DRV, (p, pk.get(p), task_results(doc, 'Install the driver packages, pinned'),
+                                  task_results(doc, 'Read the driver state of the node'))
+    assert pk.get('linux-modules-nvidia-580-server-open-generic') == '6.8.0-45.45+1'
+    assert 'nvidia-dkms-580-server-open' not in pk and 'nvidia-dkms-580-server' not in pk
+    # what is really installed at the driver's version is held (nvidia-kernel-common came as a dependency)
+    assert {'nvidia-headless-no-dkms-580-server-open', 'libnvidia-compute-580-server',
+            'nvidia-kernel-common-580-server'} <= held(node)
+    # Ubuntu's unit runs the daemon with --no-persistence-mode: the drop-in turns persistence on
+    dropin = dexec(node['name'], 'cat',
+                   '/etc/systemd/system/nvidia-persistenced.service.d/gpuops-persistence-mode.conf').stdout
+    assert 'ExecStart=\nExecStart=/usr/bin/nvidia-persistenced --persistence-mode --user nvidia-persistenced' in dropin
+    report = json.loads(dexec(node['name'], 'cat', '/var/lib/gpuops/nvidia-driver.json').stdout)
+    assert report['version'] == '580.95.05'
+
+    # 3. a second run changes nothing
+    rc, doc = run_role(node, nvidia_driver_kernel_module_type='open', nvidia_driver_ubuntu_precompiled='true')
+    assert rc == 0, failures(doc)
+    assert doc['stats']['drv-ubuntu']['changed'] == 0, [
+        t['task']['name'] for p in doc['plays'] for t in p['tasks'] if t['hosts'].get('drv-ubuntu', {}).get('changed')]
+
+
+def test_DRV_25_bad_flavour_fails_before_anything_changes(node):
+    before = installed(node)
+    rc, doc = run_role(node, nvidia_driver_kernel_module_type='closed')
+    assert rc != 0
+    msg = ' | '.join(failures(doc))
+    assert 'nvidia_driver_kernel_module_type' in msg and 'auto, open, proprietary' in msg, msg
+    assert installed(node) == before
