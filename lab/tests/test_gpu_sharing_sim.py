@@ -251,3 +251,24 @@ def test_mps_unit_written_idempotent_and_removed(tmp_path):
     assert 'set_default_active_thread_percentage 25' in unit.read_text()
     res = _run(env, {'gpus': ['0', '1'], 'mps': dict(mps, state='absent')})
     assert res['mps_unit_changed'] is True and not unit.exists()
+
+
+def test_MIGP_15_media_extension_profiles_applied_on_rtx_pro_6000(tmp_path):
+    """mig-parted's names for the RTX PRO 6000 Blackwell (-me, +me.all, +gfx) are accepted and applied."""
+    env = _env('rtx-pro-6000-mig', tmp_path / 's.json')
+    cfg = {'version': 'v1', 'mig-configs': {
+        'media': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.24gb-me': 2, '2g.48gb+me.all': 1}}],
+        'gfx': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'MIG 4g.96gb+gfx': 1}}],
+        'bad': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.24gb+me': 1}}]}}
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'media'})
+    assert res.get('failed') is not True, res
+    assert res['gpus'][0]['mig_devices'] == {'1g.24gb-me': 2, '2g.48gb+me.all': 1}
+    assert sorted(g[0] for g in _geometry(_state(env)['gpus'][0])) == [31, 31, 33]
+    assert _run(env, {'mig_config': cfg, 'mig_config_name': 'media'})['changed'] is False
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'gfx'})
+    assert res['gpus'][0]['mig_devices'] == {'4g.96gb+gfx': 1}
+    before = _state_bytes(env)
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'bad'})
+    assert res.get('failed') is True
+    assert "'1g.24gb+me' is not available" in res['msg'] and '1g.24gb+me.all' in res['msg']
+    assert _state_bytes(env) == before
