@@ -272,3 +272,22 @@ def test_MIGP_15_media_extension_profiles_applied_on_rtx_pro_6000(tmp_path):
     assert res.get('failed') is True
     assert "'1g.24gb+me' is not available" in res['msg'] and '1g.24gb+me.all' in res['msg']
     assert _state_bytes(env) == before
+
+
+def test_mig_verify_fails_when_the_instances_are_gone_and_passes_after_apply(tmp_path):
+    """mig_verify (the check upgrade_driver's post-reboot verification calls): no change, clear message."""
+    env = _env('h100-mig', tmp_path / 's.json')
+    args = {'gpus': ['1'], 'mig_config': CONFIG, 'mig_config_name': 'all-3g.40gb'}
+    before = _materialise(env)
+    res = _run(env, dict(args, mig_verify=True))
+    assert res.get('failed') is True and res['changed'] is False
+    assert res['mig_match'] is False
+    assert res['mismatches'] == ['GPU 1 (NVIDIA H100 80GB HBM3): MIG devices are no MIG devices, the geometry wants 2x 3g.40gb']
+    assert 'GPU 1 (NVIDIA H100 80GB HBM3): MIG devices are no MIG devices' in res['msg']
+    assert _state_bytes(env) == before, 'mig_verify changed the GPU'
+    assert _run(env, args)['changed'] is True
+    res = _run(env, dict(args, mig_verify=True))
+    assert res.get('failed') is not True, res
+    assert res['mig_match'] is True and res['mismatches'] == [] and res['changed'] is False
+    res = _run(env, dict(args, mig_verify=True, compute_mode='default'))
+    assert res.get('failed') is True and 'mutually exclusive' in res['msg']

@@ -224,3 +224,31 @@ def test_mig_active_without_profiles_refused():
         engine.run(be, params(mig_config=cfg({'1g.10gb': 1})), check_mode=False)
     assert 'GPU 0 (NVIDIA A100-SXM4-80GB)' in str(err.value) and 'no MIG profiles' in str(err.value)
     assert be.calls == []
+
+
+def _cfg7():
+    return {'mig_config': {'version': 'v1', 'mig-configs': {'c': [{'devices': 'all', 'mig-enabled': True,
+                                                                    'mig-devices': {'1g.10gb': 7}}]}},
+            'mig_config_name': 'c', 'gpus': ['all']}
+
+
+def test_verify_mig_on_without_devices_after_a_reboot_is_a_mismatch():
+    backend = FakeBackend([a100(0, mig=True), a100(1, mig=False)])
+    res = engine.verify(backend, _cfg7())
+    assert res['mig_match'] is False
+    assert res['mismatches'] == [
+        'GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb',
+        'GPU 1 (NVIDIA A100-SXM4-80GB): MIG mode is disabled, the geometry wants it enabled']
+    assert backend.calls == []
+
+
+def test_verify_matches_after_apply_and_names_gpu_instances_without_compute_instance():
+    backend = FakeBackend([a100(0, mig=True)])
+    engine.run(backend, _cfg7(), False)
+    assert engine.verify(backend, _cfg7()) == {'mig_match': True, 'mismatches': [],
+                                               'gpus': [engine.public_state(backend.gpu(0))]}
+    backend.state[0]['mig_instances'][0]['cis'] = []
+    res = engine.verify(backend, _cfg7())
+    assert res['mig_match'] is False
+    assert 'MIG devices are 6x 1g.10gb' in res['mismatches'][0]
+    assert 'have no full-size compute instance' in res['mismatches'][1]
