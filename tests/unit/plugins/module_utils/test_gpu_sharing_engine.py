@@ -227,9 +227,8 @@ def test_mig_active_without_profiles_refused():
 
 
 def _cfg7():
-    return {'mig_config': {'version': 'v1', 'mig-configs': {'c': [{'devices': 'all', 'mig-enabled': True,
-                                                                    'mig-devices': {'1g.10gb': 7}}]}},
-            'mig_config_name': 'c', 'gpus': ['all']}
+    entry = {'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}}
+    return {'mig_config': {'version': 'v1', 'mig-configs': {'c': [entry]}}, 'mig_config_name': 'c', 'gpus': ['all']}
 
 
 def test_verify_mig_on_without_devices_after_a_reboot_is_a_mismatch():
