@@ -251,6 +251,9 @@ def run(backend, params, check_mode):
     plans = {}
     for idx in selected:
         plans[idx] = plan_gpu(by_index[idx], params, mig.get(idx))
+    if not check_mode:
+        wait_until_idle(backend, [by_index[i] for i in selected if _touches_mig(plans[i])],
+                        params.get('mig_busy_timeout') or 0)
     actions = []
     for idx in selected:
         for op in plans[idx]:
@@ -291,6 +294,39 @@ def run(backend, params, check_mode):
         'mps': mps,
     }
     return result
+
+
+def _touches_mig(ops):
+    """True when the ops destroy or create MIG instances or change MIG mode (what running processes lose)."""
+    return any(op['kind'] in ('geometry', 'mig_mode') for op in ops)
+
+
+def wait_until_idle(backend, gpus, timeout):
+    """Refuse (SharingError, nothing changed) when a GPU whose MIG state is about to change runs processes.
+
+    Waits up to ``timeout`` seconds for them to end, polling every 2 s. ``backend.processes(index)`` lists the PIDs
+    of compute and graphics processes on the GPU and its MIG devices; backends without it are not checked. The
+    backend may provide ``sleep`` and ``clock`` (tests); otherwise time.sleep / time.monotonic are used.
+    """
+    if not gpus or not hasattr(backend, 'processes'):
+        return
+    import time
+    sleep = getattr(backend, 'sleep', time.sleep)
+    clock = getattr(backend, 'clock', time.monotonic)
+    deadline = clock() + max(0, int(timeout))
+    while True:
+        busy = [(g, backend.processes(g['index'])) for g in gpus]
+        busy = [(g, pids) for g, pids in busy if pids]
+        if not busy:
+            return
+        if clock() >= deadline:
+            raise SharingError(
+                'MIG change refused, nothing was changed: %s. Changing MIG mode or MIG devices would take the GPU from '
+                'them. Drain the GPU pods from the node, stop the node\'s GPU clients (device plugin, DCGM, '
+                'nvidia-persistenced where it holds the GPU) and run again, or wait longer with mig_busy_timeout '
+                '(was %d s).' % ('; '.join('%s is busy (process(es) %s)' % (label(g), ', '.join(str(p) for p in pids))
+                                           for g, pids in busy), int(timeout)))
+        sleep(2)
 
 
 def mig_mismatches(gpu, want):

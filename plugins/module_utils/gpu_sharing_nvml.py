@@ -203,6 +203,21 @@ class NvmlBackend(object):
         out.sort(key=lambda g: g['id'])
         return out
 
+    def processes(self, index):
+        """PIDs of the compute and graphics processes on the GPU (and, for root, on its MIG devices)."""
+        nv = self.nvml
+        h = self._handle(index)
+        pids = set()
+        for name in ('nvmlDeviceGetComputeRunningProcesses', 'nvmlDeviceGetGraphicsRunningProcesses'):
+            func = getattr(nv, name, None)
+            if func is None:
+                continue
+            try:
+                pids.update(int(p.pid) for p in func(h))
+            except nv.NVMLError:
+                continue
+        return sorted(pids)
+
     # -- changing ------------------------------------------------------------------------------------
     def set_persistence_mode(self, index, enabled):
         nv = self.nvml

@@ -74,6 +74,13 @@ options:
       - Which entry of O(mig_config)'s C(mig-configs) to apply, for example V(all-1g.10gb).
       - May be omitted when O(mig_config) holds a single configuration.
     type: str
+  mig_busy_timeout:
+    description:
+      - Before a MIG mode or MIG device change, the module checks that no process runs on the GPUs it changes. With
+        processes still there after this many seconds, the run is refused before any change, naming the GPUs and
+        the process ids (drain the GPU pods and stop the GPU clients first). V(0) checks once.
+    type: int
+    default: 0
   mig_verify:
     description:
       - Only compare the selected GPUs with O(mig_config) / O(mig_config_name) (or O(mig_mode)) and change nothing.
@@ -386,6 +393,7 @@ def main():
             mig_config_name=dict(type='str'),
             mps=dict(type='dict', options=MPS_SPEC),
             mig_verify=dict(type='bool', default=False),
+            mig_busy_timeout=dict(type='int', default=0),
         ),
         mutually_exclusive=[('mig_mode', 'mig_config'), ('mig_verify', 'persistence_mode'), ('mig_verify', 'compute_mode'),
                             ('mig_verify', 'mps')],

@@ -251,3 +251,50 @@ def test_verify_matches_after_apply_and_names_gpu_instances_without_compute_inst
     assert res['mig_match'] is False
     assert 'MIG devices are 6x 1g.10gb' in res['mismatches'][0]
     assert 'have no full-size compute instance' in res['mismatches'][1]
+
+
+class BusyBackend(FakeBackend):
+    """GPU 0 runs process 4242 for ``busy_polls`` polls; a fake clock advances 2 s per sleep (no real waiting)."""
+
+    def __init__(self, gpus, busy_polls):
+        super(BusyBackend, self).__init__(gpus)
+        self.busy_polls = busy_polls
+        self.now = 0
+        self.polls = 0
+
+    def processes(self, index):
+        if index != 0:
+            return []
+        self.polls += 1
+        return [4242] if self.polls <= self.busy_polls else []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_mig_change_on_a_busy_gpu_is_refused_before_any_change():
+    backend = BusyBackend([a100(0, mig=True), a100(1, mig=True)], busy_polls=99)
+    with pytest.raises(SharingError) as err:
+        engine.run(backend, dict(_cfg7(), mig_busy_timeout=10), False)
+    msg = str(err.value)
+    assert 'nothing was changed' in msg and 'GPU 0 (NVIDIA A100-SXM4-80GB) is busy (process(es) 4242)' in msg
+    assert 'GPU 1' not in msg and 'mig_busy_timeout' in msg and '(was 10 s)' in msg
+    assert backend.calls == [] and backend.now >= 10
+
+
+def test_mig_change_waits_for_the_gpu_to_become_idle():
+    backend = BusyBackend([a100(0, mig=True)], busy_polls=2)
+    res = engine.run(backend, dict(_cfg7(), mig_busy_timeout=10), False)
+    assert res['changed'] is True and backend.now == 4
+    assert engine.verify(backend, _cfg7())['mig_match'] is True
+
+
+def test_busy_gpu_without_mig_change_is_not_checked():
+    backend = BusyBackend([a100(0, mig=True)], busy_polls=0)
+    engine.run(backend, _cfg7(), False)
+    backend.polls, backend.busy_polls = 0, 99
+    res = engine.run(backend, dict(_cfg7(), mig_busy_timeout=0), False)
+    assert res['changed'] is False and backend.polls == 0
