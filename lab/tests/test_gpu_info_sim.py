@@ -117,3 +117,60 @@ def test_not_supported_getters_leave_gaps_not_failures(collections_path, tmp_pat
                      env=_env(inv, tmp_path / 's.json', 'nvmlDeviceGetBAR1MemoryInfo:0=NOT_SUPPORTED'))
     assert res['gpus'][0]['bar1_total_mib'] is None
     assert res['gpus'][0]['name'] == 'Tesla T4'
+
+
+def _info(collections_path, tmp_path, inventory):
+    inv = inventory if os.path.isabs(inventory) else os.path.join(ROOT, 'lab/nvml_sim/inventories', inventory)
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_info', env=_env(inv, tmp_path / 's.json'))
+    assert res.get('failed') is not True, res
+    return res
+
+
+def test_MIGP_07_gpu_info_gh200_144gb_takes_its_own_table_with_mig_off(collections_path, tmp_path):
+    res = _info(collections_path, tmp_path, 'gh200-144gb.json')
+    gpu = res['gpus'][0]
+    assert gpu['mig_current'] is False
+    assert gpu['mig_catalog'] == 'GH200-144GB' and gpu['mig_catalog_match'] == 'pci_device_id'
+    names = [p['name'] for p in gpu['mig_profiles']]
+    assert names == ['1g.18gb', '1g.18gb+me', '1g.36gb', '2g.36gb', '3g.72gb', '4g.72gb', '7g.144gb']
+    assert all(p['source'] == 'catalog' for p in gpu['mig_profiles'])
+    assert '1g.35gb' not in names  # the H200 table's
+    assert res['sharing']['mig']['allowed'] is True
+
+
+def test_MIGP_08_gpu_info_b200_catalogue_agrees_with_nvml(collections_path, tmp_path):
+    res = _info(collections_path, tmp_path, 'b200-hgx.json')
+    off, on = res['gpus']
+    assert off['mig_current'] is False and on['mig_current'] is True
+    assert all(p['source'] == 'catalog' for p in off['mig_profiles'])
+    assert all(p['source'] == 'nvml' for p in on['mig_profiles'])
+    assert sorted((p['name'], p['id'], p['max_instances'], p['slices']) for p in off['mig_profiles']) == sorted(
+        (p['name'], p['id'], p['max_instances'], p['slices']) for p in on['mig_profiles'])
+    assert res['sharing']['mig']['allowed'] is True
+
+
+def test_MIGP_12_gpu_info_rtx_pro_6000_lists_media_and_graphics_variants(collections_path, tmp_path):
+    res = _info(collections_path, tmp_path, 'rtx-pro-6000-mig.json')
+    gpu = res['gpus'][0]
+    assert gpu['mig_catalog'] == 'RTX-PRO-6000-Blackwell'
+    assert all(p['source'] == 'nvml' for p in gpu['mig_profiles'])
+    assert set(p['name'] for p in gpu['mig_profiles']) == {
+        '1g.24gb', '1g.24gb+me.all', '1g.24gb-me', '1g.24gb+gfx', '2g.48gb', '2g.48gb+me.all', '2g.48gb-me',
+        '2g.48gb+gfx', '4g.96gb', '4g.96gb+gfx'}
+
+
+def test_MIGP_14_gpu_info_says_when_a_gpu_is_unknown_to_the_catalogue(collections_path, tmp_path):
+    with open(os.path.join(ROOT, 'lab/nvml_sim/inventories/b200-hgx.json')) as f:
+        inv = json.load(f)
+    gpu = inv['gpus'][0]
+    gpu.update(name='NVIDIA Future X1', pci_device_id='0x3FFF10DE', mig_mode=False)
+    inv['gpus'] = [gpu]
+    path = str(tmp_path / 'unknown.json')
+    with open(path, 'w') as f:
+        json.dump(inv, f)
+    res = _info(collections_path, tmp_path, path)
+    got = res['gpus'][0]
+    assert got['mig_capable'] is True and got['mig_profiles'] == []
+    assert got['mig_catalog'] is None
+    assert 'not in the collection\'s MIG catalogue' in got['mig_profiles_unknown'] and '0x3fff' in got['mig_profiles_unknown']
+    assert 'MIG capable but their MIG profiles are unknown' in res['sharing']['mig']['reason']

@@ -251,3 +251,43 @@ def test_mps_unit_written_idempotent_and_removed(tmp_path):
     assert 'set_default_active_thread_percentage 25' in unit.read_text()
     res = _run(env, {'gpus': ['0', '1'], 'mps': dict(mps, state='absent')})
     assert res['mps_unit_changed'] is True and not unit.exists()
+
+
+def test_MIGP_15_media_extension_profiles_applied_on_rtx_pro_6000(tmp_path):
+    """mig-parted's names for the RTX PRO 6000 Blackwell (-me, +me.all, +gfx) are accepted and applied."""
+    env = _env('rtx-pro-6000-mig', tmp_path / 's.json')
+    cfg = {'version': 'v1', 'mig-configs': {
+        'media': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.24gb-me': 2, '2g.48gb+me.all': 1}}],
+        'gfx': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'MIG 4g.96gb+gfx': 1}}],
+        'bad': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.24gb+me': 1}}]}}
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'media'})
+    assert res.get('failed') is not True, res
+    assert res['gpus'][0]['mig_devices'] == {'1g.24gb-me': 2, '2g.48gb+me.all': 1}
+    assert sorted(g[0] for g in _geometry(_state(env)['gpus'][0])) == [31, 31, 33]
+    assert _run(env, {'mig_config': cfg, 'mig_config_name': 'media'})['changed'] is False
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'gfx'})
+    assert res['gpus'][0]['mig_devices'] == {'4g.96gb+gfx': 1}
+    before = _state_bytes(env)
+    res = _run(env, {'mig_config': cfg, 'mig_config_name': 'bad'})
+    assert res.get('failed') is True
+    assert "'1g.24gb+me' is not available" in res['msg'] and '1g.24gb+me.all' in res['msg']
+    assert _state_bytes(env) == before
+
+
+def test_mig_verify_fails_when_the_instances_are_gone_and_passes_after_apply(tmp_path):
+    """mig_verify (the check upgrade_driver's post-reboot verification calls): no change, clear message."""
+    env = _env('h100-mig', tmp_path / 's.json')
+    args = {'gpus': ['1'], 'mig_config': CONFIG, 'mig_config_name': 'all-3g.40gb'}
+    before = _materialise(env)
+    res = _run(env, dict(args, mig_verify=True))
+    assert res.get('failed') is True and res['changed'] is False
+    assert res['mig_match'] is False
+    assert res['mismatches'] == ['GPU 1 (NVIDIA H100 80GB HBM3): MIG devices are no MIG devices, the geometry wants 2x 3g.40gb']
+    assert 'GPU 1 (NVIDIA H100 80GB HBM3): MIG devices are no MIG devices' in res['msg']
+    assert _state_bytes(env) == before, 'mig_verify changed the GPU'
+    assert _run(env, args)['changed'] is True
+    res = _run(env, dict(args, mig_verify=True))
+    assert res.get('failed') is not True, res
+    assert res['mig_match'] is True and res['mismatches'] == [] and res['changed'] is False
+    res = _run(env, dict(args, mig_verify=True, compute_mode='default'))
+    assert res.get('failed') is True and 'mutually exclusive' in res['msg']

@@ -95,7 +95,7 @@ def a100_mig_on(tmp_path, ngpus=1, **gpu_overrides):
     return write_inv(tmp_path, "hgx-a100-80gb", m)
 
 
-ARCH = {"pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "hopper": 9}
+ARCH = {"pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "hopper": 9, "blackwell": 10}
 BRAND = {"tesla": 2, "nvidia": 14}
 
 

@@ -297,6 +297,9 @@ def test_node_sharing_mig_geometry_through_a_gpu_reset(collections_path, tmp_pat
                                  'gpu_sharing_stack_mig': {'devices': {'1g.10gb': 7}},
                                  'gpu_node_sharing_mig_reset': 'command',
                                  'gpu_node_sharing_mig_reset_command': [CTL, 'reset-gpu', '{index}'],
+                                 # the boot unit needs systemd (this play runs on the lab host itself);
+                                 # it is tested in a node container: lab/tests/test_mig_persistence.py
+                                 'gpu_node_sharing_mig_persist': False,
                                  'gpu_probe_bindings_method': 'none', 'gpu_probe_report_path': ''})
     proc, doc = playbook(collections_path, '-i', inv, pb, env=env, json_out=True)
     assert proc.returncode == 0, json.dumps(doc['stats']) + proc.stderr[-3000:]
@@ -309,6 +312,8 @@ def test_node_sharing_mig_geometry_through_a_gpu_reset(collections_path, tmp_pat
     state = json.loads((tmp_path / 'state.json').read_text())
     assert all(g['mig_current'] for g in state['gpus'])
     # facts were refreshed: the probe sees MIG on and 7 MIG devices per GPU
+    verified = task_results(doc, "Check that the GPUs hold the pool's MIG geometry")['a100']
+    assert verified['mig_match'] is True and verified['changed'] is False
     probe = task_results(doc, 'Probe the GPUs')['a100']
     assert all(g['mig_current'] and len(g['mig_devices']) == 7 for g in probe['gpus']), probe['gpus'][0]
     proc, doc = playbook(collections_path, '-i', inv, pb, env=env, json_out=True)

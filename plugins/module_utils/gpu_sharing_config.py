@@ -29,9 +29,13 @@ class SharingError(Exception):
     """A refusal: the request cannot be applied. The message is meant for the user."""
 
 
-_GI_PROFILE_RE = re.compile(r'^(\d+)g\.(\d+)gb((\+[a-z0-9]+)*)$')
-_CI_PROFILE_RE = re.compile(r'^(\d+)c\.(\d+)g\.(\d+)gb((\+[a-z0-9]+)*)$')
+_FIELDS_RE = re.compile(r'^(?:(\d+)c\.)?(\d+)g\.(\d+)gb$')
+_ATTR_RE = re.compile(r'^[a-z][a-z0-9.]*$')
 _ENTRY_KEYS = ('devices', 'device-filter', 'mig-enabled', 'mig-devices')
+# The attributes NVML's GPU-instance profiles carry (go-nvlib, as vendored by mig-parted v0.15.0): media extensions
+# (+me: NVML_GPU_INSTANCE_PROFILE_*_REV1), all media engines (+me.all: *_ALL_ME), graphics (+gfx: *_GFX) and no
+# media engines (-me: *_NO_ME).
+KNOWN_ATTRIBUTES = ('me', 'me.all', 'gfx')
 
 
 def normalize_profile_name(name):
@@ -42,16 +46,68 @@ def normalize_profile_name(name):
     return text.lower()
 
 
+def parse_profile_name(name):
+    """Parse a MIG profile name the way mig-parted does (go-nvlib's parseMigProfile).
+
+    Grammar: ``[<C>c.]<G>g.<GB>gb`` optionally followed by ``+attr[,attr...]`` or ``-attr[,attr...]`` (not both);
+    an attribute is letters, digits and dots, starts with a letter and does not end with a dot; no attribute twice.
+    Returns ``{'c', 'g', 'gb', 'attributes', 'negated', 'name'}`` (``name`` canonical: lower case, attributes
+    sorted) or raises ValueError with the reason.
+    """
+    text = normalize_profile_name(name)
+    if not text:
+        raise ValueError('the profile name is empty')
+    plus = text.split('+', 1)
+    minus = text.split('-', 1)
+    if len(plus) == 2 and len(minus) == 2:
+        raise ValueError("it has both '+' and '-' attributes")
+    parts, negated = (plus, False) if len(plus) == 2 else (minus, len(minus) == 2)
+    match = _FIELDS_RE.match(parts[0])
+    if not match:
+        raise ValueError("'%s' is not '<G>g.<GB>gb' or '<C>c.<G>g.<GB>gb'" % parts[0])
+    g = int(match.group(2))
+    c = int(match.group(1)) if match.group(1) is not None else g
+    gb = int(match.group(3))
+    attrs = []
+    if len(parts) == 2:
+        for attr in parts[1].split(','):
+            if not _ATTR_RE.match(attr) or attr.endswith('.'):
+                raise ValueError("attribute '%s' is not letters, digits and dots starting with a letter" % attr)
+            if attr in attrs:
+                raise ValueError("attribute '%s' is given twice" % attr)
+            attrs.append(attr)
+    attrs.sort()
+    base = ('%dg.%dgb' % (g, gb)) if c == g else ('%dc.%dg.%dgb' % (c, g, gb))
+    suffix = ('%s%s' % ('-' if negated else '+', ','.join(attrs))) if attrs else ''
+    return {'c': c, 'g': g, 'gb': gb, 'attributes': attrs, 'negated': negated, 'name': base + suffix}
+
+
+def canonical_profile_name(name):
+    """The canonical form of a MIG profile name, or the normalised text when it does not parse."""
+    try:
+        return parse_profile_name(name)['name']
+    except ValueError:
+        return normalize_profile_name(name)
+
+
 def _profile_key(where, name):
-    prof = normalize_profile_name(name)
-    if _CI_PROFILE_RE.match(prof):
+    try:
+        parsed = parse_profile_name(name)
+    except ValueError as exc:
+        raise SharingError("%s: '%s' is not a MIG profile name (%s); expected a name like '1g.10gb', '3g.40gb', "
+                           "'1g.10gb+me', '1g.24gb+me.all', '1g.24gb-me' or '1g.24gb+gfx' (optionally prefixed with "
+                           "'MIG ')" % (where, name, exc))
+    if parsed['c'] != parsed['g']:
         raise SharingError(
             "%s: MIG profile '%s' is a compute-instance profile; only GPU-instance profiles (for example "
             "'1g.10gb' or '3g.40gb', each with one full-size compute instance) are supported" % (where, name))
-    if not _GI_PROFILE_RE.match(prof):
-        raise SharingError("%s: '%s' is not a MIG profile name; expected a name like '1g.10gb', '3g.40gb' or "
-                           "'1g.10gb+me' (optionally prefixed with 'MIG ')" % (where, name))
-    return prof
+    unknown = [a for a in parsed['attributes'] if a not in KNOWN_ATTRIBUTES]
+    if unknown:
+        raise SharingError("%s: MIG profile '%s' has attribute(s) %s that no NVIDIA GPU offers; allowed are %s"
+                           % (where, name, ', '.join(unknown), ', '.join('+' + a for a in KNOWN_ATTRIBUTES) + ', -me'))
+    if parsed['negated'] and parsed['attributes'] != ['me']:
+        raise SharingError("%s: MIG profile '%s': only '-me' (no media engines) is a negative attribute" % (where, name))
+    return parsed['name']
 
 
 def parse_pci_device_id(value, where):

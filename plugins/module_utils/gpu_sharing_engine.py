@@ -251,6 +251,9 @@ def run(backend, params, check_mode):
     plans = {}
     for idx in selected:
         plans[idx] = plan_gpu(by_index[idx], params, mig.get(idx))
+    if not check_mode:
+        wait_until_idle(backend, [by_index[i] for i in selected if _touches_mig(plans[i])],
+                        params.get('mig_busy_timeout') or 0)
     actions = []
     for idx in selected:
         for op in plans[idx]:
@@ -291,3 +294,86 @@ def run(backend, params, check_mode):
         'mps': mps,
     }
     return result
+
+
+def _touches_mig(ops):
+    """True when the ops destroy or create MIG instances or change MIG mode (what running processes lose)."""
+    return any(op['kind'] in ('geometry', 'mig_mode') for op in ops)
+
+
+def wait_until_idle(backend, gpus, timeout):
+    """Refuse (SharingError, nothing changed) when a GPU whose MIG state is about to change runs processes.
+
+    Waits up to ``timeout`` seconds for them to end, polling every 2 s. ``backend.processes(index)`` lists the PIDs
+    of compute and graphics processes on the GPU and its MIG devices; backends without it are not checked. The
+    backend may provide ``sleep`` and ``clock`` (tests); otherwise time.sleep / time.monotonic are used.
+    """
+    if not gpus or not hasattr(backend, 'processes'):
+        return
+    import time
+    sleep = getattr(backend, 'sleep', time.sleep)
+    clock = getattr(backend, 'clock', time.monotonic)
+    deadline = clock() + max(0, int(timeout))
+    while True:
+        busy = [(g, backend.processes(g['index'])) for g in gpus]
+        busy = [(g, pids) for g, pids in busy if pids]
+        if not busy:
+            return
+        if clock() >= deadline:
+            raise SharingError(
+                'MIG change refused, nothing was changed: %s. Changing MIG mode or MIG devices would take the GPU from '
+                'them. Drain the GPU pods from the node, stop the node\'s GPU clients (device plugin, DCGM, '
+                'nvidia-persistenced where it holds the GPU) and run again, or wait longer with mig_busy_timeout '
+                '(was %d s).' % ('; '.join('%s is busy (process(es) %s)' % (label(g), ', '.join(str(p) for p in pids))
+                                           for g, pids in busy), int(timeout)))
+        sleep(2)
+
+
+def mig_mismatches(gpu, want):
+    """What differs between one GPU (backend dict) and its wanted MIG state; an empty list when it matches.
+
+    ``want``: ``{'enabled': bool, 'devices': {profile: count} or None}`` (see desired_mig). Checks the MIG mode
+    (current and pending), that the MIG devices are exactly the wanted ones, and that no GPU instance lacks its
+    full-size compute instance (as after a reboot: MIG on, no MIG devices).
+    """
+    out = []
+    lab = label(gpu)
+    if not gpu.get('mig_capable'):
+        if want['enabled']:
+            out.append('%s: the geometry wants MIG mode enabled, but this GPU does not support MIG' % lab)
+        return out
+    state = 'enabled' if want['enabled'] else 'disabled'
+    if bool(gpu.get('mig_current')) != want['enabled']:
+        out.append('%s: MIG mode is %s, the geometry wants it %s' % (lab, 'enabled' if gpu.get('mig_current') else 'disabled', state))
+        return out
+    if bool(gpu.get('mig_pending')) != want['enabled']:
+        out.append('%s: MIG mode is %s but a change to %s is pending' % (lab, state, 'enabled' if gpu.get('mig_pending') else 'disabled'))
+    if not want['enabled'] or want['devices'] is None:
+        return out
+    instances = gpu.get('mig_instances') or []
+    have = planner.geometry_of(instances)
+    if have != want['devices']:
+        out.append('%s: MIG devices are %s, the geometry wants %s'
+                   % (lab, planner.format_geometry(have), planner.format_geometry(want['devices'])))
+    broken = [gi for gi in instances if not planner.is_complete(gi)]
+    if broken:
+        out.append('%s: GPU instance(s) %s have no full-size compute instance'
+                   % (lab, ', '.join('%s (id %s)' % (gi['profile'], gi['id']) for gi in broken)))
+    return out
+
+
+def verify(backend, params):
+    """Compare the node with the wanted MIG state without changing anything.
+
+    Returns ``{'mig_match': bool, 'mismatches': [str], 'gpus': [public state]}``. Raises SharingError for a request
+    that is invalid in itself (same checks as a run).
+    """
+    all_gpus = backend.gpus()
+    selected, mig, dummy, dummy2 = validate(params, all_gpus)
+    by_index = dict((g['index'], g) for g in all_gpus)
+    mismatches = []
+    for idx in selected:
+        if idx in mig:
+            mismatches.extend(mig_mismatches(by_index[idx], mig[idx]))
+    return {'mig_match': not mismatches, 'mismatches': mismatches,
+            'gpus': [public_state(by_index[i]) for i in selected]}

@@ -15,6 +15,7 @@ import ctypes
 import traceback
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_catalog import mig_profiles_for
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_sharing_config import canonical_profile_name
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.nvml_probe import failure_reason
 
 PYNVML_IMPORT_ERROR = None
@@ -40,6 +41,13 @@ def _text(value):
 
 def _profile_name(raw):
     name = _text(raw) or ''
+    if not name.strip():
+        return ''
+    return canonical_profile_name(name)
+
+
+def _ci_profile_name(raw):
+    name = (_text(raw) or '').strip()
     if name.upper().startswith('MIG '):
         name = name[4:]
     return name.strip().lower()
@@ -105,7 +113,7 @@ class NvmlBackend(object):
             profiles = self._nvml_profiles(h) if gpu['mig_current'] else {}
             source = 'nvml'
             if not profiles:
-                profiles = self._catalog_profiles(h, gpu['name'])
+                profiles = self._catalog_profiles(h, gpu['name'], gpu['pci_device_id'])
                 source = 'catalog' if profiles else None
             gpu['mig_profiles'] = profiles
             gpu['mig_profile_source'] = source
@@ -142,11 +150,16 @@ class NvmlBackend(object):
                          'placements': starts, 'placement_size': size}
         return out
 
-    def _catalog_profiles(self, handle, name):
+    def _catalog_profiles(self, handle, name, pci_device_id=None):
+        """Profiles from the catalogue (MIG off); placements from NVML where it answers, else the catalogue's."""
         out = {}
-        for p in mig_profiles_for(name):
-            starts, size = self._placements(handle, p['id'])
-            out[p['name']] = {'name': p['name'], 'id': p['id'], 'index': None, 'slices': p['slices'],
+        for p in mig_profiles_for(name, pci_device_id):
+            starts, size = (None, None)
+            if p['id'] is not None:
+                starts, size = self._placements(handle, p['id'])
+            if not starts:
+                starts, size = list(p['placements']), p['placement_size']
+            out[p['name']] = {'name': p['name'], 'id': p['id'], 'index': p['nvml_profile_index'], 'slices': p['slices'],
                               'max_instances': p['max_instances'], 'memory_mib': p['memory_gib'] * 1024,
                               'placements': starts, 'placement_size': size}
         return out
@@ -160,7 +173,7 @@ class NvmlBackend(object):
                 info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, idx, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
             except nv.NVMLError:
                 continue
-            out.append((int(info.id), int(info.sliceCount), _profile_name(getattr(info, 'name', b''))))
+            out.append((int(info.id), int(info.sliceCount), _ci_profile_name(getattr(info, 'name', b''))))
         return out
 
     def _instances(self, handle, profiles):
@@ -189,6 +202,21 @@ class NvmlBackend(object):
                 out.append(entry)
         out.sort(key=lambda g: g['id'])
         return out
+
+    def processes(self, index):
+        """PIDs of the compute and graphics processes on the GPU (and, for root, on its MIG devices)."""
+        nv = self.nvml
+        h = self._handle(index)
+        pids = set()
+        for name in ('nvmlDeviceGetComputeRunningProcesses', 'nvmlDeviceGetGraphicsRunningProcesses'):
+            func = getattr(nv, name, None)
+            if func is None:
+                continue
+            try:
+                pids.update(int(p.pid) for p in func(h))
+            except nv.NVMLError:
+                continue
+        return sorted(pids)
 
     # -- changing ------------------------------------------------------------------------------------
     def set_persistence_mode(self, index, enabled):

@@ -11,7 +11,7 @@ import traceback
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_catalog import (
     architecture_name,
-    mig_profiles_for,
+    mig_catalog_facts,
 )
 
 PYNVML_IMPORT_ERROR = None
@@ -219,7 +219,7 @@ def probe_gpu(index, include_mig_profiles=True, switches=None):
         gpu['mig_pending'] = mig[1] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
         profiles = _mig_profiles(handle) if include_mig_profiles else []
-        gpu['mig_profiles'] = profiles or mig_profiles_for(gpu['name'])
+        gpu.update(mig_catalog_facts(gpu['name'], pci.pciDeviceId if pci is not None else None, profiles))
     return gpu
 
 

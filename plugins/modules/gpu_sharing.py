@@ -74,6 +74,21 @@ options:
       - Which entry of O(mig_config)'s C(mig-configs) to apply, for example V(all-1g.10gb).
       - May be omitted when O(mig_config) holds a single configuration.
     type: str
+  mig_busy_timeout:
+    description:
+      - Before a MIG mode or MIG device change, the module checks that no process runs on the GPUs it changes. With
+        processes still there after this many seconds, the run is refused before any change, naming the GPUs and
+        the process ids (drain the GPU pods and stop the GPU clients first). V(0) checks once.
+    type: int
+    default: 0
+  mig_verify:
+    description:
+      - Only compare the selected GPUs with O(mig_config) / O(mig_config_name) (or O(mig_mode)) and change nothing.
+      - Fails with a message naming each GPU whose MIG mode or MIG devices differ (for example MIG on but no MIG
+        devices after a reboot), and returns RV(mig_match) and RV(mismatches) either way.
+      - Not combinable with O(persistence_mode), O(compute_mode) or O(mps).
+    type: bool
+    default: false
   mps:
     description:
       - The systemd unit for the CUDA MPS control daemon. The module writes the unit and creates the directories;
@@ -188,6 +203,12 @@ EXAMPLES = r'''
     mig_config: "{{ lookup('ansible.builtin.file', 'mig-config.yaml') | from_yaml }}"
     mig_config_name: all-1g.10gb
 
+- name: After a reboot, check that the MIG devices are the pool's geometry (changes nothing)
+  gpuops.k8s_gpu.gpu_sharing:
+    mig_config: "{{ lookup('ansible.builtin.file', 'mig-config.yaml') | from_yaml }}"
+    mig_config_name: all-1g.10gb
+    mig_verify: true
+
 - name: MPS control daemon unit for the GPUs 0 and 1
   gpuops.k8s_gpu.gpu_sharing:
     gpus: [0, 1]
@@ -254,6 +275,18 @@ backup_file:
   returned: when O(mps.backup=true) and the unit was replaced or removed
   type: str
   sample: /etc/systemd/system/nvidia-mps.service.12345.2026-11-23@10:00:00~
+mig_match:
+  description: With O(mig_verify=true), V(true) when every selected GPU has the wanted MIG mode and MIG devices.
+  returned: when O(mig_verify=true)
+  type: bool
+  sample: false
+mismatches:
+  description: With O(mig_verify=true), one line per difference found.
+  returned: when O(mig_verify=true)
+  type: list
+  elements: str
+  sample:
+    - "GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb"
 diff:
   description: Before and after - the selected GPUs' state, and the MPS unit's text when O(mps) is given.
   returned: always
@@ -330,6 +363,25 @@ def manage_mps(module, mps, result):
                            'before': current or '', 'after': want or ''})
 
 
+def verify(module, backend):
+    """O(mig_verify): compare, never change; exits the module."""
+    if module.params['mig_config'] is None and module.params['mig_mode'] is None:
+        backend.shutdown()
+        module.fail_json(msg='mig_verify needs mig_config (with mig_config_name) or mig_mode to compare with')
+    try:
+        result = engine.verify(backend, module.params)
+    except SharingError as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    except nvml.pynvml.NVMLError as exc:
+        module.fail_json(msg='NVML failed while reading the GPUs: %s' % exc, nvml_status=failure_reason(exc), changed=False)
+    finally:
+        backend.shutdown()
+    if result['mismatches']:
+        module.fail_json(msg='MIG state differs from the wanted geometry: %s' % '; '.join(result['mismatches']),
+                         changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -340,8 +392,11 @@ def main():
             mig_config=dict(type='dict'),
             mig_config_name=dict(type='str'),
             mps=dict(type='dict', options=MPS_SPEC),
+            mig_verify=dict(type='bool', default=False),
+            mig_busy_timeout=dict(type='int', default=0),
         ),
-        mutually_exclusive=[('mig_mode', 'mig_config')],
+        mutually_exclusive=[('mig_mode', 'mig_config'), ('mig_verify', 'persistence_mode'), ('mig_verify', 'compute_mode'),
+                            ('mig_verify', 'mps')],
         required_by={'mig_config_name': 'mig_config'},
         supports_check_mode=True,
     )
@@ -353,6 +408,8 @@ def main():
         backend.init()
     except nvml.pynvml.NVMLError as exc:
         module.fail_json(msg='NVML could not be initialised: %s' % exc, nvml_status=failure_reason(exc))
+    if module.params['mig_verify']:
+        verify(module, backend)
     try:
         result = engine.run(backend, module.params, module.check_mode)
     except SharingError as exc:

@@ -224,3 +224,77 @@ def test_mig_active_without_profiles_refused():
         engine.run(be, params(mig_config=cfg({'1g.10gb': 1})), check_mode=False)
     assert 'GPU 0 (NVIDIA A100-SXM4-80GB)' in str(err.value) and 'no MIG profiles' in str(err.value)
     assert be.calls == []
+
+
+def _cfg7():
+    entry = {'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}}
+    return {'mig_config': {'version': 'v1', 'mig-configs': {'c': [entry]}}, 'mig_config_name': 'c', 'gpus': ['all']}
+
+
+def test_verify_mig_on_without_devices_after_a_reboot_is_a_mismatch():
+    backend = FakeBackend([a100(0, mig=True), a100(1, mig=False)])
+    res = engine.verify(backend, _cfg7())
+    assert res['mig_match'] is False
+    assert res['mismatches'] == [
+        'GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb',
+        'GPU 1 (NVIDIA A100-SXM4-80GB): MIG mode is disabled, the geometry wants it enabled']
+    assert backend.calls == []
+
+
+def test_verify_matches_after_apply_and_names_gpu_instances_without_compute_instance():
+    backend = FakeBackend([a100(0, mig=True)])
+    engine.run(backend, _cfg7(), False)
+    assert engine.verify(backend, _cfg7()) == {'mig_match': True, 'mismatches': [],
+                                               'gpus': [engine.public_state(backend.gpu(0))]}
+    backend.state[0]['mig_instances'][0]['cis'] = []
+    res = engine.verify(backend, _cfg7())
+    assert res['mig_match'] is False
+    assert 'MIG devices are 6x 1g.10gb' in res['mismatches'][0]
+    assert 'have no full-size compute instance' in res['mismatches'][1]
+
+
+class BusyBackend(FakeBackend):
+    """GPU 0 runs process 4242 for ``busy_polls`` polls; a fake clock advances 2 s per sleep (no real waiting)."""
+
+    def __init__(self, gpus, busy_polls):
+        super(BusyBackend, self).__init__(gpus)
+        self.busy_polls = busy_polls
+        self.now = 0
+        self.polls = 0
+
+    def processes(self, index):
+        if index != 0:
+            return []
+        self.polls += 1
+        return [4242] if self.polls <= self.busy_polls else []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_mig_change_on_a_busy_gpu_is_refused_before_any_change():
+    backend = BusyBackend([a100(0, mig=True), a100(1, mig=True)], busy_polls=99)
+    with pytest.raises(SharingError) as err:
+        engine.run(backend, dict(_cfg7(), mig_busy_timeout=10), False)
+    msg = str(err.value)
+    assert 'nothing was changed' in msg and 'GPU 0 (NVIDIA A100-SXM4-80GB) is busy (process(es) 4242)' in msg
+    assert 'GPU 1' not in msg and 'mig_busy_timeout' in msg and '(was 10 s)' in msg
+    assert backend.calls == [] and backend.now >= 10
+
+
+def test_mig_change_waits_for_the_gpu_to_become_idle():
+    backend = BusyBackend([a100(0, mig=True)], busy_polls=2)
+    res = engine.run(backend, dict(_cfg7(), mig_busy_timeout=10), False)
+    assert res['changed'] is True and backend.now == 4
+    assert engine.verify(backend, _cfg7())['mig_match'] is True
+
+
+def test_busy_gpu_without_mig_change_is_not_checked():
+    backend = BusyBackend([a100(0, mig=True)], busy_polls=0)
+    engine.run(backend, _cfg7(), False)
+    backend.polls, backend.busy_polls = 0, 99
+    res = engine.run(backend, dict(_cfg7(), mig_busy_timeout=0), False)
+    assert res['changed'] is False and backend.polls == 0
