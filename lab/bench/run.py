@@ -29,11 +29,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PY = os.path.join(ROOT, '.venv', 'bin', 'python')
 ORDER = ['gpu_probe.py', 'node/bench.py', 'cluster/bench.py', 'fleet/bench.py', 'esxi/bench.py']
 
-NOT_MEASURED = '''## What could not be measured here and how to run this on real hardware
+NOT_MEASURED = '''## Real GPU
+
+No machine with an NVIDIA GPU was available for this work (no GPU device was lent to the task that added the check),
+so there are no real-GPU numbers on this page - none are estimated. On a GPU node with the driver loaded,
+`lab/bin/real-gpu-check.sh` (docs/lab.md, "Check on a real GPU") compares gpu_info with `nvidia-smi` field by
+field, runs gpu_doctor and times `nvml_probe.probe()` against the real `libnvidia-ml.so.1` (the probe benchmark's
+snippet); it changes nothing on the GPU. Put its `build/real-gpu/report.md` here, with the GPU model and driver.
+
+## What could not be measured here and how to run this on real hardware
 
 | not measured in the lab | why | how to measure it on real hardware |
 |---|---|---|
-| real GPU / NVML timings | the NVML simulator answers from a JSON file in microseconds; a real driver takes milliseconds per call (more with persistence mode off, when every `nvmlInit` wakes the GPUs) | on a GPU node with the driver loaded: `LD_LIBRARY_PATH= NVML_SIM_INVENTORY= .venv/bin/python lab/bench/gpu_probe.py` measures `nvml_probe.probe()` and gpu_info vs ping against the real `libnvidia-ml.so.1` (unset the simulator variables; the inventory names in the table then do not apply) |
+| real GPU / NVML timings | the NVML simulator answers from a JSON file in microseconds; a real driver takes milliseconds per call (more with persistence mode off, when every `nvmlInit` wakes the GPUs) | on a GPU node with the driver loaded: `lab/bin/real-gpu-check.sh` (read-only; gpu_info vs nvidia-smi, the doctor, the probe timing), or `LD_LIBRARY_PATH= NVML_SIM_INVENTORY= .venv/bin/python lab/bench/gpu_probe.py` which measures `nvml_probe.probe()` and gpu_info vs ping against the real `libnvidia-ml.so.1` (unset the simulator variables; the inventory names in the table then do not apply) |
 | MIG changes, persistence daemon, MPS on real GPUs | the simulator applies MIG at once (`mig_apply_immediately`); a real A100/H100 needs an idle GPU and a GPU reset, which takes seconds to minutes | run playbooks/node.yml twice against a real node of a MIG pool: `ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible-playbook -i INVENTORY playbooks/node.yml > run1.json` (then run2.json), and group the task times by role with `by_role()` of `lab/bench/node/bench.py` |
 | real package downloads, dkms builds, reboots | the node bench installs from a local .deb cache; a container builds no kernel module (no headers for the host kernel) and never reboots | on a fresh machine (VM snapshot reverted per repetition) run the node playbook above with your mirror in `gpuops_mirror.apt` (or none); the first converge then includes downloads (hundreds of MB for the driver), the dkms build (minutes) and the reboot (`nvidia_driver_reboot: true`) |
 | a real API server with admission, controllers and etcd | the emulator has no admission webhooks, controllers or etcd latency; request counts are exact, latencies are not | point `K8S_AUTH_KUBECONFIG` at a test cluster and run `lab/bench/cluster/bench.py`'s play (or playbooks/cluster.yml) with the API server's audit log on: count requests per user agent between runs; counts should match this table, wall time will not |

@@ -1388,6 +1388,9 @@ class Store:
             return new, True
         meta["resourceVersion"] = self.next_rv()
         self.objects[(rt.group, rt.plural, ns or "", meta["name"])] = new
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._delete_key(rt, (rt.group, rt.plural, ns or "", meta["name"]))  # last finalizer removed
+            return new, True
         if rt.builtin and rt.plural == "customresourcedefinitions":
             self._crd_removed_types_only(new)
             self._crd_established(new)
@@ -1559,10 +1562,17 @@ class Store:
             raise ApiError(409, "Conflict", "Precondition failed: ResourceVersion in precondition: "
                            f"{precondition_rv}, ResourceVersion in object meta: {obj['metadata']['resourceVersion']}")
         out = copy.deepcopy(obj)
-        out["metadata"]["deletionTimestamp"] = now_ts()
+        out["metadata"].setdefault("deletionTimestamp", now_ts())
         if rt.builtin and rt.plural == "namespaces":
             out["status"] = {"phase": "Terminating"}
         if dry_run:
+            return out
+        if out["metadata"].get("finalizers"):
+            # as the apiserver: an object with finalizers stays (deletionTimestamp set) until they are removed
+            if "deletionTimestamp" not in obj["metadata"]:
+                out["metadata"]["resourceVersion"] = self.next_rv()
+                self.objects[(rt.group, rt.plural, ns or "", name)] = out
+                self._notify("MODIFIED", rt, out)
             return out
         self._delete_key(rt, (rt.group, rt.plural, ns or "", name))
         return out

@@ -422,14 +422,112 @@ def test_role_playbook(vcenter, collections_path, tmp_path):
     assert "must reboot before passthrough is active" in out and host in out
     assert all("failed=1" in recap[n] for n in names)
     assert all(pci_devices(vcenter.vm(n)) == [] for n in names)
+    # the GPUs enabled for them are reserved for them (three different ones) until the host reboots
+    held = [extra(vcenter.vm(n)).get("gpuops.passthrough.reserved") for n in names]
+    assert all(held) and len(set(held)) == 3, held
     t0 = vcenter.reconfig_tasks()
     recap, dummy = play()
     assert all("failed=0" in recap[n] for n in names)
     assert len(vcenter.reconfig_tasks() - t0) == 3
     got = sorted(pci_devices(vcenter.vm(n))[0].backing.id for n in names)
     assert got == host_gpu_ids(vcenter.host(host), A100)[:3] or len(set(got)) == 3
+    # passthrough only for the GPUs the VMs were given; no reservation left behind
+    assert enabled_ids(vcenter.host(host), A100) == got
+    assert all("gpuops.passthrough.reserved" not in extra(vcenter.vm(n)) for n in names)
     assert vcenter.host(host).runtime.bootTime >= boot0
     t1 = vcenter.reconfig_tasks()
     recap, dummy = play()
     assert all("changed=0" in recap[n] and "failed=0" in recap[n] for n in names), recap
     assert vcenter.reconfig_tasks() == t1
+
+
+# ------------------------------------------------------------------------------------------------ reboot decision
+# A standalone ESXi host of its own: 8 A100s whose passthrough waits for a reboot, 2 L4s (0x27B8) that vSphere 7+
+# activates at once (the simulator's activateNow).
+
+GPUS_ESX3 = {"devices": [
+    {"deviceId": "0x20F1", "deviceName": "GA100 [A100 PCIe 40GB]", "subDeviceId": "0x145F", "count": 8},
+    {"deviceId": "0x27B8", "deviceName": "AD104GL [L4]", "subDeviceId": "0x16CA", "count": 2, "activateNow": True}]}
+L4 = 0x27B8
+
+
+@pytest.fixture(scope="module")
+def esx3(tmp_path_factory):
+    cfg = tmp_path_factory.mktemp("esx3-gpus") / "gpus.json"
+    cfg.write_text(json.dumps(GPUS_ESX3))
+    sim = start_vcsim(tmp_path_factory, "esx", "esxi-gpu3", extra=("-password", PASSWORD), gpus=cfg)
+    make_vms(sim)
+    yield sim
+    stop_sim(sim)
+
+
+def enabled_ids(host, device_id):
+    p = passthru(host)
+    return [i for i in host_gpu_ids(host, device_id) if p[i].passthruEnabled]
+
+
+def test_ESX_03_no_reboot_when_the_host_activates_passthrough_at_once(esx3, collections_path):
+    """The defect: the reboot was decided before enabling; a device vSphere activates at once skipped the VM part."""
+    host = esx3.all(vim.HostSystem)[0]
+    name = vm_on(esx3, host.name, 0)
+    boot0 = host.runtime.bootTime
+    args = dict(name=name, gpus=[{"model": "L4"}], memory_mb=64 * GB, bios_to_efi="warn", pending_reboot="skip_vm")
+    res = ok(run(esx3, collections_path, **args))
+    assert res["vm_skipped"] is False and res["host"]["reboot_required"] is False and res["host"]["rebooted"] is False
+    assert res["tasks"] == ["UpdatePassthruConfig", "ReconfigVM_Task"], res["tasks"]
+    l4 = host_gpu_ids(host, L4)
+    assert [d.backing.id for d in pci_devices(esx3.vm(name))] == [l4[0]]
+    assert (passthru(host)[l4[0]].passthruEnabled, passthru(host)[l4[0]].passthruActive) == (True, True)
+    assert host.runtime.bootTime == boot0 and "gpuops.passthrough.reserved" not in extra(esx3.vm(name))
+    assert ok(run(esx3, collections_path, **args))["changed"] is False
+
+
+def test_ESX_04_two_step_flow_gives_the_vm_the_gpus_its_first_run_enabled(esx3, collections_path):
+    """Module alone: 2 of the A100s asked; runs before the reboot take the same 2; after it exactly 2 are in passthrough."""
+    host = esx3.all(vim.HostSystem)[0]
+    name, other = vm_on(esx3, host.name, 1), vm_on(esx3, host.name, 2)
+    a100 = host_gpu_ids(host, A100)
+    args = dict(name=name, gpus=[{"model": "A100", "count": 2}], memory_mb=128 * GB, bios_to_efi="warn")
+    res = ok(run(esx3, collections_path, pending_reboot="skip_vm", **args))
+    assert res["vm_skipped"] is True and res["host"]["reboot_required"] is True
+    assert res["host"]["enabled"] == a100[:2] and res["tasks"] == ["UpdatePassthruConfig", "ReconfigVM_Task"]
+    assert extra(esx3.vm(name))["gpuops.passthrough.reserved"] == ",".join(a100[:2])
+    # the same run again before the reboot: the same two GPUs, nothing enabled on top
+    res = ok(run(esx3, collections_path, pending_reboot="skip_vm", **args))
+    assert res["changed"] is False and res["vm_skipped"] is True and res["host"]["enabled"] == []
+    assert enabled_ids(host, A100) == a100[:2]
+    # another VM of the host leaves them alone (check mode: what it would pick)
+    res = ok(run(esx3, collections_path, check=True, name=other, gpus=[{"model": "A100", "count": 2}],
+                 memory_mb=128 * GB, bios_to_efi="warn", pending_reboot="skip_vm"))
+    assert res["host"]["enabled"] == a100[2:4]
+    # the reboot, then the VM part: the reserved GPUs, the reservation cleared, exactly 2 A100s in passthrough
+    res = ok(run(esx3, collections_path, host_reboot=True, **args))
+    assert res["host"]["rebooted"] is True and res["host"]["enabled"] == []
+    assert sorted(d.backing.id for d in pci_devices(esx3.vm(name))) == a100[:2]
+    assert enabled_ids(host, A100) == a100[:2]
+    assert "gpuops.passthrough.reserved" not in extra(esx3.vm(name))
+    assert ok(run(esx3, collections_path, host_reboot=True, **args))["changed"] is False
+
+
+def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collections_path, tmp_path):
+    """The role: first call enables and reserves, the reboot call takes the same GPUs, the VM gets them; 2 of 4 free."""
+    host = esx3.all(vim.HostSystem)[0]
+    name = vm_on(esx3, host.name, 3)
+    before = enabled_ids(host, A100)
+    c = esx3.conn()
+    inv = {"esxi_gpu_vms": {
+        "hosts": {name: {"esxi_gpu_passthrough_gpus": [{"model": "A100", "count": 2}]}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "esxi_gpu_passthrough_hostname": c["hostname"], "esxi_gpu_passthrough_port": c["port"],
+                 "esxi_gpu_passthrough_username": c["username"], "esxi_gpu_passthrough_password": c["password"],
+                 "esxi_gpu_passthrough_validate_certs": False, "esxi_gpu_passthrough_memory_mb": 128 * GB,
+                 "esxi_gpu_passthrough_host_reboot": True, "esxi_gpu_passthrough_bios_to_efi": "warn"}}}
+    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    r = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.json"), "gpuops.k8s_gpu.esxi"],
+                       cwd=ROOT, env=dict(ansible_env(collections_path), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    got = sorted(d.backing.id for d in pci_devices(esx3.vm(name)))
+    assert len(got) == 2 and not set(got) & set(before)
+    assert enabled_ids(host, A100) == sorted(before + got)      # exactly the 2 it was given on top
+    assert "gpuops.passthrough.reserved" not in extra(esx3.vm(name))

@@ -6,7 +6,9 @@ the simulator report the installed version.
 What this proves: the roll goes one node at a time (the emulator's request log orders cordon/evict/uncordon),
 pods are evicted through the eviction API, nodes are uncordoned, the driver and the version NVML reports change,
 a re-run drains nothing and changes nothing, and a node that fails verification stops the roll and stays cordoned
-while the next node is not touched. What it cannot prove: a real reboot, a kernel module load, real package holds
+while the next node is not touched. Node 2 is a MIG pool node (lab/upgrade/nvml-h100-mig.json, 2x 3g.40gb): a drain
+the emulator cannot finish (a PodDisruptionBudget, a pod held by a finalizer), GPU jobs that outlive their wait, and
+MIG devices gone after the "reboot" each stop the roll there, the node cordoned, later nodes untouched. What it cannot prove: a real reboot, a kernel module load, real package holds
 (the runfile method holds nothing) - see docs/upgrade_driver.md.
 
 Run: .venv/bin/pytest -q lab/tests/test_upgrade_driver.py   (needs root, dockerd, the node image, the Debian mirror)
@@ -28,16 +30,19 @@ STAND_IN = os.path.join(ROOT, 'lab', 'upgrade', 'nvidia-runfile-stand-in.sh')
 PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.py')
 OLD, NEW = '550.54.15', '550.90.07'
 # inventory host -> (NVML simulator inventory, Kubernetes node name: deliberately not the inventory name)
-NODES = [('upg-1', 't4', 'gpu-node-1'), ('upg-2', 'v100', 'gpu-node-2'), ('upg-3', 'p100', 'gpu-node-3')]
+MIG_INVENTORY = os.path.join(ROOT, 'lab', 'upgrade', 'nvml-h100-mig.json')
+NODES = [('upg-1', 't4', 'gpu-node-1'), ('upg-2', MIG_INVENTORY, 'gpu-node-2'), ('upg-3', 'p100', 'gpu-node-3')]
+# node 2's pool: MIG with this geometry per GPU (what the upgrade verifies after the reboot)
+MIG_HOST_VARS = {'gpuops_sharing_strategy': 'mig', 'gpu_node_sharing_mig_devices': {'3g.40gb': 2}}
 
 
 def dexec(container, *cmd, check=True):
     return sh('docker', 'exec', container, *cmd, check=check)
 
 
-def pod(name, node, owner_kind):
+def pod(name, node, owner_kind, labels=None):
     return {'apiVersion': 'v1', 'kind': 'Pod',
-            'metadata': {'name': name, 'namespace': 'default',
+            'metadata': {'name': name, 'namespace': 'default', 'labels': labels or {'app': name},
                          'ownerReferences': [{'apiVersion': 'apps/v1', 'kind': owner_kind, 'name': name.rsplit('-', 1)[0],
                                               'uid': '00000000-0000-0000-0000-%012d' % abs(hash(name) % 10 ** 12),
                                               'controller': True}]},
@@ -82,7 +87,8 @@ def lab(tmp_path_factory, collections_path):
         inventory = {'all': {
             'hosts': {'localhost': {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}},
             'children': {'gpu_nodes': {
-                'hosts': dict((h, {'ansible_host': containers[h], 'gpuops_upgrade_node_name': n}) for h, _i, n in NODES),
+                'hosts': dict((h, dict({'ansible_host': containers[h], 'gpuops_upgrade_node_name': n},
+                                       **(MIG_HOST_VARS if i == MIG_INVENTORY else {}))) for h, i, n in NODES),
                 'vars': {'ansible_connection': 'community.docker.docker', 'ansible_python_interpreter': '/usr/bin/python3',
                          'gpuops_become': False, 'nvidia_driver_method': 'runfile',
                          'gpuops_mirror': {'files': 'file:///srv/gpuops-mirror/files'},
@@ -302,3 +308,155 @@ def test_unhold_entry_point_releases_only_held_packages(lab):
     assert 'gpuops-not-installed' not in dexec(name, 'dpkg', '--get-selections').stdout
     rc, doc = playbook(lab, str(play))
     assert rc == 0 and doc['stats'][NODES[0][0]]['changed'] == 0, doc['stats']
+
+
+# --- a roll that must stop: drain that cannot finish, GPU jobs that outlive their wait, MIG devices gone ---------
+
+def api(emu, method, path, body=None, ctype='application/json'):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(emu['url'] + path, data=data, headers={'Content-Type': ctype}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        if e.code == 404 and method == 'DELETE':
+            return 404
+        raise
+
+
+def stand_down(lab):
+    """Back to the start of a roll: every node on OLD, uncordoned and unmarked, the workload pods only, no PDB."""
+    emu = lab['emu']
+    for _h, _i, node in NODES:
+        api(emu, 'PATCH', '/api/v1/nodes/%s' % node,
+            {'spec': {'unschedulable': None}, 'metadata': {'annotations': {'gpuops.io/driver-upgrade': None}}},
+            'application/merge-patch+json')
+    api(emu, 'DELETE', '/apis/policy/v1/namespaces/default/poddisruptionbudgets/train-gpu-node-2')
+    for node, name in k8s_pods(emu):
+        if not name.startswith(('train-', 'dp-')):
+            api(emu, 'PATCH', '/api/v1/namespaces/default/pods/%s' % name, {'metadata': {'finalizers': None}},
+                'application/merge-patch+json')
+            api(emu, 'DELETE', '/api/v1/namespaces/default/pods/%s' % name)
+    for name in lab['containers'].values():
+        dexec(name, 'rm', '-f', '/etc/gpuops-lab/report-driver-version', '/etc/gpuops-lab/drop-mig-instances')
+    sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), lab['containers'][NODES[1][0]], MIG_INVENTORY)
+    setup(lab)
+    reseed_pods(emu)
+
+
+def installer_log(lab, host):
+    return dexec(lab['containers'][host], 'sh', '-c', 'cat /var/log/gpuops-lab-nvidia-installer.log || true').stdout
+
+
+def assert_stopped_at_node_2(lab, doc, since, node2_events, installs):
+    """Node 1 rolled, node 2 stayed cordoned with what node2_events says happened to it, node 3 untouched."""
+    emu = lab['emu']
+    n1, n2, n3 = [n for _h, _i, n in NODES]
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    assert marks == roll(n1) + node2_events, marks
+    nodes = k8s_nodes(emu)
+    assert nodes[n2]['spec'].get('unschedulable') is True
+    assert not nodes[n1]['spec'].get('unschedulable') and not nodes[n3]['spec'].get('unschedulable')
+    assert (n3, 'train-%s' % n3) in k8s_pods(emu)
+    assert reported_version(lab, NODES[0][0]) == NEW
+    assert installed_versions(lab, NODES[2][0]) == [OLD] and reported_version(lab, NODES[2][0]) == OLD
+    assert NODES[2][0] not in set(h for play in doc['plays'][1:] for t in play['tasks'] for h in t['hosts'])
+    if installs is not None:  # the drain stopped the node before its driver was touched
+        assert installer_log(lab, NODES[1][0]) == installs
+        assert installed_versions(lab, NODES[1][0]) == [OLD] and reported_version(lab, NODES[1][0]) == OLD
+
+
+def test_UPG_01_drain_refused_by_a_disruption_budget_stops_the_roll(lab):
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    api(emu, 'POST', '/apis/policy/v1/namespaces/default/poddisruptionbudgets',
+        {'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget',
+         'metadata': {'name': 'train-%s' % n2, 'namespace': 'default'},
+         'spec': {'maxUnavailable': 0, 'selector': {'matchLabels': {'app': 'train-%s' % n2}}}})
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab)
+    assert rc != 0
+    msg = failures(doc)
+    assert 'the drain did not finish' in msg and 'disruption budget' in msg and 'stays cordoned' in msg, msg
+    # the refused eviction (429) is the last write for node 2
+    assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'train-%s' % n2)], installs)
+
+
+def test_UPG_02_drain_that_times_out_stops_the_roll(lab):
+    """The defect: k8s_drain only warns when its wait runs out, and the driver was swapped under the pod."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    held = pod('held-%s' % n2, n2, 'ReplicaSet')
+    held['metadata']['finalizers'] = ['gpuops.io/lab-hold']  # evicted, but it stays (terminating) until released
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', held)
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_timeout=3', '-e', 'gpuops_upgrade_poll_interval=1')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'the drain did not finish' in msg and 'default/held-%s' % n2 in msg and 'after 3s' in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'held-%s' % n2),
+                                               ('evict', 'train-%s' % n2)], installs)
+
+
+def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab):
+    """A pod selector drains only the GPU pods; GPU jobs still running after their wait stop the roll (on_timeout=stop)."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('web-%s' % n2, n2, 'ReplicaSet', {'app': 'web'}))
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('job-%s' % n2, n2, 'Job', {'gpuops.io/gpu-job': 'true'}))
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('done-%s' % NODES[0][2], NODES[0][2], 'Job', {'gpuops.io/gpu-job': 'true'}))
+    api(emu, 'PATCH', '/api/v1/namespaces/default/pods/done-%s/status' % NODES[0][2], {'status': {'phase': 'Succeeded'}},
+        'application/merge-patch+json')
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s,app!=web' % n2,
+                      '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_on_timeout=stop')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'GPU jobs still run after 2s' in msg and 'default/job-%s' % n2 in msg and 'stays cordoned' in msg, msg
+    # node 1: its finished job does not hold it, the selector drains nothing there (no GPU pod matches)
+    n1 = NODES[0][2]
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    assert marks == [('mark', n1), ('cordon', n1), ('uncordon', n1), ('unmark', n1), ('mark', n2), ('cordon', n2)], marks
+    assert (n2, 'web-%s' % n2) in k8s_pods(emu) and (n1, 'train-%s' % n1) in k8s_pods(emu)
+    assert installer_log(lab, NODES[1][0]) == installs
+    # the job ends: the resumed roll drains only the selected GPU pod on node 2 (web stays), and goes on
+    api(emu, 'DELETE', '/api/v1/namespaces/default/pods/job-%s' % n2)
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s' % n2,
+                      '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_on_timeout=stop')
+    assert rc == 0, failures(doc)
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    n3 = NODES[2][2]
+    # node 2 resumes (marked again, already cordoned): only its selected GPU pod is evicted
+    assert marks[:4] == [('mark', n2), ('evict', 'train-%s' % n2), ('uncordon', n2), ('unmark', n2)], marks
+    assert marks[4:] == [('mark', n3), ('cordon', n3), ('uncordon', n3), ('unmark', n3)], marks
+    assert (n2, 'web-%s' % n2) in k8s_pods(emu) and (n3, 'train-%s' % n3) in k8s_pods(emu)
+
+
+def test_UPG_04_mig_node_without_its_mig_devices_after_the_reboot_stops_the_roll(lab):
+    """The defect: a MIG node that came back with MIG mode on and no MIG devices passed the verification."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    dexec(lab['containers'][NODES[1][0]], 'touch', '/etc/gpuops-lab/drop-mig-instances')
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    try:
+        rc, doc = upgrade(lab)
+    finally:
+        dexec(lab['containers'][NODES[1][0]], 'rm', '-f', '/etc/gpuops-lab/drop-mig-instances')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'failed verification' in msg and 'has MIG devices none, the pool geometry is 2x 3g.40gb' in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
+    assert reported_version(lab, NODES[1][0]) == NEW
+    stand_down(lab)

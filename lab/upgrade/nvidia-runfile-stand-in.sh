@@ -8,7 +8,8 @@
 #    nvidia-persistenced and nvidia-uninstall
 #  - sets driver_version / nvml_version in the simulator's inventory (/etc/nvml-sim/inventory.json)
 # Fault injection: /etc/gpuops-lab/report-driver-version makes the simulator report that version instead
-# (a node whose GPUs do not come up on the new driver).
+# (a node whose GPUs do not come up on the new driver); /etc/gpuops-lab/drop-mig-instances drops every GPU's MIG
+# instances, MIG mode staying on (what a reboot does to a MIG node when nothing re-creates its geometry).
 set -e
 version=@VERSION@
 echo "$0 $*" >> /var/log/gpuops-lab-nvidia-installer.log
@@ -25,14 +26,19 @@ if [ -s /etc/gpuops-lab/report-driver-version ]; then
   reported=$(cat /etc/gpuops-lab/report-driver-version)
 fi
 python3 - "$reported" <<'PY'
-import json, sys
+import json, os, sys
 path = '/etc/nvml-sim/inventory.json'
 with open(path) as f:
     inv = json.load(f)
 inv['driver_version'] = sys.argv[1]
 inv['nvml_version'] = '12.' + sys.argv[1]
+if os.path.exists('/etc/gpuops-lab/drop-mig-instances'):
+    for gpu in inv['gpus']:
+        gpu.pop('mig_instances', None)
+    for state in ('/var/lib/nvml-sim/state.json', '/var/lib/nvml-sim/state.json.lock'):
+        if os.path.exists(state):
+            os.remove(state)
 with open(path + '.tmp', 'w') as f:
     json.dump(inv, f, indent=1)
-import os
 os.rename(path + '.tmp', path)
 PY

@@ -6,7 +6,8 @@ memory rule and the plan of VM changes. Works on plain dicts so it is unit-testa
 (plugins/module_utils/esxi_vsphere.py turns vSphere objects into these dicts and plans into specs).
 
 Host GPU dict: id ('0000:3b:00.0'), vendor_id, device_id (int), device_name, capable, enabled, active,
-system_id (str or None), custom_label, attached_to (list of VM names holding it with a DirectPath backing).
+system_id (str or None), custom_label, attached_to (list of VM names holding it with a DirectPath backing),
+reserved_by (list of VM names whose RESERVED_KEY lists it).
 
 VM dict: name, power_state, memory_mb, firmware, secure_boot, reservation_locked, reservation_mb,
 extra_config (managed keys only), has_disk, gpus (list of dicts: key, type 'directpath'|'dynamic', id,
@@ -54,6 +55,11 @@ GPU_MEMORY_GB = {
     0x2335: 141,   # H200 SXM
     0x233B: 141,   # H200 NVL
 }
+
+# VM advanced setting naming the GPUs (PCI ids, comma-separated) this VM's run enabled while the host must reboot
+# before they are active: its next run takes those again, other VMs' runs leave them alone; cleared when the GPUs
+# are attached.
+RESERVED_KEY = 'gpuops.passthrough.reserved'
 
 KEY_CPUID = 'hypervisor.cpuid.v0'
 KEY_MMIO = 'pciPassthru.use64bitMMIO'
@@ -226,12 +232,32 @@ def _inventory(host_gpus):
     return '; '.join('%s %s: %s' % (hex_id(k[0]), k[1], ', '.join(v)) for k, v in sorted(models.items())) or 'none'
 
 
+def parse_reserved(value):
+    """RESERVED_KEY's value -> sorted PCI ids (unparseable entries are dropped)."""
+    out = set()
+    for part in str(value or '').split(','):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.add(normalize_pci_id(part, RESERVED_KEY))
+        except GpuError:
+            continue
+    return sorted(out)
+
+
+def _others(gpu, vm_name):
+    """VMs other than vm_name that hold the GPU or reserved it while waiting for a host reboot."""
+    return sorted(set(v for v in list(gpu['attached_to']) + list(gpu.get('reserved_by') or []) if v != vm_name))
+
+
 def select_gpus(requests, host_gpus, host_name, vm_name=None):
     """Pick host GPUs for the requests. Returns [(request, gpu), ...].
 
-    With a VM (DirectPath): GPUs already on the VM are kept first, then free ones (no other VM holds them):
-    active ones, then ones without passthrough, then enabled ones waiting for a reboot; by PCI address within each.
-    A GPU held by another VM is refused.
+    With a VM (DirectPath): GPUs already on the VM are kept first, then the ones this VM's earlier run reserved
+    (enabled for it, waiting for the host reboot), then free ones (no other VM holds or reserved them): active ones,
+    then ones without passthrough, then enabled ones waiting for a reboot; by PCI address within each.
+    A GPU held or reserved by another VM is refused.
     Without a VM (host part only): every matching GPU, or the first `count` of them.
     """
     chosen = []
@@ -246,15 +272,20 @@ def select_gpus(requests, host_gpus, host_name, vm_name=None):
             picked = matching if req['count'] is None else matching[:req['count']]
         else:
             for g in matching:
-                others = [v for v in g['attached_to'] if v != vm_name]
-                if req['pci_id'] and others:
-                    raise GpuError('%s: GPU %s is taken: attached to VM(s) %s' % (req['option'], _describe(g), ', '.join(others)))
-            free = [g for g in matching if not [v for v in g['attached_to'] if v != vm_name]]
-            # enabled-but-not-active GPUs come last: they are taken as reserved for another VM that waits for the
-            # same host reboot (the role enables the GPUs of several VMs before it reboots a host once)
-            free.sort(key=lambda g: (vm_name not in g['attached_to'], not g['active'], g['enabled'] and not g['active'], g['id']))
+                if req['pci_id'] and _others(g, vm_name):
+                    held = [v for v in g['attached_to'] if v != vm_name]
+                    resv = [v for v in g.get('reserved_by') or [] if v != vm_name]
+                    raise GpuError('%s: GPU %s is taken: %s' % (req['option'], _describe(g), '; '.join(
+                        (['attached to VM(s) %s' % ', '.join(held)] if held else []) +
+                        (['reserved by VM(s) %s, waiting for the host reboot (%s)' % (', '.join(resv), RESERVED_KEY)]
+                         if resv else []))))
+            free = [g for g in matching if not _others(g, vm_name)]
+            # this VM's own GPUs first (attached, then reserved by its earlier run); enabled-but-not-active GPUs
+            # nobody reserved come last (a VM of an older run may wait for the same host reboot)
+            free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
+                                     not g['active'], g['enabled'] and not g['active'], g['id']))
             if len(free) < req['count']:
-                taken = ['%s (VM %s)' % (g['id'], ', '.join(g['attached_to'])) for g in matching if g not in free]
+                taken = ['%s (VM %s)' % (g['id'], ', '.join(_others(g, vm_name))) for g in matching if g not in free]
                 raise GpuError('%s: %d GPU(s) with %s wanted on host %s but only %d free%s'
                                % (req['option'], req['count'], _what(req), host_name, len(free),
                                   '; taken: ' + ', '.join(taken) if taken else ''))
@@ -413,6 +444,11 @@ def plan_vm(vm, wanted_gpus, params):
         text = 'memory %d MB -> %d MB' % (vm['memory_mb'], new_mb)
         plan['changes'].append(text)
         plan['offline_changes'].append(text)
+
+    if params.get('manage_gpus', True) and vm['extra_config'].get(RESERVED_KEY):
+        # the GPUs this VM's earlier run reserved are attached now (allowed on a running VM)
+        plan['extra_config'][RESERVED_KEY] = ''
+        plan['changes'].append('clear %s (was %s)' % (RESERVED_KEY, vm['extra_config'][RESERVED_KEY]))
 
     if params.get('reserve_memory') and not vm['reservation_locked']:
         plan['reservation_locked'] = True

@@ -15,7 +15,7 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.esxi_gpu import NVIDIA_VENDOR_ID, GpuError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.esxi_gpu import NVIDIA_VENDOR_ID, RESERVED_KEY, GpuError, parse_reserved
 
 PYVMOMI_IMP_ERR = None
 try:
@@ -201,12 +201,17 @@ def read_host(si, host):
     """The host's NVIDIA GPUs with passthrough state and the VMs (on this host) holding them."""
     p = collect(si, [host], vim.HostSystem, HOST_PROPS).get(host, {})
     info = dict((x.id, x) for x in (p.get('config.pciPassthruInfo') or []))
-    attached = {}
-    for vm, vp in collect(si, list(p.get('vm') or []), vim.VirtualMachine, ['name', 'config.hardware.device']).items():
+    attached, reserved = {}, {}
+    for vm, vp in collect(si, list(p.get('vm') or []), vim.VirtualMachine,
+                          ['name', 'config.hardware.device', 'config.extraConfig']).items():
         for dev in vp.get('config.hardware.device') or []:
             g = _vm_gpu(dev)
             if g and g['type'] == 'directpath':
                 attached.setdefault(g['id'], []).append(vp.get('name'))
+        for opt in vp.get('config.extraConfig') or []:
+            if opt.key == RESERVED_KEY:
+                for i in parse_reserved(opt.value):
+                    reserved.setdefault(i, []).append(vp.get('name'))
     gpus = []
     for d in p.get('hardware.pciDevice') or []:
         if (d.vendorId & 0xFFFF) != NVIDIA_VENDOR_ID:
@@ -222,6 +227,7 @@ def read_host(si, host):
             'active': bool(pt and pt.passthruActive),
             'system_id': None,
             'attached_to': sorted(attached.get(str(d.id).lower(), [])),
+            'reserved_by': sorted(reserved.get(str(d.id).lower(), [])),
         })
     gpus.sort(key=lambda g: g['id'])
     return {'name': p.get('name'), '_obj': host, 'parent': p.get('parent'), 'boot_time': p.get('runtime.bootTime'),
@@ -245,13 +251,22 @@ def config_target(host_info):
 
 # ------------------------------------------------------------------------------------------------ changing
 
-def enable_passthrough(host_info, ids):
+def enable_passthrough(host_info, ids, apply_now=False):
+    """UpdatePassthruConfig; with apply_now (vSphere 7.0 API) the host applies it at once where the device allows it."""
     pss = host_info['_obj'].configManager.pciPassthruSystem
+    extra = {'applyNow': True} if apply_now else {}
     try:
-        pss.UpdatePassthruConfig([vim.host.PciPassthruConfig(id=i, passthruEnabled=True) for i in ids])
+        pss.UpdatePassthruConfig([vim.host.PciPassthruConfig(id=i, passthruEnabled=True, **extra) for i in ids])
     except vmodl.MethodFault as exc:
         raise VSphereError('enabling passthrough for %s on host %s failed: %s'
                            % (', '.join(ids), host_info['name'], fault_text(exc)))
+
+
+def set_reservation(vm_info, ids, timeout, tasks):
+    """Write (ids) or clear ([]) the VM's RESERVED_KEY: an extraConfig-only reconfigure, allowed on a running VM."""
+    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=RESERVED_KEY, value=','.join(sorted(ids)))])
+    wait_task(vm_info['_obj'].ReconfigVM_Task(spec=spec), timeout)
+    tasks.append('ReconfigVM_Task')
 
 
 def reboot_host(si, host_info, timeout, tasks, reconnect=None):

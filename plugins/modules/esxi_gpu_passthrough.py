@@ -77,9 +77,10 @@ options:
         type: str
       count:
         description:
-          - How many GPUs of this C(device_id) or C(model). Already attached ones are kept, then free ones are chosen
-            (active ones first, then by PCI address; a GPU enabled but waiting for a host reboot is picked last, as it may be
-            meant for another VM waiting for the same reboot). A GPU attached to another VM is never chosen.
+          - How many GPUs of this C(device_id) or C(model). Already attached ones are kept, then the ones this VM's earlier
+            run reserved (see O(pending_reboot)), then free ones are chosen (active ones first, then by PCI address; a GPU
+            enabled but waiting for a host reboot that no VM reserved is picked last). A GPU attached to or reserved by
+            another VM is never chosen.
           - Default 1 for a VM, all matching GPUs for O(scope=host) without O(name).
         type: int
       memory_gb:
@@ -115,8 +116,13 @@ options:
     description:
       - What O(scope=all) does when a chosen GPU needs a host reboot and O(host_reboot=false).
       - V(fail) stops before changing anything.
-      - V(skip_vm) does the host part (enables passthrough), skips the VM part and returns RV(host.reboot_required=true) and
-        RV(vm_skipped=true), so a caller (the role) can reboot the host once and run again.
+      - V(skip_vm) does the host part (enables passthrough) and then decides from what the host reports - vSphere 7 and
+        later activate passthrough at once where the device allows it. When every chosen GPU is active, the VM part
+        runs in the same task. Otherwise it skips the VM part, returns RV(host.reboot_required=true) and
+        RV(vm_skipped=true), so a caller (the role) can reboot the host once and run again, and records the chosen GPUs
+        in the VM's advanced setting C(gpuops.passthrough.reserved) (an extraConfig-only reconfigure, allowed on a
+        running VM) - the VM's next run takes exactly those GPUs, other VMs' runs leave them alone; the setting is
+        removed when the GPUs are attached.
     type: str
     choices: [fail, skip_vm]
     default: fail
@@ -191,8 +197,11 @@ notes:
   - The module checks what vSphere enforces and the lab's simulator does not - no passthrough device change on a running
     VM (it powers the VM off first or fails), and no power-on of a VM with a passthrough device without a full memory
     reservation.
-  - C(passthruActive) becomes true only after the host reboots; check mode assumes the enabled GPUs become active when
-    O(host_reboot=true).
+  - Whether enabled passthrough needs a host reboot (C(passthruActive) still false) is read from the host after the
+    change; check mode cannot know it and assumes a reboot (the enabled GPUs become active with O(host_reboot=true)).
+  - With O(pending_reboot=fail) and O(host_reboot=false), a chosen GPU that is not active yet fails before anything
+    changes, even one the host might activate at once - use O(pending_reboot=skip_vm) to let the module enable it and
+    decide from the host's report.
 seealso:
   - name: VMware - Deploy an AI-ready enterprise platform (DirectPath I/O and MMIO settings)
     description: VMware's documentation of DirectPath I/O for GPUs and the 64-bit MMIO settings.
@@ -267,7 +276,9 @@ host:
       type: str
       sample: esxi01.example.com
     gpus:
-      description: One entry per NVIDIA PCI device - id, device_id, device_name, capable, enabled, active, attached_to.
+      description:
+        - One entry per NVIDIA PCI device - id, device_id, device_name, capable, enabled, active, attached_to, reserved_by
+          (VMs whose C(gpuops.passthrough.reserved) lists it).
       type: list
       elements: dict
       sample:
@@ -278,13 +289,14 @@ host:
           enabled: true
           active: true
           attached_to: [gpu-worker-01]
+          reserved_by: []
     enabled:
       description: PCI ids for which passthrough was (or would be) enabled by this run.
       type: list
       elements: str
       sample: [0000:3b:00.0]
     reboot_required:
-      description: A chosen GPU is enabled but not active; the host must reboot.
+      description: A chosen GPU is enabled but not active after the change, as the host reports it; the host must reboot.
       type: bool
       sample: false
     rebooted:
@@ -409,7 +421,7 @@ def check_params(p):
 
 def public_gpu(g):
     return dict(id=g['id'], device_id=eg.hex_id(g['device_id']), device_name=g['device_name'], capable=g['capable'],
-                enabled=g['enabled'], active=g['active'], attached_to=g['attached_to'])
+                enabled=g['enabled'], active=g['active'], attached_to=g['attached_to'], reserved_by=g.get('reserved_by') or [])
 
 
 class Runner(object):
@@ -503,6 +515,9 @@ class Runner(object):
                                      ', '.join('%s %s' % (g['id'], 'enabled, host reboot pending' if g['enabled'] else 'not enabled')
                                                for g in inactive)))
             if not p['host_reboot'] and p['pending_reboot'] == 'skip_vm':
+                # whether the host must reboot is decided after enabling, from what it reports (vSphere 7+ activates
+                # passthrough at once where the device allows it); _run plans the VM part again then
+                host_plan['defer_vm'] = True
                 return host_plan, None
             if not p['host_reboot']:
                 raise eg.GpuError('GPU(s) %s on host %s are not passthrough-active yet and need a host reboot; set host_reboot=true, '
@@ -569,9 +584,17 @@ class Runner(object):
             for i in host_plan['enable']:
                 after_host[i]['enabled'] = True
             if not check:
-                ev.enable_passthrough(host, host_plan['enable'])
+                ev.enable_passthrough(host, host_plan['enable'], apply_now=ev.api_major(self.si) >= 7)
                 self.tasks.append('UpdatePassthruConfig')
-        reboot_required = host_plan['reboot']
+                # decide on a reboot from what the host reports after the change, not before it
+                host = ev.read_host(self.si, host['_obj'])
+                for g in host['gpus']:
+                    if g['id'] in after_host:
+                        after_host[g['id']] = {'enabled': g['enabled'], 'active': g['active']}
+        if check:
+            reboot_required = host_plan['reboot']  # predicted: a GPU that is not active yet waits for a reboot
+        else:
+            reboot_required = any(g['enabled'] and not g['active'] for g in host['gpus'] if g['id'] in host_plan['ids'])
         if reboot_required and p['host_reboot']:
             self.changes.append('reboot host %s to activate passthrough' % host['name'])
             if not check:
@@ -587,10 +610,21 @@ class Runner(object):
             reboot_required = False
             for v in after_host.values():
                 v['active'] = v['enabled']
-        if not check and (host_plan['enable'] or rebooted):
+        if not check and rebooted:
             host = ev.read_host(self.si, host['_obj'])
-            if rebooted:
-                reboot_required = any(g['enabled'] != g['active'] for g in host['gpus'] if g['id'] in before_host)
+            reboot_required = any(g['enabled'] != g['active'] for g in host['gpus'] if g['id'] in before_host)
+
+        if host_plan.get('defer_vm'):
+            if not reboot_required:
+                # every GPU is active without a reboot: the VM part runs now, with the GPUs just enabled
+                vm = ev.read_vm(self.si, vm['_obj']) if not check else vm
+                dummy, vm_plan = self.plan(vm, host)
+            elif not check and sorted(eg.parse_reserved(vm['extra_config'].get(eg.RESERVED_KEY))) != sorted(host_plan['ids']):
+                # the VM part waits for the host reboot: its next run takes these GPUs again, other VMs leave them
+                ev.set_reservation(vm, host_plan['ids'], p['power_timeout'], self.tasks)
+                self.changes.append('reserve %s for VM %s until host %s reboots (%s)'
+                                    % (', '.join(host_plan['ids']), vm['name'], host['name'], eg.RESERVED_KEY))
+                host = ev.read_host(self.si, host['_obj'])
 
         power_cycled = False
         if vm_plan is not None and vm_plan['needs_reconfigure']:

@@ -53,6 +53,8 @@ type GPUDevice struct {
 	PassthruEnabled bool       `json:"passthruEnabled,omitempty"`
 	PassthruActive  bool       `json:"passthruActive,omitempty"`
 	CustomLabel     string     `json:"customLabel,omitempty"`
+	// ActivateNow: with applyNow, enabling passthrough is active at once, no host reboot (vSphere 7+, a device that allows it)
+	ActivateNow bool `json:"activateNow,omitempty"`
 }
 
 // GPUConfig is the JSON document given with -gpus.
@@ -98,6 +100,7 @@ type gpuHostState struct {
 	systemID string
 	info     []*types.HostPciPassthruInfo // pointers shared with host.Config.PciPassthruInfo
 	labels   map[string]string            // pci id -> custom label (dynamic DirectPath)
+	now      map[string]bool              // pci id -> passthrough changes apply without a reboot
 	pss      *HostPciPassthruSystem
 }
 
@@ -142,7 +145,7 @@ func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error
 	if h.Hardware.SystemInfo.Uuid != "" {
 		uuid = h.Hardware.SystemInfo.Uuid
 	}
-	st := &gpuHostState{systemID: esxSystemID(h.Self.Value + "/" + uuid + "/" + h.Name), labels: map[string]string{}}
+	st := &gpuHostState{systemID: esxSystemID(h.Self.Value + "/" + uuid + "/" + h.Name), labels: map[string]string{}, now: map[string]bool{}}
 
 	seen := map[string]bool{}
 	for _, d := range h.Hardware.PciDevice {
@@ -205,6 +208,9 @@ func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error
 			if d.CustomLabel != "" {
 				st.labels[id] = d.CustomLabel
 			}
+			if d.ActivateNow {
+				st.now[id] = true
+			}
 		}
 	}
 
@@ -254,7 +260,9 @@ func (p *HostPciPassthruSystem) publish() {
 }
 
 // UpdatePassthruConfig enables/disables passthrough. Like ESXi (without applyNow support),
-// the change is pending (passthruEnabled) until the host reboots (passthruActive).
+// the change is pending (passthruEnabled) until the host reboots (passthruActive); for a device
+// configured with activateNow (vSphere 7+ where the device allows it) and a config with applyNow
+// it is active at once.
 func (p *HostPciPassthruSystem) UpdatePassthruConfig(ctx *Context, req *types.UpdatePassthruConfig) soap.HasFault {
 	body := new(methods.UpdatePassthruConfigBody)
 	for i, c := range req.Config {
@@ -274,7 +282,11 @@ func (p *HostPciPassthruSystem) UpdatePassthruConfig(ctx *Context, req *types.Up
 	Map.WithLock(p.host, func() {
 		for _, c := range req.Config {
 			cfg := c.GetHostPciPassthruConfig()
-			p.infoByID(cfg.Id).PassthruEnabled = cfg.PassthruEnabled
+			info := p.infoByID(cfg.Id)
+			info.PassthruEnabled = cfg.PassthruEnabled
+			if p.state.now[cfg.Id] && cfg.ApplyNow != nil && *cfg.ApplyNow {
+				info.PassthruActive = cfg.PassthruEnabled && info.PassthruCapable
+			}
 		}
 		p.publish()
 	})

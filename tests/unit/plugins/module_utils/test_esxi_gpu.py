@@ -254,3 +254,45 @@ def test_select_picks_pending_reboot_gpus_last():
     host = [gpu('0000:3b:00.0', enabled=True, active=False), gpu('0000:3c:00.0', enabled=False, active=False),
             gpu('0000:3d:00.0', enabled=True, active=True)]
     assert select([{'model': 'T4', 'count': 3}], host) == ['0000:3d:00.0', '0000:3c:00.0', '0000:3b:00.0']
+
+
+# ------------------------------------------------------------------------------------------------ reservations
+
+def reserved(pci, by, enabled=True, active=False, **kw):
+    g = gpu(pci, 0x20F1, 'GA100 [A100 PCIe 40GB]', enabled=enabled, active=active, **kw)
+    g['reserved_by'] = list(by)
+    return g
+
+
+A100_FREE = dict(device_id=0x20F1, name='GA100 [A100 PCIe 40GB]', enabled=False, active=False)
+
+
+def test_ESX_04_own_reserved_gpus_come_first_and_others_are_taken():
+    """The two-step flow: vm1's earlier run enabled (and reserved) 3d/3e; its next run takes those, not 3b/3c."""
+    host = [gpu('0000:3b:00.0', **A100_FREE), gpu('0000:3c:00.0', **A100_FREE),
+            reserved('0000:3d:00.0', ['vm1']), reserved('0000:3e:00.0', ['vm1'])]
+    assert select([{'model': 'A100', 'count': 2}], host, 'vm1') == ['0000:3d:00.0', '0000:3e:00.0']
+    # another VM leaves them alone and takes the free ones
+    assert select([{'model': 'A100', 'count': 2}], host, 'vm2') == ['0000:3b:00.0', '0000:3c:00.0']
+    with pytest.raises(eg.GpuError, match=r'only 2 free; taken: 0000:3d:00.0 \(VM vm1\)'):
+        select([{'model': 'A100', 'count': 3}], host, 'vm2')
+    with pytest.raises(eg.GpuError, match=r'reserved by VM\(s\) vm1, waiting for the host reboot'):
+        select([{'pci_id': '3e:00.0'}], host, 'vm2')
+    # the host part alone (no VM) is not bound by reservations
+    assert select([{'model': 'A100'}], host, None) == ['0000:3b:00.0', '0000:3c:00.0', '0000:3d:00.0', '0000:3e:00.0']
+
+
+def test_ESX_04_reserved_value_parsing():
+    assert eg.parse_reserved('0000:3E:00.0, 3d:00.0,,junk') == ['0000:3d:00.0', '0000:3e:00.0']
+    assert eg.parse_reserved(None) == [] and eg.parse_reserved('') == []
+
+
+def test_ESX_04_attaching_clears_the_reservation():
+    v = vm(extra_config=dict(vm()['extra_config'], **{eg.RESERVED_KEY: '0000:3d:00.0'}))
+    want = [{'type': 'directpath', 'id': '0000:3d:00.0', 'device_id': 0x20F1, 'device_name': 'A100'}]
+    plan = eg.plan_vm(v, want, PARAMS)
+    assert plan['extra_config'][eg.RESERVED_KEY] == ''
+    assert 'clear %s (was 0000:3d:00.0)' % eg.RESERVED_KEY in plan['changes']
+    assert 'clear %s (was 0000:3d:00.0)' % eg.RESERVED_KEY not in plan['offline_changes']
+    # without a reservation nothing about it is planned
+    assert eg.RESERVED_KEY not in eg.plan_vm(vm(), want, PARAMS)['extra_config']

@@ -122,3 +122,14 @@ def test_plan_memory_rule_and_dynamic_api():
             runner.plan(vm(), {'name': 'esx1', 'gpus': [gpu('0000:3b:00.0')]})
     finally:
         FakeSi.content.about.apiVersion = '7.0.3.0'
+
+
+def test_ESX_03_skip_vm_defers_the_reboot_decision_to_after_the_change():
+    """pending_reboot=skip_vm: the plan only enables; whether the host must reboot is read after the change."""
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}], pending_reboot='skip_vm'), vm(),
+                                       [gpu('0000:3b:00.0', enabled=False, active=False)])
+    assert host_plan['enable'] == ['0000:3b:00.0'] and host_plan['defer_vm'] is True and vm_plan is None
+    # nothing pending: nothing deferred
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}], pending_reboot='skip_vm'), vm(),
+                                       [gpu('0000:3b:00.0')])
+    assert 'defer_vm' not in host_plan and vm_plan is not None

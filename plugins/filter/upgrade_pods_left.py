@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter of playbooks/upgrade_driver.yml: which pods still hold a node (the decision in Python, the playbook reports it)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: upgrade_pods_left
+short_description: Pods that still hold a node after a drain or while waiting for jobs
+version_added: 0.2.0
+description:
+  - From the pods C(kubernetes.core.k8s_info) listed on a node, the ones that still hold it - not finished
+    (phase other than C(Succeeded) or C(Failed)), not mirror (static) pods, and not DaemonSet pods when
+    O(ignore_daemonsets) is true. A pod being deleted (C(deletionTimestamp) set) still holds the node.
+  - Used by playbook C(gpuops.k8s_gpu.upgrade_driver) - a drain that leaves such pods stops the roll.
+positional: ignore_daemonsets
+options:
+  _input:
+    description: Pod objects (C(resources) of C(kubernetes.core.k8s_info)).
+    type: list
+    elements: dict
+    required: true
+  ignore_daemonsets:
+    description: DaemonSet pods do not hold the node (as C(kubectl drain --ignore-daemonsets)).
+    type: bool
+    default: true
+author: gpuops.k8s_gpu developers
+'''
+
+EXAMPLES = r'''
+- name: Stop when pods remain after the drain
+  ansible.builtin.assert:
+    that: pods.resources | gpuops.k8s_gpu.upgrade_pods_left | length == 0
+'''
+
+RETURN = r'''
+_value:
+  description: C(namespace/name) of each pod that still holds the node, sorted; empty when none does.
+  type: list
+  elements: str
+'''
+
+from ansible.errors import AnsibleFilterError
+
+FINISHED_PHASES = ('Succeeded', 'Failed')
+MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
+
+
+def upgrade_pods_left(pods, ignore_daemonsets=True):
+    if not isinstance(pods, list):
+        raise AnsibleFilterError('upgrade_pods_left: expected a list of pods, got %s' % type(pods).__name__)
+    left = []
+    for pod in pods:
+        meta = pod.get('metadata') or {}
+        if ((pod.get('status') or {}).get('phase')) in FINISHED_PHASES:
+            continue
+        if MIRROR_ANNOTATION in (meta.get('annotations') or {}):
+            continue
+        owners = meta.get('ownerReferences') or []
+        if ignore_daemonsets and any(o.get('kind') == 'DaemonSet' and o.get('controller') for o in owners):
+            continue
+        left.append('%s/%s' % (meta.get('namespace', ''), meta.get('name', '')))
+    return sorted(left)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'upgrade_pods_left': upgrade_pods_left}
