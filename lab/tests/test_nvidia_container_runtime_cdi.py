@@ -1,4 +1,4 @@
-"""Role nvidia_container_runtime, CDI spec (docs/conformance/nvidia-container-toolkit.md NCT-10..NCT-12): with a
+"""Role nvidia_container_runtime, CDI spec (docs/conformance/nvidia-container-toolkit.md NCT-05): with a
 toolkit that has no nvidia-cdi-refresh units the role runs `nvidia-ctk cdi generate --output=...` and installs the
 spec only when it differs (a driver change gives a new spec), and sets nvidia_container_runtime_cdi_spec_ready.
 nvidia-ctk here is a LAB STAND-IN script that writes a spec naming the "driver" of a file; the toolkit's refresh
@@ -43,7 +43,7 @@ def ready(tasks):
     return (res.get('ansible_facts') or res).get('nvidia_container_runtime_cdi_spec_ready')
 
 
-def test_NCT_10_spec_generated_fact_set_rerun_and_driver_change(collections_path, tmp_path):
+def test_NCT_05_spec_generated_fact_set_rerun_and_driver_change(collections_path, tmp_path):
     (tmp_path / 'bin').mkdir()
     (tmp_path / 'units').mkdir()
     ctk = tmp_path / 'bin' / 'nvidia-ctk'

@@ -109,7 +109,7 @@ def test_containerd_dropin_for_a_config_without_cri_section(host):
     assert 'runc' in runtimes  # containerd's defaults are still there
 
 
-def test_NCT_09_brownfield_guide_source_replaced_apt_update_works(host):
+def test_NCT_06_brownfield_guide_source_replaced_apt_update_works(host):
     """The containerd node was seeded as NVIDIA's install guide leaves it (prepare.yml): after the role exactly one
     source with one Signed-By serves the repository, the guide's list is backed up outside apt's directories, and
     apt-get update succeeds (it fails with "Conflicting values set for option Signed-By" otherwise)."""

@@ -28,7 +28,7 @@ def seed(env, name, text):
     return d / name
 
 
-def test_NCT_05_guide_list_is_backed_up_and_removed(env, capsys, monkeypatch):
+def test_NCT_01_guide_list_is_backed_up_and_removed(env, capsys, monkeypatch):
     monkeypatch.setattr('ansible_collections.gpuops.k8s_gpu.plugins.modules.apt_signed_repo.dpkg_arch',
                         lambda module: 'amd64')
     guide = seed(env, 'nvidia-container-toolkit.list', GUIDE_LIST)
@@ -43,7 +43,7 @@ def test_NCT_05_guide_list_is_backed_up_and_removed(env, capsys, monkeypatch):
     assert again['changed'] is False and again['existing_sources'] == []
 
 
-def test_NCT_06_other_entries_stay_deb822_disabled(env, capsys, monkeypatch):
+def test_NCT_02_other_entries_stay_deb822_disabled(env, capsys, monkeypatch):
     monkeypatch.setattr('ansible_collections.gpuops.k8s_gpu.plugins.modules.apt_signed_repo.dpkg_arch',
                         lambda module: 'amd64')
     mixed = seed(env, 'site.list', 'deb http://deb.debian.org/debian bookworm main\n'
@@ -61,7 +61,7 @@ def test_NCT_06_other_entries_stay_deb822_disabled(env, capsys, monkeypatch):
     assert apt_source.conflicting_sources(files, [URI], ['/'], args(env)['keyring'], 'amd64') == []
 
 
-def test_NCT_07_fail_and_check_mode_change_nothing(env, capsys, monkeypatch):
+def test_NCT_03_fail_and_check_mode_change_nothing(env, capsys, monkeypatch):
     monkeypatch.setattr('ansible_collections.gpuops.k8s_gpu.plugins.modules.apt_signed_repo.dpkg_arch',
                         lambda module: 'amd64')
     guide = seed(env, 'nvidia-container-toolkit.list', GUIDE_LIST)
@@ -78,7 +78,7 @@ def test_NCT_07_fail_and_check_mode_change_nothing(env, capsys, monkeypatch):
                                           '/k.asc', 'amd64') == []
 
 
-def test_NCT_08_cuda_keyring_source(env, capsys, monkeypatch):
+def test_NCT_04_cuda_keyring_source(env, capsys, monkeypatch):
     """cuda-keyring's one-line source for the CUDA repository, when the same URI is asked with another keyring."""
     monkeypatch.setattr('ansible_collections.gpuops.k8s_gpu.plugins.modules.apt_signed_repo.dpkg_arch',
                         lambda module: 'amd64')
