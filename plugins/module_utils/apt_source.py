@@ -247,7 +247,7 @@ def disable_entries(text, kind, hits):
     if kind == 'one-line':
         for idx in hits:
             lines[idx] = DISABLED_MARK + lines[idx]
-        rest = [e for e in one_line_entries('\n'.join(lines))]
+        rest = one_line_entries('\n'.join(lines))
         if not rest and not any(_ONE_LINE_RE.match(line) and line.lstrip().startswith('deb-src') for line in lines):
             return None
         return '\n'.join(lines)

@@ -88,8 +88,8 @@ options:
         guide leaves C(nvidia-container-toolkit.list) or CUDA's C(cuda-keyring) package its source. apt refuses every
         source when one URI has two C(Signed-By) values, so exactly one may stay.
       - V(replace) backs such a file up to C(/etc/apt/gpuops-backups/) (outside apt's directories) and disables
-        the entries - one-line entries are commented out, deb822 stanzas get C(Enabled: no), a file with nothing
-        else in it is removed. V(fail) stops before any change and names the files.
+        the entries - one-line entries are commented out, deb822 stanzas get an C(Enabled) field set to C(no), a
+        file with nothing else in it is removed. V(fail) stops before any change and names the files.
       - Ignored with O(state=absent).
     type: str
     choices: [replace, fail]

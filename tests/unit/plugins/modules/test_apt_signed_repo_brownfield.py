@@ -11,8 +11,10 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.test_apt_signed_repo import (  # noqa: F401
-    URI, args, env, read, run)
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules import test_apt_signed_repo as base
+
+URI, args, read, run = base.URI, base.args, base.read, base.run
+env = base.env  # the pytest fixture of test_apt_signed_repo (sources dir under tmp, dpkg-query answered)
 
 GUIDE_KEYRING = '/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg'
 # NVIDIA's install guide: the repository's nvidia-container-toolkit.list with [signed-by=...] put in by sed
