@@ -16,7 +16,7 @@ CASES = [
     ({'nvidia_container_runtime_engines': ['containerd', 'rke2']},
      ['nvidia_container_runtime_engines ["containerd", "rke2"] combines containerd with rke2/k3s']),
     ({'nvidia_container_runtime_engines': ['rke2', 'k3s']}, ['names both rke2 and k3s']),
-    ({'nvidia_container_runtime_engines': []}, ['nvidia_container_runtime_engines is []', 'non-empty list of docker, containerd, rke2, k3s']),
+    ({'nvidia_container_runtime_engines': []}, ['nvidia_container_runtime_engines is []', 'non-empty list of docker, containerd, crio, rke2, k3s']),
     # two broken rules in one run: both are named
     ({'nvidia_container_runtime_name': 'nv idia', 'nvidia_container_runtime_binary': 'nvidia-container-runtime'},
      ['nvidia_container_runtime_name (nv idia) must be a plain name',
@@ -29,7 +29,7 @@ CASES = [
      ['the toolkit install supports Debian/Ubuntu only (found unknown)', 'nvidia_container_runtime_install=false']),
     # types and choices: meta/argument_specs.yml, before the role's first task
     ({'nvidia_container_runtime_engines': ['docker', 'podman']},
-     ['nvidia_container_runtime_engines', 'docker, containerd, rke2, k3s', 'podman']),
+     ['nvidia_container_runtime_engines', 'docker, containerd, crio, rke2, k3s', 'podman']),
     ({'nvidia_container_runtime_containerd_mode': 'merge'}, ['nvidia_container_runtime_containerd_mode', 'auto, inline, dropin']),
     ({'nvidia_container_runtime_containerd_config_version': 1}, ['nvidia_container_runtime_containerd_config_version', 'auto, 2, 3']),
 ]

@@ -159,3 +159,101 @@ def dpkg_installed(module, names):
         return {}
     rc, out, err = module.run_command([dpkg_query, '-W', '-f', DPKG_QUERY_FORMAT] + list(names))
     return parse_dpkg_query(out)
+
+
+# ------------------------------------------------------------------ brownfield: sources already on the node
+_ONE_LINE_RE = re.compile(r'^\s*(deb|deb-src)\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)(.*)$')
+DISABLED_MARK = '# disabled by gpuops.k8s_gpu (another source of this URI): '
+
+
+def _norm_uri(uri, arch):
+    return uri.replace('$(ARCH)', arch or '$(ARCH)').rstrip('/')
+
+
+def one_line_entries(text):
+    """[(line index, uri, suite, signed-by or None)] of the deb lines of a .list file (apt's one-line format)."""
+    out = []
+    for i, line in enumerate((text or '').split('\n')):
+        m = _ONE_LINE_RE.match(line)
+        if not m or m.group(1) != 'deb':
+            continue
+        opts = {}
+        for opt in (m.group(2) or '').split():
+            if '=' in opt:
+                k, v = opt.split('=', 1)
+                opts[k.strip().lower()] = v.strip()
+        out.append((i, m.group(3), m.group(4), opts.get('signed-by')))
+    return out
+
+
+def deb822_stanzas(text):
+    """[(first line, last line, {field lower-case: value})] of a .sources file (fields folded onto one line)."""
+    stanzas = []
+    cur, start, last_key = {}, None, None
+    lines = (text or '').split('\n')
+    for i, line in enumerate(lines + ['']):
+        if not line.strip():
+            if cur:
+                stanzas.append((start, i - 1, cur))
+            cur, start, last_key = {}, None, None
+            continue
+        if line.startswith('#'):
+            continue
+        if line[:1] in (' ', '\t') and last_key:
+            cur[last_key] += '\n' + line.strip()
+            continue
+        if ':' in line:
+            k, v = line.split(':', 1)
+            last_key = k.strip().lower()
+            cur[last_key] = v.strip()
+            if start is None:
+                start = i
+    return stanzas
+
+
+def conflicting_sources(files, uris, suites, keyring, arch):
+    """Entries of other source files (files: [(path, text)]) for one of uris + suites whose Signed-By is not
+    keyring - apt then refuses every source ("Conflicting values set for option Signed-By").
+
+    Returns [(path, kind, [line index or stanza (first, last)], [signed-by values])]."""
+    wanted = set((_norm_uri(u, arch), s) for u in uris for s in suites)
+    out = []
+    for path, text in files:
+        hits, keys = [], []
+        if path.endswith('.sources'):
+            for first, last, f in deb822_stanzas(text):
+                if f.get('enabled', 'yes').lower() == 'no' or 'deb' not in f.get('types', '').split():
+                    continue
+                pairs = set((_norm_uri(u, arch), s) for u in f.get('uris', '').split()
+                            for s in f.get('suites', '').split())
+                signed = f.get('signed-by')
+                if pairs & wanted and signed != keyring:
+                    hits.append((first, last))
+                    keys.append(signed)
+        else:
+            for idx, uri, suite, signed in one_line_entries(text):
+                if (_norm_uri(uri, arch), suite) in wanted and signed != keyring:
+                    hits.append(idx)
+                    keys.append(signed)
+        if hits:
+            out.append((path, 'deb822' if path.endswith('.sources') else 'one-line', hits, keys))
+    return out
+
+
+def disable_entries(text, kind, hits):
+    """text with the conflicting entries disabled: one-line entries commented out, deb822 stanzas "Enabled: no";
+    None when nothing else would be left in the file (it is then removed)."""
+    lines = text.split('\n')
+    if kind == 'one-line':
+        for idx in hits:
+            lines[idx] = DISABLED_MARK + lines[idx]
+        rest = one_line_entries('\n'.join(lines))
+        if not rest and not any(_ONE_LINE_RE.match(line) and line.lstrip().startswith('deb-src') for line in lines):
+            return None
+        return '\n'.join(lines)
+    stanzas = deb822_stanzas(text)
+    if len(hits) == len(stanzas):
+        return None
+    for first, last in sorted(hits, reverse=True):
+        lines.insert(last + 1, 'Enabled: no')
+    return '\n'.join(lines)

@@ -81,6 +81,19 @@ options:
     type: list
     elements: str
     default: []
+  existing_sources:
+    description:
+      - What to do with sources already on the node (C(/etc/apt/sources.list), C(*.list) and C(*.sources) of
+        C(/etc/apt/sources.list.d)) for the same URI and suite with another C(Signed-By) - as NVIDIA's install
+        guide leaves C(nvidia-container-toolkit.list) or CUDA's C(cuda-keyring) package its source. apt refuses every
+        source when one URI has two C(Signed-By) values, so exactly one may stay.
+      - V(replace) backs such a file up to C(/etc/apt/gpuops-backups/) (outside apt's directories) and disables
+        the entries - one-line entries are commented out, deb822 stanzas get an C(Enabled) field set to C(no), a
+        file with nothing else in it is removed. V(fail) stops before any change and names the files.
+      - Ignored with O(state=absent).
+    type: str
+    choices: [replace, fail]
+    default: replace
   validate_certs:
     description: Verify the TLS certificate of an https O(key_url).
     type: bool
@@ -147,9 +160,18 @@ packages_missing:
   returned: always
   type: list
   elements: str
+existing_sources:
+  description: Other sources of the same URI with another C(Signed-By), and what was (or would be) done to them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /etc/apt/sources.list.d/nvidia-container-toolkit.list, signed_by: [/usr/share/keyrings/x.gpg],
+            action: removed, backup: /etc/apt/gpuops-backups/nvidia-container-toolkit.list.2026-11-24@00:00:00~}]
 '''
 
 import os
+import shutil
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
@@ -173,6 +195,7 @@ def argument_spec():
         keyring=dict(type='path', required=True, no_log=False),
         key_refresh=dict(type='bool', default=False, no_log=False),
         packages=dict(type='list', elements='str', default=[]),
+        existing_sources=dict(type='str', default='replace', choices=['replace', 'fail']),
         validate_certs=dict(type='bool', default=True),
         timeout=dict(type='int', default=30),
     )
@@ -203,6 +226,56 @@ def fetch_key(module, url):
         module.fail_json(msg='key_url %s could not be downloaded: %s (HTTP %s); set gpuops_mirror.apt (or the '
                              "role's repo key URL) to a reachable mirror" % (url, info.get('msg'), info.get('status')))
     return resp.read()
+
+
+def dpkg_arch(module):
+    dpkg = module.get_bin_path('dpkg')
+    if not dpkg:
+        return None
+    rc, out, err = module.run_command([dpkg, '--print-architecture'])
+    return out.strip() if rc == 0 and out.strip() else None
+
+
+def other_sources(sources_file):
+    """[(path, text)] of apt's other source files."""
+    apt_dir = os.path.dirname(SOURCES_DIR)
+    paths = [os.path.join(apt_dir, 'sources.list')]
+    if os.path.isdir(SOURCES_DIR):
+        paths += [os.path.join(SOURCES_DIR, n) for n in sorted(os.listdir(SOURCES_DIR))
+                  if n.endswith(('.list', '.sources'))]
+    out = []
+    for path in paths:
+        if os.path.abspath(path) == os.path.abspath(sources_file) or not os.path.isfile(path):
+            continue
+        data = read_bytes(path)
+        if data is not None:
+            out.append((path, to_text(data, errors='replace')))
+    return out
+
+
+def plan_existing(module, p, sources_file, keyring):
+    """[(path, old text, new text or None, signed-by values)] for the conflicting sources; fails for fail."""
+    files = other_sources(sources_file)
+    texts = dict(files)
+    found = apt_source.conflicting_sources(files, p['uris'], p['suites'], keyring, dpkg_arch(module))
+    if found and p['existing_sources'] == 'fail':
+        module.fail_json(msg='existing_sources=fail: %s already define %s with another Signed-By (%s); apt would '
+                             'refuse every source. Remove them or use existing_sources=replace; nothing was changed'
+                             % (', '.join(f[0] for f in found), ' '.join(p['uris']),
+                                ', '.join(sorted(set(str(k) for f in found for k in f[3])))))
+    return [(path, texts[path], apt_source.disable_entries(texts[path], kind, hits), keys)
+            for path, kind, hits, keys in found]
+
+
+def backup_outside(module, path):
+    """Copy path to /etc/apt/gpuops-backups/ (apt reads sources.list.d, so a backup there would be a source)."""
+    backup_dir = os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups')
+    if not os.path.isdir(backup_dir):
+        os.makedirs(backup_dir, 0o755)
+    dest = os.path.join(backup_dir, '%s.%d.%s~' % (os.path.basename(path), os.getpid(),
+                                                   time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())))
+    shutil.copy2(path, dest)
+    return dest
 
 
 def read_installed(module, names):
@@ -236,7 +309,9 @@ def main():
     old_key = read_bytes(keyring)
     diff = dict(before={}, after={})
     result = dict(changed=False, sources_file=sources_file, keyring=keyring, source_changed=False,
-                  keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[])
+                  keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[],
+                  existing_sources=[])
+    existing = plan_existing(module, p, sources_file, keyring) if p['state'] == 'present' else []
 
     if p['state'] == 'absent':
         for path, old, key in ((sources_file, old_source, 'source_changed'), (keyring, old_key, 'keyring_changed')):
@@ -266,6 +341,18 @@ def main():
             diff['after'][keyring] = '<keyring from %s>' % p['key_url']
             if not module.check_mode:
                 write_atomic(module, keyring, new_key, 0o644)
+        for path, old, new, keys in existing:
+            entry = dict(path=path, signed_by=keys, action='removed' if new is None else 'entries disabled')
+            result['source_changed'] = True
+            diff['before'][path] = old
+            diff['after'][path] = '<absent>' if new is None else new
+            if not module.check_mode:
+                entry['backup'] = backup_outside(module, path)
+                if new is None:
+                    os.unlink(path)
+                else:
+                    write_atomic(module, path, to_bytes(new))
+            result['existing_sources'].append(entry)
         new_source = to_bytes(text)
         if new_source != old_source or _mode_wrong(sources_file):
             result['source_changed'] = True

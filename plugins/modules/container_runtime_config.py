@@ -10,12 +10,16 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: container_runtime_config
-short_description: Add the NVIDIA runtime to Docker's daemon.json or containerd's config, keeping everything else
+short_description: Add the NVIDIA runtime to Docker's, containerd's (also RKE2 / k3s) or CRI-O's config, keeping everything else
 version_added: 0.1.0
 description:
   - Merges an OCI runtime (by default NVIDIA's C(nvidia-container-runtime)) into the configuration of
-    Docker (C(/etc/docker/daemon.json)) or containerd (C(config.toml), config versions 2 and 3, or an
-    RKE2 / k3s C(config.toml.tmpl)).
+    Docker (C(/etc/docker/daemon.json)), containerd (C(config.toml), config versions 2 and 3, or an
+    RKE2 / k3s C(config.toml.tmpl) / C(config-v3.toml.tmpl)) or CRI-O (a drop-in of C(/etc/crio/crio.conf.d)).
+  - RKE2 and k3s find C(nvidia-container-runtime) themselves (in C(/usr/local/nvidia/toolkit) or C(/usr/bin)) and
+    their base template then renders the C(nvidia) runtime; with O(mode=template) no table is written for such a
+    runtime (a table left by an earlier release is removed), because containerd refuses a table defined twice. The
+    default runtime goes into their C(config.yaml) (C(default-runtime), O(distribution_config)).
   - Only the runtime's own entries are touched. Every other key (registry mirrors, insecure registries,
     log options, other runtimes, comments and layout of a TOML file) is kept. The original file is backed up
     before it is changed (O(backup)).
@@ -33,11 +37,13 @@ options:
     description: Which container engine's configuration to change.
     type: str
     required: true
-    choices: [docker, containerd]
+    choices: [docker, containerd, crio]
   path:
     description:
-      - The configuration file. Defaults to C(/etc/docker/daemon.json) for Docker and
-        C(/etc/containerd/config.toml) for containerd.
+      - The configuration file. Defaults to C(/etc/docker/daemon.json) for Docker,
+        C(/etc/containerd/config.toml) for containerd and the drop-in C(/etc/crio/crio.conf.d/99-nvidia.toml)
+        (the file NVIDIA's C(nvidia-ctk runtime configure --runtime=crio) writes) for CRI-O.
+      - For CRI-O the drop-in belongs to this module and is written whole; CRI-O's other files are only read.
       - For O(mode=template), the RKE2 or k3s template, for example
         C(/var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl).
       - A missing file is created.
@@ -79,8 +85,10 @@ options:
         containerd replaces a plugin's whole table with an imported file's, so this is refused when O(path)
         itself configures the CRI plugin (it would lose those settings).
       - V(inline) edits the runtime's tables in O(path) itself, keeping every other line.
-      - V(template) edits an RKE2 / k3s C(config.toml.tmpl) like V(inline); a missing template is created with
-        C({{ template "base" . }}) first.
+      - V(template) edits an RKE2 / k3s C(config.toml.tmpl) (C(config-v3.toml.tmpl) on their containerd 2.x
+        releases). When it renders C({{ template "base" . }}) (or is missing), only a runtime that RKE2/k3s do not
+        detect themselves gets tables, appended at the end; a missing template is then created with the base
+        line first. A full template without the base line is edited like V(inline).
       - V(auto) is V(dropin) when O(path) does not configure the CRI plugin and V(inline) otherwise.
     type: str
     choices: [auto, inline, dropin, template]
@@ -111,6 +119,28 @@ options:
     type: list
     elements: path
     default: [/etc/cdi, /var/run/cdi]
+  distribution_config:
+    description:
+      - O(mode=template) only. RKE2's or k3s's C(config.yaml) (C(/etc/rancher/rke2/config.yaml),
+        C(/etc/rancher/k3s/config.yaml)). With O(set_as_default=true) its C(default-runtime) key is set to
+        O(runtime_name) (every other line kept); a C(default-runtime) naming the runtime is removed otherwise.
+      - Needed for O(set_as_default=true) when the template renders the base template.
+    type: path
+  base_runtime_detection:
+    description:
+      - O(mode=template) only. Whether RKE2/k3s detect the runtime themselves when O(runtime_name) is C(nvidia)
+        (or C(nvidia-experimental)) and O(runtime_path) is where they look. V(false) writes the tables anyway
+        (only for a build of RKE2/k3s without that detection).
+    type: bool
+    default: true
+  crio_config:
+    description: CRI-O only. CRI-O's main file, read for the default runtime and its options.
+    type: path
+    default: /etc/crio/crio.conf
+  crio_config_dir:
+    description: CRI-O only. CRI-O's drop-in directory; its other files are read in CRI-O's (lexical) order.
+    type: path
+    default: /etc/crio/crio.conf.d
   backup:
     description: Keep a timestamped copy of each file before it is changed; its name is returned in RV(backup_file).
     type: bool
@@ -143,12 +173,19 @@ EXAMPLES = r'''
     engine: containerd
     cdi: true
 
-- name: RKE2 agent
+- name: RKE2 agent on containerd 2.x, nvidia as the default runtime (config.yaml default-runtime; no table is
+    written, RKE2 renders the detected runtime itself)
   gpuops.k8s_gpu.container_runtime_config:
     engine: containerd
     mode: template
-    config_version: '2'
-    path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl
+    config_version: '3'
+    path: /var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl
+    distribution_config: /etc/rancher/rke2/config.yaml
+    set_as_default: true
+
+- name: CRI-O drop-in
+  gpuops.k8s_gpu.container_runtime_config:
+    engine: crio
 '''
 
 RETURN = r'''
@@ -158,7 +195,7 @@ path:
   type: str
   sample: /etc/docker/daemon.json
 config_mode:
-  description: How the file was written - containerd's mode (V(auto) resolved) or V(json) for Docker.
+  description: How the file was written - containerd's mode (V(auto) resolved), V(json) for Docker, V(dropin) for CRI-O.
   returned: always
   type: str
   sample: dropin
@@ -187,10 +224,16 @@ dropin_backup_file:
   description: Backup of the drop-in file, when it existed and was changed with O(backup=true).
   returned: changed and a backup was made
   type: str
+config_backup_file:
+  description: Backup of O(distribution_config), when it existed and was changed with O(backup=true).
+  returned: changed and a backup was made
+  type: str
 '''
 
 import os
 import re
+import shutil
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
@@ -200,10 +243,17 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_dock
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
     RKE2_TEMPLATE_HEAD, ContainerdConfigError, apply_runtime, choose_mode, cri_path, detect_version,
-    ensure_import, remove_import, render_dropin)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_toml import TomlDocument, TomlEditError
+    ensure_import, remove_import, render_dropin, runtime_path)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_crio import (
+    DEFAULT_DROPIN as CRIO_DROPIN, CrioConfigError, default_elsewhere as crio_default_elsewhere,
+    render_dropin as render_crio_dropin)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_rancher import (
+    DEFAULT_RUNTIME_KEY, RancherConfigError, base_renders_runtime, template_uses_base, yaml_get, yaml_remove, yaml_set)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_toml import (
+    TomlDocument, TomlEditError, toml_path)
 
-DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/containerd/config.toml'}
+DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/containerd/config.toml',
+                 'crio': CRIO_DROPIN}
 
 
 def read_text(path):
@@ -216,6 +266,18 @@ def read_text(path):
 def write_text(module, path, text):
     """Write atomically, keeping mode and owner of an existing file; new files get 0644."""
     write_atomic(module, path, to_bytes(text))
+
+
+def backup_outside(module, path, conf_dir):
+    """Back a CRI-O drop-in up outside its directory: CRI-O reads every file below crio.conf.d (any name, sub
+    directories too), so a backup next to the drop-in would be read as configuration."""
+    backup_dir = os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups')
+    if not os.path.isdir(backup_dir):
+        os.makedirs(backup_dir, 0o700)
+    stamp = time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())
+    dest = os.path.join(backup_dir, '%s.%d.%s~' % (os.path.basename(path), os.getpid(), stamp))
+    shutil.copy2(path, dest)
+    return dest
 
 
 def containerd_major(module):
@@ -231,10 +293,8 @@ def plan_containerd(module, p, before):
     """Return (mode, version, main_after, dropin_before, dropin_after, changes)."""
     mode = p['mode']
     text = before
-    if mode == 'template' and not (before or '').strip():
-        text = RKE2_TEMPLATE_HEAD
     try:
-        doc = TomlDocument(text or '', append_only=(mode == 'template'))
+        doc = TomlDocument(text or '')
         default = None if p['config_version'] == 'auto' else int(p['config_version'])
         found = detect_version(doc, None)
     except (TomlEditError, ContainerdConfigError) as e:
@@ -243,12 +303,9 @@ def plan_containerd(module, p, before):
         module.fail_json(msg='config_version is %d but %s is a version %d config; nothing was changed'
                          % (default, p['path'], found))
     version = found or default
-    if version is None and p['state'] == 'absent' and mode != 'template' and not (text or '').strip():
+    if version is None and p['state'] == 'absent' and not (text or '').strip():
         version = 2  # nothing inline to remove from an empty or missing file; only the drop-in may be left
     if version is None:
-        if mode == 'template':
-            module.fail_json(msg='config_version must be 2 or 3 for mode=template when %s has no "version" line '
-                                 '(containerd 1.7: 2, containerd 2.x: 3)' % p['path'])
         if (text or '').strip():
             module.fail_json(msg='%s has no "version" line, i.e. it is a version 1 config, which is not supported; '
                                  'migrate it with `containerd config migrate` or set config_version' % p['path'])
@@ -261,7 +318,7 @@ def plan_containerd(module, p, before):
             p['cdi_spec_dirs'])
     try:
         mode = choose_mode(mode, doc, version)
-        if p['state'] == 'absent' and mode != 'template':
+        if p['state'] == 'absent':
             # whichever way it was added (drop-in + import, or inline tables): remove both
             changes = apply_runtime(doc, *args, state='absent')
             changes += remove_import(doc, p['dropin_path'])
@@ -280,16 +337,136 @@ def plan_containerd(module, p, before):
             if dropin_after != dropin_before:
                 changes.append('%s written' % p['dropin_path'])
             return mode, version, doc.text(), dropin_before, dropin_after, changes
-        changes = apply_runtime(doc, *args, state=p['state'], add_runc=(mode != 'template'))
+        changes = apply_runtime(doc, *args, state=p['state'])
     except (TomlEditError, ContainerdConfigError) as e:
         module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
     return mode, version, doc.text(), None, None, changes
 
 
+def plan_crio(module, p, before):
+    """Return (after, changes): the drop-in's text (None: removed) and what changes. CRI-O's other files are read,
+    never written."""
+    others = []
+    try:
+        conf_dir = p['crio_config_dir']
+        names = sorted(os.listdir(conf_dir)) if os.path.isdir(conf_dir) else []
+        for path in [p['crio_config']] + [os.path.join(conf_dir, n) for n in names]:
+            if os.path.abspath(path) == os.path.abspath(p['path']) or os.path.isdir(path):
+                continue
+            text = read_text(path)
+            if text is not None:
+                others.append((path, text))
+    except (IOError, OSError, UnicodeError) as e:
+        module.fail_json(msg='cannot read the CRI-O configuration: %s; nothing was changed' % to_native(e))
+    changes = []
+    try:
+        if p['state'] == 'absent':
+            after = None
+            if before is not None:
+                changes.append('%s removed' % p['path'])
+        else:
+            after = render_crio_dropin(p['runtime_name'], p['runtime_path'], p['set_as_default'], others)
+            if after != before:
+                changes.append('%s written' % p['path'])
+        elsewhere = crio_default_elsewhere(p['runtime_name'], others)
+    except (TomlEditError, CrioConfigError) as e:
+        module.fail_json(msg='%s; nothing was changed' % to_native(e))
+    if elsewhere and not (p['state'] == 'present' and p['set_as_default']):
+        module.warn('another CRI-O file sets default_runtime = "%s"; it is not a file of this module and stays: '
+                    'CRI-O keeps defaulting to this runtime' % elsewhere)
+    return after, changes
+
+
+def plan_template(module, p, before):
+    """RKE2 / k3s config.toml.tmpl and config.yaml. Return ([(path, before, after, backup key)], version, changes)."""
+    text = before or ''
+    uses_base = template_uses_base(text)
+    base_has_runtime = uses_base and p['base_runtime_detection'] and base_renders_runtime(
+        p['runtime_name'], p['runtime_path'])
+    try:
+        doc = TomlDocument(text or RKE2_TEMPLATE_HEAD, append_only=True)
+        found = detect_version(doc, None)
+    except (TomlEditError, ContainerdConfigError) as e:
+        module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
+    wanted = None if p['config_version'] == 'auto' else int(p['config_version'])
+    if found is not None and wanted is not None and found != wanted:
+        module.fail_json(msg='config_version is %d but %s is a version %d config; nothing was changed'
+                         % (wanted, p['path'], found))
+    version = found or wanted
+    present = p['state'] == 'present'
+    needs_tables = present and not base_has_runtime
+    if version is None and (needs_tables or (text.strip() and not uses_base)):
+        module.fail_json(msg='config_version must be 2 or 3 for mode=template when %s has no "version" line '
+                             '(RKE2/k3s on containerd 1.7: 2 in config.toml.tmpl, on containerd 2.x: 3 in '
+                             'config-v3.toml.tmpl)' % p['path'])
+    if uses_base and p['set_as_default'] and present and not p['distribution_config']:
+        module.fail_json(msg='set_as_default=true with an RKE2/k3s template that renders the base template needs '
+                             'distribution_config (for example /etc/rancher/rke2/config.yaml): the base template '
+                             'already defines the containerd table, so the default runtime is RKE2\'s/k3s\'s own '
+                             '"default-runtime" setting; nothing was changed')
+    if uses_base and present and p['cdi'] and version == 2:
+        module.fail_json(msg='cdi=true cannot be added to a version 2 RKE2/k3s template that renders the base '
+                             'template: the base already defines the CRI plugin table and a second one stops '
+                             'containerd. Use a containerd 2.x based release (CDI is on by default there) or a '
+                             'full template without {{ template "base" . }}; nothing was changed')
+    changes = []
+    try:
+        if uses_base and (base_has_runtime or not present):
+            # the base template renders this runtime: a table of ours would define it twice
+            for v in [version] if version else [2, 3]:
+                rpath = runtime_path(v, p['runtime_name'])
+                containerd = cri_path(v) + ['containerd']
+                if doc.remove_tables(rpath):
+                    changes.append('%s removed (%s)' % (toml_path(rpath), 'the base template renders it'
+                                                        if present else 'state=absent'))
+                tbl = doc.table(containerd)
+                if tbl is not None and [k[0] for k in tbl.keys] == [['default_runtime_name']]:
+                    doc.remove_tables(containerd)  # added by an earlier release of this module; the base has it
+                    changes.append('%s removed (the base template defines it)' % toml_path(containerd))
+        elif uses_base:
+            rpath = runtime_path(version, p['runtime_name'])
+            changes += apply_runtime(doc, version, p['runtime_name'], p['runtime_path'], False,
+                                     p['systemd_cgroup'], False, p['cdi_spec_dirs'], add_runc=False)
+            if p['systemd_cgroup'] is None and doc.set(rpath + ['options'], 'SystemdCgroup',
+                                                       '{{ .SystemdCgroup }}', raw=True):
+                changes.append('%s.SystemdCgroup = {{ .SystemdCgroup }} (as the base template\'s runc)'
+                               % toml_path(rpath + ['options']))
+        elif version is not None:
+            changes += apply_runtime(doc, version, p['runtime_name'], p['runtime_path'], p['set_as_default'],
+                                     p['systemd_cgroup'], p['cdi'], p['cdi_spec_dirs'], state=p['state'],
+                                     add_runc=False)
+    except (TomlEditError, ContainerdConfigError) as e:
+        module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
+    after = doc.text()
+    if before is None and after == RKE2_TEMPLATE_HEAD:
+        after = None  # RKE2 / k3s render the base template alone when there is no template
+    files = [(p['path'], before, after, 'backup_file')]
+    cfg = p['distribution_config']
+    if cfg:
+        try:
+            cfg_before = read_text(cfg)
+            current = yaml_get(cfg_before, DEFAULT_RUNTIME_KEY)
+            cfg_after = cfg_before
+            if present and p['set_as_default'] and uses_base:
+                cfg_after = yaml_set(cfg_before, DEFAULT_RUNTIME_KEY, p['runtime_name'])
+                if current not in (None, p['runtime_name']):
+                    module.warn('%s: %s was "%s"; set to "%s" as set_as_default asks (the old file is backed up)'
+                                % (cfg, DEFAULT_RUNTIME_KEY, current, p['runtime_name']))
+            elif current == p['runtime_name']:
+                cfg_after = yaml_remove(cfg_before, DEFAULT_RUNTIME_KEY)
+        except (IOError, OSError, UnicodeError, RancherConfigError) as e:
+            module.fail_json(msg='%s: %s; nothing was changed' % (cfg, to_native(e)))
+        if cfg_after != cfg_before:
+            changes.append('%s: %s: %s -> %s' % (cfg, DEFAULT_RUNTIME_KEY, current,
+                                                 yaml_get(cfg_after, DEFAULT_RUNTIME_KEY)))
+        files.append((cfg, cfg_before, cfg_after, 'config_backup_file'))
+    return files, version, changes
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            engine=dict(type='str', required=True, choices=['docker', 'containerd']),
+            engine=dict(type='str', required=True, choices=['docker', 'containerd', 'crio']),
             path=dict(type='path'),
             state=dict(type='str', default='present', choices=['present', 'absent']),
             runtime_name=dict(type='str', default='nvidia'),
@@ -302,6 +479,10 @@ def main():
             systemd_cgroup=dict(type='bool'),
             cdi=dict(type='bool', default=False),
             cdi_spec_dirs=dict(type='list', elements='path', default=['/etc/cdi', '/var/run/cdi']),
+            distribution_config=dict(type='path'),
+            base_runtime_detection=dict(type='bool', default=True),
+            crio_config=dict(type='path', default='/etc/crio/crio.conf'),
+            crio_config_dir=dict(type='path', default='/etc/crio/crio.conf.d'),
             backup=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
@@ -309,12 +490,14 @@ def main():
     p = module.params
     if not re.match(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$', p['runtime_name']):
         module.fail_json(msg='runtime_name %r is invalid: letters, digits, ".", "_" and "-" only' % p['runtime_name'])
-    if p['engine'] == 'docker':
+    if p['engine'] in ('docker', 'crio'):
         bad = [k for k in ('systemd_cgroup', 'cdi') if p[k]] + (['mode'] if p['mode'] != 'auto' else [])
         if bad:
             module.fail_json(msg='option(s) %s apply to engine=containerd only' % ', '.join(bad))
-    elif p['runtime_args'] is not None:
+    if p['engine'] != 'docker' and p['runtime_args'] is not None:
         module.fail_json(msg='runtime_args applies to engine=docker only')
+    if p['distribution_config'] and p['mode'] != 'template':
+        module.fail_json(msg='distribution_config applies to mode=template (RKE2 / k3s) only')
     p['path'] = p['path'] or DEFAULT_PATHS[p['engine']]
     if os.path.isdir(p['path']):
         module.fail_json(msg='path %s is a directory' % p['path'])
@@ -325,7 +508,7 @@ def main():
         module.fail_json(msg='cannot read %s: %s' % (p['path'], to_native(e)))
 
     result = dict(changed=False, path=p['path'])
-    dropin_before = dropin_after = None
+    files = []
     if p['engine'] == 'docker':
         result['config_mode'] = 'json'
         try:
@@ -333,40 +516,43 @@ def main():
                                                p['set_as_default'], p['state'])
         except DaemonJsonError as e:
             module.fail_json(msg='%s %s' % (p['path'], to_native(e)))
+        files.append((p['path'], before, after, 'backup_file'))
+    elif p['engine'] == 'crio':
+        result['config_mode'] = 'dropin'
+        after, changes = plan_crio(module, p, before)
+        files.append((p['path'], before, after, 'backup_file'))
+    elif p['mode'] == 'template':
+        files, version, changes = plan_template(module, p, before)
+        result.update(config_mode='template', config_version=version)
     else:
         mode, version, after, dropin_before, dropin_after, changes = plan_containerd(module, p, before)
         result.update(config_mode=mode, config_version=version)
         if mode == 'dropin':
             result['dropin_path'] = p['dropin_path']
+        files.append((p['path'], before, after, 'backup_file'))
+        files.append((p['dropin_path'], dropin_before, dropin_after, 'dropin_backup_file'))
 
-    if before is None and after == '' or (before is None and p['state'] == 'absent' and not changes):
-        after = None  # nothing to create
-    main_changed = after is not None and after != before
-    dropin_changed = dropin_after != dropin_before
+    if p['engine'] != 'crio' and p['mode'] != 'template':
+        path, before, after, key = files[0]
+        if before is None and after == '' or (before is None and p['state'] == 'absent' and not changes):
+            files[0] = (path, before, None, key)  # nothing to create
+    changed = [f for f in files if f[2] != f[1]]
     result['changes'] = changes
-    result['changed'] = main_changed or dropin_changed
-    diff = []
-    if main_changed:
-        diff.append(dict(before=before or '', after=after, before_header=p['path'], after_header=p['path']))
-    if dropin_changed:
-        diff.append(dict(before=dropin_before or '', after=dropin_after or '',
-                         before_header=p['dropin_path'], after_header=p['dropin_path']))
+    result['changed'] = bool(changed)
     if module._diff:
-        result['diff'] = diff
+        result['diff'] = [dict(before=b or '', after=a or '', before_header=path, after_header=path)
+                          for path, b, a, key in changed]
 
     if result['changed'] and not module.check_mode:
         try:
-            if main_changed:
-                if p['backup'] and before is not None:
-                    result['backup_file'] = module.backup_local(p['path'])
-                write_text(module, p['path'], after)
-            if dropin_changed:
-                if p['backup'] and dropin_before is not None:
-                    result['dropin_backup_file'] = module.backup_local(p['dropin_path'])
-                if dropin_after is None:
-                    os.unlink(p['dropin_path'])
+            for path, b, a, key in changed:
+                if p['backup'] and b is not None:
+                    result[key] = backup_outside(module, path, p['crio_config_dir']) if p['engine'] == 'crio' \
+                        else module.backup_local(path)
+                if a is None:
+                    os.unlink(path)
                 else:
-                    write_text(module, p['dropin_path'], dropin_after)
+                    write_text(module, path, a)
         except (IOError, OSError) as e:
             module.fail_json(msg='cannot write the configuration: %s' % to_native(e), **result)
     module.exit_json(**result)

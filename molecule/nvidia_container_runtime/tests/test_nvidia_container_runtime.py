@@ -107,3 +107,16 @@ def test_containerd_dropin_for_a_config_without_cri_section(host):
     runtimes = dump['plugins']['io.containerd.grpc.v1.cri']['containerd']['runtimes']
     assert runtimes['nvidia']['options']['BinaryName'] == '/usr/bin/nvidia-container-runtime'
     assert 'runc' in runtimes  # containerd's defaults are still there
+
+
+def test_NCT_06_brownfield_guide_source_replaced_apt_update_works(host):
+    """The containerd node was seeded as NVIDIA's install guide leaves it (prepare.yml): after the role exactly one
+    source with one Signed-By serves the repository, the guide's list is backed up outside apt's directories, and
+    apt-get update succeeds (it fails with "Conflicting values set for option Signed-By" otherwise)."""
+    if not _is(host, 'containerd'):
+        return
+    assert not host.file('/etc/apt/sources.list.d/nvidia-container-toolkit.list').exists
+    backups = host.check_output('ls /etc/apt/gpuops-backups/').split()
+    assert any(b.startswith('nvidia-container-toolkit.list.') for b in backups), backups
+    update = host.run('apt-get update')
+    assert update.rc == 0 and 'Conflicting values' not in update.stdout + update.stderr, update.stderr

@@ -108,16 +108,22 @@ def test_containerd_version_checks(tmp_path, capsys):
     cfg = copy_fixture(tmp_path, 'containerd-2.x-v3-site.toml', 'v3.toml')
     res = run(capsys, {'engine': 'containerd', 'path': cfg, 'config_version': '2'})
     assert res['failed'] is True and 'version 3 config' in res['msg']
-    res = run(capsys, {'engine': 'containerd', 'mode': 'template', 'path': str(tmp_path / 'new.tmpl')})
+    # a runtime RKE2/k3s do not detect themselves needs tables, hence a version
+    res = run(capsys, {'engine': 'containerd', 'mode': 'template', 'path': str(tmp_path / 'new.tmpl'),
+                       'runtime_path': '/opt/nvidia/bin/nvidia-container-runtime'})
     assert res['failed'] is True and 'config_version must be 2 or 3' in res['msg']
 
 
 def test_rke2_template_created(tmp_path, capsys):
+    # a runtime the base template does not render (RKE2/k3s do not look in /opt): its tables after the base line
     path = str(tmp_path / 'config.toml.tmpl')
-    res = run(capsys, {'engine': 'containerd', 'mode': 'template', 'config_version': '2', 'path': path})
+    args = {'engine': 'containerd', 'mode': 'template', 'config_version': '2', 'path': path,
+            'runtime_path': '/opt/nvidia/bin/nvidia-container-runtime'}
+    res = run(capsys, args)
     assert res['changed'] is True
     assert read(path).startswith('{{ template "base" . }}\n') and 'runtimes.runc' not in read(path)
-    assert run(capsys, {'engine': 'containerd', 'mode': 'template', 'config_version': '2', 'path': path})['changed'] is False
+    assert 'runtimes.nvidia]' in read(path)
+    assert run(capsys, args)['changed'] is False
 
 
 @pytest.mark.parametrize('args,msg', [

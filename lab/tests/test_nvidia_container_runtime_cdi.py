@@ -1,0 +1,67 @@
+"""Role nvidia_container_runtime, CDI spec (docs/conformance/nvidia-container-toolkit.md NCT-05): with a
+toolkit that has no nvidia-cdi-refresh units the role runs `nvidia-ctk cdi generate --output=...` and installs the
+spec only when it differs (a driver change gives a new spec), and sets nvidia_container_runtime_cdi_spec_ready.
+nvidia-ctk here is a LAB STAND-IN script that writes a spec naming the "driver" of a file; the toolkit's refresh
+units need systemd on a node with the NVIDIA driver and are not run here.
+
+Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_cdi.py
+"""
+import os
+
+from conftest import run_role_on_localhost
+
+CTK = """#!/bin/sh
+# LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab): `cdi generate --output=F` writes a spec naming the driver of
+# the file DRIVER next to this script.
+for a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done
+[ "$1 $2" = "cdi generate" ] || exit 2
+mkdir -p "$(dirname "$out")"
+printf 'cdiVersion: 0.5.0\\nkind: nvidia.com/gpu\\ncontainerEdits:\\n  env: [NVIDIA_DRIVER=%s]\\n' "$(cat "$(dirname "$0")/DRIVER")" > "$out"
+"""
+
+
+def run_role(collections_path, tmp_path, check=False):
+    variables = {
+        'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
+        'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi': True,
+        'nvidia_container_runtime_containerd_config': str(tmp_path / 'config.toml'),
+        'nvidia_container_runtime_containerd_config_version': '2',
+        'nvidia_container_runtime_containerd_dropin': str(tmp_path / 'conf.d' / '99-nvidia.toml'),
+        'nvidia_container_runtime_ctk': str(tmp_path / 'bin' / 'nvidia-ctk'),
+        'nvidia_container_runtime_cdi_unit_dirs': [str(tmp_path / 'units')],
+        'nvidia_container_runtime_cdi_spec_path': str(tmp_path / 'cdi' / 'nvidia.yaml')}
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'nvidia_container_runtime', variables,
+                                      ['--check'] if check else [])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['localhost']) for p in doc['plays']
+                 for t in p['tasks'] if 'localhost' in t['hosts'])
+    return tasks
+
+
+def ready(tasks):
+    res = tasks['Tell the cluster layer whether a CDI spec exists']
+    return (res.get('ansible_facts') or res).get('nvidia_container_runtime_cdi_spec_ready')
+
+
+def test_NCT_05_spec_generated_fact_set_rerun_and_driver_change(collections_path, tmp_path):
+    (tmp_path / 'bin').mkdir()
+    (tmp_path / 'units').mkdir()
+    ctk = tmp_path / 'bin' / 'nvidia-ctk'
+    ctk.write_text(CTK)
+    os.chmod(str(ctk), 0o755)
+    (tmp_path / 'bin' / 'DRIVER').write_text('580.95.05')
+    spec = tmp_path / 'cdi' / 'nvidia.yaml'
+    (tmp_path / 'cdi').mkdir()
+    tasks = run_role(collections_path, tmp_path, check=True)
+    assert not spec.exists() and tasks['Install the generated spec when it differs (a changed driver gives a changed spec)']['changed']
+    assert ready(tasks) is False, tasks['Tell the cluster layer whether a CDI spec exists']
+    tasks = run_role(collections_path, tmp_path)
+    assert 'NVIDIA_DRIVER=580.95.05' in spec.read_text()
+    assert ready(tasks) is True
+    assert not os.path.exists(str(spec) + '.gpuops-new')
+    tasks = run_role(collections_path, tmp_path)
+    assert not any(r.get('changed') for r in tasks.values())
+    (tmp_path / 'bin' / 'DRIVER').write_text('595.45.04')   # the driver changed: a new spec
+    tasks = run_role(collections_path, tmp_path)
+    assert tasks['Install the generated spec when it differs (a changed driver gives a changed spec)']['changed']
+    assert 'NVIDIA_DRIVER=595.45.04' in spec.read_text()

@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""CRI-O (docs/conformance/cri-o.md): the drop-in merged next to files written from CRI-O's own defaults, read back
+the way CRI-O reads its files (crio.conf first, then crio.conf.d in lexical order, a later option winning).
+CRI-O itself is not packaged in Debian 12's main archive, so it is not run here."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import tomllib
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import runtime_config_crio as crio
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'runtime')
+NV = '/usr/bin/nvidia-container-runtime'
+SITE = '[crio.runtime]\nlog_level = "debug"\n\n[crio.runtime.runtimes.kata]\nruntime_path = "/usr/bin/kata-runtime"\n'
+
+
+def run(capsys, args):
+    with module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def layout(tmp_path, site=SITE):
+    conf = str(tmp_path / 'crio.conf')
+    shutil.copy(os.path.join(FIXTURES, 'crio-1.36-default.conf'), conf)
+    d = tmp_path / 'crio.conf.d'
+    d.mkdir()
+    if site is not None:
+        (d / '10-site.conf').write_text(site)
+    return {'engine': 'crio', 'crio_config': conf, 'crio_config_dir': str(d), 'path': str(d / '99-nvidia.toml')}
+
+
+def crio_view(args):
+    """The configuration CRI-O ends up with: every file in its order, merged option by option."""
+    merged = {}
+
+    def merge(into, new):
+        for k, v in new.items():
+            if isinstance(v, dict) and isinstance(into.get(k), dict):
+                merge(into[k], v)
+            else:
+                into[k] = v
+    files = [args['crio_config']] + [os.path.join(args['crio_config_dir'], n)
+                                     for n in sorted(os.listdir(args['crio_config_dir']))]
+    for f in files:
+        with open(f, 'rb') as fh:
+            merge(merged, tomllib.load(fh))
+    return merged
+
+
+def snapshot(args):
+    out = {}
+    for f in [args['crio_config']] + [os.path.join(args['crio_config_dir'], n)
+                                      for n in os.listdir(args['crio_config_dir'])]:
+        with open(f) as fh:
+            out[f] = fh.read()
+    return out
+
+
+def test_CRIO_01_dropin_in_crio_conf_d(tmp_path, capsys):
+    assert mod.DEFAULT_PATHS['crio'] == crio.DEFAULT_DROPIN == '/etc/crio/crio.conf.d/99-nvidia.toml'
+    args = layout(tmp_path)
+    before = snapshot(args)
+    res = run(capsys, args)
+    assert res['changed'] is True and res['config_mode'] == 'dropin'
+    view = crio_view(args)
+    rt = view['crio']['runtime']
+    assert rt['runtimes']['nvidia']['runtime_path'] == NV and rt['runtimes']['nvidia']['runtime_type'] == 'oci'
+    # every other setting of the other files is kept: they are only read
+    assert rt['default_runtime'] == 'crun' and rt['log_level'] == 'debug' and 'kata' in rt['runtimes']
+    assert rt['runtimes']['crun']['runtime_root'] == '/run/crun'
+    for f, text in before.items():
+        with open(f) as fh:
+            assert fh.read() == text
+
+
+def test_CRIO_02_copies_the_default_runtimes_options(tmp_path, capsys):
+    args = layout(tmp_path, site=SITE + '\n[crio.runtime.runtimes.crun]\nmonitor_path = "/opt/conmon"\n')
+    run(capsys, args)
+    nv = crio_view(args)['crio']['runtime']['runtimes']['nvidia']
+    assert nv['runtime_root'] == '/run/crun' and nv['monitor_cgroup'] == 'system.slice'
+    assert nv['monitor_path'] == '/opt/conmon'   # the later file wins, as in CRI-O
+    assert nv['allowed_annotations'] == ['io.containers.trace-syscall']
+
+
+def test_CRIO_03_default_runtime_when_asked(tmp_path, capsys):
+    args = layout(tmp_path)
+    run(capsys, dict(args, set_as_default=True))
+    assert crio_view(args)['crio']['runtime']['default_runtime'] == 'nvidia'
+    res = run(capsys, dict(args, set_as_default=False))
+    assert res['changed'] is True and crio_view(args)['crio']['runtime']['default_runtime'] == 'crun'
+    # another file naming the runtime as default is not this module's: it stays, with a warning
+    (tmp_path / 'crio.conf.d' / '50-site.conf').write_text('[crio.runtime]\ndefault_runtime = "nvidia"\n')
+    res = run(capsys, dict(args, set_as_default=False))
+    assert res['changed'] is False
+    assert 'another CRI-O file sets default_runtime' in json.dumps(res.get('warnings')), res.get('warnings')
+
+
+def test_CRIO_04_check_diff_rerun_backup_absent(tmp_path, capsys):
+    args = layout(tmp_path)
+    with module_args(dict(args, _ansible_check_mode=True, _ansible_diff=True)):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    assert res['changed'] is True and not os.path.exists(args['path'])
+    assert res['diff'][0]['after_header'] == args['path'] and 'runtimes.nvidia' in res['diff'][0]['after']
+    assert run(capsys, args)['changed'] is True
+    assert run(capsys, args)['changed'] is False
+    res = run(capsys, dict(args, set_as_default=True))
+    assert res['changed'] is True and os.path.exists(res['backup_file'])
+    # CRI-O reads every file below crio.conf.d (cri-o pkg/config UpdateFromPath walks it): the backup lies outside
+    assert not os.path.dirname(res['backup_file']).startswith(args['crio_config_dir'])
+    assert os.listdir(args['crio_config_dir']) == ['10-site.conf', '99-nvidia.toml'] or \
+        sorted(os.listdir(args['crio_config_dir'])) == ['10-site.conf', '99-nvidia.toml']
+    res = run(capsys, dict(args, state='absent'))
+    assert res['changed'] is True and not os.path.exists(args['path'])
+    assert run(capsys, dict(args, state='absent'))['changed'] is False
+    assert sorted(os.listdir(args['crio_config_dir']))[0] == '10-site.conf'
+
+
+def test_CRIO_06_bad_input_before_any_write(tmp_path, capsys):
+    args = layout(tmp_path)
+    for bad, msg in (({'cdi': True}, 'containerd only'), ({'mode': 'inline'}, 'containerd only'),
+                     ({'runtime_args': ['x']}, 'docker only')):
+        res = run(capsys, dict(args, **bad))
+        assert res['failed'] is True and msg in res['msg']
+        assert not os.path.exists(args['path'])
+    (tmp_path / 'crio.conf.d' / '20-broken.conf').write_text('[crio.runtime\n')
+    res = run(capsys, args)
+    assert res['failed'] is True and 'nothing was changed' in res['msg'] and not os.path.exists(args['path'])
