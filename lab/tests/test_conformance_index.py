@@ -16,6 +16,37 @@ ID_RE = re.compile(r"^[A-Z][A-Z0-9]*-\d+$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DEF_RE = re.compile(r"^\s*(?:async\s+)?def\s+(test_\w+)\s*\(", re.M)
 
+REF_RE = re.compile(r"^(?:@?[0-9a-f]{7,40}|@?v?\d+(?:\.\d+)*[\w.+-]*|unpinned\b.*)$")
+
+
+def source_problem(source):
+    """None when a source cell names its sources well, else what is wrong.
+
+    Sources are separated by ``;``. Each is ``owner/name, path[, path...], ref`` (ref: a tag such as v0.20.0, a commit,
+    or the word ``unpinned`` followed by why, which marks a weak source openly), or an ``https://`` documentation page,
+    or ``project rule: ...`` (a rule of this project, not an upstream fact). At least one upstream source is needed
+    unless the whole cell is a project rule.
+    """
+    parts = [p.strip().strip("`").strip() for p in source.split(";") if p.strip()]
+    if not parts:
+        return "source must not be empty"
+    upstream = 0
+    for part in parts:
+        if part.startswith("https://"):
+            upstream += 1
+            continue
+        if part.startswith("project rule"):
+            continue
+        weak = re.search(r",\s*(unpinned\b.*)$", part)
+        fields = [f.strip().strip("`") for f in (part[:weak.start()] if weak else part).split(",")]
+        fields += [weak.group(1)] if weak else []
+        if len(fields) < 3 or not REPO_RE.match(fields[0]) or not fields[1] or not REF_RE.match(fields[-1]):
+            return "each source must be 'owner/name, path, tag-or-commit', an https:// page or 'project rule: ...'"
+        upstream += 1
+    if not upstream and not parts[0].startswith("project rule"):
+        return "no upstream source"
+    return None
+
 
 def _cells(line):
     """Split a markdown table row on unescaped pipes outside backticks."""
@@ -81,23 +112,25 @@ def check(root):
             seen[rid] = table.name
             if not requires or not ours:
                 problems.append(f"{where}: 'upstream requires' and 'we render / do' must not be empty")
-            parts = [p.strip().strip("`") for p in source.split(",")]
-            if len(parts) < 3 or not REPO_RE.match(parts[0]) or "/" not in parts[1] and "." not in parts[1] \
-                    or not parts[1] or not parts[-1]:
-                problems.append(f"{where}: source must be 'owner/name, path, tag' (got {source!r})")
+            bad = source_problem(source)
+            if bad:
+                problems.append(f"{where}: {bad} (got {source!r})")
             key = rid.replace("-", "_")
             if not any(key in name for name in all_names):
                 problems.append(f"{where}: no test function in tests/unit or lab/tests contains {key}")
-            ref = test.strip("`")
-            if "::" not in ref:
+            refs = [r.strip().strip("`") for r in re.split(r"[,;]\s*|<br>", test) if r.strip()]
+            if not refs:
                 problems.append(f"{where}: test must be file::function (got {test!r})")
-                continue
-            fname, func = ref.split("::", 1)
-            func = func.split("[", 1)[0]
-            if key not in func:
-                problems.append(f"{where}: test {func} does not contain {key}")
-            elif func not in tests.get(fname, set()):
-                problems.append(f"{where}: {fname} has no function {func}")
+            for ref in refs:
+                if "::" not in ref:
+                    problems.append(f"{where}: test must be file::function (got {ref!r})")
+                    continue
+                fname, func = ref.split("::", 1)
+                func = func.split("[", 1)[0]
+                if key not in func:
+                    problems.append(f"{where}: test {func} does not contain {key}")
+                elif func not in tests.get(fname, set()):
+                    problems.append(f"{where}: {fname} has no function {func}")
     return problems
 
 
@@ -146,3 +179,15 @@ def test_checker_fails_a_different_header_and_bad_ids(tmp_path):
 def check_fresh(path, table):
     path.mkdir()
     return _fake(path, table)
+
+
+def test_checker_accepts_several_sources_and_tests_and_flags_each_bad_one(tmp_path):
+    row = ("| AB-01 | a flag | owner/repo, cmd/main.go, v1.2.3; https://docs.example.com/guide/620/page.html; "
+           "other/repo, a.go, unpinned (index copy, no tag) | we pass it | "
+           "lab/tests/test_ab.py::test_AB_01_x, lab/tests/test_ab.py::test_AB_01_y |\n")
+    tests = "def test_AB_01_x():\n    pass\n\n\ndef test_AB_01_y():\n    pass\n"
+    assert _fake(tmp_path, HEADER + "\n|---|---|---|---|---|\n" + row, tests) == []
+    problems = check_fresh(tmp_path / "x", HEADER + "\n|---|---|---|---|---|\n" +
+                           row.replace("v1.2.3", "main-ish").replace("::test_AB_01_y", "::test_AB_01_z"))
+    assert any("source must be" in p for p in problems), problems
+    assert any("no function test_AB_01_z" in p for p in problems), problems
