@@ -775,7 +775,9 @@ def _validate_security_context(sc, path, causes):
     if sc.get("privileged") is True and sc.get("allowPrivilegeEscalation") is False:
         causes.append(_invalid(f"{path}", sc, "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
     caps = [str(c) for c in ((sc.get("capabilities") or {}).get("add") or [])]
-    if sc.get("allowPrivilegeEscalation") is False and ("SYS_ADMIN" in caps or "CAP_SYS_ADMIN" in caps):
+    # The API server compares the literal string CAP_SYS_ADMIN (pkg/apis/core/validation ValidateSecurityContext):
+    # the usual spelling SYS_ADMIN passes, as HAMi's chart relies on.
+    if sc.get("allowPrivilegeEscalation") is False and "CAP_SYS_ADMIN" in caps:
         causes.append(_invalid(f"{path}", sc, "cannot set `allowPrivilegeEscalation` to false and "
                                "`capabilities.Add` CAP_SYS_ADMIN"))
 

@@ -869,9 +869,12 @@ def test_emulator_runtime_class_name_security_context_tolerations():
     causes = _msgs(_causes("DaemonSet", _ds(runtimeClassName="Nvidia_Runtime")))
     assert any(f == base + "runtimeClassName" and "RFC 1123 subdomain" in m for f, m in causes)
     assert _causes("DaemonSet", _ds(runtimeClassName="nvidia")) == []
-    sc = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}
+    sc = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["CAP_SYS_ADMIN"], "drop": ["ALL"]}}
     causes = _msgs(_causes("DaemonSet", _ds(containers=[{"name": "c", "image": "x", "securityContext": sc}])))
     assert any("CAP_SYS_ADMIN" in m for f, m in causes)
+    # the API server compares the literal CAP_SYS_ADMIN: spelled SYS_ADMIN the same pod is accepted
+    sc = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["ALL"]}}
+    assert _causes("DaemonSet", _ds(containers=[{"name": "c", "image": "x", "securityContext": sc}])) == []
     sc = {"privileged": True, "allowPrivilegeEscalation": False}
     causes = _msgs(_causes("DaemonSet", _ds(containers=[{"name": "c", "image": "x", "securityContext": sc}])))
     assert any("`privileged` to true" in m for f, m in causes)
@@ -904,9 +907,8 @@ def test_emulator_rbac_rule_shape_and_bindings(emu):
 
 
 def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
-    """What the collection renders for every strategy goes through the same rules. Until the MPS control daemon
-    stops combining hostPID with shareProcessNamespace (defect 1, fixed on another branch) this fails for mps:
-    expected, never skipped."""
+    """What the collection renders for every strategy goes through the same rules (this found the MPS control
+    daemon's hostPID + shareProcessNamespace, issue 13 defect 1)."""
     sys.path.insert(0, str(ROOT / "lab" / "tests"))
     from test_gpu_sharing_stack import CASES, STRATEGIES  # noqa: E402 - one source of the per-strategy inputs
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_stack_render
@@ -915,6 +917,8 @@ def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
     for strategy in STRATEGIES:
         node_name, facts, extra = CASES[strategy]
         settings = dict((k.replace("gpu_sharing_stack_", ""), v) for k, v in extra.items() if isinstance(v, dict))
+        if strategy == "hami":   # the role reads it from the API server's /version
+            settings["hami"] = dict(settings.get("hami") or {}, kube_version="v1.31.4")
         out = gpu_stack_render.render({"strategy": strategy, "pool": "p", "nodes": [node_name],
                                        "facts": {node_name: facts}, "settings": settings,
                                        "registry": "registry.example.com/mirror", "image_pull_secrets": ["regcred"],
