@@ -41,6 +41,9 @@ FILES = {  # path in the node -> seeded text
     '/etc/kubernetes/manifests/kube-scheduler.yaml': open(os.path.join(FIX, 'scheduler', 'kubeadm-kube-scheduler.yaml')).read(),
 }
 
+GS_EXTENDER = 'registry.example.com/acs/k8s-gpushare-schd-extender:86f6025'
+GS_PLUGIN = 'registry.example.com/acs/k8s-gpushare-plugin:45fb8b8'
+
 
 def seed():
     cm = yaml.safe_load(open(os.path.join(FIX, 'scheduler', 'kubeadm-config-configmap.yaml')))
@@ -76,7 +79,12 @@ def lab(tmp_path_factory, collections_path):
                 'children': {
                     'gpu_nodes': {
                         'children': {'lab_pool_gs': {'hosts': {'uni-1': host},
-                                                     'vars': {'gpuops_sharing_strategy': 'gpushare'}}},
+                                                     'vars': {'gpuops_sharing_strategy': 'gpushare',
+                                                              # images built from the fixing commits (names only:
+                                                              # the lab pulls nothing); upstream's are refused
+                                                              'gpu_sharing_stack_gpushare': {
+                                                                  'extender_image': GS_EXTENDER,
+                                                                  'device_plugin_image': GS_PLUGIN}}}},
                         'vars': {'gpu_probe_bindings_method': 'none',
                                  'nvidia_container_runtime_engines': ['docker', 'containerd'],
                                  'nvidia_container_runtime_install': False, 'nvidia_container_runtime_restart': False,
