@@ -62,7 +62,21 @@ exec runc "$@"
 SH
   cat > "$1/usr/bin/nvidia-ctk" <<SH
 #!/bin/sh
-# LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab)
+# LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab). \`cdi generate --output=F\` writes a small CDI spec to F (creating
+# its folder) as the real command does; its devices are made up (the lab has no GPU or driver).
+if [ "\$1" = cdi ] && [ "\$2" = generate ]; then
+  out=/var/run/cdi/nvidia.yaml
+  shift 2
+  while [ \$# -gt 0 ]; do
+    case "\$1" in --output=*) out=\${1#--output=} ;; --output) shift; out=\$1 ;; esac
+    shift
+  done
+  mkdir -p "\$(dirname "\$out")"
+  printf '%s\\n' '---' 'cdiVersion: 0.5.0' 'kind: nvidia.com/gpu' '# gpuops lab stand-in spec, not NVIDIA software' \\
+    'devices:' '- name: "0"' '  containerEdits:' '    deviceNodes:' '    - path: /dev/null' \\
+    'containerEdits:' '  env:' '  - NVIDIA_VISIBLE_DEVICES=void' > "\$out"
+  exit 0
+fi
 echo "NVIDIA Container Toolkit CLI version ${2%%-*} (gpuops lab stand-in $2, not NVIDIA software)"
 SH
   chmod 0755 "$1/usr/bin/nvidia-container-runtime" "$1/usr/bin/nvidia-ctk"
