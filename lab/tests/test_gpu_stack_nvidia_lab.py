@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import kube_emulator  # noqa: E402
+from conftest import emulator_get as get, kube_emulator  # noqa: E402
 from test_gpu_sharing_stack import A100, T4, node, role_play, run_play, task_results  # noqa: E402
 
 SEED = [node("mig-ok"), node("mig-bad"), node("mig-slow"), node("ts-1"), node("ts-2"),
@@ -32,17 +32,17 @@ def emu(tmp_path_factory):
         yield info
 
 
-def get(emu, path):
-    with urllib.request.urlopen(emu["url"] + path, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def set_state(emu, name, value):
+def patch_labels(emu, name, labels):
+    """Merge-patch a Node's labels, as mig-manager does."""
     req = urllib.request.Request(emu["url"] + "/api/v1/nodes/" + name, method="PATCH",
-                                 data=json.dumps({"metadata": {"labels": {"nvidia.com/mig.config.state": value}}}).encode(),
+                                 data=json.dumps({"metadata": {"labels": labels}}).encode(),
                                  headers={"Content-Type": "application/merge-patch+json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status == 200
+
+
+def set_state(emu, name, value):
+    patch_labels(emu, name, {"nvidia.com/mig.config.state": value})
 
 
 def play(*tasks):
@@ -77,10 +77,7 @@ def test_MIGM_12_role_reports_mig_done_only_after_mig_config_state_success(emu, 
     assert any("'mig-slow': ''" in m and "gpu_sharing_stack_mig_state_retries" in m for m in msgs), msgs
 
     # a paused plugin stays paused on a re-run
-    req = urllib.request.Request(emu["url"] + "/api/v1/nodes/mig-ok", method="PATCH", data=json.dumps(
-        {"metadata": {"labels": {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}}}).encode(),
-        headers={"Content-Type": "application/merge-patch+json"})
-    urllib.request.urlopen(req, timeout=10).close()
+    patch_labels(emu, "mig-ok", {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"})
     rc, result = run_play(emu, tmp_path, play(role_play("mig", "mig-ok", A100, MIG, pool="migok")))
     assert rc == 0, failures(result)
     assert get(emu, "/api/v1/nodes/mig-ok")["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == \

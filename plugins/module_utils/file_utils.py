@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shutil
 import tempfile
+import time
 
 
 def read_bytes(path):
@@ -41,3 +43,15 @@ def write_atomic(module, path, data, mode=None):
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def backup_copy(path, directory=None, dir_mode=0o700):
+    """Copy path to DIRECTORY/NAME.PID.TIMESTAMP~ (directory: the file's own by default, created with dir_mode) and
+    return the copy's path. Tools that read every file of a drop-in folder (apt, CRI-O) need the copy outside it."""
+    directory = directory or os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, dir_mode)
+    stamp = time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())
+    dest = os.path.join(directory, '%s.%d.%s~' % (os.path.basename(path), os.getpid(), stamp))
+    shutil.copy2(path, dest)
+    return dest

@@ -39,6 +39,41 @@ _CC_ARCH = [
     ((10, 0), 'blackwell'),
 ]
 
+# NVIDIA PCI device id ranges per chip family (the PCI ID Repository, pci.ids, NVIDIA's 10de section), for the
+# architecture of a GPU seen only on the PCI bus (no driver yet; the driver role's open/proprietary choice). The device
+# ids of the MIG products below are checked against these ranges by the unit tests.
+# (first, last, architecture); checked in order, so the narrower ranges come first.
+PCI_ID_RANGES = (
+    (0x2340, 0x234f, 'grace-hopper'),   # GH200
+    (0x2300, 0x233f, 'hopper'),         # GH100 (H100, H200, H800)
+    (0x1db0, 0x1dbf, 'volta'),          # GV100 (V100)
+    (0x1df0, 0x1dff, 'volta'),          # GV100 (V100S, V100 SXM3)
+    (0x1d80, 0x1d8f, 'volta'),          # GV100 (TITAN V)
+    (0x15f0, 0x15ff, 'pascal'),         # GP100 (P100)
+    (0x0fc0, 0x12ff, 'kepler'),
+    (0x1300, 0x17ff, 'maxwell'),
+    (0x1b00, 0x1dff, 'pascal'),
+    (0x1e00, 0x1fff, 'turing'),
+    (0x2080, 0x20ff, 'ampere'),         # GA100 (A100, A30, A800)
+    (0x2180, 0x21ff, 'turing'),         # TU116
+    (0x2200, 0x25ff, 'ampere'),         # GA10x (A10, A40, A16, A2)
+    (0x2600, 0x28ff, 'ada'),            # AD10x (L40, L40S, L4)
+    (0x2900, 0x31ff, 'blackwell'),      # GB100/GB110/GB20x (B200, B300, GB200, RTX PRO 6000 Blackwell)
+)
+
+
+def architecture_from_pci_id(device_id):
+    """Architecture of an NVIDIA PCI device id ('0x2330' or '2330'), or 'unknown'."""
+    try:
+        value = int(str(device_id), 16)
+    except (TypeError, ValueError):
+        return 'unknown'
+    for first, last, arch in PCI_ID_RANGES:
+        if first <= value <= last:
+            return arch
+    return 'unknown'
+
+
 SHARING_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager')
 
 # MPS: supported by the NVIDIA device plugin and the MPS control daemon from Volta (CC 7.0).

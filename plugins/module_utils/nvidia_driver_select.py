@@ -15,6 +15,8 @@ __metaclass__ = type
 import datetime
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_catalog import architecture_from_pci_id
+
 FLAVOURS = ('auto', 'open', 'proprietary')
 METHODS = ('distro', 'cuda_repo', 'runfile')
 
@@ -57,26 +59,6 @@ FIRST_BRANCH_FOR_ARCH = {'blackwell': 570}
 # flavours, the R620 one only the open modules.
 PROPRIETARY_LAST_BRANCH = 610
 OPEN_FIRST_BRANCH = 515
-
-# NVIDIA PCI device id ranges per chip family (the PCI ID Repository, pci.ids, NVIDIA's 10de section).
-# (first, last, architecture); checked in order, so the narrower ranges come first.
-PCI_ID_RANGES = (
-    (0x2340, 0x234f, 'grace-hopper'),   # GH200
-    (0x2300, 0x233f, 'hopper'),         # GH100 (H100, H200, H800)
-    (0x1db0, 0x1dbf, 'volta'),          # GV100 (V100)
-    (0x1df0, 0x1dff, 'volta'),          # GV100 (V100S, V100 SXM3)
-    (0x1d80, 0x1d8f, 'volta'),          # GV100 (TITAN V)
-    (0x15f0, 0x15ff, 'pascal'),         # GP100 (P100)
-    (0x0fc0, 0x12ff, 'kepler'),
-    (0x1300, 0x17ff, 'maxwell'),
-    (0x1b00, 0x1dff, 'pascal'),
-    (0x1e00, 0x1fff, 'turing'),
-    (0x2080, 0x20ff, 'ampere'),         # GA100 (A100, A30, A800)
-    (0x2180, 0x21ff, 'turing'),         # TU116
-    (0x2200, 0x25ff, 'ampere'),         # GA10x (A10, A40, A16, A2)
-    (0x2600, 0x28ff, 'ada'),            # AD10x (L40, L40S, L4)
-    (0x2900, 0x31ff, 'blackwell'),      # GB100/GB110/GB20x (B200, B300, GB200, RTX PRO 6000 Blackwell)
-)
 
 SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
 
@@ -135,18 +117,6 @@ def check_branch(branch, accept_eol, today):
         'nvidia_driver_branch %s is not in the role\'s branch table (NVIDIA\'s lifecycle page lists %s as '
         'supported now). To install it anyway set nvidia_driver_accept_eol_branch: "%s".'
         % (branch, ', '.join(supported_branches(today)), branch))
-
-
-def architecture_from_pci_id(device_id):
-    """Architecture of an NVIDIA PCI device id ('0x2330' or '2330'), or 'unknown'."""
-    try:
-        value = int(str(device_id), 16)
-    except (TypeError, ValueError):
-        return 'unknown'
-    for first, last, arch in PCI_ID_RANGES:
-        if first <= value <= last:
-            return arch
-    return 'unknown'
 
 
 def _arch_index(arch):

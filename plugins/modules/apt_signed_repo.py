@@ -170,14 +170,12 @@ existing_sources:
 '''
 
 import os
-import shutil
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, write_atomic
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import backup_copy, read_bytes, write_atomic
 
 SOURCES_DIR = '/etc/apt/sources.list.d'
 
@@ -269,13 +267,7 @@ def plan_existing(module, p, sources_file, keyring):
 
 def backup_outside(module, path):
     """Copy path to /etc/apt/gpuops-backups/ (apt reads sources.list.d, so a backup there would be a source)."""
-    backup_dir = os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups')
-    if not os.path.isdir(backup_dir):
-        os.makedirs(backup_dir, 0o755)
-    dest = os.path.join(backup_dir, '%s.%d.%s~' % (os.path.basename(path), os.getpid(),
-                                                   time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())))
-    shutil.copy2(path, dest)
-    return dest
+    return backup_copy(path, os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups'), 0o755)
 
 
 def read_installed(module, names):

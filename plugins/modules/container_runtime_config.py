@@ -232,13 +232,11 @@ config_backup_file:
 
 import os
 import re
-import shutil
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import write_atomic
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import backup_copy, write_atomic
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_docker import (
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
@@ -271,13 +269,7 @@ def write_text(module, path, text):
 def backup_outside(module, path, conf_dir):
     """Back a CRI-O drop-in up outside its directory: CRI-O reads every file below crio.conf.d (any name, sub
     directories too), so a backup next to the drop-in would be read as configuration."""
-    backup_dir = os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups')
-    if not os.path.isdir(backup_dir):
-        os.makedirs(backup_dir, 0o700)
-    stamp = time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())
-    dest = os.path.join(backup_dir, '%s.%d.%s~' % (os.path.basename(path), os.getpid(), stamp))
-    shutil.copy2(path, dest)
-    return dest
+    return backup_copy(path, os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups'))
 
 
 def containerd_major(module):

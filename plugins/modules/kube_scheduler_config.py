@@ -290,15 +290,14 @@ notes:
 
 import hashlib
 import os
-import shutil
 import tempfile
-import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import backup_copy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import kube_scheduler_adapters as A
 
 MODE_DISTRIBUTION = {'rke1_cluster_yml': 'rke1', 'rke2_config': 'rke2', 'kubeadm_manifest': 'kubeadm',
@@ -353,16 +352,6 @@ def _read(path):
 def _sha256(path):
     with open(path, 'rb') as f:
         return hashlib.sha256(f.read()).hexdigest()
-
-
-def _backup(module, path, backup_dir):
-    directory = backup_dir or os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    stamp = time.strftime('%Y-%m-%d@%H:%M:%S', time.localtime())
-    dest = os.path.join(directory, '%s.%d.%s~' % (os.path.basename(path), os.getpid(), stamp))
-    shutil.copy2(path, dest)
-    return dest
 
 
 def _write(module, path, text, stage_dir=None, new_mode=0o644):
@@ -561,7 +550,7 @@ def main():
                 backup_dir = params.get('backup_dir')
                 if not backup_dir and params['mode'] == 'kubeadm_manifest':
                     backup_dir = params['tmp_dir']
-                out['backup_file'] = _backup(module, path, backup_dir)
+                out['backup_file'] = backup_copy(path, backup_dir)
             if res.get('delete'):
                 os.unlink(path)
             else:

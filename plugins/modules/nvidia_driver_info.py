@@ -255,6 +255,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver_select as sel
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes
 
 
 def argument_spec():
@@ -302,24 +303,10 @@ PERSISTENCED_UNITS = ('etc/systemd/system/nvidia-persistenced.service', 'lib/sys
                       'usr/lib/systemd/system/nvidia-persistenced.service')
 
 
-def read_text(path):
-    try:
-        with open(path, 'r') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
 def infiniband_vpds(root='/'):
     """VPD contents of the InfiniBand devices (/sys/class/infiniband/*/device/vpd), bytes decoded loosely."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(root, 'sys/class/infiniband/*/device/vpd'))):
-        try:
-            with open(path, 'rb') as f:
-                out.append(f.read().decode('latin-1'))
-        except (IOError, OSError):
-            continue
-    return out
+    paths = sorted(glob.glob(os.path.join(root, 'sys/class/infiniband/*/device/vpd')))
+    return [data.decode('latin-1') for data in (read_bytes(path) for path in paths) if data is not None]
 
 
 def discover_installed(module):
@@ -388,7 +375,8 @@ def main():
         module.warn(w)
     unit = None
     for rel in PERSISTENCED_UNITS:
-        unit = read_text(os.path.join('/', rel))
+        data = read_bytes(os.path.join('/', rel))
+        unit = to_native(data) if data else None
         if unit:
             break
     branch_check = None

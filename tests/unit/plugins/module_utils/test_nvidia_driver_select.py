@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_catalog
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver_select as sel
 
@@ -103,6 +104,25 @@ def test_DRV_03_unknown_branch_refused():
 ])
 def test_DRV_04_architecture_from_pci_device_id(dev, arch):
     assert sel.architecture_from_pci_id(dev) == arch
+
+
+# The chip family of every device id the MIG catalogue names (written from mig-parted's device filters): the two
+# sources of GPU knowledge must agree. 0x2342 is GH200 96 GB and 0x20B6 the GA100-based PG506, both listed under the
+# 96 GB profile table because mig-parted groups device ids by profile set.
+FAMILY_OF_PRODUCT = (('GH200', 'grace-hopper'), ('H', 'hopper'), ('A', 'ampere'), ('GB', 'blackwell'),
+                     ('B', 'blackwell'), ('RTX-PRO', 'blackwell'))
+FAMILY_EXCEPTIONS = {0x2342: 'grace-hopper', 0x20B6: 'ampere'}
+
+
+def test_DRV_04_catalogue_device_ids_agree_with_the_architecture_ranges():
+    checked = 0
+    for key, ids, dummy, dummy2 in gpu_catalog.MIG_PRODUCTS:
+        family = [fam for prefix, fam in FAMILY_OF_PRODUCT if key.startswith(prefix)][0]
+        for dev in ids:
+            want = FAMILY_EXCEPTIONS.get(dev, family)
+            assert sel.architecture_from_pci_id('%x' % dev) == want, (key, hex(dev))
+            checked += 1
+    assert checked >= 20
 
 
 @pytest.mark.parametrize('gpu', [P100, V100])
