@@ -39,26 +39,33 @@ _CC_ARCH = [
     ((10, 0), 'blackwell'),
 ]
 
-# NVIDIA PCI device id ranges per chip family (the PCI ID Repository, pci.ids, NVIDIA's 10de section), for the
-# architecture of a GPU seen only on the PCI bus (no driver yet; the driver role's open/proprietary choice). The device
-# ids of the MIG products below are checked against these ranges by the unit tests.
+# NVIDIA PCI device id ranges per chip family, for the architecture of a GPU seen only on the PCI bus (no driver yet;
+# the driver role's open/proprietary choice). Checked id by id (tests/unit/plugins/module_utils/test_gpu_catalog_pci_ids.py)
+# against the PCI ID Repository's pci.ids 2023.04.10 (Debian's pci.ids 0.0~2023.04.11-1, NVIDIA's 10de section:
+# every GK..AD/GH display id) and against the supported-GPU table of NVIDIA/open-gpu-kernel-modules README.md at tag
+# 595.45.04 (Turing to Blackwell, including GH200, GB200, B200, B300, RTX PRO 6000). Fermi and Tesla-generation ids
+# (GF1xx, GT2xx, some of them between Kepler's) are 'unknown': no supported branch drives them.
+# The device ids of the MIG products below are checked against these ranges by the unit tests.
 # (first, last, architecture); checked in order, so the narrower ranges come first.
 PCI_ID_RANGES = (
     (0x2340, 0x234f, 'grace-hopper'),   # GH200
-    (0x2300, 0x233f, 'hopper'),         # GH100 (H100, H200, H800)
+    (0x2300, 0x233f, 'hopper'),         # GH100 (H100, H200, H800, H20)
     (0x1db0, 0x1dbf, 'volta'),          # GV100 (V100)
     (0x1df0, 0x1dff, 'volta'),          # GV100 (V100S, V100 SXM3)
     (0x1d80, 0x1d8f, 'volta'),          # GV100 (TITAN V)
     (0x15f0, 0x15ff, 'pascal'),         # GP100 (P100)
-    (0x0fc0, 0x12ff, 'kepler'),
+    (0x1720, 0x172f, 'pascal'),         # GP100 (inside Maxwell's ids)
+    (0x0fc0, 0x103f, 'kepler'),         # GK107, GK110 (K20, K40, K80)
+    (0x1180, 0x11ff, 'kepler'),         # GK104, GK106
+    (0x1280, 0x12ff, 'kepler'),         # GK208
     (0x1300, 0x17ff, 'maxwell'),
     (0x1b00, 0x1dff, 'pascal'),
     (0x1e00, 0x1fff, 'turing'),
     (0x2080, 0x20ff, 'ampere'),         # GA100 (A100, A30, A800)
     (0x2180, 0x21ff, 'turing'),         # TU116
     (0x2200, 0x25ff, 'ampere'),         # GA10x (A10, A40, A16, A2)
-    (0x2600, 0x28ff, 'ada'),            # AD10x (L40, L40S, L4)
-    (0x2900, 0x31ff, 'blackwell'),      # GB100/GB110/GB20x (B200, B300, GB200, RTX PRO 6000 Blackwell)
+    (0x2600, 0x28ff, 'ada'),            # AD10x (L40, L40S, L4, L20)
+    (0x2900, 0x31ff, 'blackwell'),      # GB100/GB110/GB20x (B200, B300, GB200, GB300, RTX PRO 6000 Blackwell)
 )
 
 

@@ -218,16 +218,24 @@ def _fm_names(branch, family, method):
 def _nvlink5_names(branch, family, method, machine):
     """(pinned, unpinned) packages for NVLink5 systems: libnvsdm (x86_64 only) pinned, nvlsm and infiniband-diags.
 
-    From NVIDIA's driver container (gpu-driver-container, ubuntu24.04/precompiled/nvidia-driver, rhel9/install.sh):
-    NVLink5 packages from R570; libnvsdm unversioned from R580, libnvsdm-<branch> from R560.
+    From NVIDIA's driver container (gpu-driver-container @06a208ca: ubuntu24.04/precompiled/nvidia-driver,
+    rhel9/install.sh, rhel9/precompiled/Dockerfile): NVLink5 packages from R570; libnvsdm unversioned from R580,
+    libnvsdm-<branch> before (R560-R579) on apt and on RHEL alike.
     """
     b = _branch_int(branch)
     if b < 570 or (family == 'Debian' and method == 'distro'):
         return [], []
     pinned = []
     if machine in ('x86_64', 'amd64'):
-        pinned = ['libnvsdm'] if b >= 580 or family == 'RedHat' else ['libnvsdm-%s' % branch]
+        pinned = ['libnvsdm'] if b >= 580 else ['libnvsdm-%s' % branch]
     return pinned, ['nvlsm', 'infiniband-diags']
+
+
+def nvlink5_wanted(detected, fabricmanager='auto'):
+    """Whether the NVLink5 packages belong on this node: an NVLink5 system was detected and fabricmanager is not
+    switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
+    this run installs the driver, so that a node converged by an older release gains them too."""
+    return bool(detected) and fabricmanager != 'never'
 
 
 def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64'):
@@ -235,7 +243,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
 
     Returns {'pinned': [...] (installed at the driver's version, held), 'unpinned': [...] (installed, not version
     pinned: precompiled module packages follow the kernel's version), 'version_package': the package whose
-    version is the driver's, 'fabricmanager': [...], 'nvlink5': {'pinned': [...], 'unpinned': [...]},
+    version is the driver's, 'fabricmanager': [...], 'nvlink5': {'pinned': [...], 'unpinned': [...], 'wanted': bool (set by select)},
     'dnf_module_stream': 'nvidia-driver:<branch>-open' or None, 'versionlock_pattern': str or None,
     'apt_pin_branch': branch or None}.
     """
@@ -285,7 +293,9 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
             plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
     plan['fabricmanager'] = _fm_names(branch, family, method) if method != 'runfile' else []
     pinned, unpinned = _nvlink5_names(branch, family, method, machine) if method != 'runfile' else ([], [])
-    plan['nvlink5'] = {'pinned': pinned, 'unpinned': unpinned}
+    # infiniband-diags is InfiniBand's general tool set that a site may have had before: never removed by the role
+    plan['nvlink5'] = {'pinned': pinned, 'unpinned': unpinned, 'wanted': False,
+                       'keep_on_removal': [n for n in unpinned if n == 'infiniband-diags']}
     return plan
 
 
@@ -377,8 +387,9 @@ def verify_installed(branch, version, installed_upstream):
 def select(params, obs, today=None):
     """Everything the role needs to know before it changes anything, or SelectionError.
 
-    params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false).
-    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...).
+    params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),
+    fabricmanager (auto|always|never).
+    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool).
     """
     today = today or datetime.date.today()
     check_os(obs.get('family'), obs.get('major'))
@@ -410,6 +421,7 @@ def select(params, obs, today=None):
         precompiled, pre_reason = False, 'precompiled modules only with Ubuntu\'s packages (method distro)'
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
                         obs.get('kernel_release') or '', obs.get('machine') or 'x86_64')
+    plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
     return {
         'branch': status,
         'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,

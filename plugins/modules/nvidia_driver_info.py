@@ -35,7 +35,10 @@ options:
     choices: [auto, required, skip]
     default: auto
   fabricmanager:
-    description: V(auto) wants fabricmanager when NVSwitches are found in sysfs; V(always) and V(never) force it.
+    description:
+      - V(auto) wants fabricmanager when NVSwitches are found in sysfs; V(always) and V(never) force it.
+      - With O(select), the NVLink5 packages are wanted (C(selection.packages.nvlink5.wanted) in RV(selection))
+        on an NVLink5 system unless this is V(never).
     type: str
     choices: [auto, always, never]
     default: auto
@@ -342,10 +345,12 @@ def main():
         try:
             selection = sel.select(
                 dict(branch=p['branch'], version=p['version'], kernel_module_type=p['kernel_module_type'],
-                     accept_eol_branch=p['accept_eol_branch'], method=p['method'], precompiled=p['precompiled']),
+                     accept_eol_branch=p['accept_eol_branch'], method=p['method'], precompiled=p['precompiled'],
+                     fabricmanager=p['fabricmanager']),
                 dict(family=p['os_family'], major=p['os_major'], kernel_release=os.uname()[2],
                      machine=os.uname()[4], gpu_pci_ids=[g['pci_device_id'] for g in gpus],
-                     secure_boot=node_probe.secure_boot('/'), dnf_module_current=dnf_current))
+                     secure_boot=node_probe.secure_boot('/'), dnf_module_current=dnf_current,
+                     nvlink5=sel.nvlink5_detected(infiniband_vpds('/'))))
         except sel.SelectionError as e:
             module.fail_json(msg=to_native(e))
     detect_virt = None

@@ -35,9 +35,9 @@ def select(family='Ubuntu', major='24', **params):
     obs = dict(family=family, major=major, kernel_release=params.pop('kernel_release', '6.8.0-45-generic'),
                machine=params.pop('machine', 'x86_64'), gpu_pci_ids=params.pop('gpus', [H100]),
                secure_boot=params.pop('secure_boot', 'disabled'),
-               dnf_module_current=params.pop('dnf_module_current', None))
+               dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False))
     base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
-                precompiled='auto')
+                precompiled='auto', fabricmanager='auto')
     base.update(params)
     return sel.select(base, obs, today=LATE_2026)
 
@@ -363,8 +363,31 @@ def test_DRV_22_nvlink5_detected_from_infiniband_vpd():
 
 def test_DRV_23_nvlink5_packages():
     p = select(family='Ubuntu', method='cuda_repo')['packages']['nvlink5']
-    assert p == {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags']}
+    assert p == {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': False,
+                 'keep_on_removal': ['infiniband-diags']}
     assert select(machine='aarch64')['packages']['nvlink5']['pinned'] == []   # no libnvsdm for arm64
     assert select(family='RedHat', major='9')['packages']['nvlink5']['unpinned'] == ['nvlsm', 'infiniband-diags']
+    assert select(family='RedHat', major='9')['packages']['nvlink5']['pinned'] == ['libnvsdm']
     assert select(branch='535', accept_eol_branch='535', gpus=[A100])['packages']['nvlink5'] == {
-        'pinned': [], 'unpinned': []}
+        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': []}
+
+
+def test_DRV_23_nvlink5_libnvsdm_carries_the_branch_before_580_on_rhel_too():
+    # gpu-driver-container rhel9/precompiled/Dockerfile: libnvsdm-<branch> for R570-R579, libnvsdm from R580
+    assert select(family='RedHat', major='9', branch='570', accept_eol_branch='570',
+                  gpus=[H100])['packages']['nvlink5']['pinned'] == ['libnvsdm-570']
+    assert select(family='Ubuntu', method='cuda_repo', branch='570', accept_eol_branch='570',
+                  gpus=[H100])['packages']['nvlink5']['pinned'] == ['libnvsdm-570']
+
+
+@pytest.mark.parametrize('detected, fabricmanager, wanted', [
+    (True, 'auto', True), (True, 'always', True), (True, 'never', False),
+    (False, 'auto', False), (False, 'always', False),
+])
+def test_DRV_28_nvlink5_packages_wanted_from_the_detection(detected, fabricmanager, wanted):
+    # decided by the selection (before the role's first read of the node's packages), on every run: a node
+    # converged by an older release without nvlsm is then found missing it
+    nv = select(family='Ubuntu', method='cuda_repo', nvlink5=detected,
+                fabricmanager=fabricmanager)['packages']['nvlink5']
+    assert nv['wanted'] is wanted
+    assert nv['unpinned'] == ['nvlsm', 'infiniband-diags']

@@ -79,7 +79,7 @@ def test_package_specs_report_what_apt_would_install(monkeypatch, capsys):
     assert res['failed'] is True and 'package_specs:' in res['msg']
 
 
-def _run_select(monkeypatch, capsys, args, gpus):
+def _run_select(monkeypatch, capsys, args, gpus, vpds=None):
     """Run the module with select on a node whose PCI probe shows gpus; fail the test if it reads packages."""
     import json
     import pytest
@@ -87,6 +87,7 @@ def _run_select(monkeypatch, capsys, args, gpus):
     monkeypatch.setattr(mod.node_probe, 'pci_devices',
                         lambda root: ([{'pci_device_id': g, 'pci_bus_id': '0000:01:00.0'} for g in gpus], []))
     monkeypatch.setattr(mod.node_probe, 'secure_boot', lambda root: 'disabled')
+    monkeypatch.setattr(mod, 'infiniband_vpds', lambda root: list(vpds or []))
     touched = []
     monkeypatch.setattr(mod, 'read_packages', lambda module, names: touched.append(names) or ({}, {}, 'Debian'))
     base = {'select': True, 'os_family': 'Ubuntu', 'os_major': '24', 'branch': '580'}
@@ -141,3 +142,14 @@ def test_DRV_20_discover_installed_includes_held_packages():
     m = FakeModule({'dpkg-query': '/usr/bin/dpkg-query'}, {'-W': out})
     assert mod.discover_installed(m) == {'nvidia-headless-580-server': '580.95.05-0ubuntu0.24.04.1',
                                          'libnvidia-compute-580-server': '580.95.05-0ubuntu0.24.04.1'}
+
+
+@pytest.mark.parametrize('fabricmanager, wanted', [('auto', True), ('never', False)])
+def test_DRV_28_select_wants_the_nvlink5_packages_on_an_nvlink5_system(monkeypatch, capsys, fabricmanager, wanted):
+    res, touched = _run_select(monkeypatch, capsys, {'method': 'cuda_repo', 'fabricmanager': fabricmanager},
+                               ['0x2901'], vpds=['PN MCX75310\x00V0 SW_MNG\x00'])
+    nv = res['selection']['packages']['nvlink5']
+    assert nv['wanted'] is wanted, res['selection']
+    assert nv['unpinned'] == ['nvlsm', 'infiniband-diags'] and nv['pinned'] == ['libnvsdm']
+    res, touched = _run_select(monkeypatch, capsys, {'method': 'cuda_repo'}, ['0x2901'], vpds=['PN MCX75310'])
+    assert res['selection']['packages']['nvlink5']['wanted'] is False

@@ -1,0 +1,104 @@
+"""The nvidia_driver role's internal package lists (roles/nvidia_driver/vars/main.yml), rendered with Ansible's own
+templating as the role renders them at its first read of the node (tasks/main.yml, "Read the driver state of the
+node"), when nvidia_driver_before does not exist yet.
+
+NVLink5 (HGX B200/B300, GB200): nvlsm, infiniband-diags and libnvsdm must be in that first read's package list on
+every run, so that a node converged by an older release of the role (which installed them only on a fresh install)
+is found missing them and gains them, and a re-run finds nothing missing. No node is needed: seconds.
+"""
+import os
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+try:   # ansible-core 2.19+: only trusted strings are templated
+    from ansible.template import trust_as_template
+except ImportError:   # older ansible-core: every string is a template
+    def trust_as_template(value):
+        return value
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+VARS = os.path.join(ROOT, 'roles', 'nvidia_driver', 'vars', 'main.yml')
+
+
+def selection(wanted, fm_packages=('nvidia-fabricmanager', 'libnvidia-nscq')):
+    """What nvidia_driver_info (select: true) returns for Ubuntu + NVIDIA's CUDA repository, R580, x86_64."""
+    return {'selection': {'flavour': {'effective': 'open'}, 'packages': {
+        'pinned': ['nvidia-open', 'libnvidia-compute-580'], 'unpinned': ['nvidia-driver-pinning-580'],
+        'version_package': 'libnvidia-compute-580', 'fabricmanager': list(fm_packages),
+        'nvlink5': {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': wanted,
+                    'keep_on_removal': ['infiniband-diags']}}}}
+
+
+def render(expr, **extra):
+    with open(VARS) as f:
+        role_vars = yaml.safe_load(f)
+    ctx = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in role_vars.items())
+    ctx.update(nvidia_driver_packages=[], nvidia_driver_extra_packages=[], nvidia_driver_fabricmanager_packages=[],
+               nvidia_driver_version='', ansible_facts={'distribution': 'Ubuntu', 'os_family': 'Debian'})
+    ctx.update(extra)
+    return Templar(loader=DataLoader(), variables=ctx).template(trust_as_template(expr))
+
+
+@pytest.mark.parametrize('wanted', [True, False])
+def test_DRV_28_nvlink5_packages_in_the_first_read_without_nvidia_driver_before(wanted):
+    sel = selection(wanted)
+    extras = render('{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel)
+    fm = render('{{ __nvidia_driver_fm_packages }}', nvidia_driver_selection=sel)
+    specs = render('{{ __nvidia_driver_apt_specs }}', nvidia_driver_selection=sel)
+    if wanted:
+        assert {'nvlsm', 'infiniband-diags'} <= set(extras), extras
+        assert 'libnvsdm' in fm, fm
+        # the first read's package_specs: apt runs on a converged node that lacks them
+        assert {'nvlsm', 'infiniband-diags'} <= set(specs), specs
+    else:
+        assert not ({'nvlsm', 'infiniband-diags'} & set(extras)), extras
+        assert 'libnvsdm' not in fm, fm
+
+
+def test_DRV_28_nvlink5_wanted_does_not_depend_on_the_read_after_install():
+    # the old wiring read nvidia_driver_before.fabricmanager.nvlink5: set only from the first read on, so the first
+    # read itself (the one that decides whether apt runs) never asked for the NVLink5 packages
+    before = {'fabricmanager': {'wanted': True, 'nvlink5': True}}
+    sel = selection(True)
+    assert render('{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel) == render(
+        '{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel, nvidia_driver_before=before)
+
+
+DEFAULTS = os.path.join(ROOT, 'roles', 'nvidia_driver', 'defaults', 'main.yml')
+RHEL_FACTS = {'os_family': 'RedHat', 'distribution': 'Rocky', 'distribution_major_version': '9',
+              'distribution_version': '9.6'}
+
+
+def render_default(expr, facts, mirror=None):
+    with open(DEFAULTS) as f:
+        defaults = yaml.safe_load(f)
+    ctx = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in defaults.items())
+    ctx.update(ansible_facts=facts, gpuops_mirror=mirror or {})
+    return Templar(loader=DataLoader(), variables=ctx).template(trust_as_template(expr)).strip()
+
+
+@pytest.mark.parametrize('arch, repo_arch', [('x86_64', 'x86_64'), ('aarch64', 'sbsa')])
+def test_DRV_30_rhel_cuda_repository_layout_and_key(arch, repo_arch):
+    # NVIDIA/ansible-role-nvidia-driver v2.3.1 (defaults/main.yml, vars/main.yml) and gpu-driver-container
+    # rhel9/install.sh: .../compute/cuda/repos/rhel<major>/<x86_64|sbsa>/, key D42D0685.pub
+    facts = dict(RHEL_FACTS, architecture=arch)
+    url = render_default('{{ nvidia_driver_cuda_repo_url }}', facts)
+    assert url == 'https://developer.download.nvidia.com/compute/cuda/repos/rhel9/%s/' % repo_arch
+    assert render_default('{{ nvidia_driver_cuda_repo_key_url }}', facts) == url + 'D42D0685.pub'
+    mirrored = render_default('{{ nvidia_driver_cuda_repo_url }}', facts, {'apt': 'http://mirror.lab'})
+    assert mirrored == 'http://mirror.lab/nvidia-cuda/rhel9/%s/' % repo_arch
+
+
+def test_DRV_31_epel_for_dkms_through_the_mirror_setting():
+    # NVIDIA/ansible-role-nvidia-driver v2.3.1 (tasks/install-redhat.yml): dkms from EPEL, key RPM-GPG-KEY-EPEL-<major>
+    facts = dict(RHEL_FACTS, architecture='x86_64')
+    assert render_default('{{ nvidia_driver_epel_url }}', facts) == (
+        'https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64')
+    assert render_default('{{ nvidia_driver_epel_key_url }}', facts) == (
+        'https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9')
+    assert render_default('{{ nvidia_driver_epel_url }}', facts, {'apt': 'http://mirror.lab'}) == (
+        'http://mirror.lab/epel/9/Everything/x86_64')
