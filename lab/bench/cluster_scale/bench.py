@@ -4,16 +4,20 @@
 For each size N: a Kubernetes API emulator (lab/kube) seeded with a control-plane Node and N GPU Nodes; an inventory
 whose group gpu_nodes has two pools (pool_ts: time-slicing, first half; pool_excl: exclusive, second half), every
 node with its probe facts already given (gpu_probe_facts of a Tesla T4, as the NVML simulator's t4 inventory
-reports them), so the first play probes nothing. cluster.yml then runs:
-  1. in check mode on the fresh emulator: the measured run. Controller CPU = user + sys of ansible-playbook and all
-     its children (RUSAGE_CHILDREN around the run); API requests counted from the emulator's request log.
-  2. (re-converge check, sizes given by --reconverge-max) for real once, then for real again: the second run must
-     write nothing (0 non-dry-run writes in the request log) and report changed=0 on every host.
+reports them), so no node is probed. Two regimes:
+  steady state: the Nodes are seeded with the labels (and the record annotation) role gpu_node_labels would have set
+    (worked out with the collection's own planner, plugins/module_utils/cluster_plan.py), as after a converge.
+    1. cluster.yml --check: the measured run (controller CPU = user + sys of ansible-playbook and all its children,
+       RUSAGE_CHILDREN around the run; API requests from the emulator's request log; label patches the run would send);
+    2. cluster.yml for real, then 3. for real again: the second run must write nothing (0 non-dry-run writes) and
+       report changed=0 on every host (the re-converge check).
+  first converge (sizes up to --fresh-max): bare Nodes; cluster.yml --check. Role gpu_node_labels then patches every
+    node, one kubernetes.core.k8s call per node (the issue's "one patch per changed node").
 CPU per node = total CPU / N; the marginal CPU per node is the slope between consecutive sizes, which takes out the
-fixed cost of starting ansible-playbook and deploying the two stacks. One sample per size (a loaded 2-core machine:
-CPU seconds, unlike wall seconds, do not grow with the load).
+fixed cost of starting ansible-playbook and deploying the two stacks. One sample per size (CPU seconds, unlike wall
+seconds, barely grow with the machine's load).
 
-  .venv/bin/python lab/bench/cluster_scale/bench.py [--smoke] [--sizes 10,100,1000] [--reconverge-max N]
+  .venv/bin/python lab/bench/cluster_scale/bench.py [--smoke] [--sizes 10,100,1000] [--fresh-max 100]
 Env: GPUOPS_BENCH_PREFIX (default gpuops-bench) prefixes the emulator name.
 """
 import argparse
@@ -47,14 +51,42 @@ def node_name(i):
     return 'gpu-%04d' % i
 
 
-def seed(n):
+def converged_labels(n):
+    """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster, from the collection's own
+    planner (the lab may import the collection; never the reverse)."""
+    sys.path.insert(0, c.collections_path())
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import cluster_plan
+    inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
+    groups, hostvars = {'gpu_nodes': []}, {}
+    for g, body in inv.items():
+        groups[g] = list(body['hosts'])
+        groups['gpu_nodes'] += list(body['hosts'])
+        for h, hv in body['hosts'].items():
+            hostvars[h] = dict(hv, group_names=[g, 'gpu_nodes'], **body['vars'])
+    pools = cluster_plan.sharing_pools(groups, hostvars)
+    static = cluster_plan.label_static_plan(groups, hostvars, pools=pools['label_pools'])
+    live = [{'metadata': {'name': node_name(i), 'labels': {'kubernetes.io/hostname': node_name(i)}}}
+            for i in range(n)]
+    plan = cluster_plan.label_live_plan(static, live)
+    if pools['errors'] or static['errors'] or plan['errors']:
+        raise SystemExit('the benchmark inventory does not plan cleanly: %s' % (pools['errors'] + static['errors']
+                                                                                   + plan['errors']))
+    return dict((x['node'], (x['patch']['metadata'].get('labels') or {}, x['patch']['metadata'].get('annotations') or {}))
+                for x in plan['nodes'])
+
+
+def seed(n, converged=False):
+    done = converged_labels(n) if converged else {}
     nodes = [{'apiVersion': 'v1', 'kind': 'Node',
               'metadata': {'name': 'cp-1', 'labels': {'kubernetes.io/hostname': 'cp-1',
                                                       'node-role.kubernetes.io/control-plane': ''}},
               'status': {'capacity': {'cpu': '32'}, 'allocatable': {'cpu': '32'}}}]
     for i in range(n):
+        labels, annotations = done.get(node_name(i), ({}, {}))
         nodes.append({'apiVersion': 'v1', 'kind': 'Node',
-                      'metadata': {'name': node_name(i), 'labels': {'kubernetes.io/hostname': node_name(i)}},
+                      'metadata': {'name': node_name(i), 'labels': dict({'kubernetes.io/hostname': node_name(i)},
+                                                                          **labels),
+                                   'annotations': annotations},
                       'status': {'capacity': {'cpu': '32'}, 'allocatable': {'cpu': '32'}}})
     return nodes
 
@@ -98,12 +130,23 @@ def run_cluster(inv, check):
     return cpu, wall, doc
 
 
-def measure(n, reconverge, tmp):
-    name = '%s-cscale-%d-%d' % (PREFIX, os.getpid(), n)
-    d = os.path.join(tmp, str(n))
+def label_patches(doc):
+    """Items of role gpu_node_labels' patch loop in a json callback document (nodes it patched or would patch)."""
+    n = 0
+    for play in doc.get('plays', []):
+        for t in play['tasks']:
+            if t['task']['name'].startswith('Patch the labels of the nodes that differ'):
+                for r in t['hosts'].values():
+                    n += len(r.get('results') or [])
+    return n
+
+
+def measure(n, converged, reconverge, tmp):
+    name = '%s-cscale-%d-%d-%s' % (PREFIX, os.getpid(), n, 'steady' if converged else 'fresh')
+    d = os.path.join(tmp, '%d-%s' % (n, converged))
     os.makedirs(d)
     with open(os.path.join(d, 'seed.yaml'), 'w') as f:
-        yaml.safe_dump_all(seed(n), f)
+        yaml.safe_dump_all(seed(n, converged), f)
     out = subprocess.run([os.path.join(ROOT, 'lab/kube/start.sh'), '--name', name, '--seed',
                           os.path.join(d, 'seed.yaml')], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
@@ -119,7 +162,7 @@ def measure(n, reconverge, tmp):
         cpu, wall, doc = run_cluster(inv, check=True)
         es = emulator_requests(url, seq)
         res = {'n': n, 'cpu': cpu, 'wall': wall, 'reads': sum(1 for e in es if e['class'] == 'read'),
-               'writes': sum(1 for e in es if e['write']), 'requests': len(es),
+               'writes': sum(1 for e in es if e['write']), 'requests': len(es), 'patches': label_patches(doc),
                'changed': sum(s['changed'] for s in doc['stats'].values())}
         if reconverge:
             run_cluster(inv, check=False)
@@ -134,36 +177,50 @@ def measure(n, reconverge, tmp):
         shutil.rmtree(state, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--smoke', action='store_true', help='10 nodes only')
-    ap.add_argument('--sizes', default='10,100,1000')
-    ap.add_argument('--reconverge-max', type=int, default=1000,
-                    help='run the re-converge check (two real runs more) only for sizes up to this')
-    a = ap.parse_args()
-    sizes = [10] if a.smoke else [int(s) for s in a.sizes.split(',')]
-    results = []
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix='bench-cscale-') as tmp:
-        for n in sizes:
-            results.append(measure(n, n <= a.reconverge_max, tmp))
-            sys.stderr.write('cluster_scale: %d nodes: %.1f s CPU\n' % (n, results[-1]['cpu']))
+def rows_of(results):
     rows, prev = [], None
     for r in results:
         slope = '%.0f' % ((r['cpu'] - prev['cpu']) / (r['n'] - prev['n']) * 1000) if prev else '-'
         re = ('%d / %d' % (r['re_writes'], r['re_changed'])) if 're_writes' in r else 'not run'
         rows.append([r['n'], '%.1f' % r['cpu'], '%.0f' % (r['cpu'] / r['n'] * 1000), slope, '%.1f' % r['wall'],
-                     r['requests'], r['reads'], r['writes'], r['changed'], re])
+                     r['requests'], r['writes'], r['patches'], r['changed'], re])
         prev = r
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--smoke', action='store_true', help='10 nodes only')
+    ap.add_argument('--sizes', default='10,100,1000')
+    ap.add_argument('--fresh-max', type=int, default=100, help='largest size measured in the first-converge regime')
+    ap.add_argument('--no-reconverge', action='store_true', help='skip the re-converge check (two real runs)')
+    a = ap.parse_args()
+    sizes = [10] if a.smoke else [int(s) for s in a.sizes.split(',')]
+    steady, fresh = [], []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix='bench-cscale-') as tmp:
+        for n in sizes:
+            steady.append(measure(n, True, not a.no_reconverge, tmp))
+            sys.stderr.write('cluster_scale: %d nodes, steady state: %.1f s CPU\n' % (n, steady[-1]['cpu']))
+        for n in sizes:
+            if n <= a.fresh_max:
+                fresh.append(measure(n, False, False, tmp))
+                sys.stderr.write('cluster_scale: %d nodes, first converge: %.1f s CPU\n' % (n, fresh[-1]['cpu']))
+    head = ['nodes', 'CPU s', 'CPU ms per node', 'marginal ms per node', 'wall s', 'API requests',
+            'writes', 'label patches (k8s calls)', 'changed (check)', 're-converge writes / changed']
     lines = ['## Cluster layer at scale: controller CPU per GPU node', '',
              '`playbooks/cluster.yml --check` with the probe facts given, against the Kubernetes API emulator (lab/kube) '
              'seeded with N GPU Nodes in two pools (time-slicing, exclusive). CPU = user + sys of ansible-playbook and '
              'its children; marginal = CPU slope from the previous size (the fixed cost of ansible-playbook and the two '
-             'stacks taken out). Requests counted from the emulator\'s request log (check mode: dry-run writes are not '
-             'writes). Re-converge: cluster.yml applied, then applied again; writes / changed tasks of the second run '
-             '(target 0 / 0). One sample per size. %s' % ('Smoke run: 10 nodes.' if a.smoke else ''), '']
-    lines += c.table(['nodes', 'CPU s', 'CPU ms per node', 'marginal ms per node', 'wall s', 'API requests', 'reads',
-                      'writes', 'changed (check)', 're-converge writes / changed'], rows)
+             'stacks taken out). API requests from the emulator\'s request log (check mode: dry-run writes are not '
+             'writes). One sample per size. %s' % ('Smoke run: 10 nodes.' if a.smoke else ''), '',
+             '**Steady state** (Nodes already carry the labels gpu_node_labels sets; re-converge: cluster.yml applied, '
+             'then applied again, writes / changed tasks of the second run, target 0 / 0):', '']
+    lines += c.table(head, rows_of(steady))
+    if fresh:
+        lines += ['', '**First converge** (bare Nodes: gpu_node_labels patches every node, one kubernetes.core.k8s '
+                  'call per node):', '']
+        lines += c.table(head, rows_of(fresh))
     lines += ['', 'Run time of this benchmark: %.0f s.' % (time.monotonic() - t0)]
     text = '\n'.join(lines) + '\n'
     c.write_section('cluster_scale', text)
