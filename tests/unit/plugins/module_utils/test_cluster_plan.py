@@ -10,9 +10,6 @@ import json
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import (
     label_live_plan, label_static_plan, sharing_pools)
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.sharing_pools import FilterModule as PoolsFM
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_plan import FilterModule as PlanFM
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_patch import FilterModule as PatchFM
 
 T4_LABELS = {'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': 1}
 
@@ -97,11 +94,6 @@ def test_gpu_operator_pools_get_no_node_labels():
     assert [p['name'] for p in out['pools']] == ['op'] and out['label_pools'] == []
 
 
-def test_filter_sharing_pools_is_the_planner():
-    groups, hv = inv({'p': {'n1': {}}})
-    assert PoolsFM().filters()['sharing_pools'](groups, hv) == sharing_pools(groups, hv)
-
-
 FACTS = {'labels': T4_LABELS, 'sharing': {'mig': {'allowed': False, 'reason': 'not MIG capable'},
                                           'mps': {'allowed': True}}}
 
@@ -163,11 +155,6 @@ def test_static_plan_facts_required_or_not_and_absent_ignores_node_errors():
     assert static([{'name': 'm', 'strategy': 'mig', 'nodes': ['a']}], check_capabilities=False)['errors'] == []
     assert static([{'name': 'm', 'strategy': 'mig', 'nodes': ['a']}],
                   hostvars={'a': {'gpu_probe_facts': {'labels': {}}}})['errors'] == []
-
-
-def test_filter_node_labels_plan_is_the_planner():
-    groups, hv = {'gpu_nodes': ['a']}, {'a': {'gpu_probe_facts': FACTS}}
-    assert PlanFM().filters()['node_labels_plan'](groups, hv) == label_static_plan(groups, hv)
 
 
 def node(name, labels=None, annotations=None, allocatable=None, status=True):
@@ -237,16 +224,10 @@ def test_live_plan_refusals_strategy_label_record_resources_hami():
     assert out['errors'] == [] and out['nodes'][0]['set'] == ['gpuops.io/sharing-strategy', 'x']
 
 
-def test_filter_node_labels_patch_is_the_planner():
-    assert PatchFM().filters()['node_labels_patch'](want(), [node('a')]) == label_live_plan(want(), [node('a')])
-
-
 def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import pool_host_vars
-    from ansible_collections.gpuops.k8s_gpu.plugins.filter.pool_host_vars import FilterModule
     hv = {'n1': {'gpu_probe_facts': {'gpu_count': 1}, 'gpu_sharing_stack_strategy': 'mps'},
           'n2': {'nvidia_container_runtime_cdi_spec_ready': True}}
     want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True}}
     assert pool_host_vars(['n1', 'n2', 'not-a-host'], hv) == want
-    assert FilterModule().filters()['pool_host_vars'](['n1', 'n2'], hv) == want
     assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}

@@ -86,11 +86,26 @@ def test_role_argument_specs_choices_are_the_model():
     assert tuple(spec['gpu_sharing_stack_strategy']['choices']) == gs.STRATEGIES
 
 
-def test_filter_gpu_strategy():
-    from ansible.errors import AnsibleFilterError
-    from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import FilterModule
-    f = FilterModule().filters()['gpu_strategy']
-    assert f('mps')['runtime_class'] is True and f('mps')['family'] == 'whole-gpu' and f('mps')['name'] == 'mps'
-    assert f('gpushare')['scheduler_extender'] is True and f('gpushare')['runtime_class'] is False
-    with pytest.raises(AnsibleFilterError, match='allowed: exclusive'):
-        f('timeslicing')
+def test_one_rule_in_the_label_plan_the_stack_and_the_report():
+    """The three former versions of the rule now agree: defects of the old label table (a Volcano node advertising
+    nvidia.com/gpu.shared, a whole-GPU node with HAMi's nvidia.com/gpumem, '0m' counted as advertised) and of the old
+    report rule (Volcano next to MIG, HAMi next to a whole-GPU strategy, gpu-manager next to anything)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import label_live_plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_model as report
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import StackError
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_render import check_conflicts
+
+    def plan(strategy, alloc):
+        static = {'nodes': [{'host': 'a', 'node': 'a', 'strategy': strategy, 'pools': ['p'], 'labels': {}}]}
+        live = [{'metadata': {'name': 'a'}, 'status': {'allocatable': alloc}}]
+        return label_live_plan(static, live)['errors']
+
+    assert 'nvidia.com/gpu.shared=4' in plan('volcano', {'nvidia.com/gpu.shared': '4'})[0]
+    assert 'nvidia.com/gpumem=15360' in plan('exclusive', {'nvidia.com/gpumem': '15360'})[0]
+    assert plan('gpushare', {'nvidia.com/gpu': '0m'}) == []
+    with pytest.raises(StackError, match='nvidia.com/gpu.shared=4'):
+        check_conflicts('volcano', 'p', ['a'], {'a': {'labels': {}, 'allocatable': {'nvidia.com/gpu.shared': '4'}}},
+                        {}, False, 'gpu_sharing_stack_')
+    assert report.node_conflicts(['mig', 'volcano']) == ['Volcano GPU accounting and mig on the same node']
+    assert report.node_conflicts(['exclusive', 'hami'])[0].startswith('several GPU accountings on the same node')
+    assert report.node_conflicts(['gpu-manager', 'time-slicing'])
