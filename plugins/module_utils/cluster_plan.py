@@ -312,3 +312,4 @@ def pool_host_vars(nodes, hostvars):
             if value is not _MISSING:
                 out[out_key][node] = value
     return out
+

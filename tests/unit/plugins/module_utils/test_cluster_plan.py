@@ -231,3 +231,4 @@ def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
     want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True}}
     assert pool_host_vars(['n1', 'n2', 'not-a-host'], hv) == want
     assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
+
