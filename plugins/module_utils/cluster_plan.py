@@ -15,10 +15,7 @@ __metaclass__ = type
 import json
 import re
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # Python 2
-    from collections import Mapping
+from collections.abc import Mapping
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import (
     DEFAULT_STRATEGY, EXTENDER_STRATEGIES, LABELLED_STRATEGIES, NODE_STRATEGIES, STRATEGIES, family,
@@ -57,7 +54,8 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
 
     Returns {'pools': [{name, group, strategy, hosts, nodes, first, settings, facts}] sorted by name,
     'label_pools': [{name, strategy, nodes}] (pools whose nodes gpu_node_labels labels), 'needs_extender': bool,
-    'errors': [...], 'unprobed': hosts without gpu_probe_facts, 'settings': the names asked for}. ``settings``: variable names copied from the pool's first host into the pool's 'settings' (only
+    'errors': [...], 'unprobed': hosts without gpu_probe_facts, 'settings': the names asked for}.
+    ``settings``: variable names copied from the pool's first host into the pool's 'settings' (only
     those defined there); 'facts': Kubernetes node name -> gpu_probe_facts of each host that has them."""
     layer = set(LAYER_GROUPS) | set([node_group]) | set(layer_groups or [])
     members = list(groups.get(node_group) or [])
@@ -312,4 +310,3 @@ def pool_host_vars(nodes, hostvars):
             if value is not _MISSING:
                 out[out_key][node] = value
     return out
-

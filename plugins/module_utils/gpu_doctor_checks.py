@@ -13,8 +13,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import RUNTIME_CLASS_STRATEGIES  # noqa: F401 (re-exported)
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
@@ -24,7 +22,7 @@ SEVERITIES = ('critical', 'warning', 'info')
 NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
 # The NVIDIA device plugin stacks run their pods with RuntimeClass nvidia (handler nvidia) instead, as NVIDIA's chart
 # and GPU operator do: the nvidia runtime must exist under that name; it need not be the default.
-# (RUNTIME_CLASS_STRATEGIES: from the strategy model, gpu_strategy)
+# (the strategies whose pods use RuntimeClass nvidia: gpu_strategy.RUNTIME_CLASS_STRATEGIES)
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 

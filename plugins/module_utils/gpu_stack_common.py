@@ -11,8 +11,6 @@ __metaclass__ = type
 import copy
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES  # noqa: F401 (re-exported)
-
 MANAGED_BY = 'gpuops.k8s_gpu'
 LABEL_PREFIX = 'gpuops.io/'
 POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
@@ -20,7 +18,7 @@ STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
 
-# STRATEGIES (every strategy a pool can have): from the strategy model, gpu_strategy
+# The strategies a pool can have: gpu_strategy.STRATEGIES (the strategy model).
 
 # Taints a control-plane node carries on kubeadm (old and new), RKE1/RKE2 and k3s.  Tolerating them lets a
 # single-node cluster, or the control plane of an RKE cluster, run the pods that must run there.

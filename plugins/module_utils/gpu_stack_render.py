@@ -11,8 +11,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import (
     gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator, gpu_stack_volcano,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import (
-    POOL_LABEL, SCOPE_LABEL, STRATEGIES, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
 

@@ -47,4 +47,3 @@ def test_gpu_strategy_filter():
     assert f('gpushare')['scheduler_extender'] is True and f('gpushare')['runtime_class'] is False
     with pytest.raises(AnsibleFilterError, match='allowed: exclusive'):
         f('timeslicing')
-

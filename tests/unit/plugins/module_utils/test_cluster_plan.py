@@ -127,7 +127,7 @@ def test_static_plan_input_errors():
     assert 'a: strategy mig (pool p) is not possible on this node: not MIG capable' in out['errors']
     out = static([{'name': 'p', 'strategy': 'mps', 'nodes': ['a']}, {'name': 'q', 'strategy': 'mig', 'nodes': ['a']}])
     assert out['errors'][0] == ('a: conflicting sharing strategies - pool p says mps, pool q says mig; a node has exactly '
-                                 'one strategy (gpu-mem and whole-GPU accounting must not share GPUs)')
+                                'one strategy (gpu-mem and whole-GPU accounting must not share GPUs)')
     assert static(group='nope')['errors'] == ['gpu_node_labels_group: inventory group nope does not exist']
 
 
@@ -231,4 +231,3 @@ def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
     want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True}}
     assert pool_host_vars(['n1', 'n2', 'not-a-host'], hv) == want
     assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
-
