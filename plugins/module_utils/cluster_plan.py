@@ -310,3 +310,8 @@ def pool_host_vars(nodes, hostvars):
             if value is not _MISSING:
                 out[out_key][node] = value
     return out
+
+
+def unprobed_hosts(hosts, hostvars):
+    """The hosts of ``hosts`` that have no gpu_probe_facts, in order."""
+    return [h for h in hosts or [] if _get(hostvars[h], 'gpu_probe_facts', _MISSING) is _MISSING]

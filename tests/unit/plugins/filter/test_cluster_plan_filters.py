@@ -47,3 +47,8 @@ def test_gpu_strategy_filter():
     assert f('gpushare')['scheduler_extender'] is True and f('gpushare')['runtime_class'] is False
     with pytest.raises(AnsibleFilterError, match='allowed: exclusive'):
         f('timeslicing')
+
+
+def test_unprobed_hosts_filter():
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter.unprobed_hosts import FilterModule
+    assert FilterModule().filters()['unprobed_hosts'](['n1', 'n2'], dict(HOSTVARS, n2={})) == ['n2']

@@ -231,3 +231,10 @@ def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
     want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True}}
     assert pool_host_vars(['n1', 'n2', 'not-a-host'], hv) == want
     assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
+
+
+def test_unprobed_hosts_keeps_order():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import unprobed_hosts
+    hv = {'a': {}, 'b': {'gpu_probe_facts': {}}, 'c': {'x': 1}}
+    assert unprobed_hosts(['c', 'b', 'a'], hv) == ['c', 'a']
+    assert unprobed_hosts([], hv) == []
