@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import NODE_STRATEGIES
+
 # nvmlDeviceArchitecture_t values (nvml.h) -> name
 ARCHITECTURES = {
     2: 'kepler',
@@ -81,7 +83,7 @@ def architecture_from_pci_id(device_id):
     return 'unknown'
 
 
-SHARING_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager')
+SHARING_STRATEGIES = NODE_STRATEGIES  # the node-level strategies of the strategy model (gpu_strategy)
 
 # MPS: supported by the NVIDIA device plugin and the MPS control daemon from Volta (CC 7.0).
 # Client limit per device: 48 from Volta on; NVIDIA's MPS guide gives 16 for pre-Volta GPUs.

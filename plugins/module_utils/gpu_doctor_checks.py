@@ -22,7 +22,7 @@ SEVERITIES = ('critical', 'warning', 'info')
 NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
 # The NVIDIA device plugin stacks run their pods with RuntimeClass nvidia (handler nvidia) instead, as NVIDIA's chart
 # and GPU operator do: the nvidia runtime must exist under that name; it need not be the default.
-RUNTIME_CLASS_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig')
+# (the strategies whose pods use RuntimeClass nvidia: gpu_strategy.RUNTIME_CLASS_STRATEGIES)
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 

@@ -33,6 +33,9 @@ import json
 import re
 from decimal import Decimal, InvalidOperation
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
+    WHOLE_GPU_STRATEGIES, families_conflict)
+
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 GPUSHARE_COUNT = 'aliyun.com/gpu-count'
 ANN_IDX = 'ALIYUN_COM_GPU_MEM_IDX'
@@ -74,8 +77,7 @@ PER_DEVICE_RESOURCES = {
     'nvidia.com/gpu': ('nvidia.com/gpumem', 'nvidia.com/gpucores'),
     'volcano.sh/vgpu-number': ('volcano.sh/vgpu-memory', 'volcano.sh/vgpu-cores'),
 }
-# strategies whose accounting counts whole GPUs (or replicas of them) with nvidia.com/gpu
-WHOLE_GPU_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig')
+# strategies whose accounting counts whole GPUs (or replicas of them) with nvidia.com/gpu: from the strategy model
 
 ACTIVE_PHASES_EXCLUDED = ('Succeeded', 'Failed')
 
@@ -337,16 +339,20 @@ def node_strategies(node, resources):
 def node_conflicts(strategies):
     """Accounting conflicts: several schedulers count the same GPUs independently."""
     conflicts = []
+    if not families_conflict(strategies):
+        return conflicts
     whole = [s for s in strategies if s in WHOLE_GPU_STRATEGIES]
     if 'gpushare' in strategies and whole:
         conflicts.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
                          'schedulers hand out the same GPUs' % ', '.join(whole))
     if 'hami' in strategies and 'gpushare' in strategies:
         conflicts.append('HAMi vGPU accounting and gpushare gpu-mem accounting on the same node')
-    if 'volcano' in strategies and (whole or 'gpushare' in strategies or 'hami' in strategies):
-        others = [s for s in strategies if s != 'volcano' and s != 'mig']
-        if others:
-            conflicts.append('Volcano GPU accounting and %s on the same node' % ', '.join(others))
+    if 'volcano' in strategies:
+        conflicts.append('Volcano GPU accounting and %s on the same node'
+                         % ', '.join(s for s in strategies if s != 'volcano'))
+    if not conflicts:
+        conflicts.append('several GPU accountings on the same node (%s): their schedulers hand out the same GPUs'
+                         % ', '.join(strategies))
     return conflicts
 
 

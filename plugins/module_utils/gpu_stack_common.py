@@ -18,7 +18,7 @@ STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
 
-STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+# The strategies a pool can have: gpu_strategy.STRATEGIES (the strategy model).
 
 # Taints a control-plane node carries on kubeadm (old and new), RKE1/RKE2 and k3s.  Tolerating them lets a
 # single-node cluster, or the control plane of an RKE cluster, run the pods that must run there.

@@ -11,6 +11,8 @@ import copy
 import json
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
     cluster_role_binding, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
@@ -26,7 +28,7 @@ MPS_CAPABLE_LABEL = 'nvidia.com/mps.capable'
 DEPLOY_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
 DEPLOY_MIG_MANAGER_LABEL = 'nvidia.com/gpu.deploy.mig-manager'
 PLUGIN_POD_APP = 'nvidia-device-plugin-daemonset'
-NVIDIA_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig')
+NVIDIA_STRATEGIES = NVIDIA_PLUGIN_STRATEGIES  # from the strategy model (gpu_strategy)
 CDI_STRATEGIES = ('cdi-annotations', 'cdi-cri')
 CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
 # The node.k8s.io/v1 RuntimeClass the NVIDIA stacks share; labelled apart from any one pool or strategy.

@@ -10,8 +10,10 @@ __metaclass__ = type
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import (
     gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator, gpu_stack_volcano,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import (
-    POOL_LABEL, SCOPE_LABEL, STRATEGIES, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
 
@@ -23,39 +25,8 @@ VALIDATION_SCHEMA = {
     'replicas': dict(type=int, default=2, min=1, max=64),
 }
 
-# How a strategy counts GPUs on a node: whole GPUs (nvidia.com/gpu and its MIG/shared variants) or GPU memory.
-# Two accountings on one node do not see each other's allocations (the seeds' "显存资源及卡资源联动" problem):
-# a pod holding nvidia.com/gpu: 1 and a pod holding aliyun.com/gpu-mem: 8 land on the same GPU.
-ACCOUNTING = {
-    'exclusive': 'whole-gpu', 'time-slicing': 'whole-gpu', 'mps': 'whole-gpu', 'mig': 'whole-gpu',
-    'gpu-operator': 'whole-gpu', 'gpushare': 'aliyun-gpu-mem', 'volcano': 'volcano-gpu-mem',
-    'gpu-manager': 'tencent-vcuda', 'hami': 'hami',
-}
-
-
-def resource_accounting(name):
-    """Accounting family of an extended resource name, or None when it is not a GPU resource."""
-    if name in ('nvidia.com/gpu', 'nvidia.com/gpu.shared') or name.startswith('nvidia.com/mig-'):
-        return 'whole-gpu'
-    if name.startswith('aliyun.com/gpu'):
-        return 'aliyun-gpu-mem'
-    if name.startswith('volcano.sh/'):
-        return 'volcano-gpu-mem'
-    if name.startswith('tencent.com/vcuda'):
-        return 'tencent-vcuda'
-    if name in ('nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage'):
-        return 'hami'
-    return None
-
-
-def _positive(value):
-    try:
-        text = str(value).strip()
-        if text.endswith('k'):
-            text = text[:-1]
-        return float(text) > 0
-    except ValueError:
-        return bool(value)
+# How a strategy counts GPUs on a node, and the rule that two accountings never share a GPU: the strategy model
+# (gpu_strategy.family, gpu_strategy.foreign_resources).
 
 
 def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mixed, var):
@@ -65,7 +36,7 @@ def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mi
         if other and other != strategy:
             problems.append('%s is set to %s but the pool %s uses %s (two strategies on one pool)'
                             % (node, other, pool, strategy))
-    mine = ACCOUNTING[strategy]
+    mine = gpu_strategy.family(strategy)
     for node in nodes:
         st = (node_state or {}).get(node)
         if not st:
@@ -81,16 +52,7 @@ def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mi
                             % (node, cur, var, pool))
         if allow_mixed:
             continue
-        foreign = []
-        for res, val in sorted((st.get('allocatable') or {}).items()):
-            fam = resource_accounting(res)
-            if fam is None or not _positive(val):
-                continue
-            if fam == mine or (mine == 'hami' and fam == 'whole-gpu' and cur == 'hami'):
-                continue
-            if cur == strategy:
-                continue
-            foreign.append('%s=%s' % (res, val))
+        foreign = ['%s=%s' % rv for rv in gpu_strategy.foreign_resources(strategy, st.get('allocatable'), cur)]
         if foreign:
             problems.append('%s already advertises %s from another device plugin; %s would add %s accounting on the same '
                             'GPUs and the two would not see each other\'s allocations (GPU memory and whole-GPU '
@@ -216,7 +178,7 @@ def render(params):
         'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}
                            for n in sorted(labels)],
         'resources': resources,
-        'accounting': ACCOUNTING[strategy],
+        'accounting': gpu_strategy.family(strategy),
         'other_pools': other_pools,
         'scheduler_name': scheduler_name,
         'readiness': readiness,

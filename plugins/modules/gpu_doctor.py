@@ -160,6 +160,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_facts import gather
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_doctor_checks as checks
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import NODE_STRATEGIES
 
 LIB_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu/nvidia/current', '/usr/lib64', '/usr/lib',
             '/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/local/lib')
@@ -245,8 +246,7 @@ def cluster_extra(module):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            strategy=dict(type='str', choices=['exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano',
-                                               'hami', 'gpu-manager']),
+            strategy=dict(type='str', choices=list(NODE_STRATEGIES)),
             checks=dict(type='list', elements='str', choices=list(checks.CHECK_NAMES)),
             fail_on=dict(type='str', default='never', choices=['never', 'critical', 'warning']),
             kubernetes_version=dict(type='str'),

@@ -244,7 +244,8 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import STRATEGIES, StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_render import render
 
 

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter of playbook cluster.yml: the GPU nodes this run has no GPU facts for."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: unprobed_hosts
+short_description: The hosts that have no gpu_probe_facts
+version_added: 0.2.0
+description:
+  - The hosts of the input that have no C(gpu_probe_facts) variable, in order, each host's variables read once.
+  - The probe play of C(gpuops.k8s_gpu.cluster) ends at once when there are none, without a task per node.
+options:
+  _input:
+    description: Inventory host names.
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The variables of every host (the magic variable C(hostvars)).
+    type: raw
+    required: true
+author: gpuops.k8s_gpu developers
+'''
+
+EXAMPLES = r'''
+- name: End the play when every node has facts
+  ansible.builtin.meta: end_play
+  when: groups['gpu_nodes'] | gpuops.k8s_gpu.unprobed_hosts(hostvars) | length == 0
+'''
+
+RETURN = r'''
+_value:
+  description: The host names without C(gpu_probe_facts).
+  type: list
+  elements: str
+'''
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import unprobed_hosts as _unprobed
+
+
+def unprobed_hosts(hosts, hostvars):
+    return _unprobed(hosts, hostvars)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'unprobed_hosts': unprobed_hosts}

@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU sharing strategies, defined once: names, resource names, accounting families and the rule that two
+accountings never share a GPU.
+
+Plain Python (no Ansible imports): modules, module_utils, filter and action plugins all read it.
+
+Accounting family: how a strategy's scheduler counts a node's GPUs. Whole-GPU strategies count nvidia.com/gpu (or its
+time-slicing/MPS replicas, or MIG devices); gpushare, Volcano, gpu-manager and HAMi count GPU memory (or vGPU shares)
+with their own resource names. Two families on one node do not see each other's allocations: a pod holding
+nvidia.com/gpu: 1 and a pod holding aliyun.com/gpu-mem: 8 land on the same GPU. So a node has one family.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+WHOLE_GPU = 'whole-gpu'
+
+# name -> properties. Order is the order users see in messages and documentation.
+#   family:            accounting family (see above)
+#   resources:         extended resources the strategy's device plugin advertises (a name ending in '-' is a prefix)
+#   nvidia_plugin:     deployed with NVIDIA's k8s-device-plugin (one DaemonSet per pool, a config per strategy)
+#   scheduler_extender: needs the kube-scheduler extender (gpushare's HTTP extender)
+#   runtime_class:     its pods run with RuntimeClass nvidia (else nvidia must be the container runtime's default)
+#   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
+#   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
+STRATEGY_MODEL = (
+    ('exclusive', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu',), 'nvidia_plugin': True,
+                   'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
+    ('time-slicing', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared'),
+                      'nvidia_plugin': True, 'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True,
+                      'node_labels': True}),
+    ('mps', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), 'nvidia_plugin': True,
+             'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
+    ('mig', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/mig-'), 'nvidia_plugin': True,
+             'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
+    ('gpushare', {'family': 'aliyun-gpu-mem', 'resources': ('aliyun.com/gpu-mem', 'aliyun.com/gpu-count'),
+                  'nvidia_plugin': False, 'scheduler_extender': True, 'runtime_class': False, 'node_strategy': True,
+                  'node_labels': True}),
+    ('volcano', {'family': 'volcano-gpu-mem', 'resources': ('volcano.sh/',), 'nvidia_plugin': False,
+                 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True, 'node_labels': True}),
+    ('hami', {'family': 'hami', 'resources': ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores',
+                                              'nvidia.com/gpumem-percentage'),
+              'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True,
+              'node_labels': True}),
+    ('gpu-manager', {'family': 'tencent-vcuda', 'resources': ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory'),
+                     'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True,
+                     'node_labels': True}),
+    ('gpu-operator', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared', 'nvidia.com/mig-'),
+                      'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False,
+                      'node_strategy': False, 'node_labels': False}),
+)
+_MODEL = dict(STRATEGY_MODEL)
+
+# every strategy a pool can have (the stacks)
+STRATEGIES = tuple(name for name, dummy in STRATEGY_MODEL)
+# strategies of one node (gpu_info's sharing capabilities, gpu_node_sharing, gpu_node_labels pools)
+NODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['node_strategy'])
+# whole-GPU accounting strategies a node can have
+WHOLE_GPU_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['family'] == WHOLE_GPU and p['node_strategy'])
+# deployed with NVIDIA's k8s-device-plugin
+NVIDIA_PLUGIN_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['nvidia_plugin'])
+# pods run with RuntimeClass nvidia
+RUNTIME_CLASS_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['runtime_class'])
+# need the kube-scheduler extender
+EXTENDER_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['scheduler_extender'])
+# their nodes get gpu_node_labels' labels
+LABELLED_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['node_labels'])
+DEFAULT_STRATEGY = 'exclusive'
+
+
+def strategy(name):
+    """The properties of a strategy (KeyError for an unknown name)."""
+    return _MODEL[name]
+
+
+def family(name):
+    """Accounting family of a strategy."""
+    return _MODEL[name]['family']
+
+
+def resource_family(name):
+    """Accounting family of an extended resource name, or None when it is not a GPU resource.
+
+    nvidia.com/gpu is whole-GPU accounting (HAMi advertises it too, but a node whose strategy is already hami is not
+    checked against its own resources: see foreign_resources)."""
+    if name in ('nvidia.com/gpu', 'nvidia.com/gpu.shared') or name.startswith('nvidia.com/mig-'):
+        return WHOLE_GPU
+    if name.startswith('aliyun.com/gpu'):
+        return 'aliyun-gpu-mem'
+    if name.startswith('volcano.sh/'):
+        return 'volcano-gpu-mem'
+    if name.startswith('tencent.com/vcuda'):
+        return 'tencent-vcuda'
+    if name in ('nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage'):
+        return 'hami'
+    return None
+
+
+def positive_quantity(value):
+    """True when a resource quantity is more than zero ('0', '', '0m', 0 are not)."""
+    try:
+        text = str(value).strip()
+        if text.endswith('k'):
+            text = text[:-1]
+        if text.endswith('m'):
+            text = text[:-1]
+        return float(text) > 0
+    except ValueError:
+        return bool(value)
+
+
+def foreign_resources(name, allocatable, current=None):
+    """THE rule: memory-based and whole-GPU accounting never share a GPU.
+
+    The GPU resources (name, quantity) of a node's allocatable that belong to another accounting family than strategy
+    ``name``, sorted by resource name; only quantities above zero count. A node that already runs ``name``
+    (``current``, its strategy label) is not checked: its own device plugin advertises what it advertises (HAMi
+    advertises nvidia.com/gpu)."""
+    if current and current == name:
+        return []
+    mine = family(name)
+    out = []
+    for res, qty in sorted((allocatable or {}).items()):
+        fam = resource_family(res)
+        if fam is not None and fam != mine and positive_quantity(qty):
+            out.append((res, qty))
+    return out
+
+
+def families_conflict(names):
+    """THE rule over strategies found on one node: the accounting families they use, when more than one (else [])."""
+    fams = []
+    for n in names:
+        f = family(n) if n in _MODEL else None
+        if f is not None and f not in fams:
+            fams.append(f)
+    return fams if len(fams) > 1 else []

@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The filter plugins of the cluster-layer planning are thin: each returns what its module_utils function returns."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import (
+    label_live_plan, label_static_plan, pool_host_vars, sharing_pools)
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import FilterModule as StrategyFM
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_patch import FilterModule as PatchFM
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_plan import FilterModule as PlanFM
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.pool_host_vars import FilterModule as HostVarsFM
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.sharing_pools import FilterModule as PoolsFM
+
+GROUPS = {'all': ['n1'], 'gpu_nodes': ['n1'], 'p': ['n1']}
+HOSTVARS = {'n1': {'group_names': ['gpu_nodes', 'p'], 'gpuops_sharing_strategy': 'mps',
+                   'gpu_probe_facts': {'labels': {'nvidia.com/gpu.count': '1'}}}}
+
+
+def test_sharing_pools_filter():
+    f = PoolsFM().filters()['sharing_pools']
+    assert f(GROUPS, HOSTVARS, settings=['x']) == sharing_pools(GROUPS, HOSTVARS, settings=['x'])
+    with pytest.raises(AnsibleFilterError, match='expected the groups mapping'):
+        f(['n1'], HOSTVARS)
+
+
+def test_node_labels_filters():
+    plan = PlanFM().filters()['node_labels_plan'](GROUPS, HOSTVARS, pools=[{'name': 'p', 'strategy': 'mps',
+                                                                            'nodes': ['n1']}])
+    assert plan == label_static_plan(GROUPS, HOSTVARS, pools=[{'name': 'p', 'strategy': 'mps', 'nodes': ['n1']}])
+    live = [{'metadata': {'name': 'n1'}}]
+    assert PatchFM().filters()['node_labels_patch'](plan, live) == label_live_plan(plan, live)
+
+
+def test_pool_host_vars_filter():
+    assert HostVarsFM().filters()['pool_host_vars'](['n1'], HOSTVARS) == pool_host_vars(['n1'], HOSTVARS)
+
+
+def test_gpu_strategy_filter():
+    f = StrategyFM().filters()['gpu_strategy']
+    assert f('mps')['runtime_class'] is True and f('mps')['family'] == 'whole-gpu' and f('mps')['name'] == 'mps'
+    assert f('gpushare')['scheduler_extender'] is True and f('gpushare')['runtime_class'] is False
+    with pytest.raises(AnsibleFilterError, match='allowed: exclusive'):
+        f('timeslicing')
+
+
+def test_unprobed_hosts_filter():
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter.unprobed_hosts import FilterModule
+    assert FilterModule().filters()['unprobed_hosts'](['n1', 'n2'], dict(HOSTVARS, n2={})) == ['n2']
