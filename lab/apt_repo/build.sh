@@ -6,19 +6,21 @@
 #   <root>/libnvidia-container/stable/deb/amd64/{Packages,Packages.gz,Release,Release.gpg,InRelease,*.deb}
 # The packages are LAB STAND-INS, not NVIDIA software, with the names and the dependency chain of NVIDIA's four
 # (container-toolkit arch-overview):
-#   nvidia-container-toolkit (V)   Depends: nvidia-container-toolkit-base (= V), libnvidia-container-tools (>= V),
-#                                           libnvidia-container-tools (<< 2.0.0)
+#   nvidia-container-toolkit (V)   Depends: nvidia-container-toolkit-base (= V), libnvidia-container-tools (= V),
+#                                           libnvidia-container-tools (<< 2.0.0)   (toolkit >= 1.18: "="; before: ">=")
 #   libnvidia-container-tools (V)  Depends: libnvidia-container1 (>= V)
 # nvidia-container-toolkit-base ships /usr/bin/nvidia-container-runtime as a shell wrapper that logs its call and
-# execs runc, and an /usr/bin/nvidia-ctk stub; libnvidia-container-tools an nvidia-container-cli stub. Every stub
-# prints its package version. Each package exists at two versions, VERSION and the newer NEWER, as NVIDIA's
+# execs runc, an /usr/bin/nvidia-ctk stub and, as the toolkit ships them from 1.18.0 on (in /lib/systemd/system from
+# 1.20.0, /etc/systemd/system before), stand-in nvidia-cdi-refresh.path/.service units with upstream's names, triggers,
+# output path and [Install] section; libnvidia-container-tools an nvidia-container-cli stub. Every stub prints its
+# package version. Each package exists at two versions, VERSION and the newer NEWER, as NVIDIA's
 # repository holds every release: pinning only some packages lets the libraries float to NEWER, which the tests see.
 # Release is signed with a throwaway GPG key generated here (no passphrase), so signed-by is exercised.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${LAB_APT_REPO_DIR:-$ROOT/lab/.build/apt_repo}
-VERSION=1.17.8-1~gpuopslab1
-NEWER=1.17.9-1~gpuopslab1
+VERSION=1.20.0-1~gpuopslab1
+NEWER=1.20.1-1~gpuopslab1
 ARCH=amd64
 RECIPE=$(sha256sum "$0" | cut -c1-16)
 [ "${1:-}" = --force ] && rm -rf "$OUT"
@@ -34,6 +36,7 @@ mkdir -p "$DIST"
 mkpkg() {  # version, name, description, depends, files-function
   local V=$1 name=$2 desc=$3 deps=$4 d=$OUT/pkg/$2-$1
   mkdir -p "$d/DEBIAN" "$d/usr/bin" "$d/usr/share/doc/$name"
+  [ "$name" != nvidia-container-toolkit-base ] || mkdir -p "$d/lib/systemd/system" "$d/etc/nvidia-container-toolkit"
   "$5" "$d" "$V"
   cat > "$d/DEBIAN/control" <<CTL
 Package: $name
@@ -65,7 +68,7 @@ SH
 # LAB STAND-IN for nvidia-ctk (gpuops.k8s_gpu lab). \`cdi generate --output=F\` writes a small CDI spec to F (creating
 # its folder) as the real command does; its devices are made up (the lab has no GPU or driver).
 if [ "\$1" = cdi ] && [ "\$2" = generate ]; then
-  out=/var/run/cdi/nvidia.yaml
+  out=\${NVIDIA_CTK_CDI_OUTPUT_FILE_PATH:-/var/run/cdi/nvidia.yaml}
   shift 2
   while [ \$# -gt 0 ]; do
     case "\$1" in --output=*) out=\${1#--output=} ;; --output) shift; out=\$1 ;; esac
@@ -80,6 +83,39 @@ fi
 echo "NVIDIA Container Toolkit CLI version ${2%%-*} (gpuops lab stand-in $2, not NVIDIA software)"
 SH
   chmod 0755 "$1/usr/bin/nvidia-container-runtime" "$1/usr/bin/nvidia-ctk"
+  # Stand-ins for the toolkit's CDI refresh units (NVIDIA/nvidia-container-toolkit deployments/systemd, v1.20.0): the
+  # same names, path triggers, output path, env file and [Install]; upstream's conditions on nvidia-smi and on an
+  # nvidia.ko in modules.dep are left out (the lab has no driver), so the service runs the stand-in nvidia-ctk.
+  cat > "$1/lib/systemd/system/nvidia-cdi-refresh.path" <<'UNIT'
+# LAB STAND-IN for the NVIDIA Container Toolkit's nvidia-cdi-refresh.path (gpuops.k8s_gpu lab) - not NVIDIA software
+[Unit]
+Description=LAB STAND-IN: trigger CDI refresh on NVIDIA driver or toolkit install / upgrade events
+
+[Path]
+PathChanged=/lib/modules/%v/modules.dep
+PathChanged=/lib/modules/%v/modules.dep.bin
+PathChanged=/usr/bin/nvidia-ctk
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  cat > "$1/lib/systemd/system/nvidia-cdi-refresh.service" <<'UNIT'
+# LAB STAND-IN for the NVIDIA Container Toolkit's nvidia-cdi-refresh.service (gpuops.k8s_gpu lab) - not NVIDIA software
+[Unit]
+Description=LAB STAND-IN: refresh NVIDIA CDI specification file
+ConditionPathExists=/usr/bin/nvidia-ctk
+
+[Service]
+Type=oneshot
+Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml
+EnvironmentFile=-/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
+ExecStart=/usr/bin/nvidia-ctk cdi generate
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  printf '# LAB STAND-IN for nvidia-cdi-refresh.env: NAME=value lines override the refresh service environment.\n' \
+    > "$1/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
 }
 toolkit_files() {
   cat > "$1/usr/bin/nvidia-container-runtime-hook" <<'SH'
@@ -105,9 +141,9 @@ for V in "$VERSION" "$NEWER"; do
   mkpkg "$V" libnvidia-container1 "Ships no library, only a version file." "" lib_files
   mkpkg "$V" libnvidia-container-tools "Ships an nvidia-container-cli stub that prints its version." \
     "libnvidia-container1 (>= $V)" cli_files
-  mkpkg "$V" nvidia-container-toolkit-base "Ships nvidia-container-runtime as a wrapper that execs runc, and an nvidia-ctk stub." "runc" base_files
+  mkpkg "$V" nvidia-container-toolkit-base "Ships nvidia-container-runtime as a wrapper that execs runc, an nvidia-ctk stub and stand-in CDI refresh units." "runc" base_files
   mkpkg "$V" nvidia-container-toolkit "Depends on the stand-in base and tools packages; ships a no-op nvidia-container-runtime-hook." \
-    "nvidia-container-toolkit-base (= $V), libnvidia-container-tools (>= $V), libnvidia-container-tools (<< 2.0.0)" toolkit_files
+    "nvidia-container-toolkit-base (= $V), libnvidia-container-tools (= $V), libnvidia-container-tools (<< 2.0.0)" toolkit_files
 done
 
 export GNUPGHOME=$OUT/gnupg

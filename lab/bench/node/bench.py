@@ -53,7 +53,7 @@ def inventory(name, repo_url, smoke):
             'nvidia_driver_method': 'distro', 'nvidia_driver_version': '535.309.01',
             'nvidia_driver_branch': '535', 'nvidia_driver_accept_eol_branch': '535',   # Debian 12's only branch (EOL)
             'nvidia_container_runtime_repo_base_url': repo_url,
-            'nvidia_container_runtime_version': '1.17.8-1~gpuopslab1',
+            'nvidia_container_runtime_version': '1.20.0-1~gpuopslab1',
             'nvidia_container_runtime_engines': ['containerd']}}}
 
 

@@ -3,7 +3,7 @@ import json
 import tomllib
 
 STANDIN_LOG = '/var/log/nvidia-container-runtime-standin.log'
-VERSION = '1.17.8-1~gpuopslab1'
+VERSION = '1.20.0-1~gpuopslab1'
 
 
 def _is(host, group):
@@ -11,14 +11,14 @@ def _is(host, group):
 
 
 def test_toolkit_from_the_local_signed_repository(host):
-    # all four pinned, although the repository also holds the newer 1.17.9 set (pinning only the two toolkit
+    # all four pinned, although the repository also holds the newer 1.20.1 set (pinning only the two toolkit
     # packages would let libnvidia-container-tools / libnvidia-container1 float to it)
     for pkg in ('nvidia-container-toolkit', 'nvidia-container-toolkit-base', 'libnvidia-container-tools',
                 'libnvidia-container1'):
         assert host.package(pkg).is_installed
         assert host.package(pkg).version == VERSION, pkg
-    assert 'Candidate: 1.17.9-1~gpuopslab1' in host.check_output('apt-cache policy libnvidia-container-tools')
-    assert '1.17.8' in host.check_output('nvidia-container-cli --version')
+    assert 'Candidate: 1.20.1-1~gpuopslab1' in host.check_output('apt-cache policy libnvidia-container-tools')
+    assert '1.20.0' in host.check_output('nvidia-container-cli --version')
     src = host.file('/etc/apt/sources.list.d/nvidia-container-toolkit.sources').content_string
     assert 'Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc' in src
     assert 'URIs: http://127.0.0.1:' in src and '/libnvidia-container/stable/deb/amd64' in src
