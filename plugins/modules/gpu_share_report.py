@@ -40,6 +40,7 @@ author:
 extends_documentation_fragment:
   - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.actionable
+  - gpuops.k8s_gpu.k8s_auth_options
 attributes:
   check_mode:
     details:
@@ -48,41 +49,6 @@ attributes:
     details:
       - The before and after text of the report file.
 options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file, or the kubeconfig as a dictionary.
-      - Without O(kubeconfig) and O(host), the default kubeconfig (E(KUBECONFIG), C(~/.kube/config)) is used, and the
-        in-cluster service account when there is none.
-      - Falls back to E(K8S_AUTH_KUBECONFIG).
-    type: raw
-  context:
-    description: Context of the kubeconfig to use. Falls back to E(K8S_AUTH_CONTEXT).
-    type: str
-  host:
-    description: URL of the API server; overrides the kubeconfig's. Falls back to E(K8S_AUTH_HOST).
-    type: str
-  api_key:
-    description: Bearer token for the API server. Falls back to E(K8S_AUTH_API_KEY).
-    type: str
-  validate_certs:
-    description:
-      - Verify the API server's TLS certificate. Falls back to E(K8S_AUTH_VERIFY_SSL).
-      - Applied on top of the kubeconfig, so a kubeconfig with C(insecure-skip-tls-verify) needs V(false) here.
-    type: bool
-    default: true
-    aliases: [verify_ssl]
-  ca_cert:
-    description: CA certificate file for the API server. Falls back to E(K8S_AUTH_SSL_CA_CERT).
-    type: path
-    aliases: [ssl_ca_cert]
-  client_cert:
-    description: Client certificate file. Falls back to E(K8S_AUTH_CERT_FILE).
-    type: path
-    aliases: [cert_file]
-  client_key:
-    description: Client key file. Falls back to E(K8S_AUTH_KEY_FILE).
-    type: path
-    aliases: [key_file]
   nodes:
     description:
       - Only report these nodes (by name). Pods on other nodes are left out.
@@ -120,8 +86,6 @@ options:
     description: Keep a timestamped copy of the previous O(report_path) before replacing it.
     type: bool
     default: false
-requirements:
-  - kubernetes (the Python client) on the host that runs the module
 notes:
   - The module needs list permission on nodes and pods (cluster-wide, or in O(namespace) for pods).
   - Percentages are rounded down, as C(kubectl inspect gpushare) does.
@@ -272,12 +236,13 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_model as model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_render as render
 
 
 def argument_spec():
-    spec = kube.auth_arg_spec(env_fallback)
+    spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         nodes=dict(type='list', elements='str'),
         node_selector=dict(type='str'),
@@ -294,7 +259,7 @@ def argument_spec():
 def check_params(module):
     """Refuse bad input before the cluster is contacted."""
     p = module.params
-    kubeconfig, error = kube.check_kubeconfig(p.get('kubeconfig'))
+    kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig

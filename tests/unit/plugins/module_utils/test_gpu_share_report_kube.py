@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_share_report's client side, with a fake kubernetes package (the unit venv need not have the real one)."""
+"""gpu_share_report's client side, with fakes (the unit venv need not have the kubernetes package)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -12,90 +12,12 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
 
 
-class FakeConfiguration(object):
-    def __init__(self):
-        self.host = 'http://localhost'
-        self.api_key = {}
-        self.verify_ssl = True
-        self.ssl_ca_cert = self.cert_file = self.key_file = None
-
-
-class FakeClientModule(object):
-    Configuration = FakeConfiguration
-
-    class ApiClient(object):
-        def __init__(self, configuration):
-            self.configuration = configuration
-
-
-class FakeConfigModule(object):
-    calls = []
-    fail_default = False
-
-    @classmethod
-    def load_kube_config(cls, config_file=None, context=None, client_configuration=None):
-        cls.calls.append(('file', config_file, context))
-        if config_file is None and cls.fail_default:
-            raise IOError('no ~/.kube/config')
-        if config_file == '/broken':
-            raise ValueError('yaml error')
-        client_configuration.host = 'https://from-kubeconfig:6443'
-
-    @classmethod
-    def load_kube_config_from_dict(cls, config_dict, context=None, client_configuration=None):
-        cls.calls.append(('dict', sorted(config_dict), context))
-        client_configuration.host = 'https://from-dict:6443'
-
-    @classmethod
-    def load_incluster_config(cls, client_configuration=None):
-        cls.calls.append(('incluster',))
-        raise IOError('not in a pod')
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    FakeConfigModule.calls = []
-    FakeConfigModule.fail_default = False
-    monkeypatch.setattr(kube, 'k8s_client', FakeClientModule)
-    monkeypatch.setattr(kube, 'k8s_config', FakeConfigModule)
-    return FakeConfigModule
-
-
-def test_auth_arg_spec_fallbacks():
-    marker = object()
-    spec = kube.auth_arg_spec(marker)
-    assert spec['kubeconfig']['fallback'] == (marker, ['K8S_AUTH_KUBECONFIG'])
-    assert spec['api_key']['no_log'] is True
-    assert spec['validate_certs']['default'] is True
-    assert kube.AUTH_ARG_SPEC['kubeconfig']['fallback'] == ('K8S_AUTH_KUBECONFIG',)   # not modified
-
-
-def test_build_client_from_file_with_overrides(fake):
-    api = kube.build_client({'kubeconfig': '/k', 'context': 'c', 'host': 'https://h:6443', 'api_key': 'tok',
-                             'validate_certs': False, 'ca_cert': '/ca', 'client_cert': '/crt', 'client_key': '/key'})
-    cfg = api.configuration
-    assert fake.calls == [('file', '/k', 'c')]
-    assert cfg.host == 'https://h:6443' and cfg.api_key == {'authorization': 'Bearer tok'}
-    assert cfg.verify_ssl is False and (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file) == ('/ca', '/crt', '/key')
-
-
-def test_build_client_from_dict_and_default(fake):
-    assert kube.build_client({'kubeconfig': {'clusters': []}}).configuration.host == 'https://from-dict:6443'
-    assert kube.build_client({}).configuration.host == 'https://from-kubeconfig:6443'
-    assert fake.calls == [('dict', ['clusters'], None), ('file', None, None)]
-
-
-def test_build_client_host_only_skips_kubeconfig(fake):
-    cfg = kube.build_client({'host': 'http://127.0.0.1:1'}).configuration
-    assert cfg.host == 'http://127.0.0.1:1' and fake.calls == []
-
-
-def test_build_client_errors(fake):
-    with pytest.raises(kube.KubeError, match='cannot load the kubeconfig /broken: yaml error'):
-        kube.build_client({'kubeconfig': '/broken'})
-    fake.fail_default = True
-    with pytest.raises(kube.KubeError, match='no in-cluster service account'):
-        kube.build_client({})
+def test_build_client_is_the_access_layer(monkeypatch):
+    """The report's client comes from k8s_access (its tests: test_k8s_access.py, moved from here)."""
+    seen = []
+    monkeypatch.setattr(kube.k8s_access, 'api_client', lambda params: seen.append(params) or 'api')
+    assert kube.build_client({'host': 'http://h'}) == 'api' and seen == [{'host': 'http://h'}]
+    assert kube.KubeError is kube.k8s_access.KubeError
 
 
 class Resp(object):

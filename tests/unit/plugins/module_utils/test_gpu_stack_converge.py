@@ -3,7 +3,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.k8s_gpu.plugins.modules.k8s_converge import desired_hash, is_subset, with_hash
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.k8s_converger import desired_hash, is_subset, with_hash
 
 
 def test_subset_and_quantities():

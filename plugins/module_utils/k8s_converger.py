@@ -1,0 +1,248 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""k8s_converge's engine: apply Kubernetes objects only when they differ from the live ones.
+
+Works on a kubernetes DynamicClient (k8s_access.get_client); reads first, writes (server-side apply, or a JSON merge
+patch of labels for labels-only kinds) only when the desired fields are not already live.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import hashlib
+import json
+
+try:
+    from kubernetes.client.rest import ApiException
+    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+except ImportError:  # reported by the module through k8s_access.KUBERNETES_IMPORT_ERROR
+    class ApiException(Exception):
+        status = reason = body = None
+
+    class NotFoundError(Exception):
+        pass
+
+    class ResourceNotFoundError(Exception):
+        pass
+
+
+class ConvergeError(Exception):
+    """A problem that stops the run; the counts so far stay on the Converger."""
+
+
+NOISY_METADATA = ('managedFields', 'resourceVersion', 'uid', 'creationTimestamp', 'generation', 'selfLink')
+
+
+def _scalar_equal(want, have):
+    if isinstance(want, bool) or isinstance(have, bool):
+        return want is have
+    if isinstance(want, (int, float)) or isinstance(have, (int, float)):
+        return str(want) == str(have)
+    return want == have
+
+
+def is_subset(want, have):
+    """True when every field of want is in have with the same value (lists: same length, element-wise)."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return False
+        return all(k in have and is_subset(v, have[k]) for k, v in want.items())
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(want) != len(have):
+            return False
+        return all(is_subset(w, h) for w, h in zip(want, have))
+    return _scalar_equal(want, have)
+
+
+def desired_hash(obj, annotation):
+    o = copy.deepcopy(obj)
+    meta = o.get('metadata') or {}
+    if annotation in (meta.get('annotations') or {}):
+        del meta['annotations'][annotation]
+        if not meta['annotations']:
+            del meta['annotations']
+    return hashlib.sha256(json.dumps(o, sort_keys=True, separators=(',', ':')).encode('utf-8')).hexdigest()[:20]
+
+
+def with_hash(obj, annotation):
+    o = copy.deepcopy(obj)
+    h = desired_hash(o, annotation)
+    o.setdefault('metadata', {}).setdefault('annotations', {})[annotation] = h
+    return o
+
+
+def clean(obj):
+    if not obj:
+        return {}
+    o = copy.deepcopy(obj)
+    meta = o.get('metadata') or {}
+    for k in NOISY_METADATA:
+        meta.pop(k, None)
+    o.pop('status', None)
+    return o
+
+
+def ident(d):
+    meta = d.get('metadata') or {}
+    return d.get('kind'), meta.get('namespace'), meta.get('name')
+
+
+class Converger(object):
+    def __init__(self, params, client, check_mode=False, diff=False):
+        self.client = client
+        self.p = params
+        self.check_mode = check_mode
+        self.diff = diff
+        self.counts = dict(created=0, updated=0, deleted=0, unchanged=0)
+        self.objects = []
+        self.diffs = []
+        self.backups = []
+        self.warnings = []
+
+    def resource(self, d):
+        try:
+            return self.client.resources.get(api_version=d['apiVersion'], kind=d['kind'])
+        except ResourceNotFoundError:
+            raise ConvergeError('the cluster does not serve %s %s (needed for %s); install its CRD first'
+                                % (d['apiVersion'], d['kind'], ident(d)[2]))
+
+    def get(self, res, d):
+        kind, ns, name = ident(d)
+        try:
+            return self.client.get(res, name=name, namespace=ns if res.namespaced else None).to_dict()
+        except NotFoundError:
+            return None
+
+    def record(self, d, action, before=None, after=None):
+        kind, ns, name = ident(d)
+        self.counts[action] += 1
+        self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': action})
+        if action != 'unchanged' and self.diff:
+            label = '%s %s%s' % (kind, (ns + '/') if ns else '', name)
+            self.diffs.append({'before_header': label, 'after_header': label,
+                               'before': clean(before), 'after': clean(after)})
+
+    def backup(self, res, d, live):
+        kind, ns, name = ident(d)
+        bns = self.p['backup_namespace'] or (ns if res.namespaced else 'kube-system')
+        bname = ('gpuops-backup-%s-%s' % (kind.lower(), name))[:253]
+        cm_res = self.client.resources.get(api_version='v1', kind='ConfigMap')
+        try:
+            self.client.get(cm_res, name=bname, namespace=bns)
+            return
+        except NotFoundError:
+            pass
+        body = {'apiVersion': 'v1', 'kind': 'ConfigMap',
+                'metadata': {'name': bname, 'namespace': bns,
+                             'labels': {'app.kubernetes.io/managed-by': 'gpuops.k8s_gpu', 'gpuops.io/backup-of-kind': kind}},
+                'data': {'object.json': json.dumps(clean(live), indent=2, sort_keys=True)}}
+        if not self.check_mode:
+            self.client.create(cm_res, body=body, namespace=bns)
+        self.backups.append('%s/%s' % (bns, bname))
+
+    def present(self, d):
+        res = self.resource(d)
+        kind, ns, name = ident(d)
+        live = self.get(res, d)
+        if kind in self.p['labels_only_kinds']:
+            return self.labels(res, d, live, present=True)
+        want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
+        if live is not None and is_subset(want, live):
+            return self.record(d, 'unchanged')
+        if live is not None and self.p['backup'] and self.p['hash_annotation'] and \
+                self.p['hash_annotation'] not in ((live.get('metadata') or {}).get('annotations') or {}):
+            self.backup(res, d, live)
+        after = want
+        if not self.check_mode:
+            after = self.client.patch(res, body=want, name=name, namespace=ns if res.namespaced else None,
+                                      content_type='application/apply-patch+yaml', field_manager=self.p['field_manager'],
+                                      force_conflicts=True).to_dict()
+        self.record(d, 'created' if live is None else 'updated', live, after)
+
+    def labels(self, res, d, live, present):
+        kind, ns, name = ident(d)
+        want = (d.get('metadata') or {}).get('labels') or {}
+        if live is None:
+            self.warnings.append('%s %s does not exist; its labels were not %s' % (kind, name, 'set' if present else 'removed'))
+            self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'missing'})
+            return
+        have = (live.get('metadata') or {}).get('labels') or {}
+        if present:
+            patch = dict((k, str(v)) for k, v in want.items() if have.get(k) != str(v))
+        else:
+            patch = dict((k, None) for k in want if k in have)
+        if not patch:
+            return self.record(d, 'unchanged')
+        after = copy.deepcopy(live)
+        if not self.check_mode:
+            after = self.client.patch(res, body={'metadata': {'labels': patch}}, name=name,
+                                      namespace=ns if res.namespaced else None,
+                                      content_type='application/merge-patch+json',
+                                      field_manager=self.p['field_manager']).to_dict()
+        else:
+            labels = after.setdefault('metadata', {}).setdefault('labels', {})
+            for k, v in patch.items():
+                if v is None:
+                    labels.pop(k, None)
+                else:
+                    labels[k] = v
+        before = {'metadata': {'name': name, 'labels': have}}
+        self.record(d, 'updated' if present else 'deleted', before,
+                    {'metadata': {'name': name, 'labels': (after.get('metadata') or {}).get('labels') or {}}})
+
+    def absent(self, d):
+        res = self.resource(d)
+        kind, ns, name = ident(d)
+        live = self.get(res, d)
+        if kind in self.p['labels_only_kinds']:
+            return self.labels(res, d, live, present=False)
+        if live is None:
+            return self.record(d, 'unchanged')
+        annotations = (live.get('metadata') or {}).get('annotations') or {}
+        if not self.p['delete_unmanaged'] and self.p['hash_annotation'] and self.p['hash_annotation'] not in annotations:
+            self.warnings.append('%s %s%s was not applied by this module (no %s annotation); left in place'
+                                 % (kind, (ns + '/') if ns else '', name, self.p['hash_annotation']))
+            self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept'})
+            return
+        if not self.check_mode:
+            try:
+                self.client.delete(res, name=name, namespace=ns if res.namespaced else None,
+                                   body={'propagationPolicy': 'Background'})
+            except NotFoundError:
+                pass
+        self.record(d, 'deleted', live, None)
+
+    def result(self):
+        r = dict(changed=bool(self.counts['created'] or self.counts['updated'] or self.counts['deleted'] or self.backups),
+                 objects=self.objects, backups=self.backups, warnings_list=self.warnings, **self.counts)
+        if self.diff:
+            r['diff'] = self.diffs
+        return r
+
+
+def validate_definitions(defs):
+    """None, or the error for the first definition without apiVersion, kind or metadata.name."""
+    for i, d in enumerate(defs):
+        kind, ns, name = ident(d)
+        if not d.get('apiVersion') or not kind or not name:
+            return 'definitions[%d] needs apiVersion, kind and metadata.name; got %s' % (i, json.dumps(d)[:300])
+    return None
+
+
+def converge(conv, defs, state):
+    """Run conv over defs (reverse order for absent). Raises ConvergeError naming the object on an API error."""
+    order = defs if state == 'present' else list(reversed(defs))
+    for d in order:
+        try:
+            if state == 'present':
+                conv.present(d)
+            else:
+                conv.absent(d)
+        except ApiException as e:
+            kind, ns, name = ident(d)
+            where = '%s %s%s' % (kind, (ns + '/') if ns else '', name)
+            raise ConvergeError('%s: API error %s %s: %s' % (where, e.status, e.reason, (e.body or '')[:1000]))
+    return conv.result()
