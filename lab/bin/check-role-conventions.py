@@ -215,7 +215,7 @@ def fix(role_dir, renames):
         for old, repl in sorted(words.items(), key=lambda kv: -len(kv[0])):
             new = re.sub(r'(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])' % re.escape(old), repl, new)
         for old, repl in strings.items():
-            new = re.sub(r'^(\s*(?:notify|listen|-)\s*:?\s*)(["\']?)%s\2\s*$' % re.escape(old),
+            new = re.sub(r'^([ \t]*(?:notify|listen|-)[ \t]*:?[ \t]*)(["\']?)%s\2[ \t]*$' % re.escape(old),
                          lambda m: '%s"%s"' % (m.group(1), repl), new, flags=re.M)
         if new != text:
             with open(path, 'w', encoding='utf-8') as f:
