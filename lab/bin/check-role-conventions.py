@@ -169,6 +169,7 @@ def check_role(role, role_dir, options_anywhere=frozenset(), renames=None, topic
                 listens.add(topic)
                 if not topic.startswith(role + ' : '):
                     topic_map[topic] = '%s : %s' % (role, topic[len(role):].strip() if topic.startswith(role) else topic)
+                    renames[topic] = topic_map[topic]
                     problems.append('%s:%d: role-conventions: handler topic "%s" does not start with "%s : "'
                                     % (rel(hpath), line_of(hpath, topic), topic, role))
             for kind, name in defined_names(handler):
