@@ -59,20 +59,24 @@ def test_role_readmes_are_current():
 
 def test_uninstall_calls_the_roles_with_state_absent():
     plays = yaml.safe_load(open(os.path.join(ROOT, 'playbooks', 'uninstall.yml')))
-    included = {}
+    included = []
     modules = []
     for play in plays:
         for task in play.get('tasks') or []:
             if 'ansible.builtin.include_role' in task:
                 role = task['ansible.builtin.include_role']['name'].split('.')[-1]
-                included[role] = (task.get('vars') or {}).get('%s_state' % role)
+                included.append((role, (task.get('vars') or {}).get('%s_state' % role, 'present')))
             modules.extend(k for k in task if k.startswith('gpuops.k8s_gpu.'))
             for sub in task.get('block') or []:
                 modules.extend(k for k in sub if k.startswith('gpuops.k8s_gpu.'))
-    assert included == {'gpu_sharing_stack': 'absent', 'gpu_node_labels': 'absent', 'kube_scheduler_extender': 'absent',
-                        'gpu_node_sharing': 'absent', 'gpu_probe': 'absent', 'nvidia_container_runtime': 'absent'}
-    # the only module call left is the read-only probe; no removal is re-implemented in the playbook
-    assert modules == ['gpuops.k8s_gpu.gpu_info']
+    # the read-only probe first (role gpu_probe installing nothing, writing no report), then every removal
+    assert included == [('gpu_probe', 'present'), ('gpu_sharing_stack', 'absent'), ('gpu_node_labels', 'absent'),
+                        ('kube_scheduler_extender', 'absent'), ('gpu_node_sharing', 'absent'), ('gpu_probe', 'absent'),
+                        ('nvidia_container_runtime', 'absent')]
+    probe = plays[0]['tasks'][0]['vars']
+    assert probe['gpu_probe_bindings_method'] == 'none' and probe['gpu_probe_report_path'] == ''
+    # no module call left: nothing is re-implemented in the playbook
+    assert modules == []
     assert all('handlers' not in play for play in plays)
 
 
