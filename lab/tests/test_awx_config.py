@@ -35,7 +35,7 @@ def load_unsafe(path):
 
 
 CATALOG = load_unsafe(ROLE / 'vars' / 'main.yml')
-TEMPLATES = CATALOG['awx_config_job_template_catalog']
+TEMPLATES = CATALOG['awx_config__job_template_catalog']
 
 
 def walk_tasks(tasks, inherited=None):
@@ -267,7 +267,7 @@ def test_survey_answers_become_extra_vars_as_awx_merges_them(key):
 # ------------------------------------------------------------------------------------- credentials
 
 def test_kubeconfig_credential_injects_the_env_the_collection_reads(tmp_path):
-    ctype = CATALOG['awx_config_kubeconfig_type_definition']
+    ctype = CATALOG['awx_config__kubeconfig_type_definition']
     assert ctype['kind'] in FACTS['modules']['credential_type']['options']['kind']['choices']
     content = 'apiVersion: v1\nkind: Config\ncurrent-context: lab\n'
     env, extra, files = awx_job.inject_custom(ctype, {'kubeconfig': content}, str(tmp_path))

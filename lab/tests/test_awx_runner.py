@@ -104,12 +104,12 @@ def collection(tmp_path_factory):
 
 def make_job(pdd, lab, collection, answers):
     cat = catalog()
-    jt = cat['awx_config_job_template_catalog']['site']
+    jt = cat['awx_config__job_template_catalog']['site']
     extravars = awx_job.survey_extra_vars(jt['survey'], answers)
     # AWX's meta variables for every job
     extravars.update({'awx_job_id': 1, 'awx_job_template_name': 'gpuops site', 'awx_job_launch_type': 'manual',
                       'tower_job_id': 1})
-    kube_type = cat['awx_config_kubeconfig_type_definition']
+    kube_type = cat['awx_config__kubeconfig_type_definition']
     env, cred_extra, files = awx_job.inject_custom(kube_type, {'kubeconfig': Path(lab['emu']['kubeconfig']).read_text()},
                                                    str(pdd))
     assert not cred_extra

@@ -439,6 +439,16 @@ def test_role_playbook(vcenter, collections_path, tmp_path):
     recap, dummy = play()
     assert all("changed=0" in recap[n] and "failed=0" in recap[n] for n in names), recap
     assert vcenter.reconfig_tasks() == t1
+    # esxi_gpu_passthrough_state=absent: every GPU comes off the VMs, passthrough on the host stays; a re-run of the
+    # removal sends no reconfigure
+    recap, dummy = play("-e", "{\"esxi_gpu_passthrough_state\": \"absent\"}")
+    assert all("failed=0" in recap[n] and "changed=0" not in recap[n] for n in names), recap
+    assert all(pci_devices(vcenter.vm(n)) == [] for n in names)
+    assert enabled_ids(vcenter.host(host), A100) == got
+    t2 = vcenter.reconfig_tasks()
+    recap, dummy = play("-e", "{\"esxi_gpu_passthrough_state\": \"absent\"}")
+    assert all("changed=0" in recap[n] and "failed=0" in recap[n] for n in names), recap
+    assert vcenter.reconfig_tasks() == t2
 
 
 # ------------------------------------------------------------------------------------------------ reboot decision

@@ -113,3 +113,22 @@ def test_another_strategy_removes_the_boot_unit(collections_path, tmp_path, node
     assert dexec(node, 'test', '-e', '/etc/gpuops/mig/config.json', check=False).returncode == 1
     assert 'not-found' in dexec(node, 'systemctl', 'show', UNIT, '-p', 'LoadState').stdout
 
+
+
+def test_state_absent_takes_back_the_boot_unit_then_changes_nothing(collections_path, tmp_path, node):
+    rc, doc, fails = run_role(collections_path, tmp_path, node, POOL)
+    assert rc == 0, fails
+    assert dexec(node, 'systemctl', 'is-enabled', UNIT).stdout.strip() == 'enabled'
+    absent = dict(POOL, gpu_node_sharing_state='absent')
+    rc, doc, fails = run_role(collections_path, tmp_path, node, absent)
+    assert rc == 0, fails
+    assert doc['stats']['migp-1']['changed'] > 0, doc['stats']
+    for path in ('/etc/systemd/system/' + UNIT, '/etc/gpuops/mig/config.json',
+                 '/usr/local/libexec/gpuops/gpuops-mig-apply.py'):
+        assert dexec(node, 'test', '-e', path, check=False).returncode == 1, path
+    assert 'not-found' in dexec(node, 'systemctl', 'show', UNIT, '-p', 'LoadState').stdout
+    # MIG mode and the GPU instances stay (pods may use them)
+    assert geometry(node) == [WANT, WANT]
+    rc, doc, fails = run_role(collections_path, tmp_path, node, absent)
+    assert rc == 0, fails
+    assert doc['stats']['migp-1']['changed'] == 0, doc['stats']

@@ -355,3 +355,33 @@ def test_node_sharing_time_slicing_sets_default_compute_mode(collections_path, t
     state = json.loads((tmp_path / 'state.json').read_text())
     assert state['gpus'][0]['compute_mode'] in (0, 'default')      # NVML_COMPUTEMODE_DEFAULT
     assert state['gpus'][0]['persistence_mode'] in (1, True)
+
+
+def test_node_sharing_state_absent_puts_back_the_compute_mode_it_set_then_changes_nothing(
+        collections_path, tmp_path, simulator):
+    env = sim_env('t4', tmp_path / 'state.json')
+    inv = local_inventory(tmp_path, ['t4'])
+    subprocess.run([CTL, 'reset-gpu', 'all'], env=dict(os.environ, **env), check=True, capture_output=True)
+    # paths of the MIG boot files in tmp: this play runs on the lab host itself
+    common = {'gpu_node_sharing_strategy': 'exclusive', 'gpu_node_sharing_compute_mode': 'exclusive_process',
+              'gpu_node_sharing_refresh_facts': False,
+              'gpu_node_sharing_mig_config_path': str(tmp_path / 'mig' / 'config.json'),
+              'gpu_node_sharing_mig_persist_script': str(tmp_path / 'libexec' / 'gpuops-mig-apply.py'),
+              'gpu_node_sharing_mps': {'unit_path': str(tmp_path / 'nvidia-mps.service')}}
+    proc, doc = playbook(collections_path, '-i', inv, sharing_play(tmp_path, common), env=env, json_out=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert json.loads((tmp_path / 'state.json').read_text())['gpus'][0]['compute_mode'] in (3, 'exclusive_process')
+    absent = dict(common, gpu_node_sharing_state='absent')
+    proc, doc = playbook(collections_path, '-i', inv, sharing_play(tmp_path, absent), env=env, json_out=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert task_results(doc, 'Put the compute mode back to Default')['t4']['changed'] is True
+    state = json.loads((tmp_path / 'state.json').read_text())
+    assert state['gpus'][0]['compute_mode'] in (0, 'default')
+    assert state['gpus'][0]['persistence_mode'] in (1, True)     # persistence mode stays
+    # nothing of the present path ran
+    assert task_results(doc, 'Set persistence mode, compute mode, MIG geometry and the MPS unit') == {}
+    proc, doc = playbook(collections_path, '-i', inv, sharing_play(tmp_path, absent), env=env, json_out=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert doc['stats']['t4']['changed'] == 0, doc['stats']
+    assert (tmp_path / 'state.json').read_text() == json.dumps(state) or json.loads(
+        (tmp_path / 'state.json').read_text()) == state
