@@ -1,6 +1,6 @@
 """The nvidia_driver role's internal package lists (roles/nvidia_driver/vars/main.yml), rendered with Ansible's own
 templating as the role renders them at its first read of the node (tasks/main.yml, "Read the driver state of the
-node"), when nvidia_driver_before does not exist yet.
+node"), when nvidia_driver__before does not exist yet.
 
 NVLink5 (HGX B200/B300, GB200): nvlsm, infiniband-diags and libnvsdm must be in that first read's package list on
 every run, so that a node converged by an older release of the role (which installed them only on a fresh install)
@@ -46,9 +46,9 @@ def render(expr, **extra):
 @pytest.mark.parametrize('wanted', [True, False])
 def test_DRV_28_nvlink5_packages_in_the_first_read_without_nvidia_driver_before(wanted):
     sel = selection(wanted)
-    extras = render('{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel)
-    fm = render('{{ __nvidia_driver_fm_packages }}', nvidia_driver_selection=sel)
-    specs = render('{{ __nvidia_driver_apt_specs }}', nvidia_driver_selection=sel)
+    extras = render('{{ nvidia_driver__extras }}', nvidia_driver__selection=sel)
+    fm = render('{{ nvidia_driver__fm_packages }}', nvidia_driver__selection=sel)
+    specs = render('{{ nvidia_driver__apt_specs }}', nvidia_driver__selection=sel)
     if wanted:
         assert {'nvlsm', 'infiniband-diags'} <= set(extras), extras
         assert 'libnvsdm' in fm, fm
@@ -60,12 +60,12 @@ def test_DRV_28_nvlink5_packages_in_the_first_read_without_nvidia_driver_before(
 
 
 def test_DRV_28_nvlink5_wanted_does_not_depend_on_the_read_after_install():
-    # the old wiring read nvidia_driver_before.fabricmanager.nvlink5: set only from the first read on, so the first
+    # the old wiring read nvidia_driver__before.fabricmanager.nvlink5: set only from the first read on, so the first
     # read itself (the one that decides whether apt runs) never asked for the NVLink5 packages
     before = {'fabricmanager': {'wanted': True, 'nvlink5': True}}
     sel = selection(True)
-    assert render('{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel) == render(
-        '{{ __nvidia_driver_extras }}', nvidia_driver_selection=sel, nvidia_driver_before=before)
+    assert render('{{ nvidia_driver__extras }}', nvidia_driver__selection=sel) == render(
+        '{{ nvidia_driver__extras }}', nvidia_driver__selection=sel, nvidia_driver__before=before)
 
 
 DEFAULTS = os.path.join(ROOT, 'roles', 'nvidia_driver', 'defaults', 'main.yml')

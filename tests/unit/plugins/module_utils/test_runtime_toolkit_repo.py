@@ -89,13 +89,13 @@ def test_NCT_09_default_pin_and_role_rpm_tasks_use_the_plan():
     assert specs['nvidia_container_runtime_version']['default'] == r.DEFAULT_VERSION
     assert defaults['nvidia_container_runtime_packages'] == PKGS
     tasks = load('tasks', 'install.yml')
-    rpm = [t for t in tasks if t.get('when') == "__nvidia_container_runtime_plan.family == 'rpm'"]
+    rpm = [t for t in tasks if t.get('when') == "nvidia_container_runtime__plan.family == 'rpm'"]
     assert len(rpm) == 1
     mods = [next(k for k in t if k.startswith('ansible.builtin.')) for t in rpm[0]['block']]
     assert mods == ['ansible.builtin.yum_repository', 'ansible.builtin.dnf']   # no shell, no command
     repo = rpm[0]['block'][0]['ansible.builtin.yum_repository']
     for key in ('baseurl', 'gpgkey', 'gpgcheck', 'repo_gpgcheck', 'enabled', 'name'):
-        assert repo[key] == '{{ __nvidia_container_runtime_plan.yum_repository.%s }}' % key
+        assert repo[key] == '{{ nvidia_container_runtime__plan.yum_repository.%s }}' % key
     dnf = rpm[0]['block'][1]['ansible.builtin.dnf']
-    assert dnf['name'] == '{{ __nvidia_container_runtime_package_specs }}' and dnf['state'] == 'present'
-    assert 'toolkit_install_plan' in load('vars', 'main.yml')['__nvidia_container_runtime_plan']
+    assert dnf['name'] == '{{ nvidia_container_runtime__package_specs }}' and dnf['state'] == 'present'
+    assert 'toolkit_install_plan' in load('vars', 'main.yml')['nvidia_container_runtime__plan']
