@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 
 import pytest
@@ -71,7 +72,11 @@ class DaemonSetControllerStandIn(threading.Thread):
                 if sel and any(labels.get(k) != v for k, v in sel.items()):
                     req = urllib.request.Request('%s/api/v1/namespaces/%s/pods/%s' % (
                         self.emu['url'], p['metadata']['namespace'], p['metadata']['name']), method='DELETE')
-                    urllib.request.urlopen(req, timeout=10).read()
+                    try:
+                        urllib.request.urlopen(req, timeout=10).read()
+                    except urllib.error.HTTPError as e:  # gone meanwhile
+                        if e.code != 404:
+                            raise
 
 
 @pytest.fixture(scope='module')
