@@ -68,14 +68,15 @@ class FakeCore(object):
                     target[k] = v
         if 'spec' in body:
             node.setdefault('spec', {})['unschedulable'] = body['spec']['unschedulable']
-        # the DaemonSet controller: pods whose nodeSelector no longer matches go
-        labels = node['metadata'].get('labels') or {}
-        self.pods = [p for p in self.pods if all(labels.get(k) == v for k, v in
-                                                 ((p.get('spec') or {}).get('nodeSelector') or {}).items())]
 
     def list_pod_for_all_namespaces(self, field_selector, _preload_content=False):
         self.calls.append(('list', field_selector))
-        return Resp({'items': copy.deepcopy(self.pods)})
+        listed = Resp({'items': copy.deepcopy(self.pods)})
+        # the DaemonSet controller, a little later: pods whose nodeSelector the node no longer matches go
+        labels = self.nodes['n1']['metadata'].get('labels') or {} if 'n1' in self.nodes else {}
+        self.pods = [p for p in self.pods if all(labels.get(k) == v for k, v in
+                                                 ((p.get('spec') or {}).get('nodeSelector') or {}).items())]
+        return listed
 
     def create_namespaced_pod_eviction(self, name, namespace, body):
         self.calls.append(('evict', '%s/%s' % (namespace, name), body['kind'], body['apiVersion']))
