@@ -75,8 +75,8 @@ def mig_geometry_problems(check):
         elif not gpu.get('mig_current'):
             problems.append('%s has MIG mode off, the pool needs MIG devices %s' % (where, _fmt(want)))
         else:
-            problems.append('%s has MIG devices %s, the pool geometry is %s' % (where, _fmt(gpu.get('mig_devices') or {}),
-                                                                              _fmt(want)))
+            have = _fmt(gpu.get('mig_devices') or {})
+            problems.append('%s has MIG devices %s, the pool geometry is %s' % (where, have, _fmt(want)))
     return problems
 
 

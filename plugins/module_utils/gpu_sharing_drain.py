@@ -207,11 +207,9 @@ class Drainer(object):
                 return result
             if self.clock() >= deadline:
                 blocked = set(pod_name(p) for p in pending)
-                raise DrainError(
-                    'pods still on node %s after %d s: %s' % (
-                        name, int(timeout), ', '.join('%s%s' % (n, ' (eviction refused: PodDisruptionBudget)'
-                                                               if n in blocked else '') for n in left)),
-                    done=list(self.actions), restore=restore)
+                named = ', '.join(n + (' (eviction refused: PodDisruptionBudget)' if n in blocked else '') for n in left)
+                raise DrainError('pods still on node %s after %d s: %s' % (name, int(timeout), named),
+                                 done=list(self.actions), restore=restore)
             self.sleep(poll)
 
     def restore(self, name, restore):
