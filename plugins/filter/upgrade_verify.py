@@ -14,8 +14,9 @@ version_added: 0.2.0
 description:
   - From M(gpuops.k8s_gpu.gpu_info)'s result after the upgrade, one sentence per problem - NVML not working, another
     driver version than the target, fewer or more GPUs than before, NVSwitches without an active
-    C(nvidia-fabricmanager), and for a MIG pool a GPU whose MIG mode is off or whose MIG devices, counted by profile,
-    differ from the pool's geometry (after a reboot GPU and compute instances are gone unless re-created).
+    C(nvidia-fabricmanager), and for a MIG pool each GPU that M(gpuops.k8s_gpu.gpu_sharing) O(gpuops.k8s_gpu.gpu_sharing#module:mig_verify)
+    found different from the pool's geometry (after a reboot GPU and compute instances are gone unless re-created);
+    the comparison is the module's, the filter only words it.
   - Used by playbook C(gpuops.k8s_gpu.upgrade_driver) - any problem stops the roll.
 positional: expect
 options:
@@ -26,8 +27,9 @@ options:
   expect:
     description:
       - What the node must show - C(driver_version) (str), C(gpu_count) (int), C(fabricmanager_active) (bool, the unit's
-        state; checked only when gpu_info reports NVSwitches), C(mig_devices) (MIG profile to count per GPU; empty or
-        missing - not a MIG pool).
+        state; checked only when gpu_info reports NVSwitches), C(mig_verify) (the registered result of
+        M(gpuops.k8s_gpu.gpu_sharing) with O(gpuops.k8s_gpu.gpu_sharing#module:mig_verify=true), run with
+        C(failed_when=false); missing or null - not a MIG pool; a skipped task - nothing to check).
     type: dict
     required: true
 author: gpuops.k8s_gpu developers
@@ -38,7 +40,7 @@ EXAMPLES = r'''
   ansible.builtin.set_fact:
     problems: >-
       {{ after | gpuops.k8s_gpu.upgrade_verify({'driver_version': '550.90.07', 'gpu_count': 8,
-         'fabricmanager_active': true, 'mig_devices': {'3g.40gb': 2}}) }}
+         'fabricmanager_active': true, 'mig_verify': mig_check}) }}
 '''
 
 RETURN = r'''
@@ -51,33 +53,30 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 
-def mig_profile_of(device):
-    """'1g.10gb' from a MIG device's NVML name ('NVIDIA H100 80GB HBM3 MIG 1g.10gb'), None when unknown."""
-    name = device.get('name') or ''
-    marker = ' MIG '
-    if marker not in name:
-        return None
-    return name.rsplit(marker, 1)[1].strip() or None
+def mig_geometry_problems(check):
+    """Word M(gpuops.k8s_gpu.gpu_sharing)'s O(mig_verify) result for the roll's report: one sentence per GPU that differs.
 
-
-def mig_geometry_problems(gpus, expected):
-    """Per GPU: MIG mode on and its MIG devices, counted by profile, equal to ``expected`` ({profile: count})."""
+    The comparison is the module's (``mismatched_gpus``); this only says it in the playbook's words.
+    """
+    if not isinstance(check, dict):
+        raise AnsibleFilterError('upgrade_verify: mig_verify must be the registered result of gpu_sharing (mig_verify)')
+    if check.get('skipped'):
+        return []
+    if 'mig_match' not in check:
+        return ['the MIG check could not run: %s' % (check.get('msg') or 'no result')]
     problems = []
-    want = dict((str(k), int(v)) for k, v in expected.items() if int(v) > 0)
-    for gpu in gpus:
-        where = 'GPU %s (%s)' % (gpu.get('index'), gpu.get('uuid', 'no uuid'))
-        if not gpu.get('mig_capable'):
+    for gpu in check.get('mismatched_gpus') or []:
+        where = 'GPU %s (%s)' % (gpu.get('index'), gpu.get('uuid') or 'no uuid')
+        want = gpu.get('wanted_mig_devices') or {}
+        if not gpu.get('wanted_mig_enabled'):
+            problems.append('%s: %s' % (where, '; '.join(gpu.get('problems') or ['MIG differs'])))
+        elif not gpu.get('mig_capable'):
             problems.append('%s is not MIG capable, the pool needs MIG devices %s' % (where, _fmt(want)))
-            continue
-        if not gpu.get('mig_current'):
+        elif not gpu.get('mig_current'):
             problems.append('%s has MIG mode off, the pool needs MIG devices %s' % (where, _fmt(want)))
-            continue
-        have = {}
-        for dev in gpu.get('mig_devices') or []:
-            prof = mig_profile_of(dev) or 'unknown'
-            have[prof] = have.get(prof, 0) + 1
-        if have != want:
-            problems.append('%s has MIG devices %s, the pool geometry is %s' % (where, _fmt(have), _fmt(want)))
+        else:
+            have = _fmt(gpu.get('mig_devices') or {})
+            problems.append('%s has MIG devices %s, the pool geometry is %s' % (where, have, _fmt(want)))
     return problems
 
 
@@ -103,9 +102,9 @@ def upgrade_verify(after, expect):
     node = after.get('node') or {}
     if node.get('fabricmanager_required') and expect.get('fabricmanager_active') is False:
         problems.append('%s NVSwitch(es) but nvidia-fabricmanager is not active' % node.get('nvswitch_count', 'some'))
-    mig = expect.get('mig_devices')
-    if mig and nvml.get('status') == 'ok':
-        problems.extend(mig_geometry_problems(after.get('gpus') or [], mig))
+    mig = expect.get('mig_verify')
+    if mig is not None and nvml.get('status') == 'ok':
+        problems.extend(mig_geometry_problems(mig))
     return problems
 
 

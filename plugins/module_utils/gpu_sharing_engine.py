@@ -365,15 +365,24 @@ def mig_mismatches(gpu, want):
 def verify(backend, params):
     """Compare the node with the wanted MIG state without changing anything.
 
-    Returns ``{'mig_match': bool, 'mismatches': [str], 'gpus': [public state]}``. Raises SharingError for a request
-    that is invalid in itself (same checks as a run).
+    Returns ``{'mig_match': bool, 'mismatches': [str], 'mismatched_gpus': [dict], 'gpus': [public state]}``;
+    ``mismatched_gpus`` has, per GPU that differs, what it has and what is wanted (for callers that word it).
+    Raises SharingError for a request that is invalid in itself (same checks as a run).
     """
     all_gpus = backend.gpus()
     selected, mig, dummy, dummy2 = validate(params, all_gpus)
     by_index = dict((g['index'], g) for g in all_gpus)
     mismatches = []
+    mismatched = []
     for idx in selected:
         if idx in mig:
-            mismatches.extend(mig_mismatches(by_index[idx], mig[idx]))
-    return {'mig_match': not mismatches, 'mismatches': mismatches,
+            found = mig_mismatches(by_index[idx], mig[idx])
+            mismatches.extend(found)
+            if found:
+                state = public_state(by_index[idx])
+                mismatched.append({'index': idx, 'uuid': state['uuid'], 'name': state['name'],
+                                   'mig_capable': state['mig_capable'], 'mig_current': state['mig_current'],
+                                   'mig_devices': state['mig_devices'], 'wanted_mig_enabled': mig[idx]['enabled'],
+                                   'wanted_mig_devices': mig[idx]['devices'], 'problems': found})
+    return {'mig_match': not mismatches, 'mismatches': mismatches, 'mismatched_gpus': mismatched,
             'gpus': [public_state(by_index[i]) for i in selected]}

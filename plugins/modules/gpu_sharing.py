@@ -287,6 +287,24 @@ mismatches:
   elements: str
   sample:
     - "GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb"
+mismatched_gpus:
+  description:
+    - With O(mig_verify=true), one entry per GPU that differs - C(index), C(uuid), C(name), C(mig_capable),
+      C(mig_current), C(mig_devices) (profile to count it has), C(wanted_mig_enabled), C(wanted_mig_devices) (profile
+      to count wanted, null when the geometry is left alone) and C(problems) (its lines of RV(mismatches)).
+  returned: when O(mig_verify=true)
+  type: list
+  elements: dict
+  sample:
+    - index: 0
+      uuid: GPU-b3452919-409d-74ec-138a-6dfdff94f611
+      name: NVIDIA A100-SXM4-80GB
+      mig_capable: true
+      mig_current: true
+      mig_devices: {}
+      wanted_mig_enabled: true
+      wanted_mig_devices: {1g.10gb: 7}
+      problems: ["GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb"]
 diff:
   description: Before and after - the selected GPUs' state, and the MPS unit's text when O(mps) is given.
   returned: always

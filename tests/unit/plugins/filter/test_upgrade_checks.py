@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.upgrade_pods_left import upgrade_pods_left, FilterModule as PodsFM
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.upgrade_verify import (
-    upgrade_verify, mig_profile_of, FilterModule as VerifyFM)
+    upgrade_verify, FilterModule as VerifyFM)
 
 
 def pod(name, phase='Running', owner=None, annotations=None, deleting=False):
@@ -47,9 +47,19 @@ def after(status='ok', version='550.90.07', count=1, gpus=None, node=None):
             'node': node or {}}
 
 
-def mig_gpu(index, profiles, current=True, capable=True):
-    return {'index': index, 'uuid': 'GPU-%d' % index, 'mig_capable': capable, 'mig_current': current,
-            'mig_devices': [{'index': i, 'name': 'NVIDIA H100 80GB HBM3 MIG %s' % p} for i, p in enumerate(profiles)]}
+def mig_gpu(index, profiles, current=True, capable=True, want=None):
+    """One entry of gpu_sharing mig_verify's mismatched_gpus."""
+    have = {}
+    for p in profiles:
+        have[p] = have.get(p, 0) + 1
+    return {'index': index, 'uuid': 'GPU-%d' % index, 'name': 'NVIDIA H100 80GB HBM3', 'mig_capable': capable,
+            'mig_current': current, 'mig_devices': have, 'wanted_mig_enabled': True,
+            'wanted_mig_devices': want, 'problems': ['GPU %d differs' % index]}
+
+
+def mig_check(*mismatched):
+    return {'changed': False, 'mig_match': not mismatched, 'mismatches': ['x'] * len(mismatched),
+            'mismatched_gpus': list(mismatched)}
 
 
 EXPECT = {'driver_version': '550.90.07', 'gpu_count': 1}
@@ -78,32 +88,35 @@ def test_UPG_06_fabricmanager_must_be_active_on_nvswitch_nodes():
 
 
 def test_UPG_04_mig_node_with_no_mig_devices_fails():
-    expect = dict(EXPECT, gpu_count=2, mig_devices={'3g.40gb': 2})
-    good = [mig_gpu(0, ['3g.40gb', '3g.40gb']), mig_gpu(1, ['3g.40gb', '3g.40gb'])]
-    assert upgrade_verify(after(count=2, gpus=good), expect) == []
-    gone = [mig_gpu(0, []), mig_gpu(1, ['3g.40gb', '3g.40gb'])]
-    assert upgrade_verify(after(count=2, gpus=gone), expect) == \
+    want = {'3g.40gb': 2}
+    expect = dict(EXPECT, gpu_count=2, mig_verify=mig_check())
+    assert upgrade_verify(after(count=2), expect) == []
+    gone = mig_check(mig_gpu(0, [], want=want))
+    assert upgrade_verify(after(count=2), dict(expect, mig_verify=gone)) == \
         ['GPU 0 (GPU-0) has MIG devices none, the pool geometry is 2x 3g.40gb']
 
 
 def test_UPG_04_mig_mode_off_other_geometry_and_not_capable_fail():
-    expect = dict(EXPECT, gpu_count=3, mig_devices={'1g.10gb': 7, '3g.40gb': 0})
-    gpus = [mig_gpu(0, ['1g.10gb'] * 7, current=False), mig_gpu(1, ['3g.40gb', '1g.10gb']),
-            {'index': 2, 'uuid': 'GPU-2', 'mig_capable': False}]
-    assert upgrade_verify(after(count=3, gpus=gpus), expect) == [
+    want = {'1g.10gb': 7}
+    check = mig_check(mig_gpu(0, ['1g.10gb'] * 7, current=False, want=want), mig_gpu(1, ['3g.40gb', '1g.10gb'], want=want),
+                      dict(mig_gpu(2, [], capable=False, want=want), mig_current=None))
+    expect = dict(EXPECT, gpu_count=3, mig_verify=check)
+    assert upgrade_verify(after(count=3), expect) == [
         'GPU 0 (GPU-0) has MIG mode off, the pool needs MIG devices 7x 1g.10gb',
         'GPU 1 (GPU-1) has MIG devices 1x 1g.10gb, 1x 3g.40gb, the pool geometry is 7x 1g.10gb',
         'GPU 2 (GPU-2) is not MIG capable, the pool needs MIG devices 7x 1g.10gb']
     # not a MIG pool: MIG devices are not looked at; NVML down: only NVML is reported
-    assert upgrade_verify(after(count=3, gpus=gpus), dict(EXPECT, gpu_count=3)) == []
-    assert upgrade_verify(after(status='error', count=3, gpus=gpus), expect) == ['NVML does not work (status "error")']
+    assert upgrade_verify(after(count=3), dict(EXPECT, gpu_count=3)) == []
+    assert upgrade_verify(after(status='error', count=3), expect) == ['NVML does not work (status "error")']
 
 
-def test_UPG_04_mig_profile_from_the_device_name():
-    assert mig_profile_of({'name': 'NVIDIA A100-SXM4-40GB MIG 1g.5gb'}) == '1g.5gb'
-    assert mig_profile_of({'name': 'NVIDIA B200 MIG 1g.23gb+me'}) == '1g.23gb+me'
-    assert mig_profile_of({'name': 'NVIDIA H100'}) is None
-    assert mig_profile_of({}) is None
+def test_UPG_04_mig_check_that_could_not_run_or_was_skipped():
+    failed = {'failed': True, 'msg': 'NVML failed while reading the GPUs: x'}
+    assert upgrade_verify(after(), dict(EXPECT, mig_verify=failed)) == [
+        'the MIG check could not run: NVML failed while reading the GPUs: x']
+    assert upgrade_verify(after(), dict(EXPECT, mig_verify={'skipped': True, 'changed': False})) == []
+    with pytest.raises(AnsibleFilterError, match='mig_verify must be'):
+        upgrade_verify(after(), dict(EXPECT, mig_verify=['x']))
 
 
 def test_UPG_05_bad_input_is_refused():

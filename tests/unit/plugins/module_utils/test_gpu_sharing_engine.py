@@ -239,12 +239,17 @@ def test_verify_mig_on_without_devices_after_a_reboot_is_a_mismatch():
         'GPU 0 (NVIDIA A100-SXM4-80GB): MIG devices are no MIG devices, the geometry wants 7x 1g.10gb',
         'GPU 1 (NVIDIA A100-SXM4-80GB): MIG mode is disabled, the geometry wants it enabled']
     assert backend.calls == []
+    # the same, per GPU, for callers that word it themselves (playbook upgrade_driver's filter upgrade_verify)
+    assert [(g['index'], g['mig_current'], g['mig_devices'], g['wanted_mig_enabled'], g['wanted_mig_devices'],
+             g['problems']) for g in res['mismatched_gpus']] == [
+        (0, True, {}, True, {'1g.10gb': 7}, res['mismatches'][:1]),
+        (1, False, {}, True, {'1g.10gb': 7}, res['mismatches'][1:])]
 
 
 def test_verify_matches_after_apply_and_names_gpu_instances_without_compute_instance():
     backend = FakeBackend([a100(0, mig=True)])
     engine.run(backend, _cfg7(), False)
-    assert engine.verify(backend, _cfg7()) == {'mig_match': True, 'mismatches': [],
+    assert engine.verify(backend, _cfg7()) == {'mig_match': True, 'mismatches': [], 'mismatched_gpus': [],
                                                'gpus': [engine.public_state(backend.gpu(0))]}
     backend.state[0]['mig_instances'][0]['cis'] = []
     res = engine.verify(backend, _cfg7())

@@ -249,3 +249,21 @@ def test_MIGP_17_counts_above_the_guides_maximum_are_refused_with_the_limit():
         plan.validate_geometry({'index': 0, 'name': 'B200'}, {'1g.24gb': 1}, dict(
             (n, dict(p, memory_mib=p['memory_gib'] * 1024)) for n, p in table(0x290110DE).items()))
     assert "'1g.24gb' is not available" in str(err.value) and '1g.23gb+me' in str(err.value)
+
+
+def test_MIGP_18_profile_ids_published_carried_over_or_none():
+    ids = {'1g': 19, '1g+me': 20, '1g-double': 15, '2g': 14, '3g': 9, '4g': 5, '7g': 0}
+    # A100 80GB / H100 80GB: the published -lgip listing; every other 7-slice table carries the same ids over
+    for pci in (0x20B210DE, 0x233010DE, 0x232110DE, 0x233D10DE, 0x233510DE, 0x234810DE, 0x290110DE, 0x294110DE,
+                0x318210DE, 0x31C210DE):
+        rows = table(pci)
+        by_kind = {}
+        for name, row in rows.items():
+            g = name.split('g.', 1)[0] + 'g'
+            kind = g + ('+me' if name.endswith('+me') else '')
+            if g == '1g' and not name.endswith('+me') and row['max_instances'] == 4:
+                kind = '1g-double'
+            by_kind[kind] = row['id']
+        assert by_kind == ids, (hex(pci), by_kind)
+    # RTX PRO 6000 Blackwell: no source gives its ids - None, never a guess
+    assert set(row['id'] for row in table(0x2BB510DE).values()) == {None}
