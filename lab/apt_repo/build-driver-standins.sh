@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build a small signed flat apt repository of LAB STAND-IN packages with the names and dependency shapes of
 # Ubuntu's NVIDIA server driver packages (nvidia-graphics-drivers-<branch>-server, linux-restricted-modules), for
-# lab/tests/test_nvidia_driver_ubuntu_standin.py. NOT NVIDIA OR CANONICAL SOFTWARE: the packages ship only text
+# lab/tests/integration/test_nvidia_driver_ubuntu_standin.py. NOT NVIDIA OR CANONICAL SOFTWARE: the packages ship only text
 # files; no driver, no library, no kernel module.
 #   lab/apt_repo/build-driver-standins.sh OUTDIR      prints OUTDIR; OUTDIR/{Packages,Release,InRelease,key.gpg,*.deb}
 # Shapes (580 = 580.95.05-0ubuntu0.24.04.1, the "current" branch of the stand-in archive):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check the roles' lifecycle and naming conventions (lab tooling; run by lab/tests/test_role_lifecycle.py).
+"""Check the roles' lifecycle and naming conventions (lab tooling; run by lab/tests/tooling/test_role_lifecycle.py).
 
     .venv/bin/python lab/bin/check-role-conventions.py [--root DIR]
 
@@ -38,7 +38,7 @@ PUBLISHED = {
 }
 # Files outside roles/ that read a role's internal variables (lab tests of the role's data tables, molecule's
 # verify of a handler's result): --fix renames there too.
-FIX_ALSO = ['lab/tests/test_awx_config.py', 'lab/tests/test_awx_runner.py', 'molecule/nvidia_driver/converge.yml']
+FIX_ALSO = ['lab/tests/integration/test_awx_config.py', 'lab/tests/integration/test_awx_runner.py', 'molecule/nvidia_driver/converge.yml']
 # keywords of a task that hold nested task lists
 NESTED = ('block', 'rescue', 'always')
 

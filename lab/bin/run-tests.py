@@ -5,12 +5,21 @@ Each step is a command. Steps that write JUnit XML (pytest, ansible-test units, 
 wrappers) are counted test by test; other steps count as one check each. The last line is
 ``tests: N passed, N failed`` and the exit status is non-zero when anything failed or when a step
 that must produce tests produced none.
+
+Steps run in lanes: the lanes ``lab`` (pytest over lab/tests with pytest-xdist), ``checks`` (lint, sanity,
+units, collection build) and ``molecule`` (the scenarios one after another) run at the same time, because
+their containers, emulators and state directories never collide; then the ``final`` lane (bench smoke, demo)
+runs alone. A lane's steps run one after another. Output of concurrent steps goes to
+build/test-results/<step>.log and is printed whole when the step ends. ``--serial`` runs everything one
+step at a time with the output streamed, as before. ``GPUOPS_LAB_WORKERS`` sets pytest-xdist's worker count
+for the lab step (default 4; 0 runs the lab without xdist).
 """
 import argparse
 import glob
 import os
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -42,33 +51,86 @@ def molecule_scenarios():
     return names
 
 
-def steps(only=None):
+def lab_cmd():
+    cmd = [os.path.join(VENV, 'pytest'), '-q', 'lab/tests', '--junitxml', os.path.join(RESULTS, 'lab.xml')]
+    workers = int(os.environ.get('GPUOPS_LAB_WORKERS', '4'))
+    if workers > 0:
+        # one xdist group per test file except the ones lab/tests/conftest.py lets split; heaviest files first
+        cmd += ['-n', str(workers), '--dist', 'loadgroup', '--no-loadscope-reorder']
+    return cmd
 
+
+def steps(only=None):
+    """[(name, command, junit file or None, lane)] in summary order."""
     s = [
-        ('lint', ['bash', 'lab/bin/lint.sh'], 'lint.xml'),
-        ('sanity-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'sanity'], '.venv-sanity.xml'),
-        ('sanity-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'sanity'], '.venv-2.16-sanity.xml'),
-        ('units-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'units'], '.venv-units.xml'),
-        ('units-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'units'], '.venv-2.16-units.xml'),
-        ('lab', [os.path.join(VENV, 'pytest'), '-q', 'lab/tests', '--junitxml', os.path.join(RESULTS, 'lab.xml')],
-         'lab.xml'),
-        ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None),
+        ('lint', ['bash', 'lab/bin/lint.sh'], 'lint.xml', 'checks'),
+        ('sanity-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'sanity'], '.venv-sanity.xml', 'checks'),
+        ('sanity-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'sanity'], '.venv-2.16-sanity.xml',
+         'checks'),
+        ('units-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'units'], '.venv-units.xml', 'checks'),
+        ('units-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'units'], '.venv-2.16-units.xml', 'checks'),
+        ('lab', lab_cmd(), 'lab.xml', 'lab'),
+        ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None, 'checks'),
     ]
     for name in molecule_scenarios():
-        s.append(('molecule-' + name, ['bash', 'lab/docker/molecule.sh', 'test', '-s', name], None))
-    s.append(('bench-smoke', [os.path.join(VENV, 'python'), 'lab/bench/run.py', '--smoke'], None))
+        s.append(('molecule-' + name, ['bash', 'lab/docker/molecule.sh', 'test', '-s', name], None, 'molecule'))
+    s.append(('bench-smoke', [os.path.join(VENV, 'python'), 'lab/bench/run.py', '--smoke'], None, 'final'))
     # The README's first command, end to end (includes its own idempotence check), then its nodes go.
-    s.append(('demo', ['bash', 'lab/bin/demo.sh'], None))
-    s.append(('demo-clean', ['bash', 'lab/bin/demo.sh', 'clean'], None))
+    s.append(('demo', ['bash', 'lab/bin/demo.sh'], None, 'final'))
+    s.append(('demo-clean', ['bash', 'lab/bin/demo.sh', 'clean'], None, 'final'))
     if only:
         s = [x for x in s if any(x[0].startswith(o) for o in only)]
 
     return s
 
 
+def run_step(name, cmd, junit, env, log=None):
+    """Run one step; return its summary row (name, passed, failed, skipped, seconds, cpu seconds, note).
+
+    With ``log`` the output goes to that file (printed by the caller), else it is streamed."""
+    if junit:
+        jpath = os.path.join(RESULTS, junit)
+        if os.path.exists(jpath):
+            os.unlink(jpath)
+    start = time.time()
+    if log:
+        with open(log, 'w') as out:
+            out.write('===== %s: %s\n' % (name, ' '.join(cmd)))
+            out.flush()
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    else:
+        print('\n===== %s: %s' % (name, ' '.join(cmd)), flush=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    # wait4: the exit status and the CPU time of the step's process tree (what it waited for; not containers)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = rc = os.waitstatus_to_exitcode(status)
+    took = time.time() - start
+    cpu = usage.ru_utime + usage.ru_stime
+    p = f = sk = 0
+    note = ''
+    if junit and os.path.exists(os.path.join(RESULTS, junit)):
+        p, f, sk = junit_counts(os.path.join(RESULTS, junit))
+        if rc != 0 and f == 0:
+            f += 1
+            note = 'exit %d with no failing test recorded' % rc
+        if p + f == 0:
+            f += 1
+            note = 'no test ran'
+    elif junit:
+        f = 1
+        note = 'no results file (exit %d)' % rc
+    elif rc == 0:
+        p = 0 if name.endswith('-clean') else 1  # a clean-up step counts only when it fails
+    else:
+        f = 1
+        note = 'exit %d' % rc
+    return (name, p, f, sk, took, cpu, note)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('only', nargs='*', help='run only steps whose name starts with one of these')
+    ap.add_argument('--serial', action='store_true', help='one step at a time, output streamed (no lanes)')
     args = ap.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
     env = dict(os.environ)
@@ -76,45 +138,52 @@ def main():
     env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, 'build', 'collections'))
     env['ANSIBLE_FORCE_COLOR'] = '0'
     env['PY_COLORS'] = '0'
+    # the collections symlink once, before steps that all read it start at the same time
+    subprocess.check_call(['bash', 'lab/bin/collections-path.sh'], cwd=ROOT, stdout=subprocess.DEVNULL)
+    wall = time.time()
+    todo = steps(args.only)
+    rows = {}
+    if args.serial:
+        for name, cmd, junit, _lane in todo:
+            rows[name] = run_step(name, cmd, junit, env)
+    else:
+        lanes = {}
+        for step in todo:
+            lanes.setdefault(step[3], []).append(step)
+        printing = threading.Lock()
+
+        def run_lane(lane_steps):
+            for name, cmd, junit, _lane in lane_steps:
+                log = os.path.join(RESULTS, name + '.log')
+                try:
+                    row = run_step(name, cmd, junit, env, log)
+                except Exception as exc:  # pylint: disable=broad-except  # a broken step must not hide the others
+                    row = (name, 0, 1, 0, 0.0, 0.0, 'runner error: %s' % exc)
+                rows[name] = row
+                with printing:
+                    with open(log) as f:
+                        sys.stdout.write('\n' + f.read())
+                    print('===== %s done: %d passed, %d failed in %.0f s' % (name, row[1], row[2], row[4]), flush=True)
+
+        threads = [threading.Thread(target=run_lane, args=(steps_,)) for lane, steps_ in lanes.items()
+                   if lane != 'final']
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        run_lane(lanes.get('final', []))
+    wall = time.time() - wall
     total_pass = total_fail = total_skip = 0
-    rows = []
-    for name, cmd, junit in steps(args.only):
-        if junit:
-            jpath = os.path.join(RESULTS, junit)
-            if os.path.exists(jpath):
-                os.unlink(jpath)
-        print('\n===== %s: %s' % (name, ' '.join(cmd)), flush=True)
-        start = time.time()
-        rc = subprocess.call(cmd, cwd=ROOT, env=env)
-        took = time.time() - start
-        p = f = sk = 0
-        note = ''
-        if junit and os.path.exists(os.path.join(RESULTS, junit)):
-            p, f, sk = junit_counts(os.path.join(RESULTS, junit))
-            if rc != 0 and f == 0:
-                f += 1
-                note = 'exit %d with no failing test recorded' % rc
-            if p + f == 0:
-                f += 1
-                note = 'no test ran'
-        elif junit:
-            f = 1
-            note = 'no results file (exit %d)' % rc
-        elif rc == 0:
-            p = 0 if name.endswith('-clean') else 1  # a clean-up step counts only when it fails
-        else:
-            f = 1
-            note = 'exit %d' % rc
+    print('\n%-28s %7s %7s %7s %9s %9s  %s' % ('step', 'passed', 'failed', 'skipped', 'seconds', 'cpu-s', 'note'))
+    for name, _cmd, _junit, _lane in todo:
+        name, p, f, sk, took, cpu, note = rows.get(name, (name, 0, 1, 0, 0.0, 0.0, 'did not run'))
         total_pass += p
         total_fail += f
         total_skip += sk
-        rows.append((name, p, f, sk, took, note))
-    print('\n%-28s %7s %7s %7s %9s  %s' % ('step', 'passed', 'failed', 'skipped', 'seconds', 'note'))
-    for name, p, f, sk, took, note in rows:
-        print('%-28s %7d %7d %7d %9.1f  %s' % (name, p, f, sk, took, note))
+        print('%-28s %7d %7d %7d %9.1f %9.1f  %s' % (name, p, f, sk, took, cpu, note))
+    print('wall: %.1f s%s' % (wall, ' (serial)' if args.serial else ' (lanes run concurrently; see the seconds per step)'))
     print('tests: %d passed, %d failed' % (total_pass, total_fail))
     return 1 if total_fail else 0
-
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -55,6 +55,9 @@ pick_driver() {
 
 cmd_up() {
   mkdir -p "$STATE"
+  # one `up` at a time: parallel test workers and molecule scenarios call it concurrently
+  exec 9>"$STATE/up.lock"
+  flock 9
   install_docker
   if answers; then
     if pid=$(our_pid); then log "dockerd (pid $pid, started by us) answers"; else log "a Docker daemon we did not start answers; using it"; fi

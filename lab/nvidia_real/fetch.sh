@@ -10,6 +10,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT="$ROOT/lab/.build/nvidia_real"
 PKGS=(libnvidia-ml1 nvidia-smi)
 LIBDIR="$OUT/root/usr/lib/x86_64-linux-gnu/nvidia/current"
+# One fetch at a time (parallel test workers call this script concurrently); the others wait, then find it done.
+mkdir -p "$OUT"
+exec 9>"$OUT/.fetch.lock"
+flock 9
 if [ -e "$LIBDIR/libnvidia-ml.so.1" ] && [ -e "$OUT/root/usr/lib/nvidia/current/nvidia-smi" ]; then
   echo "$LIBDIR"; exit 0
 fi

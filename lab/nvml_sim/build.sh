@@ -24,6 +24,9 @@ CFLAGS=(-std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=hidden -D_FOR
 LDFLAGS=(-shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script="$HERE/src/exports.map" -Wl,-z,defs -lpthread)
 
 mkdir -p "$OUT"
+# One build at a time (parallel test workers call this script concurrently); the others wait, then find it done.
+exec 9>"$OUT/.build.lock"
+flock 9
 # Fingerprint: sources, headers, this script, the nvml.h used, compiler version.
 FP=$( { cat "$HERE"/src/* "$0" "$INC/nvml.h"; gcc --version | head -1; } | sha256sum | cut -d' ' -f1)
 if [ -z "${FORCE:-}" ] && [ -f "$LIB" ] && [ -f "$OUT/.fingerprint" ] && [ "$(cat "$OUT/.fingerprint")" = "$FP" ]; then

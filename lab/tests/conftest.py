@@ -101,3 +101,48 @@ def run_role_on_localhost(collections_path, tmp_path, role, variables, args=()):
         raise AssertionError('ansible-playbook output is not JSON (rc=%s):\n%s\n%s'
                              % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
     return proc, doc
+
+
+# ---------------------------------------------------------------------------------------------- parallel runs
+# `make test` runs this directory with pytest-xdist (`-n N --dist loadgroup --no-loadscope-reorder`, see
+# lab/bin/run-tests.py). The rules that keep that correct:
+#  * every test file is one xdist group (its tests run in one worker, in file order, and its module-scoped
+#    fixtures - node containers, emulators, simulators - start once), except the files in SPLIT below, whose
+#    tests are independent of each other and whose module fixtures are cheap (they then run once per worker);
+#  * the files are handed out heaviest first (WEIGHT, seconds measured on this 2-core machine) so that the
+#    long docker files do not start last; files not listed come after them, in collection order;
+#  * names of containers/emulators/simulators carry the pid or a random suffix, state lives in tmp_path or
+#    lab/.state/<kind>/<name>, and the shared builds (nvml_sim/build.sh, vcsim/build.sh, nvidia_real/fetch.sh,
+#    docker/node-image.sh, docker/engine.sh up) take a file lock, so workers never step on each other.
+# Without xdist none of this changes anything: the order within a file and the fixtures are the same.
+SPLIT = frozenset([
+    'integration/test_playbooks.py', 'integration/test_gpu_sharing_sim.py', 'integration/test_gpu_info_sim.py',
+    'integration/test_gpu_doctor_sim.py',
+])
+# lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included)
+WEIGHT = {
+    'integration/test_upgrade_driver.py': 780, 'integration/test_gpu_sharing_stack.py': 379,
+    'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
+    'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
+    'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
+    'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 88,
+    'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 71,
+    'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
+    'integration/test_gpu_share_report.py': 48, 'integration/test_mig_persistence.py': 48,
+    'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
+}
+
+
+def _file_of(item):
+    return os.path.relpath(str(item.fspath), os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not (getattr(config.option, 'numprocesses', None) or hasattr(config, 'workerinput')):
+        return
+    for item in items:
+        name = _file_of(item)
+        if name not in SPLIT:
+            item.add_marker(pytest.mark.xdist_group(name))
+    order = {name: i for i, name in enumerate(sorted(WEIGHT, key=lambda n: -WEIGHT[n]))}
+    items.sort(key=lambda it: order.get(_file_of(it), len(order)))  # stable: file order is kept

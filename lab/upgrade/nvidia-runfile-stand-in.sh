@@ -1,5 +1,5 @@
 #!/bin/sh
-# STAND-IN for NVIDIA's NVIDIA-Linux-x86_64-@VERSION@.run (lab only; lab/tests/test_upgrade_driver.py serves it
+# STAND-IN for NVIDIA's NVIDIA-Linux-x86_64-@VERSION@.run (lab only; lab/tests/integration/test_upgrade_driver.py serves it
 # from a file:// gpuops_mirror.files). No NVIDIA code and no kernel module: it does what the real installer
 # leaves behind that the collection looks at, and makes the NVML simulator report the new driver, as loading
 # the new kernel module would on a real node.

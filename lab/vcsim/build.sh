@@ -3,7 +3,7 @@
 #   lab/vcsim/build.sh [--force] [--without-fixes]
 # Output: lab/.build/vcsim/vcsim. Skips the build when sources, patches and our Go files are unchanged.
 # --without-fixes builds lab/.build/vcsim/vcsim-without-fixes: the same simulator minus the bug-fix
-# patches (patches/*-fix-*.diff), to show the upstream 0.24.2 bugs (VCSIM_BIN=... pytest lab/tests/test_vcsim.py).
+# patches (patches/*-fix-*.diff), to show the upstream 0.24.2 bugs (VCSIM_BIN=... pytest lab/tests/simulators/test_vcsim.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,6 +25,11 @@ if [ $fixes = 1 ]; then
 else
   GOPATH_DIR="$OUT/gopath-without-fixes" BIN="$OUT/vcsim-without-fixes" STAMP="$OUT/.stamp-without-fixes"
 fi
+
+# One build at a time (parallel test workers start simulators concurrently); the others wait, then find it done.
+mkdir -p "$OUT"
+exec 9>"$OUT/.build.lock"
+flock 9
 
 command -v go >/dev/null || { log "ERROR: go not found (apt-get install golang-go)"; exit 1; }
 for d in "$SRC_GOVMOMI/simulator" "$SRC_UUID"; do

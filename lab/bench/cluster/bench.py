@@ -44,7 +44,7 @@ A100 = {'gpu_count': 8, 'gpus': [{'index': i, 'name': 'A100-SXM4-80GB', 'memory_
                     'mps': {'allowed': True, 'max_clients': 48},
                     'mig': {'allowed': True, 'gpus': list(range(8)),
                             'profiles': dict((str(i), ['1g.10gb', '2g.20gb', '3g.40gb', '7g.80gb']) for i in range(8))}}}
-# strategy -> (node, facts, extra role vars); the settings of lab/tests/test_gpu_sharing_stack.py
+# strategy -> (node, facts, extra role vars); the settings of lab/tests/integration/test_gpu_sharing_stack.py
 CASES = [
     ('exclusive', 'gpu-1', T4, {}),
     ('time-slicing', 'gpu-2', T4, {'gpu_sharing_stack_time_slicing': {'replicas': 4, 'rename_by_default': False}}),

@@ -3,7 +3,7 @@
 """Unit tests of the NVML probe's error handling with a stand-in pynvml object.
 
 The probe is tested against the real nvidia-ml-py bindings and the lab's NVML simulator in
-lab/tests/test_gpu_info_sim.py; here only the mapping of failures is pinned down.
+lab/tests/integration/test_gpu_info_sim.py; here only the mapping of failures is pinned down.
 """
 from __future__ import absolute_import, division, print_function
 

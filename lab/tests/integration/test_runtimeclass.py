@@ -1,7 +1,7 @@
 """The RuntimeClass of role nvidia_container_runtime: schema-valid for Kubernetes 1.24-1.33 and applied to the
 lab's API emulator with kubernetes.core.k8s (run once; a re-run sends no change).
 
-Run: .venv/bin/pytest lab/tests/test_runtimeclass.py
+Run: .venv/bin/pytest lab/tests/integration/test_runtimeclass.py
 """
 import json
 import os
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 TASKS = os.path.join(ROOT, 'roles', 'nvidia_container_runtime', 'tasks', 'runtimeclass.yml')
 

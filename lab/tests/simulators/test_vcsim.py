@@ -1,7 +1,7 @@
 """Tests for the lab vSphere simulator (lab/vcsim): build, start/stop, GPU extension, patched bugs,
 documented fidelity gaps and one community.vmware module run through ansible.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_vcsim.py
+Run: /work/main/.venv/bin/pytest lab/tests/simulators/test_vcsim.py
 VCSIM_BIN=lab/.build/vcsim/vcsim-without-fixes runs the same tests against a build without the bug-fix
 patches (lab/vcsim/build.sh --without-fixes); the three "patched bug" tests must then fail.
 Nothing here skips: a simulator that cannot be built or started is an error.
@@ -20,7 +20,7 @@ from pyVmomi import vim, vmodl
 
 from vcsim_lab import start_vcsim, stop_vcsim
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VCSIM = ROOT / "lab" / "vcsim"
 VENV_BIN = Path(sys.executable).parent
 NVIDIA = 0x10DE

@@ -2,7 +2,7 @@
 role-qualified handler notifications (lab/bin/check-role-conventions.py), README per role generated from
 argument_specs (lab/bin/gen-role-readmes.py), and uninstall.yml calling roles instead of re-implementing them.
 
-Run: .venv/bin/pytest -q lab/tests/test_role_lifecycle.py   (seconds; no simulator)
+Run: .venv/bin/pytest -q lab/tests/tooling/test_role_lifecycle.py   (seconds; no simulator)
 """
 import os
 import shutil

@@ -4,7 +4,7 @@ spec only when it differs (a driver change gives a new spec), and sets nvidia_co
 nvidia-ctk here is a LAB STAND-IN script that writes a spec naming the "driver" of a file; the toolkit's refresh
 units need systemd on a node with the NVIDIA driver and are not run here.
 
-Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_cdi.py
+Run: .venv/bin/pytest lab/tests/integration/test_nvidia_container_runtime_cdi.py
 """
 import os
 

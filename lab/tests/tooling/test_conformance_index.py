@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEADER = "| id | upstream requires | source (repo, path, tag) | we render / do | test |"
 ID_RE = re.compile(r"^[A-Z][A-Z0-9]*-\d+$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -11,7 +11,7 @@ the emulator cannot finish (a PodDisruptionBudget, a pod held by a finalizer), G
 MIG devices gone after the "reboot" each stop the roll there, the node cordoned, later nodes untouched. What it cannot prove: a real reboot, a kernel module load, real package holds
 (the runfile method holds nothing) - see docs/upgrade_driver.md.
 
-Run: .venv/bin/pytest -q lab/tests/test_upgrade_driver.py   (needs root, dockerd, the node image, the Debian mirror)
+Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver.py   (needs root, dockerd, the node image, the Debian mirror)
 """
 import json
 import os

@@ -1,6 +1,6 @@
 """roles/awx_config checked without AWX: awx.awx options, surveys against the playbooks, credential injectors.
 
-Run: .venv/bin/pytest -q lab/tests/test_awx_config.py   (about 30 s; no Docker)
+Run: .venv/bin/pytest -q lab/tests/integration/test_awx_config.py   (about 30 s; no Docker)
 
 awx.awx cannot be installed here, so what its modules accept comes from lab/awx/awx_collection_facts.yml (recorded
 from the modules' DOCUMENTATION in ansible/awx). What this cannot prove: that an AWX server accepts the objects
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / 'lab' / 'awx'))
 import awx_job  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -1,7 +1,7 @@
 """gpuops.k8s_gpu.esxi_gpu_passthrough (module and role) against the lab's vSphere simulator, in both models:
 vCenter with a cluster (3 hosts) and a standalone ESXi host.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_esxi_gpu_passthrough.py
+Run: /work/main/.venv/bin/pytest lab/tests/integration/test_esxi_gpu_passthrough.py
 Every module run goes through the `ansible` CLI; every setting is read back with pyVmomi, and the number of
 ReconfigVM_Task calls is counted on the simulator's TaskManager, independently of what the module reports.
 Nothing here skips: a simulator that cannot be built or started is an error.
@@ -19,7 +19,7 @@ from pyVmomi import vim
 
 from vcsim_lab import start_vcsim, stop_vcsim
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VCSIM = ROOT / "lab" / "vcsim"
 VENV_BIN = Path(sys.executable).parent
 MODULE = "gpuops.k8s_gpu.esxi_gpu_passthrough"

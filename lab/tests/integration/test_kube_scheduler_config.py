@@ -1,6 +1,6 @@
 """Lab tests for gpuops.k8s_gpu.kube_scheduler_config and the role gpuops.k8s_gpu.kube_scheduler_extender.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_kube_scheduler_config.py
+Run: /work/main/.venv/bin/pytest lab/tests/integration/test_kube_scheduler_config.py
 The module runs through `ansible localhost -c local` on copies of the unit-test fixtures (real-world RKE1 cluster.yml,
 RKE2 config.yaml, kubeadm manifest); the role runs through ansible-playbook against the lab Kubernetes emulator
 (kubeadm-config ConfigMap, write requests counted in its request log) and with a stub `rke` on PATH (RKE1).
@@ -20,7 +20,7 @@ import yaml
 
 from conftest import kube_emulator, run_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
 VENV_BIN = ROOT / ".venv" / "bin"
 FIXTURES = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "fixtures" / "scheduler"

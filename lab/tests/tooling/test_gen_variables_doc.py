@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bin', 'gen-variables-doc.py')
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'bin', 'gen-variables-doc.py')
 
 SPECS = """\
 ---

@@ -1,7 +1,7 @@
 """Tests for the lab's Docker plumbing (lab/docker): engine, node image, systemd node containers, and
 Ansible reaching them through the community.docker.docker connection.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_node_container.py
+Run: /work/main/.venv/bin/pytest lab/tests/simulators/test_node_container.py
 Needs root (dockerd, debootstrap) and the Debian mirror for a first image build (about a minute).
 Nothing here skips: an engine that cannot start or an image that cannot be built is an error.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCKER_DIR = ROOT / "lab" / "docker"
 VENV_BIN = Path(sys.executable).parent
 IMAGE = "gpuops-lab/node:bookworm"

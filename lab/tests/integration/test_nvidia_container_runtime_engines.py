@@ -8,7 +8,7 @@ keeping its other keys; a re-run changes nothing; state=absent removes only the 
 CRI-O gets a drop-in next to a crio.conf written from CRI-O's own defaults. Each engine's handler is notified
 for its own files only. RKE2, k3s and CRI-O themselves are not run here (none is packaged in Debian 12 main).
 
-Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_engines.py
+Run: .venv/bin/pytest lab/tests/integration/test_nvidia_container_runtime_engines.py
 """
 import os
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PAGES = sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))) + [os.path.join(ROOT, 'README.md')]
 LINK = re.compile(r'\]\(([^)\s]+)\)')
 FENCE = re.compile(r'^```.*?^```', re.S | re.M)

@@ -2,7 +2,7 @@
 variable, its value and what is allowed (the role's one preflight task, or meta/argument_specs.yml for types and
 choices), and a pre-existing daemon.json is left byte for byte.
 
-Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_preflight.py
+Run: .venv/bin/pytest lab/tests/integration/test_nvidia_container_runtime_preflight.py
 """
 import json
 

@@ -2,7 +2,7 @@
 includes them (nvidia_driver's gpu_probe check), the final probe is "gpu_probe again", play-level tasks go to the
 next role, and wall time runs from a segment's first task start to its last task end.
 
-Run: .venv/bin/pytest lab/tests/test_bench_node_roles.py
+Run: .venv/bin/pytest lab/tests/tooling/test_bench_node_roles.py
 """
 import os
 import sys

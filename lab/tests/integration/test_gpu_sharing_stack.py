@@ -1,6 +1,6 @@
 """Lab tests of role gpuops.k8s_gpu.gpu_sharing_stack against the Kubernetes API emulator (lab/kube).
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_gpu_sharing_stack.py
+Run: /work/main/.venv/bin/pytest lab/tests/integration/test_gpu_sharing_stack.py
 Nothing skips: a dead emulator or a failed play is a failure.  Write counts come from the emulator's request log
 (`write` = a non-dry-run POST/PUT/PATCH/DELETE).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
 VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))

@@ -3,7 +3,7 @@
 Converge, re-run with zero write requests (counted in the emulator's request log), check mode, pool changes,
 refusals (nothing changes, no write request), state=absent removing only the role's labels, schema validation.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_gpu_node_labels.py
+Run: /work/main/.venv/bin/pytest lab/tests/integration/test_gpu_node_labels.py
 Nothing here skips: a missing tool or a dead emulator is a failure.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
 VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))

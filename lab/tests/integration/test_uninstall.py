@@ -6,7 +6,7 @@ and kubeadm's kubeadm-config ConfigMap. The install path (lab/uninstall/install.
 MPS unit, then playbooks/cluster.yml) changes all of them; uninstall.yml must give every foreign key back, remove
 the collection's, keep backups, delete the objects the stack created, and change nothing on a second run.
 
-Run: .venv/bin/pytest -q lab/tests/test_uninstall.py   (needs root, dockerd, the node image)
+Run: .venv/bin/pytest -q lab/tests/integration/test_uninstall.py   (needs root, dockerd, the node image)
 """
 import json
 import os

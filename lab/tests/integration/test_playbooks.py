@@ -1,6 +1,6 @@
 """The layer playbooks (playbooks/*.yml) and the role gpu_node_sharing: structure, tags, batches, facts between layers.
 
-Run: .venv/bin/pytest -q lab/tests/test_playbooks.py
+Run: .venv/bin/pytest -q lab/tests/integration/test_playbooks.py
 Fast checks: syntax of every layer playbook with both inventories, the contract's tags, site.yml's order, the node
 play's batches (serial / max_fail_percentage, run for real on local hosts), the sharing pools computed from an
 inventory, cluster.yml run alone probing first (NVML simulator + Kubernetes emulator), and gpu_node_sharing on the
@@ -298,7 +298,7 @@ def test_node_sharing_mig_geometry_through_a_gpu_reset(collections_path, tmp_pat
                                  'gpu_node_sharing_mig_reset': 'command',
                                  'gpu_node_sharing_mig_reset_command': [CTL, 'reset-gpu', '{index}'],
                                  # the boot unit needs systemd (this play runs on the lab host itself);
-                                 # it is tested in a node container: lab/tests/test_mig_persistence.py
+                                 # it is tested in a node container: lab/tests/integration/test_mig_persistence.py
                                  'gpu_node_sharing_mig_persist': False,
                                  'gpu_probe_bindings_method': 'none', 'gpu_probe_report_path': ''})
     proc, doc = playbook(collections_path, '-i', inv, pb, env=env, json_out=True)

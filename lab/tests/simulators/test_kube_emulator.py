@@ -1,6 +1,6 @@
 """Tests for the lab Kubernetes API emulator (lab/kube/emulator.py) and lab/kube/validate.py.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_kube_emulator.py
+Run: /work/main/.venv/bin/pytest lab/tests/simulators/test_kube_emulator.py
 Nothing here skips: a missing tool or a dead emulator is a failure.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
 VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))

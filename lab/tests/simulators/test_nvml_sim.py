@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SIM = ROOT / "lab" / "nvml_sim"
 BUILD = ROOT / "lab" / ".build" / "nvml_sim"
 LIB = BUILD / "libnvidia-ml.so.1"

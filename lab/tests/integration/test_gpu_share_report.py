@@ -3,7 +3,7 @@
 One emulator for the module, seeded with nodes of every sharing strategy and pods in every state; the module runs
 through `ansible localhost` (real AnsibleModule, real kubernetes client) and the numbers are checked exactly.
 
-Run: /work/main/.venv/bin/pytest lab/tests/test_gpu_share_report.py
+Run: /work/main/.venv/bin/pytest lab/tests/integration/test_gpu_share_report.py
 Nothing here skips: a missing tool or a dead emulator is a failure.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import kube_emulator, run_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
 
 HAMI_REGISTER = ("GPU-aaaa-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:"

@@ -4,7 +4,7 @@ dependency shapes (lab/apt_repo/build-driver-standins.sh: open and proprietary s
 signed precompiled module packages, and the 535 server packages transitional to 580). No NVIDIA or Canonical
 software is installed; the container is Debian 12 underneath (only os-release is changed, in this container).
 
-Run: .venv/bin/pytest -q lab/tests/test_nvidia_driver_ubuntu_standin.py   (needs root, dockerd, the node image)
+Run: .venv/bin/pytest -q lab/tests/integration/test_nvidia_driver_ubuntu_standin.py   (needs root, dockerd, the node image)
 """
 import json
 import os

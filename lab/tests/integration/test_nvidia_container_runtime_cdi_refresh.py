@@ -7,7 +7,7 @@ once, and reports the spec at /var/run/cdi/nvidia.yaml ready; a re-run changes n
 without the units) is test_nvidia_container_runtime_cdi.py. Needs the lab's docker engine, node image and the Debian
 mirror (runc, the stand-in runtime's dependency).
 
-Run: .venv/bin/pytest lab/tests/test_nvidia_container_runtime_cdi_refresh.py
+Run: .venv/bin/pytest lab/tests/integration/test_nvidia_container_runtime_cdi_refresh.py
 """
 import json
 import os

@@ -1,7 +1,7 @@
 """Role gpuops.k8s_gpu.gpu_sharing_stack with the NVIDIA strategies against the lab's Kubernetes API emulator:
 the RuntimeClass the device plugin pods name (DP-19) and the wait for NVIDIA's MIG manager (MIGM-12).
 
-Run: .venv/bin/pytest lab/tests/test_gpu_stack_nvidia_lab.py
+Run: .venv/bin/pytest lab/tests/integration/test_gpu_stack_nvidia_lab.py
 The emulator runs no pods: the test writes nvidia.com/mig.config.state on the Node itself, as mig-manager would.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import emulator_get as get, kube_emulator  # noqa: E402

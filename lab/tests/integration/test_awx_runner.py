@@ -1,6 +1,6 @@
 """playbooks/site.yml run the way AWX runs it: ansible-runner over an AWX-style private data dir.
 
-Run: .venv/bin/pytest -q lab/tests/test_awx_runner.py   (needs root for Docker; about 2-4 minutes)
+Run: .venv/bin/pytest -q lab/tests/integration/test_awx_runner.py   (needs root for Docker; about 2-4 minutes)
 
 What AWX would do for a launch of the "gpuops site" job template (roles/awx_config), done here with lab/awx/awx_job.py:
   * project/          the collection's playbooks, as AWX's project sync checks them out; the collection itself is built
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / 'lab' / 'awx'))
 import awx_job  # noqa: E402  pylint: disable=wrong-import-position
 
