@@ -70,6 +70,7 @@ LAYER_OF = {
     'runtime_config_docker': '_node',
     'runtime_config_rancher': '_node',
     'runtime_config_toml': '_node',
+    'runtime_toolkit_repo': '_node',    # NVIDIA toolkit repository per distribution (issue #15 branch)
     # _esxi
     'esxi_gpu': '_esxi',
     'esxi_vsphere': '_esxi',
@@ -90,6 +91,9 @@ LAYER_OF = {
     'kube_scheduler_render': '_cluster',
     'kube_scheduler_plan': '_cluster',  # kube_scheduler_config's planning
     'k8s_access': '_cluster',           # Kubernetes access layer (issue #17 item 4; created by another branch)
+    'k8s_converger': '_cluster',        # k8s_converge's engine (issue #17 item 4; another branch)
+    'cluster_plan': '_cluster',         # pool and node-label planning (issue #17 item 3; another branch)
+    'gpu_sharing_drain': '_cluster',    # GPU pod drain through the API, module gpu_node_drain (issue #16 branch)
     # _doctor
     'gpu_doctor_checks': '_doctor',
 }
