@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""File helpers shared by the modules that write configuration: read what is there, write atomically."""
+"""File helpers shared by the modules that write files: read what is there, back it up, write atomically.
+
+Every module that writes a file goes through these: read_text/read_bytes (the "before" of the diff),
+replace_file (back up when asked, then write atomically or delete), write_atomic and backup_copy."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,6 +14,8 @@ import os
 import shutil
 import tempfile
 import time
+
+from ansible.module_utils.common.text.converters import to_text
 
 
 def read_bytes(path):
@@ -22,16 +27,30 @@ def read_bytes(path):
         return None
 
 
-def write_atomic(module, path, data, mode=None):
-    """Write data (bytes) to path through a temporary file in the same directory and module.atomic_move.
+def read_text(path):
+    """The file's text (UTF-8; undecodable bytes kept as surrogates), or None when it does not exist. Read errors of
+    an existing file propagate (unlike read_bytes): a module must not take an unreadable file for a missing one."""
+    if not os.path.exists(path):
+        return None
+    with open(path, 'rb') as f:
+        return to_text(f.read(), errors='surrogate_or_strict')
 
-    The directory is created (0755) when missing. With mode, the file gets that mode; without, an existing file
-    keeps its mode and owner (atomic_move copies them) and a new one gets 0644.
+
+def write_atomic(module, path, data, mode=None, stage_dir=None):
+    """Write data (bytes) to path through a temporary file and module.atomic_move.
+
+    The temporary file lives next to path, or in stage_dir (created 0700) for directories whose every file a
+    program reads (the kubelet's static pod manifests). The directory is created (0755) when missing. With mode,
+    the file gets that mode; without, an existing file keeps its mode and owner (atomic_move copies them) and a new
+    one gets 0644.
     """
     directory = os.path.dirname(path) or '.'
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    stage = stage_dir or directory
+    if not os.path.isdir(stage):
+        os.makedirs(stage, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=stage, prefix='.%s.' % os.path.basename(path))
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
@@ -55,3 +74,22 @@ def backup_copy(path, directory=None, dir_mode=0o700):
     dest = os.path.join(directory, '%s.%d.%s~' % (os.path.basename(path), os.getpid(), stamp))
     shutil.copy2(path, dest)
     return dest
+
+
+def replace_file(module, path, data, backup=False, backup_dir=None, stage_dir=None, mode=None, backup_dir_mode=0o700):
+    """Put data (bytes; None removes the file) at path, backing the current file up first when backup is true.
+
+    The one "back up, then write atomically or delete" step of the modules; the caller has read the current
+    content (read_text/read_bytes), computed the diff and honoured check mode. backup_dir (default: the file's own,
+    see backup_copy) keeps backups out of drop-in directories; stage_dir likewise the temporary file (write_atomic).
+    Returns the backup's path or None.
+    """
+    backup_file = None
+    if backup and os.path.exists(path):
+        backup_file = backup_copy(path, backup_dir, backup_dir_mode)
+    if data is None:
+        if os.path.exists(path):
+            os.unlink(path)
+    else:
+        write_atomic(module, path, data, mode, stage_dir)
+    return backup_file

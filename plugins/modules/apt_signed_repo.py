@@ -175,7 +175,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import backup_copy, read_bytes, write_atomic
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, replace_file
 
 SOURCES_DIR = '/etc/apt/sources.list.d'
 
@@ -265,9 +265,9 @@ def plan_existing(module, p, sources_file, keyring):
             for path, kind, hits, keys in found]
 
 
-def backup_outside(module, path):
-    """Copy path to /etc/apt/gpuops-backups/ (apt reads sources.list.d, so a backup there would be a source)."""
-    return backup_copy(path, os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups'), 0o755)
+def backup_dir():
+    """/etc/apt/gpuops-backups/: apt reads sources.list.d, so a backup there would be a source."""
+    return os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups')
 
 
 def read_installed(module, names):
@@ -332,18 +332,15 @@ def main():
             diff['before'][keyring] = '<absent>' if old_key is None else '<keyring, %d bytes>' % len(old_key)
             diff['after'][keyring] = '<keyring from %s>' % p['key_url']
             if not module.check_mode:
-                write_atomic(module, keyring, new_key, 0o644)
+                replace_file(module, keyring, new_key, mode=0o644)
         for path, old, new, keys in existing:
             entry = dict(path=path, signed_by=keys, action='removed' if new is None else 'entries disabled')
             result['source_changed'] = True
             diff['before'][path] = old
             diff['after'][path] = '<absent>' if new is None else new
             if not module.check_mode:
-                entry['backup'] = backup_outside(module, path)
-                if new is None:
-                    os.unlink(path)
-                else:
-                    write_atomic(module, path, to_bytes(new))
+                entry['backup'] = replace_file(module, path, None if new is None else to_bytes(new), backup=True,
+                                               backup_dir=backup_dir(), backup_dir_mode=0o755)
             result['existing_sources'].append(entry)
         new_source = to_bytes(text)
         if new_source != old_source or _mode_wrong(sources_file):
@@ -351,7 +348,7 @@ def main():
             diff['before'][sources_file] = '<absent>' if old_source is None else to_text(old_source, errors='replace')
             diff['after'][sources_file] = text
             if not module.check_mode:
-                write_atomic(module, sources_file, new_source, 0o644)
+                replace_file(module, sources_file, new_source, mode=0o644)
         result['cache_update_needed'] = result['source_changed'] or result['keyring_changed']
         installed = read_installed(module, sorted(set(name for name, _version in specs)))
         result['packages'] = installed

@@ -234,9 +234,9 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
+from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import backup_copy, write_atomic
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_docker import (
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
@@ -254,22 +254,10 @@ DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/contai
                  'crio': CRIO_DROPIN}
 
 
-def read_text(path):
-    if not os.path.exists(path):
-        return None
-    with open(path, 'rb') as f:
-        return to_text(f.read(), errors='surrogate_or_strict')
-
-
-def write_text(module, path, text):
-    """Write atomically, keeping mode and owner of an existing file; new files get 0644."""
-    write_atomic(module, path, to_bytes(text))
-
-
-def backup_outside(module, path, conf_dir):
-    """Back a CRI-O drop-in up outside its directory: CRI-O reads every file below crio.conf.d (any name, sub
-    directories too), so a backup next to the drop-in would be read as configuration."""
-    return backup_copy(path, os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups'))
+def crio_backup_dir(conf_dir):
+    """Where a CRI-O drop-in is backed up: CRI-O reads every file below crio.conf.d (any name, sub directories too),
+    so a backup next to the drop-in would be read as configuration."""
+    return os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups')
 
 
 def containerd_major(module):
@@ -538,13 +526,11 @@ def main():
     if result['changed'] and not module.check_mode:
         try:
             for path, b, a, key in changed:
-                if p['backup'] and b is not None:
-                    result[key] = backup_outside(module, path, p['crio_config_dir']) if p['engine'] == 'crio' \
-                        else module.backup_local(path)
-                if a is None:
-                    os.unlink(path)
-                else:
-                    write_text(module, path, a)
+                backup_file = replace_file(
+                    module, path, None if a is None else to_bytes(a), backup=p['backup'] and b is not None,
+                    backup_dir=crio_backup_dir(p['crio_config_dir']) if p['engine'] == 'crio' else None)
+                if backup_file:
+                    result[key] = backup_file
         except (IOError, OSError) as e:
             module.fail_json(msg='cannot write the configuration: %s' % to_native(e), **result)
     module.exit_json(**result)

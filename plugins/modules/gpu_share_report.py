@@ -230,15 +230,15 @@ backup_file:
 '''
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
-from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_model as model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_render as render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_text, replace_file
 
 
 def argument_spec():
@@ -280,10 +280,7 @@ def check_params(module):
 
 def write_report(module, path, content, mode):
     """(changed, diff, backup_file) for writing content to path; nothing is written in check mode."""
-    before = None
-    if os.path.exists(path):
-        with open(path, 'rb') as f:
-            before = to_text(f.read(), errors='surrogate_or_strict')
+    before = read_text(path)
     diff = {'before': before or '', 'after': content, 'before_header': path, 'after_header': path}
     content_changed = before != content
     current_mode = (os.stat(path).st_mode & 0o7777) if before is not None else None
@@ -292,17 +289,7 @@ def write_report(module, path, content, mode):
     if not changed or module.check_mode:
         return changed, diff, backup_file
     if content_changed:
-        if before is not None and module.params['backup']:
-            backup_file = module.backup_local(path)
-        fd, tmp = tempfile.mkstemp(prefix='.gpu_share_report.', dir=os.path.dirname(path) or '.')
-        try:
-            with os.fdopen(fd, 'wb') as f:
-                f.write(to_bytes(content))
-            os.chmod(tmp, mode)
-        except Exception:
-            os.unlink(tmp)
-            raise
-        module.atomic_move(tmp, path)
+        backup_file = replace_file(module, path, to_bytes(content), backup=module.params['backup'], mode=mode)
     os.chmod(path, mode)
     return changed, diff, backup_file
 

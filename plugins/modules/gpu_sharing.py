@@ -315,11 +315,11 @@ diff:
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_engine as engine
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_nvml as nvml
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_sharing_config import SharingError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.nvml_probe import failure_reason
 
@@ -358,23 +358,16 @@ def manage_mps(module, mps, result):
             unit_changed = True
             actions.append('%s MPS unit %s' % ('write' if current is None else 'update', path))
             if not module.check_mode:
-                parent = os.path.dirname(path)
-                if not os.path.isdir(parent):
-                    os.makedirs(parent, 0o755)
-                if current is not None and mps['backup']:
-                    result['backup_file'] = module.backup_local(path)
-                tmp = os.path.join(module.tmpdir, 'nvidia-mps.service')
-                with open(tmp, 'w') as f:
-                    f.write(want)
-                os.chmod(tmp, 0o644)
-                module.atomic_move(tmp, path)
+                backup_file = replace_file(module, path, to_bytes(want), backup=mps['backup'])
+                if backup_file:
+                    result['backup_file'] = backup_file
     elif current is not None:
         unit_changed = True
         actions.append('remove MPS unit %s' % path)
         if not module.check_mode:
-            if mps['backup']:
-                result['backup_file'] = module.backup_local(path)
-            os.remove(path)
+            backup_file = replace_file(module, path, None, backup=mps['backup'])
+            if backup_file:
+                result['backup_file'] = backup_file
     result['mps_unit_changed'] = unit_changed
     result['changed'] = result['changed'] or unit_changed
     result['diff'].append({'before_header': path, 'after_header': path,
