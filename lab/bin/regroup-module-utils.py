@@ -21,7 +21,7 @@ What it does, in this order (nothing is touched before every file is placed):
 Idempotent: a second run finds nothing to move or rewrite and says so. changelogs/ (history) is left alone.
 
 The layers (docs/layout.md): _common imports nothing of ours; _node, _esxi and _cluster import _common only;
-_doctor (diagnoses facts of every layer) may import all of them. lab/tests/test_layout.py enforces it.
+_doctor (diagnoses facts of every layer) may import all of them. lab/tests/tooling/test_layout.py enforces it.
 """
 import argparse
 import os
@@ -105,6 +105,7 @@ TEST_LAYER_OF = {
     'test_kube_scheduler_conformance': '_cluster',
     'test_kube_scheduler_site_config': '_cluster',
     'test_mig_catalog_conformance': '_common',
+    'test_gpu_catalog_pci_ids': '_common',
 }
 
 # Trees whose text files get their references rewritten; changelogs/ (history) and .git are not among them.

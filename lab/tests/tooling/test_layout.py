@@ -6,7 +6,7 @@
 * the script on a throwaway clone of this checkout's HEAD: everything moves, nothing flat or stale is left,
   the rule holds, and a second run changes nothing; an unplaced file stops it before any change.
 
-Run: .venv/bin/pytest -q lab/tests/test_layout.py
+Run: .venv/bin/pytest -q lab/tests/tooling/test_layout.py
 """
 import ast
 import importlib.util
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / 'lab' / 'bin' / 'regroup-module-utils.py'
 MU = 'plugins/module_utils'
 
