@@ -28,7 +28,7 @@ INV = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
 PROBE_SNIPPET = r'''
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvml_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe
 reps = int(sys.argv[2])
 nvml_probe.probe()  # load the library once, like a module's first call would
 times = []

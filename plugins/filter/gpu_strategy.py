@@ -11,7 +11,7 @@ name: gpu_strategy
 short_description: The properties of a GPU sharing strategy (the collection's strategy model)
 version_added: 0.2.0
 description:
-  - Looks a strategy up in the collection's one strategy model (C(plugins/module_utils/gpu_strategy.py)) so roles
+  - Looks a strategy up in the collection's one strategy model (C(plugins/module_utils/_common/gpu_strategy.py)) so roles
     and playbooks do not keep their own lists of strategies.
 options:
   _input:
@@ -39,7 +39,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES, strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES, strategy
 
 
 def gpu_strategy(name):

@@ -38,7 +38,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import pool_host_vars as _collect
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars as _collect
 
 
 def pool_host_vars(nodes, hostvars):

@@ -2,7 +2,7 @@
 # Copyright: gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role nvidia_container_runtime: where the NVIDIA Container Toolkit comes from on this node (apt or dnf),
-and the pinned package specs (the decisions in module_utils/runtime_toolkit_repo.py)."""
+and the pinned package specs (the decisions in module_utils/_node/runtime_toolkit_repo.py)."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -62,7 +62,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_toolkit_repo import install_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_toolkit_repo import install_plan
 
 
 def toolkit_install_plan(facts, base_url, version='', packages=None, repo_url='', key_url=''):

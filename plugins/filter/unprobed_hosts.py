@@ -39,7 +39,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import unprobed_hosts as _unprobed
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts as _unprobed
 
 
 def unprobed_hosts(hosts, hostvars):

@@ -174,8 +174,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import apt_source
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_bytes, replace_file
 
 SOURCES_DIR = '/etc/apt/sources.list.d'
 

@@ -236,18 +236,18 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_text, replace_file
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_docker import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_docker import (
     DaemonJsonError, merge_daemon_json)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_containerd import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_containerd import (
     RKE2_TEMPLATE_HEAD, ContainerdConfigError, apply_runtime, choose_mode, cri_path, detect_version,
     ensure_import, remove_import, render_dropin, runtime_path)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_crio import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_crio import (
     DEFAULT_DROPIN as CRIO_DROPIN, CrioConfigError, default_elsewhere as crio_default_elsewhere,
     render_dropin as render_crio_dropin)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_rancher import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_rancher import (
     DEFAULT_RUNTIME_KEY, RancherConfigError, base_renders_runtime, template_uses_base, yaml_get, yaml_remove, yaml_set)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.runtime_config_toml import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
     TomlDocument, TomlEditError, toml_path)
 
 DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/containerd/config.toml',

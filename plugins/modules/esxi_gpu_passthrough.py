@@ -362,9 +362,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_gpu as eg
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_vsphere as ev
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.esxi_passthrough import Runner, check_params
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_gpu as eg
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_vsphere as ev
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi.esxi_passthrough import Runner, check_params
 
 
 def argument_spec():

@@ -158,9 +158,9 @@ except ImportError:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_facts import gather
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_doctor_checks as checks
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import NODE_STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
 
 LIB_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu/nvidia/current', '/usr/lib64', '/usr/lib',
             '/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/local/lib')

@@ -167,7 +167,7 @@ labels:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_facts import gather
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
 
 
 def main():

@@ -317,11 +317,11 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_engine as engine
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_nvml as nvml
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes, replace_file
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_sharing_config import SharingError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.nvml_probe import failure_reason
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_engine as engine
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_nvml as nvml
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_bytes, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_config import SharingError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvml_probe import failure_reason
 
 MPS_SPEC = dict(
     state=dict(type='str', choices=['present', 'absent'], default='present'),

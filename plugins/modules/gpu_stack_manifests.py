@@ -244,9 +244,9 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_strategy import STRATEGIES
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.gpu_stack_render import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import render
 
 
 def main():

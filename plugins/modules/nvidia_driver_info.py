@@ -254,11 +254,11 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver as nd
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import nvidia_driver_select as sel
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import node_probe
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.file_utils import read_bytes
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import apt_source
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver as nd
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver_select as sel
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_bytes
 
 
 def argument_spec():

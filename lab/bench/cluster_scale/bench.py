@@ -6,7 +6,7 @@ whose group gpu_nodes has two pools (pool_ts: time-slicing, first half; pool_exc
 node with its probe facts already given (gpu_probe_facts of a Tesla T4, as the NVML simulator's t4 inventory
 reports them), so no node is probed. Two regimes:
   steady state: the Nodes are seeded with the labels (and the record annotation) role gpu_node_labels would have set
-    (worked out with the collection's own planner, plugins/module_utils/cluster_plan.py), as after a converge.
+    (worked out with the collection's own planner, plugins/module_utils/_cluster/cluster_plan.py), as after a converge.
     1. cluster.yml --check: the measured run (controller CPU = user + sys of ansible-playbook and all its children,
        RUSAGE_CHILDREN around the run; API requests from the emulator's request log; label patches the run would send);
     2. cluster.yml for real, then 3. for real again: the second run must write nothing (0 non-dry-run writes) and
@@ -55,7 +55,7 @@ def converged_labels(n):
     """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster, from the collection's own
     planner (the lab may import the collection; never the reverse)."""
     sys.path.insert(0, c.collections_path())
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import cluster_plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
     inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
     groups, hostvars = {'gpu_nodes': []}, {}
     for g, body in inv.items():

@@ -45,7 +45,7 @@ def test_relative_links_resolve(page):
 
 
 def doctor_ids():
-    with open(os.path.join(ROOT, 'plugins', 'module_utils', 'gpu_doctor_checks.py'), encoding='utf-8') as f:
+    with open(os.path.join(ROOT, 'plugins', 'module_utils', '_doctor', 'gpu_doctor_checks.py'), encoding='utf-8') as f:
         src = f.read()
     ids = set(re.findall(r"finding\(\s*'([a-z0-9_]+)'", src))
     assert len(ids) >= 15, 'could not read the finding ids from gpu_doctor_checks.py: %s' % sorted(ids)

@@ -115,9 +115,9 @@ def test_every_layer_is_known_and_only_lower_layers_are_allowed():
 
 def test_rewrite_splits_mixed_imports_and_is_stable():
     text = ('from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_catalog, node_probe as np\n'
-            "    mock.patch('ansible_collections.gpuops.k8s_gpu.plugins.module_utils.esxi_vsphere.connect')\n"
-            'see `plugins/module_utils/gpu_stack_hami.py` and tests/unit/plugins/module_utils/\n'
-            'test_gpu_share_report_{model,render}.py; os.path.join(R, "module_utils", "gpu_facts.py")\n')
+            "    mock.patch('ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi.esxi_vsphere.connect')\n"
+            'see `plugins/module_utils/_cluster/gpu_stack_hami.py` and tests/unit/plugins/module_utils/\n'
+            'test_gpu_share_report_{model,render}.py; os.path.join(R, "module_utils", "_node", "gpu_facts.py")\n')
     once = RG.rewrite_text(text, RG.LAYER_OF, RG.LAYER_OF)
     assert once == (
         'from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog\n'

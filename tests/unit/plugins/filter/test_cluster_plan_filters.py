@@ -9,7 +9,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils.cluster_plan import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
     label_live_plan, label_static_plan, pool_host_vars, sharing_pools)
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import FilterModule as StrategyFM
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_patch import FilterModule as PatchFM

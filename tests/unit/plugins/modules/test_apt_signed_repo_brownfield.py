@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import apt_source
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import apt_source
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules import test_apt_signed_repo as base
 
 URI, args, read, run = base.URI, base.args, base.read, base.run

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import runtime_config_crio as crio
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import runtime_config_crio as crio
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'runtime')
 NV = '/usr/bin/nvidia-container-runtime'

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import runtime_config_rancher as rr
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import runtime_config_rancher as rr
 
 NV = '/usr/bin/nvidia-container-runtime'
 CRI = {2: '"io.containerd.grpc.v1.cri"', 3: "'io.containerd.cri.v1.runtime'"}

@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import esxi_gpu as eg
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_gpu as eg
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import esxi_gpu_passthrough as mod
 
 

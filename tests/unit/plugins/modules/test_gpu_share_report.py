@@ -13,7 +13,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
 
 
 class Exit(Exception):

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_sharing
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_sharing_nvml
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_nvml
 
 
 class Backend(object):

@@ -1,0 +1,317 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cluster-layer planning on the controller: the sharing pools of the GPU nodes (playbooks cluster, report, doctor,
+uninstall) and the node-label plans of role gpu_node_labels (what each node should carry; what to patch).
+
+Plain Python over plain data: ``groups`` (group -> host names) and ``hostvars`` (host -> mapping of its variables; the
+filter plugins pass Ansible's hostvars, read once per host). No Ansible imports.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from collections.abc import Mapping
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
+    DEFAULT_STRATEGY, EXTENDER_STRATEGIES, LABELLED_STRATEGIES, NODE_STRATEGIES, STRATEGIES, family,
+    foreign_resources,
+)
+
+LAYER_GROUPS = ('all', 'ungrouped', 'esxi_gpu_vms', 'kube_control_plane', 'rke_controller')
+POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
+LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
+LABEL_PREFIX_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
+RECORD_RE = re.compile(r'^\s*\{.*\}\s*$', re.S)
+HAMI_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
+_MISSING = object()
+
+
+def _get(mapping, key, default=None):
+    try:
+        return mapping[key]
+    except (KeyError, TypeError):
+        return default
+
+
+def label_value(value):
+    """A label value as text: booleans lower case ('true'), everything else str()."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None):
+    """The sharing pools of the GPU nodes.
+
+    A node's pool is its gpuops_sharing_pool variable, else the one group it is in, below ``node_group``, that is not a
+    layer group (else ``node_group`` itself). The Kubernetes pool name is the group name, lower case, '_' -> '-'; it
+    must be a DNS label. A pool has one strategy (gpuops_sharing_strategy, default exclusive).
+
+    Returns {'pools': [{name, group, strategy, hosts, nodes, first, settings, facts}] sorted by name,
+    'label_pools': [{name, strategy, nodes}] (pools whose nodes gpu_node_labels labels), 'needs_extender': bool,
+    'errors': [...], 'unprobed': hosts without gpu_probe_facts, 'settings': the names asked for}.
+    ``settings``: variable names copied from the pool's first host into the pool's 'settings' (only
+    those defined there); 'facts': Kubernetes node name -> gpu_probe_facts of each host that has them."""
+    layer = set(LAYER_GROUPS) | set([node_group]) | set(layer_groups or [])
+    members = list(groups.get(node_group) or [])
+    member_set = set(members)
+    group_sets = {}
+    pools, errors, unprobed = {}, [], []
+    for h in members:
+        hv = hostvars[h]
+        candidates = []
+        for g in _get(hv, 'group_names') or []:
+            if g in layer:
+                continue
+            if g not in group_sets:
+                group_sets[g] = set(groups.get(g) or []) <= member_set
+            if group_sets[g]:
+                candidates.append(g)
+        group = _get(hv, 'gpuops_sharing_pool', _MISSING)
+        if group is _MISSING:
+            if len(candidates) == 1:
+                group = candidates[0]
+            elif not candidates:
+                group = node_group
+            else:
+                group = ''
+                errors.append('%s is in several pool groups (%s); set gpuops_sharing_pool for it'
+                              % (h, ', '.join(candidates)))
+        strategy = _get(hv, 'gpuops_sharing_strategy', DEFAULT_STRATEGY)
+        if strategy not in STRATEGIES:
+            errors.append('%s: gpuops_sharing_strategy is %s; allowed: %s' % (h, strategy, ', '.join(STRATEGIES)))
+        facts = _get(hv, 'gpu_probe_facts', _MISSING)
+        if facts is _MISSING:
+            unprobed.append(h)
+        if not group:
+            continue
+        group = str(group)
+        name = group.lower().replace('_', '-')
+        if not POOL_NAME_RE.match(name):
+            errors.append('pool %s of %s gives the Kubernetes pool name %s, not a DNS label' % (group, h, name))
+        p = pools.get(name)
+        if p is None:
+            p = pools[name] = {'name': name, 'group': group, 'strategy': strategy, 'hosts': [], 'nodes': [],
+                               'first': h, 'facts': {},
+                               'settings': dict((k, hv[k]) for k in (settings or []) if _get(hv, k, _MISSING)
+                                                is not _MISSING)}
+        if p['strategy'] != strategy:
+            errors.append('pool %s mixes strategies: %s has %s, %s has %s' % (name, p['first'], p['strategy'], h,
+                                                                              strategy))
+        node = _get(hv, 'gpu_node_labels_node_name', h)
+        p['hosts'].append(h)
+        p['nodes'].append(node)
+        if facts is not _MISSING:
+            p['facts'][node] = facts
+    ordered = [pools[k] for k in sorted(pools)]
+    label_pools = [{'name': p['name'], 'strategy': p['strategy'], 'nodes': list(p['hosts'])}
+                   for p in ordered if p['strategy'] in LABELLED_STRATEGIES or p['strategy'] not in STRATEGIES]
+    return {'pools': ordered, 'label_pools': label_pools, 'errors': errors, 'unprobed': unprobed,
+            'settings': list(settings or []),
+            'needs_extender': any(p['strategy'] in EXTENDER_STRATEGIES for p in ordered)}
+
+
+def _pool_hosts(pool, groups):
+    hosts = list(_get(pool, 'nodes') or [])
+    if _get(pool, 'group'):
+        hosts += list(groups.get(pool['group']) or [])
+    return hosts
+
+
+def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,
+                      require_facts=True, extra=None, strategy_label='gpuops.io/sharing-strategy',
+                      check_capabilities=True):
+    """Desired labels per host of ``group``, and every input error, without reading the cluster.
+
+    Returns {'nodes': [{host, node, strategy, pools, labels}], 'errors': [...]}."""
+    pools = list(pools or [])
+    present = state == 'present'
+    out_nodes, errors, names = [], [], []
+    members = list(groups.get(group) or [])
+    if group not in groups:
+        errors.append('gpu_node_labels_group: inventory group %s does not exist' % group)
+    pool_hosts = []
+    for pool in pools:
+        if pool['name'] in names:
+            errors.append('gpu_node_labels_pools: pool name %s is used twice' % pool['name'])
+        names.append(pool['name'])
+        pgroup = _get(pool, 'group') or ''
+        if pgroup and pgroup not in groups:
+            errors.append('gpu_node_labels_pools: pool %s: inventory group %s does not exist' % (pool['name'], pgroup))
+        hosts = _pool_hosts(pool, groups)
+        pool_hosts.append(set(hosts))
+        for h in hosts:
+            if h not in members:
+                errors.append('gpu_node_labels_pools: pool %s: host %s is not in gpu_node_labels_group (%s)'
+                              % (pool['name'], h, group))
+    for h in members:
+        hv = hostvars[h]
+        labels, owner, my_errors, my_pools = {}, {}, [], []
+        strategy, strategy_pool = '', ''
+        facts = _get(hv, 'gpu_probe_facts') or {}
+        if present and gfd_labels:
+            if isinstance(_get(facts, 'labels'), Mapping):
+                labels.update(facts['labels'])
+            elif require_facts:
+                my_errors.append('%s: no gpu_probe_facts.labels (run the gpuops.k8s_gpu.gpu_probe role on it first, or '
+                                 'set gpu_node_labels_gfd_labels=false / gpu_node_labels_require_facts=false)' % h)
+        labels.update(extra or {})
+        for pool, hosts in zip(pools, pool_hosts):
+            if h not in hosts:
+                continue
+            my_pools.append(pool['name'])
+            if strategy and strategy != pool['strategy']:
+                my_errors.append('%s: conflicting sharing strategies - pool %s says %s, pool %s says %s; a node has '
+                                 'exactly one strategy (gpu-mem and whole-GPU accounting must not share GPUs)'
+                                 % (h, strategy_pool, strategy, pool['name'], pool['strategy']))
+            else:
+                strategy, strategy_pool = pool['strategy'], pool['name']
+            pl = dict(_get(pool, 'labels') or {})
+            pl[strategy_label] = pool['strategy']
+            if pool['strategy'] == 'gpushare':
+                pl['gpushare'] = 'true'
+            if _get(pool, 'device_plugin_config'):
+                pl['nvidia.com/device-plugin.config'] = pool['device_plugin_config']
+            for k, v in pl.items():
+                sv = label_value(v)
+                if k in owner and labels[k] != sv:
+                    my_errors.append('%s: pools %s and %s set label %s to different values (%s, %s)'
+                                     % (h, owner[k], pool['name'], k, labels[k], sv))
+                labels[k] = sv
+                owner[k] = pool['name']
+        sharing = _get(facts, 'sharing', _MISSING)
+        if present and strategy and check_capabilities and sharing is not _MISSING:
+            cap = _get(sharing, strategy) or {}
+            allowed = _get(cap, 'allowed', _MISSING)
+            if allowed is not _MISSING and not allowed:
+                my_errors.append('%s: strategy %s (pool %s) is not possible on this node: %s'
+                                 % (h, strategy, strategy_pool, _get(cap, 'reason') or 'gpu_info says it is not allowed'))
+        clean = {}
+        for k, v in labels.items():
+            sv = label_value(v)
+            parts = k.split('/')
+            kname = parts[-1]
+            if (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
+                    or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0])))):
+                my_errors.append('%s: label key %s is not a valid Kubernetes label key ([prefix/]name, name at most 63 '
+                                 'characters of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (h, k))
+            if len(sv) > 63 or not (sv == '' or LABEL_NAME_RE.match(sv)):
+                my_errors.append('%s: label %s value %s is not a valid Kubernetes label value (at most 63 characters '
+                                 'of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (h, k, sv))
+            clean[k] = sv
+        if present:
+            errors.extend(my_errors)
+        out_nodes.append({'host': h, 'node': _get(hv, 'gpu_node_labels_node_name', h), 'strategy': strategy,
+                          'pools': my_pools, 'labels': clean})
+    return {'nodes': out_nodes, 'errors': errors}
+
+
+def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sharing-strategy',
+                    record_annotation='gpuops.io/managed-labels', check_resources=True, fail_on_missing_nodes=True):
+    """What to patch on each node, from the static plan and the Node objects read from the cluster.
+
+    Returns {'nodes': [{host, node, found, changed, strategy, pools, patch, set, removed, restored, kept}],
+    'errors': [...]}. The patch is a JSON merge patch on metadata only (labels and the record annotation)."""
+    by_name = {}
+    for obj in live or []:
+        by_name[obj['metadata']['name']] = obj
+    present = state == 'present'
+    out_nodes, errors = [], []
+    for want in static['nodes']:
+        host, name = want['host'], want['node']
+        if name not in by_name:
+            if fail_on_missing_nodes:
+                errors.append('%s: node %s is not in the cluster (set gpu_node_labels_node_name for the host, or '
+                              'gpu_node_labels_fail_on_missing_nodes=false to skip it)' % (host, name))
+            out_nodes.append({'host': host, 'node': name, 'found': False, 'changed': False})
+            continue
+        obj = by_name[name]
+        meta = obj.get('metadata') or {}
+        labels = meta.get('labels') or {}
+        annotations = meta.get('annotations') or {}
+        record, my_errors = {}, []
+        raw = annotations.get(record_annotation) or ''
+        if raw:
+            if RECORD_RE.match(raw):
+                record = json.loads(raw)
+            else:
+                my_errors.append('%s: annotation %s on node %s is not the JSON object this role writes; remove it or '
+                                 'fix it' % (host, record_annotation, name))
+        desired = want['labels'] if present else {}
+        wstrategy = want.get('strategy')
+        if present and wstrategy:
+            sl = strategy_label
+            ours = sl in record and _get(record[sl], 'value') == labels.get(sl)
+            if sl in labels and labels[sl] != wstrategy and not ours:
+                my_errors.append('%s: node %s already has %s=%s, set by someone else; refusing to switch it to %s '
+                                 '(remove the label first)' % (host, name, sl, labels[sl], wstrategy))
+            if check_resources:
+                alloc = (obj.get('status') or {}).get('allocatable') or {}
+                for res, qty in foreign_resources(wstrategy, alloc, labels.get(sl)):
+                    my_errors.append('%s: node %s advertises %s=%s, which belongs to another GPU accounting than %s '
+                                     '(gpu-mem and whole-GPU accounting must not share GPUs); remove that device '
+                                     'plugin first or set gpu_node_labels_check_resources=false'
+                                     % (host, name, res, qty, wstrategy))
+                if (wstrategy in NODE_STRATEGIES and family(wstrategy) != family('hami')
+                        and any(a in annotations for a in HAMI_ANNOTATIONS)):
+                    my_errors.append('%s: node %s is registered with HAMi (annotation hami.io/node-nvidia-register); '
+                                     'refusing strategy %s' % (host, name, wstrategy))
+        patch, newrecord, set_, removed, restored, kept = {}, {}, [], [], [], []
+        for k, v in desired.items():
+            current = labels.get(k)
+            previous = _get(record[k], 'previous') if k in record else current
+            if current != v:
+                patch[k] = v
+                set_.append(k)
+            if k in record or current != v:
+                newrecord[k] = {'value': v, 'previous': previous}
+        for k, entry in record.items():
+            if k in desired:
+                continue
+            current = labels.get(k)
+            if _get(entry, 'value') == current:
+                prev = _get(entry, 'previous')
+                if current != prev:
+                    patch[k] = prev
+                    (removed if prev is None else restored).append(k)
+            else:
+                kept.append(k)
+        metadata = {'name': name}
+        if patch:
+            metadata['labels'] = patch
+        if newrecord != record:
+            metadata['annotations'] = {record_annotation: json.dumps(newrecord, sort_keys=True) if newrecord else None}
+        errors.extend(my_errors)
+        out_nodes.append({'host': host, 'node': name, 'found': True, 'strategy': wstrategy, 'pools': want.get('pools'),
+                          'changed': len(metadata) > 1,
+                          'patch': {'apiVersion': 'v1', 'kind': 'Node', 'metadata': metadata},
+                          'set': set_, 'removed': removed, 'restored': restored, 'kept': kept})
+    return {'nodes': out_nodes, 'errors': errors}
+
+
+def pool_host_vars(nodes, hostvars):
+    """What role gpu_sharing_stack reads from the inventory about a pool's nodes, each host read once: for every node
+    name that is an inventory host, its gpu_probe_facts, gpu_sharing_stack_strategy and
+    nvidia_container_runtime_cdi_spec_ready (only those defined). Returns {'facts', 'node_strategies', 'cdi_spec_ready'}."""
+    out = {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
+    keys = (('facts', 'gpu_probe_facts'), ('node_strategies', 'gpu_sharing_stack_strategy'),
+            ('cdi_spec_ready', 'nvidia_container_runtime_cdi_spec_ready'))
+    for node in nodes or []:
+        if node not in hostvars:
+            continue
+        hv = hostvars[node]
+        for out_key, var in keys:
+            value = _get(hv, var, _MISSING)
+            if value is not _MISSING:
+                out[out_key][node] = value
+    return out
+
+
+def unprobed_hosts(hosts, hostvars):
+    """The hosts of ``hosts`` that have no gpu_probe_facts, in order."""
+    return [h for h in hosts or [] if _get(hostvars[h], 'gpu_probe_facts', _MISSING) is _MISSING]

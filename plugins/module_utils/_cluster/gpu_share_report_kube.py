@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read Nodes and Pods for gpu_share_report with the kubernetes Python client (read-only: list calls only).
+
+The connection comes from k8s_access (kubernetes.core's client)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
+
+try:
+    from kubernetes import client as k8s_client
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    k8s_client = None
+    ApiException = Exception
+
+KUBERNETES_IMPORT_ERROR = k8s_access.KUBERNETES_IMPORT_ERROR
+KubeError = k8s_access.KubeError
+
+
+def build_client(params):
+    """The ApiClient of the collection's one Kubernetes access layer (k8s_access, on kubernetes.core)."""
+    return k8s_access.api_client(params)
+
+
+def _list_all(call, what, **kwargs):
+    items = []
+    token = None
+    while True:
+        args = dict(kwargs, limit=500, _preload_content=False)
+        if token:
+            args['_continue'] = token
+        try:
+            response = call(**args)
+        except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
+            if isinstance(e, ApiException) and getattr(e, 'status', None):
+                raise KubeError('listing %s failed: %s %s %s' % (what, e.status, getattr(e, 'reason', ''),
+                                                                 (getattr(e, 'body', '') or '')[:500]))
+            raise KubeError('listing %s failed: %s' % (what, e))
+        data = json.loads(response.data)
+        items.extend(data.get('items') or [])
+        token = (data.get('metadata') or {}).get('continue')
+        if not token:
+            return items
+
+
+def read_cluster(api_client, node_selector=None, nodes=None, namespace=None):
+    """(nodes, pods) as plain dicts in API field names. Pods that finished are filtered out by the server."""
+    core = k8s_client.CoreV1Api(api_client)
+    kwargs = {}
+    if node_selector:
+        kwargs['label_selector'] = node_selector
+    node_items = _list_all(core.list_node, 'nodes', **kwargs)
+    if nodes:
+        wanted = set(nodes)
+        node_items = [n for n in node_items if (n.get('metadata') or {}).get('name') in wanted]
+    selector = 'status.phase!=Succeeded,status.phase!=Failed'
+    if namespace:
+        pod_items = _list_all(core.list_namespaced_pod, 'pods in namespace %s' % namespace, namespace=namespace,
+                              field_selector=selector)
+    else:
+        pod_items = _list_all(core.list_pod_for_all_namespaces, 'pods', field_selector=selector)
+    return node_items, pod_items

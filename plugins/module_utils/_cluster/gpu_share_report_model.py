@@ -1,0 +1,685 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Who holds which GPU: pure accounting over Kubernetes Node and Pod objects (plain dicts, API field names).
+
+Used by the gpu_share_report module. Nothing here talks to a cluster, so it is unit-tested with literal objects.
+
+Sources of truth, per sharing strategy:
+
+* gpushare (Alibaba gpushare-scheduler-extender / device plugin): node resources ``aliyun.com/gpu-mem`` (device
+  memory, GiB unless the plugin runs with MiB) and ``aliyun.com/gpu-count``; pod annotations
+  ``ALIYUN_COM_GPU_MEM_IDX`` (GPU index), ``ALIYUN_COM_GPU_MEM_POD`` (memory requested), ``ALIYUN_COM_GPU_MEM_DEV``
+  (memory of the device), ``ALIYUN_COM_GPU_MEM_ASSIGNED`` (``true`` once the device plugin allocated it),
+  ``ALIYUN_COM_GPU_MEM_ASSUME_TIME``. Per-GPU totals are node gpu-mem / gpu-count, like kubectl-inspect-gpushare.
+* NVIDIA device plugin: ``nvidia.com/gpu`` (whole GPUs, or GPUs x replicas with time-slicing/MPS sharing; GFD
+  labels ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy``), ``nvidia.com/gpu.shared`` (renamed
+  shared resource), MIG ``nvidia.com/mig-<profile>`` (mixed strategy) or ``nvidia.com/gpu`` with
+  ``nvidia.com/mig.strategy=single``. The device plugin does not publish which GPU a pod got.
+* HAMi: ``nvidia.com/gpu`` (vGPUs), ``nvidia.com/gpumem`` (MiB), ``nvidia.com/gpumem-percentage``,
+  ``nvidia.com/gpucores`` (percent); node annotation ``hami.io/node-nvidia-register`` (devices), pod annotation
+  ``hami.io/vgpu-devices-allocated`` (``UUID,Type,MemMiB,Cores:`` per device, ``;`` between containers).
+* Volcano: ``volcano.sh/gpu-memory`` / ``volcano.sh/gpu-number`` (gpu-share, pod annotation
+  ``volcano.sh/gpu-index``) and ``volcano.sh/vgpu-number`` / ``vgpu-memory`` / ``vgpu-cores`` (vGPU).
+* tkestack gpu-manager: ``tencent.com/vcuda-core`` (100 per GPU) and ``tencent.com/vcuda-memory`` (256 MiB units);
+  pod annotations ``tencent.com/predicate-gpu-idx-<container>``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+from decimal import Decimal, InvalidOperation
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
+    WHOLE_GPU_STRATEGIES, families_conflict)
+
+GPUSHARE_MEM = 'aliyun.com/gpu-mem'
+GPUSHARE_COUNT = 'aliyun.com/gpu-count'
+ANN_IDX = 'ALIYUN_COM_GPU_MEM_IDX'
+ANN_POD = 'ALIYUN_COM_GPU_MEM_POD'
+ANN_DEV = 'ALIYUN_COM_GPU_MEM_DEV'
+ANN_ASSIGNED = 'ALIYUN_COM_GPU_MEM_ASSIGNED'
+ANN_ASSUME_TIME = 'ALIYUN_COM_GPU_MEM_ASSUME_TIME'
+
+HAMI_NODE_REGISTER = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
+HAMI_POD_ALLOCATED = 'hami.io/vgpu-devices-allocated'
+HAMI_POD_NODE = 'hami.io/vgpu-node'
+
+VOLCANO_GPU_MEM = 'volcano.sh/gpu-memory'
+VOLCANO_GPU_NUMBER = 'volcano.sh/gpu-number'
+VOLCANO_GPU_INDEX = 'volcano.sh/gpu-index'
+
+TKE_IDX_PREFIX = 'tencent.com/predicate-gpu-idx-'
+
+# resource name -> (strategy, description, unit)
+KNOWN_RESOURCES = {
+    'aliyun.com/gpu-mem': ('gpushare', 'GPU memory (gpushare)', 'GiB'),
+    'aliyun.com/gpu-count': ('gpushare', 'GPUs (gpushare)', 'GPU'),
+    'nvidia.com/gpu': (None, 'GPUs', 'GPU'),
+    'nvidia.com/gpu.shared': ('time-slicing', 'shared GPU replicas', 'replica'),
+    'nvidia.com/gpumem': ('hami', 'vGPU memory (HAMi)', 'MiB'),
+    'nvidia.com/gpumem-percentage': ('hami', 'vGPU memory share (HAMi)', '%'),
+    'nvidia.com/gpucores': ('hami', 'vGPU cores (HAMi)', '%'),
+    'volcano.sh/gpu-memory': ('volcano', 'GPU memory (Volcano gpu-share)', 'MiB'),
+    'volcano.sh/gpu-number': ('volcano', 'GPUs (Volcano gpu-share)', 'GPU'),
+    'volcano.sh/vgpu-number': ('volcano', 'vGPUs (Volcano)', 'vGPU'),
+    'volcano.sh/vgpu-memory': ('volcano', 'vGPU memory (Volcano)', 'MiB'),
+    'volcano.sh/vgpu-cores': ('volcano', 'vGPU cores (Volcano)', '%'),
+    'tencent.com/vcuda-core': ('gpu-manager', 'vCUDA cores (gpu-manager, 100 per GPU)', 'core'),
+    'tencent.com/vcuda-memory': ('gpu-manager', 'vCUDA memory (gpu-manager, 256 MiB units)', '256MiB'),
+}
+MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
+# resources requested per device (HAMi, Volcano vGPU): the container's amount is this times the device count
+PER_DEVICE_RESOURCES = {
+    'nvidia.com/gpu': ('nvidia.com/gpumem', 'nvidia.com/gpucores'),
+    'volcano.sh/vgpu-number': ('volcano.sh/vgpu-memory', 'volcano.sh/vgpu-cores'),
+}
+# strategies whose accounting counts whole GPUs (or replicas of them) with nvidia.com/gpu: from the strategy model
+
+ACTIVE_PHASES_EXCLUDED = ('Succeeded', 'Failed')
+
+_SUFFIXES = {
+    'Ki': Decimal(1024), 'Mi': Decimal(1024 ** 2), 'Gi': Decimal(1024 ** 3), 'Ti': Decimal(1024 ** 4),
+    'Pi': Decimal(1024 ** 5), 'Ei': Decimal(1024 ** 6),
+    'n': Decimal('1e-9'), 'u': Decimal('1e-6'), 'm': Decimal('1e-3'), '': Decimal(1),
+    'k': Decimal(10 ** 3), 'M': Decimal(10 ** 6), 'G': Decimal(10 ** 9), 'T': Decimal(10 ** 12),
+    'P': Decimal(10 ** 15), 'E': Decimal(10 ** 18),
+}
+_QUANTITY = re.compile(r'^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$')
+
+
+def parse_quantity(value):
+    """A Kubernetes quantity ('8', '500m', '16Gi', 3) as a Decimal; ValueError when it is not one."""
+    if value is None:
+        raise ValueError('empty quantity')
+    if isinstance(value, bool):
+        raise ValueError('not a quantity: %r' % (value,))
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise ValueError('not a quantity: %r' % (value,))
+    number, suffix = match.group(1), match.group(2) or ''
+    try:
+        return Decimal(number) * _SUFFIXES[suffix]
+    except InvalidOperation:
+        raise ValueError('not a quantity: %r' % (value,))
+
+
+def number(value):
+    """A Decimal as int when whole, float otherwise (JSON-friendly)."""
+    if value is None:
+        return None
+    if value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+def percent(used, total):
+    """Whole percent, rounded down like kubectl-inspect-gpushare; None when there is no total."""
+    if not total:
+        return None
+    return int(Decimal(used) * 100 / Decimal(total))
+
+
+def is_gpu_resource(name):
+    return name in KNOWN_RESOURCES or bool(MIG_RESOURCE.match(name)) or name.startswith('nvidia.com/')
+
+
+def _container_amounts(container, notes, where):
+    res = container.get('resources') or {}
+    requests = res.get('requests') or {}
+    limits = res.get('limits') or {}
+    out = {}
+    for name in set(requests) | set(limits):
+        if not is_gpu_resource(name):
+            continue
+        raw = requests.get(name, limits.get(name))
+        try:
+            out[name] = parse_quantity(raw)
+        except ValueError:
+            notes.append('%s: resource %s has an unreadable quantity %r; not counted' % (where, name, raw))
+    # HAMi and Volcano vGPU: memory and cores are asked per device, so a container with 2 vGPUs holds twice as much
+    for count_name, per_device in PER_DEVICE_RESOURCES.items():
+        if out.get(count_name):
+            for name in per_device:
+                if name in out:
+                    out[name] = out[name] * out[count_name]
+    return out
+
+
+def pod_requests(pod, notes=None):
+    """Effective GPU resource requests of a pod, the way the scheduler computes them.
+
+    Extended resources have requests == limits (a limit alone implies the request). The pod's request is the sum over
+    its containers (and restartable init containers, i.e. sidecars) or the largest regular init container, whichever
+    is larger, plus ``spec.overhead``.
+    """
+    notes = notes if notes is not None else []
+    spec = pod.get('spec') or {}
+    where = pod_key(pod)
+    total = {}
+    for c in spec.get('containers') or []:
+        for k, v in _container_amounts(c, notes, where).items():
+            total[k] = total.get(k, Decimal(0)) + v
+    init_max = {}
+    for c in spec.get('initContainers') or []:
+        amounts = _container_amounts(c, notes, where)
+        if c.get('restartPolicy') == 'Always':
+            for k, v in amounts.items():
+                total[k] = total.get(k, Decimal(0)) + v
+        else:
+            for k, v in amounts.items():
+                init_max[k] = max(init_max.get(k, Decimal(0)), v)
+    for k, v in init_max.items():
+        total[k] = max(total.get(k, Decimal(0)), v)
+    for k, v in (spec.get('overhead') or {}).items():
+        if is_gpu_resource(k):
+            try:
+                total[k] = total.get(k, Decimal(0)) + parse_quantity(v)
+            except ValueError:
+                notes.append('%s: overhead %s has an unreadable quantity %r; not counted' % (where, k, v))
+    return dict((k, v) for k, v in total.items() if v)
+
+
+def pod_key(pod):
+    meta = pod.get('metadata') or {}
+    return '%s/%s' % (meta.get('namespace') or 'default', meta.get('name'))
+
+
+def pod_counts(pod):
+    """Whether a pod holds resources: everything except Succeeded and Failed pods."""
+    return ((pod.get('status') or {}).get('phase') or 'Pending') not in ACTIVE_PHASES_EXCLUDED
+
+
+def _int_list(text):
+    """'0' / '0,1' / ' 2 ' -> [0] / [0, 1] / [2]; ValueError otherwise."""
+    items = [p.strip() for p in str(text).split(',') if p.strip()]
+    if not items:
+        raise ValueError('empty')
+    return [int(p) for p in items]
+
+
+def parse_hami_node_register(text):
+    """Devices from HAMi's node register annotation.
+
+    Two forms are known: ``UUID,count,devmem,devcore,type,numa,health[,index[,mode]]:`` entries joined with ``:``, and
+    a JSON list of objects (``id``, ``count``, ``devmem``, ``devcore``, ``type``, ``numa``, ``health``, ``index``).
+    Returns (devices, error); error is None when the text was understood.
+    """
+    text = (text or '').strip()
+    if not text:
+        return [], None
+    devices = []
+    if text.startswith('['):
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            return [], 'not valid JSON (%s)' % e
+        for pos, item in enumerate(data):
+            if not isinstance(item, dict):
+                return [], 'entry %d is not an object' % pos
+            low = dict((str(k).lower(), v) for k, v in item.items())
+            try:
+                devices.append({
+                    'uuid': str(low.get('id') or low.get('uuid')),
+                    'split': int(low.get('count', 0)),
+                    'memory_mib': int(low.get('devmem', 0)),
+                    'cores': int(low.get('devcore', 100)),
+                    'type': low.get('type'),
+                    'index': int(low['index']) if low.get('index') is not None else pos,
+                    'health': bool(low.get('health', True)),
+                })
+            except (TypeError, ValueError):
+                return [], 'entry %d has non-numeric count/devmem/devcore/index' % pos
+        return devices, None
+    for pos, entry in enumerate([e for e in text.split(':') if e.strip()]):
+        items = entry.split(',')
+        if len(items) < 5:
+            return [], 'entry %d (%r) has fewer than 5 fields' % (pos, entry)
+        try:
+            dev = {'uuid': items[0], 'split': int(items[1]), 'memory_mib': int(items[2]), 'cores': int(items[3]),
+                   'type': items[4], 'index': pos, 'health': True}
+            if len(items) > 6:
+                dev['health'] = items[6].strip().lower() == 'true'
+            if len(items) > 7 and items[7].strip():
+                dev['index'] = int(items[7])
+        except ValueError:
+            return [], 'entry %d (%r) has non-numeric count/devmem/devcore/index' % (pos, entry)
+        devices.append(dev)
+    return devices, None
+
+
+def parse_hami_pod_devices(text):
+    """HAMi's ``hami.io/vgpu-devices-allocated``: ``UUID,Type,MemMiB,Cores:`` per device, ``;`` between containers.
+
+    Returns (list of {container, uuid, type, memory_mib, cores}, error).
+    """
+    out = []
+    for cpos, part in enumerate((text or '').split(';')):
+        for entry in [e for e in part.split(':') if e.strip()]:
+            items = entry.split(',')
+            if len(items) < 4:
+                return [], 'container %d entry %r has fewer than 4 fields' % (cpos, entry)
+            try:
+                out.append({'container': cpos, 'uuid': items[0], 'type': items[1], 'memory_mib': int(items[2]),
+                            'cores': int(items[3])})
+            except ValueError:
+                return [], 'container %d entry %r has non-numeric memory/cores' % (cpos, entry)
+    return out, None
+
+
+def node_address(node):
+    addresses = (node.get('status') or {}).get('addresses') or []
+    for kind in ('InternalIP', 'ExternalIP', 'Hostname'):
+        for a in addresses:
+            if a.get('type') == kind and a.get('address'):
+                return a['address']
+    return ''
+
+
+def _quantities(mapping, notes, where):
+    out = {}
+    for k, v in (mapping or {}).items():
+        if not is_gpu_resource(k):
+            continue
+        try:
+            out[k] = parse_quantity(v)
+        except ValueError:
+            notes.append('%s: %s has an unreadable quantity %r; ignored' % (where, k, v))
+    return out
+
+
+def _label_int(labels, key):
+    try:
+        return int(labels.get(key))
+    except (TypeError, ValueError):
+        return None
+
+
+def node_strategies(node, resources):
+    """The sharing strategies a node's resources, labels and annotations show, sorted."""
+    meta = node.get('metadata') or {}
+    labels = meta.get('labels') or {}
+    annotations = meta.get('annotations') or {}
+    found = set()
+    hami = any(a in annotations for a in HAMI_NODE_REGISTER)
+    for name, qty in resources.items():
+        if not qty:
+            continue
+        if MIG_RESOURCE.match(name):
+            found.add('mig')
+        elif name == 'nvidia.com/gpu':
+            if hami:
+                found.add('hami')
+            elif labels.get('nvidia.com/mig.strategy') == 'single':
+                found.add('mig')
+            else:
+                sharing = labels.get('nvidia.com/gpu.sharing-strategy')
+                replicas = _label_int(labels, 'nvidia.com/gpu.replicas') or 1
+                if sharing in ('time-slicing', 'mps'):
+                    found.add(sharing)
+                elif replicas > 1:
+                    found.add('time-slicing')
+                else:
+                    found.add('exclusive')
+        elif name == 'nvidia.com/gpu.shared':
+            found.add('mps' if labels.get('nvidia.com/gpu.sharing-strategy') == 'mps' else 'time-slicing')
+        elif name in KNOWN_RESOURCES and KNOWN_RESOURCES[name][0]:
+            found.add(KNOWN_RESOURCES[name][0])
+    if hami:
+        found.add('hami')
+    return sorted(found)
+
+
+def node_conflicts(strategies):
+    """Accounting conflicts: several schedulers count the same GPUs independently."""
+    conflicts = []
+    if not families_conflict(strategies):
+        return conflicts
+    whole = [s for s in strategies if s in WHOLE_GPU_STRATEGIES]
+    if 'gpushare' in strategies and whole:
+        conflicts.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
+                         'schedulers hand out the same GPUs' % ', '.join(whole))
+    if 'hami' in strategies and 'gpushare' in strategies:
+        conflicts.append('HAMi vGPU accounting and gpushare gpu-mem accounting on the same node')
+    if 'volcano' in strategies:
+        conflicts.append('Volcano GPU accounting and %s on the same node'
+                         % ', '.join(s for s in strategies if s != 'volcano'))
+    if not conflicts:
+        conflicts.append('several GPU accountings on the same node (%s): their schedulers hand out the same GPUs'
+                         % ', '.join(strategies))
+    return conflicts
+
+
+class _Gpu(object):
+    def __init__(self, index, uuid=None, memory_total=None, memory_unit=None, cores_total=None, gpu_type=None,
+                 split=None):
+        self.index = index
+        self.uuid = uuid
+        self.memory_total = memory_total
+        self.memory_unit = memory_unit
+        self.cores_total = cores_total
+        self.type = gpu_type
+        self.split = split
+        self.memory_allocated = Decimal(0)
+        self.cores_allocated = Decimal(0)
+        self.holders = []
+
+    def as_dict(self):
+        out = {'index': self.index, 'uuid': self.uuid, 'type': self.type,
+               'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
+               'memory_unit': self.memory_unit,
+               'memory_percent': percent(self.memory_allocated, self.memory_total),
+               'holders': self.holders}
+        if self.cores_total is not None:
+            out['cores_total'] = number(self.cores_total)
+            out['cores_allocated'] = number(self.cores_allocated)
+        if self.split is not None:
+            out['split'] = self.split
+        return out
+
+
+def _gpu_for(gpus, index=None, uuid=None, make=None):
+    for g in gpus:
+        if (uuid is not None and g.uuid == uuid) or (uuid is None and index is not None and g.index == index):
+            return g
+    if make is None:
+        return None
+    g = make()
+    gpus.append(g)
+    return g
+
+
+def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
+    """The whole report (without table/report text) from lists of Node and Pod dicts.
+
+    With ``restricted`` (the nodes were filtered), pods on nodes outside the list are left out instead of being
+    reported as held by an unknown node.
+    """
+    notes = []
+    report_nodes = []
+    by_name = {}
+    for node in sorted(nodes, key=lambda n: (n.get('metadata') or {}).get('name') or ''):
+        meta = node.get('metadata') or {}
+        name = meta.get('name')
+        status = node.get('status') or {}
+        where = 'node %s' % name
+        capacity = _quantities(status.get('capacity'), notes, where)
+        allocatable = _quantities(status.get('allocatable'), notes, where)
+        entry = {
+            'name': name, 'address': node_address(node), 'node': node, 'capacity': capacity,
+            'allocatable': allocatable, 'allocated': {}, 'gpus': [], 'pods': [], 'notes': [],
+            'pending_memory': Decimal(0), 'gpushare_used': Decimal(0), 'derived': {},
+        }
+        entry['strategies'] = node_strategies(node, dict(capacity, **allocatable))
+        by_name[name] = entry
+        report_nodes.append(entry)
+        labels = meta.get('labels') or {}
+        annotations = meta.get('annotations') or {}
+        # gpushare devices
+        if allocatable.get(GPUSHARE_MEM):
+            count = capacity.get(GPUSHARE_COUNT) or allocatable.get(GPUSHARE_COUNT)
+            if count:
+                per = (capacity.get(GPUSHARE_MEM) or allocatable[GPUSHARE_MEM]) / count
+                for i in range(int(count)):
+                    entry['gpus'].append(_Gpu(i, memory_total=per, memory_unit=gpushare_memory_unit))
+            else:
+                entry['notes'].append('%s has no %s; per-GPU totals unknown' % (GPUSHARE_MEM, GPUSHARE_COUNT))
+        # Volcano gpu-share devices
+        elif allocatable.get(VOLCANO_GPU_MEM) and allocatable.get(VOLCANO_GPU_NUMBER):
+            count = allocatable[VOLCANO_GPU_NUMBER]
+            per = (capacity.get(VOLCANO_GPU_MEM) or allocatable[VOLCANO_GPU_MEM]) / count
+            for i in range(int(count)):
+                entry['gpus'].append(_Gpu(i, memory_total=per, memory_unit='MiB'))
+        # HAMi devices
+        for key in HAMI_NODE_REGISTER:
+            if key in annotations:
+                devices, error = parse_hami_node_register(annotations[key])
+                if error:
+                    entry['notes'].append('annotation %s not understood (%s); HAMi per-GPU view skipped' % (key, error))
+                if devices:
+                    entry['derived']['nvidia.com/gpumem'] = sum((Decimal(d['memory_mib']) for d in devices), Decimal(0))
+                    entry['derived']['nvidia.com/gpucores'] = sum((Decimal(d['cores']) for d in devices), Decimal(0))
+                for d in devices:
+                    entry['gpus'].append(_Gpu(d['index'], uuid=d['uuid'], memory_total=Decimal(d['memory_mib']),
+                                              memory_unit='MiB', cores_total=Decimal(d['cores']), gpu_type=d['type'],
+                                              split=d['split']))
+                break
+        replicas = _label_int(labels, 'nvidia.com/gpu.replicas')
+        if replicas and replicas > 1:
+            entry['replicas'] = replicas
+
+    unscheduled = []
+    report_pods = []
+    for pod in sorted(pods, key=pod_key):
+        if not pod_counts(pod):
+            continue
+        meta = pod.get('metadata') or {}
+        annotations = meta.get('annotations') or {}
+        spec = pod.get('spec') or {}
+        requests = pod_requests(pod, notes)
+        hami_alloc = annotations.get(HAMI_POD_ALLOCATED)
+        if not requests and ANN_IDX not in annotations and not hami_alloc:
+            continue
+        node_name = spec.get('nodeName')
+        if restricted and node_name and node_name not in by_name:
+            continue
+        rec = {
+            'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'), 'node': node_name,
+            'phase': (pod.get('status') or {}).get('phase') or 'Pending',
+            'requests': dict((k, number(v)) for k, v in sorted(requests.items())),
+            'gpus': [],
+        }
+        report_pods.append(rec)
+        entry = by_name.get(node_name) if node_name else None
+        if entry is None:
+            if node_name:
+                rec['note'] = 'node %s is not in the report' % node_name
+            unscheduled.append(rec)
+            continue
+        entry['pods'].append(rec)
+        for k, v in requests.items():
+            entry['allocated'][k] = entry['allocated'].get(k, Decimal(0)) + v
+        _place_gpushare(entry, rec, annotations, requests, gpushare_memory_unit)
+        _place_volcano(entry, rec, annotations, requests)
+        _place_hami(entry, rec, hami_alloc)
+        _place_tke(entry, rec, annotations)
+
+    for entry in report_nodes:
+        entry['conflicts'] = node_conflicts(entry['strategies'])
+    return _finish(report_nodes, report_pods, unscheduled, notes, gpushare_memory_unit)
+
+
+def _holder(rec, **extra):
+    h = {'namespace': rec['namespace'], 'pod': rec['name'], 'phase': rec['phase']}
+    h.update(extra)
+    return h
+
+
+def _place_gpushare(entry, rec, annotations, requests, unit):
+    mem = requests.get(GPUSHARE_MEM)
+    if mem is None and ANN_IDX not in annotations:
+        return
+    assigned = annotations.get(ANN_ASSIGNED)
+    info = {'assigned': None if assigned is None else str(assigned).strip().lower() == 'true'}
+    if ANN_POD in annotations:
+        try:
+            ann_mem = parse_quantity(annotations[ANN_POD])
+            info['annotated_memory'] = number(ann_mem)
+            if mem is None:
+                mem = ann_mem
+        except ValueError:
+            entry['notes'].append('%s/%s: %s=%r is not a number' % (rec['namespace'], rec['name'], ANN_POD,
+                                                                    annotations[ANN_POD]))
+    if ANN_DEV in annotations:
+        info['device_memory'] = annotations[ANN_DEV]
+    if ANN_ASSUME_TIME in annotations:
+        info['assume_time'] = annotations[ANN_ASSUME_TIME]
+    mem = mem or Decimal(0)
+    entry['gpushare_used'] += mem
+    rec['gpushare'] = info
+    idx_text = annotations.get(ANN_IDX)
+    indexes = None
+    if idx_text is not None:
+        try:
+            indexes = _int_list(idx_text)
+        except ValueError:
+            entry['notes'].append('%s/%s: %s=%r is not a GPU index (or a comma-separated list of them); counted as '
+                                  'pending' % (rec['namespace'], rec['name'], ANN_IDX, idx_text))
+    if not indexes:
+        entry['pending_memory'] += mem
+        rec['gpus'].append({'index': None, 'resource': GPUSHARE_MEM, 'memory': number(mem), 'memory_unit': unit,
+                            'pending': True})
+        return
+    share = mem / len(indexes)
+    if len(indexes) > 1:
+        entry['notes'].append('%s/%s holds GPUs %s; its %s %s are split evenly between them in this report' % (
+            rec['namespace'], rec['name'], ','.join(str(i) for i in indexes), number(mem), unit))
+    for i in indexes:
+        gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i, memory_unit=unit))
+        gpu.memory_allocated += share
+        gpu.holders.append(_holder(rec, memory=number(share), resource=GPUSHARE_MEM, assigned=info['assigned']))
+        rec['gpus'].append({'index': i, 'resource': GPUSHARE_MEM, 'memory': number(share), 'memory_unit': unit})
+        if gpu.memory_total is None:
+            entry['notes'].append('GPU %d is referenced by %s/%s but the node does not list it' % (
+                i, rec['namespace'], rec['name']))
+
+
+def _place_volcano(entry, rec, annotations, requests):
+    mem = requests.get(VOLCANO_GPU_MEM)
+    if mem is None:
+        return
+    idx_text = annotations.get(VOLCANO_GPU_INDEX)
+    try:
+        indexes = _int_list(idx_text) if idx_text is not None else []
+    except ValueError:
+        entry['notes'].append('%s/%s: %s=%r is not a GPU index' % (
+            rec['namespace'], rec['name'], VOLCANO_GPU_INDEX, idx_text))
+        indexes = []
+    if not indexes:
+        rec['gpus'].append({'index': None, 'resource': VOLCANO_GPU_MEM, 'memory': number(mem), 'memory_unit': 'MiB',
+                            'pending': True})
+        return
+    share = mem / len(indexes)
+    for i in indexes:
+        gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i, memory_unit='MiB'))
+        gpu.memory_allocated += share
+        gpu.holders.append(_holder(rec, memory=number(share), resource=VOLCANO_GPU_MEM))
+        rec['gpus'].append({'index': i, 'resource': VOLCANO_GPU_MEM, 'memory': number(share), 'memory_unit': 'MiB'})
+
+
+def _place_hami(entry, rec, text):
+    if not text:
+        return
+    devices, error = parse_hami_pod_devices(text)
+    if error:
+        entry['notes'].append('%s/%s: annotation %s not understood (%s); its GPUs are unknown' % (
+            rec['namespace'], rec['name'], HAMI_POD_ALLOCATED, error))
+        return
+    for d in devices:
+        gpu = _gpu_for(entry['gpus'], uuid=d['uuid'])
+        if gpu is None:
+            entry['notes'].append('%s/%s holds HAMi device %s which the node does not register' % (
+                rec['namespace'], rec['name'], d['uuid']))
+            gpu = _gpu_for(entry['gpus'], uuid=d['uuid'], make=lambda: _Gpu(None, uuid=d['uuid'], memory_unit='MiB',
+                                                                            gpu_type=d['type']))
+        gpu.memory_allocated += d['memory_mib']
+        gpu.cores_allocated += d['cores']
+        gpu.holders.append(_holder(rec, memory=d['memory_mib'], cores=d['cores'], container=d['container'],
+                                   resource='hami'))
+        rec['gpus'].append({'index': gpu.index, 'uuid': d['uuid'], 'resource': 'hami', 'memory': d['memory_mib'],
+                            'memory_unit': 'MiB', 'cores': d['cores']})
+
+
+def _place_tke(entry, rec, annotations):
+    for key in sorted(annotations):
+        if not key.startswith(TKE_IDX_PREFIX):
+            continue
+        try:
+            indexes = _int_list(annotations[key])
+        except ValueError:
+            entry['notes'].append('%s/%s: %s=%r is not a GPU index' % (
+                rec['namespace'], rec['name'], key, annotations[key]))
+            continue
+        for i in indexes:
+            gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i))
+            gpu.holders.append(_holder(rec, resource='gpu-manager', container=key[len(TKE_IDX_PREFIX):]))
+            rec['gpus'].append({'index': i, 'resource': 'gpu-manager'})
+
+
+def _resource_rows(allocatable, allocated, derived=None):
+    rows = {}
+    derived = derived or {}
+    for name in sorted(set(allocatable) | set(allocated)):
+        total = allocatable.get(name)
+        source = None
+        if total is None and name in derived:
+            total, source = derived[name], 'hami.io/node-nvidia-register'
+        used = allocated.get(name, Decimal(0))
+        meta = KNOWN_RESOURCES.get(name)
+        rows[name] = {
+            'allocatable': number(total) if total is not None else None,
+            'allocated': number(used),
+            'free': number(total - used) if total is not None else None,
+            'percent': percent(used, total),
+            'unit': meta[2] if meta else ('MIG device' if MIG_RESOURCE.match(name) else 'unit'),
+        }
+        if source:
+            rows[name]['source'] = source
+    return rows
+
+
+def _finish(report_nodes, report_pods, unscheduled, notes, unit):
+    cluster_alloc, cluster_used = {}, {}
+    out_nodes = []
+    cluster_notes = list(notes)
+    for entry in report_nodes:
+        gpus = sorted(entry['gpus'], key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid or ''))
+        for k, v in entry['allocatable'].items():
+            cluster_alloc[k] = cluster_alloc.get(k, Decimal(0)) + v
+        for k, v in entry['derived'].items():
+            if k not in entry['allocatable']:
+                cluster_alloc[k] = cluster_alloc.get(k, Decimal(0)) + v
+        for k, v in entry['allocated'].items():
+            cluster_used[k] = cluster_used.get(k, Decimal(0)) + v
+        resources = _resource_rows(entry['allocatable'], entry['allocated'], entry['derived'])
+        node_out = {
+            'name': entry['name'], 'address': entry['address'], 'strategies': entry['strategies'],
+            'conflicts': entry['conflicts'], 'resources': resources,
+            'gpus': [g.as_dict() for g in gpus],
+            'pods': entry['pods'], 'notes': entry['notes'],
+        }
+        if entry.get('replicas'):
+            node_out['replicas'] = entry['replicas']
+            total = entry['allocatable'].get('nvidia.com/gpu')
+            if total:
+                node_out['physical_gpus'] = number(total / entry['replicas'])
+        gs_total = entry['allocatable'].get(GPUSHARE_MEM)
+        if gs_total is not None or entry['gpushare_used']:
+            used = entry['gpushare_used']
+            node_out['gpushare'] = {'memory_total': number(gs_total or Decimal(0)), 'memory_allocated': number(used),
+                                    'memory_pending': number(entry['pending_memory']),
+                                    'memory_percent': percent(used, gs_total), 'memory_unit': unit}
+        for c in entry['conflicts']:
+            cluster_notes.append('node %s: %s' % (entry['name'], c))
+        out_nodes.append(node_out)
+    gs_nodes = [n['gpushare'] for n in out_nodes if 'gpushare' in n]
+    cluster = {
+        'nodes': len(out_nodes),
+        'gpu_nodes': len([n for n in out_nodes if n['resources']]),
+        'resources': _resource_rows(cluster_alloc, cluster_used),
+        'pods': len(report_pods),
+        'unscheduled_pods': len(unscheduled),
+    }
+    if gs_nodes:
+        total = sum((Decimal(str(n['memory_total'])) for n in gs_nodes), Decimal(0))
+        used = sum((Decimal(str(n['memory_allocated'])) for n in gs_nodes), Decimal(0))
+        cluster['gpushare'] = {'memory_total': number(total), 'memory_allocated': number(used),
+                               'memory_percent': percent(used, total), 'memory_unit': unit}
+    return {'nodes': out_nodes, 'pods': report_pods, 'unscheduled': unscheduled, 'cluster': cluster,
+            'notes': cluster_notes}

@@ -1,0 +1,298 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""HAMi (project-hami): device plugin, scheduler (kube-scheduler + HAMi extender) and mutating webhook.
+
+Rendered: device config ConfigMap, device plugin DaemonSet (+ vGPU monitor) and its node config ConfigMap,
+scheduler Deployment with its KubeSchedulerConfiguration, Service, RBAC, and the MutatingWebhookConfiguration when a
+CA bundle and a TLS Secret are given.  Not rendered: the certificate generation jobs of HAMi's chart, ServiceMonitors,
+non-NVIDIA devices.  What upstream requires (Project-HAMi/HAMi, charts/hami at v2.10.0) is listed in
+docs/conformance/hami.md.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_map, daemonset, deployment,
+    hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
+)
+
+HAMI_IMAGE = 'docker.io/projecthami/hami:v2.10.0'
+# HAMi's chart takes the kube-scheduler tag from the cluster's own version (v1.31.1+k3s1 -> v1.31.1); so do we.
+KUBE_SCHEDULER_REPOSITORY = 'registry.k8s.io/kube-scheduler'
+# Kubernetes minors this collection renders HAMi's scheduler configuration for.
+KUBE_MINORS = (24, 37)
+# vgpu-init.sh (the device plugin's postStart hook) exists in HAMi images from v2.5.0 on.
+POST_START_SINCE = (2, 5, 0)
+# Keys of HAMi's NVIDIA device configuration (NvidiaConfig and NodeDefaultConfig yaml tags in
+# pkg/device/nvidia/device.go at v2.10.0); anything else is ignored by HAMi, so it is refused here.
+DEVICE_CONFIG_KEYS = frozenset([
+    'resourceCountName', 'resourceMemoryName', 'resourceCoreName', 'resourceMemoryPercentageName',
+    'resourcePriorityName', 'overwriteEnv', 'defaultMemory', 'defaultCores', 'defaultGPUNum', 'memoryFactor',
+    'disableCoreLimit', 'migProfileAllowlist', 'gpuCorePolicy', 'runtimeClassName', 'deviceSplitCount',
+    'deviceMemoryScaling', 'deviceCoreScaling', 'preConfiguredDeviceMemory', 'libCudaLogLevel', 'enableNumaTopology'])
+NODE_LABEL = 'gpu'
+SCHEDULER = 'hami-scheduler'
+DEVICE_PLUGIN = 'hami-device-plugin'
+
+# The scheduler pod runs kube-scheduler and HAMi's extender under one ServiceAccount.  kube-scheduler's needs (the
+# system:kube-scheduler bootstrap role of kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
+# policy.go): events (core and events.k8s.io), pods get/list/watch/delete (preemption), pods/binding and bindings
+# create, pods/status patch/update, reads of what selects pods, volumes and storage; plus HAMi's own ClusterRole
+# (charts/hami/templates/scheduler/clusterrole.yaml at v2.10.0): pods/configmaps patch, nodes patch (node locks),
+# resourcequotas read.
+SCHEDULER_RULES = [
+    {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
+    {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch', 'update', 'patch', 'delete']},
+    {'apiGroups': [''], 'resources': ['pods/status'], 'verbs': ['patch', 'update']},
+    {'apiGroups': [''], 'resources': ['bindings', 'pods/binding'], 'verbs': ['create']},
+    {'apiGroups': ['', 'events.k8s.io'], 'resources': ['events'], 'verbs': ['create', 'patch', 'update', 'get', 'list']},
+    {'apiGroups': [''], 'resources': ['configmaps'], 'verbs': ['get', 'list', 'watch', 'patch']},
+    {'apiGroups': [''], 'resources': ['namespaces', 'services', 'persistentvolumes', 'persistentvolumeclaims',
+                                      'replicationcontrollers', 'resourcequotas'],
+     'verbs': ['get', 'list', 'watch']},
+    {'apiGroups': ['apps'], 'resources': ['replicasets', 'statefulsets'], 'verbs': ['get', 'list', 'watch']},
+    {'apiGroups': ['policy'], 'resources': ['poddisruptionbudgets'], 'verbs': ['get', 'list', 'watch']},
+    {'apiGroups': ['storage.k8s.io'], 'resources': ['storageclasses', 'csinodes', 'csidrivers', 'csistoragecapacities'],
+     'verbs': ['get', 'list', 'watch']},
+    {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'], 'verbs': ['get', 'list', 'watch', 'create', 'update']},
+    {'apiGroups': ['authentication.k8s.io'], 'resources': ['tokenreviews'], 'verbs': ['create']},
+    {'apiGroups': ['authorization.k8s.io'], 'resources': ['subjectaccessreviews'], 'verbs': ['create']},
+]
+SYSTEM_SCHEDULER_ROLES = ('system:kube-scheduler', 'system:volume-scheduler')
+DEVICE_PLUGIN_RULES = [
+    {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
+    {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch', 'create', 'update', 'patch']},
+    {'apiGroups': [''], 'resources': ['events'], 'verbs': ['list', 'create', 'update']},
+]
+VGPU_INIT = '/k8s-vgpu/bin/vgpu-init.sh /usr/local/vgpu/'
+
+HAMI_SCHEMA = {
+    'image': dict(type=str, default=HAMI_IMAGE),
+    'kube_scheduler_image': dict(type=str, default=''),
+    'scheduler_name': dict(type=str, default=SCHEDULER),
+    'device_split_count': dict(type=int, default=10, min=1, max=100),
+    'device_memory_scaling': dict(type=float, default=1.0, min=0.1, max=10.0),
+    'device_core_scaling': dict(type=float, default=1.0, min=0.1, max=10.0),
+    'default_memory': dict(type=int, default=0, min=0),
+    'default_cores': dict(type=int, default=0, min=0, max=100),
+    'disable_core_limit': dict(type=bool, default=False),
+    'node_scheduler_policy': dict(type=str, default='binpack', choices=['binpack', 'spread']),
+    'gpu_scheduler_policy': dict(type=str, default='spread', choices=['binpack', 'spread']),
+    'webhook_tls_secret': dict(type=str, default=''),
+    'webhook_ca_bundle': dict(type=str, default=''),
+    'scheduler_port': dict(type=int, default=9443, min=1, max=65535),
+    'kube_version': dict(type=str, default=''),
+    'extra_device_config': dict(type=dict, default={}),
+}
+
+
+def _device_config(hs, var):
+    nv = {
+        'resourceCountName': 'nvidia.com/gpu',
+        'resourceMemoryName': 'nvidia.com/gpumem',
+        'resourceMemoryPercentageName': 'nvidia.com/gpumem-percentage',
+        'resourceCoreName': 'nvidia.com/gpucores',
+        'resourcePriorityName': 'nvidia.com/priority',
+        'overwriteEnv': False,
+        'defaultMemory': hs['default_memory'],
+        'defaultCores': hs['default_cores'],
+        'defaultGPUNum': 1,
+        'deviceSplitCount': hs['device_split_count'],
+        'deviceMemoryScaling': hs['device_memory_scaling'],
+        'deviceCoreScaling': hs['device_core_scaling'],
+        'disableCoreLimit': hs['disable_core_limit'],
+    }
+    extra = hs['extra_device_config'] or {}
+    unknown = sorted(k for k in extra if k not in DEVICE_CONFIG_KEYS)
+    if unknown:
+        raise StackError('%s.extra_device_config has key(s) %s that HAMi does not read (it would ignore them silently); '
+                         'allowed keys: %s' % (var, ', '.join(unknown), ', '.join(sorted(DEVICE_CONFIG_KEYS))))
+    nv.update(extra)
+    return {'nvidia': nv}
+
+
+def image_version(ref):
+    """(major, minor, patch) of an image tag like v2.10.0 or 2.5.1-rc1, None for digests or other tags."""
+    tag = split_image(ref)[2]
+    m = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?', tag or '')
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def kube_version(text, var):
+    """(minor, stripped version or None) of a Kubernetes version: v1.31.1+k3s1 -> (31, 'v1.31.1'); 1.31 -> (31, None)."""
+    m = re.match(r'^v?1\.(\d+)(?:\.(\d+))?', str(text or '').strip())
+    if not m:
+        raise StackError('%s.kube_version must be the cluster\'s Kubernetes version (e.g. v1.31.4, as the role reads it '
+                         'from the API server); got %r' % (var, text))
+    minor = int(m.group(1))
+    if not KUBE_MINORS[0] <= minor <= KUBE_MINORS[1]:
+        raise StackError('%s.kube_version must be between 1.%d and 1.%d; got %s'
+                         % (var, KUBE_MINORS[0], KUBE_MINORS[1], text))
+    full = 'v1.%d.%s' % (minor, m.group(2)) if m.group(2) is not None else None
+    return minor, full
+
+
+def _scheduler_config(hs, minor, https):
+    api = 'kubescheduler.config.k8s.io/v1' if minor >= 25 else 'kubescheduler.config.k8s.io/v1beta3'
+    managed = [{'name': n, 'ignoredByScheduler': True} for n in
+               ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage',
+                'nvidia.com/priority')]
+    ext = {'urlPrefix': '%s://127.0.0.1:%d' % ('https' if https else 'http', hs['scheduler_port']),
+           'filterVerb': 'filter', 'bindVerb': 'bind', 'nodeCacheCapable': True, 'weight': 1,
+           'httpTimeout': '30s', 'enableHTTPS': https, 'managedResources': managed}
+    if https:
+        ext['tlsConfig'] = {'insecure': True}
+    return {'apiVersion': api, 'kind': 'KubeSchedulerConfiguration', 'leaderElection': {'leaderElect': False},
+            'profiles': [{'schedulerName': hs['scheduler_name']}], 'extenders': [ext]}
+
+
+def render(ctx, settings, nodes, facts):
+    var = ctx.var('hami')
+    hs = validate_settings(settings.get('hami'), HAMI_SCHEMA, var)
+    minor, full = kube_version(hs['kube_version'], var)
+    image = ctx.image(hs['image'], var + '.image')
+    ks_ref = hs['kube_scheduler_image']
+    if not ks_ref:
+        if not full:
+            raise StackError('%s.kube_version %s has no patch version: the kube-scheduler image follows the cluster\'s '
+                             'exact version (e.g. v1.%d.4); give it, or set %s.kube_scheduler_image'
+                             % (var, hs['kube_version'], minor, var))
+        ks_ref = '%s:%s' % (KUBE_SCHEDULER_REPOSITORY, full)
+    ks_image = ctx.image(ks_ref, var + '.kube_scheduler_image')
+    webhook = bool(hs['webhook_tls_secret'] and hs['webhook_ca_bundle'])
+    if bool(hs['webhook_tls_secret']) != bool(hs['webhook_ca_bundle']):
+        raise StackError('%s.webhook_tls_secret and %s.webhook_ca_bundle go together (a kubernetes.io/tls Secret in %s and '
+                         'the base64 PEM of the CA that signed it); got only one' % (var, var, ctx.namespace))
+    if not webhook:
+        ctx.warn('%s: no webhook_tls_secret/webhook_ca_bundle, so HAMi\'s mutating webhook is not installed: GPU pods '
+                 'must set schedulerName: %s themselves.' % (var, hs['scheduler_name']))
+    ks_ver = image_version(ks_ref)
+    if ks_ver and (ks_ver[0] != 1 or ks_ver[1] != minor):
+        raise StackError('%s.kube_scheduler_image %s does not match the cluster\'s Kubernetes %s (%s.kube_version); '
+                         'kube-scheduler must be the cluster\'s own minor version' % (var, ks_ref, hs['kube_version'], var))
+    hami_ver = image_version(hs['image'])
+    post_start = hami_ver is None or hami_ver >= POST_START_SINCE
+    if hami_ver is None:
+        ctx.note('%s.image %s has no version tag: the device plugin\'s postStart hook (vgpu-init.sh, in HAMi images '
+                 'from v2.5.0) is rendered' % (var, hs['image']))
+
+    out = []
+    dev_cm = SCHEDULER + '-device'
+    out.append(config_map(ctx, dev_cm, {'device-config.yaml': json.dumps(_device_config(hs, var), indent=2, sort_keys=True) + '\n'},
+                          scope='shared'))
+    sched_text = json.dumps(_scheduler_config(hs, minor, webhook), indent=2, sort_keys=True) + '\n'
+    out.append(config_map(ctx, SCHEDULER, {'config.yaml': sched_text}, scope='shared'))
+    out += rbac_for(ctx, SCHEDULER, SCHEDULER_RULES, scope='shared')
+    # as HAMi's chart does: the cluster's own kube-scheduler roles as well, so the kube-scheduler container gets
+    # whatever that Kubernetes version's scheduler reads (e.g. resource.k8s.io objects on newer clusters)
+    for role in SYSTEM_SCHEDULER_ROLES:
+        out.append(cluster_role_binding(ctx, '%s-%s' % (SCHEDULER, role.split(':', 1)[1]), role, SCHEDULER, scope='shared'))
+    ext_cmd = ['scheduler', '--http_bind=0.0.0.0:%d' % hs['scheduler_port'], '--scheduler-name=%s' % hs['scheduler_name'],
+               '--metrics-bind-address=:9395', '--node-scheduler-policy=%s' % hs['node_scheduler_policy'],
+               '--gpu-scheduler-policy=%s' % hs['gpu_scheduler_policy'], '--device-config-file=/device-config.yaml']
+    ext_mounts = [{'name': 'device-config', 'mountPath': '/device-config.yaml', 'subPath': 'device-config.yaml'}]
+    volumes = [{'name': 'scheduler-config', 'configMap': {'name': SCHEDULER}},
+               {'name': 'device-config', 'configMap': {'name': dev_cm}}]
+    if webhook:
+        ext_cmd += ['--cert_file=/tls/tls.crt', '--key_file=/tls/tls.key']
+        ext_mounts.append({'name': 'tls-config', 'mountPath': '/tls', 'readOnly': True})
+        volumes.append({'name': 'tls-config', 'secret': {'secretName': hs['webhook_tls_secret']}})
+    spec = {'serviceAccountName': SCHEDULER, 'priorityClassName': 'system-cluster-critical',
+            'containers': [
+                {'name': 'kube-scheduler', 'image': ks_image,
+                 'command': ['kube-scheduler', '--config=/config/config.yaml', '--leader-elect=false'],
+                 'volumeMounts': [{'name': 'scheduler-config', 'mountPath': '/config'}]},
+                {'name': 'vgpu-scheduler-extender', 'image': image, 'command': ext_cmd,
+                 'env': [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}},
+                         {'name': 'POD_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}}],
+                 'ports': [{'name': 'http', 'containerPort': hs['scheduler_port'], 'protocol': 'TCP'},
+                           {'name': 'metrics', 'containerPort': 9395, 'protocol': 'TCP'}],
+                 'volumeMounts': ext_mounts}],
+            'volumes': volumes}
+    pod_spec_common(ctx, spec, CONTROL_PLANE_TOLERATIONS)
+    out.append(deployment(ctx, SCHEDULER, SCHEDULER, spec))
+    out.append({'apiVersion': 'v1', 'kind': 'Service', 'metadata': ctx.meta(SCHEDULER, scope='shared'),
+                'spec': {'type': 'ClusterIP', 'selector': {'app.kubernetes.io/name': SCHEDULER},
+                         'ports': [{'name': 'http', 'port': 443, 'targetPort': hs['scheduler_port'], 'protocol': 'TCP'},
+                                   {'name': 'metrics', 'port': 9395, 'targetPort': 9395, 'protocol': 'TCP'}]}})
+    if webhook:
+        out.append({'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'MutatingWebhookConfiguration',
+                    'metadata': ctx.meta('hami-webhook', namespace=False, scope='shared'),
+                    'webhooks': [{'name': 'vgpu.hami.io', 'admissionReviewVersions': ['v1', 'v1beta1'],
+                                  'sideEffects': 'None', 'failurePolicy': 'Ignore', 'timeoutSeconds': 10,
+                                  'clientConfig': {'caBundle': hs['webhook_ca_bundle'],
+                                                   'service': {'name': SCHEDULER, 'namespace': ctx.namespace,
+                                                               'path': '/webhook', 'port': 443}},
+                                  'namespaceSelector': {'matchExpressions': [
+                                      {'key': 'hami.io/webhook', 'operator': 'NotIn', 'values': ['ignore']}]},
+                                  'objectSelector': {'matchExpressions': [
+                                      {'key': 'hami.io/webhook', 'operator': 'NotIn', 'values': ['ignore']}]},
+                                  'rules': [{'apiGroups': [''], 'apiVersions': ['v1'], 'operations': ['CREATE'],
+                                             'resources': ['pods'], 'scope': '*'}]}]})
+
+    dp = DEVICE_PLUGIN + '-' + ctx.pool
+    # the device plugin registers devices and takes/releases node locks through Node annotations, patches pods on
+    # allocation and records events (charts/hami/templates/device-plugin/monitorrole.yaml at v2.10.0)
+    out += rbac_for(ctx, dp, DEVICE_PLUGIN_RULES)
+    # per-node overrides the plugin reads from /config/config.json (nodeconfig); none by default
+    out.append(config_map(ctx, dp, {'config.json': json.dumps({'nodeconfig': []}, indent=2) + '\n'}))
+    plugin = {'name': 'device-plugin', 'image': image,
+              'command': ['nvidia-device-plugin', '--config-file=/device-config.yaml', '--mig-strategy=none',
+                          '--disable-core-limit=%s' % ('true' if hs['disable_core_limit'] else 'false')],
+              'env': [node_name_env(), {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'},
+                      {'name': 'DEVICE_LIST_STRATEGY', 'value': 'envvar'},
+                      {'name': 'HOOK_PATH', 'value': '/usr/local'}],
+              'securityContext': {'privileged': True, 'allowPrivilegeEscalation': True,
+                                  'capabilities': {'drop': ['ALL'], 'add': ['SYS_ADMIN']}},
+              'volumeMounts': [{'name': 'device-plugin', 'mountPath': '/var/lib/kubelet/device-plugins'},
+                               {'name': 'lib', 'mountPath': '/usr/local/vgpu'},
+                               {'name': 'usrbin', 'mountPath': '/usrbin'},
+                               {'name': 'deviceconfig', 'mountPath': '/config'},
+                               {'name': 'hosttmp', 'mountPath': '/tmp'},
+                               {'name': 'device-config', 'mountPath': '/device-config.yaml', 'subPath': 'device-config.yaml'},
+                               {'name': 'cdi-root', 'mountPath': '/var/run/cdi'}]}
+    if post_start:
+        # vgpu-init.sh copies HAMi-core (libvgpu.so) to the host's /usr/local/vgpu for the workload containers
+        plugin['lifecycle'] = {'postStart': {'exec': {'command': ['/bin/sh', '-c', VGPU_INIT]}}}
+    monitor = {'name': 'vgpu-monitor', 'image': image, 'command': ['vGPUmonitor'],
+               'env': [node_name_env(), {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+                       {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'},
+                       {'name': 'HOOK_PATH', 'value': '/usr/local/vgpu'}],
+               'ports': [{'name': 'metrics', 'containerPort': 9394, 'protocol': 'TCP'}],
+               'securityContext': {'allowPrivilegeEscalation': False,
+                                   'capabilities': {'drop': ['ALL'], 'add': ['SYS_ADMIN']}},
+               'volumeMounts': [{'name': 'ctrs', 'mountPath': '/usr/local/vgpu/containers'},
+                                {'name': 'dockers', 'mountPath': '/run/docker'},
+                                {'name': 'containerds', 'mountPath': '/run/containerd'},
+                                {'name': 'sysinfo', 'mountPath': '/sysinfo'},
+                                {'name': 'hostvar', 'mountPath': '/hostvar'},
+                                {'name': 'hosttmp', 'mountPath': '/tmp'}]}
+    selector = ctx.pool_selector()
+    selector[NODE_LABEL] = 'on'
+    dspec = {'serviceAccountName': dp, 'priorityClassName': 'system-node-critical', 'hostPID': True,
+             'nodeSelector': selector, 'containers': [plugin, monitor],
+             'volumes': [hostpath_volume('device-plugin', '/var/lib/kubelet/device-plugins'),
+                         hostpath_volume('lib', '/usr/local/vgpu', 'DirectoryOrCreate'),
+                         hostpath_volume('usrbin', '/usr/bin'),
+                         hostpath_volume('hosttmp', '/tmp'),
+                         hostpath_volume('ctrs', '/usr/local/vgpu/containers', 'DirectoryOrCreate'),
+                         hostpath_volume('dockers', '/run/docker'),
+                         hostpath_volume('containerds', '/run/containerd'),
+                         hostpath_volume('sysinfo', '/sys'),
+                         hostpath_volume('hostvar', '/var'),
+                         hostpath_volume('cdi-root', '/var/run/cdi', 'DirectoryOrCreate'),
+                         {'name': 'deviceconfig', 'configMap': {'name': dp}},
+                         {'name': 'device-config', 'configMap': {'name': dev_cm}}]}
+    pod_spec_common(ctx, dspec, [GPU_TOLERATION] + CONTROL_PLANE_TOLERATIONS)
+    out.append(daemonset(ctx, dp, DEVICE_PLUGIN, dspec))
+    labels = dict((n, {NODE_LABEL: 'on'}) for n in nodes)
+    return out, labels, ['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores'], \
+        {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3000', 'nvidia.com/gpucores': '30'}

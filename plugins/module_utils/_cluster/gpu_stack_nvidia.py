@@ -1,0 +1,489 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA k8s-device-plugin stacks: exclusive, time-slicing, MPS, MIG (with mig-parted config)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
+    cluster_role_binding, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
+    split_image, validate_settings,
+)
+
+CONFIG_LABEL = 'nvidia.com/device-plugin.config'
+MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
+MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
+MPS_CAPABLE_LABEL = 'nvidia.com/mps.capable'
+# mig-manager pauses the device plugin through this node label (true -> paused-for-mig-change -> true) and waits
+# for the pods labelled app=nvidia-device-plugin-daemonset on the node to go (mig-parted pkg/mig/reconfigure).
+DEPLOY_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
+DEPLOY_MIG_MANAGER_LABEL = 'nvidia.com/gpu.deploy.mig-manager'
+PLUGIN_POD_APP = 'nvidia-device-plugin-daemonset'
+NVIDIA_STRATEGIES = NVIDIA_PLUGIN_STRATEGIES  # from the strategy model (gpu_strategy)
+CDI_STRATEGIES = ('cdi-annotations', 'cdi-cri')
+CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
+# The node.k8s.io/v1 RuntimeClass the NVIDIA stacks share; labelled apart from any one pool or strategy.
+RUNTIME_CLASS_STACK = 'nvidia-device-plugin'
+
+DEVICE_PLUGIN_IMAGE = 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
+MIG_MANAGER_IMAGE = 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+# First device plugin release that honours sharing.mps.failRequestsGreaterThanOne (older ones force it on).
+MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)
+
+NVIDIA_SCHEMA = {
+    'image': dict(type=str, default=DEVICE_PLUGIN_IMAGE),
+    'fail_on_init_error': dict(type=bool, default=True),
+    'device_list_strategy': dict(type=str, default='envvar',
+                                 choices=['envvar', 'volume-mounts', 'cdi-annotations', 'cdi-cri']),
+    'pass_device_specs': dict(type=bool, default=False),
+    'priority_class_name': dict(type=str, default='system-node-critical'),
+    'runtime_class_name': dict(type=str, default='nvidia'),
+    'runtime_class_create': dict(type=bool, default=True),
+    'driver_root': dict(type=str, default='/'),
+    'assume_cdi_spec_ready': dict(type=bool, default=False),
+    'extra_configs': dict(type=dict, default={}),
+    'node_configs': dict(type=dict, default={}),
+}
+TIME_SLICING_SCHEMA = {
+    'replicas': dict(type=int, default=4, min=2),
+    'rename_by_default': dict(type=bool, default=False),
+    'fail_requests_greater_than_one': dict(type=bool, default=True),
+    'resource_name': dict(type=str, default='nvidia.com/gpu'),
+}
+MPS_SCHEMA = {
+    'replicas': dict(type=int, default=4, min=2),
+    'rename_by_default': dict(type=bool, default=False),
+    'fail_requests_greater_than_one': dict(type=bool, default=True),
+    'resource_name': dict(type=str, default='nvidia.com/gpu'),
+    'mps_root': dict(type=str, default='/run/nvidia/mps'),
+}
+MIG_SCHEMA = {
+    'strategy': dict(type=str, default='single', choices=['single', 'mixed']),
+    'config_name': dict(type=str, default=''),
+    'devices': dict(type=dict, default={}),
+    'manager': dict(type=bool, default=True),
+    'manager_image': dict(type=str, default=MIG_MANAGER_IMAGE),
+    'with_reboot': dict(type=bool, default=False),
+}
+
+
+def _plugin_config(nv, mig_strategy='none', sharing=None):
+    cfg = {'version': 'v1',
+           'flags': {'migStrategy': mig_strategy, 'failOnInitError': nv['fail_on_init_error'],
+                     'plugin': {'passDeviceSpecs': nv['pass_device_specs'],
+                                'deviceListStrategy': [nv['device_list_strategy']]}}}
+    if sharing:
+        cfg['sharing'] = sharing
+    return cfg
+
+
+def _replicated(settings):
+    return {'renameByDefault': settings['rename_by_default'],
+            'failRequestsGreaterThanOne': settings['fail_requests_greater_than_one'],
+            'resources': [{'name': settings['resource_name'], 'replicas': settings['replicas']}]}
+
+
+def _to_yaml_text(obj):
+    # JSON is valid YAML; sorted keys keep the text stable between runs (zero writes on re-run).
+    return json.dumps(obj, indent=2, sort_keys=True) + '\n'
+
+
+def _config_manager(image, oneshot, default_config, process):
+    env = [
+        {'name': 'ONESHOT', 'value': 'true' if oneshot else 'false'},
+        {'name': 'KUBECONFIG', 'value': ''},
+        node_name_env(),
+        {'name': 'NODE_LABEL', 'value': CONFIG_LABEL},
+        {'name': 'CONFIG_FILE_SRCDIR', 'value': '/available-configs'},
+        {'name': 'CONFIG_FILE_DST', 'value': '/config/config.yaml'},
+        {'name': 'DEFAULT_CONFIG', 'value': default_config},
+        {'name': 'FALLBACK_STRATEGIES', 'value': 'named,single'},
+        {'name': 'SEND_SIGNAL', 'value': 'false' if oneshot else 'true'},
+        {'name': 'SIGNAL', 'value': '' if oneshot else '1'},
+        {'name': 'PROCESS_TO_SIGNAL', 'value': '' if oneshot else process},
+    ]
+    return {'name': 'config-manager-init' if oneshot else 'config-manager', 'image': image,
+            'command': ['config-manager'], 'env': env,
+            'securityContext': {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}},
+            'volumeMounts': [{'name': 'available-configs', 'mountPath': '/available-configs'},
+                             {'name': 'config', 'mountPath': '/config'}]}
+
+
+def _check_facts(ctx, strategy, nodes, facts, require_facts):
+    """MPS/MIG need hardware support: refuse with the node, GPU and reason from gpu_info's facts."""
+    problems = []
+    for node in nodes:
+        f = facts.get(node)
+        if not f:
+            if require_facts:
+                problems.append('%s: no gpu_probe_facts (run role gpuops.k8s_gpu.gpu_probe on it first, or set %s: false)'
+                                % (node, ctx.var('require_facts')))
+            continue
+        share = (f.get('sharing') or {}).get(strategy) or {}
+        if not share.get('allowed'):
+            problems.append('%s: %s' % (node, share.get('reason') or '%s not allowed by the probed hardware' % strategy))
+    if problems:
+        raise StackError('%s=%s is not possible on pool %s: %s' % (ctx.var('strategy'), strategy, ctx.pool, '; '.join(problems)))
+
+
+def image_version(ref):
+    """(major, minor, patch) of an image tag such as v0.20.0 or v0.15.0-ubuntu20.04; None when it has none."""
+    tag = split_image(ref)[2] or ''
+    m = re.match(r'^v?(\d+)\.(\d+)\.(\d+)', tag)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def _all_configs_flags(configs):
+    """(any migStrategy other than none, any volume-mounts strategy, any passDeviceSpecs) over every named config.
+
+    The config-manager sidecar switches between the ConfigMap's configs when a node's label changes, so the pod must
+    carry what the most demanding config needs (upstream's chart reasons over every config the same way)."""
+    mig = vol = specs = False
+    for cfg in configs.values():
+        flags = cfg.get('flags') or {}
+        plugin = flags.get('plugin') or {}
+        if flags.get('migStrategy', 'none') not in (None, 'none'):
+            mig = True
+        strategies = plugin.get('deviceListStrategy') or []
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        if 'volume-mounts' in strategies:
+            vol = True
+        if plugin.get('passDeviceSpecs'):
+            specs = True
+    return mig, vol, specs
+
+
+def plugin_security_context(configs):
+    """The device plugin container's securityContext, as upstream's chart derives it (nvidia-device-plugin.securityContext):
+    privileged for passDeviceSpecs (compatWithCPUManager), CAP_SYS_ADMIN added for MIG (NVIDIA_MIG_MONITOR_DEVICES=all)
+    or the volume-mounts list strategy, otherwise no privilege escalation and every capability dropped."""
+    mig, vol, specs = _all_configs_flags(configs)
+    if specs:
+        return {'privileged': True}
+    if mig or vol:
+        return {'capabilities': {'add': ['SYS_ADMIN']}}
+    return {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}}
+
+
+def _check_cdi(ctx, nv, nodes, cdi_spec_ready):
+    """CDI list strategies need a CDI spec on every node: refuse unless the runtime role reported it (or the user asserts it)."""
+    if nv['assume_cdi_spec_ready']:
+        ctx.warn('%s.assume_cdi_spec_ready is true: the nodes are not checked for a CDI specification' % ctx.var('nvidia'))
+        return
+    var = '%s.device_list_strategy=%s' % (ctx.var('nvidia'), nv['device_list_strategy'])
+    if not nodes:
+        raise StackError('%s needs a CDI specification on every node, and with %snodes empty no node can be checked; '
+                         'list the pool\'s nodes, or set %s.assume_cdi_spec_ready: true' % (var, ctx.var_prefix, ctx.var('nvidia')))
+    known = cdi_spec_ready or {}
+    missing = [n for n in nodes if n not in known]
+    notready = [n for n in nodes if n in known and known[n] is not True]
+    problems = []
+    if notready:
+        problems.append('%s report %s=%s (run playbooks/node.yml with nvidia_container_runtime_cdi: true on them)'
+                        % (', '.join(notready), CDI_FACT, ', '.join(str(known[n]) for n in notready)))
+    if missing:
+        problems.append('no %s fact for %s: run playbooks/node.yml with CDI enabled on them first (same play as the '
+                        'cluster layer), or set %s.assume_cdi_spec_ready: true if the CDI spec is in place'
+                        % (CDI_FACT, ', '.join(missing), ctx.var('nvidia')))
+    if problems:
+        raise StackError('%s needs a CDI specification (/var/run/cdi or /etc/cdi) on every node of pool %s: %s'
+                         % (var, ctx.pool, '; '.join(problems)))
+
+
+def runtime_class(name):
+    """The RuntimeClass the device plugin pods name (handler = the nvidia runtime the runtime role configures)."""
+    return {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'handler': 'nvidia',
+            'metadata': {'name': name, 'labels': {
+                'app.kubernetes.io/managed-by': MANAGED_BY, 'app.kubernetes.io/part-of': 'gpu-sharing-stack',
+                STACK_LABEL: RUNTIME_CLASS_STACK, SCOPE_LABEL: 'shared'}}}
+
+
+def _runtime_class(ctx, nv, live_runtime_classes, removing):
+    """[RuntimeClass] to apply (or remove), or [] when it is not ours to manage."""
+    name = nv['runtime_class_name']
+    if not name:
+        ctx.note('%s.runtime_class_name is empty: the device plugin pods use the node\'s default runtime, which must be '
+                 'nvidia (nvidia_container_runtime_set_as_default: true)' % ctx.var('nvidia'))
+        return []
+    check_name(name, ctx.var('nvidia') + '.runtime_class_name')
+    live = [o for o in live_runtime_classes or [] if (o.get('metadata') or {}).get('name') == name]
+    if live:
+        labels = live[0]['metadata'].get('labels') or {}
+        ours = labels.get(STACK_LABEL) == RUNTIME_CLASS_STACK and labels.get('app.kubernetes.io/managed-by') == MANAGED_BY
+        if not ours:
+            if live[0].get('handler') != 'nvidia':
+                ctx.warn('RuntimeClass %s exists with handler %s (not nvidia); the device plugin pods use it as it is'
+                         % (name, live[0].get('handler')))
+            return []
+        return [runtime_class(name)]
+    if removing or not nv['runtime_class_create']:
+        if not removing:
+            ctx.note('%s.runtime_class_create is false: RuntimeClass %s must exist before the device plugin pods start'
+                     % (ctx.var('nvidia'), name))
+        return []
+    return [runtime_class(name)]
+
+
+def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runtime_classes=None, cdi_spec_ready=None,
+           node_state=None, removing=False):
+    """Return (manifests, node_labels, resource_names, validation_limits)."""
+    nv = validate_settings(settings.get('nvidia'), NVIDIA_SCHEMA, ctx.var('nvidia'))
+    image = ctx.image(nv['image'], ctx.var('nvidia') + '.image')
+    if nv['device_list_strategy'] in CDI_STRATEGIES and not removing:
+        _check_cdi(ctx, nv, nodes, cdi_spec_ready)
+    mig_strategy = 'none'
+    sharing = None
+    resources = ['nvidia.com/gpu']
+    limits = {'nvidia.com/gpu': '1'}
+    extra = []
+    node_labels = {}
+    mps = None
+    mig = None
+    if strategy == 'exclusive':
+        cfg_name = 'exclusive'
+    elif strategy == 'time-slicing':
+        ts = validate_settings(settings.get('time_slicing'), TIME_SLICING_SCHEMA, ctx.var('time_slicing'))
+        sharing = {'timeSlicing': _replicated(ts)}
+        cfg_name = 'time-slicing'
+        res = ts['resource_name'] + ('.shared' if ts['rename_by_default'] else '')
+        resources, limits = [res], {res: '1'}
+    elif strategy == 'mps':
+        mps = validate_settings(settings.get('mps'), MPS_SCHEMA, ctx.var('mps'))
+        version = image_version(nv['image'])
+        if not mps['fail_requests_greater_than_one'] and (version is None or version < MPS_FAIL_REQUESTS_HONOURED):
+            raise StackError('%s.fail_requests_greater_than_one: false has no effect with %s.image %s: device plugin '
+                             'releases before v%s force it on for MPS (a request for more than one shared GPU fails '
+                             'whatever the setting). Remove the setting, or use an image of v%s or newer'
+                             % (ctx.var('mps'), ctx.var('nvidia'), nv['image'],
+                                '.'.join(str(x) for x in MPS_FAIL_REQUESTS_HONOURED),
+                                '.'.join(str(x) for x in MPS_FAIL_REQUESTS_HONOURED)))
+        _check_facts(ctx, 'mps', nodes, facts, require_facts)
+        for node in nodes:
+            mc = ((facts.get(node) or {}).get('sharing') or {}).get('mps', {}).get('max_clients')
+            if mc and mps['replicas'] > mc:
+                raise StackError('%s.replicas is %d but %s allows at most %d MPS clients per GPU'
+                                 % (ctx.var('mps'), mps['replicas'], node, mc))
+        sharing = {'mps': _replicated(mps)}
+        cfg_name = 'mps'
+        res = mps['resource_name'] + ('.shared' if mps['rename_by_default'] else '')
+        resources, limits = [res], {res: '1'}
+    elif strategy == 'mig':
+        mig = validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))
+        _check_facts(ctx, 'mig', nodes, facts, require_facts)
+        mig_strategy = mig['strategy']
+        cfg_name = 'mig-' + mig_strategy
+        extra, mig_label, resources, limits = _mig(ctx, mig, nodes, facts, nv['runtime_class_name'])
+        for node in nodes:
+            node_labels.setdefault(node, {})[MIG_CONFIG_LABEL] = mig_label
+            if mig['manager']:
+                node_labels[node][DEPLOY_MIG_MANAGER_LABEL] = 'true'
+                # mig-manager owns this label while it reconfigures (paused-for-mig-change); set it only when it is
+                # missing, as the GPU operator does, so a re-run never resumes a paused plugin
+                current = (((node_state or {}).get(node) or {}).get('labels') or {}).get(DEPLOY_PLUGIN_LABEL)
+                if removing or current is None:
+                    node_labels[node][DEPLOY_PLUGIN_LABEL] = 'true'
+    else:
+        raise StackError('internal: %s is not an NVIDIA device plugin strategy' % strategy)
+
+    configs = {cfg_name: _plugin_config(nv, mig_strategy, sharing)}
+    for name, cfg in sorted(nv['extra_configs'].items()):
+        check_name(name, '%s.extra_configs key' % ctx.var('nvidia'))
+        if not isinstance(cfg, dict) or cfg.get('version') != 'v1':
+            raise StackError('%s.extra_configs.%s must be a device plugin configuration dictionary with version: v1'
+                             % (ctx.var('nvidia'), name))
+        configs[name] = cfg
+    for node, name in nv['node_configs'].items():
+        if name not in configs:
+            raise StackError('%s.node_configs.%s names config %r; the pool has: %s'
+                             % (ctx.var('nvidia'), node, name, ', '.join(sorted(configs))))
+    for node in nodes:
+        node_labels.setdefault(node, {})[CONFIG_LABEL] = nv['node_configs'].get(node, cfg_name)
+        if strategy == 'mps':
+            node_labels[node][MPS_CAPABLE_LABEL] = 'true'
+
+    base = 'nvidia-device-plugin-' + ctx.pool
+    manifests = _runtime_class(ctx, nv, live_runtime_classes, removing)
+    manifests.append(config_map(ctx, base + '-configs', dict((k, _to_yaml_text(v)) for k, v in configs.items())))
+    manifests.append(service_account(ctx, base))
+    # config-manager reads its own node's label: read-only access to nodes is all it needs
+    manifests.append(cluster_role(ctx, base, [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']}]))
+    manifests.append(cluster_role_binding(ctx, base, base, base))
+
+    any_mig, _vol, _specs = _all_configs_flags(configs)
+    security = plugin_security_context(configs)
+    volumes = [hostpath_volume('device-plugin', '/var/lib/kubelet/device-plugins', 'Directory'),
+               hostpath_volume('cdi-root', '/var/run/cdi', 'DirectoryOrCreate'),
+               {'name': 'available-configs', 'configMap': {'name': base + '-configs'}},
+               {'name': 'config', 'emptyDir': {}}]
+    mounts = [{'name': 'device-plugin', 'mountPath': '/var/lib/kubelet/device-plugins'},
+              {'name': 'cdi-root', 'mountPath': '/var/run/cdi'},
+              {'name': 'config', 'mountPath': '/config'}]
+    env = [node_name_env(), {'name': 'CONFIG_FILE', 'value': '/config/config.yaml'}]
+    if nv['device_list_strategy'] in CDI_STRATEGIES:
+        # the plugin writes the CDI spec from the driver files it finds under /driver-root
+        env.append({'name': 'NVIDIA_DRIVER_ROOT', 'value': nv['driver_root']})
+        volumes.append(hostpath_volume('driver-root', nv['driver_root'], 'Directory'))
+        mounts.append({'name': 'driver-root', 'mountPath': '/driver-root', 'readOnly': True})
+    if any_mig:
+        env.append({'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'})
+    if mps is not None:
+        env.append({'name': 'MPS_ROOT', 'value': mps['mps_root']})
+        volumes += [hostpath_volume('mps-root', mps['mps_root'], 'DirectoryOrCreate'),
+                    hostpath_volume('mps-shm', mps['mps_root'] + '/shm')]
+        mounts += [{'name': 'mps-root', 'mountPath': '/mps'}, {'name': 'mps-shm', 'mountPath': '/dev/shm'}]
+    env += [{'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+            {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'}]
+    plugin = {'name': 'nvidia-device-plugin-ctr', 'image': image, 'command': ['nvidia-device-plugin'], 'env': env,
+              'securityContext': copy.deepcopy(security), 'volumeMounts': mounts}
+    sidecar = _config_manager(image, False, cfg_name, 'nvidia-device-plugin')
+    sidecar['securityContext'] = copy.deepcopy(security)
+    selector = ctx.pool_selector()
+    if mig is not None and mig['manager']:
+        selector[DEPLOY_PLUGIN_LABEL] = 'true'
+    spec = {'serviceAccountName': base, 'priorityClassName': nv['priority_class_name'], 'shareProcessNamespace': True,
+            'nodeSelector': selector,
+            'initContainers': [_config_manager(image, True, cfg_name, '')],
+            'containers': [plugin, sidecar],
+            'volumes': volumes}
+    if nv['runtime_class_name']:
+        spec['runtimeClassName'] = nv['runtime_class_name']
+    pod_spec_common(ctx, spec, [GPU_TOLERATION])
+    manifests.append(daemonset(ctx, base, 'nvidia-device-plugin', spec, pod_labels={'app': PLUGIN_POD_APP}))
+    if mps is not None:
+        manifests.append(_mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig))
+    manifests.extend(extra)
+    return manifests, node_labels, resources, limits
+
+
+def readiness(strategy, settings, nodes, ctx):
+    """For MIG with the manager: which node label must reach which value before the stack is ready."""
+    if strategy != 'mig':
+        return None
+    mig = validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))
+    if not mig['manager'] or not nodes:
+        return None
+    return {'label': MIG_STATE_LABEL, 'value': 'success', 'failed_value': 'failed', 'nodes': sorted(nodes)}
+
+
+def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False):
+    root = mps['mps_root']
+    mounts = [{'name': 'mps-root', 'mountPath': '/mps'}, {'name': 'mps-shm', 'mountPath': '/dev/shm'},
+              {'name': 'config', 'mountPath': '/config'}]
+    init_mounts = {'name': 'mps-control-daemon-mounts', 'image': image, 'command': ['mps-control-daemon', 'mount-shm'],
+                   'securityContext': {'privileged': True},
+                   'volumeMounts': [{'name': 'mps-root', 'mountPath': '/mps', 'mountPropagation': 'Bidirectional'}]}
+    daemon = {'name': 'mps-control-daemon-ctr', 'image': image, 'command': ['mps-control-daemon'],
+              'env': [node_name_env(), {'name': 'CONFIG_FILE', 'value': '/config/config.yaml'},
+                      {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+                      {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'}],
+              'securityContext': {'privileged': True}, 'volumeMounts': mounts}
+    if any_mig:
+        daemon['env'].insert(2, {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'})
+    selector = ctx.pool_selector()
+    selector[MPS_CAPABLE_LABEL] = 'true'
+    # upstream's chart (mps.enableHostPID, default true) gives the daemon the host's PID namespace and then does not
+    # set shareProcessNamespace: the API server refuses a pod spec with both.
+    spec = {'serviceAccountName': base, 'priorityClassName': nv['priority_class_name'],
+            'hostPID': True, 'nodeSelector': selector,
+            'initContainers': [init_mounts, _config_manager(image, True, cfg_name, '')],
+            'containers': [daemon, _config_manager(image, False, cfg_name, '/usr/bin/mps-control-daemon')],
+            'volumes': [hostpath_volume('mps-root', root, 'DirectoryOrCreate'), hostpath_volume('mps-shm', root + '/shm'),
+                        {'name': 'available-configs', 'configMap': {'name': base + '-configs'}},
+                        {'name': 'config', 'emptyDir': {}}]}
+    if nv['runtime_class_name']:
+        spec['runtimeClassName'] = nv['runtime_class_name']
+    pod_spec_common(ctx, spec, [GPU_TOLERATION])
+    return daemonset(ctx, 'nvidia-mps-control-daemon-' + ctx.pool, 'nvidia-mps-control-daemon', spec)
+
+
+def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
+    devices = mig['devices']
+    var = ctx.var('mig')
+    if not devices:
+        raise StackError('%s.devices must name the MIG profiles and counts per GPU, e.g. {"1g.10gb": 7}' % var)
+    for prof, count in devices.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise StackError('%s.devices.%s must be a positive integer; got %r' % (var, prof, count))
+    if mig['strategy'] == 'single' and len(devices) != 1:
+        raise StackError('%s.strategy single needs one MIG profile in %s.devices (every GPU split the same way); got %s. '
+                         'Use strategy mixed for several profiles.' % (var, var, ', '.join(sorted(devices))))
+    for node in nodes:
+        prof = ((facts.get(node) or {}).get('sharing') or {}).get('mig', {}).get('profiles') or {}
+        for gpu, names in sorted(prof.items()):
+            missing = [p for p in devices if p not in names]
+            if missing:
+                raise StackError('%s.devices asks for MIG profile(s) %s but GPU %s of %s offers only: %s'
+                                 % (var, ', '.join(missing), gpu, node, ', '.join(names)))
+    name = mig['config_name'] or 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted(devices.items()))
+    check_name(name, var + '.config_name')
+    parted = {'version': 'v1', 'mig-configs': {
+        'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
+        name: [{'devices': 'all', 'mig-enabled': True, 'mig-devices': dict((k, v) for k, v in sorted(devices.items()))}]}}
+    cm_name = 'mig-parted-config-' + ctx.pool
+    out = [config_map(ctx, cm_name, {'config.yaml': _to_yaml_text(parted)})]
+    if mig['strategy'] == 'single':
+        resources = ['nvidia.com/gpu']
+        limits = {'nvidia.com/gpu': '1'}
+    else:
+        resources = ['nvidia.com/mig-' + p for p in sorted(devices)]
+        limits = {resources[0]: '1'}
+    if mig['manager']:
+        out.extend(_mig_manager(ctx, mig, cm_name, runtime_class_name))
+    else:
+        ctx.warn('%s.manager is false: apply the MIG geometry %s on the nodes yourself (module gpuops.k8s_gpu.gpu_sharing '
+                 'or nvidia-mig-parted apply with ConfigMap %s)' % (var, name, cm_name))
+    return out, name, resources, limits
+
+
+def _mig_manager(ctx, mig, cm_name, runtime_class_name):
+    """NVIDIA's MIG manager (k8s-mig-manager), with the API access its reconfigure flow really uses."""
+    image = ctx.image(mig['manager_image'], ctx.var('mig') + '.manager_image')
+    mgr = 'nvidia-mig-manager-' + ctx.pool
+    out = [service_account(ctx, mgr)]
+    # nodes: informer on its node (list/watch), read and merge-patch its labels; pods: list on its node in every
+    # namespace (waits for DaemonSet pods with a gpu.deploy nodeSelector), delete validator pods in its namespace
+    out.append(cluster_role(ctx, mgr, [
+        {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch', 'patch']},
+        {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['list']}]))
+    out.append(cluster_role_binding(ctx, mgr, mgr, mgr))
+    out.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'Role', 'metadata': ctx.meta(mgr),
+                'rules': [{'apiGroups': [''], 'resources': ['pods'], 'verbs': ['list', 'delete']}]})
+    out.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'RoleBinding', 'metadata': ctx.meta(mgr),
+                'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': mgr},
+                'subjects': [{'kind': 'ServiceAccount', 'name': mgr, 'namespace': ctx.namespace}]})
+    env = [node_name_env(),
+           {'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}},
+           {'name': 'POD_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}},
+           {'name': 'CONFIG_FILE', 'value': '/mig-parted-config/config.yaml'},
+           {'name': 'HOST_ROOT_MOUNT', 'value': '/host'},
+           {'name': 'DEFAULT_GPU_CLIENTS_NAMESPACE', 'value': ctx.namespace},
+           {'name': 'WITH_REBOOT', 'value': 'true' if mig['with_reboot'] else 'false'}]
+    selector = ctx.pool_selector()
+    selector[DEPLOY_MIG_MANAGER_LABEL] = 'true'
+    spec = {'serviceAccountName': mgr, 'priorityClassName': 'system-node-critical', 'hostPID': True, 'hostIPC': True,
+            'nodeSelector': selector,
+            'containers': [{'name': 'nvidia-mig-manager', 'image': image, 'env': env,
+                            'securityContext': {'privileged': True},
+                            'volumeMounts': [{'name': 'host-root', 'mountPath': '/host', 'mountPropagation': 'HostToContainer'},
+                                             {'name': 'host-sys', 'mountPath': '/sys'},
+                                             {'name': 'cdi-root', 'mountPath': '/var/run/cdi'},
+                                             {'name': 'mig-parted-config', 'mountPath': '/mig-parted-config'}]}],
+            'volumes': [hostpath_volume('host-root', '/'), hostpath_volume('host-sys', '/sys', 'Directory'),
+                        hostpath_volume('cdi-root', '/var/run/cdi', 'DirectoryOrCreate'),
+                        {'name': 'mig-parted-config', 'configMap': {'name': cm_name}}]}
+    if runtime_class_name:
+        # the image relies on the nvidia runtime for NVML and nvidia-smi (NVIDIA_VISIBLE_DEVICES=all in its Dockerfile)
+        spec['runtimeClassName'] = runtime_class_name
+    pod_spec_common(ctx, spec, [GPU_TOLERATION])
+    out.append(daemonset(ctx, mgr, 'nvidia-mig-manager', spec))
+    return out

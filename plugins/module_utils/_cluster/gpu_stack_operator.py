@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA GPU operator: Helm values for kubernetes.core.helm with a local chart (.tgz) path."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import tarfile
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    StackError, check_name, validate_settings,
+)
+
+CONFIG_LABEL = 'nvidia.com/device-plugin.config'
+MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
+
+# Per chart release family (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml and templates at the named tag):
+# the components' image repositories (with a mirror only the registry host is rewritten; image names and versions
+# stay as the chart sets them), and the keys the chart's templates read.  The validator and node-status-exporter moved
+# from nvcr.io/nvidia/cloud-native/gpu-operator-validator to nvcr.io/nvidia/gpu-operator in v25.10;
+# operator.defaultRuntime was dropped in v25.3; cdi.default is read up to v25.10 only; cdi.enabled defaults to true
+# from v25.10.
+_REPOS_OLD = {
+    'operator': 'nvcr.io/nvidia', 'validator': 'nvcr.io/nvidia/cloud-native', 'driver': 'nvcr.io/nvidia',
+    'toolkit': 'nvcr.io/nvidia/k8s', 'devicePlugin': 'nvcr.io/nvidia', 'dcgmExporter': 'nvcr.io/nvidia/k8s',
+    'gfd': 'nvcr.io/nvidia', 'migManager': 'nvcr.io/nvidia/cloud-native',
+    'nodeStatusExporter': 'nvcr.io/nvidia/cloud-native',
+}
+_REPOS_NEW = dict(_REPOS_OLD, validator='nvcr.io/nvidia', nodeStatusExporter='nvcr.io/nvidia')
+CHARTS = {
+    (24, 9): {'tag': 'v24.9.2', 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
+              'cdi_enabled_default': False, 'outdated': True},
+    (25, 3): {'tag': 'v25.3.4', 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
+              'cdi_enabled_default': False, 'outdated': True},
+    (25, 10): {'tag': 'v25.10.1', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': True,
+               'cdi_enabled_default': True, 'outdated': False},
+    (26, 3): {'tag': 'v26.3.3', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+              'cdi_enabled_default': True, 'outdated': False},
+    (26, 7): {'tag': 'v26.7.0', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+              'cdi_enabled_default': True, 'outdated': False},
+}
+CURRENT_CHART = 'v26.7.0'
+# Kept for callers that list the repositories of the newest chart.
+COMPONENT_REPOSITORIES = _REPOS_NEW
+
+# Values this renderer may set, as dotted paths (every one is read by the chart's templates at the versions above);
+# checked on every render because no helm binary renders the chart here.
+DOCUMENTED_VALUE_KEYS = frozenset(
+    ['%s.%s' % (c, k) for c in _REPOS_OLD for k in ('repository', 'imagePullSecrets')]
+    + ['driver.enabled', 'toolkit.enabled', 'devicePlugin.enabled', 'migManager.enabled', 'mig.strategy',
+       'devicePlugin.config.create', 'devicePlugin.config.name', 'devicePlugin.config.default', 'devicePlugin.config.data',
+       'migManager.config.name', 'migManager.config.default', 'daemonsets.tolerations', 'daemonsets.priorityClassName',
+       'node-feature-discovery.image.repository', 'node-feature-discovery.imagePullSecrets', 'nfd.enabled',
+       'operator.defaultRuntime', 'cdi.enabled', 'cdi.default'])
+
+GPU_OPERATOR_SCHEMA = {
+    'chart_path': dict(type=str, default=''),
+    'chart_version': dict(type=str, default=''),
+    'release_name': dict(type=str, default='gpu-operator'),
+    'namespace': dict(type=str, default='gpu-operator'),
+    'driver_enabled': dict(type=bool, default=False),
+    'toolkit_enabled': dict(type=bool, default=False),
+    'sharing': dict(type=str, default='none', choices=['none', 'time-slicing', 'mps']),
+    'replicas': dict(type=int, default=4, min=2),
+    'rename_by_default': dict(type=bool, default=False),
+    'fail_requests_greater_than_one': dict(type=bool, default=True),
+    'mig_strategy': dict(type=str, default='none', choices=['none', 'single', 'mixed']),
+    'mig_manager': dict(type=bool, default=False),
+    'mig_config': dict(type=str, default='all-disabled'),
+    'default_runtime': dict(type=str, default=None, choices=['containerd', 'docker', 'crio']),
+    'nfd_enabled': dict(type=bool, default=True),
+    'cdi_enabled': dict(type=bool, default=None),
+}
+
+_VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
+
+
+def _chart_yaml_version(path):
+    """version: of the chart's Chart.yaml (a .tgz or an unpacked directory), or None when it cannot be read."""
+    text = None
+    try:
+        if os.path.isdir(path):
+            with open(os.path.join(path, 'Chart.yaml')) as f:
+                text = f.read()
+        elif os.path.isfile(path) and tarfile.is_tarfile(path):
+            with tarfile.open(path) as tar:
+                for member in tar.getmembers():
+                    if member.name.count('/') == 1 and member.name.endswith('/Chart.yaml'):
+                        text = tar.extractfile(member).read().decode('utf-8')
+                        break
+    except (IOError, OSError, tarfile.TarError):
+        return None
+    if text is None:
+        return None
+    m = re.search(r'^version:\s*["\']?([^"\'\s]+)', text, re.M)
+    return m.group(1) if m else None
+
+
+def chart_release(go, var):
+    """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
+    text = go['chart_version'] or _chart_yaml_version(go['chart_path'])
+    if not text:
+        m = _VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
+        text = m.group(0) if m else ''
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        raise StackError('%s: the gpu-operator chart version is unknown: set %s.chart_version (e.g. %s) or point '
+                         '%s.chart_path at the chart (its Chart.yaml is read)' % (var, var, CURRENT_CHART, var))
+    key = (int(m.group(1)), int(m.group(2)))
+    if key not in CHARTS:
+        raise StackError('%s: gpu-operator chart %s is not one this collection renders values for; known releases: %s'
+                         % (var, text, ', '.join('v%d.%d.x' % k for k in sorted(CHARTS))))
+    return key, 'v%s.%s.%s' % m.groups()
+
+
+def leaf_paths(values, prefix=''):
+    """Dotted paths of the leaves of a values dict (dicts under *.data are leaves)."""
+    out = []
+    for k, v in values.items():
+        p = prefix + k
+        if isinstance(v, dict) and v and not p.endswith('.data'):
+            out.extend(leaf_paths(v, p + '.'))
+        else:
+            out.append(p)
+    return out
+
+
+def render(ctx, settings, nodes, facts):
+    var = ctx.var('gpu_operator')
+    go = validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var)
+    check_name(go['namespace'], var + '.namespace')
+    if not go['chart_path']:
+        raise StackError('%s.chart_path must be the path of the gpu-operator chart on the controller (a .tgz from '
+                         '"helm pull nvidia/gpu-operator --version vXX.Y.Z", or an unpacked chart directory)' % var)
+    key, version = chart_release(go, var)
+    chart = CHARTS[key]
+    if chart['outdated']:
+        ctx.warn('%s: gpu-operator chart %s is an older release; move to %s' % (var, version, CURRENT_CHART))
+    if go['sharing'] != 'none' and go['mig_strategy'] == 'mixed':
+        raise StackError('%s.sharing %s cannot be combined with %s.mig_strategy mixed' % (var, go['sharing'], var))
+    values = {'driver': {'enabled': go['driver_enabled']}, 'toolkit': {'enabled': go['toolkit_enabled']},
+              'devicePlugin': {'enabled': True}, 'nfd': {'enabled': go['nfd_enabled']},
+              'migManager': {'enabled': go['mig_manager']},
+              # always set: the chart's own default is single, so "none" has to be said
+              'mig': {'strategy': go['mig_strategy']}}
+    if go['default_runtime'] is not None:
+        if not chart['default_runtime']:
+            raise StackError('%s.default_runtime has no effect with gpu-operator chart %s (operator.defaultRuntime was '
+                             'removed in v25.3; the operator detects the runtime); remove it' % (var, version))
+        values['operator'] = {'defaultRuntime': go['default_runtime']}
+    if go['cdi_enabled'] is not None and go['cdi_enabled'] != chart['cdi_enabled_default']:
+        values['cdi'] = {'enabled': go['cdi_enabled']}
+    if not go['driver_enabled']:
+        ctx.note('%s.driver_enabled is false: the operator expects the driver installed on the nodes (role '
+                 'gpuops.k8s_gpu.nvidia_driver).' % var)
+    cfg_name = 'default'
+    if go['sharing'] != 'none':
+        key = 'timeSlicing' if go['sharing'] == 'time-slicing' else 'mps'
+        cfg_name = go['sharing']
+        cfg = {'version': 'v1', 'flags': {'migStrategy': go['mig_strategy']},
+               'sharing': {key: {'renameByDefault': go['rename_by_default'],
+                                 'failRequestsGreaterThanOne': go['fail_requests_greater_than_one'],
+                                 'resources': [{'name': 'nvidia.com/gpu', 'replicas': go['replicas']}]}}}
+        values['devicePlugin']['config'] = {'create': True, 'name': 'device-plugin-config-' + ctx.pool,
+                                            'default': cfg_name, 'data': {cfg_name: json.dumps(cfg, indent=2, sort_keys=True)}}
+    if go['sharing'] == 'mps':
+        for node in nodes:
+            mps = ((facts.get(node) or {}).get('sharing') or {}).get('mps') or {}
+            if facts.get(node) and not mps.get('allowed'):
+                raise StackError('%s.sharing mps is not possible on %s: %s' % (var, node, mps.get('reason', 'not allowed')))
+    if go['mig_manager']:
+        values['migManager']['config'] = {'name': 'default-mig-parted-config', 'default': 'all-disabled'}
+        for node in nodes:
+            mig = ((facts.get(node) or {}).get('sharing') or {}).get('mig') or {}
+            if facts.get(node) and not mig.get('allowed'):
+                raise StackError('%s.mig_manager is true but %s cannot use MIG: %s' % (var, node, mig.get('reason', '')))
+    pull = list(ctx.image_pull_secrets)
+    for comp, repo in sorted(chart['repositories'].items()):
+        if ctx.registry:
+            values.setdefault(comp, {})['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
+        if pull:
+            values.setdefault(comp, {})['imagePullSecrets'] = list(pull)
+    if ctx.registry:
+        values['node-feature-discovery'] = {'image': {'repository': ctx.registry + '/nfd/node-feature-discovery'}}
+    if pull:
+        values.setdefault('node-feature-discovery', {})['imagePullSecrets'] = [{'name': s} for s in pull]
+    undocumented = [p for p in leaf_paths(values) if p not in DOCUMENTED_VALUE_KEYS]
+    if undocumented:
+        raise StackError('internal: gpu-operator values %s are not in the documented key list' % ', '.join(undocumented))
+    labels = {}
+    for node in nodes:
+        labels[node] = {}
+        if go['sharing'] != 'none':
+            labels[node][CONFIG_LABEL] = cfg_name
+        if go['mig_manager']:
+            labels[node][MIG_CONFIG_LABEL] = go['mig_config']
+    helm = {'chart_ref': go['chart_path'], 'release_name': go['release_name'], 'release_namespace': go['namespace'],
+            'create_namespace': True, 'values': values, 'chart_version': version}
+    res = 'nvidia.com/gpu.shared' if go['sharing'] != 'none' and go['rename_by_default'] else 'nvidia.com/gpu'
+    return [], labels, [res], {res: '1'}, helm

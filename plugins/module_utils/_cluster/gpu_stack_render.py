@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render the GPU sharing stack of one node pool: input checks, conflict checks, per-strategy manifests."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
+    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator, gpu_stack_volcano,
+)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    validate_settings, validation_pod,
+)
+
+VALIDATION_IMAGE = 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'
+VALIDATION_SCHEMA = {
+    'enabled': dict(type=bool, default=False),
+    'namespace': dict(type=str, default='default'),
+    'image': dict(type=str, default=VALIDATION_IMAGE),
+    'replicas': dict(type=int, default=2, min=1, max=64),
+}
+
+# How a strategy counts GPUs on a node, and the rule that two accountings never share a GPU: the strategy model
+# (gpu_strategy.family, gpu_strategy.foreign_resources).
+
+
+def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mixed, var):
+    """Refuse two strategies on one pool, a node in two pools, and two GPU accountings on one node."""
+    problems = []
+    for node, other in sorted((node_strategies or {}).items()):
+        if other and other != strategy:
+            problems.append('%s is set to %s but the pool %s uses %s (two strategies on one pool)'
+                            % (node, other, pool, strategy))
+    mine = gpu_strategy.family(strategy)
+    for node in nodes:
+        st = (node_state or {}).get(node)
+        if not st:
+            continue
+        labels = st.get('labels') or {}
+        cur = labels.get(STRATEGY_LABEL)
+        cur_pool = labels.get(POOL_LABEL)
+        if cur_pool and cur_pool != pool:
+            problems.append('%s already belongs to pool %s (strategy %s); a node can be in one pool only'
+                            % (node, cur_pool, cur or 'unknown'))
+        elif cur and cur != strategy:
+            problems.append('%s already runs strategy %s; remove it first (%sstate: absent for pool %s)'
+                            % (node, cur, var, pool))
+        if allow_mixed:
+            continue
+        foreign = ['%s=%s' % rv for rv in gpu_strategy.foreign_resources(strategy, st.get('allocatable'), cur)]
+        if foreign:
+            problems.append('%s already advertises %s from another device plugin; %s would add %s accounting on the same '
+                            'GPUs and the two would not see each other\'s allocations (GPU memory and whole-GPU '
+                            'accounting are not linked, 显存资源及卡资源联动). Remove the other device plugin from this node '
+                            'first, or set %sallow_mixed_accounting: true if you know the GPUs are split between them'
+                            % (node, ', '.join(foreign), strategy, mine, var))
+    if problems:
+        raise StackError('Refusing %sstrategy=%s for pool %s: %s' % (var, strategy, pool, '; '.join(problems)))
+
+
+def _validation(ctx, strategy, settings, limits, scheduler_name, val):
+    image = ctx.image(val['image'], ctx.var('validation') + '.image')
+    ns = val['namespace']
+    sel = ctx.pool_selector()
+    if strategy == 'gpushare':
+        # the seeds' binpack sample: several replicas sharing one GPU through aliyun.com/gpu-mem
+        spec = {'nodeSelector': sel, 'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                'containers': [{'name': 'binpack', 'image': image,
+                                'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}]}
+        if ctx.image_pull_secrets:
+            spec['imagePullSecrets'] = ctx.pull_secrets()
+        d = deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation', namespace=ns,
+                       replicas=val['replicas'])
+        return [d]
+    pod = validation_pod(ctx, 'gpu-validate-%s-%s' % (strategy, ctx.pool), ns, image, limits, scheduler_name)
+    pod['spec']['nodeSelector'] = sel
+    return [pod]
+
+
+def render(params):
+    """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
+    facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
+    allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool).  Returns a dict (see the module's RETURN)."""
+    var = params.get('var_prefix') or 'gpu_sharing_stack_'
+    strategy = params.get('strategy')
+    if strategy not in STRATEGIES:
+        raise StackError('%sstrategy must be one of %s; got %r' % (var, ', '.join(STRATEGIES), strategy))
+    pool = check_name(params.get('pool'), var + 'pool')
+    namespace = check_name(params.get('namespace') or 'kube-system', var + 'namespace')
+    nodes = list(params.get('nodes') or [])
+    for n in nodes:
+        if not isinstance(n, str) or not n:
+            raise StackError('%snodes must be a list of Kubernetes node names; got %r' % (var, n))
+    node_selector = params.get('node_selector') or {}
+    if not nodes and not node_selector:
+        raise StackError('%snodes (the pool\'s Kubernetes node names) or %snode_selector must select the pool\'s nodes'
+                         % (var, var))
+    settings = params.get('settings') or {}
+    removing = not params.get('check_conflicts', True)
+    # removal renders the same objects without hardware checks (the facts may be gone by then)
+    facts = {} if removing else (params.get('facts') or {})
+    ctx = Ctx(pool, namespace, strategy, params.get('registry') or '', params.get('image_pull_secrets') or [],
+              node_selector, var)
+    ctx.removing = removing
+    node_state = dict(params.get('node_state') or {})
+    for obj in params.get('live_nodes') or []:
+        meta = obj.get('metadata') or {}
+        if meta.get('name') in nodes and meta.get('name') not in node_state:
+            node_state[meta['name']] = {'labels': meta.get('labels') or {},
+                                        'allocatable': (obj.get('status') or {}).get('allocatable') or {}}
+    # pools that share this pool's shared objects; the NVIDIA strategies share one RuntimeClass among them all
+    family = gpu_stack_nvidia.NVIDIA_STRATEGIES if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES else (strategy,)
+    other_pools = sorted(set(
+        ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) for o in params.get('live_nodes') or []
+        if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) in family
+        and ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) not in (None, pool)))
+    if params.get('check_conflicts', True):
+        check_conflicts(strategy, pool, nodes, node_state, params.get('node_strategies') or {},
+                        bool(params.get('allow_mixed_accounting')), var)
+    if not nodes:
+        ctx.warn('%snodes is empty: the pool is selected by %snode_selector only, so no node labels are set and no '
+                 'per-node hardware checks are made' % (var, var))
+    for node in nodes:
+        f = facts.get(node) or {}
+        share = (f.get('sharing') or {}).get(strategy)
+        if share is not None and not share.get('allowed', True):
+            raise StackError('%sstrategy=%s is not possible on %s: %s' % (var, strategy, node, share.get('reason', '')))
+
+    helm = None
+    scheduler_name = None
+    readiness = None
+    if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
+        manifests, labels, resources, limits = gpu_stack_nvidia.render(
+            ctx, strategy, settings, nodes, facts, params.get('require_facts', True) and not removing,
+            live_runtime_classes=params.get('live_runtime_classes') or [],
+            cdi_spec_ready=params.get('cdi_spec_ready') or {}, node_state=node_state, removing=removing)
+        readiness = gpu_stack_nvidia.readiness(strategy, settings, nodes, ctx)
+    elif strategy == 'gpushare':
+        manifests, labels, resources, limits = gpu_stack_gpushare.render(ctx, settings, nodes, facts)
+    elif strategy == 'volcano':
+        manifests, labels, resources, limits = gpu_stack_volcano.render(ctx, settings, nodes, facts)
+        scheduler_name = 'volcano'
+    elif strategy == 'hami':
+        manifests, labels, resources, limits = gpu_stack_hami.render(ctx, settings, nodes, facts)
+        scheduler_name = validate_settings(settings.get('hami'), gpu_stack_hami.HAMI_SCHEMA, var + 'hami')['scheduler_name']
+    elif strategy == 'gpu-manager':
+        manifests, labels, resources, limits = gpu_stack_gpu_manager.render(ctx, settings, nodes, facts)
+    else:
+        manifests, labels, resources, limits, helm = gpu_stack_operator.render(ctx, settings, nodes, facts)
+
+    for node in nodes:
+        lab = labels.setdefault(node, {})
+        lab[STRATEGY_LABEL] = strategy
+        lab[POOL_LABEL] = pool
+    val = validate_settings(params.get('validation'), VALIDATION_SCHEMA, var + 'validation')
+    validation = []
+    if val['enabled']:
+        check_name(val['namespace'], var + 'validation.namespace')
+        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val)
+    scopes = {}
+    for m in manifests:
+        scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
+    return {
+        'strategy': strategy,
+        'pool': pool,
+        'namespace': namespace,
+        'manifests': manifests,
+        'pool_manifests': scopes.get('pool', []),
+        'shared_manifests': scopes.get('shared', []),
+        'adopted_manifests': scopes.get('adopted', []),
+        'validation_manifests': validation,
+        'node_labels': dict((n, labels[n]) for n in sorted(labels)),
+        'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}
+                           for n in sorted(labels)],
+        'resources': resources,
+        'accounting': gpu_strategy.family(strategy),
+        'other_pools': other_pools,
+        'scheduler_name': scheduler_name,
+        'readiness': readiness,
+        'extender_url': ctx.extender_url,
+        'helm': helm,
+        'images': ctx.images,
+        'warnings': ctx.warnings,
+        'notes': ctx.notes,
+    }

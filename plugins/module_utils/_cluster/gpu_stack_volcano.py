@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Volcano: GPU sharing in the scheduler configuration (per Volcano version) and the matching device plugin.
+
+What upstream requires (volcano-sh/volcano v1.15.1, volcano-sh/devices v1.0.0, Project-HAMi/volcano-vgpu-device-plugin
+v1.12.0) is listed in docs/conformance/volcano.md."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    GPU_TOLERATION, StackError, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
+    validate_settings,
+)
+
+DEVICE_PLUGIN_IMAGE = 'docker.io/volcanosh/volcano-device-plugin:v1.0.0'
+VGPU_DEVICE_PLUGIN_IMAGE = 'docker.io/projecthami/volcano-vgpu-device-plugin:v1.12.0'
+# the vGPU plugin and Volcano's deviceshare plugin read this ConfigMap from kube-system (then volcano-system)
+VGPU_DEVICE_CONFIG = 'volcano-vgpu-device-config'
+VGPU_DEVICE_CONFIG_NAMESPACE = 'kube-system'
+# the isolation library (HAMi-core) install step of upstream's DaemonSet: copy it from the image to the host
+VGPU_LIB_INSTALL = 'cp -f /k8s-vgpu/lib/nvidia/* /usr/local/vgpu/'
+# arguments that make volcano-scheduler exit beside the sharing mode we switch on (deviceshare.go enablePredicate)
+CONFLICTING_ARGS = ('deviceshare.GPUNumberEnable',)
+CONFIGMAP = 'volcano-scheduler-configmap'
+CONF_KEY = 'volcano-scheduler.conf'
+
+VOLCANO_SCHEMA = {
+    'version': dict(type=str, default='1.15'),
+    'mode': dict(type=str, default='vgpu', choices=['gpu-share', 'vgpu']),
+    'device_split_count': dict(type=int, default=10, min=1, max=100),
+    'namespace': dict(type=str, default='volcano-system'),
+    'device_plugin_image': dict(type=str, default=''),
+    'existing_conf': dict(type=str, default=''),
+}
+
+# Volcano's default scheduler configuration (volcano-scheduler.conf of the release manifests)
+DEFAULT_CONF = {
+    'actions': 'enqueue, allocate, backfill',
+    'tiers': [
+        {'plugins': [{'name': 'priority'}, {'name': 'gang', 'enablePreemptable': False}, {'name': 'conformance'}]},
+        {'plugins': [{'name': 'overcommit'}, {'name': 'drf', 'enablePreemptable': False}, {'name': 'predicates'},
+                     {'name': 'proportion'}, {'name': 'nodeorder'}, {'name': 'binpack'}]},
+    ],
+}
+
+
+def parse_version(text, var):
+    m = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?$', str(text).strip())
+    if not m:
+        raise StackError('%s must be a Volcano version like 1.8 or v1.15.1; got %r' % (var, text))
+    if m.group(3) is None:
+        return int(m.group(1)), int(m.group(2))
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def scheduler_conf(version, mode, existing=None, dropped=None):
+    """Scheduler configuration with GPU sharing switched on, keeping every other plugin and argument of `existing`.
+
+    Volcano <= 1.8.2: predicates plugin argument predicate.GPUSharingEnable.
+    Volcano > 1.8.2: deviceshare plugin with deviceshare.GPUSharingEnable or deviceshare.VGPUEnable.  An argument that
+    volcano-scheduler refuses beside them (deviceshare.GPUNumberEnable: true) is removed and named in `dropped`.
+    """
+    conf = copy.deepcopy(existing) if existing else copy.deepcopy(DEFAULT_CONF)
+    tiers = conf.setdefault('tiers', [])
+    if not tiers:
+        tiers.append({'plugins': []})
+    plugins = [(t, p) for t in tiers for p in t.setdefault('plugins', []) or []]
+    by_name = dict((p.get('name'), (t, p)) for t, p in plugins)
+    old = version <= (1, 8, 2)
+    if old:
+        if 'predicates' not in by_name:
+            tiers[-1]['plugins'].append({'name': 'predicates'})
+            by_name['predicates'] = (tiers[-1], tiers[-1]['plugins'][-1])
+        args = by_name['predicates'][1].setdefault('arguments', {})
+        args['predicate.GPUSharingEnable'] = True
+    else:
+        if 'deviceshare' not in by_name:
+            tiers[-1]['plugins'].append({'name': 'deviceshare'})
+            by_name['deviceshare'] = (tiers[-1], tiers[-1]['plugins'][-1])
+        args = by_name['deviceshare'][1].setdefault('arguments', {})
+        for key in CONFLICTING_ARGS:
+            if key in args:
+                if args.pop(key) and dropped is not None:
+                    dropped.append(key)
+        args['deviceshare.GPUSharingEnable'] = mode == 'gpu-share'
+        args['deviceshare.VGPUEnable'] = mode == 'vgpu'
+        if 'predicates' in by_name:
+            pargs = by_name['predicates'][1].get('arguments') or {}
+            pargs.pop('predicate.GPUSharingEnable', None)
+            pargs.pop('predicate.GPUNumberEnable', None)
+            if 'arguments' in by_name['predicates'][1]:
+                if pargs:
+                    by_name['predicates'][1]['arguments'] = pargs
+                else:
+                    del by_name['predicates'][1]['arguments']
+    return conf
+
+
+def render(ctx, settings, nodes, facts):
+    var = ctx.var('volcano')
+    vs = validate_settings(settings.get('volcano'), VOLCANO_SCHEMA, var)
+    version = parse_version(vs['version'], var + '.version')
+    if vs['mode'] == 'vgpu' and version < (1, 9):
+        raise StackError('%s.mode vgpu needs Volcano >= 1.9 (deviceshare.VGPUEnable); %s.version is %s'
+                         % (var, var, vs['version']))
+    if vs['mode'] == 'gpu-share' and version >= (1, 9):
+        ctx.warn('%s.mode gpu-share is deprecated upstream since Volcano 1.9 (volcano.sh/gpu-memory, scheduling only); '
+                 'use mode vgpu (HAMi\'s volcano-vgpu-device-plugin, enforced limits).' % var)
+    existing = None
+    if vs['existing_conf']:
+        if not HAS_YAML:
+            raise StackError('PyYAML is needed to merge %s.existing_conf' % var)
+        try:
+            existing = yaml.safe_load(vs['existing_conf'])
+        except yaml.YAMLError as e:
+            raise StackError('%s.existing_conf (the live %s) is not YAML: %s' % (var, CONF_KEY, e))
+        if not isinstance(existing, dict):
+            raise StackError('%s.existing_conf must be a YAML mapping with actions and tiers' % var)
+    dropped = []
+    conf = scheduler_conf(version, vs['mode'], existing, dropped)
+    for key in dropped:
+        ctx.warn('%s: removed %s: true from the live %s: volcano-scheduler exits when it is on beside %s'
+                 % (var, key, CONF_KEY, 'deviceshare.VGPUEnable' if vs['mode'] == 'vgpu' else 'deviceshare.GPUSharingEnable'))
+    text = json.dumps(conf, indent=2, sort_keys=True) + '\n'
+    out = [config_map(ctx, CONFIGMAP, {CONF_KEY: text}, scope='shared', namespace=vs['namespace'])]
+    # this ConfigMap belongs to the Volcano installation: mark it so the role backs it up and never deletes it
+    out[0]['metadata']['labels']['gpuops.io/sharing-scope'] = 'adopted'
+    name = 'volcano-device-plugin-' + ctx.pool
+    volumes = [hostpath_volume('device-plugin', '/var/lib/kubelet/device-plugins', 'Directory')]
+    mounts = [{'name': 'device-plugin', 'mountPath': '/var/lib/kubelet/device-plugins'}]
+    if vs['mode'] == 'vgpu':
+        image_ref = vs['device_plugin_image'] or VGPU_DEVICE_PLUGIN_IMAGE
+        resources = ['volcano.sh/vgpu-number', 'volcano.sh/vgpu-memory', 'volcano.sh/vgpu-cores']
+        limits = {'volcano.sh/vgpu-number': '1', 'volcano.sh/vgpu-memory': '3000'}
+        image = ctx.image(image_ref, var + '.device_plugin_image')
+        dev_cfg = {'nvidia': {'resourceCountName': 'volcano.sh/vgpu-number', 'resourceMemoryName': 'volcano.sh/vgpu-memory',
+                              'resourceMemoryPercentageName': 'volcano.sh/vgpu-memory-percentage',
+                              'resourceCoreName': 'volcano.sh/vgpu-cores', 'overwriteEnv': False, 'defaultMemory': 0,
+                              'defaultCores': 0, 'defaultGPUNum': 1, 'deviceSplitCount': vs['device_split_count'],
+                              'deviceMemoryScaling': 1, 'deviceCoreScaling': 1, 'gpuMemoryFactor': 1}}
+        out.append(config_map(ctx, VGPU_DEVICE_CONFIG, {'device-config.yaml': json.dumps(dev_cfg, indent=2, sort_keys=True) + '\n'},
+                              scope='shared', namespace=VGPU_DEVICE_CONFIG_NAMESPACE))
+        node_cfg = 'volcano-vgpu-node-config-' + ctx.pool
+        out.append(config_map(ctx, node_cfg, {'config.json': json.dumps({'nodeconfig': []}, indent=2) + '\n'}))
+        # registers devices and takes/releases node locks through Node annotations (nodes update/patch), patches
+        # pods on allocation, reads its device config ConfigMap
+        rules = [
+            {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
+            {'apiGroups': [''], 'resources': ['nodes/status'], 'verbs': ['patch']},
+            {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
+            {'apiGroups': [''], 'resources': ['configmaps'], 'verbs': ['get', 'list', 'watch']},
+            {'apiGroups': [''], 'resources': ['events'], 'verbs': ['create', 'patch']},
+        ]
+        container = {'name': 'volcano-device-plugin', 'image': image,
+                     'args': ['--device-split-count=%d' % vs['device_split_count']],
+                     'lifecycle': {'postStart': {'exec': {'command': ['/bin/sh', '-c', VGPU_LIB_INSTALL]}}},
+                     'env': [node_name_env(), {'name': 'HOOK_PATH', 'value': '/usr/local/vgpu'},
+                             {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+                             {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'},
+                             {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'utility'}],
+                     'securityContext': {'privileged': True, 'allowPrivilegeEscalation': True,
+                                         'capabilities': {'drop': ['ALL'], 'add': ['SYS_ADMIN']}},
+                     'volumeMounts': [{'name': 'deviceconfig', 'mountPath': '/config'}] + mounts +
+                     [{'name': 'lib', 'mountPath': '/usr/local/vgpu'}, {'name': 'hosttmp', 'mountPath': '/tmp'}]}
+        volumes += [{'name': 'deviceconfig', 'configMap': {'name': node_cfg}},
+                    hostpath_volume('lib', '/usr/local/vgpu', 'DirectoryOrCreate'),
+                    hostpath_volume('hosttmp', '/tmp', 'DirectoryOrCreate')]
+    else:
+        image_ref = vs['device_plugin_image'] or DEVICE_PLUGIN_IMAGE
+        resources = ['volcano.sh/gpu-memory', 'volcano.sh/gpu-number']
+        limits = {'volcano.sh/gpu-memory': '1024'}
+        image = ctx.image(image_ref, var + '.device_plugin_image')
+        # volcano-device-plugin v1.0.0 defines no command-line flags (any flag makes it exit); it patches the node's
+        # status with the GPU memory and updates pods on allocation
+        rules = [
+            {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']},
+            {'apiGroups': [''], 'resources': ['nodes/status'], 'verbs': ['patch', 'update']},
+            {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
+            {'apiGroups': [''], 'resources': ['events'], 'verbs': ['create', 'patch']},
+        ]
+        container = {'name': 'volcano-device-plugin', 'image': image, 'env': [node_name_env()],
+                     'securityContext': {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}},
+                     'volumeMounts': mounts}
+    out += rbac_for(ctx, name, rules)
+    spec = {'serviceAccountName': name, 'priorityClassName': 'system-node-critical', 'nodeSelector': ctx.pool_selector(),
+            'containers': [container], 'volumes': volumes}
+    pod_spec_common(ctx, spec, [GPU_TOLERATION])
+    out.append(daemonset(ctx, name, 'volcano-device-plugin', spec))
+    ctx.note('volcano: only the scheduler configuration (GPU sharing) and the device plugin are managed here; install '
+             'Volcano itself (%s) first. Pods use schedulerName: volcano.' % vs['version'])
+    return out, {}, resources, limits

@@ -1,0 +1,367 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The doctor's checks: pure functions from probe facts to findings (no I/O here).
+
+Each finding: id, severity (critical / warning / info), summary, evidence, remediation.
+The facts are gpu_info's result plus a few extras the doctor gathers (see gpu_doctor.py).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (
+    EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
+)
+
+SEVERITIES = ('critical', 'warning', 'info')
+# Strategies whose device plugins need nvidia as the container runtime's *default* runtime (they name no RuntimeClass).
+NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
+# The NVIDIA device plugin stacks run their pods with RuntimeClass nvidia (handler nvidia) instead, as NVIDIA's chart
+# and GPU operator do: the nvidia runtime must exist under that name; it need not be the default.
+# (the strategies whose pods use RuntimeClass nvidia: gpu_strategy.RUNTIME_CLASS_STRATEGIES)
+CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
+
+
+def finding(check_id, severity, summary, evidence, remediation):
+    return {'id': check_id, 'severity': severity, 'summary': summary, 'evidence': evidence,
+            'remediation': remediation}
+
+
+def _gpu_names(facts):
+    names = [g.get('name') for g in facts.get('gpus', []) if g.get('name')]
+    if not names:
+        names = [g.get('name') for g in facts.get('node', {}).get('pci_gpus', []) if g.get('name')]
+    return names
+
+
+def _has_gpu(facts):
+    return bool(facts.get('gpus')) or bool(facts.get('node', {}).get('pci_gpus'))
+
+
+def check_nouveau(facts, extra):
+    node = facts.get('node', {})
+    if node.get('nouveau_loaded'):
+        return [finding(
+            'nouveau_loaded', 'critical',
+            'The open-source nouveau driver is loaded and holds the GPU; the NVIDIA driver cannot bind.',
+            ['/proc/modules lists nouveau'],
+            'Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf: "blacklist nouveau" and '
+            '"options nouveau modeset=0"), rebuild the initramfs (update-initramfs -u / dracut -f) and reboot. '
+            'The gpuops.k8s_gpu.nvidia_driver role does this.')]
+    return []
+
+
+def check_secure_boot(facts, extra):
+    node = facts.get('node', {})
+    if node.get('secure_boot') != 'enabled' or not _has_gpu(facts):
+        return []
+    taint = extra.get('nvidia_taint') or ''
+    if not node.get('nvidia_module_loaded'):
+        return [finding(
+            'secure_boot_unsigned_module', 'critical',
+            'Secure Boot is on and the NVIDIA kernel module is not loaded: an unsigned (DKMS-built) module is refused.',
+            ['Secure Boot: enabled', 'nvidia module loaded: no'],
+            'On Ubuntu install Canonical\'s signed precompiled modules instead of DKMS '
+            '(linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; gpuops.k8s_gpu.nvidia_driver does so '
+            'when Secure Boot is on, nvidia_driver_ubuntu_precompiled). Elsewhere sign the module with a Machine '
+            'Owner Key enrolled through mokutil (DKMS can sign with /var/lib/dkms/mok.key), or turn Secure Boot off '
+            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).')]
+    if 'E' in taint:
+        return [finding(
+            'secure_boot_unsigned_module', 'warning',
+            'An unsigned NVIDIA module is loaded (kernel taint E) while Secure Boot is on.',
+            ['Secure Boot: enabled', '/sys/module/nvidia/taint: %s' % taint],
+            'Sign the module with an enrolled MOK so a kernel with lockdown enforcement keeps loading it, or on '
+            'Ubuntu use Canonical\'s signed precompiled modules (nvidia_driver_ubuntu_precompiled: "true").')]
+    return []
+
+
+def check_driver_loaded(facts, extra):
+    status = facts.get('nvml', {}).get('status')
+    if status == 'driver_not_loaded' and _has_gpu(facts):
+        ev = ['NVML: Driver Not Loaded',
+              'PCI: %d NVIDIA GPU(s) (%s)' % (len(facts['node'].get('pci_gpus', [])), ', '.join(_gpu_names(facts)) or 'names unknown')]
+        drivers = sorted(set(str(g.get('driver')) for g in facts['node'].get('pci_gpus', [])))
+        ev.append('kernel driver bound to the GPUs: %s' % ', '.join(drivers))
+        return [finding(
+            'driver_not_loaded', 'critical',
+            'NVIDIA GPUs are present but the NVIDIA kernel driver is not loaded.',
+            ev,
+            'Install the driver for the running kernel (gpuops.k8s_gpu.nvidia_driver), make sure the module is '
+            'built for it (dkms status; dkms install -m nvidia -v <version>), then modprobe nvidia or reboot.')]
+    if status == 'not_installed' and _has_gpu(facts):
+        return [finding(
+            'driver_not_installed', 'critical',
+            'NVIDIA GPUs are present but no NVIDIA driver (libnvidia-ml) is installed.',
+            ['NVML library not found', 'PCI: %s' % ', '.join(_gpu_names(facts)) or 'NVIDIA device'],
+            'Install the NVIDIA driver (gpuops.k8s_gpu.nvidia_driver).')]
+    return []
+
+
+def check_version_mismatch(facts, extra):
+    nvml = facts.get('nvml', {})
+    module_version = facts.get('node', {}).get('nvidia_module_version')
+    lib_version = extra.get('nvml_library_version')
+    if nvml.get('status') == 'version_mismatch':
+        return [finding(
+            'nvml_version_mismatch', 'critical',
+            'NVML library and kernel module versions differ (Failed to initialize NVML: Driver/library version mismatch).',
+            ['kernel module: %s' % (module_version or 'unknown'), 'libnvidia-ml: %s' % (lib_version or 'unknown')],
+            'Reboot to load the kernel module that matches the installed user-space driver, or reinstall the '
+            'driver version that matches the loaded module; hold the driver packages so unattended upgrades '
+            'cannot split them again.')]
+    driver = nvml.get('driver_version')
+    if nvml.get('status') == 'ok' and module_version and driver and module_version != driver:
+        return [finding(
+            'nvml_version_mismatch', 'warning',
+            'The loaded kernel module and the NVML driver version differ.',
+            ['kernel module: %s' % module_version, 'NVML driver version: %s' % driver],
+            'Reboot the node in a maintenance window so both sides run the same driver version.')]
+    return []
+
+
+def check_fabricmanager(facts, extra):
+    node = facts.get('node', {})
+    if not node.get('fabricmanager_required'):
+        return []
+    ev = ['NVSwitch devices: %d' % node.get('nvswitch_count', 0)]
+    unit = node.get('fabricmanager_unit')
+    active = extra.get('fabricmanager_active')
+    fm_version = extra.get('fabricmanager_version')
+    driver = facts.get('nvml', {}).get('driver_version') or node.get('nvidia_module_version')
+    remediation = ('Install nvidia-fabricmanager of exactly the driver version (%s), hold it with the driver, and '
+                   'enable and start nvidia-fabricmanager.service before running CUDA jobs '
+                   '(CUDA error 802 "system not yet initialized" otherwise).' % (driver or 'the driver'))
+    if unit == 'not-found':
+        ev.append('nvidia-fabricmanager.service: not installed')
+        return [finding('fabricmanager_missing', 'critical',
+                        'NVSwitch system without nvidia-fabricmanager: CUDA fails with error 802.', ev, remediation)]
+    if active is not None and active != 'active':
+        ev.append('nvidia-fabricmanager.service: %s (%s)' % (active, unit))
+        return [finding('fabricmanager_inactive', 'critical',
+                        'nvidia-fabricmanager is installed but not running: CUDA fails with error 802.', ev, remediation)]
+    if fm_version and driver and fm_version != driver:
+        ev.extend(['fabricmanager: %s' % fm_version, 'driver: %s' % driver])
+        return [finding('fabricmanager_version', 'critical',
+                        'fabricmanager and driver versions differ; fabricmanager refuses to start or fails CUDA (802).',
+                        ev, remediation)]
+    return []
+
+
+def check_persistence(facts, extra):
+    off = [str(g.get('index')) for g in facts.get('gpus', []) if g.get('persistence_mode') is False]
+    if not off or facts.get('source') != 'nvml':
+        return []
+    return [finding(
+        'persistence_mode_off', 'warning',
+        'Persistence mode is off: the driver re-initialises the GPUs for every new client '
+        '(slow starts; GPU-Util stuck at 100% with nothing running).',
+        ['GPUs with persistence mode off: %s' % ', '.join(off)],
+        'Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced); if its unit starts it with '
+        '--no-persistence-mode (Ubuntu\'s does), override ExecStart in a drop-in without that flag '
+        '(gpuops.k8s_gpu.nvidia_driver does, nvidia_driver_persistence_mode), or set persistence mode with '
+        'gpuops.k8s_gpu.gpu_sharing (persistence_mode: true).')]
+
+
+def check_vmware_consumer_gpu(facts, extra):
+    node = facts.get('node', {})
+    if node.get('hypervisor') != 'vmware':
+        return []
+    consumer = [n for n in _gpu_names(facts) if any(m in n.upper() for m in CONSUMER_MARKERS)]
+    if not consumer or not extra.get('hypervisor_cpu_flag', True):
+        return []
+    return [finding(
+        'vmware_consumer_gpu_hypervisor_visible', 'critical',
+        'A GeForce-class GPU is passed through to a VMware VM that shows the hypervisor to the guest: '
+        'the driver refuses to start (Code 43 / "RmInitAdapter failed").',
+        ['hypervisor: vmware (CPUID hypervisor bit visible)', 'GPUs: %s' % ', '.join(consumer)],
+        'Set the VM advanced setting hypervisor.cpuid.v0 = FALSE with the VM powered off '
+        '(gpuops.k8s_gpu.esxi_gpu_passthrough does this).')]
+
+
+def check_runtime(facts, extra, strategy=None):
+    rt = facts.get('node', {}).get('container_runtimes', {})
+    installed = rt.get('installed', [])
+    out = []
+    if not _has_gpu(facts):
+        return out
+    if 'docker' in installed and rt.get('docker_nvidia_runtime') is not True:
+        out.append(finding(
+            'docker_nvidia_runtime_missing', 'critical',
+            'Docker is installed but /etc/docker/daemon.json has no "nvidia" runtime.',
+            ['/etc/docker/daemon.json runtimes: nvidia missing'],
+            'Add the nvidia runtime (gpuops.k8s_gpu.nvidia_container_runtime merges it into daemon.json, keeping '
+            'every other key) and restart docker. Every sharing stack needs it: the NVIDIA device plugin stacks '
+            '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia (handler nvidia, which '
+            'cri-dockerd passes to docker); gpushare, Volcano and HAMi need it as the default runtime.'))
+    elif 'docker' in installed and strategy in NEEDS_DEFAULT_RUNTIME and rt.get('docker_default_runtime') != 'nvidia':
+        out.append(finding(
+            'docker_nvidia_not_default', 'critical',
+            'Strategy %s needs nvidia as docker\'s default runtime.' % strategy,
+            ['default-runtime: %s' % rt.get('docker_default_runtime')],
+            'Set "default-runtime": "nvidia" in /etc/docker/daemon.json (nvidia_container_runtime with '
+            'nvidia_container_runtime_set_as_default: true) and restart docker.'))
+    containerd = ('containerd' in installed or 'rke2' in installed or 'k3s' in installed) and 'docker' not in installed
+    if containerd and rt.get('containerd_nvidia_runtime') is not True:
+        out.append(finding(
+            'containerd_nvidia_runtime_missing', 'critical',
+            'containerd is installed but its configuration has no nvidia runtime.',
+            ['containerd config: no runtimes.nvidia section'],
+            'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it. '
+            'The NVIDIA device plugin stacks (exclusive, time-slicing, mps, mig) run their pods with RuntimeClass '
+            'nvidia, whose handler is this runtime; gpushare, Volcano and HAMi need it as the default runtime.'))
+    return out
+
+
+def check_strategy(facts, extra, strategy=None):
+    if not strategy:
+        return []
+    caps = facts.get('sharing', {}).get(strategy)
+    if caps is None:
+        return [finding('strategy_unknown', 'critical', 'Unknown sharing strategy %s.' % strategy,
+                        ['strategy: %s' % strategy], 'Use one of: %s.' % ', '.join(sorted(facts.get('sharing', {}))))]
+    if caps.get('allowed'):
+        return []
+    return [finding(
+        'strategy_impossible', 'critical',
+        'The requested sharing strategy %s is not possible on this hardware.' % strategy,
+        [caps.get('reason', 'not allowed')],
+        'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
+
+
+# kube-scheduler component config: the apiVersions each Kubernetes minor serves (first minor, last minor)
+SCHEDULER_CONFIG_WINDOWS = {
+    'kubescheduler.config.k8s.io/v1beta2': (22, 27),
+    'kubescheduler.config.k8s.io/v1beta3': (23, 28),
+    'kubescheduler.config.k8s.io/v1': (25, None),
+}
+
+
+def _minor(version):
+    m = re.match(r'^v?1\.(\d+)', str(version or ''))
+    return int(m.group(1)) if m else None
+
+
+def check_scheduler_config(facts, extra):
+    """The scheduler's config document against the cluster's Kubernetes version."""
+    doc = extra.get('scheduler_config')
+    minor = _minor(extra.get('kubernetes_version'))
+    if not doc or minor is None:
+        return []
+    path = extra.get('scheduler_config_path', 'the scheduler config')
+    kind, api = doc.get('kind'), doc.get('apiVersion')
+    ev = ['%s: kind %s, apiVersion %s' % (path, kind, api), 'Kubernetes: %s' % extra.get('kubernetes_version')]
+    fix = ('Render the config for this version with gpuops.k8s_gpu.kube_scheduler_config (Policy below 1.23, '
+           'kubescheduler.config.k8s.io/v1beta3 for 1.23-1.24, v1 from 1.25).')
+    if kind == 'Policy':
+        if minor >= 23:
+            return [finding('scheduler_config_api_removed', 'critical',
+                            'The scheduler extender is configured with a Policy file, which Kubernetes removed in 1.23: '
+                            'kube-scheduler does not start (or ignores the extender).', ev, fix)]
+        return []
+    window = SCHEDULER_CONFIG_WINDOWS.get(api)
+    if window is None:
+        return [finding('scheduler_config_api_unknown', 'critical',
+                        'The scheduler config has an apiVersion no supported Kubernetes serves.', ev, fix)]
+    first, last = window
+    if minor < first or (last is not None and minor > last):
+        return [finding('scheduler_config_api_removed', 'critical',
+                        'Kubernetes 1.%d does not serve %s: kube-scheduler fails to start with this config.' % (minor, api),
+                        ev, fix)]
+    return []
+
+
+def check_extender(facts, extra):
+    out = []
+    for url, error in sorted((extra.get('extender_probes') or {}).items()):
+        if error:
+            out.append(finding(
+                'extender_unreachable', 'critical',
+                'The scheduler extender does not answer: pods requesting its resources stay Pending '
+                '(or every bind fails when the extender is not ignorable).',
+                ['%s: %s' % (url, error)],
+                'Check the extender Deployment/Service (gpushare: kube-system gpushare-schd-extender, NodePort 32766) '
+                'and that urlPrefix in the scheduler config points at it from the control-plane node. A NodePort on '
+                '127.0.0.1 answers only with kube-proxy in iptables mode; with ipvs or nftables set '
+                'gpu_sharing_stack_gpushare.registration to host-network (an extender on every control-plane node, '
+                'http://127.0.0.1:12345/gpushare-scheduler) or cluster-ip (extender_cluster_ip, a fixed Service '
+                'address) and register the URL the role returns (extender_url).'))
+    return out
+
+
+def _commits(fixes):
+    return ', '.join('%s@%s (%s)' % f for f in fixes)
+
+
+def check_cluster_images(facts, extra):
+    """Images known to fail; the lists live with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_*_TAGS)."""
+    out = []
+    build = ('git clone the repository, git checkout that commit (or a later one), docker build with its Dockerfile, '
+             'push to your registry, then set %s in gpu_sharing_stack_gpushare to that image and re-run the cluster '
+             'play. For new deployments prefer gpu_sharing_stack_strategy: hami (maintained, enforces memory limits).')
+    for image in sorted(set(extra.get('cluster_images') or [])):
+        reason = known_bad_extender(image)
+        if reason:
+            out.append(finding(
+                'gpushare_extender_bad_image', 'critical',
+                'The gpushare scheduler extender image is known to fail: %s.' % reason,
+                ['image in the cluster: %s' % image],
+                'Build the extender from upstream commit %s: %s' % (_commits(EXTENDER_FIX_COMMITS), build % 'extender_image')))
+        reason = known_bad_plugin(image)
+        if reason:
+            out.append(finding(
+                'gpushare_plugin_bad_image', 'critical',
+                'The gpushare device plugin image is known to fail: %s.' % reason,
+                ['image in the cluster: %s' % image],
+                'Build the device plugin from upstream commit %s: %s'
+                % (_commits(PLUGIN_FIX_COMMITS), build % 'device_plugin_image')))
+    return out
+
+
+CHECKS = (
+    ('nouveau_loaded', check_nouveau),
+    ('secure_boot', check_secure_boot),
+    ('driver', check_driver_loaded),
+    ('version_mismatch', check_version_mismatch),
+    ('fabricmanager', check_fabricmanager),
+    ('persistence', check_persistence),
+    ('vmware_consumer_gpu', check_vmware_consumer_gpu),
+    ('runtime', check_runtime),
+    ('strategy', check_strategy),
+    ('scheduler_config', check_scheduler_config),
+    ('extender', check_extender),
+    ('cluster_images', check_cluster_images),
+)
+CHECK_NAMES = tuple(name for name, _f in CHECKS)
+
+
+def diagnose(facts, extra=None, strategy=None, checks=None):
+    """Run the checks and return findings sorted by severity (critical first)."""
+    extra = extra or {}
+    found = []
+    for name, func in CHECKS:
+        if checks and name not in checks:
+            continue
+        if name in ('runtime', 'strategy'):
+            found.extend(func(facts, extra, strategy=strategy))
+        else:
+            found.extend(func(facts, extra))
+    order = dict((s, i) for i, s in enumerate(SEVERITIES))
+    return sorted(found, key=lambda f: (order[f['severity']], f['id']))
+
+
+def render_table(host, findings):
+    """A readable table of findings for one host."""
+    if not findings:
+        return '%s: no problem found' % host
+    lines = ['%-9s %-40s %s' % ('severity', 'check', 'summary')]
+    for f in findings:
+        lines.append('%-9s %-40s %s' % (f['severity'], f['id'], f['summary']))
+        for e in f['evidence']:
+            lines.append('%-9s %-40s   evidence: %s' % ('', '', e))
+        lines.append('%-9s %-40s   fix: %s' % ('', '', f['remediation']))
+    return '\n'.join(lines)

@@ -1,0 +1,435 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the nvidia_driver role installs: branch, kernel module flavour and package names, as pure functions.
+
+The tables below are written from NVIDIA's and the distributions' own documents; docs/nvidia_driver.md and
+docs/conformance/nvidia-driver.md cite them row by row. Nothing here reads the node: nvidia_driver_info passes
+in what it observed (PCI device ids, os-release, kernel release, Secure Boot) and returns the result.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
+
+FLAVOURS = ('auto', 'open', 'proprietary')
+METHODS = ('distro', 'cuda_repo', 'runfile')
+
+# NVIDIA's data center driver lifecycle ("Supported Drivers and CUDA Toolkit Versions" of the NVIDIA Data Center
+# Drivers documentation, versions 580, 615 and 620 of that page). type: ltsb (long term support branch),
+# production, new-feature. eol: last month of support (YYYY-MM), None where NVIDIA gives no date.
+_SRC_580 = 'docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html (v580)'
+_SRC_615 = 'docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html'
+_SRC_620 = 'docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-and-cuda-toolkit-versions.html'
+BRANCHES = {
+    '535': {'type': 'ltsb', 'eol': '2026-06', 'source': _SRC_615},
+    '550': {'type': 'production', 'eol': None, 'ended': True, 'source': _SRC_580},
+    '560': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_580},
+    '565': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_580},
+    '570': {'type': 'production', 'eol': '2026-02', 'source': _SRC_580},
+    '575': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_580},
+    '580': {'type': 'ltsb', 'eol': '2028-06', 'source': _SRC_620},
+    '590': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_615},
+    '595': {'type': 'production', 'eol': '2027-03', 'source': _SRC_620},
+    '610': {'type': 'new-feature', 'eol': '2026-08', 'source': _SRC_615},
+    '620': {'type': 'ltsb', 'eol': '2029-09', 'source': _SRC_620},
+}
+# 580: long term support until June 2028, the last branch that drives Maxwell, Pascal and Volta (NVIDIA's
+# "CUDA Toolkit, Driver, and Architecture Matrix"), packaged by Ubuntu (-server), RHEL module streams and the
+# CUDA repositories. 595 ends in March 2027; 620 (LTSB to September 2029) drops every GPU before Turing.
+DEFAULT_BRANCH = '580'
+
+# Architectures, oldest first. Open kernel modules: Turing and newer only; required on Grace Hopper and
+# Blackwell; NVIDIA's default from R560 (driver installation guide, "Kernel Modules").
+ARCH_ORDER = ('kepler', 'maxwell', 'pascal', 'volta', 'turing', 'ampere', 'ada', 'hopper', 'grace-hopper',
+              'blackwell')
+OPEN_MIN_ARCH = 'turing'
+OPEN_REQUIRED_ARCHS = ('grace-hopper', 'blackwell')
+OPEN_DEFAULT_FROM_BRANCH = 560
+# The last branch that drives an architecture (NVIDIA's "CUDA Toolkit, Driver, and Architecture Matrix").
+LAST_BRANCH_FOR_ARCH = {'kepler': 470, 'maxwell': 580, 'pascal': 580, 'volta': 580}
+# The first branch that drives an architecture (Blackwell: CUDA 12.8, driven from R570).
+FIRST_BRANCH_FOR_ARCH = {'blackwell': 570}
+# The last branch that ships the proprietary flavour: the R610 installation guide still describes both
+# flavours, the R620 one only the open modules.
+PROPRIETARY_LAST_BRANCH = 610
+OPEN_FIRST_BRANCH = 515
+
+SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
+
+
+class SelectionError(ValueError):
+    """A variable combination the role refuses before changing anything."""
+
+
+def _branch_int(branch):
+    return int(branch) if branch and str(branch).isdigit() else 0
+
+
+def _month_end(ym):
+    year, month = [int(x) for x in ym.split('-')]
+    if month == 12:
+        return datetime.date(year, 12, 31)
+    return datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)
+
+
+def branch_status(branch, today):
+    """{'branch', 'known', 'type', 'eol', 'source', 'supported'} for a branch on date today."""
+    info = BRANCHES.get(str(branch))
+    if info is None:
+        return {'branch': str(branch), 'known': False, 'type': None, 'eol': None, 'source': None,
+                'supported': False}
+    if info.get('eol'):
+        supported = today <= _month_end(info['eol'])
+    else:
+        supported = not info.get('ended')
+    return {'branch': str(branch), 'known': True, 'type': info['type'], 'eol': info.get('eol'),
+            'source': info['source'], 'supported': supported}
+
+
+def supported_branches(today):
+    return sorted(b for b in BRANCHES if branch_status(b, today)['supported'])
+
+
+def check_branch(branch, accept_eol, today):
+    """The branch's status; raises SelectionError for an EOL or unknown branch unless accept_eol names it."""
+    if not re.match(r'^[0-9]{3}$', str(branch or '')):
+        raise SelectionError('nvidia_driver_branch must be a three-digit driver branch, got %r; supported now: %s'
+                             % (branch, ', '.join(supported_branches(today))))
+    status = branch_status(branch, today)
+    if status['supported']:
+        return status
+    if str(accept_eol or '') == str(branch):
+        status['accepted_eol'] = True
+        return status
+    if status['known']:
+        why = ('reached end of life in %s' % status['eol']) if status['eol'] else 'is no longer supported'
+        raise SelectionError(
+            'nvidia_driver_branch %s (%s branch) %s according to NVIDIA (%s). Supported branches now: %s. '
+            'To install it anyway set nvidia_driver_accept_eol_branch: "%s".'
+            % (branch, status['type'], why, status['source'], ', '.join(supported_branches(today)), branch))
+    raise SelectionError(
+        'nvidia_driver_branch %s is not in the role\'s branch table (NVIDIA\'s lifecycle page lists %s as '
+        'supported now). To install it anyway set nvidia_driver_accept_eol_branch: "%s".'
+        % (branch, ', '.join(supported_branches(today)), branch))
+
+
+def _arch_index(arch):
+    return ARCH_ORDER.index(arch) if arch in ARCH_ORDER else None
+
+
+def decide_flavour(flavour, branch, archs):
+    """(flavour 'open'|'proprietary', reason) for the requested flavour, branch and the GPUs' architectures.
+
+    Raises SelectionError for impossible pairs: open before Turing or before R515, proprietary on Grace Hopper
+    or Blackwell or on a branch that no longer ships it, a branch that does not drive a GPU, mixed GPUs that
+    need both flavours.
+    """
+    if flavour not in FLAVOURS:
+        raise SelectionError('nvidia_driver_kernel_module_type must be one of %s, got %r'
+                             % (', '.join(FLAVOURS), flavour))
+    b = _branch_int(branch)
+    known = sorted(set(a for a in archs if a in ARCH_ORDER), key=_arch_index)
+    for arch in known:
+        last = LAST_BRANCH_FOR_ARCH.get(arch)
+        if last and b > last:
+            raise SelectionError('nvidia_driver_branch %s does not drive %s GPUs (their last branch is R%d); '
+                                 'choose nvidia_driver_branch "%d" or older' % (branch, arch, last, last))
+        first = FIRST_BRANCH_FOR_ARCH.get(arch)
+        if first and b < first:
+            raise SelectionError('nvidia_driver_branch %s does not drive %s GPUs (first branch R%d); choose a '
+                                 'supported branch from R%d' % (branch, arch, first, first))
+    needs_open = [a for a in known if a in OPEN_REQUIRED_ARCHS]
+    cannot_open = [a for a in known if _arch_index(a) < _arch_index(OPEN_MIN_ARCH)]
+    if needs_open and cannot_open:
+        raise SelectionError('this node mixes GPUs that need the open kernel modules (%s) with GPUs that cannot '
+                             'use them (%s); no nvidia_driver_kernel_module_type fits both'
+                             % (', '.join(needs_open), ', '.join(cannot_open)))
+    if flavour == 'open':
+        if cannot_open:
+            raise SelectionError('nvidia_driver_kernel_module_type "open" is impossible on %s GPUs (open kernel '
+                                 'modules need Turing or newer); allowed here: proprietary, auto'
+                                 % ', '.join(cannot_open))
+        if b < OPEN_FIRST_BRANCH:
+            raise SelectionError('nvidia_driver_kernel_module_type "open" needs branch %d or newer, got %s'
+                                 % (OPEN_FIRST_BRANCH, branch))
+        return 'open', 'nvidia_driver_kernel_module_type is open'
+    if flavour == 'proprietary':
+        if needs_open:
+            raise SelectionError('nvidia_driver_kernel_module_type "proprietary" is impossible on %s GPUs (NVIDIA '
+                                 'requires the open kernel modules there); allowed here: open, auto'
+                                 % ', '.join(needs_open))
+        if b > PROPRIETARY_LAST_BRANCH:
+            raise SelectionError('nvidia_driver_kernel_module_type "proprietary" is not shipped from branch %d on '
+                                 '(got nvidia_driver_branch %s); allowed here: open, auto'
+                                 % (PROPRIETARY_LAST_BRANCH + 1, branch))
+        return 'proprietary', 'nvidia_driver_kernel_module_type is proprietary'
+    # auto
+    if needs_open:
+        return 'open', 'auto: NVIDIA requires the open kernel modules on %s' % ', '.join(needs_open)
+    if cannot_open:
+        return 'proprietary', 'auto: %s GPUs cannot use the open kernel modules' % ', '.join(cannot_open)
+    if b > PROPRIETARY_LAST_BRANCH:
+        return 'open', 'auto: branch %s ships only the open kernel modules' % branch
+    if b >= OPEN_DEFAULT_FROM_BRANCH:
+        if known:
+            return 'open', 'auto: %s GPUs, open kernel modules are NVIDIA\'s default from R%d' % (
+                ', '.join(known), OPEN_DEFAULT_FROM_BRANCH)
+        return 'open', 'auto: no GPU architecture known, open kernel modules are NVIDIA\'s default from R%d' % (
+            OPEN_DEFAULT_FROM_BRANCH)
+    return 'proprietary', 'auto: branch %s is older than R%d, where open became the default' % (
+        branch, OPEN_DEFAULT_FROM_BRANCH)
+
+
+def check_os(family, major):
+    """Refuse what the role cannot install on, before anything changes."""
+    if family not in SUPPORTED_FAMILIES:
+        raise SelectionError('gpuops.k8s_gpu.nvidia_driver supports %s, not %s'
+                             % (', '.join(SUPPORTED_FAMILIES), family))
+    if family == 'RedHat' and _branch_int(major) and int(major) < 8:
+        raise SelectionError('RHEL/CentOS %s is not supported: it is past its end of maintenance and NVIDIA\'s '
+                             'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
+
+
+def kernel_flavour(kernel_release):
+    """Ubuntu's kernel flavour from the release: '6.8.0-45-generic' -> 'generic', '6.8.0-1012-aws' -> 'aws'."""
+    m = re.match(r'^[0-9.]+-[0-9]+-(.+)$', kernel_release or '')
+    return m.group(1) if m else 'generic'
+
+
+def _fm_names(branch, family, method):
+    """fabricmanager and NSCQ packages (NVIDIA's driver container; CUDA repository names change at R580)."""
+    b = _branch_int(branch)
+    if family == 'RedHat':
+        return (['nvidia-fabricmanager', 'libnvidia-nscq'] if b >= 580
+                else ['nvidia-fabric-manager', 'libnvidia-nscq-%s' % branch])
+    if family == 'Debian' and method == 'distro':
+        return []
+    if method == 'cuda_repo' and b >= 580:
+        return ['nvidia-fabricmanager', 'libnvidia-nscq']
+    return ['nvidia-fabricmanager-%s' % branch, 'libnvidia-nscq-%s' % branch]
+
+
+def _nvlink5_names(branch, family, method, machine):
+    """(pinned, unpinned) packages for NVLink5 systems: libnvsdm (x86_64 only) pinned, nvlsm and infiniband-diags.
+
+    From NVIDIA's driver container (gpu-driver-container @06a208ca: ubuntu24.04/precompiled/nvidia-driver,
+    rhel9/install.sh, rhel9/precompiled/Dockerfile): NVLink5 packages from R570; libnvsdm unversioned from R580,
+    libnvsdm-<branch> before (R560-R579) on apt and on RHEL alike.
+    """
+    b = _branch_int(branch)
+    if b < 570 or (family == 'Debian' and method == 'distro'):
+        return [], []
+    pinned = []
+    if machine in ('x86_64', 'amd64'):
+        pinned = ['libnvsdm'] if b >= 580 else ['libnvsdm-%s' % branch]
+    return pinned, ['nvlsm', 'infiniband-diags']
+
+
+def nvlink5_wanted(detected, fabricmanager='auto'):
+    """Whether the NVLink5 packages belong on this node: an NVLink5 system was detected and fabricmanager is not
+    switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
+    this run installs the driver, so that a node converged by an older release gains them too."""
+    return bool(detected) and fabricmanager != 'never'
+
+
+def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64'):
+    """Package names for one node.
+
+    Returns {'pinned': [...] (installed at the driver's version, held), 'unpinned': [...] (installed, not version
+    pinned: precompiled module packages follow the kernel's version), 'version_package': the package whose
+    version is the driver's, 'fabricmanager': [...], 'nvlink5': {'pinned': [...], 'unpinned': [...], 'wanted': bool (set by select)},
+    'dnf_module_stream': 'nvidia-driver:<branch>-open' or None, 'versionlock_pattern': str or None,
+    'apt_pin_branch': branch or None}.
+    """
+    b = _branch_int(branch)
+    opn = flavour == 'open'
+    plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
+            'versionlock_pattern': None, 'apt_pin_branch': None}
+    if method == 'runfile':
+        plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
+    elif family == 'Ubuntu' and method == 'distro':
+        sfx = '-open' if opn else ''
+        common = ['nvidia-utils-%s-server' % branch, 'nvidia-compute-utils-%s-server' % branch,
+                  'libnvidia-compute-%s-server' % branch]
+        if precompiled:
+            plan['pinned'] = ['nvidia-headless-no-dkms-%s-server%s' % (branch, sfx)] + common
+            plan['unpinned'] = ['linux-modules-nvidia-%s-server%s-%s' % (branch, sfx, kernel_flavour(kernel_release))]
+        else:
+            plan['pinned'] = ['nvidia-headless-%s-server%s' % (branch, sfx), 'nvidia-dkms-%s-server%s' % (branch, sfx)] + common
+        plan['version_package'] = 'libnvidia-compute-%s-server' % branch
+    elif family == 'Debian' and method == 'distro':
+        plan['pinned'] = ['nvidia-driver', 'nvidia-open-kernel-dkms' if opn else 'nvidia-kernel-dkms',
+                          'nvidia-kernel-support', 'nvidia-smi', 'libnvidia-ml1', 'libcuda1', 'firmware-nvidia-gsp']
+        plan['version_package'] = 'nvidia-driver'
+    elif family in ('Debian', 'Ubuntu'):   # NVIDIA's CUDA repository
+        # NVIDIA's driver installation guide ("Recent Updates", "Version locking"): a pinning package per branch,
+        # then the unversioned metapackage; from R590 Ubuntu's package names lose the branch
+        # (libnvidia-compute-580 -> libnvidia-compute, cuda-drivers-580 removed).
+        plan['unpinned'] = ['nvidia-driver-pinning-%s' % branch]
+        plan['pinned'] = ['nvidia-open' if opn else 'cuda-drivers']
+        if family == 'Ubuntu':
+            plan['pinned'].append('libnvidia-compute' if b >= 590 else 'libnvidia-compute-%s' % branch)
+            plan['version_package'] = plan['pinned'][-1]
+        else:
+            plan['version_package'] = plan['pinned'][0]
+        plan['apt_pin_branch'] = str(branch)
+    elif family == 'RedHat':
+        nvml = 'libnvidia-ml' if b >= 560 else 'nvidia-driver-NVML'
+        kmod = 'kmod-nvidia-open-dkms' if opn else 'kmod-nvidia-latest-dkms'
+        plan['pinned'] = ['nvidia-driver', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs' if b >= 560
+                          else 'nvidia-driver-libs', nvml, kmod, 'nvidia-persistenced']
+        plan['version_package'] = 'nvidia-driver'
+        if _branch_int(major) >= 10:
+            plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
+            plan['versionlock_pattern'] = '*nvidia*%s*' % branch
+        else:
+            plan['dnf_module_stream'] = 'nvidia-driver:%s-%s' % (branch, 'open' if opn else 'dkms')
+            plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
+    plan['fabricmanager'] = _fm_names(branch, family, method) if method != 'runfile' else []
+    pinned, unpinned = _nvlink5_names(branch, family, method, machine) if method != 'runfile' else ([], [])
+    # infiniband-diags is InfiniBand's general tool set that a site may have had before: never removed by the role
+    plan['nvlink5'] = {'pinned': pinned, 'unpinned': unpinned, 'wanted': False,
+                       'keep_on_removal': [n for n in unpinned if n == 'infiniband-diags']}
+    return plan
+
+
+def parse_dnf_enabled_stream(text, module='nvidia-driver'):
+    """The enabled stream of a dnf module from `dnf module list --enabled <module>` output, or None."""
+    for line in (text or '').splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == module and '[e]' in line:
+            return parts[1].replace('[d]', '').replace('[e]', '')
+    return None
+
+
+def module_stream_reset(current, wanted):
+    """Whether `dnf module reset nvidia-driver` must run: another stream of the module is enabled."""
+    return bool(current and wanted and ('nvidia-driver:%s' % current) != wanted)
+
+
+def apt_pin_file(branch, version=''):
+    """The apt preferences that keep NVIDIA's CUDA repository on one driver branch (or version)."""
+    pin = ('%s*' % version) if version else ('%s.*' % branch)
+    return ('# Managed by gpuops.k8s_gpu.nvidia_driver: the NVIDIA driver stays on branch %s.\n'
+            'Package: src:*nvidia*:any src:cuda-drivers*:any\n'
+            'Pin: version %s\n'
+            'Pin-Priority: 1000\n' % (branch, pin))
+
+
+def persistenced_dropin(unit_text, binary='/usr/bin/nvidia-persistenced'):
+    """A systemd drop-in that runs nvidia-persistenced with persistence mode on, or None when not needed.
+
+    Ubuntu's unit starts the daemon with --no-persistence-mode, so persistence stays off although the daemon
+    runs. The drop-in clears ExecStart and sets it again without that flag (and with --persistence-mode),
+    keeping the unit's other arguments (its --user).
+    """
+    exec_start = None
+    for line in (unit_text or '').splitlines():
+        s = line.strip()
+        if s.startswith('ExecStart=') and s != 'ExecStart=':
+            exec_start = s[len('ExecStart='):]
+    if not exec_start or '--no-persistence-mode' not in exec_start.split():
+        return None
+    args = [a for a in exec_start.split() if a != '--no-persistence-mode']
+    if '--persistence-mode' not in args:
+        args.insert(1, '--persistence-mode')
+    return ('# Managed by gpuops.k8s_gpu.nvidia_driver: the packaged unit turns persistence mode off.\n'
+            '[Service]\nExecStart=\nExecStart=%s\n' % ' '.join(args))
+
+
+def nvlink5_detected(vpd_texts):
+    """NVLink5 system (HGX B200/B300, GB200): an InfiniBand device whose VPD carries SW_MNG (NVIDIA's driver
+    container checks /sys/class/infiniband/*/device/vpd the same way). vpd_texts: list of VPD contents."""
+    return any('SW_MNG' in (t or '') for t in vpd_texts)
+
+
+def installed_driver_packages(versions, upstream):
+    """The installed packages at the driver's upstream version among versions ({name: package version}): what
+    is really installed, so it is what gets held (a transitional package pulls another branch's names)."""
+    if not upstream:
+        return []
+    out = []
+    for name, ver in sorted((versions or {}).items()):
+        v = ver.split(':', 1)[1] if ':' in ver else ver
+        if v == upstream or v.startswith(upstream + '-') or v.startswith(upstream + '.'):
+            out.append(name)
+    return out
+
+
+def runfile_module_flags(branch, flavour):
+    """The runfile's kernel module choice: --kernel-module-type from R560, -m=kernel-open / -m=kernel before."""
+    if _branch_int(branch) >= 560:
+        return ['--kernel-module-type=%s' % flavour]
+    return ['-m=kernel-open' if flavour == 'open' else '-m=kernel']
+
+
+def verify_installed(branch, version, installed_upstream):
+    """(ok, message): the installed driver belongs to the requested branch (and version)."""
+    if not installed_upstream:
+        return False, 'no installed NVIDIA driver version could be read'
+    inst_branch = installed_upstream.split('.')[0]
+    if version and installed_upstream != version:
+        return False, ('nvidia_driver_version is %s but %s is installed' % (version, installed_upstream))
+    if str(branch) != inst_branch:
+        return False, ('nvidia_driver_branch is %s but the packages installed driver %s (branch %s): the '
+                       'distribution\'s %s packages are transitional to another branch; choose '
+                       'nvidia_driver_branch "%s" or the cuda_repo method'
+                       % (branch, installed_upstream, inst_branch, branch, inst_branch))
+    return True, 'driver %s matches branch %s' % (installed_upstream, branch)
+
+
+def select(params, obs, today=None):
+    """Everything the role needs to know before it changes anything, or SelectionError.
+
+    params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),
+    fabricmanager (auto|always|never).
+    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool).
+    """
+    today = today or datetime.date.today()
+    check_os(obs.get('family'), obs.get('major'))
+    branch = str(params.get('branch') or DEFAULT_BRANCH)
+    status = check_branch(branch, params.get('accept_eol_branch'), today)
+    version = params.get('version') or ''
+    if version and version.split('.')[0] != branch:
+        raise SelectionError('nvidia_driver_version %s is not in nvidia_driver_branch %s' % (version, branch))
+    method = params.get('method') or 'distro'
+    if method not in METHODS:
+        raise SelectionError('nvidia_driver_method must be one of %s, got %r' % (', '.join(METHODS), method))
+    archs = [architecture_from_pci_id(i) for i in (obs.get('gpu_pci_ids') or [])]
+    flavour, reason = decide_flavour(params.get('kernel_module_type') or 'auto', branch, archs)
+    if obs.get('family') == 'Debian' and method == 'distro' and flavour == 'open' and _branch_int(branch) < 530:
+        raise SelectionError('Debian\'s open kernel module package needs branch 530 or newer')
+    pre = params.get('precompiled')
+    pre = 'auto' if pre is None else pre
+    if pre in (True, 'true', 'yes'):
+        precompiled = True
+        pre_reason = 'nvidia_driver_ubuntu_precompiled is true'
+    elif pre in (False, 'false', 'no'):
+        precompiled = False
+        pre_reason = 'nvidia_driver_ubuntu_precompiled is false'
+    else:
+        precompiled = obs.get('secure_boot') == 'enabled'
+        pre_reason = ('Secure Boot is on: Canonical\'s signed precompiled modules' if precompiled
+                      else 'Secure Boot is off: dkms')
+    if obs.get('family') != 'Ubuntu' or method != 'distro':
+        precompiled, pre_reason = False, 'precompiled modules only with Ubuntu\'s packages (method distro)'
+    plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
+                        obs.get('kernel_release') or '', obs.get('machine') or 'x86_64')
+    plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
+    return {
+        'branch': status,
+        'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,
+                    'architectures': sorted(set(archs))},
+        'precompiled': {'effective': precompiled, 'reason': pre_reason},
+        'packages': plan,
+        'apt_pin_file': apt_pin_file(branch, version) if plan.get('apt_pin_branch') else None,
+        'runfile_flags': runfile_module_flags(branch, flavour) if method == 'runfile' else [],
+        'dnf_module_current': obs.get('dnf_module_current'),
+        'dnf_module_reset': module_stream_reset(obs.get('dnf_module_current'), plan.get('dnf_module_stream')),
+    }

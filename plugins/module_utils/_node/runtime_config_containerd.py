@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plan the containerd configuration changes for an extra OCI runtime (NVIDIA's), config versions 2 and 3.
+
+Three ways to apply them:
+
+* ``inline``: edit the runtime's tables in config.toml itself (section-level, every other line kept);
+* ``dropin``: write a drop-in file with only the runtime's tables and make sure config.toml imports it.
+  containerd merges an imported file plugin by plugin, **replacing** a plugin's whole table (containerd
+  issue 5837; checked in the lab with containerd 1.6.20: a drop-in with only the nvidia runtime made
+  ``config dump`` lose the runc runtime and a custom sandbox_image). A drop-in is therefore only safe when
+  the main config does not configure the CRI plugin itself; ``auto`` picks ``dropin`` in exactly that case;
+* ``template``: edit an RKE2 / k3s ``config.toml.tmpl`` like ``inline`` (Go template lines are kept).
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
+    TomlDocument, TomlEditError, toml_path)
+
+CRI_PLUGIN = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
+RKE2_TEMPLATE_HEAD = '{{ template "base" . }}\n'
+
+
+class ContainerdConfigError(Exception):
+    """The containerd config cannot be changed safely."""
+
+
+def cri_path(version):
+    return ['plugins', CRI_PLUGIN[version]]
+
+
+def runtime_path(version, name):
+    return cri_path(version) + ['containerd', 'runtimes', name]
+
+
+def detect_version(doc, default=None):
+    """The config version written in the file (2 or 3); default when the file has none."""
+    try:
+        v = doc.get([], 'version')
+    except TomlEditError as e:
+        raise ContainerdConfigError('cannot read "version": %s' % e)
+    if v is None:
+        return default
+    if v not in (2, 3):
+        raise ContainerdConfigError('config version %r is not supported (2 and 3 are); migrate it with '
+                                    '`containerd config migrate` first' % (v,))
+    return v
+
+
+def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs, state='present',
+                  add_runc=True):
+    """Edit doc (a TomlDocument) in place; returns a list of changes.
+
+    containerd replaces its built-in runtimes map (with runc) by the file's as soon as the file names any
+    runtime, so with add_runc the runc runtime is written too when the document has none (checked in the
+    lab: Debian's shipped config.toml plus an nvidia table alone left containerd without runc). Templates
+    (add_runc=False) get runc from RKE2's / k3s's base template."""
+    changes = []
+    rpath = runtime_path(version, name)
+    opath = rpath + ['options']
+    containerd = cri_path(version) + ['containerd']
+
+    def setk(path, key, value, raw=False):
+        if doc.set(path, key, value, raw=raw):
+            changes.append('%s.%s = %s' % (toml_path(path), key, value if raw else repr(value)))
+
+    def val(path, key):
+        try:
+            return doc.get(path, key)
+        except TomlEditError:  # a template expression
+            return doc.get_raw(path, key)
+
+    if state == 'present':
+        runc = runtime_path(version, 'runc')
+        if add_runc and name != 'runc' and not doc.has_table_under(runc):
+            setk(runc, 'runtime_type', 'io.containerd.runc.v2')
+            if systemd_cgroup is not None:
+                setk(runc + ['options'], 'SystemdCgroup', bool(systemd_cgroup))
+        setk(rpath, 'runtime_type', 'io.containerd.runc.v2')
+        setk(opath, 'BinaryName', binary)
+        if systemd_cgroup is None:
+            # follow the runc runtime, as kubelet's cgroup driver must match on both
+            runc = doc.get_raw(runtime_path(version, 'runc') + ['options'], 'SystemdCgroup')
+            if runc is not None and doc.get_raw(opath, 'SystemdCgroup') is None:
+                # raw copy: a template's "{{ .SystemdCgroup }}" stays a template expression
+                setk(opath, 'SystemdCgroup', runc, raw=True)
+        else:
+            setk(opath, 'SystemdCgroup', bool(systemd_cgroup))
+        if set_as_default:
+            setk(containerd, 'default_runtime_name', name)
+        elif val(containerd, 'default_runtime_name') == name:
+            setk(containerd, 'default_runtime_name', 'runc')
+        if cdi:
+            setk(cri_path(version), 'enable_cdi', True)
+            setk(cri_path(version), 'cdi_spec_dirs', list(cdi_spec_dirs))
+    else:
+        if val(containerd, 'default_runtime_name') == name:
+            setk(containerd, 'default_runtime_name', 'runc')
+        if doc.remove_tables(rpath):
+            changes.append('%s removed' % toml_path(rpath))
+    return changes
+
+
+def render_dropin(version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs):
+    """Complete text of the drop-in file (owned by the collection)."""
+    doc = TomlDocument('# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
+                       'version = %d\n' % version)
+    apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs)
+    return doc.text()
+
+
+def imports_cover(imports, path):
+    return any(i == path or fnmatch.fnmatchcase(path, i) for i in imports)
+
+
+def ensure_import(doc, dropin_path, version):
+    """Make sure the root table imports dropin_path; returns a list of changes."""
+    try:
+        imports = doc.get([], 'imports', None)
+    except TomlEditError as e:
+        raise ContainerdConfigError('cannot read "imports": %s' % e)
+    changes = []
+    if doc.get([], 'version') is None:
+        doc.set([], 'version', version)
+        changes.append('version = %d' % version)
+    if imports is None:
+        imports = []
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise ContainerdConfigError('"imports" must be an array of strings')
+    if not imports_cover(imports, dropin_path):
+        doc.set([], 'imports', imports + [dropin_path])
+        changes.append('imports += %s' % dropin_path)
+    return changes
+
+
+def remove_import(doc, dropin_path):
+    """Remove dropin_path itself (not a glob that covers it) from the root table's imports; returns a list of changes.
+
+    The "imports" key goes when nothing else is left in it; every other entry stays."""
+    try:
+        imports = doc.get([], 'imports', None)
+    except TomlEditError as e:
+        raise ContainerdConfigError('cannot read "imports": %s' % e)
+    if imports is None:
+        return []
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise ContainerdConfigError('"imports" must be an array of strings')
+    if dropin_path not in imports:
+        return []
+    rest = [i for i in imports if i != dropin_path]
+    if rest:
+        doc.set([], 'imports', rest)
+    else:
+        doc.remove_key([], 'imports')
+    return ['imports -= %s' % dropin_path]
+
+
+def choose_mode(mode, doc, version):
+    """Resolve mode auto: dropin unless the main config configures the CRI plugin itself."""
+    if mode != 'auto':
+        return mode
+    return 'inline' if doc.has_table_under(cri_path(version)) else 'dropin'

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""CRI-O: the NVIDIA runtime as a drop-in file of /etc/crio/crio.conf.d.
+
+Facts (docs/conformance/cri-o.md): CRI-O reads /etc/crio/crio.conf first and then every file of
+/etc/crio/crio.conf.d in lexical order, a later file's option winning over an earlier one's (cri-o
+docs/crio.conf.d.5.md), so a drop-in that names only the runtime's options leaves every other setting alone -
+unlike containerd's imports, which replace a plugin's whole table. Runtimes are ``[crio.runtime.runtimes.<name>]``
+with ``runtime_path`` and ``runtime_type`` (``oci``); the default is ``crio.runtime.default_runtime`` (crun since
+CRI-O 1.31; runc before). NVIDIA's own ``nvidia-ctk runtime configure --runtime=crio`` writes
+/etc/crio/crio.conf.d/99-nvidia.toml, copying the default runtime's options and then setting runtime_path and
+runtime_type.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
+    TomlDocument, TomlEditError)
+
+DEFAULT_DROPIN = '/etc/crio/crio.conf.d/99-nvidia.toml'
+DEFAULT_RUNTIME = 'crun'
+# options of the default runtime's table that the NVIDIA runtime shares (it wraps the same low-level runtime and
+# is watched by the same monitor); runtime_path and runtime_type are the runtime's own
+COPIED_OPTIONS = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'monitor_env',
+                  'allowed_annotations')
+HEADER = '# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
+
+
+class CrioConfigError(Exception):
+    """The CRI-O configuration cannot be merged safely."""
+
+
+def effective(texts):
+    """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]),
+    a later file's option winning."""
+    default = None
+    runtimes = {}
+    for path, text in texts:
+        try:
+            doc = TomlDocument(text or '')
+        except TomlEditError as e:
+            raise CrioConfigError('%s: %s' % (path, e))
+        for t in doc.tables:
+            if t.array:
+                continue
+            if t.path == ['crio', 'runtime']:
+                for k in t.keys:
+                    if k[0] == ['default_runtime']:
+                        default = doc.get(t.path, 'default_runtime')
+            if len(t.path) == 4 and t.path[:3] == ['crio', 'runtime', 'runtimes']:
+                opts = runtimes.setdefault(t.path[3], {})
+                for k in t.keys:
+                    if len(k[0]) == 1 and k[0][0] in COPIED_OPTIONS + ('runtime_path',):
+                        try:
+                            opts[k[0][0]] = doc.get(t.path, k[0][0])
+                        except TomlEditError as e:
+                            raise CrioConfigError('%s: %s' % (path, e))
+    return default, runtimes
+
+
+def render_dropin(name, binary, set_as_default, others):
+    """Text of the drop-in: the runtime's table (with the default runtime's shared options from the other files,
+    others: [(path, text)] in CRI-O's order) and, when asked, the default runtime."""
+    default, runtimes = effective(others)
+    # the low-level runtime the NVIDIA runtime wraps: the default one, unless that is this runtime itself
+    base = {}
+    for cand in (default, DEFAULT_RUNTIME, 'runc'):
+        if cand and cand != name and cand in runtimes:
+            base = runtimes[cand]
+            break
+    doc = TomlDocument(HEADER)
+    path = ['crio', 'runtime', 'runtimes', name]
+    if set_as_default:
+        doc.set(['crio', 'runtime'], 'default_runtime', name)
+    doc.set(path, 'runtime_path', binary)
+    doc.set(path, 'runtime_type', 'oci')
+    for key in COPIED_OPTIONS:
+        if key in base:
+            doc.set(path, key, base[key])
+    return doc.text()
+
+
+def default_elsewhere(name, others):
+    """The default runtime that the other files set, when it names this runtime (to be reset), else None."""
+    default, _runtimes = effective(others)
+    return default if default == name else None

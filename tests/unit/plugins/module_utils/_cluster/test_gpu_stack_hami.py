@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+"""HAMi stack against upstream Project-HAMi/HAMi v2.10.0 (rows of docs/conformance/hami.md)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_hami as hami
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+
+T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}], 'sharing': {}}
+
+
+def render(registry='', **hs):
+    hs.setdefault('kube_version', 'v1.33.2')
+    return r.render(dict(strategy='hami', pool='p1', nodes=['n1'], facts={'n1': T4}, registry=registry,
+                         settings={'hami': hs}))
+
+
+def obj(out, kind, name):
+    found = [m for m in out['manifests'] if m['kind'] == kind and m['metadata']['name'] == name]
+    assert len(found) == 1, (kind, name, [(m['kind'], m['metadata']['name']) for m in out['manifests']])
+    return found[0]
+
+
+def container(out, kind, name, cname):
+    return [c for c in obj(out, kind, name)['spec']['template']['spec']['containers'] if c['name'] == cname][0]
+
+
+def device_config(out):
+    return json.loads(obj(out, 'ConfigMap', 'hami-scheduler-device')['data']['device-config.yaml'])['nvidia']
+
+
+def rules_allow(rules, group, resource, verb):
+    return any(group in ru['apiGroups'] and resource in ru['resources'] and verb in ru['verbs'] for ru in rules)
+
+
+def test_HAMI_01_image_is_the_current_release():
+    out = render()
+    assert hami.HAMI_IMAGE == 'docker.io/projecthami/hami:v2.10.0'
+    assert container(out, 'Deployment', 'hami-scheduler', 'vgpu-scheduler-extender')['image'] == hami.HAMI_IMAGE
+    assert container(out, 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')['image'] == hami.HAMI_IMAGE
+
+
+def test_HAMI_02_kube_scheduler_image_follows_the_cluster_version():
+    out = render(kube_version='v1.31.1+k3s1')
+    assert container(out, 'Deployment', 'hami-scheduler', 'kube-scheduler')['image'] == 'registry.k8s.io/kube-scheduler:v1.31.1'
+    out = render(kube_version='v1.36.0-eks-2d5f260', registry='reg.example/m')
+    assert container(out, 'Deployment', 'hami-scheduler', 'kube-scheduler')['image'] == 'reg.example/m/kube-scheduler:v1.36.0'
+    # a fixed image of another minor is refused (it was 1.29.4 whatever the cluster ran)
+    with pytest.raises(StackError, match='kube_scheduler_image .* does not match'):
+        render(kube_version='v1.33.2', kube_scheduler_image='registry.k8s.io/kube-scheduler:v1.29.4')
+    # only a minor and no image: the exact version is needed
+    with pytest.raises(StackError, match='no patch version'):
+        render(kube_version='1.33')
+    with pytest.raises(StackError, match='kube_version must be the cluster'):
+        render(kube_version='')
+
+
+@pytest.mark.parametrize('minor', list(range(24, 38)))
+def test_HAMI_03_kubernetes_window_1_24_to_1_37(minor):
+    out = render(kube_version='v1.%d.3' % minor)
+    conf = json.loads(obj(out, 'ConfigMap', 'hami-scheduler')['data']['config.yaml'])
+    assert conf['apiVersion'] == ('kubescheduler.config.k8s.io/v1' if minor >= 25 else 'kubescheduler.config.k8s.io/v1beta3')
+
+
+@pytest.mark.parametrize('version', ['v1.23.9', 'v1.38.0'])
+def test_HAMI_03_outside_the_window_refused(version):
+    with pytest.raises(StackError, match='between 1.24 and 1.37'):
+        render(kube_version=version)
+
+
+def test_HAMI_04_scheduler_configuration_registers_the_extender():
+    conf = json.loads(obj(render(), 'ConfigMap', 'hami-scheduler')['data']['config.yaml'])
+    ext = conf['extenders'][0]
+    assert conf['profiles'] == [{'schedulerName': 'hami-scheduler'}]
+    assert (ext['filterVerb'], ext['bindVerb'], ext['nodeCacheCapable']) == ('filter', 'bind', True)
+    assert {m['name'] for m in ext['managedResources']} >= {'nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores'}
+    assert all(m['ignoredByScheduler'] for m in ext['managedResources'])
+
+
+def test_HAMI_05_post_start_hook_only_for_images_that_carry_vgpu_init():
+    hook = container(render(), 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')['lifecycle']['postStart']['exec']['command']
+    assert hook[-1].startswith('/k8s-vgpu/bin/vgpu-init.sh ')
+    old = container(render(image='docker.io/projecthami/hami:v2.4.1'), 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')
+    assert 'lifecycle' not in old
+    assert hami.image_version('x/hami:v2.5.0') >= hami.POST_START_SINCE > hami.image_version('x/hami:2.4.9')
+
+
+def test_HAMI_06_default_memory_key():
+    dev = device_config(render(default_memory=2048))
+    assert dev['defaultMemory'] == 2048
+    assert 'defaultMem' not in dev
+    with pytest.raises(StackError, match='unknown key'):
+        render(default_mem=1)
+
+
+def test_HAMI_07_only_keys_hami_reads():
+    dev = device_config(render(extra_device_config={'gpuCorePolicy': 'force', 'memoryFactor': 1}))
+    assert set(dev) <= hami.DEVICE_CONFIG_KEYS
+    assert dev['gpuCorePolicy'] == 'force'
+    for gone in ('migstrategy', 'disablecorelimit'):
+        assert gone not in dev
+    with pytest.raises(StackError, match='extra_device_config has key.*defaultMem'):
+        render(extra_device_config={'defaultMem': 1})
+
+
+def test_HAMI_08_scheduler_rbac_has_what_kube_scheduler_needs():
+    out = render()
+    rules = obj(out, 'ClusterRole', 'hami-scheduler')['rules']
+    for group, res, verb in [('', 'pods', 'delete'), ('', 'pods/status', 'patch'), ('', 'pods/status', 'update'),
+                             ('events.k8s.io', 'events', 'create'), ('events.k8s.io', 'events', 'patch'),
+                             ('', 'pods/binding', 'create'), ('', 'bindings', 'create'),
+                             ('storage.k8s.io', 'csistoragecapacities', 'list'), ('policy', 'poddisruptionbudgets', 'watch')]:
+        assert rules_allow(rules, group, res, verb), (group, res, verb)
+    bound = sorted(m['roleRef']['name'] for m in out['manifests'] if m['kind'] == 'ClusterRoleBinding'
+                   and m['subjects'][0]['name'] == 'hami-scheduler')
+    assert bound == ['hami-scheduler', 'system:kube-scheduler', 'system:volume-scheduler']
+
+
+def test_HAMI_09_extender_rbac_from_hami_chart():
+    rules = obj(render(), 'ClusterRole', 'hami-scheduler')['rules']
+    for group, res, verb in [('', 'pods', 'patch'), ('', 'configmaps', 'patch'), ('', 'nodes', 'patch'),
+                             ('', 'resourcequotas', 'list')]:
+        assert rules_allow(rules, group, res, verb), (group, res, verb)
+
+
+def test_HAMI_10_device_plugin_pod_as_upstream():
+    out = render()
+    ds = obj(out, 'DaemonSet', 'hami-device-plugin-p1')['spec']['template']['spec']
+    assert ds['hostPID'] is True
+    c = container(out, 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')
+    assert c['securityContext']['privileged'] is True and 'SYS_ADMIN' in c['securityContext']['capabilities']['add']
+    mounts = dict((m['mountPath'], m['name']) for m in c['volumeMounts'])
+    for path in ('/var/lib/kubelet/device-plugins', '/usr/local/vgpu', '/config', '/device-config.yaml', '/var/run/cdi', '/tmp'):
+        assert path in mounts, path
+    vols = dict((v['name'], v) for v in ds['volumes'])
+    assert vols['deviceconfig']['configMap']['name'] == 'hami-device-plugin-p1'
+    assert json.loads(obj(out, 'ConfigMap', 'hami-device-plugin-p1')['data']['config.json']) == {'nodeconfig': []}
+    env = dict((e['name'], e.get('value')) for e in c['env'])
+    assert env['DEVICE_LIST_STRATEGY'] == 'envvar' and env['HOOK_PATH'] == '/usr/local'
+    assert env['NVIDIA_MIG_MONITOR_DEVICES'] == 'all' and 'NODE_NAME' in env
+    assert '--config-file=/device-config.yaml' in c['command']
+
+
+def test_HAMI_11_device_plugin_rbac():
+    rules = obj(render(), 'ClusterRole', 'hami-device-plugin-p1')['rules']
+    for group, res, verb in [('', 'nodes', 'update'), ('', 'nodes', 'patch'), ('', 'pods', 'patch'), ('', 'events', 'create')]:
+        assert rules_allow(rules, group, res, verb), (group, res, verb)
+
+
+def test_HAMI_12_device_plugin_node_selector_and_label():
+    out = render()
+    assert obj(out, 'DaemonSet', 'hami-device-plugin-p1')['spec']['template']['spec']['nodeSelector']['gpu'] == 'on'
+    assert out['node_labels']['n1']['gpu'] == 'on'
+
+
+def test_HAMI_13_vgpu_monitor():
+    c = container(render(), 'DaemonSet', 'hami-device-plugin-p1', 'vgpu-monitor')
+    sc = c['securityContext']
+    assert sc['allowPrivilegeEscalation'] is False and sc['capabilities'] == {'drop': ['ALL'], 'add': ['SYS_ADMIN']}
+    assert {m['mountPath'] for m in c['volumeMounts']} >= {'/usr/local/vgpu/containers', '/run/containerd', '/sysinfo', '/hostvar'}
+    assert c['command'] == ['vGPUmonitor']

@@ -1,0 +1,358 @@
+# -*- coding: utf-8 -*-
+"""NVIDIA device plugin and MIG manager stacks against upstream at the pinned tags.
+
+Rows of docs/conformance/nvidia-device-plugin.md (DP-nn) and docs/conformance/mig-manager.md (MIGM-nn): each test
+names its row; the upstream file each row comes from is in the tables."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_nvidia as nvd
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+
+T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4'}],
+      'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'not MIG capable'}}}
+A100 = {'gpus': [{'index': i} for i in range(2)],
+        'sharing': {'mps': {'allowed': True, 'max_clients': 48},
+                    'mig': {'allowed': True, 'profiles': {'0': ['1g.10gb', '3g.40gb'], '1': ['1g.10gb', '3g.40gb']}}}}
+MIG = {'mig': {'devices': {'1g.10gb': 7}}}
+
+
+def render(strategy, settings=None, **kw):
+    p = dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': A100 if strategy == 'mig' else T4},
+             settings=dict(MIG, **(settings or {})))
+    p.update(kw)
+    return r.render(p)
+
+
+def objs(out, kind):
+    return [m for m in out['manifests'] if m['kind'] == kind]
+
+
+def ds(out, prefix):
+    return [m for m in objs(out, 'DaemonSet') if m['metadata']['name'].startswith(prefix)][0]
+
+
+def pod(out, prefix):
+    return ds(out, prefix)['spec']['template']['spec']
+
+
+def ctr(spec, name):
+    return [c for c in spec['containers'] if c['name'] == name][0]
+
+
+def env(container):
+    return dict((e['name'], e.get('value')) for e in container.get('env', []))
+
+
+def mounts(container):
+    return dict((m['mountPath'], m) for m in container.get('volumeMounts', []))
+
+
+def volumes(spec):
+    return dict((v['name'], v) for v in spec['volumes'])
+
+
+NV = ['exclusive', 'time-slicing', 'mps', 'mig']
+
+
+# ---------------------------------------------------------------------------------------------------- device plugin
+def test_DP_01_device_plugin_image_is_the_current_release():
+    assert nvd.DEVICE_PLUGIN_IMAGE == 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
+    for strategy in NV:
+        out = render(strategy)
+        assert ctr(pod(out, 'nvidia-device-plugin-'), 'nvidia-device-plugin-ctr')['image'] == nvd.DEVICE_PLUGIN_IMAGE
+    out = render('exclusive', registry='reg.example/m')
+    assert 'reg.example/m/nvidia/k8s-device-plugin:v0.20.0' in out['images']
+
+
+@pytest.mark.parametrize('strategy', NV)
+def test_DP_02_every_device_plugin_pod_names_the_runtime_class(strategy):
+    out = render(strategy)
+    for d in objs(out, 'DaemonSet'):
+        assert d['spec']['template']['spec']['runtimeClassName'] == 'nvidia', d['metadata']['name']
+    # empty disables it: the pods then rely on nvidia being the default runtime
+    out = render(strategy, settings={'nvidia': {'runtime_class_name': ''}})
+    for d in objs(out, 'DaemonSet'):
+        assert 'runtimeClassName' not in d['spec']['template']['spec']
+    assert objs(out, 'RuntimeClass') == []
+    assert any('runtime_class_name is empty' in n for n in out['notes'])
+
+
+def test_DP_03_runtime_class_rendered_unless_one_exists():
+    out = render('exclusive')
+    rc = objs(out, 'RuntimeClass')
+    assert [(o['metadata']['name'], o['handler'], o['apiVersion']) for o in rc] == [('nvidia', 'nvidia', 'node.k8s.io/v1')]
+    assert out['manifests'][0]['kind'] == 'RuntimeClass'  # before the pods that name it
+    assert rc[0] in out['shared_manifests']
+    # the same object whatever the strategy or pool: pools of several NVIDIA strategies never rewrite it
+    assert objs(render('mig', pool='other'), 'RuntimeClass') == rc
+    # one made by someone else (e.g. role nvidia_container_runtime, or by hand) is left alone
+    foreign = {'metadata': {'name': 'nvidia', 'labels': {'app.kubernetes.io/managed-by': 'gpuops.k8s_gpu'}}, 'handler': 'nvidia'}
+    assert objs(render('exclusive', live_runtime_classes=[foreign]), 'RuntimeClass') == []
+    odd = {'metadata': {'name': 'nvidia'}, 'handler': 'nvidia-cdi'}
+    out = render('exclusive', live_runtime_classes=[odd])
+    assert objs(out, 'RuntimeClass') == [] and any('handler nvidia-cdi' in w for w in out['warnings'])
+    # ours, live: rendered again (zero writes) so that removal can take it
+    assert objs(render('exclusive', live_runtime_classes=rc), 'RuntimeClass') == rc
+    assert objs(render('exclusive', settings={'nvidia': {'runtime_class_create': False}}), 'RuntimeClass') == []
+    # removal: only ours, only when no other NVIDIA pool is left
+    gone = render('exclusive', check_conflicts=False, live_runtime_classes=[foreign])
+    assert gone['shared_manifests'] == []
+    live = [{'metadata': {'name': 'n2', 'labels': {'gpuops.io/sharing-pool': 'p2', 'gpuops.io/sharing-strategy': 'mig'}}}]
+    assert render('exclusive', check_conflicts=False, live_runtime_classes=rc, live_nodes=live)['other_pools'] == ['p2']
+    with pytest.raises(StackError, match='gpu_sharing_stack_nvidia.runtime_class_name'):
+        render('exclusive', settings={'nvidia': {'runtime_class_name': 'Bad_Name'}})
+
+
+def test_DP_04_mps_control_daemon_host_pid_without_share_process_namespace():
+    spec = pod(render('mps'), 'nvidia-mps-control-daemon-')
+    assert spec['hostPID'] is True
+    assert 'shareProcessNamespace' not in spec  # the API server refuses both on one pod
+
+
+def test_DP_05_mps_control_daemon_placement_and_privileges():
+    spec = pod(render('mps'), 'nvidia-mps-control-daemon-')
+    assert spec['nodeSelector']['nvidia.com/mps.capable'] == 'true'
+    assert ctr(spec, 'mps-control-daemon-ctr')['securityContext'] == {'privileged': True}
+    init = spec['initContainers'][0]
+    assert init['command'] == ['mps-control-daemon', 'mount-shm'] and init['securityContext'] == {'privileged': True}
+    assert init['volumeMounts'][0]['mountPropagation'] == 'Bidirectional'
+    assert render('mps')['node_labels']['n1']['nvidia.com/mps.capable'] == 'true'
+    e = env(ctr(spec, 'mps-control-daemon-ctr'))
+    assert e['NVIDIA_VISIBLE_DEVICES'] == 'all' and e['NVIDIA_DRIVER_CAPABILITIES'] == 'compute,utility'
+    assert 'NVIDIA_MIG_MONITOR_DEVICES' not in e  # only where some config has a MIG strategy
+
+
+@pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps'])
+def test_DP_06_plugin_drops_every_capability_without_mig(strategy):
+    spec = pod(render(strategy), 'nvidia-device-plugin-')
+    want = {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}}
+    assert ctr(spec, 'nvidia-device-plugin-ctr')['securityContext'] == want
+    assert ctr(spec, 'config-manager')['securityContext'] == want
+    assert 'NVIDIA_MIG_MONITOR_DEVICES' not in env(ctr(spec, 'nvidia-device-plugin-ctr'))
+
+
+def test_DP_07_mig_monitor_devices_gets_cap_sys_admin():
+    spec = pod(render('mig'), 'nvidia-device-plugin-')
+    plugin = ctr(spec, 'nvidia-device-plugin-ctr')
+    assert env(plugin)['NVIDIA_MIG_MONITOR_DEVICES'] == 'all'
+    assert plugin['securityContext'] == {'capabilities': {'add': ['SYS_ADMIN']}}
+    assert ctr(spec, 'config-manager')['securityContext'] == {'capabilities': {'add': ['SYS_ADMIN']}}
+    # a MIG config among the extra configs a node may switch to counts too
+    extra = {'mig-mixed': {'version': 'v1', 'flags': {'migStrategy': 'mixed'}}}
+    spec = pod(render('time-slicing', settings={'nvidia': {'extra_configs': extra}}), 'nvidia-device-plugin-')
+    assert ctr(spec, 'nvidia-device-plugin-ctr')['securityContext'] == {'capabilities': {'add': ['SYS_ADMIN']}}
+    assert env(ctr(spec, 'nvidia-device-plugin-ctr'))['NVIDIA_MIG_MONITOR_DEVICES'] == 'all'
+
+
+def test_DP_08_volume_mounts_strategy_gets_cap_sys_admin():
+    spec = pod(render('exclusive', settings={'nvidia': {'device_list_strategy': 'volume-mounts'}}), 'nvidia-device-plugin-')
+    assert ctr(spec, 'nvidia-device-plugin-ctr')['securityContext'] == {'capabilities': {'add': ['SYS_ADMIN']}}
+
+
+def test_DP_09_pass_device_specs_runs_privileged():
+    out = render('exclusive', settings={'nvidia': {'pass_device_specs': True}})
+    spec = pod(out, 'nvidia-device-plugin-')
+    assert ctr(spec, 'nvidia-device-plugin-ctr')['securityContext'] == {'privileged': True}
+    cfg = json.loads(objs(out, 'ConfigMap')[0]['data']['exclusive'])
+    assert cfg['flags']['plugin']['passDeviceSpecs'] is True
+
+
+@pytest.mark.parametrize('strategy', NV)
+def test_DP_10_cdi_root_mounted(strategy):
+    spec = pod(render(strategy), 'nvidia-device-plugin-')
+    assert volumes(spec)['cdi-root']['hostPath'] == {'path': '/var/run/cdi', 'type': 'DirectoryOrCreate'}
+    assert mounts(ctr(spec, 'nvidia-device-plugin-ctr'))['/var/run/cdi']['name'] == 'cdi-root'
+
+
+@pytest.mark.parametrize('mode', ['cdi-annotations', 'cdi-cri'])
+def test_DP_11_cdi_modes_mount_the_driver_root(mode):
+    out = render('exclusive', settings={'nvidia': {'device_list_strategy': mode, 'driver_root': '/run/nvidia/driver'}},
+                 cdi_spec_ready={'n1': True})
+    spec = pod(out, 'nvidia-device-plugin-')
+    plugin = ctr(spec, 'nvidia-device-plugin-ctr')
+    assert env(plugin)['NVIDIA_DRIVER_ROOT'] == '/run/nvidia/driver'
+    assert mounts(plugin)['/driver-root'] == {'name': 'driver-root', 'mountPath': '/driver-root', 'readOnly': True}
+    assert volumes(spec)['driver-root']['hostPath'] == {'path': '/run/nvidia/driver', 'type': 'Directory'}
+    cfg = json.loads(objs(out, 'ConfigMap')[0]['data']['exclusive'])
+    assert cfg['flags']['plugin']['deviceListStrategy'] == [mode]
+    # envvar mode mounts no driver root
+    assert '/driver-root' not in mounts(ctr(pod(render('exclusive'), 'nvidia-device-plugin-'), 'nvidia-device-plugin-ctr'))
+
+
+def test_DP_12_cdi_modes_refused_without_a_cdi_spec_on_every_node():
+    s = {'nvidia': {'device_list_strategy': 'cdi-cri'}}
+    with pytest.raises(StackError, match=r'gpu_sharing_stack_nvidia.device_list_strategy=cdi-cri .*no '
+                                         r'nvidia_container_runtime_cdi_spec_ready fact for n1: run playbooks/node.yml'):
+        render('exclusive', settings=s)
+    with pytest.raises(StackError, match=r'n2 report nvidia_container_runtime_cdi_spec_ready=False'):
+        render('exclusive', settings=s, nodes=['n1', 'n2'], facts={'n1': T4, 'n2': T4},
+               cdi_spec_ready={'n1': True, 'n2': False})
+    with pytest.raises(StackError, match=r'assume_cdi_spec_ready'):
+        render('exclusive', settings=s, nodes=[], node_selector={'pool': 'x'})
+    assert render('exclusive', settings=s, cdi_spec_ready={'n1': True})['manifests']
+    out = render('exclusive', settings={'nvidia': {'device_list_strategy': 'cdi-cri', 'assume_cdi_spec_ready': True}})
+    assert any('assume_cdi_spec_ready' in w for w in out['warnings'])
+    # removal never needs the facts
+    assert render('exclusive', settings=s, check_conflicts=False)['manifests']
+
+
+def test_DP_13_config_manager_and_shared_process_namespace():
+    out = render('time-slicing')
+    spec = pod(out, 'nvidia-device-plugin-')
+    assert spec['shareProcessNamespace'] is True and 'hostPID' not in spec
+    init = env(spec['initContainers'][0])
+    side = env(ctr(spec, 'config-manager'))
+    for e in (init, side):
+        assert e['NODE_LABEL'] == 'nvidia.com/device-plugin.config'
+        assert e['CONFIG_FILE_SRCDIR'] == '/available-configs' and e['CONFIG_FILE_DST'] == '/config/config.yaml'
+        assert e['FALLBACK_STRATEGIES'] == 'named,single' and e['DEFAULT_CONFIG'] == 'time-slicing'
+    assert (init['ONESHOT'], init['SEND_SIGNAL']) == ('true', 'false')
+    assert (side['ONESHOT'], side['SEND_SIGNAL'], side['SIGNAL'], side['PROCESS_TO_SIGNAL']) == \
+        ('false', 'true', '1', 'nvidia-device-plugin')
+    assert out['node_labels']['n1']['nvidia.com/device-plugin.config'] == 'time-slicing'
+
+
+@pytest.mark.parametrize('strategy', NV)
+def test_DP_14_plugin_env_visible_devices_and_capabilities(strategy):
+    e = env(ctr(pod(render(strategy), 'nvidia-device-plugin-'), 'nvidia-device-plugin-ctr'))
+    assert e['NVIDIA_VISIBLE_DEVICES'] == 'all' and e['NVIDIA_DRIVER_CAPABILITIES'] == 'compute,utility'
+    assert e['CONFIG_FILE'] == '/config/config.yaml'
+
+
+def test_DP_15_plugin_rbac_reads_nodes_only():
+    out = render('exclusive')
+    roles = [m for m in objs(out, 'ClusterRole') if m['metadata']['name'].startswith('nvidia-device-plugin-')]
+    assert roles[0]['rules'] == [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']}]
+
+
+def test_DP_16_mps_fail_requests_greater_than_one_only_where_it_has_an_effect():
+    cfg = json.loads(objs(render('mps'), 'ConfigMap')[0]['data']['mps'])
+    assert cfg['sharing']['mps']['failRequestsGreaterThanOne'] is True
+    out = render('mps', settings={'mps': {'fail_requests_greater_than_one': False}})
+    assert json.loads(objs(out, 'ConfigMap')[0]['data']['mps'])['sharing']['mps']['failRequestsGreaterThanOne'] is False
+    old = {'nvidia': {'image': 'nvcr.io/nvidia/k8s-device-plugin:v0.17.1'}, 'mps': {'fail_requests_greater_than_one': False}}
+    with pytest.raises(StackError, match=r'gpu_sharing_stack_mps.fail_requests_greater_than_one: false has no effect with '
+                                         r'gpu_sharing_stack_nvidia.image nvcr.io/nvidia/k8s-device-plugin:v0.17.1'):
+        render('mps', settings=old)
+    digest = {'nvidia': {'image': 'nvcr.io/nvidia/k8s-device-plugin@sha256:' + 'a' * 64},
+              'mps': {'fail_requests_greater_than_one': False}}
+    with pytest.raises(StackError, match='before v0.20.0 force it on'):
+        render('mps', settings=digest)
+    assert nvd.image_version('nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04') == (0, 10, 0)
+
+
+def test_DP_17_kubelet_device_plugins_dir():
+    spec = pod(render('exclusive'), 'nvidia-device-plugin-')
+    assert volumes(spec)['device-plugin']['hostPath'] == {'path': '/var/lib/kubelet/device-plugins', 'type': 'Directory'}
+    assert '/var/lib/kubelet/device-plugins' in mounts(ctr(spec, 'nvidia-device-plugin-ctr'))
+
+
+# ------------------------------------------------------------------------------------------------------ mig-manager
+def test_MIGM_01_mig_manager_image_is_the_current_release():
+    assert nvd.MIG_MANAGER_IMAGE == 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+    assert ctr(pod(render('mig'), 'nvidia-mig-manager-'), 'nvidia-mig-manager')['image'] == nvd.MIG_MANAGER_IMAGE
+
+
+def test_MIGM_02_host_namespaces_and_privileged():
+    spec = pod(render('mig'), 'nvidia-mig-manager-')
+    assert spec['hostPID'] is True and spec['hostIPC'] is True and 'shareProcessNamespace' not in spec
+    assert ctr(spec, 'nvidia-mig-manager')['securityContext'] == {'privileged': True}
+
+
+def test_MIGM_03_host_mounts():
+    spec = pod(render('mig'), 'nvidia-mig-manager-')
+    m = mounts(ctr(spec, 'nvidia-mig-manager'))
+    v = volumes(spec)
+    assert v[m['/host']['name']]['hostPath']['path'] == '/' and m['/host']['mountPropagation'] == 'HostToContainer'
+    assert v[m['/sys']['name']]['hostPath'] == {'path': '/sys', 'type': 'Directory'}
+    assert v[m['/var/run/cdi']['name']]['hostPath'] == {'path': '/var/run/cdi', 'type': 'DirectoryOrCreate'}
+    assert v[m['/mig-parted-config']['name']]['configMap']['name'] == 'mig-parted-config-p1'
+
+
+def test_MIGM_04_environment():
+    spec = pod(render('mig', namespace='gpu-system'), 'nvidia-mig-manager-')
+    c = ctr(spec, 'nvidia-mig-manager')
+    e = env(c)
+    assert e['CONFIG_FILE'] == '/mig-parted-config/config.yaml' and e['HOST_ROOT_MOUNT'] == '/host'
+    assert e['DEFAULT_GPU_CLIENTS_NAMESPACE'] == 'gpu-system' and e['WITH_REBOOT'] == 'false'
+    refs = dict((x['name'], x['valueFrom']['fieldRef']['fieldPath']) for x in c['env'] if 'valueFrom' in x)
+    assert refs == {'NODE_NAME': 'spec.nodeName', 'POD_NAME': 'metadata.name', 'POD_NAMESPACE': 'metadata.namespace'}
+
+
+def test_MIGM_05_rbac_is_what_the_reconfigure_flow_calls():
+    out = render('mig', namespace='gpu-system')
+    cr = [m for m in objs(out, 'ClusterRole') if m['metadata']['name'] == 'nvidia-mig-manager-p1'][0]
+    assert cr['rules'] == [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch', 'patch']},
+                           {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['list']}]
+    role = objs(out, 'Role')[0]
+    assert role['metadata']['namespace'] == 'gpu-system'
+    assert role['rules'] == [{'apiGroups': [''], 'resources': ['pods'], 'verbs': ['list', 'delete']}]
+    rb = objs(out, 'RoleBinding')[0]
+    assert rb['roleRef']['name'] == role['metadata']['name']
+    assert rb['subjects'] == [{'kind': 'ServiceAccount', 'name': 'nvidia-mig-manager-p1', 'namespace': 'gpu-system'}]
+    assert pod(out, 'nvidia-mig-manager-')['serviceAccountName'] == 'nvidia-mig-manager-p1'
+
+
+def test_MIGM_06_device_plugin_pods_carry_the_label_mig_manager_waits_on():
+    out = render('mig', namespace='gpu-system')
+    d = ds(out, 'nvidia-device-plugin-')
+    assert d['spec']['template']['metadata']['labels']['app'] == 'nvidia-device-plugin-daemonset'
+    assert 'app' not in d['spec']['selector']['matchLabels']  # the selector of a live DaemonSet cannot change
+    assert d['metadata']['namespace'] == env(ctr(pod(out, 'nvidia-mig-manager-'), 'nvidia-mig-manager'))['DEFAULT_GPU_CLIENTS_NAMESPACE']
+
+
+def test_MIGM_07_device_plugin_paused_through_the_deploy_label():
+    out = render('mig')
+    assert pod(out, 'nvidia-device-plugin-')['nodeSelector']['nvidia.com/gpu.deploy.device-plugin'] == 'true'
+    assert out['node_labels']['n1']['nvidia.com/gpu.deploy.device-plugin'] == 'true'
+    # while mig-manager holds the plugin paused, a re-run must not resume it
+    paused = {'n1': {'labels': {'nvidia.com/gpu.deploy.device-plugin': 'paused-for-mig-change'}}}
+    out = render('mig', node_state=paused)
+    assert 'nvidia.com/gpu.deploy.device-plugin' not in out['node_labels']['n1']
+    # removal takes the label away
+    assert render('mig', node_state=paused, check_conflicts=False)['node_labels']['n1'][
+        'nvidia.com/gpu.deploy.device-plugin'] == 'true'
+    # without the manager nothing pauses the plugin: no deploy label, no selector on it
+    out = render('mig', settings={'mig': {'devices': {'1g.10gb': 7}, 'manager': False}})
+    assert 'nvidia.com/gpu.deploy.device-plugin' not in pod(out, 'nvidia-device-plugin-')['nodeSelector']
+    assert 'nvidia.com/gpu.deploy.device-plugin' not in out['node_labels']['n1']
+    assert out['readiness'] is None
+
+
+def test_MIGM_08_mig_manager_node_selector():
+    out = render('mig')
+    assert pod(out, 'nvidia-mig-manager-')['nodeSelector'] == {'gpuops.io/sharing-pool': 'p1',
+                                                               'nvidia.com/gpu.deploy.mig-manager': 'true'}
+    assert out['node_labels']['n1']['nvidia.com/gpu.deploy.mig-manager'] == 'true'
+
+
+def test_MIGM_09_mig_config_label_and_parted_config():
+    out = render('mig')
+    assert out['node_labels']['n1']['nvidia.com/mig.config'] == 'gpuops-1g-10gb-7'
+    cm = [m for m in objs(out, 'ConfigMap') if m['metadata']['name'] == 'mig-parted-config-p1'][0]
+    parted = json.loads(cm['data']['config.yaml'])
+    assert parted['version'] == 'v1'
+    assert parted['mig-configs']['gpuops-1g-10gb-7'] == [{'devices': 'all', 'mig-enabled': True,
+                                                          'mig-devices': {'1g.10gb': 7}}]
+    assert parted['mig-configs']['all-disabled'] == [{'devices': 'all', 'mig-enabled': False}]
+
+
+def test_MIGM_10_readiness_is_mig_config_state_success():
+    out = render('mig', nodes=['n1', 'n2'], facts={'n1': A100, 'n2': A100})
+    assert out['readiness'] == {'label': 'nvidia.com/mig.config.state', 'value': 'success', 'failed_value': 'failed',
+                                'nodes': ['n1', 'n2']}
+    for strategy in ('exclusive', 'time-slicing', 'mps'):
+        assert render(strategy)['readiness'] is None
+
+
+def test_MIGM_11_mig_manager_runs_with_the_nvidia_runtime_class():
+    assert pod(render('mig'), 'nvidia-mig-manager-')['runtimeClassName'] == 'nvidia'
+    out = render('mig', settings={'mig': {'devices': {'1g.10gb': 7}}, 'nvidia': {'runtime_class_name': ''}})
+    assert 'runtimeClassName' not in pod(out, 'nvidia-mig-manager-')

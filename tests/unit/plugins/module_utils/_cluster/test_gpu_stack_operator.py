@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+"""GPU operator values against NVIDIA/gpu-operator deployments/gpu-operator at v24.9.2 ... v26.7.0
+(rows of docs/conformance/gpu-operator.md)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import tarfile
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_operator as op
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+
+T4 = {'gpus': [{'index': 0}], 'sharing': {'mps': {'allowed': True}}}
+
+
+def render(registry='', pull=None, **go):
+    go.setdefault('chart_path', '/charts/gpu-operator-v26.7.0.tgz')
+    return r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': T4}, registry=registry,
+                         image_pull_secrets=pull or [], settings={'gpu_operator': go}))
+
+
+def values(**kw):
+    return render(**kw)['helm']['values']
+
+
+def test_GPUOP_01_defaults_render_without_mirror_or_pull_secrets():
+    v = values()
+    assert v == {'driver': {'enabled': False}, 'toolkit': {'enabled': False}, 'devicePlugin': {'enabled': True},
+                 'nfd': {'enabled': True}, 'migManager': {'enabled': False}, 'mig': {'strategy': 'none'}}
+    assert render()['helm']['chart_version'] == 'v26.7.0'
+
+
+@pytest.mark.parametrize('chart,repo', [('v24.9.2', 'reg.example/m/nvidia/cloud-native'),
+                                        ('v25.3.4', 'reg.example/m/nvidia/cloud-native'),
+                                        ('v25.10.1', 'reg.example/m/nvidia'), ('v26.3.3', 'reg.example/m/nvidia'),
+                                        ('v26.7.0', 'reg.example/m/nvidia')])
+def test_GPUOP_02_validator_and_node_status_exporter_repository_per_chart(chart, repo):
+    v = values(registry='reg.example/m', chart_version=chart)
+    assert v['validator']['repository'] == repo
+    assert v['nodeStatusExporter']['repository'] == repo
+    assert v['migManager']['repository'] == 'reg.example/m/nvidia/cloud-native'
+    assert v['toolkit']['repository'] == 'reg.example/m/nvidia/k8s'
+
+
+def test_GPUOP_03_mig_strategy_none_is_said():
+    assert values()['mig'] == {'strategy': 'none'}
+    assert values(mig_strategy='mixed')['mig'] == {'strategy': 'mixed'}
+
+
+def test_GPUOP_04_cdi_follows_the_chart_default_unless_set():
+    assert 'cdi' not in values()
+    assert 'cdi' not in values(chart_version='v24.9.2')
+    assert values(cdi_enabled=False)['cdi'] == {'enabled': False}
+    assert 'cdi' not in values(cdi_enabled=True)
+    assert values(chart_version='v25.3.4', cdi_enabled=True)['cdi'] == {'enabled': True}
+
+
+def test_GPUOP_05_default_runtime_only_where_the_chart_reads_it():
+    assert values(chart_version='v24.9.2', default_runtime='containerd')['operator'] == {'defaultRuntime': 'containerd'}
+    assert 'operator' not in values(chart_version='v24.9.2')
+    with pytest.raises(StackError, match='default_runtime has no effect with gpu-operator chart v26.7.0'):
+        render(default_runtime='containerd')
+
+
+def _chart_tgz(path, version):
+    data = ('apiVersion: v2\nname: gpu-operator\nversion: %s\nappVersion: %s\n' % (version, version)).encode()
+    with tarfile.open(str(path), 'w:gz') as tar:
+        info = tarfile.TarInfo('gpu-operator/Chart.yaml')
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def test_GPUOP_06_chart_version_from_setting_chart_or_name(tmp_path):
+    tgz = tmp_path / 'operator.tgz'
+    _chart_tgz(tgz, 'v25.10.1')
+    assert render(chart_path=str(tgz))['helm']['chart_version'] == 'v25.10.1'
+    d = tmp_path / 'chart'
+    d.mkdir()
+    (d / 'Chart.yaml').write_text('apiVersion: v2\nname: gpu-operator\nversion: v26.3.3\n')
+    assert render(chart_path=str(d))['helm']['chart_version'] == 'v26.3.3'
+    assert render(chart_path=str(d), chart_version='v26.7.0')['helm']['chart_version'] == 'v26.7.0'
+    with pytest.raises(StackError, match='chart version is unknown'):
+        render(chart_path='/charts/gpu-operator.tgz')
+    with pytest.raises(StackError, match='not one this collection renders values for'):
+        render(chart_version='v23.9.1')
+    out = render(chart_version='v24.9.2')
+    assert any('older release' in w for w in out['warnings'])
+
+
+@pytest.mark.parametrize('chart', sorted(c['tag'] for c in op.CHARTS.values()))
+def test_GPUOP_07_every_emitted_key_is_read_by_the_chart(chart):
+    v = values(registry='reg.example/m', pull=['regcred'], chart_version=chart, sharing='time-slicing',
+               mig_manager=False, cdi_enabled=False)
+    assert set(op.leaf_paths(v)) <= op.DOCUMENTED_VALUE_KEYS
+    assert 'cdi.default' not in op.leaf_paths(v)
+
+
+def test_GPUOP_08_pull_secrets_shapes():
+    v = values(pull=['regcred'])
+    assert v['devicePlugin']['imagePullSecrets'] == ['regcred']
+    assert v['validator']['imagePullSecrets'] == ['regcred']
+    assert v['node-feature-discovery'] == {'imagePullSecrets': [{'name': 'regcred'}]}
+    assert 'repository' not in v['devicePlugin']

@@ -1,0 +1,186 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError, mirror_image
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import known_bad_extender
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_operator import DOCUMENTED_VALUE_KEYS, leaf_paths
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_volcano import scheduler_conf
+
+T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}],
+      'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'GPU(s) 0 are not MIG capable'}}}
+P100 = {'gpus': [{'index': 0}], 'sharing': {'mps': {'allowed': False, 'reason': 'GPU 0 (Tesla P100) has compute capability 6.0; MPS needs >= 7.0'}}}
+A100 = {'gpus': [{'index': i, 'memory_total_mib': 81920} for i in range(8)],
+        'sharing': {'mps': {'allowed': True, 'max_clients': 48},
+                    'mig': {'allowed': True, 'profiles': dict((str(i), ['1g.10gb', '3g.40gb']) for i in range(8))}}}
+
+
+# gpushare refuses upstream's known-bad default images unless images are named (or the risk is accepted)
+GPUSHARE_OK = {'gpushare': {'extender_image': 'reg.example/acs/k8s-gpushare-schd-extender:86f6025',
+                            'device_plugin_image': 'reg.example/acs/k8s-gpushare-plugin:45fb8b8'}}
+HAMI_OK = {'kube_version': 'v1.33.2'}
+
+
+def render(strategy, **kw):
+    p = dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': kw.pop('facts', T4)})
+    p.update(kw)
+    return r.render(p)
+
+
+def kinds(out):
+    return sorted(m['kind'] for m in out['manifests'])
+
+
+def test_mirror_image_rewrites_host_and_requires_a_pin():
+    assert mirror_image('nvcr.io/nvidia/k8s-device-plugin:v0.17.1', 'reg.example/m', 'x') == 'reg.example/m/nvidia/k8s-device-plugin:v0.17.1'
+    assert mirror_image('busybox:1.36', 'reg.example/m', 'x') == 'reg.example/m/library/busybox:1.36'
+    assert mirror_image('a/b@sha256:' + 'a' * 64, '', 'x') == 'a/b@sha256:' + 'a' * 64
+    for bad in ('nvcr.io/nvidia/k8s-device-plugin', 'foo:latest', ''):
+        with pytest.raises(StackError, match='var.image'):
+            mirror_image(bad, '', 'var.image')
+
+
+@pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps'])
+def test_nvidia_strategies(strategy):
+    out = render(strategy, settings={'time_slicing': {'replicas': 3}})
+    assert 'DaemonSet' in kinds(out)
+    cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap'][0]
+    cfg = json.loads(list(cm['data'].values())[0])
+    assert cfg['version'] == 'v1'
+    if strategy == 'time-slicing':
+        assert cfg['sharing']['timeSlicing']['resources'] == [{'name': 'nvidia.com/gpu', 'replicas': 3}]
+    assert out['node_labels']['n1']['nvidia.com/device-plugin.config'] == list(cm['data'])[0]
+    assert out['node_labels']['n1']['gpuops.io/sharing-strategy'] == strategy
+
+
+def test_time_slicing_replicas_one_refused():
+    with pytest.raises(StackError, match=r'gpu_sharing_stack_time_slicing.replicas must be >= 2'):
+        render('time-slicing', settings={'time_slicing': {'replicas': 1}})
+
+
+def test_mps_refused_below_cc7_with_node_and_reason():
+    with pytest.raises(StackError, match=r'n1: .*compute capability 6.0'):
+        render('mps', facts=P100)
+
+
+def test_mps_needs_facts_unless_told():
+    with pytest.raises(StackError, match='no gpu_probe_facts'):
+        r.render(dict(strategy='mps', pool='p1', nodes=['n1']))
+    out = r.render(dict(strategy='mps', pool='p1', nodes=['n1'], require_facts=False))
+    assert 'nvidia-mps-control-daemon-p1' in [m['metadata']['name'] for m in out['manifests']]
+
+
+def test_mig_profiles_checked_and_single_needs_one_profile():
+    out = render('mig', facts=A100, settings={'mig': {'devices': {'1g.10gb': 7}}})
+    assert out['node_labels']['n1']['nvidia.com/mig.config'] == 'gpuops-1g-10gb-7'
+    with pytest.raises(StackError, match='offers only'):
+        render('mig', facts=A100, settings={'mig': {'devices': {'1g.5gb': 7}}})
+    with pytest.raises(StackError, match='strategy single needs one MIG profile'):
+        render('mig', facts=A100, settings={'mig': {'devices': {'1g.10gb': 1, '3g.40gb': 1}}})
+    with pytest.raises(StackError, match='not MIG capable'):
+        render('mig', settings={'mig': {'devices': {'1g.10gb': 7}}})
+
+
+def test_unknown_strategy_and_setting():
+    with pytest.raises(StackError, match='gpu_sharing_stack_strategy must be one of'):
+        render('magic')
+    with pytest.raises(StackError, match='unknown key'):
+        render('gpushare', settings={'gpushare': {'memory_units': 'GiB'}})
+
+
+def test_gpushare_known_bad_tag_and_mib_warning():
+    out = render('gpushare', facts=A100, registry='reg.example/m',
+                 settings={'gpushare': {'memory_unit': 'MiB', 'accept_known_bad_images': True}})
+    assert any('known-bad' in w for w in out['warnings'])
+    assert any('gRPC' in w for w in out['warnings'])
+    assert known_bad_extender('reg.example/m/acs/k8s-gpushare-schd-extender:1.11-d170d8a')
+    assert not known_bad_extender('reg.example/m/acs/k8s-gpushare-schd-extender:1.12-fixed')
+    ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'][0]
+    assert ds['spec']['template']['spec']['nodeSelector']['gpushare'] == 'true'
+    assert '--memory-unit=MiB' in ds['spec']['template']['spec']['containers'][0]['command']
+    tol = [t['key'] for t in ds['spec']['template']['spec']['tolerations']]
+    assert 'node-role.kubernetes.io/controlplane' in tol and 'node-role.kubernetes.io/control-plane' in tol
+    assert out['node_labels']['n1']['gpushare'] == 'true'
+
+
+def test_conflicting_accounting_refused():
+    state = {'n1': {'labels': {}, 'allocatable': {'nvidia.com/gpu': '8'}}}
+    with pytest.raises(StackError, match='显存资源及卡资源联动'):
+        render('gpushare', node_state=state)
+    out = render('gpushare', node_state=state, allow_mixed_accounting=True, settings=GPUSHARE_OK)
+    assert out['manifests']
+    state = {'n1': {'labels': {}, 'allocatable': {'aliyun.com/gpu-mem': '80'}}}
+    with pytest.raises(StackError, match='aliyun.com/gpu-mem=80'):
+        render('time-slicing', node_state=state)
+
+
+def test_two_strategies_on_one_pool_refused():
+    with pytest.raises(StackError, match='two strategies on one pool'):
+        render('exclusive', node_strategies={'n1': 'gpushare'})
+    with pytest.raises(StackError, match='already belongs to pool other'):
+        labels = {'gpuops.io/sharing-pool': 'other', 'gpuops.io/sharing-strategy': 'hami'}
+        render('exclusive', live_nodes=[{'metadata': {'name': 'n1', 'labels': labels}}])
+
+
+def test_volcano_versions_and_merge():
+    old = scheduler_conf((1, 8), 'gpu-share')
+    preds = [p for t in old['tiers'] for p in t['plugins'] if p['name'] == 'predicates'][0]
+    assert preds['arguments'] == {'predicate.GPUSharingEnable': True}
+    existing = {'actions': 'allocate', 'tiers': [{'plugins': [{'name': 'tdm'},
+                                                              {'name': 'predicates', 'arguments': {'predicate.GPUSharingEnable': True,
+                                                                                                   'x': 1}}]}]}
+    new = scheduler_conf((1, 10), 'vgpu', existing)
+    names = [p['name'] for t in new['tiers'] for p in t['plugins']]
+    assert names == ['tdm', 'predicates', 'deviceshare']
+    ds = new['tiers'][0]['plugins'][2]['arguments']
+    assert ds == {'deviceshare.GPUSharingEnable': False, 'deviceshare.VGPUEnable': True}
+    assert new['tiers'][0]['plugins'][1]['arguments'] == {'x': 1}
+    assert new['actions'] == 'allocate'
+    with pytest.raises(StackError, match='needs Volcano >= 1.9'):
+        render('volcano', settings={'volcano': {'version': '1.8', 'mode': 'vgpu'}})
+
+
+def test_hami_settings_and_webhook_pairing():
+    out = render('hami', settings={'hami': dict(HAMI_OK, device_split_count=4, device_memory_scaling=2)})
+    cm = [m for m in out['manifests'] if m['metadata']['name'] == 'hami-scheduler-device'][0]
+    dev = json.loads(cm['data']['device-config.yaml'])['nvidia']
+    assert dev['deviceSplitCount'] == 4 and dev['deviceMemoryScaling'] == 2.0
+    assert 'MutatingWebhookConfiguration' not in kinds(out)
+    assert any('webhook' in w for w in out['warnings'])
+    with pytest.raises(StackError, match='go together'):
+        render('hami', settings={'hami': dict(HAMI_OK, webhook_tls_secret='x')})
+
+
+def test_gpu_manager_deprecated():
+    # refused for new deployments (it cannot work from what is rendered); removal still renders the old objects
+    with pytest.raises(StackError, match='gpu_sharing_stack_strategy: hami'):
+        render('gpu-manager')
+    out = render('gpu-manager', check_conflicts=False)
+    assert any('hami' in w for w in out['warnings'])
+
+
+def test_gpu_operator_values_documented():
+    out = render('gpu-operator', registry='reg.example/m', image_pull_secrets=['regcred'],
+                 settings={'gpu_operator': {'chart_path': '/charts/gpu-operator-v26.7.0.tgz', 'sharing': 'time-slicing'}})
+    values = out['helm']['values']
+    assert values['driver']['enabled'] is False and values['toolkit']['enabled'] is False
+    assert set(leaf_paths(values)) <= DOCUMENTED_VALUE_KEYS
+    assert values['devicePlugin']['repository'] == 'reg.example/m/nvidia'
+    assert out['manifests'] == []
+    with pytest.raises(StackError, match='chart_path'):
+        render('gpu-operator')
+
+
+def test_validation_workloads():
+    out = render('gpushare', facts=A100, validation={'enabled': True}, settings=GPUSHARE_OK)
+    d = out['validation_manifests'][0]
+    assert d['kind'] == 'Deployment'
+    assert d['spec']['template']['spec']['containers'][0]['resources']['limits'] == {'aliyun.com/gpu-mem': '2'}
+    out = render('volcano', validation={'enabled': True})
+    assert out['validation_manifests'][0]['spec']['schedulerName'] == 'volcano'

@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""docs/conformance/kube-scheduler.md: one test per row (KS-NN)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube_scheduler_render import SchedulerConfigError
+
+KUBECONFIG = '/etc/kubernetes/scheduler.conf'
+# kube-scheduler config/v1 Extender's JSON names (docs/conformance/kube-scheduler.md, KS-02)
+UPSTREAM_EXTENDER_FIELDS = {'urlPrefix', 'filterVerb', 'preemptVerb', 'prioritizeVerb', 'weight', 'bindVerb',
+                            'enableHTTPS', 'tlsConfig', 'httpTimeout', 'nodeCacheCapable', 'managedResources',
+                            'ignorable'}
+FULL = {'url_prefix': 'https://ext.example:8443/x', 'filter_verb': 'filter', 'prioritize_verb': 'prioritize',
+        'preempt_verb': 'preempt', 'bind_verb': 'bind', 'weight': 3, 'enable_https': True, 'http_timeout': '1500ms',
+        'node_cache_capable': True, 'managed_resources': [{'name': 'example.com/gpu-mem', 'ignored_by_scheduler': True}],
+        'ignorable': True}
+
+
+def test_KS_01_api_version_per_minor_through_137():
+    for minor in range(16, 38):
+        api = R.api_for_version('1.%d' % minor)
+        want = ('v1' if minor < 23 else R.KSC_GROUP + '/v1beta3' if minor < 25 else R.KSC_GROUP + '/v1')
+        assert api['apiVersion'] == want
+        assert R.served(api['apiVersion'], minor) or api['kind'] == R.POLICY
+        assert (R.eol_note('1.%d' % minor) is None) == (minor >= 24)
+    assert not R.served(R.KSC_GROUP + '/v1beta3', 29)
+    for bad in ('1.38', '1.15'):
+        with pytest.raises(SchedulerConfigError):
+            R.api_for_version(bad)
+
+
+def test_KS_02_extender_fields_are_upstream_names():
+    doc = R.render('v1.37.0', [FULL], KUBECONFIG)
+    ext = doc['extenders'][0]
+    assert set(ext) <= UPSTREAM_EXTENDER_FIELDS
+    assert ext['httpTimeout'] == '1500ms' and ext['enableHTTPS'] is True
+    assert ext['managedResources'] == [{'name': 'example.com/gpu-mem', 'ignoredByScheduler': True}]
+
+
+def test_KS_03_prioritize_needs_positive_weight():
+    assert R.normalize_extenders([{'url_prefix': 'http://a', 'prioritize_verb': 'p'}])[0]['weight'] == 1
+    for weight in (0, -2):
+        with pytest.raises(SchedulerConfigError, match='weight'):
+            R.normalize_extenders([{'url_prefix': 'http://a', 'prioritize_verb': 'p', 'weight': weight}])
+    with pytest.raises(SchedulerConfigError, match='prioritize_verb'):
+        R.normalize_extenders([{'url_prefix': 'http://a', 'filter_verb': 'f', 'weight': 2}])
+
+
+def test_KS_04_one_binder_after_merge():
+    with pytest.raises(SchedulerConfigError, match='only one extender'):
+        R.normalize_extenders([{'url_prefix': 'http://a', 'bind_verb': 'b'}, {'url_prefix': 'http://c', 'bind_verb': 'b'}])
+    existing = R.render('1.30', [{'url_prefix': 'http://other', 'bind_verb': 'bind'}], KUBECONFIG)
+    with pytest.raises(SchedulerConfigError, match='bindVerb'):
+        R.merge(existing, '1.30', [{'url_prefix': 'http://ours', 'bind_verb': 'bind'}], KUBECONFIG)
+
+
+def test_KS_05_managed_resources_unique_across_extenders():
+    with pytest.raises(SchedulerConfigError, match='already managed'):
+        R.normalize_extenders([{'url_prefix': 'http://a', 'filter_verb': 'f', 'managed_resources': ['example.com/r']},
+                               {'url_prefix': 'http://b', 'filter_verb': 'f', 'managed_resources': ['example.com/r']}])
+    with pytest.raises(SchedulerConfigError, match='extended resource'):
+        R.normalize_extenders([{'url_prefix': 'http://a', 'filter_verb': 'f', 'managed_resources': ['kubernetes.io/r']}])
+    existing = R.render('1.30', [{'url_prefix': 'http://other', 'filter_verb': 'f', 'managed_resources': ['example.com/r']}],
+                        KUBECONFIG)
+    with pytest.raises(SchedulerConfigError, match='two'):
+        R.merge(existing, '1.30', [{'url_prefix': 'http://ours', 'filter_verb': 'f', 'managed_resources': ['example.com/r']}],
+                KUBECONFIG)
+
+
+def test_KS_06_site_profiles_untouched():
+    site = {'apiVersion': R.KSC_GROUP + '/v1', 'kind': R.KSC, 'clientConnection': {'kubeconfig': '/site.conf'},
+            'profiles': [{'schedulerName': 'default-scheduler', 'plugins': {'multiPoint': {'disabled': [{'name': '*'}]}}},
+                         {'schedulerName': 'gpu', 'pluginConfig': [{'name': 'NodeResourcesFit', 'args': {}}]}]}
+    doc, notes = R.merge(site, '1.37', [FULL], KUBECONFIG, source='/site.yaml', site_owned=True)
+    assert doc['profiles'] == site['profiles'] and 'extenders' not in doc['profiles'][0]
+    assert len(doc['extenders']) == 1
+
+
+def test_KS_07_client_connection_kubeconfig():
+    assert R.render('1.33', [FULL], KUBECONFIG)['clientConnection'] == {'kubeconfig': KUBECONFIG}
+    ours = R.render('1.33', [FULL], '/old.conf')
+    assert R.merge(ours, '1.33', [FULL], KUBECONFIG)[0]['clientConnection']['kubeconfig'] == KUBECONFIG
+    site = dict(ours, clientConnection={'kubeconfig': '/site.conf', 'qps': 50})
+    doc = R.merge(site, '1.33', [FULL], KUBECONFIG, site_owned=True)[0]
+    assert doc['clientConnection'] == {'kubeconfig': '/site.conf', 'qps': 50}

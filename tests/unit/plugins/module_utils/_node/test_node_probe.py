@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
+
+PCI_IDS = """# pci.ids excerpt
+10de  NVIDIA Corporation
+\t1eb8  TU104GL [Tesla T4]
+\t\t10de 12a2  T4 16GB
+\t20b2  GA100 [A100 SXM4 80GB]
+\t1af1  GA100 [A100 NVSwitch]
+10df  Emulex Corporation
+\t1eb8  Not an NVIDIA device
+"""
+
+
+def _write(root, rel, text, mode='w'):
+    path = os.path.join(str(root), rel)
+    if not os.path.isdir(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path))
+    with open(path, mode) as f:
+        f.write(text)
+
+
+def _pci(root, addr, vendor, device, klass, driver=None):
+    base = 'sys/bus/pci/devices/%s/' % addr
+    _write(root, base + 'vendor', vendor + '\n')
+    _write(root, base + 'device', device + '\n')
+    _write(root, base + 'class', klass + '\n')
+    if driver:
+        drv = os.path.join(str(root), 'sys/bus/pci/drivers', driver)
+        os.makedirs(drv)
+        os.symlink(drv, os.path.join(str(root), base, 'driver'))
+
+
+def test_pci_devices_finds_gpus_and_nvswitches_with_names(tmp_path):
+    _write(tmp_path, 'usr/share/misc/pci.ids', PCI_IDS)
+    _pci(tmp_path, '0000:3b:00.0', '0x10de', '0x1eb8', '0x030200', driver='nvidia')
+    _pci(tmp_path, '0000:07:00.0', '0x10de', '0x20b2', '0x030000')
+    _pci(tmp_path, '0000:c1:00.0', '0x10de', '0x1af1', '0x068000')
+    _pci(tmp_path, '0000:00:1f.0', '0x8086', '0x1234', '0x030000')  # Intel VGA: ignored
+    _pci(tmp_path, '0000:05:00.1', '0x10de', '0x10f8', '0x040300')  # NVIDIA HDMI audio: ignored
+    gpus, switches = node_probe.pci_devices(str(tmp_path))
+    assert [g['pci_bus_id'] for g in gpus] == ['0000:07:00.0', '0000:3b:00.0']
+    assert gpus[1]['name'] == 'TU104GL [Tesla T4]'
+    assert gpus[1]['driver'] == 'nvidia'
+    assert gpus[0]['driver'] is None
+    assert [s['name'] for s in switches] == ['GA100 [A100 NVSwitch]']
+
+
+def test_pci_names_stops_at_vendor_boundary(tmp_path):
+    _write(tmp_path, 'usr/share/hwdata/pci.ids', PCI_IDS)
+    names = node_probe.pci_names(str(tmp_path))
+    assert names['0x1eb8'] == 'TU104GL [Tesla T4]'
+    assert 'Not an NVIDIA device' not in names.values()
+
+
+def test_pci_without_database_has_no_names(tmp_path):
+    _pci(tmp_path, '0000:3b:00.0', '0x10de', '0x1eb8', '0x030200')
+    gpus = node_probe.pci_devices(str(tmp_path))[0]
+    assert gpus[0]['name'] is None
+
+
+def test_no_sysfs_means_no_devices(tmp_path):
+    assert node_probe.pci_devices(str(tmp_path)) == ([], [])
+
+
+def test_modules_and_driver_version(tmp_path):
+    _write(tmp_path, 'proc/modules', 'nouveau 2322432 0 - Live 0x0\ndrm 1 2 - Live 0x0\n')
+    _write(tmp_path, 'proc/driver/nvidia/version',
+           'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n'
+           'GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n')
+    assert 'nouveau' in node_probe.loaded_modules(str(tmp_path))
+    assert node_probe.driver_version_from_proc(str(tmp_path)) == '535.183.01'
+
+
+def test_open_kernel_module_version_line(tmp_path):
+    _write(tmp_path, 'proc/driver/nvidia/version',
+           'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n')
+    assert node_probe.driver_version_from_proc(str(tmp_path)) == '550.54.15'
+
+
+def test_secure_boot_states(tmp_path):
+    assert node_probe.secure_boot(str(tmp_path)) == 'unsupported'
+    os.makedirs(os.path.join(str(tmp_path), 'sys/firmware/efi/efivars'))
+    assert node_probe.secure_boot(str(tmp_path)) == 'disabled'
+    _write(tmp_path, node_probe.SECURE_BOOT_VAR, b'\x06\x00\x00\x00\x01', mode='wb')
+    assert node_probe.secure_boot(str(tmp_path)) == 'enabled'
+    _write(tmp_path, node_probe.SECURE_BOOT_VAR, b'\x06\x00\x00\x00\x00', mode='wb')
+    assert node_probe.secure_boot(str(tmp_path)) == 'disabled'
+
+
+def test_hypervisor_detection(tmp_path):
+    assert node_probe.hypervisor(str(tmp_path)) is None
+    _write(tmp_path, 'proc/cpuinfo', 'processor\t: 0\nflags\t\t: fpu vme hypervisor avx\n')
+    assert node_probe.hypervisor(str(tmp_path)) == 'unknown'
+    _write(tmp_path, 'sys/class/dmi/id/sys_vendor', 'VMware, Inc.\n')
+    assert node_probe.hypervisor(str(tmp_path)) == 'vmware'
+
+
+def test_container_runtimes_and_daemon_json(tmp_path):
+    _write(tmp_path, 'usr/bin/dockerd', '')
+    _write(tmp_path, 'usr/bin/nvidia-container-runtime', '')
+    _write(tmp_path, 'etc/docker/daemon.json', json.dumps({
+        'registry-mirrors': ['https://mirror.example'],
+        'runtimes': {'nvidia': {'path': 'nvidia-container-runtime', 'runtimeArgs': []}},
+        'default-runtime': 'nvidia'}))
+    info = node_probe.container_runtimes(str(tmp_path))
+    assert info['installed'] == ['docker', 'nvidia-container-runtime']
+    assert info['docker_nvidia_runtime'] is True
+    assert info['docker_default_runtime'] == 'nvidia'
+
+
+def test_containerd_nvidia_runtime(tmp_path):
+    _write(tmp_path, 'etc/containerd/config.toml',
+           'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n')
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_nvidia_runtime'] is True
+
+
+def test_invalid_daemon_json_is_reported(tmp_path):
+    _write(tmp_path, 'etc/docker/daemon.json', '{"runtimes": ')
+    info = node_probe.container_runtimes(str(tmp_path))
+    assert info['docker_daemon_json_invalid'] is True
+
+
+def test_systemd_unit_state(tmp_path):
+    assert node_probe.systemd_unit_state(str(tmp_path), 'nvidia-fabricmanager.service') == 'not-found'
+    _write(tmp_path, 'lib/systemd/system/nvidia-fabricmanager.service', '[Unit]\n')
+    assert node_probe.systemd_unit_state(str(tmp_path), 'nvidia-fabricmanager.service') == 'disabled'
+    _write(tmp_path, 'etc/systemd/system/multi-user.target.wants/nvidia-fabricmanager.service', '')
+    assert node_probe.systemd_unit_state(str(tmp_path), 'nvidia-fabricmanager.service') == 'enabled'
+
+
+def test_node_facts_fabricmanager_required_with_nvswitch(tmp_path):
+    _pci(tmp_path, '0000:c1:00.0', '0x10de', '0x1af1', '0x068000')
+    facts = node_probe.node_facts(str(tmp_path))
+    assert facts['nvswitch_count'] == 1
+    assert facts['fabricmanager_required'] is True
+    assert facts['fabricmanager_unit'] == 'not-found'

@@ -1,0 +1,393 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Branch, kernel module flavour and package names of the nvidia_driver role (module_utils/_node/nvidia_driver_select.py).
+
+Row ids (DRV-xx) are those of docs/conformance/nvidia-driver.md.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import os
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver as nd
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver_select as sel
+
+LATE_2026 = datetime.date(2026, 11, 24)
+
+H100 = '0x2330'
+H200 = '0x2335'
+B200 = '0x2901'
+GH200 = '0x2342'
+RTX_PRO_6000 = '0x2bb5'
+A100 = '0x20b0'
+L40S = '0x26b9'
+T4 = '0x1eb8'
+V100 = '0x1db1'
+P100 = '0x15f7'
+
+
+def select(family='Ubuntu', major='24', **params):
+    obs = dict(family=family, major=major, kernel_release=params.pop('kernel_release', '6.8.0-45-generic'),
+               machine=params.pop('machine', 'x86_64'), gpu_pci_ids=params.pop('gpus', [H100]),
+               secure_boot=params.pop('secure_boot', 'disabled'),
+               dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False))
+    base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
+                precompiled='auto', fabricmanager='auto')
+    base.update(params)
+    return sel.select(base, obs, today=LATE_2026)
+
+
+# --- DRV-01/02/03: branches -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('branch, btype, eol', [
+    ('535', 'ltsb', '2026-06'), ('570', 'production', '2026-02'), ('580', 'ltsb', '2028-06'),
+    ('595', 'production', '2027-03'), ('610', 'new-feature', '2026-08'), ('620', 'ltsb', '2029-09'),
+])
+def test_DRV_01_branch_table_from_nvidia_lifecycle(branch, btype, eol):
+    status = sel.branch_status(branch, LATE_2026)
+    assert (status['type'], status['eol']) == (btype, eol)
+    assert status['source'].startswith('docs.nvidia.com/datacenter/tesla/drivers/')
+
+
+def test_DRV_01_supported_branches_late_2026():
+    assert sel.supported_branches(LATE_2026) == ['580', '595', '620']
+    assert sel.branch_status('535', datetime.date(2026, 6, 30))['supported'] is True
+    assert sel.branch_status('535', datetime.date(2026, 7, 1))['supported'] is False
+
+
+def test_DRV_02_default_branch_is_supported_ltsb():
+    status = sel.branch_status(sel.DEFAULT_BRANCH, LATE_2026)
+    assert status['supported'] and status['type'] == 'ltsb'
+    defaults = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), '../../../../roles/nvidia_driver/defaults/main.yml')).read()
+    assert 'nvidia_driver_branch: "%s"' % sel.DEFAULT_BRANCH in defaults
+
+
+@pytest.mark.parametrize('branch', ['535', '570', '550', '610'])
+def test_DRV_03_eol_branch_refused_naming_branch_date_and_variable(branch):
+    with pytest.raises(sel.SelectionError) as e:
+        select(branch=branch, gpus=[A100], kernel_module_type='proprietary')
+    msg = str(e.value)
+    assert 'nvidia_driver_branch %s' % branch in msg
+    assert 'nvidia_driver_accept_eol_branch: "%s"' % branch in msg
+    assert '580, 595, 620' in msg
+    if sel.BRANCHES[branch].get('eol'):
+        assert sel.BRANCHES[branch]['eol'] in msg
+
+
+def test_DRV_03_eol_branch_accepted_when_named():
+    out = select(branch='535', accept_eol_branch='535', gpus=[A100], family='Debian', major='12')
+    assert out['branch']['accepted_eol'] is True and out['branch']['supported'] is False
+    with pytest.raises(sel.SelectionError):
+        select(branch='535', accept_eol_branch='570', gpus=[A100])   # accepting another branch is no answer
+
+
+def test_DRV_03_unknown_branch_refused():
+    with pytest.raises(sel.SelectionError) as e:
+        select(branch='999')
+    assert 'not in the role' in str(e.value)
+    with pytest.raises(sel.SelectionError) as e:
+        select(branch='58')
+    assert 'three-digit' in str(e.value)
+
+
+# --- DRV-04..08: flavour ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('dev, arch', [
+    (H100, 'hopper'), (H200, 'hopper'), (GH200, 'grace-hopper'), (B200, 'blackwell'), (RTX_PRO_6000, 'blackwell'),
+    (A100, 'ampere'), (L40S, 'ada'), (T4, 'turing'), (V100, 'volta'), (P100, 'pascal'), ('0x1b38', 'pascal'),
+    ('zz', 'unknown'), ('0x0001', 'unknown'),
+])
+def test_DRV_04_architecture_from_pci_device_id(dev, arch):
+    assert sel.architecture_from_pci_id(dev) == arch
+
+
+# The chip family of every device id the MIG catalogue names (written from mig-parted's device filters): the two
+# sources of GPU knowledge must agree. 0x2342 is GH200 96 GB and 0x20B6 the GA100-based PG506, both listed under the
+# 96 GB profile table because mig-parted groups device ids by profile set.
+FAMILY_OF_PRODUCT = (('GH200', 'grace-hopper'), ('H', 'hopper'), ('A', 'ampere'), ('GB', 'blackwell'),
+                     ('B', 'blackwell'), ('RTX-PRO', 'blackwell'))
+FAMILY_EXCEPTIONS = {0x2342: 'grace-hopper', 0x20B6: 'ampere'}
+
+
+def test_DRV_04_catalogue_device_ids_agree_with_the_architecture_ranges():
+    checked = 0
+    for key, ids, dummy, dummy2 in gpu_catalog.MIG_PRODUCTS:
+        family = [fam for prefix, fam in FAMILY_OF_PRODUCT if key.startswith(prefix)][0]
+        for dev in ids:
+            want = FAMILY_EXCEPTIONS.get(dev, family)
+            assert sel.architecture_from_pci_id('%x' % dev) == want, (key, hex(dev))
+            checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize('gpu', [P100, V100])
+def test_DRV_04_open_refused_before_turing(gpu):
+    with pytest.raises(sel.SelectionError) as e:
+        select(gpus=[gpu], kernel_module_type='open')
+    assert 'nvidia_driver_kernel_module_type "open"' in str(e.value)
+    assert 'allowed here: proprietary, auto' in str(e.value)
+
+
+@pytest.mark.parametrize('gpu', [B200, GH200, RTX_PRO_6000])
+def test_DRV_05_proprietary_refused_on_blackwell_and_grace_hopper(gpu):
+    with pytest.raises(sel.SelectionError) as e:
+        select(gpus=[gpu], kernel_module_type='proprietary')
+    assert 'nvidia_driver_kernel_module_type "proprietary"' in str(e.value)
+    assert 'allowed here: open, auto' in str(e.value)
+    assert select(gpus=[gpu])['flavour']['effective'] == 'open'
+
+
+@pytest.mark.parametrize('branch, gpus, flavour', [
+    ('580', [H100], 'open'), ('580', [A100, A100], 'open'), ('580', [T4], 'open'), ('580', [L40S], 'open'),
+    ('580', [V100], 'proprietary'), ('580', [P100], 'proprietary'), ('580', [], 'open'),
+    ('535', [H100], 'proprietary'), ('535', [GH200], 'open'), ('620', [H100], 'open'),
+])
+def test_DRV_06_auto_flavour(branch, gpus, flavour):
+    assert select(branch=branch, accept_eol_branch=branch, gpus=gpus)['flavour']['effective'] == flavour
+
+
+def test_DRV_06_mixed_gpus_needing_both_flavours_refused():
+    with pytest.raises(sel.SelectionError) as e:
+        select(gpus=[B200, V100])
+    assert 'no nvidia_driver_kernel_module_type fits both' in str(e.value)
+
+
+def test_DRV_07_proprietary_not_shipped_from_620():
+    with pytest.raises(sel.SelectionError) as e:
+        select(branch='620', gpus=[H100], kernel_module_type='proprietary')
+    assert 'not shipped from branch 611' in str(e.value)
+    assert select(branch='595', gpus=[H100], kernel_module_type='proprietary')['flavour']['effective'] == 'proprietary'
+
+
+def test_DRV_08_branch_after_580_refused_on_volta_and_older():
+    with pytest.raises(sel.SelectionError) as e:
+        select(branch='595', gpus=[V100])
+    assert 'last branch is R580' in str(e.value)
+    with pytest.raises(sel.SelectionError):
+        select(branch='535', accept_eol_branch='535', gpus=[B200])   # Blackwell needs R570 or newer
+
+
+def test_DRV_26_unknown_flavour_refused():
+    with pytest.raises(sel.SelectionError) as e:
+        select(kernel_module_type='closed')
+    assert 'nvidia_driver_kernel_module_type must be one of auto, open, proprietary' in str(e.value)
+
+
+# --- DRV-09..15, 24: package names ------------------------------------------------------------------------
+
+def test_DRV_09_ubuntu_server_packages_dkms():
+    p = select(gpus=[H100])['packages']
+    assert p['pinned'] == ['nvidia-headless-580-server-open', 'nvidia-dkms-580-server-open', 'nvidia-utils-580-server',
+                           'nvidia-compute-utils-580-server', 'libnvidia-compute-580-server']
+    assert p['version_package'] == 'libnvidia-compute-580-server'
+    p = select(gpus=[V100])['packages']
+    assert p['pinned'][:2] == ['nvidia-headless-580-server', 'nvidia-dkms-580-server']
+    assert p['unpinned'] == []
+
+
+def test_DRV_10_ubuntu_precompiled_signed_modules_with_secure_boot():
+    out = select(gpus=[H100], secure_boot='enabled', kernel_release='6.8.0-1012-aws')
+    assert out['precompiled']['effective'] is True
+    assert out['packages']['pinned'][0] == 'nvidia-headless-no-dkms-580-server-open'
+    assert 'nvidia-dkms-580-server-open' not in out['packages']['pinned']
+    # the module package follows the kernel's version: installed, not pinned to the driver's
+    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-open-aws']
+    out = select(gpus=[V100], precompiled='true')
+    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-generic']
+    assert select(gpus=[H100], secure_boot='enabled', precompiled='false')['precompiled']['effective'] is False
+    # only Ubuntu's archive has them
+    assert select(family='Debian', major='12', gpus=[H100], secure_boot='enabled')['precompiled']['effective'] is False
+
+
+@pytest.mark.parametrize('kernel, flavour', [
+    ('6.8.0-45-generic', 'generic'), ('6.8.0-1012-aws', 'aws'), ('5.15.0-1050-nvidia', 'nvidia'),
+    ('6.8.0-45-lowlatency', 'lowlatency'), ('weird', 'generic'),
+])
+def test_DRV_10_kernel_flavour(kernel, flavour):
+    assert sel.kernel_flavour(kernel) == flavour
+
+
+def test_DRV_11_cuda_repo_apt_names_and_pin_file():
+    out = select(method='cuda_repo', gpus=[H100])
+    assert out['packages']['pinned'] == ['nvidia-open', 'libnvidia-compute-580']
+    assert out['packages']['unpinned'] == ['nvidia-driver-pinning-580']
+    assert out['packages']['version_package'] == 'libnvidia-compute-580'
+    assert 'Pin: version 580.*' in out['apt_pin_file'] and 'Pin-Priority: 1000' in out['apt_pin_file']
+    out = select(method='cuda_repo', branch='595', gpus=[V100.replace('1db1', '2330')], kernel_module_type='proprietary')
+    assert out['packages']['pinned'] == ['cuda-drivers', 'libnvidia-compute']   # R590 on: no branch in the names
+    assert out['packages']['unpinned'] == ['nvidia-driver-pinning-595']
+    assert 'Pin: version 595.1.2*' in sel.apt_pin_file('595', '595.1.2')
+    assert select(method='distro', gpus=[H100])['apt_pin_file'] is None
+
+
+def test_DRV_12_rhel_module_streams_and_reset():
+    out = select(family='RedHat', major='9', gpus=[H100])
+    assert out['packages']['dnf_module_stream'] == 'nvidia-driver:580-open'
+    assert out['dnf_module_reset'] is False
+    out = select(family='RedHat', major='8', gpus=[V100], dnf_module_current='535-dkms')
+    assert out['packages']['dnf_module_stream'] == 'nvidia-driver:580-dkms'
+    assert out['dnf_module_reset'] is True
+    assert select(family='RedHat', major='9', gpus=[H100], dnf_module_current='580-open')['dnf_module_reset'] is False
+    text = ('Last metadata expiration check\nName           Stream        Profiles\n'
+            'nvidia-driver  535-dkms [e]  default [d], fm, ks, src  Nvidia driver\n')
+    assert sel.parse_dnf_enabled_stream(text) == '535-dkms'
+    assert sel.parse_dnf_enabled_stream('nvidia-driver  latest-dkms  default [d]\n') is None
+
+
+def test_DRV_13_rhel10_plain_packages_and_versionlock():
+    out = select(family='RedHat', major='10', gpus=[H100])
+    assert out['packages']['dnf_module_stream'] is None
+    assert out['packages']['install'] == ['nvidia-open']
+    assert out['packages']['versionlock_pattern'] == '*nvidia*580*'
+
+
+def test_DRV_14_rhel_libnvidia_ml_from_560():
+    assert 'libnvidia-ml' in select(family='RedHat', major='9', gpus=[H100])['packages']['pinned']
+    old = select(family='RedHat', major='9', gpus=[H100], branch='535', accept_eol_branch='535')['packages']['pinned']
+    assert 'nvidia-driver-NVML' in old and 'libnvidia-ml' not in old
+    assert 'kmod-nvidia-latest-dkms' in old
+    assert 'kmod-nvidia-open-dkms' in select(family='RedHat', major='9', gpus=[H100])['packages']['pinned']
+
+
+def test_DRV_15_fabricmanager_names_change_at_580():
+    assert select(family='RedHat', major='9')['packages']['fabricmanager'] == ['nvidia-fabricmanager', 'libnvidia-nscq']
+    assert select(family='RedHat', major='9', branch='570', accept_eol_branch='570')['packages']['fabricmanager'] == [
+        'nvidia-fabric-manager', 'libnvidia-nscq-570']
+    assert select(method='cuda_repo')['packages']['fabricmanager'] == ['nvidia-fabricmanager', 'libnvidia-nscq']
+    assert select(method='cuda_repo', branch='570', accept_eol_branch='570')['packages']['fabricmanager'] == [
+        'nvidia-fabricmanager-570', 'libnvidia-nscq-570']
+    assert select()['packages']['fabricmanager'] == ['nvidia-fabricmanager-580', 'libnvidia-nscq-580']
+    assert select(family='Debian', major='12', gpus=[A100])['packages']['fabricmanager'] == []
+
+
+def test_DRV_24_debian_open_and_proprietary_dkms_packages():
+    out = select(family='Debian', major='12', branch='535', accept_eol_branch='535', gpus=[H100],
+                 kernel_module_type='open')
+    assert 'nvidia-open-kernel-dkms' in out['packages']['pinned']
+    assert 'nvidia-kernel-dkms' not in out['packages']['pinned']
+    out = select(family='Debian', major='12', branch='535', accept_eol_branch='535', gpus=[H100])
+    assert 'nvidia-kernel-dkms' in out['packages']['pinned']   # auto before R560: proprietary
+    assert out['packages']['version_package'] == 'nvidia-driver'
+
+
+# --- DRV-16..18: OS and methods -----------------------------------------------------------------------------
+
+def test_DRV_16_dkms_module_found_under_extra(tmp_path):
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, 'var/lib/dkms/nvidia/580.95.05'))
+    os.makedirs(os.path.join(root, 'lib/modules/5.14.0-427.el9.x86_64/extra'))
+    open(os.path.join(root, 'lib/modules/5.14.0-427.el9.x86_64/extra/nvidia.ko.xz'), 'w').close()
+    state = nd.dkms_state(root, '5.14.0-427.el9.x86_64')
+    assert state['installed_for_kernel'] is True
+    assert state['module_dir'] == '/lib/modules/5.14.0-427.el9.x86_64/extra'
+
+
+@pytest.mark.parametrize('major', ['7', '6'])
+def test_DRV_17_rhel7_refused(major):
+    with pytest.raises(sel.SelectionError) as e:
+        select(family='RedHat', major=major)
+    assert 'RHEL/CentOS %s is not supported' % major in str(e.value)
+    with pytest.raises(sel.SelectionError):
+        select(family='Suse', major='15')
+
+
+def test_DRV_18_runfile_kernel_module_type():
+    assert select(method='runfile', gpus=[H100])['runfile_flags'] == ['--kernel-module-type=open']
+    assert select(method='runfile', gpus=[V100])['runfile_flags'] == ['--kernel-module-type=proprietary']
+    assert sel.runfile_module_flags('535', 'open') == ['-m=kernel-open']
+    assert sel.runfile_module_flags('535', 'proprietary') == ['-m=kernel']
+
+
+# --- DRV-19..23: verify, hold, persistence, NVLink5 ---------------------------------------------------------
+
+def test_DRV_19_transitional_branch_mismatch_fails_clearly():
+    ok, msg = sel.verify_installed('535', '', '580.95.05')
+    assert ok is False
+    assert 'nvidia_driver_branch is 535 but the packages installed driver 580.95.05 (branch 580)' in msg
+    assert 'transitional' in msg
+    assert sel.verify_installed('580', '', '580.95.05')[0] is True
+    assert sel.verify_installed('580', '580.95.05', '580.82.07')[0] is False
+    assert sel.verify_installed('580', '', None)[0] is False
+
+
+def test_DRV_20_hold_what_is_really_installed():
+    versions = {'nvidia-headless-535-server': '580.95.05-0ubuntu0.24.04.1',
+                'libnvidia-compute-580-server': '580.95.05-0ubuntu0.24.04.1',
+                'nvidia-kernel-common-580-server': '580.95.05-0ubuntu0.24.04.1',
+                'linux-modules-nvidia-580-server-open-generic': '6.8.0-45.45+1',
+                'nvidia-container-toolkit': '1.17.8-1',
+                'libnvidia-ml1': '1:580.95.05-1'}
+    assert sel.installed_driver_packages(versions, '580.95.05') == [
+        'libnvidia-compute-580-server', 'libnvidia-ml1', 'nvidia-headless-535-server', 'nvidia-kernel-common-580-server']
+    assert sel.installed_driver_packages(versions, None) == []
+
+
+UBUNTU_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+Before=systemd-backlight@backlight:nvidia_0.service
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+"""
+
+
+def test_DRV_21_persistenced_dropin_removes_no_persistence_mode():
+    dropin = sel.persistenced_dropin(UBUNTU_UNIT)
+    lines = dropin.splitlines()
+    assert '[Service]' in lines
+    assert lines.index('ExecStart=') < lines.index(
+        'ExecStart=/usr/bin/nvidia-persistenced --persistence-mode --user nvidia-persistenced --verbose')
+    assert '--no-persistence-mode' not in dropin
+    # units that already turn persistence on need nothing
+    assert sel.persistenced_dropin(UBUNTU_UNIT.replace(' --no-persistence-mode', '')) is None
+    assert sel.persistenced_dropin(None) is None
+
+
+def test_DRV_22_nvlink5_detected_from_infiniband_vpd():
+    assert sel.nvlink5_detected(['PN MCX75310\x00SW_MNG\x00']) is True
+    assert sel.nvlink5_detected(['PN MCX75310 ConnectX-7']) is False
+    assert sel.nvlink5_detected([]) is False
+    plan = nd.plan(dict(kernel_module='auto', fabricmanager='auto', method='distro'),
+                   dict(nvlink5=True, nvswitch_count=0, dkms={}))
+    assert plan['fabricmanager']['wanted'] is True and plan['fabricmanager']['nvlink5'] is True
+
+
+def test_DRV_23_nvlink5_packages():
+    p = select(family='Ubuntu', method='cuda_repo')['packages']['nvlink5']
+    assert p == {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': False,
+                 'keep_on_removal': ['infiniband-diags']}
+    assert select(machine='aarch64')['packages']['nvlink5']['pinned'] == []   # no libnvsdm for arm64
+    assert select(family='RedHat', major='9')['packages']['nvlink5']['unpinned'] == ['nvlsm', 'infiniband-diags']
+    assert select(family='RedHat', major='9')['packages']['nvlink5']['pinned'] == ['libnvsdm']
+    assert select(branch='535', accept_eol_branch='535', gpus=[A100])['packages']['nvlink5'] == {
+        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': []}
+
+
+def test_DRV_23_nvlink5_libnvsdm_carries_the_branch_before_580_on_rhel_too():
+    # gpu-driver-container rhel9/precompiled/Dockerfile: libnvsdm-<branch> for R570-R579, libnvsdm from R580
+    assert select(family='RedHat', major='9', branch='570', accept_eol_branch='570',
+                  gpus=[H100])['packages']['nvlink5']['pinned'] == ['libnvsdm-570']
+    assert select(family='Ubuntu', method='cuda_repo', branch='570', accept_eol_branch='570',
+                  gpus=[H100])['packages']['nvlink5']['pinned'] == ['libnvsdm-570']
+
+
+@pytest.mark.parametrize('detected, fabricmanager, wanted', [
+    (True, 'auto', True), (True, 'always', True), (True, 'never', False),
+    (False, 'auto', False), (False, 'always', False),
+])
+def test_DRV_28_nvlink5_packages_wanted_from_the_detection(detected, fabricmanager, wanted):
+    # decided by the selection (before the role's first read of the node's packages), on every run: a node
+    # converged by an older release without nvlsm is then found missing it
+    nv = select(family='Ubuntu', method='cuda_repo', nvlink5=detected,
+                fabricmanager=fabricmanager)['packages']['nvlink5']
+    assert nv['wanted'] is wanted
+    assert nv['unpinned'] == ['nvlsm', 'infiniband-diags']

@@ -1,0 +1,219 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""containerd merges on real-world files: `containerd config default` (1.6.20), a 2.x v3 config, an RKE2 template."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+import os
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import runtime_config_containerd as rc
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import TomlDocument
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'fixtures', 'runtime')
+NV = '/usr/bin/nvidia-container-runtime'
+CDI = ['/etc/cdi', '/var/run/cdi']
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+def loads(text):
+    if tomllib is None:
+        pytest.skip('tomllib needs Python 3.11+')
+    return tomllib.loads(text)
+
+
+def flat(d, prefix=()):
+    """{path tuple: leaf value} of a parsed TOML document."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flat(v, prefix + (k,)))
+        else:
+            out[prefix + (k,)] = v
+    return out
+
+
+def test_config_default_v2_inline_keeps_every_other_key():
+    src = fixture('containerd-1.6.20-config-default.toml')
+    doc = TomlDocument(src)
+    assert rc.detect_version(doc) == 2
+    assert rc.choose_mode('auto', doc, 2) == 'inline'  # the file configures the CRI plugin: no drop-in
+    changes = rc.apply_runtime(doc, 2, 'nvidia', NV, True, None, True, CDI)
+    assert len(changes) == 6
+    before, after = flat(loads(src)), flat(loads(doc.text()))
+    cri = ('plugins', 'io.containerd.grpc.v1.cri')
+    expected = dict(before)
+    expected.update({
+        cri + ('containerd', 'runtimes', 'nvidia', 'runtime_type'): 'io.containerd.runc.v2',
+        cri + ('containerd', 'runtimes', 'nvidia', 'options', 'BinaryName'): NV,
+        cri + ('containerd', 'runtimes', 'nvidia', 'options', 'SystemdCgroup'): False,
+        cri + ('containerd', 'default_runtime_name'): 'nvidia',
+        cri + ('enable_cdi',): True,
+        cri + ('cdi_spec_dirs',): CDI,
+    })
+    assert after == expected
+    # only added lines and the changed default_runtime_name line differ
+    delta = list(difflib.ndiff(src.splitlines(), doc.text().splitlines()))
+    assert [line[2:] for line in delta if line.startswith('- ')] == ['      default_runtime_name = "runc"']
+    assert [line[2:] for line in delta if line.startswith('+ ') and line.strip() != '+'] == [
+        '    enable_cdi = true', '    cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]', '      default_runtime_name = "nvidia"',
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]',
+        '          runtime_type = "io.containerd.runc.v2"',
+        '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]',
+        '            BinaryName = "/usr/bin/nvidia-container-runtime"', '            SystemdCgroup = false']
+
+
+def test_config_default_idempotent_and_absent_round_trip():
+    src = fixture('containerd-1.6.20-config-default.toml')
+    doc = TomlDocument(src)
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, None, False, CDI)
+    once = doc.text()
+    doc2 = TomlDocument(once)
+    assert rc.apply_runtime(doc2, 2, 'nvidia', NV, False, None, False, CDI) == []
+    assert doc2.text() == once
+    assert rc.apply_runtime(doc2, 2, 'nvidia', NV, False, None, False, CDI, state='absent') != []
+    assert doc2.text() == src
+
+
+def test_systemd_cgroup_copied_from_runc_or_forced():
+    src = fixture('containerd-1.6.20-config-default.toml').replace('SystemdCgroup = false', 'SystemdCgroup = true')
+    doc = TomlDocument(src)
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, None, False, CDI)
+    opts = loads(doc.text())['plugins']['io.containerd.grpc.v1.cri']['containerd']['runtimes']['nvidia']['options']
+    assert opts['SystemdCgroup'] is True
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, False, False, CDI)
+    opts = loads(doc.text())['plugins']['io.containerd.grpc.v1.cri']['containerd']['runtimes']['nvidia']['options']
+    assert opts['SystemdCgroup'] is False
+
+
+def test_v3_site_config_inline():
+    src = fixture('containerd-2.x-v3-site.toml')
+    doc = TomlDocument(src)
+    assert rc.detect_version(doc) == 3
+    assert rc.choose_mode('auto', doc, 3) == 'inline'
+    rc.apply_runtime(doc, 3, 'nvidia', NV, True, None, True, CDI)
+    text = doc.text()
+    data = loads(text)
+    rt = data['plugins']['io.containerd.cri.v1.runtime']
+    assert rt['containerd']['runtimes']['nvidia'] == {'runtime_type': 'io.containerd.runc.v2',
+                                                      'options': {'BinaryName': NV, 'SystemdCgroup': True}}
+    assert rt['containerd']['default_runtime_name'] == 'nvidia'
+    assert rt['enable_cdi'] is True
+    assert 'enable_cdi = true # turned on by the GPU team later' in text  # comment kept
+    assert data['imports'] == ['/etc/containerd/certs.d/*.toml']
+    assert data['plugins']['io.containerd.cri.v1.images']['pinned_images']['sandbox'] == 'registry.corp.example.com/pause:3.10'
+    assert data['plugins']['io.containerd.grpc.v1.cri'] == {'disable_tcp_service': True}
+
+
+def test_dropin_for_a_config_without_cri_section():
+    src = '# site\nversion = 2\nroot = "/var/lib/containerd"\n\n[grpc]\n  address = "/run/containerd/containerd.sock"\n'
+    doc = TomlDocument(src)
+    assert rc.choose_mode('auto', doc, 2) == 'dropin'
+    changes = rc.ensure_import(doc, '/etc/containerd/conf.d/99-nvidia.toml', 2)
+    assert changes == ['imports += /etc/containerd/conf.d/99-nvidia.toml']
+    assert doc.text() == src.replace('root = "/var/lib/containerd"\n',
+                                     'root = "/var/lib/containerd"\nimports = ["/etc/containerd/conf.d/99-nvidia.toml"]\n')
+    assert rc.ensure_import(doc, '/etc/containerd/conf.d/99-nvidia.toml', 2) == []
+    dropin = rc.render_dropin(2, 'nvidia', NV, False, None, True, CDI)
+    d = loads(dropin)
+    assert d['version'] == 2
+    runtimes = d['plugins']['io.containerd.grpc.v1.cri']['containerd']['runtimes']
+    assert runtimes['nvidia']['options'] == {'BinaryName': NV}
+    assert runtimes['runc'] == {'runtime_type': 'io.containerd.runc.v2'}  # else containerd drops its default runc
+    assert d['plugins']['io.containerd.grpc.v1.cri']['enable_cdi'] is True
+
+
+def test_imports_glob_and_empty_imports_of_config_default():
+    doc = TomlDocument('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    assert rc.ensure_import(doc, '/etc/containerd/conf.d/99-nvidia.toml', 2) == []
+    doc = TomlDocument('imports = []\nversion = 2\n')
+    rc.ensure_import(doc, '/x/99.toml', 2)
+    assert doc.text() == 'imports = ["/x/99.toml"]\nversion = 2\n'  # no second "imports" key
+    doc = TomlDocument('')
+    rc.ensure_import(doc, '/x/99.toml', 3)
+    assert loads(doc.text()) == {'version': 3, 'imports': ['/x/99.toml']}
+
+
+def test_rke2_template_edit_keeps_go_templates():
+    src = fixture('rke2-config.toml.tmpl')
+    doc = TomlDocument(src, append_only=True)
+    assert rc.detect_version(doc) == 2
+    changes = rc.apply_runtime(doc, 2, 'nvidia', NV, False, None, False, CDI, add_runc=False)
+    text = doc.text()
+    assert text.startswith(src)  # nothing before the appended tables changed
+    added = text[len(src):]
+    assert added == ('\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+                     '  runtime_type = "io.containerd.runc.v2"\n\n'
+                     '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+                     '  BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+                     '  SystemdCgroup = {{ .SystemdCgroup }}\n')
+    assert len(changes) == 3
+    doc2 = TomlDocument(text, append_only=True)
+    assert rc.apply_runtime(doc2, 2, 'nvidia', NV, False, None, False, CDI) == []
+    # set as default edits the existing [..containerd] table in place, outside every {{ if }}
+    rc.apply_runtime(doc2, 2, 'nvidia', NV, True, None, False, CDI)
+    assert ('[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "{{ .NodeConfig.AgentConfig.Snapshotter }}"\n'
+            '  disable_snapshot_annotations = {{ if eq .NodeConfig.AgentConfig.Snapshotter "stargz" }}false{{else}}true{{end}}\n'
+            '  default_runtime_name = "nvidia"\n') in doc2.text()
+
+
+def test_rke2_template_from_scratch():
+    doc = TomlDocument(rc.RKE2_TEMPLATE_HEAD, append_only=True)
+    assert rc.detect_version(doc) is None
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, None, False, CDI, add_runc=False)  # runc comes from "base"
+    assert doc.text().startswith('{{ template "base" . }}\n\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n')
+
+
+@pytest.mark.parametrize('text', ['version = 1\n', 'version = "2"\n'])
+def test_unsupported_versions(text):
+    with pytest.raises(rc.ContainerdConfigError, match='not supported'):
+        rc.detect_version(TomlDocument(text))
+
+
+def test_imports_must_be_strings():
+    with pytest.raises(rc.ContainerdConfigError, match='array of strings'):
+        rc.ensure_import(TomlDocument('version = 2\nimports = [1]\n'), '/x', 2)
+
+
+def test_debian_shipped_config_gets_runc_back():
+    src = ('version = 2\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    [plugins."io.containerd.grpc.v1.cri".cni]\n'
+           '      bin_dir = "/usr/lib/cni"\n      conf_dir = "/etc/cni/net.d"\n  [plugins."io.containerd.internal.v1.opt"]\n'
+           '    path = "/var/lib/containerd/opt"\n')
+    doc = TomlDocument(src)
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, True, False, CDI)
+    d = loads(doc.text())
+    runtimes = d['plugins']['io.containerd.grpc.v1.cri']['containerd']['runtimes']
+    assert runtimes['runc'] == {'runtime_type': 'io.containerd.runc.v2', 'options': {'SystemdCgroup': True}}
+    assert runtimes['nvidia']['options'] == {'BinaryName': NV, 'SystemdCgroup': True}
+    assert d['plugins']['io.containerd.grpc.v1.cri']['cni'] == {'bin_dir': '/usr/lib/cni', 'conf_dir': '/etc/cni/net.d'}
+    assert d['plugins']['io.containerd.internal.v1.opt'] == {'path': '/var/lib/containerd/opt'}
+
+
+def test_remove_import_keeps_other_entries_and_drops_an_emptied_key():
+    dropin = '/etc/containerd/conf.d/99-nvidia.toml'
+    doc = TomlDocument('version = 2\nimports = ["/etc/containerd/certs.d/*.toml", "%s"]\nroot = "/r"\n' % dropin)
+    assert rc.remove_import(doc, dropin) == ['imports -= %s' % dropin]
+    assert loads(doc.text()) == {'version': 2, 'imports': ['/etc/containerd/certs.d/*.toml'], 'root': '/r'}
+    assert rc.remove_import(doc, dropin) == []
+    src = '# site\nversion = 2\nroot = "/var/lib/containerd"\n'
+    doc = TomlDocument(src)
+    rc.ensure_import(doc, dropin, 2)
+    assert rc.remove_import(doc, dropin) == ['imports -= %s' % dropin]
+    assert doc.text() == src  # the round trip gives back the original text
+    # a glob that covers the drop-in is the site's, not the collection's
+    doc = TomlDocument('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    assert rc.remove_import(doc, dropin) == [] and 'conf.d/*.toml' in doc.text()
+    with pytest.raises(rc.ContainerdConfigError):
+        rc.remove_import(TomlDocument('version = 2\nimports = [1]\n'), dropin)
