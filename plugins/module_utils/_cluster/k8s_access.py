@@ -104,8 +104,8 @@ def _kwargs(params):
 
 def _config_error(kwargs, e):
     kubeconfig = kwargs.get('kubeconfig')
-    where = '(dict)' if isinstance(kubeconfig, dict) else (kubeconfig or 'default: K8S_AUTH_KUBECONFIG, KUBECONFIG, '
-                                                            '~/.kube/config or the in-cluster service account')
+    default = 'default: K8S_AUTH_KUBECONFIG, KUBECONFIG, ~/.kube/config or the in-cluster service account'
+    where = '(dict)' if isinstance(kubeconfig, dict) else (kubeconfig or default)
     return KubeError('cannot configure the Kubernetes client from kubeconfig %s: %s' % (where, e))
 
 

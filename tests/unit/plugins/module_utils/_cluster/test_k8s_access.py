@@ -202,13 +202,13 @@ def test_K8S_07_kubeconfig_path_list_or_dict(tmp_path, kubeconfig):
 
 def test_K8S_05_action_group():
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.abspath(os.path.join(here, '..', '..', '..', '..'))
+    root = os.path.abspath(os.path.join(here, '..', '..', '..', '..', '..'))
     with open(os.path.join(root, 'meta', 'runtime.yml')) as f:
         groups = yaml.safe_load(f)['action_groups']
     k8s = groups['k8s']
     assert {'metadata': {'extend_group': ['kubernetes.core.k8s']}} in k8s
     ours = sorted(m for m in k8s if isinstance(m, str))
-    assert ours == ['gpu_share_report', 'k8s_converge']
+    assert ours == ['gpu_node_drain', 'gpu_node_labels_apply', 'gpu_share_report', 'k8s_converge']
     # every module of the group takes the connection options (the doc fragment) and nothing else claims to
     modules = os.path.join(root, 'plugins', 'modules')
     users = sorted(n[:-3] for n in os.listdir(modules) if n.endswith('.py')

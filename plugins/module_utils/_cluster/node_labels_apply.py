@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Send the Node metadata patches that role gpu_node_labels planned, in one module run.
+
+One JSON merge patch per node on metadata.labels and metadata.annotations only (a null value removes a key); in check
+mode the same requests go with dryRun=All, so the API server validates them and nothing is stored. Pure logic on a
+CoreV1Api-like object, so the unit tests use a fake.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+MERGE_PATCH = 'application/merge-patch+json'
+
+
+class PatchError(Exception):
+    def __init__(self, msg, results):
+        super(PatchError, self).__init__(msg)
+        self.results = results
+
+
+def _meta(obj):
+    """labels and annotations of a Node as returned by the client (object or dict)."""
+    if obj is None:
+        return {'labels': {}, 'annotations': {}}
+    if not isinstance(obj, dict):
+        obj = obj.to_dict() if hasattr(obj, 'to_dict') else {}
+    meta = obj.get('metadata') or {}
+    return {'labels': dict(meta.get('labels') or {}), 'annotations': dict(meta.get('annotations') or {})}
+
+
+def check_patches(patches):
+    """Problems with the patches, before any request: a list of messages (empty when all is well)."""
+    problems = []
+    for i, item in enumerate(patches):
+        node = item.get('node') if isinstance(item, dict) else None
+        patch = item.get('patch') if isinstance(item, dict) else None
+        if not node:
+            problems.append('patches[%d] has no node name' % i)
+            continue
+        meta = (patch or {}).get('metadata') if isinstance(patch, dict) else None
+        if not isinstance(meta, dict):
+            problems.append('patches[%d] (node %s) has no patch.metadata' % (i, node))
+            continue
+        extra = sorted(set(meta) - set(['name', 'labels', 'annotations']))
+        if extra:
+            problems.append('patches[%d] (node %s) patches metadata.%s; only labels and annotations are allowed'
+                            % (i, node, ', metadata.'.join(extra)))
+    return problems
+
+
+def apply(api, patches, check_mode=False):
+    """Patch each node; returns one result per patch: {node, changed, diff: {before, after}}.
+
+    A failed request raises PatchError naming the node, with the results of the nodes done before it.
+    """
+    results = []
+    for item in patches:
+        node = item['node']
+        meta = item['patch']['metadata']
+        body = {'metadata': dict((k, v) for k, v in meta.items() if k in ('labels', 'annotations'))}
+        kwargs = {'_content_type': MERGE_PATCH}
+        if check_mode:
+            kwargs['dry_run'] = 'All'
+        try:
+            before = _meta(api.read_node(node))
+            after = _meta(api.patch_node(node, body, **kwargs))
+        except Exception as e:  # ApiException or a connection error: name the node
+            raise PatchError('patching the labels of node %s failed: %s' % (node, getattr(e, 'reason', None) or e),
+                             results)
+        results.append({'node': node, 'changed': before != after, 'diff': {'before': before, 'after': after}})
+    return results

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_node_labels_apply's engine on a fake CoreV1Api: one merge patch per node, dry run in check mode."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as L
+
+
+class FakeCore(object):
+    """A CoreV1Api stand-in: read_node / patch_node with JSON merge patch semantics on metadata."""
+
+    def __init__(self, nodes, fail_on=None):
+        self.nodes = nodes
+        self.calls = []
+        self.fail_on = fail_on
+
+    def read_node(self, name):
+        self.calls.append(('read', name))
+        return copy.deepcopy(self.nodes[name])
+
+    def patch_node(self, name, body, **kwargs):
+        self.calls.append(('patch', name, copy.deepcopy(body), kwargs))
+        if name == self.fail_on:
+            raise RuntimeError('admission webhook said no')
+        node = copy.deepcopy(self.nodes[name])
+        for part in ('labels', 'annotations'):
+            have = node['metadata'].setdefault(part, {})
+            for k, v in (body['metadata'].get(part) or {}).items():
+                if v is None:
+                    have.pop(k, None)
+                else:
+                    have[k] = v
+        if kwargs.get('dry_run') != 'All':
+            self.nodes[name] = node
+        return node
+
+
+def nodes():
+    return {'a': {'metadata': {'name': 'a', 'labels': {'team': 'ml', 'gpuops.io/old': 'x'}}},
+            'b': {'metadata': {'name': 'b', 'labels': {}, 'annotations': {'keep': '1'}}}}
+
+
+def patch(node, labels, annotations=None):
+    meta = {'name': node, 'labels': labels}
+    if annotations is not None:
+        meta['annotations'] = annotations
+    return {'node': node, 'patch': {'apiVersion': 'v1', 'kind': 'Node', 'metadata': meta}}
+
+
+def test_merge_patch_per_node_labels_and_annotations_only():
+    api = FakeCore(nodes())
+    res = L.apply(api, [patch('a', {'gpuops.io/old': None, 'gpuops.io/pool': 'p'}), patch('b', {'x': 'y'}, {'n': 'v'})])
+    assert [r['node'] for r in res] == ['a', 'b'] and all(r['changed'] for r in res)
+    patches = [c for c in api.calls if c[0] == 'patch']
+    assert patches[0][2] == {'metadata': {'labels': {'gpuops.io/old': None, 'gpuops.io/pool': 'p'}}}
+    assert patches[0][3] == {'_content_type': 'application/merge-patch+json'}
+    assert api.nodes['a']['metadata']['labels'] == {'team': 'ml', 'gpuops.io/pool': 'p'}
+    assert api.nodes['b']['metadata']['annotations'] == {'keep': '1', 'n': 'v'}
+    assert res[0]['diff']['before']['labels'] == {'team': 'ml', 'gpuops.io/old': 'x'}
+    assert res[0]['diff']['after']['labels'] == {'team': 'ml', 'gpuops.io/pool': 'p'}
+
+
+def test_check_mode_sends_dry_run_and_stores_nothing():
+    api = FakeCore(nodes())
+    before = copy.deepcopy(api.nodes)
+    res = L.apply(api, [patch('a', {'gpuops.io/pool': 'p'})], check_mode=True)
+    assert res[0]['changed'] and res[0]['diff']['after']['labels']['gpuops.io/pool'] == 'p'
+    assert [c[3].get('dry_run') for c in api.calls if c[0] == 'patch'] == ['All']
+    assert api.nodes == before
+
+
+def test_a_patch_that_changes_nothing_is_not_changed():
+    api = FakeCore(nodes())
+    assert L.apply(api, [patch('a', {'team': 'ml'})])[0]['changed'] is False
+
+
+def test_a_failed_patch_names_the_node_and_keeps_what_was_done():
+    api = FakeCore(nodes(), fail_on='b')
+    with pytest.raises(L.PatchError) as e:
+        L.apply(api, [patch('a', {'z': '1'}), patch('b', {'z': '1'})])
+    assert 'node b' in str(e.value) and 'admission webhook said no' in str(e.value)
+    assert [r['node'] for r in e.value.results] == ['a']
+
+
+@pytest.mark.parametrize('item, words', [
+    ({'patch': {'metadata': {}}}, 'no node name'),
+    ({'node': 'a', 'patch': {}}, 'no patch.metadata'),
+    ({'node': 'a', 'patch': {'metadata': {'labels': {}, 'finalizers': []}}}, 'metadata.finalizers'),
+])
+def test_bad_patches_are_refused_before_any_request(item, words):
+    problems = L.check_patches([item])
+    assert len(problems) == 1 and words in problems[0]
+
+
+def test_good_patches_pass_the_check():
+    assert L.check_patches([patch('a', {'k': 'v'}, {'n': 'v'})]) == []
