@@ -56,7 +56,7 @@ def lab_cmd():
     workers = int(os.environ.get('GPUOPS_LAB_WORKERS', '4'))
     if workers > 0:
         # one xdist group per test file except the ones lab/tests/conftest.py lets split; heaviest files first
-        cmd += ['-n', str(workers), '--dist', 'loadgroup', '--no-loadscope-reorder']
+        cmd += ['-n', str(workers), '--dist', 'loadfile', '--no-loadscope-reorder']
     return cmd
 
 

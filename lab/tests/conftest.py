@@ -104,21 +104,19 @@ def run_role_on_localhost(collections_path, tmp_path, role, variables, args=()):
 
 
 # ---------------------------------------------------------------------------------------------- parallel runs
-# `make test` runs this directory with pytest-xdist (`-n N --dist loadgroup --no-loadscope-reorder`, see
+# `make test` runs this directory with pytest-xdist (`-n N --dist loadfile --no-loadscope-reorder`, see
 # lab/bin/run-tests.py). The rules that keep that correct:
-#  * every test file is one xdist group (its tests run in one worker, in file order, and its module-scoped
-#    fixtures - node containers, emulators, simulators - start once), except the files in SPLIT below, whose
-#    tests are independent of each other and whose module fixtures are cheap (they then run once per worker);
+#  * every test file is one unit of work (its tests run in one worker, in file order, and its module-scoped
+#    fixtures - node containers, emulators, simulators - start once). `--dist loadgroup` with xdist_group marks
+#    would let independent files be split test by test, but with pytest 9.2 and pytest-xdist 3.8 the group never
+#    reaches the node ids (xdist writes Item._nodeid, pytest 9.2 reads Item._id), so every test became its own unit
+#    and ordered files (test_gpu_node_labels, test_mig_change) were split across workers and failed;
 #  * the files are handed out heaviest first (WEIGHT, seconds measured on this 2-core machine) so that the
 #    long docker files do not start last; files not listed come after them, in collection order;
 #  * names of containers/emulators/simulators carry the pid or a random suffix, state lives in tmp_path or
 #    lab/.state/<kind>/<name>, and the shared builds (nvml_sim/build.sh, vcsim/build.sh, nvidia_real/fetch.sh,
 #    docker/node-image.sh, docker/engine.sh up) take a file lock, so workers never step on each other.
 # Without xdist none of this changes anything: the order within a file and the fixtures are the same.
-SPLIT = frozenset([
-    'integration/test_playbooks.py', 'integration/test_gpu_sharing_sim.py', 'integration/test_gpu_info_sim.py',
-    'integration/test_gpu_doctor_sim.py',
-])
 # lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included)
 WEIGHT = {
     'integration/test_upgrade_driver.py': 780, 'integration/test_gpu_sharing_stack.py': 379,
@@ -140,9 +138,5 @@ def _file_of(item):
 def pytest_collection_modifyitems(config, items):
     if not (getattr(config.option, 'numprocesses', None) or hasattr(config, 'workerinput')):
         return
-    for item in items:
-        name = _file_of(item)
-        if name not in SPLIT:
-            item.add_marker(pytest.mark.xdist_group(name))
     order = {name: i for i, name in enumerate(sorted(WEIGHT, key=lambda n: -WEIGHT[n]))}
     items.sort(key=lambda it: order.get(_file_of(it), len(order)))  # stable: file order is kept
