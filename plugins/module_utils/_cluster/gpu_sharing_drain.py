@@ -143,14 +143,14 @@ class Drainer(object):
     def patch_node(self, name, body, action):
         self.actions.append(action)
         if not self.check_mode:
-            self.core.patch_node(name, body)
+            self.core.patch_node(name, body, _preload_content=False)
 
     def evict(self, pod):
         meta = pod['metadata']
         body = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
                 'metadata': {'name': meta['name'], 'namespace': meta['namespace']}}
         try:
-            self.core.create_namespaced_pod_eviction(meta['name'], meta['namespace'], body)
+            self.core.create_namespaced_pod_eviction(meta['name'], meta['namespace'], body, _preload_content=False)
             return True
         except Exception as e:
             status = getattr(e, 'status', None)

@@ -5,12 +5,15 @@
 
 One JSON merge patch per node on metadata.labels and metadata.annotations only (a null value removes a key); in check
 mode the same requests go with dryRun=All, so the API server validates them and nothing is stored. Pure logic on a
-CoreV1Api-like object, so the unit tests use a fake.
+CoreV1Api-like object, so the unit tests use a fake. Responses are read as raw JSON (_preload_content=False): the
+typed models of the kubernetes client refuse a Node whose status lacks fields they require.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import json
 
 MERGE_PATCH = 'application/merge-patch+json'
 
@@ -25,6 +28,8 @@ def _meta(obj):
     """labels and annotations of a Node as returned by the client (object or dict)."""
     if obj is None:
         return {'labels': {}, 'annotations': {}}
+    if hasattr(obj, 'data') and not isinstance(obj, dict):  # a raw response (_preload_content=False)
+        obj = json.loads(obj.data)
     if not isinstance(obj, dict):
         obj = obj.to_dict() if hasattr(obj, 'to_dict') else {}
     meta = obj.get('metadata') or {}
@@ -61,11 +66,11 @@ def apply(api, patches, check_mode=False):
         node = item['node']
         meta = item['patch']['metadata']
         body = {'metadata': dict((k, v) for k, v in meta.items() if k in ('labels', 'annotations'))}
-        kwargs = {'_content_type': MERGE_PATCH}
+        kwargs = {'_content_type': MERGE_PATCH, '_preload_content': False}
         if check_mode:
             kwargs['dry_run'] = 'All'
         try:
-            before = _meta(api.read_node(node))
+            before = _meta(api.read_node(node, _preload_content=False))
             after = _meta(api.patch_node(node, body, **kwargs))
         except Exception as e:  # ApiException or a connection error: name the node
             raise PatchError('patching the labels of node %s failed: %s' % (node, getattr(e, 'reason', None) or e),

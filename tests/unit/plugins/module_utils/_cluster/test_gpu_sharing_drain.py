@@ -56,7 +56,8 @@ class FakeCore(object):
             raise ApiErr(404)
         return Resp(self.nodes[name])
 
-    def patch_node(self, name, body):
+    def patch_node(self, name, body, _preload_content=True):
+        assert _preload_content is False  # raw JSON: the typed Node model refuses a sparse status
         self.calls.append(('patch', name, copy.deepcopy(body)))
         node = self.nodes[name]
         for key in ('labels', 'annotations'):
@@ -78,7 +79,8 @@ class FakeCore(object):
                                                  ((p.get('spec') or {}).get('nodeSelector') or {}).items())]
         return listed
 
-    def create_namespaced_pod_eviction(self, name, namespace, body):
+    def create_namespaced_pod_eviction(self, name, namespace, body, _preload_content=True):
+        assert _preload_content is False
         self.calls.append(('evict', '%s/%s' % (namespace, name), body['kind'], body['apiVersion']))
         if '%s/%s' % (namespace, name) in self.pdb:
             raise ApiErr(429)

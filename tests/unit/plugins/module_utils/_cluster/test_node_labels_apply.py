@@ -6,10 +6,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as L
+
+
+class Raw(object):
+    """What the client returns with _preload_content=False: the response body as bytes in .data."""
+
+    def __init__(self, obj):
+        self.data = json.dumps(obj).encode()
 
 
 class FakeCore(object):
@@ -20,9 +28,10 @@ class FakeCore(object):
         self.calls = []
         self.fail_on = fail_on
 
-    def read_node(self, name):
+    def read_node(self, name, **kwargs):
         self.calls.append(('read', name))
-        return copy.deepcopy(self.nodes[name])
+        assert kwargs == {'_preload_content': False}
+        return Raw(self.nodes[name])
 
     def patch_node(self, name, body, **kwargs):
         self.calls.append(('patch', name, copy.deepcopy(body), kwargs))
@@ -38,7 +47,7 @@ class FakeCore(object):
                     have[k] = v
         if kwargs.get('dry_run') != 'All':
             self.nodes[name] = node
-        return node
+        return Raw(node)
 
 
 def nodes():
@@ -59,7 +68,7 @@ def test_merge_patch_per_node_labels_and_annotations_only():
     assert [r['node'] for r in res] == ['a', 'b'] and all(r['changed'] for r in res)
     patches = [c for c in api.calls if c[0] == 'patch']
     assert patches[0][2] == {'metadata': {'labels': {'gpuops.io/old': None, 'gpuops.io/pool': 'p'}}}
-    assert patches[0][3] == {'_content_type': 'application/merge-patch+json'}
+    assert patches[0][3] == {'_content_type': 'application/merge-patch+json', '_preload_content': False}
     assert api.nodes['a']['metadata']['labels'] == {'team': 'ml', 'gpuops.io/pool': 'p'}
     assert api.nodes['b']['metadata']['annotations'] == {'keep': '1', 'n': 'v'}
     assert res[0]['diff']['before']['labels'] == {'team': 'ml', 'gpuops.io/old': 'x'}
