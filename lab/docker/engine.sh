@@ -6,19 +6,33 @@
 # Environment:
 #   LAB_DOCKER_STORAGE_DRIVER  force a storage driver (default: overlay2 if it works, else vfs)
 #   LAB_DOCKER_WAIT            seconds to wait for the daemon (default 60)
+#   LAB_DOCKER_LOCK_WAIT       seconds to wait for another `up` to finish (default 600)
+#   LAB_DOCKER_STATE           state directory (default lab/.state/docker; the tooling tests use their own)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-STATE="$ROOT/lab/.state/docker"
+STATE=${LAB_DOCKER_STATE:-$ROOT/lab/.state/docker}
 PIDFILE="$STATE/dockerd.pid"
 LOG="$STATE/dockerd.log"
 DRIVERFILE="$STATE/storage-driver"
 WAIT=${LAB_DOCKER_WAIT:-60}
+LOCK_WAIT=${LAB_DOCKER_LOCK_WAIT:-600}
 
 log() { printf '[engine] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-answers() { docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
+# A daemon that is alive but stuck must not hang the caller: every probe is bounded.
+answers() { timeout 20 docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
+
+lock_holders() {  # pids (and names) of the processes with the lock file open
+  local f fd out=""
+  for fd in /proc/[0-9]*/fd/*; do
+    [ "$(readlink "$fd" 2>/dev/null)" = "$1" ] || continue
+    f=${fd#/proc/}; f=${f%%/*}
+    out+="$f($(cat "/proc/$f/comm" 2>/dev/null)) "
+  done
+  echo "${out:-none}"
+}
 
 our_pid() {  # prints the pid of the dockerd we started, if it is still alive
   [ -f "$PIDFILE" ] || return 1
@@ -57,7 +71,7 @@ cmd_up() {
   mkdir -p "$STATE"
   # one `up` at a time: parallel test workers and molecule scenarios call it concurrently
   exec 9>"$STATE/up.lock"
-  flock 9
+  flock -w "$LOCK_WAIT" 9 || die "another 'engine.sh up' held $STATE/up.lock for ${LOCK_WAIT}s; holders: $(lock_holders "$STATE/up.lock")"
   install_docker
   if answers; then
     if pid=$(our_pid); then log "dockerd (pid $pid, started by us) answers"; else log "a Docker daemon we did not start answers; using it"; fi
@@ -70,9 +84,11 @@ cmd_up() {
     local driver; driver=$(pick_driver)
     log "starting dockerd --bridge=none --iptables=false --storage-driver=$driver (log: $LOG)"
     echo "$driver" > "$DRIVERFILE"
-    # setsid: the daemon must survive this shell and must not get our terminal's signals
+    # setsid: the daemon must survive this shell and must not get our terminal's signals.
+    # 9>&-: the daemon must not inherit the lock's descriptor, or it would hold up.lock for its whole life
+    # and every later `up` would wait on it (CI stop 19 timed out that way).
     setsid dockerd --bridge=none --iptables=false --ip-masq=false --storage-driver="$driver" \
-      >>"$LOG" 2>&1 </dev/null &
+      >>"$LOG" 2>&1 </dev/null 9>&- &
     echo $! > "$PIDFILE"
   fi
   local i
