@@ -6,6 +6,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from conftest import PLAY_TIMEOUT
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
@@ -74,7 +75,7 @@ def start_vcsim(tmp_path_factory, model, prefix, extra=(), gpus=None, expect_ok=
         cmd += ["--gpus", str(gpus)]
     if extra:
         cmd += ["--", *extra]
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
     if not expect_ok:
         return r
     assert r.returncode == 0, "start.sh failed (%s):\n%s\n%s" % (r.returncode, r.stdout, r.stderr)

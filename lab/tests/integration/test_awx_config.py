@@ -19,6 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / 'lab' / 'awx'))
 import awx_job  # noqa: E402  pylint: disable=wrong-import-position
+from conftest import PLAY_TIMEOUT  # noqa: E402  pylint: disable=wrong-import-position
 
 VENV_BIN = ROOT / '.venv' / 'bin'
 ROLE = ROOT / 'roles' / 'awx_config'
@@ -310,7 +311,7 @@ def _esxi_play(tmp_path, collections_path, env_extra):
         env.pop(k, None)
     env.update(env_extra)
     return subprocess.run([str(VENV_BIN / 'ansible-playbook'), '-i', str(tmp_path / 'inv.json'), 'playbooks/esxi.yml'],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
 
 
 def test_esxi_role_falls_back_to_the_vcenter_credential_env(tmp_path, collections_path):

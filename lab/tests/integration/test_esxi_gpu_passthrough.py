@@ -17,6 +17,7 @@ import pytest
 from pyVim.task import WaitForTask
 from pyVmomi import vim
 
+from conftest import PLAY_TIMEOUT
 from vcsim_lab import start_vcsim, stop_vcsim
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -408,7 +409,7 @@ def test_role_playbook(vcenter, collections_path, tmp_path):
     def play(*extra_args, rc=0):
         r = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.json"),
                             "gpuops.k8s_gpu.esxi", *extra_args], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=300)
+                           timeout=PLAY_TIMEOUT)
         assert r.returncode == rc, r.stdout[-4000:] + r.stderr[-2000:]
         print(r.stdout)
         assert PASSWORD not in r.stdout + r.stderr
@@ -535,7 +536,7 @@ def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collecti
     (tmp_path / "inv.json").write_text(json.dumps(inv))
     r = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.json"), "gpuops.k8s_gpu.esxi"],
                        cwd=ROOT, env=dict(ansible_env(collections_path), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default"),
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=PLAY_TIMEOUT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     got = sorted(d.backing.id for d in pci_devices(esx3.vm(name)))
     assert len(got) == 2 and not set(got) & set(before)

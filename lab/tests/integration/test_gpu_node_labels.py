@@ -25,7 +25,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))
 
 import validate  # noqa: E402
-from conftest import kube_emulator  # noqa: E402
+from conftest import PLAY_TIMEOUT, kube_emulator  # noqa: E402
 
 ANN = "gpuops.io/managed-labels"
 STRATEGY = "gpuops.io/sharing-strategy"
@@ -140,7 +140,7 @@ def play(emu, work, extra_vars=None, check=False, diff=False, limit_group=None):
     if diff:
         cmd.append("--diff")
     seq = seq_now(emu)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=PLAY_TIMEOUT)
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -284,7 +284,7 @@ def test_6_refusals_change_nothing(emu, work):
     seq = seq_now(emu)
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"),
                            str(work["dir"] / "refusals.yml")], env=env, capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+                          timeout=PLAY_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     got = []

@@ -23,7 +23,7 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 import validate  # noqa: E402
-from conftest import kube_emulator  # noqa: E402
+from conftest import PLAY_TIMEOUT, kube_emulator  # noqa: E402
 
 # gpu-manager is refused (it cannot work from what the collection renders): see test_bad_inputs_fail_clearly_and_change_nothing
 STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-operator"]
@@ -129,7 +129,7 @@ def run_play(emu, workdir, play, *extra, inventory="localhost,"):
     pb.write_text(yaml.safe_dump(play, sort_keys=False))
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),
            "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
-    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
     try:
         result = json.loads(p.stdout[p.stdout.index("{"):])
     except ValueError:

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import ROOT, VENV_BIN, emulator_get, kube_emulator
+from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, emulator_get, kube_emulator
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"site": "kept"}},
         "status": {"allocatable": {"nvidia.com/gpu": "2"}, "capacity": {"nvidia.com/gpu": "2"}}}
@@ -45,7 +45,7 @@ def play(tmp_path, collections_path, defaults):
                ANSIBLE_PYTHON_INTERPRETER=os.path.join(VENV_BIN, "python"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "rtmp"))
     proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", str(path)],
-                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=PLAY_TIMEOUT)
     doc = json.loads(proc.stdout)
     return proc, [t["hosts"]["localhost"] for t in doc["plays"][0]["tasks"]]
 

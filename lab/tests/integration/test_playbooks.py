@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, VENV_BIN, emulator_get, kube_emulator
+from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, emulator_get, kube_emulator
 
 PLAYBOOKS = os.path.join(ROOT, 'playbooks')
 LAYERS = ['esxi', 'node', 'cluster', 'report']
@@ -26,7 +26,7 @@ CONTRACT_TAGS = {'esxi', 'node', 'probe', 'driver', 'runtime', 'sharing', 'clust
                  'report'}
 
 
-def playbook(collections_path, *args, env=None, json_out=False, timeout=300):
+def playbook(collections_path, *args, env=None, json_out=False, timeout=PLAY_TIMEOUT):
     e = dict(os.environ)
     e.update(env or {})
     e['ANSIBLE_COLLECTIONS_PATH'] = collections_path
