@@ -23,6 +23,11 @@ VERSION=1.20.0-1~gpuopslab1
 NEWER=1.20.1-1~gpuopslab1
 ARCH=amd64
 RECIPE=$(sha256sum "$0" | cut -c1-16)
+# One build at a time: lab tests, molecule, the demo and the benches start servers concurrently, and a build
+# removes the tree first. The lock lives beside the tree (a build removes the tree itself).
+mkdir -p "$(dirname "$OUT")"
+exec 9>"$OUT.lock"
+flock -w 600 9 || { echo "ERROR: another build held $OUT.lock for 600s" >&2; exit 1; }
 [ "${1:-}" = --force ] && rm -rf "$OUT"
 if [ -f "$OUT/.recipe" ] && [ "$(cat "$OUT/.recipe")" = "$RECIPE" ]; then echo "$OUT/repo"; exit 0; fi
 for t in dpkg-deb apt-ftparchive gpg; do

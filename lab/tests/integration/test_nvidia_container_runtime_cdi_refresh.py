@@ -27,19 +27,20 @@ SPEC = '/var/run/cdi/nvidia.yaml'
 
 
 @pytest.fixture(scope='module')
-def node():
+def node(tmp_path_factory):
     sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
     sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
-    served = sh(SERVE, 'status', check=False).returncode == 0
-    url = sh(SERVE, 'start', timeout=300).stdout.strip().splitlines()[-1]
+    # A private instance of the apt repository server (its own state dir): the molecule scenario
+    # nvidia_container_runtime runs at the same time and uses the shared one, which this file must not stop.
+    env = dict(os.environ, LAB_APT_REPO_STATE=str(tmp_path_factory.mktemp('apt_repo_state')))
+    url = sh(SERVE, 'start', timeout=300, env=env).stdout.strip().splitlines()[-1]
     name = 'i15-cdir-%d' % os.getpid()
     try:
         sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'cdir-1', '--network', 'host')
         yield name, url
     finally:
         sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
-        if not served:
-            sh(SERVE, 'stop', check=False)
+        sh(SERVE, 'stop', check=False, env=env)
 
 
 def dexec(name, *cmd, check=True):
