@@ -285,6 +285,25 @@ def mig_plan(**kw):
                   hostvars={'a': {'gpu_probe_facts': {'labels': {}}}, 'b': {'gpu_probe_facts': {'labels': {}}}}, **kw)
 
 
+def test_MIGM_13_deploy_label_is_a_default_mig_manager_and_false_are_never_overridden():
+    """mig-parted's reconfigure leaves false alone (an outside owner) and flips any other value to
+    paused-for-mig-change and back to true: the plan sets true only where the node has none, never changes false or
+    paused-for-mig-change, and absent removes it only while it is the true we set."""
+    plan = mig_plan()
+    site_false = label_live_plan(plan, [node('a', {DP: 'false'}), node('node-b')])['nodes'][0]
+    assert DP not in (site_false['patch']['metadata'].get('labels') or {})
+    assert DP not in json.loads(site_false['patch']['metadata']['annotations']['gpuops.io/managed-labels'])
+    paused = label_live_plan(plan, [node('a', {DP: 'paused-for-mig-change'}), node('node-b')])['nodes'][0]
+    assert DP not in (paused['patch']['metadata'].get('labels') or {})
+    missing = label_live_plan(plan, [node('a'), node('node-b')])['nodes'][0]
+    assert missing['patch']['metadata']['labels'][DP] == 'true'
+    # absent on the site's false: not recorded, so kept
+    record = site_false['patch']['metadata']['annotations']['gpuops.io/managed-labels']
+    live = node('a', dict(site_false['patch']['metadata']['labels'], **{DP: 'false'}), {'gpuops.io/managed-labels': record})
+    gone = label_live_plan(mig_plan(state='absent'), [live, node('node-b')], state='absent')['nodes'][0]
+    assert DP not in gone['patch']['metadata']['labels'] and DP not in gone['removed']
+
+
 def test_stack_labels_set_recorded_zero_patches_on_rerun_and_removed_on_absent():
     plan = mig_plan()
     first = label_live_plan(plan, [node('a', {'team': 'ml'}), node('node-b')])['nodes'][0]
