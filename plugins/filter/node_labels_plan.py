@@ -26,7 +26,7 @@ options:
     type: raw
     required: true
   group:
-    description: Group of the nodes to label.
+    description: Group of the nodes to label; empty for none (only the nodes of O(stacks)).
     type: str
     default: gpu_nodes
   pools:
@@ -58,6 +58,14 @@ options:
     description: Refuse a strategy that C(gpu_probe_facts.sharing) says the node does not allow.
     type: bool
     default: true
+  stacks:
+    description:
+      - Pool name to the render result of the pool's sharing stack (M(gpuops.k8s_gpu.gpu_stack_manifests) -
+        C(node_labels), C(node_label_defaults); role C(gpuops.k8s_gpu.gpu_sharing_stack) publishes them as
+        C(gpu_sharing_stack_rendered)). Their labels join the plan; a label a pool sets to another value is an error.
+      - A stack's node that is no host of O(group) gets its own entry with the stack's labels only.
+    type: dict
+    default: {}
 author: gpuops.k8s_gpu developers
 '''
 
@@ -69,7 +77,9 @@ EXAMPLES = r'''
 
 RETURN = r'''
 _value:
-  description: C(nodes) (each with C(host), C(node), C(strategy), C(pools) and C(labels)) and C(errors).
+  description:
+    - C(nodes) (each with C(host), C(node), C(strategy), C(pools), C(labels), C(defaults) - set only where the node
+      has no value - and C(claimed) - the stacks' labels) and C(errors).
   type: dict
 '''
 
@@ -78,10 +88,10 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_pl
 
 def node_labels_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,
                      require_facts=True, extra=None, strategy_label='gpuops.io/sharing-strategy',
-                     check_capabilities=True):
+                     check_capabilities=True, stacks=None):
     return label_static_plan(groups, hostvars, group=group, pools=pools, state=state, gfd_labels=gfd_labels,
                              require_facts=require_facts, extra=extra, strategy_label=strategy_label,
-                             check_capabilities=check_capabilities)
+                             check_capabilities=check_capabilities, stacks=stacks)
 
 
 class FilterModule(object):

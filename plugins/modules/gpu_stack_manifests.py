@@ -16,8 +16,8 @@ description:
   - Renders, for one node pool and one sharing O(strategy), the Kubernetes objects of the stack (device plugin,
     scheduler parts, RBAC, configuration), the node labels the pool's nodes need, optional validation workloads, and
     for V(gpu-operator) the values for C(kubernetes.core.helm).
-  - Pure and read-only; it talks to no cluster. Role M(gpuops.k8s_gpu.gpu_sharing_stack) applies the result with
-    M(gpuops.k8s_gpu.k8s_converge).
+  - Pure and read-only; it talks to no cluster. Role M(gpuops.k8s_gpu.gpu_sharing_stack) applies the objects with
+    M(gpuops.k8s_gpu.k8s_converge); the node labels go to role C(gpuops.k8s_gpu.gpu_node_labels).
   - Checks the input before anything is rendered - strategy, settings (unknown keys, types, ranges such as time-slicing
     replicas >= 2), pinned image tags, the hardware facts of C(gpuops.k8s_gpu.gpu_info) (MPS needs compute capability
     >= 7.0, MIG needs MIG-capable GPUs and existing profiles), two strategies on one pool, and two GPU accountings on one
@@ -177,12 +177,25 @@ validation_manifests:
   type: list
   elements: dict
 node_labels:
-  description: Per node, the labels to set.
+  description:
+    - Per node, the labels the stack needs. The stack never writes them itself - role M(gpuops.k8s_gpu.gpu_sharing_stack)
+      publishes them and role C(gpuops.k8s_gpu.gpu_node_labels), the one writer of Node labels, sets them
+      (C(gpu_node_labels_stacks)).
   returned: always
   type: dict
   sample: {gpu-node-1: {gpushare: 'true', gpuops.io/sharing-pool: a100, gpuops.io/sharing-strategy: gpushare}}
+node_label_defaults:
+  description:
+    - Per node, labels to set only where the node has no value (another component may change them afterwards); for
+      V(mig) with the MIG manager, C(nvidia.com/gpu.deploy.device-plugin=true), which mig-manager pauses while it
+      reconfigures.
+  returned: always
+  type: dict
+  sample: {gpu-node-1: {nvidia.com/gpu.deploy.device-plugin: 'true'}}
 node_manifests:
-  description: Node definitions carrying only the labels to set (for M(gpuops.k8s_gpu.k8s_converge), which only touches labels of Nodes).
+  description:
+    - Node definitions carrying only RV(node_labels), for schema checks. No role of the collection applies them
+      (Node labels have one writer, role C(gpuops.k8s_gpu.gpu_node_labels)).
   returned: always
   type: list
   elements: dict

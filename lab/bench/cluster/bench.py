@@ -118,7 +118,9 @@ def build(tmp, smoke):
     for phase in ('first', 'rerun'):
         tasks += mark('%s|%s' % (steps[-1], phase)) + [{
             'name': 'node labels', 'ansible.builtin.include_role': {'name': 'gpuops.k8s_gpu.gpu_node_labels'},
-            'vars': {'gpu_node_labels_extra': {'gpuops.io/managed': 'true'}}}]
+            'vars': {'gpu_node_labels_extra': {'gpuops.io/managed': 'true'},
+                     # the one writer of Node labels also writes the labels the stacks above published
+                     'gpu_node_labels_stacks': '{{ gpu_sharing_stack_rendered | default({}) }}'}}]
     tasks += mark('end|end')
     play = [{'name': 'Cluster layer benchmark', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
     inv = {'all': {'hosts': {'localhost': {'ansible_connection': 'local',

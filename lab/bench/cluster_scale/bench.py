@@ -52,10 +52,10 @@ def node_name(i):
 
 
 def converged_labels(n):
-    """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster, from the collection's own
-    planner (the lab may import the collection; never the reverse)."""
+    """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster (the stacks' labels
+    included), from the collection's own planner and renderer (the lab may import the collection; never the reverse)."""
     sys.path.insert(0, c.collections_path())
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, gpu_stack_render
     inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
     groups, hostvars = {'gpu_nodes': []}, {}
     for g, body in inv.items():
@@ -63,8 +63,13 @@ def converged_labels(n):
         groups['gpu_nodes'] += list(body['hosts'])
         for h, hv in body['hosts'].items():
             hostvars[h] = dict(hv, group_names=[g, 'gpu_nodes'], **body['vars'])
-    pools = cluster_plan.sharing_pools(groups, hostvars)
-    static = cluster_plan.label_static_plan(groups, hostvars, pools=pools['label_pools'])
+    pools = cluster_plan.sharing_pools(groups, hostvars, settings=['gpu_sharing_stack_time_slicing'])
+    # the labels each pool's stack needs (gpu_node_labels writes them too: gpu_node_labels_stacks)
+    stacks = dict((p['name'], gpu_stack_render.render({
+        'strategy': p['strategy'], 'pool': p['name'], 'nodes': p['nodes'], 'facts': p['facts'],
+        'settings': {'time_slicing': p['settings'].get('gpu_sharing_stack_time_slicing') or {}}}))
+        for p in pools['pools'])
+    static = cluster_plan.label_static_plan(groups, hostvars, pools=pools['label_pools'], stacks=stacks)
     live = [{'metadata': {'name': node_name(i), 'labels': {'kubernetes.io/hostname': node_name(i)}}}
             for i in range(n)]
     plan = cluster_plan.label_live_plan(static, live)

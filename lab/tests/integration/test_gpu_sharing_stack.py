@@ -144,6 +144,23 @@ def task_results(result):
                 yield t["task"]["name"], r
 
 
+def stack_steps(v):
+    """A stack as playbook cluster.yml runs it: the role (objects; it publishes the labels its nodes need), role
+    gpu_node_labels (the one writer of Node labels) with the stack's labels only (no inventory group), then the role's
+    entry point ready (validation workloads, Helm release, the wait for the MIG manager) - present only."""
+    pool = v.get("gpu_sharing_stack_pool", "gpu")
+    state = v.get("gpu_sharing_stack_state", "present")
+    steps = [{"name": f"stack {pool}", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
+              "vars": v},
+             {"name": f"labels {pool}", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_node_labels"},
+              "vars": {"gpu_node_labels_group": "", "gpu_node_labels_state": state,
+                       "gpu_node_labels_stacks": "{{ {'%s': gpu_sharing_stack_rendered['%s']} }}" % (pool, pool)}}]
+    if state == "present":
+        steps.append({"name": f"ready {pool}", "ansible.builtin.include_role": {
+            "name": "gpuops.k8s_gpu.gpu_sharing_stack", "tasks_from": "ready"}, "vars": v})
+    return steps
+
+
 def role_play(strategy, node_name, facts, extra, state="present", pool=None):
     v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
          "gpu_sharing_stack_pool": pool or ("pool-" + strategy), "gpu_sharing_stack_nodes": [node_name],
@@ -151,7 +168,7 @@ def role_play(strategy, node_name, facts, extra, state="present", pool=None):
          "gpu_sharing_stack_registry": "registry.example.com/mirror",
          "gpu_sharing_stack_image_pull_secrets": ["regcred"]}
     v.update(extra)
-    return {"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"}, "vars": v}
+    return {"name": f"{v['gpu_sharing_stack_pool']} ({strategy}, {state})", "block": stack_steps(v)}
 
 
 def seq_task(mark):
@@ -353,18 +370,18 @@ def test_two_strategies_on_one_pool_refused(emu, tmp_path):
                                                      "gpu_sharing_stack_facts": {"gpu-1": T4, "gpu-2": T4}}}],
                   "rescue": [{"name": "failed: two", "ansible.builtin.debug": {"msg": "{{ ansible_failed_result.msg }}"}}]},
              ] + seq_task("t1") + [
-                 {"name": "pool a", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
-                  "vars": {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
-                           "gpu_sharing_stack_nodes": ["gpu-2"], "gpu_sharing_stack_facts": {"gpu-2": T4}}},
+                 {"name": "pool a", "block": stack_steps(
+                     {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
+                      "gpu_sharing_stack_nodes": ["gpu-2"], "gpu_sharing_stack_facts": {"gpu-2": T4}})},
                  ] + seq_task("t2") + [
                  {"name": "overlap", "block": [{"ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
                                                 "vars": {"gpu_sharing_stack_strategy": "hami", "gpu_sharing_stack_pool": "pool-b",
                                                          "gpu_sharing_stack_nodes": ["gpu-2"]}}],
                   "rescue": [{"name": "failed: overlap", "ansible.builtin.debug": {"msg": "{{ ansible_failed_result.msg }}"}}]},
                  ] + seq_task("t3") + [
-                 {"name": "cleanup", "ansible.builtin.include_role": {"name": "gpuops.k8s_gpu.gpu_sharing_stack"},
-                  "vars": {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
-                           "gpu_sharing_stack_state": "absent", "gpu_sharing_stack_nodes": ["gpu-2"]}}]}]
+                 {"name": "cleanup", "block": stack_steps(
+                     {"gpu_sharing_stack_strategy": "exclusive", "gpu_sharing_stack_pool": "pool-a",
+                      "gpu_sharing_stack_state": "absent", "gpu_sharing_stack_nodes": ["gpu-2"]})}]}]
     rc, result = run_play(emu, tmp_path, play, inventory=str(inv))
     assert rc == 0, [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed")]
     msgs, marks = {}, {}

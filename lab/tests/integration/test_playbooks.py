@@ -122,7 +122,11 @@ def test_each_layer_carries_its_tags(collections_path, name, tags):
     ('runtime', ['nvidia_container_runtime'], ['nvidia_driver :', 'gpu_node_sharing :']),
     ('sharing', ['gpu_node_sharing'], ['nvidia_driver :', 'nvidia_container_runtime :']),
     ('scheduler', ['Register the scheduler extender'], ['Deploy the sharing stack', 'Label the GPU nodes']),
-    ('stacks', ['Deploy the sharing stack'], ['Label the GPU nodes', 'nvidia_driver :']),
+    # a stack's labels are written by gpu_node_labels (the one writer), so stacks and labels select the same three steps
+    ('stacks', ['Deploy the sharing stack', 'Label the GPU nodes', 'Finish the sharing stack'],
+     ['Register the scheduler extender', 'nvidia_driver :']),
+    ('labels', ['Deploy the sharing stack', 'Label the GPU nodes', 'Finish the sharing stack'],
+     ['Register the scheduler extender', 'nvidia_driver :']),
 ])
 def test_list_tasks_by_tag(collections_path, tag, expect, absent):
     proc = playbook(collections_path, '-i', 'inventory/example/hosts.yml', '--list-tasks', '--tags', tag,

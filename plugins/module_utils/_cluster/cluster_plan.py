@@ -123,18 +123,63 @@ def _pool_hosts(pool, groups):
     return hosts
 
 
+def stack_node_labels(stacks):
+    """The node labels the sharing stacks need, per Kubernetes node name, from the stacks' render results.
+
+    ``stacks``: pool name -> the stack's render result (module gpu_stack_manifests: ``node_labels`` and
+    ``node_label_defaults``, both node -> {label: value}); role gpu_sharing_stack publishes them as
+    gpu_sharing_stack_rendered. Returns ({node: {'labels', 'defaults', 'pools'}}, errors). A default label (set only
+    when the node has none, e.g. nvidia.com/gpu.deploy.device-plugin that mig-manager pauses) is never a plain label.
+    """
+    out, errors, owner = {}, [], {}
+    if not isinstance(stacks, Mapping):
+        return out, ['gpu_node_labels_stacks must be a mapping of pool name to the stack\'s render result; got %s'
+                     % type(stacks).__name__]
+    for pool in sorted(stacks):
+        stack = stacks[pool]
+        if not isinstance(stack, Mapping):
+            errors.append('gpu_node_labels_stacks: pool %s is not a render result of gpu_stack_manifests' % pool)
+            continue
+        labels = _get(stack, 'node_labels') or {}
+        defaults = _get(stack, 'node_label_defaults') or {}
+        for node in sorted(set(labels) | set(defaults)):
+            entry = out.setdefault(node, {'labels': {}, 'defaults': {}, 'pools': []})
+            entry['pools'].append(pool)
+            mine_defaults = dict((k, label_value(v)) for k, v in (_get(defaults, node) or {}).items())
+            for k, v in (_get(labels, node) or {}).items():
+                if k in mine_defaults:
+                    continue
+                sv = label_value(v)
+                if k in entry['labels'] and entry['labels'][k] != sv:
+                    errors.append('%s: the stacks of pools %s and %s set label %s to different values (%s, %s)'
+                                  % (node, owner[(node, k)], pool, k, entry['labels'][k], sv))
+                entry['labels'][k] = sv
+                owner[(node, k)] = pool
+            entry['defaults'].update(mine_defaults)
+    return out, errors
+
+
 def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,
                       require_facts=True, extra=None, strategy_label='gpuops.io/sharing-strategy',
-                      check_capabilities=True):
+                      check_capabilities=True, stacks=None):
     """Desired labels per host of ``group``, and every input error, without reading the cluster.
 
-    Returns {'nodes': [{host, node, strategy, pools, labels}], 'errors': [...]}."""
+    ``stacks``: pool name -> render result of the pool's sharing stack (see stack_node_labels): the labels the stacks
+    need join the plan (one writer of Node labels); a stack's node that is no host of ``group`` gets a plan entry of
+    its own (host = node name) with the stack's labels only. An empty ``group`` labels only the stacks' nodes.
+
+    Returns {'nodes': [{host, node, strategy, pools, labels, defaults, claimed}], 'errors': [...]}; ``defaults`` are
+    set only where the node has no value, ``claimed`` lists the stack labels (recorded even when already set, so
+    state=absent removes them)."""
     pools = list(pools or [])
     present = state == 'present'
     out_nodes, errors, names = [], [], []
-    members = list(groups.get(group) or [])
-    if group not in groups:
+    members = list(groups.get(group) or []) if group else []
+    if group and group not in groups:
         errors.append('gpu_node_labels_group: inventory group %s does not exist' % group)
+    stack_labels, stack_errors = stack_node_labels(stacks or {})
+    if present:
+        errors.extend(stack_errors)
     pool_hosts = []
     for pool in pools:
         if pool['name'] in names:
@@ -184,6 +229,9 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
                                      % (h, owner[k], pool['name'], k, labels[k], sv))
                 labels[k] = sv
                 owner[k] = pool['name']
+        node_name = _get(hv, 'gpu_node_labels_node_name', h)
+        stack = stack_labels.pop(node_name, None) or {}
+        _merge_stack(h, stack, labels, owner, my_errors)
         sharing = _get(facts, 'sharing', _MISSING)
         if present and strategy and check_capabilities and sharing is not _MISSING:
             cap = _get(sharing, strategy) or {}
@@ -191,24 +239,52 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
             if allowed is not _MISSING and not allowed:
                 my_errors.append('%s: strategy %s (pool %s) is not possible on this node: %s'
                                  % (h, strategy, strategy_pool, _get(cap, 'reason') or 'gpu_info says it is not allowed'))
-        clean = {}
-        for k, v in labels.items():
-            sv = label_value(v)
-            parts = k.split('/')
-            kname = parts[-1]
-            if (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
-                    or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0])))):
-                my_errors.append('%s: label key %s is not a valid Kubernetes label key ([prefix/]name, name at most 63 '
-                                 'characters of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (h, k))
-            if len(sv) > 63 or not (sv == '' or LABEL_NAME_RE.match(sv)):
-                my_errors.append('%s: label %s value %s is not a valid Kubernetes label value (at most 63 characters '
-                                 'of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (h, k, sv))
-            clean[k] = sv
+        clean = _clean_labels(h, labels, my_errors)
+        defaults = _clean_labels(h, stack.get('defaults') or {}, my_errors)
         if present:
             errors.extend(my_errors)
-        out_nodes.append({'host': h, 'node': _get(hv, 'gpu_node_labels_node_name', h), 'strategy': strategy,
-                          'pools': my_pools, 'labels': clean})
+        out_nodes.append({'host': h, 'node': node_name, 'strategy': strategy,
+                          'pools': my_pools + [p for p in stack.get('pools') or [] if p not in my_pools],
+                          'labels': clean, 'defaults': defaults, 'claimed': sorted(stack.get('labels') or {})})
+    # nodes of a stack that are no host of the group (the stack role used on its own): the stack's labels only
+    for node in sorted(stack_labels):
+        stack, labels, my_errors = stack_labels[node], {}, []
+        _merge_stack(node, stack, labels, {}, my_errors)
+        clean = _clean_labels(node, labels, my_errors)
+        defaults = _clean_labels(node, stack['defaults'], my_errors)
+        if present:
+            errors.extend(my_errors)
+        out_nodes.append({'host': node, 'node': node, 'strategy': '', 'pools': list(stack['pools']),
+                          'labels': clean, 'defaults': defaults, 'claimed': sorted(stack['labels'])})
     return {'nodes': out_nodes, 'errors': errors}
+
+
+def _merge_stack(host, stack, labels, owner, errors):
+    """Add a stack's labels to a node's desired labels; a label a pool set to another value is an error."""
+    for k, sv in sorted((stack.get('labels') or {}).items()):
+        if k in owner and labels[k] != sv:
+            errors.append('%s: pool %s sets label %s to %s but the stack of pool %s needs %s'
+                          % (host, owner[k], k, labels[k], ', '.join(stack.get('pools') or []), sv))
+        labels[k] = sv
+    for k in stack.get('defaults') or {}:
+        labels.pop(k, None)
+
+
+def _clean_labels(host, labels, errors):
+    clean = {}
+    for k, v in labels.items():
+        sv = label_value(v)
+        parts = k.split('/')
+        kname = parts[-1]
+        if (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
+                or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0])))):
+            errors.append('%s: label key %s is not a valid Kubernetes label key ([prefix/]name, name at most 63 '
+                          'characters of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (host, k))
+        if len(sv) > 63 or not (sv == '' or LABEL_NAME_RE.match(sv)):
+            errors.append('%s: label %s value %s is not a valid Kubernetes label value (at most 63 characters '
+                          'of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (host, k, sv))
+        clean[k] = sv
+    return clean
 
 
 def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sharing-strategy',
@@ -261,6 +337,8 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
                         and any(a in annotations for a in HAMI_ANNOTATIONS)):
                     my_errors.append('%s: node %s is registered with HAMi (annotation hami.io/node-nvidia-register); '
                                      'refusing strategy %s' % (host, name, wstrategy))
+        defaults = (want.get('defaults') or {}) if present else {}
+        claimed = set(want.get('claimed') or []) if present else set()
         patch, newrecord, set_, removed, restored, kept = {}, {}, [], [], [], []
         for k, v in desired.items():
             current = labels.get(k)
@@ -270,8 +348,21 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
                 set_.append(k)
             if k in record or current != v:
                 newrecord[k] = {'value': v, 'previous': previous}
+            elif k in claimed:
+                # a stack label already in place (set by an earlier release, whose stack role wrote it itself):
+                # it is the collection's, so state=absent removes it
+                newrecord[k] = {'value': v, 'previous': None}
+        for k, v in defaults.items():
+            # set only where the node has no value: the label's other owner (mig-manager pausing the device plugin)
+            # may change it, and then it is theirs until it is back to our value
+            if labels.get(k) is None:
+                patch[k] = v
+                set_.append(k)
+                newrecord[k] = {'value': v, 'previous': _get(record[k], 'previous') if k in record else None}
+            elif k in record:
+                newrecord[k] = record[k]
         for k, entry in record.items():
-            if k in desired:
+            if k in desired or k in defaults:
                 continue
             current = labels.get(k)
             if _get(entry, 'value') == current:

@@ -310,3 +310,30 @@ def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, ann
     if annotations:
         meta['annotations'] = dict(annotations)
     return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec}
+
+
+def stack_readiness(nodes, readiness, pool='', namespace='', retries=None, delay=None, var='gpu_sharing_stack_'):
+    """Whether a stack is ready, from the Node objects of its pool and its ``readiness`` (gpu_stack_manifests: the
+    node ``label`` that must reach ``value`` on every node of ``nodes``; ``failed_value`` means its owner gave up).
+
+    Returns {'ready', 'done' (ready, or a node reports failed_value: waiting longer cannot help), 'failed' (nodes
+    that report failed_value), 'states' (node name -> label value, '' when not set yet), 'msg' (why it is not ready,
+    '' when it is)}. ``readiness`` None: nothing to wait for."""
+    if not readiness:
+        return {'ready': True, 'done': True, 'failed': [], 'states': {}, 'msg': ''}
+    label = readiness['label']
+    states = {}
+    for obj in nodes or []:
+        meta = obj.get('metadata') or {}
+        states[meta.get('name')] = (meta.get('labels') or {}).get(label, '')
+    want = list(readiness.get('nodes') or [])
+    ready = all(states.get(n) == readiness['value'] for n in want)
+    failed = sorted(n for n, v in states.items() if v == readiness.get('failed_value'))
+    msg = ''
+    if not ready:
+        msg = ('The MIG manager has not applied the geometry on every node of pool %s within %s x %s s: node label %s '
+               'is, per node, %r (expected %s on %s; "" = not set yet). Read the logs of the pool\'s '
+               'nvidia-mig-manager pods (kubectl -n %s logs -l app.kubernetes.io/name=nvidia-mig-manager); raise '
+               '%smig_state_retries for slow GPU resets.'
+               % (pool, retries, delay, label, states, readiness['value'], ', '.join(want), namespace, var))
+    return {'ready': ready, 'done': ready or bool(failed), 'failed': failed, 'states': states, 'msg': msg}

@@ -365,6 +365,17 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     return manifests, node_labels, resources, limits
 
 
+def label_defaults(strategy, settings, nodes, ctx):
+    """Node labels set only where a node has none: with the MIG manager, nvidia.com/gpu.deploy.device-plugin, which
+    mig-manager sets to paused-for-mig-change while it reconfigures (node -> {label: value})."""
+    if strategy != 'mig':
+        return {}
+    mig = validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))
+    if not mig['manager']:
+        return {}
+    return dict((node, {DEPLOY_PLUGIN_LABEL: 'true'}) for node in sorted(nodes))
+
+
 def readiness(strategy, settings, nodes, ctx):
     """For MIG with the manager: which node label must reach which value before the stack is ready."""
     if strategy != 'mig':

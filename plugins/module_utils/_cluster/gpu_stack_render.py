@@ -175,6 +175,7 @@ def render(params):
         'adopted_manifests': scopes.get('adopted', []),
         'validation_manifests': validation,
         'node_labels': dict((n, labels[n]) for n in sorted(labels)),
+        'node_label_defaults': gpu_stack_nvidia.label_defaults(strategy, settings, nodes, ctx),
         'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}
                            for n in sorted(labels)],
         'resources': resources,

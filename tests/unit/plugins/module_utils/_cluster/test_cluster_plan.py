@@ -9,7 +9,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
-    label_live_plan, label_static_plan, sharing_pools)
+    label_live_plan, label_static_plan, sharing_pools, stack_node_labels)
 
 T4_LABELS = {'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': 1}
 
@@ -113,7 +113,8 @@ def test_static_plan_merges_facts_extra_and_pool_labels():
     a, b = out['nodes']
     assert a == {'host': 'a', 'node': 'a', 'strategy': 'time-slicing', 'pools': ['ts'], 'labels': {
         'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': '1', 'team': 'ml',
-        'gpuops.io/sharing-strategy': 'time-slicing', 'nvidia.com/device-plugin.config': 'ts-4'}}
+        'gpuops.io/sharing-strategy': 'time-slicing', 'nvidia.com/device-plugin.config': 'ts-4'},
+        'defaults': {}, 'claimed': []}
     assert b['node'] == 'node-b' and b['labels']['gpushare'] == 'true' and b['labels']['flag'] == 'true'
     assert b['labels']['n'] == '4'
 
@@ -238,3 +239,111 @@ def test_unprobed_hosts_keeps_order():
     hv = {'a': {}, 'b': {'gpu_probe_facts': {}}, 'c': {'x': 1}}
     assert unprobed_hosts(['c', 'b', 'a'], hv) == ['c', 'a']
     assert unprobed_hosts([], hv) == []
+
+
+# ---- the stacks' labels join the one label plan (role gpu_node_labels is the one writer of Node labels) ----------
+DP = 'nvidia.com/gpu.deploy.device-plugin'
+MIG_STACK = {'node_labels': {'a': {'gpuops.io/sharing-pool': 'm', 'gpuops.io/sharing-strategy': 'mig',
+                                   'nvidia.com/mig.config': 'gpuops-1g-10gb-7', DP: 'true'},
+                             'zz': {'gpuops.io/sharing-pool': 'm'}},
+             'node_label_defaults': {'a': {DP: 'true'}, 'zz': {DP: 'true'}}}
+
+
+def test_stack_labels_join_the_plan_defaults_apart_and_claimed():
+    out = static([{'name': 'm', 'strategy': 'mig', 'nodes': ['a']}], stacks={'m': MIG_STACK}, check_capabilities=False)
+    assert out['errors'] == []
+    a = out['nodes'][0]
+    assert a['labels']['nvidia.com/mig.config'] == 'gpuops-1g-10gb-7' and a['labels']['gpuops.io/sharing-pool'] == 'm'
+    assert a['labels']['nvidia.com/gpu.product'] == 'Tesla-T4'        # GPU facts and stack labels in one plan
+    assert DP not in a['labels'] and a['defaults'] == {DP: 'true'}
+    assert a['claimed'] == ['gpuops.io/sharing-pool', 'gpuops.io/sharing-strategy', 'nvidia.com/mig.config']
+    # a stack node that is no host of the group (the stack role used alone): its own entry, stack labels only
+    zz = [n for n in out['nodes'] if n['node'] == 'zz'][0]
+    assert zz == {'host': 'zz', 'node': 'zz', 'strategy': '', 'pools': ['m'],
+                  'labels': {'gpuops.io/sharing-pool': 'm'}, 'defaults': {DP: 'true'}, 'claimed': ['gpuops.io/sharing-pool']}
+    # an empty group: only the stacks' nodes
+    only = label_static_plan({'all': []}, {}, group='', stacks={'m': MIG_STACK})
+    assert only['errors'] == [] and [n['node'] for n in only['nodes']] == ['a', 'zz']
+
+
+def test_stack_label_conflicts_are_refused():
+    # a pool sets the strategy label to another value than the stack needs
+    out = static([{'name': 'x', 'strategy': 'mps', 'nodes': ['a']}], stacks={'m': MIG_STACK}, check_capabilities=False)
+    assert ('a: pool x sets label gpuops.io/sharing-strategy to mps but the stack of pool m needs mig' in out['errors'])
+    # two stacks give one node's label two values
+    labels, errors = stack_node_labels({'p': {'node_labels': {'n': {'k': 'v1'}}}, 'q': {'node_labels': {'n': {'k': 'v2'}}}})
+    assert errors == ['n: the stacks of pools p and q set label k to different values (v1, v2)']
+    assert stack_node_labels(['x'])[1][0].startswith('gpu_node_labels_stacks must be a mapping')
+    assert stack_node_labels({'p': 'x'})[1] == ['gpu_node_labels_stacks: pool p is not a render result of gpu_stack_manifests']
+    # invalid values from a stack are refused like any other label
+    bad = static(stacks={'p': {'node_labels': {'a': {'k': 'not valid!'}}}})
+    assert any(e.startswith('a: label k value not valid! is not a valid') for e in bad['errors'])
+
+
+def mig_plan(**kw):
+    return static([{'name': 'm', 'strategy': 'mig', 'nodes': ['a']}], stacks={'m': MIG_STACK}, check_capabilities=False,
+                  hostvars={'a': {'gpu_probe_facts': {'labels': {}}}, 'b': {'gpu_probe_facts': {'labels': {}}}}, **kw)
+
+
+def test_MIGM_13_deploy_label_is_a_default_mig_manager_and_false_are_never_overridden():
+    """mig-parted's reconfigure leaves false alone (an outside owner) and flips any other value to
+    paused-for-mig-change and back to true: the plan sets true only where the node has none, never changes false or
+    paused-for-mig-change, and absent removes it only while it is the true we set."""
+    plan = mig_plan()
+    site_false = label_live_plan(plan, [node('a', {DP: 'false'}), node('node-b')])['nodes'][0]
+    assert DP not in (site_false['patch']['metadata'].get('labels') or {})
+    assert DP not in json.loads(site_false['patch']['metadata']['annotations']['gpuops.io/managed-labels'])
+    paused = label_live_plan(plan, [node('a', {DP: 'paused-for-mig-change'}), node('node-b')])['nodes'][0]
+    assert DP not in (paused['patch']['metadata'].get('labels') or {})
+    missing = label_live_plan(plan, [node('a'), node('node-b')])['nodes'][0]
+    assert missing['patch']['metadata']['labels'][DP] == 'true'
+    # absent on the site's false: not recorded, so kept
+    record = site_false['patch']['metadata']['annotations']['gpuops.io/managed-labels']
+    live = node('a', dict(site_false['patch']['metadata']['labels'], **{DP: 'false'}), {'gpuops.io/managed-labels': record})
+    gone = label_live_plan(mig_plan(state='absent'), [live, node('node-b')], state='absent')['nodes'][0]
+    assert DP not in gone['patch']['metadata']['labels'] and DP not in gone['removed']
+
+
+def test_stack_labels_set_recorded_zero_patches_on_rerun_and_removed_on_absent():
+    plan = mig_plan()
+    first = label_live_plan(plan, [node('a', {'team': 'ml'}), node('node-b')])['nodes'][0]
+    assert first['changed'] and first['patch']['metadata']['labels'][DP] == 'true'
+    assert first['patch']['metadata']['labels']['nvidia.com/mig.config'] == 'gpuops-1g-10gb-7'
+    record = first['patch']['metadata']['annotations']['gpuops.io/managed-labels']
+    assert json.loads(record)[DP] == {'previous': None, 'value': 'true'}
+    live = node('a', dict(first['patch']['metadata']['labels'], team='ml'), {'gpuops.io/managed-labels': record})
+    assert not label_live_plan(plan, [live, node('node-b')])['nodes'][0]['changed']
+    # mig-manager pauses the device plugin: the default label is theirs now - no patch, the record is kept
+    live['metadata']['labels'][DP] = 'paused-for-mig-change'
+    paused = label_live_plan(plan, [live, node('node-b')])['nodes'][0]
+    assert not paused['changed'] and paused['patch']['metadata'] == {'name': 'a'}
+    gone = label_live_plan(mig_plan(state='absent'), [live, node('node-b')], state='absent')['nodes'][0]
+    assert gone['kept'] == [DP]                                        # paused: not ours to remove
+    assert set(gone['removed']) == {'gpuops.io/sharing-pool', 'gpuops.io/sharing-strategy', 'nvidia.com/mig.config'}
+    assert 'team' not in gone['patch']['metadata']['labels']          # the site's label stays
+    # back to true: absent removes it too
+    live['metadata']['labels'][DP] = 'true'
+    assert DP in label_live_plan(mig_plan(state='absent'), [live, node('node-b')], state='absent')['nodes'][0]['removed']
+    # a default label someone removed is set again
+    del live['metadata']['labels'][DP]
+    again = label_live_plan(plan, [live, node('node-b')])['nodes'][0]
+    assert again['patch']['metadata']['labels'] == {DP: 'true'}
+
+
+def test_stack_labels_already_in_place_are_claimed_once():
+    """An earlier release let the stack role write its labels itself, unrecorded: they are recorded once (one
+    annotation write), so state=absent removes them; then nothing to do."""
+    plan = mig_plan()
+    labels = {'gpuops.io/sharing-pool': 'm', 'gpuops.io/sharing-strategy': 'mig', 'nvidia.com/mig.config': 'gpuops-1g-10gb-7',
+              DP: 'true', 'team': 'ml'}
+    first = label_live_plan(plan, [node('a', dict(labels)), node('node-b')])['nodes'][0]
+    assert first['changed'] and 'labels' not in first['patch']['metadata']
+    record = json.loads(first['patch']['metadata']['annotations']['gpuops.io/managed-labels'])
+    assert record['nvidia.com/mig.config'] == {'previous': None, 'value': 'gpuops-1g-10gb-7'}
+    assert DP not in record and 'team' not in record                   # a default or the site's label: not claimed
+    live = node('a', dict(labels), {'gpuops.io/managed-labels': json.dumps(record, sort_keys=True)})
+    assert not label_live_plan(plan, [live, node('node-b')])['nodes'][0]['changed']
+    # a GPU-facts label already in place is not claimed (the site may own it)
+    plain = label_live_plan(static(), [node('a', {'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': '1'}),
+                                       node('node-b')])['nodes'][0]
+    assert not plain['changed']

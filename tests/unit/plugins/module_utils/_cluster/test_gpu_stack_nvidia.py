@@ -316,6 +316,8 @@ def test_MIGM_07_device_plugin_paused_through_the_deploy_label():
     paused = {'n1': {'labels': {'nvidia.com/gpu.deploy.device-plugin': 'paused-for-mig-change'}}}
     out = render('mig', node_state=paused)
     assert 'nvidia.com/gpu.deploy.device-plugin' not in out['node_labels']['n1']
+    # for role gpu_node_labels (the one writer): a label to set only where the node has none, paused or not
+    assert out['node_label_defaults'] == {'n1': {'nvidia.com/gpu.deploy.device-plugin': 'true'}}
     # removal takes the label away
     assert render('mig', node_state=paused, check_conflicts=False)['node_labels']['n1'][
         'nvidia.com/gpu.deploy.device-plugin'] == 'true'
@@ -323,6 +325,7 @@ def test_MIGM_07_device_plugin_paused_through_the_deploy_label():
     out = render('mig', settings={'mig': {'devices': {'1g.10gb': 7}, 'manager': False}})
     assert 'nvidia.com/gpu.deploy.device-plugin' not in pod(out, 'nvidia-device-plugin-')['nodeSelector']
     assert 'nvidia.com/gpu.deploy.device-plugin' not in out['node_labels']['n1']
+    assert out['node_label_defaults'] == {}
     assert out['readiness'] is None
 
 

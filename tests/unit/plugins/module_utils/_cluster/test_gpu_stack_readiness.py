@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_stack_common.stack_readiness and filter stack_readiness: the MIG manager's readiness, decided in Python (was a
+Jinja map/selectattr/zip chain in role gpu_sharing_stack)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_readiness import FilterModule
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import stack_readiness
+
+STATE = 'nvidia.com/mig.config.state'
+READY = {'label': STATE, 'value': 'success', 'failed_value': 'failed', 'nodes': ['n1', 'n2']}
+
+
+def node(name, state=None):
+    labels = {'gpuops.io/sharing-pool': 'p'}
+    if state is not None:
+        labels[STATE] = state
+    return {'metadata': {'name': name, 'labels': labels}}
+
+
+def test_no_readiness_is_ready():
+    assert stack_readiness([], None) == {'ready': True, 'done': True, 'failed': [], 'states': {}, 'msg': ''}
+
+
+def test_ready_only_when_every_node_reports_success():
+    out = stack_readiness([node('n1', 'success'), node('n2', 'success')], READY)
+    assert out['ready'] and out['done'] and out['msg'] == ''
+    out = stack_readiness([node('n1', 'success'), node('n2', 'pending')], READY)
+    assert not out['ready'] and not out['done']
+    # a node of the pool that is not listed yet counts as not done
+    out = stack_readiness([node('n1', 'success'), node('x', 'success')], READY)
+    assert not out['ready'] and not out['done']
+
+
+def test_failed_ends_the_wait_at_once_and_the_message_names_node_value_expected_and_hint():
+    out = stack_readiness([node('n1', 'failed'), node('n2')], READY, pool='p', namespace='kube-system', retries=60,
+                          delay=10)
+    assert out['done'] and not out['ready'] and out['failed'] == ['n1']
+    assert out['states'] == {'n1': 'failed', 'n2': ''}
+    assert out['msg'] == (
+        'The MIG manager has not applied the geometry on every node of pool p within 60 x 10 s: node label '
+        'nvidia.com/mig.config.state is, per node, {\'n1\': \'failed\', \'n2\': \'\'} (expected success on n1, n2; "" = '
+        'not set yet). Read the logs of the pool\'s nvidia-mig-manager pods (kubectl -n kube-system logs -l '
+        'app.kubernetes.io/name=nvidia-mig-manager); raise gpu_sharing_stack_mig_state_retries for slow GPU resets.')
+
+
+def test_node_without_labels_counts_as_not_set():
+    out = stack_readiness([{'metadata': {'name': 'n1'}}], READY)
+    assert out['states'] == {'n1': ''} and not out['done']
+
+
+def test_filter_is_thin():
+    f = FilterModule().filters()['stack_readiness']
+    nodes = [node('n1', 'success'), node('n2', 'failed')]
+    assert f(nodes, READY, pool='p', namespace='ns', retries=2, delay=0) == stack_readiness(
+        nodes, READY, pool='p', namespace='ns', retries=2, delay=0)
