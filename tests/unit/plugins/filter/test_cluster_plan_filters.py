@@ -49,6 +49,19 @@ def test_gpu_strategy_filter():
         f('timeslicing')
 
 
+def test_gpu_strategy_filter_compute_mode_setting():
+    """Role gpu_node_sharing asks the filter for the compute mode instead of keeping its own list of strategies."""
+    f = StrategyFM().filters()['gpu_strategy']
+    assert f('hami')['compute_mode'] == 'default' and f('mps')['compute_mode'] is None
+    assert f('hami', compute_mode_setting='auto')['compute_mode'] == 'default'
+    assert f('hami', compute_mode_setting='keep')['compute_mode'] is None
+    assert f('mig', compute_mode_setting='auto')['compute_mode'] is None
+    assert f('mig', compute_mode_setting='prohibited')['compute_mode'] == 'prohibited'
+    assert f('gpushare')['default_runtime'] is True and f('volcano')['title'] == 'Volcano'
+    with pytest.raises(AnsibleFilterError, match="compute_mode_setting 'Default' is not a compute mode setting"):
+        f('mps', compute_mode_setting='Default')
+
+
 def test_unprobed_hosts_filter():
     from ansible_collections.gpuops.k8s_gpu.plugins.filter.unprobed_hosts import FilterModule
     assert FilterModule().filters()['unprobed_hosts'](['n1', 'n2'], dict(HOSTVARS, n2={})) == ['n2']
