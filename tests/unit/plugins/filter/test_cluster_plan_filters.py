@@ -65,3 +65,14 @@ def test_gpu_strategy_filter_compute_mode_setting():
 def test_unprobed_hosts_filter():
     from ansible_collections.gpuops.k8s_gpu.plugins.filter.unprobed_hosts import FilterModule
     assert FilterModule().filters()['unprobed_hosts'](['n1', 'n2'], dict(HOSTVARS, n2={})) == ['n2']
+
+
+def test_gpu_strategy_filter_documentation_names_the_model():
+    import re
+    import yaml
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter import gpu_strategy as flt
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+    doc = yaml.safe_load(flt.DOCUMENTATION)
+    assert tuple(re.findall(r'C\(([a-z-]+)\)', doc['options']['_input']['description'])) == gs.STRATEGIES
+    returned = ' '.join(yaml.safe_load(flt.RETURN)['_value']['description'])
+    assert set(re.findall(r'C\(([a-z_]+)\)', returned)) == set(gs.strategy('exclusive')) | {'name'}
