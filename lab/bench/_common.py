@@ -2,13 +2,18 @@
 
 run.py skips files whose name starts with an underscore.
 """
+import contextlib
 import datetime
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import time
+import urllib.request
+
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
@@ -17,6 +22,52 @@ VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 def collections_path():
     return subprocess.run(['bash', os.path.join(ROOT, 'lab/bin/collections-path.sh')], check=True,
                           capture_output=True, text=True).stdout.strip()
+
+
+# gpu_probe_facts of one Tesla T4 as gpu_info returns them for the NVML simulator's t4 inventory, reduced to what
+# the cluster layer reads (the cluster benchmarks give them so that no node is probed)
+T4_PROBE_FACTS = {
+    'gpu_count': 1, 'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360, 'compute_capability': '7.5'}],
+    'labels': {'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': '1', 'nvidia.com/gpu.product': 'Tesla-T4',
+               'nvidia.com/gpu.memory': '15360', 'nvidia.com/mig.capable': 'false'},
+    'sharing': {'exclusive': {'allowed': True}, 'time-slicing': {'allowed': True}, 'gpushare': {'allowed': True},
+                'mps': {'allowed': True, 'max_clients': 48},
+                'mig': {'allowed': False, 'gpus': [], 'reason': 'GPU(s) 0 are not MIG capable'}}}
+
+
+@contextlib.contextmanager
+def kube_emulator(name, seed_docs, workdir, timeout=120):
+    """The lab's Kubernetes API emulator (lab/kube) named ``name``, seeded with ``seed_docs`` (written to
+    ``workdir``/seed.yaml). Yields (kubeconfig, base URL); stops it and removes its state afterwards."""
+    seed = os.path.join(workdir, 'seed.yaml')
+    with open(seed, 'w') as f:
+        yaml.safe_dump_all(seed_docs, f)
+    out = subprocess.run([os.path.join(ROOT, 'lab/kube/start.sh'), '--name', name, '--seed', seed],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise SystemExit('kube start.sh failed:\n%s\n%s' % (out.stdout, out.stderr))
+    kubeconfig = out.stdout.strip().splitlines()[-1]
+    state = os.path.dirname(kubeconfig)
+    try:
+        with open(os.path.join(state, 'port')) as f:
+            url = 'http://127.0.0.1:%s' % f.read().strip()
+        yield kubeconfig, url
+    finally:
+        subprocess.run([os.path.join(ROOT, 'lab/kube/stop.sh'), '--name', name], capture_output=True, timeout=60)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def emulator_seq(url):
+    """The emulator's request-log sequence number now."""
+    with urllib.request.urlopen(url + '/_emulator/requests?since=999999999', timeout=30) as r:
+        return json.loads(r.read())['seq']
+
+
+def emulator_requests(url, since=None):
+    """The emulator's request log (after sequence number ``since``)."""
+    query = '' if since is None else '?since=%d' % since
+    with urllib.request.urlopen(url + '/_emulator/requests' + query, timeout=60) as r:
+        return json.loads(r.read())['items']
 
 
 def quartiles(values):

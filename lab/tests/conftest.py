@@ -95,15 +95,72 @@ def run_role_on_localhost(collections_path, tmp_path, role, variables, args=()):
                                      'roles': ['gpuops.k8s_gpu.%s' % role]}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
                ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', str(play),
-                           '-e', '@%s' % (tmp_path / 'vars.json')] + list(args),
-                          env=env, capture_output=True, text=True, cwd=ROOT)
+    return run_playbook('localhost,', play, env, args=['-e', '@%s' % (tmp_path / 'vars.json')] + list(args))
+
+
+# ---------------------------------------------------------------------------------------------- lab node containers
+DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
+# the venv's NVML bindings, copied into node containers that run the NVML simulator
+PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.py')
+# where lab/nvml_sim keeps its state in a node container
+NVML_SIM_STATE = '/var/lib/nvml-sim/state.json'
+
+
+def dexec(name, *cmd, check=True):
+    """Run a command in a lab node container (docker exec); see sh for ``check``."""
+    return sh('docker', 'exec', name, *cmd, check=check)
+
+
+@contextlib.contextmanager
+def lab_node(name, hostname, network=None, nvml_profile=None):
+    """A lab node container (lab/docker/node.sh: Debian 12 with systemd as PID 1, a stand-in for a GPU machine) on
+    the lab's docker engine, named ``name``. With ``nvml_profile`` (a profile of lab/nvml_sim/install.sh, e.g.
+    'h100-mig') the NVML simulator stands in for the driver and the venv's pynvml is copied in. Yields the name; the
+    container is removed afterwards, whatever happened."""
+    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
+    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
+    try:
+        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', hostname,
+           *(['--network', network] if network else []))
+        if nvml_profile:
+            sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), name, nvml_profile)
+            sh('docker', 'cp', PYNVML, '%s:/usr/lib/python3/dist-packages/pynvml.py' % name)
+        yield name
+    finally:
+        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
+
+
+def nvml_sim_state(name):
+    """The NVML simulator's state (its GPUs, their MIG mode and instances) in node container ``name``."""
+    return json.loads(dexec(name, 'cat', NVML_SIM_STATE).stdout)
+
+
+def ansible_env(collections_path, **extra):
+    """The environment of ansible-playbook against lab node containers: the collection, the json callback,
+    pipelining, the venv's tools first on PATH; ``extra`` variables on top."""
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+                ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_PIPELINING='1',
+                PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')), **extra)
+
+
+def run_playbook(inventory, play, env, timeout=PLAY_TIMEOUT, args=()):
+    """ansible-playbook -i ``inventory`` ``play`` (paths) ``args`` from the repository root; returns (CompletedProcess,
+    the json callback's document). Output that is not JSON fails the test, showing it."""
+    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inventory), str(play)] + list(args),
+                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
         raise AssertionError('ansible-playbook output is not JSON (rc=%s):\n%s\n%s'
-                             % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+                             % (proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:]))
     return proc, doc
+
+
+def failed_tasks(doc):
+    """'host | task: msg' of every failed (and not ignored) or unreachable task result of a json callback document."""
+    return ['%s | %s: %s' % (h, t['task']['name'], r.get('msg', '')) for p in doc['plays'] for t in p['tasks']
+            for h, r in t['hosts'].items()
+            if (r.get('failed') and not r.get('ignore_errors')) or r.get('unreachable')]
 
 
 # ---------------------------------------------------------------------------------------------- parallel runs

@@ -1,6 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The modules' attributes: check mode, diff mode and platform, with their descriptions.
+
+A module names one support level - gpuops.k8s_gpu.attributes.actionable or gpuops.k8s_gpu.attributes.info_module -
+and gets the descriptions with it; its own attributes block says only what differs (a support level, details) and
+wins over the fragment's. The fragments are literal text (ansible-test's yamllint reads them without running them).
+"""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,36 +15,48 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Standard documentation fragment
+    # Only the platform (every module of the collection is a Python module: POSIX hosts)
     DOCUMENTATION = r'''
 options: {}
 attributes:
-  check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying target.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
+  platform:
+    description: Target operating systems the module can run on (a Python module; Windows hosts are not supported).
+    support: N/A
+    platforms: posix
 '''
 
-    # Fragment for read-only info modules
+    # Read-only info modules: full check mode, no diff (nothing changes)
     INFO_MODULE = r'''
 options: {}
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying target.
     support: full
     details:
       - This action does not modify state.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: N/A
     details:
       - This action does not modify state.
+  platform:
+    description: Target operating systems the module can run on (a Python module; Windows hosts are not supported).
+    support: N/A
+    platforms: posix
 '''
 
-    # Fragment for modules that change state and support both check and diff mode
+    # Modules that change state and support both check and diff mode
     ACTIONABLE = r'''
 options: {}
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
+  platform:
+    description: Target operating systems the module can run on (a Python module; Windows hosts are not supported).
+    support: N/A
+    platforms: posix
 '''

@@ -19,6 +19,12 @@ options:
       C(gpu-manager), C(gpu-operator)).
     type: str
     required: true
+  compute_mode_setting:
+    description:
+      - A compute mode setting (role variable C(gpu_node_sharing_compute_mode)) - C(auto), C(keep), C(default),
+        C(exclusive_process) or C(prohibited). When given, the result's C(compute_mode) is the mode to set on a node of
+        the strategy - the strategy's own for C(auto), null for C(keep), else the mode named.
+    type: str
 author: gpuops.k8s_gpu developers
 '''
 
@@ -27,27 +33,40 @@ EXAMPLES = r'''
   ansible.builtin.debug:
     msg: RuntimeClass needed
   when: (my_strategy | gpuops.k8s_gpu.gpu_strategy).runtime_class
+
+- name: The compute mode a node of the strategy wants (null - leave it alone)
+  ansible.builtin.set_fact:
+    node_compute_mode: "{{ (my_strategy | gpuops.k8s_gpu.gpu_strategy(compute_mode_setting='auto')).compute_mode }}"
 '''
 
 RETURN = r'''
 _value:
   description:
-    - C(name), C(family) (accounting family), C(resources), C(nvidia_plugin), C(scheduler_extender),
-      C(runtime_class), C(node_strategy) and C(node_labels).
+    - C(name), C(title) (the name in messages), C(family) (accounting family), C(resources), C(nvidia_plugin),
+      C(scheduler_extender), C(runtime_class), C(default_runtime) (nvidia must be the container runtime's default),
+      C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy) and
+      C(node_labels).
   type: dict
 '''
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES, strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
+    STRATEGIES, node_compute_mode, strategy,
+)
 
 
-def gpu_strategy(name):
+def gpu_strategy(name, compute_mode_setting=None):
     if name not in STRATEGIES:
         raise AnsibleFilterError('gpu_strategy: %r is not a strategy; allowed: %s' % (name, ', '.join(STRATEGIES)))
     out = dict(strategy(name))
     out['resources'] = list(out['resources'])
     out['name'] = name
+    if compute_mode_setting is not None:
+        try:
+            out['compute_mode'] = node_compute_mode(name, compute_mode_setting)
+        except ValueError as e:
+            raise AnsibleFilterError('gpu_strategy: compute_mode_setting %s' % e)
     return out
 
 

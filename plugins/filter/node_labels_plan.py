@@ -16,15 +16,9 @@ description:
     input - a node with two strategies, pools that give one label two values, a strategy the node's GPUs do not
     allow, invalid label keys or values, unknown groups and hosts.
   - Used by role C(gpuops.k8s_gpu.gpu_node_labels), once per run; the options are the role's variables.
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.inventory_vars.groups
 options:
-  _input:
-    description: The inventory groups (the magic variable C(groups)).
-    type: dict
-    required: true
-  hostvars:
-    description: The variables of every host (the magic variable C(hostvars)).
-    type: raw
-    required: true
   group:
     description: Group of the nodes to label; empty for none (only the nodes of O(stacks)).
     type: str

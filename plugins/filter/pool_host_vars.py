@@ -13,15 +13,13 @@ version_added: 0.2.0
 description:
   - For every node name of the pool that is an inventory host, its C(gpu_probe_facts), C(gpu_sharing_stack_strategy)
     and C(nvidia_container_runtime_cdi_spec_ready) (only those defined), each host's variables read once.
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.inventory_vars
 options:
   _input:
     description: Kubernetes node names of the pool (C(gpu_sharing_stack_nodes)).
     type: list
     elements: str
-    required: true
-  hostvars:
-    description: The variables of every host (the magic variable C(hostvars)).
-    type: raw
     required: true
 author: gpuops.k8s_gpu developers
 '''
@@ -38,11 +36,8 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars as _collect
-
-
-def pool_host_vars(nodes, hostvars):
-    return _collect(nodes, hostvars)
+# the filter is cluster_plan's function itself (hosts, hostvars)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
 
 
 class FilterModule(object):

@@ -17,15 +17,9 @@ description:
     (default C(exclusive)).
   - Reads each host's variables once. Used by the playbooks C(gpuops.k8s_gpu.cluster), C(report), C(doctor) and
     C(uninstall), once per run.
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.inventory_vars.groups
 options:
-  _input:
-    description: The inventory groups (the magic variable C(groups)).
-    type: dict
-    required: true
-  hostvars:
-    description: The variables of every host (the magic variable C(hostvars)).
-    type: raw
-    required: true
   node_group:
     description: Group of the GPU nodes.
     type: str

@@ -13,15 +13,13 @@ version_added: 0.2.0
 description:
   - The hosts of the input that have no C(gpu_probe_facts) variable, in order, each host's variables read once.
   - The probe play of C(gpuops.k8s_gpu.cluster) ends at once when there are none, without a task per node.
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.inventory_vars
 options:
   _input:
     description: Inventory host names.
     type: list
     elements: str
-    required: true
-  hostvars:
-    description: The variables of every host (the magic variable C(hostvars)).
-    type: raw
     required: true
 author: gpuops.k8s_gpu developers
 '''
@@ -39,11 +37,8 @@ _value:
   elements: str
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts as _unprobed
-
-
-def unprobed_hosts(hosts, hostvars):
-    return _unprobed(hosts, hostvars)
+# the filter is cluster_plan's function itself (hosts, hostvars)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts
 
 
 class FilterModule(object):

@@ -29,7 +29,6 @@ author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s_gpu.vmware_connection
-  - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.actionable
 options:
   name:

@@ -30,7 +30,6 @@ author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s_gpu.k8s_auth_options
-  - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.actionable
 attributes:
   check_mode:

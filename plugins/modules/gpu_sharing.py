@@ -26,7 +26,6 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.actionable
 options:
   gpus:

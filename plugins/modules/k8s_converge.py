@@ -29,7 +29,6 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.actionable
   - gpuops.k8s_gpu.k8s_auth_options
 options:

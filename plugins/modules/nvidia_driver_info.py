@@ -23,7 +23,6 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes
   - gpuops.k8s_gpu.attributes.info_module
 options:
   kernel_module:

@@ -16,10 +16,8 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import urllib.request
 
 import yaml
 
@@ -30,12 +28,7 @@ ROOT = c.ROOT
 PREFIX = os.environ.get('GPUOPS_BENCH_PREFIX', 'gpuops-bench')
 FIXTURES = os.path.join(ROOT, 'tests', 'unit', 'plugins', 'module_utils', 'fixtures', 'scheduler')
 
-T4 = {'gpu_count': 1, 'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360, 'compute_capability': '7.5'}],
-      'labels': {'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': '1', 'nvidia.com/gpu.product': 'Tesla-T4',
-                 'nvidia.com/gpu.memory': '15360', 'nvidia.com/mig.capable': 'false'},
-      'sharing': {'exclusive': {'allowed': True}, 'time-slicing': {'allowed': True}, 'gpushare': {'allowed': True},
-                  'mps': {'allowed': True, 'max_clients': 48},
-                  'mig': {'allowed': False, 'gpus': [], 'reason': 'GPU(s) 0 are not MIG capable'}}}
+T4 = c.T4_PROBE_FACTS
 A100 = {'gpu_count': 8, 'gpus': [{'index': i, 'name': 'A100-SXM4-80GB', 'memory_total_mib': 81920} for i in range(8)],
         'labels': {'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': '8',
                    'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB', 'nvidia.com/gpu.memory': '81920',
@@ -136,16 +129,7 @@ def main():
     a = ap.parse_args()
     name = '%s-cluster-%d' % (PREFIX, os.getpid())
     with tempfile.TemporaryDirectory(prefix='bench-cluster-') as tmp:
-        with open(os.path.join(tmp, 'seed.yaml'), 'w') as f:
-            yaml.safe_dump_all(seed(), f)
-        out = subprocess.run([os.path.join(ROOT, 'lab/kube/start.sh'), '--name', name, '--seed',
-                              os.path.join(tmp, 'seed.yaml')], capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise SystemExit('kube start.sh failed:\n%s\n%s' % (out.stdout, out.stderr))
-        kubeconfig = out.stdout.strip().splitlines()[-1]
-        state = os.path.dirname(kubeconfig)
-        url = 'http://127.0.0.1:%s' % open(os.path.join(state, 'port')).read().strip()
-        try:
+        with c.kube_emulator(name, seed(), tmp) as (kubeconfig, url):
             steps, play, inv = build(tmp, a.smoke)
             for fn, doc in (('play.json', play), ('inv.json', inv)):
                 with open(os.path.join(tmp, fn), 'w') as f:
@@ -155,11 +139,7 @@ def main():
                                                env={'K8S_AUTH_KUBECONFIG': kubeconfig, 'ANSIBLE_PIPELINING': '1'}, cwd=tmp)
             if p.returncode != 0 or doc is None:
                 raise SystemExit('cluster benchmark play failed:\n%s\n%s' % ('\n'.join(c.failures(doc)), p.stderr[-3000:]))
-            with urllib.request.urlopen(url + '/_emulator/requests', timeout=30) as r:
-                entries = json.loads(r.read())['items']
-        finally:
-            subprocess.run([os.path.join(ROOT, 'lab/kube/stop.sh'), '--name', name], capture_output=True, timeout=60)
-            shutil.rmtree(state, ignore_errors=True)
+            entries = c.emulator_requests(url)
     # marks: (label, seq, start time of the mark task); changed tasks between marks
     marks, changed, cur = [], {}, None
     for t in doc['plays'][0]['tasks']:

@@ -24,14 +24,9 @@ import argparse
 import json
 import os
 import resource
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-
-import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _common as c  # noqa: E402
@@ -39,12 +34,7 @@ import _common as c  # noqa: E402
 ROOT = c.ROOT
 PREFIX = os.environ.get('GPUOPS_BENCH_PREFIX', 'gpuops-bench')
 # the facts gpu_info returns for the NVML simulator's t4 inventory (one Tesla T4), reduced to what the cluster layer reads
-T4 = {'gpu_count': 1, 'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360, 'compute_capability': '7.5'}],
-      'labels': {'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': '1', 'nvidia.com/gpu.product': 'Tesla-T4',
-                 'nvidia.com/gpu.memory': '15360', 'nvidia.com/mig.capable': 'false'},
-      'sharing': {'exclusive': {'allowed': True}, 'time-slicing': {'allowed': True}, 'gpushare': {'allowed': True},
-                  'mps': {'allowed': True, 'max_clients': 48},
-                  'mig': {'allowed': False, 'gpus': [], 'reason': 'GPU(s) 0 are not MIG capable'}}}
+T4 = c.T4_PROBE_FACTS
 
 
 def node_name(i):
@@ -112,16 +102,6 @@ def inventory(n, kubeconfig):
                         'kube_control_plane': {'hosts': {}}}}}
 
 
-def emulator_seq(url):
-    with urllib.request.urlopen(url + '/_emulator/requests?since=999999999', timeout=30) as r:
-        return json.loads(r.read())['seq']
-
-
-def emulator_requests(url, since):
-    with urllib.request.urlopen(url + '/_emulator/requests?since=%d' % since, timeout=60) as r:
-        return json.loads(r.read())['items']
-
-
 def run_cluster(inv, check):
     """cluster.yml once. Returns (controller CPU seconds, wall seconds, json doc)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -150,36 +130,24 @@ def measure(n, converged, reconverge, tmp):
     name = '%s-cscale-%d-%d-%s' % (PREFIX, os.getpid(), n, 'steady' if converged else 'fresh')
     d = os.path.join(tmp, '%d-%s' % (n, converged))
     os.makedirs(d)
-    with open(os.path.join(d, 'seed.yaml'), 'w') as f:
-        yaml.safe_dump_all(seed(n, converged), f)
-    out = subprocess.run([os.path.join(ROOT, 'lab/kube/start.sh'), '--name', name, '--seed',
-                          os.path.join(d, 'seed.yaml')], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise SystemExit('kube start.sh failed:\n%s\n%s' % (out.stdout, out.stderr))
-    kubeconfig = out.stdout.strip().splitlines()[-1]
-    state = os.path.dirname(kubeconfig)
-    url = 'http://127.0.0.1:%s' % open(os.path.join(state, 'port')).read().strip()
-    try:
+    with c.kube_emulator(name, seed(n, converged), d, timeout=300) as (kubeconfig, url):
         inv = os.path.join(d, 'inv.json')
         with open(inv, 'w') as f:
             json.dump(inventory(n, kubeconfig), f)
-        seq = emulator_seq(url)
+        seq = c.emulator_seq(url)
         cpu, wall, doc = run_cluster(inv, check=True)
-        es = emulator_requests(url, seq)
+        es = c.emulator_requests(url, seq)
         res = {'n': n, 'cpu': cpu, 'wall': wall, 'reads': sum(1 for e in es if e['class'] == 'read'),
                'writes': sum(1 for e in es if e['write']), 'requests': len(es), 'patches': label_patches(doc),
                'changed': sum(s['changed'] for s in doc['stats'].values())}
         if reconverge:
             run_cluster(inv, check=False)
-            seq = emulator_seq(url)
+            seq = c.emulator_seq(url)
             dummy, dummy2, doc = run_cluster(inv, check=False)
-            es = emulator_requests(url, seq)
+            es = c.emulator_requests(url, seq)
             res['re_writes'] = sum(1 for e in es if e['write'])
             res['re_changed'] = sum(s['changed'] for s in doc['stats'].values())
         return res
-    finally:
-        subprocess.run([os.path.join(ROOT, 'lab/kube/stop.sh'), '--name', name], capture_output=True, timeout=60)
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def rows_of(results):

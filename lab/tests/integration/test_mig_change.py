@@ -12,7 +12,6 @@ Needs the lab's docker engine and node image, like test_mig_persistence.py.
 """
 import json
 import os
-import subprocess
 import sys
 import threading
 import urllib.error
@@ -21,12 +20,9 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import ROOT, emulator_get, kube_emulator, sh
+from conftest import (ansible_env, dexec, emulator_get, failed_tasks, kube_emulator, lab_node, nvml_sim_state,
+                      run_playbook, sh)
 
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
-DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
-PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.py')
-STATE = '/var/lib/nvml-sim/state.json'
 NODE = 'migc-1'
 DP_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
 DCGM_STAND_IN = ('[Unit]\nDescription=lab stand-in for nvidia-dcgm (a GPU client on the host; runs sleep)\n'
@@ -82,13 +78,7 @@ class DaemonSetControllerStandIn(threading.Thread):
 @pytest.fixture(scope='module')
 def lab(collections_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp('migc')
-    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
-    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
-    name = 'i16-migc-%d' % os.getpid()
-    try:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', NODE, '--network', 'none')
-        sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), name, 'h100-mig')
-        sh('docker', 'cp', PYNVML, '%s:/usr/lib/python3/dist-packages/pynvml.py' % name)
+    with lab_node('i16-migc-%d' % os.getpid(), NODE, network='none', nvml_profile='h100-mig') as name:
         unit = tmp / 'nvidia-dcgm.service'
         unit.write_text(DCGM_STAND_IN)
         sh('docker', 'cp', str(unit), '%s:/etc/systemd/system/nvidia-dcgm.service' % name)
@@ -102,17 +92,11 @@ def lab(collections_path, tmp_path_factory):
             finally:
                 controller.stop.set()
                 controller.join(5)
-    finally:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
-
-
-def dexec(name, *cmd, check=True):
-    return sh('docker', 'exec', name, *cmd, check=check)
 
 
 def geometry(name):
-    state = json.loads(dexec(name, 'cat', STATE).stdout)
-    return [sorted((g['profile_id'], len(g['compute_instances'])) for g in gpu['gpu_instances']) for gpu in state['gpus']]
+    return [sorted((g['profile_id'], len(g['compute_instances'])) for g in gpu['gpu_instances'])
+            for gpu in nvml_sim_state(name)['gpus']]
 
 
 def run_role(lab, devices, **extra):
@@ -130,19 +114,8 @@ def run_role(lab, devices, **extra):
                       'gpu_node_sharing_mig_drain_timeout': 30}, **extra)
     play.write_text(yaml.safe_dump([{'hosts': 'gpu_nodes', 'gather_facts': False, 'roles': [
         {'role': 'gpuops.k8s_gpu.gpu_node_sharing', 'vars': variables}]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=lab['collections_path'], ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_PIPELINING='1',
-               PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inv), str(play)], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError('ansible output is not JSON (rc=%s):\n%s\n%s' % (proc.returncode, proc.stdout[-4000:],
-                                                                            proc.stderr[-4000:]))
-    fails = ['%s: %s' % (t['task']['name'], r.get('msg', '')) for p in doc['plays'] for t in p['tasks']
-             for r in t['hosts'].values() if r.get('failed') and not r.get('ignore_errors')]
-    return proc.returncode, doc, fails
+    proc, doc = run_playbook(inv, play, ansible_env(lab['collections_path']))
+    return proc.returncode, doc, failed_tasks(doc)
 
 
 def writes(emu, since):

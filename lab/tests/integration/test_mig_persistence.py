@@ -4,43 +4,25 @@ a reboot does (MIG mode stays on, no instances), the unit is started and the geo
 ordering is read back from systemd. Needs the lab's docker engine and node image, like test_uninstall.py."""
 import json
 import os
-import subprocess
 
 
 import pytest
 import yaml
 
-from conftest import ROOT, sh
+from conftest import NVML_SIM_STATE as STATE, ansible_env, dexec, failed_tasks, lab_node, nvml_sim_state, run_playbook
 
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
-DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
-PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.py')
-STATE = '/var/lib/nvml-sim/state.json'
 UNIT = 'gpuops-mig-geometry.service'
 
 
 @pytest.fixture(scope='module')
 def node(collections_path):
-    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
-    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
-    name = 'i16-migp-%d' % os.getpid()
-    try:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'migp-1', '--network', 'none')
-        sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), name, 'h100-mig')
-        sh('docker', 'cp', PYNVML, '%s:/usr/lib/python3/dist-packages/pynvml.py' % name)
+    with lab_node('i16-migp-%d' % os.getpid(), 'migp-1', network='none', nvml_profile='h100-mig') as name:
         yield name
-    finally:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
-
-
-def dexec(name, *cmd, check=True):
-    return sh('docker', 'exec', name, *cmd, check=check)
 
 
 def geometry(name):
-    state = json.loads(dexec(name, 'cat', STATE).stdout)
     return [sorted((g['profile_id'], g['start'], len(g['compute_instances'])) for g in gpu['gpu_instances'])
-            for gpu in state['gpus']]
+            for gpu in nvml_sim_state(name)['gpus']]
 
 
 def run_role(collections_path, tmp_path, name, variables):
@@ -51,15 +33,8 @@ def run_role(collections_path, tmp_path, name, variables):
     play = tmp_path / 'play.yml'
     play.write_text(yaml.safe_dump([{'hosts': 'all', 'gather_facts': False, 'roles': [
         {'role': 'gpuops.k8s_gpu.gpu_node_sharing', 'vars': variables}]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_PIPELINING='1',
-               PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inv), str(play)], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
-    doc = json.loads(proc.stdout)
-    fails = ['%s: %s' % (t['task']['name'], r.get('msg', '')) for p in doc['plays'] for t in p['tasks']
-             for r in t['hosts'].values() if r.get('failed')]
-    return proc.returncode, doc, fails
+    proc, doc = run_playbook(inv, play, ansible_env(collections_path))
+    return proc.returncode, doc, failed_tasks(doc)
 
 
 POOL = {'gpu_node_sharing_strategy': 'mig', 'gpu_sharing_stack_mig': {'devices': {'3g.40gb': 1, '2g.20gb': 1,

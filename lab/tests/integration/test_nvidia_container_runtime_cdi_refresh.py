@@ -11,16 +11,13 @@ Run: .venv/bin/pytest lab/tests/integration/test_nvidia_container_runtime_cdi_re
 """
 import json
 import os
-import subprocess
 import time
 
 import pytest
 import yaml
 
-from conftest import ROOT, sh
+from conftest import ROOT, ansible_env, dexec, lab_node, run_playbook, sh
 
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
-DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
 SERVE = os.path.join(ROOT, 'lab', 'apt_repo', 'serve.sh')
 STANDIN_VERSION = '1.20.0-1~gpuopslab1'
 SPEC = '/var/run/cdi/nvidia.yaml'
@@ -28,23 +25,15 @@ SPEC = '/var/run/cdi/nvidia.yaml'
 
 @pytest.fixture(scope='module')
 def node(tmp_path_factory):
-    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
-    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
     # A private instance of the apt repository server (its own state dir): the molecule scenario
     # nvidia_container_runtime runs at the same time and uses the shared one, which this file must not stop.
     env = dict(os.environ, LAB_APT_REPO_STATE=str(tmp_path_factory.mktemp('apt_repo_state')))
     url = sh(SERVE, 'start', timeout=300, env=env).stdout.strip().splitlines()[-1]
-    name = 'i15-cdir-%d' % os.getpid()
     try:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'cdir-1', '--network', 'host')
-        yield name, url
+        with lab_node('i15-cdir-%d' % os.getpid(), 'cdir-1', network='host') as name:
+            yield name, url
     finally:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
         sh(SERVE, 'stop', check=False, env=env)
-
-
-def dexec(name, *cmd, check=True):
-    return sh('docker', 'exec', name, *cmd, check=check)
 
 
 def run_role(tmp_path, name, url):
@@ -59,15 +48,7 @@ def run_role(tmp_path, name, url):
             'nvidia_container_runtime_engines': ['containerd'], 'nvidia_container_runtime_restart': False,
             'nvidia_container_runtime_containerd_config_version': '2', 'nvidia_container_runtime_cdi': True}}]}]))
     collections = sh('bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')).stdout.strip()
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_PIPELINING='1',
-               PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inv), str(play)], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError('not JSON (rc=%s):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    proc, doc = run_playbook(inv, play, ansible_env(collections))
     assert proc.returncode == 0, json.dumps(doc)[-4000:]
     tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['cdir-1']) for p in doc['plays']
                  for t in p['tasks'] if 'cdir-1' in t['hosts'])

@@ -10,18 +10,14 @@ Run: .venv/bin/pytest -q lab/tests/integration/test_uninstall.py   (needs root, 
 """
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT, emulator_get, kube_emulator, sh
+from conftest import ROOT, ansible_env, emulator_get, failed_tasks, kube_emulator, lab_node, run_playbook, sh
 
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
-DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
 FIX = os.path.join(ROOT, 'tests', 'unit', 'plugins', 'module_utils', 'fixtures')
-PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.py')
 NODE = 'gpu-uni-1'
 MANAGED = 'gpuops.k8s_gpu'
 CONTAINERD = '''# site containerd config (containerd 1.7)
@@ -56,15 +52,9 @@ def seed():
 @pytest.fixture(scope='module')
 def lab(tmp_path_factory, collections_path):
     tmp = tmp_path_factory.mktemp('uninstall')
-    sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
-    sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
-    name = 'h2-uni-%d' % os.getpid()
-    try:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'uni-1')
+    with lab_node('h2-uni-%d' % os.getpid(), 'uni-1', nvml_profile='v100') as name:
         # PyYAML for kube_scheduler_config on the control plane (requirements.txt), from Debian as on a real node
         sh('docker', 'exec', name, 'apt-get', 'install', '-y', '-q', 'python3-yaml')
-        sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), name, 'v100')
-        sh('docker', 'cp', PYNVML, '%s:/usr/lib/python3/dist-packages/pynvml.py' % name)
         for path, text in FILES.items():
             local = tmp / os.path.basename(path)
             local.write_text(text)
@@ -95,24 +85,13 @@ def lab(tmp_path_factory, collections_path):
                                            'vars': {'kube_scheduler_extender_distribution': 'kubeadm'}}}}}
             inv = tmp / 'hosts.yml'
             inv.write_text(yaml.safe_dump(inventory))
-            env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-                       ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_PIPELINING='1', K8S_AUTH_KUBECONFIG=emu['kubeconfig'],
-                       PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
+            env = ansible_env(collections_path, K8S_AUTH_KUBECONFIG=emu['kubeconfig'])
             yield {'name': name, 'emu': emu, 'inventory': str(inv), 'env': env, 'tmp': tmp}
-    finally:
-        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
 
 
 def playbook(lab, path):
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', lab['inventory'], path],
-                          env=lab['env'], capture_output=True, text=True, cwd=ROOT, timeout=1800)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError('not JSON (rc=%s):\n%s\n%s' % (proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:]))
-    fails = ['%s | %s: %s' % (h, t['task']['name'], r.get('msg', '')) for p in doc['plays'] for t in p['tasks']
-             for h, r in t['hosts'].items() if r.get('failed') or r.get('unreachable')]
-    assert proc.returncode == 0, '\n'.join(fails) or proc.stderr[-4000:]
+    proc, doc = run_playbook(lab['inventory'], path, lab['env'], timeout=1800)
+    assert proc.returncode == 0, '\n'.join(failed_tasks(doc)) or proc.stderr[-4000:]
     return doc
 
 

@@ -301,14 +301,8 @@ def label_value(text):
 
 def sharing_capabilities(gpus):
     """Which sharing strategies the hardware allows, with the reason when not."""
-    caps = {
-        'exclusive': {'allowed': bool(gpus)},
-        'time-slicing': {'allowed': bool(gpus)},
-        'gpushare': {'allowed': bool(gpus)},
-        'hami': {'allowed': bool(gpus)},
-        'volcano': {'allowed': bool(gpus)},
-        'gpu-manager': {'allowed': bool(gpus)},
-    }
+    # every node strategy of the model; mps and mig have hardware conditions (below)
+    caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)
     if not gpus:
         for v in caps.values():
             v['reason'] = 'no NVIDIA GPU found'

@@ -19,38 +19,45 @@ __metaclass__ = type
 WHOLE_GPU = 'whole-gpu'
 
 # name -> properties. Order is the order users see in messages and documentation.
+#   title:             the name in messages (the project's own spelling)
 #   family:            accounting family (see above)
 #   resources:         extended resources the strategy's device plugin advertises (a name ending in '-' is a prefix)
 #   nvidia_plugin:     deployed with NVIDIA's k8s-device-plugin (one DaemonSet per pool, a config per strategy)
 #   scheduler_extender: needs the kube-scheduler extender (gpushare's HTTP extender)
 #   runtime_class:     its pods run with RuntimeClass nvidia (else nvidia must be the container runtime's default)
+#   default_runtime:   its device plugin's pods name no RuntimeClass, so nvidia must be the container runtime's
+#                      default runtime on its nodes (the doctor checks docker's default-runtime)
+#   compute_mode:      the GPU compute mode its nodes want (role gpu_node_sharing with compute mode auto): 'default'
+#                      where the processes of several containers share one GPU; None leaves the mode alone (the
+#                      device plugin's MPS daemon manages what MPS needs; exclusive and MIG need nothing)
 #   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
 #   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
+
+
+def _props(title, family, resources, nvidia_plugin=False, scheduler_extender=False, runtime_class=False,
+           default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True):
+    return {'title': title, 'family': family, 'resources': resources, 'nvidia_plugin': nvidia_plugin,
+            'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
+            'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
+            'node_labels': node_labels}
+
+
 STRATEGY_MODEL = (
-    ('exclusive', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu',), 'nvidia_plugin': True,
-                   'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
-    ('time-slicing', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared'),
-                      'nvidia_plugin': True, 'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True,
-                      'node_labels': True}),
-    ('mps', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), 'nvidia_plugin': True,
-             'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
-    ('mig', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/mig-'), 'nvidia_plugin': True,
-             'scheduler_extender': False, 'runtime_class': True, 'node_strategy': True, 'node_labels': True}),
-    ('gpushare', {'family': 'aliyun-gpu-mem', 'resources': ('aliyun.com/gpu-mem', 'aliyun.com/gpu-count'),
-                  'nvidia_plugin': False, 'scheduler_extender': True, 'runtime_class': False, 'node_strategy': True,
-                  'node_labels': True}),
-    ('volcano', {'family': 'volcano-gpu-mem', 'resources': ('volcano.sh/',), 'nvidia_plugin': False,
-                 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True, 'node_labels': True}),
-    ('hami', {'family': 'hami', 'resources': ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores',
-                                              'nvidia.com/gpumem-percentage'),
-              'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True,
-              'node_labels': True}),
-    ('gpu-manager', {'family': 'tencent-vcuda', 'resources': ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory'),
-                     'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False, 'node_strategy': True,
-                     'node_labels': True}),
-    ('gpu-operator', {'family': WHOLE_GPU, 'resources': ('nvidia.com/gpu', 'nvidia.com/gpu.shared', 'nvidia.com/mig-'),
-                      'nvidia_plugin': False, 'scheduler_extender': False, 'runtime_class': False,
-                      'node_strategy': False, 'node_labels': False}),
+    ('exclusive', _props('exclusive', WHOLE_GPU, ('nvidia.com/gpu',), nvidia_plugin=True, runtime_class=True)),
+    ('time-slicing', _props('time-slicing', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), nvidia_plugin=True,
+                            runtime_class=True, compute_mode='default')),
+    ('mps', _props('mps', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), nvidia_plugin=True,
+                   runtime_class=True)),
+    ('mig', _props('mig', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/mig-'), nvidia_plugin=True, runtime_class=True)),
+    ('gpushare', _props('gpushare', 'aliyun-gpu-mem', ('aliyun.com/gpu-mem', 'aliyun.com/gpu-count'),
+                        scheduler_extender=True, default_runtime=True, compute_mode='default')),
+    ('volcano', _props('Volcano', 'volcano-gpu-mem', ('volcano.sh/',), default_runtime=True, compute_mode='default')),
+    ('hami', _props('HAMi', 'hami', ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores',
+                                     'nvidia.com/gpumem-percentage'), default_runtime=True, compute_mode='default')),
+    ('gpu-manager', _props('gpu-manager', 'tencent-vcuda', ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory'),
+                           compute_mode='default')),
+    ('gpu-operator', _props('GPU operator', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared', 'nvidia.com/mig-'),
+                            node_strategy=False, node_labels=False)),
 )
 _MODEL = dict(STRATEGY_MODEL)
 
@@ -68,12 +75,37 @@ RUNTIME_CLASS_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['runtim
 EXTENDER_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['scheduler_extender'])
 # their nodes get gpu_node_labels' labels
 LABELLED_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['node_labels'])
+# need nvidia as the container runtime's default runtime
+DEFAULT_RUNTIME_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['default_runtime'])
+# want GPU compute mode Default on their nodes
+DEFAULT_COMPUTE_MODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['compute_mode'] == 'default')
 DEFAULT_STRATEGY = 'exclusive'
+# what role gpu_node_sharing accepts as its compute mode: auto (the strategy's), keep (leave it alone) or a mode
+COMPUTE_MODES = ('default', 'exclusive_process', 'prohibited')
+COMPUTE_MODE_SETTINGS = ('auto',) + COMPUTE_MODES + ('keep',)
 
 
 def strategy(name):
     """The properties of a strategy (KeyError for an unknown name)."""
     return _MODEL[name]
+
+
+def titles(names):
+    """The strategies' names as messages spell them, joined: 'gpushare, Volcano and HAMi'."""
+    words = [_MODEL[n]['title'] for n in names]
+    return ' and '.join([', '.join(words[:-1]), words[-1]]) if len(words) > 1 else ''.join(words)
+
+
+def node_compute_mode(name, setting='auto'):
+    """The compute mode to set on a node of strategy ``name``: the strategy's own for ``auto`` (None: leave it alone),
+    None for ``keep``, else the mode ``setting`` names. ValueError for an unknown strategy or setting."""
+    if name not in _MODEL:
+        raise ValueError('%r is not a strategy; allowed: %s' % (name, ', '.join(STRATEGIES)))
+    if setting not in COMPUTE_MODE_SETTINGS:
+        raise ValueError('%r is not a compute mode setting; allowed: %s' % (setting, ', '.join(COMPUTE_MODE_SETTINGS)))
+    if setting == 'auto':
+        return _MODEL[name]['compute_mode']
+    return None if setting == 'keep' else setting
 
 
 def family(name):

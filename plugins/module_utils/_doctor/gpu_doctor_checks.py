@@ -16,13 +16,18 @@ import re
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
+    DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
+)
 
 SEVERITIES = ('critical', 'warning', 'info')
-# Strategies whose device plugins need nvidia as the container runtime's *default* runtime (they name no RuntimeClass).
-NEEDS_DEFAULT_RUNTIME = ('gpushare', 'volcano', 'hami')
-# The NVIDIA device plugin stacks run their pods with RuntimeClass nvidia (handler nvidia) instead, as NVIDIA's chart
-# and GPU operator do: the nvidia runtime must exist under that name; it need not be the default.
-# (the strategies whose pods use RuntimeClass nvidia: gpu_strategy.RUNTIME_CLASS_STRATEGIES)
+# From the strategy model: the strategies whose device plugins need nvidia as the container runtime's *default* runtime
+# (they name no RuntimeClass), and the NVIDIA device plugin stacks, which run their pods with RuntimeClass nvidia
+# (handler nvidia) instead, as NVIDIA's chart and GPU operator do: the nvidia runtime must exist under that name; it
+# need not be the default.
+_RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with RuntimeClass nvidia, whose handler is this '
+                  'runtime; %s need it as the default runtime.'
+                  % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES)))
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
@@ -196,9 +201,10 @@ def check_runtime(facts, extra, strategy=None):
             ['/etc/docker/daemon.json runtimes: nvidia missing'],
             'Add the nvidia runtime (gpuops.k8s_gpu.nvidia_container_runtime merges it into daemon.json, keeping '
             'every other key) and restart docker. Every sharing stack needs it: the NVIDIA device plugin stacks '
-            '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia (handler nvidia, which '
-            'cri-dockerd passes to docker); gpushare, Volcano and HAMi need it as the default runtime.'))
-    elif 'docker' in installed and strategy in NEEDS_DEFAULT_RUNTIME and rt.get('docker_default_runtime') != 'nvidia':
+            '(%s) run their pods with RuntimeClass nvidia (handler nvidia, which cri-dockerd passes to docker); %s '
+            'need it as the default runtime.' % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES))))
+    elif ('docker' in installed and strategy in DEFAULT_RUNTIME_STRATEGIES
+          and rt.get('docker_default_runtime') != 'nvidia'):
         out.append(finding(
             'docker_nvidia_not_default', 'critical',
             'Strategy %s needs nvidia as docker\'s default runtime.' % strategy,
@@ -212,8 +218,7 @@ def check_runtime(facts, extra, strategy=None):
             'containerd is installed but its configuration has no nvidia runtime.',
             ['containerd config: no runtimes.nvidia section'],
             'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it. '
-            'The NVIDIA device plugin stacks (exclusive, time-slicing, mps, mig) run their pods with RuntimeClass '
-            'nvidia, whose handler is this runtime; gpushare, Volcano and HAMi need it as the default runtime.'))
+            + _RUNTIME_NEEDS))
     return out
 
 

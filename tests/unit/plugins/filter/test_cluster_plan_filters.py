@@ -49,6 +49,30 @@ def test_gpu_strategy_filter():
         f('timeslicing')
 
 
+def test_gpu_strategy_filter_compute_mode_setting():
+    """Role gpu_node_sharing asks the filter for the compute mode instead of keeping its own list of strategies."""
+    f = StrategyFM().filters()['gpu_strategy']
+    assert f('hami')['compute_mode'] == 'default' and f('mps')['compute_mode'] is None
+    assert f('hami', compute_mode_setting='auto')['compute_mode'] == 'default'
+    assert f('hami', compute_mode_setting='keep')['compute_mode'] is None
+    assert f('mig', compute_mode_setting='auto')['compute_mode'] is None
+    assert f('mig', compute_mode_setting='prohibited')['compute_mode'] == 'prohibited'
+    assert f('gpushare')['default_runtime'] is True and f('volcano')['title'] == 'Volcano'
+    with pytest.raises(AnsibleFilterError, match="compute_mode_setting 'Default' is not a compute mode setting"):
+        f('mps', compute_mode_setting='Default')
+
+
 def test_unprobed_hosts_filter():
     from ansible_collections.gpuops.k8s_gpu.plugins.filter.unprobed_hosts import FilterModule
     assert FilterModule().filters()['unprobed_hosts'](['n1', 'n2'], dict(HOSTVARS, n2={})) == ['n2']
+
+
+def test_gpu_strategy_filter_documentation_names_the_model():
+    import re
+    import yaml
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter import gpu_strategy as flt
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+    doc = yaml.safe_load(flt.DOCUMENTATION)
+    assert tuple(re.findall(r'C\(([a-z-]+)\)', doc['options']['_input']['description'])) == gs.STRATEGIES
+    returned = ' '.join(yaml.safe_load(flt.RETURN)['_value']['description'])
+    assert set(re.findall(r'C\(([a-z_]+)\)', returned)) == set(gs.strategy('exclusive')) | {'name'}

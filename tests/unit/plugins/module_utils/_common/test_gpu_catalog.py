@@ -94,3 +94,9 @@ def test_node_labels_gfd_names():
     assert labels['nvidia.com/cuda.driver.rev'] == '01'
     assert labels['nvidia.com/cuda.runtime.minor'] == '2'
     assert cat.node_labels([]) == {}
+
+
+def test_sharing_capabilities_cover_every_node_strategy_of_the_model():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
+    assert tuple(cat.sharing_capabilities([])) == NODE_STRATEGIES
+    assert tuple(cat.sharing_capabilities([_gpu(0, 'Tesla T4', 7, 5)])) == NODE_STRATEGIES

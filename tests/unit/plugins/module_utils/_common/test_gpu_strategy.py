@@ -109,3 +109,158 @@ def test_one_rule_in_the_label_plan_the_stack_and_the_report():
     assert report.node_conflicts(['mig', 'volcano']) == ['Volcano GPU accounting and mig on the same node']
     assert report.node_conflicts(['exclusive', 'hami'])[0].startswith('several GPU accountings on the same node')
     assert report.node_conflicts(['gpu-manager', 'time-slicing'])
+
+
+# ---- the attributes the doctor and role gpu_node_sharing read (they used to keep their own lists)
+
+def _root():
+    import os
+    return os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))
+
+
+def _yaml(*path):
+    import os
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor('!unsafe', lambda loader, node: loader.construct_scalar(node))
+    with open(os.path.join(_root(), *path)) as f:
+        return yaml.load(f, Loader=Loader)
+
+
+def test_every_strategy_has_every_attribute():
+    keys = set(gs.strategy('exclusive'))
+    assert keys == {'title', 'family', 'resources', 'nvidia_plugin', 'scheduler_extender', 'runtime_class',
+                    'default_runtime', 'compute_mode', 'node_strategy', 'node_labels'}
+    for name in gs.STRATEGIES:
+        assert set(gs.strategy(name)) == keys, name
+        assert gs.strategy(name)['compute_mode'] in (None,) + gs.COMPUTE_MODES, name
+
+
+def test_default_runtime_strategies():
+    """gpushare, Volcano and HAMi name no RuntimeClass: nvidia must be the default runtime; a strategy either uses
+    RuntimeClass nvidia or needs the default runtime, never both."""
+    assert gs.DEFAULT_RUNTIME_STRATEGIES == ('gpushare', 'volcano', 'hami')
+    assert not set(gs.DEFAULT_RUNTIME_STRATEGIES) & set(gs.RUNTIME_CLASS_STRATEGIES)
+
+
+def test_compute_mode_strategies():
+    """The strategies whose nodes share one GPU between the processes of several containers want compute mode
+    Default; MPS (the device plugin's daemon), exclusive, MIG and the GPU operator leave it alone."""
+    assert gs.DEFAULT_COMPUTE_MODE_STRATEGIES == ('time-slicing', 'gpushare', 'volcano', 'hami', 'gpu-manager')
+    for name in ('exclusive', 'mps', 'mig', 'gpu-operator'):
+        assert gs.strategy(name)['compute_mode'] is None
+
+
+@pytest.mark.parametrize('name,setting,mode', [
+    ('time-slicing', 'auto', 'default'), ('hami', 'auto', 'default'), ('mps', 'auto', None), ('mig', 'auto', None),
+    ('exclusive', 'auto', None), ('gpushare', 'keep', None), ('mps', 'exclusive_process', 'exclusive_process'),
+    ('volcano', 'prohibited', 'prohibited'), ('exclusive', 'default', 'default')])
+def test_node_compute_mode(name, setting, mode):
+    assert gs.node_compute_mode(name, setting) == mode
+
+
+def test_node_compute_mode_refuses_unknown_input():
+    with pytest.raises(ValueError, match="'exclusive-process' is not a compute mode setting; allowed: auto, default"):
+        gs.node_compute_mode('mps', 'exclusive-process')
+    with pytest.raises(ValueError, match="'timeslicing' is not a strategy; allowed: exclusive"):
+        gs.node_compute_mode('timeslicing')
+
+
+def test_titles():
+    assert [gs.strategy(n)['title'] for n in gs.STRATEGIES] == [
+        'exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'Volcano', 'HAMi', 'gpu-manager', 'GPU operator']
+    assert gs.titles(gs.DEFAULT_RUNTIME_STRATEGIES) == 'gpushare, Volcano and HAMi'
+    assert gs.titles(['hami']) == 'HAMi' and gs.titles([]) == ''
+
+
+def test_gpu_node_sharing_argument_specs_are_the_model():
+    spec = _yaml('roles', 'gpu_node_sharing', 'meta', 'argument_specs.yml')['argument_specs']['main']['options']
+    assert tuple(spec['gpu_node_sharing_strategy']['choices']) == gs.STRATEGIES
+    assert tuple(spec['gpu_node_sharing_compute_mode']['choices']) == gs.COMPUTE_MODE_SETTINGS
+    # the prose that names the strategies wanting compute mode Default names exactly the model's
+    text = ' '.join(spec['gpu_node_sharing_compute_mode']['description'])
+    named = [n for n in gs.STRATEGIES if (' %s,' % n) in text or (' %s ' % n) in text]
+    assert tuple(named) == gs.DEFAULT_COMPUTE_MODE_STRATEGIES, text
+
+
+def test_gpu_node_sharing_asks_the_model_for_the_compute_mode():
+    tasks = _yaml('roles', 'gpu_node_sharing', 'tasks', 'present.yml')
+    facts = [t['ansible.builtin.set_fact'] for t in tasks if 'gpu_node_sharing__compute_mode' in
+             t.get('ansible.builtin.set_fact', {})][0]
+    expr = facts['gpu_node_sharing__compute_mode']
+    assert 'gpuops.k8s_gpu.gpu_strategy(compute_mode_setting=gpu_node_sharing_compute_mode)' in expr
+    assert not [n for n in gs.STRATEGIES if "'%s'" % n in expr]
+
+
+def test_awx_doctor_survey_choices_are_the_model():
+    templates = _yaml('roles', 'awx_config', 'vars', 'main.yml')
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get('variable') == 'gpuops_sharing_strategy':
+                found.append(tuple(node['choices']))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(templates)
+    assert found and all(c == gs.NODE_STRATEGIES for c in found), found
+
+
+def test_gpu_doctor_documentation_names_the_default_runtime_strategies():
+    import re
+    import yaml
+    from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_doctor
+    desc = yaml.safe_load(gpu_doctor.DOCUMENTATION)['options']['strategy']['description']
+    sentence = [d for d in desc if 'default runtime' in d][0]
+    before, after = sentence.split('need nvidia as', 1)
+    assert tuple(re.findall(r'V\(([a-z-]+)\)', before)) == gs.DEFAULT_RUNTIME_STRATEGIES
+    assert tuple(re.findall(r'V\(([a-z-]+)\)', after)) == gs.RUNTIME_CLASS_STRATEGIES
+
+
+@pytest.mark.parametrize('playbook,var', [('cluster.yml', 'gpuops_cluster_pool_settings'),
+                                          ('uninstall.yml', 'gpuops_uninstall_pool_settings')])
+def test_playbook_pool_settings_cover_every_strategy(playbook, var):
+    """The playbooks pass each strategy's settings variable of role gpu_sharing_stack to the pools (NVIDIA's plugin
+    strategies read gpu_sharing_stack_nvidia too)."""
+    import os
+    with open(os.path.join(_root(), 'playbooks', playbook)) as f:
+        text = f.read()
+    start = text.index(var + ':')
+    block = text[start:text.index(']', start)]
+    for name in gs.STRATEGIES:
+        wanted = ['gpu_sharing_stack_' + name.replace('-', '_')] if name != 'exclusive' else []
+        if gs.strategy(name)['nvidia_plugin']:
+            wanted.append('gpu_sharing_stack_nvidia')
+        for w in wanted:
+            assert w + ',' in block or w + '\n' in block or block.rstrip().endswith(w), (playbook, name, w)
+
+
+def test_no_other_list_of_strategies_in_the_collection():
+    """Any list or tuple literal of two or more strategy names outside the model is a copy of it. The one exception:
+    the report reads the values of NVIDIA's label nvidia.com/gpu.sharing-strategy ('time-slicing', 'mps'), which are
+    the label's values, not the collection's strategies."""
+    import os
+    import re
+    names = '|'.join(re.escape(n) for n in gs.STRATEGIES)
+    pattern = re.compile(r"""[\[(]\s*(['"])(%s)\1\s*,\s*(['"])(%s)\3""" % (names, names))
+    allowed = {('plugins/module_utils/_cluster/gpu_share_report_model.py', "if sharing in ('time-slicing', 'mps'):")}
+    found = []
+    root = _root()
+    for top in ('plugins', 'roles', 'playbooks'):
+        for d, dummy, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                path = os.path.join(d, name)
+                rel = os.path.relpath(path, root).replace(os.sep, '/')
+                if not name.endswith(('.py', '.yml', '.yaml', '.j2')) or rel.endswith('_common/gpu_strategy.py'):
+                    continue
+                with open(path) as f:
+                    for line in f:
+                        if pattern.search(line) and (rel, line.strip()) not in allowed:
+                            found.append((rel, line.strip()))
+    assert found == []

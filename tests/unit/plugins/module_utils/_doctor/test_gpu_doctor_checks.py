@@ -224,3 +224,22 @@ def test_DRV_21_persistence_finding_names_the_unit_override():
     assert '--no-persistence-mode' in f['remediation'] and 'nvidia_driver_persistence_mode' in f['remediation']
     on = dc.diagnose(facts(gpus=[dict(T4, persistence_mode=True)]))
     assert 'persistence_mode_off' not in [x['id'] for x in on]
+
+
+def test_the_doctor_reads_the_default_runtime_strategies_from_the_model():
+    """The doctor kept its own list (gpushare, volcano, hami) of strategies that need nvidia as docker's default
+    runtime; it now asks the strategy model, and its messages name the model's strategies."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+    assert not hasattr(dc, 'NEEDS_DEFAULT_RUNTIME')
+    f = facts()
+    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
+                                       'docker_default_runtime': 'runc'}
+    flagged = [s for s in gs.NODE_STRATEGIES
+               if 'docker_nvidia_not_default' in ids(dc.diagnose(f, strategy=s, checks=['runtime']))]
+    assert tuple(flagged) == gs.DEFAULT_RUNTIME_STRATEGIES
+    for rt in ({'installed': ['docker'], 'docker_nvidia_runtime': False},
+               {'installed': ['containerd'], 'containerd_nvidia_runtime': False}):
+        f['node']['container_runtimes'] = rt
+        text = dc.diagnose(f, checks=['runtime'])[0]['remediation']
+        assert '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia' in text, text
+        assert 'gpushare, Volcano and HAMi need it as the default runtime.' in text, text
