@@ -446,7 +446,18 @@ def test_UPG_08_a_stopped_roll_resumes_from_the_mark():
     d = drainer(core)
     d.restore('n1', {'mark': 'gpuops.io/driver-upgrade'})
     assert d.actions == ['uncordon node n1', 'unmark node n1: gpuops.io/driver-upgrade']
-    # cordoned by someone else (no annotation of ours): stays cordoned, the mark goes
+
+
+def test_UPG_09_a_node_cordoned_before_the_upgrade_stays_cordoned():
+    # cordoned by someone else before the roll: marked, not cordoned again, and after the upgrade it stays cordoned
+    core = FakeCore(node(unschedulable=True), [pod('train', owner='ReplicaSet')])
+    d, res = upgrade_drain(core)
+    assert res['restore']['uncordon'] is False
+    d.restore('n1', res['restore'])
+    assert d.actions == ['mark node n1: gpuops.io/driver-upgrade=580.105.08', 'evict pod default/train',
+                         'unmark node n1: gpuops.io/driver-upgrade']
+    assert core.nodes['n1']['spec']['unschedulable'] is True
+    # the same when a later run resumes it (no annotation of ours on the node): the mark goes, the cordon stays
     core = FakeCore(node(unschedulable=True, annotations={'gpuops.io/driver-upgrade': '580.105.08'}), [])
     d = drainer(core)
     d.restore('n1', {'mark': 'gpuops.io/driver-upgrade'})
