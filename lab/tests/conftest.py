@@ -179,7 +179,9 @@ def failed_tasks(doc):
 # Without xdist none of this changes anything: the order within a file and the fixtures are the same.
 # lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included)
 WEIGHT = {
-    'integration/test_upgrade_driver.py': 780, 'integration/test_gpu_sharing_stack.py': 379,
+    # the upgrade files: the three with -n 3 next to other helpers' runs, 2026-11-24 (one 780 s file before the split)
+    'integration/test_upgrade_driver.py': 277, 'integration/test_upgrade_driver_wait_mig_stops.py': 268,
+    'integration/test_upgrade_driver_drain_stops.py': 267, 'integration/test_gpu_sharing_stack.py': 379,
     'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,

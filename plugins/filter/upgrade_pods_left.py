@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter of playbooks/upgrade_driver.yml: which pods still hold a node (the decision in Python, the playbook reports it)."""
+"""Filter: which pods still hold a node (the rule of module gpu_node_drain, for playbooks that list pods themselves)."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -14,7 +14,8 @@ description:
   - From the pods C(kubernetes.core.k8s_info) listed on a node, the ones that still hold it - not finished
     (phase other than C(Succeeded) or C(Failed)), not mirror (static) pods, and not DaemonSet pods when
     O(ignore_daemonsets) is true. A pod being deleted (C(deletionTimestamp) set) still holds the node.
-  - Used by playbook C(gpuops.k8s_gpu.upgrade_driver) - a drain that leaves such pods stops the roll.
+  - The rule module M(gpuops.k8s_gpu.gpu_node_drain) applies to the pods it waits for, for playbooks that list pods
+    themselves.
 positional: ignore_daemonsets
 options:
   _input:
@@ -44,25 +45,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-FINISHED_PHASES = ('Succeeded', 'Failed')
-MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_sharing_drain import pods_holding
 
 
 def upgrade_pods_left(pods, ignore_daemonsets=True):
     if not isinstance(pods, list):
         raise AnsibleFilterError('upgrade_pods_left: expected a list of pods, got %s' % type(pods).__name__)
-    left = []
-    for pod in pods:
-        meta = pod.get('metadata') or {}
-        if ((pod.get('status') or {}).get('phase')) in FINISHED_PHASES:
-            continue
-        if MIRROR_ANNOTATION in (meta.get('annotations') or {}):
-            continue
-        owners = meta.get('ownerReferences') or []
-        if ignore_daemonsets and any(o.get('kind') == 'DaemonSet' and o.get('controller') for o in owners):
-            continue
-        left.append('%s/%s' % (meta.get('namespace', ''), meta.get('name', '')))
-    return sorted(left)
+    # the rule module gpu_node_drain applies (one implementation)
+    return pods_holding(pods, ignore_daemonsets)
 
 
 class FilterModule(object):

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter of playbooks/upgrade_driver.yml: what is wrong with a GPU node after the driver upgrade (the decisions in
-Python, the playbook reports them)."""
+"""Filter of role nvidia_driver (entry point upgrade_check): what is wrong with a GPU node after a driver upgrade
+(the decisions in Python, the role reports them)."""
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -17,7 +17,8 @@ description:
     C(nvidia-fabricmanager), and for a MIG pool each GPU that M(gpuops.k8s_gpu.gpu_sharing) O(gpuops.k8s_gpu.gpu_sharing#module:mig_verify)
     found different from the pool's geometry (after a reboot GPU and compute instances are gone unless re-created);
     the comparison is the module's, the filter only words it.
-  - Used by playbook C(gpuops.k8s_gpu.upgrade_driver) - any problem stops the roll.
+  - Used by the C(upgrade_check) entry point of role C(gpuops.k8s_gpu.nvidia_driver), which playbook
+    C(gpuops.k8s_gpu.upgrade_driver) runs - any problem stops the roll.
 positional: expect
 options:
   _input:

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: gpu_node_drain
-short_description: Take a GPU node out of service around a MIG change and give it back
+short_description: Take a GPU node out of service (MIG change, driver upgrade) and give it back
 version_added: 0.3.0
 description:
   - With O(state=drained) - cordons the node (unless it is already cordoned), pauses its GPU clients the way NVIDIA's
@@ -19,12 +19,20 @@ description:
     that says C(false) stays C(false)), evicts the node's GPU pods through the Eviction subresource and waits until
     they and the paused clients' pods are gone.
   - GPU pods are pods that request or limit a resource whose name starts with one of O(gpu_resources). With
-    O(pods=all) every pod is evicted. Never evicted - finished pods, mirror (static) pods, DaemonSet pods; pods of
-    DaemonSets that select on a paused label are waited for (their controller removes them).
-  - Pods still there after O(timeout) (a PodDisruptionBudget, a finalizer, a slow job) fail the module, naming them;
-    the node stays cordoned and RV(restore) says what to give back.
-  - With O(state=restored) - sets the labels of O(restore) back (C(true), or C(false) where they said C(false)) and
-    uncordons the node when O(restore) says this module cordoned it.
+    O(pods=all) every pod is evicted. O(pod_selector) narrows either to the pods with matching labels. Never evicted -
+    finished pods, mirror (static) pods, DaemonSet pods; pods of DaemonSets that select on a paused label are waited
+    for (their controller removes them).
+  - As C(kubectl drain) does, the pods to evict are checked before the first eviction - a DaemonSet pod (unless
+    O(ignore_daemonsets)), a pod with an C(emptyDir) volume (unless O(delete_emptydir_data)) or one without a
+    controller (unless O(force)) fails the module naming them, the node cordoned and nothing evicted.
+  - Pods still there after O(timeout) (a PodDisruptionBudget, a finalizer, a slow job) fail the module, naming them
+    (RV(pods_left)); the node stays cordoned and RV(restore) says what to give back.
+  - O(mark) sets an annotation before the cordon that says who works on the node (a driver upgrade sets the target
+    version); a run that stopped is found by it, and O(state=restored) removes it.
+  - O(wait_for_jobs) waits, after the cordon and before any eviction, until no pod of its selector runs on the node;
+    when its timeout runs out the drain goes on, or fails with O(wait_for_jobs.on_timeout=stop).
+  - With O(state=restored) - sets the labels of O(restore) back (C(true), or C(false) where they said C(false)),
+    uncordons the node when O(restore) says this module cordoned it, and removes the mark.
   - A node the cluster does not have (not joined yet) is left alone; RV(node_found) is V(false).
 author:
   - gpuops.k8s_gpu developers (@gpuops)
@@ -79,12 +87,71 @@ options:
   restore:
     description:
       - With O(state=restored), RV(restore) of the O(state=drained) run - C(labels) (the GPU-client labels as they
-        were) and C(uncordon) (bool).
+        were), C(uncordon) (bool) and C(mark) (the annotation to remove).
+      - Without C(uncordon) (a run that resumes one that stopped after its drain) the node is uncordoned when it
+        carries the annotation C(gpuops.io/mig-change) this module sets with its cordon.
     type: dict
+  pod_selector:
+    description: Label selector (C(kubectl drain --pod-selector)); only matching pods are evicted.
+    type: str
+  pause_gpu_clients:
+    description: Pause the GPU clients through their deploy labels (a MIG change); V(false) leaves the labels alone.
+    type: bool
+    default: true
+  ignore_daemonsets:
+    description: DaemonSet pods stay on the node; V(false) fails the drain when the node has any (as kubectl).
+    type: bool
+    default: true
+  delete_emptydir_data:
+    description: Evict pods with C(emptyDir) volumes (their data is lost); V(false) fails the drain on such a pod.
+    type: bool
+    default: true
+  force:
+    description: Evict pods that declare no controller (nothing recreates them); V(false) fails the drain on one.
+    type: bool
+    default: true
+  disable_eviction:
+    description: Delete the pods instead of evicting them - PodDisruptionBudgets are not asked.
+    type: bool
+    default: false
+  grace_period:
+    description: Seconds each pod gets to terminate (the eviction's or deletion's C(gracePeriodSeconds)); omitted -
+      the pod's own.
+    type: int
+  mark:
+    description: An annotation set before the cordon and removed by O(state=restored).
+    type: dict
+    suboptions:
+      annotation:
+        description: The annotation's key.
+        type: str
+        required: true
+      value:
+        description: Its value.
+        type: str
+        required: true
+  wait_for_jobs:
+    description: Wait for running jobs to finish before evicting (the GPU operator's C(waitForCompletion)).
+    type: dict
+    suboptions:
+      pod_selector:
+        description: Label selector of the job pods waited for (not finished, not DaemonSet or mirror pods).
+        type: str
+        required: true
+      timeout:
+        description: Seconds to wait.
+        type: int
+        default: 3600
+      on_timeout:
+        description: V(drain) evicts them like the other pods (the GPU operator's behaviour), V(stop) fails.
+        type: str
+        choices: [drain, stop]
+        default: drain
 requirements:
   - kubernetes (the Python client) on the host that runs the module
 notes:
-  - Needs get and patch on nodes, list on pods in all namespaces and create on pods/eviction.
+  - Needs get and patch on nodes, list on pods in all namespaces and create on pods/eviction (delete on pods with
+    O(disable_eviction)).
   - The module neither stops host services (DCGM, nvidia-persistenced) nor touches the GPUs; the role
     C(gpuops.k8s_gpu.gpu_node_sharing) does that around it (M(gpuops.k8s_gpu.gpu_sharing)).
 seealso:
@@ -92,6 +159,9 @@ seealso:
   - name: NVIDIA mig-parted (k8s-mig-manager reconfigure flow)
     description: The GPU-client labels and values this module flips.
     link: https://github.com/NVIDIA/mig-parted
+  - name: kubectl drain library
+    description: Which pods a drain may evict, and how (pkg/drain).
+    link: https://github.com/kubernetes/kubectl/tree/master/pkg/drain
 '''
 
 EXAMPLES = r'''
@@ -99,6 +169,21 @@ EXAMPLES = r'''
   gpuops.k8s_gpu.gpu_node_drain:
     name: gpu-node-1
     timeout: 300
+  register: drain
+  delegate_to: localhost
+
+- name: Drain for a driver upgrade - every pod, jobs first given an hour, the node marked
+  gpuops.k8s_gpu.gpu_node_drain:
+    name: gpu-node-1
+    pods: all
+    pause_gpu_clients: false
+    force: false
+    mark:
+      annotation: gpuops.io/driver-upgrade
+      value: "580.105.08"
+    wait_for_jobs:
+      pod_selector: gpuops.io/gpu-job=true
+      timeout: 3600
   register: drain
   delegate_to: localhost
 
@@ -138,6 +223,17 @@ kept:
   returned: when O(state=drained) and the node exists
   type: list
   elements: str
+jobs_left:
+  description: Pods of O(wait_for_jobs) still running when its timeout ran out (then drained with the others).
+  returned: when O(state=drained) and the node exists
+  type: list
+  elements: str
+pods_left:
+  description: Pods that still hold the node - empty after a drain that finished; on failure, the pods that stayed
+    past O(timeout), the jobs that outlived O(wait_for_jobs), or the pods kubectl's rules refuse to evict.
+  returned: when O(state=drained), also on failure
+  type: list
+  elements: str
 paused:
   description: The labels this run set to pause the GPU clients.
   returned: when O(state=drained) and the node exists
@@ -167,6 +263,19 @@ def main():
         poll_interval=dict(type='int', default=2),
         restore=dict(type='dict'),
         without_api=dict(type='str', choices=['fail', 'warn'], default='fail'),
+        pod_selector=dict(type='str'),
+        pause_gpu_clients=dict(type='bool', default=True),
+        ignore_daemonsets=dict(type='bool', default=True),
+        delete_emptydir_data=dict(type='bool', default=True),
+        force=dict(type='bool', default=True),
+        disable_eviction=dict(type='bool', default=False),
+        grace_period=dict(type='int'),
+        mark=dict(type='dict', options=dict(annotation=dict(type='str', required=True),
+                                            value=dict(type='str', required=True))),
+        wait_for_jobs=dict(type='dict', options=dict(
+            pod_selector=dict(type='str', required=True),
+            timeout=dict(type='int', default=3600),
+            on_timeout=dict(type='str', choices=['drain', 'stop'], default='drain'))),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            required_if=[('state', 'restored', ['restore'])])
@@ -174,6 +283,10 @@ def main():
     if p['timeout'] < 0 or p['poll_interval'] < 1:
         module.fail_json(msg='timeout must be 0 or more and poll_interval 1 or more (got timeout=%s, poll_interval=%s)'
                          % (p['timeout'], p['poll_interval']))
+    if p['wait_for_jobs'] and p['wait_for_jobs']['timeout'] < 0:
+        module.fail_json(msg='wait_for_jobs.timeout must be 0 or more (got %s)' % p['wait_for_jobs']['timeout'])
+    if p['grace_period'] is not None and p['grace_period'] < 0:
+        module.fail_json(msg='grace_period must be 0 or more (got %s)' % p['grace_period'])
     kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
     if error:
         module.fail_json(msg=error)
@@ -196,9 +309,13 @@ def main():
                 worker.restore(p['name'], p['restore'])
             result = {'node_found': found}
         else:
-            result = worker.drain(p['name'], p['pods'], p['gpu_resources'], p['timeout'], p['poll_interval'])
+            result = worker.drain(p['name'], p['pods'], p['gpu_resources'], p['timeout'], p['poll_interval'],
+                                  pod_selector=p['pod_selector'], wait_for=p['wait_for_jobs'], mark=p['mark'],
+                                  pause_gpu_clients=p['pause_gpu_clients'], ignore_daemonsets=p['ignore_daemonsets'],
+                                  delete_emptydir_data=p['delete_emptydir_data'], force=p['force'],
+                                  disable_eviction=p['disable_eviction'], grace_period=p['grace_period'])
     except drain.DrainError as e:
-        module.fail_json(msg=str(e), changed=bool(e.done), actions=e.done, restore=e.restore)
+        module.fail_json(msg=str(e), changed=bool(e.done), actions=e.done, restore=e.restore, pods_left=e.pods_left)
     except Exception as e:  # ApiException or a connection error: name the call's context
         module.fail_json(msg='Kubernetes API call for node %s failed: %s' % (p['name'], e), changed=bool(worker.actions),
                          actions=worker.actions)

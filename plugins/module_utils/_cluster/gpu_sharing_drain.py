@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Take a GPU node out of service around a MIG change and give it back (module gpu_node_drain).
+"""Take a GPU node out of service (a MIG change, a driver upgrade) and give it back (module gpu_node_drain).
 
 The decisions (which pods are GPU pods, which GPU-client labels to flip and to what) are plain functions tested on
 their own; ``Drainer`` makes the API calls with the kubernetes Python client.
@@ -11,6 +11,13 @@ v0.15.0): the node labels that the GPU clients' DaemonSets select on are set to 
 that says ``false`` stays ``false``), the DaemonSet controller then removes those pods, and after the change each
 label is set to ``true`` (``false`` stays ``false``). Unlike mig-manager, labels the node does not carry are left
 absent: no DaemonSet selecting on them runs on the node.
+
+Which pods may be evicted follows kubectl's drain library (kubernetes/kubectl, pkg/drain/filters.go and drain.go,
+v0.36.3; docs/conformance/mig-change.md, rows KD-*): DaemonSet pods are refused unless ignored, mirror pods are
+skipped, unfinished pods with an emptyDir volume or without a controller are refused unless allowed, and any refusal
+fails the drain before the first eviction. Evictions go through policy/v1 Eviction (a 429 from a disruption budget is
+tried again until the timeout; a 404 means gone), or are plain deletions when eviction is disabled; a pod is gone
+when the API no longer has it or has another pod (another UID) under its name.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,6 +43,11 @@ MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 # set with the cordon and removed with the uncordon: a node this module cordoned in a run that stopped (a busy GPU,
 # a MIG mode change waiting for a reset) is uncordoned by the run that finishes the change
 CORDON_ANNOTATION = 'gpuops.io/mig-change'
+# kubectl's reasons for refusing a pod (pkg/drain/filters.go), worded with this module's option names
+REFUSED_DAEMONSET = 'DaemonSet-managed Pods (set ignore_daemonsets to ignore them)'
+REFUSED_LOCAL_STORAGE = 'Pods with local storage (set delete_emptydir_data to evict them)'
+REFUSED_UNMANAGED = 'Pods that declare no controller (set force to evict them)'
+FINISHED_PHASES = ('Succeeded', 'Failed')
 
 
 def pause_labels(node_labels):
@@ -67,6 +79,14 @@ def _owner_kind(pod):
     return None
 
 
+def _has_local_storage(pod):
+    return any('emptyDir' in (v or {}) for v in (pod.get('spec') or {}).get('volumes') or [])
+
+
+def _finished(pod):
+    return (pod.get('status') or {}).get('phase') in FINISHED_PHASES
+
+
 def pod_name(pod):
     meta = pod.get('metadata') or {}
     return '%s/%s' % (meta.get('namespace'), meta.get('name'))
@@ -78,40 +98,78 @@ def is_client_pod(pod, paused_keys):
     return any(k in selector for k in paused_keys)
 
 
-def select_pods(pods, mode, prefixes, paused_keys=()):
-    """Split the node's pods into (evict, wait_for, kept) lists of pods.
+def select_pods(pods, mode, prefixes, paused_keys=(), ignore_daemonsets=True, delete_emptydir_data=True, force=True):
+    """Split the node's pods into (evict, wait_for, kept, refused) lists; ``refused`` is [(reason, pod)].
 
     ``mode``: ``gpu`` evicts pods that request or limit a resource whose name starts with one of ``prefixes``;
-    ``all`` evicts every pod. Never evicted: finished pods, mirror (static) pods, DaemonSet pods (they would come
-    back at once; GPU clients among them go through the label pause and are waited for) and pods already being
-    deleted (waited for).
+    ``all`` evicts every pod. Checked in this order, the first that applies decides: finished pods are left alone;
+    pods of a GPU client whose label was paused are waited for (their DaemonSet removes them); DaemonSet pods are
+    kept (refused unless ``ignore_daemonsets``); mirror (static) pods are kept; pods the mode does not select are
+    kept; selected pods already being deleted are waited for; an emptyDir volume is refused unless ``delete_emptydir_data``, a
+    pod without a controller unless ``force`` (kubectl's filters, pkg/drain/filters.go); the rest is evicted.
     """
-    evict, wait, kept = [], [], []
+    evict, wait, kept, refused = [], [], [], []
     for pod in pods:
         meta = pod.get('metadata') or {}
-        if (pod.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+        if _finished(pod):
             continue
         if is_client_pod(pod, paused_keys):
             wait.append(pod)
             continue
-        if MIRROR_ANNOTATION in (meta.get('annotations') or {}) or _owner_kind(pod) == 'DaemonSet':
+        if _owner_kind(pod) == 'DaemonSet':
+            if ignore_daemonsets:
+                kept.append(pod)
+            else:
+                refused.append((REFUSED_DAEMONSET, pod))
+            continue
+        if MIRROR_ANNOTATION in (meta.get('annotations') or {}):
             kept.append(pod)
             continue
-        gpu = _requests_gpu(pod, prefixes)
-        if mode == 'all' or gpu:
-            (wait if meta.get('deletionTimestamp') else evict).append(pod)
-        else:
+        if not (mode == 'all' or _requests_gpu(pod, prefixes)):
             kept.append(pod)
-    return evict, wait, kept
+            continue
+        if meta.get('deletionTimestamp'):
+            wait.append(pod)
+            continue
+        if _has_local_storage(pod) and not delete_emptydir_data:
+            refused.append((REFUSED_LOCAL_STORAGE, pod))
+        elif _owner_kind(pod) is None and not force:
+            refused.append((REFUSED_UNMANAGED, pod))
+        else:
+            evict.append(pod)
+    return evict, wait, kept, refused
+
+
+def pods_holding(pods, ignore_daemonsets=True):
+    """``namespace/name`` of the pods that still hold a node, sorted: not finished, not mirror pods, and not DaemonSet
+    pods when ``ignore_daemonsets``; a pod being deleted still holds it."""
+    left = []
+    for pod in pods:
+        meta = pod.get('metadata') or {}
+        if _finished(pod) or MIRROR_ANNOTATION in (meta.get('annotations') or {}):
+            continue
+        if ignore_daemonsets and _owner_kind(pod) == 'DaemonSet':
+            continue
+        left.append(pod_name(pod))
+    return sorted(left)
+
+
+def _api_message(error):
+    """The Status message of an ApiException (its body), else its text."""
+    try:
+        return json.loads(error.body).get('message') or str(error)
+    except Exception:
+        return str(error)
 
 
 class DrainError(Exception):
     """The node could not be drained; ``done`` lists what was changed before."""
 
-    def __init__(self, msg, done=None, restore=None):
+    def __init__(self, msg, done=None, restore=None, pods_left=None):
         super(DrainError, self).__init__(msg)
         self.done = done or []
         self.restore = restore
+        self.pods_left = pods_left or []
 
 
 class Drainer(object):
@@ -123,6 +181,7 @@ class Drainer(object):
         self.sleep = sleep
         self.clock = clock
         self.actions = []
+        self.refusals = {}
 
     def _json(self, response):
         return json.loads(response.data)
@@ -136,68 +195,127 @@ class Drainer(object):
                 return None
             raise
 
-    def pods_on(self, name):
-        resp = self.core.list_pod_for_all_namespaces(field_selector='spec.nodeName=%s' % name, _preload_content=False)
-        return self._json(resp).get('items') or []
+    def pods_on(self, name, selector=None):
+        kwargs = {'field_selector': 'spec.nodeName=%s' % name, '_preload_content': False}
+        if selector:
+            kwargs['label_selector'] = selector
+        return self._json(self.core.list_pod_for_all_namespaces(**kwargs)).get('items') or []
 
     def patch_node(self, name, body, action):
         self.actions.append(action)
         if not self.check_mode:
             self.core.patch_node(name, body, _preload_content=False)
 
-    def evict(self, pod):
+    def evict(self, pod, grace_period=None, disable_eviction=False):
+        """True when the pod is on its way out (or gone); False when a disruption budget refused it (429)."""
         meta = pod['metadata']
-        body = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
-                'metadata': {'name': meta['name'], 'namespace': meta['namespace']}}
+        delete_options = {} if grace_period is None else {'gracePeriodSeconds': int(grace_period)}
         try:
-            self.core.create_namespaced_pod_eviction(meta['name'], meta['namespace'], body, _preload_content=False)
+            if disable_eviction:  # kubectl --disable-eviction: a plain DELETE, disruption budgets are not asked
+                self.core.delete_namespaced_pod(meta['name'], meta['namespace'], body=dict(delete_options),
+                                                _preload_content=False)
+            else:
+                body = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
+                        'metadata': {'name': meta['name'], 'namespace': meta['namespace']}}
+                if delete_options:
+                    body['deleteOptions'] = delete_options
+                self.core.create_namespaced_pod_eviction(meta['name'], meta['namespace'], body, _preload_content=False)
             return True
         except Exception as e:
             status = getattr(e, 'status', None)
             if status == 404:
                 return True
-            if status == 429:  # a PodDisruptionBudget: try again until the timeout
+            if status == 429 and not disable_eviction:  # a PodDisruptionBudget: try again until the timeout
+                self.refusals[pod_name(pod)] = _api_message(e)
                 return False
             raise
 
-    def drain(self, name, mode, prefixes, timeout, poll):
-        """Cordon, pause the GPU clients, evict the selected pods and wait for them and the clients to be gone.
+    def mark(self, name, node, mark):
+        """Set the annotation ``mark['annotation']`` to ``mark['value']`` (its own patch; nothing when it is set)."""
+        annotations = (node.get('metadata') or {}).get('annotations') or {}
+        key, value = mark['annotation'], str(mark['value'])
+        if annotations.get(key) != value:
+            self.patch_node(name, {'metadata': {'annotations': {key: value}}}, 'mark node %s: %s=%s' % (name, key, value))
 
-        Returns a result dict; raises DrainError (with what to restore) when pods stay past ``timeout``.
+    def wait_for_pods(self, name, wait, poll):
+        """Wait until no pod of ``wait['pod_selector']`` holds the node; returns the pods that still do at the end."""
+        deadline = self.clock() + max(0, int(wait['timeout']))
+        while True:
+            left = pods_holding(self.pods_on(name, wait['pod_selector']))
+            if not left or self.check_mode or self.clock() >= deadline:
+                return left
+            self.sleep(poll)
+
+    def drain(self, name, mode, prefixes, timeout, poll, pod_selector=None, wait_for=None, mark=None,
+              pause_gpu_clients=True, ignore_daemonsets=True, delete_emptydir_data=True, force=True,
+              disable_eviction=False, grace_period=None):
+        """Mark, cordon, pause the GPU clients, wait for the jobs, evict the selected pods and wait for them and the
+        clients to be gone.
+
+        Returns a result dict; raises DrainError (with what to restore and the pods left) when pods stay past
+        ``timeout``, when jobs outlive ``wait_for`` with ``on_timeout=stop``, or when pods may not be evicted.
         """
+        self.refusals = {}
         node = self.node(name)
         if node is None:
-            return {'node_found': False, 'restore': {}, 'evicted': [], 'paused': {}}
+            return {'node_found': False, 'restore': {}, 'evicted': [], 'paused': {}, 'pods_left': []}
         labels = (node.get('metadata') or {}).get('labels') or {}
         annotations = (node.get('metadata') or {}).get('annotations') or {}
         cordoned = (node.get('spec') or {}).get('unschedulable')
+        if mark:
+            self.mark(name, node, mark)
         # cordoned by someone else: stays cordoned afterwards; by an earlier run of ours: uncordoned afterwards
         cordoned_here = not cordoned or CORDON_ANNOTATION in annotations
         if not cordoned:
             self.patch_node(name, {'metadata': {'annotations': {CORDON_ANNOTATION: 'cordoned'}},
                                    'spec': {'unschedulable': True}}, 'cordon node %s' % name)
-        pause = pause_labels(labels)
+        pause = pause_labels(labels) if pause_gpu_clients else {}
         original = dict((k, labels[k]) for k in pause)
         flips = dict((k, v) for k, v in pause.items() if labels.get(k) != v)
         if flips:
             self.patch_node(name, {'metadata': {'labels': flips}}, 'pause GPU clients on %s: %s' % (
                 name, ', '.join('%s=%s' % kv for kv in sorted(flips.items()))))
         restore = {'uncordon': cordoned_here, 'labels': original}
-        evict, wait, kept = select_pods(self.pods_on(name), mode, prefixes, [k for k, v in pause.items() if v == PAUSED])
+        if mark:
+            restore['mark'] = mark['annotation']
+        waited_jobs = []
+        if wait_for and wait_for.get('pod_selector'):
+            waited_jobs = self.wait_for_pods(name, wait_for, poll)
+            if waited_jobs and not self.check_mode and wait_for.get('on_timeout') == 'stop':
+                raise DrainError('GPU jobs still run after %ss (wait_for_jobs on_timeout=stop): %s'
+                                 % (int(wait_for['timeout']), ', '.join(waited_jobs)),
+                                 done=list(self.actions), restore=restore, pods_left=waited_jobs)
+        every = self.pods_on(name)
+        candidates = self.pods_on(name, pod_selector) if pod_selector else every
+        paused_keys = [k for k, v in pause.items() if v == PAUSED]
+        clients = [p for p in every if not _finished(p) and is_client_pod(p, paused_keys)]
+        client_names = set(pod_name(p) for p in clients)
+        evict, wait, kept, refused = select_pods([p for p in candidates if pod_name(p) not in client_names], mode,
+                                                 prefixes, (), ignore_daemonsets, delete_emptydir_data, force)
+        wait = clients + wait
         result = {'node_found': True, 'restore': restore, 'paused': flips,
                   'evicted': [pod_name(p) for p in evict], 'waited_for': [pod_name(p) for p in wait],
-                  'kept': [pod_name(p) for p in kept]}
+                  'kept': [pod_name(p) for p in kept], 'jobs_left': waited_jobs, 'pods_left': []}
+        if refused:
+            reasons = []
+            for reason in [REFUSED_DAEMONSET, REFUSED_LOCAL_STORAGE, REFUSED_UNMANAGED]:
+                names = [pod_name(p) for r, p in refused if r == reason]
+                if names:
+                    reasons.append('cannot evict %s: %s' % (reason, ', '.join(names)))
+            raise DrainError('drain of node %s refused before any eviction - %s' % (name, '; '.join(reasons)),
+                             done=list(self.actions), restore=restore, pods_left=sorted(pod_name(p) for _r, p in refused))
         if self.check_mode:
             self.actions.extend('evict pod %s' % pod_name(p) for p in evict)
             return result
         deadline = self.clock() + max(0, int(timeout))
         pending = list(evict)
         watched = dict((pod_name(p), (p.get('metadata') or {}).get('uid')) for p in evict + wait)
+        verb = 'delete' if disable_eviction else 'evict'
         while True:
             still = []
             for pod in pending:
-                if self.evict(pod):
-                    self.actions.append('evict pod %s' % pod_name(pod))
+                if self.evict(pod, grace_period, disable_eviction):
+                    self.actions.append('%s pod %s' % (verb, pod_name(pod)))
                 else:
                     still.append(pod)
             pending = still
@@ -208,22 +326,35 @@ class Drainer(object):
             if self.clock() >= deadline:
                 blocked = set(pod_name(p) for p in pending)
                 named = ', '.join(n + (' (eviction refused: PodDisruptionBudget)' if n in blocked else '') for n in left)
-                raise DrainError('pods still on node %s after %d s: %s' % (name, int(timeout), named),
-                                 done=list(self.actions), restore=restore)
+                why = ''
+                if blocked:
+                    why = ' - a disruption budget refused each eviction (HTTP 429, tried again every %ss): %s' % (
+                        int(poll), '; '.join(sorted(set(self.refusals[n] for n in blocked if n in self.refusals))))
+                raise DrainError('pods still on node %s after %ds: %s%s' % (name, int(timeout), named, why),
+                                 done=list(self.actions), restore=restore, pods_left=left)
             self.sleep(poll)
 
     def restore(self, name, restore):
-        """Give the GPU clients back (labels) and uncordon when this drain cordoned the node."""
+        """Give the GPU clients back (labels), uncordon when this drain cordoned the node, then remove the mark.
+
+        ``restore`` is what drain() returned; without ``uncordon`` (a run that resumes a stopped one and did not
+        drain) the node is uncordoned when it carries the annotation this module sets with its cordon.
+        """
         node = self.node(name)
         if node is None:
             return
         labels = (node.get('metadata') or {}).get('labels') or {}
+        annotations = (node.get('metadata') or {}).get('annotations') or {}
         want = restore_labels(restore.get('labels'))
         flips = dict((k, v) for k, v in want.items() if labels.get(k) != v)
         if flips:
             self.patch_node(name, {'metadata': {'labels': flips}}, 'restart GPU clients on %s: %s' % (
                 name, ', '.join('%s=%s' % kv for kv in sorted(flips.items()))))
-        if restore.get('uncordon') and ((node.get('spec') or {}).get('unschedulable')
-                                        or CORDON_ANNOTATION in ((node.get('metadata') or {}).get('annotations') or {})):
+        ours = CORDON_ANNOTATION in annotations
+        uncordon = restore.get('uncordon') if 'uncordon' in restore else ours
+        if uncordon and ((node.get('spec') or {}).get('unschedulable') or ours):
             self.patch_node(name, {'metadata': {'annotations': {CORDON_ANNOTATION: None}},
                                    'spec': {'unschedulable': None}}, 'uncordon node %s' % name)
+        if restore.get('mark') and restore['mark'] in annotations:
+            self.patch_node(name, {'metadata': {'annotations': {restore['mark']: None}}},
+                            'unmark node %s: %s' % (name, restore['mark']))
