@@ -13,6 +13,7 @@ time of a MIG change, as NVIDIA's mig-manager does, and puts back what it found)
 Run: .venv/bin/pytest -q lab/tests/tooling/test_node_label_owner.py   (seconds; no simulator)
 """
 import glob
+import importlib.util
 import os
 import re
 
@@ -20,48 +21,35 @@ import yaml
 
 from conftest import ROOT
 
+# The role-conventions checker's reader: its YAML loader (Ansible's !unsafe / !vault tags) and its walk over nested
+# task lists (block / rescue / always).
+_SPEC = importlib.util.spec_from_file_location('check_role_conventions',
+                                               os.path.join(ROOT, 'lab', 'bin', 'check-role-conventions.py'))
+conventions = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(conventions)
+
 CONVERGE = {'gpuops.k8s_gpu.k8s_converge', 'k8s_converge'}
 K8S = {'kubernetes.core.k8s', 'k8s', 'kubernetes.core.k8s_json_patch', 'k8s_json_patch'}
 APPLY = {'gpuops.k8s_gpu.gpu_node_labels_apply', 'gpu_node_labels_apply'}
 OWNER = os.path.join('roles', 'gpu_node_labels')
-NESTED = ('block', 'rescue', 'always')
 PLAY_LISTS = ('pre_tasks', 'tasks', 'post_tasks', 'handlers')
 KIND_NODE = re.compile(r"""kind['"]?\s*[:=]\s*['"]?Node\b""")
 PATCH_NODE_ALLOWED = {os.path.join('plugins', 'module_utils', '_cluster', 'node_labels_apply.py'),
                       os.path.join('plugins', 'module_utils', '_cluster', 'gpu_sharing_drain.py')}
 
 
-class Loader(yaml.SafeLoader):
-    """SafeLoader that reads Ansible's !unsafe / !vault tags as plain values."""
-
-
-Loader.add_constructor('!unsafe', lambda loader, node: loader.construct_scalar(node))
-Loader.add_constructor('!vault', lambda loader, node: loader.construct_scalar(node))
-
-
-def walk(tasks):
-    for task in tasks or []:
-        if not isinstance(task, dict):
-            continue
-        yield task
-        for key in NESTED:
-            for sub in walk(task.get(key)):
-                yield sub
-
-
 def tasks_of(path):
-    with open(path, encoding='utf-8') as f:
-        data = yaml.load(f, Loader=Loader)  # nosec - SafeLoader with two scalar tags
+    data = conventions.load(path)
     if not isinstance(data, list):
         return
     if path.startswith(os.path.join(ROOT, 'playbooks')):
         for play in data:
             if isinstance(play, dict):
                 for key in PLAY_LISTS:
-                    for task in walk(play.get(key)):
+                    for task in conventions.walk(play.get(key)):
                         yield task
     else:
-        for task in walk(data):
+        for task in conventions.walk(data):
             yield task
 
 

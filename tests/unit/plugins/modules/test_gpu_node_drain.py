@@ -7,19 +7,13 @@ __metaclass__ = type
 
 import pytest
 
-from ansible.module_utils import basic
-
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.module_utils._cluster.test_gpu_sharing_drain import (
     FakeCore, node, pod)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_drain
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
 
 MARK = {'annotation': 'gpuops.io/driver-upgrade', 'value': '580.105.08'}
-
-
-class Exit(Exception):
-    pass
 
 
 class FakeClientModule(object):
@@ -32,14 +26,7 @@ class FakeClientModule(object):
 
 @pytest.fixture
 def run(monkeypatch):
-    def exit_json(self, **kw):
-        raise Exit(dict(kw, failed=False))
-
-    def fail_json(self, **kw):
-        raise Exit(dict(kw, failed=True))
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+    capture_exit(monkeypatch)
     monkeypatch.setattr(kube, 'KUBERNETES_IMPORT_ERROR', None)
     monkeypatch.setattr(kube, 'build_client', lambda params: 'api')
 

@@ -9,15 +9,9 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
-
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
-
-
-class Exit(Exception):
-    pass
 
 
 NODES = [{'metadata': {'name': 'gs'}, 'status': {'capacity': {'aliyun.com/gpu-mem': '30', 'aliyun.com/gpu-count': '2'},
@@ -31,14 +25,7 @@ PODS = [{'metadata': {'name': 'a', 'namespace': 'ml', 'annotations': {'ALIYUN_CO
 def run(monkeypatch):
     calls = []
 
-    def exit_json(self, **kw):
-        raise Exit(dict(kw, failed=False))
-
-    def fail_json(self, **kw):
-        raise Exit(dict(kw, failed=True))
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+    capture_exit(monkeypatch)
     monkeypatch.setattr(kube, 'KUBERNETES_IMPORT_ERROR', None)
     monkeypatch.setattr(kube, 'build_client', lambda params: calls.append(('client', params.get('host'))) or 'api')
 

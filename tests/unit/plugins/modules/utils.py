@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Shared helpers for the modules' unit tests: feed arguments to a module's main()."""
+"""Shared helpers for the modules' unit tests: feed arguments to a module's main() and catch its result."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -30,3 +30,19 @@ def module_args(args):
         yield
     finally:
         basic._ANSIBLE_ARGS = old
+
+
+class Exit(Exception):
+    """Raised instead of exiting: args[0] is the module's result with ``failed`` set."""
+
+
+def capture_exit(monkeypatch):
+    """Make exit_json / fail_json raise Exit with the result (``failed`` False / True) instead of exiting."""
+    def exit_json(self, **kw):
+        raise Exit(dict(kw, failed=False))
+
+    def fail_json(self, **kw):
+        raise Exit(dict(kw, failed=True))
+
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
