@@ -202,3 +202,53 @@ def pytest_collection_modifyitems(config, items):
         return
     order = {name: i for i, name in enumerate(sorted(WEIGHT, key=lambda n: -WEIGHT[n]))}
     items.sort(key=lambda it: order.get(_file_of(it), len(order)))  # stable: file order is kept
+
+
+# ---------------------------------------------------------------------------------------------- CPU per test file
+# The lab step is CPU-bound on the 2-core machine, so its cost is CPU seconds, not wall seconds. Each test records the
+# CPU its worker process and the children it waited for (ansible-playbook, local modules, docker CLI, apt-get on the
+# host) used from its setup to its teardown, as the junit property cpu_s; the main process sums them per file into
+# build/test-results/lab-cpu.json and prints the heaviest files. Not counted: containers' processes, dockerd and
+# daemons a test starts without waiting for (emulators, simulators).
+def _cpu_now():
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    if call.when == 'teardown' and hasattr(item, '_lab_cpu_before'):
+        item.user_properties.append(('cpu_s', round(_cpu_now() - item._lab_cpu_before, 2)))
+    yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item._lab_cpu_before = _cpu_now()
+
+
+_CPU_BY_FILE = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == 'teardown':
+        for name, value in report.user_properties:
+            if name == 'cpu_s':
+                path = report.nodeid.split('::', 1)[0]
+                _CPU_BY_FILE[path] = _CPU_BY_FILE.get(path, 0.0) + float(value)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, 'workerinput') or not _CPU_BY_FILE:
+        return
+    out = os.path.join(ROOT, 'build', 'test-results', 'lab-cpu.json')
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, 'w') as f:
+        json.dump({'cpu_s_by_file': dict(sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1])),
+                   'total_cpu_s': round(sum(_CPU_BY_FILE.values()), 1)}, f, indent=1)
+    top = sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1])[:12]
+    terminalreporter.write_line('lab CPU seconds per file (worker + waited-for children; %.0f s in all; %s):'
+                                % (sum(_CPU_BY_FILE.values()), os.path.relpath(out, ROOT)))
+    for path, cpu in top:
+        terminalreporter.write_line('  %7.1f  %s' % (cpu, path))

@@ -105,6 +105,27 @@ def run(sim, collections_path, check=False, diff=False, **args):
     return res
 
 
+def run_many(sim, collections_path, cases):
+    """Run the module once per case, all in one ansible-playbook run (one controller start-up instead of one per case:
+    the lab step is CPU-bound). ``cases`` are (check, args); every case runs whatever the others did (ignore_errors)
+    and its result dict comes back in order, as run() returns it."""
+    tasks = [{"name": "case %d" % i, MODULE: dict(sim.conn(), **args), "check_mode": check, "ignore_errors": True}
+             for i, (check, args) in enumerate(cases)]
+    play = Path(sim.state_dir) / "cases.yml"
+    play.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}]))
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(play)]
+    r = subprocess.run(cmd, cwd=ROOT, env=ansible_env(collections_path), capture_output=True, text=True,
+                       timeout=PLAY_TIMEOUT)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        raise AssertionError("not JSON (rc=%s):\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+    results = [t["hosts"]["localhost"] for t in doc["plays"][0]["tasks"]]
+    assert len(results) == len(cases), [t["task"]["name"] for t in doc["plays"][0]["tasks"]]
+    assert PASSWORD not in r.stdout + r.stderr
+    return results
+
+
 def ok(res):
     assert not res.get("failed"), res.get("msg", res)
     return res
@@ -339,30 +360,34 @@ def test_errors_before_any_change(sim, collections_path):
     good = dict(name=name, gpus=[{"model": "T4"}], memory_mb=32 * GB, host_reboot=True, bios_to_efi="warn")
     before, pt_before = snapshot(vm), dict((k, (v.passthruEnabled, v.passthruActive)) for k, v in passthru(host).items())
 
-    failed(run(sim, collections_path, **dict(good, name="no-such-vm")), "name", "no-such-vm", "not found")
-    failed(run(sim, collections_path, scope="host", esxi_hostname="no-such-host"), "esxi_hostname", "not found")
-    failed(run(sim, collections_path, **dict(good, gpus=[{"model": "H100"}])), "gpus[0]", "no NVIDIA GPU",
-           "Tesla T4")
-    failed(run(sim, collections_path, **dict(good, gpus=[{"model": "T4", "count": 3}])), "gpus[0]", "3 GPU(s)", "free")
-    failed(run(sim, collections_path, **dict(good, gpus=[{"model": "T4", "pci_id": "0000:3b:00.0"}])),
-           "gpus[0]", "exactly one of")
-    failed(run(sim, collections_path, **dict(good, gpus=[{"pci_id": "3b:00"}])), "gpus[0].pci_id", "PCI address")
-    failed(run(sim, collections_path, **dict(good, gpus=[{"device_id": "0xZZ"}])), "gpus[0].device_id")
-    failed(run(sim, collections_path, **dict(good, passthrough_type="sideways")), "passthrough_type", "directpath",
-           "dynamic")
-    failed(run(sim, collections_path, **dict(good, memory_check="maybe")), "memory_check", "fail", "warn", "ignore")
-    failed(run(sim, collections_path, **dict(good, host_reboot=False)), "host reboot", "host_reboot=true")
-    failed(run(sim, collections_path, **dict(good, enable_passthrough=False)), "not passthrough-enabled",
-           "enable_passthrough")
-    failed(run(sim, collections_path, **dict(good, scope="vm")), "not passthrough-active")
-    failed(run(sim, collections_path, **dict(good, bios_to_efi="fail")), "may not boot", "bios_to_efi=warn")
-    failed(run(sim, collections_path, **dict(good, memory_mb=16 * GB)), "memory_mb", "24576 MB")
-    res = ok(run(sim, collections_path, check=True, **dict(good, memory_mb=16 * GB, memory_check="warn")))
-    assert any("24576 MB" in w for w in res["warnings"])
-    failed(run(sim, collections_path, gpus=[{"model": "T4"}]), "name", "scope=all")
-    bad_login = run(sim, collections_path, **dict(good, password="wrong"))
-    failed(bad_login, "login")
-    failed(run(sim, collections_path, **dict(good, validate_certs=True)), "certificate")
+    # (check mode, module arguments, words the error names); words None: the run must succeed
+    cases = [
+        (False, dict(good, name="no-such-vm"), ("name", "no-such-vm", "not found")),
+        (False, dict(scope="host", esxi_hostname="no-such-host"), ("esxi_hostname", "not found")),
+        (False, dict(good, gpus=[{"model": "H100"}]), ("gpus[0]", "no NVIDIA GPU", "Tesla T4")),
+        (False, dict(good, gpus=[{"model": "T4", "count": 3}]), ("gpus[0]", "3 GPU(s)", "free")),
+        (False, dict(good, gpus=[{"model": "T4", "pci_id": "0000:3b:00.0"}]), ("gpus[0]", "exactly one of")),
+        (False, dict(good, gpus=[{"pci_id": "3b:00"}]), ("gpus[0].pci_id", "PCI address")),
+        (False, dict(good, gpus=[{"device_id": "0xZZ"}]), ("gpus[0].device_id",)),
+        (False, dict(good, passthrough_type="sideways"), ("passthrough_type", "directpath", "dynamic")),
+        (False, dict(good, memory_check="maybe"), ("memory_check", "fail", "warn", "ignore")),
+        (False, dict(good, host_reboot=False), ("host reboot", "host_reboot=true")),
+        (False, dict(good, enable_passthrough=False), ("not passthrough-enabled", "enable_passthrough")),
+        (False, dict(good, scope="vm"), ("not passthrough-active",)),
+        (False, dict(good, bios_to_efi="fail"), ("may not boot", "bios_to_efi=warn")),
+        (False, dict(good, memory_mb=16 * GB), ("memory_mb", "24576 MB")),
+        (True, dict(good, memory_mb=16 * GB, memory_check="warn"), None),
+        (False, dict(gpus=[{"model": "T4"}]), ("name", "scope=all")),
+        (False, dict(good, password="wrong"), ("login",)),
+        (False, dict(good, validate_certs=True), ("certificate",)),
+    ]
+    results = run_many(sim, collections_path, [(check, args) for check, args, _words in cases])
+    for (_check, _args, words), res in zip(cases, results):
+        if words is None:
+            ok(res)
+            assert any("24576 MB" in w for w in res["warnings"])
+        else:
+            failed(res, *words)
     assert snapshot(vm) == before
     assert dict((k, (v.passthruEnabled, v.passthruActive)) for k, v in passthru(host).items()) == pt_before
 
