@@ -116,7 +116,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--only', default='', help='comma-separated benchmark names (gpu_probe, node, cluster, fleet, esxi)')
-    ap.add_argument('--jobs', type=int, default=2, help='benchmarks run at once in smoke mode (the full run: one)')
+    ap.add_argument('--jobs', type=int, default=1, help='benchmarks run at once in smoke mode (the full run: one)')
     args = ap.parse_args()
     only = [x for x in args.only.split(',') if x]
     head_rows = machine()

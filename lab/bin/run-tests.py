@@ -55,7 +55,7 @@ def molecule_scenarios():
 
 def lab_cmd():
     cmd = [os.path.join(VENV, 'pytest'), '-q', 'lab/tests', '--junitxml', os.path.join(RESULTS, 'lab.xml')]
-    workers = int(os.environ.get('GPUOPS_LAB_WORKERS', '4'))
+    workers = int(os.environ.get('GPUOPS_LAB_WORKERS', '3'))
     if workers > 0:
         # one xdist group per test file except the ones lab/tests/conftest.py lets split; heaviest files first
         cmd += ['-n', str(workers), '--dist', 'loadfile', '--no-loadscope-reorder']
