@@ -14,7 +14,7 @@ put in the ``final`` lane would run alone after the others; none needs to today.
 another. Output of concurrent steps goes to
 build/test-results/<step>.log and is printed whole when the step ends. ``--serial`` runs everything one
 step at a time with the output streamed, as before. ``GPUOPS_LAB_WORKERS`` sets pytest-xdist's worker count
-for the lab step (default 4; 0 runs the lab without xdist).
+for the lab step (default 3: fewer processes competing for the 2 cores cost less CPU; 0 runs the lab without xdist).
 """
 import argparse
 import glob

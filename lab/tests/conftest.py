@@ -177,7 +177,8 @@ def failed_tasks(doc):
 #    lab/.state/<kind>/<name>, and the shared builds (nvml_sim/build.sh, vcsim/build.sh, nvidia_real/fetch.sh,
 #    docker/node-image.sh, docker/engine.sh up) take a file lock, so workers never step on each other.
 # Without xdist none of this changes anything: the order within a file and the fixtures are the same.
-# lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included)
+# lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included; only the order
+# matters, the step runs -n 3 now)
 WEIGHT = {
     # the upgrade files: the three with -n 3 next to other helpers' runs, 2026-11-24 (one 780 s file before the split)
     'integration/test_upgrade_driver.py': 277, 'integration/test_upgrade_driver_wait_mig_stops.py': 268,
