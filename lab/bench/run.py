@@ -127,8 +127,9 @@ def main():
         name = os.path.basename(os.path.dirname(script)) if script.endswith('bench.py') else os.path.basename(script)[:-3]
         if not only or name in only:
             todo.append((name, script))
-    # the full run measures one benchmark at a time; the smoke run (a functional check inside make test) runs
-    # --jobs at once to stay short
+    # the full run measures one benchmark at a time; the smoke run (a functional check inside make test) runs --jobs
+    # at once (default one: inside make test every lane already competes for the 2 cores, and more processes at once
+    # cost more CPU in all, docs/lab.md)
     jobs = max(1, args.jobs if args.smoke else 1)
     t_start = time.monotonic()
     running = []
