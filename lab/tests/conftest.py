@@ -243,13 +243,13 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter, config):
     if hasattr(config, 'workerinput') or not _CPU_BY_FILE:
         return
+    by_file = dict(sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1]))
+    total = round(sum(by_file.values()), 1)
     out = os.path.join(ROOT, 'build', 'test-results', 'lab-cpu.json')
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, 'w') as f:
-        json.dump({'cpu_s_by_file': dict(sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1])),
-                   'total_cpu_s': round(sum(_CPU_BY_FILE.values()), 1)}, f, indent=1)
-    top = sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1])[:12]
+        json.dump({'cpu_s_by_file': by_file, 'total_cpu_s': total}, f, indent=1)
     terminalreporter.write_line('lab CPU seconds per file (worker + waited-for children; %.0f s in all; %s):'
-                                % (sum(_CPU_BY_FILE.values()), os.path.relpath(out, ROOT)))
-    for path, cpu in top:
+                                % (total, os.path.relpath(out, ROOT)))
+    for path, cpu in list(by_file.items())[:12]:
         terminalreporter.write_line('  %7.1f  %s' % (cpu, path))

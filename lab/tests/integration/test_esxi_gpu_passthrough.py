@@ -17,7 +17,7 @@ import pytest
 from pyVim.task import WaitForTask
 from pyVmomi import vim
 
-from conftest import PLAY_TIMEOUT
+from conftest import PLAY_TIMEOUT, run_playbook
 from vcsim_lab import start_vcsim, stop_vcsim
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,16 +113,10 @@ def run_many(sim, collections_path, cases):
              for i, (check, args) in enumerate(cases)]
     play = Path(sim.state_dir) / "cases.yml"
     play.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}]))
-    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(play)]
-    r = subprocess.run(cmd, cwd=ROOT, env=ansible_env(collections_path), capture_output=True, text=True,
-                       timeout=PLAY_TIMEOUT)
-    try:
-        doc = json.loads(r.stdout)
-    except ValueError:
-        raise AssertionError("not JSON (rc=%s):\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
+    proc, doc = run_playbook("localhost,", play, ansible_env(collections_path))
     results = [t["hosts"]["localhost"] for t in doc["plays"][0]["tasks"]]
     assert len(results) == len(cases), [t["task"]["name"] for t in doc["plays"][0]["tasks"]]
-    assert PASSWORD not in r.stdout + r.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr
     return results
 
 
