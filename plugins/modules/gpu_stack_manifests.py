@@ -257,35 +257,11 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import argument_spec, render
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            strategy=dict(type='str', required=True, choices=list(STRATEGIES)),
-            pool=dict(type='str', required=True),
-            nodes=dict(type='list', elements='str', default=[]),
-            node_selector=dict(type='dict', default={}),
-            namespace=dict(type='str', default='kube-system'),
-            registry=dict(type='str', default=''),
-            image_pull_secrets=dict(type='list', elements='str', default=[], no_log=False),
-            settings=dict(type='dict', default={}),
-            facts=dict(type='dict', default={}),
-            require_facts=dict(type='bool', default=True),
-            node_state=dict(type='dict', default={}),
-            live_nodes=dict(type='list', elements='dict', default=[]),
-            node_strategies=dict(type='dict', default={}),
-            check_conflicts=dict(type='bool', default=True),
-            allow_mixed_accounting=dict(type='bool', default=False),
-            validation=dict(type='dict', default={}),
-            live_runtime_classes=dict(type='list', elements='dict', default=[]),
-            cdi_spec_ready=dict(type='dict', default={}),
-            var_prefix=dict(type='str', default='gpu_sharing_stack_'),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         out = render(module.params)
     except StackError as e:
