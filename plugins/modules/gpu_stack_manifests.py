@@ -27,6 +27,25 @@ author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
   - gpuops.k8s_gpu.attributes.info_module
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+    details:
+      - All of it runs on the controller - the action plugin checks the options against this module's argument
+        specification and renders in the controller process; the module itself only runs when executed directly.
+  async:
+    description: Supports being used with the C(async) keyword.
+    support: none
+  check_mode:
+    details:
+      - This action does not modify state; check mode returns the same result as a normal run.
+  platform:
+    description: Target operating systems the module can run on.
+    support: full
+    platforms: all
+    details:
+      - Nothing runs on the target host (the render happens on the controller), and C(delegate_to) is ignored.
 options:
   strategy:
     description: Sharing strategy of the pool.
@@ -125,6 +144,8 @@ options:
 requirements:
   - PyYAML (with ansible-core) to merge an existing Volcano scheduler configuration.
 notes:
+  - Runs on the controller - an action plugin of the same name renders in the Ansible process itself, so no module is
+    sent to any host, C(delegate_to) and the connection have no effect, and no Python is needed on the target.
   - No helm binary is used; for V(gpu-operator) the rendered values are checked against a documented list of the chart's keys.
 seealso:
   - module: gpuops.k8s_gpu.k8s_converge
@@ -244,7 +265,7 @@ images:
   elements: str
 warnings:
   description: Warnings (known-bad images, MiB memory unit, deprecations); also shown as Ansible warnings.
-  returned: always
+  returned: when there are any
   type: list
   elements: str
 notes:
