@@ -141,12 +141,12 @@ def test_check_mode_renders_the_same():
 
 
 def test_task_args_are_not_changed():
-    plugin, _ = make_action(GOOD['hami'])
+    plugin = make_action(GOOD['hami'])[0]
     plugin.run(task_vars={})
     assert plugin._task.args == GOOD['hami']
 
 
 def test_async_is_refused():
-    plugin, _ = make_action(GOOD['time-slicing'], async_val=10)
+    plugin = make_action(GOOD['time-slicing'], async_val=10)[0]
     with pytest.raises(AnsibleActionFail, match='async'):
         plugin.run(task_vars={})
