@@ -26,26 +26,14 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes.info_module
+  - gpuops.k8s_gpu.attributes.controller_info
 attributes:
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
-    details:
-      - All of it runs on the controller - the action plugin checks the options against this module's argument
-        specification and renders in the controller process; the module itself only runs when executed directly.
-  async:
-    description: Supports being used with the C(async) keyword.
-    support: none
   check_mode:
     details:
       - This action does not modify state; check mode returns the same result as a normal run.
   platform:
-    description: Target operating systems the module can run on.
-    support: full
-    platforms: all
     details:
-      - Nothing runs on the target host (the render happens on the controller), and C(delegate_to) is ignored.
+      - The render runs on the controller (POSIX); nothing runs on the target host.
 options:
   strategy:
     description: Sharing strategy of the pool.
