@@ -52,7 +52,7 @@ class ActionModule(ActionBase):
         result.update(out)
         result['changed'] = False
         # render's warnings become the task's warnings: Ansible shows a result's `warnings` list and registers it. An
-        # empty list is left out, as the controller does for a module's result (ansible-core 2.16 would keep it).
+        # empty list is left out, as the controller does for a module's result (2.16 would keep it in an action's).
         if out['warnings']:
             result['warnings'] = list(out['warnings'])
         else:
