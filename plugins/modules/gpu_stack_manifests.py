@@ -26,7 +26,14 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes.info_module
+  - gpuops.k8s_gpu.attributes.controller_info
+attributes:
+  check_mode:
+    details:
+      - This action does not modify state; check mode returns the same result as a normal run.
+  platform:
+    details:
+      - The render runs on the controller (POSIX); nothing runs on the target host.
 options:
   strategy:
     description: Sharing strategy of the pool.
@@ -125,6 +132,8 @@ options:
 requirements:
   - PyYAML (with ansible-core) to merge an existing Volcano scheduler configuration.
 notes:
+  - Runs on the controller - an action plugin of the same name renders in the Ansible process itself, so no module is
+    sent to any host, C(delegate_to) and the connection have no effect, and no Python is needed on the target.
   - No helm binary is used; for V(gpu-operator) the rendered values are checked against a documented list of the chart's keys.
 seealso:
   - module: gpuops.k8s_gpu.k8s_converge
@@ -244,7 +253,7 @@ images:
   elements: str
 warnings:
   description: Warnings (known-bad images, MiB memory unit, deprecations); also shown as Ansible warnings.
-  returned: always
+  returned: when there are any
   type: list
   elements: str
 notes:
@@ -257,35 +266,11 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import argument_spec, render
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            strategy=dict(type='str', required=True, choices=list(STRATEGIES)),
-            pool=dict(type='str', required=True),
-            nodes=dict(type='list', elements='str', default=[]),
-            node_selector=dict(type='dict', default={}),
-            namespace=dict(type='str', default='kube-system'),
-            registry=dict(type='str', default=''),
-            image_pull_secrets=dict(type='list', elements='str', default=[], no_log=False),
-            settings=dict(type='dict', default={}),
-            facts=dict(type='dict', default={}),
-            require_facts=dict(type='bool', default=True),
-            node_state=dict(type='dict', default={}),
-            live_nodes=dict(type='list', elements='dict', default=[]),
-            node_strategies=dict(type='dict', default={}),
-            check_conflicts=dict(type='bool', default=True),
-            allow_mixed_accounting=dict(type='bool', default=False),
-            validation=dict(type='dict', default={}),
-            live_runtime_classes=dict(type='list', elements='dict', default=[]),
-            cdi_spec_ready=dict(type='dict', default={}),
-            var_prefix=dict(type='str', default='gpu_sharing_stack_'),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         out = render(module.params)
     except StackError as e:

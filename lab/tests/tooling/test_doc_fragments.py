@@ -15,7 +15,8 @@ import yaml
 
 from conftest import ROOT
 
-LEVELS = ('gpuops.k8s_gpu.attributes.actionable', 'gpuops.k8s_gpu.attributes.info_module')
+LEVELS = ('gpuops.k8s_gpu.attributes.actionable', 'gpuops.k8s_gpu.attributes.info_module',
+          'gpuops.k8s_gpu.attributes.controller_info')
 
 
 def plugins(kind):
@@ -76,7 +77,9 @@ def fragment(module, var):
 @pytest.mark.parametrize('venv', ['.venv', '.venv-2.16'])
 def test_ansible_doc_renders_every_module_with_its_attributes(venv, collections_path):
     descriptions = fragment('attributes', 'ACTIONABLE')['attributes']
-    assert fragment('attributes', 'INFO_MODULE')['attributes']['platform'] == descriptions['platform']
+    for level in ('INFO_MODULE', 'CONTROLLER_INFO'):
+        assert fragment('attributes', level)['attributes']['platform'] == descriptions['platform'], level
+    controller = fragment('attributes', 'CONTROLLER_INFO')['attributes']
     docs = ansible_doc(venv, collections_path, 'module', plugins('modules'))
     for name, doc in docs.items():
         attrs = doc['attributes']
@@ -94,6 +97,10 @@ def test_ansible_doc_renders_every_module_with_its_attributes(venv, collections_
     assert docs['gpu_info']['attributes']['diff_mode']['support'] == 'N/A'
     assert docs['gpu_sharing']['attributes']['diff_mode']['support'] == 'full'
     assert docs['gpu_node_drain']['attributes']['diff_mode']['support'] == 'none'
+    # run by its action plugin in the controller process
+    for attr in ('action', 'async'):
+        assert docs['gpu_stack_manifests']['attributes'][attr] == controller[attr], attr
+    assert docs['gpu_stack_manifests']['attributes']['action']['support'] == 'full'
 
 
 @pytest.mark.parametrize('venv', ['.venv', '.venv-2.16'])

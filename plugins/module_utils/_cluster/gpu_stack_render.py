@@ -25,6 +25,34 @@ VALIDATION_SCHEMA = {
     'replicas': dict(type=int, default=2, min=1, max=64),
 }
 
+
+def argument_spec():
+    """The task arguments of gpuops.k8s_gpu.gpu_stack_manifests: one definition for the module (AnsibleModule) and its
+    action plugin (ArgumentSpecValidator on the controller). A new dict on every call: the list and dict defaults end
+    up in the validated parameters and must not be shared between runs."""
+    return dict(
+        strategy=dict(type='str', required=True, choices=list(STRATEGIES)),
+        pool=dict(type='str', required=True),
+        nodes=dict(type='list', elements='str', default=[]),
+        node_selector=dict(type='dict', default={}),
+        namespace=dict(type='str', default='kube-system'),
+        registry=dict(type='str', default=''),
+        image_pull_secrets=dict(type='list', elements='str', default=[], no_log=False),
+        settings=dict(type='dict', default={}),
+        facts=dict(type='dict', default={}),
+        require_facts=dict(type='bool', default=True),
+        node_state=dict(type='dict', default={}),
+        live_nodes=dict(type='list', elements='dict', default=[]),
+        node_strategies=dict(type='dict', default={}),
+        check_conflicts=dict(type='bool', default=True),
+        allow_mixed_accounting=dict(type='bool', default=False),
+        validation=dict(type='dict', default={}),
+        live_runtime_classes=dict(type='list', elements='dict', default=[]),
+        cdi_spec_ready=dict(type='dict', default={}),
+        var_prefix=dict(type='str', default='gpu_sharing_stack_'),
+    )
+
+
 # How a strategy counts GPUs on a node, and the rule that two accountings never share a GPU: the strategy model
 # (gpu_strategy.family, gpu_strategy.foreign_resources).
 

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of gpuops.k8s_gpu.gpu_stack_manifests: the same render, in the controller process.
+
+The module is a pure renderer (no I/O), so running it as a module only costs a Python process, AnsiballZ and
+ansible.module_utils.basic on every call (about 0.35 CPU-s). This plugin has the module's name and takes over: it
+checks the task arguments against the module's own argument specification (gpu_stack_render.argument_spec) with the
+messages AnsibleModule would give, calls render() here and returns what the module returns. It talks to no host,
+so delegate_to and the connection do not matter; check mode renders the same as a normal run. The module stays as
+the documentation and as a fallback when it is executed directly.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import argument_spec, render
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp  # no effect
+
+        validation = ArgumentSpecValidator(argument_spec()).validate(dict(self._task.args))
+        if validation.error_messages:
+            # what AnsibleModule says for the same arguments: the first error, and unknown options named as such
+            msg = validation.errors.msg
+            if isinstance(validation.errors[0], UnsupportedError):
+                msg = 'Unsupported parameters for (%s) module: %s' % (self._task.action, msg)
+            result.update(failed=True, changed=False, msg=msg)
+            return result
+
+        try:
+            out = render(validation.validated_parameters)
+        except StackError as e:
+            result.update(failed=True, changed=False, msg=str(e))
+            return result
+
+        result.update(out)
+        result['changed'] = False
+        # render's warnings become the task's warnings: Ansible shows a result's `warnings` list and registers it. An
+        # empty list is left out, as the controller does for a module's result (2.16 would keep it in an action's).
+        if out['warnings']:
+            result['warnings'] = list(out['warnings'])
+        else:
+            del result['warnings']
+        return result
