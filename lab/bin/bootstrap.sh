@@ -2,8 +2,7 @@
 # Install everything `make test` and `make demo` need on a fresh Debian 12 machine of this project's kind.
 # Idempotent: a second run finds everything in place and does (almost) nothing.
 #   - Debian packages from `main` (docker.io, debootstrap, golang, govmomi sources, shellcheck, ...)
-#   - .venv       : Python 3.13 (built with PGO by lab/python/build.sh, cached per machine), ansible 14
-#                   (ansible-core 2.21) + lab/test tools + the collection's needs
+#   - .venv       : Python 3.12, ansible 14 (ansible-core 2.21) + lab/test tools + the collection's needs
 #   - .venv-2.16  : Python 3.12, ansible-core 2.16 for sanity/units on the oldest supported release
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +29,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-find_python312() {  # the interpreter of .venv-2.16: ansible-core 2.16 runs on Python 3.10-3.12
+find_python312() {
   local c
   for c in "${PYTHON312:-}" "$(command -v python3.12 2>/dev/null || true)"; do
     [ -n "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2]==(3,12)' 2>/dev/null && { echo "$c"; return; }
@@ -45,30 +44,25 @@ find_python312() {  # the interpreter of .venv-2.16: ansible-core 2.16 runs on P
   done
   return 1
 }
-PY312=$(find_python312) || { log "ERROR: Python 3.12 not found (set PYTHON312=/path/to/python3.12)"; exit 1; }
-# The interpreter of .venv (ansible-core 2.21, the lab, molecule, lint): CPython 3.13 built with PGO once per machine
-# (lab/python/build.sh; GPUOPS_PYTHON=/path/to/python3.12-or-later skips the build).
-PY313=$(bash lab/python/build.sh) || { log "ERROR: lab/python/build.sh failed"; exit 1; }
-"$PY313" -c 'import sys; assert sys.version_info[:2] >= (3, 12)' \
-  || { log "ERROR: $PY313 is not Python 3.12 or later (ansible-core 2.21 needs it)"; exit 1; }
+PY=$(find_python312) || { log "ERROR: Python 3.12 not found (set PYTHON312=/path/to/python3.12)"; exit 1; }
 
-make_venv() {  # make_venv DIR PYTHON REQFILE...
-  local dir=$1 py=$2; shift 2
+make_venv() {  # make_venv DIR REQFILE...
+  local dir=$1; shift
   local stamp="$dir/.requirements.sha"
-  local want; want=$( (echo "$py"; cat "$@") | sha256sum | cut -d' ' -f1)
+  local want; want=$(cat "$@" | sha256sum | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dir/bin/python" ]; then
     return 0
   fi
-  log "creating $dir with $py"
+  log "creating $dir with $PY"
   rm -rf "$dir"
-  "$py" -m venv "$dir"
+  "$PY" -m venv "$dir"
   "$dir/bin/python" -m pip install -q --upgrade pip
   local args=(); for r in "$@"; do args+=(-r "$r"); done
   "$dir/bin/python" -m pip install -q "${args[@]}"
   echo "$want" > "$stamp"
 }
-make_venv .venv "$PY313" lab/requirements-dev.txt requirements.txt
-make_venv .venv-2.16 "$PY312" lab/requirements-2.16.txt requirements.txt
+make_venv .venv lab/requirements-dev.txt requirements.txt
+make_venv .venv-2.16 lab/requirements-2.16.txt requirements.txt
 # Kubernetes 1.24 schemas for lab/kube/validate.py (kubernetes-validate 1.37 starts at 1.25): a second, never
 # imported copy of kubernetes-validate beside the venv's packages
 legacy_want=$(sha256sum lab/requirements-kv-legacy.txt | cut -d' ' -f1)
