@@ -3,9 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The modules' attributes: check mode, diff mode and platform, with their descriptions.
 
-A module names one support level - gpuops.k8s_gpu.attributes.actionable, gpuops.k8s_gpu.attributes.info_module or
-gpuops.k8s_gpu.attributes.controller_info - and gets the descriptions with it; its own attributes block says only what differs (a support level, details) and
-wins over the fragment's. The fragments are literal text (ansible-test's yamllint reads them without running them).
+A module names one support level - gpuops.k8s_gpu.attributes.actionable or gpuops.k8s_gpu.attributes.info_module - and
+gets the descriptions with it; a module that an action plugin runs on the controller adds
+gpuops.k8s_gpu.attributes.controller (action, async). Its own attributes block says only what differs (a support
+level, details) and wins over the fragments'. The fragments are literal text (ansible-test's yamllint reads them without running them).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -45,9 +46,9 @@ attributes:
     platforms: posix
 '''
 
-    # Read-only modules that an action plugin of the same name runs in the controller process (pure computation):
-    # as INFO_MODULE, plus action (full) and async (none); nothing runs on the target
-    CONTROLLER_INFO = r'''
+    # Added to a support level (info_module) by a module whose action plugin of the same name runs it in the controller
+    # process (pure computation): action full, async none; nothing runs on the target
+    CONTROLLER = r'''
 options: {}
 attributes:
   action:
@@ -59,20 +60,6 @@ attributes:
   async:
     description: Supports being used with the C(async) keyword.
     support: none
-  check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying target.
-    support: full
-    details:
-      - This action does not modify state.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
-    support: N/A
-    details:
-      - This action does not modify state.
-  platform:
-    description: Target operating systems the module can run on (a Python module; Windows hosts are not supported).
-    support: N/A
-    platforms: posix
 '''
 
     # Modules that change state and support both check and diff mode

@@ -26,7 +26,8 @@ description:
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
-  - gpuops.k8s_gpu.attributes.controller_info
+  - gpuops.k8s_gpu.attributes.info_module
+  - gpuops.k8s_gpu.attributes.controller
 attributes:
   check_mode:
     details:
