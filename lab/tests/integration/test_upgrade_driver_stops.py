@@ -1,0 +1,142 @@
+"""playbooks/upgrade_driver.yml in the lab (lab/tests/upgrade_lab.py): the rolls that must stop. The roll stops at
+node 2 when its GPU jobs outlive their wait (UPG-03, with a GPU-pods-only drain by pod selector, then resumed), when
+its MIG devices are gone after the "reboot" (UPG-04), when an eviction is refused by a PodDisruptionBudget (UPG-01)
+and when a pod a finalizer holds outlives the drain timeout (UPG-02): node 2 stays cordoned (with its driver untouched
+when the drain stopped it), node 1 rolled, node 3 untouched. A node an operator cordoned before the roll stays
+cordoned after its upgrade (UPG-09). One lab for the five tests, each starting from stand_down(); the order keeps the
+re-installs stand_down() needs few (UPG-04 ends with every node back on the old driver). test_upgrade_driver.py has
+its own lab and runs on another xdist worker at the same time.
+
+Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver_stops.py   (needs root, dockerd, the node image)
+"""
+import pytest
+
+from conftest import emulator_get
+from upgrade_lab import (NEW, NODES, api, assert_stopped_at_node_2, dexec, failures, installer_log, k8s_nodes, k8s_pods,
+                         make_lab, node_events, pod, reported_version, roll, stand_down, upgrade)
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory, collections_path):
+    yield from make_lab(tmp_path_factory, collections_path, 'upg-stops')
+
+
+def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab):
+    """A pod selector drains only the GPU pods; GPU jobs still running after their wait stop the roll (on_timeout=stop)."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('web-%s' % n2, n2, 'ReplicaSet', {'app': 'web'}))
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('job-%s' % n2, n2, 'Job', {'gpuops.io/gpu-job': 'true'}))
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('done-%s' % NODES[0][2], NODES[0][2], 'Job', {'gpuops.io/gpu-job': 'true'}))
+    api(emu, 'PATCH', '/api/v1/namespaces/default/pods/done-%s/status' % NODES[0][2], {'status': {'phase': 'Succeeded'}},
+        'application/merge-patch+json')
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s,app!=web' % n2,
+                      '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_on_timeout=stop')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'GPU jobs still run after 2s' in msg and 'default/job-%s' % n2 in msg and 'stays cordoned' in msg, msg
+    # node 1: its finished job does not hold it, the selector drains nothing there (no GPU pod matches)
+    n1 = NODES[0][2]
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    assert marks == [('mark', n1), ('cordon', n1), ('uncordon', n1), ('unmark', n1), ('mark', n2), ('cordon', n2)], marks
+    assert (n2, 'web-%s' % n2) in k8s_pods(emu) and (n1, 'train-%s' % n1) in k8s_pods(emu)
+    assert installer_log(lab, NODES[1][0]) == installs
+    # the job ends: the resumed roll drains only the selected GPU pod on node 2 (web stays), and goes on
+    api(emu, 'DELETE', '/api/v1/namespaces/default/pods/job-%s' % n2)
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s' % n2,
+                      '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
+                      '-e', 'gpuops_upgrade_wait_for_jobs_on_timeout=stop')
+    assert rc == 0, failures(doc)
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    n3 = NODES[2][2]
+    # node 2 resumes (already marked with this version and cordoned: neither is written again): only its selected
+    # GPU pod is evicted
+    assert marks[:3] == [('evict', 'train-%s' % n2), ('uncordon', n2), ('unmark', n2)], marks
+    assert marks[3:] == [('mark', n3), ('cordon', n3), ('uncordon', n3), ('unmark', n3)], marks
+    assert (n2, 'web-%s' % n2) in k8s_pods(emu) and (n3, 'train-%s' % n3) in k8s_pods(emu)
+
+
+def test_UPG_04_mig_node_without_its_mig_devices_after_the_reboot_stops_the_roll(lab):
+    """The defect: a MIG node that came back with MIG mode on and no MIG devices passed the verification."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    dexec(lab['containers'][NODES[1][0]], 'touch', '/etc/gpuops-lab/drop-mig-instances')
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    try:
+        rc, doc = upgrade(lab)
+    finally:
+        dexec(lab['containers'][NODES[1][0]], 'rm', '-f', '/etc/gpuops-lab/drop-mig-instances')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'failed verification' in msg and 'has MIG devices none, the pool geometry is 2x 3g.40gb' in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
+    assert reported_version(lab, NODES[1][0]) == NEW
+    stand_down(lab)
+
+
+def test_UPG_01_drain_refused_by_a_disruption_budget_stops_the_roll(lab):
+    emu = lab['emu']
+    stand_down(lab)
+    n1, n2 = NODES[0][2], NODES[1][2]
+    api(emu, 'POST', '/apis/policy/v1/namespaces/default/poddisruptionbudgets',
+        {'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget',
+         'metadata': {'name': 'train-%s' % n2, 'namespace': 'default'},
+         'spec': {'maxUnavailable': 0, 'selector': {'matchLabels': {'app': 'train-%s' % n2}}}})
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'the drain did not finish' in msg and 'disruption budget' in msg and 'stays cordoned' in msg, msg
+    assert 'default/train-%s (eviction refused: PodDisruptionBudget)' % n2 in msg, msg
+    # the refused eviction (429) is tried again until the drain timeout (as kubectl drain does), and the refused
+    # evictions are the last writes for node 2
+    events = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    retries = len(events) - len(roll(n1)) - 2
+    assert retries >= 2, events
+    assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2)] + [('evict', 'train-%s' % n2)] * retries,
+                             installs)
+
+
+def test_UPG_02_drain_that_times_out_stops_the_roll(lab):
+    """The defect: k8s_drain only warns when its wait runs out, and the driver was swapped under the pod."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    held = pod('held-%s' % n2, n2, 'ReplicaSet')
+    held['metadata']['finalizers'] = ['gpuops.io/lab-hold']  # evicted, but it stays (terminating) until released
+    api(emu, 'POST', '/api/v1/namespaces/default/pods', held)
+    installs = installer_log(lab, NODES[1][0])
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_timeout=3', '-e', 'gpuops_upgrade_poll_interval=1')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'the drain did not finish' in msg and 'default/held-%s' % n2 in msg and 'after 3s' in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'held-%s' % n2),
+                                               ('evict', 'train-%s' % n2)], installs)
+
+
+def test_UPG_09_a_node_cordoned_before_the_roll_stays_cordoned(lab):
+    """The defect: the playbook uncordoned every node after its upgrade, also one an operator had cordoned before."""
+    emu = lab['emu']
+    stand_down(lab)
+    n1, n2, n3 = [n for _h, _i, n in NODES]
+    api(emu, 'PATCH', '/api/v1/nodes/%s' % n3, {'spec': {'unschedulable': True}}, 'application/merge-patch+json')
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    rc, doc = upgrade(lab)
+    assert rc == 0, failures(doc)
+    marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
+    # node 3: marked, drained and upgraded, neither cordoned nor uncordoned by the roll
+    assert marks == roll(n1) + roll(n2) + [('mark', n3), ('evict', 'train-%s' % n3), ('unmark', n3)], marks
+    nodes = k8s_nodes(emu)
+    assert nodes[n3]['spec'].get('unschedulable') is True
+    assert not nodes[n1]['spec'].get('unschedulable') and not nodes[n2]['spec'].get('unschedulable')
+    assert all(reported_version(lab, h) == NEW for h, _i, _n in NODES)
