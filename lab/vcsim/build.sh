@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the lab vSphere simulator from Debian's govmomi 0.24.2 sources (GOPATH mode, offline).
 #   lab/vcsim/build.sh [--force] [--without-fixes]
-# Output: lab/.build/vcsim/vcsim. Skips the build when sources, patches and our Go files are unchanged.
+# Output: lab/.build/vcsim/vcsim. Skips the build when sources, patches and our Go files are unchanged, and copies
+# the binary from the machine's cache (~/.cache/gpuops/vcsim/<stamp>) when another clone built the same one.
 # --without-fixes builds lab/.build/vcsim/vcsim-without-fixes: the same simulator minus the bug-fix
 # patches (patches/*-fix-*.diff), to show the upstream 0.24.2 bugs (VCSIM_BIN=... pytest lab/tests/simulators/test_vcsim.py).
 set -euo pipefail
@@ -51,6 +52,17 @@ if [ $force = 0 ] && [ -x "$BIN" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "
   log "up to date: $BIN"
   exit 0
 fi
+# The machine's cache of built simulators (one per stamp, outside the clone: CI clones afresh for every run and the
+# build costs about 45 CPU-seconds); GPUOPS_BUILD_CACHE=off always builds. Entries unused for 30 days are removed.
+CACHE_ROOT=${GPUOPS_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuops}
+CACHED=$CACHE_ROOT/vcsim/$want/$(basename "$BIN")
+if [ $force = 0 ] && [ "$CACHE_ROOT" != off ] && [ -x "$CACHED" ]; then
+  cp "$CACHED" "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
+  touch "$CACHED"
+  echo "$want" > "$STAMP"
+  log "from the machine's cache: $CACHED"
+  exit 0
+fi
 
 start=$(date +%s)
 log "copying govmomi sources into $GOPATH_DIR"
@@ -73,10 +85,18 @@ done
 cp "$HERE/main.go" "$GOPATH_DIR/src/gpuops/vcsim/main.go"
 
 log "go build (GOPATH mode)"
-mkdir -p "$OUT/gocache"
+GOCACHE_DIR="$OUT/gocache"
+[ "$CACHE_ROOT" = off ] || GOCACHE_DIR="$CACHE_ROOT/go-build"   # Go's own cache is content-addressed and shareable
+mkdir -p "$GOCACHE_DIR"
 (cd "$GOPATH_DIR/src/gpuops/vcsim" &&
-  GOPATH="$GOPATH_DIR" GO111MODULE=off GOFLAGS='' GOCACHE="$OUT/gocache" CGO_ENABLED=0 \
+  GOPATH="$GOPATH_DIR" GO111MODULE=off GOFLAGS='' GOCACHE="$GOCACHE_DIR" CGO_ENABLED=0 \
     go build -trimpath -o "$BIN.tmp" .)
 mv "$BIN.tmp" "$BIN"
 echo "$want" > "$STAMP"
+if [ "$CACHE_ROOT" != off ]; then
+  mkdir -p "$(dirname "$CACHED")"
+  cp "$BIN" "$CACHED.tmp.$$" && mv "$CACHED.tmp.$$" "$CACHED"
+  find "$CACHE_ROOT/vcsim" -mindepth 2 -maxdepth 2 -type f -mtime +30 -delete 2>/dev/null || true
+  find "$CACHE_ROOT/vcsim" -mindepth 1 -maxdepth 1 -type d -empty -delete 2>/dev/null || true
+fi
 log "built $BIN in $(( $(date +%s) - start ))s"
