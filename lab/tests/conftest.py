@@ -180,9 +180,10 @@ def failed_tasks(doc):
 # lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included; only the order
 # matters, the step runs -n 3 now)
 WEIGHT = {
-    # the upgrade files: the three with -n 3 next to other helpers' runs, 2026-11-24 (one 780 s file before the split)
-    'integration/test_upgrade_driver.py': 277, 'integration/test_upgrade_driver_wait_mig_stops.py': 268,
-    'integration/test_upgrade_driver_drain_stops.py': 267, 'integration/test_gpu_sharing_stack.py': 379,
+    # the upgrade files (one 780 s file before a split into three; the two files of rolls that stop share one lab
+    # since 2026-11-24: 470 + 210 s with -n 2)
+    'integration/test_upgrade_driver.py': 277, 'integration/test_upgrade_driver_stops.py': 535,
+    'integration/test_gpu_sharing_stack.py': 379,
     'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
@@ -209,7 +210,8 @@ def pytest_collection_modifyitems(config, items):
 # The lab step is CPU-bound on the 2-core machine, so its cost is CPU seconds, not wall seconds. Each test records the
 # CPU its worker process and the children it waited for (ansible-playbook, local modules, docker CLI, apt-get on the
 # host) used from its setup to its teardown, as the junit property cpu_s; the main process sums them per file into
-# build/test-results/lab-cpu.json and prints the heaviest files. Not counted: containers' processes, dockerd and
+# build/test-results/lab-cpu.json (lab-checks-lane-cpu.json for the files run-tests.py runs in the checks lane) and
+# prints the heaviest files. Not counted: containers' processes, dockerd and
 # daemons a test starts without waiting for (emulators, simulators).
 def _cpu_now():
     import resource
@@ -245,7 +247,9 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     by_file = dict(sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1]))
     total = round(sum(by_file.values()), 1)
-    out = os.path.join(ROOT, 'build', 'test-results', 'lab-cpu.json')
+    # lab.xml -> lab-cpu.json (the lab step), lab-checks-lane.xml -> lab-checks-lane-cpu.json (lab/bin/run-tests.py)
+    junit = getattr(config.option, 'xmlpath', None) or 'lab.xml'
+    out = os.path.join(ROOT, 'build', 'test-results', os.path.basename(junit).rsplit('.', 1)[0] + '-cpu.json')
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, 'w') as f:
         json.dump({'cpu_s_by_file': by_file, 'total_cpu_s': total}, f, indent=1)

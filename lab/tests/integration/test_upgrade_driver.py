@@ -1,8 +1,8 @@
 """playbooks/upgrade_driver.yml end to end in the lab (lab/tests/upgrade_lab.py): the rolling upgrade and its re-run,
 a node that fails verification and the re-run that resumes from it, the input check, and the nvidia_driver role's
 unhold entry point. The rolls that must stop (a drain that cannot finish, GPU jobs that outlive their wait, MIG devices
-gone after the reboot) are in test_upgrade_driver_drain_stops.py and test_upgrade_driver_wait_mig_stops.py, each with
-its own lab so that the three files run on different xdist workers.
+gone after the reboot, a node cordoned before the roll) are in test_upgrade_driver_stops.py, with its own lab so that
+the two files run on different xdist workers.
 
 What this proves: the roll goes one node at a time (the emulator's request log orders cordon/evict/uncordon),
 pods are evicted through the eviction API, nodes are uncordoned, the driver and the version NVML reports change,
