@@ -178,7 +178,7 @@ def failed_tasks(doc):
 #    docker/node-image.sh, docker/engine.sh up) take a file lock, so workers never step on each other.
 # Without xdist none of this changes anything: the order within a file and the fixtures are the same.
 # lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included; only the order
-# matters, the step runs -n 3 now)
+# matters, the step runs -n 2 now)
 WEIGHT = {
     # the upgrade files (one 780 s file before a split into three; the two files of rolls that stop share one lab
     # since 2026-11-24: 470 + 210 s with -n 2)
