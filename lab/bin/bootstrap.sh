@@ -54,14 +54,22 @@ PY=$(find_python312) || { log "ERROR: Python 3.12 not found (set PYTHON312=/path
 # GPUOPS_VENV_CACHE=off builds the venvs inside the clone, as real directories, as before.
 VENV_CACHE=${GPUOPS_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuops/venvs}
 
-build_venv() {  # build_venv DIR REQFILE...: a venv at DIR with the requirements installed (DIR is removed first)
-  local dir=$1; shift
+ensure_venv() {  # ensure_venv DIR KEY EXTRA_REQFILE REQFILE...: DIR is a venv built for KEY (rebuilt otherwise)
+  local dir=$1 want=$2 extra=$3; shift 3
+  if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$want" ] && [ -x "$dir/bin/python" ]; then
+    touch "$dir/.complete"   # last use: cached builds unused for 30 days are removed below
+    return 0
+  fi
   log "creating $dir with $PY"
   rm -rf "$dir"
   "$PY" -m venv "$dir"
   "$dir/bin/python" -m pip install -q --upgrade pip
   local args=(); for r in "$@"; do args+=(-r "$r"); done
   "$dir/bin/python" -m pip install -q "${args[@]}"
+  # Kubernetes 1.24 schemas for lab/kube/validate.py (kubernetes-validate 1.37 starts at 1.25): a second, never
+  # imported copy of kubernetes-validate beside the venv's packages (.venv/kv-legacy)
+  [ -z "$extra" ] || "$dir/bin/python" -m pip install -q --no-deps --target "$dir/kv-legacy" -r "$extra"
+  echo "$want" > "$dir/.complete"   # last: a build that did not finish is never used
 }
 
 make_venv() {  # make_venv LINK EXTRA_REQFILE REQFILE...: LINK is the venv (a link into the cache, or a directory)
@@ -70,34 +78,22 @@ make_venv() {  # make_venv LINK EXTRA_REQFILE REQFILE...: LINK is the venv (a li
                         cat "$@" ${extra:+"$extra"}; } | sha256sum | cut -d' ' -f1)
   if [ "$VENV_CACHE" = off ]; then
     [ -L "$link" ] && rm -f "$link"
-    if ! { [ -f "$link/.complete" ] && [ "$(cat "$link/.complete")" = "$want" ] && [ -x "$link/bin/python" ]; }; then
-      build_venv "$link" "$@"
-      [ -z "$extra" ] || "$link/bin/python" -m pip install -q --no-deps --target "$link/kv-legacy" -r "$extra"
-      echo "$want" > "$link/.complete"
-    fi
+    ensure_venv "$link" "$want" "$extra" "$@"
     return 0
   fi
-  mkdir -p "$VENV_CACHE"
   local dir=$VENV_CACHE/${link#.}-${want:0:16}
-  (
-    flock 8   # two clones bootstrapping at once: one builds, the other waits and uses it
-    if ! { [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$want" ] && [ -x "$dir/bin/python" ]; }; then
-      build_venv "$dir" "$@"
-      # Kubernetes 1.24 schemas for lab/kube/validate.py (kubernetes-validate 1.37 starts at 1.25): a second,
-      # never imported copy of kubernetes-validate beside the venv's packages (.venv/kv-legacy)
-      [ -z "$extra" ] || "$dir/bin/python" -m pip install -q --no-deps --target "$dir/kv-legacy" -r "$extra"
-      echo "$want" > "$dir/.complete"
-    fi
-    touch "$dir/.complete"   # last use: entries unused for 30 days are removed below
-  ) 8>"$VENV_CACHE/.lock"
+  mkdir -p "$VENV_CACHE"
+  # two clones bootstrapping at once: one builds, the other waits and uses it
+  ( flock 8; ensure_venv "$dir" "$want" "$extra" "$@" ) 8>"$VENV_CACHE/.lock"
   if [ "$(readlink "$link" 2>/dev/null)" != "$dir" ]; then
     rm -rf "$link"
     ln -s "$dir" "$link"
   fi
-  # only this machine's old builds, never one a link of this clone points to
-  find "$VENV_CACHE" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' 2>/dev/null \
-    | while read -r old; do [ "$old" = "$(readlink .venv)" ] || [ "$old" = "$(readlink .venv-2.16)" ] || rm -rf "$old"; done
 }
 make_venv .venv lab/requirements-kv-legacy.txt lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 "" lab/requirements-2.16.txt requirements.txt
+if [ "$VENV_CACHE" != off ]; then   # this machine's old builds, never one this clone links to
+  find "$VENV_CACHE" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' 2>/dev/null \
+    | while read -r old; do [ "$old" = "$(readlink .venv)" ] || [ "$old" = "$(readlink .venv-2.16)" ] || rm -rf "$old"; done
+fi
 log "ready: $("$ROOT/.venv/bin/ansible" --version | sed -n 1p); $("$ROOT/.venv-2.16/bin/ansible" --version | sed -n 1p)"

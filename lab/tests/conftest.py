@@ -180,9 +180,9 @@ def failed_tasks(doc):
 # lab pytest -n 4 on the loaded 2-core machine, 2026-11-24 (seconds of the file's tests, setup included; only the order
 # matters, the step runs -n 2 now)
 WEIGHT = {
-    # the upgrade files (one 780 s file before a split into three; the two files of rolls that stop share one lab
-    # since 2026-11-24: 470 + 210 s with -n 2)
-    'integration/test_upgrade_driver.py': 277, 'integration/test_upgrade_driver_stops.py': 535,
+    # the upgrade files (one 780 s file before a split into three; the rolls that stop share one lab again since
+    # 2026-11-24: 720-785 s with -n 2, against 419-428 s for test_upgrade_driver.py)
+    'integration/test_upgrade_driver.py': 428, 'integration/test_upgrade_driver_stops.py': 785,
     'integration/test_gpu_sharing_stack.py': 379,
     'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
@@ -210,8 +210,8 @@ def pytest_collection_modifyitems(config, items):
 # The lab step is CPU-bound on the 2-core machine, so its cost is CPU seconds, not wall seconds. Each test records the
 # CPU its worker process and the children it waited for (ansible-playbook, local modules, docker CLI, apt-get on the
 # host) used from its setup to its teardown, as the junit property cpu_s; the main process sums them per file into
-# build/test-results/lab-cpu.json (lab-checks-lane-cpu.json for the files run-tests.py runs in the checks lane) and
-# prints the heaviest files. Not counted: containers' processes, dockerd and
+# build/test-results/<junit name>-cpu.json (lab-cpu.json for the lab step, lab-checks-lane-cpu.json and
+# lab-molecule-lane-cpu.json for the files run-tests.py runs in the other lanes) and prints the heaviest files. Not counted: containers' processes, dockerd and
 # daemons a test starts without waiting for (emulators, simulators).
 def _cpu_now():
     import resource
@@ -247,7 +247,6 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     by_file = dict(sorted(_CPU_BY_FILE.items(), key=lambda kv: -kv[1]))
     total = round(sum(by_file.values()), 1)
-    # lab.xml -> lab-cpu.json (the lab step), lab-checks-lane.xml -> lab-checks-lane-cpu.json (lab/bin/run-tests.py)
     junit = getattr(config.option, 'xmlpath', None) or 'lab.xml'
     out = os.path.join(ROOT, 'build', 'test-results', os.path.basename(junit).rsplit('.', 1)[0] + '-cpu.json')
     os.makedirs(os.path.dirname(out), exist_ok=True)
