@@ -118,6 +118,16 @@ options:
     type: list
     elements: dict
     default: []
+  live:
+    description:
+      - The result of M(gpuops.k8s_gpu.k8s_objects_info) for the queries the stack needs (role
+        P(gpuops.k8s_gpu.gpu_sharing_stack#role) builds them with the filter P(gpuops.k8s_gpu.stack_live_queries#filter)).
+      - Its C(objects.nodes) replace O(live_nodes) and its C(objects.runtime_classes) replace O(live_runtime_classes);
+        Volcano's live scheduler configuration, kube-proxy's configuration and the API server version fill
+        C(settings.volcano.existing_conf), C(settings.gpushare.kube_proxy_config) and C(settings.hami.kube_version)
+        where those are not set; a HAMi webhook TLS Secret that was looked up and not found is refused.
+    type: dict
+    default: {}
   cdi_spec_ready:
     description:
       - Per node name, the host fact C(nvidia_container_runtime_cdi_spec_ready) that role

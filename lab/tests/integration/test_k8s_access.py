@@ -15,21 +15,36 @@ from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, emulator_get, kube_emulator
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"site": "kept"}},
         "status": {"allocatable": {"nvidia.com/gpu": "2"}, "capacity": {"nvidia.com/gpu": "2"}}}
+# What k8s_objects_info reads in the play below (K8S-07): one object of each kind it serves
+SEED = [NODE,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+         "data": {"config.conf": "mode: ipvs"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hami-tls", "namespace": "kube-system"},
+         "type": "kubernetes.io/tls", "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5"}},
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}]
+READS = [{"key": "nodes", "kind": "Node", "label_selectors": ["site=kept"]},
+         {"key": "runtime_classes", "api_version": "node.k8s.io/v1", "kind": "RuntimeClass"},
+         {"key": "kube_proxy", "kind": "ConfigMap", "name": "kube-proxy", "namespace": "kube-system"},
+         {"key": "secret", "kind": "Secret", "name": "hami-tls", "namespace": "kube-system"},
+         {"key": "missing", "kind": "ConfigMap", "name": "volcano-scheduler-configmap", "namespace": "volcano-system"}]
 
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    with kube_emulator(tmp_path_factory.mktemp("seed"), "k8s-access", [NODE]) as info:
+    with kube_emulator(tmp_path_factory.mktemp("seed"), "k8s-access", SEED) as info:
         yield info
 
 
-def play(tmp_path, collections_path, defaults):
+def play(tmp_path, collections_path, defaults, emu_url=""):
+    mark = "{{ (lookup('ansible.builtin.url', '%s/_emulator/requests?since=999999999', split_lines=False) | from_json).seq }}"
     tasks = [
         {"name": "label through our converger", "gpuops.k8s_gpu.k8s_converge": {"definitions": [
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"gpuops.io/probe": "x"}}}]}},
         {"name": "read through our report", "gpuops.k8s_gpu.gpu_share_report": {}, "register": "report"},
         {"name": "read through kubernetes.core", "kubernetes.core.k8s_info": {"kind": "Node", "api_version": "v1"},
          "register": "nodes"},
+        {"name": "mark", "ansible.builtin.set_fact": {"seq_before_reader": mark % emu_url}},
+        {"name": "read through our one-run reader", "gpuops.k8s_gpu.k8s_objects_info": {"queries": READS, "version": True}},
         {"name": "show", "ansible.builtin.debug": {"msg": "{{ report.nodes | length }} {{ nodes.resources | length }}"}},
     ]
     p = {"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}
@@ -52,20 +67,42 @@ def play(tmp_path, collections_path, defaults):
 
 def test_K8S_06_module_defaults_group_reaches_the_emulator(emu, tmp_path, collections_path):
     before = emulator_get(emu, "/_emulator/requests?since=999999999")["seq"]
-    proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]})
+    proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]}, emu["url"])
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
-    converge, report, info = results[0], results[1], results[2]
+    converge, report, info, reader = results[0], results[1], results[2], results[4]
     assert converge["changed"] and converge["updated"] == 1, converge
     assert [n["name"] for n in report["nodes"]] == ["gpu-node-1"], report
     assert [n["metadata"]["name"] for n in info["resources"]] == ["gpu-node-1"], info
+    assert [n["metadata"]["name"] for n in reader["objects"]["nodes"]] == ["gpu-node-1"], reader
     node = emulator_get(emu, "/api/v1/nodes/gpu-node-1")
     assert node["metadata"]["labels"] == {"site": "kept", "gpuops.io/probe": "x"}
     reqs = emulator_get(emu, "/_emulator/requests?since=%d" % before)["items"]
     assert [r["resource"] for r in reqs if r["write"]] == ["nodes"], reqs
     # again: nothing to change, no write request
     seq = emulator_get(emu, "/_emulator/requests?since=999999999")["seq"]
-    proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]})
+    proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]}, emu["url"])
     assert proc.returncode == 0 and not results[0]["changed"], results[0]
+    check_reader(emu, results[3]["ansible_facts"]["seq_before_reader"], results[4])
+
+
+def check_reader(emu, seq, reader):
+    """K8S-07: k8s_objects_info through the real kubernetes client's typed APIs: one GET per query and one for
+    /version, no discovery, no write; a Secret without its data; a missing named object is an empty list."""
+    reqs = emulator_get(emu, "/_emulator/requests?since=%d" % int(seq))["items"]
+    assert [(r["method"], r["path"].split("?")[0]) for r in reqs] == [
+        ("GET", "/api/v1/nodes"), ("GET", "/apis/node.k8s.io/v1/runtimeclasses"),
+        ("GET", "/api/v1/namespaces/kube-system/configmaps/kube-proxy"),
+        ("GET", "/api/v1/namespaces/kube-system/secrets/hami-tls"),
+        ("GET", "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap"), ("GET", "/version")], reqs
+    assert reqs[0]["query"].get("labelSelector") == "site=kept", reqs[0]
+    assert reader["changed"] is False and reader["version"]["gitVersion"].startswith("v1."), reader
+    o = reader["objects"]
+    assert [x["metadata"]["name"] for x in o["runtime_classes"]] == ["nvidia"]
+    assert o["runtime_classes"][0]["kind"] == "RuntimeClass" and o["runtime_classes"][0]["handler"] == "nvidia"
+    assert o["kube_proxy"][0]["data"] == {"config.conf": "mode: ipvs"}
+    assert o["secret"][0]["type"] == "kubernetes.io/tls" and "data" not in o["secret"][0], o["secret"]
+    assert "a2V5" not in json.dumps(reader)
+    assert o["missing"] == [] and reader["api_found"] == dict((q["key"], True) for q in READS)
     assert not [r for r in emulator_get(emu, "/_emulator/requests?since=%d" % seq)["items"] if r["write"]]
 
 

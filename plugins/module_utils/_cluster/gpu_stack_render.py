@@ -8,7 +8,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
-    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator, gpu_stack_volcano,
+    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia, gpu_stack_operator,
+    gpu_stack_volcano,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
@@ -49,6 +50,7 @@ def argument_spec():
         validation=dict(type='dict', default={}),
         live_runtime_classes=dict(type='list', elements='dict', default=[]),
         cdi_spec_ready=dict(type='dict', default={}),
+        live=dict(type='dict', default={}),
         var_prefix=dict(type='str', default='gpu_sharing_stack_'),
     )
 
@@ -113,11 +115,15 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val):
 def render(params):
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
-    allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool).  Returns a dict (see the module's RETURN)."""
+    allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool), live (the result
+    of k8s_objects_info for gpu_stack_live.queries; fills live_nodes, live_runtime_classes and settings).  Returns a dict (see the module's RETURN)."""
     var = params.get('var_prefix') or 'gpu_sharing_stack_'
     strategy = params.get('strategy')
     if strategy not in STRATEGIES:
         raise StackError('%sstrategy must be one of %s; got %r' % (var, ', '.join(STRATEGIES), strategy))
+    if params.get('live'):
+        # the answers of k8s_objects_info (gpu_stack_live.queries): Nodes, RuntimeClasses and per-strategy settings
+        params = gpu_stack_live.merge(params, params['live'], var=var)
     pool = check_name(params.get('pool'), var + 'pool')
     namespace = check_name(params.get('namespace') or 'kube-system', var + 'namespace')
     nodes = list(params.get('nodes') or [])

@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read several Kubernetes objects (and the server version) in one module run.
+
+A role that needs the Nodes, a RuntimeClass list and two ConfigMaps used to pay one module process (Python start-up,
+the kubernetes client import, API discovery) per kind. This reads them all through one plain ApiClient with the
+typed APIs, without discovery: one request per query. Only the kinds in KINDS are served (those the collection
+reads); anything else is refused before any request. Secrets come back without their data.
+
+Pure logic on ApiClient-like objects (the typed API classes are passed in), so the unit tests use fakes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+# (apiVersion, kind) -> (typed API class name, read method, list method, namespaced)
+KINDS = {
+    ('v1', 'Node'): ('CoreV1Api', 'read_node', 'list_node', False),
+    ('v1', 'ConfigMap'): ('CoreV1Api', 'read_namespaced_config_map', 'list_namespaced_config_map', True),
+    ('v1', 'Secret'): ('CoreV1Api', 'read_namespaced_secret', 'list_namespaced_secret', True),
+    ('node.k8s.io/v1', 'RuntimeClass'): ('NodeV1Api', 'read_runtime_class', 'list_runtime_class', False),
+}
+# Fields of a Secret that are never returned (the module's result may be printed or registered).
+SECRET_HIDDEN = ('data', 'stringData')
+
+
+class ReadError(Exception):
+    """A request failed for another reason than "not found"."""
+
+
+def kinds_text():
+    return ', '.join('%s %s' % (k, a) for a, k in sorted(KINDS, key=lambda ak: ak[1]))
+
+
+def check_queries(queries):
+    """Problems with the queries, before any request: a list of messages (empty when all is well)."""
+    problems = []
+    keys = set()
+    for i, q in enumerate(queries or []):
+        if not isinstance(q, dict):
+            problems.append('queries[%d] must be a dictionary, got %s' % (i, type(q).__name__))
+            continue
+        key = q.get('key')
+        if not key or not isinstance(key, str):
+            problems.append('queries[%d] has no key (the name of its result)' % i)
+        elif key in keys:
+            problems.append('queries[%d]: key %s is used twice' % (i, key))
+        keys.add(key)
+        unknown = sorted(set(q) - set(['key', 'api_version', 'kind', 'name', 'namespace', 'label_selectors']))
+        if unknown:
+            problems.append('queries[%d] (%s): unknown option(s) %s; allowed: key, api_version, kind, name, namespace, '
+                            'label_selectors' % (i, key, ', '.join(unknown)))
+        kind = (q.get('api_version') or 'v1', q.get('kind'))
+        if kind not in KINDS:
+            problems.append('queries[%d] (%s): kind %s %s is not one this module reads; supported: %s'
+                            % (i, key, kind[1], kind[0], kinds_text()))
+            continue
+        namespaced = KINDS[kind][3]
+        if namespaced and not q.get('namespace'):
+            problems.append('queries[%d] (%s): %s is namespaced; set namespace' % (i, key, kind[1]))
+        if not namespaced and q.get('namespace'):
+            problems.append('queries[%d] (%s): %s is cluster-scoped; namespace %s makes no sense'
+                            % (i, key, kind[1], q['namespace']))
+        selectors = q.get('label_selectors') or []
+        if not isinstance(selectors, list) or not all(isinstance(s, str) for s in selectors):
+            problems.append('queries[%d] (%s): label_selectors must be a list of strings' % (i, key))
+        elif selectors and q.get('name'):
+            problems.append('queries[%d] (%s): label_selectors and name exclude each other' % (i, key))
+    return problems
+
+
+def _body(resp):
+    """The JSON document of a raw response (_preload_content=False)."""
+    data = getattr(resp, 'data', resp)
+    if isinstance(data, bytes):
+        data = data.decode('utf-8')
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def _status(e):
+    return getattr(e, 'status', None)
+
+
+def _hide(kind, obj):
+    if kind == 'Secret' and isinstance(obj, dict):
+        obj = dict((k, v) for k, v in obj.items() if k not in SECRET_HIDDEN)
+    return obj
+
+
+def read_one(apis, q):
+    """(resources, api_found) for one query: a named object gives a list of zero or one; otherwise the list."""
+    kind_key = (q.get('api_version') or 'v1', q['kind'])
+    api_name, read_m, list_m, namespaced = KINDS[kind_key]
+    api = apis[api_name]
+    ns = (q.get('namespace'),) if namespaced else ()
+    try:
+        if q.get('name'):
+            items = [_body(getattr(api, read_m)(q['name'], *ns, _preload_content=False))]
+        else:
+            kwargs = {'_preload_content': False}
+            if q.get('label_selectors'):
+                kwargs['label_selector'] = ','.join(q['label_selectors'])
+            items = _body(getattr(api, list_m)(*ns, **kwargs)).get('items') or []
+    except Exception as e:  # ApiException or a connection error
+        if _status(e) == 404:
+            # a named object that does not exist, or (for a list) an API the server does not serve
+            return [], bool(q.get('name'))
+        raise ReadError('reading %s %s%s failed: %s' % (
+            q['kind'], (q.get('namespace') + '/') if q.get('namespace') else '', q.get('name') or '(list)',
+            getattr(e, 'reason', None) or e))
+    out = []
+    for obj in items:
+        obj = _hide(q['kind'], obj)
+        # list items carry no apiVersion/kind: give them what k8s_info gives
+        obj.setdefault('apiVersion', kind_key[0])
+        obj.setdefault('kind', q['kind'])
+        out.append(obj)
+    return out, True
+
+
+def read(apis, queries, version=False):
+    """{objects: {key: [resource, ...]}, api_found: {key: bool}, version: {...} (when asked)}.
+
+    apis: typed API objects by class name (CoreV1Api, NodeV1Api, VersionApi) over one ApiClient.
+    """
+    objects, found = {}, {}
+    for q in queries or []:
+        objects[q['key']], found[q['key']] = read_one(apis, q)
+    result = {'objects': objects, 'api_found': found}
+    if version:
+        try:
+            result['version'] = _body(apis['VersionApi'].get_code(_preload_content=False))
+        except Exception as e:
+            raise ReadError('reading the API server version (/version) failed: %s' % (getattr(e, 'reason', None) or e))
+    return result
+
+
+def typed_apis(client_module, api_client):
+    """The typed APIs read() uses, over one ApiClient (client_module: kubernetes.client)."""
+    return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))

@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""k8s_objects_info's engine on fake typed APIs: one request per query, no discovery, Secrets without data."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read as R
+
+
+class Raw(object):
+    def __init__(self, obj):
+        self.data = json.dumps(obj).encode()
+
+
+class ApiError(Exception):
+    def __init__(self, status, reason):
+        super(ApiError, self).__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class FakeApi(object):
+    """Answers read_*/list_* from a store {(kind, namespace, name): obj}; records every call."""
+
+    def __init__(self, store, calls, fail=None, unserved=()):
+        self.store, self.calls, self.fail, self.unserved = store, calls, fail or {}, unserved
+
+    def _kind(self, method):
+        return {'node': 'Node', 'namespaced_config_map': 'ConfigMap', 'namespaced_secret': 'Secret',
+                'runtime_class': 'RuntimeClass'}[method.split('_', 1)[1]]
+
+    def __getattr__(self, method):
+        if method == 'get_code':
+            def code(**kw):
+                self.calls.append(('version', kw))
+                return Raw({'gitVersion': 'v1.34.2', 'major': '1', 'minor': '34'})
+            return code
+        kind = self._kind(method)
+
+        def call(*args, **kw):
+            self.calls.append((method, args, kw))
+            if method in self.fail:
+                raise self.fail[method]
+            if kind in self.unserved:
+                raise ApiError(404, 'Not Found')
+            if method.startswith('read_'):
+                key = (kind, args[1] if len(args) > 1 else None, args[0])
+                if key not in self.store:
+                    raise ApiError(404, 'Not Found')
+                return Raw(self.store[key])
+            ns = args[0] if args else None
+            items = [o for (k, n, dummy), o in sorted(self.store.items()) if k == kind and n == ns]
+            sel = kw.get('label_selector')
+            if sel:
+                want = dict(s.split('=') for s in sel.split(','))
+                items = [o for o in items if all(o['metadata'].get('labels', {}).get(a) == b for a, b in want.items())]
+            return Raw({'kind': kind + 'List', 'items': [dict((k, v) for k, v in o.items() if k not in ('apiVersion', 'kind'))
+                                                          for o in items]})
+        return call
+
+
+STORE = {
+    ('Node', None, 'gpu-1'): {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'gpu-1', 'labels': {'a': '1'}}},
+    ('Node', None, 'gpu-2'): {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'gpu-2', 'labels': {'a': '2'}}},
+    ('ConfigMap', 'kube-system', 'kube-proxy'): {'metadata': {'name': 'kube-proxy'}, 'data': {'config.conf': 'mode: ipvs'}},
+    ('Secret', 'kube-system', 'tls'): {'metadata': {'name': 'tls'}, 'type': 'kubernetes.io/tls',
+                                       'data': {'tls.key': 'c2VjcmV0'}, 'stringData': {'x': 'y'}},
+    ('RuntimeClass', None, 'nvidia'): {'metadata': {'name': 'nvidia'}, 'handler': 'nvidia'},
+}
+
+
+def apis(calls, **kw):
+    api = FakeApi(STORE, calls, **kw)
+    return {'CoreV1Api': api, 'NodeV1Api': api, 'VersionApi': api}
+
+
+def test_one_request_per_query_and_the_version():
+    calls = []
+    out = R.read(apis(calls), [
+        {'key': 'nodes', 'kind': 'Node'},
+        {'key': 'rc', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'},
+        {'key': 'proxy', 'kind': 'ConfigMap', 'name': 'kube-proxy', 'namespace': 'kube-system'},
+        {'key': 'missing', 'kind': 'ConfigMap', 'name': 'nope', 'namespace': 'kube-system'},
+    ], version=True)
+    assert [c[0] for c in calls] == ['list_node', 'list_runtime_class', 'read_namespaced_config_map',
+                                     'read_namespaced_config_map', 'version']
+    assert all(c[-1].get('_preload_content') is False for c in calls)
+    assert [n['metadata']['name'] for n in out['objects']['nodes']] == ['gpu-1', 'gpu-2']
+    # list items get the apiVersion and kind the server leaves out of them
+    assert out['objects']['rc'] == [{'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass',
+                                     'metadata': {'name': 'nvidia'}, 'handler': 'nvidia'}]
+    assert out['objects']['proxy'][0]['data'] == {'config.conf': 'mode: ipvs'}
+    assert out['objects']['missing'] == [] and out['api_found']['missing'] is True
+    assert out['version']['gitVersion'] == 'v1.34.2'
+
+
+def test_no_version_unless_asked_and_label_selectors():
+    calls = []
+    out = R.read(apis(calls), [{'key': 'n', 'kind': 'Node', 'label_selectors': ['a=2']}])
+    assert 'version' not in out
+    assert calls == [('list_node', (), {'_preload_content': False, 'label_selector': 'a=2'})]
+    assert [n['metadata']['name'] for n in out['objects']['n']] == ['gpu-2']
+
+
+def test_secret_comes_back_without_its_data():
+    out = R.read(apis([]), [{'key': 's', 'kind': 'Secret', 'name': 'tls', 'namespace': 'kube-system'}])
+    assert out['objects']['s'] == [{'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'tls'},
+                                    'type': 'kubernetes.io/tls'}]
+
+
+def test_a_list_the_server_does_not_serve_is_empty_and_not_found():
+    out = R.read(apis([], unserved=('RuntimeClass',)),
+                 [{'key': 'rc', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'}])
+    assert out == {'objects': {'rc': []}, 'api_found': {'rc': False}}
+
+
+def test_other_errors_name_the_object():
+    with pytest.raises(R.ReadError) as e:
+        R.read(apis([], fail={'read_namespaced_config_map': ApiError(403, 'Forbidden')}),
+               [{'key': 'p', 'kind': 'ConfigMap', 'name': 'kube-proxy', 'namespace': 'kube-system'}])
+    assert str(e.value) == 'reading ConfigMap kube-system/kube-proxy failed: Forbidden'
+    with pytest.raises(R.ReadError) as e:
+        R.read(apis([], fail={'list_node': ApiError(401, 'Unauthorized')}), [{'key': 'n', 'kind': 'Node'}])
+    assert 'Node (list) failed: Unauthorized' in str(e.value)
+
+
+@pytest.mark.parametrize('query, message', [
+    ({'kind': 'Node'}, 'queries[0] has no key'),
+    ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, Node v1, '
+                                  'RuntimeClass node.k8s.io/v1, Secret v1'),
+    ({'key': 'x', 'kind': 'RuntimeClass'}, 'kind RuntimeClass v1 is not one'),
+    ({'key': 'x', 'kind': 'ConfigMap', 'name': 'a'}, 'ConfigMap is namespaced; set namespace'),
+    ({'key': 'x', 'kind': 'Node', 'namespace': 'default'}, 'Node is cluster-scoped; namespace default makes no sense'),
+    ({'key': 'x', 'kind': 'Node', 'name': 'a', 'label_selectors': ['a=b']}, 'label_selectors and name exclude each other'),
+    ({'key': 'x', 'kind': 'Node', 'label_selectors': 'a=b'}, 'label_selectors must be a list of strings'),
+    ({'key': 'x', 'kind': 'Node', 'colour': 'red'}, 'unknown option(s) colour'),
+    ('Node', 'queries[0] must be a dictionary, got str'),
+])
+def test_bad_queries_are_refused_before_any_request(query, message):
+    problems = R.check_queries([query])
+    assert any(message in p for p in problems), problems
+
+
+def test_duplicate_keys_are_refused():
+    assert R.check_queries([{'key': 'a', 'kind': 'Node'}, {'key': 'a', 'kind': 'Node'}]) == [
+        'queries[1]: key a is used twice']
+    assert R.check_queries([]) == []
+
+
+def test_typed_apis_share_one_client():
+    class Mod(object):
+        pass
+    mod = Mod()
+    for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'):
+        setattr(mod, name, lambda client, name=name: (name, client))
+    got = R.typed_apis(mod, 'the-client')
+    assert got == {'CoreV1Api': ('CoreV1Api', 'the-client'), 'NodeV1Api': ('NodeV1Api', 'the-client'),
+                   'VersionApi': ('VersionApi', 'the-client')}
