@@ -18,6 +18,11 @@ description:
   - The patches come from the filter P(gpuops.k8s_gpu.node_labels_patch#filter), which only lists nodes that differ;
     this module is the one writer of the collection's Node labels.
   - Each node is read before its patch, for the diff.
+  - With O(plan) instead of O(patches) (as role P(gpuops.k8s_gpu.gpu_node_labels#role) calls it), the module also
+    reads the Nodes (one list request) and plans each node's patch itself, with the same code as the filter
+    P(gpuops.k8s_gpu.node_labels_patch#filter), so reading, planning and patching cost one module run. Any problem
+    of the plan (a strategy label set by someone else, a foreign record annotation, another accounting's resources, a
+    missing node) fails the module before the first patch, naming every problem.
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
@@ -35,9 +40,36 @@ options:
     description:
       - One item per node, C({node, patch}); C(patch) is a Node document whose C(metadata) has only C(name),
         C(labels) and C(annotations). Anything else in C(metadata) is refused before any request.
+      - Exactly one of O(patches) and O(plan) is required.
     type: list
     elements: dict
-    required: true
+  plan:
+    description:
+      - The label plan of every node (the output of P(gpuops.k8s_gpu.node_labels_plan#filter)); the module reads
+        the Nodes and works out the patches (see the description).
+      - Exactly one of O(patches) and O(plan) is required.
+    type: dict
+  state:
+    description: With O(plan), V(present) sets the labels; V(absent) removes or restores only the recorded ones.
+    type: str
+    choices: [present, absent]
+    default: present
+  strategy_label:
+    description: With O(plan), the label that carries the strategy.
+    type: str
+    default: gpuops.io/sharing-strategy
+  record_annotation:
+    description: With O(plan), the annotation with the record of the labels the role set.
+    type: str
+    default: gpuops.io/managed-labels
+  check_resources:
+    description: With O(plan), refuse a node that advertises GPU resources of another accounting family.
+    type: bool
+    default: true
+  fail_on_missing_nodes:
+    description: With O(plan), a node of the plan that is not in the cluster is an error (else reported as not found).
+    type: bool
+    default: true
 requirements:
   - kubernetes (Python client)
   - kubernetes.core collection (its client configuration)
@@ -60,6 +92,12 @@ EXAMPLES = r'''
             labels:
               gpuops.io/sharing-pool: a100
               gpuops.io/old: null
+
+- name: Read the nodes, plan and patch in one run (as role gpu_node_labels does)
+  gpuops.k8s_gpu.gpu_node_labels_apply:
+    plan: "{{ groups | gpuops.k8s_gpu.node_labels_plan(hostvars) }}"
+    state: present
+  register: labels
 '''
 
 RETURN = r'''
@@ -78,6 +116,18 @@ results:
     diff:
       description: C(before) and C(after), each with the node's C(labels) and C(annotations).
       type: dict
+nodes:
+  description:
+    - With O(plan), every node of the plan (C(host), C(node), C(found), C(changed), C(strategy), C(pools), C(patch),
+      C(set), C(removed), C(restored), C(kept)), as the filter P(gpuops.k8s_gpu.node_labels_patch#filter) returns them.
+  returned: when O(plan) is given
+  type: list
+  elements: dict
+errors:
+  description: With O(plan), the problems that stopped the module before any patch.
+  returned: when O(plan) is given and the module failed on them
+  type: list
+  elements: str
 '''
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
@@ -93,13 +143,25 @@ except ImportError:
 
 def main():
     spec = k8s_access.auth_arg_spec(env_fallback)
-    spec.update(patches=dict(type='list', elements='dict', required=True))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    spec.update(
+        patches=dict(type='list', elements='dict'),
+        plan=dict(type='dict'),
+        state=dict(type='str', choices=['present', 'absent'], default='present'),
+        strategy_label=dict(type='str', default='gpuops.io/sharing-strategy'),
+        record_annotation=dict(type='str', default='gpuops.io/managed-labels'),
+        check_resources=dict(type='bool', default=True),
+        fail_on_missing_nodes=dict(type='bool', default=True),
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, mutually_exclusive=[('patches', 'plan')],
+                           required_one_of=[('patches', 'plan')])
     p = module.params
-    problems = labels.check_patches(p['patches'])
+    if p['plan'] is not None:
+        problems = labels.check_plan(p['plan'])
+    else:
+        problems = labels.check_patches(p['patches'])
     if problems:
         module.fail_json(msg='gpu_node_labels_apply refused, nothing was sent: %s' % '; '.join(problems))
-    if not p['patches']:
+    if p['patches'] is not None and not p['patches']:
         module.exit_json(changed=False, results=[])
     if k8s_client is None:
         module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
@@ -107,14 +169,24 @@ def main():
         api = k8s_client.CoreV1Api(k8s_access.api_client(p))
     except k8s_access.KubeError as e:
         module.fail_json(msg=str(e))
+    extra = {}
     try:
-        results = labels.apply(api, p['patches'], check_mode=module.check_mode)
+        if p['plan'] is not None:
+            options = dict((k, p[k]) for k in ('state', 'strategy_label', 'record_annotation', 'check_resources',
+                                                 'fail_on_missing_nodes'))
+            plan, results = labels.plan_and_apply(api, p['plan'], options, check_mode=module.check_mode)
+            if results is None:
+                module.fail_json(msg='gpu_node_labels refused, nothing was changed: %s' % '; '.join(plan['errors']),
+                                 nodes=plan['nodes'], errors=plan['errors'], results=[])
+            extra['nodes'] = plan['nodes']
+        else:
+            results = labels.apply(api, p['patches'], check_mode=module.check_mode)
     except labels.PatchError as e:
         module.fail_json(msg=str(e), results=e.results, changed=any(r['changed'] for r in e.results))
     if not module._diff:
         for r in results:
             r.pop('diff', None)
-    module.exit_json(changed=any(r['changed'] for r in results), results=results)
+    module.exit_json(changed=any(r['changed'] for r in results), results=results, **extra)
 
 
 if __name__ == '__main__':

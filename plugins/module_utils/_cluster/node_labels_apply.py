@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Send the Node metadata patches that role gpu_node_labels planned, in one module run.
+"""Send the Node metadata patches that role gpu_node_labels planned, in one module run (plan_and_apply: read the
+Nodes and plan the patches in that same run).
 
 One JSON merge patch per node on metadata.labels and metadata.annotations only (a null value removes a key); in check
 mode the same requests go with dryRun=All, so the API server validates them and nothing is stored. Pure logic on a
@@ -14,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
 
 MERGE_PATCH = 'application/merge-patch+json'
 
@@ -56,6 +59,19 @@ def check_patches(patches):
     return problems
 
 
+def check_plan(plan):
+    """Problems with a static label plan (node_labels_plan's output), before any request."""
+    if not isinstance(plan, dict) or not isinstance(plan.get('nodes'), list):
+        return ['plan must be the output of the filter gpuops.k8s_gpu.node_labels_plan (a dict with a nodes list)']
+    problems = list(plan.get('errors') or [])
+    for i, item in enumerate(plan['nodes']):
+        if not isinstance(item, dict) or not item.get('node') or not item.get('host'):
+            problems.append('plan.nodes[%d] has no host or node name' % i)
+        elif not isinstance(item.get('labels', {}), dict) or not isinstance(item.get('defaults', {}), dict):
+            problems.append('plan.nodes[%d] (node %s): labels and defaults must be dictionaries' % (i, item['node']))
+    return problems
+
+
 def apply(api, patches, check_mode=False):
     """Patch each node; returns one result per patch: {node, changed, diff: {before, after}}.
 
@@ -77,3 +93,31 @@ def apply(api, patches, check_mode=False):
                              results)
         results.append({'node': node, 'changed': before != after, 'diff': {'before': before, 'after': after}})
     return results
+
+
+def list_nodes(api):
+    """Every Node of the cluster, as dicts (one list request, raw JSON)."""
+    resp = api.list_node(_preload_content=False)
+    data = getattr(resp, 'data', resp)
+    if isinstance(data, bytes):
+        data = data.decode('utf-8')
+    return (json.loads(data) if isinstance(data, str) else data).get('items') or []
+
+
+def plan_and_apply(api, static, options, check_mode=False):
+    """Role gpu_node_labels in one module run: read the Nodes, plan each node's patch from the static plan
+    (cluster_plan.label_live_plan with options: state, strategy_label, record_annotation, check_resources,
+    fail_on_missing_nodes), refuse any conflict before the first write, then patch the nodes that differ.
+
+    Returns (plan, results): plan is label_live_plan's {nodes, errors}; results is None when the plan has errors
+    (nothing was sent), else apply()'s results for the changed nodes.
+    """
+    try:
+        live = list_nodes(api)
+    except Exception as e:  # ApiException or a connection error
+        raise PatchError('reading the nodes failed: %s' % (getattr(e, 'reason', None) or e), [])
+    plan = cluster_plan.label_live_plan(static, live, **options)
+    if plan['errors']:
+        return plan, None
+    patches = [{'node': n['node'], 'patch': n['patch']} for n in plan['nodes'] if n.get('changed')]
+    return plan, apply(api, patches, check_mode=check_mode)

@@ -109,3 +109,81 @@ def test_bad_patches_are_refused_before_any_request(item, words):
 
 def test_good_patches_pass_the_check():
     assert L.check_patches([patch('a', {'k': 'v'}, {'n': 'v'})]) == []
+
+
+# ---- plan mode: read, plan and patch in one module run (role gpu_node_labels) ----------------------------------------
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan  # noqa: E402
+
+OPTIONS = {'state': 'present', 'strategy_label': 'gpuops.io/sharing-strategy',
+           'record_annotation': 'gpuops.io/managed-labels', 'check_resources': True, 'fail_on_missing_nodes': True}
+
+
+class ListingCore(FakeCore):
+    def list_node(self, **kwargs):
+        self.calls.append(('list',))
+        assert kwargs == {'_preload_content': False}
+        return Raw({'kind': 'NodeList', 'items': [self.nodes[n] for n in sorted(self.nodes)]})
+
+
+def static(*entries):
+    return {'nodes': [{'host': h, 'node': n, 'strategy': s, 'pools': ['p'], 'labels': labels, 'defaults': {},
+                       'claimed': []} for h, n, s, labels in entries], 'errors': []}
+
+
+def test_plan_mode_reads_once_plans_like_the_filter_and_patches_only_what_differs():
+    api = ListingCore(nodes())
+    plan_in = static(('host-a', 'a', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}),
+                     ('host-b', 'b', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}))
+    expected = cluster_plan.label_live_plan(plan_in, [nodes()['a'], nodes()['b']], **OPTIONS)
+    plan, results = L.plan_and_apply(api, plan_in, OPTIONS)
+    assert plan == expected
+    assert api.calls[0] == ('list',) and [c[0] for c in api.calls].count('list') == 1
+    assert [r['node'] for r in results] == ['a', 'b'] and all(r['changed'] for r in results)
+    assert api.nodes['a']['metadata']['labels']['gpuops.io/sharing-strategy'] == 'time-slicing'
+    # again: the plan finds nothing to change, so nothing is patched (one list request only)
+    api.calls = []
+    plan, results = L.plan_and_apply(api, plan_in, OPTIONS)
+    assert results == [] and api.calls == [('list',)]
+    assert not any(n['changed'] for n in plan['nodes'])
+
+
+def test_plan_mode_refuses_conflicts_before_any_patch():
+    api = ListingCore(nodes())
+    api.nodes['a']['metadata']['labels']['gpuops.io/sharing-strategy'] = 'hami'  # set by someone else, no record
+    plan_in = static(('host-a', 'a', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}),
+                     ('host-b', 'b', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}),
+                     ('host-c', 'c', 'time-slicing', {}))
+    plan, results = L.plan_and_apply(api, plan_in, OPTIONS)
+    assert results is None and api.calls == [('list',)]
+    assert any('node c is not in the cluster' in e for e in plan['errors']), plan['errors']
+    assert len(plan['errors']) >= 2, plan['errors']
+
+
+def test_plan_mode_check_mode_is_a_dry_run():
+    api = ListingCore(nodes())
+    before = copy.deepcopy(api.nodes)
+    plan, results = L.plan_and_apply(api, static(('h', 'b', 'mps', {'x': 'y'})), OPTIONS, check_mode=True)
+    assert [r['changed'] for r in results] == [True]
+    assert [c[3].get('dry_run') for c in api.calls if c[0] == 'patch'] == ['All']
+    assert api.nodes == before
+
+
+def test_plan_mode_names_a_failed_list():
+    class Broken(ListingCore):
+        def list_node(self, **kwargs):
+            raise RuntimeError('connection refused')
+    with pytest.raises(L.PatchError) as e:
+        L.plan_and_apply(Broken(nodes()), static(), OPTIONS)
+    assert str(e.value) == 'reading the nodes failed: connection refused' and e.value.results == []
+
+
+@pytest.mark.parametrize('plan, message', [
+    (None, 'plan must be the output of the filter gpuops.k8s_gpu.node_labels_plan'),
+    ({'nodes': 'a'}, 'plan must be the output'),
+    ({'nodes': [{'host': 'h'}]}, 'plan.nodes[0] has no host or node name'),
+    ({'nodes': [{'host': 'h', 'node': 'n', 'labels': ['x']}]}, 'plan.nodes[0] (node n): labels and defaults must be'),
+    ({'nodes': [], 'errors': ['h: bad pool']}, 'h: bad pool'),
+])
+def test_check_plan(plan, message):
+    assert any(message in p for p in L.check_plan(plan)), L.check_plan(plan)
+    assert L.check_plan(static(('h', 'n', 'mps', {}))) == []
