@@ -15,7 +15,7 @@ from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, emulator_get, kube_emulator
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"site": "kept"}},
         "status": {"allocatable": {"nvidia.com/gpu": "2"}, "capacity": {"nvidia.com/gpu": "2"}}}
-# What k8s_objects_info reads in the play below (K8S-07): one object of each kind it serves
+# What k8s_objects_info reads in the play below (K8S-08): one object of each kind it serves
 SEED = [NODE,
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
          "data": {"config.conf": "mode: ipvs"}},
@@ -65,7 +65,7 @@ def play(tmp_path, collections_path, defaults, emu_url=""):
     return proc, [t["hosts"]["localhost"] for t in doc["plays"][0]["tasks"]]
 
 
-def test_K8S_06_module_defaults_group_reaches_the_emulator(emu, tmp_path, collections_path):
+def test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator(emu, tmp_path, collections_path):
     before = emulator_get(emu, "/_emulator/requests?since=999999999")["seq"]
     proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]}, emu["url"])
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
@@ -86,7 +86,7 @@ def test_K8S_06_module_defaults_group_reaches_the_emulator(emu, tmp_path, collec
 
 
 def check_reader(emu, seq, reader):
-    """K8S-07: k8s_objects_info through the real kubernetes client's typed APIs: one GET per query and one for
+    """K8S-08: k8s_objects_info through the real kubernetes client's typed APIs: one GET per query and one for
     /version, no discovery, no write; a Secret without its data; a missing named object is an empty list."""
     reqs = emulator_get(emu, "/_emulator/requests?since=%d" % int(seq))["items"]
     assert [(r["method"], r["path"].split("?")[0]) for r in reqs] == [
@@ -112,3 +112,23 @@ def test_K8S_06_without_module_defaults_the_play_cannot_connect(emu, tmp_path, c
     assert proc.returncode != 0 and results[0].get("failed"), results
     assert "cannot configure the Kubernetes client" in results[0]["msg"], results[0]["msg"]
     assert emulator_get(emu, "/_emulator/requests?since=%d" % seq)["items"] == []
+
+
+def test_K8S_08_the_reader_uses_typed_apis_the_real_client_has(collections_path):
+    """Every kind k8s_objects_info serves maps to methods of the installed kubernetes client that take
+    _preload_content (raw JSON, no typed models) and, for lists, label_selector; the end-to-end reads run in
+    test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator (check_reader)."""
+    import inspect
+    import sys
+    sys.path.insert(0, collections_path)
+    from kubernetes import client
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read
+    for (api_version, kind), (api_name, read_m, list_m, namespaced) in k8s_read.KINDS.items():
+        api = getattr(client, api_name)
+        for m in (read_m, list_m):
+            params = inspect.signature(getattr(api, m)).parameters
+            assert "_preload_content" in params, (kind, m)
+            assert ("namespace" in params) == namespaced, (kind, m)
+        assert "label_selector" in inspect.signature(getattr(api, list_m)).parameters, (kind, list_m)
+    assert "_preload_content" in inspect.signature(client.VersionApi.get_code).parameters
+    assert sorted(k for dummy, k in k8s_read.KINDS) == ["ConfigMap", "Node", "RuntimeClass", "Secret"]

@@ -78,7 +78,7 @@ def apis(calls, **kw):
     return {'CoreV1Api': api, 'NodeV1Api': api, 'VersionApi': api}
 
 
-def test_one_request_per_query_and_the_version():
+def test_K8S_08_one_request_per_query_and_the_version():
     calls = []
     out = R.read(apis(calls), [
         {'key': 'nodes', 'kind': 'Node'},
@@ -106,13 +106,13 @@ def test_no_version_unless_asked_and_label_selectors():
     assert [n['metadata']['name'] for n in out['objects']['n']] == ['gpu-2']
 
 
-def test_secret_comes_back_without_its_data():
+def test_K8S_08_secret_comes_back_without_its_data():
     out = R.read(apis([]), [{'key': 's', 'kind': 'Secret', 'name': 'tls', 'namespace': 'kube-system'}])
     assert out['objects']['s'] == [{'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'tls'},
                                     'type': 'kubernetes.io/tls'}]
 
 
-def test_a_list_the_server_does_not_serve_is_empty_and_not_found():
+def test_K8S_08_a_list_the_server_does_not_serve_is_empty_and_not_found():
     out = R.read(apis([], unserved=('RuntimeClass',)),
                  [{'key': 'rc', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'}])
     assert out == {'objects': {'rc': []}, 'api_found': {'rc': False}}
