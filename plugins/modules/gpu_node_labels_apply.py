@@ -172,8 +172,8 @@ def main():
     extra = {}
     try:
         if p['plan'] is not None:
-            options = dict((k, p[k]) for k in ('state', 'strategy_label', 'record_annotation', 'check_resources',
-                                                 'fail_on_missing_nodes'))
+            names = ('state', 'strategy_label', 'record_annotation', 'check_resources', 'fail_on_missing_nodes')
+            options = dict((k, p[k]) for k in names)
             plan, results = labels.plan_and_apply(api, p['plan'], options, check_mode=module.check_mode)
             if results is None:
                 module.fail_json(msg='gpu_node_labels refused, nothing was changed: %s' % '; '.join(plan['errors']),

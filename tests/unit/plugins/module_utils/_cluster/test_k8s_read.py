@@ -58,8 +58,8 @@ class FakeApi(object):
             if sel:
                 want = dict(s.split('=') for s in sel.split(','))
                 items = [o for o in items if all(o['metadata'].get('labels', {}).get(a) == b for a, b in want.items())]
-            return Raw({'kind': kind + 'List', 'items': [dict((k, v) for k, v in o.items() if k not in ('apiVersion', 'kind'))
-                                                          for o in items]})
+            bare = [dict((k, v) for k, v in o.items() if k not in ('apiVersion', 'kind')) for o in items]
+            return Raw({'kind': kind + 'List', 'items': bare})
         return call
 
 
