@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""k8s_objects_info's main(): bad queries are refused before a client exists; reads and failures come back whole."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_objects_info
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access, k8s_read
+
+
+@pytest.fixture
+def run(monkeypatch):
+    calls = []
+    capture_exit(monkeypatch)
+    monkeypatch.setattr(k8s_objects_info, 'k8s_client', object())
+    monkeypatch.setattr(k8s_access, 'api_client', lambda params: calls.append(('client', params.get('host'))) or 'c')
+    monkeypatch.setattr(k8s_read, 'typed_apis', lambda module, client: {'client': client})
+
+    def read(apis, queries, version=False):
+        calls.append(('read', queries, version))
+        if any(q.get('name') == 'forbidden' for q in queries):
+            raise k8s_read.ReadError('reading ConfigMap kube-system/forbidden failed: Forbidden')
+        return {'objects': dict((q['key'], []) for q in queries), 'api_found': dict((q['key'], True) for q in queries)}
+
+    monkeypatch.setattr(k8s_read, 'read', read)
+
+    def _run(args):
+        with module_args(args):
+            with pytest.raises(Exit) as e:
+                k8s_objects_info.main()
+        return e.value.args[0]
+
+    _run.calls = calls
+    return _run
+
+
+def test_reads_with_defaults_filled_and_none_options_dropped(run):
+    res = run({'queries': [{'key': 'nodes', 'kind': 'Node'}], 'version': True, 'host': 'https://api:6443'})
+    assert res['failed'] is False and res['changed'] is False
+    assert res['objects'] == {'nodes': []} and res['api_found'] == {'nodes': True}
+    assert run.calls == [('client', 'https://api:6443'), ('read', [{'key': 'nodes', 'kind': 'Node', 'api_version': 'v1'}], True)]
+
+
+@pytest.mark.parametrize('query, message', [
+    ({'key': 'p', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads'),
+    ({'key': 'c', 'kind': 'ConfigMap', 'name': 'x'}, 'ConfigMap is namespaced; set namespace'),
+])
+def test_bad_queries_fail_before_any_client(run, query, message):
+    res = run({'queries': [query]})
+    assert res['failed'] and res['msg'].startswith('k8s_objects_info refused, nothing was read: ') and message in res['msg']
+    assert run.calls == []
+
+
+def test_a_failed_read_names_the_object(run):
+    res = run({'queries': [{'key': 'x', 'kind': 'ConfigMap', 'name': 'forbidden', 'namespace': 'kube-system'}]})
+    assert res['failed'] and res['msg'] == 'reading ConfigMap kube-system/forbidden failed: Forbidden'
+
+
+def test_missing_library(run, monkeypatch):
+    monkeypatch.setattr(k8s_objects_info, 'k8s_client', None)
+    res = run({'queries': [{'key': 'nodes', 'kind': 'Node'}]})
+    assert res['failed'] and 'kubernetes' in res['msg'] and run.calls == []
+
+
+def test_api_key_is_no_log():
+    spec = k8s_objects_info.argument_spec()
+    assert spec['api_key']['no_log'] is True and spec['password']['no_log'] is True
+    assert spec['validate_certs']['default'] is True
