@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_labels_apply as mod
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as labels
@@ -39,10 +39,7 @@ def run(monkeypatch):
 
     def _run(args, check=False, diff=False):
         args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
-        with module_args(args):
-            with pytest.raises(Exit) as e:
-                mod.main()
-        return e.value.args[0]
+        return run_main(mod.main, args)
 
     _run.calls = calls
     return _run

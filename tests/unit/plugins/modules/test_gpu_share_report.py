@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
 
@@ -36,10 +36,7 @@ def run(monkeypatch):
     monkeypatch.setattr(kube, 'read_cluster', read_cluster)
 
     def _run(args):
-        with module_args(args):
-            with pytest.raises(Exit) as e:
-                gpu_share_report.main()
-        return e.value.args[0]
+        return run_main(gpu_share_report.main, args)
 
     _run.calls = calls
     return _run

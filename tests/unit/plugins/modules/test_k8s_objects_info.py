@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_objects_info
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access, k8s_read
 
@@ -29,10 +29,7 @@ def run(monkeypatch):
     monkeypatch.setattr(k8s_read, 'read', read)
 
     def _run(args):
-        with module_args(args):
-            with pytest.raises(Exit) as e:
-                k8s_objects_info.main()
-        return e.value.args[0]
+        return run_main(k8s_objects_info.main, args)
 
     _run.calls = calls
     return _run

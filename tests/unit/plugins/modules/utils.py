@@ -46,3 +46,13 @@ def capture_exit(monkeypatch):
 
     monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
     monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run_main(main, args):
+    """Run a module's main() with ``args`` (capture_exit must be active); return its result dict."""
+    with module_args(args):
+        try:
+            main()
+        except Exit as e:
+            return e.args[0]
+    raise AssertionError('main() returned without exit_json or fail_json')
