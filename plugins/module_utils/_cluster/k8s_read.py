@@ -73,8 +73,8 @@ def check_queries(queries):
     return problems
 
 
-def _body(resp):
-    """The JSON document of a raw response (_preload_content=False)."""
+def body(resp):
+    """The JSON document of a raw response (_preload_content=False): its .data decoded; a dict passes through."""
     data = getattr(resp, 'data', resp)
     if isinstance(data, bytes):
         data = data.decode('utf-8')
@@ -99,12 +99,12 @@ def read_one(apis, q):
     ns = (q.get('namespace'),) if namespaced else ()
     try:
         if q.get('name'):
-            items = [_body(getattr(api, read_m)(q['name'], *ns, _preload_content=False))]
+            items = [body(getattr(api, read_m)(q['name'], *ns, _preload_content=False))]
         else:
             kwargs = {'_preload_content': False}
             if q.get('label_selectors'):
                 kwargs['label_selector'] = ','.join(q['label_selectors'])
-            items = _body(getattr(api, list_m)(*ns, **kwargs)).get('items') or []
+            items = body(getattr(api, list_m)(*ns, **kwargs)).get('items') or []
     except Exception as e:  # ApiException or a connection error
         if _status(e) == 404:
             # a named object that does not exist, or (for a list) an API the server does not serve
@@ -133,7 +133,7 @@ def read(apis, queries, version=False):
     result = {'objects': objects, 'api_found': found}
     if version:
         try:
-            result['version'] = _body(apis['VersionApi'].get_code(_preload_content=False))
+            result['version'] = body(apis['VersionApi'].get_code(_preload_content=False))
         except Exception as e:
             raise ReadError('reading the API server version (/version) failed: %s' % (getattr(e, 'reason', None) or e))
     return result

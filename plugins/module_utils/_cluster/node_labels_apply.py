@@ -14,9 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, k8s_read
 
 MERGE_PATCH = 'application/merge-patch+json'
 
@@ -32,7 +30,7 @@ def _meta(obj):
     if obj is None:
         return {'labels': {}, 'annotations': {}}
     if hasattr(obj, 'data') and not isinstance(obj, dict):  # a raw response (_preload_content=False)
-        obj = json.loads(obj.data)
+        obj = k8s_read.body(obj)
     if not isinstance(obj, dict):
         obj = obj.to_dict() if hasattr(obj, 'to_dict') else {}
     meta = obj.get('metadata') or {}
@@ -97,11 +95,7 @@ def apply(api, patches, check_mode=False):
 
 def list_nodes(api):
     """Every Node of the cluster, as dicts (one list request, raw JSON)."""
-    resp = api.list_node(_preload_content=False)
-    data = getattr(resp, 'data', resp)
-    if isinstance(data, bytes):
-        data = data.decode('utf-8')
-    return (json.loads(data) if isinstance(data, str) else data).get('items') or []
+    return k8s_read.body(api.list_node(_preload_content=False)).get('items') or []
 
 
 def plan_and_apply(api, static, options, check_mode=False):
