@@ -91,10 +91,12 @@ cmd_up() {
       >>"$LOG" 2>&1 </dev/null 9>&- &
     echo $! > "$PIDFILE"
   fi
-  local i
+  local i started; started=$(cat "$PIDFILE")
   for ((i = 0; i < WAIT * 2; i++)); do
     answers && { log "dockerd answers ($(docker info --format '{{.ServerVersion}} {{.Driver}}'))"; return 0; }
-    our_pid >/dev/null || { tail -n 30 "$LOG" >&2; rm -f "$PIDFILE"; die "dockerd exited; see $LOG"; }
+    # alive is enough here: our_pid's name check fails while the new process has not yet exec'd dockerd (its
+    # name is still bash or setsid), which under load made a start that was going well look like an exit
+    kill -0 "$started" 2>/dev/null || { tail -n 30 "$LOG" >&2; rm -f "$PIDFILE"; die "dockerd exited; see $LOG"; }
     sleep 0.5
   done
   tail -n 30 "$LOG" >&2

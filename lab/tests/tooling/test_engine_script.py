@@ -88,3 +88,19 @@ def test_a_lock_held_too_long_fails_and_names_the_holder(fake_engine):
     assert 'up.lock' in proc.stderr and 'for 1s' in proc.stderr, proc.stderr
     assert '%d(' % os.getpid() in proc.stderr, 'the holder is not named: %s' % proc.stderr
     assert not (state / 'dockerd.pid').exists(), 'nothing may start while the lock is held by another'
+
+
+def test_a_daemon_that_is_slow_to_exec_is_not_taken_for_an_exit(fake_engine):
+    """CI-faithful run r19 (session 11): under load the first `up` said "dockerd exited" about a daemon that was
+    starting, because the wait loop checked the process's name before `setsid` had exec'd dockerd. A `setsid`
+    that waits a second before its exec reproduces that window on a quiet machine."""
+    env, state = fake_engine
+    bindir = env['PATH'].split(':')[0]
+    slow = os.path.join(bindir, 'setsid')
+    with open(slow, 'w') as fh:
+        fh.write('#!/bin/bash\n# stand-in: the window between fork and exec, made long\nsleep 1\nexec %s "$@"\n'
+                 % subprocess.run(['bash', '-c', 'command -v setsid'], capture_output=True, text=True).stdout.strip())
+    os.chmod(slow, 0o755)
+    first = engine(env, 'up')
+    assert first.returncode == 0, first.stderr
+    assert 'dockerd answers' in first.stderr, first.stderr
