@@ -103,11 +103,10 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_rest
 
-try:
-    from kubernetes import client as k8s_client
-except ImportError:
-    k8s_client = None
+# CoreV1Api and friends as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
+k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
 
 def argument_spec():

@@ -114,21 +114,65 @@ def test_K8S_06_without_module_defaults_the_play_cannot_connect(emu, tmp_path, c
     assert emulator_get(emu, "/_emulator/requests?since=%d" % seq)["items"] == []
 
 
-def test_K8S_08_the_reader_uses_typed_apis_the_real_client_has(collections_path):
-    """Every kind k8s_objects_info serves maps to methods of the installed kubernetes client that take
-    _preload_content (raw JSON, no typed models) and, for lists, label_selector; the end-to-end reads run in
-    test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator (check_reader)."""
-    import inspect
+def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collections_path):
+    """k8s_rest sends, for every call the collection makes, the request the installed client's typed API sends for
+    the same call: method, URL with its query, Content-Type and body, recorded at the client's REST layer (the
+    ApiClient is real, only its rest_client is a recorder). Every kind k8s_objects_info serves maps to such a call;
+    the end-to-end reads run in test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator (check_reader)."""
     import sys
     sys.path.insert(0, collections_path)
     from kubernetes import client
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read, k8s_rest
+
+    class Recorder(object):
+        def __init__(self):
+            self.seen = []
+            self.status, self.data, self.reason, self.headers = 200, b"{}", "OK", {}
+
+        def request(self, method, url, headers=None, body=None, **kwargs):
+            headers = dict(headers or {})
+            ctype = headers.get("Content-Type")
+            # the REST layer of the client sends an object body given as a JSON patch as a strategic merge patch
+            # (kubernetes/client/rest.py, v37.0.2); the recorder stands in for that layer, so it applies the rule
+            if ctype == "application/json-patch+json" and not isinstance(body, list):
+                ctype = "application/strategic-merge-patch+json"
+            self.seen.append((method, url, ctype, body))
+            return self
+
+        # what ApiClient and the typed APIs read from a response
+        response = property(lambda self: self)
+
+        def read(self):
+            return self.data
+
+        def getheaders(self):
+            return {}
+
+    def recorded(build):
+        api_client = client.ApiClient(client.Configuration(host="https://api.example:6443"))
+        api_client.rest_client = Recorder()
+        build(api_client)
+        return api_client.rest_client.seen
+
+    evict = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1", "namespace": "ns1"}}
+    calls = [
+        ("CoreV1Api", "read_node", ("n1",), {}),
+        ("CoreV1Api", "list_node", (), {"label_selector": "a=b", "limit": 500, "_continue": "tok"}),
+        ("CoreV1Api", "patch_node", ("n1", {"spec": {"unschedulable": True}}), {}),
+        ("CoreV1Api", "patch_node", ("n1", {"metadata": {"labels": {"a": None}}}),
+         {"_content_type": "application/merge-patch+json", "dry_run": "All"}),
+        ("CoreV1Api", "list_pod_for_all_namespaces", (), {"field_selector": "spec.nodeName=n1", "label_selector": "g=1"}),
+        ("CoreV1Api", "list_namespaced_pod", ("ns1",), {"field_selector": "status.phase!=Failed", "limit": 500}),
+        ("CoreV1Api", "delete_namespaced_pod", ("p1", "ns1"), {"body": {"gracePeriodSeconds": 3}}),
+        ("CoreV1Api", "create_namespaced_pod_eviction", ("p1", "ns1", evict), {}),
+        ("VersionApi", "get_code", (), {}),
+    ]
     for (api_version, kind), (api_name, read_m, list_m, namespaced) in k8s_read.KINDS.items():
-        api = getattr(client, api_name)
-        for m in (read_m, list_m):
-            params = inspect.signature(getattr(api, m)).parameters
-            assert "_preload_content" in params, (kind, m)
-            assert ("namespace" in params) == namespaced, (kind, m)
-        assert "label_selector" in inspect.signature(getattr(api, list_m)).parameters, (kind, list_m)
-    assert "_preload_content" in inspect.signature(client.VersionApi.get_code).parameters
+        ns = ("kube-system",) if namespaced else ()
+        calls.append((api_name, read_m, ("obj",) + ns, {}))
+        calls.append((api_name, list_m, ns, {"label_selector": "x=y"}))
+    for api_name, method, args, kwargs in calls:
+        typed = recorded(lambda c: getattr(getattr(client, api_name)(c), method)(*args, _preload_content=False, **kwargs))
+        plain = recorded(lambda c: getattr(getattr(k8s_rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
+        assert len(typed) == 1 and plain == typed, (method, args, kwargs, typed, plain)
     assert sorted(k for dummy, k in k8s_read.KINDS) == ["ConfigMap", "Node", "RuntimeClass", "Secret"]

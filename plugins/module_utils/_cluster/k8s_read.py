@@ -5,7 +5,8 @@
 
 A role that needs the Nodes, a RuntimeClass list and two ConfigMaps used to pay one module process (Python start-up,
 the kubernetes client import, API discovery) per kind. This reads them all through one plain ApiClient with the
-typed APIs, without discovery: one request per query. Only the kinds in KINDS are served (those the collection
+typed API calls of k8s_rest (plain requests, without the client's typed API classes), without discovery: one request
+per query. Only the kinds in KINDS are served (those the collection
 reads); anything else is refused before any request. Secrets come back without their data.
 
 Pure logic on ApiClient-like objects (the typed API classes are passed in), so the unit tests use fakes.
@@ -140,5 +141,5 @@ def read(apis, queries, version=False):
 
 
 def typed_apis(client_module, api_client):
-    """The typed APIs read() uses, over one ApiClient (client_module: kubernetes.client)."""
+    """The typed APIs read() uses, over one ApiClient (client_module: k8s_rest, or a fake in tests)."""
     return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))
