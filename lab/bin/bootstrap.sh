@@ -92,6 +92,18 @@ make_venv() {  # make_venv LINK EXTRA_REQFILE REQFILE...: LINK is the venv (a li
 }
 make_venv .venv lab/requirements-kv-legacy.txt lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 "" lab/requirements-2.16.txt requirements.txt
+
+# The lab's bytecode cache for what Python imports from zip files, i.e. AnsiballZ payloads (lab/pyc_cache): a
+# module and a .pth file in the venv that runs the lab's modules on the controller. Written only when it differs,
+# atomically (clones share the cached venv).
+install_pyc_cache() {  # install_pyc_cache VENV
+  local site src=lab/pyc_cache/gpuops_lab_pyc_cache.py
+  site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  cmp -s "$src" "$site/gpuops_lab_pyc_cache.py" || { cp "$src" "$site/.gpuops_lab_pyc_cache.$$" && mv "$site/.gpuops_lab_pyc_cache.$$" "$site/gpuops_lab_pyc_cache.py"; }
+  [ "$(cat "$site/gpuops_lab_pyc_cache.pth" 2>/dev/null)" = "import gpuops_lab_pyc_cache" ] \
+    || { echo "import gpuops_lab_pyc_cache" > "$site/.gpuops_lab_pyc_cache.pth.$$" && mv "$site/.gpuops_lab_pyc_cache.pth.$$" "$site/gpuops_lab_pyc_cache.pth"; }
+}
+install_pyc_cache .venv
 if [ "$VENV_CACHE" != off ]; then   # this machine's old builds, never one this clone links to
   find "$VENV_CACHE" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' 2>/dev/null \
     | while read -r old; do [ "$old" = "$(readlink .venv)" ] || [ "$old" = "$(readlink .venv-2.16)" ] || rm -rf "$old"; done

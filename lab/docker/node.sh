@@ -39,6 +39,21 @@ SYSTEMD_FLAGS=(
   --device-cgroup-rule 'c 195:* rmw'
 )
 
+# The lab's bytecode cache for AnsiballZ payloads (lab/pyc_cache/gpuops_lab_pyc_cache.py): Debian's python3 in the
+# node loads it through a .pth file in its site directory and keeps the compiled module_utils in a host directory
+# that every node container shares. GPUOPS_LAB_PYC_CACHE=off leaves it out (the node is then the bare image).
+PYC_CACHE_ARGS=()
+pyc_cache_args() {
+  local hook="$HERE/../pyc_cache" dir=${GPUOPS_LAB_PYC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuops/pyc}-node
+  [ "${GPUOPS_LAB_PYC_CACHE:-}" != off ] || return 0
+  hook=$(cd "$hook" && pwd)
+  mkdir -p "$dir"
+  local site=/usr/local/lib/python3.11/dist-packages
+  PYC_CACHE_ARGS=(-v "$hook/gpuops_lab_pyc_cache.py:$site/gpuops_lab_pyc_cache.py:ro"
+                  -v "$hook/gpuops_lab_pyc_cache.pth:$site/gpuops_lab_pyc_cache.pth:ro"
+                  -v "$dir:/var/cache/gpuops-lab-pyc" -e GPUOPS_LAB_PYC_CACHE=/var/cache/gpuops-lab-pyc)
+}
+
 state_of() { docker inspect -f '{{.State.Status}}' "$1" 2>/dev/null || true; }
 
 wait_systemd() {  # wait_systemd NAME SECONDS
@@ -83,9 +98,10 @@ cmd_up() {
       local hostsarg=()
       # host networking copies the host's /etc/hosts; make the node's own name resolve (sudo wants it)
       [ "$network" = host ] && hostsarg=(--add-host "$hostname:127.0.1.1")
+      pyc_cache_args
       docker run -d --name "$name" --hostname "$hostname" --network "$network" "${hostsarg[@]}" \
         --label gpuops.lab=node --label "gpuops.lab.node=$name" \
-        "${SYSTEMD_FLAGS[@]}" "${extra[@]}" "$IMAGE" /sbin/init >/dev/null ;;
+        "${SYSTEMD_FLAGS[@]}" "${PYC_CACHE_ARGS[@]}" "${extra[@]}" "$IMAGE" /sbin/init >/dev/null ;;
     created|exited)
       log "starting existing container $name"
       docker start "$name" >/dev/null ;;

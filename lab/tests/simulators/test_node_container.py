@@ -138,6 +138,10 @@ def test_node_container_flags(node):
     assert "SYS_ADMIN" in docker_inspect(name, "{{json .HostConfig.CapAdd}}")
     sec = docker_inspect(name, "{{json .HostConfig.SecurityOpt}}")
     assert "seccomp=unconfined" in sec and "apparmor=unconfined" in sec
+    # the lab's bytecode cache for AnsiballZ payloads (lab/pyc_cache) is active in Debian's python3 of the node
+    probe = "import zipimport; print(getattr(zipimport._compile_source, '_gpuops_lab', False))"
+    want = "False" if os.environ.get("GPUOPS_LAB_PYC_CACHE") == "off" else "True"
+    assert node_sh("exec", name, "python3", "-c", probe).stdout.strip() == want
 
 
 def test_node_up_is_idempotent(node):

@@ -1,0 +1,69 @@
+"""Lab only: a bytecode cache for modules that Python imports from zip files (AnsiballZ payloads).
+
+ansible-core runs every module from a zip it builds on the controller (AnsiballZ) and Python imports the module and
+its module_utils from that zip with ``zipimport``, which compiles every source file each time and never caches
+bytecode: ``ansible.module_utils.basic`` and its imports cost 60-170 ms per module run, more than the rest of a
+short module. This hook keeps the code objects that ``zipimport`` compiles in a directory, keyed by the interpreter's
+bytecode magic number, its optimisation level and the source's SHA-256, so a later run with the same source loads
+them instead of compiling. Nothing else changes: the same sources run, and ``co_filename`` is set to the path in the
+zip of the run that loads them, as a compile would.
+
+The lab installs it into its own virtual environments (lab/bin/bootstrap.sh) and into its node containers
+(lab/docker/node.sh) through a ``.pth`` file; the collection never imports it. ``GPUOPS_LAB_PYC_CACHE`` names the
+directory (default ``~/.cache/gpuops/pyc``); ``off`` disables the hook. A directory that cannot be written only
+turns the cache off for that process. Writes are atomic (a temporary file, then a rename), so processes and
+containers can share the directory.
+"""
+
+import os
+
+_DIR = os.environ.get('GPUOPS_LAB_PYC_CACHE') or os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'), 'gpuops', 'pyc')
+
+
+def _install():
+    import zipimport
+
+    compile_source = getattr(zipimport, '_compile_source', None)
+    if compile_source is None or getattr(compile_source, '_gpuops_lab', False):
+        return
+    import _imp
+    import marshal
+    import sys
+
+    try:
+        magic = zipimport._bootstrap_external.MAGIC_NUMBER
+    except AttributeError:  # pragma: no cover - every CPython 3.x has it
+        return
+    prefix = magic + b'O%d\0' % sys.flags.optimize
+
+    def cached_compile_source(pathname, source):
+        import hashlib  # here, not at start-up: most processes never import from a zip
+
+        path = os.path.join(_DIR, hashlib.sha256(prefix + source).hexdigest())
+        try:
+            with open(path, 'rb') as fh:
+                code = marshal.load(fh)
+        except (OSError, EOFError, ValueError, TypeError):
+            code = compile_source(pathname, source)
+            tmp = '%s.%d.tmp' % (path, os.getpid())
+            try:
+                os.makedirs(_DIR, exist_ok=True)
+                with open(tmp, 'wb') as fh:
+                    marshal.dump(code, fh)
+                os.replace(tmp, path)
+            except OSError:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            return code
+        _imp._fix_co_filename(code, pathname)
+        return code
+
+    cached_compile_source._gpuops_lab = True
+    zipimport._compile_source = cached_compile_source
+
+
+if _DIR != 'off':
+    _install()

@@ -1,0 +1,80 @@
+"""lab/pyc_cache: the bytecode cache for what Python imports from zip files (AnsiballZ payloads).
+
+Each case runs a fresh interpreter that loads the hook the way the lab's .pth file does and imports a module from a
+zip, as AnsiballZ does: the first run compiles and stores, a later run with the same source loads the stored code
+(with its file name set to the new zip), a changed source is compiled anew, ``off`` writes nothing, and a directory
+that cannot be written leaves imports working.
+"""
+import os
+import subprocess
+import sys
+import zipfile
+
+from conftest import ROOT
+
+HOOK_DIR = os.path.join(ROOT, 'lab', 'pyc_cache')
+PROBE = (
+    'import sys, zipimport; sys.path.insert(0, sys.argv[1]); import gpuops_lab_pyc_cache; '
+    'import payload_mod; print(payload_mod.VALUE, payload_mod.where(), '
+    'getattr(zipimport._compile_source, "_gpuops_lab", False))'
+)
+
+
+def make_zip(path, value):
+    with zipfile.ZipFile(path, 'w') as z:
+        z.writestr('payload_mod.py', 'VALUE = %r\n\ndef where():\n    return where.__code__.co_filename\n' % value)
+    return str(path)
+
+
+def run(zip_path, cache):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE=str(cache), PYTHONPATH=HOOK_DIR)
+    out = subprocess.run([sys.executable, '-c', PROBE, zip_path], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    value, where, active = out.stdout.split()
+    return value, where, active
+
+
+def test_the_second_import_of_the_same_source_loads_the_stored_code(tmp_path):
+    cache = tmp_path / 'cache'
+    first = make_zip(tmp_path / 'one.zip', 'a')
+    assert run(first, cache) == ('a', os.path.join(first, 'payload_mod.py'), 'True')
+    stored = sorted(os.listdir(cache))
+    assert len(stored) == 1
+    mtime = os.stat(cache / stored[0]).st_mtime_ns
+    second = make_zip(tmp_path / 'two.zip', 'a')
+    # same source, another zip: loaded from the cache (not rewritten), file name of the zip that imports it
+    assert run(second, cache) == ('a', os.path.join(second, 'payload_mod.py'), 'True')
+    assert sorted(os.listdir(cache)) == stored and os.stat(cache / stored[0]).st_mtime_ns == mtime
+
+
+def test_a_changed_source_is_compiled_again(tmp_path):
+    cache = tmp_path / 'cache'
+    run(make_zip(tmp_path / 'one.zip', 'a'), cache)
+    assert run(make_zip(tmp_path / 'two.zip', 'b'), cache)[0] == 'b'
+    assert len(os.listdir(cache)) == 2
+
+
+def test_off_writes_nothing_and_leaves_zipimport_alone(tmp_path):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE='off', PYTHONPATH=HOOK_DIR, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, '-c', PROBE, make_zip(tmp_path / 'one.zip', 'a')], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[2] == 'False'
+    assert not (tmp_path / 'gpuops').exists()
+
+
+def test_a_cache_that_cannot_be_written_leaves_imports_working(tmp_path):
+    blocker = tmp_path / 'not-a-dir'
+    blocker.write_text('a file where the cache directory would be')
+    assert run(make_zip(tmp_path / 'one.zip', 'a'), blocker / 'cache')[0] == 'a'
+
+
+def test_the_lab_installs_it_for_the_controller_and_the_nodes():
+    with open(os.path.join(HOOK_DIR, 'gpuops_lab_pyc_cache.pth')) as f:
+        assert f.read().strip() == 'import gpuops_lab_pyc_cache'
+    with open(os.path.join(ROOT, 'lab', 'bin', 'bootstrap.sh')) as f:
+        assert 'install_pyc_cache .venv' in f.read()
+    with open(os.path.join(ROOT, 'lab', 'docker', 'node.sh')) as f:
+        text = f.read()
+    assert 'gpuops_lab_pyc_cache.pth:$site/gpuops_lab_pyc_cache.pth:ro' in text
+    assert '"${PYC_CACHE_ARGS[@]}"' in text
