@@ -173,7 +173,7 @@ class DrainError(Exception):
 
 
 class Drainer(object):
-    """API calls of gpu_node_drain (kubernetes.client.CoreV1Api). ``sleep``/``clock`` are replaceable in tests."""
+    """API calls of gpu_node_drain (a CoreV1Api-like object: k8s_rest.CoreApi). ``sleep``/``clock`` are replaceable in tests."""
 
     def __init__(self, core, check_mode=False, sleep=time.sleep, clock=time.monotonic):
         self.core = core

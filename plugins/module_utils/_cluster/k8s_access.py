@@ -127,7 +127,7 @@ def get_client(params, get_api_client=None):
 
 
 def api_client(params, core=None, api_client_class=None):
-    """A plain kubernetes ApiClient (typed APIs such as CoreV1Api) with kubernetes.core's configuration.
+    """A plain kubernetes ApiClient (for k8s_rest's requests) with kubernetes.core's configuration.
 
     Same options, environment variables, kubeconfig / in-cluster order and impersonation headers as get_client, but
     without the dynamic client's API discovery, so a read-only module sends only its own requests. core and
