@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_labels_apply as mod
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as labels
@@ -37,12 +37,7 @@ def run(monkeypatch):
 
     monkeypatch.setattr(labels, 'plan_and_apply', plan_and_apply)
 
-    def _run(args, check=False, diff=False):
-        args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
-        return run_main(mod.main, args)
-
-    _run.calls = calls
-    return _run
+    return main_runner(mod.main, calls)
 
 
 def test_plan_mode_returns_the_plan_and_the_patches(run):

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
 
@@ -35,11 +35,7 @@ def run(monkeypatch):
 
     monkeypatch.setattr(kube, 'read_cluster', read_cluster)
 
-    def _run(args):
-        return run_main(gpu_share_report.main, args)
-
-    _run.calls = calls
-    return _run
+    return main_runner(gpu_share_report.main, calls)
 
 
 def test_report_without_file(run):

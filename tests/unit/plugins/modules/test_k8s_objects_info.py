@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, run_main
+from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_objects_info
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access, k8s_read
 
@@ -28,11 +28,7 @@ def run(monkeypatch):
 
     monkeypatch.setattr(k8s_read, 'read', read)
 
-    def _run(args):
-        return run_main(k8s_objects_info.main, args)
-
-    _run.calls = calls
-    return _run
+    return main_runner(k8s_objects_info.main, calls)
 
 
 def test_reads_with_defaults_filled_and_none_options_dropped(run):

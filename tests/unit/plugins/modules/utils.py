@@ -56,3 +56,13 @@ def run_main(main, args):
         except Exit as e:
             return e.args[0]
     raise AssertionError('main() returned without exit_json or fail_json')
+
+
+def main_runner(main, calls):
+    """A test fixture's runner: ``run(args, check=False, diff=False)`` runs main() with ``args`` (check and diff mode
+    as Ansible passes them, unless ``args`` sets them itself) and returns its result; ``run.calls`` is ``calls``, the list the fixture's fakes record in."""
+    def run(args, check=False, diff=False):
+        return run_main(main, dict({'_ansible_check_mode': check, '_ansible_diff': diff}, **args))  # args win
+
+    run.calls = calls
+    return run
