@@ -54,8 +54,8 @@ PY=$(find_python312) || { log "ERROR: Python 3.12 not found (set PYTHON312=/path
 # GPUOPS_VENV_CACHE=off builds the venvs inside the clone, as real directories, as before.
 VENV_CACHE=${GPUOPS_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuops/venvs}
 
-ensure_venv() {  # ensure_venv DIR KEY EXTRA_REQFILE REQFILE...: DIR is a venv built for KEY (rebuilt otherwise)
-  local dir=$1 want=$2 extra=$3; shift 3
+ensure_venv() {  # ensure_venv DIR KEY EXTRAS REQFILE...: DIR is a venv built for KEY (rebuilt otherwise)
+  local dir=$1 want=$2 extras=$3 pair; shift 3
   if [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$want" ] && [ -x "$dir/bin/python" ]; then
     touch "$dir/.complete"   # last use: cached builds unused for 30 days are removed below
     return 0
@@ -66,31 +66,34 @@ ensure_venv() {  # ensure_venv DIR KEY EXTRA_REQFILE REQFILE...: DIR is a venv b
   "$dir/bin/python" -m pip install -q --upgrade pip
   local args=(); for r in "$@"; do args+=(-r "$r"); done
   "$dir/bin/python" -m pip install -q "${args[@]}"
-  # Kubernetes 1.24 schemas for lab/kube/validate.py (kubernetes-validate 1.37 starts at 1.25): a second, never
-  # imported copy of kubernetes-validate beside the venv's packages (.venv/kv-legacy)
-  [ -z "$extra" ] || "$dir/bin/python" -m pip install -q --no-deps --target "$dir/kv-legacy" -r "$extra"
+  # EXTRAS: "SUBDIR=REQFILE ...", packages installed with --no-deps beside the venv's own, outside its import path:
+  # kubernetes-validate for lab/kube/validate.py (.venv/kv) and its 1.33.1 copy for Kubernetes 1.24's schemas
+  # (.venv/kv-legacy). See lab/requirements-kv.txt for why they are not importable by default.
+  for pair in $extras; do
+    "$dir/bin/python" -m pip install -q --no-deps --target "$dir/${pair%%=*}" -r "${pair#*=}"
+  done
   echo "$want" > "$dir/.complete"   # last: a build that did not finish is never used
 }
 
-make_venv() {  # make_venv LINK EXTRA_REQFILE REQFILE...: LINK is the venv (a link into the cache, or a directory)
-  local link=$1 extra=$2; shift 2
-  local want; want=$( { "$PY" -c 'import sys; print(sys.version)'; echo "$PY"; echo "venv-layout 2"
-                        cat "$@" ${extra:+"$extra"}; } | sha256sum | cut -d' ' -f1)
+make_venv() {  # make_venv LINK EXTRAS REQFILE...: LINK is the venv (a link into the cache, or a directory)
+  local link=$1 extras=$2 pair; shift 2
+  local want; want=$( { "$PY" -c 'import sys; print(sys.version)'; echo "$PY"; echo "venv-layout 3"
+                        cat "$@"; for pair in $extras; do echo "$pair"; cat "${pair#*=}"; done; } | sha256sum | cut -d' ' -f1)
   if [ "$VENV_CACHE" = off ]; then
     [ -L "$link" ] && rm -f "$link"
-    ensure_venv "$link" "$want" "$extra" "$@"
+    ensure_venv "$link" "$want" "$extras" "$@"
     return 0
   fi
   local dir=$VENV_CACHE/${link#.}-${want:0:16}
   mkdir -p "$VENV_CACHE"
   # two clones bootstrapping at once: one builds, the other waits and uses it
-  ( flock 8; ensure_venv "$dir" "$want" "$extra" "$@" ) 8>"$VENV_CACHE/.lock"
+  ( flock 8; ensure_venv "$dir" "$want" "$extras" "$@" ) 8>"$VENV_CACHE/.lock"
   if [ "$(readlink "$link" 2>/dev/null)" != "$dir" ]; then
     rm -rf "$link"
     ln -s "$dir" "$link"
   fi
 }
-make_venv .venv lab/requirements-kv-legacy.txt lab/requirements-dev.txt requirements.txt
+make_venv .venv "kv=lab/requirements-kv.txt kv-legacy=lab/requirements-kv-legacy.txt" lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 "" lab/requirements-2.16.txt requirements.txt
 
 # The lab's bytecode cache for what Python imports from zip files, i.e. AnsiballZ payloads (lab/pyc_cache): a

@@ -214,6 +214,19 @@ def normalize_quantities(obj, parent=None):
     return obj
 
 
+def kv_schema_root():
+    """The directory of kubernetes-validate's JSON schemas: .venv/kv (GPUOPS_KV), where lab/bin/bootstrap.sh puts the
+    package outside the venv's import path, else an importable copy. The package is never imported here."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    base = os.path.join(os.environ.get("GPUOPS_KV", os.path.join(root, ".venv", "kv")),
+                        "kubernetes_validate", "kubernetes-json-schema")
+    if os.path.isdir(base):
+        return base
+    import importlib.util
+    spec = importlib.util.find_spec("kubernetes_validate")
+    return os.path.join(os.path.dirname(spec.origin), "kubernetes-json-schema")
+
+
 class Pruner:
     """Drops fields unknown to the built-in schema of the emulated minor, like the apiserver's decoder
     (fieldValidation Ignore/Warn) or reports them (Strict). Schemas: the non-strict JSON schemas shipped
@@ -224,18 +237,17 @@ class Pruner:
         self.defs = None
         self.cache = {}
         try:
-            import importlib.util
-            spec = importlib.util.find_spec("kubernetes_validate")
-            base = os.path.join(os.path.dirname(spec.origin), "kubernetes-json-schema")
+            base = kv_schema_root()
             have = sorted((d for d in os.listdir(base) if re.match(r"^v1\.\d+\.0-local$", d)),
                           key=lambda d: int(d.split(".")[1]))
-            mm = re.match(r"v?1\.(\d+)", git_version or "")
-            want = int(mm.group(1)) if mm else 29
-            pick = [d for d in have if int(d.split(".")[1]) <= want] or have[:1]
-            self.dir = os.path.join(base, pick[-1]) if pick else None
-            self.minor = pick[-1] if pick else None
-        except Exception:  # kubernetes-validate missing: no pruning (documented)
-            self.dir = None
+        except Exception as e:  # fail loudly: without the schemas no unknown field would ever be dropped
+            raise SystemExit(f"emulator: kubernetes-validate's schemas not found (lab/bin/bootstrap.sh installs them "
+                             f"into .venv/kv; GPUOPS_KV points elsewhere): {e}") from e
+        mm = re.match(r"v?1\.(\d+)", git_version or "")
+        want = int(mm.group(1)) if mm else 29
+        pick = [d for d in have if int(d.split(".")[1]) <= want] or have[:1]
+        self.dir = os.path.join(base, pick[-1]) if pick else None
+        self.minor = pick[-1] if pick else None
 
     def _schema(self, rt):
         if not self.dir or not rt.builtin:

@@ -25,14 +25,20 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import yaml
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# kubernetes-validate 1.37 lives outside the venv's import path, in .venv/kv (lab/requirements-kv.txt says why);
+# GPUOPS_KV points elsewhere. An installed copy on the normal path is used when .venv/kv does not exist.
+KV_TARGET = os.environ.get("GPUOPS_KV", os.path.join(ROOT, ".venv", "kv"))
+if os.path.isdir(KV_TARGET) and KV_TARGET not in sys.path:
+    sys.path.append(KV_TARGET)
+
 try:
     import jsonschema
     import referencing
     import kubernetes_validate as kv
 except ImportError as e:  # fail loudly: the lab requires it
-    raise SystemExit(f"kubernetes-validate is required (pip install kubernetes-validate==1.37.0): {e}")
+    raise SystemExit(f"kubernetes-validate is required (lab/bin/bootstrap.sh installs it into {KV_TARGET}): {e}")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # kubernetes-validate 1.37 ships schemas for 1.25-1.37 only; 1.24's come from the 1.33.1 wheel, installed by
 # lab/bin/bootstrap.sh with `pip install --no-deps --target .venv/kv-legacy` (lab/requirements-kv-legacy.txt).
 LEGACY_TARGET = os.environ.get("GPUOPS_KV_LEGACY", os.path.join(ROOT, ".venv", "kv-legacy"))
