@@ -124,7 +124,7 @@ def run_play(emu, workdir, play, *extra, inventory="localhost,"):
                ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
                ANSIBLE_CONFIG=str(workdir / "ansible.cfg"), PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    (workdir / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\n")
+    (workdir / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\ninternal_poll_interval = 0.01\n")
     pb = workdir / "play.yml"
     pb.write_text(yaml.safe_dump(play, sort_keys=False))
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),

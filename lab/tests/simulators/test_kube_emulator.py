@@ -647,7 +647,7 @@ def changed_tasks(result):
 @pytest.fixture(scope="module")
 def ansible_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("ansible")
-    (d / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\n")
+    (d / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\ninternal_poll_interval = 0.01\n")
     (d / "site.yml").write_text(PLAY)
     (d / "templates").mkdir()
     (d / "templates" / "objs.j2").write_text(OBJS)
