@@ -157,19 +157,26 @@ def run_step(name, cmd, junit, env, log=None):
     return (name, p, f, sk, took, cpu, note)
 
 
+def suite_env(base):
+    """The environment every step runs with: ``base`` plus the venv on PATH, the collections path, no colour, and
+    lab/ansible-tests.cfg for ansible runs that bring no configuration of their own (speed only; the file says why).
+    What ``base`` sets for ANSIBLE_COLLECTIONS_PATH or ANSIBLE_CONFIG is kept."""
+    env = dict(base)
+    env['PATH'] = VENV + os.pathsep + env.get('PATH', '')
+    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, 'build', 'collections'))
+    env['ANSIBLE_FORCE_COLOR'] = '0'
+    env['PY_COLORS'] = '0'
+    env.setdefault('ANSIBLE_CONFIG', os.path.join(ROOT, 'lab', 'ansible-tests.cfg'))
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('only', nargs='*', help='run only steps whose name starts with one of these')
     ap.add_argument('--serial', action='store_true', help='one step at a time, output streamed (no lanes)')
     args = ap.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
-    env = dict(os.environ)
-    env['PATH'] = VENV + os.pathsep + env.get('PATH', '')
-    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, 'build', 'collections'))
-    env['ANSIBLE_FORCE_COLOR'] = '0'
-    env['PY_COLORS'] = '0'
-    # ansible runs that bring no configuration of their own get lab/ansible-tests.cfg (speed only; it says why)
-    env.setdefault('ANSIBLE_CONFIG', os.path.join(ROOT, 'lab', 'ansible-tests.cfg'))
+    env = suite_env(os.environ)
     # the collections symlink once, before steps that all read it start at the same time
     subprocess.check_call(['bash', 'lab/bin/collections-path.sh'], cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.time()

@@ -29,6 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+import kv_paths  # lab/kube, beside this file
+
 MISSING = object()
 
 # --------------------------------------------------------------------------------------------
@@ -215,12 +217,10 @@ def normalize_quantities(obj, parent=None):
 
 
 def kv_schema_root():
-    """The directory of kubernetes-validate's JSON schemas: .venv/kv (GPUOPS_KV), where lab/bin/bootstrap.sh puts the
-    package outside the venv's import path, else an importable copy. The package is never imported here."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    base = os.path.join(os.environ.get("GPUOPS_KV", os.path.join(root, ".venv", "kv")),
-                        "kubernetes_validate", "kubernetes-json-schema")
-    if os.path.isdir(base):
+    """The directory of kubernetes-validate's JSON schemas: .venv/kv (kv_paths.py), else an importable copy's. The
+    package is never imported here."""
+    base = kv_paths.schema_root()
+    if base:
         return base
     import importlib.util
     spec = importlib.util.find_spec("kubernetes_validate")

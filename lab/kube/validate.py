@@ -25,10 +25,10 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# kubernetes-validate 1.37 lives outside the venv's import path, in .venv/kv (lab/requirements-kv.txt says why);
-# GPUOPS_KV points elsewhere. An installed copy on the normal path is used when .venv/kv does not exist.
-KV_TARGET = os.environ.get("GPUOPS_KV", os.path.join(ROOT, ".venv", "kv"))
+from kv_paths import KV_TARGET, LEGACY_TARGET, ROOT, schema_root
+
+# kubernetes-validate 1.37 lives outside the venv's import path, in .venv/kv (kv_paths.py); an installed copy on the
+# normal path is used when that directory does not exist.
 if os.path.isdir(KV_TARGET) and KV_TARGET not in sys.path:
     sys.path.append(KV_TARGET)
 
@@ -41,7 +41,6 @@ except ImportError as e:  # fail loudly: the lab requires it
 
 # kubernetes-validate 1.37 ships schemas for 1.25-1.37 only; 1.24's come from the 1.33.1 wheel, installed by
 # lab/bin/bootstrap.sh with `pip install --no-deps --target .venv/kv-legacy` (lab/requirements-kv-legacy.txt).
-LEGACY_TARGET = os.environ.get("GPUOPS_KV_LEGACY", os.path.join(ROOT, ".venv", "kv-legacy"))
 
 SUPPORTED_MINORS = [f"1.{m}" for m in range(24, 38)]
 CUSTOM_RESOURCE_REASON = "not validated: custom resource"
@@ -63,8 +62,8 @@ _SCHEMA_DIR_RE = re.compile(r"^v(\d+)\.(\d+)\.\d+-local$")
 def _schema_roots() -> List[str]:
     """Schema roots, newest package first: the installed kubernetes-validate, then the legacy copy."""
     roots = [os.path.join(os.path.dirname(os.path.abspath(kv.__file__)), "kubernetes-json-schema")]
-    legacy = os.path.join(LEGACY_TARGET, "kubernetes_validate", "kubernetes-json-schema")
-    if os.path.isdir(legacy):
+    legacy = schema_root(LEGACY_TARGET)
+    if legacy:
         roots.append(legacy)
     return roots
 

@@ -13,6 +13,9 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 KUBE = os.path.join(ROOT, 'lab', 'kube')
+# The ansible configuration make test hands to ansible runs without one of their own (lab/ansible-tests.cfg says why);
+# lab tests that set ANSIBLE_CONFIG themselves point it here.
+ANSIBLE_TESTS_CFG = os.path.join(ROOT, 'lab', 'ansible-tests.cfg')
 # Upper bound for one ansible-playbook run in a lab test: a guard against a hang, never a timing. On a loaded
 # 2-core machine (make test beside other work) a many-task play took over 300 s; CI's own limit is 90 minutes.
 PLAY_TIMEOUT = int(os.environ.get('LAB_PLAY_TIMEOUT', '1200'))

@@ -23,7 +23,7 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 import validate  # noqa: E402
-from conftest import PLAY_TIMEOUT, kube_emulator  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, kube_emulator  # noqa: E402
 
 # gpu-manager is refused (it cannot work from what the collection renders): see test_bad_inputs_fail_clearly_and_change_nothing
 STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-operator"]
@@ -123,8 +123,7 @@ def run_play(emu, workdir, play, *extra, inventory="localhost,"):
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
-               ANSIBLE_CONFIG=str(workdir / "ansible.cfg"), PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
-    (workdir / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\ninternal_poll_interval = 0.01\n")
+               ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
     pb = workdir / "play.yml"
     pb.write_text(yaml.safe_dump(play, sort_keys=False))
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),

@@ -25,6 +25,7 @@ sys.path.insert(0, str(KUBE))
 
 import emulator  # noqa: E402
 import validate  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG  # noqa: E402
 
 from kubernetes import client as k8s, config as k8s_config, dynamic  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
@@ -614,7 +615,7 @@ ABSENT = """
 def run_playbook(emu, workdir, playbook, *extra):
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=emu["kubeconfig"], ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(workdir / "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG,
                PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}", TMPDIR=str(workdir))
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(playbook),
            "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
@@ -647,7 +648,6 @@ def changed_tasks(result):
 @pytest.fixture(scope="module")
 def ansible_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("ansible")
-    (d / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = false\ninternal_poll_interval = 0.01\n")
     (d / "site.yml").write_text(PLAY)
     (d / "templates").mkdir()
     (d / "templates" / "objs.j2").write_text(OBJS)
