@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import fnmatch
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
@@ -250,7 +251,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     b = _branch_int(branch)
     opn = flavour == 'open'
     plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
-            'versionlock_pattern': None, 'apt_pin_branch': None}
+            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}
     if method == 'runfile':
         plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
     elif family == 'Ubuntu' and method == 'distro':
@@ -271,7 +272,9 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
         # NVIDIA's driver installation guide ("Recent Updates", "Version locking"): a pinning package per branch,
         # then the unversioned metapackage; from R590 Ubuntu's package names lose the branch
         # (libnvidia-compute-580 -> libnvidia-compute, cuda-drivers-580 removed).
-        plan['unpinned'] = ['nvidia-driver-pinning-%s' % branch]
+        # The pinning package locks the branch: it goes in before the driver, in an apt run of its own (with the
+        # role's apt preferences), never in the driver's transaction, where apt resolves the driver first.
+        plan['branch_lock'] = {'kind': 'apt', 'packages': ['nvidia-driver-pinning-%s' % branch]}
         plan['pinned'] = ['nvidia-open' if opn else 'cuda-drivers']
         if family == 'Ubuntu':
             plan['pinned'].append('libnvidia-compute' if b >= 590 else 'libnvidia-compute-%s' % branch)
@@ -286,8 +289,10 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                           else 'nvidia-driver-libs', nvml, kmod, 'nvidia-persistenced']
         plan['version_package'] = 'nvidia-driver'
         if _branch_int(major) >= 10:
+            # NVIDIA's R620 guide, "Install a specific branch" on RHEL 10: versionlock the branch, then install
             plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
             plan['versionlock_pattern'] = '*nvidia*%s*' % branch
+            plan['branch_lock'] = {'kind': 'dnf_versionlock', 'pattern': plan['versionlock_pattern']}
         else:
             plan['dnf_module_stream'] = 'nvidia-driver:%s-%s' % (branch, 'open' if opn else 'dkms')
             plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
@@ -306,6 +311,18 @@ def parse_dnf_enabled_stream(text, module='nvidia-driver'):
         if len(parts) >= 2 and parts[0] == module and '[e]' in line:
             return parts[1].replace('[d]', '').replace('[e]', '')
     return None
+
+
+def versionlock_covers(list_text, pattern):
+    """Whether dnf's versionlock list (/etc/dnf/plugins/versionlock.list) already holds entries that the branch's
+    pattern ('*nvidia*580*') added: then `dnf versionlock add` is not run again (it would add the same entries)."""
+    if not pattern:
+        return False
+    for line in (list_text or '').splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith('#') and not entry.startswith('!') and fnmatch.fnmatchcase(entry, pattern):
+            return True
+    return False
 
 
 def module_stream_reset(current, wanted):
@@ -432,4 +449,8 @@ def select(params, obs, today=None):
         'runfile_flags': runfile_module_flags(branch, flavour) if method == 'runfile' else [],
         'dnf_module_current': obs.get('dnf_module_current'),
         'dnf_module_reset': module_stream_reset(obs.get('dnf_module_current'), plan.get('dnf_module_stream')),
+        # the branch lock that goes in before the driver: apt (pinning package + apt preferences) or dnf versionlock
+        'branch_lock': plan['branch_lock'],
+        'branch_lock_present': (versionlock_covers(obs.get('versionlock_list'), plan['versionlock_pattern'])
+                                if plan['branch_lock'] and plan['branch_lock']['kind'] == 'dnf_versionlock' else None),
     }
