@@ -197,10 +197,23 @@ def check_os(family, major):
                              'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
 
 
-def kernel_flavour(kernel_release):
-    """Ubuntu's kernel flavour from the release: '6.8.0-45-generic' -> 'generic', '6.8.0-1012-aws' -> 'aws'."""
-    m = re.match(r'^[0-9.]+-[0-9]+-(.+)$', kernel_release or '')
-    return m.group(1) if m else 'generic'
+def precompiled_module_packages(branch, opn, kernel_release, machine):
+    """Canonical's signed precompiled module packages for the running kernel (NVIDIA's precompiled driver container,
+    ubuntu24.04/precompiled/nvidia-driver `_install_driver`): named after `uname -r` itself, so that HWE kernels
+    (flavour metapackages -generic-hwe-22.04/-24.04), arm64 -64k kernels and a running ABI that is not the
+    archive's newest get the package of the kernel that runs; the proprietary flavour adds linux-objects-nvidia-*,
+    and x86_64 the Secure Boot signatures package (none is built for arm64)."""
+    if not kernel_release:
+        raise SelectionError('Ubuntu\'s precompiled NVIDIA modules are named after the running kernel, which could '
+                             'not be read; set nvidia_driver_ubuntu_precompiled: "false" to build with dkms')
+    if opn:
+        names = ['linux-modules-nvidia-%s-server-open-%s' % (branch, kernel_release)]
+    else:
+        names = ['linux-objects-nvidia-%s-server-%s' % (branch, kernel_release),
+                 'linux-modules-nvidia-%s-server-%s' % (branch, kernel_release)]
+    if machine in ('x86_64', 'amd64'):
+        names.append('linux-signatures-nvidia-%s' % kernel_release)
+    return names
 
 
 def _fm_names(branch, family, method):
@@ -260,7 +273,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                   'libnvidia-compute-%s-server' % branch]
         if precompiled:
             plan['pinned'] = ['nvidia-headless-no-dkms-%s-server%s' % (branch, sfx)] + common
-            plan['unpinned'] = ['linux-modules-nvidia-%s-server%s-%s' % (branch, sfx, kernel_flavour(kernel_release))]
+            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine)
         else:
             plan['pinned'] = ['nvidia-headless-%s-server%s' % (branch, sfx), 'nvidia-dkms-%s-server%s' % (branch, sfx)] + common
         plan['version_package'] = 'libnvidia-compute-%s-server' % branch

@@ -196,21 +196,31 @@ def test_DRV_10_ubuntu_precompiled_signed_modules_with_secure_boot():
     assert out['precompiled']['effective'] is True
     assert out['packages']['pinned'][0] == 'nvidia-headless-no-dkms-580-server-open'
     assert 'nvidia-dkms-580-server-open' not in out['packages']['pinned']
-    # the module package follows the kernel's version: installed, not pinned to the driver's
-    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-open-aws']
-    out = select(gpus=[V100], precompiled='true')
-    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-generic']
+    # the module packages follow the kernel's version: installed, not pinned to the driver's
+    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-open-6.8.0-1012-aws',
+                                           'linux-signatures-nvidia-6.8.0-1012-aws']
     assert select(gpus=[H100], secure_boot='enabled', precompiled='false')['precompiled']['effective'] is False
     # only Ubuntu's archive has them
     assert select(family='Debian', major='12', gpus=[H100], secure_boot='enabled')['precompiled']['effective'] is False
 
 
-@pytest.mark.parametrize('kernel, flavour', [
-    ('6.8.0-45-generic', 'generic'), ('6.8.0-1012-aws', 'aws'), ('5.15.0-1050-nvidia', 'nvidia'),
-    ('6.8.0-45-lowlatency', 'lowlatency'), ('weird', 'generic'),
+@pytest.mark.parametrize('kernel, machine, flavour, expected', [
+    # HWE kernels: the flavour metapackage would be ...-generic-hwe-22.04, never "generic"; the running ABI's
+    # package is named after uname -r (NVIDIA's precompiled driver container installs exactly that)
+    ('6.8.0-90-generic', 'x86_64', 'open', ['linux-modules-nvidia-580-server-open-6.8.0-90-generic',
+                                            'linux-signatures-nvidia-6.8.0-90-generic']),
+    ('6.8.0-90-generic', 'x86_64', 'proprietary', ['linux-objects-nvidia-580-server-6.8.0-90-generic',
+                                                   'linux-modules-nvidia-580-server-6.8.0-90-generic',
+                                                   'linux-signatures-nvidia-6.8.0-90-generic']),
+    # arm64 64k-page kernels: the ABI carries -64k; no signatures package on arm64
+    ('6.8.0-90-generic-64k', 'aarch64', 'open', ['linux-modules-nvidia-580-server-open-6.8.0-90-generic-64k']),
+    ('6.5.0-45-generic', 'x86_64', 'open', ['linux-modules-nvidia-580-server-open-6.5.0-45-generic',
+                                            'linux-signatures-nvidia-6.5.0-45-generic']),
 ])
-def test_DRV_10_kernel_flavour(kernel, flavour):
-    assert sel.kernel_flavour(kernel) == flavour
+def test_DRV_10_precompiled_packages_of_the_running_kernel(kernel, machine, flavour, expected):
+    out = select(gpus=[H100 if flavour == 'open' else V100], secure_boot='enabled', kernel_release=kernel,
+                 machine=machine, kernel_module_type=flavour)
+    assert out['packages']['unpinned'] == expected
 
 
 def test_DRV_11_cuda_repo_apt_names_and_pin_file():
