@@ -118,13 +118,22 @@ options:
       - V(skip_vm) does the host part (enables passthrough) and then decides from what the host reports - vSphere 7 and
         later activate passthrough at once where the device allows it. When every chosen GPU is active, the VM part
         runs in the same task. Otherwise it skips the VM part, returns RV(host.reboot_required=true) and
-        RV(vm_skipped=true), so a caller (the role) can reboot the host once and run again, and records the chosen GPUs
-        in the VM's advanced setting C(gpuops.passthrough.reserved) (an extraConfig-only reconfigure, allowed on a
-        running VM) - the VM's next run takes exactly those GPUs, other VMs' runs leave them alone; the setting is
-        removed when the GPUs are attached.
+        RV(vm_skipped=true) and RV(chosen_gpus), so a caller (the role) can reboot the host once and run again with
+        O(chosen_gpus). Nothing is written to the VM then. (Older releases recorded the GPUs in the VM's advanced
+        setting C(gpuops.passthrough.reserved); such a setting is still honoured and removed when the GPUs are
+        attached.)
     type: str
     choices: [fail, skip_vm]
     default: fail
+  chosen_gpus:
+    description:
+      - PCI addresses of the GPUs an earlier call chose for this VM (its RV chosen_gpus, from a run with
+        O(pending_reboot=skip_vm) that stopped for the host reboot). They are taken first for O(gpus), unless another
+        VM holds them by now; the role passes them from its first call to the one after the reboot.
+      - Only for O(passthrough_type=directpath) with a VM.
+    type: list
+    elements: str
+    default: []
   host_reboot_timeout:
     description: Seconds to wait for maintenance mode, the reboot and the host to come back.
     type: int
@@ -345,6 +354,14 @@ tasks:
   type: list
   elements: str
   sample: [UpdatePassthruConfig, EnterMaintenanceMode_Task, RebootHost_Task, ExitMaintenanceMode_Task, ReconfigVM_Task]
+chosen_gpus:
+  description:
+    - PCI addresses of the host GPUs chosen for O(gpus) (DirectPath), or enabled for the Dynamic DirectPath requests.
+    - With RV(vm_skipped=true), pass them as O(chosen_gpus) to the call after the host reboot.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:3b:00.0"]
 vm_skipped:
   description: The VM part was skipped because the host must reboot first (O(pending_reboot=skip_vm)).
   returned: always
@@ -385,6 +402,7 @@ def argument_spec():
         enable_passthrough=dict(type='bool', default=True),
         host_reboot=dict(type='bool', default=False),
         pending_reboot=dict(type='str', choices=['fail', 'skip_vm'], default='fail'),
+        chosen_gpus=dict(type='list', elements='str', default=[]),
         host_reboot_timeout=dict(type='int', default=1800),
         hide_hypervisor=dict(type='bool', default=True),
         mmio_size_gb=dict(type='int'),

@@ -217,7 +217,11 @@ fabricmanager:
   returned: always
   type: dict
 selection:
-  description: With O(select), the branch's lifecycle status, the kernel module flavour and the package names.
+  description:
+    - With O(select), the branch's lifecycle status, the kernel module flavour and the package names.
+    - C(branch_lock) is what locks the branch before the driver is installed (C(kind=apt) - the CUDA repository's
+      pinning package, installed on its own before the driver; C(kind=dnf_versionlock) - RHEL 10's versionlock
+      pattern), C(branch_lock_present) whether dnf's versionlock list already holds that pattern's entries.
   returned: when select is true
   type: dict
   sample: {branch: {branch: "580", type: ltsb, eol: "2028-06", supported: true},
@@ -341,6 +345,8 @@ def main():
         if dnf and p['os_family'] == 'RedHat':
             rc, out, err = module.run_command([dnf, '-q', 'module', 'list', '--enabled', 'nvidia-driver'])
             dnf_current = sel.parse_dnf_enabled_stream(out) if rc == 0 else None
+        # RHEL 10's branch lock (dnf versionlock of *nvidia*<branch>*): already in the list, or to be added
+        lock_list = read_bytes('/etc/dnf/plugins/versionlock.list') if p['os_family'] == 'RedHat' else None
         try:
             selection = sel.select(
                 dict(branch=p['branch'], version=p['version'], kernel_module_type=p['kernel_module_type'],
@@ -349,7 +355,8 @@ def main():
                 dict(family=p['os_family'], major=p['os_major'], kernel_release=os.uname()[2],
                      machine=os.uname()[4], gpu_pci_ids=[g['pci_device_id'] for g in gpus],
                      secure_boot=node_probe.secure_boot('/'), dnf_module_current=dnf_current,
-                     nvlink5=sel.nvlink5_detected(infiniband_vpds('/'))))
+                     nvlink5=sel.nvlink5_detected(infiniband_vpds('/')),
+                     versionlock_list=to_native(lock_list) if lock_list else None))
         except sel.SelectionError as e:
             module.fail_json(msg=to_native(e))
     detect_virt = None

@@ -437,14 +437,20 @@ def test_role_playbook(vcenter, collections_path, tmp_path):
 
     play("--check")
     assert all(pci_devices(vcenter.vm(n)) == [] for n in names)
-    # rebooting not allowed: the role stops with a message naming the host; no VM is changed
+    # rebooting not allowed: the role stops with a message naming the host; no VM is changed - not even an
+    # advanced setting (issue 28: skip_vm wrote gpuops.passthrough.reserved, kept by VM name with no expiry)
+    t_fail = vcenter.reconfig_tasks()
     recap, out = play("-e", "{\"esxi_gpu_passthrough_host_reboot\": false}", rc=2)
     assert "must reboot before passthrough is active" in out and host in out
     assert all("failed=1" in recap[n] for n in names)
     assert all(pci_devices(vcenter.vm(n)) == [] for n in names)
-    # the GPUs enabled for them are reserved for them (three different ones) until the host reboots
-    held = [extra(vcenter.vm(n)).get("gpuops.passthrough.reserved") for n in names]
-    assert all(held) and len(set(held)) == 3, held
+    assert vcenter.reconfig_tasks() == t_fail
+    assert all("gpuops.passthrough.reserved" not in extra(vcenter.vm(n)) for n in names)
+    pending = enabled_ids(vcenter.host(host), A100)
+    assert len(pending) == 3, pending
+    # the user reboots the host, as the message says; the run after it gives the VMs those (now active) GPUs
+    ok(run(vcenter, collections_path, scope="host", esxi_hostname=host, gpus=[{"pci_id": i} for i in pending],
+           host_reboot=True, enable_passthrough=False))
     t0 = vcenter.reconfig_tasks()
     recap, dummy = play()
     assert all("failed=0" in recap[n] for n in names)
@@ -520,18 +526,21 @@ def test_ESX_04_two_step_flow_gives_the_vm_the_gpus_its_first_run_enabled(esx3, 
     args = dict(name=name, gpus=[{"model": "A100", "count": 2}], memory_mb=128 * GB, bios_to_efi="warn")
     res = ok(run(esx3, collections_path, pending_reboot="skip_vm", **args))
     assert res["vm_skipped"] is True and res["host"]["reboot_required"] is True
-    assert res["host"]["enabled"] == a100[:2] and res["tasks"] == ["UpdatePassthruConfig", "ReconfigVM_Task"]
-    assert extra(esx3.vm(name))["gpuops.passthrough.reserved"] == ",".join(a100[:2])
-    # the same run again before the reboot: the same two GPUs, nothing enabled on top
-    res = ok(run(esx3, collections_path, pending_reboot="skip_vm", **args))
+    # the host part only: nothing is written to the VM (issue 28), the chosen GPUs come back to the caller
+    assert res["host"]["enabled"] == a100[:2] and res["tasks"] == ["UpdatePassthruConfig"]
+    assert res["chosen_gpus"] == a100[:2]
+    assert "gpuops.passthrough.reserved" not in extra(esx3.vm(name))
+    chosen = res["chosen_gpus"]
+    # the same run again before the reboot, with the GPUs carried: the same two, nothing enabled on top
+    res = ok(run(esx3, collections_path, pending_reboot="skip_vm", chosen_gpus=chosen, **args))
     assert res["changed"] is False and res["vm_skipped"] is True and res["host"]["enabled"] == []
     assert enabled_ids(host, A100) == a100[:2]
-    # another VM of the host leaves them alone (check mode: what it would pick)
+    # another VM of the host picks free GPUs before enabled ones waiting for a reboot (check mode: what it would pick)
     res = ok(run(esx3, collections_path, check=True, name=other, gpus=[{"model": "A100", "count": 2}],
                  memory_mb=128 * GB, bios_to_efi="warn", pending_reboot="skip_vm"))
     assert res["host"]["enabled"] == a100[2:4]
-    # the reboot, then the VM part: the reserved GPUs, the reservation cleared, exactly 2 A100s in passthrough
-    res = ok(run(esx3, collections_path, host_reboot=True, **args))
+    # the reboot, then the VM part with the carried GPUs: exactly those 2 A100s in passthrough
+    res = ok(run(esx3, collections_path, host_reboot=True, chosen_gpus=chosen, **args))
     assert res["host"]["rebooted"] is True and res["host"]["enabled"] == []
     assert sorted(d.backing.id for d in pci_devices(esx3.vm(name))) == a100[:2]
     assert enabled_ids(host, A100) == a100[:2]
@@ -540,7 +549,8 @@ def test_ESX_04_two_step_flow_gives_the_vm_the_gpus_its_first_run_enabled(esx3, 
 
 
 def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collections_path, tmp_path):
-    """The role: first call enables and reserves, the reboot call takes the same GPUs, the VM gets them; 2 of 4 free."""
+    """The role: first call enables (nothing written to the VM), the reboot call takes the same GPUs (chosen_gpus
+    carried), the VM gets them; 2 of 4 free."""
     host = esx3.all(vim.HostSystem)[0]
     name = vm_on(esx3, host.name, 3)
     before = enabled_ids(host, A100)

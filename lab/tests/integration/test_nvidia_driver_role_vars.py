@@ -26,8 +26,9 @@ VARS = os.path.join(ROOT, 'roles', 'nvidia_driver', 'vars', 'main.yml')
 
 def selection(wanted, fm_packages=('nvidia-fabricmanager', 'libnvidia-nscq')):
     """What nvidia_driver_info (select: true) returns for Ubuntu + NVIDIA's CUDA repository, R580, x86_64."""
-    return {'selection': {'flavour': {'effective': 'open'}, 'packages': {
-        'pinned': ['nvidia-open', 'libnvidia-compute-580'], 'unpinned': ['nvidia-driver-pinning-580'],
+    return {'selection': {'flavour': {'effective': 'open'},
+                          'branch_lock': {'kind': 'apt', 'packages': ['nvidia-driver-pinning-580']}, 'packages': {
+        'pinned': ['nvidia-open', 'libnvidia-compute-580'], 'unpinned': [],
         'version_package': 'libnvidia-compute-580', 'fabricmanager': list(fm_packages),
         'nvlink5': {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': wanted,
                     'keep_on_removal': ['infiniband-diags']}}}}
@@ -102,3 +103,58 @@ def test_DRV_31_epel_for_dkms_through_the_mirror_setting():
         'https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9')
     assert render_default('{{ nvidia_driver_epel_url }}', facts, {'apt': 'http://mirror.lab'}) == (
         'http://mirror.lab/epel/9/Everything/x86_64')
+
+
+TASKS = os.path.join(ROOT, 'roles', 'nvidia_driver', 'tasks')
+
+
+def _tasks(name):
+    with open(os.path.join(TASKS, name)) as f:
+        return yaml.safe_load(f)
+
+
+def _index(tasks, pred, what):
+    found = [i for i, t in enumerate(tasks) if pred(t)]
+    assert found, 'no task %s' % what
+    return found[0]
+
+
+def test_DRV_33_apt_branch_locked_before_the_driver_transaction():
+    """CUDA repository (apt): the apt preferences and nvidia-driver-pinning-<b> go in before the driver, and the
+    pinning package is not part of the driver's own apt transaction (there apt resolves the newest branch)."""
+    tasks = _tasks('install-apt.yml')
+    driver = _index(tasks, lambda t: t.get('name') == 'Install the driver packages, pinned', 'installing the driver')
+    prefs = _index(tasks, lambda t: (t.get('ansible.builtin.copy') or {}).get('dest') ==
+                   '/etc/apt/preferences.d/gpuops-nvidia-driver', 'writing the apt preferences')
+    lock = _index(tasks, lambda t: 'nvidia_driver__branch_lock_packages' in str(
+        (t.get('ansible.builtin.apt') or {}).get('name', '')), 'installing the pinning package')
+    assert prefs < driver and lock < driver, (prefs, lock, driver)
+    # nothing writes the preferences after the install any more
+    assert not [t for t in _tasks('present.yml') if 'preferences.d' in str(t)]
+    sel = selection(False)
+    specs = render('{{ nvidia_driver__apt_specs }}', nvidia_driver__selection=sel)
+    assert 'nvidia-driver-pinning-580' not in specs, specs
+    assert render('{{ nvidia_driver__branch_lock_packages }}', nvidia_driver__selection=sel) == [
+        'nvidia-driver-pinning-580']
+    # the first read sees a missing pinning package (main.yml's package_specs), so a converged node gains it
+    main = [t for t in _tasks('main.yml') if t.get('name') == 'Read the driver state of the node'][0]
+    assert 'nvidia_driver__branch_lock_packages' in main['gpuops.k8s_gpu.nvidia_driver_info']['package_specs']
+
+
+def test_DRV_33_rhel10_branch_versionlocked_before_dnf_install():
+    """RHEL 10 (NVIDIA's R620 guide): dnf versionlock *nvidia*<b>* before dnf install nvidia-open, with the
+    versionlock plugin installed first; skipped when the list already holds the pattern's entries."""
+    tasks = _tasks('install-dnf.yml')
+    install = _index(tasks, lambda t: t.get('name', '').startswith('Install the driver packages (RHEL 10'),
+                     'installing the RHEL 10 packages')
+    lock = _index(tasks, lambda t: (t.get('ansible.builtin.command') or {}).get('argv', [None] * 4)[2:4] ==
+                  ['versionlock', 'add'], 'adding the branch versionlock')
+    plugin = _index(tasks, lambda t: (t.get('ansible.builtin.dnf') or {}).get('name') ==
+                    'python3-dnf-plugin-versionlock', 'installing the versionlock plugin')
+    assert plugin < lock < install, (plugin, lock, install)
+    assert 'not nvidia_driver__selection.selection.branch_lock_present' in tasks[lock]['when']
+    assert 'branch_lock is not none' in tasks[plugin]['when']
+    # the lock is released with the others (unhold before an upgrade, removal)
+    for name in ('unhold.yml', 'absent.yml'):
+        assert [t for t in _tasks(name) if (t.get('ansible.builtin.command') or {}).get('argv', [None] * 4)[2:4] ==
+                ['versionlock', 'delete']], name

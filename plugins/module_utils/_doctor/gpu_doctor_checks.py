@@ -16,6 +16,7 @@ import re
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
 )
@@ -97,7 +98,8 @@ def check_driver_loaded(facts, extra):
             'NVIDIA GPUs are present but the NVIDIA kernel driver is not loaded.',
             ev,
             'Install the driver for the running kernel (gpuops.k8s_gpu.nvidia_driver), make sure the module is '
-            'built for it (dkms status; dkms install -m nvidia -v <version>), then modprobe nvidia or reboot.')]
+            'built for it (dkms status; %s), then modprobe nvidia or reboot.'
+            % dkms_install_advice(extra.get('dkms_module')))]
     if status == 'not_installed' and _has_gpu(facts):
         return [finding(
             'driver_not_installed', 'critical',

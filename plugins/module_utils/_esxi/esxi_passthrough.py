@@ -25,6 +25,7 @@ def check_params(p):
     for opt in ('host_reboot_timeout', 'power_timeout'):
         if p[opt] < 1:
             raise eg.GpuError('%s: must be >= 1 second, got %d' % (opt, p[opt]))
+    p['chosen_gpus'] = [eg.normalize_pci_id(i, 'chosen_gpus') for i in (p.get('chosen_gpus') or [])]
     # The suboptions come back with every key present; drop the unset ones for normalize_requests.
     gpus = [dict((k, v) for k, v in g.items() if v is not None) for g in p['gpus']]
     return eg.normalize_requests(gpus, p['passthrough_type'], bool(p['name']))
@@ -105,7 +106,13 @@ class Runner(object):
                 wanted.append({'type': 'dynamic', 'device_ids': t['device_ids'], 'label': t['label']})
                 memories.append(t['memory_gb'])
         else:
-            chosen = eg.select_gpus(self.requests, host['gpus'], host['name'], vm_name)
+            gpus = host['gpus']
+            if vm_name and p.get('chosen_gpus'):
+                # the GPUs an earlier call chose for this VM (its RV chosen_gpus, carried by the caller across the
+                # host reboot) rank like this VM's own: taken again unless another VM holds them by now
+                gpus = [dict(g, reserved_by=sorted(set(list(g.get('reserved_by') or []) + [vm_name])))
+                        if g['id'] in p['chosen_gpus'] else g for g in gpus]
+            chosen = eg.select_gpus(self.requests, gpus, host['name'], vm_name)
             host_gpus = [g for dummy, g in chosen]
             if vm is not None:
                 memories = eg.memory_of(chosen)
@@ -230,12 +237,8 @@ class Runner(object):
                 # every GPU is active without a reboot: the VM part runs now, with the GPUs just enabled
                 vm = ev.read_vm(self.si, vm['_obj']) if not check else vm
                 dummy, vm_plan = self.plan(vm, host)
-            elif not check and sorted(eg.parse_reserved(vm['extra_config'].get(eg.RESERVED_KEY))) != sorted(host_plan['ids']):
-                # the VM part waits for the host reboot: its next run takes these GPUs again, other VMs leave them
-                ev.set_reservation(vm, host_plan['ids'], p['power_timeout'], self.tasks)
-                self.changes.append('reserve %s for VM %s until host %s reboots (%s)'
-                                    % (', '.join(host_plan['ids']), vm['name'], host['name'], eg.RESERVED_KEY))
-                host = ev.read_host(self.si, host['_obj'])
+            # else the VM part waits for the host reboot. Nothing is written to the VM: the chosen GPUs come back as
+            # RV chosen_gpus, and the caller passes them to the call after the reboot (O(chosen_gpus)).
 
         power_cycled = False
         if vm_plan is not None and vm_plan['needs_reconfigure']:
@@ -267,6 +270,7 @@ class Runner(object):
             reconfigure_count=self.reconfigure_count,
             power_cycled=power_cycled,
             vm_skipped=vm is not None and self.p['scope'] in ('all', 'vm') and vm_plan is None,
+            chosen_gpus=list(host_plan['ids']),
             host=dict(name=host['name'], gpus=after_host_pub, enabled=host_plan['enable'],
                       reboot_required=reboot_required, rebooted=rebooted),
         )

@@ -262,13 +262,6 @@ def enable_passthrough(host_info, ids, apply_now=False):
                            % (', '.join(ids), host_info['name'], fault_text(exc)))
 
 
-def set_reservation(vm_info, ids, timeout, tasks):
-    """Write (ids) or clear ([]) the VM's RESERVED_KEY: an extraConfig-only reconfigure, allowed on a running VM."""
-    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=RESERVED_KEY, value=','.join(sorted(ids)))])
-    wait_task(vm_info['_obj'].ReconfigVM_Task(spec=spec), timeout)
-    tasks.append('ReconfigVM_Task')
-
-
 def reboot_host(si, host_info, timeout, tasks, reconnect=None):
     """Maintenance mode (if not in it), reboot, wait until it is back with a new boot time, leave maintenance.
 

@@ -18,10 +18,13 @@ import re
 KERNEL_MODULE_MODES = ('auto', 'required', 'skip')
 FABRICMANAGER_MODES = ('auto', 'always', 'never')
 
-# dkms module names used by the NVIDIA driver packages: Debian's nvidia-kernel-dkms registers
-# "nvidia-current" (the module file is nvidia-current.ko, aliased to "nvidia" in modprobe.d);
-# Ubuntu, NVIDIA's CUDA repository and the runfile's --dkms register "nvidia".
-DKMS_NAMES = ('nvidia-current', 'nvidia')
+# dkms module names used by the NVIDIA driver packages, with the file name of the main module each builds:
+# Debian's nvidia-kernel-dkms registers "nvidia-current" (the module file is nvidia-current.ko, aliased to "nvidia"
+# in modprobe.d); Ubuntu's proprietary -server packages (nvidia-dkms-<b>-server) register "nvidia-srv" and build
+# nvidia.ko (canonical/nvidia-graphics-drivers, branches 535-server..595-server, debian/dkms_nvidia.conf:
+# PACKAGE_NAME); Ubuntu's -server-open packages, NVIDIA's CUDA repository and the runfile's --dkms register "nvidia".
+DKMS_NAMES = ('nvidia-current', 'nvidia-srv', 'nvidia')
+DKMS_MODULE_FILES = {'nvidia-current': 'nvidia-current', 'nvidia-srv': 'nvidia', 'nvidia': 'nvidia'}
 
 DKMS_MODULE_DIRS = ('updates/dkms', 'extra')
 
@@ -113,12 +116,22 @@ def dkms_state(root, kernel_release, version=None):
         # would be "rebuilt" on every run)
         for sub in DKMS_MODULE_DIRS:
             mod_dir = _path(root, 'lib/modules/%s/%s' % (kernel_release, sub))
-            if glob.glob(os.path.join(mod_dir, '%s.ko*' % name)):
+            if glob.glob(os.path.join(mod_dir, '%s.ko*' % DKMS_MODULE_FILES[name])):
                 state['installed_for_kernel'] = True
                 state['module_dir'] = '/lib/modules/%s/%s' % (kernel_release, sub)
                 break
         break
     return state
+
+
+def dkms_install_advice(module=None):
+    """The dkms command that builds the NVIDIA module for the running kernel, with the module name as registered
+    (dkms_state()['module']); without it, the names the driver packages use, so the advice never fails on a node
+    whose packages register another name (nvidia-srv on Ubuntu's proprietary -server drivers)."""
+    if module:
+        return 'dkms install -m %s -v <version>' % module
+    return ('dkms install -m <module> -v <version>, with the module name that dkms status shows: nvidia-srv for '
+            'Ubuntu\'s -server drivers, nvidia-current for Debian\'s, nvidia otherwise')
 
 
 def nvml_library_versions(root='/'):

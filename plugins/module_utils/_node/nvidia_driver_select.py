@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import fnmatch
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
@@ -196,10 +197,23 @@ def check_os(family, major):
                              'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
 
 
-def kernel_flavour(kernel_release):
-    """Ubuntu's kernel flavour from the release: '6.8.0-45-generic' -> 'generic', '6.8.0-1012-aws' -> 'aws'."""
-    m = re.match(r'^[0-9.]+-[0-9]+-(.+)$', kernel_release or '')
-    return m.group(1) if m else 'generic'
+def precompiled_module_packages(branch, opn, kernel_release, machine):
+    """Canonical's signed precompiled module packages for the running kernel (NVIDIA's precompiled driver container,
+    ubuntu24.04/precompiled/nvidia-driver `_install_driver`): named after `uname -r` itself, so that HWE kernels
+    (flavour metapackages -generic-hwe-22.04/-24.04), arm64 -64k kernels and a running ABI that is not the
+    archive's newest get the package of the kernel that runs; the proprietary flavour adds linux-objects-nvidia-*,
+    and x86_64 the Secure Boot signatures package (none is built for arm64)."""
+    if not kernel_release:
+        raise SelectionError('Ubuntu\'s precompiled NVIDIA modules are named after the running kernel, which could '
+                             'not be read; set nvidia_driver_ubuntu_precompiled: "false" to build with dkms')
+    if opn:
+        names = ['linux-modules-nvidia-%s-server-open-%s' % (branch, kernel_release)]
+    else:
+        names = ['linux-objects-nvidia-%s-server-%s' % (branch, kernel_release),
+                 'linux-modules-nvidia-%s-server-%s' % (branch, kernel_release)]
+    if machine in ('x86_64', 'amd64'):
+        names.append('linux-signatures-nvidia-%s' % kernel_release)
+    return names
 
 
 def _fm_names(branch, family, method):
@@ -250,7 +264,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     b = _branch_int(branch)
     opn = flavour == 'open'
     plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
-            'versionlock_pattern': None, 'apt_pin_branch': None}
+            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}
     if method == 'runfile':
         plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
     elif family == 'Ubuntu' and method == 'distro':
@@ -259,7 +273,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                   'libnvidia-compute-%s-server' % branch]
         if precompiled:
             plan['pinned'] = ['nvidia-headless-no-dkms-%s-server%s' % (branch, sfx)] + common
-            plan['unpinned'] = ['linux-modules-nvidia-%s-server%s-%s' % (branch, sfx, kernel_flavour(kernel_release))]
+            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine)
         else:
             plan['pinned'] = ['nvidia-headless-%s-server%s' % (branch, sfx), 'nvidia-dkms-%s-server%s' % (branch, sfx)] + common
         plan['version_package'] = 'libnvidia-compute-%s-server' % branch
@@ -271,7 +285,9 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
         # NVIDIA's driver installation guide ("Recent Updates", "Version locking"): a pinning package per branch,
         # then the unversioned metapackage; from R590 Ubuntu's package names lose the branch
         # (libnvidia-compute-580 -> libnvidia-compute, cuda-drivers-580 removed).
-        plan['unpinned'] = ['nvidia-driver-pinning-%s' % branch]
+        # The pinning package locks the branch: it goes in before the driver, in an apt run of its own (with the
+        # role's apt preferences), never in the driver's transaction, where apt resolves the driver first.
+        plan['branch_lock'] = {'kind': 'apt', 'packages': ['nvidia-driver-pinning-%s' % branch]}
         plan['pinned'] = ['nvidia-open' if opn else 'cuda-drivers']
         if family == 'Ubuntu':
             plan['pinned'].append('libnvidia-compute' if b >= 590 else 'libnvidia-compute-%s' % branch)
@@ -286,8 +302,10 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                           else 'nvidia-driver-libs', nvml, kmod, 'nvidia-persistenced']
         plan['version_package'] = 'nvidia-driver'
         if _branch_int(major) >= 10:
+            # NVIDIA's R620 guide, "Install a specific branch" on RHEL 10: versionlock the branch, then install
             plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
             plan['versionlock_pattern'] = '*nvidia*%s*' % branch
+            plan['branch_lock'] = {'kind': 'dnf_versionlock', 'pattern': plan['versionlock_pattern']}
         else:
             plan['dnf_module_stream'] = 'nvidia-driver:%s-%s' % (branch, 'open' if opn else 'dkms')
             plan['install'] = ['nvidia-open' if opn else 'cuda-drivers']
@@ -306,6 +324,18 @@ def parse_dnf_enabled_stream(text, module='nvidia-driver'):
         if len(parts) >= 2 and parts[0] == module and '[e]' in line:
             return parts[1].replace('[d]', '').replace('[e]', '')
     return None
+
+
+def versionlock_covers(list_text, pattern):
+    """Whether dnf's versionlock list (/etc/dnf/plugins/versionlock.list) already holds entries that the branch's
+    pattern ('*nvidia*580*') added: then `dnf versionlock add` is not run again (it would add the same entries)."""
+    if not pattern:
+        return False
+    for line in (list_text or '').splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith('#') and not entry.startswith('!') and fnmatch.fnmatchcase(entry, pattern):
+            return True
+    return False
 
 
 def module_stream_reset(current, wanted):
@@ -432,4 +462,8 @@ def select(params, obs, today=None):
         'runfile_flags': runfile_module_flags(branch, flavour) if method == 'runfile' else [],
         'dnf_module_current': obs.get('dnf_module_current'),
         'dnf_module_reset': module_stream_reset(obs.get('dnf_module_current'), plan.get('dnf_module_stream')),
+        # the branch lock that goes in before the driver: apt (pinning package + apt preferences) or dnf versionlock
+        'branch_lock': plan['branch_lock'],
+        'branch_lock_present': (versionlock_covers(obs.get('versionlock_list'), plan['versionlock_pattern'])
+                                if plan['branch_lock'] and plan['branch_lock']['kind'] == 'dnf_versionlock' else None),
     }

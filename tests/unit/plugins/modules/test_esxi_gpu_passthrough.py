@@ -133,3 +133,44 @@ def test_ESX_03_skip_vm_defers_the_reboot_decision_to_after_the_change():
     dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4'}], pending_reboot='skip_vm'), vm(),
                                        [gpu('0000:3b:00.0')])
     assert 'defer_vm' not in host_plan and vm_plan is not None
+
+
+def test_ESX_12_skip_vm_writes_nothing_to_the_vm_and_returns_the_chosen_gpus(monkeypatch):
+    """pending_reboot=skip_vm with a reboot pending: the host part only - no VM reconfigure (the advanced setting
+    gpuops.passthrough.reserved is not written); the chosen GPUs come back for the call after the reboot."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_passthrough as ep
+    pending = [gpu('0000:3b:00.0', enabled=False, active=False), gpu('0000:3c:00.0', enabled=False, active=False)]
+    after = [dict(g, enabled=True) for g in pending]
+    calls = []
+    monkeypatch.setattr(ep.ev, 'api_major', lambda si: 7)
+    monkeypatch.setattr(ep.ev, 'enable_passthrough', lambda host, ids, apply_now: calls.append(('enable', ids)))
+    monkeypatch.setattr(ep.ev, 'read_host', lambda si, obj: {'name': 'esx1', 'gpus': after, '_obj': obj})
+    monkeypatch.setattr(ep.ev, 'set_reservation', lambda *a, **k: calls.append(('reserve',)), raising=False)
+    monkeypatch.setattr(ep.ev, 'read_vm', lambda si, obj: calls.append(('read_vm',)))
+    p = params(gpus=[{'model': 'T4'}], pending_reboot='skip_vm')
+    runner = mod.Runner(FakeModule(p), mod.check_params(p))
+    runner.si = FakeSi()
+    the_vm = vm(power_state='poweredOn', _obj=object())
+    monkeypatch.setattr(runner, 'find', lambda: (the_vm, {'name': 'esx1', 'gpus': pending, '_obj': 'host'}))
+    res = runner._run()
+    assert res['vm_skipped'] is True and res['host']['reboot_required'] is True
+    assert res['tasks'] == ['UpdatePassthruConfig'] and res['reconfigure_count'] == 0
+    assert ('reserve',) not in calls
+    assert res['chosen_gpus'] == ['0000:3b:00.0']
+    assert not [c for c in res['changes'] if 'reserve' in c]
+
+
+def test_ESX_12_chosen_gpus_of_the_first_call_are_taken_again():
+    """The call after the reboot takes the GPUs the first call chose (chosen_gpus), not other free ones."""
+    host_gpus = [gpu('0000:3b:00.0'), gpu('0000:3c:00.0'), gpu('0000:3d:00.0')]
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4', 'count': 2}], chosen_gpus=['3d:00.0', '3c:00.0'], memory_check='ignore'),
+                                       vm(), host_gpus)
+    assert host_plan['ids'] == ['0000:3c:00.0', '0000:3d:00.0']
+    assert sorted(w['id'] for w in vm_plan['add']) == ['0000:3c:00.0', '0000:3d:00.0']
+    # a GPU another VM holds by now is not taken: the next free one is
+    host_gpus[2]['attached_to'] = ['vm2']
+    dummy, (host_plan, vm_plan) = plan(params(gpus=[{'model': 'T4', 'count': 2}], chosen_gpus=['3d:00.0', '3c:00.0'], memory_check='ignore'),
+                                       vm(), host_gpus)
+    assert host_plan['ids'] == ['0000:3c:00.0', '0000:3b:00.0']
+    with pytest.raises(eg.GpuError, match='chosen_gpus'):
+        mod.check_params(params(chosen_gpus=['not-a-pci-id']))

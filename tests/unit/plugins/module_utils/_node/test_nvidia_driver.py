@@ -172,3 +172,42 @@ def test_bad_modes():
         nd.plan(params(kernel_module='maybe'), obs())
     with pytest.raises(ValueError, match='fabricmanager'):
         nd.plan(params(fabricmanager='x'), obs())
+
+
+def test_DRV_32_ubuntu_server_dkms_module_is_nvidia_srv(tmp_path):
+    """Ubuntu's proprietary -server dkms package registers nvidia-srv (its modules are still nvidia*.ko): the
+    rebuild check must see it, and must not "rebuild" once nvidia.ko is there for the running kernel."""
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, 'var/lib/dkms/nvidia-srv/580.126.20'))
+    s = nd.dkms_state(root, '6.8.0-90-generic', '580.126.20')
+    assert s['module'] == 'nvidia-srv'
+    assert s['registered'] is True
+    assert s['installed_for_kernel'] is False
+    r = nd.plan(params(), obs(kernel_release='6.8.0-90-generic', dkms=s))
+    assert r['dkms']['rebuild'] is True
+    _write(tmp_path, 'lib/modules/6.8.0-90-generic/updates/dkms/nvidia.ko.zst')
+    s = nd.dkms_state(root, '6.8.0-90-generic', '580.126.20')
+    assert s['installed_for_kernel'] is True
+    assert nd.plan(params(), obs(kernel_release='6.8.0-90-generic', dkms=s))['dkms']['rebuild'] is False
+
+
+def test_DRV_32_ubuntu_server_open_dkms_module_is_nvidia(tmp_path):
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, 'var/lib/dkms/nvidia/580.126.20'))
+    _write(tmp_path, 'lib/modules/6.8.0-90-generic/updates/dkms/nvidia.ko.zst')
+    s = nd.dkms_state(root, '6.8.0-90-generic')
+    assert (s['module'], s['installed_for_kernel']) == ('nvidia', True)
+
+
+def test_DRV_32_doctor_dkms_advice_names_the_registered_module():
+    """The doctor's driver_not_loaded advice: the dkms module name as registered (nvidia-srv on Ubuntu's
+    proprietary -server drivers), never a fixed `-m nvidia` that fails there."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
+    facts = {'nvml': {'status': 'driver_not_loaded'},
+             'node': {'pci_gpus': [{'name': 'H100', 'driver': None, 'vendor_id': '10de'}], 'gpu_present': True}}
+    out = checks.check_driver_loaded(facts, {'dkms_module': 'nvidia-srv'})
+    assert out and 'dkms install -m nvidia-srv -v <version>' in out[0]['remediation']
+    generic = checks.check_driver_loaded(facts, {})[0]['remediation']
+    assert 'dkms install -m nvidia -v' not in generic
+    assert 'nvidia-srv' in generic and 'nvidia-current' in generic
+    assert nd.dkms_install_advice('nvidia-current') == 'dkms install -m nvidia-current -v <version>'

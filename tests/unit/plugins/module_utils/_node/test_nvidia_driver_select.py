@@ -35,7 +35,8 @@ def select(family='Ubuntu', major='24', **params):
     obs = dict(family=family, major=major, kernel_release=params.pop('kernel_release', '6.8.0-45-generic'),
                machine=params.pop('machine', 'x86_64'), gpu_pci_ids=params.pop('gpus', [H100]),
                secure_boot=params.pop('secure_boot', 'disabled'),
-               dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False))
+               dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False),
+               versionlock_list=params.pop('versionlock_list', None))
     base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
                 precompiled='auto', fabricmanager='auto')
     base.update(params)
@@ -195,32 +196,44 @@ def test_DRV_10_ubuntu_precompiled_signed_modules_with_secure_boot():
     assert out['precompiled']['effective'] is True
     assert out['packages']['pinned'][0] == 'nvidia-headless-no-dkms-580-server-open'
     assert 'nvidia-dkms-580-server-open' not in out['packages']['pinned']
-    # the module package follows the kernel's version: installed, not pinned to the driver's
-    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-open-aws']
-    out = select(gpus=[V100], precompiled='true')
-    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-generic']
+    # the module packages follow the kernel's version: installed, not pinned to the driver's
+    assert out['packages']['unpinned'] == ['linux-modules-nvidia-580-server-open-6.8.0-1012-aws',
+                                           'linux-signatures-nvidia-6.8.0-1012-aws']
     assert select(gpus=[H100], secure_boot='enabled', precompiled='false')['precompiled']['effective'] is False
     # only Ubuntu's archive has them
     assert select(family='Debian', major='12', gpus=[H100], secure_boot='enabled')['precompiled']['effective'] is False
 
 
-@pytest.mark.parametrize('kernel, flavour', [
-    ('6.8.0-45-generic', 'generic'), ('6.8.0-1012-aws', 'aws'), ('5.15.0-1050-nvidia', 'nvidia'),
-    ('6.8.0-45-lowlatency', 'lowlatency'), ('weird', 'generic'),
+@pytest.mark.parametrize('kernel, machine, flavour, expected', [
+    # HWE kernels: the flavour metapackage would be ...-generic-hwe-22.04, never "generic"; the running ABI's
+    # package is named after uname -r (NVIDIA's precompiled driver container installs exactly that)
+    ('6.8.0-90-generic', 'x86_64', 'open', ['linux-modules-nvidia-580-server-open-6.8.0-90-generic',
+                                            'linux-signatures-nvidia-6.8.0-90-generic']),
+    ('6.8.0-90-generic', 'x86_64', 'proprietary', ['linux-objects-nvidia-580-server-6.8.0-90-generic',
+                                                   'linux-modules-nvidia-580-server-6.8.0-90-generic',
+                                                   'linux-signatures-nvidia-6.8.0-90-generic']),
+    # arm64 64k-page kernels: the ABI carries -64k; no signatures package on arm64
+    ('6.8.0-90-generic-64k', 'aarch64', 'open', ['linux-modules-nvidia-580-server-open-6.8.0-90-generic-64k']),
+    ('6.5.0-45-generic', 'x86_64', 'open', ['linux-modules-nvidia-580-server-open-6.5.0-45-generic',
+                                            'linux-signatures-nvidia-6.5.0-45-generic']),
 ])
-def test_DRV_10_kernel_flavour(kernel, flavour):
-    assert sel.kernel_flavour(kernel) == flavour
+def test_DRV_10_precompiled_packages_of_the_running_kernel(kernel, machine, flavour, expected):
+    out = select(gpus=[H100 if flavour == 'open' else V100], secure_boot='enabled', kernel_release=kernel,
+                 machine=machine, kernel_module_type=flavour)
+    assert out['packages']['unpinned'] == expected
 
 
 def test_DRV_11_cuda_repo_apt_names_and_pin_file():
     out = select(method='cuda_repo', gpus=[H100])
     assert out['packages']['pinned'] == ['nvidia-open', 'libnvidia-compute-580']
-    assert out['packages']['unpinned'] == ['nvidia-driver-pinning-580']
+    # the pinning package locks the branch before the driver: not in the driver's apt transaction (DRV-33)
+    assert out['packages']['unpinned'] == []
+    assert out['branch_lock'] == {'kind': 'apt', 'packages': ['nvidia-driver-pinning-580']}
     assert out['packages']['version_package'] == 'libnvidia-compute-580'
     assert 'Pin: version 580.*' in out['apt_pin_file'] and 'Pin-Priority: 1000' in out['apt_pin_file']
     out = select(method='cuda_repo', branch='595', gpus=[V100.replace('1db1', '2330')], kernel_module_type='proprietary')
     assert out['packages']['pinned'] == ['cuda-drivers', 'libnvidia-compute']   # R590 on: no branch in the names
-    assert out['packages']['unpinned'] == ['nvidia-driver-pinning-595']
+    assert out['branch_lock']['packages'] == ['nvidia-driver-pinning-595']
     assert 'Pin: version 595.1.2*' in sel.apt_pin_file('595', '595.1.2')
     assert select(method='distro', gpus=[H100])['apt_pin_file'] is None
 
@@ -244,6 +257,21 @@ def test_DRV_13_rhel10_plain_packages_and_versionlock():
     assert out['packages']['dnf_module_stream'] is None
     assert out['packages']['install'] == ['nvidia-open']
     assert out['packages']['versionlock_pattern'] == '*nvidia*580*'
+
+
+def test_DRV_13_rhel10_branch_locked_before_install():
+    """NVIDIA's R620 guide installs a specific branch on RHEL 10 by versionlocking *nvidia*<b>* first: select
+    hands the role that lock (it runs before dnf install), and says whether the list already holds it."""
+    out = select(family='RedHat', major='10', gpus=[H100])
+    assert out['branch_lock'] == {'kind': 'dnf_versionlock', 'pattern': '*nvidia*580*'}
+    assert out['branch_lock_present'] is False
+    listed = ('# Added by versionlock\nkmod-nvidia-open-dkms-3:580.95.05-1.el10.*\nnvidia-open-3:580.95.05-1.el10.*\n')
+    assert select(family='RedHat', major='10', gpus=[H100], versionlock_list=listed)['branch_lock_present'] is True
+    other = 'nvidia-open-3:575.51-1.el10.*\n!nvidia-open-3:580.95.05-1.el10.*\n'
+    assert select(family='RedHat', major='10', gpus=[H100], versionlock_list=other)['branch_lock_present'] is False
+    # RHEL 8/9 lock the branch through the module stream; Ubuntu's own packages carry the branch in their names
+    assert select(family='RedHat', major='9', gpus=[H100])['branch_lock'] is None
+    assert select(gpus=[H100])['branch_lock'] is None
 
 
 def test_DRV_14_rhel_libnvidia_ml_from_560():
