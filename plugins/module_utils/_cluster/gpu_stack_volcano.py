@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    GPU_TOLERATION, StackError, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
+    GPU_TOLERATION, StackError, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     validate_settings,
 )
 
@@ -35,6 +35,7 @@ VGPU_LIB_INSTALL = 'cp -f /k8s-vgpu/lib/nvidia/* /usr/local/vgpu/'
 # arguments that make volcano-scheduler exit beside the sharing mode we switch on (deviceshare.go enablePredicate)
 CONFLICTING_ARGS = ('deviceshare.GPUNumberEnable',)
 CONFIGMAP = 'volcano-scheduler-configmap'
+CHECKSUM_ANNOTATION = 'checksum/config'
 CONF_KEY = 'volcano-scheduler.conf'
 
 VOLCANO_SCHEMA = {
@@ -151,8 +152,11 @@ def render(ctx, settings, nodes, facts):
                               'resourceCoreName': 'volcano.sh/vgpu-cores', 'overwriteEnv': False, 'defaultMemory': 0,
                               'defaultCores': 0, 'defaultGPUNum': 1, 'deviceSplitCount': vs['device_split_count'],
                               'deviceMemoryScaling': 1, 'deviceCoreScaling': 1, 'gpuMemoryFactor': 1}}
-        out.append(config_map(ctx, VGPU_DEVICE_CONFIG, {'device-config.yaml': json.dumps(dev_cfg, indent=2, sort_keys=True) + '\n'},
-                              scope='shared', namespace=VGPU_DEVICE_CONFIG_NAMESPACE))
+        dev_cm = config_map(ctx, VGPU_DEVICE_CONFIG, {'device-config.yaml': json.dumps(dev_cfg, indent=2, sort_keys=True) + '\n'},
+                            scope='shared', namespace=VGPU_DEVICE_CONFIG_NAMESPACE)
+        out.append(dev_cm)
+        # the plugin loads the device config from the API once, at start: a changed config rolls its pods
+        annotations = {CHECKSUM_ANNOTATION: config_checksum(dev_cm)}
         node_cfg = 'volcano-vgpu-node-config-' + ctx.pool
         out.append(config_map(ctx, node_cfg, {'config.json': json.dumps({'nodeconfig': []}, indent=2) + '\n'}))
         # registers devices and takes/releases node locks through Node annotations (nodes update/patch), patches
@@ -180,6 +184,7 @@ def render(ctx, settings, nodes, facts):
                     hostpath_volume('hosttmp', '/tmp', 'DirectoryOrCreate')]
     else:
         image_ref = vs['device_plugin_image'] or DEVICE_PLUGIN_IMAGE
+        annotations = None
         resources = ['volcano.sh/gpu-memory', 'volcano.sh/gpu-number']
         limits = {'volcano.sh/gpu-memory': '1024'}
         image = ctx.image(image_ref, var + '.device_plugin_image')
@@ -198,7 +203,7 @@ def render(ctx, settings, nodes, facts):
     spec = {'serviceAccountName': name, 'priorityClassName': 'system-node-critical', 'nodeSelector': ctx.pool_selector(),
             'containers': [container], 'volumes': volumes}
     pod_spec_common(ctx, spec, [GPU_TOLERATION])
-    out.append(daemonset(ctx, name, 'volcano-device-plugin', spec))
+    out.append(daemonset(ctx, name, 'volcano-device-plugin', spec, annotations=annotations))
     ctx.note('volcano: only the scheduler configuration (GPU sharing) and the device plugin are managed here; install '
              'Volcano itself (%s) first. Pods use schedulerName: volcano.' % vs['version'])
     return out, {}, resources, limits

@@ -165,3 +165,16 @@ def test_HAMI_13_vgpu_monitor():
     assert sc['allowPrivilegeEscalation'] is False and sc['capabilities'] == {'drop': ['ALL'], 'add': ['SYS_ADMIN']}
     assert {m['mountPath'] for m in c['volumeMounts']} >= {'/usr/local/vgpu/containers', '/run/containerd', '/sysinfo', '/hostvar'}
     assert c['command'] == ['vGPUmonitor']
+
+
+def test_HAMI_14_a_changed_device_config_rolls_scheduler_and_device_plugin():
+    """Issue #27 3.2: both mount device-config.yaml with subPath (never updated in place) and read it at start; the
+    chart rolls them through checksum annotations on the pod templates."""
+    def ann(out, kind, name):
+        return obj(out, kind, name)['spec']['template']['metadata'].get('annotations') or {}
+    before, again, after = render(), render(), render(default_memory=2048)
+    for kind, name in (('Deployment', 'hami-scheduler'), ('DaemonSet', 'hami-device-plugin-p1')):
+        a = ann(before, kind, name)
+        assert set(a) == {'checksum/hami-scheduler-config', 'checksum/hami-scheduler-device-config'}, name
+        assert a == ann(again, kind, name)
+        assert ann(after, kind, name)['checksum/hami-scheduler-device-config'] != a['checksum/hami-scheduler-device-config']

@@ -127,3 +127,13 @@ def test_VOL_11_vgpu_container_as_upstream():
     assert env['HOOK_PATH'] == '/usr/local/vgpu' and env['NVIDIA_VISIBLE_DEVICES'] == 'all'
     assert env['NVIDIA_DRIVER_CAPABILITIES'] == 'utility'
     assert {m['mountPath'] for m in c['volumeMounts']} >= {'/config', '/var/lib/kubelet/device-plugins', '/tmp'}
+
+
+def test_VOL_12_a_changed_vgpu_device_config_rolls_the_device_plugin():
+    """Issue #27 3.2: the vGPU plugin loads volcano-vgpu-device-config once, at start (LoadNvidiaConfig)."""
+    def ann(out):
+        return obj(out, 'DaemonSet', 'volcano-device-plugin-p1')['spec']['template']['metadata'].get('annotations') or {}
+    before, again, after = render(), render(), render(device_split_count=4)
+    assert len(ann(before)['checksum/config']) == 64
+    assert ann(before) == ann(again)
+    assert ann(after)['checksum/config'] != ann(before)['checksum/config']
