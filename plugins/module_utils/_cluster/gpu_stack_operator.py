@@ -78,6 +78,9 @@ GPU_OPERATOR_SCHEMA = {
 }
 
 _VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
+# Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
+# (0.0.0-git-<sha>); NVIDIA/gpu-operator deployments/gpu-operator/Chart.yaml and .github/workflows at v26.7.0
+_UNRELEASED = re.compile(r'^(v?1\.0\.0-devel|v?0\.0\.0-git-.*)$')
 
 
 def _chart_yaml_version(path):
@@ -103,7 +106,17 @@ def _chart_yaml_version(path):
 
 def chart_release(go, var):
     """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
-    text = go['chart_version'] or _chart_yaml_version(go['chart_path'])
+    text = go['chart_version']
+    if not text:
+        text = _chart_yaml_version(go['chart_path'])
+        if text and _UNRELEASED.match(text):
+            # the source tree's Chart.yaml says v1.0.0-devel at every tag; release packaging sets the version
+            # (helm package --version <tag>), development builds 0.0.0-git-<sha>: neither names a release
+            raise StackError('%s: the gpu-operator chart at %s says version %s, which is a chart from the source tree '
+                             'or a development build, not a release (released charts carry their release, e.g. %s): '
+                             'set %s.chart_version to the release it was taken from, or use the released chart '
+                             '(helm pull nvidia/gpu-operator --version %s)'
+                             % (var, go['chart_path'], text, CURRENT_CHART, var, CURRENT_CHART))
     if not text:
         m = _VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
         text = m.group(0) if m else ''

@@ -105,3 +105,15 @@ def test_GPUOP_08_pull_secrets_shapes():
     assert v['validator']['imagePullSecrets'] == ['regcred']
     assert v['node-feature-discovery'] == {'imagePullSecrets': [{'name': 'regcred'}]}
     assert 'repository' not in v['devicePlugin']
+
+
+@pytest.mark.parametrize('version', ['v1.0.0-devel', '0.0.0-git-v26.7.0'])
+def test_GPUOP_06_a_chart_that_names_no_release_is_refused(tmp_path, version):
+    """Issue #27 3.10: at every tag the source tree's Chart.yaml says v1.0.0-devel (the release workflow packages the
+    chart with --version <tag>); it was read as release 1.0 and refused as unknown, naming a release nobody made."""
+    d = tmp_path / 'chart'
+    d.mkdir()
+    (d / 'Chart.yaml').write_text('apiVersion: v2\nname: gpu-operator\nversion: %s\n' % version)
+    with pytest.raises(StackError, match='source tree or a development build.*chart_version'):
+        render(chart_path=str(d))
+    assert render(chart_path=str(d), chart_version='v26.7.0')['helm']['chart_version'] == 'v26.7.0'
