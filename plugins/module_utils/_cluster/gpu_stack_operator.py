@@ -44,6 +44,52 @@ CHARTS = {
     (26, 7): {'tag': 'v26.7.0', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
               'cdi_enabled_default': True, 'outdated': False},
 }
+# Every image the chart can pull at each release (deployments/gpu-operator/values.yaml at the tag: each map with a
+# repository and an image), as value path -> (source repository, image, when the collection's settings enable it).
+# 'always': pulled with the collection's settings (enabled by the chart's defaults, which the collection keeps);
+# 'driver' / 'toolkit': with driver_enabled / toolkit_enabled; 'never': disabled by default or sandbox workloads
+# only, which the collection never enables. The node-feature-discovery subchart's image is mirrored apart.
+_IMAGES_COMMON = {
+    'operator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'driver': ('nvcr.io/nvidia', 'driver', 'driver'),
+    'driver.manager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'driver'),
+    'toolkit': ('nvcr.io/nvidia/k8s', 'container-toolkit', 'toolkit'),
+    'devicePlugin': ('nvcr.io/nvidia', 'k8s-device-plugin', 'always'),
+    'dcgm': ('nvcr.io/nvidia/cloud-native', 'dcgm', 'never'),
+    'dcgmExporter': ('nvcr.io/nvidia/k8s', 'dcgm-exporter', 'always'),
+    'gfd': ('nvcr.io/nvidia', 'k8s-device-plugin', 'always'),
+    'migManager': ('nvcr.io/nvidia/cloud-native', 'k8s-mig-manager', 'always'),
+    'gds': ('nvcr.io/nvidia/cloud-native', 'nvidia-fs', 'never'),
+    'gdrcopy': ('nvcr.io/nvidia/cloud-native', 'gdrdrv', 'never'),
+    'vgpuManager.driverManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'vgpuDeviceManager': ('nvcr.io/nvidia/cloud-native', 'vgpu-device-manager', 'never'),
+    'vfioManager.driverManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'sandboxDevicePlugin': ('nvcr.io/nvidia', 'kubevirt-gpu-device-plugin', 'never'),
+    'ccManager': ('nvcr.io/nvidia/cloud-native', 'k8s-cc-manager', 'never'),
+}
+_IMAGES_OLD = dict(_IMAGES_COMMON, **{
+    'validator': ('nvcr.io/nvidia/cloud-native', 'gpu-operator-validator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia/cloud-native', 'gpu-operator-validator', 'always'),
+    # the CUDA base image the operator gives its operands as init container (ClusterPolicy operator.initContainer)
+    'operator.initContainer': ('nvcr.io/nvidia', 'cuda', 'always'),
+    'vfioManager': ('nvcr.io/nvidia', 'cuda', 'never'),
+    'kataManager': ('nvcr.io/nvidia/cloud-native', 'k8s-kata-manager', 'never'),
+})
+_IMAGES_25_10 = dict(_IMAGES_OLD, **{
+    'validator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+})
+_IMAGES_26 = dict(_IMAGES_COMMON, **{
+    'validator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'vfioManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'kataSandboxDevicePlugin': ('nvcr.io/nvidia/cloud-native', 'nvidia-sandbox-device-plugin', 'never'),
+})
+_IMAGES_26_7 = dict(_IMAGES_26, draDriver=('nvcr.io/nvidia', 'dra-driver-nvidia-gpu', 'never'))
+CHART_IMAGES = {(24, 9): _IMAGES_OLD, (25, 3): _IMAGES_OLD, (25, 10): _IMAGES_25_10, (26, 3): _IMAGES_26,
+                (26, 7): _IMAGES_26_7}
+# value paths whose map has no imagePullSecrets of its own (driver.manager takes driver's)
+_NO_PULL_SECRETS = frozenset(['driver.manager'])
 CURRENT_CHART = 'v26.7.0'
 # Kept for callers that list the repositories of the newest chart.
 COMPONENT_REPOSITORIES = _REPOS_NEW
@@ -56,7 +102,8 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'devicePlugin.config.create', 'devicePlugin.config.name', 'devicePlugin.config.default', 'devicePlugin.config.data',
        'migManager.config.name', 'migManager.config.default', 'daemonsets.tolerations', 'daemonsets.priorityClassName',
        'node-feature-discovery.image.repository', 'node-feature-discovery.imagePullSecrets', 'nfd.enabled',
-       'operator.defaultRuntime', 'cdi.enabled', 'cdi.default'])
+       'operator.defaultRuntime', 'cdi.enabled', 'cdi.default', 'driver.manager.repository',
+       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
 
 GPU_OPERATOR_SCHEMA = {
     'chart_path': dict(type=str, default=''),
@@ -150,8 +197,8 @@ def render(ctx, settings, nodes, facts):
     if not go['chart_path']:
         raise StackError('%s.chart_path must be the path of the gpu-operator chart on the controller (a .tgz from '
                          '"helm pull nvidia/gpu-operator --version vXX.Y.Z", or an unpacked chart directory)' % var)
-    key, version = chart_release(go, var)
-    chart = CHARTS[key]
+    chart_key, version = chart_release(go, var)
+    chart = CHARTS[chart_key]
     if chart['outdated']:
         ctx.warn('%s: gpu-operator chart %s is an older release; move to %s' % (var, version, CURRENT_CHART))
     if go['sharing'] != 'none' and go['mig_strategy'] == 'mixed':
@@ -198,6 +245,18 @@ def render(ctx, settings, nodes, facts):
             values.setdefault(comp, {})['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
         if pull:
             values.setdefault(comp, {})['imagePullSecrets'] = list(pull)
+    # the other images the chart pulls with these settings (CHART_IMAGES): mirrored as well
+    enabled = {'always': True, 'driver': go['driver_enabled'], 'toolkit': go['toolkit_enabled'], 'never': False}
+    for path, (repo, _image, when) in sorted(CHART_IMAGES[chart_key].items()):
+        if not enabled[when] or path in chart['repositories'] or not (ctx.registry or (pull and path not in _NO_PULL_SECRETS)):
+            continue
+        node = values
+        for part in path.split('.'):
+            node = node.setdefault(part, {})
+        if ctx.registry:
+            node['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
+        if pull and path not in _NO_PULL_SECRETS:
+            node['imagePullSecrets'] = list(pull)
     if ctx.registry:
         values['node-feature-discovery'] = {'image': {'repository': ctx.registry + '/nfd/node-feature-discovery'}}
     if pull:

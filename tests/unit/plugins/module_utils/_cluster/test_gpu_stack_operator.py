@@ -117,3 +117,29 @@ def test_GPUOP_06_a_chart_that_names_no_release_is_refused(tmp_path, version):
     with pytest.raises(StackError, match='source tree or a development build.*chart_version'):
         render(chart_path=str(d))
     assert render(chart_path=str(d), chart_version='v26.7.0')['helm']['chart_version'] == 'v26.7.0'
+
+
+def _get(values, path):
+    node = values
+    for part in path.split('.'):
+        node = (node or {}).get(part)
+    return node
+
+
+@pytest.mark.parametrize('chart', sorted(c['tag'] for c in op.CHARTS.values()))
+@pytest.mark.parametrize('driver,toolkit', [(True, True), (False, False)])
+def test_GPUOP_09_every_image_the_settings_enable_is_mirrored(chart, driver, toolkit):
+    """Issue #27 3.3: with a mirror and driver_enabled, driver.manager (k8s-driver-manager) was left on nvcr.io."""
+    v = values(registry='reg.example/m', pull=['regcred'], chart_version=chart, driver_enabled=driver,
+               toolkit_enabled=toolkit)
+    key = tuple(int(x) for x in chart.lstrip('v').split('.')[:2])
+    on = {'always': True, 'driver': driver, 'toolkit': toolkit, 'never': False}
+    for path, (repo, _image, when) in op.CHART_IMAGES[key].items():
+        got = _get(v, path + '.repository')
+        if on[when]:
+            assert got == 'reg.example/m/' + repo.split('/', 1)[1], (chart, path)
+        else:
+            assert got is None or path in op.CHARTS[key]['repositories'], (chart, path)
+    if driver:
+        assert _get(v, 'driver.manager.repository') == 'reg.example/m/nvidia/cloud-native'
+    assert set(op.leaf_paths(v)) <= op.DOCUMENTED_VALUE_KEYS
