@@ -33,15 +33,15 @@ _REPOS_OLD = {
 }
 _REPOS_NEW = dict(_REPOS_OLD, validator='nvcr.io/nvidia', nodeStatusExporter='nvcr.io/nvidia')
 CHARTS = {
-    (24, 9): {'tag': 'v24.9.2', 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
+    (24, 9): {'tag': 'v24.9.2', 'device_plugin': (0, 17, 0), 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
               'cdi_enabled_default': False, 'outdated': True},
-    (25, 3): {'tag': 'v25.3.4', 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
+    (25, 3): {'tag': 'v25.3.4', 'device_plugin': (0, 17, 4), 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
               'cdi_enabled_default': False, 'outdated': True},
-    (25, 10): {'tag': 'v25.10.1', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': True,
+    (25, 10): {'tag': 'v25.10.1', 'device_plugin': (0, 18, 1), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': True,
                'cdi_enabled_default': True, 'outdated': False},
-    (26, 3): {'tag': 'v26.3.3', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+    (26, 3): {'tag': 'v26.3.3', 'device_plugin': (0, 19, 3), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
               'cdi_enabled_default': True, 'outdated': False},
-    (26, 7): {'tag': 'v26.7.0', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+    (26, 7): {'tag': 'v26.7.0', 'device_plugin': (0, 20, 0), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
               'cdi_enabled_default': True, 'outdated': False},
 }
 # Every image the chart can pull at each release (deployments/gpu-operator/values.yaml at the tag: each map with a
@@ -91,6 +91,9 @@ CHART_IMAGES = {(24, 9): _IMAGES_OLD, (25, 3): _IMAGES_OLD, (25, 10): _IMAGES_25
 # value paths whose map has no imagePullSecrets of its own (driver.manager takes driver's)
 _NO_PULL_SECRETS = frozenset(['driver.manager'])
 CURRENT_CHART = 'v26.7.0'
+# device_plugin above: devicePlugin.version of each release's values.yaml. Device plugins before v0.20.0 force
+# sharing.mps.failRequestsGreaterThanOne on (k8s-device-plugin api/config/v1/config.go, v0.17.1 and v0.20.0).
+MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)
 # Kept for callers that list the repositories of the newest chart.
 COMPONENT_REPOSITORIES = _REPOS_NEW
 
@@ -201,6 +204,11 @@ def render(ctx, settings, nodes, facts):
     chart = CHARTS[chart_key]
     if chart['outdated']:
         ctx.warn('%s: gpu-operator chart %s is an older release; move to %s' % (var, version, CURRENT_CHART))
+    if go['sharing'] == 'mps' and not go['fail_requests_greater_than_one'] and chart['device_plugin'] < MPS_FAIL_REQUESTS_HONOURED:
+        raise StackError('%s.fail_requests_greater_than_one: false has no effect with gpu-operator chart %s: its device '
+                         'plugin v%s forces it on for MPS (honoured from v%s, chart %s). Remove the setting, or use '
+                         'chart %s' % (var, version, '.'.join(str(x) for x in chart['device_plugin']),
+                                       '.'.join(str(x) for x in MPS_FAIL_REQUESTS_HONOURED), CURRENT_CHART, CURRENT_CHART))
     if go['sharing'] != 'none' and go['mig_strategy'] == 'mixed':
         raise StackError('%s.sharing %s cannot be combined with %s.mig_strategy mixed' % (var, go['sharing'], var))
     values = {'driver': {'enabled': go['driver_enabled']}, 'toolkit': {'enabled': go['toolkit_enabled']},

@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import io
+import json
 import tarfile
 
 import pytest
@@ -143,3 +144,19 @@ def test_GPUOP_09_every_image_the_settings_enable_is_mirrored(chart, driver, too
     if driver:
         assert _get(v, 'driver.manager.repository') == 'reg.example/m/nvidia/cloud-native'
     assert set(op.leaf_paths(v)) <= op.DOCUMENTED_VALUE_KEYS
+
+
+@pytest.mark.parametrize('chart,honoured', [('v24.9.2', False), ('v25.3.4', False), ('v25.10.1', False),
+                                            ('v26.3.3', False), ('v26.7.0', True)])
+def test_GPUOP_10_mps_fail_requests_false_only_with_a_device_plugin_that_honours_it(chart, honoured):
+    """Issue #27 3.8: the chart's device plugin before v0.20.0 forces failRequestsGreaterThanOne on for MPS."""
+    kw = dict(chart_version=chart, sharing='mps', fail_requests_greater_than_one=False)
+    if honoured:
+        cfg = json.loads(values(**kw)['devicePlugin']['config']['data']['mps'])
+        assert cfg['sharing']['mps']['failRequestsGreaterThanOne'] is False
+    else:
+        with pytest.raises(StackError, match='fail_requests_greater_than_one: false has no effect.*forces it on'):
+            render(**kw)
+    # time-slicing and the default (true) are not affected
+    values(chart_version=chart, sharing='time-slicing', fail_requests_greater_than_one=False)
+    values(chart_version=chart, sharing='mps')
