@@ -248,6 +248,15 @@ runtime_class_name:
       default runtime, and so do GPU pods.
   returned: always
   type: str
+restarts:
+  description:
+    - Workloads of others that read a config of this stack once per process, to restart when that config changed -
+      for Volcano's vGPU mode, C(volcano-scheduler) (C(kind), C(api_version), C(namespace), C(name)), restarted by
+      setting the pod template annotation C(annotation) to C(value) when the object C(when_changed) was created or
+      updated by the apply.
+  returned: always
+  type: list
+  elements: dict
 readiness:
   description:
     - What must hold before the stack is ready, or null. For V(mig) with the MIG manager - C(label)

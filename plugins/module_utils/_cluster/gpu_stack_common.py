@@ -58,6 +58,8 @@ class Ctx(object):
         # set by renderers: the scheduler extender URL kube-scheduler must use (gpushare); True while removing
         self.extender_url = None
         self.removing = False
+        # workloads of others that read a config of ours once per process: restart them when it changes
+        self.restarts = []
 
     def var(self, name):
         return self.var_prefix + name

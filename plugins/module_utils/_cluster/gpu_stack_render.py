@@ -259,6 +259,7 @@ def render(params):
         'runtime_class_name': pod_rc,
         'readiness': readiness,
         'extender_url': ctx.extender_url,
+        'restarts': [] if removing else ctx.restarts,
         'helm': helm,
         'images': ctx.images,
         'warnings': ctx.warnings,
