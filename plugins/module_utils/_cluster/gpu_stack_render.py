@@ -122,6 +122,43 @@ def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mi
         raise StackError('Refusing %sstrategy=%s for pool %s: %s' % (var, strategy, pool, '; '.join(problems)))
 
 
+# strategies whose pods ask for nvidia.com/gpu from another device plugin than HAMi's
+NVIDIA_GPU_POOL_STRATEGIES = tuple(gpu_stack_nvidia.NVIDIA_STRATEGIES) + ('gpu-operator',)
+
+
+def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
+    """HAMi's webhook (v2.10.0 pkg/scheduler/webhook.go) sends every pod of the cluster that asks for nvidia.com/gpu to
+    hami-scheduler and denies such pods with a privileged container (pkg/device/nvidia/device.go MutateAdmission finds
+    the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
+    Refuse the webhook beside another NVIDIA pool; without the webhook, pods opt in with schedulerName."""
+    def pools(strategies):
+        out = set()
+        for o in live_nodes:
+            labels = (o.get('metadata') or {}).get('labels') or {}
+            if labels.get(STRATEGY_LABEL) in strategies and labels.get(POOL_LABEL) not in (None, pool):
+                out.add('%s (%s)' % (labels[POOL_LABEL], labels[STRATEGY_LABEL]))
+        return sorted(out)
+    if strategy == 'hami':
+        hs = settings.get('hami') or {}
+        if not hs.get('webhook_tls_secret'):
+            return
+        others = pools(NVIDIA_GPU_POOL_STRATEGIES)
+        if others:
+            raise StackError('Refusing %shami.webhook_tls_secret for pool %s: HAMi\'s webhook (v2.10.0) sends every pod '
+                             'of the cluster that asks for nvidia.com/gpu to hami-scheduler and denies those with a '
+                             'privileged container, so the pods of the other NVIDIA pool(s) %s would be scheduled by HAMi '
+                             '(which knows only its own nodes) or refused. Leave the webhook out (HAMi pods then set '
+                             'schedulerName themselves), or move those pools to hami'
+                             % (var, pool, ', '.join(others)))
+    elif strategy in NVIDIA_GPU_POOL_STRATEGIES:
+        others = pools(('hami',))
+        if others:
+            # node labels do not say whether that HAMi pool runs the webhook; its next role run refuses it beside us
+            return ('pool(s) %s run HAMi: if HAMi\'s webhook is installed, it sends this pool\'s nvidia.com/gpu pods to '
+                    'hami-scheduler; run the HAMi pool without %shami.webhook_tls_secret' % (', '.join(others), var))
+    return None
+
+
 def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name):
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
@@ -189,6 +226,9 @@ def render(params):
     if params.get('check_conflicts', True):
         check_conflicts(strategy, pool, nodes, node_state, params.get('node_strategies') or {},
                         bool(params.get('allow_mixed_accounting')), var)
+        scope_warning = _check_hami_webhook_scope(strategy, pool, settings, params.get('live_nodes') or [], var)
+        if scope_warning:
+            ctx.warn(scope_warning)
     if not nodes:
         ctx.warn('%snodes is empty: the pool is selected by %snode_selector only, so no node labels are set and no '
                  'per-node hardware checks are made' % (var, var))
