@@ -107,7 +107,8 @@ options:
     default: false
   validation:
     description:
-      - Validation workloads - C(enabled) (bool), C(namespace), C(image), C(replicas) (gpushare binpack sample).
+      - Validation workloads - C(enabled) (bool), C(namespace), C(image), C(replicas) (gpushare binpack sample),
+        C(runtime_class_name) (default - as the stack, see RV(runtime_class_name); V("") names none).
     type: dict
     default: {}
   live_runtime_classes:
@@ -239,6 +240,23 @@ scheduler_name:
   description: Scheduler name pods must use (V(volcano), HAMi's), or null for the default scheduler.
   returned: always
   type: str
+runtime_class_name:
+  description:
+    - The C(runtimeClassName) every GPU pod of the pool must set to get its GPU (the validation workloads carry it) -
+      the NVIDIA strategies' RuntimeClass (default V(nvidia)), V(nvidia) for V(gpu-operator) (the operator creates it).
+      Empty for V(gpushare), V(volcano), V(hami), V(gpu-manager) - their device plugins need nvidia as the nodes'
+      default runtime, and so do GPU pods.
+  returned: always
+  type: str
+restarts:
+  description:
+    - Workloads of others that read a config of this stack once per process, to restart when that config changed -
+      for Volcano's vGPU mode, C(volcano-scheduler) (C(kind), C(api_version), C(namespace), C(name)), restarted by
+      setting the pod template annotation C(annotation) to C(value) when the object C(when_changed) was created or
+      updated by the apply.
+  returned: always
+  type: list
+  elements: dict
 readiness:
   description:
     - What must hold before the stack is ready, or null. For V(mig) with the MIG manager - C(label)

@@ -54,7 +54,13 @@ SEED = [node("cp-1", {"node-role.kubernetes.io/control-plane": ""})] + \
     [node("busy-1", alloc={"nvidia.com/gpu": "8"}),
      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-      "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}}]
+      "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}},
+     # Volcano's own scheduler (installed by the site): restarted when the vGPU device config changes
+     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "volcano-scheduler", "namespace": "volcano-system"},
+      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "volcano-scheduler"}},
+               "template": {"metadata": {"labels": {"app": "volcano-scheduler"}},
+                            "spec": {"containers": [{"name": "volcano-scheduler",
+                                                     "image": "docker.io/volcanosh/vc-scheduler:v1.15.1"}]}}}}]
 
 T4 = {"gpus": [{"index": 0, "name": "Tesla T4", "memory_total_mib": 15360, "compute_capability": "7.5"}],
       "sharing": {"mps": {"allowed": True, "max_clients": 48},
@@ -195,8 +201,8 @@ def test_schema_matrix_every_strategy():
                         dict(settings, hami={"webhook_tls_secret": "hami-tls", "webhook_ca_bundle": "Q0E=",
                                              "kube_version": "v1.24.17"})]
         if strategy == "volcano":
-            variants += [{"volcano": {"version": "1.8", "mode": "gpu-share"}}, {"volcano": {"version": "1.11", "mode": "vgpu"}},
-                         {"volcano": {"version": "1.15", "mode": "gpu-share"}}]
+            variants += [{"volcano": {"version": "1.8", "mode": "gpu-share", "accept_known_bad_images": True}}, {"volcano": {"version": "1.11", "mode": "vgpu"}},
+                         {"volcano": {"version": "1.15", "mode": "gpu-share", "accept_known_bad_images": True}}]
         if strategy == "mig":
             variants.append({"mig": {"strategy": "mixed", "devices": {"1g.10gb": 2, "2g.20gb": 1}, "manager": False}})
         if strategy == "time-slicing":
@@ -270,6 +276,11 @@ def test_converge_idempotent_check_mode_and_absent_per_strategy(emu, tmp_path):
     assert cm["data"]["other-key"] == "keep-me"
     backup = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/gpuops-backup-configmap-volcano-scheduler-configmap")
     assert "tdm" in backup["data"]["object.json"]
+    # VOL-15: the vGPU device config was created, so volcano-scheduler (which reads it once per process) was restarted
+    # through its pod template; the second converge above wrote nothing, so it was not restarted again
+    sched = http_get(emu, "/apis/apps/v1/namespaces/volcano-system/deployments/volcano-scheduler")
+    restart = (sched["spec"]["template"]["metadata"].get("annotations") or {}).get("gpuops.io/vgpu-device-config-checksum")
+    assert restart and len(restart) == 64, sched["spec"]["template"]["metadata"]
 
     # check mode with a changed setting: reports a change, writes nothing
     node_name, facts, extra = CASES["time-slicing"]

@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import hashlib
+import json
 import re
 
 MANAGED_BY = 'gpuops.k8s_gpu'
@@ -56,6 +58,8 @@ class Ctx(object):
         # set by renderers: the scheduler extender URL kube-scheduler must use (gpushare); True while removing
         self.extender_url = None
         self.removing = False
+        # workloads of others that read a config of ours once per process: restart them when it changes
+        self.restarts = []
 
     def var(self, name):
         return self.var_prefix + name
@@ -271,10 +275,13 @@ def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, anno
                      'template': {'metadata': tmpl_meta, 'spec': pod_spec}}}
 
 
-def deployment(ctx, name, app_label, pod_spec, scope='shared', namespace=None, replicas=1, strategy=None):
+def deployment(ctx, name, app_label, pod_spec, scope='shared', namespace=None, replicas=1, strategy=None,
+               annotations=None):
     sel = {'app.kubernetes.io/name': app_label}
     spec = {'replicas': replicas, 'selector': {'matchLabels': sel},
             'template': {'metadata': {'labels': dict(sel)}, 'spec': pod_spec}}
+    if annotations:
+        spec['template']['metadata']['annotations'] = dict(annotations)
     if strategy:
         spec['strategy'] = {'type': strategy}
     return {'apiVersion': 'apps/v1', 'kind': 'Deployment',
@@ -288,6 +295,14 @@ def config_map(ctx, name, data, scope='pool', namespace=None):
             raise StackError('internal: ConfigMap %s key %s is not a string' % (name, k))
     return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': ctx.meta(name, namespace=namespace or True, scope=scope),
             'data': dict(data)}
+
+
+def config_checksum(*config_maps):
+    """sha256 of the data of the given ConfigMap manifests, for a pod template annotation: a changed config changes
+    the template, so the DaemonSet or Deployment rolls its pods (the programs read their config once, at start; a
+    subPath mount never sees an update). Upstream's charts do the same with checksum/... annotations."""
+    text = json.dumps([cm.get('data') or {} for cm in config_maps], sort_keys=True, separators=(',', ':'))
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
 
 
 def quantity(value):

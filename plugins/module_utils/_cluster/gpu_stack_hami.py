@@ -18,7 +18,8 @@ import json
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_map, daemonset, deployment,
+    CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
+    deployment,
     hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
 )
 
@@ -39,6 +40,9 @@ DEVICE_CONFIG_KEYS = frozenset([
 NODE_LABEL = 'gpu'
 SCHEDULER = 'hami-scheduler'
 DEVICE_PLUGIN = 'hami-device-plugin'
+# pod template annotations of HAMi's chart (scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml at v2.10.0)
+CHECKSUM_SCHEDULER_CONFIG = 'checksum/hami-scheduler-config'
+CHECKSUM_DEVICE_CONFIG = 'checksum/hami-scheduler-device-config'
 
 # The scheduler pod runs kube-scheduler and HAMi's extender under one ServiceAccount.  kube-scheduler's needs (the
 # system:kube-scheduler bootstrap role of kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
@@ -186,10 +190,16 @@ def render(ctx, settings, nodes, facts):
 
     out = []
     dev_cm = SCHEDULER + '-device'
-    out.append(config_map(ctx, dev_cm, {'device-config.yaml': json.dumps(_device_config(hs, var), indent=2, sort_keys=True) + '\n'},
-                          scope='shared'))
+    dev_cm_obj = config_map(ctx, dev_cm, {'device-config.yaml': json.dumps(_device_config(hs, var), indent=2, sort_keys=True) + '\n'},
+                            scope='shared')
+    out.append(dev_cm_obj)
     sched_text = json.dumps(_scheduler_config(hs, minor, webhook), indent=2, sort_keys=True) + '\n'
-    out.append(config_map(ctx, SCHEDULER, {'config.yaml': sched_text}, scope='shared'))
+    sched_cm_obj = config_map(ctx, SCHEDULER, {'config.yaml': sched_text}, scope='shared')
+    out.append(sched_cm_obj)
+    # as HAMi's chart: the configs' checksums on the pod templates, so a changed config rolls the pods (both mount
+    # device-config.yaml with subPath, which never sees a ConfigMap update, and read it at start)
+    checksums = {CHECKSUM_SCHEDULER_CONFIG: config_checksum(sched_cm_obj),
+                 CHECKSUM_DEVICE_CONFIG: config_checksum(dev_cm_obj)}
     out += rbac_for(ctx, SCHEDULER, SCHEDULER_RULES, scope='shared')
     # as HAMi's chart does: the cluster's own kube-scheduler roles as well, so the kube-scheduler container gets
     # whatever that Kubernetes version's scheduler reads (e.g. resource.k8s.io objects on newer clusters)
@@ -218,7 +228,7 @@ def render(ctx, settings, nodes, facts):
                  'volumeMounts': ext_mounts}],
             'volumes': volumes}
     pod_spec_common(ctx, spec, CONTROL_PLANE_TOLERATIONS)
-    out.append(deployment(ctx, SCHEDULER, SCHEDULER, spec))
+    out.append(deployment(ctx, SCHEDULER, SCHEDULER, spec, annotations=checksums))
     out.append({'apiVersion': 'v1', 'kind': 'Service', 'metadata': ctx.meta(SCHEDULER, scope='shared'),
                 'spec': {'type': 'ClusterIP', 'selector': {'app.kubernetes.io/name': SCHEDULER},
                          'ports': [{'name': 'http', 'port': 443, 'targetPort': hs['scheduler_port'], 'protocol': 'TCP'},
@@ -292,7 +302,7 @@ def render(ctx, settings, nodes, facts):
                          {'name': 'deviceconfig', 'configMap': {'name': dp}},
                          {'name': 'device-config', 'configMap': {'name': dev_cm}}]}
     pod_spec_common(ctx, dspec, [GPU_TOLERATION] + CONTROL_PLANE_TOLERATIONS)
-    out.append(daemonset(ctx, dp, DEVICE_PLUGIN, dspec))
+    out.append(daemonset(ctx, dp, DEVICE_PLUGIN, dspec, annotations=checksums))
     labels = dict((n, {NODE_LABEL: 'on'}) for n in nodes)
     return out, labels, ['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores'], \
         {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3000', 'nvidia.com/gpucores': '30'}

@@ -46,7 +46,9 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
     if strategy == 'hami' and present and hami.get('webhook_tls_secret'):
         out.append({'key': 'hami_webhook_secret', 'kind': 'Secret', 'name': hami['webhook_tls_secret'],
                     'namespace': namespace or 'kube-system'})
-    return {'queries': out, 'version': strategy == 'hami' and not hami.get('kube_version')}
+    version = (strategy == 'hami' and not hami.get('kube_version')) or \
+        (strategy == 'volcano' and present and not volcano.get('kube_version'))
+    return {'queries': out, 'version': bool(version)}
 
 
 def merge(params, live, var='gpu_sharing_stack_'):
@@ -68,6 +70,8 @@ def merge(params, live, var='gpu_sharing_stack_'):
     version = ((live or {}).get('version') or {}).get('gitVersion')
     if version and out.get('strategy') == 'hami' and not _settings(settings, 'hami').get('kube_version'):
         settings['hami'] = dict(_settings(settings, 'hami'), kube_version=version)
+    if version and out.get('strategy') == 'volcano' and not _settings(settings, 'volcano').get('kube_version'):
+        settings['volcano'] = dict(_settings(settings, 'volcano'), kube_version=version)
     if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:
         raise StackError('%shami.webhook_tls_secret names Secret %s/%s, which does not exist; create a kubernetes.io/tls '
                          'Secret (e.g. with cert-manager) first.'

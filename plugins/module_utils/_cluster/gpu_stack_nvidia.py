@@ -15,7 +15,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
-    cluster_role_binding, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
+    cluster_role_binding, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
     split_image, validate_settings,
 )
 
@@ -36,6 +36,9 @@ RUNTIME_CLASS_STACK = 'nvidia-device-plugin'
 
 DEVICE_PLUGIN_IMAGE = 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
 MIG_MANAGER_IMAGE = 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+# Pod template annotation with the configs' checksum (the chart's nvidia-device-plugin.podAnnotations at v0.20.0):
+# config-manager reacts to the node label only, so a changed config under the same name must roll the pods.
+CHECKSUM_ANNOTATION = 'checksum/config'
 # First device plugin release that honours sharing.mps.failRequestsGreaterThanOne (older ones force it on).
 MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)
 
@@ -313,7 +316,9 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
 
     base = 'nvidia-device-plugin-' + ctx.pool
     manifests = _runtime_class(ctx, nv, live_runtime_classes, removing)
-    manifests.append(config_map(ctx, base + '-configs', dict((k, _to_yaml_text(v)) for k, v in configs.items())))
+    configs_cm = config_map(ctx, base + '-configs', dict((k, _to_yaml_text(v)) for k, v in configs.items()))
+    checksum = {CHECKSUM_ANNOTATION: config_checksum(configs_cm)}
+    manifests.append(configs_cm)
     manifests.append(service_account(ctx, base))
     # config-manager reads its own node's label: read-only access to nodes is all it needs
     manifests.append(cluster_role(ctx, base, [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']}]))
@@ -358,9 +363,10 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     if nv['runtime_class_name']:
         spec['runtimeClassName'] = nv['runtime_class_name']
     pod_spec_common(ctx, spec, [GPU_TOLERATION])
-    manifests.append(daemonset(ctx, base, 'nvidia-device-plugin', spec, pod_labels={'app': PLUGIN_POD_APP}))
+    manifests.append(daemonset(ctx, base, 'nvidia-device-plugin', spec, pod_labels={'app': PLUGIN_POD_APP},
+                               annotations=checksum))
     if mps is not None:
-        manifests.append(_mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig))
+        manifests.append(_mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig, checksum))
     manifests.extend(extra)
     return manifests, node_labels, resources, limits
 
@@ -386,7 +392,7 @@ def readiness(strategy, settings, nodes, ctx):
     return {'label': MIG_STATE_LABEL, 'value': 'success', 'failed_value': 'failed', 'nodes': sorted(nodes)}
 
 
-def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False):
+def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=None):
     root = mps['mps_root']
     mounts = [{'name': 'mps-root', 'mountPath': '/mps'}, {'name': 'mps-shm', 'mountPath': '/dev/shm'},
               {'name': 'config', 'mountPath': '/config'}]
@@ -414,7 +420,8 @@ def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False):
     if nv['runtime_class_name']:
         spec['runtimeClassName'] = nv['runtime_class_name']
     pod_spec_common(ctx, spec, [GPU_TOLERATION])
-    return daemonset(ctx, 'nvidia-mps-control-daemon-' + ctx.pool, 'nvidia-mps-control-daemon', spec)
+    return daemonset(ctx, 'nvidia-mps-control-daemon-' + ctx.pool, 'nvidia-mps-control-daemon', spec,
+                     annotations=annotations)
 
 
 def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
@@ -441,7 +448,8 @@ def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
         'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
         name: [{'devices': 'all', 'mig-enabled': True, 'mig-devices': dict((k, v) for k, v in sorted(devices.items()))}]}}
     cm_name = 'mig-parted-config-' + ctx.pool
-    out = [config_map(ctx, cm_name, {'config.yaml': _to_yaml_text(parted)})]
+    parted_cm = config_map(ctx, cm_name, {'config.yaml': _to_yaml_text(parted)})
+    out = [parted_cm]
     if mig['strategy'] == 'single':
         resources = ['nvidia.com/gpu']
         limits = {'nvidia.com/gpu': '1'}
@@ -449,14 +457,14 @@ def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
         resources = ['nvidia.com/mig-' + p for p in sorted(devices)]
         limits = {resources[0]: '1'}
     if mig['manager']:
-        out.extend(_mig_manager(ctx, mig, cm_name, runtime_class_name))
+        out.extend(_mig_manager(ctx, mig, cm_name, runtime_class_name, config_checksum(parted_cm)))
     else:
         ctx.warn('%s.manager is false: apply the MIG geometry %s on the nodes yourself (module gpuops.k8s_gpu.gpu_sharing '
                  'or nvidia-mig-parted apply with ConfigMap %s)' % (var, name, cm_name))
     return out, name, resources, limits
 
 
-def _mig_manager(ctx, mig, cm_name, runtime_class_name):
+def _mig_manager(ctx, mig, cm_name, runtime_class_name, checksum=''):
     """NVIDIA's MIG manager (k8s-mig-manager), with the API access its reconfigure flow really uses."""
     image = ctx.image(mig['manager_image'], ctx.var('mig') + '.manager_image')
     mgr = 'nvidia-mig-manager-' + ctx.pool
@@ -496,5 +504,7 @@ def _mig_manager(ctx, mig, cm_name, runtime_class_name):
         # the image relies on the nvidia runtime for NVML and nvidia-smi (NVIDIA_VISIBLE_DEVICES=all in its Dockerfile)
         spec['runtimeClassName'] = runtime_class_name
     pod_spec_common(ctx, spec, [GPU_TOLERATION])
-    out.append(daemonset(ctx, mgr, 'nvidia-mig-manager', spec))
+    # mig-manager applies the label's config at start and then on label changes only: a changed geometry under the
+    # same config name rolls its pod
+    out.append(daemonset(ctx, mgr, 'nvidia-mig-manager', spec, annotations={CHECKSUM_ANNOTATION: checksum}))
     return out

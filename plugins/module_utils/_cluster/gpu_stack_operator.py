@@ -33,18 +33,67 @@ _REPOS_OLD = {
 }
 _REPOS_NEW = dict(_REPOS_OLD, validator='nvcr.io/nvidia', nodeStatusExporter='nvcr.io/nvidia')
 CHARTS = {
-    (24, 9): {'tag': 'v24.9.2', 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
+    (24, 9): {'tag': 'v24.9.2', 'device_plugin': (0, 17, 0), 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
               'cdi_enabled_default': False, 'outdated': True},
-    (25, 3): {'tag': 'v25.3.4', 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
+    (25, 3): {'tag': 'v25.3.4', 'device_plugin': (0, 17, 4), 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
               'cdi_enabled_default': False, 'outdated': True},
-    (25, 10): {'tag': 'v25.10.1', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': True,
+    (25, 10): {'tag': 'v25.10.1', 'device_plugin': (0, 18, 1), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': True,
                'cdi_enabled_default': True, 'outdated': False},
-    (26, 3): {'tag': 'v26.3.3', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+    (26, 3): {'tag': 'v26.3.3', 'device_plugin': (0, 19, 3), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
               'cdi_enabled_default': True, 'outdated': False},
-    (26, 7): {'tag': 'v26.7.0', 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
+    (26, 7): {'tag': 'v26.7.0', 'device_plugin': (0, 20, 0), 'repositories': _REPOS_NEW, 'default_runtime': False, 'cdi_default': False,
               'cdi_enabled_default': True, 'outdated': False},
 }
+# Every image the chart can pull at each release (deployments/gpu-operator/values.yaml at the tag: each map with a
+# repository and an image), as value path -> (source repository, image, when the collection's settings enable it).
+# 'always': pulled with the collection's settings (enabled by the chart's defaults, which the collection keeps);
+# 'driver' / 'toolkit': with driver_enabled / toolkit_enabled; 'never': disabled by default or sandbox workloads
+# only, which the collection never enables. The node-feature-discovery subchart's image is mirrored apart.
+_IMAGES_COMMON = {
+    'operator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'driver': ('nvcr.io/nvidia', 'driver', 'driver'),
+    'driver.manager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'driver'),
+    'toolkit': ('nvcr.io/nvidia/k8s', 'container-toolkit', 'toolkit'),
+    'devicePlugin': ('nvcr.io/nvidia', 'k8s-device-plugin', 'always'),
+    'dcgm': ('nvcr.io/nvidia/cloud-native', 'dcgm', 'never'),
+    'dcgmExporter': ('nvcr.io/nvidia/k8s', 'dcgm-exporter', 'always'),
+    'gfd': ('nvcr.io/nvidia', 'k8s-device-plugin', 'always'),
+    'migManager': ('nvcr.io/nvidia/cloud-native', 'k8s-mig-manager', 'always'),
+    'gds': ('nvcr.io/nvidia/cloud-native', 'nvidia-fs', 'never'),
+    'gdrcopy': ('nvcr.io/nvidia/cloud-native', 'gdrdrv', 'never'),
+    'vgpuManager.driverManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'vgpuDeviceManager': ('nvcr.io/nvidia/cloud-native', 'vgpu-device-manager', 'never'),
+    'vfioManager.driverManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'sandboxDevicePlugin': ('nvcr.io/nvidia', 'kubevirt-gpu-device-plugin', 'never'),
+    'ccManager': ('nvcr.io/nvidia/cloud-native', 'k8s-cc-manager', 'never'),
+}
+_IMAGES_OLD = dict(_IMAGES_COMMON, **{
+    'validator': ('nvcr.io/nvidia/cloud-native', 'gpu-operator-validator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia/cloud-native', 'gpu-operator-validator', 'always'),
+    # the CUDA base image the operator gives its operands as init container (ClusterPolicy operator.initContainer)
+    'operator.initContainer': ('nvcr.io/nvidia', 'cuda', 'always'),
+    'vfioManager': ('nvcr.io/nvidia', 'cuda', 'never'),
+    'kataManager': ('nvcr.io/nvidia/cloud-native', 'k8s-kata-manager', 'never'),
+})
+_IMAGES_25_10 = dict(_IMAGES_OLD, **{
+    'validator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+})
+_IMAGES_26 = dict(_IMAGES_COMMON, **{
+    'validator': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'nodeStatusExporter': ('nvcr.io/nvidia', 'gpu-operator', 'always'),
+    'vfioManager': ('nvcr.io/nvidia/cloud-native', 'k8s-driver-manager', 'never'),
+    'kataSandboxDevicePlugin': ('nvcr.io/nvidia/cloud-native', 'nvidia-sandbox-device-plugin', 'never'),
+})
+_IMAGES_26_7 = dict(_IMAGES_26, draDriver=('nvcr.io/nvidia', 'dra-driver-nvidia-gpu', 'never'))
+CHART_IMAGES = {(24, 9): _IMAGES_OLD, (25, 3): _IMAGES_OLD, (25, 10): _IMAGES_25_10, (26, 3): _IMAGES_26,
+                (26, 7): _IMAGES_26_7}
+# value paths whose map has no imagePullSecrets of its own (driver.manager takes driver's)
+_NO_PULL_SECRETS = frozenset(['driver.manager'])
 CURRENT_CHART = 'v26.7.0'
+# device_plugin above: devicePlugin.version of each release's values.yaml. Device plugins before v0.20.0 force
+# sharing.mps.failRequestsGreaterThanOne on (k8s-device-plugin api/config/v1/config.go, v0.17.1 and v0.20.0).
+MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)
 # Kept for callers that list the repositories of the newest chart.
 COMPONENT_REPOSITORIES = _REPOS_NEW
 
@@ -56,7 +105,8 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'devicePlugin.config.create', 'devicePlugin.config.name', 'devicePlugin.config.default', 'devicePlugin.config.data',
        'migManager.config.name', 'migManager.config.default', 'daemonsets.tolerations', 'daemonsets.priorityClassName',
        'node-feature-discovery.image.repository', 'node-feature-discovery.imagePullSecrets', 'nfd.enabled',
-       'operator.defaultRuntime', 'cdi.enabled', 'cdi.default'])
+       'operator.defaultRuntime', 'cdi.enabled', 'cdi.default', 'driver.manager.repository',
+       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
 
 GPU_OPERATOR_SCHEMA = {
     'chart_path': dict(type=str, default=''),
@@ -78,6 +128,9 @@ GPU_OPERATOR_SCHEMA = {
 }
 
 _VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
+# Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
+# (0.0.0-git-<sha>); NVIDIA/gpu-operator deployments/gpu-operator/Chart.yaml and .github/workflows at v26.7.0
+_UNRELEASED = re.compile(r'^(v?1\.0\.0-devel|v?0\.0\.0-git-.*)$')
 
 
 def _chart_yaml_version(path):
@@ -103,7 +156,17 @@ def _chart_yaml_version(path):
 
 def chart_release(go, var):
     """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
-    text = go['chart_version'] or _chart_yaml_version(go['chart_path'])
+    text = go['chart_version']
+    if not text:
+        text = _chart_yaml_version(go['chart_path'])
+        if text and _UNRELEASED.match(text):
+            # the source tree's Chart.yaml says v1.0.0-devel at every tag; release packaging sets the version
+            # (helm package --version <tag>), development builds 0.0.0-git-<sha>: neither names a release
+            raise StackError('%s: the gpu-operator chart at %s says version %s, which is a chart from the source tree '
+                             'or a development build, not a release (released charts carry their release, e.g. %s): '
+                             'set %s.chart_version to the release it was taken from, or use the released chart '
+                             '(helm pull nvidia/gpu-operator --version %s)'
+                             % (var, go['chart_path'], text, CURRENT_CHART, var, CURRENT_CHART))
     if not text:
         m = _VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
         text = m.group(0) if m else ''
@@ -137,10 +200,15 @@ def render(ctx, settings, nodes, facts):
     if not go['chart_path']:
         raise StackError('%s.chart_path must be the path of the gpu-operator chart on the controller (a .tgz from '
                          '"helm pull nvidia/gpu-operator --version vXX.Y.Z", or an unpacked chart directory)' % var)
-    key, version = chart_release(go, var)
-    chart = CHARTS[key]
+    chart_key, version = chart_release(go, var)
+    chart = CHARTS[chart_key]
     if chart['outdated']:
         ctx.warn('%s: gpu-operator chart %s is an older release; move to %s' % (var, version, CURRENT_CHART))
+    if go['sharing'] == 'mps' and not go['fail_requests_greater_than_one'] and chart['device_plugin'] < MPS_FAIL_REQUESTS_HONOURED:
+        raise StackError('%s.fail_requests_greater_than_one: false has no effect with gpu-operator chart %s: its device '
+                         'plugin v%s forces it on for MPS (honoured from v%s, chart %s). Remove the setting, or use '
+                         'chart %s' % (var, version, '.'.join(str(x) for x in chart['device_plugin']),
+                                       '.'.join(str(x) for x in MPS_FAIL_REQUESTS_HONOURED), CURRENT_CHART, CURRENT_CHART))
     if go['sharing'] != 'none' and go['mig_strategy'] == 'mixed':
         raise StackError('%s.sharing %s cannot be combined with %s.mig_strategy mixed' % (var, go['sharing'], var))
     values = {'driver': {'enabled': go['driver_enabled']}, 'toolkit': {'enabled': go['toolkit_enabled']},
@@ -185,6 +253,18 @@ def render(ctx, settings, nodes, facts):
             values.setdefault(comp, {})['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
         if pull:
             values.setdefault(comp, {})['imagePullSecrets'] = list(pull)
+    # the other images the chart pulls with these settings (CHART_IMAGES): mirrored as well
+    enabled = {'always': True, 'driver': go['driver_enabled'], 'toolkit': go['toolkit_enabled'], 'never': False}
+    for path, (repo, _image, when) in sorted(CHART_IMAGES[chart_key].items()):
+        if not enabled[when] or path in chart['repositories'] or not (ctx.registry or (pull and path not in _NO_PULL_SECRETS)):
+            continue
+        node = values
+        for part in path.split('.'):
+            node = node.setdefault(part, {})
+        if ctx.registry:
+            node['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
+        if pull and path not in _NO_PULL_SECRETS:
+            node['imagePullSecrets'] = list(pull)
     if ctx.registry:
         values['node-feature-discovery'] = {'image': {'repository': ctx.registry + '/nfd/node-feature-discovery'}}
     if pull:

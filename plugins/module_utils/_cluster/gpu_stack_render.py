@@ -24,7 +24,36 @@ VALIDATION_SCHEMA = {
     'namespace': dict(type=str, default='default'),
     'image': dict(type=str, default=VALIDATION_IMAGE),
     'replicas': dict(type=int, default=2, min=1, max=64),
+    # None: as the stack (see pod_runtime_class); '' names none (nvidia must then be the node's default runtime)
+    'runtime_class_name': dict(type=str, default=None),
 }
+
+# What a GPU pod must carry to get its GPU: with the default envvar device-list strategy the device plugin answers
+# Allocate with NVIDIA_VISIBLE_DEVICES, which only the nvidia runtime acts on (k8s-device-plugin v0.20.0 README.md:
+# nvidia as the default runtime, or a RuntimeClass). The NVIDIA strategies create RuntimeClass nvidia; the GPU
+# operator creates RuntimeClass nvidia (operator.runtimeClass, gpu-operator v26.7.0 values.yaml and
+# assets/pre-requisites/0200_runtime_class.yaml); HAMi, Volcano, gpushare and gpu-manager run their device plugins
+# on the default runtime, so nvidia must be the default runtime there and a GPU pod needs no RuntimeClass.
+DEFAULT_RUNTIME_STRATEGIES = ('gpushare', 'volcano', 'hami', 'gpu-manager')
+
+
+def pod_runtime_class(strategy, settings, var):
+    """The runtimeClassName a GPU pod of this strategy must set ('' when nvidia must be the default runtime)."""
+    if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
+        return validate_settings(settings.get('nvidia'), gpu_stack_nvidia.NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
+    if strategy == 'gpu-operator':
+        return 'nvidia'
+    return ''
+
+
+def runtime_class_note(strategy, runtime_class_name):
+    """What users' own GPU pods of the pool need, in words (returned as a note and shown by the role)."""
+    if runtime_class_name:
+        return ('GPU pods of this pool must set runtimeClassName: %s (the validation pod does): without it, where nvidia '
+                'is not the default runtime, the container starts without its GPU (NVIDIA_VISIBLE_DEVICES is acted on by '
+                'the nvidia runtime only)' % runtime_class_name)
+    return ('GPU pods of this pool (strategy %s) rely on nvidia being the default runtime of the nodes '
+            '(nvidia_container_runtime_set_as_default: true); its device plugin needs it too' % strategy)
 
 
 def argument_spec():
@@ -93,7 +122,44 @@ def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mi
         raise StackError('Refusing %sstrategy=%s for pool %s: %s' % (var, strategy, pool, '; '.join(problems)))
 
 
-def _validation(ctx, strategy, settings, limits, scheduler_name, val):
+# strategies whose pods ask for nvidia.com/gpu from another device plugin than HAMi's
+NVIDIA_GPU_POOL_STRATEGIES = tuple(gpu_stack_nvidia.NVIDIA_STRATEGIES) + ('gpu-operator',)
+
+
+def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
+    """HAMi's webhook (v2.10.0 pkg/scheduler/webhook.go) sends every pod of the cluster that asks for nvidia.com/gpu to
+    hami-scheduler and denies such pods with a privileged container (pkg/device/nvidia/device.go MutateAdmission finds
+    the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
+    Refuse the webhook beside another NVIDIA pool; without the webhook, pods opt in with schedulerName."""
+    def pools(strategies):
+        out = set()
+        for o in live_nodes:
+            labels = (o.get('metadata') or {}).get('labels') or {}
+            if labels.get(STRATEGY_LABEL) in strategies and labels.get(POOL_LABEL) not in (None, pool):
+                out.add('%s (%s)' % (labels[POOL_LABEL], labels[STRATEGY_LABEL]))
+        return sorted(out)
+    if strategy == 'hami':
+        hs = settings.get('hami') or {}
+        if not hs.get('webhook_tls_secret'):
+            return
+        others = pools(NVIDIA_GPU_POOL_STRATEGIES)
+        if others:
+            raise StackError('Refusing %shami.webhook_tls_secret for pool %s: HAMi\'s webhook (v2.10.0) sends every pod '
+                             'of the cluster that asks for nvidia.com/gpu to hami-scheduler and denies those with a '
+                             'privileged container, so the pods of the other NVIDIA pool(s) %s would be scheduled by HAMi '
+                             '(which knows only its own nodes) or refused. Leave the webhook out (HAMi pods then set '
+                             'schedulerName themselves), or move those pools to hami'
+                             % (var, pool, ', '.join(others)))
+    elif strategy in NVIDIA_GPU_POOL_STRATEGIES:
+        others = pools(('hami',))
+        if others:
+            # node labels do not say whether that HAMi pool runs the webhook; its next role run refuses it beside us
+            return ('pool(s) %s run HAMi: if HAMi\'s webhook is installed, it sends this pool\'s nvidia.com/gpu pods to '
+                    'hami-scheduler; run the HAMi pool without %shami.webhook_tls_secret' % (', '.join(others), var))
+    return None
+
+
+def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name):
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     sel = ctx.pool_selector()
@@ -102,6 +168,8 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val):
         spec = {'nodeSelector': sel, 'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
                 'containers': [{'name': 'binpack', 'image': image,
                                 'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}]}
+        if runtime_class_name:
+            spec['runtimeClassName'] = runtime_class_name
         if ctx.image_pull_secrets:
             spec['imagePullSecrets'] = ctx.pull_secrets()
         d = deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation', namespace=ns,
@@ -109,6 +177,8 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val):
         return [d]
     pod = validation_pod(ctx, 'gpu-validate-%s-%s' % (strategy, ctx.pool), ns, image, limits, scheduler_name)
     pod['spec']['nodeSelector'] = sel
+    if runtime_class_name:
+        pod['spec']['runtimeClassName'] = runtime_class_name
     return [pod]
 
 
@@ -156,6 +226,9 @@ def render(params):
     if params.get('check_conflicts', True):
         check_conflicts(strategy, pool, nodes, node_state, params.get('node_strategies') or {},
                         bool(params.get('allow_mixed_accounting')), var)
+        scope_warning = _check_hami_webhook_scope(strategy, pool, settings, params.get('live_nodes') or [], var)
+        if scope_warning:
+            ctx.warn(scope_warning)
     if not nodes:
         ctx.warn('%snodes is empty: the pool is selected by %snode_selector only, so no node labels are set and no '
                  'per-node hardware checks are made' % (var, var))
@@ -192,10 +265,17 @@ def render(params):
         lab[STRATEGY_LABEL] = strategy
         lab[POOL_LABEL] = pool
     val = validate_settings(params.get('validation'), VALIDATION_SCHEMA, var + 'validation')
+    pod_rc = pod_runtime_class(strategy, settings, var)
+    if val['runtime_class_name'] is not None:
+        if val['runtime_class_name']:
+            check_name(val['runtime_class_name'], var + 'validation.runtime_class_name')
+        pod_rc = val['runtime_class_name']
+    if not removing:
+        ctx.note(runtime_class_note(strategy, pod_rc))
     validation = []
     if val['enabled']:
         check_name(val['namespace'], var + 'validation.namespace')
-        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val)
+        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc)
     scopes = {}
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
@@ -216,8 +296,10 @@ def render(params):
         'accounting': gpu_strategy.family(strategy),
         'other_pools': other_pools,
         'scheduler_name': scheduler_name,
+        'runtime_class_name': pod_rc,
         'readiness': readiness,
         'extender_url': ctx.extender_url,
+        'restarts': [] if removing else ctx.restarts,
         'helm': helm,
         'images': ctx.images,
         'warnings': ctx.warnings,

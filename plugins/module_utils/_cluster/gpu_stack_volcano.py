@@ -21,8 +21,8 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    GPU_TOLERATION, StackError, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
-    validate_settings,
+    GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
+    split_image, validate_settings,
 )
 
 DEVICE_PLUGIN_IMAGE = 'docker.io/volcanosh/volcano-device-plugin:v1.0.0'
@@ -35,6 +35,9 @@ VGPU_LIB_INSTALL = 'cp -f /k8s-vgpu/lib/nvidia/* /usr/local/vgpu/'
 # arguments that make volcano-scheduler exit beside the sharing mode we switch on (deviceshare.go enablePredicate)
 CONFLICTING_ARGS = ('deviceshare.GPUNumberEnable',)
 CONFIGMAP = 'volcano-scheduler-configmap'
+CHECKSUM_ANNOTATION = 'checksum/config'
+# pod template annotation the role sets on volcano-scheduler when the vGPU device config changes (a restart)
+RESTART_ANNOTATION = 'gpuops.io/vgpu-device-config-checksum'
 CONF_KEY = 'volcano-scheduler.conf'
 
 VOLCANO_SCHEMA = {
@@ -44,7 +47,22 @@ VOLCANO_SCHEMA = {
     'namespace': dict(type=str, default='volcano-system'),
     'device_plugin_image': dict(type=str, default=''),
     'existing_conf': dict(type=str, default=''),
+    # the cluster's Kubernetes version (the role reads it from the API server); '' skips the compatibility check
+    'kube_version': dict(type=str, default=''),
+    'accept_untested_kubernetes': dict(type=bool, default=False),
+    'scheduler_deployment': dict(type=str, default='volcano-scheduler'),
+    'accept_known_bad_images': dict(type=bool, default=False),
 }
+# volcano-device-plugin v1.0.0 (the last gpu-share release) vendors the Kubernetes 1.18 client (go.mod: k8s.io/api,
+# client-go v0.18.2) and at Allocate reads and Updates the pod with it (pkg/plugin/nvidia/utils.go): fields newer
+# than 1.18 are dropped from the Update (e.g. seccompProfile, which Pod Security "restricted" requires), so the
+# update is refused and the allocation fails. No later release serves volcano.sh/gpu-memory.
+KNOWN_BAD_DEVICE_PLUGIN = {'volcano-device-plugin': ('v1.0.0',)}
+
+# Volcano's own Kubernetes compatibility table (README.md, "Kubernetes compatibility", volcano-sh/volcano v1.15.1):
+# Volcano minor -> (oldest, newest) Kubernetes minor marked exactly compatible.
+KUBE_COMPAT = {(1, 10): (21, 30), (1, 11): (21, 31), (1, 12): (21, 32), (1, 13): (23, 33), (1, 14): (23, 34),
+               (1, 15): (23, 35)}
 
 # Volcano's default scheduler configuration (volcano-scheduler.conf of the release manifests)
 DEFAULT_CONF = {
@@ -109,6 +127,47 @@ def scheduler_conf(version, mode, existing=None, dropped=None):
     return conf
 
 
+def _check_kubernetes(ctx, vs, version, var):
+    """Refuse a Kubernetes minor that Volcano's compatibility table does not list for the Volcano release."""
+    if not vs['kube_version'] or ctx.removing:
+        return
+    m = re.match(r'^v?1\.(\d+)', str(vs['kube_version']).strip())
+    if not m:
+        raise StackError('%s.kube_version must be the cluster\'s Kubernetes version (e.g. v1.33.2); got %r'
+                         % (var, vs['kube_version']))
+    window = KUBE_COMPAT.get(tuple(version[:2]))
+    if window is None:
+        return
+    kminor = int(m.group(1))
+    if window[0] <= kminor <= window[1]:
+        return
+    msg = ('Volcano %s is marked compatible with Kubernetes 1.%d to 1.%d in its own compatibility table (README.md of '
+           'volcano-sh/volcano v1.15.1); this cluster runs %s' % (vs['version'], window[0], window[1], vs['kube_version']))
+    if vs['accept_untested_kubernetes']:
+        ctx.warn('%s: %s (accepted by %s.accept_untested_kubernetes)' % (var, msg, var))
+        return
+    raise StackError('%s: %s. Use a Volcano release that lists it, or set %s.accept_untested_kubernetes: true to '
+                     'deploy anyway' % (var, msg, var))
+
+
+def _check_known_bad(ctx, vs, image_ref, var):
+    """gpu-share's device plugin v1.0.0 fails Allocate for pods with fields newer than Kubernetes 1.18."""
+    _host, path, tag, _digest = split_image(image_ref)
+    if tag not in KNOWN_BAD_DEVICE_PLUGIN.get(path.rsplit('/', 1)[-1], ()) or ctx.removing:
+        return
+    msg = ('%s.mode gpu-share runs %s, which updates pods at Allocate with the Kubernetes 1.18 client it vendors '
+           '(volcano-sh/devices v1.0.0 go.mod): a pod with fields newer than 1.18, e.g. securityContext.seccompProfile '
+           'as Pod Security "restricted" requires, cannot be updated and its GPU allocation fails. No later release '
+           'serves volcano.sh/gpu-memory; use mode vgpu (HAMi\'s volcano-vgpu-device-plugin) or strategy hami'
+           % (var, image_ref))
+    if vs['accept_known_bad_images']:
+        ctx.warn(msg + ' (deployed because %s.accept_known_bad_images is true)' % var)
+        return
+    raise StackError(msg + '. To deploy it anyway (no pod of the pool uses newer fields), set '
+                     '%s.accept_known_bad_images: true, or name an image built with a newer client in '
+                     '%s.device_plugin_image' % (var, var))
+
+
 def render(ctx, settings, nodes, facts):
     var = ctx.var('volcano')
     vs = validate_settings(settings.get('volcano'), VOLCANO_SCHEMA, var)
@@ -119,6 +178,7 @@ def render(ctx, settings, nodes, facts):
     if vs['mode'] == 'gpu-share' and version >= (1, 9):
         ctx.warn('%s.mode gpu-share is deprecated upstream since Volcano 1.9 (volcano.sh/gpu-memory, scheduling only); '
                  'use mode vgpu (HAMi\'s volcano-vgpu-device-plugin, enforced limits).' % var)
+    _check_kubernetes(ctx, vs, version, var)
     existing = None
     if vs['existing_conf']:
         if not HAS_YAML:
@@ -151,8 +211,18 @@ def render(ctx, settings, nodes, facts):
                               'resourceCoreName': 'volcano.sh/vgpu-cores', 'overwriteEnv': False, 'defaultMemory': 0,
                               'defaultCores': 0, 'defaultGPUNum': 1, 'deviceSplitCount': vs['device_split_count'],
                               'deviceMemoryScaling': 1, 'deviceCoreScaling': 1, 'gpuMemoryFactor': 1}}
-        out.append(config_map(ctx, VGPU_DEVICE_CONFIG, {'device-config.yaml': json.dumps(dev_cfg, indent=2, sort_keys=True) + '\n'},
-                              scope='shared', namespace=VGPU_DEVICE_CONFIG_NAMESPACE))
+        dev_cm = config_map(ctx, VGPU_DEVICE_CONFIG, {'device-config.yaml': json.dumps(dev_cfg, indent=2, sort_keys=True) + '\n'},
+                            scope='shared', namespace=VGPU_DEVICE_CONFIG_NAMESPACE)
+        out.append(dev_cm)
+        # the plugin loads the device config from the API once, at start: a changed config rolls its pods
+        annotations = {CHECKSUM_ANNOTATION: config_checksum(dev_cm)}
+        # volcano-scheduler loads it once per process too (deviceshare: config.InitDevicesConfig under a sync.Once):
+        # when the role changes it, the role restarts volcano-scheduler (Volcano's Deployment, patched only if it exists)
+        ctx.restarts.append({'api_version': 'apps/v1', 'kind': 'Deployment', 'namespace': vs['namespace'],
+                             'name': check_name(vs['scheduler_deployment'], var + '.scheduler_deployment'),
+                             'annotation': RESTART_ANNOTATION, 'value': annotations[CHECKSUM_ANNOTATION],
+                             'when_changed': {'kind': 'ConfigMap', 'namespace': VGPU_DEVICE_CONFIG_NAMESPACE,
+                                              'name': VGPU_DEVICE_CONFIG}})
         node_cfg = 'volcano-vgpu-node-config-' + ctx.pool
         out.append(config_map(ctx, node_cfg, {'config.json': json.dumps({'nodeconfig': []}, indent=2) + '\n'}))
         # registers devices and takes/releases node locks through Node annotations (nodes update/patch), patches
@@ -180,6 +250,8 @@ def render(ctx, settings, nodes, facts):
                     hostpath_volume('hosttmp', '/tmp', 'DirectoryOrCreate')]
     else:
         image_ref = vs['device_plugin_image'] or DEVICE_PLUGIN_IMAGE
+        _check_known_bad(ctx, vs, image_ref, var)
+        annotations = None
         resources = ['volcano.sh/gpu-memory', 'volcano.sh/gpu-number']
         limits = {'volcano.sh/gpu-memory': '1024'}
         image = ctx.image(image_ref, var + '.device_plugin_image')
@@ -198,7 +270,7 @@ def render(ctx, settings, nodes, facts):
     spec = {'serviceAccountName': name, 'priorityClassName': 'system-node-critical', 'nodeSelector': ctx.pool_selector(),
             'containers': [container], 'volumes': volumes}
     pod_spec_common(ctx, spec, [GPU_TOLERATION])
-    out.append(daemonset(ctx, name, 'volcano-device-plugin', spec))
+    out.append(daemonset(ctx, name, 'volcano-device-plugin', spec, annotations=annotations))
     ctx.note('volcano: only the scheduler configuration (GPU sharing) and the device plugin are managed here; install '
              'Volcano itself (%s) first. Pods use schedulerName: volcano.' % vs['version'])
     return out, {}, resources, limits

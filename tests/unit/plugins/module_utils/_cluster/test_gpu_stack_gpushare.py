@@ -96,9 +96,15 @@ def test_GSH_06_device_plugin_as_upstream():
     assert ds['hostNetwork'] is True and ds['nodeSelector']['gpushare'] == 'true'
 
 
-def test_GSH_07_device_plugin_rbac_reads_pods_through_the_kubelet():
+def test_GSH_07_device_plugin_rbac_reads_pods_from_the_api_server():
     out = render(**GOOD)
     rules = [m for m in objs(out, 'ClusterRole') if m['metadata']['name'] == 'gpushare-device-plugin-p1'][0]['rules']
+    # without --query-kubelet (default false, not set by upstream's DaemonSet) pods come from the API server
+    for verb in ('get', 'list', 'watch'):
+        assert any('pods' in ru['resources'] and verb in ru['verbs'] for ru in rules), verb
+    plugin = [m for m in objs(out, 'DaemonSet') if m['metadata']['name'] == 'gpushare-device-plugin-p1'][0]
+    assert not any('query-kubelet' in a for c in plugin['spec']['template']['spec']['containers']
+                   for a in c.get('command', []) + c.get('args', []))
     assert any('nodes/proxy' in ru['resources'] and 'get' in ru['verbs'] for ru in rules)
     assert any('nodes/status' in ru['resources'] and 'patch' in ru['verbs'] for ru in rules)
     assert any('pods' in ru['resources'] and 'update' in ru['verbs'] for ru in rules)

@@ -165,3 +165,39 @@ def test_HAMI_13_vgpu_monitor():
     assert sc['allowPrivilegeEscalation'] is False and sc['capabilities'] == {'drop': ['ALL'], 'add': ['SYS_ADMIN']}
     assert {m['mountPath'] for m in c['volumeMounts']} >= {'/usr/local/vgpu/containers', '/run/containerd', '/sysinfo', '/hostvar'}
     assert c['command'] == ['vGPUmonitor']
+
+
+def test_HAMI_14_a_changed_device_config_rolls_scheduler_and_device_plugin():
+    """Issue #27 3.2: both mount device-config.yaml with subPath (never updated in place) and read it at start; the
+    chart rolls them through checksum annotations on the pod templates."""
+    def ann(out, kind, name):
+        return obj(out, kind, name)['spec']['template']['metadata'].get('annotations') or {}
+    before, again, after = render(), render(), render(default_memory=2048)
+    for kind, name in (('Deployment', 'hami-scheduler'), ('DaemonSet', 'hami-device-plugin-p1')):
+        a = ann(before, kind, name)
+        assert set(a) == {'checksum/hami-scheduler-config', 'checksum/hami-scheduler-device-config'}, name
+        assert a == ann(again, kind, name)
+        assert ann(after, kind, name)['checksum/hami-scheduler-device-config'] != a['checksum/hami-scheduler-device-config']
+
+
+def _pool_node(name, pool, strategy):
+    return {'metadata': {'name': name, 'labels': {'gpuops.io/sharing-pool': pool, 'gpuops.io/sharing-strategy': strategy}}}
+
+
+def test_HAMI_15_webhook_refused_beside_another_nvidia_pool():
+    """Issue #27 3.4: HAMi's webhook sends every nvidia.com/gpu pod of the cluster to hami-scheduler."""
+    hs = {'kube_version': 'v1.33.2', 'webhook_tls_secret': 'hami-tls', 'webhook_ca_bundle': 'Q0E='}
+    others = [_pool_node('gpu-2', 'ts', 'time-slicing')]
+    with pytest.raises(StackError, match='webhook.*ts \\(time-slicing\\).*schedulerName'):
+        r.render(dict(strategy='hami', pool='p1', nodes=['n1'], facts={'n1': T4}, settings={'hami': hs},
+                      live_nodes=others))
+    # without the webhook HAMi pods opt in with schedulerName: allowed
+    r.render(dict(strategy='hami', pool='p1', nodes=['n1'], facts={'n1': T4},
+                  settings={'hami': {'kube_version': 'v1.33.2'}}, live_nodes=others))
+    # alone (or beside non-NVIDIA pools) the webhook is rendered
+    out = r.render(dict(strategy='hami', pool='p1', nodes=['n1'], facts={'n1': T4}, settings={'hami': hs},
+                        live_nodes=[_pool_node('gpu-5', 'gs', 'gpushare')]))
+    assert any(m['kind'] == 'MutatingWebhookConfiguration' for m in out['manifests'])
+    # an NVIDIA pool beside a HAMi pool is warned
+    out = r.render(dict(strategy='exclusive', pool='ex', nodes=['n2'], live_nodes=[_pool_node('gpu-7', 'p1', 'hami')]))
+    assert any('hami-scheduler' in w for w in out['warnings'])

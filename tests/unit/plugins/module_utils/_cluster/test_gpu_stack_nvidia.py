@@ -359,3 +359,31 @@ def test_MIGM_11_mig_manager_runs_with_the_nvidia_runtime_class():
     assert pod(render('mig'), 'nvidia-mig-manager-')['runtimeClassName'] == 'nvidia'
     out = render('mig', settings={'mig': {'devices': {'1g.10gb': 7}}, 'nvidia': {'runtime_class_name': ''}})
     assert 'runtimeClassName' not in pod(out, 'nvidia-mig-manager-')
+
+
+def _tmpl_annotations(out, prefix):
+    return ds(out, prefix)['spec']['template']['metadata'].get('annotations') or {}
+
+
+@pytest.mark.parametrize('strategy,settings,changed', [
+    ('time-slicing', {}, {'time_slicing': {'replicas': 8}}),
+    ('mps', {}, {'mps': {'replicas': 8}}),
+    ('exclusive', {}, {'nvidia': {'extra_configs': {'ts': {'version': 'v1', 'sharing': {'timeSlicing': {
+        'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2}]}}}}}}),
+    ('mig', {}, {'mig': {'devices': {'3g.40gb': 2}}, 'nvidia': {}}),
+])
+def test_DP_21_a_changed_config_rolls_the_pods(strategy, settings, changed):
+    """Issue #27 3.2: config-manager reacts to the node label only, so a changed config under the same name must change
+    the pod template (upstream's chart: checksum/config); same config, same template (no write on re-run)."""
+    before = render(strategy, settings)
+    again = render(strategy, settings)
+    after = render(strategy, changed)
+    prefixes = ['nvidia-device-plugin-'] + (['nvidia-mps-control-daemon-'] if strategy == 'mps' else []) + \
+        (['nvidia-mig-manager-'] if strategy == 'mig' else [])
+    for prefix in prefixes:
+        a = _tmpl_annotations(before, prefix)
+        assert len(a.get('checksum/config', '')) == 64, prefix
+        assert a == _tmpl_annotations(again, prefix), prefix
+    changed_prefixes = ['nvidia-mig-manager-'] if strategy == 'mig' else prefixes
+    for prefix in changed_prefixes:
+        assert _tmpl_annotations(after, prefix)['checksum/config'] != _tmpl_annotations(before, prefix)['checksum/config'], prefix

@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import io
+import json
 import tarfile
 
 import pytest
@@ -105,3 +106,57 @@ def test_GPUOP_08_pull_secrets_shapes():
     assert v['validator']['imagePullSecrets'] == ['regcred']
     assert v['node-feature-discovery'] == {'imagePullSecrets': [{'name': 'regcred'}]}
     assert 'repository' not in v['devicePlugin']
+
+
+@pytest.mark.parametrize('version', ['v1.0.0-devel', '0.0.0-git-v26.7.0'])
+def test_GPUOP_06_a_chart_that_names_no_release_is_refused(tmp_path, version):
+    """Issue #27 3.10: at every tag the source tree's Chart.yaml says v1.0.0-devel (the release workflow packages the
+    chart with --version <tag>); it was read as release 1.0 and refused as unknown, naming a release nobody made."""
+    d = tmp_path / 'chart'
+    d.mkdir()
+    (d / 'Chart.yaml').write_text('apiVersion: v2\nname: gpu-operator\nversion: %s\n' % version)
+    with pytest.raises(StackError, match='source tree or a development build.*chart_version'):
+        render(chart_path=str(d))
+    assert render(chart_path=str(d), chart_version='v26.7.0')['helm']['chart_version'] == 'v26.7.0'
+
+
+def _get(values, path):
+    node = values
+    for part in path.split('.'):
+        node = (node or {}).get(part)
+    return node
+
+
+@pytest.mark.parametrize('chart', sorted(c['tag'] for c in op.CHARTS.values()))
+@pytest.mark.parametrize('driver,toolkit', [(True, True), (False, False)])
+def test_GPUOP_09_every_image_the_settings_enable_is_mirrored(chart, driver, toolkit):
+    """Issue #27 3.3: with a mirror and driver_enabled, driver.manager (k8s-driver-manager) was left on nvcr.io."""
+    v = values(registry='reg.example/m', pull=['regcred'], chart_version=chart, driver_enabled=driver,
+               toolkit_enabled=toolkit)
+    key = tuple(int(x) for x in chart.lstrip('v').split('.')[:2])
+    on = {'always': True, 'driver': driver, 'toolkit': toolkit, 'never': False}
+    for path, (repo, _image, when) in op.CHART_IMAGES[key].items():
+        got = _get(v, path + '.repository')
+        if on[when]:
+            assert got == 'reg.example/m/' + repo.split('/', 1)[1], (chart, path)
+        else:
+            assert got is None or path in op.CHARTS[key]['repositories'], (chart, path)
+    if driver:
+        assert _get(v, 'driver.manager.repository') == 'reg.example/m/nvidia/cloud-native'
+    assert set(op.leaf_paths(v)) <= op.DOCUMENTED_VALUE_KEYS
+
+
+@pytest.mark.parametrize('chart,honoured', [('v24.9.2', False), ('v25.3.4', False), ('v25.10.1', False),
+                                            ('v26.3.3', False), ('v26.7.0', True)])
+def test_GPUOP_10_mps_fail_requests_false_only_with_a_device_plugin_that_honours_it(chart, honoured):
+    """Issue #27 3.8: the chart's device plugin before v0.20.0 forces failRequestsGreaterThanOne on for MPS."""
+    kw = dict(chart_version=chart, sharing='mps', fail_requests_greater_than_one=False)
+    if honoured:
+        cfg = json.loads(values(**kw)['devicePlugin']['config']['data']['mps'])
+        assert cfg['sharing']['mps']['failRequestsGreaterThanOne'] is False
+    else:
+        with pytest.raises(StackError, match='fail_requests_greater_than_one: false has no effect.*forces it on'):
+            render(**kw)
+    # time-slicing and the default (true) are not affected
+    values(chart_version=chart, sharing='time-slicing', fail_requests_greater_than_one=False)
+    values(chart_version=chart, sharing='mps')

@@ -184,3 +184,25 @@ def test_validation_workloads():
     assert d['spec']['template']['spec']['containers'][0]['resources']['limits'] == {'aliyun.com/gpu-mem': '2'}
     out = render('volcano', validation={'enabled': True})
     assert out['validation_manifests'][0]['spec']['schedulerName'] == 'volcano'
+
+
+@pytest.mark.parametrize('strategy,expected', [
+    ('exclusive', 'nvidia'), ('time-slicing', 'nvidia'), ('mps', 'nvidia'), ('gpu-operator', 'nvidia'),
+    ('volcano', ''), ('hami', '')])
+def test_DP_20_validation_pod_names_the_runtime_class_gpu_pods_need(strategy, expected):
+    """Issue #27 3.1: with the default envvar strategy a GPU pod gets its GPU only through the nvidia runtime, so the
+    validation pod names the RuntimeClass where nvidia is not the default runtime (k8s-device-plugin v0.20.0 README)."""
+    settings = {'hami': HAMI_OK, 'gpu_operator': {'chart_path': '/charts/gpu-operator-v26.7.0.tgz'}}
+    out = render(strategy, validation={'enabled': True}, settings=settings)
+    spec = out['validation_manifests'][0]['spec']
+    assert spec.get('runtimeClassName', '') == expected
+    assert out['runtime_class_name'] == expected
+    assert any(('runtimeClassName: %s' % expected) in n if expected else 'default runtime' in n for n in out['notes'])
+    # follows the device plugin's setting, and can be overridden
+    if strategy == 'exclusive':
+        out = render(strategy, validation={'enabled': True}, settings={'nvidia': {'runtime_class_name': 'nv2'}})
+        assert out['validation_manifests'][0]['spec']['runtimeClassName'] == 'nv2'
+        out = render(strategy, validation={'enabled': True, 'runtime_class_name': ''})
+        assert 'runtimeClassName' not in out['validation_manifests'][0]['spec']
+        with pytest.raises(StackError, match='validation.runtime_class_name'):
+            render(strategy, validation={'enabled': True, 'runtime_class_name': 'Bad_Name'})

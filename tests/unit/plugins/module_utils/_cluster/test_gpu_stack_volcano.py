@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_live
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_volcano as vol
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
 
@@ -52,7 +53,7 @@ def test_VOL_02_default_mode_is_vgpu_and_gpu_share_is_flagged():
     out = render()
     assert 'volcano.sh/vgpu-memory' in out['resources']
     assert not any('deprecated' in w for w in out['warnings'])
-    out = render(mode='gpu-share')
+    out = render(mode='gpu-share', accept_known_bad_images=True)
     assert any('deprecated upstream since Volcano 1.9' in w for w in out['warnings'])
 
 
@@ -70,7 +71,7 @@ def test_VOL_04_gpu_number_enable_is_dropped_when_merging():
         {'name': 'deviceshare', 'arguments': {'deviceshare.GPUNumberEnable': True, 'deviceshare.SchedulePolicy': 'binpack'}},
         {'name': 'predicates', 'arguments': {'predicate.GPUNumberEnable': True, 'x': 1}}]}]}
     for mode in ('vgpu', 'gpu-share'):
-        out = render(mode=mode, existing_conf=yaml.safe_dump(live))
+        out = render(mode=mode, existing_conf=yaml.safe_dump(live), accept_known_bad_images=True)
         c = conf(out)
         args = plugin_args(c, 'deviceshare')
         assert 'deviceshare.GPUNumberEnable' not in args
@@ -80,13 +81,13 @@ def test_VOL_04_gpu_number_enable_is_dropped_when_merging():
 
 
 def test_VOL_05_volcano_device_plugin_v1_0_0_gets_no_flags():
-    c = plugin_container(render(mode='gpu-share'))
+    c = plugin_container(render(mode='gpu-share', accept_known_bad_images=True))
     assert c['image'] == 'docker.io/volcanosh/volcano-device-plugin:v1.0.0'
     assert 'args' not in c and 'command' not in c
 
 
 def test_VOL_06_gpu_share_plugin_rbac():
-    rules = obj(render(mode='gpu-share'), 'ClusterRole', 'volcano-device-plugin-p1')['rules']
+    rules = obj(render(mode='gpu-share', accept_known_bad_images=True), 'ClusterRole', 'volcano-device-plugin-p1')['rules']
     for res, verb in [('nodes', 'get'), ('nodes/status', 'patch'), ('pods', 'list'), ('pods', 'update')]:
         assert rules_allow(rules, res, verb), (res, verb)
 
@@ -127,3 +128,63 @@ def test_VOL_11_vgpu_container_as_upstream():
     assert env['HOOK_PATH'] == '/usr/local/vgpu' and env['NVIDIA_VISIBLE_DEVICES'] == 'all'
     assert env['NVIDIA_DRIVER_CAPABILITIES'] == 'utility'
     assert {m['mountPath'] for m in c['volumeMounts']} >= {'/config', '/var/lib/kubelet/device-plugins', '/tmp'}
+
+
+def test_VOL_12_a_changed_vgpu_device_config_rolls_the_device_plugin():
+    """Issue #27 3.2: the vGPU plugin loads volcano-vgpu-device-config once, at start (LoadNvidiaConfig)."""
+    def ann(out):
+        return obj(out, 'DaemonSet', 'volcano-device-plugin-p1')['spec']['template']['metadata'].get('annotations') or {}
+    before, again, after = render(), render(), render(device_split_count=4)
+    assert len(ann(before)['checksum/config']) == 64
+    assert ann(before) == ann(again)
+    assert ann(after)['checksum/config'] != ann(before)['checksum/config']
+
+
+@pytest.mark.parametrize('kube,ok', [('v1.23.0', True), ('v1.35.1', True), ('v1.36.0', False), ('v1.37.2+k3s1', False),
+                                     ('v1.22.5', False)])
+def test_VOL_13_kubernetes_outside_volcanos_compatibility_table_refused(kube, ok):
+    """Issue #27 3.7: Volcano 1.15's compatibility table lists Kubernetes 1.23 to 1.35."""
+    if ok:
+        render(kube_version=kube)
+    else:
+        with pytest.raises(StackError, match='compatible with Kubernetes 1.23 to 1.35.*accept_untested_kubernetes'):
+            render(kube_version=kube)
+        out = render(kube_version=kube, accept_untested_kubernetes=True)
+        assert any('accepted by' in w for w in out['warnings'])
+    # Volcano 1.14 ends at 1.34
+    if kube.startswith('v1.35'):
+        with pytest.raises(StackError, match='1.23 to 1.34'):
+            render(kube_version=kube, version='1.14')
+    # the role reads the version from the API server
+    assert gpu_stack_live.queries('volcano', settings={})['version'] is True
+    merged = gpu_stack_live.merge({'strategy': 'volcano', 'settings': {}}, {'version': {'gitVersion': kube}})
+    assert merged['settings']['volcano']['kube_version'] == kube
+
+
+def test_VOL_14_gpu_share_device_plugin_v1_0_0_refused_unless_accepted():
+    """Issue #27 3.5: volcano-device-plugin v1.0.0 updates pods at Allocate with a Kubernetes 1.18 client."""
+    with pytest.raises(StackError, match='Kubernetes 1.18 client.*seccompProfile.*accept_known_bad_images'):
+        render(mode='gpu-share')
+    with pytest.raises(StackError, match='accept_known_bad_images'):
+        render(mode='gpu-share', device_plugin_image='reg.example/m/volcanosh/volcano-device-plugin:v1.0.0')
+    out = render(mode='gpu-share', accept_known_bad_images=True)
+    assert any('Kubernetes 1.18 client' in w for w in out['warnings'])
+    out = render(mode='gpu-share', device_plugin_image='reg.example/volcano-device-plugin:v1.0.0-k8s1.33')
+    assert not any('1.18 client' in w for w in out['warnings'])
+    # a pool deployed earlier stays removable
+    r.render(dict(strategy='volcano', pool='p1', nodes=['n1'], settings={'volcano': {'mode': 'gpu-share'}},
+                  check_conflicts=False))
+
+
+def test_VOL_15_a_changed_vgpu_device_config_restarts_volcano_scheduler():
+    """Issue #27 3.6: volcano-scheduler loads the vGPU device config once per process (sync.Once)."""
+    before, after = render(), render(device_split_count=4)
+    (rs,) = before['restarts']
+    assert (rs['kind'], rs['namespace'], rs['name']) == ('Deployment', 'volcano-system', 'volcano-scheduler')
+    assert rs['when_changed'] == {'kind': 'ConfigMap', 'namespace': 'kube-system', 'name': 'volcano-vgpu-device-config'}
+    assert rs['value'] != after['restarts'][0]['value']
+    assert render(scheduler_deployment='vc-scheduler', namespace='vc')['restarts'][0]['name'] == 'vc-scheduler'
+    # gpu-share has no device config; removal restarts nothing
+    assert render(mode='gpu-share', accept_known_bad_images=True)['restarts'] == []
+    assert r.render(dict(strategy='volcano', pool='p1', nodes=['n1'], settings={'volcano': {}},
+                         check_conflicts=False))['restarts'] == []
