@@ -16,7 +16,12 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_p
 
 def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_ms=None, log_lines=None):
     """All facts gpu_info returns; the doctor adds each GPU's health, NVML's Xid events and the kernel log."""
-    nvml = nvml_probe.probe(include_mig_profiles=mig_profiles, include_health=health, xid_wait_ms=xid_wait_ms)
+    asked = {}
+    if health:
+        asked['include_health'] = True
+    if xid_wait_ms is not None:
+        asked['xid_wait_ms'] = xid_wait_ms
+    nvml = nvml_probe.probe(include_mig_profiles=mig_profiles, **asked)
     gpus = nvml.pop('gpus')
     node = node_probe.node_facts(root, log_lines) if with_node else {}
     nvml_switches = nvml.pop('nvswitches', [])
