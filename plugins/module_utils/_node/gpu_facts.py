@@ -23,7 +23,7 @@ def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_m
         asked['xid_wait_ms'] = xid_wait_ms
     nvml = nvml_probe.probe(include_mig_profiles=mig_profiles, **asked)
     gpus = nvml.pop('gpus')
-    node = node_probe.node_facts(root, log_lines) if with_node else {}
+    node = (node_probe.node_facts(root, log_lines) if log_lines is not None else node_probe.node_facts(root)) if with_node else {}
     nvml_switches = nvml.pop('nvswitches', [])
     if with_node:
         # NVSwitches seen through the GPUs' NVLinks (NVML) count as well as those found on PCI
