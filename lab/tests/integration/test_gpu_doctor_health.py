@@ -110,7 +110,7 @@ def test_xid_in_the_kernel_log_since_boot(collections_path, tmp_path, dmesg):
     assert res['findings'][0]['evidence'][0].startswith('kernel log: NVRM: Xid (PCI:0000:00:06): 79')
 
 
-def test_simulator_answers_gi_profiles_with_mig_off_as_the_580_driver(collections_path, tmp_path):
+def test_DH_05_simulator_answers_gi_profiles_with_mig_off_as_the_580_driver(collections_path, tmp_path):
     res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_info', 'mig_profiles=true', env=_env(REAL, tmp_path))
     real = json.load(open(os.path.join(ROOT, 'lab', 'realgpu', 'samples', 'h100-580', 'gpu_info-mig_profiles.json')))
     ours, theirs = res['gpus'][0], real['gpus'][0]

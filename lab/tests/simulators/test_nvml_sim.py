@@ -671,7 +671,7 @@ def test_custom_inline_profile_table(tmp_path, state):
     assert r == ["MIG 2g.24gb", 1, 2, ["NVMLError_InsufficientResources"], 2]
 
 
-def test_health_answers_as_the_real_h100(tmp_path):
+def test_DH_03_health_answers_as_the_real_h100(tmp_path):
     """Calibration: inventory h100-real-580 answers the health calls as the real H100 did (nvml-health.json)."""
     real = json.loads((ROOT / "lab" / "realgpu" / "samples" / "h100-580" / "nvml-health.json").read_text())
     r = run("""
@@ -709,7 +709,7 @@ def test_health_answers_as_the_real_h100(tmp_path):
     assert r["gi_with_mig_off"] == ["OK", 19]
 
 
-def test_fault_answers_and_xid_events(tmp_path):
+def test_DH_06_fault_answers_and_xid_events(tmp_path):
     def fault(d):
         g = d["gpus"][0]
         g.update(xid_events=[79, 48], remapped_rows={"uncorrectable": 2, "pending": True}, clocks_event_reasons=0x48,

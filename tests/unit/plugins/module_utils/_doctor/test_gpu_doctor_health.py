@@ -76,7 +76,7 @@ def ids(findings):
 
 
 @pytest.mark.parametrize('strategy', NODE_STRATEGIES)
-def test_real_h100_capture_is_not_ready_for_a_gpu_pod(capture, strategy):
+def test_DH_04_real_h100_capture_is_not_ready_for_a_gpu_pod(capture, strategy):
     info, extra = capture
     found = dc.diagnose(info, extra, strategy=strategy)
     critical = [f['id'] for f in found if f['severity'] == 'critical']
@@ -89,7 +89,7 @@ def test_real_h100_capture_is_not_ready_for_a_gpu_pod(capture, strategy):
     assert not [i for i in ids(found) if i.startswith('xid_')]
 
 
-def test_real_h100_signals_name_kvm_and_the_fbhub_line_is_no_xid(capture, tmp_path):
+def test_DH_07_real_h100_signals_name_kvm_and_the_fbhub_line_is_no_xid(capture, tmp_path):
     info, extra = capture
     assert info['node']['hypervisor'] == 'kvm'
     assert info['node']['hypervisor_evidence'] == 'kernel log: Hypervisor detected: KVM'
@@ -140,7 +140,7 @@ def _h(info):
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 13}]), 'xid_13', 'info'),
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'warning'),
 ])
-def test_each_health_fault_is_one_finding(capture, mutate, expected, severity):
+def test_DH_02_each_health_fault_is_one_finding(capture, mutate, expected, severity):
     info, extra = capture
     mutate(info)
     found = [f for f in dc.diagnose(info, extra, checks=list(dc.HEALTH_CHECKS) + ['gpu_lost', 'xid'])
@@ -155,7 +155,7 @@ def test_pcie_generation_drop_at_idle_is_no_fault(capture):
     assert dc.diagnose(info, extra, checks=['pcie']) == []
 
 
-def test_kernel_log_xids_since_boot(tmp_path):
+def test_DH_01_kernel_log_xids_since_boot(tmp_path):
     log = tmp_path / 'dmesg.txt'
     log.write_text('[    1.246058] NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected.\n'
                    '[ 8812.000001] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python, GPU has fallen off the bus.\n')
@@ -180,7 +180,7 @@ def test_vgpu_guest(capture):
     assert dc.diagnose(info, extra, checks=['virtualization']) == []
 
 
-def test_cdi_specs_and_crio_config_are_read(tmp_path):
+def test_DH_08_cdi_specs_and_crio_config_are_read(tmp_path):
     (tmp_path / 'etc/cdi').mkdir(parents=True)
     (tmp_path / 'etc/cdi/nvidia.yaml').write_text('cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n')
     (tmp_path / 'etc/cdi/other.yaml').write_text('kind: vendor.com/device\n')
