@@ -52,14 +52,14 @@ options:
               virtualization, strategy, scheduler_config, extender, cluster_images]
   cdi_required:
     description:
-      - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)):
-        a node without a CDI spec naming C(nvidia.com/gpu) is then not ready.
+      - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)), so
+        a node without a CDI spec naming C(nvidia.com/gpu) is not ready.
     type: bool
     default: false
   kernel_log:
     description:
-      - Where the kernel log is read for Xid lines and the hypervisor's name: the character device C(/dev/kmsg)
-        (read without blocking; needs root where C(kernel.dmesg_restrict) is 1) or a file of C(dmesg) output.
+      - Where the kernel log is read for Xid lines and the hypervisor's name, the character device C(/dev/kmsg)
+        (read without blocking, needs root where C(kernel.dmesg_restrict) is 1) or a file of C(dmesg) output.
     type: path
     default: /dev/kmsg
   xid_wait_ms:

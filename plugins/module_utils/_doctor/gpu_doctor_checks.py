@@ -388,8 +388,9 @@ XID_GUIDE = {
     63: ('warning', 'ECC page retirement or row remapping recorded', 'reset the GPU at the next drain to apply it'),
     64: ('critical', 'ECC page retirement or row remapping failure', 'drain the node, reset the GPU; RMA'),
     74: ('critical', 'NVLink error', 'drain the node, reset the GPUs (and check fabric manager); RMA if it recurs'),
-    79: ('critical', 'GPU has fallen off the bus', 'drain the node and reboot it (a VM reboot where the GPU is passed '
-                                                    'through); check power and PCIe seating; RMA if it recurs'),
+    79: ('critical', 'GPU has fallen off the bus',
+         'drain the node and reboot it (a VM reboot where the GPU is passed through); check power and PCIe seating; '
+         'RMA if it recurs'),
     92: ('warning', 'high single-bit ECC error rate', 'watch the ECC counts; RMA if they grow'),
     94: ('warning', 'contained ECC error (only the affected application was stopped)', 'reset the GPU at the next drain'),
     95: ('critical', 'uncontained ECC error', 'drain the node and reset the GPU; RMA if it recurs'),
@@ -398,8 +399,8 @@ XID_GUIDE = {
     120: ('critical', 'GSP error', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
     140: ('critical', 'unrecovered ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
 }
-XID_UNKNOWN = ('warning', 'an Xid the doctor has no guidance for', 'look it up in NVIDIA\'s Xid catalogue '
-                                                                 '(docs.nvidia.com/deploy/xid-errors)')
+XID_UNKNOWN = ('warning', 'an Xid the doctor has no guidance for',
+               'look it up in NVIDIA\'s Xid catalogue (docs.nvidia.com/deploy/xid-errors)')
 # nvidia-smi / NVML: 60 or more retired pages is NVIDIA's RMA threshold for page retirement (pre-Ampere)
 RETIRED_PAGES_RMA = 60
 SEVERE_CLOCK_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
