@@ -288,6 +288,14 @@ def _catalog_profiles(info, cpath):
             g['mig_catalog_profiles'] = mig_catalog_facts(g.get('name'), dev, []).get('mig_profiles') or []
 
 
+def probe_snippet():
+    """The probe benchmark's own snippet (lab/bench/gpu_probe.py PROBE_SNIPPET), read from its source: importing the
+    benchmark would need PyYAML, which a bare node may lack."""
+    with open(os.path.join(ROOT, 'lab', 'bench', 'gpu_probe.py')) as f:
+        m = re.search(r"PROBE_SNIPPET = r\'\'\'(.*?)\'\'\'", f.read(), re.S)
+    return m.group(1)
+
+
 def _write(out, name, data):
     with open(os.path.join(out, name), 'w') as f:
         json.dump(data, f, indent=1, sort_keys=True, default=str)
@@ -332,9 +340,7 @@ def main(argv=None):
     doctor = doctors['exclusive']
     _catalog_profiles(info_profiles, cpath)
     profile_rows = compare_profiles(info_profiles)
-    sys.path.insert(0, os.path.join(ROOT, 'lab', 'bench'))
-    import gpu_probe  # noqa: E402  the probe benchmark's own snippet
-    probe_out = _run([PYTHON, '-c', gpu_probe.PROBE_SNIPPET, cpath, str(a.reps)], env=env, check=False)
+    probe_out = _run([PYTHON, '-c', probe_snippet(), cpath, str(a.reps)], env=env, check=False)
     try:
         probe = json.loads(probe_out.stdout)
     except ValueError:

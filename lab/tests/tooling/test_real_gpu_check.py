@@ -149,3 +149,9 @@ def test_RGC_modules_run_without_the_ansible_cli(tmp_path):
     doctor = rgc._module('gpu_doctor', {'strategy': 'mig', 'kernel_log': str(tmp_path / 'none')}, cpath, env)
     assert doctor.get('failed') is not True, doctor
     assert doctor['probe']['gpus'][0]['health']['virtualization_mode'] == 'passthrough'
+
+
+def test_RGC_probe_snippet_is_the_benchmarks_without_importing_it():
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'bench'))
+    import gpu_probe  # noqa: E402
+    assert rgc.probe_snippet() == gpu_probe.PROBE_SNIPPET
