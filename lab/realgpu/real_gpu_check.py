@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """Read-only check of the collection on a REAL NVIDIA GPU node (lab tool; the collection never imports it).
 
-  lab/bin/real-gpu-check.sh [--reps N] [--out DIR]
+  lab/bin/real-gpu-check.sh [--reps N] [--out DIR] [--kernel-log PATH]
 
-1. gpu_info (the collection's module, through the ansible CLI on localhost) compared field by field with
+Needs only python3 with nvidia-ml-py and ansible-core importable (a venv, or wheels unpacked on PYTHONPATH): the
+modules run as Ansible runs them on a node (python3 MODULE.py ARGS.json, the collection on PYTHONPATH), without the
+ansible CLI, a callback plugin or any other collection.
+
+1. gpu_info (the collection's module, run directly) compared field by field with
    `nvidia-smi -q -x` (name, UUID, PCI bus and device id, memory, driver and CUDA versions, MIG mode, persistence),
    `nvidia-smi --query-gpu=pci.bus_id,compute_cap` (compute capability) and `nvidia-smi nvlink -s` (active NVLinks);
-2. gpu_doctor (fail_on=never) and its findings;
-3. the NVML probe timing of the probe benchmark (lab/bench/gpu_probe.py's snippet) against the real libnvidia-ml.
+2. gpu_doctor (fail_on=never) for every node strategy, with the health checks (NVML and the kernel log);
+3. the GPU-instance profiles NVML answers against the collection's catalogue (gpu_info mig_profiles: true);
+4. the NVML probe timing of the probe benchmark (lab/bench/gpu_probe.py's snippet) against the real libnvidia-ml.
 
 Changes nothing on the GPU: only queries (no -pm, -mig, -ac/-lgc, -r); the GPU state that a change would touch
 (persistence, MIG current/pending, compute mode, application clocks) is read before and after and must be equal.
-Refuses to run against the lab's NVML simulator. Writes report.md and report.json under --out (build/real-gpu).
+Refuses to run against the lab's NVML simulator. Writes report.md, report.json and each module's JSON answer under
+--out (default build/real-gpu).
 Exit status: 0 all fields agree and the state is unchanged, 1 a mismatch or a changed state, 2 cannot run here.
 """
 import argparse
@@ -24,9 +30,13 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import tempfile
+import time
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
+PYTHON = sys.executable
+NODE_STRATEGIES = ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager')
 
 # ------------------------------------------------------------------------------------------------ parsing
 
@@ -215,17 +225,49 @@ def _run(cmd, env=None, check=True):
     return proc
 
 
-def _collections_path():
-    return _run(['bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')]).stdout.strip()
+def _collections_path(tmp):
+    """A collections root whose ansible_collections/gpuops/k8s_gpu is this checkout (a link; nothing is copied)."""
+    ns = os.path.join(tmp, 'ansible_collections', 'gpuops')
+    os.makedirs(ns)
+    os.symlink(ROOT, os.path.join(ns, 'k8s_gpu'))
+    return tmp
 
 
-def _module(name, args, cpath):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=cpath, ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
-               ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json', ANSIBLE_LOCALHOST_WARNING='0',
-               ANSIBLE_PYTHON_INTERPRETER=os.path.join(VENV_BIN, 'python'))
-    out = _run([os.path.join(VENV_BIN, 'ansible'), 'localhost', '-c', 'local', '-m', name, '-a', json.dumps(args)],
-               env=env, check=False).stdout
-    return json.loads(out)['plays'][0]['tasks'][0]['hosts']['localhost']
+def _module(name, args, cpath, env=None):
+    """Run plugins/modules/NAME.py as Ansible does on a node: python3 MODULE ARGS_FILE, the collection importable."""
+    argfile = os.path.join(cpath, 'args-%s.json' % name)
+    with open(argfile, 'w') as f:
+        json.dump({'ANSIBLE_MODULE_ARGS': args}, f)
+    e = dict(env or os.environ)
+    e['PYTHONPATH'] = os.pathsep.join([cpath] + [p for p in e.get('PYTHONPATH', '').split(os.pathsep) if p])
+    start = time.time()
+    proc = _run([PYTHON, os.path.join(ROOT, 'plugins', 'modules', name + '.py'), argfile], env=e, check=False)
+    try:
+        res = json.loads(proc.stdout)
+    except ValueError:
+        res = {'failed': True, 'msg': 'no JSON from %s (rc=%s)' % (name, proc.returncode),
+               'stdout': proc.stdout[-4000:], 'stderr': proc.stderr[-4000:]}
+    res['_seconds'] = round(time.time() - start, 3)
+    return res
+
+
+def compare_profiles(info):
+    """GPU-instance profiles NVML answered vs the catalogue's, per GPU: rows {gpu, profile, nvml, catalog, ok}."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(ROOT)))
+    rows = []
+    for g in info.get('gpus') or []:
+        if not g.get('mig_capable'):
+            continue
+        nvml = dict((p['name'], p) for p in g.get('mig_profiles') or [] if p.get('source') == 'nvml')
+        catalog = dict((p['name'], p) for p in g.get('mig_catalog_profiles') or [])
+        for name in sorted(set(nvml) | set(catalog)):
+            a, b = nvml.get(name), catalog.get(name)
+            keys = ('id', 'max_instances', 'memory_mib', 'slices')
+            ours = dict((k, a.get(k)) for k in keys) if a else None
+            theirs = dict((k, b.get(k)) for k in keys if k in b) if b else None
+            ok = ours is not None and theirs is not None and all(ours[k] == theirs[k] for k in theirs)
+            rows.append({'gpu': g.get('index'), 'profile': name, 'nvml': ours, 'catalog': theirs, 'ok': ok})
+    return rows
 
 
 def simulator_in_use():
@@ -236,37 +278,98 @@ def simulator_in_use():
     return None
 
 
+def _catalog_profiles(info, cpath):
+    """The catalogue's profiles for each GPU (gpu_catalog.mig_catalog_facts with no NVML answer)."""
+    sys.path.insert(0, cpath)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import mig_catalog_facts
+    for g in info.get('gpus') or []:
+        if g.get('mig_capable'):
+            dev = int(g['pci_device_id'], 16) << 16 | 0x10de if g.get('pci_device_id') else None
+            g['mig_catalog_profiles'] = mig_catalog_facts(g.get('name'), dev, []).get('mig_profiles') or []
+
+
+def probe_snippet():
+    """The probe benchmark's own snippet (lab/bench/gpu_probe.py PROBE_SNIPPET), read from its source: importing the
+    benchmark would need PyYAML, which a bare node may lack."""
+    with open(os.path.join(ROOT, 'lab', 'bench', 'gpu_probe.py')) as f:
+        m = re.search(r"PROBE_SNIPPET = r\'\'\'(.*?)\'\'\'", f.read(), re.S)
+    return m.group(1)
+
+
+def _write(out, name, data):
+    with open(os.path.join(out, name), 'w') as f:
+        json.dump(data, f, indent=1, sort_keys=True, default=str)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--reps', type=int, default=50, help='NVML probe repetitions (default 50)')
     ap.add_argument('--out', default=os.path.join(ROOT, 'build', 'real-gpu'))
+    ap.add_argument('--kernel-log', default='/dev/kmsg', help='kernel log for the doctor (default /dev/kmsg)')
     a = ap.parse_args(argv)
     why = simulator_in_use()
     if why or not shutil.which('nvidia-smi'):
         print('real-gpu-check: not a real GPU node here: %s' % (why or 'nvidia-smi not found'), file=sys.stderr)
         return 2
+    for mod in ('pynvml', 'ansible.module_utils.basic'):
+        try:
+            __import__(mod)
+        except ImportError as exc:
+            print('real-gpu-check: %s cannot import %s (%s): install nvidia-ml-py and ansible-core for it, or put '
+                  'their wheels on PYTHONPATH' % (PYTHON, mod, exc), file=sys.stderr)
+            return 2
+    os.makedirs(a.out, exist_ok=True)
     env = dict((k, v) for k, v in os.environ.items() if k not in ('LD_LIBRARY_PATH', 'NVML_SIM_INVENTORY', 'NVML_SIM_STATE'))
-    smi_before = parse_smi_xml(_run(['nvidia-smi', '-q', '-x'], env=env).stdout)
+    smi_before_text = _run(['nvidia-smi', '-q', '-x'], env=env).stdout
+    smi_before = parse_smi_xml(smi_before_text)
     caps_proc = _run(['nvidia-smi', '--query-gpu=pci.bus_id,compute_cap', '--format=csv,noheader'], env=env, check=False)
     caps = parse_compute_caps(caps_proc.stdout) if caps_proc.returncode == 0 else None
     link_proc = _run(['nvidia-smi', 'nvlink', '-s'], env=env, check=False)
     nvlinks = parse_nvlink_status(link_proc.stdout) if link_proc.returncode == 0 else {}
-    cpath = _collections_path()
-    info = _module('gpuops.k8s_gpu.gpu_info', {'mig_profiles': False}, cpath)
-    doctor = _module('gpuops.k8s_gpu.gpu_doctor', {'fail_on': 'never'}, cpath)
-    sys.path.insert(0, os.path.join(ROOT, 'lab', 'bench'))
-    import gpu_probe  # noqa: E402  the probe benchmark's own snippet
-    probe_out = _run([os.path.join(VENV_BIN, 'python'), '-c', gpu_probe.PROBE_SNIPPET, cpath, str(a.reps)], env=env)
-    probe = json.loads(probe_out.stdout)
-    smi_after = parse_smi_xml(_run(['nvidia-smi', '-q', '-x'], env=env).stdout)
+    tmp = tempfile.mkdtemp(prefix='real-gpu-check-')
+    cpath = _collections_path(tmp)
+    info = _module('gpu_info', {'mig_profiles': False}, cpath, env)
+    info_profiles = _module('gpu_info', {'mig_profiles': True}, cpath, env)
+    _write(a.out, 'gpu_info.json', info)
+    _write(a.out, 'gpu_info-mig_profiles.json', info_profiles)
+    doctors = {}
+    for strategy in NODE_STRATEGIES:
+        doctors[strategy] = _module('gpu_doctor', {'fail_on': 'never', 'strategy': strategy,
+                                                   'kernel_log': a.kernel_log}, cpath, env)
+        _write(a.out, 'gpu_doctor-%s.json' % strategy, doctors[strategy])
+    doctor = doctors['exclusive']
+    _catalog_profiles(info_profiles, cpath)
+    profile_rows = compare_profiles(info_profiles)
+    probe_out = _run([PYTHON, '-c', probe_snippet(), cpath, str(a.reps)], env=env, check=False)
+    try:
+        probe = json.loads(probe_out.stdout)
+    except ValueError:
+        probe = None
+    smi_after_text = _run(['nvidia-smi', '-q', '-x'], env=env).stdout
+    smi_after = parse_smi_xml(smi_after_text)
+    with open(os.path.join(a.out, 'nvidia-smi-q-x.before.xml'), 'w') as f:
+        f.write(smi_before_text)
     rows = compare(info, smi_before, caps, nvlinks)
     changes = state_changes(state_of(smi_before), state_of(smi_after))
     report = render(rows, doctor, probe, changes, os.uname()[1])
-    os.makedirs(a.out, exist_ok=True)
+    report += '\ngpu_doctor per strategy (critical / warning / info):\n\n'
+    for strategy in NODE_STRATEGIES:
+        d = doctors[strategy]
+        counts = d.get('counts') or {}
+        report += '* %s: %s / %s / %s%s\n' % (strategy, counts.get('critical', '?'), counts.get('warning', '?'),
+                                             counts.get('info', '?'),
+                                             ('  FAILED: %s' % d.get('msg')) if d.get('failed') else
+                                             ' (%s)' % ', '.join(f['id'] for f in d.get('findings') or []))
+    bad_profiles = [r for r in profile_rows if not r['ok']]
+    report += '\nMIG profiles, NVML vs the catalogue: %d compared, %d differ%s.\n' % (
+        len(profile_rows), len(bad_profiles),
+        (': ' + '; '.join('%s %s nvml=%s catalog=%s' % (r['gpu'], r['profile'], r['nvml'], r['catalog'])
+                          for r in bad_profiles)) if bad_profiles else '')
     with open(os.path.join(a.out, 'report.md'), 'w') as f:
         f.write(report)
-    with open(os.path.join(a.out, 'report.json'), 'w') as f:
-        json.dump({'rows': rows, 'doctor': doctor, 'probe': probe, 'state_changes': changes}, f, indent=1)
+    _write(a.out, 'report.json', {'rows': rows, 'doctor': doctor, 'probe': probe, 'state_changes': changes,
+                                  'profiles': profile_rows, 'python': PYTHON, 'python_version': sys.version})
+    shutil.rmtree(tmp, ignore_errors=True)
     sys.stdout.write(report)
     return 0 if all(r['ok'] for r in rows) and not changes else 1
 

@@ -21,6 +21,14 @@ description:
     C(persistence) (persistence mode off); C(vmware_consumer_gpu) (GeForce card in a VMware VM that shows the
     hypervisor); C(runtime) (nvidia runtime missing from docker/containerd, or not the default where the
     strategy needs it); C(strategy) (the requested sharing strategy is impossible on this hardware)."
+  - "Readiness for Kubernetes, C(readiness): no container engine, no NVIDIA Container Toolkit, no nvidia runtime in
+    CRI-O's config, no CDI spec where O(cdi_required)."
+  - "GPU health from NVML and the kernel log (read-only): C(gpu_lost) (fallen off the bus); C(xid) (Xid events since
+    boot in the kernel log, and those NVML delivers during O(xid_wait_ms)); C(ecc) (uncorrectable ECC errors, volatile
+    and aggregate); C(memory_repair) (row remapping pending or failed, banks without spare rows, retired pages);
+    C(throttle) (HW slowdown, thermal, power brake); C(pcie) (link width or generation below the maximum);
+    C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets)."
+  - docs/doctor.md lists every check, its source and severity; docs/conformance/doctor-health.md the upstream facts.
   - Read-only.
 author:
   - gpuops.k8s_gpu developers (@gpuops)
@@ -40,7 +48,26 @@ options:
     type: list
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
-              vmware_consumer_gpu, runtime, strategy, scheduler_config, extender, cluster_images]
+              vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, ecc, memory_repair, throttle, pcie,
+              virtualization, strategy, scheduler_config, extender, cluster_images]
+  cdi_required:
+    description:
+      - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)), so
+        a node without a CDI spec naming C(nvidia.com/gpu) is not ready.
+    type: bool
+    default: false
+  kernel_log:
+    description:
+      - Where the kernel log is read for Xid lines and the hypervisor's name, the character device C(/dev/kmsg)
+        (read without blocking, needs root where C(kernel.dmesg_restrict) is 1) or a file of C(dmesg) output.
+    type: path
+    default: /dev/kmsg
+  xid_wait_ms:
+    description:
+      - How long NVML is asked for Xid events (all GPUs at once). NVML reports only the events that happen during
+        this wait; the kernel log holds those since boot. V(0) does not wait.
+    type: int
+    default: 100
   kubernetes_version:
     description: The cluster's Kubernetes version (for example V(v1.29.4)), for the C(scheduler_config) check.
     type: str
@@ -158,6 +185,7 @@ except ImportError:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
 
@@ -189,8 +217,11 @@ def nvml_library_version():
     return None
 
 
-def gather_extra(module, facts):
+def gather_extra(module, facts, log_lines=None):
     extra = {
+        'kernel_log_readable': log_lines is not None,
+        'kernel_xids': node_probe.xids_from_log(log_lines),
+        'cdi_required': module.params['cdi_required'],
         'nvidia_taint': _read('/sys/module/nvidia/taint'),
         'nvml_library_version': nvml_library_version(),
         'hypervisor_cpu_flag': ' hypervisor' in (_read('/proc/cpuinfo') or ''),
@@ -252,13 +283,24 @@ def main():
             scheduler_config_path=dict(type='path'),
             extender_urls=dict(type='list', elements='str', default=[]),
             cluster_images=dict(type='list', elements='str', default=[]),
+            cdi_required=dict(type='bool', default=False),
+            kernel_log=dict(type='path', default='/dev/kmsg'),
+            xid_wait_ms=dict(type='int', default=100),
         ),
         supports_check_mode=True,
     )
     if module.params['scheduler_config_path'] and not HAS_YAML:
         module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
-    facts = gather()
-    extra = gather_extra(module, facts)
+    p = module.params
+    if p['xid_wait_ms'] < 0:
+        module.fail_json(msg='xid_wait_ms: %s is negative; allowed: 0 or more milliseconds' % p['xid_wait_ms'])
+    wanted = set(p['checks'] or checks.CHECK_NAMES)
+    health = bool(wanted & set(checks.HEALTH_CHECKS))
+    log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'virtualization')) else None
+    # the GPU-instance profiles only matter to the mig strategy (elsewhere the catalogue answers the same)
+    facts = gather(mig_profiles=p['strategy'] == 'mig', health=health,
+                   xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines)
+    extra = gather_extra(module, facts, log_lines)
     extra.update(cluster_extra(module))
     findings = checks.diagnose(facts, extra, strategy=module.params['strategy'], checks=module.params['checks'])
     counts = dict((s, len([f for f in findings if f['severity'] == s])) for s in checks.SEVERITIES)

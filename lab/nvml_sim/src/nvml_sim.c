@@ -47,6 +47,18 @@ typedef struct {
     int ecc_supported, ecc_cur, ecc_pend, display_mode, display_active, virt_mode;
     unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
     unsigned nvlinks;                    /* NVLinks to the NVSwitch fabric (0 = none) */
+    /* health: absent inventory keys answer NOT_SUPPORTED unless a default is noted */
+    int rr_supported; unsigned rr_corr, rr_unc, rr_pending, rr_failure;
+    int rr_hist_supported; unsigned rr_hist[5];          /* max, high, partial, low, none */
+    int rp_supported; unsigned rp_sbe, rp_dbe, rp_pending;
+    unsigned long long ecc_counts[2][2];                 /* [NVML_MEMORY_ERROR_TYPE_*][NVML_VOLATILE/AGGREGATE_ECC] */
+    unsigned long long clk_reasons, clk_reasons_supported;   /* default 1 (GPU idle) and 0x1FF, as a healthy H100 */
+    unsigned pcie_gpu_max_gen, pcie_replay;
+    unsigned long long event_types;                      /* default 0xFF9F, as the H100 on 580 */
+    unsigned nxid; unsigned long long xid[16];           /* Xid critical errors delivered to an event set */
+    int temp_slowdown, temp_shutdown;                    /* -1: NOT_SUPPORTED */
+    char inforom[32], gsp_fw[32]; int gsp_mode[2];       /* "" / -1: NOT_SUPPORTED */
+    int profile_info_without_mig;                        /* GI profile info answered with MIG disabled (580) */
     gpu_state init;
 } sim_gpu;
 
@@ -445,6 +457,50 @@ static void guess_table(sim_gpu *g) {
     else if (strstr(g->name, "A30")) g->table = sim_find_mig_table("A30-24GB");
 }
 
+/* GPU health answers; see README "Health" for the keys and their defaults. */
+static void parse_health(const jval *o, sim_gpu *g, int *bad) {
+    const jval *rr = json_get(o, "remapped_rows");
+    g->rr_supported = rr && rr->type == J_OBJ;
+    if (g->rr_supported) {
+        g->rr_corr = (unsigned)json_int(json_get(rr, "correctable"), 0);
+        g->rr_unc = (unsigned)json_int(json_get(rr, "uncorrectable"), 0);
+        g->rr_pending = (unsigned)json_is_true(json_get(rr, "pending"), 0);
+        g->rr_failure = (unsigned)json_is_true(json_get(rr, "failure"), 0);
+    } else if (rr && rr->type != J_NULL) { logmsg("inventory: remapped_rows must be an object"); *bad = 1; }
+    const jval *h = json_get(o, "row_remapper_histogram");
+    g->rr_hist_supported = h && h->type == J_OBJ;
+    const char *hn[5] = { "max", "high", "partial", "low", "none" };
+    for (int i = 0; g->rr_hist_supported && i < 5; i++) g->rr_hist[i] = (unsigned)json_int(json_get(h, hn[i]), 0);
+    const jval *rp = json_get(o, "retired_pages");
+    g->rp_supported = rp && rp->type == J_OBJ;
+    if (g->rp_supported) {
+        g->rp_sbe = (unsigned)json_int(json_get(rp, "single_bit"), 0);
+        g->rp_dbe = (unsigned)json_int(json_get(rp, "double_bit"), 0);
+        g->rp_pending = (unsigned)json_is_true(json_get(rp, "pending"), 0);
+    }
+    const jval *e = json_get(o, "ecc_errors");
+    const char *en[2][2] = { { "corrected_volatile", "corrected_aggregate" }, { "uncorrected_volatile", "uncorrected_aggregate" } };
+    for (int t = 0; t < 2; t++) for (int c = 0; c < 2; c++) g->ecc_counts[t][c] = (unsigned long long)json_int(json_get(e, en[t][c]), 0);
+    g->clk_reasons = (unsigned long long)json_int(json_get(o, "clocks_event_reasons"), 1);
+    g->clk_reasons_supported = (unsigned long long)json_int(json_get(o, "supported_clocks_event_reasons"), 0x1FF);
+    g->pcie_gpu_max_gen = (unsigned)json_int(json_get(o, "pcie_gpu_max_link_gen"), g->pcie_max_gen);
+    g->pcie_replay = (unsigned)json_int(json_get(o, "pcie_replay_counter"), 0);
+    g->event_types = (unsigned long long)json_int(json_get(o, "supported_event_types"), 0xFF9F);
+    const jval *x = json_get(o, "xid_events");
+    if (x && x->type == J_ARR) {
+        if (x->n > 16) { logmsg("inventory: at most 16 xid_events"); *bad = 1; }
+        for (size_t i = 0; i < x->n && i < 16; i++) g->xid[g->nxid++] = (unsigned long long)json_int(x->items[i], 999);
+    } else if (x) { logmsg("inventory: xid_events must be a list of Xid numbers"); *bad = 1; }
+    g->temp_slowdown = (int)json_int(json_get(o, "temperature_slowdown_c"), -1);
+    g->temp_shutdown = (int)json_int(json_get(o, "temperature_shutdown_c"), -1);
+    snprintf(g->inforom, sizeof g->inforom, "%s", json_str(json_get(o, "inforom_image_version"), ""));
+    snprintf(g->gsp_fw, sizeof g->gsp_fw, "%s", json_str(json_get(o, "gsp_firmware_version"), ""));
+    const jval *gm = json_get(o, "gsp_firmware_mode");
+    g->gsp_mode[0] = g->gsp_mode[1] = -1;
+    if (gm && gm->type == J_ARR && gm->n == 2) { g->gsp_mode[0] = (int)json_int(gm->items[0], 0); g->gsp_mode[1] = (int)json_int(gm->items[1], 0); }
+    g->profile_info_without_mig = json_is_true(json_get(o, "mig_profile_info_without_mig"), 0);
+}
+
 static int parse_gpu(const jval *o, unsigned idx, sim_gpu *g) {
     int bad = 0;
     memset(g, 0, sizeof *g);
@@ -507,6 +563,8 @@ static int parse_gpu(const jval *o, unsigned idx, sim_gpu *g) {
     g->pcie_width = (unsigned)json_int(json_get(o, "pcie_link_width"), 16);
     g->pcie_max_gen = (unsigned)json_int(json_get(o, "pcie_max_link_gen"), g->pcie_gen);
     g->pcie_max_width = (unsigned)json_int(json_get(o, "pcie_max_link_width"), g->pcie_width);
+
+    parse_health(o, g, &bad);
 
     const jval *tv = json_get(o, "mig_profile_table");
     if (g->mig_capable) {
@@ -1135,6 +1193,124 @@ EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpu
     if (!m) END(NVML_ERROR_INVALID_ARGUMENT);
     *m = (nvmlGpuVirtualizationMode_t)R.g->virt_mode; END(NVML_SUCCESS);
 }
+/* ----- health (read-only) */
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr, unsigned int *unc, unsigned int *pending, unsigned int *failure) {
+    DEV_BEGIN(device, 0);
+    if (!corr || !unc || !pending || !failure) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!R.g->rr_supported) END(NVML_ERROR_NOT_SUPPORTED);
+    *corr = R.g->rr_corr; *unc = R.g->rr_unc; *pending = R.g->rr_pending; *failure = R.g->rr_failure; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *v) {
+    DEV_BEGIN(device, 0);
+    if (!v) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!R.g->rr_hist_supported) END(NVML_ERROR_NOT_SUPPORTED);
+    v->max = R.g->rr_hist[0]; v->high = R.g->rr_hist[1]; v->partial = R.g->rr_hist[2]; v->low = R.g->rr_hist[3]; v->none = R.g->rr_hist[4];
+    END(NVML_SUCCESS);
+}
+/* without retired_pages (H100, which remaps rows instead): single-bit NOT_SUPPORTED, double-bit INVALID_ARGUMENT,
+ * pending NOT_SUPPORTED, as the 580 driver answered. Pages are reported as count only (addresses 0). */
+static nvmlReturn_t retired_pages(devref *R, nvmlPageRetirementCause_t cause, unsigned int *count, unsigned long long *addr, unsigned long long *ts) {
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!R->g->rp_supported) return cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+    if ((unsigned)cause >= NVML_PAGE_RETIREMENT_CAUSE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? R->g->rp_dbe : R->g->rp_sbe;
+    if (*count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    for (unsigned i = 0; i < n; i++) { if (addr) addr[i] = 0x1000ULL * (i + 1); if (ts) ts[i] = 0; }
+    *count = n; return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *count, unsigned long long *addr) {
+    DEV_BEGIN(device, 0); END(retired_pages(&R, cause, count, addr, NULL));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *count, unsigned long long *addr, unsigned long long *ts) {
+    DEV_BEGIN(device, 0); END(retired_pages(&R, cause, count, addr, ts));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *p) {
+    DEV_BEGIN(device, 0);
+    if (!p) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!R.g->rp_supported) END(NVML_ERROR_NOT_SUPPORTED);
+    *p = R.g->rp_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t t, nvmlEccCounterType_t c, unsigned long long *n) {
+    DEV_BEGIN(device, 0);
+    if (!n || (unsigned)t >= NVML_MEMORY_ERROR_TYPE_COUNT || (unsigned)c >= NVML_ECC_COUNTER_TYPE_COUNT) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!R.g->ecc_supported) END(NVML_ERROR_NOT_SUPPORTED);
+    *n = R.g->ecc_counts[t][c]; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *r) {
+    DEV_BEGIN(device, 0); if (!r) END(NVML_ERROR_INVALID_ARGUMENT); *r = R.g->clk_reasons; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long *r) {
+    DEV_BEGIN(device, 0); if (!r) END(NVML_ERROR_INVALID_ARGUMENT); *r = R.g->clk_reasons; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device, unsigned long long *r) {
+    DEV_BEGIN(device, 0); if (!r) END(NVML_ERROR_INVALID_ARGUMENT); *r = R.g->clk_reasons_supported; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device, unsigned long long *r) {
+    DEV_BEGIN(device, 0); if (!r) END(NVML_ERROR_INVALID_ARGUMENT); *r = R.g->clk_reasons_supported; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t t, unsigned int *v) {
+    DEV_BEGIN(device, 0);
+    if (!v) END(NVML_ERROR_INVALID_ARGUMENT);
+    int x = t == NVML_TEMPERATURE_THRESHOLD_SLOWDOWN ? R.g->temp_slowdown : t == NVML_TEMPERATURE_THRESHOLD_SHUTDOWN ? R.g->temp_shutdown : -1;
+    if (x < 0) END(NVML_ERROR_NOT_SUPPORTED);
+    *v = (unsigned)x; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *v, unsigned int len) {
+    DEV_BEGIN(device, 0); if (!R.g->inforom[0]) END(NVML_ERROR_NOT_SUPPORTED); END(copy_str(v, len, R.g->inforom));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, char *v) {
+    DEV_BEGIN(device, 0); if (!R.g->gsp_fw[0]) END(NVML_ERROR_NOT_SUPPORTED); END(copy_str(v, NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, R.g->gsp_fw));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsigned int *en, unsigned int *dflt) {
+    DEV_BEGIN(device, 0);
+    if (!en || !dflt) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (R.g->gsp_mode[0] < 0) END(NVML_ERROR_NOT_SUPPORTED);
+    *en = (unsigned)R.g->gsp_mode[0]; *dflt = (unsigned)R.g->gsp_mode[1]; END(NVML_SUCCESS);
+}
+UINT_GETTER(nvmlDeviceGetGpuMaxPcieLinkGeneration, 0, R.g->pcie_gpu_max_gen)
+UINT_GETTER(nvmlDeviceGetPcieReplayCounter, 0, R.g->pcie_replay)
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *t) {
+    DEV_BEGIN(device, 0); if (!t) END(NVML_ERROR_INVALID_ARGUMENT); *t = R.g->event_types; END(NVML_SUCCESS);
+}
+
+/* Event sets: the inventory's xid_events are Xids that happen while a client waits; each set delivers each GPU's
+ * list once, in order. With nothing left the wait answers TIMEOUT at once (the real one waits timeoutms). */
+#define EVSET_MAGIC 0x45565354U
+struct nvmlEventSet_st { unsigned magic; unsigned long long types[SIM_MAX_GPUS]; unsigned delivered[SIM_MAX_GPUS]; };
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    SYS_BEGIN();
+    if (!set) END(NVML_ERROR_INVALID_ARGUMENT);
+    struct nvmlEventSet_st *es = calloc(1, sizeof *es);
+    if (!es) END(NVML_ERROR_MEMORY);
+    es->magic = EVSET_MAGIC; *set = es; END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
+    DEV_BEGIN(device, 0);
+    if (!set || set->magic != EVSET_MAGIC) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (types & ~R.g->event_types) END(NVML_ERROR_NOT_SUPPORTED);
+    set->types[R.gpu] |= types; END(NVML_SUCCESS);
+}
+static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData_t *data) {
+    SYS_BEGIN_N(fn);
+    if (!set || set->magic != EVSET_MAGIC || !data) END(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned i = 0; i < g_ngpus; i++) {
+        if (!(set->types[i] & nvmlEventTypeXidCriticalError) || set->delivered[i] >= g_gpus[i].nxid) continue;
+        memset(data, 0, sizeof *data);
+        data->device = &g_gpu_handles[i]; data->eventType = nvmlEventTypeXidCriticalError;
+        data->eventData = g_gpus[i].xid[set->delivered[i]++];
+        data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFU;
+        END(NVML_SUCCESS);
+    }
+    END(NVML_ERROR_TIMEOUT);
+}
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { (void)ms; return event_wait(__func__, set, data); }
+EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { (void)ms; return event_wait(__func__, set, data); }
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    SYS_BEGIN();
+    if (!set || set->magic != EVSET_MAGIC) END(NVML_ERROR_INVALID_ARGUMENT);
+    set->magic = 0; free(set); END(NVML_SUCCESS);
+}
+
 static nvmlReturn_t no_procs(const char *fn, nvmlDevice_t device, unsigned int *count) {
     DEV_BEGIN_N(fn, device, ALLOW_MIG);
     if (!count) END(NVML_ERROR_INVALID_ARGUMENT);
@@ -1200,6 +1376,12 @@ static nvmlReturn_t mig_dev_check(devref *R) {
     if (!R->s->mig_cur) return NVML_ERROR_NOT_SUPPORTED;
     return NVML_SUCCESS;
 }
+/* profile info: 580 drivers answer it with MIG disabled (real H100 capture, docs/conformance/doctor-health.md) */
+static nvmlReturn_t mig_info_check(devref *R) {
+    if (!R->g->mig_capable) return NVML_ERROR_NOT_SUPPORTED;
+    if (!R->s->mig_cur && !R->g->profile_info_without_mig) return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
 static void fill_gi_profile_common(const sim_gi_profile *p, const sim_mig_table *t, unsigned *id, unsigned *slices, unsigned *inst,
                                    unsigned *sms, unsigned *ce, unsigned *dec, unsigned *enc, unsigned *jpg, unsigned *ofa, unsigned long long *mem) {
     (void)t;
@@ -1209,7 +1391,7 @@ static void fill_gi_profile_common(const sim_gi_profile *p, const sim_mig_table 
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info) {
     DEV_BEGIN(device, 0);
     if (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) END(NVML_ERROR_INVALID_ARGUMENT);
-    if ((rc = mig_dev_check(&R)) != NVML_SUCCESS) END(rc);
+    if ((rc = mig_info_check(&R)) != NVML_SUCCESS) END(rc);
     const sim_gi_profile *p = gi_profile_by_index(R.g->table, profile);
     if (!p) END(NVML_ERROR_NOT_SUPPORTED);
     memset(info, 0, sizeof *info);
@@ -1236,7 +1418,7 @@ static nvmlReturn_t fill_gi_profile_v(const sim_gi_profile *p, const sim_mig_tab
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *info) {
     DEV_BEGIN(device, 0);
     if (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) END(NVML_ERROR_INVALID_ARGUMENT);
-    if ((rc = mig_dev_check(&R)) != NVML_SUCCESS) END(rc);
+    if ((rc = mig_info_check(&R)) != NVML_SUCCESS) END(rc);
     const sim_gi_profile *p = gi_profile_by_index(R.g->table, profile);
     if (!p) END(NVML_ERROR_NOT_SUPPORTED);
     END(fill_gi_profile_v(p, R.g->table, info));
@@ -1244,7 +1426,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, un
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstanceProfileInfo_v2_t *info) {
     DEV_BEGIN(device, 0);
     if (!info) END(NVML_ERROR_INVALID_ARGUMENT);
-    if ((rc = mig_dev_check(&R)) != NVML_SUCCESS) END(rc);
+    if ((rc = mig_info_check(&R)) != NVML_SUCCESS) END(rc);
     const sim_gi_profile *p = gi_profile_by_id(R.g->table, profileId);
     if (!p) END(NVML_ERROR_INVALID_ARGUMENT);
     END(fill_gi_profile_v(p, R.g->table, info));

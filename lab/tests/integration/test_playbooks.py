@@ -389,3 +389,25 @@ def test_node_sharing_state_absent_puts_back_the_compute_mode_it_set_then_change
     assert doc['stats']['t4']['changed'] == 0, doc['stats']
     assert (tmp_path / 'state.json').read_text() == json.dumps(state) or json.loads(
         (tmp_path / 'state.json').read_text()) == state
+
+
+def test_node_layer_records_the_doctor_gate(collections_path, tmp_path, simulator):
+    """node.yml runs the doctor after the driver and runtime layers and records gpuops_doctor_verdict; enforce gates a
+    node exactly when it has a critical finding, warn never gates, off skips the doctor, another value is refused."""
+    env = sim_env('t4', tmp_path / 'state.json')
+    for gate in ('enforce', 'warn', 'off'):
+        proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_doctor_gate=' + gate)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')['n1']
+        verdict = task_results(doc, "Record the doctor's verdict as a host fact (cluster.yml leaves gated nodes out of "
+                                    "their pools)")['n1']['ansible_facts']['gpuops_doctor_verdict']
+        assert verdict['gate'] == gate
+        if gate == 'off':
+            assert doctor.get('skipped') is True and verdict['ran'] is False and verdict['gated'] is False
+            continue
+        critical = [f['id'] for f in doctor['findings'] if f['severity'] == 'critical']
+        assert verdict['critical'] == critical
+        assert verdict['gated'] is (gate == 'enforce' and bool(critical))
+    proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_doctor_gate=strict')
+    assert proc.returncode != 0
+    assert 'gpuops_doctor_gate is strict; allowed: enforce, warn, off' in json.dumps(doc)

@@ -669,3 +669,73 @@ def test_custom_inline_profile_table(tmp_path, state):
              n.nvmlDeviceGetMaxMigDeviceCount(h)])
     """, path, state)
     assert r == ["MIG 2g.24gb", 1, 2, ["NVMLError_InsufficientResources"], 2]
+
+
+def test_DH_03_health_answers_as_the_real_h100(tmp_path):
+    """Calibration: inventory h100-real-580 answers the health calls as the real H100 did (nvml-health.json)."""
+    real = json.loads((ROOT / "lab" / "realgpu" / "samples" / "h100-580" / "nvml-health.json").read_text())
+    r = run("""
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+        hist = n.nvmlDeviceGetRowRemapperHistogram(h)
+        es = n.nvmlEventSetCreate(); n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, es)
+        out({"rows": [str(x) for x in n.nvmlDeviceGetRemappedRows(h)],
+             "hist": {k: getattr(hist, k) for k in ("max", "high", "partial", "low", "none")},
+             "sbe": exc(n.nvmlDeviceGetRetiredPages, h, 0), "dbe": exc(n.nvmlDeviceGetRetiredPages, h, 1),
+             "pending": exc(n.nvmlDeviceGetRetiredPagesPendingStatus, h),
+             "ecc": [n.nvmlDeviceGetTotalEccErrors(h, t, c) for t in (1, 0) for c in (0, 1)],
+             "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h),
+             "supported": n.nvmlDeviceGetSupportedClocksEventReasons(h),
+             "pcie": [n.nvmlDeviceGetCurrPcieLinkGeneration(h), n.nvmlDeviceGetMaxPcieLinkGeneration(h),
+                      n.nvmlDeviceGetGpuMaxPcieLinkGeneration(h), n.nvmlDeviceGetCurrPcieLinkWidth(h),
+                      n.nvmlDeviceGetMaxPcieLinkWidth(h), n.nvmlDeviceGetPcieReplayCounter(h)],
+             "temps": [n.nvmlDeviceGetTemperatureThreshold(h, n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+                       n.nvmlDeviceGetTemperatureThreshold(h, n.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)],
+             "virt": n.nvmlDeviceGetVirtualizationMode(h), "events": n.nvmlDeviceGetSupportedEventTypes(h),
+             "inforom": s(n.nvmlDeviceGetInforomImageVersion(h)), "xid": exc(n.nvmlEventSetWait_v2, es, 200),
+             "gi_with_mig_off": exc(lambda: n.nvmlDeviceGetGpuInstanceProfileInfo(h, 0).id)})
+    """, inv("h100-real-580"), tmp_path / "s.json")
+    assert r["rows"] == real["remapped_rows"] and r["hist"] == real["row_remapper_histogram"]
+    assert (r["sbe"], r["dbe"], r["pending"]) == (["NVMLError_NotSupported"], ["NVMLError_InvalidArgument"],
+                                                 ["NVMLError_NotSupported"])
+    assert r["ecc"] == [real["ecc_uncorrected_volatile"], real["ecc_uncorrected_aggregate"],
+                        real["ecc_corrected_volatile"], real["ecc_corrected_aggregate"]]
+    assert (r["reasons"], r["supported"]) == (real["clocks_event_reasons"], real["supported_clocks_event_reasons"])
+    assert r["pcie"] == [real["pcie_gen_current"], real["pcie_gen_max"], real["pcie_gen_gpu_max"],
+                         real["pcie_width_current"], real["pcie_width_max"], real["pcie_replay_counter"]]
+    assert r["temps"] == [real["temperature_threshold_slowdown"], real["temperature_threshold_shutdown"]]
+    assert (r["virt"], r["events"], r["inforom"]) == (real["virtualization_mode"], real["supported_event_types"],
+                                                      real["inforom_image"])
+    assert r["xid"] == ["NVMLError_Timeout"]
+    assert r["gi_with_mig_off"] == ["OK", 19]
+
+
+def test_DH_06_fault_answers_and_xid_events(tmp_path):
+    def fault(d):
+        g = d["gpus"][0]
+        g.update(xid_events=[79, 48], remapped_rows={"uncorrectable": 2, "pending": True}, clocks_event_reasons=0x48,
+                 pcie_link_width=8, retired_pages={"single_bit": 3, "double_bit": 1, "pending": True})
+    p = write_inv(tmp_path, "h100-real-580", fault)
+    r = run("""
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+        es = n.nvmlEventSetCreate(); n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, es)
+        xids = []
+        while True:
+            try:
+                xids.append(n.nvmlEventSetWait_v2(es, 10).eventData)
+            except n.NVMLError as e:
+                xids.append(type(e).__name__); break
+        n.nvmlEventSetFree(es)
+        out({"xids": xids, "rows": list(n.nvmlDeviceGetRemappedRows(h)), "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h),
+             "width": n.nvmlDeviceGetCurrPcieLinkWidth(h), "sbe": len(n.nvmlDeviceGetRetiredPages(h, 0)),
+             "dbe": len(n.nvmlDeviceGetRetiredPages(h, 1)), "pending": n.nvmlDeviceGetRetiredPagesPendingStatus(h),
+             "mig_off_profiles_elsewhere": None})
+    """, p, tmp_path / "s.json")
+    assert r["xids"] == [79, 48, "NVMLError_Timeout"]
+    assert r["rows"] == [0, 2, 1, 0] and r["reasons"] == 0x48 and r["width"] == 8
+    assert (r["sbe"], r["dbe"], r["pending"]) == (3, 1, 1)
+    # GPUs of other inventories keep refusing GI profile info with MIG off (as older drivers)
+    r = run("""
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(1)
+        out(exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, 0))
+    """, inv("hgx-a100-80gb"), tmp_path / "s2.json")
+    assert r == ["NVMLError_NotSupported"]

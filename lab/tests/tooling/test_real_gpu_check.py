@@ -102,3 +102,56 @@ def test_RGC_03_report_and_refusal_on_the_simulator(monkeypatch):
     assert 'differ' in text and '0 differ' in text and 'median 2.00 ms' in text and 'unchanged' in text
     monkeypatch.setenv('NVML_SIM_INVENTORY', '/x.json')
     assert rgc.main(['--out', '/nonexistent']) == 2
+
+
+# ------------------------------------------------------------------ the real H100 capture (lab/realgpu/samples/h100-580)
+REAL = os.path.join(SAMPLES, 'h100-580')
+
+
+def _real(name):
+    with open(os.path.join(REAL, name)) as f:
+        return f.read()
+
+
+def test_RGC_real_capture_every_field_agrees():
+    import json
+    smi = rgc.parse_smi_xml(_real('nvidia-smi-q-x.xml'))
+    info = json.loads(_real('gpu_info-mig_profiles.json'))
+    rows = rgc.compare(info, smi)
+    assert [r for r in rows if not r['ok']] == []
+    assert smi['driver_version'] == '580.159.04' and smi['gpus'][0]['mig_current'] is False
+
+
+def test_RGC_real_capture_nvml_profiles_match_the_catalogue():
+    import json
+    info = json.loads(_real('gpu_info-mig_profiles.json'))
+    rgc._catalog_profiles(info, rgc._collections_path(__import__('tempfile').mkdtemp()))
+    rows = rgc.compare_profiles(info)
+    assert sorted(r['profile'] for r in rows) == ['1g.10gb', '1g.10gb+me', '1g.20gb', '2g.20gb', '3g.40gb', '4g.40gb',
+                                                 '7g.80gb']
+    assert [r for r in rows if not r['ok']] == []
+
+
+def test_RGC_modules_run_without_the_ansible_cli(tmp_path):
+    """Item R: the check runs gpu_info and gpu_doctor with python alone (ansible-core importable, no ansible CLI on
+    PATH, no callback collection), here against the simulator answering as the real H100."""
+    import subprocess
+    subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
+    env = dict(os.environ, PATH='/usr/bin:/bin', LD_LIBRARY_PATH=os.path.join(ROOT, 'lab', '.build', 'nvml_sim'),
+               NVML_SIM_INVENTORY=os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', 'h100-real-580.json'),
+               NVML_SIM_STATE=str(tmp_path / 'state.json'))
+    env.pop('ANSIBLE_COLLECTIONS_PATH', None)
+    cpath = rgc._collections_path(str(tmp_path / 'c'))
+    info = rgc._module('gpu_info', {'mig_profiles': True}, cpath, env)
+    assert info.get('failed') is not True, info
+    assert info['gpus'][0]['name'] == 'NVIDIA H100 80GB HBM3'
+    assert [p['source'] for p in info['gpus'][0]['mig_profiles']] == ['nvml'] * 7
+    doctor = rgc._module('gpu_doctor', {'strategy': 'mig', 'kernel_log': str(tmp_path / 'none')}, cpath, env)
+    assert doctor.get('failed') is not True, doctor
+    assert doctor['probe']['gpus'][0]['health']['virtualization_mode'] == 'passthrough'
+
+
+def test_RGC_probe_snippet_is_the_benchmarks_without_importing_it():
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'bench'))
+    import gpu_probe  # noqa: E402
+    assert rgc.probe_snippet() == gpu_probe.PROBE_SNIPPET

@@ -109,9 +109,20 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
         if facts is not _MISSING:
             p['facts'][node] = facts
     ordered = [pools[k] for k in sorted(pools)]
-    label_pools = [{'name': p['name'], 'strategy': p['strategy'], 'nodes': list(p['hosts'])}
+    # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
+    # its pool; without a verdict (the doctor did not run in this run) a node is not gated
+    gated = []
+    for p in ordered:
+        for h in p['hosts']:
+            v = _get(hostvars[h], 'gpuops_doctor_verdict')
+            if isinstance(v, Mapping) and v.get('gated'):
+                gated.append({'host': h, 'pool': p['name'], 'critical': list(v.get('critical') or []),
+                              'message': '%s left out of pool %s by the doctor: %s' % (h, p['name'], v.get('message'))})
+    gated_hosts = set(g['host'] for g in gated)
+    label_pools = [{'name': p['name'], 'strategy': p['strategy'],
+                    'nodes': [h for h in p['hosts'] if h not in gated_hosts]}
                    for p in ordered if p['strategy'] in LABELLED_STRATEGIES or p['strategy'] not in STRATEGIES]
-    return {'pools': ordered, 'label_pools': label_pools, 'errors': errors, 'unprobed': unprobed,
+    return {'pools': ordered, 'label_pools': label_pools, 'errors': errors, 'unprobed': unprobed, 'gated': gated,
             'settings': list(settings or []),
             'needs_extender': any(p['strategy'] in EXTENDER_STRATEGIES for p in ordered)}
 

@@ -329,6 +329,244 @@ def check_cluster_images(facts, extra):
     return out
 
 
+# ------------------------------------------------------------------------------------------------ Kubernetes readiness
+ENGINES = ('docker', 'containerd', 'cri-o', 'rke2', 'k3s')
+
+
+def check_readiness(facts, extra, strategy=None):
+    """What a GPU pod needs on the node whatever the strategy: a container engine, the NVIDIA Container Toolkit,
+    the nvidia runtime in CRI-O's config, and a CDI spec where the site runs the toolkit in CDI mode."""
+    if not _has_gpu(facts):
+        return []
+    rt = facts.get('node', {}).get('container_runtimes', {})
+    installed = rt.get('installed', [])
+    out = []
+    for_whom = 'strategy %s' % strategy if strategy else 'every sharing strategy'
+    engines = [e for e in ENGINES if e in installed]
+    if not engines:
+        out.append(finding(
+            'container_engine_missing', 'critical',
+            'No container engine is installed: the node cannot run a pod, GPU or not (%s needs one).' % for_whom,
+            ['none of dockerd, containerd, crio, rke2, k3s found in /usr/bin, /usr/sbin, /usr/local/bin'],
+            'Join the node to the cluster with its engine (containerd, CRI-O or Docker with cri-dockerd; RKE2/k3s bring '
+            'containerd), then run the node layer again (playbooks/node.yml) so gpuops.k8s_gpu.nvidia_container_runtime '
+            'configures the nvidia runtime.'))
+    if 'nvidia-container-runtime' not in installed and 'nvidia-ctk' not in installed:
+        out.append(finding(
+            'nvidia_toolkit_missing', 'critical',
+            'The NVIDIA Container Toolkit is not installed: containers cannot get the GPUs (%s needs it).' % for_whom,
+            ['neither nvidia-container-runtime nor nvidia-ctk found in /usr/bin or /usr/local/bin'],
+            'Install and configure the toolkit with gpuops.k8s_gpu.nvidia_container_runtime (playbooks/node.yml, tag '
+            'runtime); it adds the nvidia runtime to the engine\'s config, keeping every other key.'))
+    if 'cri-o' in installed and rt.get('crio_nvidia_runtime') is not True:
+        out.append(finding(
+            'crio_nvidia_runtime_missing', 'critical',
+            'CRI-O is installed but its configuration has no nvidia runtime.',
+            ['/etc/crio/crio.conf(.d): no crio.runtime.runtimes.nvidia table'],
+            'Configure the nvidia runtime for CRI-O (gpuops.k8s_gpu.nvidia_container_runtime) and restart crio. '
+            + _RUNTIME_NEEDS))
+    if extra.get('cdi_required') and not rt.get('cdi_specs'):
+        out.append(finding(
+            'cdi_spec_missing', 'critical',
+            'The site runs the toolkit in CDI mode but no CDI spec names the NVIDIA GPUs: pods asking for '
+            'nvidia.com/gpu devices fail to start ("unresolvable CDI devices").',
+            ['no file in /etc/cdi or /var/run/cdi names kind nvidia.com/gpu'],
+            'Generate the spec (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, or the toolkit\'s '
+            'nvidia-cdi-refresh units from 1.18): gpuops.k8s_gpu.nvidia_container_runtime does so with '
+            'nvidia_container_runtime_cdi: true.'))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ GPU health (NVML)
+# Xid -> (severity, what it is, what to do); the catalogue's resolution buckets (docs/conformance/doctor-health.md)
+XID_GUIDE = {
+    13: ('info', 'graphics engine exception (usually the application)', 'restart the application; check its CUDA code'),
+    31: ('info', 'GPU memory page fault (usually the application)', 'restart the application; check its CUDA code'),
+    43: ('info', 'GPU stopped processing (a channel was reset after an application error)', 'restart the application'),
+    45: ('info', 'preemptive cleanup after an application ended', 'nothing, unless other Xids come with it'),
+    48: ('critical', 'double-bit ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
+    61: ('warning', 'internal micro-controller breakpoint/warning', 'reset the GPU; contact support if it recurs'),
+    62: ('critical', 'internal micro-controller halt', 'drain the node and reset the GPU (reboot)'),
+    63: ('warning', 'ECC page retirement or row remapping recorded', 'reset the GPU at the next drain to apply it'),
+    64: ('critical', 'ECC page retirement or row remapping failure', 'drain the node, reset the GPU; RMA'),
+    74: ('critical', 'NVLink error', 'drain the node, reset the GPUs (and check fabric manager); RMA if it recurs'),
+    79: ('critical', 'GPU has fallen off the bus',
+         'drain the node and reboot it (a VM reboot where the GPU is passed through); check power and PCIe seating; '
+         'RMA if it recurs'),
+    92: ('warning', 'high single-bit ECC error rate', 'watch the ECC counts; RMA if they grow'),
+    94: ('warning', 'contained ECC error (only the affected application was stopped)', 'reset the GPU at the next drain'),
+    95: ('critical', 'uncontained ECC error', 'drain the node and reset the GPU; RMA if it recurs'),
+    109: ('warning', 'context switch timeout', 'restart the application; reset the GPU if it recurs'),
+    119: ('critical', 'GSP RPC timeout', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
+    120: ('critical', 'GSP error', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
+    140: ('critical', 'unrecovered ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
+}
+XID_UNKNOWN = ('warning', 'an Xid the doctor has no guidance for',
+               'look it up in NVIDIA\'s Xid catalogue (docs.nvidia.com/deploy/xid-errors)')
+# nvidia-smi / NVML: 60 or more retired pages is NVIDIA's RMA threshold for page retirement (pre-Ampere)
+RETIRED_PAGES_RMA = 60
+SEVERE_CLOCK_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
+
+
+def _gpu_label(g):
+    return 'GPU %s (%s, %s)' % (g.get('index'), g.get('name') or 'unknown', g.get('pci_bus_id') or 'bus unknown')
+
+
+def check_gpu_lost(facts, extra):
+    lost = [g for g in facts.get('gpus', []) if g.get('error') == 'gpu_lost']
+    if facts.get('nvml', {}).get('status') == 'gpu_lost':
+        lost = lost or [{'index': '?'}]
+    if not lost:
+        return []
+    return [finding(
+        'gpu_lost', 'critical',
+        'A GPU has fallen off the bus (NVML: GPU is lost): nothing can run on it until the node is rebooted.',
+        ['NVML: GPU is lost for %s' % _gpu_label(g) for g in lost],
+        'Drain the node and reboot it (where the GPU is passed through to a VM, reboot the VM; a GPU reset from the '
+        'guest is not possible); check power, cooling and PCIe seating; RMA the GPU if it recurs (Xid 79).')]
+
+
+def check_xid(facts, extra):
+    """Xids from the kernel log since boot and from NVML's event wait."""
+    seen = {}
+    for e in extra.get('kernel_xids') or []:
+        seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (e['pci'], e['xid'], e['text']))
+    for e in facts.get('nvml', {}).get('xid_events') or []:
+        seen.setdefault(e['xid'], []).append('NVML event: Xid %s on GPU %s' % (e['xid'], e['gpu']))
+    out = []
+    for xid in sorted(seen):
+        severity, what, fix = XID_GUIDE.get(xid, XID_UNKNOWN)
+        ev = seen[xid][:5] + (['... %d more' % (len(seen[xid]) - 5)] if len(seen[xid]) > 5 else [])
+        out.append(finding('xid_%d' % xid, severity, 'Xid %d since boot: %s.' % (xid, what), ev,
+                           fix[0].upper() + fix[1:] + '.'))
+    return out
+
+
+def check_ecc(facts, extra):
+    out = []
+    for g in facts.get('gpus', []):
+        h = g.get('health') or {}
+        vol, agg = h.get('ecc_uncorrected_volatile'), h.get('ecc_uncorrected_aggregate')
+        if vol:
+            out.append(finding(
+                'ecc_uncorrectable', 'critical',
+                '%s had %d uncorrectable ECC error(s) since the driver loaded.' % (_gpu_label(g), vol),
+                ['volatile uncorrectable ECC: %d' % vol, 'aggregate uncorrectable ECC: %s' % agg],
+                'Drain the node and reset the GPU (nvidia-smi -r with no process on it, or reboot; a VM reboot where it '
+                'is passed through) so row remapping or page retirement takes effect; RMA if the errors come back.'))
+        elif agg:
+            out.append(finding(
+                'ecc_uncorrectable_history', 'warning',
+                '%s has %d uncorrectable ECC error(s) in its lifetime (none since the driver loaded).' % (_gpu_label(g), agg),
+                ['aggregate uncorrectable ECC: %d' % agg, 'volatile uncorrectable ECC: %s' % vol],
+                'Check the row-remapping or retired-page state (nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT); '
+                'RMA when the remapper reports a failure or no spare rows are left.'))
+    return out
+
+
+def check_memory_repair(facts, extra):
+    """Row remapping (Ampere and newer) and page retirement (older GPUs)."""
+    out = []
+    for g in facts.get('gpus', []):
+        h = g.get('health') or {}
+        rows = h.get('remapped_rows')
+        hist = h.get('row_remapper_histogram') or {}
+        if rows and rows.get('failure'):
+            out.append(finding(
+                'row_remap_failure', 'critical',
+                '%s: a row remapping failed: its memory cannot repair itself any more.' % _gpu_label(g),
+                ['remapped rows: correctable %(correctable)s, uncorrectable %(uncorrectable)s, failure occurred' % rows],
+                'Drain the node and RMA the GPU (NVIDIA\'s RMA policy for row-remapping failures).'))
+        elif rows and rows.get('pending'):
+            out.append(finding(
+                'row_remap_pending', 'warning',
+                '%s: a row remapping is pending; it takes effect at the next GPU reset.' % _gpu_label(g),
+                ['remapped rows: correctable %(correctable)s, uncorrectable %(uncorrectable)s, pending' % rows],
+                'Running work is not affected; at the next drain reset the GPU (nvidia-smi -r, or reboot; a VM reboot '
+                'where the GPU is passed through).'))
+        if hist.get('none'):
+            out.append(finding(
+                'row_remap_exhausted', 'warning',
+                '%s: %d memory bank(s) have no spare rows left.' % (_gpu_label(g), hist['none']),
+                ['row-remapper histogram: %s' % ', '.join('%s %s' % (k, hist[k]) for k in ('max', 'high', 'partial', 'low', 'none'))],
+                'Plan an RMA: the next uncorrectable error in such a bank cannot be repaired.'))
+        pages = h.get('retired_pages')
+        if pages and pages.get('pending'):
+            out.append(finding(
+                'retired_pages_pending', 'warning',
+                '%s: a page retirement is pending; it takes effect at the next driver reload.' % _gpu_label(g),
+                ['retired pages: single-bit %(single_bit)s, double-bit %(double_bit)s, pending' % pages],
+                'At the next drain reset the GPU or reboot the node.'))
+        if pages and pages['single_bit'] + pages['double_bit'] >= RETIRED_PAGES_RMA:
+            out.append(finding(
+                'retired_pages_rma', 'critical',
+                '%s has %d retired pages, at or above NVIDIA\'s RMA threshold of %d.'
+                % (_gpu_label(g), pages['single_bit'] + pages['double_bit'], RETIRED_PAGES_RMA),
+                ['retired pages: single-bit %(single_bit)s, double-bit %(double_bit)s' % pages],
+                'Drain the node and RMA the GPU.'))
+    return out
+
+
+def check_throttle(facts, extra):
+    out = []
+    for g in facts.get('gpus', []):
+        reasons = (g.get('health') or {}).get('clocks_event_reasons') or []
+        bad = [r for r in reasons if r in SEVERE_CLOCK_REASONS]
+        if bad:
+            out.append(finding(
+                'clocks_throttled', 'warning',
+                '%s runs slowed down by %s.' % (_gpu_label(g), ', '.join(bad)),
+                ['current clock event reasons: %s' % ', '.join(reasons)],
+                'HW slowdown and thermal reasons: check cooling (fans, airflow, inlet temperature) and the power '
+                'supply; power brake: the chassis or PSU asserted it (check the BMC log). The GPU works, slower.'))
+    return out
+
+
+def check_pcie(facts, extra):
+    out = []
+    for g in facts.get('gpus', []):
+        h = g.get('health') or {}
+        p = h.get('pcie') or {}
+        idle = 'gpu_idle' in (h.get('clocks_event_reasons') or [])
+        narrow = p.get('width') is not None and p.get('max_width') and p['width'] < p['max_width']
+        slow = p.get('gen') is not None and p.get('max_gen') and p['gen'] < p['max_gen'] and not idle
+        if narrow or slow:
+            out.append(finding(
+                'pcie_link_degraded', 'warning',
+                '%s: the PCIe link runs below its maximum (%s).' % (_gpu_label(g), 'width' if narrow else 'generation'),
+                ['PCIe link: gen %s x%s, maximum gen %s x%s' % (p.get('gen'), p.get('width'), p.get('max_gen'),
+                                                                p.get('max_width')),
+                 'replay counter: %s' % p.get('replay')],
+                'Reseat the GPU or its riser, check the slot\'s BIOS link settings; a link that trains narrow after a '
+                'reseat is an RMA case. (At idle the GPU may lower the generation to save power: that is not a fault.)'))
+    return out
+
+
+def check_virtualization(facts, extra):
+    """What the hypervisor means for MIG changes and GPU resets."""
+    modes = sorted(set((g.get('health') or {}).get('virtualization_mode') for g in facts.get('gpus', []))
+                   - set([None, 'none']))
+    hv = facts.get('node', {}).get('hypervisor')
+    if not modes:
+        return []
+    ev = ['NVML virtualization mode: %s' % ', '.join(modes),
+          'hypervisor: %s (%s)' % (hv or 'none seen', facts.get('node', {}).get('hypervisor_evidence') or '-')]
+    if 'vgpu' in modes:
+        return [finding(
+            'gpu_vgpu_guest', 'info',
+            'The GPUs are vGPUs of a host: MIG and the GPU\'s clocks, ECC and resets belong to the host.',
+            ev, 'Change MIG geometry and reset GPUs on the hypervisor host; the mig strategy needs a MIG-backed vGPU '
+                'profile chosen there.')]
+    if 'passthrough' in modes:
+        return [finding(
+            'gpu_passthrough', 'info',
+            'The GPUs are passed through to this VM: a GPU reset (MIG mode changes, remapping rows, clearing a lost '
+            'GPU) may not be possible from the guest and then needs a VM reboot.',
+            ev, 'Plan MIG mode changes and GPU resets as VM reboots (the mig strategy reboots the node when the reset '
+                'is refused); after a GPU falls off the bus, reboot the VM, or power-cycle it from the hypervisor.')]
+    return []
+
+
 CHECKS = (
     ('nouveau_loaded', check_nouveau),
     ('secure_boot', check_secure_boot),
@@ -338,12 +576,22 @@ CHECKS = (
     ('persistence', check_persistence),
     ('vmware_consumer_gpu', check_vmware_consumer_gpu),
     ('runtime', check_runtime),
+    ('readiness', check_readiness),
+    ('gpu_lost', check_gpu_lost),
+    ('xid', check_xid),
+    ('ecc', check_ecc),
+    ('memory_repair', check_memory_repair),
+    ('throttle', check_throttle),
+    ('pcie', check_pcie),
+    ('virtualization', check_virtualization),
     ('strategy', check_strategy),
     ('scheduler_config', check_scheduler_config),
     ('extender', check_extender),
     ('cluster_images', check_cluster_images),
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
+# the checks that need each GPU's health answers from NVML
+HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):
@@ -353,7 +601,7 @@ def diagnose(facts, extra=None, strategy=None, checks=None):
     for name, func in CHECKS:
         if checks and name not in checks:
             continue
-        if name in ('runtime', 'strategy'):
+        if name in ('runtime', 'strategy', 'readiness'):
             found.extend(func(facts, extra, strategy=strategy))
         else:
             found.extend(func(facts, extra))

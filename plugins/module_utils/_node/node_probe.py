@@ -11,9 +11,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
 import os
 import re
+import stat
 
 NVIDIA_VENDOR = '0x10de'
 PCI_CLASS_VGA = '0x0300'
@@ -137,8 +139,17 @@ _HYPERVISOR_VENDORS = (
 )
 
 
-def hypervisor(root='/'):
-    """Which hypervisor the node runs under (None on bare metal)."""
+# the kernel's "Hypervisor detected: <name>" (arch/x86/kernel/cpu/hypervisor.c, each hypervisor's name field)
+_KERNEL_HYPERVISORS = (('kvm', 'kvm'), ('vmware', 'vmware'), ('hyper-v', 'hyperv'), ('xen', 'xen'), ('acrn', 'acrn'),
+                       ('jailhouse', 'jailhouse'), ('bhyve', 'bhyve'))
+# paravirtual clock sources of the guest kernels (/sys/devices/system/clocksource/clocksource0/available_clocksource)
+_CLOCKSOURCES = (('kvm-clock', 'kvm'), ('hyperv_clocksource', 'hyperv'), ('xen', 'xen'))
+CLOCKSOURCES_FILE = 'sys/devices/system/clocksource/clocksource0/available_clocksource'
+
+
+def hypervisor_evidence(root='/', log_lines=None):
+    """(hypervisor, evidence): DMI vendor, /sys/hypervisor/type, the kernel log's "Hypervisor detected", the
+    paravirtual clock source, else 'unknown' when the CPU's hypervisor flag is set; (None, ...) on bare metal."""
     cpuinfo = _read(root, 'proc/cpuinfo', '') or ''
     flagged = any(line.startswith('flags') and ' hypervisor' in line for line in cpuinfo.splitlines())
     hv_type = _read(root, 'sys/hypervisor/type')
@@ -146,10 +157,81 @@ def hypervisor(root='/'):
                                     _read(root, 'sys/class/dmi/id/product_name')])).lower()
     for needle, name in _HYPERVISOR_VENDORS:
         if needle in vendor:
-            return name
+            return name, 'DMI: %s' % vendor
     if hv_type:
-        return hv_type
-    return 'unknown' if flagged else None
+        return hv_type, '/sys/hypervisor/type: %s' % hv_type
+    for line in log_lines or []:
+        m = re.search(r'Hypervisor detected: (.+)$', line)
+        if m:
+            detected = m.group(1).strip()
+            for needle, name in _KERNEL_HYPERVISORS:
+                if needle in detected.lower():
+                    return name, 'kernel log: Hypervisor detected: %s' % detected
+    clocks = (_read(root, CLOCKSOURCES_FILE, '') or '').split()
+    for needle, name in _CLOCKSOURCES:
+        for clock in clocks:
+            if clock.startswith(needle):
+                return name, 'clock source %s' % clock
+    if flagged:
+        return 'unknown', 'CPU hypervisor flag set; no DMI tables, no /sys/hypervisor, no kernel log line'
+    return None, 'bare metal (no CPU hypervisor flag)'
+
+
+def hypervisor(root='/', log_lines=None):
+    """Which hypervisor the node runs under (None on bare metal)."""
+    return hypervisor_evidence(root, log_lines)[0]
+
+
+KMSG = 'dev/kmsg'
+_KMSG_PREFIX = re.compile(r'^\d+,\d+,\d+,[^;]*;')
+_DMESG_PREFIX = re.compile(r'^\[\s*\d+\.\d+\]\s?')
+XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$')
+
+
+def kernel_log(root='/', path=None, limit=200000):
+    """The kernel log's messages since boot, as far as the ring buffer holds them: /dev/kmsg read without blocking
+    (one record per read; needs root where kernel.dmesg_restrict is 1), or a file of dmesg output. None when it
+    cannot be read."""
+    full = _path(root, path or KMSG)
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    records = []
+    try:
+        if stat.S_ISCHR(os.fstat(fd).st_mode):
+            while len(records) < limit:
+                try:
+                    chunk = os.read(fd, 8192)
+                except OSError as exc:
+                    if exc.errno == errno.EPIPE:
+                        continue  # records overwritten while reading: go on with the next one
+                    break  # EAGAIN: the end of the buffer
+                if not chunk:
+                    break
+                records.append(chunk.decode('utf-8', 'replace').split('\n', 1)[0])
+        else:
+            data = b''
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+            records = data.decode('utf-8', 'replace').splitlines()[:limit]
+    finally:
+        os.close(fd)
+    return [_DMESG_PREFIX.sub('', _KMSG_PREFIX.sub('', r)) for r in records]
+
+
+def xids_from_log(lines):
+    """The NVRM Xid lines of a kernel log: [{'pci', 'xid', 'text'}] (other NVRM lines, like the FBHUB one an H100
+    logs at boot, are no Xid)."""
+    out = []
+    for line in lines or []:
+        m = XID_RE.search(line)
+        if m:
+            out.append({'pci': m.group(1).lower(), 'xid': int(m.group(2)), 'text': m.group(3).strip()})
+    return out
 
 
 def kernel_headers_installed(root='/', release=None):
@@ -173,7 +255,7 @@ def container_runtimes(root='/'):
     found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
                    if any(os.path.exists(_path(root, p)) for p in paths))
     info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
-            'containerd_nvidia_runtime': None}
+            'containerd_nvidia_runtime': None, 'crio_nvidia_runtime': None, 'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:
@@ -189,7 +271,32 @@ def container_runtimes(root='/'):
         if text is not None:
             hit = re.search(r'runtimes\.["\']?nvidia["\']?\]', text) is not None
             info['containerd_nvidia_runtime'] = bool(info['containerd_nvidia_runtime']) or hit
+    crio = [_read(root, 'etc/crio/crio.conf')]
+    try:
+        crio += [_read(root, 'etc/crio/crio.conf.d/' + n) for n in sorted(os.listdir(_path(root, 'etc/crio/crio.conf.d')))]
+    except OSError:
+        pass
+    crio = [t for t in crio if t is not None]
+    if crio:
+        info['crio_nvidia_runtime'] = any(re.search(r'crio\.runtime\.runtimes\.["\']?nvidia["\']?\]', t) for t in crio)
     return info
+
+
+CDI_DIRS = ('etc/cdi', 'var/run/cdi')
+
+
+def cdi_specs(root='/'):
+    """CDI spec files that name NVIDIA devices (kind nvidia.com/gpu), in the directories the toolkit writes to."""
+    found = []
+    for d in CDI_DIRS:
+        try:
+            names = sorted(os.listdir(_path(root, d)))
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(('.yaml', '.yml', '.json')) and 'nvidia.com/gpu' in (_read(root, '%s/%s' % (d, n), '') or ''):
+                found.append('/%s/%s' % (d, n))
+    return found
 
 
 def systemd_unit_state(root, unit):
@@ -207,8 +314,10 @@ def systemd_unit_state(root, unit):
     return 'disabled'
 
 
-def node_facts(root='/'):
+def node_facts(root='/', log_lines=None):
+    """The node's facts; ``log_lines``: the kernel log (kernel_log()) where the caller read it, for the hypervisor."""
     modules = loaded_modules(root)
+    hv, hv_evidence = hypervisor_evidence(root, log_lines)
     gpus, switches = pci_devices(root)
     release = os.uname()[2]
     return {
@@ -218,7 +327,8 @@ def node_facts(root='/'):
         'nvidia_module_loaded': 'nvidia' in modules,
         'nvidia_module_version': driver_version_from_proc(root),
         'secure_boot': secure_boot(root),
-        'hypervisor': hypervisor(root),
+        'hypervisor': hv,
+        'hypervisor_evidence': hv_evidence,
         'pci_gpus': gpus,
         'nvswitches': switches,
         'nvswitch_count': len(switches),

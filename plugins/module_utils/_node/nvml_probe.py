@@ -115,7 +115,8 @@ def _mig_devices(handle):
 
 
 def _mig_profiles(handle):
-    """GPU-instance profiles the driver reports (needs MIG mode enabled on real drivers)."""
+    """GPU-instance profiles the driver reports. Drivers of branch 580 answer them with MIG disabled too (a real H100,
+    docs/conformance/doctor-health.md); drivers that refuse leave the list empty and the catalogue answers."""
     profiles = []
     count = getattr(pynvml, 'NVML_GPU_INSTANCE_PROFILE_COUNT', 0)
     for idx in range(count):
@@ -162,8 +163,103 @@ def _nvlinks(handle):
     return active, switches
 
 
-def probe_gpu(index, include_mig_profiles=True, switches=None):
-    """Facts for one GPU by NVML index."""
+# nvmlClocksEventReason* bits (nvml.h), the names nvidia-smi -q -d PERFORMANCE shows them under
+CLOCK_EVENT_REASONS = (
+    (0x1, 'gpu_idle'), (0x2, 'applications_clocks_setting'), (0x4, 'sw_power_cap'), (0x8, 'hw_slowdown'),
+    (0x10, 'sync_boost'), (0x20, 'sw_thermal_slowdown'), (0x40, 'hw_thermal_slowdown'),
+    (0x80, 'hw_power_brake_slowdown'), (0x100, 'display_clock_setting'),
+)
+# nvmlGpuVirtualizationMode_t
+VIRTUALIZATION_MODES = {0: 'none', 1: 'passthrough', 2: 'vgpu', 3: 'host_vgpu', 4: 'host_vsga'}
+XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+
+
+def clock_event_reason_names(mask):
+    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+
+
+def gpu_health(handle):
+    """Read-only health answers of one GPU (None where the GPU or the binding cannot answer)."""
+    health = {}
+    ecc, err = _call('nvmlDeviceGetEccMode', handle)
+    health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
+    uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
+    health['ecc_uncorrected_volatile'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+                                               _const('NVML_VOLATILE_ECC', 0))[0]
+    health['ecc_uncorrected_aggregate'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+                                                _const('NVML_AGGREGATE_ECC', 1))[0]
+    rows, err = _call('nvmlDeviceGetRemappedRows', handle)
+    health['remapped_rows'] = None if rows is None else {
+        'correctable': int(rows[0]), 'uncorrectable': int(rows[1]), 'pending': bool(rows[2]), 'failure': bool(rows[3])}
+    hist, err = _call('nvmlDeviceGetRowRemapperHistogram', handle)
+    health['row_remapper_histogram'] = None if hist is None else dict(
+        (k, int(getattr(hist, k))) for k in ('max', 'high', 'partial', 'low', 'none'))
+    pending, err = _call('nvmlDeviceGetRetiredPagesPendingStatus', handle)
+    if pending is None:
+        health['retired_pages'] = None
+    else:
+        sbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS', 0))[0]
+        dbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR', 1))[0]
+        health['retired_pages'] = {'single_bit': len(sbe or []), 'double_bit': len(dbe or []),
+                                   'pending': pending == _const('NVML_FEATURE_ENABLED', 1)}
+    reasons, err = _call('nvmlDeviceGetCurrentClocksEventReasons', handle)
+    if reasons is None and err == 'binding_lacks_call':
+        reasons, err = _call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
+    health['clocks_event_reasons'] = None if reasons is None else clock_event_reason_names(int(reasons))
+    pcie = {}
+    for key, call in (('gen', 'nvmlDeviceGetCurrPcieLinkGeneration'), ('width', 'nvmlDeviceGetCurrPcieLinkWidth'),
+                      ('max_gen', 'nvmlDeviceGetMaxPcieLinkGeneration'), ('max_width', 'nvmlDeviceGetMaxPcieLinkWidth'),
+                      ('gpu_max_gen', 'nvmlDeviceGetGpuMaxPcieLinkGeneration'), ('replay', 'nvmlDeviceGetPcieReplayCounter')):
+        pcie[key] = _call(call, handle)[0]
+    health['pcie'] = pcie
+    virt, err = _call('nvmlDeviceGetVirtualizationMode', handle)
+    health['virtualization_mode'] = None if virt is None else VIRTUALIZATION_MODES.get(virt, 'unknown_%s' % virt)
+    gsp, err = _call('nvmlDeviceGetGspFirmwareVersion', handle)
+    health['gsp_firmware_version'] = _text(gsp)
+    return health
+
+
+def xid_events(handles, wait_ms=100, limit=64):
+    """Critical Xid events NVML delivers while it is asked: one event set for all GPUs, ``wait_ms`` for the first event.
+
+    NVML reports only events that happen after the registration, so this sees an Xid storm going on now; the
+    kernel log holds the Xids since boot. Returns (events [{'gpu', 'xid'}], None) or (None, reason)."""
+    if not hasattr(pynvml, 'nvmlEventSetCreate'):
+        return None, 'binding_lacks_call'
+    try:
+        event_set = pynvml.nvmlEventSetCreate()
+    except pynvml.NVMLError as exc:
+        return None, failure_reason(exc)
+    events, registered = [], 0
+    try:
+        for index, handle in handles:
+            try:
+                pynvml.nvmlDeviceRegisterEvents(handle, XID_CRITICAL_EVENT, event_set)
+                registered += 1
+            except pynvml.NVMLError:
+                continue  # NOT_SUPPORTED on GPUs without Xid events
+        if not registered:
+            return None, 'not_supported'
+        timeout = wait_ms
+        while len(events) < limit:
+            try:
+                data = pynvml.nvmlEventSetWait_v2(event_set, timeout)
+            except pynvml.NVMLError:
+                break  # TIMEOUT: nothing (more) happened
+            gpu, err = _call('nvmlDeviceGetIndex', data.device)
+            events.append({'gpu': gpu, 'xid': int(data.eventData)})
+            timeout = 0
+    finally:
+        try:
+            pynvml.nvmlEventSetFree(event_set)
+        except pynvml.NVMLError:
+            pass
+    return events, None
+
+
+def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=False, profile_cache=None):
+    """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id): profiles} shared by the GPUs of
+    one probe, so identical GPUs are asked once (their profiles are the model's, not the GPU's state)."""
     gpu = {'index': index}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -218,8 +314,18 @@ def probe_gpu(index, include_mig_profiles=True, switches=None):
         gpu['mig_current'] = mig[0] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_pending'] = mig[1] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
-        profiles = _mig_profiles(handle) if include_mig_profiles else []
+        profiles = []
+        if include_mig_profiles:
+            key = (gpu['name'], pci.pciDeviceId if pci is not None else None)
+            if profile_cache is not None and key in profile_cache:
+                profiles = [dict(p) for p in profile_cache[key]]
+            else:
+                profiles = _mig_profiles(handle)
+                if profile_cache is not None:
+                    profile_cache[key] = [dict(p) for p in profiles]
         gpu.update(mig_catalog_facts(gpu['name'], pci.pciDeviceId if pci is not None else None, profiles))
+    if include_health:
+        gpu['health'] = gpu_health(handle)
     return gpu
 
 
@@ -232,8 +338,9 @@ def _compute_mode_name(value):
     return COMPUTE_MODES.get(value, 'unknown_%s' % value)
 
 
-def probe(include_mig_profiles=True):
-    """Probe every GPU NVML sees.
+def probe(include_mig_profiles=True, include_health=False, xid_wait_ms=None):
+    """Probe every GPU NVML sees. ``include_health``: each GPU gets ``health`` (gpu_health); ``xid_wait_ms``: the
+    result gets ``xid_events`` (NVML events during that wait; None when NVML cannot deliver them).
 
     Returns a dict with ``status`` ('ok' or a failure reason), driver/CUDA/NVML versions and ``gpus``.
     Never raises for NVML errors: a node without a driver is a normal case for this collection.
@@ -252,7 +359,7 @@ def probe(include_mig_profiles=True):
         result['error'] = str(exc)
         return result
     try:
-        return _probe_initialised(result, include_mig_profiles)
+        return _probe_initialised(result, include_mig_profiles, include_health, xid_wait_ms)
     except (AttributeError, TypeError) as exc:
         # a binding older than the calls this module makes (seen: Ubuntu 22.04's python3-pynvml, API of 2015)
         result['status'] = 'bindings_outdated'
@@ -268,7 +375,7 @@ def probe(include_mig_profiles=True):
             pass
 
 
-def _probe_initialised(result, include_mig_profiles):
+def _probe_initialised(result, include_mig_profiles, include_health=False, xid_wait_ms=None):
     result['driver_version'] = _text(_call('nvmlSystemGetDriverVersion')[0])
     result['nvml_version'] = _text(_call('nvmlSystemGetNVMLVersion')[0])
     cuda, err = _call('nvmlSystemGetCudaDriverVersion')
@@ -280,8 +387,14 @@ def _probe_initialised(result, include_mig_profiles):
         result['status'] = failure_reason(exc)
         result['error'] = str(exc)
         return result
-    switches = set()
+    switches, cache = set(), {}
     for i in range(count):
-        result['gpus'].append(probe_gpu(i, include_mig_profiles, switches))
+        result['gpus'].append(probe_gpu(i, include_mig_profiles, switches, include_health, cache))
     result['nvswitches'] = sorted(switches)
+    if xid_wait_ms is not None:
+        handles = []
+        for gpu in result['gpus']:
+            if not gpu.get('error'):
+                handles.append((gpu['index'], pynvml.nvmlDeviceGetHandleByIndex(gpu['index'])))
+        result['xid_events'], result['xid_events_error'] = xid_events(handles, xid_wait_ms)
     return result

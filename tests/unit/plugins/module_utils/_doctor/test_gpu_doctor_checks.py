@@ -21,7 +21,8 @@ HEALTHY = {
     'node': {'nouveau_loaded': False, 'nvidia_module_loaded': True, 'nvidia_module_version': '535.183.01',
              'secure_boot': 'disabled', 'hypervisor': None, 'pci_gpus': [{'name': 'TU104GL [Tesla T4]', 'driver': 'nvidia'}],
              'nvswitch_count': 0, 'fabricmanager_required': False, 'fabricmanager_unit': 'not-found',
-             'container_runtimes': {'installed': ['containerd'], 'containerd_nvidia_runtime': True}},
+             'container_runtimes': {'installed': ['containerd', 'nvidia-container-runtime', 'nvidia-ctk'],
+                                    'containerd_nvidia_runtime': True}},
 }
 HEALTHY['sharing'] = gpu_catalog.sharing_capabilities(HEALTHY['gpus'])
 
@@ -126,13 +127,13 @@ def test_vmware_geforce_with_visible_hypervisor():
 
 def test_runtime_missing_and_not_default():
     f = facts()
-    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': False}
+    f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': False}
     assert ids(dc.diagnose(f)) == ['docker_nvidia_runtime_missing']
-    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
+    f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
     assert dc.diagnose(f, strategy='time-slicing') == []
     assert ids(dc.diagnose(f, strategy='gpushare')) == ['docker_nvidia_not_default']
-    f['node']['container_runtimes'] = {'installed': ['containerd'], 'containerd_nvidia_runtime': False}
+    f['node']['container_runtimes'] = {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}
     assert ids(dc.diagnose(f)) == ['containerd_nvidia_runtime_missing']
 
 
@@ -201,11 +202,11 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
     it too, through RuntimeClass nvidia (handler nvidia); it need not be the default."""
     f = facts()   # containerd with the nvidia runtime, not the default: nothing to report
     assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
-    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
+    f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
     assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
-    for rt, check in (({'installed': ['containerd'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
-                      ({'installed': ['docker'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
+    for rt, check in (({'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
+                      ({'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
         f['node']['container_runtimes'] = rt
         found = [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible']
         assert ids(found) == [check] and 'RuntimeClass nvidia' in found[0]['remediation'], found
@@ -232,13 +233,13 @@ def test_the_doctor_reads_the_default_runtime_strategies_from_the_model():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
     assert not hasattr(dc, 'NEEDS_DEFAULT_RUNTIME')
     f = facts()
-    f['node']['container_runtimes'] = {'installed': ['docker'], 'docker_nvidia_runtime': True,
+    f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
     flagged = [s for s in gs.NODE_STRATEGIES
                if 'docker_nvidia_not_default' in ids(dc.diagnose(f, strategy=s, checks=['runtime']))]
     assert tuple(flagged) == gs.DEFAULT_RUNTIME_STRATEGIES
-    for rt in ({'installed': ['docker'], 'docker_nvidia_runtime': False},
-               {'installed': ['containerd'], 'containerd_nvidia_runtime': False}):
+    for rt in ({'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': False},
+               {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}):
         f['node']['container_runtimes'] = rt
         text = dc.diagnose(f, checks=['runtime'])[0]['remediation']
         assert '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia' in text, text

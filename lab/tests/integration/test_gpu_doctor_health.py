@@ -1,0 +1,121 @@
+"""gpu_doctor's health, readiness and virtualization checks on the NVML simulator answering as the real H100 did
+(inventory h100-real-580, from lab/realgpu/samples/h100-580); each fault inventory differs from it only where the fault
+is. The healthy case runs through Ansible; the fault cases run the module directly (python, module args on stdin-file),
+which is the same code path without the CLI's second per run."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import ROOT, VENV_BIN, run_module
+
+SIM_DIR = os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
+REAL = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', 'h100-real-580.json')
+SIGNALS = os.path.join(ROOT, 'lab', 'realgpu', 'samples', 'h100-580', 'node-signals.txt')
+MODULE = os.path.join(ROOT, 'plugins', 'modules', 'gpu_doctor.py')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def built_simulator():
+    subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
+
+
+@pytest.fixture
+def dmesg(tmp_path):
+    """The real node's kernel log lines (node-signals.txt): KVM, NVRM loading, the benign FBHUB line."""
+    text = open(SIGNALS).read().split('## dmesg hypervisor/NVRM/Xid\n', 1)[1].split('\n## ', 1)[0]
+    path = tmp_path / 'dmesg.txt'
+    path.write_text(text + '\n')
+    return path
+
+
+def _inventory(tmp_path, mutate=None):
+    data = json.load(open(REAL))
+    if mutate:
+        mutate(data['gpus'][0])
+    path = tmp_path / 'inventory.json'
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _env(inventory, tmp_path):
+    return {'LD_LIBRARY_PATH': SIM_DIR, 'NVML_SIM_INVENTORY': inventory, 'NVML_SIM_STATE': str(tmp_path / 'state.json')}
+
+
+def doctor(collections_path, tmp_path, inventory, **args):
+    """The module run directly: python gpu_doctor.py ARGS_FILE (what Ansible does on the node, without the CLI)."""
+    argfile = tmp_path / 'args.json'
+    argfile.write_text(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    env = dict(os.environ, PYTHONPATH=collections_path, **_env(inventory, tmp_path))
+    proc = subprocess.run([os.path.join(VENV_BIN, 'python'), MODULE, str(argfile)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError('gpu_doctor did not answer JSON (rc=%s): %s %s' % (proc.returncode, proc.stdout, proc.stderr))
+
+
+def _ids(res):
+    return [f['id'] for f in res['findings']]
+
+
+def test_real_h100_on_the_simulator_is_healthy_but_not_ready(collections_path, tmp_path, dmesg):
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_doctor',
+                     'strategy=time-slicing kernel_log=%s' % dmesg, env=_env(REAL, tmp_path))
+    health = res['probe']['gpus'][0]['health']
+    assert health['virtualization_mode'] == 'passthrough'
+    assert health['remapped_rows'] == {'correctable': 0, 'uncorrectable': 0, 'pending': False, 'failure': False}
+    assert health['pcie'] == {'gen': 5, 'width': 16, 'max_gen': 5, 'max_width': 16, 'gpu_max_gen': 5, 'replay': 0}
+    assert health['clocks_event_reasons'] == ['gpu_idle']
+    assert res['probe']['nvml']['xid_events'] == []
+    assert res['probe']['node']['hypervisor'] == 'kvm'
+    assert 'gpu_passthrough' in _ids(res)
+    # this lab machine's own container tools decide the readiness findings; the health ones must be absent
+    health_ids = ('gpu_lost', 'ecc_uncorrectable', 'row_remap_pending', 'row_remap_failure', 'clocks_throttled',
+                  'pcie_link_degraded', 'retired_pages_pending')
+    assert not [i for i in _ids(res) if i in health_ids or i.startswith('xid_')]
+
+
+FAULTS = [
+    ('xid_nvml_event', lambda g: g.update(xid_events=[79]), 'xid_79', 'critical'),
+    ('ecc_uncorrectable', lambda g: g.update(ecc_errors={'uncorrected_volatile': 1, 'uncorrected_aggregate': 1}),
+     'ecc_uncorrectable', 'critical'),
+    ('row_remap_pending', lambda g: g.update(remapped_rows={'uncorrectable': 1, 'pending': True}),
+     'row_remap_pending', 'warning'),
+    ('row_remap_failure', lambda g: g.update(remapped_rows={'uncorrectable': 9, 'failure': True}),
+     'row_remap_failure', 'critical'),
+    ('fallen_off_the_bus', lambda g: g['errors'].update({'*': 'GPU_IS_LOST'}), 'gpu_lost', 'critical'),
+    ('throttle', lambda g: g.update(clocks_event_reasons=0x48), 'clocks_throttled', 'warning'),
+    ('pcie_degraded', lambda g: g.update(pcie_link_width=8), 'pcie_link_degraded', 'warning'),
+    ('retired_pages_pending', lambda g: g.update(retired_pages={'single_bit': 2, 'pending': True}),
+     'retired_pages_pending', 'warning'),
+]
+
+
+@pytest.mark.parametrize('name,mutate,expected,severity', FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_is_found_on_the_simulator(collections_path, tmp_path, dmesg, name, mutate, expected, severity):
+    checks = ['gpu_lost', 'xid', 'ecc', 'memory_repair', 'throttle', 'pcie']
+    healthy = doctor(collections_path, tmp_path, _inventory(tmp_path), checks=checks, kernel_log=str(dmesg))
+    assert healthy['findings'] == [], healthy['findings']
+    res = doctor(collections_path, tmp_path, _inventory(tmp_path, mutate), checks=checks, kernel_log=str(dmesg))
+    assert [(f['id'], f['severity']) for f in res['findings']] == [(expected, severity)]
+
+
+def test_xid_in_the_kernel_log_since_boot(collections_path, tmp_path, dmesg):
+    with open(str(dmesg), 'a') as f:
+        f.write('[ 9001.123456] NVRM: Xid (PCI:0000:00:06): 79, pid=4242, name=python3, GPU has fallen off the bus.\n')
+    res = doctor(collections_path, tmp_path, _inventory(tmp_path), checks=['xid'], kernel_log=str(dmesg))
+    assert _ids(res) == ['xid_79']
+    assert res['findings'][0]['evidence'][0].startswith('kernel log: NVRM: Xid (PCI:0000:00:06): 79')
+
+
+def test_DH_05_simulator_answers_gi_profiles_with_mig_off_as_the_580_driver(collections_path, tmp_path):
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_info', 'mig_profiles=true', env=_env(REAL, tmp_path))
+    real = json.load(open(os.path.join(ROOT, 'lab', 'realgpu', 'samples', 'h100-580', 'gpu_info-mig_profiles.json')))
+    ours, theirs = res['gpus'][0], real['gpus'][0]
+    for key in sorted(theirs):
+        assert ours.get(key) == theirs[key], key
+    assert res['labels'] == real['labels']
+    assert res['sharing'] == real['sharing']
+    assert res['nvml'] == real['nvml'] or dict(res['nvml'], bindings_version=None) == dict(real['nvml'], bindings_version=None)

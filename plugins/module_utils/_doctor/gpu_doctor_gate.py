@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The doctor as a node health gate: gpu_doctor's result and gpuops_doctor_gate -> the node's verdict (a host fact,
+gpuops_doctor_verdict), which the pool planning (cluster_plan.sharing_pools) reads to leave gated nodes out."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+GATE_MODES = ('enforce', 'warn', 'off')
+DEFAULT_GATE = 'enforce'
+
+
+class GateError(ValueError):
+    pass
+
+
+def check_gate(gate):
+    if gate not in GATE_MODES:
+        raise GateError('gpuops_doctor_gate is %r; allowed: %s' % (gate, ', '.join(GATE_MODES)))
+    return gate
+
+
+def verdict(result, gate=DEFAULT_GATE):
+    """{'gate', 'gated', 'healthy', 'critical', 'warning', 'message'} from a gpu_doctor result (or a skipped task)."""
+    check_gate(gate)
+    result = result or {}
+    findings = result.get('findings') or []
+    critical = [f['id'] for f in findings if f.get('severity') == 'critical']
+    warning = [f['id'] for f in findings if f.get('severity') == 'warning']
+    ran = 'findings' in result
+    gated = gate == 'enforce' and bool(critical)
+    if not ran:
+        message = 'doctor not run (gpuops_doctor_gate: %s)' % gate
+    elif critical:
+        message = '%d critical finding(s): %s%s' % (
+            len(critical), ', '.join(critical),
+            ' - left out of its pool (gpuops_doctor_gate: enforce)' if gated else
+            ' - kept in its pool (gpuops_doctor_gate: %s)' % gate)
+    elif warning:
+        message = 'healthy enough; %d warning(s): %s' % (len(warning), ', '.join(warning))
+    else:
+        message = 'no problem found'
+    return {'gate': gate, 'gated': gated, 'ran': ran, 'healthy': ran and not critical and not warning,
+            'critical': critical, 'warning': warning, 'message': message}
+
+
+def health_column(v):
+    """The report's health cell of a node: 'ok', 'warning', 'CRITICAL (gated)', 'CRITICAL' or '-' (not diagnosed)."""
+    if not v or not v.get('ran'):
+        return '-'
+    if v.get('critical'):
+        return 'CRITICAL (gated)' if v.get('gated') else 'CRITICAL'
+    return 'warning' if v.get('warning') else 'ok'

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The doctor's readiness, health and virtualization checks, and its findings on the real H100 capture
+(fixtures/real_h100_580: gpu_info's result, the raw NVML health answers and the node's signals, read 2026-11-26)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as dc
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe, nvml_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
+
+FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'real_h100_580')
+
+
+def _load(name):
+    with open(os.path.join(FIX, name)) as f:
+        return f.read()
+
+
+def health_from_capture(raw):
+    """nvml-health.json (pynvml's raw answers) -> nvml_probe.gpu_health()'s shape."""
+    rows = [int(x) for x in raw['remapped_rows']]
+    return {
+        'ecc_enabled': raw['ecc_mode'][0] == '1',
+        'ecc_uncorrected_volatile': raw['ecc_uncorrected_volatile'],
+        'ecc_uncorrected_aggregate': raw['ecc_uncorrected_aggregate'],
+        'remapped_rows': {'correctable': rows[0], 'uncorrectable': rows[1], 'pending': bool(rows[2]),
+                          'failure': bool(rows[3])},
+        'row_remapper_histogram': raw['row_remapper_histogram'],
+        'retired_pages': None,  # NotSupported on H100
+        'clocks_event_reasons': nvml_probe.clock_event_reason_names(raw['clocks_event_reasons']),
+        'pcie': {'gen': raw['pcie_gen_current'], 'width': raw['pcie_width_current'], 'max_gen': raw['pcie_gen_max'],
+                 'max_width': raw['pcie_width_max'], 'gpu_max_gen': raw['pcie_gen_gpu_max'],
+                 'replay': raw['pcie_replay_counter']},
+        'virtualization_mode': nvml_probe.VIRTUALIZATION_MODES[raw['virtualization_mode']],
+        'gsp_firmware_version': '580.159.04',
+    }
+
+
+def signals_root(tmp_path):
+    """A root directory with what node-signals.txt shows: CPU hypervisor flag, kvm-clock, no DMI, no /sys/hypervisor."""
+    (tmp_path / 'proc').mkdir(parents=True)
+    (tmp_path / 'proc' / 'cpuinfo').write_text('processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n')
+    clock = tmp_path / 'sys/devices/system/clocksource/clocksource0'
+    clock.mkdir(parents=True)
+    (clock / 'available_clocksource').write_text('tsc kvm-clock \n')
+    return str(tmp_path)
+
+
+def kernel_lines():
+    text = _load('node-signals.txt')
+    block = text.split('## dmesg hypervisor/NVRM/Xid\n', 1)[1].split('\n## ', 1)[0]
+    return [node_probe._DMESG_PREFIX.sub('', line) for line in block.splitlines()]
+
+
+@pytest.fixture
+def capture(tmp_path):
+    info = json.loads(_load('gpu_info-mig_profiles.json'))
+    info['gpus'][0]['health'] = health_from_capture(json.loads(_load('nvml-health.json')))
+    hv, ev = node_probe.hypervisor_evidence(signals_root(tmp_path), kernel_lines())
+    info['node']['hypervisor'], info['node']['hypervisor_evidence'] = hv, ev
+    info['nvml']['xid_events'] = []  # the 200 ms wait timed out
+    extra = {'kernel_xids': node_probe.xids_from_log(kernel_lines()), 'kernel_log_readable': True}
+    return info, extra
+
+
+def ids(findings):
+    return [f['id'] for f in findings]
+
+
+@pytest.mark.parametrize('strategy', NODE_STRATEGIES)
+def test_DH_04_real_h100_capture_is_not_ready_for_a_gpu_pod(capture, strategy):
+    info, extra = capture
+    found = dc.diagnose(info, extra, strategy=strategy)
+    critical = [f['id'] for f in found if f['severity'] == 'critical']
+    assert critical == ['container_engine_missing', 'nvidia_toolkit_missing']
+    assert 'gpu_passthrough' in ids(found)
+    assert dc.render_table('h100', found) != 'h100: no problem found'
+    # the GPU itself is healthy: no health finding
+    assert not set(ids(found)) & set(['gpu_lost', 'ecc_uncorrectable', 'row_remap_pending', 'row_remap_failure',
+                                      'clocks_throttled', 'pcie_link_degraded'])
+    assert not [i for i in ids(found) if i.startswith('xid_')]
+
+
+def test_DH_07_real_h100_signals_name_kvm_and_the_fbhub_line_is_no_xid(capture, tmp_path):
+    info, extra = capture
+    assert info['node']['hypervisor'] == 'kvm'
+    assert info['node']['hypervisor_evidence'] == 'kernel log: Hypervisor detected: KVM'
+    assert any('FBHUB' in line for line in kernel_lines())
+    assert extra['kernel_xids'] == []
+    # without the kernel log, the clock source still names KVM (the old DMI-only answer was "unknown")
+    assert node_probe.hypervisor_evidence(signals_root(tmp_path / 'x'), None) == ('kvm', 'clock source kvm-clock')
+
+
+def test_ready_node_has_no_readiness_finding(capture):
+    info, extra = capture
+    info['node']['container_runtimes'] = {'installed': ['containerd', 'nvidia-container-runtime', 'nvidia-ctk'],
+                                          'containerd_nvidia_runtime': True, 'cdi_specs': []}
+    found = dc.diagnose(info, extra, strategy='time-slicing')
+    assert [f for f in found if f['severity'] != 'info'] == []
+    extra['cdi_required'] = True
+    assert ids(dc.diagnose(info, extra, strategy='time-slicing', checks=['readiness'])) == ['cdi_spec_missing']
+    info['node']['container_runtimes']['cdi_specs'] = ['/var/run/cdi/nvidia.yaml']
+    assert dc.diagnose(info, extra, checks=['readiness']) == []
+
+
+def test_crio_without_nvidia_runtime(capture):
+    info, extra = capture
+    info['node']['container_runtimes'] = {'installed': ['cri-o', 'nvidia-ctk'], 'crio_nvidia_runtime': False}
+    assert ids(dc.diagnose(info, extra, checks=['readiness'])) == ['crio_nvidia_runtime_missing']
+
+
+def _h(info):
+    return info['gpus'][0]['health']
+
+
+@pytest.mark.parametrize('mutate,expected,severity', [
+    (lambda i: _h(i).update(ecc_uncorrected_volatile=2, ecc_uncorrected_aggregate=2), 'ecc_uncorrectable', 'critical'),
+    (lambda i: _h(i).update(ecc_uncorrected_aggregate=3), 'ecc_uncorrectable_history', 'warning'),
+    (lambda i: _h(i)['remapped_rows'].update(uncorrectable=1, pending=True), 'row_remap_pending', 'warning'),
+    (lambda i: _h(i)['remapped_rows'].update(failure=True), 'row_remap_failure', 'critical'),
+    (lambda i: _h(i)['row_remapper_histogram'].update(none=2, max=2558), 'row_remap_exhausted', 'warning'),
+    (lambda i: _h(i).update(retired_pages={'single_bit': 1, 'double_bit': 0, 'pending': True}),
+     'retired_pages_pending', 'warning'),
+    (lambda i: _h(i).update(retired_pages={'single_bit': 50, 'double_bit': 10, 'pending': False}),
+     'retired_pages_rma', 'critical'),
+    (lambda i: _h(i).update(clocks_event_reasons=['hw_slowdown', 'hw_thermal_slowdown']), 'clocks_throttled', 'warning'),
+    (lambda i: _h(i)['pcie'].update(width=8), 'pcie_link_degraded', 'warning'),
+    (lambda i: (_h(i)['pcie'].update(gen=3), _h(i).update(clocks_event_reasons=[])), 'pcie_link_degraded', 'warning'),
+    (lambda i: i['gpus'][0].update(error='gpu_lost'), 'gpu_lost', 'critical'),
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 79}]), 'xid_79', 'critical'),
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 94}]), 'xid_94', 'warning'),
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 13}]), 'xid_13', 'info'),
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'warning'),
+])
+def test_DH_02_each_health_fault_is_one_finding(capture, mutate, expected, severity):
+    info, extra = capture
+    mutate(info)
+    found = [f for f in dc.diagnose(info, extra, checks=list(dc.HEALTH_CHECKS) + ['gpu_lost', 'xid'])
+             if f['id'] != 'gpu_passthrough']
+    assert [(f['id'], f['severity']) for f in found] == [(expected, severity)]
+    assert found[0]['evidence'] and found[0]['remediation']
+
+
+def test_pcie_generation_drop_at_idle_is_no_fault(capture):
+    info, extra = capture
+    _h(info)['pcie']['gen'] = 1  # idle power saving
+    assert dc.diagnose(info, extra, checks=['pcie']) == []
+
+
+def test_DH_01_kernel_log_xids_since_boot(tmp_path):
+    log = tmp_path / 'dmesg.txt'
+    log.write_text('[    1.246058] NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected.\n'
+                   '[ 8812.000001] NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python, GPU has fallen off the bus.\n')
+    lines = node_probe.kernel_log('/', str(log))
+    xids = node_probe.xids_from_log(lines)
+    assert xids == [{'pci': '0000:00:06', 'xid': 79, 'text': 'pid=1234, name=python, GPU has fallen off the bus.'}]
+    found = dc.check_xid({'nvml': {}}, {'kernel_xids': xids})
+    assert ids(found) == ['xid_79'] and 'kernel log' in found[0]['evidence'][0]
+    assert node_probe.kernel_log('/', str(tmp_path / 'missing')) is None
+
+
+def test_kmsg_records_lose_their_prefix():
+    assert node_probe._KMSG_PREFIX.sub('', '4,512,1246058,-;NVRM: Xid (PCI:0000:00:06): 48, DBE') == \
+        'NVRM: Xid (PCI:0000:00:06): 48, DBE'
+
+
+def test_vgpu_guest(capture):
+    info, extra = capture
+    _h(info)['virtualization_mode'] = 'vgpu'
+    assert ids(dc.diagnose(info, extra, checks=['virtualization'])) == ['gpu_vgpu_guest']
+    _h(info)['virtualization_mode'] = 'none'
+    assert dc.diagnose(info, extra, checks=['virtualization']) == []
+
+
+def test_DH_08_cdi_specs_and_crio_config_are_read(tmp_path):
+    (tmp_path / 'etc/cdi').mkdir(parents=True)
+    (tmp_path / 'etc/cdi/nvidia.yaml').write_text('cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n')
+    (tmp_path / 'etc/cdi/other.yaml').write_text('kind: vendor.com/device\n')
+    (tmp_path / 'etc/crio/crio.conf.d').mkdir(parents=True)
+    (tmp_path / 'etc/crio/crio.conf.d/99-nvidia.conf').write_text('[crio.runtime.runtimes.nvidia]\nruntime_path = "x"\n')
+    rt = node_probe.container_runtimes(str(tmp_path))
+    assert rt['cdi_specs'] == ['/etc/cdi/nvidia.yaml']
+    assert rt['crio_nvidia_runtime'] is True
