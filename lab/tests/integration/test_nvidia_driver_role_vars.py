@@ -176,7 +176,8 @@ def test_DRV_23_nvlink5_refusal_asserted_right_after_the_selection(state, refusa
     main = _tasks('main.yml')
     assert [t.get('ansible.builtin.import_tasks') for t in main[:2]] == ['preflight.yml', 'select.yml']
     spec = tasks[check]['ansible.builtin.assert']
-    assert spec['fail_msg'] == '{{ nvidia_driver__selection.selection.refusal }}'
-    ok = render('{{ %s }}' % spec['that'], nvidia_driver_state=state,
-                nvidia_driver__selection={'selection': {'refusal': refusal}})
+    ctx = dict(nvidia_driver_state=state, nvidia_driver__selection={'selection': {'refusal': refusal}})
+    ok = render('{{ %s }}' % spec['that'], **ctx)
     assert ok is passes, (state, refusal, ok)
+    # the assert module validates fail_msg even when it passes: it must be a string, never None
+    assert render(spec['fail_msg'], **ctx) == (refusal or '')
