@@ -3,20 +3,24 @@
 # Ubuntu's NVIDIA server driver packages (nvidia-graphics-drivers-<branch>-server, linux-restricted-modules), for
 # lab/tests/integration/test_nvidia_driver_ubuntu_standin.py. NOT NVIDIA OR CANONICAL SOFTWARE: the packages ship only text
 # files; no driver, no library, no kernel module.
-#   lab/apt_repo/build-driver-standins.sh OUTDIR      prints OUTDIR; OUTDIR/{Packages,Release,InRelease,key.gpg,*.deb}
+#   lab/apt_repo/build-driver-standins.sh OUTDIR [KREL]   prints OUTDIR; OUTDIR/{Packages,Release,InRelease,key.gpg,*.deb}
+#   KREL: the node's running kernel release (`uname -r` there; default this machine's, which a container shares)
 # Shapes (580 = 580.95.05-0ubuntu0.24.04.1, the "current" branch of the stand-in archive):
 #   nvidia-headless-580-server[-open]      Depends: nvidia-dkms-580-server[-open], nvidia-headless-no-dkms-580-server[-open]
 #   nvidia-headless-no-dkms-580-server[-open]  Depends: libnvidia-compute-580-server, nvidia-kernel-common-580-server
 #   nvidia-dkms-580-server[-open]          Depends: nvidia-kernel-common-580-server
 #   nvidia-utils-580-server, nvidia-compute-utils-580-server (ships nvidia-persistenced.service with
 #     --no-persistence-mode, as Ubuntu's does), libnvidia-compute-580-server, nvidia-kernel-common-580-server
-#   linux-modules-nvidia-580-server[-open]-generic (version of the kernel, 6.8.0-45.45+1: Canonical's signed
-#     precompiled modules)  Depends: nvidia-kernel-common-580-server
+#   linux-modules-nvidia-580-server[-open]-<KREL>, linux-objects-nvidia-580-server-<KREL> (proprietary) and
+#     linux-signatures-nvidia-<KREL> (version of the kernel, 6.8.0-45.45+1: Canonical's signed precompiled modules,
+#     named after `uname -r` of the kernel they are built for, as NVIDIA's precompiled driver container installs
+#     them)  the modules Depend: nvidia-kernel-common-580-server
 #   TRANSITIONAL: nvidia-headless-535-server, nvidia-dkms-535-server, nvidia-utils-535-server,
 #     nvidia-compute-utils-535-server, libnvidia-compute-535-server at 580.95.05-0ubuntu0.24.04.1, each depending
 #     on its 580 counterpart (what Ubuntu 24.04 did to the 535 server branch).
 set -euo pipefail
-OUT=${1:?usage: build-driver-standins.sh OUTDIR}
+OUT=${1:?usage: build-driver-standins.sh OUTDIR [KREL]}
+KREL=${2:-$(uname -r)}
 for t in dpkg-deb apt-ftparchive gpg; do command -v "$t" >/dev/null || { echo "ERROR: $t missing" >&2; exit 2; }; done
 rm -rf "$OUT"; mkdir -p "$OUT/pkg" "$OUT/gnupg"; chmod 700 "$OUT/gnupg"
 ARCH=amd64
@@ -68,8 +72,10 @@ for F in "" -open; do
   mkpkg nvidia-dkms-$B-server$F "$DRV" "nvidia-kernel-common-$B-server (= $DRV)"
   mkpkg nvidia-headless-no-dkms-$B-server$F "$DRV" "libnvidia-compute-$B-server (= $DRV), nvidia-kernel-common-$B-server (= $DRV)"
   mkpkg nvidia-headless-$B-server$F "$DRV" "nvidia-dkms-$B-server$F (= $DRV), nvidia-headless-no-dkms-$B-server$F (= $DRV)"
-  mkpkg linux-modules-nvidia-$B-server$F-generic "$KMOD" "nvidia-kernel-common-$B-server (>= 580.95.05)"
+  mkpkg linux-modules-nvidia-$B-server$F-$KREL "$KMOD" "nvidia-kernel-common-$B-server (>= 580.95.05)"
 done
+mkpkg linux-objects-nvidia-$B-server-$KREL "$KMOD" ""
+mkpkg linux-signatures-nvidia-$KREL "$KMOD" ""
 # Ubuntu 24.04: the 535 server packages became transitional to another branch
 for P in nvidia-headless nvidia-dkms nvidia-utils nvidia-compute-utils libnvidia-compute; do
   mkpkg $P-535-server "$DRV" "$P-$B-server (= $DRV)"

@@ -222,6 +222,9 @@ selection:
     - C(branch_lock) is what locks the branch before the driver is installed (C(kind=apt) - the CUDA repository's
       pinning package, installed on its own before the driver; C(kind=dnf_versionlock) - RHEL 10's versionlock
       pattern), C(branch_lock_present) whether dnf's versionlock list already holds that pattern's entries.
+    - C(refusal) is why the role must not install on this node, or null (an NVLink5 system with O(method=distro)
+      on Ubuntu or Debian, whose archives lack libnvsdm and nvlsm, found only in NVIDIA's CUDA repository); the
+      role fails with it before installing anything.
   returned: when select is true
   type: dict
   sample: {branch: {branch: "580", type: ltsb, eol: "2028-06", supported: true},

@@ -158,3 +158,26 @@ def test_DRV_33_rhel10_branch_versionlocked_before_dnf_install():
     for name in ('unhold.yml', 'absent.yml'):
         assert [t for t in _tasks(name) if (t.get('ansible.builtin.command') or {}).get('argv', [None] * 4)[2:4] ==
                 ['versionlock', 'delete']], name
+
+
+@pytest.mark.parametrize('state, refusal, passes', [
+    ('present', 'nvidia_driver_method is "distro", but ...', False), ('absent', 'nvidia_driver_method is ...', True),
+    ('present', None, True),
+])
+def test_DRV_23_nvlink5_refusal_asserted_right_after_the_selection(state, refusal, passes):
+    """HGX B200/B300 with the distribution's own packages (issue 28 item 4): the role fails with the selection's
+    refusal in select.yml, right after the selection and before main.yml reads or installs anything; removing the
+    driver goes on."""
+    tasks = _tasks('select.yml')
+    sel = _index(tasks, lambda t: 'gpuops.k8s_gpu.nvidia_driver_info' in t, 'running the selection')
+    check = _index(tasks, lambda t: 'selection.refusal' in str((t.get('ansible.builtin.assert') or {}).get('that')),
+                   'asserting the refusal')
+    assert check == sel + 2, (sel, check)   # only the debug line in between
+    main = _tasks('main.yml')
+    assert [t.get('ansible.builtin.import_tasks') for t in main[:2]] == ['preflight.yml', 'select.yml']
+    spec = tasks[check]['ansible.builtin.assert']
+    ctx = dict(nvidia_driver_state=state, nvidia_driver__selection={'selection': {'refusal': refusal}})
+    ok = render('{{ %s }}' % spec['that'], **ctx)
+    assert ok is passes, (state, refusal, ok)
+    # the assert module validates fail_msg even when it passes: it must be a string, never None
+    assert render(spec['fail_msg'], **ctx) == (refusal or '')

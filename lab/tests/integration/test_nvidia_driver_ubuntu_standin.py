@@ -38,12 +38,16 @@ def dexec(name, *cmd):
 @pytest.fixture(scope='module')
 def node(tmp_path_factory, collections_path):
     tmp = tmp_path_factory.mktemp('drv-ubuntu')
-    repo = sh('bash', os.path.join(ROOT, 'lab', 'apt_repo', 'build-driver-standins.sh'), str(tmp / 'repo')).stdout.strip()
     sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
     sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
     name = 'i14-drv-ubuntu-%d' % os.getpid()
     try:
         sh(os.path.join(DOCKER_DIR, 'node.sh'), 'up', name, '--hostname', 'drv-ubuntu')
+        # Canonical's precompiled module packages are named after the node's running kernel (`uname -r`)
+        krel = dexec(name, 'uname', '-r').stdout.strip()
+        assert krel, 'uname -r gave nothing in %s' % name
+        repo = sh('bash', os.path.join(ROOT, 'lab', 'apt_repo', 'build-driver-standins.sh'), str(tmp / 'repo'),
+                  krel).stdout.strip()
         sh('docker', 'cp', repo, '%s:%s' % (name, REPO_IN_NODE))
         (tmp / 'os-release').write_text(OS_RELEASE)
         # /etc/os-release is a symlink to ../usr/lib/os-release on Debian: replace the link in this container only
@@ -59,7 +63,7 @@ def node(tmp_path_factory, collections_path):
         (tmp / 'hosts.yml').write_text(yaml.safe_dump(inventory))
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
                    ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_HOST_KEY_CHECKING='0')
-        yield {'name': name, 'tmp': tmp, 'env': env}
+        yield {'name': name, 'tmp': tmp, 'env': env, 'krel': krel}
     finally:
         subprocess.run([os.path.join(DOCKER_DIR, 'node.sh'), 'down', name], capture_output=True, timeout=300)
 
@@ -126,7 +130,10 @@ def test_DRV_20_ubuntu_2404_install_verify_hold_with_standins(node):
               'libnvidia-compute-580-server'):
         assert pk.get(p) == DRV, (p, pk.get(p), task_results(doc, 'Install the driver packages, pinned'),
                                   task_results(doc, 'Read the driver state of the node'))
-    assert pk.get('linux-modules-nvidia-580-server-open-generic') == '6.8.0-45.45+1'
+    # the running kernel's own packages (DRV-10): modules (open: no linux-objects) and, on x86_64, the signatures
+    assert pk.get('linux-modules-nvidia-580-server-open-%s' % node['krel']) == '6.8.0-45.45+1', sorted(pk)
+    assert pk.get('linux-signatures-nvidia-%s' % node['krel']) == '6.8.0-45.45+1', sorted(pk)
+    assert 'linux-objects-nvidia-580-server-%s' % node['krel'] not in pk
     assert 'nvidia-dkms-580-server-open' not in pk and 'nvidia-dkms-580-server' not in pk
     # what is really installed at the driver's version is held (nvidia-kernel-common came as a dependency)
     assert {'nvidia-headless-no-dkms-580-server-open', 'libnvidia-compute-580-server',

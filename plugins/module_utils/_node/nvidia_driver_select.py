@@ -237,7 +237,7 @@ def _nvlink5_names(branch, family, method, machine):
     libnvsdm-<branch> before (R560-R579) on apt and on RHEL alike.
     """
     b = _branch_int(branch)
-    if b < 570 or (family == 'Debian' and method == 'distro'):
+    if b < 570 or (family in ('Debian', 'Ubuntu') and method == 'distro'):   # not in their archives: nvlink5_refusal
         return [], []
     pinned = []
     if machine in ('x86_64', 'amd64'):
@@ -250,6 +250,28 @@ def nvlink5_wanted(detected, fabricmanager='auto'):
     switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
     this run installs the driver, so that a node converged by an older release gains them too."""
     return bool(detected) and fabricmanager != 'never'
+
+
+def nvlink5_refusal(family, method, branch, machine, wanted):
+    """Why the role refuses this node before installing anything, or None: an NVLink5 system (HGX B200/B300)
+    whose NVLink5 packages are wanted but cannot come from the chosen method.
+
+    libnvsdm and nvlsm come from NVIDIA's CUDA repository (NVIDIA's driver container adds that repository to
+    install them next to Canonical's precompiled modules: gpu-driver-container ubuntu24.04/precompiled/Dockerfile
+    and local-repo.sh @06a208ca; NVSDM's installation guide installs libnvsdm from the CUDA repository); neither
+    Ubuntu's nor Debian's own archive carries them. The role does not add NVIDIA's repository next to the
+    distribution's driver (apt could then take the driver itself from it), so method distro is refused there.
+    """
+    if not wanted or method != 'distro' or family not in ('Debian', 'Ubuntu') or _branch_int(branch) < 570:
+        return None
+    pinned, unpinned = _nvlink5_names(branch, family, 'cuda_repo', machine)
+    missing = pinned + [n for n in unpinned if n == 'nvlsm']
+    return ('nvidia_driver_method is "distro", but this %s node is an NVLink5 system (HGX B200/B300: an '
+            'InfiniBand device with SW_MNG in its VPD) and needs %s with fabricmanager, which only NVIDIA\'s CUDA '
+            'repository ships, not %s\'s own archive; the role stops before installing anything. Set '
+            'nvidia_driver_method: cuda_repo (the driver, fabricmanager and %s from NVIDIA\'s repository), or '
+            'nvidia_driver_fabricmanager: never to install without fabricmanager and the NVLink5 packages'
+            % (family, ' and '.join(missing), family, ' and '.join(missing)))
 
 
 def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64'):
@@ -452,12 +474,16 @@ def select(params, obs, today=None):
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
                         obs.get('kernel_release') or '', obs.get('machine') or 'x86_64')
     plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
+    refusal = nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
+                              plan['nvlink5']['wanted'])
     return {
         'branch': status,
         'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,
                     'architectures': sorted(set(archs))},
         'precompiled': {'effective': precompiled, 'reason': pre_reason},
         'packages': plan,
+        # why the role must not install on this node (asserted by the role unless it removes the driver), or None
+        'refusal': refusal,
         'apt_pin_file': apt_pin_file(branch, version) if plan.get('apt_pin_branch') else None,
         'runfile_flags': runfile_module_flags(branch, flavour) if method == 'runfile' else [],
         'dnf_module_current': obs.get('dnf_module_current'),

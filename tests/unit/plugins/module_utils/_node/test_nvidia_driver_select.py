@@ -408,6 +408,32 @@ def test_DRV_23_nvlink5_libnvsdm_carries_the_branch_before_580_on_rhel_too():
                   gpus=[H100])['packages']['nvlink5']['pinned'] == ['libnvsdm-570']
 
 
+@pytest.mark.parametrize('family, machine, missing', [
+    ('Ubuntu', 'x86_64', 'libnvsdm and nvlsm'), ('Ubuntu', 'aarch64', 'nvlsm'), ('Debian', 'x86_64', 'libnvsdm and nvlsm'),
+])
+def test_DRV_23_nvlink5_with_the_distributions_own_packages_is_refused(family, machine, missing):
+    # issue 28 item 4: libnvsdm and nvlsm are not in Ubuntu's (or Debian's) archive, only in NVIDIA's CUDA
+    # repository; an HGX B200/B300 node with method distro is refused before anything is installed, naming the
+    # variable, its value, the reason and the alternative, and nothing of NVLink5 is planned from the archive
+    major = '12' if family == 'Debian' else '24'
+    s = select(family=family, major=major, method='distro', nvlink5=True, gpus=[B200], machine=machine)
+    msg = s['refusal']
+    assert msg and 'nvidia_driver_method is "distro"' in msg and 'NVLink5' in msg, msg
+    assert 'needs %s with fabricmanager' % missing in msg, msg
+    assert 'nvidia_driver_method: cuda_repo' in msg and 'nvidia_driver_fabricmanager: never' in msg, msg
+    assert s['packages']['nvlink5']['pinned'] == [] and s['packages']['nvlink5']['unpinned'] == []
+
+
+@pytest.mark.parametrize('kw', [
+    dict(family='Ubuntu', method='distro', nvlink5=False),                        # no NVLink5 system
+    dict(family='Ubuntu', method='distro', nvlink5=True, fabricmanager='never'),  # the site declines fabricmanager
+    dict(family='Ubuntu', method='cuda_repo', nvlink5=True),                      # NVIDIA's repository has them
+    dict(family='RedHat', major='9', method='distro', nvlink5=True),              # RHEL: CUDA repository names
+])
+def test_DRV_23_nvlink5_refusal_only_where_the_packages_cannot_come(kw):
+    assert select(gpus=[B200], **kw)['refusal'] is None
+
+
 @pytest.mark.parametrize('detected, fabricmanager, wanted', [
     (True, 'auto', True), (True, 'always', True), (True, 'never', False),
     (False, 'auto', False), (False, 'always', False),
