@@ -299,6 +299,7 @@ def render(params):
         'runtime_class_name': pod_rc,
         'readiness': readiness,
         'extender_url': ctx.extender_url,
+        'extender': ctx.extender,
         'restarts': [] if removing else ctx.restarts,
         'helm': helm,
         'images': ctx.images,
