@@ -44,7 +44,7 @@ RUNTIME_ENDPOINT = '/var/run/containerd/containerd.sock'
 HAMI_WAY_OUT = ('gpu_sharing_stack_strategy: hami, which offers the same vGPU memory/core split (nvidia.com/gpumem, '
                 'nvidia.com/gpucores), needs no extra scheduler extender and is maintained')
 REFUSAL = ('gpu_sharing_stack_strategy gpu-manager is refused without %s.accept_unmaintained: true: tkestack '
-           'gpu-manager (last release v1.1.5, 2020) and its scheduler extender gpu-admission (no release, last commit '
+           'gpu-manager (last release v1.1.5, 2021) and its scheduler extender gpu-admission (no release, last commit '
            '2020) are unmaintained upstream; gpu-manager talks CRI v1alpha2 only (containerd 1.6/1.7, not 2.x) and '
            'allocates nothing unless gpu-admission is registered with kube-scheduler. The way out is ' + HAMI_WAY_OUT +
            '. Sites that still run gpu-manager set %s.accept_unmaintained: true and %s.admission_image (gpu-admission '
