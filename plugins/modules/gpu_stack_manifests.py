@@ -274,7 +274,7 @@ extender_url:
 extender:
   description:
     - For V(gpu-manager), gpu-admission's whole entry for C(kube_scheduler_extender_extenders) of role
-      gpuops.k8s_gpu.kube_scheduler_extender (module gpuops.k8s_gpu.kube_scheduler_config's O(extenders) format) -
+      gpuops.k8s_gpu.kube_scheduler_extender (the C(extenders) option of module gpuops.k8s_gpu.kube_scheduler_config) -
       C(url_prefix), C(filter_verb) V(predicates), no C(bind_verb), C(node_cache_capable) false, C(managed_resources)
       C(tencent.com/vcuda-core) and C(tencent.com/vcuda-memory), C(ignorable) false. Null otherwise.
   returned: always

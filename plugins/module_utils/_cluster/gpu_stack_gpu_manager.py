@@ -203,7 +203,7 @@ def render(ctx, settings, nodes, facts):
                  '%s, no bind_verb, node_cache_capable false, managed_resources %s, ignorable false).'
                  % (entry['url_prefix'], ADMISSION_FILTER_VERB, ' and '.join(RESOURCES)))
         ctx.note('gpu-manager v1.1.5 talks CRI v1alpha2 to %s: containerd 1.6/1.7 serve it, containerd 2.x does not; '
-                 'its --cgroup-driver (%s) must match the kubelet\'s.' % (gm['container_runtime_endpoint'],
-                                                                         gm['cgroup_driver']))
+                 'its --cgroup-driver (%s) must match the kubelet\'s.'
+                 % (gm['container_runtime_endpoint'], gm['cgroup_driver']))
     labels = dict((n, {NODE_LABEL: 'enable'}) for n in nodes)
     return out, labels, list(RESOURCES), {'tencent.com/vcuda-core': '50', 'tencent.com/vcuda-memory': '4'}

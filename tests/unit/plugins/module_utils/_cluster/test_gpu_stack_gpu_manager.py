@@ -173,8 +173,9 @@ def test_GPUM_18_node_cache_capable_false():
 
 def test_GPUM_19_managed_resources_and_ignorable():
     ext = render(**OK)['extender']
-    assert ext['managed_resources'] == [{'name': 'tencent.com/vcuda-core', 'ignored_by_scheduler': False},
-                                       {'name': 'tencent.com/vcuda-memory', 'ignored_by_scheduler': False}]
+    assert ext['managed_resources'] == [
+        {'name': 'tencent.com/vcuda-core', 'ignored_by_scheduler': False},
+        {'name': 'tencent.com/vcuda-memory', 'ignored_by_scheduler': False}]
     assert ext['ignorable'] is False
 
 
