@@ -267,9 +267,18 @@ readiness:
 extender_url:
   description:
     - For V(gpushare), the url_prefix kube-scheduler must use for the extender (give it to role
-      gpuops.k8s_gpu.kube_scheduler_extender); it follows C(gpu_sharing_stack_gpushare.registration). Null otherwise.
+      gpuops.k8s_gpu.kube_scheduler_extender); it follows C(gpu_sharing_stack_gpushare.registration).
+    - For V(gpu-manager), gpu-admission's url_prefix (C(gpu_sharing_stack_gpu_manager.admission_registration)). Null otherwise.
   returned: always
   type: str
+extender:
+  description:
+    - For V(gpu-manager), gpu-admission's whole entry for C(kube_scheduler_extender_extenders) of role
+      gpuops.k8s_gpu.kube_scheduler_extender (the C(extenders) option of module gpuops.k8s_gpu.kube_scheduler_config) -
+      C(url_prefix), C(filter_verb) V(predicates), no C(bind_verb), C(node_cache_capable) false, C(managed_resources)
+      C(tencent.com/vcuda-core) and C(tencent.com/vcuda-memory), C(ignorable) false. Null otherwise.
+  returned: always
+  type: dict
 helm:
   description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
     create_namespace, values, chart_version); null otherwise.

@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT / "build" / "collections"))
 import validate  # noqa: E402
 from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, kube_emulator  # noqa: E402
 
-# gpu-manager is refused (it cannot work from what the collection renders): see test_bad_inputs_fail_clearly_and_change_nothing
-STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-operator"]
+# gpu-manager deploys only with accept_unmaintained and a gpu-admission image (refused without: see
+# test_bad_inputs_fail_clearly_and_change_nothing)
+STRATEGIES = ["exclusive", "time-slicing", "mps", "mig", "gpushare", "volcano", "hami", "gpu-manager", "gpu-operator"]
 # gpushare refuses upstream's known-bad images unless images are named: these stand for images built from the fixes
 GPUSHARE_IMAGES = {"extender_image": "registry.example.com/acs/k8s-gpushare-schd-extender:86f6025",
                    "device_plugin_image": "registry.example.com/acs/k8s-gpushare-plugin:45fb8b8"}
@@ -83,6 +84,8 @@ CASES = {
     "gpushare": ("gpu-5", A100, {"gpu_sharing_stack_validation": True, "gpu_sharing_stack_gpushare": GPUSHARE_IMAGES}),
     "volcano": ("gpu-6", T4, {"gpu_sharing_stack_volcano": {"version": "1.15"}}),
     "hami": ("gpu-7", T4, {"gpu_sharing_stack_hami": {"device_split_count": 4, "device_memory_scaling": 1.5}}),
+    "gpu-manager": ("gpu-8", T4, {"gpu_sharing_stack_gpu_manager": {
+        "accept_unmaintained": True, "admission_image": "registry.example.com/tkestack/gpu-admission:47d56ae"}}),
     "gpu-operator": ("gpu-9", T4, {"gpu_sharing_stack_gpu_operator": {"chart_path": "/srv/charts/gpu-operator-v26.7.0.tgz",
                                                                       "sharing": "time-slicing"},
                                    "gpu_sharing_stack_helm_install": False}),
@@ -264,6 +267,12 @@ def test_converge_idempotent_check_mode_and_absent_per_strategy(emu, tmp_path):
     assert node_labels(emu, "gpu-4")["nvidia.com/mig.config"] == "gpuops-1g-10gb-7"
     assert node_labels(emu, "gpu-3")["nvidia.com/mps.capable"] == "true"
     assert node_labels(emu, "gpu-7")["gpu"] == "on"
+    assert node_labels(emu, "gpu-8")["nvidia-device-enable"] == "enable"
+    # gpu-manager: gpu-admission beside it, with the RBAC its code calls (GPUM-13..16)
+    adm = http_get(emu, "/apis/apps/v1/namespaces/kube-system/daemonsets/gpu-admission")
+    assert adm["spec"]["template"]["spec"]["hostNetwork"] is True
+    role = http_get(emu, "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-admission")
+    assert role["rules"][1]["verbs"] == ["list", "watch", "patch"]
     # volcano: merged into the live configuration, other plugins and keys kept, original backed up
     cm = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap")
     conf = yaml.safe_load(cm["data"]["volcano-scheduler.conf"])
@@ -314,6 +323,7 @@ def test_converge_idempotent_check_mode_and_absent_per_strategy(emu, tmp_path):
         labels = node_labels(emu, CASES[strategy][0])
         assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
         assert "gpushare" not in labels and "nvidia.com/device-plugin.config" not in labels
+        assert "nvidia-device-enable" not in labels
     cm = http_get(emu, "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap")
     assert cm["data"]["other-key"] == "keep-me"
 
@@ -338,7 +348,10 @@ BAD = [
                      "extra": {"gpu_sharing_stack_mig": {"devices": {"1g.10gb": 7}}}},
      "not MIG capable"),
     ("gpu-manager", {"strategy": "gpu-manager", "node": "gpu-8", "facts": T4, "extra": {}},
-     "gpu-admission"),
+     "gpu_sharing_stack_gpu_manager.accept_unmaintained: true"),
+    ("gpu-manager without a gpu-admission image", {"strategy": "gpu-manager", "node": "gpu-8", "facts": T4,
+                                                   "extra": {"gpu_sharing_stack_gpu_manager": {"accept_unmaintained": True}}},
+     "gpu_sharing_stack_gpu_manager.admission_image is required"),
     ("gpushare with upstream's known-bad images", {"strategy": "gpushare", "node": "gpu-8", "facts": T4, "extra": {}},
      "4e418f19fa9c9d1f792705d98e672e532372b6cc"),
 ]

@@ -57,6 +57,8 @@ class Ctx(object):
         self.images = []
         # set by renderers: the scheduler extender URL kube-scheduler must use (gpushare); True while removing
         self.extender_url = None
+        # set by renderers: the whole extender entry for role kube_scheduler_extender (gpu-manager's gpu-admission)
+        self.extender = None
         self.removing = False
         # workloads of others that read a config of ours once per process: restart them when it changes
         self.restarts = []

@@ -46,8 +46,9 @@ CHECKSUM_DEVICE_CONFIG = 'checksum/hami-scheduler-device-config'
 
 # The scheduler pod runs kube-scheduler and HAMi's extender under one ServiceAccount.  kube-scheduler's needs (the
 # system:kube-scheduler bootstrap role of kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
-# policy.go): events (core and events.k8s.io), pods get/list/watch/delete (preemption), pods/binding and bindings
-# create, pods/status patch/update, reads of what selects pods, volumes and storage; plus HAMi's own ClusterRole
+# policy.go at v1.37.2): events (core and events.k8s.io), pods get/list/watch/delete (preemption), pods/binding and
+# bindings create, pods/status patch/update, reads of what selects pods, volumes, volume attachments and storage
+# (leasecandidates left out: --leader-elect=false); plus HAMi's own ClusterRole
 # (charts/hami/templates/scheduler/clusterrole.yaml at v2.10.0): pods/configmaps patch, nodes patch (node locks),
 # resourcequotas read.
 SCHEDULER_RULES = [
@@ -62,7 +63,8 @@ SCHEDULER_RULES = [
      'verbs': ['get', 'list', 'watch']},
     {'apiGroups': ['apps'], 'resources': ['replicasets', 'statefulsets'], 'verbs': ['get', 'list', 'watch']},
     {'apiGroups': ['policy'], 'resources': ['poddisruptionbudgets'], 'verbs': ['get', 'list', 'watch']},
-    {'apiGroups': ['storage.k8s.io'], 'resources': ['storageclasses', 'csinodes', 'csidrivers', 'csistoragecapacities'],
+    {'apiGroups': ['storage.k8s.io'], 'resources': ['storageclasses', 'csinodes', 'csidrivers', 'csistoragecapacities',
+                                                    'volumeattachments'],
      'verbs': ['get', 'list', 'watch']},
     {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'], 'verbs': ['get', 'list', 'watch', 'create', 'update']},
     {'apiGroups': ['authentication.k8s.io'], 'resources': ['tokenreviews'], 'verbs': ['create']},

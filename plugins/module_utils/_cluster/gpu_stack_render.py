@@ -33,8 +33,8 @@ VALIDATION_SCHEMA = {
 # nvidia as the default runtime, or a RuntimeClass). The NVIDIA strategies create RuntimeClass nvidia; the GPU
 # operator creates RuntimeClass nvidia (operator.runtimeClass, gpu-operator v26.7.0 values.yaml and
 # assets/pre-requisites/0200_runtime_class.yaml); HAMi, Volcano, gpushare and gpu-manager run their device plugins
-# on the default runtime, so nvidia must be the default runtime there and a GPU pod needs no RuntimeClass.
-DEFAULT_RUNTIME_STRATEGIES = ('gpushare', 'volcano', 'hami', 'gpu-manager')
+# on the default runtime, so nvidia must be the default runtime there and a GPU pod needs no RuntimeClass
+# (pod_runtime_class below; the strategies' model is gpu_strategy.STRATEGY_MODEL).
 
 
 def pod_runtime_class(strategy, settings, var):
@@ -299,6 +299,7 @@ def render(params):
         'runtime_class_name': pod_rc,
         'readiness': readiness,
         'extender_url': ctx.extender_url,
+        'extender': ctx.extender,
         'restarts': [] if removing else ctx.restarts,
         'helm': helm,
         'images': ctx.images,

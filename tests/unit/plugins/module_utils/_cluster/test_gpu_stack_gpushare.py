@@ -1,7 +1,6 @@
 # -*- coding: utf-8 -*-
 """gpushare stack against AliyunContainerService/gpushare-scheduler-extender (c0b6141) and gpushare-device-plugin
-(45fb8b8), and the refused gpu-manager stack against tkestack/gpu-manager v1.1.5
-(rows of docs/conformance/gpushare.md and docs/conformance/gpu-manager.md)."""
+(45fb8b8) (rows of docs/conformance/gpushare.md; gpu-manager: test_gpu_stack_gpu_manager.py)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -9,7 +8,6 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as dc
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpu_manager as gm
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpushare as gs
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
@@ -20,7 +18,7 @@ GOOD = {'extender_image': 'reg.example/acs/k8s-gpushare-schd-extender:86f6025',
 
 
 def render(strategy='gpushare', **settings):
-    key = 'gpu_manager' if strategy == 'gpu-manager' else 'gpushare'
+    key = 'gpushare'
     removing = settings.pop('removing', False)
     return r.render(dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': T4}, settings={key: settings},
                          check_conflicts=not removing))
@@ -118,23 +116,6 @@ def test_GSH_08_doctor_names_the_commits_and_the_build():
     assert '4e418f19fa9c9d1f792705d98e672e532372b6cc' in found['gpushare_extender_bad_image']['remediation']
     assert 'dcd90b4c58123a28b9140a561f1791c4c26e1762' in found['gpushare_plugin_bad_image']['remediation']
     assert 'hami' in found['gpushare_plugin_bad_image']['remediation']
-
-
-def test_GPUM_01_gpu_manager_refused_with_reason_and_hami():
-    with pytest.raises(StackError) as e:
-        render('gpu-manager')
-    for needle in ('nodes update', 'pods/status update', 'pods delete', 'gpu-admission', 'gpu_sharing_stack_strategy: hami'):
-        assert needle in str(e.value), needle
-
-
-def test_GPUM_02_image_tag_follows_upstream_scheme():
-    # hack/build.sh tags the image with VERSION (1.1.5), without a leading v
-    assert gm.IMAGE == 'docker.io/tkestack/gpu-manager:1.1.5'
-
-
-def test_GPUM_03_existing_pool_can_still_be_removed():
-    out = render('gpu-manager', removing=True)
-    assert [m['metadata']['name'] for m in objs(out, 'DaemonSet')] == ['gpu-manager-p1']
 
 
 @pytest.mark.parametrize('mode', ['ipvs', 'nftables'])

@@ -109,9 +109,31 @@ def test_HAMI_07_only_keys_hami_reads():
         render(extra_device_config={'defaultMem': 1})
 
 
+# system:kube-scheduler of kubernetes/kubernetes v1.37.2 (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go,
+# the rules that no feature gate adds; eventsRule from controller_policy.go; Read = get, list, watch), as
+# (api group, resource, verbs).  Left out, with the reason: leasecandidates (coordinated leader election; the HAMi
+# scheduler runs kube-scheduler with --leader-elect=false).
+READ = ('get', 'list', 'watch')
+KUBE_SCHEDULER_V1_37_2 = [
+    ('', 'events', ('create', 'update', 'patch')), ('events.k8s.io', 'events', ('create', 'update', 'patch')),
+    ('coordination.k8s.io', 'leases', ('create', 'get', 'update', 'list', 'watch')),
+    ('', 'nodes', READ), ('', 'pods', ('get', 'list', 'watch', 'delete')),
+    ('', 'pods/binding', ('create',)), ('', 'bindings', ('create',)), ('', 'pods/status', ('patch', 'update')),
+    ('', 'services', READ), ('', 'replicationcontrollers', READ), ('apps', 'replicasets', READ),
+    ('apps', 'statefulsets', READ), ('policy', 'poddisruptionbudgets', READ),
+    ('', 'persistentvolumeclaims', READ), ('', 'persistentvolumes', READ),
+    ('authentication.k8s.io', 'tokenreviews', ('create',)), ('authorization.k8s.io', 'subjectaccessreviews', ('create',)),
+    ('storage.k8s.io', 'csinodes', READ), ('storage.k8s.io', 'volumeattachments', READ), ('', 'namespaces', READ),
+    ('storage.k8s.io', 'csidrivers', READ), ('storage.k8s.io', 'csistoragecapacities', READ),
+]
+
+
 def test_HAMI_08_scheduler_rbac_has_what_kube_scheduler_needs():
     out = render()
     rules = obj(out, 'ClusterRole', 'hami-scheduler')['rules']
+    # every rule of the bootstrap role at v1.37.2 is written out in our own ClusterRole as well
+    missing = [(g, res, v) for g, res, verbs in KUBE_SCHEDULER_V1_37_2 for v in verbs if not rules_allow(rules, g, res, v)]
+    assert missing == []
     for group, res, verb in [('', 'pods', 'delete'), ('', 'pods/status', 'patch'), ('', 'pods/status', 'update'),
                              ('events.k8s.io', 'events', 'create'), ('events.k8s.io', 'events', 'patch'),
                              ('', 'pods/binding', 'create'), ('', 'bindings', 'create'),

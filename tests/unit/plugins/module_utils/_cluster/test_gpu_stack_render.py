@@ -157,11 +157,12 @@ def test_hami_settings_and_webhook_pairing():
         render('hami', settings={'hami': dict(HAMI_OK, webhook_tls_secret='x')})
 
 
-def test_gpu_manager_deprecated():
-    # refused for new deployments (it cannot work from what is rendered); removal still renders the old objects
+def test_gpu_manager_needs_the_acknowledgement():
+    # refused unless accept_unmaintained (pointing to hami); with it, every deploy warns and names hami
     with pytest.raises(StackError, match='gpu_sharing_stack_strategy: hami'):
         render('gpu-manager')
-    out = render('gpu-manager', check_conflicts=False)
+    out = render('gpu-manager', settings={'gpu_manager': {'accept_unmaintained': True,
+                                                          'admission_image': 'reg.example/gpu-admission:47d56ae'}})
     assert any('hami' in w for w in out['warnings'])
 
 

@@ -88,3 +88,23 @@ def test_KS_07_client_connection_kubeconfig():
     site = dict(ours, clientConnection={'kubeconfig': '/site.conf', 'qps': 50})
     doc = R.merge(site, '1.33', [FULL], KUBECONFIG, site_owned=True)[0]
     assert doc['clientConnection'] == {'kubeconfig': '/site.conf', 'qps': 50}
+
+
+def test_KS_08_filter_only_extender_beside_a_binder():
+    # gpu-admission's entry (filter only, managedResources, nodeCacheCapable false) joins a file that already holds
+    # gpushare's binding extender: both kept, one binder, every field as kube-scheduler reads it (v1 and a Policy)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpu_manager as gm
+    adm = gm.extender_entry({'admission_registration': 'host-network', 'admission_cluster_ip': '', 'admission_port': 3456})
+    share = {'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler', 'filter_verb': 'filter', 'bind_verb': 'bind',
+             'node_cache_capable': True, 'managed_resources': [{'name': 'aliyun.com/gpu-mem', 'ignored_by_scheduler': False}]}
+    existing = R.render('1.37', [share], KUBECONFIG)
+    doc, dummy = R.merge(existing, '1.37', [adm], KUBECONFIG)
+    assert [e['urlPrefix'] for e in doc['extenders']] == ['http://127.0.0.1:32766/gpushare-scheduler',
+                                                          'http://127.0.0.1:3456/scheduler']
+    ours = doc['extenders'][1]
+    assert set(ours) <= UPSTREAM_EXTENDER_FIELDS
+    assert ours['filterVerb'] == 'predicates' and 'bindVerb' not in ours and ours['nodeCacheCapable'] is False
+    assert ours['ignorable'] is False
+    assert [r['name'] for r in ours['managedResources']] == ['tencent.com/vcuda-core', 'tencent.com/vcuda-memory']
+    policy = R.render('1.22', [share, adm])
+    assert policy['kind'] == R.POLICY and policy['extenders'][1]['filterVerb'] == 'predicates'
