@@ -48,7 +48,7 @@ DOCKER_INPUTS = {
 
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
 @pytest.mark.parametrize('name', sorted(DOCKER_INPUTS))
-def test_docker_daemon_json_same_runtime_default_and_other_keys(ctk, tmp_path, name, default):
+def test_NCT_11_docker_daemon_json_same_runtime_default_and_other_keys(ctk, tmp_path, name, default):
     src = DOCKER_INPUTS[name]
     ours, theirs = tmp_path / 'ours.json', tmp_path / 'theirs.json'
     before = {}
@@ -75,7 +75,7 @@ def test_docker_daemon_json_same_runtime_default_and_other_keys(ctk, tmp_path, n
     assert o['runtimes']['nvidia'] == {'path': NVIDIA_RUNTIME}
 
 
-def test_docker_cdi_and_reset_default_differences(ctk, tmp_path):
+def test_NCT_12_docker_cdi_and_reset_default_differences(ctk, tmp_path):
     """Where the two answer differently on purpose (docs/lab.md, Oracles): nvidia-ctk --cdi.enabled sets Docker's
     features.cdi, which the module does not offer for Docker (it refuses cdi there); a default-runtime naming the
     runtime stays with nvidia-ctk when --set-as-default is not given, while the module (set_as_default=false, a
@@ -94,7 +94,7 @@ def test_docker_cdi_and_reset_default_differences(ctk, tmp_path):
     assert res.get('failed') and 'containerd only' in res['msg'], res
 
 
-def test_docker_ctk_cdi_drops_other_features(ctk, tmp_path):
+def test_NCT_13_docker_ctk_cdi_drops_other_features(ctk, tmp_path):
     """Upstream defect of the pinned 1.20.0, fixed in 1.20.2 (pkg/config/engine/docker/docker.go EnableCDI reads
     "features" as map[string]bool, which a decoded JSON object never is, and starts a new map;
     TestEnableCDIPreservesFeaturesFromFile added at v1.20.2): --cdi.enabled throws away Docker's other feature flags.
@@ -140,7 +140,7 @@ def runtime_view(doc, version):
 @pytest.mark.parametrize('cdi', [False, True], ids=['no-cdi', 'cdi'])
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
 @pytest.mark.parametrize('name', sorted(CONTAINERD_INPUTS))
-def test_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path, name, default, cdi):
+def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path, name, default, cdi):
     """nvidia-ctk 1.20 always writes a drop-in (its default /etc/containerd/conf.d/99-nvidia.toml; here one under
     tmp_path) holding a copy of the main file's whole CRI plugin table with its changes, and makes the main file
     import <dir>/*.toml. The module writes a drop-in only when the main file has no CRI plugin table, and otherwise
@@ -204,7 +204,7 @@ def test_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path, name,
 
 
 @pytest.mark.parametrize('name', ['v2-containerd-1.6.20-default', 'v3-site'])
-def test_containerd_ctk_without_dropin_loses_the_runtime(ctk, tmp_path, name):
+def test_NCT_15_containerd_ctk_without_dropin_loses_the_runtime(ctk, tmp_path, name):
     """Upstream defect (nvidia-ctk 1.20.0, also 1.20.2): `--drop-in-config=""` (the flag's documented way to change
     the main file) writes the drop-in content to the main file and then overwrites it with the untouched main file
     plus an import of the main file's own directory (<dir>/*.toml): the nvidia runtime is lost. The module's inline
@@ -228,7 +228,7 @@ def read_toml_text(tmp_path, text):
 
 # ------------------------------------------------------------------------------------------------------------- CRI-O
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
-def test_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_path, default):
+def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_path, default):
     src = os.path.join(RUNTIME_FIXTURES, 'crio-1.36-default.conf')
     out = {}
     for side in ('ours', 'theirs'):
@@ -298,7 +298,7 @@ def driver_root(tmp_path, inv):
 
 
 @pytest.mark.parametrize('inventory', _inventories())
-def test_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inventory):
+def test_NCT_17_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inventory):
     with open(os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', inventory)) as f:
         inv = json.load(f)
     root = driver_root(tmp_path, inv)
