@@ -1,20 +1,22 @@
-// Project extension to the govmomi 0.24.2 simulator (gpuops lab).
-// This file is copied into github.com/vmware/govmomi/simulator by lab/vcsim/build.sh.
-// It adds NVIDIA PCI devices to hosts, a working HostPciPassthruSystem per host,
-// RebootHost_Task (which activates pending passthrough changes) and the passthrough
-// sections of EnvironmentBrowser.QueryConfigTarget.
+// GPU passthrough extension of the govmomi v0.52.0 simulator (gpuops lab), outside the simulator package: no patch.
+// It adds NVIDIA PCI devices to hosts, a working HostPciPassthruSystem per host, RebootHost_Task (which activates
+// pending passthrough changes) and the passthrough sections of EnvironmentBrowser.QueryConfigTarget. The last two
+// are methods of wrapper objects that the registry's Handler hook (simulator.Registry.Handler, called for every
+// method call) hands to the dispatcher in place of the simulator's HostSystem / EnvironmentBrowser.
 
-package simulator
+package main
 
 import (
 	"crypto/sha1"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -97,6 +99,7 @@ func ParseGPUConfig(data []byte) (*GPUConfig, error) {
 
 // gpuHostState is the simulator-side passthrough state of one host.
 type gpuHostState struct {
+	host     *simulator.HostSystem
 	systemID string
 	info     []*types.HostPciPassthruInfo // pointers shared with host.Config.PciPassthruInfo
 	labels   map[string]string            // pci id -> custom label (dynamic DirectPath)
@@ -106,6 +109,10 @@ type gpuHostState struct {
 
 var gpuHosts = map[types.ManagedObjectReference]*gpuHostState{}
 
+// withFixes: the two v0.52.0 bugs below are worked around (bootOptionsVM, fetchPC); -without-fixes turns that off to
+// show them (lab/tests/simulators/test_vcsim.py)
+var withFixes = true
+
 func i16(v GPUHexInt) int16 { return int16(uint16(v)) }
 
 func esxSystemID(seed string) string {
@@ -114,29 +121,30 @@ func esxSystemID(seed string) string {
 	return h[0:8] + "-" + h[8:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// ConfigureGPUs installs the GPU layout on every HostSystem in the inventory.
-// Call it after Model.Create() and before serving requests.
-func ConfigureGPUs(cfg *GPUConfig) error {
-	hosts := Map.All("HostSystem")
+// ConfigureGPUs installs the GPU layout on every HostSystem of the registry and hooks the methods the extension
+// implements. Call it after Model.Create() and before serving requests.
+func ConfigureGPUs(m *simulator.Registry, cfg *GPUConfig) error {
+	hosts := m.All("HostSystem")
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Entity().Name < hosts[j].Entity().Name })
 	for _, e := range hosts {
-		h := e.(*HostSystem)
+		h := e.(*simulator.HostSystem)
 		devs, ok := cfg.Hosts[h.Name]
 		if !ok {
 			devs = cfg.Devices
 		}
-		if err := configureHostGPUs(h, devs, cfg.BusBase); err != nil {
+		if err := configureHostGPUs(m, h, devs, cfg.BusBase, len(hosts)); err != nil {
 			return fmt.Errorf("host %s: %v", h.Name, err)
 		}
 	}
+	m.Handler = gpuHandler
 	return nil
 }
 
-func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error {
+func configureHostGPUs(m *simulator.Registry, h *simulator.HostSystem, devs []GPUDevice, busBase GPUHexInt, nhosts int) error {
 	if busBase == 0 {
 		busBase = 0x3b
 	}
-	// Hardware is a shallow copy of esx.HostHardwareInfo: give this host its own slice.
+	// Hardware may be shared with the template: give this host its own copy and slice.
 	hw := *h.Hardware
 	hw.PciDevice = append([]types.HostPciDevice(nil), h.Hardware.PciDevice...)
 	h.Hardware = &hw
@@ -145,7 +153,8 @@ func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error
 	if h.Hardware.SystemInfo.Uuid != "" {
 		uuid = h.Hardware.SystemInfo.Uuid
 	}
-	st := &gpuHostState{systemID: esxSystemID(h.Self.Value + "/" + uuid + "/" + h.Name), labels: map[string]string{}, now: map[string]bool{}}
+	st := &gpuHostState{host: h, systemID: esxSystemID(h.Self.Value + "/" + uuid + "/" + h.Name),
+		labels: map[string]string{}, now: map[string]bool{}}
 
 	seen := map[string]bool{}
 	for _, d := range h.Hardware.PciDevice {
@@ -214,19 +223,19 @@ func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error
 		}
 	}
 
+	// the host's config is its own object per host in v0.52.0; its pciPassthruInfo lists every device
 	cfg := h.Config
 	cfg.PciPassthruInfo = nil
 	for _, p := range st.info {
 		cfg.PciPassthruInfo = append(cfg.PciPassthruInfo, p)
 	}
 
-	pss := &HostPciPassthruSystem{host: h, state: st}
+	pss := &HostPciPassthruSystem{state: st}
 	pss.PciPassthruInfo = cfg.PciPassthruInfo
-	if h.ConfigManager.PciPassthruSystem != nil && Map.Get(*h.ConfigManager.PciPassthruSystem) == nil &&
-		len(Map.All("HostSystem")) == 1 {
+	if h.ConfigManager.PciPassthruSystem != nil && m.Get(*h.ConfigManager.PciPassthruSystem) == nil && nhosts == 1 {
 		pss.Self = *h.ConfigManager.PciPassthruSystem // standalone ESX: keep "ha-pcipassthrusystem"
 	}
-	ref := Map.Put(pss).Reference()
+	ref := m.Put(pss).Reference()
 	h.ConfigManager.PciPassthruSystem = &ref
 	st.pss = pss
 	gpuHosts[h.Self] = st
@@ -237,7 +246,6 @@ func configureHostGPUs(h *HostSystem, devs []GPUDevice, busBase GPUHexInt) error
 type HostPciPassthruSystem struct {
 	mo.HostPciPassthruSystem
 
-	host  *HostSystem
 	state *gpuHostState
 }
 
@@ -250,36 +258,36 @@ func (p *HostPciPassthruSystem) infoByID(id string) *types.HostPciPassthruInfo {
 	return nil
 }
 
-func (p *HostPciPassthruSystem) publish() {
+func (p *HostPciPassthruSystem) publish(ctx *simulator.Context) {
 	list := make([]types.BaseHostPciPassthruInfo, 0, len(p.state.info))
 	for _, i := range p.state.info {
 		list = append(list, i)
 	}
 	p.PciPassthruInfo = list
-	Map.Update(p.host, []types.PropertyChange{{Name: "config.pciPassthruInfo", Val: list}})
+	ctx.Map.Update(ctx, p.state.host, []types.PropertyChange{{Name: "config.pciPassthruInfo", Val: list}})
 }
 
 // UpdatePassthruConfig enables/disables passthrough. Like ESXi (without applyNow support),
 // the change is pending (passthruEnabled) until the host reboots (passthruActive); for a device
 // configured with activateNow (vSphere 7+ where the device allows it) and a config with applyNow
 // it is active at once.
-func (p *HostPciPassthruSystem) UpdatePassthruConfig(ctx *Context, req *types.UpdatePassthruConfig) soap.HasFault {
+func (p *HostPciPassthruSystem) UpdatePassthruConfig(ctx *simulator.Context, req *types.UpdatePassthruConfig) soap.HasFault {
 	body := new(methods.UpdatePassthruConfigBody)
 	for i, c := range req.Config {
 		cfg := c.GetHostPciPassthruConfig()
 		info := p.infoByID(cfg.Id)
 		if info == nil {
-			body.Fault_ = Fault(fmt.Sprintf("PCI device %q not found", cfg.Id),
+			body.Fault_ = simulator.Fault(fmt.Sprintf("PCI device %q not found", cfg.Id),
 				&types.InvalidArgument{InvalidProperty: fmt.Sprintf("config[%d].id", i)})
 			return body
 		}
 		if cfg.PassthruEnabled && !info.PassthruCapable {
-			body.Fault_ = Fault(fmt.Sprintf("PCI device %s is not passthrough capable", cfg.Id),
+			body.Fault_ = simulator.Fault(fmt.Sprintf("PCI device %s is not passthrough capable", cfg.Id),
 				&types.HostConfigFault{})
 			return body
 		}
 	}
-	Map.WithLock(p.host, func() {
+	ctx.WithLock(p.state.host, func() {
 		for _, c := range req.Config {
 			cfg := c.GetHostPciPassthruConfig()
 			info := p.infoByID(cfg.Id)
@@ -288,19 +296,19 @@ func (p *HostPciPassthruSystem) UpdatePassthruConfig(ctx *Context, req *types.Up
 				info.PassthruActive = cfg.PassthruEnabled && info.PassthruCapable
 			}
 		}
-		p.publish()
+		p.publish(ctx)
 	})
 	body.Res = new(types.UpdatePassthruConfigResponse)
 	return body
 }
 
-func (p *HostPciPassthruSystem) Refresh(req *types.Refresh) soap.HasFault {
-	Map.WithLock(p.host, p.publish)
+func (p *HostPciPassthruSystem) Refresh(ctx *simulator.Context, req *types.Refresh) soap.HasFault {
+	ctx.WithLock(p.state.host, func() { p.publish(ctx) })
 	return &methods.RefreshBody{Res: new(types.RefreshResponse)}
 }
 
 // gpuReboot applies pending passthrough changes, as an ESXi reboot does.
-func gpuReboot(h *HostSystem) {
+func gpuReboot(ctx *simulator.Context, h *simulator.HostSystem) {
 	st := gpuHosts[h.Self]
 	now := time.Now()
 	h.Runtime.BootTime = &now
@@ -310,23 +318,193 @@ func gpuReboot(h *HostSystem) {
 	for _, i := range st.info {
 		i.PassthruActive = i.PassthruEnabled && i.PassthruCapable
 	}
-	st.pss.publish()
+	st.pss.publish(ctx)
+}
+
+// gpuHost: the HostSystem with RebootHost_Task (the v0.52.0 simulator has none).
+type gpuHost struct {
+	*simulator.HostSystem
+	prev mo.Reference
 }
 
 // RebootHostTask: ESXi refuses a reboot outside maintenance mode unless force is set.
-func (h *HostSystem) RebootHostTask(req *types.RebootHost_Task) soap.HasFault {
-	task := CreateTask(h, "rebootHost", func(t *Task) (types.AnyType, types.BaseMethodFault) {
-		if !h.Runtime.InMaintenanceMode && !req.Force {
+func (h *gpuHost) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_Task) soap.HasFault {
+	unhook(ctx, h.Self, h.prev)
+	host := h.HostSystem
+	task := simulator.CreateTask(host, "rebootHost", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		if !host.Runtime.InMaintenanceMode && !req.Force {
 			return nil, &types.InvalidState{}
 		}
-		gpuReboot(h)
+		ctx.WithLock(host, func() { gpuReboot(ctx, host) })
 		return nil, nil
 	})
-	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task.Run()}}
+	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task.Run(ctx)}}
+}
+
+// gpuEnvBrowser: QueryConfigTarget with the passthrough sections.
+type gpuEnvBrowser struct {
+	*simulator.EnvironmentBrowser
+	prev mo.Reference
+}
+
+// browserHosts: the hosts of the compute resource (cluster or standalone host) that owns the environment browser.
+func browserHosts(ctx *simulator.Context, self types.ManagedObjectReference) []types.ManagedObjectReference {
+	for _, kind := range []string{"ClusterComputeResource", "ComputeResource"} {
+		for _, e := range ctx.Map.All(kind) {
+			var cr *mo.ComputeResource
+			switch c := e.(type) {
+			case *simulator.ClusterComputeResource:
+				cr = &c.ComputeResource
+			case *mo.ComputeResource:
+				cr = c
+			}
+			if cr != nil && cr.EnvironmentBrowser != nil && *cr.EnvironmentBrowser == self {
+				return cr.Host
+			}
+		}
+	}
+	return nil
+}
+
+func (b *gpuEnvBrowser) QueryConfigTarget(ctx *simulator.Context, req *types.QueryConfigTarget) soap.HasFault {
+	unhook(ctx, b.Self, b.prev)
+	res := b.EnvironmentBrowser.QueryConfigTarget(ctx, req)
+	body, ok := res.(*methods.QueryConfigTargetBody)
+	if !ok || body.Res == nil || body.Res.Returnval == nil {
+		return res
+	}
+	hosts := browserHosts(ctx, b.Self)
+	if req.Host != nil {
+		hosts = []types.ManagedObjectReference{*req.Host}
+	}
+	dynSeen := map[string]bool{}
+	for _, ref := range hosts {
+		if h, ok := ctx.Map.Get(ref).(*simulator.HostSystem); ok {
+			gpuConfigTarget(h, body.Res.Returnval, dynSeen)
+		}
+	}
+	return body
+}
+
+// gpuHandler is the registry's Handler hook (simulator.Registry.Handler, called before every method call): the
+// wrappers in this file answer their methods; every other call goes to the simulator's own object (nil: no
+// substitute). In v0.52.0 the dispatcher (Service.call) replaces the substitute by Session.Get(ref) when the call has
+// a session, and Session.Get reads the session's own registry first, then the global one; so the wrapper is also put
+// into the session's registry and takes itself out again (restoring what was there) as soon as its method runs,
+// leaving every other call of the session on the simulator's own object.
+func gpuHandler(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	var prev mo.Reference // the session's own object for m.This (the per-session PropertyCollector), if any
+	if ctx.Session != nil {
+		prev = ctx.Session.Registry.Get(m.This)
+	}
+	var w mo.Reference
+	switch {
+	case m.Name == "RebootHost_Task" && m.This.Type == "HostSystem":
+		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
+			w = &gpuHost{h, prev}
+		}
+	case m.Name == "QueryConfigTarget" && m.This.Type == "EnvironmentBrowser":
+		if b, ok := ctx.Map.Get(m.This).(*simulator.EnvironmentBrowser); ok {
+			w = &gpuEnvBrowser{b, prev}
+		}
+	case m.Name == "ReconfigVM_Task" && m.This.Type == "VirtualMachine" && withFixes:
+		if vm, ok := ctx.Map.Get(m.This).(*simulator.VirtualMachine); ok {
+			w = &bootOptionsVM{vm, prev}
+		}
+	case m.Name == "Fetch" && m.This.Type == "PropertyCollector" && withFixes:
+		pc := prev
+		if ctx.Session != nil && pc == nil {
+			pc = ctx.Session.Get(m.This) // creates the session's PropertyCollector, as the dispatcher would
+			prev = pc
+		}
+		if pc == nil {
+			pc = ctx.Map.Get(m.This)
+		}
+		if pc != nil {
+			w = &fetchPC{pc, prev}
+		}
+	}
+	if w != nil && ctx.Session != nil {
+		ctx.Session.Registry.Put(w)
+	}
+	return w, nil
+}
+
+// unhook takes a wrapper out of the session's registry again, putting back what was there (see gpuHandler).
+func unhook(ctx *simulator.Context, ref types.ManagedObjectReference, prev mo.Reference) {
+	if ctx.Session == nil {
+		return
+	}
+	if prev != nil {
+		ctx.Session.Registry.Put(prev)
+	} else {
+		ctx.Session.Registry.Remove(ctx, ref)
+	}
+}
+
+// bootOptionsVM: ReconfigVM_Task merging bootOptions field by field, as vSphere does. govmomi v0.52.0 (like 0.24.2)
+// replaces the whole VirtualMachineBootOptions object (simulator/virtual_machine.go configure), dropping for example
+// efiSecureBootEnabled when only bootDelay is sent. Limitation: bootDelay/bootRetryDelay are plain ints in the Go
+// type, so an explicit 0 cannot be told from "unset" and keeps the current value.
+type bootOptionsVM struct {
+	*simulator.VirtualMachine
+	prev mo.Reference
+}
+
+func (v *bootOptionsVM) ReconfigVMTask(ctx *simulator.Context, req *types.ReconfigVM_Task) soap.HasFault {
+	unhook(ctx, v.Self, v.prev)
+	if spec := req.Spec.BootOptions; spec != nil && v.Config != nil && v.Config.BootOptions != nil {
+		merged := *v.Config.BootOptions
+		dst := reflect.ValueOf(&merged).Elem()
+		src := reflect.ValueOf(spec).Elem()
+		for i := 0; i < src.NumField(); i++ {
+			if src.Type().Field(i).Anonymous {
+				continue // DynamicData
+			}
+			if f := src.Field(i); !f.IsZero() {
+				dst.Field(i).Set(f)
+			}
+		}
+		req.Spec.BootOptions = &merged
+	}
+	return v.VirtualMachine.ReconfigVMTask(ctx, req)
+}
+
+// fetchPC: PropertyCollector.Fetch (what pyVmomi uses to read obj.prop) answering an existing but unset property
+// (vm.snapshot, vm.parentVApp) with an empty returnval, as vSphere does. govmomi v0.52.0 answers with the body of
+// its internal RetrievePropertiesEx call instead (simulator/property_collector.go Fetch: `return res`), which pyVmomi
+// cannot read (AttributeError); 0.24.2 panicked on it and dropped the connection.
+type fetchPC struct {
+	pc   mo.Reference
+	prev mo.Reference
+}
+
+func (p *fetchPC) Reference() types.ManagedObjectReference { return p.pc.Reference() }
+
+type fetchResponse struct {
+	Returnval types.AnyType `xml:"returnval,omitempty,typeattr"`
+}
+
+type fetchBody struct {
+	Res    *fetchResponse `xml:"FetchResponse,omitempty"`
+	Fault_ *soap.Fault    `xml:"http://schemas.xmlsoap.org/soap/envelope/ Fault,omitempty"`
+}
+
+func (b *fetchBody) Fault() *soap.Fault { return b.Fault_ }
+
+// Fetch takes the request as types.AnyType: its type lives in govmomi's internal package.
+func (p *fetchPC) Fetch(ctx *simulator.Context, req types.AnyType) soap.HasFault {
+	unhook(ctx, p.pc.Reference(), p.prev)
+	out := reflect.ValueOf(p.pc).MethodByName("Fetch").Call(
+		[]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(req)})[0].Interface().(soap.HasFault)
+	if _, ok := out.(*methods.RetrievePropertiesExBody); ok && out.Fault() == nil {
+		return &fetchBody{Res: &fetchResponse{}}
+	}
+	return out
 }
 
 // gpuConfigTarget fills the passthrough sections of a ConfigTarget for one host.
-func gpuConfigTarget(h *HostSystem, target *types.ConfigTarget, dynSeen map[string]bool) {
+func gpuConfigTarget(h *simulator.HostSystem, target *types.ConfigTarget, dynSeen map[string]bool) {
 	st := gpuHosts[h.Self]
 	if st == nil {
 		return
