@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Plan the containerd configuration changes for an extra OCI runtime (NVIDIA's), config versions 2 and 3.
+"""Plan the containerd configuration changes for an extra OCI runtime (NVIDIA's), config versions 2, 3 and 4.
 
 Three ways to apply them:
 
