@@ -543,3 +543,10 @@ func gpuConfigTarget(h *simulator.HostSystem, target *types.ConfigTarget, dynSee
 		})
 	}
 }
+
+// Get: should a wrapper stay in a session's registry (its method never ran), the PropertyCollector still reads the
+// simulator's own object (simulator/property_collector.go getObject honours a Get() mo.Reference method).
+func (h *gpuHost) Get() mo.Reference       { return h.HostSystem }
+func (b *gpuEnvBrowser) Get() mo.Reference { return b.EnvironmentBrowser }
+func (v *bootOptionsVM) Get() mo.Reference { return v.VirtualMachine }
+func (p *fetchPC) Get() mo.Reference       { return p.pc }
