@@ -261,17 +261,12 @@ def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_pat
 
 
 # --------------------------------------------------------------------------------------------------- cdi generate
+INVENTORIES = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
+CAPS_MAJOR = 511  # any character-device major: nvidia-ctk takes the caps devices' numbers from the nodes themselves
+
+
 def _inventories():
-    d = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
-    out = []
-    for name in sorted(os.listdir(d)):
-        with open(os.path.join(d, name)) as f:
-            inv = json.load(f)
-        # MIG mode on: nvidia-ctk reads /proc/driver/nvidia-caps/mig-minors (fixed path, written by the NVIDIA kernel
-        # module) for MIG devices and fails without it; this machine has no such file (docs/lab.md, Oracles)
-        if not any(g.get('mig_mode') for g in inv['gpus']):
-            out.append(name)
-    return out
+    return sorted(n for n in os.listdir(INVENTORIES) if n.endswith('.json'))
 
 
 @pytest.fixture(scope='module')
@@ -281,45 +276,124 @@ def nvml_sim():
     return os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
 
 
+def cap_minor(gpu, gi, ci=None):
+    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk only follows the
+    mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
+    access = 3 + gpu * 135 + gi * 9
+    return access if ci is None else access + 1 + ci
+
+
 def driver_root(tmp_path, inv):
     """A driver root with what `cdi generate` needs to find: libcuda and libnvidia-ml of the inventory's driver
-    version (empty files) and the device nodes (/dev/nvidiactl, /dev/nvidia<minor>), real character devices."""
+    version (empty files), the device nodes (/dev/nvidiactl, /dev/nvidia<minor>, real character devices) and, for
+    MIG, /dev/nvidia-caps/nvidia-cap<minor> and the mig-minors file that the kernel module would put in
+    /proc/driver/nvidia-caps (returned as its path, mounted there by run_generate)."""
     root = tmp_path / 'driver'
     lib = root / 'usr' / 'lib' / 'x86_64-linux-gnu'
     lib.mkdir(parents=True)
     for name in ('libcuda.so.', 'libnvidia-ml.so.'):
         (lib / (name + inv['driver_version'])).write_bytes(b'')
-    (root / 'dev').mkdir()
-    nodes = [('nvidiactl', 255)] + [('nvidia%d' % g.get('minor_number', i), g.get('minor_number', i))
-                                     for i, g in enumerate(inv['gpus'])]
-    for name, minor in nodes:
-        os.mknod(str(root / 'dev' / name), 0o666 | 0o020000, os.makedev(195, minor))
-    return root
+    (root / 'dev' / 'nvidia-caps').mkdir(parents=True)
+    nodes = [('nvidiactl', 195, 255)] + [('nvidia%d' % g.get('minor_number', i), 195, g.get('minor_number', i))
+                                          for i, g in enumerate(inv['gpus'])]
+    lines = ['config 1', 'monitor 2']
+    for i, g in enumerate(inv['gpus']):
+        minor = g.get('minor_number', i)
+        for gi in range(15):
+            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
+            for ci in range(8):
+                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
+    for line in lines:
+        m = int(line.split()[1])
+        nodes.append(('nvidia-caps/nvidia-cap%d' % m, CAPS_MAJOR, m))
+    for name, major, minor in nodes:
+        os.mknod(str(root / 'dev' / name), 0o666 | 0o020000, os.makedev(major, minor))
+    minors = tmp_path / 'mig-minors'
+    minors.write_text('\n'.join(lines) + '\n')
+    return root, minors
+
+
+def run_generate(ctk, tmp_path, root, minors, env, spec_path):
+    """nvidia-ctk cdi generate in a private mount namespace whose /proc is a tmpfs with links to a fresh procfs and a
+    driver/nvidia-caps/mig-minors of our own (the path is fixed in nvidia-ctk, internal/nvcaps/nvcaps.go, and only the
+    NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it."""
+    realproc = tmp_path / 'realproc'
+    realproc.mkdir()
+    script = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
+              'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
+              'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; exec "$@"')
+    env = dict(env, REALPROC=str(realproc), MINORS=str(minors))
+    return subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', ctk, 'cdi',
+                           'generate', '--mode=nvml', '--driver-root=%s' % root, '--output=%s' % spec_path],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+NVML_VIEW = r"""
+import json, pynvml
+pynvml.nvmlInit()
+out = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    try:
+        mig = pynvml.nvmlDeviceGetMigMode(h)[0] == 1
+    except pynvml.NVMLError:
+        mig = False
+    migs = []
+    if mig:
+        for j in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+            except pynvml.NVMLError:
+                continue
+            migs.append({'uuid': pynvml.nvmlDeviceGetUUID(m), 'gi': pynvml.nvmlDeviceGetGpuInstanceId(m),
+                         'ci': pynvml.nvmlDeviceGetComputeInstanceId(m)})
+    out.append({'uuid': pynvml.nvmlDeviceGetUUID(h), 'minor': pynvml.nvmlDeviceGetMinorNumber(h), 'mig': mig,
+                'migs': migs})
+print(json.dumps(out))
+"""
 
 
 @pytest.mark.parametrize('inventory', _inventories())
 def test_NCT_17_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inventory):
-    with open(os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', inventory)) as f:
+    with open(os.path.join(INVENTORIES, inventory)) as f:
         inv = json.load(f)
-    root = driver_root(tmp_path, inv)
-    env = dict(os.environ, LD_LIBRARY_PATH=nvml_sim,
-               NVML_SIM_INVENTORY=os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', inventory),
+    root, minors = driver_root(tmp_path, inv)
+    env = dict(os.environ, LD_LIBRARY_PATH=nvml_sim, NVML_SIM_INVENTORY=os.path.join(INVENTORIES, inventory),
                NVML_SIM_STATE=str(tmp_path / 'state.json'))
+    # what NVML (the simulator, through pynvml) shows: GPUs, MIG mode, MIG devices with their GI/CI ids
+    view = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', NVML_VIEW], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert view.returncode == 0, view.stderr
+    gpus = json.loads(view.stdout)
     spec_path = tmp_path / 'nvidia.yaml'
-    proc = subprocess.run([ctk, 'cdi', 'generate', '--mode=nvml', '--driver-root=%s' % root,
-                           '--output=%s' % spec_path], env=env, capture_output=True, text=True, timeout=120)
+    proc = run_generate(ctk, tmp_path, root, minors, env, spec_path)
+    if all(g['mig'] and not g['migs'] for g in gpus):
+        # upstream behaviour: MIG mode on everywhere and no MIG device yet (rtx-pro-6000-mig.json) leaves nothing to
+        # put in a spec, and nvidia-ctk refuses to write one (its `all` device would be empty)
+        assert proc.returncode != 0 and 'failed add device \\"all\\": invalid device, empty device edits' in proc.stderr, \
+            proc.stderr[-3000:]
+        assert not spec_path.exists()
+        return
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'Using driver version %s' % inv['driver_version'] in proc.stderr
     spec = yaml.safe_load(spec_path.read_text())
     assert spec['kind'] == 'nvidia.com/gpu'
-    devices = {d['name']: d['containerEdits'] for d in spec['devices']}
-    want = {'all'}
-    for i, g in enumerate(inv['gpus']):
-        node = '/dev/nvidia%d' % g.get('minor_number', i)
-        for name in (str(i), g['uuid']):
-            want.add(name)
-            assert [n['path'] for n in devices[name]['deviceNodes']] == [node], name
-    assert set(devices) == want
-    assert sorted(n['path'] for n in devices['all']['deviceNodes']) == sorted(
-        '/dev/nvidia%d' % g.get('minor_number', i) for i, g in enumerate(inv['gpus']))
+    devices = {d['name']: [n['path'] for n in d['containerEdits']['deviceNodes']] for d in spec['devices']}
+    want, every = {}, set()
+    for i, g in enumerate(gpus):
+        node = '/dev/nvidia%d' % g['minor']
+        if not g['mig']:
+            every.add(node)
+            # a GPU without MIG mode: by index and by UUID
+            want[str(i)] = want[g['uuid']] = [node]
+            continue
+        # MIG mode: no device for the whole GPU; one per MIG device, by <gpu>:<mig index> and by MIG UUID, with the
+        # GPU's node and its GPU-instance and compute-instance capability devices
+        for j, m in enumerate(g['migs']):
+            nodes = [node, '/dev/nvidia-caps/nvidia-cap%d' % cap_minor(g['minor'], m['gi']),
+                     '/dev/nvidia-caps/nvidia-cap%d' % cap_minor(g['minor'], m['gi'], m['ci'])]
+            want['%d:%d' % (i, j)] = want[m['uuid']] = nodes
+            every.update(nodes)
+    assert {k: v for k, v in devices.items() if k != 'all'} == want
+    assert sorted(devices['all']) == sorted(every)
     assert [n['path'] for n in spec['containerEdits']['deviceNodes']] == ['/dev/nvidiactl']
