@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything `make test` and `make demo` need on a fresh Debian 12 machine of this project's kind.
 # Idempotent: a second run finds everything in place and does (almost) nothing.
-#   - Debian packages from `main` (docker.io, debootstrap, golang, govmomi sources, shellcheck, ...)
+#   - Debian packages from `main` (docker.io, debootstrap, golang, shellcheck, ...)
 #   - .venv       : Python 3.12, ansible 14 (ansible-core 2.21) + lab/test tools + the collection's needs
 #   - .venv-2.16  : Python 3.12, ansible-core 2.16 for sanity/units on the oldest supported release
 set -euo pipefail
@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
-APT_PACKAGES=(docker.io debootstrap golang-go golang-github-vmware-govmomi-dev gcc make rsync git shellcheck
+APT_PACKAGES=(docker.io debootstrap golang-go gcc make rsync git shellcheck
               ca-certificates pciutils kmod)
 # Each lab component may list extra Debian packages in lab/<component>/apt-packages.txt.
 for f in lab/*/apt-packages.txt; do

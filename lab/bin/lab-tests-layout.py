@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Keep lab/tests in its three parts and every reference to a lab test file pointing at the right place.
+"""Keep lab/tests in its four parts and every reference to a lab test file pointing at the right place.
 
     lab/tests/simulators/   tests of the lab's stand-ins themselves (NVML simulator, Kubernetes API emulator,
                             vSphere simulator, node containers): they prove the stand-ins behave like the real thing
     lab/tests/integration/  the collection's modules, roles and playbooks run end to end against those stand-ins
     lab/tests/tooling/      the repository's own checks and lab tools (docs links, conformance index, generated
                             variables page, benchmark parsing, real-GPU check script)
-    lab/tests/conftest.py and the helpers (vcsim_lab.py) stay in lab/tests and are shared by all three.
+    lab/tests/oracles/      differential tests: upstream's own programs (built from the Go module proxy by
+                            lab/go/build.sh) and the collection get the same input and must answer the same
+    lab/tests/conftest.py and the helpers (vcsim_lab.py) stay in lab/tests and are shared by all four.
 
     lab/bin/lab-tests-layout.py          move every test_*.py still directly in lab/tests (git mv) into its part,
                                          fix its ROOT computation (one directory deeper) and rewrite every
@@ -23,11 +25,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS = os.path.join(ROOT, 'lab', 'tests')
-PARTS = ('simulators', 'integration', 'tooling')
+PARTS = ('simulators', 'integration', 'tooling', 'oracles')
 SIMULATORS = {'test_nvml_sim.py', 'test_kube_emulator.py', 'test_vcsim.py', 'test_node_container.py'}
 TOOLING = {'test_docs.py', 'test_conformance_index.py', 'test_gen_variables_doc.py', 'test_bench_node_roles.py',
            'test_real_gpu_check.py', 'test_lab_tests_layout.py', 'test_role_lifecycle.py', 'test_layout.py',
            'test_engine_script.py'}
+ORACLES = {'test_nvidia_ctk.py', 'test_containerd.py', 'test_crio.py', 'test_vcsim_govmomi.py', 'test_mig_profiles.py'}
 REF = re.compile(r'lab/tests/(test_[A-Za-z0-9_]+\.py)')
 PARENTS = re.compile(r'(Path\(__file__\)\.resolve\(\)\.parents\[)(\d+)(\])')
 DIRNAMES = re.compile(r'((?:os\.path\.dirname\()+)(os\.path\.abspath\(__file__\))(\)+)')
@@ -38,6 +41,8 @@ def part_of(name):
         return 'simulators'
     if name in TOOLING:
         return 'tooling'
+    if name in ORACLES:
+        return 'oracles'
     return 'integration'
 
 

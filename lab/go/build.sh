@@ -7,7 +7,7 @@
 #
 # A program set is a directory lab/go/NAME/ with:
 #   go.mod, go.sum   an ordinary module that requires the released upstream version(s) (go mod tidy was run here)
-#   programs         one line per binary: IMPORT_PATH [out=NAME] [cgo=1] [ldflags=FILE]  (# comments allowed)
+#   programs         one line per binary: IMPORT_PATH [out=NAME] [cgo=1] [ldflags=FILE] [tags=A,B]  (# comments allowed)
 #   *.ldflags        optional: one line of -ldflags (e.g. -X k8s.io/component-base/version.gitVersion=v1.37.2)
 #   toolchain        optional: one line, a GOTOOLCHAIN value (e.g. go1.27.3) when the upstream module needs a newer Go
 # Nothing upstream is copied into the repository: the go command fetches the modules (GOMODCACHE, ~/go/pkg/mod) and
@@ -57,17 +57,18 @@ start=$(date +%s)
 log "building $NAME with $("$GO" version | cut -d' ' -f3) into $OUT (first build on this machine)"
 while read -r pkg opts; do
   case "$pkg" in ''|'#'*) continue ;; esac
-  out=${pkg##*/} cgo=0 ldflags=""
+  out=${pkg##*/} cgo=0 ldflags="" tags=""
   for o in $opts; do
     case "$o" in
       out=*) out=${o#out=} ;;
       cgo=*) cgo=${o#cgo=} ;;
       ldflags=*) ldflags=$(tr -d '\n' < "$SET/${o#ldflags=}") ;;
+      tags=*) tags=${o#tags=} ;;
       *) log "ERROR: $NAME/programs: unknown option $o"; exit 2 ;;
     esac
   done
   t0=$(date +%s)
-  (cd "$SET" && CGO_ENABLED=$cgo GOFLAGS=-mod=readonly "$GO" build -trimpath -ldflags "-s -w $ldflags" \
+  (cd "$SET" && CGO_ENABLED=$cgo GOFLAGS=-mod=readonly "$GO" build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
      -o "$OUT.tmp/$out" "$pkg") || { log "ERROR: go build $pkg failed (set $NAME)"; exit 1; }
   log "  $out: $(( $(date +%s) - t0 )) s"
 done < "$SET/programs"

@@ -2,7 +2,7 @@
 # Start the lab vSphere simulator in the background (builds it first if needed). Idempotent.
 #   lab/vcsim/start.sh [--model vcenter|esx] [--name NAME] [--gpus FILE] [--port N] [-- EXTRA VCSIM FLAGS]
 # Writes lab/.state/vcsim/NAME.json (url, host, port, username, password, pid), NAME.pid and NAME.log,
-# and prints the JSON on stdout. VCSIM_BIN overrides the binary (e.g. the --without-fixes build).
+# and prints the JSON on stdout. VCSIM_BIN overrides the binary, VCSIM_EXTRA_FLAGS adds simulator flags.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -73,6 +73,9 @@ rm -f "$json" "$pidf"
 args=(-state-dir "$STATE" -name "$name" -model "$model" -l "127.0.0.1:$port")
 [ -n "$gpus" ] && args+=(-gpus "$gpus")
 args+=("${extra[@]}")
+# VCSIM_EXTRA_FLAGS: more simulator flags from the environment (e.g. -without-fixes, for lab/tests/simulators/test_vcsim.py)
+read -r -a env_flags <<< "${VCSIM_EXTRA_FLAGS:-}"
+args+=("${env_flags[@]}")
 setsid "$BIN" "${args[@]}" > "$logf" 2>&1 < /dev/null &
 pid=$!
 echo "$pid" > "$pidf"

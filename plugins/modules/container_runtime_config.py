@@ -14,7 +14,7 @@ short_description: Add the NVIDIA runtime to Docker's, containerd's (also RKE2 /
 version_added: 0.1.0
 description:
   - Merges an OCI runtime (by default NVIDIA's C(nvidia-container-runtime)) into the configuration of
-    Docker (C(/etc/docker/daemon.json)), containerd (C(config.toml), config versions 2 and 3, or an
+    Docker (C(/etc/docker/daemon.json)), containerd (C(config.toml), config versions 2, 3 and 4, or an
     RKE2 / k3s C(config.toml.tmpl) / C(config-v3.toml.tmpl)) or CRI-O (a drop-in of C(/etc/crio/crio.conf.d)).
   - RKE2 and k3s find C(nvidia-container-runtime) themselves (in C(/usr/local/nvidia/toolkit) or C(/usr/bin)) and
     their base template then renders the C(nvidia) runtime; with O(mode=template) no table is written for such a
@@ -101,6 +101,8 @@ options:
       - containerd only. Config version to write, V(2) (containerd 1.x) or V(3) (containerd 2.x).
       - V(auto) reads the C(version) of O(path); when the file has none it asks C(containerd --version)
         (except for O(mode=template), where it must then be given).
+      - A file of config version 4 (what C(containerd config default) writes from containerd 2.3 on) is kept at
+        version 4 with V(auto); its runtime tables are those of version 3.
     type: str
     choices: [auto, '2', '3']
     default: auto

@@ -1,4 +1,4 @@
-"""lab/tests keeps its three parts (simulators/, integration/, tooling/) and every reference to a lab test file
+"""lab/tests keeps its four parts (simulators/, integration/, tooling/, oracles/) and every reference to a lab test file
 points at the file's place: lab/bin/lab-tests-layout.py --check reports nothing to move or rewrite."""
 import os
 import subprocess

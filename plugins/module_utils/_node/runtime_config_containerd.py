@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Plan the containerd configuration changes for an extra OCI runtime (NVIDIA's), config versions 2 and 3.
+"""Plan the containerd configuration changes for an extra OCI runtime (NVIDIA's), config versions 2, 3 and 4.
 
 Three ways to apply them:
 
@@ -22,7 +22,9 @@ import fnmatch
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
     TomlDocument, TomlEditError, toml_path)
 
-CRI_PLUGIN = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
+# config version 4 (containerd 2.3's `config default`) moved only server properties into plugins: the CRI runtime
+# plugin keeps version 3's name and layout (docs/conformance/nvidia-container-toolkit.md, NCT-18)
+CRI_PLUGIN = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime', 4: 'io.containerd.cri.v1.runtime'}
 RKE2_TEMPLATE_HEAD = '{{ template "base" . }}\n'
 
 
@@ -39,15 +41,15 @@ def runtime_path(version, name):
 
 
 def detect_version(doc, default=None):
-    """The config version written in the file (2 or 3); default when the file has none."""
+    """The config version written in the file (2, 3 or 4); default when the file has none."""
     try:
         v = doc.get([], 'version')
     except TomlEditError as e:
         raise ContainerdConfigError('cannot read "version": %s' % e)
     if v is None:
         return default
-    if v not in (2, 3):
-        raise ContainerdConfigError('config version %r is not supported (2 and 3 are); migrate it with '
+    if v not in CRI_PLUGIN:
+        raise ContainerdConfigError('config version %r is not supported (2, 3 and 4 are); migrate it with '
                                     '`containerd config migrate` first' % (v,))
     return v
 

@@ -217,3 +217,38 @@ def test_remove_import_keeps_other_entries_and_drops_an_emptied_key():
     assert rc.remove_import(doc, dropin) == [] and 'conf.d/*.toml' in doc.text()
     with pytest.raises(rc.ContainerdConfigError):
         rc.remove_import(TomlDocument('version = 2\nimports = [1]\n'), dropin)
+
+
+# containerd 2.3's `config default` writes config version 4 (containerd v2.3.4 version/version.go ConfigVersion = 4;
+# cmd/containerd/server/config/config.go: version 3 -> 4 moves server properties into plugins, the CRI runtime
+# plugin io.containerd.cri.v1.runtime keeps its name and layout), with TOML literal strings; hand-written in that shape
+V4_DEFAULT = ("version = 4\nroot = '/var/lib/containerd'\nimports = ['/etc/containerd/conf.d/*.toml']\n\n[plugins]\n"
+              "  [plugins.'io.containerd.cri.v1.runtime']\n    enable_cdi = true\n"
+              "    cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']\n\n"
+              "    [plugins.'io.containerd.cri.v1.runtime'.containerd]\n      default_runtime_name = 'runc'\n\n"
+              "      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes]\n"
+              "        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n"
+              "          runtime_type = 'io.containerd.runc.v2'\n\n"
+              "          [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n"
+              "            SystemdCgroup = false\n")
+
+
+def test_NCT_18_version_4_containerd_2_3_default_gets_the_v3_plugin_tables():
+    """Found by the containerd oracle (lab/tests/oracles/test_containerd.py): a version 4 file was refused."""
+    doc = TomlDocument(V4_DEFAULT)
+    assert rc.detect_version(doc) == 4
+    assert rc.choose_mode('auto', doc, 4) == 'inline'
+    rc.apply_runtime(doc, 4, 'nvidia', NV, True, None, False, CDI)
+    if tomllib:
+        d = tomllib.loads(doc.text())
+        cri = d['plugins']['io.containerd.cri.v1.runtime']
+        assert d['version'] == 4
+        assert cri['containerd']['default_runtime_name'] == 'nvidia'
+        assert cri['containerd']['runtimes']['nvidia'] == {
+            'runtime_type': 'io.containerd.runc.v2', 'options': {'BinaryName': NV, 'SystemdCgroup': False}}
+    assert rc.render_dropin(4, 'nvidia', NV, False, None, False, CDI).count('version = 4') == 1
+
+
+def test_version_5_is_refused():
+    with pytest.raises(rc.ContainerdConfigError, match='version 5 is not supported'):
+        rc.detect_version(TomlDocument('version = 5\n'))

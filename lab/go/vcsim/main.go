@@ -1,5 +1,6 @@
-// gpuops lab vSphere simulator: a small vcsim front end over the (patched) govmomi 0.24.2
-// simulator library. Built by lab/vcsim/build.sh; started by lab/vcsim/start.sh.
+// gpuops lab vSphere simulator: a small vcsim front end over the govmomi v0.52.0
+// simulator library (module proxy) and the GPU extension in gpu.go. Built by lab/go/build.sh vcsim (via
+// lab/vcsim/build.sh); started by lab/vcsim/start.sh.
 package main
 
 import (
@@ -7,7 +8,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/ioutil"
 	"log"
 	"net"
 	"net/url"
@@ -49,7 +49,9 @@ func main() {
 	stateDir := flag.String("state-dir", "", "directory for <name>.json (URL, credentials, pid); empty: do not write")
 	urlFile := flag.String("url-file", "", "also write the SDK URL to this file")
 	noTLS := flag.Bool("no-tls", false, "serve plain http instead of https (self-signed)")
+	withoutFixes := flag.Bool("without-fixes", false, "leave govmomi v0.52.0's Fetch and bootOptions bugs unfixed (to show them)")
 	flag.Parse()
+	withFixes = !*withoutFixes
 
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {
@@ -62,13 +64,13 @@ func main() {
 		*name = *modelName
 	}
 
-	gpuJSON := []byte(simulator.DefaultGPUConfig)
+	gpuJSON := []byte(DefaultGPUConfig)
 	if *gpus != "" {
-		if gpuJSON, err = ioutil.ReadFile(*gpus); err != nil {
+		if gpuJSON, err = os.ReadFile(*gpus); err != nil {
 			log.Fatal(err)
 		}
 	}
-	gpuCfg, err := simulator.ParseGPUConfig(gpuJSON)
+	gpuCfg, err := ParseGPUConfig(gpuJSON)
 	if err != nil {
 		log.Fatalf("%s: %v", *gpus, err)
 	}
@@ -98,7 +100,7 @@ func main() {
 	if err := model.Create(); err != nil {
 		log.Fatal(err)
 	}
-	if err := simulator.ConfigureGPUs(gpuCfg); err != nil {
+	if err := ConfigureGPUs(model.Map(), gpuCfg); err != nil {
 		log.Fatal(err)
 	}
 
@@ -128,7 +130,7 @@ func main() {
 		stateFileName = filepath.Join(*stateDir, *name+".json")
 		b, _ := json.MarshalIndent(st, "", "  ")
 		tmp := stateFileName + ".tmp"
-		if err := ioutil.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 			log.Fatal(err)
 		}
 		if err := os.Rename(tmp, stateFileName); err != nil {
@@ -136,7 +138,7 @@ func main() {
 		}
 	}
 	if *urlFile != "" {
-		if err := ioutil.WriteFile(*urlFile, []byte(st.URL+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(*urlFile, []byte(st.URL+"\n"), 0o600); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -147,7 +149,7 @@ func main() {
 	log.Printf("shutting down")
 	if stateFileName != "" {
 		// only remove the state file if it is still ours
-		if b, err := ioutil.ReadFile(stateFileName); err == nil {
+		if b, err := os.ReadFile(stateFileName); err == nil {
 			var cur stateFile
 			if json.Unmarshal(b, &cur) == nil && cur.Pid == os.Getpid() {
 				os.Remove(stateFileName)

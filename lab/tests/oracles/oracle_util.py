@@ -1,0 +1,79 @@
+"""Helpers of the oracle tests (lab/tests/oracles): build an upstream program set of lab/go, run the collection's
+container_runtime_config module in this process, read TOML. Nothing here is part of the collection."""
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RUNTIME_FIXTURES = os.path.join(ROOT, 'tests', 'unit', 'plugins', 'module_utils', 'fixtures', 'runtime')
+NVIDIA_RUNTIME = '/usr/bin/nvidia-container-runtime'
+
+
+def go_set(name):
+    """The directory holding the binaries of lab/go/NAME, built on first use (fails the test loudly, with the build's
+    output, when the set cannot be built: an oracle that cannot run is a failure, never a skip)."""
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'go', 'build.sh'), name], cwd=ROOT, capture_output=True,
+                          text=True, timeout=3000)
+    if proc.returncode != 0:
+        tail = '\n'.join(l for l in proc.stderr.splitlines() if 'warning' not in l and 'note:' not in l)[-4000:]
+        pytest.fail('lab/go/build.sh %s failed (rc %d): the oracle cannot run\n%s' % (name, proc.returncode, tail))
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _collections_path():
+    out = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    if out not in sys.path:
+        sys.path.insert(0, out)
+
+
+def run_ours(args):
+    """Run the collection's container_runtime_config module's main() here with args; return its result (a dict)."""
+    _collections_path()
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
+    buf = io.StringIO()
+    with patch_module_args(args), contextlib.redirect_stdout(buf):
+        try:
+            mod.main()
+        except SystemExit:
+            pass
+    return json.loads(buf.getvalue().strip().splitlines()[-1])
+
+
+def read_toml(path):
+    with open(path, 'rb') as f:
+        return tomllib.load(f)
+
+
+def dig(doc, path, default=None):
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return default
+        doc = doc[key]
+    return doc
+
+
+def without(doc, *paths):
+    """A deep copy of doc without the keys at paths (lists of keys); tables left empty by that are removed too."""
+    doc = json.loads(json.dumps(doc))
+    for path in paths:
+        chain = [doc]
+        for key in path[:-1]:
+            nxt = chain[-1].get(key) if isinstance(chain[-1], dict) else None
+            if not isinstance(nxt, dict):
+                break
+            chain.append(nxt)
+        else:
+            chain[-1].pop(path[-1], None)
+            for i in range(len(chain) - 1, 0, -1):
+                if chain[i]:
+                    break
+                chain[i - 1].pop(path[i - 1])
+    return doc

@@ -1,0 +1,125 @@
+"""containerd as the oracle (containerd v2.3.4, the release k3s/RKE2 build their containerd from; built from the Go
+module proxy by lab/go/build.sh containerd): `containerd --config FILE config dump` prints the configuration containerd
+runs with after its imports and its migration to the current config version. The collection's
+container_runtime_config module (and, beside it, nvidia-ctk 1.20.0) edit the same input files; containerd must then
+see the nvidia runtime, the default runtime and CDI as asked, runc still there, and every other setting as before.
+
+Run: .venv/bin/pytest -q lab/tests/oracles/test_containerd.py
+"""
+import os
+import subprocess
+import tomllib
+
+import pytest
+
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_set, run_ours, without
+
+RT = ['plugins', 'io.containerd.cri.v1.runtime']  # the CRI runtime plugin of config versions 3 and 4 (dump: latest)
+
+
+@pytest.fixture(scope='module')
+def containerd():
+    path = os.path.join(go_set('containerd'), 'containerd')
+    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
+    assert ' v2.3.4 ' in out, out
+    return path
+
+
+@pytest.fixture(scope='module')
+def ctk():
+    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+
+
+def dump(containerd, config):
+    proc = subprocess.run([containerd, '--config', str(config), 'config', 'dump'], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tomllib.loads(proc.stdout)
+
+
+def config_default(containerd):
+    proc = subprocess.run([containerd, 'config', 'default'], capture_output=True, text=True, timeout=60, check=True)
+    return proc.stdout
+
+
+INPUTS = {
+    'v2-containerd-1.6.20-default': 'containerd-1.6.20-config-default.toml',
+    'v3-site': 'containerd-2.x-v3-site.toml',
+    'v2-bare': 'version = 2\n',
+    'v3-bare': 'version = 3\n',
+    'v4-containerd-2.3.4-default': None,  # `containerd config default` of the oracle itself
+}
+
+
+def input_text(containerd, name):
+    src = INPUTS[name]
+    if src is None:
+        return config_default(containerd)
+    if src.endswith('.toml'):
+        with open(os.path.join(RUNTIME_FIXTURES, src)) as f:
+            return f.read()
+    return src
+
+
+def test_NCT_18_config_default_is_version_4(containerd):
+    """containerd 2.3's own default configuration is config version 4 (cmd/containerd/server/config: ConfigVersion 4,
+    server properties moved to plugins; the CRI runtime plugin keeps its v3 name and layout)."""
+    doc = tomllib.loads(config_default(containerd))
+    assert doc['version'] == 4
+    assert dig(doc, RT + ['containerd', 'runtimes', 'runc', 'runtime_type']) == 'io.containerd.runc.v2'
+
+
+def effective(doc):
+    rt = dig(doc, RT, {})
+    nv = dig(rt, ['containerd', 'runtimes', 'nvidia'], {})
+    return {'runtime_type': nv.get('runtime_type'), 'BinaryName': dig(nv, ['options', 'BinaryName']),
+            'default': dig(rt, ['containerd', 'default_runtime_name']), 'enable_cdi': rt.get('enable_cdi'),
+            'cdi_spec_dirs': rt.get('cdi_spec_dirs'),
+            'runc': dig(rt, ['containerd', 'runtimes', 'runc', 'runtime_type'])}
+
+
+TOUCHED = [RT + ['containerd', 'runtimes', 'nvidia'], RT + ['containerd', 'default_runtime_name'], RT + ['enable_cdi'],
+           ['imports']]
+
+
+@pytest.mark.parametrize('cdi', [False, True], ids=['no-cdi', 'cdi'])
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('name', sorted(INPUTS))
+def test_NCT_19_module_result_as_containerd_reads_it(containerd, tmp_path, name, default, cdi):
+    text = input_text(containerd, name)
+    main = tmp_path / 'config.toml'
+    main.write_text(text)
+    before = dump(containerd, main)
+    res = run_ours({'engine': 'containerd', 'path': str(main), 'dropin_path': str(tmp_path / 'conf.d' / '99-nvidia.toml'),
+                    'set_as_default': default, 'cdi': cdi, 'backup': False})
+    assert not res.get('failed'), res
+    after = dump(containerd, main)
+    assert effective(after) == {
+        'runtime_type': 'io.containerd.runc.v2', 'BinaryName': NVIDIA_RUNTIME,
+        'default': 'nvidia' if default else 'runc',
+        'enable_cdi': True if cdi else effective(before)['enable_cdi'],
+        'cdi_spec_dirs': ['/etc/cdi', '/var/run/cdi'] if cdi else effective(before)['cdi_spec_dirs'],
+        'runc': 'io.containerd.runc.v2'}
+    # every other setting as containerd had it before (runc's own options included)
+    assert without(after, *TOUCHED) == without(before, *TOUCHED)
+
+
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('name', sorted(INPUTS))
+def test_NCT_20_nvidia_ctk_result_as_containerd_reads_it(containerd, ctk, tmp_path, name, default):
+    """The same inputs through nvidia-ctk 1.20.0 (its drop-in: a copy of the main file's CRI plugin table plus the
+    runtime, imported as <dir>/*.toml): containerd 2.x merges a drop-in's tables into the main file's, so runc
+    stays although nvidia-ctk's drop-in names only nvidia when the main file has no CRI table."""
+    text = input_text(containerd, name)
+    main = tmp_path / 'config.toml'
+    main.write_text(text)
+    before = dump(containerd, main)
+    proc = subprocess.run([ctk, 'runtime', 'configure', '--runtime=containerd', '--config=%s' % main,
+                           '--drop-in-config=%s' % (tmp_path / 'conf.d' / '99-nvidia.toml')]
+                          + (['--set-as-default'] if default else []), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    after = dump(containerd, main)
+    got = effective(after)
+    assert got['BinaryName'] == NVIDIA_RUNTIME and got['runc'] == 'io.containerd.runc.v2'
+    assert got['default'] == ('nvidia' if default else 'runc')
+    assert without(after, *TOUCHED) == without(before, *TOUCHED)

@@ -1,0 +1,67 @@
+"""CRI-O as the oracle (github.com/cri-o/cri-o v1.34.0, built from the Go module proxy by lab/go/build.sh crio without
+cgo): `crio --config crio.conf --config-dir crio.conf.d config` prints the configuration CRI-O runs with after reading
+its main file and every drop-in. The collection's container_runtime_config module (and, beside it, nvidia-ctk 1.20.0)
+write their drop-in for the same crio.conf (the module's unit fixture, CRI-O 1.36's defaults); CRI-O must then show the
+nvidia runtime with the default runtime's monitor and root options, the default runtime as asked, and every other
+setting as before.
+
+Run: .venv/bin/pytest -q lab/tests/oracles/test_crio.py
+"""
+import os
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_set, run_ours, without
+
+SHARED = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations')
+
+
+@pytest.fixture(scope='module')
+def crio():
+    path = os.path.join(go_set('crio'), 'crio')
+    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
+    assert 'crio version 1.34.0' in out, out
+    return path
+
+
+@pytest.fixture(scope='module')
+def ctk():
+    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+
+
+def crio_config(crio, tmp_path):
+    proc = subprocess.run([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
+                           'config'], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tomllib.loads(proc.stdout)
+
+
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('side', ['module', 'nvidia-ctk'])
+def test_CRIO_07_dropin_as_crio_reads_it(crio, ctk, tmp_path, side, default):
+    (tmp_path / 'crio.conf.d').mkdir()
+    shutil.copy(os.path.join(RUNTIME_FIXTURES, 'crio-1.36-default.conf'), tmp_path / 'crio.conf')
+    before = crio_config(crio, tmp_path)
+    dropin = tmp_path / 'crio.conf.d' / '99-nvidia.toml'
+    if side == 'module':
+        res = run_ours({'engine': 'crio', 'path': str(dropin), 'crio_config': str(tmp_path / 'crio.conf'),
+                        'crio_config_dir': str(tmp_path / 'crio.conf.d'), 'set_as_default': default,
+                        'backup': False})
+        assert not res.get('failed'), res
+    else:
+        proc = subprocess.run([ctk, 'runtime', 'configure', '--runtime=crio', '--config=%s' % (tmp_path / 'crio.conf'),
+                               '--drop-in-config=%s' % dropin] + (['--set-as-default'] if default else []),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    after = crio_config(crio, tmp_path)
+    rt = after['crio']['runtime']
+    nvidia, crun = rt['runtimes']['nvidia'], rt['runtimes']['crun']
+    assert nvidia['runtime_path'] == NVIDIA_RUNTIME and nvidia['runtime_type'] == 'oci'
+    assert {k: nvidia.get(k) for k in SHARED} == {k: crun.get(k) for k in SHARED}
+    # `crio config` comments out a value equal to CRI-O's default (crun since 1.31)
+    assert rt.get('default_runtime', 'crun') == ('nvidia' if default else 'crun')
+    touched = [['crio', 'runtime', 'runtimes', 'nvidia'], ['crio', 'runtime', 'default_runtime']]
+    assert without(after, *touched) == without(before, *touched)

@@ -1,0 +1,399 @@
+"""nvidia-ctk as the oracle (NVIDIA/nvidia-container-toolkit v1.20.0, the collection's pinned toolkit, built from the
+Go module proxy by lab/go/build.sh nvidia-ctk).
+
+1. `nvidia-ctk runtime configure --runtime=docker|containerd|crio` and the collection's container_runtime_config
+   module get the same input files (the module's unit-test fixtures, tests/unit/plugins/module_utils/fixtures/runtime,
+   and bare containerd files of config versions 2 and 3) with the same asks (set as default or not, CDI or not): the
+   runtime, its binary, the default runtime and CDI must come out the same, and every other key must be kept by both.
+   Where the two differ on purpose the test asserts each side's answer (docs/lab.md "Oracles" says who is right).
+2. `nvidia-ctk cdi generate --mode=nvml` against the NVML simulator (lab/nvml_sim: each inventory without MIG mode) and
+   a driver root made here: the spec's kind and device names are what the collection relies on (kind
+   nvidia.com/gpu; one device per GPU by index and by UUID, and "all").
+
+Run: .venv/bin/pytest -q lab/tests/oracles/test_nvidia_ctk.py
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from oracle_util import NVIDIA_RUNTIME, ROOT, RUNTIME_FIXTURES, dig, go_set, read_toml, run_ours, without
+
+CRI = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
+
+
+@pytest.fixture(scope='module')
+def ctk():
+    path = os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
+    assert 'version 1.20.0' in out, out
+    return path
+
+
+def configure(ctk, *args):
+    proc = subprocess.run([ctk, 'runtime', 'configure'] + list(args), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+# ------------------------------------------------------------------------------------------------------------ docker
+DOCKER_INPUTS = {
+    'site': os.path.join(RUNTIME_FIXTURES, 'daemon-mirrors-logopts.json'),
+    'missing': None,
+}
+
+
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('name', sorted(DOCKER_INPUTS))
+def test_NCT_11_docker_daemon_json_same_runtime_default_and_other_keys(ctk, tmp_path, name, default):
+    src = DOCKER_INPUTS[name]
+    ours, theirs = tmp_path / 'ours.json', tmp_path / 'theirs.json'
+    before = {}
+    if src:
+        shutil.copy(src, ours)
+        shutil.copy(src, theirs)
+        with open(src) as f:
+            before = json.load(f)
+    res = run_ours({'engine': 'docker', 'path': str(ours), 'set_as_default': default, 'backup': False})
+    assert not res.get('failed'), res
+    # the same binary on both sides: nvidia-ctk's default for Docker is the bare name (resolved on PATH by dockerd),
+    # the module's an absolute path; either works, the comparison is of everything else
+    configure(ctk, '--runtime=docker', '--config=%s' % theirs, '--nvidia-runtime-path=%s' % NVIDIA_RUNTIME,
+              *(['--set-as-default'] if default else []))
+    o, t = json.loads(ours.read_text()), json.loads(theirs.read_text())
+    assert o['runtimes']['nvidia']['path'] == t['runtimes']['nvidia']['path'] == NVIDIA_RUNTIME
+    assert o.get('default-runtime') == t.get('default-runtime') == ('nvidia' if default else before.get('default-runtime'))
+    # every other key (mirrors, log options, other runtimes, ...) kept, by both
+    keep = [['runtimes', 'nvidia'], ['default-runtime']]
+    assert without(o, *keep) == without(t, *keep) == without(before, *keep)
+    # on purpose different: nvidia-ctk also writes "args": [] (a key Docker does not read: its runtime option is
+    # "runtimeArgs"); the module writes only "path" (and runtimeArgs when asked)
+    assert t['runtimes']['nvidia'] == {'path': NVIDIA_RUNTIME, 'args': []}
+    assert o['runtimes']['nvidia'] == {'path': NVIDIA_RUNTIME}
+
+
+def test_NCT_12_docker_cdi_and_reset_default_differences(ctk, tmp_path):
+    """Where the two answer differently on purpose (docs/lab.md, Oracles): nvidia-ctk --cdi.enabled sets Docker's
+    features.cdi, which the module does not offer for Docker (it refuses cdi there); a default-runtime naming the
+    runtime stays with nvidia-ctk when --set-as-default is not given, while the module (set_as_default=false, a
+    declared state) removes it so Docker falls back to runc."""
+    src = json.loads(open(DOCKER_INPUTS['site']).read())
+    src['default-runtime'] = 'nvidia'
+    ours, theirs = tmp_path / 'ours.json', tmp_path / 'theirs.json'
+    ours.write_text(json.dumps(src))
+    theirs.write_text(json.dumps(src))
+    configure(ctk, '--runtime=docker', '--config=%s' % theirs, '--cdi.enabled')
+    t = json.loads(theirs.read_text())
+    assert t['features'] == {'cdi': True} and t['default-runtime'] == 'nvidia'
+    res = run_ours({'engine': 'docker', 'path': str(ours), 'backup': False})
+    assert 'default-runtime' not in json.loads(ours.read_text()), res
+    res = run_ours({'engine': 'docker', 'path': str(ours), 'cdi': True, 'backup': False})
+    assert res.get('failed') and 'containerd only' in res['msg'], res
+
+
+def test_NCT_13_docker_ctk_cdi_drops_other_features(ctk, tmp_path):
+    """Upstream defect of the pinned 1.20.0, fixed in 1.20.2 (pkg/config/engine/docker/docker.go EnableCDI reads
+    "features" as map[string]bool, which a decoded JSON object never is, and starts a new map;
+    TestEnableCDIPreservesFeaturesFromFile added at v1.20.2): --cdi.enabled throws away Docker's other feature flags.
+    The module keeps every key of daemon.json (it does not write features at all)."""
+    cfg = tmp_path / 'daemon.json'
+    cfg.write_text(json.dumps({'features': {'containerd-snapshotter': True}}))
+    configure(ctk, '--runtime=docker', '--config=%s' % cfg, '--cdi.enabled')
+    assert json.loads(cfg.read_text())['features'] == {'cdi': True}
+    cfg.with_name('ours.json').write_text(json.dumps({'features': {'containerd-snapshotter': True}}))
+    res = run_ours({'engine': 'docker', 'path': str(cfg.with_name('ours.json')), 'backup': False})
+    assert not res.get('failed'), res
+    assert json.loads(cfg.with_name('ours.json').read_text())['features'] == {'containerd-snapshotter': True}
+
+
+# -------------------------------------------------------------------------------------------------------- containerd
+CONTAINERD_INPUTS = {
+    'v2-containerd-1.6.20-default': os.path.join(RUNTIME_FIXTURES, 'containerd-1.6.20-config-default.toml'),
+    'v3-site': os.path.join(RUNTIME_FIXTURES, 'containerd-2.x-v3-site.toml'),
+    'v2-bare': 'version = 2\n',
+    'v3-bare': 'version = 3\n',
+}
+
+
+def _input_text(name):
+    src = CONTAINERD_INPUTS[name]
+    if src.endswith('.toml'):
+        with open(src) as f:
+            return f.read()
+    return src
+
+
+def runtime_view(doc, version):
+    """What both must agree on: the nvidia runtime's type, binary and cgroup driver, the default runtime (containerd's
+    own default is runc) and CDI."""
+    cri = dig(doc, ['plugins', CRI[version]], {})
+    rt = dig(cri, ['containerd', 'runtimes', 'nvidia'], {})
+    return {'runtime_type': rt.get('runtime_type'), 'BinaryName': dig(rt, ['options', 'BinaryName']),
+            'SystemdCgroup': dig(rt, ['options', 'SystemdCgroup']),
+            'default': dig(cri, ['containerd', 'default_runtime_name']) or 'runc',
+            'enable_cdi': cri.get('enable_cdi')}
+
+
+@pytest.mark.parametrize('cdi', [False, True], ids=['no-cdi', 'cdi'])
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('name', sorted(CONTAINERD_INPUTS))
+def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path, name, default, cdi):
+    """nvidia-ctk 1.20 always writes a drop-in (its default /etc/containerd/conf.d/99-nvidia.toml; here one under
+    tmp_path) holding a copy of the main file's whole CRI plugin table with its changes, and makes the main file
+    import <dir>/*.toml. The module writes a drop-in only when the main file has no CRI plugin table, and otherwise
+    edits the main file (mode auto). So the CRI plugin table that takes effect is compared: the drop-in's where one
+    was written, else the main file's."""
+    text = _input_text(name)
+    version = 3 if 'version = 3' in text else 2
+    cri = ['plugins', CRI[version]]
+    before = read_toml_text(tmp_path, text)
+    sides = {}
+    for side in ('ours', 'theirs'):
+        d = tmp_path / side
+        (d / 'conf.d').mkdir(parents=True)
+        (d / 'config.toml').write_text(text)
+        sides[side] = d
+    ours_dropin, theirs_dropin = (sides[s] / 'conf.d' / '99-nvidia.toml' for s in ('ours', 'theirs'))
+    res = run_ours({'engine': 'containerd', 'path': str(sides['ours'] / 'config.toml'),
+                    'dropin_path': str(ours_dropin), 'set_as_default': default, 'cdi': cdi, 'backup': False})
+    assert not res.get('failed'), res
+    mode = res['config_mode']
+    # the module's auto mode: a drop-in exactly when the main file does not configure the CRI plugin
+    assert mode == ('dropin' if name.endswith('bare') else 'inline')
+    configure(ctk, '--runtime=containerd', '--config=%s' % (sides['theirs'] / 'config.toml'),
+              '--drop-in-config=%s' % theirs_dropin, *(['--set-as-default'] if default else []),
+              *(['--cdi.enabled'] if cdi else []))
+    o_main, t_main = read_toml(sides['ours'] / 'config.toml'), read_toml(sides['theirs'] / 'config.toml')
+    t_rt = read_toml(theirs_dropin)
+    o_rt = read_toml(ours_dropin) if mode == 'dropin' else o_main
+    assert t_rt['version'] == version
+    assert t_main['imports'] == before.get('imports', []) + [str(sides['theirs'] / 'conf.d' / '*.toml')]
+    if mode == 'dropin':
+        assert o_main['imports'] == before.get('imports', []) + [str(ours_dropin)]
+        assert o_rt['version'] == version
+    view_o, view_t = runtime_view(o_rt, version), runtime_view(t_rt, version)
+    runc_cgroup = dig(before, cri + ['containerd', 'runtimes', 'runc', 'options', 'SystemdCgroup'])
+    assert view_o == view_t == {
+        'runtime_type': 'io.containerd.runc.v2', 'BinaryName': NVIDIA_RUNTIME, 'SystemdCgroup': runc_cgroup,
+        'default': 'nvidia' if default else 'runc', 'enable_cdi': True if cdi else dig(before, cri + ['enable_cdi'])}
+    # every other key kept by both: the CRI plugin table that takes effect, apart from the runtime's own keys ...
+    touched = [['containerd', 'runtimes', 'nvidia'], ['containerd', 'default_runtime_name'], ['enable_cdi']]
+    if cdi:
+        touched.append(['cdi_spec_dirs'])
+    if mode == 'dropin':
+        touched.append(['containerd', 'runtimes', 'runc'])  # the module's drop-in names runc (below)
+    assert without(dig(o_rt, cri, {}), *touched) == without(dig(t_rt, cri, {}), *touched) == without(
+        dig(before, cri, {}), *touched)
+    # ... and the rest of the main file (nvidia-ctk leaves it alone but for the import)
+    rest = [cri, ['imports'], ['version']]
+    assert without(o_main, *rest) == without(t_main, *rest) == without(before, *rest)
+    assert without(t_main, ['imports']) == without(before, ['imports'])
+    # on purpose different: with cdi the module also writes cdi_spec_dirs (containerd's default dirs, explicit);
+    # nvidia-ctk sets enable_cdi alone
+    if cdi:
+        assert dig(o_rt, cri + ['cdi_spec_dirs']) == ['/etc/cdi', '/var/run/cdi']
+        assert dig(t_rt, cri + ['cdi_spec_dirs']) == dig(before, cri + ['cdi_spec_dirs'])
+    if mode == 'dropin':
+        # on purpose different: the module's drop-in also names runc (containerd 1.x replaces the runtimes map by
+        # the file's; test_containerd.py shows what containerd 2.x makes of nvidia-ctk's drop-in without it)
+        assert dig(o_rt, cri + ['containerd', 'runtimes', 'runc', 'runtime_type']) == 'io.containerd.runc.v2'
+        assert dig(t_rt, cri + ['containerd', 'runtimes', 'runc']) is None
+
+
+@pytest.mark.parametrize('name', ['v2-containerd-1.6.20-default', 'v3-site'])
+def test_NCT_15_containerd_ctk_without_dropin_loses_the_runtime(ctk, tmp_path, name):
+    """Upstream defect (nvidia-ctk 1.20.0, also 1.20.2): `--drop-in-config=""` (the flag's documented way to change
+    the main file) writes the drop-in content to the main file and then overwrites it with the untouched main file
+    plus an import of the main file's own directory (<dir>/*.toml): the nvidia runtime is lost. The module's inline
+    mode is what the collection uses for such files instead."""
+    cfg = tmp_path / 'config.toml'
+    cfg.write_text(_input_text(name))
+    before = read_toml(cfg)
+    configure(ctk, '--runtime=containerd', '--config=%s' % cfg, '--drop-in-config=', '--set-as-default')
+    after = read_toml(cfg)
+    assert after['imports'] == before['imports'] + [str(tmp_path / '*.toml')]
+    assert without(after, ['imports']) == without(before, ['imports'])
+    version = after['version']
+    assert runtime_view(after, version)['BinaryName'] is None
+
+
+def read_toml_text(tmp_path, text):
+    p = tmp_path / 'input.toml'
+    p.write_text(text)
+    return read_toml(p)
+
+
+# ------------------------------------------------------------------------------------------------------------- CRI-O
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_path, default):
+    src = os.path.join(RUNTIME_FIXTURES, 'crio-1.36-default.conf')
+    out = {}
+    for side in ('ours', 'theirs'):
+        d = tmp_path / side
+        (d / 'crio.conf.d').mkdir(parents=True)
+        shutil.copy(src, d / 'crio.conf')
+        out[side] = d / 'crio.conf.d' / '99-nvidia.toml'
+    res = run_ours({'engine': 'crio', 'path': str(out['ours']), 'crio_config': str(tmp_path / 'ours' / 'crio.conf'),
+                    'crio_config_dir': str(tmp_path / 'ours' / 'crio.conf.d'), 'set_as_default': default,
+                    'backup': False})
+    assert not res.get('failed'), res
+    configure(ctk, '--runtime=crio', '--config=%s' % (tmp_path / 'theirs' / 'crio.conf'),
+              '--drop-in-config=%s' % out['theirs'], *(['--set-as-default'] if default else []))
+    o, t = read_toml(out['ours']), read_toml(out['theirs'])
+    o_rt, t_rt = o['crio']['runtime']['runtimes']['nvidia'], t['crio']['runtime']['runtimes']['nvidia']
+    assert o_rt['runtime_path'] == t_rt['runtime_path'] == NVIDIA_RUNTIME
+    assert o_rt['runtime_type'] == t_rt['runtime_type'] == 'oci'
+    assert dig(o, ['crio', 'runtime', 'default_runtime']) == dig(t, ['crio', 'runtime', 'default_runtime']) == (
+        'nvidia' if default else None)
+    # the options the module copies from the default runtime (crun) are nvidia-ctk's values
+    assert {k: t_rt[k] for k in o_rt} == o_rt
+    # on purpose different: nvidia-ctk copies crun's whole table; the rest are CRI-O's defaults for a runtime
+    # (docs/lab.md, Oracles), which the module leaves to CRI-O
+    assert {k: v for k, v in t_rt.items() if k not in o_rt} == {
+        'container_min_memory': '', 'inherit_default_runtime': False, 'privileged_without_host_devices': False,
+        'runtime_config_path': ''}
+    # both leave crio.conf as it was
+    for side in ('ours', 'theirs'):
+        assert (tmp_path / side / 'crio.conf').read_bytes() == open(src, 'rb').read()
+
+
+# --------------------------------------------------------------------------------------------------- cdi generate
+INVENTORIES = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
+CAPS_MAJOR = 511  # any character-device major: nvidia-ctk takes the caps devices' numbers from the nodes themselves
+
+
+def _inventories():
+    return sorted(n for n in os.listdir(INVENTORIES) if n.endswith('.json'))
+
+
+@pytest.fixture(scope='module')
+def nvml_sim():
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
+
+
+def cap_minor(gpu, gi, ci=None):
+    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk only follows the
+    mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
+    access = 3 + gpu * 135 + gi * 9
+    return access if ci is None else access + 1 + ci
+
+
+def driver_root(tmp_path, inv):
+    """A driver root with what `cdi generate` needs to find: libcuda and libnvidia-ml of the inventory's driver
+    version (empty files), the device nodes (/dev/nvidiactl, /dev/nvidia<minor>, real character devices) and, for
+    MIG, /dev/nvidia-caps/nvidia-cap<minor> and the mig-minors file that the kernel module would put in
+    /proc/driver/nvidia-caps (returned as its path, mounted there by run_generate)."""
+    root = tmp_path / 'driver'
+    lib = root / 'usr' / 'lib' / 'x86_64-linux-gnu'
+    lib.mkdir(parents=True)
+    for name in ('libcuda.so.', 'libnvidia-ml.so.'):
+        (lib / (name + inv['driver_version'])).write_bytes(b'')
+    (root / 'dev' / 'nvidia-caps').mkdir(parents=True)
+    nodes = [('nvidiactl', 195, 255)] + [('nvidia%d' % g.get('minor_number', i), 195, g.get('minor_number', i))
+                                          for i, g in enumerate(inv['gpus'])]
+    lines = ['config 1', 'monitor 2']
+    for i, g in enumerate(inv['gpus']):
+        minor = g.get('minor_number', i)
+        for gi in range(15):
+            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
+            for ci in range(8):
+                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
+    for line in lines:
+        m = int(line.split()[1])
+        nodes.append(('nvidia-caps/nvidia-cap%d' % m, CAPS_MAJOR, m))
+    for name, major, minor in nodes:
+        os.mknod(str(root / 'dev' / name), 0o666 | 0o020000, os.makedev(major, minor))
+    minors = tmp_path / 'mig-minors'
+    minors.write_text('\n'.join(lines) + '\n')
+    return root, minors
+
+
+def run_generate(ctk, tmp_path, root, minors, env, spec_path):
+    """nvidia-ctk cdi generate in a private mount namespace whose /proc is a tmpfs with links to a fresh procfs and a
+    driver/nvidia-caps/mig-minors of our own (the path is fixed in nvidia-ctk, internal/nvcaps/nvcaps.go, and only the
+    NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it."""
+    realproc = tmp_path / 'realproc'
+    realproc.mkdir()
+    script = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
+              'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
+              'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; exec "$@"')
+    env = dict(env, REALPROC=str(realproc), MINORS=str(minors))
+    return subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', ctk, 'cdi',
+                           'generate', '--mode=nvml', '--driver-root=%s' % root, '--output=%s' % spec_path],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+NVML_VIEW = r"""
+import json, pynvml
+pynvml.nvmlInit()
+out = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    try:
+        mig = pynvml.nvmlDeviceGetMigMode(h)[0] == 1
+    except pynvml.NVMLError:
+        mig = False
+    migs = []
+    if mig:
+        for j in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+            except pynvml.NVMLError:
+                continue
+            migs.append({'uuid': pynvml.nvmlDeviceGetUUID(m), 'gi': pynvml.nvmlDeviceGetGpuInstanceId(m),
+                         'ci': pynvml.nvmlDeviceGetComputeInstanceId(m)})
+    out.append({'uuid': pynvml.nvmlDeviceGetUUID(h), 'minor': pynvml.nvmlDeviceGetMinorNumber(h), 'mig': mig,
+                'migs': migs})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize('inventory', _inventories())
+def test_NCT_17_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inventory):
+    with open(os.path.join(INVENTORIES, inventory)) as f:
+        inv = json.load(f)
+    root, minors = driver_root(tmp_path, inv)
+    env = dict(os.environ, LD_LIBRARY_PATH=nvml_sim, NVML_SIM_INVENTORY=os.path.join(INVENTORIES, inventory),
+               NVML_SIM_STATE=str(tmp_path / 'state.json'))
+    # what NVML (the simulator, through pynvml) shows: GPUs, MIG mode, MIG devices with their GI/CI ids
+    view = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', NVML_VIEW], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert view.returncode == 0, view.stderr
+    gpus = json.loads(view.stdout)
+    spec_path = tmp_path / 'nvidia.yaml'
+    proc = run_generate(ctk, tmp_path, root, minors, env, spec_path)
+    if all(g['mig'] and not g['migs'] for g in gpus):
+        # upstream behaviour: MIG mode on everywhere and no MIG device yet (rtx-pro-6000-mig.json) leaves nothing to
+        # put in a spec, and nvidia-ctk refuses to write one (its `all` device would be empty)
+        assert proc.returncode != 0 and 'failed add device \\"all\\": invalid device, empty device edits' in proc.stderr, \
+            proc.stderr[-3000:]
+        assert not spec_path.exists()
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'Using driver version %s' % inv['driver_version'] in proc.stderr
+    spec = yaml.safe_load(spec_path.read_text())
+    assert spec['kind'] == 'nvidia.com/gpu'
+    devices = {d['name']: [n['path'] for n in d['containerEdits']['deviceNodes']] for d in spec['devices']}
+    want, every = {}, set()
+    for i, g in enumerate(gpus):
+        node = '/dev/nvidia%d' % g['minor']
+        if not g['mig']:
+            every.add(node)
+            # a GPU without MIG mode: by index and by UUID
+            want[str(i)] = want[g['uuid']] = [node]
+            continue
+        # MIG mode: no device for the whole GPU; one per MIG device, by <gpu>:<mig index> and by MIG UUID, with the
+        # GPU's node and its GPU-instance and compute-instance capability devices
+        for j, m in enumerate(g['migs']):
+            nodes = [node, '/dev/nvidia-caps/nvidia-cap%d' % cap_minor(g['minor'], m['gi']),
+                     '/dev/nvidia-caps/nvidia-cap%d' % cap_minor(g['minor'], m['gi'], m['ci'])]
+            want['%d:%d' % (i, j)] = want[m['uuid']] = nodes
+            every.update(nodes)
+    assert {k: v for k, v in devices.items() if k != 'all'} == want
+    assert sorted(devices['all']) == sorted(every)
+    assert [n['path'] for n in spec['containerEdits']['deviceNodes']] == ['/dev/nvidiactl']
