@@ -114,6 +114,10 @@ def _config_manager(image, oneshot, default_config, process):
         {'name': 'SIGNAL', 'value': '' if oneshot else '1'},
         {'name': 'PROCESS_TO_SIGNAL', 'value': '' if oneshot else process},
     ]
+    # An empty variable is a name alone: the API server drops an EnvVar's empty value (omitempty), so an entry sent
+    # with value "" never matches the stored object and every run would apply the DaemonSet again (found by the lab's
+    # real kube-apiserver v1.37.2); the kubelet sets a variable without value to "" all the same.
+    env = [e if e.get('value') != '' else {'name': e['name']} for e in env]
     return {'name': 'config-manager-init' if oneshot else 'config-manager', 'image': image,
             'command': ['config-manager'], 'env': env,
             'securityContext': {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}},
