@@ -1,0 +1,263 @@
+"""Role gpuops.k8s_gpu.gpu_sharing_stack against upstream's real API server (lab/kube/real.py), every strategy:
+applied as is by the role (no dry-run shortcut), accepted by the server without changes to what was sent, a re-run
+makes 0 writes, check mode 0 writes, `absent` removes exactly what was made. Writes are counted from the API server's
+audit log (conftest.KubeReal), by this test's own client identity.
+
+The same matrix runs against the emulator in test_gpu_sharing_stack.py (fast, and the place for the cases the
+emulator shows as well); this file is the oracle for what the emulator only imitates: server-side defaulting,
+validation, admission, RBAC escalation checks, and real pods from the DaemonSet controller on kwok nodes.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_sharing_stack_real.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN  # noqa: E402
+from test_gpu_sharing_stack import A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps  # noqa: E402,F401
+
+SUFFIX = "%d" % os.getpid()
+USER = "gpuops-test-stack-real-%s" % SUFFIX
+MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
+
+
+def node_name(strategy):
+    return "gssr-%s-%s" % (strategy, SUFFIX)
+
+
+def kwok_node(name, facts, labels=None):
+    """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
+    (gpushare refuses a node that already advertises nvidia.com/gpu)."""
+    gpu = facts["gpus"][0]
+    lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+           "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(len(facts["gpus"])),
+           "nvidia.com/gpu.product": gpu["name"].replace(" ", "-")}
+    lab.update(labels or {})
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": lab, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "status": {"capacity": res, "allocatable": dict(res)}}
+
+
+@pytest.fixture(scope="module")
+def cl(kube_real):
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    for strategy in STRATEGIES:
+        _node, facts, _extra = CASES[strategy]
+        core.create_node(kwok_node(node_name(strategy), facts,
+                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None))
+    # Volcano's own scheduler ConfigMap, as a Volcano install has it (the role merges into it)
+    try:
+        core.create_namespace({"metadata": {"name": "volcano-system"}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    try:
+        core.create_namespaced_config_map("volcano-system", {
+            "metadata": {"name": "volcano-scheduler-configmap"},
+            "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    kc = kube_real.user(USER)
+    yield kube_real, kc
+    for strategy in STRATEGIES:
+        try:
+            core.delete_node(node_name(strategy))
+        except client.ApiException:
+            pass
+
+
+def mark_task(cl_, name):
+    """A task that sends the audit marker request named ``name`` (a GET the audit policy logs, by user agent)."""
+    kube, kc = cl_
+    users = os.path.dirname(kc)
+    base = os.path.basename(kc)[:-len(".kubeconfig")]
+    url = kube.server + "/api/v1/namespaces/default/configmaps/gpuops-audit-mark"
+    return {"name": "mark %s" % name, "check_mode": False, "ansible.builtin.set_fact": {
+        "mark_%s" % name.replace("-", "_"): "{{ lookup('ansible.builtin.url', %r, ca_path=%r, client_cert=%r, "
+        "client_key=%r, http_agent=%r, split_lines=False) | length }}"
+        % (url, kube.ca, os.path.join(users, base + ".crt"), os.path.join(users, base + ".key"),
+           "gpuops-audit-mark/%s-%s" % (SUFFIX, name))}}
+
+
+def role_play(strategy, state="present", extra_vars=None):
+    _node, facts, extra = CASES[strategy]
+    n = node_name(strategy)
+    v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
+         "gpu_sharing_stack_pool": "r%s-%s" % (SUFFIX, strategy), "gpu_sharing_stack_nodes": [n],
+         "gpu_sharing_stack_facts": {n: facts},
+         "gpu_sharing_stack_registry": "registry.example.com/mirror",
+         "gpu_sharing_stack_image_pull_secrets": ["regcred"]}
+    v.update(extra)
+    v.update(extra_vars or {})
+    return {"name": "%s (%s, %s)" % (v["gpu_sharing_stack_pool"], strategy, state), "block": stack_steps(v)}
+
+
+def run_play(cl_, tmp_path, tasks, *args):
+    kube, kc = cl_
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kc, ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+               ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")))
+    pb = tmp_path / "play.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                   "tasks": tasks}], sort_keys=False))
+    p = subprocess.run([str(Path(VENV_BIN) / "ansible-playbook"), "-i", "localhost,", str(pb),
+                        "-e", "ansible_python_interpreter=%s" % (Path(VENV_BIN) / "python")] + list(args),
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    try:
+        result = json.loads(p.stdout[p.stdout.index("{"):])
+    except ValueError:
+        pytest.fail("ansible-playbook output is not JSON rc=%s\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p.returncode, result
+
+
+def task_results(result):
+    for play in result["plays"]:
+        for t in play["tasks"]:
+            for _host, r in t["hosts"].items():
+                yield t["task"]["name"], r
+
+
+def failures(result):
+    return [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed") and not r.get("ignore_errors")]
+
+
+def mark_offsets(kube):
+    """{mark name: audit log offset just after its event} of this test's markers."""
+    prefix = ("gpuops-audit-mark/%s-" % SUFFIX).encode()
+    out = {}
+    with open(kube.audit_log, "rb") as f:
+        pos = 0
+        for line in f:
+            pos += len(line)
+            at = line.find(prefix)
+            if at >= 0:
+                name = line[at + len(prefix):].split(b'"', 1)[0].decode()
+                out[name] = pos
+    return out
+
+
+def wait_marks(kube, names, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        got = mark_offsets(kube)
+        if set(names) <= set(got):
+            return got
+        time.sleep(0.1)
+    raise AssertionError("audit markers missing: %s" % sorted(set(names) - set(mark_offsets(kube))))
+
+
+def rendered(result):
+    """{(kind, namespace, name): manifest} of what the render tasks returned (stack and validation workloads)."""
+    out = {}
+    for name, r in task_results(result):
+        if name.startswith("Render the stack") and "manifests" in r:
+            for d in list(r.get("manifests") or []) + list(r.get("validation_manifests") or []):
+                md = d["metadata"]
+                out[(d["kind"], md.get("namespace"), md["name"])] = d
+    return out
+
+
+def differences(want, live, path=""):
+    """Where ``live`` does not carry ``want`` as sent: (path, sent, stored). Lists compare item by item."""
+    out = []
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return [(path, want, live)]
+        for k, v in want.items():
+            out += differences(v, live.get(k), "%s.%s" % (path, k) if path else k)
+    elif isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return [(path, want, live)]
+        for i, (a, b) in enumerate(zip(want, live)):
+            out += differences(a, b, "%s[%d]" % (path, i))
+    elif want != live and not (isinstance(want, (int, float)) and str(want) == str(live)):
+        out.append((path, want, live))
+    return out
+
+
+def live_object(kube, d):
+    from kubernetes import dynamic
+    dyn = dynamic.DynamicClient(kube.api())
+    res = dyn.resources.get(api_version=d["apiVersion"], kind=d["kind"])
+    md = d["metadata"]
+    try:
+        return dyn.get(res, name=md["name"], namespace=md.get("namespace") if res.namespaced else None).to_dict()
+    except dynamic.exceptions.NotFoundError:
+        return None
+
+
+def test_every_strategy_applied_as_is_rerun_check_and_absent(cl, tmp_path):
+    kube, _kc = cl
+    tasks = []
+    for strategy in STRATEGIES:
+        tasks += [mark_task(cl, strategy + "-0"), role_play(strategy), mark_task(cl, strategy + "-1"),
+                  role_play(strategy), mark_task(cl, strategy + "-2")]
+    rc, result = run_play(cl, tmp_path, tasks)
+    assert rc == 0, failures(result)
+    marks = wait_marks(kube, [s + "-2" for s in STRATEGIES])
+    counts, rerun, changed_by_server, missing = {}, {}, {}, []
+    want = rendered(result)
+    assert want, "no render results in the play output"
+    for strategy in STRATEGIES:
+        first = kube.writes(marks[strategy + "-0"], marks[strategy + "-1"], user=USER)
+        second = kube.writes(marks[strategy + "-1"], marks[strategy + "-2"], user=USER)
+        counts[strategy] = (len(first), len(second))
+        assert first, strategy
+        rejected = [w for w in first if w[2] >= 300]
+        assert rejected == [], (strategy, rejected)
+        if second:
+            rerun[strategy] = second
+    for key, d in sorted(want.items(), key=lambda kv: str(kv[0])):
+        live = live_object(kube, d)
+        if live is None:
+            missing.append(key)
+            continue
+        diff = differences(d, live)
+        if diff:
+            changed_by_server["%s %s/%s" % key] = diff
+    report = {"writes (first, re-run)": counts, "re-run writes": rerun, "changed by the server": changed_by_server,
+              "missing": missing}
+    (tmp_path / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    print("\nreal API server:", json.dumps(report, indent=1, default=str))
+    assert missing == [], missing
+    assert changed_by_server == {}, changed_by_server
+    assert rerun == {}, rerun
+
+    # check mode with a changed setting: reports the change, writes nothing
+    tasks = [mark_task(cl, "c0"), role_play("time-slicing", extra_vars={
+        "gpu_sharing_stack_time_slicing": {"replicas": 8}}), mark_task(cl, "c1")]
+    rc, result = run_play(cl, tmp_path, tasks, "--check", "--diff")
+    assert rc == 0, failures(result)
+    marks = wait_marks(kube, ["c1"])
+    assert kube.writes(marks["c0"], marks["c1"], user=USER) == []
+    assert any(r.get("changed") for n, r in task_results(result) if "Apply" in n), "check mode reported no change"
+
+    # absent: exactly what was made goes; the adopted Volcano ConfigMap stays
+    tasks = [mark_task(cl, "a0")] + [role_play(s, state="absent") for s in STRATEGIES] + [mark_task(cl, "a1")]
+    rc, result = run_play(cl, tmp_path, tasks)
+    assert rc == 0, failures(result)
+    left = [k for k in want if live_object(kube, want[k]) is not None and k[0] not in ("Namespace",)]
+    # objects being deleted (foreground finalizers) count as gone once they carry a deletionTimestamp
+    left = [k for k in left if not (live_object(kube, want[k]) or {}).get("metadata", {}).get("deletionTimestamp")]
+    assert left == [], left
+    from kubernetes import client
+    core = client.CoreV1Api(kube.api())
+    cm = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system")
+    assert cm.data["other-key"] == "keep-me"
+    for strategy in STRATEGIES:
+        labels = core.read_node(node_name(strategy)).metadata.labels
+        assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
