@@ -229,13 +229,15 @@ def test_every_strategy_applied_as_is_rerun_check_and_absent(cl, tmp_path):
         diff = differences(d, live)
         if diff:
             changed_by_server["%s %s/%s" % key] = diff
+    sas, checked, rbac = rbac_problems(kube, "r%s-" % SUFFIX)
     report = {"writes (first, re-run)": counts, "re-run writes": rerun, "changed by the server": changed_by_server,
-              "missing": missing}
+              "missing": missing, "rbac problems": rbac, "service accounts": sorted(sas), "rbac checks": len(checked)}
     (tmp_path / "report.json").write_text(json.dumps(report, indent=1, default=str))
     print("\nreal API server:", json.dumps(report, indent=1, default=str))
     assert missing == [], missing
     assert changed_by_server == {}, changed_by_server
     assert rerun == {}, rerun
+    assert len(sas) >= 7 and rbac == [], rbac
 
     # check mode with a changed setting: reports the change, writes nothing
     tasks = [mark_task(cl, "c0"), role_play("time-slicing", extra_vars={
@@ -261,3 +263,84 @@ def test_every_strategy_applied_as_is_rerun_check_and_absent(cl, tmp_path):
     for strategy in STRATEGIES:
         labels = core.read_node(node_name(strategy)).metadata.labels
         assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
+
+
+# ---------------------------------------------------------------------------------------------- RBAC by impersonation
+# The API calls each upstream component makes, from the RBAC rows of docs/conformance/*.md (row id first): every one
+# must be allowed to the component's ServiceAccount by the real RBAC authorizer. (verb, group, resource[/sub], ns)
+# with ns None = cluster scope, "*own*" = the component's namespace.
+CALLS = {
+    "nvidia-device-plugin": ("DP-15", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("watch", "", "nodes", None)]),
+    "nvidia-mig-manager": ("MIGM-05", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("watch", "", "nodes", None), ("patch", "", "nodes", None),
+                                       ("list", "", "pods", None), ("list", "", "pods", "*own*"),
+                                       ("delete", "", "pods", "*own*")]),
+    "gpushare-device-plugin": ("GSH-07", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                          ("get", "", "nodes/proxy", None), ("patch", "", "nodes/status", None),
+                                          ("update", "", "nodes/status", None), ("update", "", "pods", "default"),
+                                          ("patch", "", "pods", "default"), ("create", "", "events", "default")]),
+    "volcano-device-plugin": ("VOL-08", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                         ("watch", "", "nodes", None), ("update", "", "nodes", None),
+                                         ("patch", "", "nodes", None), ("patch", "", "nodes/status", None),
+                                         ("update", "", "pods", "default"), ("patch", "", "pods", "default"),
+                                         ("get", "", "configmaps", "kube-system")]),
+    "hami-scheduler": ("HAMI-08, HAMI-09", [("delete", "", "pods", "default"), ("update", "", "pods/status", "default"),
+                                            ("create", "events.k8s.io", "events", "default"),
+                                            ("patch", "", "pods", "default"), ("patch", "", "configmaps", "default"),
+                                            ("patch", "", "nodes", None), ("list", "", "resourcequotas", None),
+                                            ("create", "", "pods/binding", "default")]),
+    "hami-device-plugin": ("HAMI-11", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("update", "", "nodes", None), ("patch", "", "nodes", None),
+                                       ("get", "", "pods", None), ("list", "", "pods", None), ("watch", "", "pods", None),
+                                       ("create", "", "pods", "default"), ("update", "", "pods", "default"),
+                                       ("patch", "", "pods", "default"), ("create", "", "events", "default"),
+                                       ("update", "", "events", "default"), ("list", "", "events", "default")]),
+}
+# Calls no row names: denied to every component's ServiceAccount.
+NOT_NAMED = [("get", "", "secrets", "kube-system"), ("list", "", "secrets", None), ("delete", "", "nodes", None),
+             ("create", "", "pods/exec", "default"), ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
+             ("bind", "rbac.authorization.k8s.io", "clusterroles", None), ("create", "", "serviceaccounts/token", "kube-system"),
+             ("delete", "apps", "daemonsets", "kube-system")]
+
+
+def component_of(sa_name):
+    for comp in sorted(CALLS, key=len, reverse=True):
+        if sa_name.startswith(comp):
+            return comp
+    return None
+
+
+def rbac_problems(kube, pool_prefix):
+    """[(service account, call, expected, got)] for every workload ServiceAccount of this test's pools."""
+    from kubernetes import client
+    apps = client.AppsV1Api(kube.api())
+    authz = client.AuthorizationV1Api(kube.api())
+    sas = set()
+    for w in apps.list_daemon_set_for_all_namespaces(label_selector=MANAGED).items + \
+            apps.list_deployment_for_all_namespaces(label_selector=MANAGED).items:
+        sa = w.spec.template.spec.service_account_name
+        if sa:
+            sas.add((w.metadata.namespace, sa))
+    problems, checked = [], []
+    for ns, sa in sorted(sas):
+        comp = component_of(sa)
+        user = "system:serviceaccount:%s:%s" % (ns, sa)
+        groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % ns, "system:authenticated"]
+        expect = [(c, True) for c in (CALLS[comp][1] if comp else [])] + [(c, False) for c in NOT_NAMED]
+        for (verb, group, resource, cns), allowed in expect:
+            res, _, sub = resource.partition("/")
+            ra = {"verb": verb, "group": group, "resource": res}
+            if sub:
+                ra["subresource"] = sub
+            if cns:
+                ra["namespace"] = ns if cns == "*own*" else cns
+            got = authz.create_subject_access_review(
+                {"spec": {"user": user, "groups": groups, "resourceAttributes": ra}}).status.allowed
+            checked.append((sa, verb, resource))
+            if bool(got) != allowed:
+                problems.append((user, CALLS[comp][0] if comp and allowed else "not named", verb, group, resource,
+                                 cns, "expected allowed" if allowed else "expected denied"))
+        if comp is None:
+            problems.append((user, "no RBAC row in docs/conformance names this component", "", "", "", "", ""))
+    return sas, checked, problems
