@@ -80,7 +80,10 @@ def binaries(version, build=True):
         raise SystemExit('version must be one of %s; got %s' % (', '.join(VERSIONS), version))
     out = {}
     for name in ('kube-' + version, 'etcd', 'kwok'):
-        d = built_dir(name, build)
+        if name.startswith('kube-') and os.environ.get('GPUOPS_KUBE_BINDIR'):
+            d = os.environ['GPUOPS_KUBE_BINDIR']  # programs built elsewhere (debugging a build by hand)
+        else:
+            d = built_dir(name, build)
         if d is None:
             raise SystemExit('program set %s is not built (run lab/kube/real.py build --version %s)' % (name, version))
         for f in os.listdir(d):
@@ -328,7 +331,7 @@ def serve(args):
             '--service-account-signing-key-file', os.path.join(pki, 'sa.key'),
             '--service-cluster-ip-range', SERVICE_CIDR,
             '--authorization-mode', 'Node,RBAC', '--enable-admission-plugins', 'NodeRestriction',
-            '--allow-privileged=true',
+            '--allow-privileged=true', '--endpoint-reconciler-type', 'none',
             '--audit-policy-file', AUDIT_POLICY, '--audit-log-path', os.path.join(state, 'audit.log'),
             '--audit-log-format', 'json', '--audit-log-mode', 'blocking', '--audit-log-maxsize', '0',
             '--profiling=false', '--v', '1'])
@@ -439,6 +442,28 @@ def wait_nodes_ready(state, names, timeout=60):
     raise RuntimeError('nodes not Ready after %d s: %s' % (timeout, sorted(set(names) - ready)))
 
 
+def marker_setup(state):
+    """The object audit markers read (ConfigMap default/gpuops-audit-mark) and a bearer token that may read only it
+    (ServiceAccount default/gpuops-audit-marker; STATE/marker.token): Ansible's url lookup, which tests use to mark
+    the audit log from inside a play, sends no client certificate."""
+    from kubernetes import client
+    api = api_client(os.path.join(state, 'kubeconfig'))
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_config_map('default', {'metadata': {'name': 'gpuops-audit-mark'}})
+    core.create_namespaced_service_account('default', {'metadata': {'name': 'gpuops-audit-marker'}})
+    rbac.create_namespaced_role('default', {'metadata': {'name': 'gpuops-audit-marker'}, 'rules': [
+        {'apiGroups': [''], 'resources': ['configmaps'], 'resourceNames': ['gpuops-audit-mark'], 'verbs': ['get']}]})
+    rbac.create_namespaced_role_binding('default', {
+        'metadata': {'name': 'gpuops-audit-marker'},
+        'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': 'gpuops-audit-marker'},
+        'subjects': [{'kind': 'ServiceAccount', 'name': 'gpuops-audit-marker', 'namespace': 'default'}]})
+    tok = core.create_namespaced_service_account_token('gpuops-audit-marker', 'default',
+                                                       {'spec': {'expirationSeconds': 7 * 86400}})
+    with open(os.path.join(state, 'marker.token'), 'w') as f:
+        f.write(tok.status.token)
+    os.chmod(os.path.join(state, 'marker.token'), 0o600)
+
+
 # ------------------------------------------------------------------------------------------------------ up / down
 def up(args):
     state = os.path.abspath(args.state)
@@ -491,9 +516,7 @@ def up(args):
         time.sleep(0.1)
     try:
         # the object audit markers read (tests' marker GETs answer 200; audit-policy.yaml logs them)
-        from kubernetes import client
-        client.CoreV1Api(api_client(os.path.join(state, 'kubeconfig'))).create_namespaced_config_map(
-            'default', {'metadata': {'name': 'gpuops-audit-mark'}})
+        marker_setup(state)
     except Exception:
         down_state(state)
         raise
