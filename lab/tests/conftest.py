@@ -196,6 +196,9 @@ WEIGHT = {
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 48, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
+    # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
+    'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
+    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
 }
 
 
