@@ -9,6 +9,7 @@ The extender is the lab's recording one (lab/kube/extender.py): upstream's is no
 * the collection's own file for the kubeadm and RKE2 layouts (distribution kubeadm / rke2; clientConnection.kubeconfig
   set to the lab's scheduler credentials through the module's kubeconfig option, as the layouts' paths do not exist
   here): kube-scheduler loads, validates and starts with it.
+* gpu_share_report on the pod the real scheduler placed (through the extender) and kwok runs.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_kube_scheduler_real.py
 """
@@ -128,6 +129,16 @@ def test_site_profile_merged_scheduler_calls_extender_and_it_binds(kube_real, ex
         assert verbs[0] == "filter" and verbs[-1] == "bind", mine
         assert sorted(mine[0]["nodes"]) == sorted(extender["nodes"]) and mine[0]["node_cache_capable"] is True
         assert mine[-1]["node"] == extender["nodes"][1]
+        # gpu_share_report on the pod the real scheduler (through the extender) placed and kwok runs
+        rep = run_module(collections_path, "gpuops.k8s_gpu.gpu_share_report", json.dumps({
+            "kubeconfig": kube_real.kubeconfig, "node_selector": "gpuops.io/sched-test=%s" % SUFFIX}))
+        assert not rep.get("failed"), rep
+        by_node = dict((n["name"], n) for n in rep["nodes"])
+        assert set(by_node) == set(extender["nodes"]), sorted(by_node)
+        b = by_node[extender["nodes"][1]]
+        assert b["resources"]["aliyun.com/gpu-mem"]["allocated"] in (8, "8"), b
+        assert [(p["namespace"], p["name"]) for p in b["pods"]] == [(ns, "share")], b["pods"]
+        assert by_node[extender["nodes"][0]]["resources"]["aliyun.com/gpu-mem"]["allocated"] in (0, "0")
     finally:
         proc.terminate()
         proc.wait(15)
