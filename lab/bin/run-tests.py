@@ -188,6 +188,8 @@ def kube_real_down(env):
         if not os.environ.get('GPUOPS_KUBE_REAL_KEEP'):
             import shutil
             shutil.rmtree(state, ignore_errors=True)
+    if state and os.path.exists(state.rstrip('/') + '.lock'):
+        os.unlink(state.rstrip('/') + '.lock')
 
 
 def main():
