@@ -4,13 +4,14 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: all setup test test-only demo bench lab-down clean help
+.PHONY: all setup test test-only test-kube demo bench lab-down clean help
 all: help
 
 help:
 	@echo "make demo      run site.yml against the lab (everything simulated; see README)"
 	@echo "make test      the whole test suite (what CI runs)"
 	@echo "make test-only STEPS='units lab'   run some steps of the suite"
+	@echo "make test-kube KUBE_VERSION=1.34   the real-control-plane tests at another Kubernetes minor (make test: 1.37)"
 	@echo "make bench     run the benchmarks, write docs/benchmarks.md"
 	@echo "make lab-down  stop the lab containers/simulators (and dockerd if the lab started it)"
 
@@ -23,6 +24,16 @@ test: setup
 
 test-only: setup
 	$(PY) lab/bin/run-tests.py $(STEPS)
+
+# The lab tests that run against the real control plane (lab/kube/real.py), at the minor KUBE_VERSION (1.37 or 1.34;
+# make test runs them at 1.37): builds that minor's programs once per machine, then one cluster for these files.
+KUBE_VERSION ?= 1.34
+KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/test_gpu_sharing_stack_real.py \
+	lab/tests/integration/test_kube_scheduler_real.py lab/tests/integration/test_gpu_node_drain_real.py
+test-kube: setup
+	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
+	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \
+		--junitxml build/test-results/kube-$(KUBE_VERSION).xml $(KUBE_REAL_TESTS)
 
 demo: setup
 	bash lab/bin/demo.sh

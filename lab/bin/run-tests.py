@@ -92,6 +92,10 @@ def steps(only=None):
          'checks'),
         ('units-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'units'], '.venv-units.xml', 'checks'),
         ('units-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'units'], '.venv-2.16-units.xml', 'checks'),
+        # the real control plane's programs (lab/go: kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
+        # kwok; GPUOPS_KUBE_VERSION picks 1.37 or 1.34) built once per machine, before the lab step that uses them:
+        # minutes on a fresh machine (docs/lab.md), a second when cached
+        ('kube-build', [os.path.join(VENV, 'python'), 'lab/kube/real.py', 'build'], None, 'lab'),
         ('lab', lab_cmd(), 'lab.xml', 'lab'),
         ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None, 'checks'),
     ]
@@ -167,7 +171,25 @@ def suite_env(base):
     env['ANSIBLE_FORCE_COLOR'] = '0'
     env['PY_COLORS'] = '0'
     env.setdefault('ANSIBLE_CONFIG', os.path.join(ROOT, 'lab', 'ansible-tests.cfg'))
+    # one real control plane (lab/kube/real.py) shared by every lab test that uses it, in any lane: the first test
+    # that needs it starts it (lab/tests/conftest.py kube_real); main() stops it at the end, and it stops by itself
+    # should this process die (its owner pid)
+    env.setdefault('GPUOPS_KUBE_REAL_STATE', os.path.join(ROOT, 'build', 'kube-real', 'run-%d' % os.getpid()))
+    env.setdefault('GPUOPS_KUBE_REAL_OWNER', str(os.getpid()))
     return env
+
+
+def kube_real_down(env):
+    """Stop the shared real control plane of this run (if a test started it) and remove its state."""
+    state = env.get('GPUOPS_KUBE_REAL_STATE')
+    if state and os.path.isdir(state):
+        subprocess.call([os.path.join(VENV, 'python'), os.path.join(ROOT, 'lab', 'kube', 'real.py'), 'down', '--state',
+                         state], cwd=ROOT)
+        if not os.environ.get('GPUOPS_KUBE_REAL_KEEP'):
+            import shutil
+            shutil.rmtree(state, ignore_errors=True)
+    if state and os.path.exists(state.rstrip('/') + '.lock'):
+        os.unlink(state.rstrip('/') + '.lock')
 
 
 def main():
@@ -182,6 +204,15 @@ def main():
     wall = time.time()
     todo = steps(args.only)
     rows = {}
+    try:
+        run_all(args, todo, rows, env)
+    finally:
+        kube_real_down(env)
+    return report(todo, rows, time.time() - wall, args)
+
+
+def run_all(args, todo, rows, env):
+    """Run the steps (lanes at once, or one by one with --serial), filling ``rows``."""
     if args.serial:
         for name, cmd, junit, _lane in todo:
             rows[name] = run_step(name, cmd, junit, env)
@@ -211,7 +242,9 @@ def main():
         for t in threads:
             t.join()
         run_lane(lanes.get('final', []))
-    wall = time.time() - wall
+
+
+def report(todo, rows, wall, args):
     total_pass = total_fail = total_skip = 0
     print('\n%-28s %7s %7s %7s %9s %9s  %s' % ('step', 'passed', 'failed', 'skipped', 'seconds', 'cpu-s', 'note'))
     for name, _cmd, _junit, _lane in todo:
@@ -223,6 +256,7 @@ def main():
     print('wall: %.1f s%s' % (wall, ' (serial)' if args.serial else ' (lanes run concurrently; see the seconds per step)'))
     print('tests: %d passed, %d failed' % (total_pass, total_fail))
     return 1 if total_fail else 0
+
 
 if __name__ == '__main__':
     sys.exit(main())

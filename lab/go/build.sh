@@ -8,6 +8,8 @@
 # A program set is a directory lab/go/NAME/ with:
 #   go.mod, go.sum   an ordinary module that requires the released upstream version(s) (go mod tidy was run here)
 #   programs         one line per binary: IMPORT_PATH [out=NAME] [cgo=1] [ldflags=FILE] [tags=A,B]  (# comments allowed)
+#                    or `@file MODULE PATH...`: copy files of a required module (e.g. kwok's stage configurations)
+#                    into the build, under files/PATH
 #   *.ldflags        optional: one line of -ldflags (e.g. -X k8s.io/component-base/version.gitVersion=v1.37.2)
 #   toolchain        optional: one line, a GOTOOLCHAIN value (e.g. go1.27.3) when the upstream module needs a newer Go
 # Nothing upstream is copied into the repository: the go command fetches the modules (GOMODCACHE, ~/go/pkg/mod) and
@@ -57,6 +59,17 @@ start=$(date +%s)
 log "building $NAME with $("$GO" version | cut -d' ' -f3) into $OUT (first build on this machine)"
 while read -r pkg opts; do
   case "$pkg" in ''|'#'*) continue ;; esac
+  if [ "$pkg" = "@file" ]; then
+    set -- $opts
+    mod=$1; shift
+    (cd "$SET" && GOFLAGS=-mod=readonly "$GO" mod download "$mod") || { log "ERROR: go mod download $mod failed"; exit 1; }
+    dir=$(cd "$SET" && GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Dir}}' "$mod") && [ -n "$dir" ] \
+      || { log "ERROR: $NAME/programs: module $mod has no directory in the module cache"; exit 1; }
+    for f in "$@"; do
+      install -D -m 0644 "$dir/$f" "$OUT.tmp/files/$f" || { log "ERROR: $NAME/programs: $mod has no $f"; exit 1; }
+    done
+    continue
+  fi
   out=${pkg##*/} cgo=0 ldflags="" tags=""
   for o in $opts; do
     case "$o" in

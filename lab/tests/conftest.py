@@ -5,6 +5,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -195,6 +196,9 @@ WEIGHT = {
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 48, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
+    # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
+    'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
+    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
 }
 
 
@@ -259,3 +263,116 @@ def pytest_terminal_summary(terminalreporter, config):
                                 % (total, os.path.relpath(out, ROOT)))
     for path, cpu in list(by_file.items())[:12]:
         terminalreporter.write_line('  %7.1f  %s' % (cpu, path))
+
+
+# ---------------------------------------------------------------------------------------------- real control plane
+# lab/kube/real.py: upstream's etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1.
+# One cluster is shared by every test that asks for it: in `make test` run-tests.py names its state directory
+# (GPUOPS_KUBE_REAL_STATE) and stops it at the end; the first xdist worker that needs it starts it under a file lock.
+# Without that variable (pytest run by hand) each worker starts its own and stops it when its session ends. Tests
+# keep apart by namespace, by node and object names of their own, and by client identity (KubeReal.user): the audit
+# log's events carry the user, so a test counts its own writes only.
+KUBE_REAL_VERSION = os.environ.get('GPUOPS_KUBE_VERSION', '1.37')
+AUDIT_MARK = 'gpuops-audit-mark'
+WRITE_VERBS = ('create', 'update', 'patch', 'delete', 'deletecollection')
+
+
+class KubeReal(object):
+    """A running lab/kube/real.py control plane: its state directory, admin kubeconfig and the audit log."""
+
+    def __init__(self, state):
+        self.state = str(state)
+        self.kubeconfig = os.path.join(self.state, 'kubeconfig')
+        with open(os.path.join(self.state, 'ready')) as f:
+            ready = json.load(f)
+        self.server = ready['server']
+        self.version = ready['version']
+        self.audit_log = os.path.join(self.state, 'audit.log')
+        self.ca = os.path.join(self.state, 'pki', 'ca.crt')
+
+    def user(self, name, groups=('system:masters',)):
+        """Kubeconfig of a client-certificate user ``name`` (signed by the cluster's CA), made once."""
+        safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)
+        path = os.path.join(self.state, 'users', safe + '.kubeconfig')
+        if not os.path.exists(path):
+            cmd = [os.path.join(VENV_BIN, 'python'), os.path.join(KUBE, 'real.py'), 'user', '--state', self.state,
+                   name] + ['--group=%s' % g for g in groups]
+            path = sh(*cmd, timeout=60).stdout.strip().splitlines()[-1]
+        return path
+
+    def api(self, kubeconfig=None):
+        """A kubernetes.client.ApiClient for the admin (or ``kubeconfig``)."""
+        from kubernetes import client, config
+        conf = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig or self.kubeconfig, client_configuration=conf)
+        return client.ApiClient(configuration=conf)
+
+    def mark(self, kubeconfig=None):
+        """Send a marker request (a GET the audit policy logs) and wait until the audit log has it; return the log's
+        size then. Every request that completed before this call is in the log before that offset."""
+        import uuid
+        from kubernetes import client
+        ua = 'gpuops-audit-mark/%s' % uuid.uuid4().hex
+        api = self.api(kubeconfig)
+        api.user_agent = ua
+        try:
+            client.CoreV1Api(api).read_namespaced_config_map(AUDIT_MARK, 'default')
+        except client.ApiException as exc:
+            assert exc.status == 404, exc
+        end = time.time() + 30
+        while time.time() < end:
+            with open(self.audit_log, 'rb') as f:
+                data = f.read()
+            at = data.rfind(ua.encode())
+            if at >= 0:
+                return data.index(b'\n', at) + 1
+            time.sleep(0.05)
+        raise AssertionError('audit marker %s never reached %s' % (ua, self.audit_log))
+
+    def events(self, start, end=None, user=None):
+        """Audit events between two offsets (marks), optionally of one user only."""
+        with open(self.audit_log, 'rb') as f:
+            f.seek(start)
+            data = f.read() if end is None else f.read(end - start)
+        out = []
+        for line in data.splitlines():
+            ev = json.loads(line)
+            if user is None or ev.get('user', {}).get('username') == user:
+                out.append(ev)
+        return out
+
+    def writes(self, start, end=None, user=None):
+        """The write requests (create/update/patch/delete, not dryRun) between two marks: what 'a re-run makes 0
+        writes' counts. Each as (verb, requestURI, response code)."""
+        return [(e['verb'], e['requestURI'], e.get('responseStatus', {}).get('code'))
+                for e in self.events(start, end, user)
+                if e['verb'] in WRITE_VERBS and 'dryRun=All' not in e['requestURI']]
+
+
+def kube_real_up(state, owner_pid, version=KUBE_REAL_VERSION):
+    cmd = [os.path.join(VENV_BIN, 'python'), os.path.join(KUBE, 'real.py'), 'up', '--state', str(state),
+           '--version', version, '--owner-pid', str(owner_pid)]
+    sh(*cmd, timeout=3600)  # a cold build of the control plane takes minutes (docs/lab.md)
+
+
+@pytest.fixture(scope='session')
+def kube_real(tmp_path_factory):
+    """The shared real control plane (KubeReal). Never skipped: a control plane that cannot be built or started fails
+    every test that uses it, with real.py's message."""
+    import fcntl
+    shared = os.environ.get('GPUOPS_KUBE_REAL_STATE')
+    if shared:
+        os.makedirs(os.path.dirname(os.path.abspath(shared)), exist_ok=True)
+        with open(shared.rstrip('/') + '.lock', 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            ready = os.path.join(shared, 'ready')
+            if not (os.path.exists(ready) and os.path.exists(os.path.join(shared, 'supervisor.pid'))):
+                kube_real_up(shared, int(os.environ.get('GPUOPS_KUBE_REAL_OWNER') or os.getpid()))
+        yield KubeReal(shared)
+        return
+    state = tmp_path_factory.mktemp('kube-real')
+    kube_real_up(state, os.getpid())
+    try:
+        yield KubeReal(state)
+    finally:
+        sh(os.path.join(VENV_BIN, 'python'), os.path.join(KUBE, 'real.py'), 'down', '--state', str(state), timeout=60)

@@ -1,0 +1,620 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane on 127.0.0.1 for the lab: upstream's etcd, kube-apiserver, kube-controller-manager
+and kube-scheduler (built by lab/go/build.sh from the Go module proxy) and kwok for fake nodes and pods.
+
+    lab/kube/real.py up   --state DIR [--version 1.37] [--owner-pid PID] [--no-gpu-nodes]   start, print DIR/kubeconfig
+    lab/kube/real.py down --state DIR                                                          stop, leave no process
+    lab/kube/real.py build [--version 1.37]        build the program sets (kube-1.37, etcd, kwok) if missing
+    lab/kube/real.py user --state DIR NAME [--group G]   a client certificate kubeconfig for user NAME (DIR/users/)
+
+What `up` starts (one supervisor process, `real.py serve`, owns them all; `down` or the death of --owner-pid stops it,
+and the supervisor stops its children, which also get SIGKILL from the kernel should the supervisor die):
+  * etcd on two free loopback ports, data in DIR/etcd (no fsync: a test cluster);
+  * kube-apiserver serving TLS on a free port (its own CA, DIR/pki), client-certificate authentication,
+    a ServiceAccount token signer (RSA key pair), authorization Node,RBAC, the default admission plugins plus
+    NodeRestriction, --allow-privileged (as kubeadm and RKE2 run it), and an audit policy (audit-policy.yaml beside
+    this file) that writes every write request to DIR/audit.log (JSON lines, one event per request);
+  * kube-controller-manager with one ServiceAccount per controller (--use-service-account-credentials) and
+    kube-scheduler (DIR/scheduler-config.yaml unless `serve` is given another), no leader election;
+  * kwok managing the nodes annotated kwok.x-k8s.io/node=fake: they become Ready (lease heartbeats) and pods bound
+    to them become Running and Ready; kwok's own stage files come from its module (lab/go/kwok/programs @file);
+  * unless --no-gpu-nodes: the lab's GPU nodes (GPU_NODES below): kwok nodes with nvidia.com/gpu capacity and the
+    GFD-style labels the node layer (gpu_info + gpu_node_labels) writes.
+Clients: DIR/kubeconfig is user gpuops-admin (group system:masters, a client certificate); `user` makes others, so
+that a test's writes can be counted by user name in the audit log.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import ssl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.join(ROOT, 'lab', 'go', 'build.sh')
+AUDIT_POLICY = os.path.join(HERE, 'audit-policy.yaml')
+VERSIONS = ('1.37', '1.34')
+DEFAULT_VERSION = os.environ.get('GPUOPS_KUBE_VERSION', '1.37')
+ADMIN = 'gpuops-admin'
+SERVICE_CIDR = '10.96.0.0/16'
+SERVICE_IP = '10.96.0.1'
+
+# The lab's GPU machines as kwok nodes: name -> (GPU count, product, memory MiB, compute capability, MIG capable).
+# Labels are those gpu_catalog.node_labels writes (GFD names); capacity says what the device plugin would advertise.
+GPU_NODES = {
+    'kwok-t4-1': (1, 'Tesla-T4', 15360, (7, 5), False),
+    'kwok-t4-2': (1, 'Tesla-T4', 15360, (7, 5), False),
+    'kwok-a100-1': (8, 'NVIDIA-A100-SXM4-80GB', 81920, (8, 0), True),
+    'kwok-h100-1': (8, 'NVIDIA-H100-80GB-HBM3', 81559, (9, 0), True),
+}
+KWOK_ANNOTATION = 'kwok.x-k8s.io/node'
+
+
+def log(msg):
+    sys.stderr.write('[lab/kube/real] %s\n' % msg)
+    sys.stderr.flush()
+
+
+# ------------------------------------------------------------------------------------------------------ binaries
+def built_dir(name, build=True):
+    cmd = ['bash', BUILD] + ([] if build else ['--check']) + [name]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        if not build:
+            return None
+        raise SystemExit('lab/go/build.sh %s failed (exit %d):\n%s' % (name, proc.returncode, proc.stderr[-4000:]))
+    if build and proc.stderr.strip():
+        sys.stderr.write(proc.stderr)
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def binaries(version, build=True):
+    """{program: path} for the control plane at minor ``version``; builds missing sets unless build=False."""
+    if version not in VERSIONS:
+        raise SystemExit('version must be one of %s; got %s' % (', '.join(VERSIONS), version))
+    out = {}
+    for name in ('kube-' + version, 'etcd', 'kwok'):
+        if name.startswith('kube-') and os.environ.get('GPUOPS_KUBE_BINDIR'):
+            d = os.environ['GPUOPS_KUBE_BINDIR']  # programs built elsewhere (debugging a build by hand)
+        else:
+            d = built_dir(name, build)
+        if d is None:
+            raise SystemExit('program set %s is not built (run lab/kube/real.py build --version %s)' % (name, version))
+        for f in os.listdir(d):
+            if not f.startswith('.'):
+                out[f] = os.path.join(d, f)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ PKI
+def _pki():
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+    return x509, hashes, serialization, ec, rsa, NameOID
+
+
+def _write_key(path, key):
+    _x509, _h, serialization, _ec, _rsa, _oid = _pki()
+    with open(path, 'wb') as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    os.chmod(path, 0o600)
+
+
+def _write_cert(path, cert):
+    _x509, _h, serialization, _ec, _rsa, _oid = _pki()
+    with open(path, 'wb') as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _load_ca(pki):
+    x509, _h, serialization, _ec, _rsa, _oid = _pki()
+    with open(os.path.join(pki, 'ca.crt'), 'rb') as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    with open(os.path.join(pki, 'ca.key'), 'rb') as f:
+        key = serialization.load_pem_private_key(f.read(), None)
+    return cert, key
+
+
+def issue(pki, base, cn, orgs=(), server_names=None):
+    """A certificate signed by the cluster CA: client (cn, orgs) or serving (server_names: DNS names / IPs)."""
+    import ipaddress
+    x509, hashes, _s, ec, _rsa, NameOID = _pki()
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+    ca_cert, ca_key = _load_ca(pki)
+    key = ec.generate_private_key(ec.SECP256R1())
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs] + [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    b = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(ca_cert.subject)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True))
+    if server_names:
+        sans = []
+        for n in server_names:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(n)))
+            except ValueError:
+                sans.append(x509.DNSName(n))
+        b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    else:
+        b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    cert = b.sign(ca_key, hashes.SHA256())
+    _write_key(os.path.join(pki, base + '.key'), key)
+    _write_cert(os.path.join(pki, base + '.crt'), cert)
+    return os.path.join(pki, base + '.crt'), os.path.join(pki, base + '.key')
+
+
+def make_pki(pki):
+    x509, hashes, serialization, ec, rsa, NameOID = _pki()
+    os.makedirs(pki, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, 'gpuops-lab-kubernetes-ca')])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    _write_key(os.path.join(pki, 'ca.key'), key)
+    _write_cert(os.path.join(pki, 'ca.crt'), cert)
+    issue(pki, 'apiserver', 'kube-apiserver', server_names=[
+        '127.0.0.1', 'localhost', SERVICE_IP, 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc',
+        'kubernetes.default.svc.cluster.local'])
+    # the ServiceAccount token signer
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write_key(os.path.join(pki, 'sa.key'), sa)
+    with open(os.path.join(pki, 'sa.pub'), 'wb') as f:
+        f.write(sa.public_key().public_bytes(serialization.Encoding.PEM,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def kubeconfig(path, server, pki, cert, key, name='gpuops-lab'):
+    doc = {'apiVersion': 'v1', 'kind': 'Config', 'current-context': name,
+           'clusters': [{'name': name, 'cluster': {'server': server,
+                                                  'certificate-authority': os.path.join(pki, 'ca.crt')}}],
+           'users': [{'name': name, 'user': {'client-certificate': cert, 'client-key': key}}],
+           'contexts': [{'name': name, 'context': {'cluster': name, 'user': name, 'namespace': 'default'}}]}
+    with open(path, 'w') as f:
+        json.dump(doc, f, indent=1)  # JSON is YAML
+    os.chmod(path, 0o600)
+    return path
+
+
+def user_kubeconfig(state, user, groups=()):
+    """A kubeconfig for ``user`` (client certificate signed by the cluster CA) in STATE/users/."""
+    pki = os.path.join(state, 'pki')
+    users = os.path.join(state, 'users')
+    os.makedirs(users, exist_ok=True)
+    safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in user)
+    cert, key = _issue_into(pki, users, safe, user, groups)
+    with open(os.path.join(state, 'server')) as f:
+        server = f.read().strip()
+    return kubeconfig(os.path.join(users, safe + '.kubeconfig'), server, pki, cert, key)
+
+
+def _issue_into(pki, outdir, base, cn, orgs):
+    cert, key = issue(pki, '.tmp-' + base, cn, orgs)
+    dst_c, dst_k = os.path.join(outdir, base + '.crt'), os.path.join(outdir, base + '.key')
+    os.replace(cert, dst_c)
+    os.replace(key, dst_k)
+    return dst_c, dst_k
+
+
+# ------------------------------------------------------------------------------------------------------ processes
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _pdeathsig():
+    """In the child: SIGKILL when the supervisor dies, whatever killed it."""
+    import ctypes
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def https_get(state, path, timeout=5):
+    ctx = ssl.create_default_context(cafile=os.path.join(state, 'pki', 'ca.crt'))
+    ctx.load_cert_chain(os.path.join(state, 'pki', 'admin.crt'), os.path.join(state, 'pki', 'admin.key'))
+    with open(os.path.join(state, 'server')) as f:
+        server = f.read().strip()
+    with urllib.request.urlopen(server + path, context=ctx, timeout=timeout) as r:
+        return r.read()
+
+
+def wait_for(what, check, timeout, procs):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        for name, p in procs.items():
+            if p.poll() is not None:
+                raise RuntimeError('%s exited (%s) while waiting for %s' % (name, p.returncode, what))
+        try:
+            if check():
+                return
+        except Exception as exc:  # pylint: disable=broad-except
+            last = exc
+        time.sleep(0.2)
+    raise RuntimeError('timed out after %d s waiting for %s (last error: %s)' % (timeout, what, last))
+
+
+def scheduler_config(state, path):
+    with open(path, 'w') as f:
+        json.dump({'apiVersion': 'kubescheduler.config.k8s.io/v1', 'kind': 'KubeSchedulerConfiguration',
+                   'clientConnection': {'kubeconfig': os.path.join(state, 'scheduler.kubeconfig')},
+                   'leaderElection': {'leaderElect': False}}, f, indent=1)
+    return path
+
+
+def kwok_config(state, bins):
+    """kwok's stages (fast node initialisation, lease heartbeats, fast pod lifecycle) from kwok's own module."""
+    stages = os.path.join(os.path.dirname(bins['kwok']), 'files')
+    out = []
+    for root, _dirs, files in os.walk(stages):
+        for f in sorted(files):
+            if f.endswith('.yaml') and 'kustomization' not in f:
+                out.append(os.path.join(root, f))
+    if not out:
+        raise RuntimeError('kwok stage files missing under %s (lab/go/kwok/programs @file lines)' % stages)
+    return out
+
+
+def serve(args):
+    """Run the control plane in the foreground until SIGTERM/SIGINT or until --owner-pid is gone."""
+    state = os.path.abspath(args.state)
+    bins = binaries(args.version, build=False)
+    pki = os.path.join(state, 'pki')
+    logs = os.path.join(state, 'logs')
+    os.makedirs(logs, exist_ok=True)
+    procs = {}
+    stopping = []
+
+    def stop(*_a):
+        stopping.append(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def start(name, cmd):
+        out = open(os.path.join(logs, name + '.log'), 'ab')
+        procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       preexec_fn=_pdeathsig, cwd=state)
+        with open(os.path.join(state, 'pids'), 'a') as f:
+            f.write('%s %d\n' % (name, procs[name].pid))
+
+    def teardown():
+        for name in ('kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'):
+            p = procs.get(name)
+            if p and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+    try:
+        ec, ep, port = free_port(), free_port(), free_port()
+        server = 'https://127.0.0.1:%d' % port
+        with open(os.path.join(state, 'server'), 'w') as f:
+            f.write(server + '\n')
+        start('etcd', [bins['etcd'], '--name', 'lab', '--data-dir', os.path.join(state, 'etcd'),
+                       '--listen-client-urls', 'http://127.0.0.1:%d' % ec,
+                       '--advertise-client-urls', 'http://127.0.0.1:%d' % ec,
+                       '--listen-peer-urls', 'http://127.0.0.1:%d' % ep,
+                       '--initial-advertise-peer-urls', 'http://127.0.0.1:%d' % ep,
+                       '--initial-cluster', 'lab=http://127.0.0.1:%d' % ep,
+                       '--unsafe-no-fsync', '--log-level', 'warn', '--quota-backend-bytes', str(2 << 30)])
+        start('kube-apiserver', [
+            bins['kube-apiserver'], '--etcd-servers', 'http://127.0.0.1:%d' % ec,
+            '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1', '--secure-port', str(port),
+            '--tls-cert-file', os.path.join(pki, 'apiserver.crt'),
+            '--tls-private-key-file', os.path.join(pki, 'apiserver.key'),
+            '--client-ca-file', os.path.join(pki, 'ca.crt'),
+            '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
+            '--service-account-key-file', os.path.join(pki, 'sa.pub'),
+            '--service-account-signing-key-file', os.path.join(pki, 'sa.key'),
+            '--service-cluster-ip-range', SERVICE_CIDR,
+            '--authorization-mode', 'Node,RBAC', '--enable-admission-plugins', 'NodeRestriction',
+            '--allow-privileged=true', '--endpoint-reconciler-type', 'none',
+            '--audit-policy-file', AUDIT_POLICY, '--audit-log-path', os.path.join(state, 'audit.log'),
+            '--audit-log-format', 'json', '--audit-log-mode', 'blocking', '--audit-log-maxsize', '0',
+            '--profiling=false', '--v', '1'])
+        wait_for('kube-apiserver /readyz', lambda: https_get(state, '/readyz') == b'ok', args.timeout, procs)
+        common = ['--leader-elect=false', '--profiling=false', '--v', '1']
+        start('kube-controller-manager', [
+            bins['kube-controller-manager'], '--kubeconfig', os.path.join(state, 'controller-manager.kubeconfig'),
+            '--authentication-kubeconfig', os.path.join(state, 'controller-manager.kubeconfig'),
+            '--authorization-kubeconfig', os.path.join(state, 'controller-manager.kubeconfig'),
+            '--bind-address', '127.0.0.1', '--secure-port', str(free_port()),
+            '--service-account-private-key-file', os.path.join(pki, 'sa.key'),
+            '--root-ca-file', os.path.join(pki, 'ca.crt'), '--use-service-account-credentials=true',
+            '--service-cluster-ip-range', SERVICE_CIDR, '--concurrent-daemonset-syncs', '4',
+            '--node-monitor-grace-period', '10m'] + common)
+        start('kube-scheduler', [
+            bins['kube-scheduler'], '--config', args.scheduler_config or scheduler_config(
+                state, os.path.join(state, 'scheduler-config.yaml')),
+            '--authentication-kubeconfig', os.path.join(state, 'scheduler.kubeconfig'),
+            '--authorization-kubeconfig', os.path.join(state, 'scheduler.kubeconfig'),
+            '--bind-address', '127.0.0.1', '--secure-port', str(free_port()), '--v', '1'])
+        kcmd = [bins['kwok'], '--kubeconfig', os.path.join(state, 'kwok.kubeconfig'),
+                '--manage-all-nodes=false', '--manage-nodes-with-annotation-selector', KWOK_ANNOTATION + '=fake',
+                '--server-address', '127.0.0.1:%d' % free_port(), '--node-ip', '127.0.0.1',
+                '--cidr', '10.244.0.1/16', '--node-lease-duration-seconds', '40']
+        for c in kwok_config(state, bins):
+            kcmd += ['--config', c]
+        start('kwok', kcmd)
+        with open(os.path.join(state, 'ready.tmp'), 'w') as f:
+            json.dump({'server': server, 'version': args.version, 'pid': os.getpid(),
+                       'pids': {n: p.pid for n, p in procs.items()}}, f)
+        os.replace(os.path.join(state, 'ready.tmp'), os.path.join(state, 'ready'))
+        while not stopping:
+            for name, p in procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError('%s exited (%s); see %s' % (name, p.returncode,
+                                                                   os.path.join(logs, name + '.log')))
+            if args.owner_pid and not _alive(args.owner_pid):
+                log('owner pid %d is gone: stopping' % args.owner_pid)
+                break
+            time.sleep(0.5)
+    except Exception as exc:  # pylint: disable=broad-except
+        with open(os.path.join(state, 'failed'), 'w') as f:
+            f.write('%s\n' % exc)
+        log('ERROR: %s' % exc)
+        teardown()
+        return 1
+    teardown()
+    return 0
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().split(') ', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------------ objects
+def gpu_node(name, count, product, memory, cc, mig):
+    labels = {'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
+              'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': str(count),
+              'nvidia.com/gpu.product': product, 'nvidia.com/gpu.memory': str(memory),
+              'nvidia.com/gpu.compute.major': str(cc[0]), 'nvidia.com/gpu.compute.minor': str(cc[1]),
+              'nvidia.com/mig.capable': 'true' if mig else 'false', 'gpuops.io/lab': 'real'}
+    res = {'cpu': '64', 'memory': '512Gi', 'pods': '110', 'nvidia.com/gpu': str(count)}
+    return {'apiVersion': 'v1', 'kind': 'Node',
+            'metadata': {'name': name, 'labels': labels, 'annotations': {KWOK_ANNOTATION: 'fake'}},
+            'status': {'capacity': res, 'allocatable': dict(res)}}
+
+
+def api_client(kubeconfig_path):
+    from kubernetes import client, config
+    return client.ApiClient(configuration=_conf(kubeconfig_path, config, client))
+
+
+def _conf(path, config, client):
+    c = client.Configuration()
+    config.load_kube_config(config_file=path, client_configuration=c)
+    return c
+
+
+def create_nodes(state, nodes):
+    from kubernetes import client
+    api = client.CoreV1Api(api_client(os.path.join(state, 'kubeconfig')))
+    for n in nodes:
+        api.create_node(n)
+
+
+def wait_nodes_ready(state, names, timeout=60):
+    from kubernetes import client
+    api = client.CoreV1Api(api_client(os.path.join(state, 'kubeconfig')))
+    end = time.time() + timeout
+    while time.time() < end:
+        ready = set()
+        for n in api.list_node().items:
+            if any(c.type == 'Ready' and c.status == 'True' for c in (n.status.conditions or [])):
+                ready.add(n.metadata.name)
+        if set(names) <= ready:
+            return
+        time.sleep(0.3)
+    raise RuntimeError('nodes not Ready after %d s: %s' % (timeout, sorted(set(names) - ready)))
+
+
+def marker_setup(state):
+    """The object audit markers read (ConfigMap default/gpuops-audit-mark) and a bearer token that may read only it
+    (ServiceAccount default/gpuops-audit-marker; STATE/marker.token): Ansible's url lookup, which tests use to mark
+    the audit log from inside a play, sends no client certificate."""
+    from kubernetes import client
+    api = api_client(os.path.join(state, 'kubeconfig'))
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_config_map('default', {'metadata': {'name': 'gpuops-audit-mark'}})
+    core.create_namespaced_service_account('default', {'metadata': {'name': 'gpuops-audit-marker'}})
+    rbac.create_namespaced_role('default', {'metadata': {'name': 'gpuops-audit-marker'}, 'rules': [
+        {'apiGroups': [''], 'resources': ['configmaps'], 'resourceNames': ['gpuops-audit-mark'], 'verbs': ['get']}]})
+    rbac.create_namespaced_role_binding('default', {
+        'metadata': {'name': 'gpuops-audit-marker'},
+        'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': 'gpuops-audit-marker'},
+        'subjects': [{'kind': 'ServiceAccount', 'name': 'gpuops-audit-marker', 'namespace': 'default'}]})
+    tok = core.create_namespaced_service_account_token('gpuops-audit-marker', 'default',
+                                                       {'spec': {'expirationSeconds': 7 * 86400}})
+    with open(os.path.join(state, 'marker.token'), 'w') as f:
+        f.write(tok.status.token)
+    os.chmod(os.path.join(state, 'marker.token'), 0o600)
+
+
+# ------------------------------------------------------------------------------------------------------ up / down
+def up(args):
+    state = os.path.abspath(args.state)
+    bins = binaries(args.version, build=not args.no_build)
+    if os.path.exists(os.path.join(state, 'supervisor.pid')):
+        pid = int(open(os.path.join(state, 'supervisor.pid')).read())
+        if _alive(pid):
+            raise SystemExit('a cluster is already running in %s (pid %d)' % (state, pid))
+    os.makedirs(state, exist_ok=True)
+    for f in ('ready', 'failed', 'pids', 'audit.log', 'server'):
+        if os.path.exists(os.path.join(state, f)):
+            os.unlink(os.path.join(state, f))
+    pki = os.path.join(state, 'pki')
+    t0 = time.time()
+    if not os.path.exists(os.path.join(pki, 'ca.crt')):
+        make_pki(pki)
+    for base, cn, orgs in (('admin', ADMIN, ['system:masters']),
+                           ('controller-manager', 'system:kube-controller-manager', []),
+                           ('scheduler', 'system:kube-scheduler', []),
+                           ('kwok', 'kwok-controller', ['system:masters'])):
+        if not os.path.exists(os.path.join(pki, base + '.crt')):
+            issue(pki, base, cn, orgs)
+    cmd = [sys.executable, os.path.abspath(__file__), 'serve', '--state', state, '--version', args.version,
+           '--timeout', str(args.timeout)]
+    if args.owner_pid:
+        cmd += ['--owner-pid', str(args.owner_pid)]
+    if args.scheduler_config:
+        cmd += ['--scheduler-config', os.path.abspath(args.scheduler_config)]
+    out = open(os.path.join(state, 'supervisor.log'), 'ab')
+    sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           start_new_session=True)
+    with open(os.path.join(state, 'supervisor.pid'), 'w') as f:
+        f.write('%d\n' % sup.pid)
+    # kubeconfigs need the port, which serve picks: wait for the server file
+    end = time.time() + args.timeout
+    while not os.path.exists(os.path.join(state, 'server')):
+        if sup.poll() is not None or time.time() > end:
+            raise SystemExit('control plane failed to start: %s' % _tail(state))
+        time.sleep(0.05)
+    time.sleep(0.05)
+    with open(os.path.join(state, 'server')) as f:
+        server = f.read().strip()
+    for base in ('admin', 'controller-manager', 'scheduler', 'kwok'):
+        kubeconfig(os.path.join(state, 'kubeconfig' if base == 'admin' else base + '.kubeconfig'), server, pki,
+                   os.path.join(pki, base + '.crt'), os.path.join(pki, base + '.key'))
+    while not os.path.exists(os.path.join(state, 'ready')):
+        if sup.poll() is not None or os.path.exists(os.path.join(state, 'failed')) or time.time() > end:
+            down_state(state)
+            raise SystemExit('control plane failed to start: %s' % _tail(state))
+        time.sleep(0.1)
+    try:
+        # the object audit markers read (tests' marker GETs answer 200; audit-policy.yaml logs them)
+        marker_setup(state)
+    except Exception:
+        down_state(state)
+        raise
+    if not args.no_gpu_nodes:
+        try:
+            create_nodes(state, [gpu_node(n, *spec) for n, spec in sorted(GPU_NODES.items())])
+            wait_nodes_ready(state, GPU_NODES, timeout=args.timeout)
+        except Exception:
+            down_state(state)
+            raise
+    with open(os.path.join(state, 'up-seconds'), 'w') as f:
+        f.write('%.1f\n' % (time.time() - t0))
+    log('control plane %s up at %s in %.1f s' % (args.version, server, time.time() - t0))
+    print(os.path.join(state, 'kubeconfig'))
+    return 0
+
+
+def _tail(state):
+    out = []
+    for f in ('failed', 'supervisor.log', 'logs/kube-apiserver.log', 'logs/etcd.log'):
+        p = os.path.join(state, f)
+        if os.path.exists(p):
+            with open(p, errors='replace') as fh:
+                out.append('--- %s\n%s' % (f, fh.read()[-3000:]))
+    return '\n'.join(out)
+
+
+def down_state(state, timeout=30):
+    """Stop the supervisor of ``state`` (it stops its children), then make sure none of them is left."""
+    pidfile = os.path.join(state, 'supervisor.pid')
+    if not os.path.exists(pidfile):
+        return False
+    pid = int(open(pidfile).read())
+    if _alive(pid) and os.path.abspath(__file__) in _cmdline(pid):
+        os.kill(pid, signal.SIGTERM)
+        end = time.time() + timeout
+        while _alive(pid) and time.time() < end:
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    # children (PDEATHSIG covers a killed supervisor; this covers anything still there)
+    if os.path.exists(os.path.join(state, 'pids')):
+        for line in open(os.path.join(state, 'pids')):
+            name, cpid = line.split()
+            cpid = int(cpid)
+            if _alive(cpid) and state in _cmdline(cpid):
+                os.kill(cpid, signal.SIGKILL)
+    os.unlink(pidfile)
+    return True
+
+
+def _cmdline(pid):
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().replace(b'\0', b' ').decode(errors='replace')
+    except OSError:
+        return ''
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    for name in ('up', 'serve'):
+        p = sub.add_parser(name)
+        p.add_argument('--state', required=True)
+        p.add_argument('--version', default=DEFAULT_VERSION, choices=VERSIONS)
+        p.add_argument('--owner-pid', type=int, default=0)
+        p.add_argument('--timeout', type=int, default=180)
+        p.add_argument('--scheduler-config')
+        if name == 'up':
+            p.add_argument('--no-gpu-nodes', action='store_true')
+            p.add_argument('--no-build', action='store_true')
+    p = sub.add_parser('down')
+    p.add_argument('--state', required=True)
+    p = sub.add_parser('build')
+    p.add_argument('--version', default=DEFAULT_VERSION, choices=VERSIONS)
+    p = sub.add_parser('user')
+    p.add_argument('--state', required=True)
+    p.add_argument('name')
+    p.add_argument('--group', action='append', default=[])
+    args = ap.parse_args(argv)
+    if args.cmd == 'up':
+        return up(args)
+    if args.cmd == 'serve':
+        return serve(args)
+    if args.cmd == 'down':
+        stopped = down_state(os.path.abspath(args.state))
+        log('stopped' if stopped else 'nothing running in %s' % args.state)
+        return 0
+    if args.cmd == 'build':
+        for k, v in sorted(binaries(args.version).items()):
+            print('%s %s' % (k, v))
+        return 0
+    if args.cmd == 'user':
+        print(user_kubeconfig(os.path.abspath(args.state), args.name, args.group))
+        return 0
+    return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,454 @@
+"""Role gpuops.k8s_gpu.gpu_sharing_stack against upstream's real API server (lab/kube/real.py), every strategy:
+applied as is by the role (no dry-run shortcut), accepted by the server without changes to what was sent, a re-run
+makes 0 writes, check mode 0 writes, `absent` removes exactly what was made. Writes are counted from the API server's
+audit log (conftest.KubeReal), by this test's own client identity.
+
+The same matrix runs against the emulator in test_gpu_sharing_stack.py (fast, and the place for the cases the
+emulator shows as well); this file is the oracle for what the emulator only imitates: server-side defaulting,
+validation, admission, RBAC escalation checks, and real pods from the DaemonSet controller on kwok nodes.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_sharing_stack_real.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN  # noqa: E402
+from test_gpu_sharing_stack import A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps  # noqa: E402,F401
+
+SUFFIX = "%d" % os.getpid()
+USER = "gpuops-test-stack-real-%s" % SUFFIX
+MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
+
+
+def node_name(strategy):
+    return "gssr-%s-%s" % (strategy, SUFFIX)
+
+
+def kwok_node(name, facts, labels=None):
+    """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
+    (gpushare refuses a node that already advertises nvidia.com/gpu)."""
+    gpu = facts["gpus"][0]
+    lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+           "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(len(facts["gpus"])),
+           "nvidia.com/gpu.product": gpu["name"].replace(" ", "-")}
+    lab.update(labels or {})
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": lab, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "status": {"capacity": res, "allocatable": dict(res)}}
+
+
+@pytest.fixture(scope="module")
+def cl(kube_real):
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    for strategy in STRATEGIES:
+        _node, facts, _extra = CASES[strategy]
+        core.create_node(kwok_node(node_name(strategy), facts,
+                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None))
+    # Volcano's own scheduler ConfigMap, as a Volcano install has it (the role merges into it)
+    try:
+        core.create_namespace({"metadata": {"name": "volcano-system"}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    try:
+        core.create_namespaced_config_map("volcano-system", {
+            "metadata": {"name": "volcano-scheduler-configmap"},
+            "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+    kc = kube_real.user(USER)
+    yield kube_real, kc
+    for strategy in STRATEGIES:
+        try:
+            core.delete_node(node_name(strategy))
+        except client.ApiException:
+            pass
+
+
+def mark_task(cl_, name):
+    """A task that sends the audit marker request named ``name`` (a GET the audit policy logs, by user agent), with
+    the marker's bearer token (Ansible's url lookup sends no client certificate)."""
+    kube, _kc = cl_
+    url = kube.server + "/api/v1/namespaces/default/configmaps/gpuops-audit-mark"
+    with open(os.path.join(kube.state, "marker.token")) as f:
+        token = f.read().strip()
+    return {"name": "mark %s" % name, "check_mode": False, "ansible.builtin.set_fact": {
+        "mark_%s" % name.replace("-", "_"): "{{ lookup('ansible.builtin.url', %r, ca_path=%r, http_agent=%r, "
+        "headers={'Authorization': %r}, split_lines=False) | length }}"
+        % (url, kube.ca, "gpuops-audit-mark/%s-%s" % (SUFFIX, name), "Bearer " + token)}}
+
+
+def role_play(strategy, state="present", extra_vars=None):
+    _node, facts, extra = CASES[strategy]
+    n = node_name(strategy)
+    v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
+         "gpu_sharing_stack_pool": "r%s-%s" % (SUFFIX, strategy), "gpu_sharing_stack_nodes": [n],
+         "gpu_sharing_stack_facts": {n: facts},
+         "gpu_sharing_stack_registry": "registry.example.com/mirror",
+         "gpu_sharing_stack_image_pull_secrets": ["regcred"]}
+    v.update(extra)
+    v.update(extra_vars or {})
+    return {"name": "%s (%s, %s)" % (v["gpu_sharing_stack_pool"], strategy, state), "block": stack_steps(v)}
+
+
+def run_play(cl_, tmp_path, tasks, *args):
+    kube, kc = cl_
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kc, ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
+               ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")))
+    pb = tmp_path / "play.yml"
+    pb.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                   "tasks": tasks}], sort_keys=False))
+    p = subprocess.run([str(Path(VENV_BIN) / "ansible-playbook"), "-i", "localhost,", str(pb),
+                        "-e", "ansible_python_interpreter=%s" % (Path(VENV_BIN) / "python")] + list(args),
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    try:
+        result = json.loads(p.stdout[p.stdout.index("{"):])
+    except ValueError:
+        pytest.fail("ansible-playbook output is not JSON rc=%s\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p.returncode, result
+
+
+def task_results(result):
+    for play in result["plays"]:
+        for t in play["tasks"]:
+            for _host, r in t["hosts"].items():
+                yield t["task"]["name"], r
+
+
+def failures(result):
+    return [(n, r.get("msg")) for n, r in task_results(result) if r.get("failed") and not r.get("ignore_errors")]
+
+
+def mark_offsets(kube):
+    """{mark name: audit log offset just after its event} of this test's markers."""
+    prefix = ("gpuops-audit-mark/%s-" % SUFFIX).encode()
+    out = {}
+    with open(kube.audit_log, "rb") as f:
+        pos = 0
+        for line in f:
+            pos += len(line)
+            at = line.find(prefix)
+            if at >= 0:
+                name = line[at + len(prefix):].split(b'"', 1)[0].decode()
+                out[name] = pos
+    return out
+
+
+def wait_marks(kube, names, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        got = mark_offsets(kube)
+        if set(names) <= set(got):
+            return got
+        time.sleep(0.1)
+    raise AssertionError("audit markers missing: %s" % sorted(set(names) - set(mark_offsets(kube))))
+
+
+def rendered(result):
+    """{(kind, namespace, name): manifest} of what the render tasks returned (stack and validation workloads)."""
+    out = {}
+    for name, r in task_results(result):
+        if "Render the stack" in name and "manifests" in r:
+            for d in list(r.get("manifests") or []) + list(r.get("validation_manifests") or []):
+                md = d["metadata"]
+                out[(d["kind"], md.get("namespace"), md["name"])] = d
+    return out
+
+
+def differences(want, live, path=""):
+    """Where ``live`` does not carry ``want`` as sent: (path, sent, stored). Lists compare item by item."""
+    out = []
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return [(path, want, live)]
+        for k, v in want.items():
+            out += differences(v, live.get(k), "%s.%s" % (path, k) if path else k)
+    elif isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return [(path, want, live)]
+        for i, (a, b) in enumerate(zip(want, live)):
+            out += differences(a, b, "%s[%d]" % (path, i))
+    elif want != live and not (isinstance(want, (int, float)) and str(want) == str(live)):
+        out.append((path, want, live))
+    return out
+
+
+def live_object(kube, d):
+    from kubernetes import dynamic
+    dyn = dynamic.DynamicClient(kube.api())
+    res = dyn.resources.get(api_version=d["apiVersion"], kind=d["kind"])
+    md = d["metadata"]
+    try:
+        return dyn.get(res, name=md["name"], namespace=md.get("namespace") if res.namespaced else None).to_dict()
+    except dynamic.exceptions.NotFoundError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def converged(cl, tmp_path_factory):
+    """Every strategy applied, then applied again, by the role in one play (audit markers around each); what the
+    server did with it. The tests below read this in file order; the last one removes everything."""
+    kube, _kc = cl
+    tmp_path = tmp_path_factory.mktemp("converge")
+    tasks = []
+    for strategy in STRATEGIES:
+        tasks += [mark_task(cl, strategy + "-0"), role_play(strategy), mark_task(cl, strategy + "-1"),
+                  role_play(strategy), mark_task(cl, strategy + "-2")]
+    rc, result = run_play(cl, tmp_path, tasks)
+    (tmp_path / "play-result.json").write_text(json.dumps(result))
+    out = {"rc": rc, "failures": failures(result), "want": rendered(result), "counts": {}, "first": {}, "rerun": {},
+           "changed": {}, "missing": []}
+    if rc != 0:
+        return out
+    marks = wait_marks(kube, [s + "-2" for s in STRATEGIES])
+    for strategy in STRATEGIES:
+        first = kube.writes(marks[strategy + "-0"], marks[strategy + "-1"], user=USER)
+        second = kube.writes(marks[strategy + "-1"], marks[strategy + "-2"], user=USER)
+        out["counts"][strategy] = (len(first), len(second))
+        out["first"][strategy] = first
+        if second:
+            out["rerun"][strategy] = second
+    for key, d in sorted(out["want"].items(), key=lambda kv: str(kv[0])):
+        live = live_object(kube, d)
+        if live is None:
+            out["missing"].append(key)
+            continue
+        diff = differences(d, live)
+        if diff:
+            out["changed"]["%s %s/%s" % key] = diff
+    out["sas"], out["rbac_checked"], out["rbac"] = rbac_problems(kube, "r%s-" % SUFFIX)
+    (tmp_path / "report.json").write_text(json.dumps(dict((k, v) for k, v in out.items() if k != "want"), indent=1,
+                                                     default=str))
+    print("\nreal API server (%s): writes (first apply, re-run) per strategy %s" % (kube.version, out["counts"]))
+    return out
+
+
+def test_every_strategy_applied_and_accepted(converged):
+    """The role applies every strategy through the real API server: no failed task, every request accepted, every
+    rendered object there."""
+    assert converged["rc"] == 0, converged["failures"]
+    assert converged["want"], "no render results in the play output"
+    for strategy in STRATEGIES:
+        assert converged["first"][strategy], strategy
+        rejected = [w for w in converged["first"][strategy] if w[2] >= 300]
+        assert rejected == [], (strategy, rejected)
+    assert converged["missing"] == []
+
+
+DEFECT_EMPTY_ENV = (
+    "collection defect: the NVIDIA device plugin DaemonSets (exclusive, time-slicing, mps, mig) and the MPS control "
+    "daemon render env entries with value \"\" (KUBECONFIG, SIGNAL, PROCESS_TO_SIGNAL of config-manager and "
+    "config-manager-init); the API server drops an empty env value (EnvVar.value is omitempty), so k8s_converge never "
+    "finds its desired fields in the live object and sends a server-side apply on every run. The emulator keeps \"\" "
+    "and hides it.")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DEFECT_EMPTY_ENV)
+def test_server_stores_what_was_sent(converged):
+    """Every field the collection sends is stored as sent (the server adds defaults, but changes nothing sent)."""
+    assert converged["rc"] == 0, converged["failures"]
+    assert converged["changed"] == {}, converged["changed"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DEFECT_EMPTY_ENV)
+def test_rerun_makes_no_writes(converged):
+    """A second run of every strategy makes 0 write requests (audit log, this test's user), defaulting included."""
+    assert converged["rc"] == 0, converged["failures"]
+    assert converged["rerun"] == {}, converged["rerun"]
+
+
+def test_rerun_writes_only_what_the_empty_env_defect_explains(converged):
+    """Pins the defect above: the re-run writes are exactly the server-side applies of the DaemonSets with empty env
+    values, and every field the server changed is such an env value; nothing else."""
+    assert converged["rc"] == 0, converged["failures"]
+    for strategy, writes in converged["rerun"].items():
+        for verb, uri, _code in writes:
+            assert verb == "patch" and "/daemonsets/nvidia-" in uri, (strategy, uri)
+    for obj, diffs in converged["changed"].items():
+        for path, sent, stored in diffs:
+            assert path.endswith(".value") and ".env[" in path and sent == "" and stored is None, (obj, path)
+
+
+def test_rbac_by_impersonation(converged):
+    """Every API call the conformance RBAC rows name for a component is allowed to its ServiceAccount by the real
+    RBAC authorizer (SubjectAccessReview), and calls no row names are denied."""
+    assert converged["rc"] == 0, converged["failures"]
+    assert len(converged["sas"]) >= 7
+    problems = [p for p in converged["rbac"] if not p[1].startswith("no RBAC row")]
+    assert problems == [], problems
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs gap: docs/conformance/gpushare.md has no RBAC row for the gpushare "
+                                       "scheduler extender (ServiceAccount gpushare-schd-extender), so the calls it "
+                                       "may make are not stated or checked")
+def test_every_component_has_an_rbac_row(converged):
+    assert converged["rc"] == 0, converged["failures"]
+    assert [p for p in converged["rbac"] if p[1].startswith("no RBAC row")] == []
+
+
+def test_daemonsets_run_on_their_pool_nodes_only(cl, converged):
+    """The real DaemonSet controller places each stack DaemonSet's pods on the kwok node of its pool and on no other
+    node (selectors, tolerations, the nvidia.com/gpu.deploy.* and pool labels the role set), and kwok makes them
+    Ready: desired = ready = 1 (this test's pools have one node each)."""
+    from kubernetes import client
+    kube, _kc = cl
+    assert converged["rc"] == 0, converged["failures"]
+    apps, core = client.AppsV1Api(kube.api()), client.CoreV1Api(kube.api())
+    mine = {}
+    for key, d in converged["want"].items():
+        if key[0] == "DaemonSet":
+            strategy = [s for s in STRATEGIES if key[2].endswith("r%s-%s" % (SUFFIX, s))]
+            assert strategy, key
+            mine[key] = strategy[0]
+    assert len(mine) >= 8, sorted(mine)
+    problems = {}
+    end = time.time() + 90
+    while True:
+        problems = {}
+        for (_kind, ns, name), strategy in sorted(mine.items()):
+            ds = apps.read_namespaced_daemon_set(name, ns)
+            sel = ",".join("%s=%s" % kv for kv in sorted(ds.spec.selector.match_labels.items()))
+            nodes = sorted(p.spec.node_name for p in core.list_namespaced_pod(ns, label_selector=sel).items
+                           if p.metadata.deletion_timestamp is None)
+            st = ds.status
+            got = (st.desired_number_scheduled, st.number_ready, nodes)
+            if got != (1, 1, [node_name(strategy)]):
+                problems[name] = got
+        if not problems or time.time() > end:
+            break
+        time.sleep(1)
+    assert problems == {}, problems
+
+
+def test_check_mode_writes_nothing(cl, converged, tmp_path):
+    """Check mode with a changed setting reports the change and writes nothing."""
+    kube, _kc = cl
+    tasks = [mark_task(cl, "c0"), role_play("time-slicing", extra_vars={
+        "gpu_sharing_stack_time_slicing": {"replicas": 8}}), mark_task(cl, "c1")]
+    rc, result = run_play(cl, tmp_path, tasks, "--check", "--diff")
+    assert rc == 0, failures(result)
+    marks = wait_marks(kube, ["c1"])
+    assert kube.writes(marks["c0"], marks["c1"], user=USER) == []
+    assert any(r.get("changed") for n, r in task_results(result) if "Apply" in n), "check mode reported no change"
+
+
+def test_absent_removes_what_was_made(cl, converged, tmp_path):
+    """state=absent: every object the role made is gone (or being deleted), the node labels it set are gone, the
+    adopted Volcano ConfigMap stays."""
+    kube, _kc = cl
+    want = converged["want"]
+    tasks = [role_play(s, state="absent") for s in STRATEGIES]
+    rc, result = run_play(cl, tmp_path, tasks)
+    assert rc == 0, failures(result)
+    left = []
+    for k, d in want.items():
+        if k == ("ConfigMap", "volcano-system", "volcano-scheduler-configmap"):
+            continue  # Volcano's own, adopted: the role merged into it and leaves it
+        live = live_object(kube, d)
+        if live is not None and not live.get("metadata", {}).get("deletionTimestamp"):
+            left.append(k)
+    assert left == [], left
+    from kubernetes import client
+    core = client.CoreV1Api(kube.api())
+    cm = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system")
+    assert cm.data["other-key"] == "keep-me"
+    for strategy in STRATEGIES:
+        labels = core.read_node(node_name(strategy)).metadata.labels
+        assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
+
+
+# ---------------------------------------------------------------------------------------------- RBAC by impersonation
+# The API calls each upstream component makes, from the RBAC rows of docs/conformance/*.md (row id first): every one
+# must be allowed to the component's ServiceAccount by the real RBAC authorizer. (verb, group, resource[/sub], ns)
+# with ns None = cluster scope, "*own*" = the component's namespace.
+CALLS = {
+    "nvidia-device-plugin": ("DP-15", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("watch", "", "nodes", None)]),
+    "nvidia-mig-manager": ("MIGM-05", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("watch", "", "nodes", None), ("patch", "", "nodes", None),
+                                       ("list", "", "pods", None), ("list", "", "pods", "*own*"),
+                                       ("delete", "", "pods", "*own*")]),
+    "gpushare-device-plugin": ("GSH-07", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                          ("get", "", "nodes/proxy", None), ("patch", "", "nodes/status", None),
+                                          ("update", "", "nodes/status", None), ("update", "", "pods", "default"),
+                                          ("patch", "", "pods", "default"), ("create", "", "events", "default")]),
+    "volcano-device-plugin": ("VOL-08", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                         ("watch", "", "nodes", None), ("update", "", "nodes", None),
+                                         ("patch", "", "nodes", None), ("patch", "", "nodes/status", None),
+                                         ("update", "", "pods", "default"), ("patch", "", "pods", "default"),
+                                         ("get", "", "configmaps", "kube-system")]),
+    "hami-scheduler": ("HAMI-08, HAMI-09", [("delete", "", "pods", "default"), ("update", "", "pods/status", "default"),
+                                            ("create", "events.k8s.io", "events", "default"),
+                                            ("patch", "", "pods", "default"), ("patch", "", "configmaps", "default"),
+                                            ("patch", "", "nodes", None), ("list", "", "resourcequotas", None),
+                                            ("create", "", "pods/binding", "default")]),
+    "hami-device-plugin": ("HAMI-11", [("get", "", "nodes", None), ("list", "", "nodes", None),
+                                       ("update", "", "nodes", None), ("patch", "", "nodes", None),
+                                       ("get", "", "pods", None), ("list", "", "pods", None), ("watch", "", "pods", None),
+                                       ("create", "", "pods", "default"), ("update", "", "pods", "default"),
+                                       ("patch", "", "pods", "default"), ("create", "", "events", "default"),
+                                       ("update", "", "events", "default"), ("list", "", "events", "default")]),
+}
+# Calls no row names: denied to every component's ServiceAccount.
+NOT_NAMED = [("get", "", "secrets", "kube-system"), ("list", "", "secrets", None), ("delete", "", "nodes", None),
+             ("create", "", "pods/exec", "default"), ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
+             ("bind", "rbac.authorization.k8s.io", "clusterroles", None), ("create", "", "serviceaccounts/token", "kube-system"),
+             ("delete", "apps", "daemonsets", "kube-system")]
+
+
+def component_of(sa_name):
+    for comp in sorted(CALLS, key=len, reverse=True):
+        if sa_name.startswith(comp):
+            return comp
+    return None
+
+
+def rbac_problems(kube, pool_prefix):
+    """[(service account, call, expected, got)] for every workload ServiceAccount of this test's pools."""
+    from kubernetes import client
+    apps = client.AppsV1Api(kube.api())
+    authz = client.AuthorizationV1Api(kube.api())
+    sas = set()
+    for w in apps.list_daemon_set_for_all_namespaces(label_selector=MANAGED).items + \
+            apps.list_deployment_for_all_namespaces(label_selector=MANAGED).items:
+        sa = w.spec.template.spec.service_account_name
+        if sa:
+            sas.add((w.metadata.namespace, sa))
+    problems, checked = [], []
+    for ns, sa in sorted(sas):
+        comp = component_of(sa)
+        user = "system:serviceaccount:%s:%s" % (ns, sa)
+        groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % ns, "system:authenticated"]
+        expect = [(c, True) for c in (CALLS[comp][1] if comp else [])] + [(c, False) for c in NOT_NAMED]
+        for (verb, group, resource, cns), allowed in expect:
+            res, _, sub = resource.partition("/")
+            ra = {"verb": verb, "group": group, "resource": res}
+            if sub:
+                ra["subresource"] = sub
+            if cns:
+                ra["namespace"] = ns if cns == "*own*" else cns
+            got = authz.create_subject_access_review(
+                {"spec": {"user": user, "groups": groups, "resourceAttributes": ra}}).status.allowed
+            checked.append((sa, verb, resource))
+            if bool(got) != allowed:
+                problems.append((user, CALLS[comp][0] if comp and allowed else "not named", verb, group, resource,
+                                 cns, "expected allowed" if allowed else "expected denied"))
+        if comp is None:
+            problems.append((user, "no RBAC row in docs/conformance names this component", "", "", "", "", ""))
+    return sas, checked, problems
