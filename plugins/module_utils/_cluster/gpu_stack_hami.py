@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
@@ -24,7 +25,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
     hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
 )
 
-HAMI_IMAGE = 'docker.io/projecthami/hami:v2.10.0'
+HAMI_IMAGE = pins.ref('hami')
 # HAMi's chart takes the kube-scheduler tag from the cluster's own version (v1.31.1+k3s1 -> v1.31.1); so do we.
 KUBE_SCHEDULER_REPOSITORY = 'registry.k8s.io/kube-scheduler'
 # Kubernetes minors this collection renders HAMi's scheduler configuration for: the supported range.

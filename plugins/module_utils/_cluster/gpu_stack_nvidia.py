@@ -11,6 +11,7 @@ import copy
 import json
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
@@ -34,8 +35,8 @@ CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
 # The node.k8s.io/v1 RuntimeClass the NVIDIA stacks share; labelled apart from any one pool or strategy.
 RUNTIME_CLASS_STACK = 'nvidia-device-plugin'
 
-DEVICE_PLUGIN_IMAGE = 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
-MIG_MANAGER_IMAGE = 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+DEVICE_PLUGIN_IMAGE = pins.ref('nvidia-device-plugin')
+MIG_MANAGER_IMAGE = pins.ref('mig-manager')
 # Pod template annotation with the configs' checksum (the chart's nvidia-device-plugin.podAnnotations at v0.20.0):
 # config-manager reacts to the node label only, so a changed config under the same name must roll the pods.
 CHECKSUM_ANNOTATION = 'checksum/config'

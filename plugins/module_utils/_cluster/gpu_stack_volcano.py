@@ -20,14 +20,15 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     split_image, validate_settings,
 )
 
-DEVICE_PLUGIN_IMAGE = 'docker.io/volcanosh/volcano-device-plugin:v1.0.0'
-VGPU_DEVICE_PLUGIN_IMAGE = 'docker.io/projecthami/volcano-vgpu-device-plugin:v1.12.0'
+DEVICE_PLUGIN_IMAGE = pins.ref('volcano-device-plugin')
+VGPU_DEVICE_PLUGIN_IMAGE = pins.ref('volcano-vgpu-device-plugin')
 # the vGPU plugin and Volcano's deviceshare plugin read this ConfigMap from kube-system (then volcano-system)
 VGPU_DEVICE_CONFIG = 'volcano-vgpu-device-config'
 VGPU_DEVICE_CONFIG_NAMESPACE = 'kube-system'
@@ -42,7 +43,7 @@ RESTART_ANNOTATION = 'gpuops.io/vgpu-device-config-checksum'
 CONF_KEY = 'volcano-scheduler.conf'
 
 VOLCANO_SCHEMA = {
-    'version': dict(type=str, default='1.15'),
+    'version': dict(type=str, default=pins.ref('volcano')),
     'mode': dict(type=str, default='vgpu', choices=['gpu-share', 'vgpu']),
     'device_split_count': dict(type=int, default=10, min=1, max=100),
     'namespace': dict(type=str, default='volcano-system'),
