@@ -12,7 +12,7 @@ import json
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES, mig_config_name
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
@@ -443,7 +443,7 @@ def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
             if missing:
                 raise StackError('%s.devices asks for MIG profile(s) %s but GPU %s of %s offers only: %s'
                                  % (var, ', '.join(missing), gpu, node, ', '.join(names)))
-    name = mig['config_name'] or 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted(devices.items()))
+    name = mig_config_name(devices, mig['config_name'])
     check_name(name, var + '.config_name')
     parted = {'version': 'v1', 'mig-configs': {
         'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
