@@ -27,8 +27,8 @@ options:
     type: str
   mig_devices:
     description:
-      - A mig pool's MIG geometry, C({profile: count}) (for example C({"1g.10gb": 7})). With O(mig_config_name) it
-        makes the result's C(mig_config_name).
+      - A mig pool's MIG geometry, a mapping of MIG profile to count (seven 1g.10gb devices - C(1g.10gb) mapped
+        to C(7)). With O(mig_config_name) it makes the result's C(mig_config_name).
     type: dict
   mig_config_name:
     description:
@@ -58,8 +58,9 @@ _value:
     - C(name), C(title) (the name in messages), C(family) (accounting family), C(resources), C(nvidia_plugin),
       C(scheduler_extender), C(runtime_class), C(default_runtime) (nvidia must be the container runtime's default),
       C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy) and
-      C(node_labels); C(mig_config_name) when O(mig_devices) or O(mig_config_name) is given (C(gpuops-1g-10gb-7)
-      for C({"1g.10gb": 7})).
+      C(node_labels).
+    - With O(mig_devices) or O(mig_config_name), also the key mig_config_name, the mig-parted config name of the pool
+      (V(gpuops-1g-10gb-7) for seven 1g.10gb devices).
   type: dict
 '''
 
