@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - PyYAML ships with ansible-core
     YAML_IMPORT_ERROR = exc
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (  # pylint: disable=unused-import
     KSC, KSC_GROUP, MAX_MINOR, MIN_MINOR, POLICY, SUPPORTED_MIN_MINOR,
 )
 

@@ -25,7 +25,7 @@ __metaclass__ = type
 import re
 
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_plan import (  # noqa: F401 (re-exported)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_plan import (  # noqa: F401 pylint: disable=unused-import
     SharingError, canonical_profile_name, filter_matches, normalize_profile_name, parse_pci_device_id, parse_profile_name,
 )
 

@@ -118,7 +118,8 @@ def test_no_other_kubernetes_range_literal_in_plugins():
             continue
         for n, line in enumerate(_read(path).splitlines(), 1):
             code = line.split('#', 1)[0]
-            if re.search(r'KUBE_MINORS\s*=\s*\(|MAX_MINOR\s*=\s*\d|MIN_MINOR\s*=\s*\d|minor\s*[<>]=?\s*2[2-5]\b|'
-                          r"'kubescheduler\.config\.k8s\.io/v1\w*'\s*:\s*\(", code):
+            pattern = (r'KUBE_MINORS\s*=\s*\(|MAX_MINOR\s*=\s*\d|MIN_MINOR\s*=\s*\d|minor\s*[<>]=?\s*2[2-5]\b|'
+                       r"'kubescheduler\.config\.k8s\.io/v1\w*'\s*:\s*\(")
+            if re.search(pattern, code):
                 offenders.append('%s:%d: %s' % (os.path.relpath(path, ROOT), n, line.strip()))
     assert not offenders, offenders

@@ -89,10 +89,8 @@ IMAGE_PINS = dict((p['repository'], name) for name, p in pins.PINS.items() if p[
 def _walk(options, path):
     for key, spec in (options or {}).items():
         yield path + (key,), spec
-        for sub in ('options',):
-            if isinstance(spec, dict) and spec.get(sub):
-                for item in _walk(spec[sub], path + (key,)):
-                    yield item
+        if isinstance(spec, dict) and spec.get('options'):
+            yield from _walk(spec['options'], path + (key,))
 
 
 def test_argument_specs_defaults_equal_the_pins():
