@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One MIG planner: the boot script of role gpu_node_sharing (gpuops-mig-apply.py) plans with the module's own
 gpu_sharing_plan.py, which the role installs beside it; the planner is dependency-free so that it runs there; the
-mig-parted config name is computed in Python only (gpu_strategy.mig_config_name)."""
+mig-parted config name is computed in Python only (gpu_strategy.mig_config_name; the filter that hands it to
+the role is tested in tests/unit/plugins/filter/test_gpu_strategy_mig_name.py)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -14,7 +15,6 @@ import subprocess
 import sys
 import types
 
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import gpu_strategy as gpu_strategy_filter
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import mig_config_name
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_config as config
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_plan as plan
@@ -102,9 +102,6 @@ def test_the_mig_config_name_is_computed_in_python_only():
     assert mig_config_name({'3g.40gb': 1, '2g.20gb': 1, '1g.10gb': 2}) == 'gpuops-1g-10gb-2-2g-20gb-1-3g-40gb-1'
     assert mig_config_name({'1g.10gb': 7}, 'site-name') == 'site-name'
     assert mig_config_name({}) == 'gpuops-'
-    assert gpu_strategy_filter('mig', mig_devices={'1g.10gb': 7}, mig_config_name='')['mig_config_name'] == \
-        'gpuops-1g-10gb-7'
-    assert 'mig_config_name' not in gpu_strategy_filter('mig')
     for name in os.listdir(ROLE_TASKS):
         with open(os.path.join(ROLE_TASKS, name)) as f:
             text = f.read()
