@@ -25,6 +25,15 @@ options:
         C(exclusive_process) or C(prohibited). When given, the result's C(compute_mode) is the mode to set on a node of
         the strategy - the strategy's own for C(auto), null for C(keep), else the mode named.
     type: str
+  mig_devices:
+    description:
+      - A mig pool's MIG geometry, a mapping of MIG profile to count (seven 1g.10gb devices - C(1g.10gb) mapped
+        to C(7)). With O(mig_config_name) it makes the result's C(mig_config_name).
+    type: dict
+  mig_config_name:
+    description:
+      - The mig-parted config name the site chose; empty to name it after O(mig_devices).
+    type: str
 author: gpuops.k8s_gpu developers
 '''
 
@@ -37,6 +46,10 @@ EXAMPLES = r'''
 - name: The compute mode a node of the strategy wants (null - leave it alone)
   ansible.builtin.set_fact:
     node_compute_mode: "{{ (my_strategy | gpuops.k8s_gpu.gpu_strategy(compute_mode_setting='auto')).compute_mode }}"
+
+- name: The mig-parted config name of a mig pool (the name the stack's MIG manager selects)
+  ansible.builtin.set_fact:
+    mig_name: "{{ ('mig' | gpuops.k8s_gpu.gpu_strategy(mig_devices={'1g.10gb': 7})).mig_config_name }}"
 '''
 
 RETURN = r'''
@@ -46,17 +59,19 @@ _value:
       C(scheduler_extender), C(runtime_class), C(default_runtime) (nvidia must be the container runtime's default),
       C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy) and
       C(node_labels).
+    - With O(mig_devices) or O(mig_config_name), also the key mig_config_name, the mig-parted config name of the pool
+      (V(gpuops-1g-10gb-7) for seven 1g.10gb devices).
   type: dict
 '''
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
-    STRATEGIES, node_compute_mode, strategy,
+    STRATEGIES, mig_config_name as _mig_config_name, node_compute_mode, strategy,
 )
 
 
-def gpu_strategy(name, compute_mode_setting=None):
+def gpu_strategy(name, compute_mode_setting=None, mig_devices=None, mig_config_name=None):
     if name not in STRATEGIES:
         raise AnsibleFilterError('gpu_strategy: %r is not a strategy; allowed: %s' % (name, ', '.join(STRATEGIES)))
     out = dict(strategy(name))
@@ -67,6 +82,11 @@ def gpu_strategy(name, compute_mode_setting=None):
             out['compute_mode'] = node_compute_mode(name, compute_mode_setting)
         except ValueError as e:
             raise AnsibleFilterError('gpu_strategy: compute_mode_setting %s' % e)
+    if mig_devices is not None or mig_config_name is not None:
+        if mig_devices is not None and not isinstance(mig_devices, dict):
+            raise AnsibleFilterError('gpu_strategy: mig_devices must be a mapping of MIG profile to count, like '
+                                     '{"1g.10gb": 7}; got %r' % (mig_devices,))
+        out['mig_config_name'] = _mig_config_name(mig_devices, mig_config_name or '')
     return out
 
 

@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, validate_settings,
@@ -25,7 +26,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 
 # upstream's git tags are vX.Y.Z, but hack/build.sh tags the image with the VERSION file's content, which has no v
 # (VERSION at v1.1.5 is 1.1.5; gpu-manager.yaml there names tkestack/gpu-manager:1.0.3)
-IMAGE = 'docker.io/tkestack/gpu-manager:1.1.5'
+IMAGE = pins.ref('gpu-manager')
 NODE_LABEL = 'nvidia-device-enable'
 RESOURCES = ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory')
 # gpu-admission's master (it has no tags); upstream publishes no image (deploy/gpu-admission.yaml names an internal

@@ -15,13 +15,14 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, split_image, validate_settings,
 )
 
-EXTENDER_IMAGE = 'registry.cn-hangzhou.aliyuncs.com/acs/k8s-gpushare-schd-extender:1.11-d170d8a'
-PLUGIN_IMAGE = 'registry.cn-hangzhou.aliyuncs.com/acs/k8s-gpushare-plugin:v2-1.11-aff8a23'
+EXTENDER_IMAGE = pins.ref('gpushare-extender')
+PLUGIN_IMAGE = pins.ref('gpushare-device-plugin')
 NODE_LABEL = 'gpushare'
 RESOURCE = 'aliyun.com/gpu-mem'
 RESOURCE_COUNT = 'aliyun.com/gpu-count'

@@ -17,17 +17,19 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
     deployment,
     hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
 )
 
-HAMI_IMAGE = 'docker.io/projecthami/hami:v2.10.0'
+HAMI_IMAGE = pins.ref('hami')
 # HAMi's chart takes the kube-scheduler tag from the cluster's own version (v1.31.1+k3s1 -> v1.31.1); so do we.
 KUBE_SCHEDULER_REPOSITORY = 'registry.k8s.io/kube-scheduler'
-# Kubernetes minors this collection renders HAMi's scheduler configuration for.
-KUBE_MINORS = (24, 37)
+# Kubernetes minors this collection renders HAMi's scheduler configuration for: the supported range.
+KUBE_MINORS = kube_versions.SUPPORTED
 # vgpu-init.sh (the device plugin's postStart hook) exists in HAMi images from v2.5.0 on.
 POST_START_SINCE = (2, 5, 0)
 # Keys of HAMi's NVIDIA device configuration (NvidiaConfig and NodeDefaultConfig yaml tags in
@@ -134,20 +136,20 @@ def image_version(ref):
 
 def kube_version(text, var):
     """(minor, stripped version or None) of a Kubernetes version: v1.31.1+k3s1 -> (31, 'v1.31.1'); 1.31 -> (31, None)."""
-    m = re.match(r'^v?1\.(\d+)(?:\.(\d+))?', str(text or '').strip())
-    if not m:
+    parsed = kube_versions.parse(text or '', strict=False)
+    if not parsed or parsed[0] != 1:
         raise StackError('%s.kube_version must be the cluster\'s Kubernetes version (e.g. v1.31.4, as the role reads it '
                          'from the API server); got %r' % (var, text))
-    minor = int(m.group(1))
-    if not KUBE_MINORS[0] <= minor <= KUBE_MINORS[1]:
+    minor, patch = parsed[1], parsed[2]
+    if not kube_versions.in_range(minor, KUBE_MINORS):
         raise StackError('%s.kube_version must be between 1.%d and 1.%d; got %s'
                          % (var, KUBE_MINORS[0], KUBE_MINORS[1], text))
-    full = 'v1.%d.%s' % (minor, m.group(2)) if m.group(2) is not None else None
+    full = 'v1.%d.%d' % (minor, patch) if patch is not None else None
     return minor, full
 
 
 def _scheduler_config(hs, minor, https):
-    api = 'kubescheduler.config.k8s.io/v1' if minor >= 25 else 'kubescheduler.config.k8s.io/v1beta3'
+    api = kube_versions.scheduler_config_api(minor)[1]
     managed = [{'name': n, 'ignoredByScheduler': True} for n in
                ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage',
                 'nvidia.com/priority')]

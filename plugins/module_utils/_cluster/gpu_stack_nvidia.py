@@ -11,7 +11,8 @@ import copy
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES, mig_config_name
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
@@ -34,8 +35,8 @@ CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
 # The node.k8s.io/v1 RuntimeClass the NVIDIA stacks share; labelled apart from any one pool or strategy.
 RUNTIME_CLASS_STACK = 'nvidia-device-plugin'
 
-DEVICE_PLUGIN_IMAGE = 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
-MIG_MANAGER_IMAGE = 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+DEVICE_PLUGIN_IMAGE = pins.ref('nvidia-device-plugin')
+MIG_MANAGER_IMAGE = pins.ref('mig-manager')
 # Pod template annotation with the configs' checksum (the chart's nvidia-device-plugin.podAnnotations at v0.20.0):
 # config-manager reacts to the node label only, so a changed config under the same name must roll the pods.
 CHECKSUM_ANNOTATION = 'checksum/config'
@@ -446,7 +447,7 @@ def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
             if missing:
                 raise StackError('%s.devices asks for MIG profile(s) %s but GPU %s of %s offers only: %s'
                                  % (var, ', '.join(missing), gpu, node, ', '.join(names)))
-    name = mig['config_name'] or 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted(devices.items()))
+    name = mig_config_name(devices, mig['config_name'])
     check_name(name, var + '.config_name')
     parted = {'version': 'v1', 'mig-configs': {
         'all-disabled': [{'devices': 'all', 'mig-enabled': False}],

@@ -12,6 +12,7 @@ import os
 import re
 import tarfile
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     StackError, check_name, validate_settings,
 )
@@ -90,7 +91,7 @@ CHART_IMAGES = {(24, 9): _IMAGES_OLD, (25, 3): _IMAGES_OLD, (25, 10): _IMAGES_25
                 (26, 7): _IMAGES_26_7}
 # value paths whose map has no imagePullSecrets of its own (driver.manager takes driver's)
 _NO_PULL_SECRETS = frozenset(['driver.manager'])
-CURRENT_CHART = 'v26.7.0'
+CURRENT_CHART = pins.ref('gpu-operator')
 # device_plugin above: devicePlugin.version of each release's values.yaml. Device plugins before v0.20.0 force
 # sharing.mps.failRequestsGreaterThanOne on (k8s-device-plugin api/config/v1/config.go, v0.17.1 and v0.20.0).
 MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
     gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia, gpu_stack_operator,
     gpu_stack_volcano,
@@ -18,7 +19,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
     validate_settings, validation_pod,
 )
 
-VALIDATION_IMAGE = 'nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0'
+VALIDATION_IMAGE = pins.ref('cuda-sample')
 VALIDATION_SCHEMA = {
     'enabled': dict(type=bool, default=False),
     'namespace': dict(type=str, default='default'),

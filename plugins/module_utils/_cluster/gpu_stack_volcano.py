@@ -20,13 +20,15 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     split_image, validate_settings,
 )
 
-DEVICE_PLUGIN_IMAGE = 'docker.io/volcanosh/volcano-device-plugin:v1.0.0'
-VGPU_DEVICE_PLUGIN_IMAGE = 'docker.io/projecthami/volcano-vgpu-device-plugin:v1.12.0'
+DEVICE_PLUGIN_IMAGE = pins.ref('volcano-device-plugin')
+VGPU_DEVICE_PLUGIN_IMAGE = pins.ref('volcano-vgpu-device-plugin')
 # the vGPU plugin and Volcano's deviceshare plugin read this ConfigMap from kube-system (then volcano-system)
 VGPU_DEVICE_CONFIG = 'volcano-vgpu-device-config'
 VGPU_DEVICE_CONFIG_NAMESPACE = 'kube-system'
@@ -41,7 +43,7 @@ RESTART_ANNOTATION = 'gpuops.io/vgpu-device-config-checksum'
 CONF_KEY = 'volcano-scheduler.conf'
 
 VOLCANO_SCHEMA = {
-    'version': dict(type=str, default='1.15'),
+    'version': dict(type=str, default=pins.ref('volcano')),
     'mode': dict(type=str, default='vgpu', choices=['gpu-share', 'vgpu']),
     'device_split_count': dict(type=int, default=10, min=1, max=100),
     'namespace': dict(type=str, default='volcano-system'),
@@ -131,15 +133,14 @@ def _check_kubernetes(ctx, vs, version, var):
     """Refuse a Kubernetes minor that Volcano's compatibility table does not list for the Volcano release."""
     if not vs['kube_version'] or ctx.removing:
         return
-    m = re.match(r'^v?1\.(\d+)', str(vs['kube_version']).strip())
-    if not m:
+    kminor = kube_versions.minor_of(vs['kube_version'])
+    if kminor is None:
         raise StackError('%s.kube_version must be the cluster\'s Kubernetes version (e.g. v1.33.2); got %r'
                          % (var, vs['kube_version']))
     window = KUBE_COMPAT.get(tuple(version[:2]))
     if window is None:
         return
-    kminor = int(m.group(1))
-    if window[0] <= kminor <= window[1]:
+    if kube_versions.in_range(kminor, window):
         return
     msg = ('Volcano %s is marked compatible with Kubernetes 1.%d to 1.%d in its own compatibility table (README.md of '
            'volcano-sh/volcano v1.15.1); this cluster runs %s' % (vs['version'], window[0], window[1], vs['kube_version']))

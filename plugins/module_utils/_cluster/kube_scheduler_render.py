@@ -7,13 +7,9 @@ of a Policy (JSON) or KubeSchedulerConfiguration (YAML) document, and merging in
 Pure functions (no I/O) so that every rule is unit-tested. Errors raise SchedulerConfigError with a message that
 names the option and the allowed values.
 
-API windows (upstream facts, KEP-785 and the kube-scheduler flag history):
-  * Policy (kind Policy, apiVersion v1) through --policy-config-file: served up to 1.22, removed in 1.23;
-  * kubescheduler.config.k8s.io/v1beta2: 1.22-1.27; v1beta3: 1.23-1.28; v1: 1.25 onwards (the only version
-    kube-scheduler still registers from 1.29; its Extender fields are unchanged through 1.37, see
-    docs/conformance/kube-scheduler.md).
-This module renders Policy for 1.16-1.22, v1beta3 for 1.23-1.24 and v1 for 1.25-1.37. Kubernetes 1.24-1.37 is the
-supported range; 1.16-1.23 stay accepted for legacy (RKE1) clusters and every result says they are end of life.
+The Kubernetes versions, the API windows and the one version parser live in _common/kube_versions.py: Policy
+below 1.23, v1beta3 for 1.23-1.24 and v1 from 1.25; SUPPORTED_MIN_MINOR-MAX_MINOR is the supported range, MIN_MINOR
+up to it stays accepted for legacy (RKE1) clusters and every result says they are end of life.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -32,13 +28,10 @@ except ImportError as exc:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
     YAML_IMPORT_ERROR = exc
 
-MIN_MINOR = 16
-MAX_MINOR = 37
-# the oldest minor still in the supported range; older ones are accepted for legacy clusters, with a note
-SUPPORTED_MIN_MINOR = 24
-KSC_GROUP = 'kubescheduler.config.k8s.io'
-POLICY = 'Policy'
-KSC = 'KubeSchedulerConfiguration'
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (  # pylint: disable=unused-import
+    KSC, KSC_GROUP, MAX_MINOR, MIN_MINOR, POLICY, SUPPORTED_MIN_MINOR,
+)
 
 # distribution -> the kube-scheduler kubeconfig it generates (clientConnection.kubeconfig)
 KUBECONFIGS = {
@@ -47,14 +40,9 @@ KUBECONFIGS = {
     'kubeadm': '/etc/kubernetes/scheduler.conf',
 }
 
-# every served apiVersion of the scheduler's component config, as (first minor, last minor)
-SERVED_WINDOWS = {
-    'v1beta2': (22, 27),
-    'v1beta3': (23, 28),
-    'v1': (25, None),
-}
+# every served apiVersion of the scheduler's component config, as (first minor, last minor) by version name
+SERVED_WINDOWS = dict((api.rsplit('/', 1)[-1], window) for api, window in KV.SCHEDULER_CONFIG_WINDOWS.items())
 
-_VERSION_RE = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$')
 _DURATION_RE = re.compile(r'^(\d+(?:\.\d+)?)(ms|s|m|h)$')
 _DURATION_NS = {'ms': 10 ** 6, 's': 10 ** 9, 'm': 60 * 10 ** 9, 'h': 3600 * 10 ** 9}
 # extended resource names: a domain-prefixed name (not kubernetes.io), like aliyun.com/gpu-mem
@@ -79,17 +67,16 @@ class SchedulerConfigError(Exception):
 
 
 def parse_version(value, option='kubernetes_version'):
-    """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside 1.16-1.37."""
-    text = str(value if value is not None else '').strip()
-    m = _VERSION_RE.match(text)
-    if not m:
+    """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside MIN_MINOR-MAX_MINOR."""
+    parsed = KV.parse(value)
+    if not parsed:
         raise SchedulerConfigError("%s: %r is not a Kubernetes version; expected a form like v1.29.4 or 1.29 "
                                    "(supported: 1.%d-1.%d)" % (option, value, MIN_MINOR, MAX_MINOR))
-    major, minor = int(m.group(1)), int(m.group(2))
-    if major != 1 or not MIN_MINOR <= minor <= MAX_MINOR:
+    major, minor = parsed[0], parsed[1]
+    if major != 1 or not KV.in_range(minor, KV.ACCEPTED):
         raise SchedulerConfigError("%s: Kubernetes %d.%d is not supported; supported versions are 1.%d-1.%d "
-                                   "(Policy below 1.23, %s/v1beta3 for 1.23-1.24, %s/v1 from 1.25)"
-                                   % (option, major, minor, MIN_MINOR, MAX_MINOR, KSC_GROUP, KSC_GROUP))
+                                   "(%s)"
+                                   % (option, major, minor, MIN_MINOR, MAX_MINOR, KV.scheduler_config_summary()))
     return major, minor
 
 
@@ -105,11 +92,10 @@ def eol_note(version):
 def api_for_version(version):
     """The document kind and apiVersion this collection renders for a Kubernetes version."""
     minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
-    if minor < 23:
-        return {'kind': POLICY, 'apiVersion': 'v1', 'flag': 'policy-config-file', 'format': 'json'}
-    if minor < 25:
-        return {'kind': KSC, 'apiVersion': KSC_GROUP + '/v1beta3', 'flag': 'config', 'format': 'yaml'}
-    return {'kind': KSC, 'apiVersion': KSC_GROUP + '/v1', 'flag': 'config', 'format': 'yaml'}
+    kind, api = KV.scheduler_config_api(minor)
+    if kind == POLICY:
+        return {'kind': POLICY, 'apiVersion': api, 'flag': 'policy-config-file', 'format': 'json'}
+    return {'kind': KSC, 'apiVersion': api, 'flag': 'config', 'format': 'yaml'}
 
 
 def kubeconfig_for(distribution, kubeconfig=None):
@@ -277,8 +263,7 @@ def render(version, extenders, kubeconfig=None):
 
 def served(api_version, minor):
     """Whether kube-scheduler 1.<minor> reads the component config apiVersion (SERVED_WINDOWS)."""
-    window = SERVED_WINDOWS.get(str(api_version).rsplit('/', 1)[-1]) if str(api_version).startswith(KSC_GROUP + '/') else None
-    return bool(window) and window[0] <= minor and (window[1] is None or minor <= window[1])
+    return KV.scheduler_config_served(api_version, minor)
 
 
 def merge(existing, version, extenders, kubeconfig=None, source='the existing config', site_owned=False):

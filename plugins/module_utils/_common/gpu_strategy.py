@@ -108,6 +108,15 @@ def node_compute_mode(name, setting='auto'):
     return None if setting == 'keep' else setting
 
 
+def mig_config_name(devices, config_name=''):
+    """The mig-parted config name of a mig pool: ``config_name`` when given, else one made of the geometry
+    ({'1g.10gb': 2, '3g.40gb': 1} -> 'gpuops-1g-10gb-2-3g-40gb-1'). The stack's MIG manager selects it and role
+    gpu_node_sharing writes it (filter gpu_strategy's mig_config_name): one name, computed here only."""
+    if config_name:
+        return config_name
+    return 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted((devices or {}).items()))
+
+
 def family(name):
     """Accounting family of a strategy."""
     return _MODEL[name]['family']

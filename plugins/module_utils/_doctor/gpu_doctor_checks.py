@@ -11,12 +11,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
+    POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
 )
@@ -240,19 +241,6 @@ def check_strategy(facts, extra, strategy=None):
         'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
 
 
-# kube-scheduler component config: the apiVersions each Kubernetes minor serves (first minor, last minor)
-SCHEDULER_CONFIG_WINDOWS = {
-    'kubescheduler.config.k8s.io/v1beta2': (22, 27),
-    'kubescheduler.config.k8s.io/v1beta3': (23, 28),
-    'kubescheduler.config.k8s.io/v1': (25, None),
-}
-
-
-def _minor(version):
-    m = re.match(r'^v?1\.(\d+)', str(version or ''))
-    return int(m.group(1)) if m else None
-
-
 def check_scheduler_config(facts, extra):
     """The scheduler's config document against the cluster's Kubernetes version."""
     doc = extra.get('scheduler_config')
@@ -265,7 +253,7 @@ def check_scheduler_config(facts, extra):
     fix = ('Render the config for this version with gpuops.k8s_gpu.kube_scheduler_config (Policy below 1.23, '
            'kubescheduler.config.k8s.io/v1beta3 for 1.23-1.24, v1 from 1.25).')
     if kind == 'Policy':
-        if minor >= 23:
+        if minor > POLICY_LAST_MINOR:
             return [finding('scheduler_config_api_removed', 'critical',
                             'The scheduler extender is configured with a Policy file, which Kubernetes removed in 1.23: '
                             'kube-scheduler does not start (or ignores the extender).', ev, fix)]

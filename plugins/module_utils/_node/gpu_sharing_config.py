@@ -25,69 +25,15 @@ __metaclass__ = type
 import re
 
 
-class SharingError(Exception):
-    """A refusal: the request cannot be applied. The message is meant for the user."""
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_plan import (  # noqa: F401 pylint: disable=unused-import
+    SharingError, canonical_profile_name, filter_matches, normalize_profile_name, parse_pci_device_id, parse_profile_name,
+)
 
-
-_FIELDS_RE = re.compile(r'^(?:(\d+)c\.)?(\d+)g\.(\d+)gb$')
-_ATTR_RE = re.compile(r'^[a-z][a-z0-9.]*$')
 _ENTRY_KEYS = ('devices', 'device-filter', 'mig-enabled', 'mig-devices')
 # The attributes NVML's GPU-instance profiles carry (go-nvlib, as vendored by mig-parted v0.15.0): media extensions
 # (+me: NVML_GPU_INSTANCE_PROFILE_*_REV1), all media engines (+me.all: *_ALL_ME), graphics (+gfx: *_GFX) and no
 # media engines (-me: *_NO_ME).
 KNOWN_ATTRIBUTES = ('me', 'me.all', 'gfx')
-
-
-def normalize_profile_name(name):
-    """'MIG 1g.10gb' / '1G.10GB' -> '1g.10gb'. Returns the cleaned string (not validated)."""
-    text = str(name).strip()
-    if text.upper().startswith('MIG '):
-        text = text[4:].strip()
-    return text.lower()
-
-
-def parse_profile_name(name):
-    """Parse a MIG profile name the way mig-parted does (go-nvlib's parseMigProfile).
-
-    Grammar: ``[<C>c.]<G>g.<GB>gb`` optionally followed by ``+attr[,attr...]`` or ``-attr[,attr...]`` (not both);
-    an attribute is letters, digits and dots, starts with a letter and does not end with a dot; no attribute twice.
-    Returns ``{'c', 'g', 'gb', 'attributes', 'negated', 'name'}`` (``name`` canonical: lower case, attributes
-    sorted) or raises ValueError with the reason.
-    """
-    text = normalize_profile_name(name)
-    if not text:
-        raise ValueError('the profile name is empty')
-    plus = text.split('+', 1)
-    minus = text.split('-', 1)
-    if len(plus) == 2 and len(minus) == 2:
-        raise ValueError("it has both '+' and '-' attributes")
-    parts, negated = (plus, False) if len(plus) == 2 else (minus, len(minus) == 2)
-    match = _FIELDS_RE.match(parts[0])
-    if not match:
-        raise ValueError("'%s' is not '<G>g.<GB>gb' or '<C>c.<G>g.<GB>gb'" % parts[0])
-    g = int(match.group(2))
-    c = int(match.group(1)) if match.group(1) is not None else g
-    gb = int(match.group(3))
-    attrs = []
-    if len(parts) == 2:
-        for attr in parts[1].split(','):
-            if not _ATTR_RE.match(attr) or attr.endswith('.'):
-                raise ValueError("attribute '%s' is not letters, digits and dots starting with a letter" % attr)
-            if attr in attrs:
-                raise ValueError("attribute '%s' is given twice" % attr)
-            attrs.append(attr)
-    attrs.sort()
-    base = ('%dg.%dgb' % (g, gb)) if c == g else ('%dc.%dg.%dgb' % (c, g, gb))
-    suffix = ('%s%s' % ('-' if negated else '+', ','.join(attrs))) if attrs else ''
-    return {'c': c, 'g': g, 'gb': gb, 'attributes': attrs, 'negated': negated, 'name': base + suffix}
-
-
-def canonical_profile_name(name):
-    """The canonical form of a MIG profile name, or the normalised text when it does not parse."""
-    try:
-        return parse_profile_name(name)['name']
-    except ValueError:
-        return normalize_profile_name(name)
 
 
 def _profile_key(where, name):
@@ -108,18 +54,6 @@ def _profile_key(where, name):
     if parsed['negated'] and parsed['attributes'] != ['me']:
         raise SharingError("%s: MIG profile '%s': only '-me' (no media engines) is a negative attribute" % (where, name))
     return parsed['name']
-
-
-def parse_pci_device_id(value, where):
-    """'0x20B210DE' -> (0x20B210DE, True); '0x20B2' -> (0x20B2, False) (device part only)."""
-    text = str(value).strip()
-    try:
-        num = int(text, 16)
-    except ValueError:
-        raise SharingError("%s: device-filter '%s' is not a PCI device id; expected a hex value like "
-                           "'0x20B210DE' (device id << 16 | vendor id 0x10DE) or '0x20B2'" % (where, value))
-    digits = len(text[2:]) if text.lower().startswith('0x') else len(text)
-    return num, digits > 4
 
 
 def _entry_devices(where, value):
@@ -244,19 +178,6 @@ def parse_mig_config(config, name):
     return out
 
 
-def _filter_matches(filters, pci_device_id):
-    if filters is None:
-        return True
-    if pci_device_id is None:
-        return False
-    for num, full in filters:
-        if full and num == pci_device_id:
-            return True
-        if not full and num == (pci_device_id >> 16) & 0xFFFF:
-            return True
-    return False
-
-
 def assign_entries(entries, gpus):
     """Map GPU index -> entry for the GPUs of ``gpus`` (dicts with 'index', 'pci_device_id').
 
@@ -275,7 +196,7 @@ def assign_entries(entries, gpus):
                                        % (entry['where'], idx, describe_indexes(indexes)))
             wanted = entry['devices']
         for gpu in gpus:
-            if gpu['index'] not in wanted or not _filter_matches(entry['device_filter'], gpu.get('pci_device_id')):
+            if gpu['index'] not in wanted or not filter_matches(entry['device_filter'], gpu.get('pci_device_id')):
                 continue
             if gpu['index'] in result:
                 raise SharingError("%s: GPU %d is also selected by %s; each GPU may match one entry only"

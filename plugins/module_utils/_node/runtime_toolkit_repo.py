@@ -19,8 +19,10 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+
 # The newest toolkit release whose sources were read (NVIDIA/nvidia-container-toolkit tag v1.20.0).
-DEFAULT_VERSION = '1.20.0-1'
+DEFAULT_VERSION = pins.ref('nvidia-container-toolkit')
 PACKAGES = ('nvidia-container-toolkit', 'nvidia-container-toolkit-base', 'libnvidia-container-tools',
             'libnvidia-container1')
 APT_ARCH = {'x86_64': 'amd64', 'amd64': 'amd64', 'aarch64': 'arm64', 'arm64': 'arm64'}

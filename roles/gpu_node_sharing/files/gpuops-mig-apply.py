@@ -10,7 +10,9 @@ entry selects with MIG mode active makes the GPU instances exactly the listed on
 instance. It never changes MIG mode (that needs a GPU reset: the role does it) and never touches a GPU whose
 instances already match. Exit status 1 when a GPU could not be brought to its geometry (systemctl status says why).
 
-Standalone on purpose: it runs on the node without Ansible, with the same pynvml the collection's modules use.
+It runs on the node without Ansible, with the same pynvml the collection's modules use, and plans with the
+module's own planner: the role installs plugins/module_utils/_node/gpu_sharing_plan.py (dependency-free) beside it,
+so profile names, the device filter, placement and the geometry count are the module's (one planner).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,25 +29,18 @@ try:
 except ImportError:  # pragma: no cover - the role installs the bindings first
     pynvml = None
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import gpu_sharing_plan as plan  # installed beside this script by the role
+except ImportError:  # pragma: no cover - run from the collection itself
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_plan as plan
+
 MAX = 32
 
 
 def log(msg):
     sys.stdout.write('gpuops-mig-apply: %s\n' % msg)
     sys.stdout.flush()
-
-
-def canonical(name):
-    """'MIG 1g.24gb+me.all' -> '1g.24gb+me.all'; attributes sorted (as mig-parted compares them)."""
-    text = str(name).strip()
-    if text.upper().startswith('MIG '):
-        text = text[4:].strip()
-    text = text.lower()
-    for sep in ('+', '-'):
-        if sep in text:
-            base, attrs = text.split(sep, 1)
-            return base + sep + ','.join(sorted(attrs.split(',')))
-    return text
 
 
 def load_entries(path, name):
@@ -58,35 +53,27 @@ def load_entries(path, name):
     return entries if isinstance(entries, list) else [entries]
 
 
-def _filter_ok(entry, pci_device_id):
-    filters = entry.get('device-filter')
-    if filters is None:
-        return True
-    for item in (filters if isinstance(filters, list) else [filters]):
-        text = str(item).strip()
-        value = int(text, 16)
-        digits = len(text[2:]) if text.lower().startswith('0x') else len(text)
-        if (digits > 4 and value == pci_device_id) or (digits <= 4 and value == (pci_device_id >> 16) & 0xFFFF):
-            return True
-    return False
-
-
 def wanted_for(entries, index, pci_device_id):
     """(mig enabled, {profile: count}) of the entry selecting GPU ``index``, or None."""
     for entry in entries:
         devices = entry.get('devices')
         if devices != 'all' and index not in [int(d) for d in (devices if isinstance(devices, list) else [devices])]:
             continue
-        if not _filter_ok(entry, pci_device_id):
+        filters = entry.get('device-filter')
+        if filters is not None:
+            filters = [plan.parse_pci_device_id(f, 'device-filter')
+                       for f in (filters if isinstance(filters, list) else [filters])]
+        if not plan.filter_matches(filters, pci_device_id):
             continue
         enabled = entry.get('mig-enabled') in (True, 'true', 'True', 'yes', 1)
-        devs = dict((canonical(k), int(v)) for k, v in (entry.get('mig-devices') or {}).items() if int(v) > 0)
+        devs = dict((plan.canonical_profile_name(k), int(v)) for k, v in (entry.get('mig-devices') or {}).items() if int(v) > 0)
         return enabled, devs
     return None
 
 
 def gi_profiles(handle):
-    """name -> {'id', 'slices', 'starts', 'size'} for the GPU-instance profiles NVML lists."""
+    """name -> the planner's profile ({'name', 'id', 'slices', 'placement_size', 'placements'}) of every GPU-instance
+    profile NVML lists."""
     out = {}
     for idx in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
         try:
@@ -100,9 +87,10 @@ def gi_profiles(handle):
         name = _text(getattr(info, 'name', b'') or b'')
         if not name:
             continue
-        out[canonical(name)] = {
-            'id': int(info.id), 'slices': int(info.sliceCount), 'starts': starts,
-            'size': int(arr[0].size) if count.value else 0}
+        name = plan.canonical_profile_name(name)
+        out[name] = {
+            'name': name, 'id': int(info.id), 'slices': int(info.sliceCount), 'placements': starts,
+            'placement_size': int(arr[0].size) if count.value else 0}
     return out
 
 
@@ -134,7 +122,8 @@ def compute_instances(gi):
 
 
 def gpu_instances(handle, profiles):
-    """[(gi handle, profile name, complete)] - complete: exactly one compute instance spanning the GI."""
+    """[(gi handle, the planner's GI: {'id', 'profile', 'cis': [{'full'}]})]; plan.is_complete: exactly one compute
+    instance spanning the GI."""
     out = []
     for name, prof in profiles.items():
         arr = (pynvml.c_nvmlGpuInstance_t * MAX)()
@@ -142,30 +131,9 @@ def gpu_instances(handle, profiles):
         pynvml.nvmlDeviceGetGpuInstances(handle, prof['id'], arr, ctypes.byref(count))
         for i in range(count.value):
             cis = compute_instances(arr[i])
-            out.append((arr[i], name, len(cis) == 1 and cis[0][1] == prof['slices']))
+            out.append((arr[i], {'id': len(out), 'profile': name,
+                                 'cis': [{'full': slices == prof['slices']} for dummy, slices in cis]}))
     return out
-
-
-def fit(items, profiles):
-    """Placements for ``items`` (profile names), largest first, backtracking; None when they do not fit."""
-    order = sorted(items, key=lambda n: (-profiles[n]['size'], -profiles[n]['slices'], n))
-    placed = []
-
-    def place(pos, mask):
-        if pos == len(order):
-            return True
-        prof = profiles[order[pos]]
-        for start in prof['starts']:
-            bits = ((1 << prof['size']) - 1) << start
-            if mask & bits:
-                continue
-            placed.append((order[pos], start))
-            if place(pos + 1, mask | bits):
-                return True
-            placed.pop()
-        return False
-
-    return placed if place(0, 0) else None
 
 
 def apply_gpu(index, want):
@@ -181,20 +149,17 @@ def apply_gpu(index, want):
         return 'GPU %d: MIG profile(s) %s not offered by this GPU (it has: %s)' % (
             index, ', '.join(unknown), ', '.join(sorted(profiles)))
     have = gpu_instances(handle, profiles)
-    counts = {}
-    for dummy, name, complete in have:
-        if complete:
-            counts[name] = counts.get(name, 0) + 1
-    if counts == want and all(c for dummy, dummy2, c in have):
-        log('GPU %d: MIG devices already match (%s)' % (index, describe(want)))
+    instances = [gi for dummy, gi in have]
+    if plan.geometry_of(instances) == want and all(plan.is_complete(gi) for gi in instances):
+        log('GPU %d: MIG devices already match (%s)' % (index, plan.format_geometry(want)))
         return None
     items = []
     for name, count in want.items():
         items.extend([name] * count)
-    layout = fit(items, profiles)
-    if layout is None:
-        return 'GPU %d: the geometry %s does not fit this GPU' % (index, describe(want))
-    for gi, name, dummy in have:
+    layout = plan.fit_placements(items, profiles)
+    if layout is None or any(start is None for dummy, start in layout):
+        return 'GPU %d: the geometry %s does not fit this GPU' % (index, plan.format_geometry(want))
+    for gi, dummy in have:
         for ci, dummy2 in compute_instances(gi):
             pynvml.nvmlComputeInstanceDestroy(ci)
         pynvml.nvmlGpuInstanceDestroy(gi)
@@ -202,18 +167,15 @@ def apply_gpu(index, want):
         prof = profiles[name]
         placement = pynvml.c_nvmlGpuInstancePlacement_t()
         placement.start = start
-        placement.size = prof['size']
+        placement.size = prof['placement_size']
         gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof['id'], ctypes.byref(placement))
         for cpid, slices in ci_profiles(gi):
             if slices == prof['slices']:
                 pynvml.nvmlGpuInstanceCreateComputeInstance(gi, cpid)
                 break
-    log('GPU %d: MIG devices re-created (%s; %d GPU instance(s) removed first)' % (index, describe(want), len(have)))
+    log('GPU %d: MIG devices re-created (%s; %d GPU instance(s) removed first)'
+        % (index, plan.format_geometry(want), len(have)))
     return None
-
-
-def describe(counts):
-    return ' + '.join('%dx %s' % (counts[n], n) for n in sorted(counts)) or 'no MIG devices'
 
 
 def main():
