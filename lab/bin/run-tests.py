@@ -96,6 +96,9 @@ def steps(only=None):
         # kwok; GPUOPS_KUBE_VERSION picks 1.37 or 1.34) built once per machine, before the lab step that uses them:
         # minutes on a fresh machine (docs/lab.md), a second when cached
         ('kube-build', [os.path.join(VENV, 'python'), 'lab/kube/real.py', 'build'], None, 'lab'),
+        # the other lab/go sets (oracles, vSphere simulator) likewise, in one step instead of inside the first test
+        # that asks for one
+        ('go-build', ['bash', 'lab/go/build-all.sh'], None, 'lab'),
         ('lab', lab_cmd(), 'lab.xml', 'lab'),
         ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None, 'checks'),
     ]
