@@ -70,6 +70,7 @@ def cl(kube_real):
     except client.ApiException as exc:
         assert exc.status == 409
     kc = kube_real.user(USER)
+    SERVER["minor"] = int(str(kube_real.version).lstrip("v").split(".")[1])
     yield kube_real, kc
     for strategy in STRATEGIES:
         try:
@@ -91,8 +92,17 @@ def mark_task(cl_, name):
         % (url, kube.ca, "gpuops-audit-mark/%s-%s" % (SUFFIX, name), "Bearer " + token)}}
 
 
+SERVER = {"minor": None}
+# Volcano 1.15's compatibility table ends at Kubernetes 1.35 (VOL-13): on a newer real server the role refuses it
+# unless the site accepts the untested version, as a site on that server would have to.
+VOLCANO_LAST_MINOR = 35
+
+
 def role_play(strategy, state="present", extra_vars=None):
     _node, facts, extra = CASES[strategy]
+    if strategy == "volcano" and SERVER["minor"] and SERVER["minor"] > VOLCANO_LAST_MINOR:
+        extra = dict(extra, gpu_sharing_stack_volcano=dict(extra["gpu_sharing_stack_volcano"],
+                                                           accept_untested_kubernetes=True))
     n = node_name(strategy)
     v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
          "gpu_sharing_stack_pool": "r%s-%s" % (SUFFIX, strategy), "gpu_sharing_stack_nodes": [n],
@@ -276,10 +286,9 @@ def test_rbac_by_impersonation(converged):
     assert problems == [], problems
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="docs gap: docs/conformance/gpushare.md has no RBAC row for the gpushare "
-                                       "scheduler extender (ServiceAccount gpushare-schd-extender), so the calls it "
-                                       "may make are not stated or checked")
 def test_every_component_has_an_rbac_row(converged):
+    """Every workload ServiceAccount of the stacks has RBAC rows naming its calls. Failed (strict xfail) before GSH-11
+    stated the gpushare scheduler extender's calls."""
     assert converged["rc"] == 0, converged["failures"]
     assert [p for p in converged["rbac"] if p[1].startswith("no RBAC row")] == []
 
@@ -293,8 +302,13 @@ def test_daemonsets_run_on_their_pool_nodes_only(cl, converged):
     assert converged["rc"] == 0, converged["failures"]
     apps, core = client.AppsV1Api(kube.api()), client.CoreV1Api(kube.api())
     mine = {}
+    control_plane = sorted(n.metadata.name for n in core.list_node().items
+                           if "node-role.kubernetes.io/control-plane" in (n.metadata.labels or {}))
     for key, d in converged["want"].items():
-        if key[0] == "DaemonSet":
+        if key[0] == "DaemonSet" and key[2] == "gpu-admission":
+            # shared, beside each kube-scheduler: control-plane nodes only, never a GPU node
+            mine[key] = None
+        elif key[0] == "DaemonSet":
             strategy = [s for s in STRATEGIES if key[2].endswith("r%s-%s" % (SUFFIX, s))]
             assert strategy, key
             mine[key] = strategy[0]
@@ -310,7 +324,10 @@ def test_daemonsets_run_on_their_pool_nodes_only(cl, converged):
                            if p.metadata.deletion_timestamp is None)
             st = ds.status
             got = (st.desired_number_scheduled, st.number_ready, nodes)
-            if got != (1, 1, [node_name(strategy)]):
+            if strategy is None:
+                if got != (len(control_plane), len(control_plane), control_plane):
+                    problems[name] = got
+            elif got != (1, 1, [node_name(strategy)]):
                 problems[name] = got
         if not problems or time.time() > end:
             break
@@ -370,6 +387,18 @@ CALLS = {
                                           ("get", "", "nodes/proxy", None), ("patch", "", "nodes/status", None),
                                           ("update", "", "nodes/status", None), ("update", "", "pods", "default"),
                                           ("patch", "", "pods", "default"), ("create", "", "events", "default")]),
+    "gpushare-schd-extender": ("GSH-11", [("list", "", "nodes", None), ("watch", "", "nodes", None),
+                                          ("list", "", "pods", None), ("watch", "", "pods", None),
+                                          ("get", "", "pods", "default"), ("patch", "", "pods", "default"),
+                                          ("update", "", "pods", "default"), ("create", "", "pods/binding", "default"),
+                                          ("list", "", "configmaps", None), ("watch", "", "configmaps", None)]),
+    "gpu-manager": ("GPUM-04..GPUM-11", [("get", "", "nodes", None), ("update", "", "nodes", None),
+                                         ("list", "", "pods", None), ("watch", "", "pods", None),
+                                         ("get", "", "pods", "default"), ("patch", "", "pods", "default"),
+                                         ("delete", "", "pods", "default"), ("update", "", "pods/status", "default")]),
+    "gpu-admission": ("GPUM-13..GPUM-15", [("list", "", "nodes", None), ("watch", "", "nodes", None),
+                                           ("list", "", "pods", None), ("watch", "", "pods", None),
+                                           ("patch", "", "pods", "default")]),
     "volcano-device-plugin": ("VOL-08", [("get", "", "nodes", None), ("list", "", "nodes", None),
                                          ("watch", "", "nodes", None), ("update", "", "nodes", None),
                                          ("patch", "", "nodes", None), ("patch", "", "nodes/status", None),
@@ -392,6 +421,17 @@ NOT_NAMED = [("get", "", "secrets", "kube-system"), ("list", "", "secrets", None
              ("create", "", "pods/exec", "default"), ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
              ("bind", "rbac.authorization.k8s.io", "clusterroles", None), ("create", "", "serviceaccounts/token", "kube-system"),
              ("delete", "apps", "daemonsets", "kube-system")]
+
+
+# Calls upstream's ClusterRole grants a component but its code never makes (the collection leaves them out): denied.
+NOT_MADE = {
+    "gpu-manager": ("GPUM-12", [("create", "", "events", "default"), ("patch", "", "nodes", None)]),
+    "gpu-admission": ("GPUM-16", [("get", "", "nodes", None), ("update", "", "pods", "default"),
+                                  ("create", "", "pods/binding", "default")]),
+    "gpushare-schd-extender": ("GSH-11", [("get", "", "nodes", None), ("get", "", "configmaps", "kube-system"),
+                                          ("create", "", "events", "default"), ("patch", "", "events", "default"),
+                                          ("create", "", "bindings", "default")]),
+}
 
 
 def component_of(sa_name):
@@ -417,7 +457,8 @@ def rbac_problems(kube, pool_prefix):
         comp = component_of(sa)
         user = "system:serviceaccount:%s:%s" % (ns, sa)
         groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % ns, "system:authenticated"]
-        expect = [(c, True) for c in (CALLS[comp][1] if comp else [])] + [(c, False) for c in NOT_NAMED]
+        expect = [(c, True) for c in (CALLS[comp][1] if comp else [])] + [(c, False) for c in NOT_NAMED] + \
+            [(c, False) for c in (NOT_MADE[comp][1] if comp in NOT_MADE else [])]
         for (verb, group, resource, cns), allowed in expect:
             res, _, sub = resource.partition("/")
             ra = {"verb": verb, "group": group, "resource": res}
