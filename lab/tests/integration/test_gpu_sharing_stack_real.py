@@ -36,6 +36,26 @@ def node_name(strategy):
     return "gssr-%s-%s" % (strategy, SUFFIX)
 
 
+def variant_node(variant):
+    return "gssv-%s-%s" % (variant, SUFFIX)
+
+
+# Settings other than each strategy's default case (the emulator's schema matrix in test_gpu_sharing_stack.py runs the
+# same ones): {variant: (strategy, role variables)}. HAMi without its webhook is the default case above already (no
+# webhook_tls_secret); HAMi with it is left out here: its MutatingWebhookConfiguration would send the GPU pods of every
+# other test of the shared cluster to a webhook no process answers.
+VARIANTS = {
+    "mig-mixed": ("mig", {"gpu_sharing_stack_mig": {"strategy": "mixed", "devices": {"1g.10gb": 2, "2g.20gb": 1},
+                                                    "manager": False}}),
+    "ts-per-node": ("time-slicing", {"gpu_sharing_stack_time_slicing": {"replicas": 4, "rename_by_default": False},
+                                     "gpu_sharing_stack_nvidia": {
+                                         "extra_configs": {"big": {"version": "v1", "flags": {"migStrategy": "none"}}},
+                                         "node_configs": {"@NODE@": "big"}}}),
+    "volcano-gpu-share": ("volcano", {"gpu_sharing_stack_volcano": {"version": "1.15", "mode": "gpu-share",
+                                                                    "accept_known_bad_images": True}}),
+}
+
+
 def kwok_node(name, facts, labels=None):
     """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
     (gpushare refuses a node that already advertises nvidia.com/gpu)."""
@@ -98,14 +118,20 @@ SERVER = {"minor": None}
 VOLCANO_LAST_MINOR = 35
 
 
-def role_play(strategy, state="present", extra_vars=None):
+def role_play(strategy, state="present", extra_vars=None, variant=None):
+    """The role's steps for the pool of ``strategy`` (or of ``variant``, a key of VARIANTS: its own node and pool)."""
     _node, facts, extra = CASES[strategy]
+    if variant:
+        extra = VARIANTS[variant][1]
     if strategy == "volcano" and SERVER["minor"] and SERVER["minor"] > VOLCANO_LAST_MINOR:
         extra = dict(extra, gpu_sharing_stack_volcano=dict(extra["gpu_sharing_stack_volcano"],
                                                            accept_untested_kubernetes=True))
-    n = node_name(strategy)
+    n = variant_node(variant) if variant else node_name(strategy)
+    if variant:
+        extra = json.loads(json.dumps(extra).replace("@NODE@", n))
     v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state,
-         "gpu_sharing_stack_pool": "r%s-%s" % (SUFFIX, strategy), "gpu_sharing_stack_nodes": [n],
+         "gpu_sharing_stack_pool": ("v%s-%s" % (SUFFIX, variant)) if variant else "r%s-%s" % (SUFFIX, strategy),
+         "gpu_sharing_stack_nodes": [n],
          "gpu_sharing_stack_facts": {n: facts},
          "gpu_sharing_stack_registry": "registry.example.com/mirror",
          "gpu_sharing_stack_image_pull_secrets": ["regcred"]}
@@ -475,3 +501,64 @@ def rbac_problems(kube, pool_prefix):
         if comp is None:
             problems.append((user, "no RBAC row in docs/conformance names this component", "", "", "", "", ""))
     return sas, checked, problems
+
+
+# ---------------------------------------------------------------------------------------------------- variants
+def test_variants_applied_rerun_check_mode_and_absent(cl, converged, tmp_path):
+    """Each of VARIANTS on its own kwok node and pool, in one play per step: applied as is (no failed task, no refused
+    request, every rendered object stored as sent), a re-run makes 0 writes, a check-mode run 0 writes, `absent`
+    removes every object it made."""
+    from kubernetes import client
+    kube, _kc = cl
+    core = client.CoreV1Api(kube.api())
+    for variant, (strategy, _extra) in VARIANTS.items():
+        core.create_node(kwok_node(variant_node(variant), CASES[strategy][1],
+                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None))
+    try:
+        tasks = []
+        for variant, (strategy, _extra) in VARIANTS.items():
+            tasks += [mark_task(cl, variant + "-0"), role_play(strategy, variant=variant), mark_task(cl, variant + "-1"),
+                      role_play(strategy, variant=variant), mark_task(cl, variant + "-2")]
+        rc, result = run_play(cl, tmp_path, tasks)
+        assert rc == 0, failures(result)
+        want = rendered(result)
+        marks = wait_marks(kube, [v + "-2" for v in VARIANTS])
+        counts, rerun = {}, {}
+        for variant in VARIANTS:
+            first = kube.writes(marks[variant + "-0"], marks[variant + "-1"], user=USER)
+            second = kube.writes(marks[variant + "-1"], marks[variant + "-2"], user=USER)
+            counts[variant] = (len(first), len(second))
+            assert first and [w for w in first if w[2] >= 300] == [], (variant, first)
+            if second:
+                rerun[variant] = second
+        print("\nreal API server (%s): writes (first apply, re-run) per variant %s" % (kube.version, counts))
+        changed, missing = {}, []
+        for key, d in sorted(want.items(), key=lambda kv: str(kv[0])):
+            live = live_object(kube, d)
+            if live is None:
+                missing.append(key)
+            elif differences(d, live):
+                changed["%s %s/%s" % key] = differences(d, live)
+        assert missing == [] and changed == {}, (missing, changed)
+        assert rerun == {}, rerun
+        mine = [k for k in want if "v%s-" % SUFFIX in k[2]]
+        assert len(mine) >= len(VARIANTS), sorted(want)
+        # check mode: the same settings again, nothing written
+        tasks = [mark_task(cl, "vc0")] + [role_play(s, variant=v) for v, (s, _e) in VARIANTS.items()] + \
+            [mark_task(cl, "vc1")]
+        rc, result = run_play(cl, tmp_path, tasks, "--check")
+        assert rc == 0, failures(result)
+        marks = wait_marks(kube, ["vc1"])
+        assert kube.writes(marks["vc0"], marks["vc1"], user=USER) == []
+        # absent: every object of the variants' pools gone
+        rc, result = run_play(cl, tmp_path, [role_play(s, state="absent", variant=v) for v, (s, _e) in VARIANTS.items()])
+        assert rc == 0, failures(result)
+        left = [k for k in mine if (lambda live: live is not None and not live["metadata"].get("deletionTimestamp"))(
+            live_object(kube, want[k]))]
+        assert left == [], left
+    finally:
+        for variant in VARIANTS:
+            try:
+                core.delete_node(variant_node(variant))
+            except client.ApiException:
+                pass
