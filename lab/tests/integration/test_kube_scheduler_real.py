@@ -60,6 +60,20 @@ def wait(what, fn, timeout=60, proc=None, logf=None):
     raise AssertionError("timed out after %d s: %s%s" % (timeout, what, ("\n" + Path(logf).read_text()[-4000:]) if logf else ""))
 
 
+def nodes_ready(core, names):
+    """The nodes kwok has made Ready, without the not-ready taint the node lifecycle controller sets at first (until
+    then the scheduler filters them out before any extender sees them)."""
+    def ready():
+        for n in names:
+            node = core.read_node(n)
+            if not any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                return False
+            if any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []):
+                return False
+        return True
+    wait("nodes %s Ready" % names, ready, 60)
+
+
 @pytest.fixture(scope="module")
 def extender(kube_real, tmp_path_factory):
     d = tmp_path_factory.mktemp("extender")
@@ -78,6 +92,7 @@ def extender(kube_real, tmp_path_factory):
                             stdout=logf, stderr=subprocess.STDOUT)
     try:
         wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
+        nodes_ready(core, nodes)
         yield {"dir": d, "url": "http://127.0.0.1:%s/gpushare-scheduler" % (d / "port").read_text(), "nodes": nodes}
     finally:
         proc.terminate()
@@ -196,6 +211,7 @@ def admission(kube_real, tmp_path_factory):
                             stdout=logf, stderr=subprocess.STDOUT)
     try:
         wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
+        nodes_ready(core, nodes)
         yield {"dir": d, "port": int((d / "port").read_text()), "nodes": nodes}
     finally:
         proc.terminate()
