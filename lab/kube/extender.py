@@ -4,9 +4,9 @@ the verbs the collection registers (filter, bind), so that the real kube-schedul
 KubeSchedulerConfiguration the collection writes can be checked. The upstream extender
 (AliyunContainerService/gpushare-scheduler-extender) is not served by the Go module proxy here (lab/go/README.md).
 
-    extender.py --state-dir DIR --kubeconfig KC [--port 0] [--reject NODE]...
+    extender.py --state-dir DIR --kubeconfig KC [--port 0] [--reject NODE]... [--filter-verb VERB]...
 
-* POST <prefix>/filter: ExtenderArgs (k8s.io/kube-scheduler extender/v1: Pod, Nodes or NodeNames) -> an
+* POST <prefix>/filter (or each --filter-verb, e.g. gpu-admission's `predicates` under `/scheduler`): ExtenderArgs (k8s.io/kube-scheduler extender/v1: Pod, Nodes or NodeNames) -> an
   ExtenderFilterResult keeping every candidate except the --reject nodes (FailedNodes says why);
 * POST <prefix>/bind: ExtenderBindingArgs (PodName, PodNamespace, PodUID, Node) -> binds the pod through the API
   (pods/binding, as gpushare's extender does) and answers ExtenderBindingResult;
@@ -27,7 +27,10 @@ def main(argv=None):
     ap.add_argument('--kubeconfig', required=True)
     ap.add_argument('--port', type=int, default=0)
     ap.add_argument('--reject', action='append', default=[])
+    ap.add_argument('--filter-verb', action='append', default=[],
+                    help='path segment(s) answered as the filter verb (default: filter; gpu-admission: predicates)')
     args = ap.parse_args(argv)
+    args.filter_verb = args.filter_verb or ['filter']
     from kubernetes import client, config
     conf = client.Configuration()
     config.load_kube_config(config_file=args.kubeconfig, client_configuration=conf)
@@ -54,7 +57,7 @@ def main(argv=None):
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers.get('Content-Length') or 0)) or b'{}')
             verb = self.path.rstrip('/').rsplit('/', 1)[-1]
-            if verb == 'filter':
+            if verb in args.filter_verb:
                 pod = body.get('Pod') or {}
                 md = pod.get('metadata') or {}
                 if body.get('NodeNames') is not None:

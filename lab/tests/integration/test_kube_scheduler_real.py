@@ -10,6 +10,13 @@ The extender is the lab's recording one (lab/kube/extender.py): upstream's is no
   set to the lab's scheduler credentials through the module's kubeconfig option, as the layouts' paths do not exist
   here): kube-scheduler loads, validates and starts with it.
 * gpu_share_report on the pod the real scheduler placed (through the extender) and kwok runs.
+* gpu-manager's scheduler extender gpu-admission (issue #27 3.9): the entry module gpu_stack_manifests returns for
+  strategy gpu-manager (`extender`: filterVerb `predicates` under `/scheduler`, no bind verb, managedResources
+  tencent.com/vcuda-core and vcuda-memory, nodeCacheCapable false, ignorable false) goes through
+  kube_scheduler_config into the site's file; the real kube-scheduler calls it for a pod asking for
+  tencent.com/vcuda-core and not for a pod without it, and binds the vcuda pod itself to the node the extender kept.
+  The lab's recording extender stands in for gpu-admission (tkestack/gpu-admission is not served by the Go module
+  proxy: 403).
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_kube_scheduler_real.py
 """
@@ -53,6 +60,20 @@ def wait(what, fn, timeout=60, proc=None, logf=None):
     raise AssertionError("timed out after %d s: %s%s" % (timeout, what, ("\n" + Path(logf).read_text()[-4000:]) if logf else ""))
 
 
+def nodes_ready(core, names):
+    """The nodes kwok has made Ready, without the not-ready taint the node lifecycle controller sets at first (until
+    then the scheduler filters them out before any extender sees them)."""
+    def ready():
+        for n in names:
+            node = core.read_node(n)
+            if not any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+                return False
+            if any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []):
+                return False
+        return True
+    wait("nodes %s Ready" % names, ready, 60)
+
+
 @pytest.fixture(scope="module")
 def extender(kube_real, tmp_path_factory):
     d = tmp_path_factory.mktemp("extender")
@@ -71,6 +92,7 @@ def extender(kube_real, tmp_path_factory):
                             stdout=logf, stderr=subprocess.STDOUT)
     try:
         wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
+        nodes_ready(core, nodes)
         yield {"dir": d, "url": "http://127.0.0.1:%s/gpushare-scheduler" % (d / "port").read_text(), "nodes": nodes}
     finally:
         proc.terminate()
@@ -166,3 +188,98 @@ def test_collection_file_loads_in_kube_scheduler(kube_real, extender, tmp_path, 
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+@pytest.fixture(scope="module")
+def admission(kube_real, tmp_path_factory):
+    """The lab's recording extender answering gpu-admission's verb (POST /scheduler/predicates), two vcuda nodes, the
+    first rejected."""
+    d = tmp_path_factory.mktemp("admission")
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    nodes = ["gmx-a-%s" % SUFFIX, "gmx-b-%s" % SUFFIX]
+    for n in nodes:
+        res = {"cpu": "32", "memory": "256Gi", "pods": "110", "tencent.com/vcuda-core": "100",
+               "tencent.com/vcuda-memory": "60"}
+        core.create_node({"metadata": {"name": n, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                       "labels": {"nvidia-device-enable": "enable", "gpuops.io/sched-test": "gm" + SUFFIX,
+                                                  "kubernetes.io/hostname": n}},
+                          "status": {"capacity": res, "allocatable": dict(res)}})
+    logf = open(d / "extender.log", "w")
+    proc = subprocess.Popen([os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "extender.py"), "--state-dir", str(d),
+                             "--kubeconfig", kube_real.kubeconfig, "--reject", nodes[0], "--filter-verb", "predicates"],
+                            stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
+        nodes_ready(core, nodes)
+        yield {"dir": d, "port": int((d / "port").read_text()), "nodes": nodes}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for n in nodes:
+            try:
+                core.delete_node(n)
+            except client.ApiException:
+                pass
+
+
+def test_gpu_admission_entry_called_for_vcuda_pods_only(kube_real, admission, tmp_path, collections_path):
+    out = run_module(collections_path, "gpuops.k8s_gpu.gpu_stack_manifests", json.dumps({
+        "strategy": "gpu-manager", "pool": "gm", "nodes": admission["nodes"],
+        "settings": {"gpu_manager": {"accept_unmaintained": True, "admission_port": admission["port"],
+                                     "admission_image": "registry.example.com/tkestack/gpu-admission:47d56ae"}}}))
+    assert not out.get("failed"), out
+    entry = out["extender"]
+    assert entry["url_prefix"] == "http://127.0.0.1:%d/scheduler" % admission["port"], entry
+    assert entry["filter_verb"] == "predicates" and not entry.get("bind_verb"), entry
+    sched = "gpuops-gm-sched-%s" % SUFFIX
+    site = tmp_path / "site-scheduler.yaml"
+    site.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": os.path.join(kube_real.state, "scheduler.kubeconfig")},
+        "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": sched}]}))
+    res = run_module(collections_path, MODULE, json.dumps({
+        "mode": "scheduler_config", "distribution": "kubeadm", "kubernetes_version": kube_real.version,
+        "current_flags": {"config": str(site)}, "extenders": [entry], "backup": False}))
+    assert not res.get("failed"), res
+    written = yaml.safe_load(site.read_text())["extenders"]
+    assert written == [{"urlPrefix": entry["url_prefix"], "filterVerb": "predicates", "enableHTTPS": False,
+                        "nodeCacheCapable": False,
+                        "managedResources": [{"name": "tencent.com/vcuda-core", "ignoredByScheduler": False},
+                                             {"name": "tencent.com/vcuda-memory", "ignoredByScheduler": False}],
+                        "ignorable": False}], written
+    proc, logf = start_scheduler(kube_real, site, tmp_path, "gpu-admission")
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    ns = "sched-gm-%s" % SUFFIX
+    core.create_namespace({"metadata": {"name": ns}})
+
+    def pod(name, limits):
+        c = {"name": "c", "image": "registry.example.com/cuda:12"}
+        if limits:
+            c["resources"] = {"limits": limits}
+        return {"metadata": {"name": name}, "spec": {
+            "schedulerName": sched, "nodeSelector": {"gpuops.io/sched-test": "gm" + SUFFIX},
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}], "containers": [c]}}
+    try:
+        core.create_namespaced_pod(ns, pod("plain", None))
+        core.create_namespaced_pod(ns, pod("vcuda", {"tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4"}))
+        bound = {}
+        for name in ("plain", "vcuda"):
+            bound[name] = wait("pod %s bound and Running" % name, lambda: (lambda p: p if p.spec.node_name and
+                                                                           p.status.phase == "Running" else None)(
+                core.read_namespaced_pod(name, ns)), 90, proc, logf).spec.node_name
+        calls = [json.loads(line) for line in (admission["dir"] / "calls.jsonl").read_text().splitlines()]
+        by_pod = {}
+        for c in calls:
+            by_pod.setdefault(c.get("pod"), []).append(c)
+        assert "%s/plain" % ns not in by_pod, calls  # managedResources: no vcuda resource, no extender call
+        mine = by_pod["%s/vcuda" % ns]
+        assert [c["path"] for c in mine] == ["/scheduler/predicates"] * len(mine), mine  # no bind verb
+        assert sorted(mine[0]["nodes"]) == sorted(admission["nodes"]) and mine[0]["node_cache_capable"] is False
+        assert bound["vcuda"] == admission["nodes"][1], bound  # the node the extender kept; kube-scheduler bound it
+        assert bound["plain"] in admission["nodes"], bound
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        core.delete_namespace(ns)

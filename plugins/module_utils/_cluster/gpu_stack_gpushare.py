@@ -190,12 +190,14 @@ def render(ctx, settings, nodes, facts):
     out = []
     # scheduler extender: cluster-wide, one per cluster (shared by every gpushare pool)
     ext = 'gpushare-schd-extender'
+    # exactly the calls the extender makes (GSH-11): its informers list/watch nodes, pods and configmaps; it gets,
+    # patches (c0b6141) or updates (the published image, d170d8a) a pod and binds it. Upstream's ClusterRole also
+    # grants nodes/configmaps get, events create/patch and `bindings` create, which no code path uses.
     out += rbac_for(ctx, ext, [
-        {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']},
-        {'apiGroups': [''], 'resources': ['events'], 'verbs': ['create', 'patch']},
+        {'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['list', 'watch']},
         {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch', 'update', 'patch']},
-        {'apiGroups': [''], 'resources': ['bindings', 'pods/binding'], 'verbs': ['create']},
-        {'apiGroups': [''], 'resources': ['configmaps'], 'verbs': ['get', 'list', 'watch']},
+        {'apiGroups': [''], 'resources': ['pods/binding'], 'verbs': ['create']},
+        {'apiGroups': [''], 'resources': ['configmaps'], 'verbs': ['list', 'watch']},
     ], scope='shared')
     container = {'name': ext, 'image': ext_image,
                  'env': [{'name': 'LOG_LEVEL', 'value': gs['log_level']}, {'name': 'PORT', 'value': str(gs['extender_port'])}],

@@ -135,3 +135,22 @@ def test_GSH_10_a_pool_with_upstream_images_can_still_be_removed():
     out = render(removing=True)
     assert {m['metadata']['name'] for m in objs(out, 'DaemonSet')} == {'gpushare-device-plugin-p1'}
     assert gs.EXTENDER_IMAGE in out['images']
+
+
+def test_GSH_11_extender_rbac_grants_exactly_the_calls_it_makes():
+    # informers (list/watch) of nodes, pods and configmaps (configmaps at c0b6141 only); pods get and patch (c0b6141),
+    # update (the published image, commit d170d8a); pods/binding create. No event is recorded (the recorder is wired
+    # to a sink but never called), nodes and configmaps are read from the informers' caches, the legacy `bindings`
+    # resource is not used: upstream's ClusterRole grants those, this one does not.
+    for registration in ('node-port', 'host-network'):
+        out = render(registration=registration, extender_host_network=registration == 'host-network', **GOOD)
+        rules = [m for m in objs(out, 'ClusterRole') if m['metadata']['name'] == 'gpushare-schd-extender'][0]['rules']
+        granted = sorted((g, res, v) for ru in rules for g in ru['apiGroups'] for res in ru['resources'] for v in ru['verbs'])
+        assert granted == sorted([
+            ('', 'nodes', 'list'), ('', 'nodes', 'watch'),
+            ('', 'pods', 'get'), ('', 'pods', 'list'), ('', 'pods', 'watch'), ('', 'pods', 'patch'), ('', 'pods', 'update'),
+            ('', 'pods/binding', 'create'),
+            ('', 'configmaps', 'list'), ('', 'configmaps', 'watch')]), registration
+        binding = [m for m in objs(out, 'ClusterRoleBinding') if m['metadata']['name'] == 'gpushare-schd-extender'][0]
+        assert binding['roleRef']['name'] == 'gpushare-schd-extender'
+        assert binding['subjects'][0]['name'] == 'gpushare-schd-extender'
