@@ -186,6 +186,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
 
@@ -225,6 +226,9 @@ def gather_extra(module, facts, log_lines=None):
         'nvidia_taint': _read('/sys/module/nvidia/taint'),
         'nvml_library_version': nvml_library_version(),
         'hypervisor_cpu_flag': ' hypervisor' in (_read('/proc/cpuinfo') or ''),
+        'machine': os.uname()[4],
+        # the dkms module name as registered (nvidia-srv, nvidia-current, nvidia) for the driver_not_loaded advice
+        'dkms_module': nvidia_driver.dkms_state('/', os.uname()[2])['module'],
     }
     if facts.get('node', {}).get('fabricmanager_required'):
         systemctl = module.get_bin_path('systemctl')

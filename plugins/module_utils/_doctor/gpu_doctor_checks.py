@@ -17,6 +17,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver_select import (
+    SelectionError, precompiled_module_packages,
+)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
 )
@@ -61,6 +64,20 @@ def check_nouveau(facts, extra):
     return []
 
 
+def _precompiled_advice(kernel_release, extra):
+    """The signed precompiled module packages for the running kernel (named after `uname -r`, as the nvidia_driver
+    role installs them): the branch from the installed libnvidia-ml where there is one, both kernel module flavours."""
+    version = extra.get('nvml_library_version') or ''
+    branch = version.split('.')[0] if re.match(r'^[0-9]{3}\.', version) else '<branch>'
+    try:
+        opn = precompiled_module_packages(branch, True, kernel_release, extra.get('machine'))
+        prop = precompiled_module_packages(branch, False, kernel_release, extra.get('machine'))
+    except SelectionError:
+        return 'linux-modules-nvidia-<branch>-server-open-$(uname -r), or for the proprietary flavour ' \
+            'linux-objects-nvidia-<branch>-server-$(uname -r) and linux-modules-nvidia-<branch>-server-$(uname -r)'
+    return 'open kernel modules: %s; proprietary: %s' % (' '.join(opn), ' '.join(prop))
+
+
 def check_secure_boot(facts, extra):
     node = facts.get('node', {})
     if node.get('secure_boot') != 'enabled' or not _has_gpu(facts):
@@ -71,11 +88,12 @@ def check_secure_boot(facts, extra):
             'secure_boot_unsigned_module', 'critical',
             'Secure Boot is on and the NVIDIA kernel module is not loaded: an unsigned (DKMS-built) module is refused.',
             ['Secure Boot: enabled', 'nvidia module loaded: no'],
-            'On Ubuntu install Canonical\'s signed precompiled modules instead of DKMS '
-            '(linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; gpuops.k8s_gpu.nvidia_driver does so '
-            'when Secure Boot is on, nvidia_driver_ubuntu_precompiled). Elsewhere sign the module with a Machine '
+            'On Ubuntu install Canonical\'s signed precompiled modules for the running kernel instead of DKMS '
+            '(%s; gpuops.k8s_gpu.nvidia_driver does so when Secure Boot is on, nvidia_driver_ubuntu_precompiled). '
+            'Elsewhere sign the module with a Machine '
             'Owner Key enrolled through mokutil (DKMS can sign with /var/lib/dkms/mok.key), or turn Secure Boot off '
-            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).')]
+            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).'
+            % _precompiled_advice(node.get('kernel_release'), extra))]
     if 'E' in taint:
         return [finding(
             'secure_boot_unsigned_module', 'warning',

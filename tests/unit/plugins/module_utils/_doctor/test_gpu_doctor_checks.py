@@ -215,8 +215,35 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
 def test_DRV_10_secure_boot_finding_points_to_signed_precompiled_modules():
     out = dc.diagnose(facts(node__secure_boot='enabled', node__nvidia_module_loaded=False))
     f = [x for x in out if x['id'] == 'secure_boot_unsigned_module'][0]
-    assert 'linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>' in f['remediation']
     assert 'nvidia_driver_ubuntu_precompiled' in f['remediation']
+    assert '<kernel flavour>' not in f['remediation']
+
+
+def test_DRV_10_secure_boot_advice_names_the_packages_of_the_running_kernel():
+    """The advice said linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; the packages are named after
+    `uname -r` (precompiled_module_packages), and the branch is the installed driver's where there is one."""
+    f = facts(node__secure_boot='enabled', node__nvidia_module_loaded=False, node__kernel_release='6.8.0-49-generic')
+    extra = {'nvml_library_version': '580.159.04', 'machine': 'x86_64'}
+    text = [x for x in dc.diagnose(f, extra=extra) if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'open kernel modules: linux-modules-nvidia-580-server-open-6.8.0-49-generic ' \
+           'linux-signatures-nvidia-6.8.0-49-generic' in text, text
+    assert 'proprietary: linux-objects-nvidia-580-server-6.8.0-49-generic linux-modules-nvidia-580-server-6.8.0-49-generic' in text
+    f['node']['kernel_release'] = '6.8.0-1012-nvidia-64k'
+    text = [x for x in dc.diagnose(f, extra={'machine': 'aarch64'})
+            if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'linux-modules-nvidia-<branch>-server-open-6.8.0-1012-nvidia-64k' in text and 'signatures' not in text
+    f['node']['kernel_release'] = None   # not read: the advice still says what to install
+    text = [x for x in dc.diagnose(f) if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'linux-modules-nvidia-<branch>-server-open-$(uname -r)' in text
+
+
+def test_DRV_32_driver_not_loaded_advice_names_the_registered_dkms_module():
+    f = facts()
+    f['nvml'] = {'status': 'driver_not_loaded'}
+    out = dc.diagnose(f, extra={'dkms_module': 'nvidia-srv'}, checks=['driver'])
+    assert 'dkms install -m nvidia-srv -v <version>' in out[0]['remediation']
+    out = dc.diagnose(f, extra={'dkms_module': None}, checks=['driver'])
+    assert 'nvidia-srv for Ubuntu' in out[0]['remediation']
 
 
 def test_DRV_21_persistence_finding_names_the_unit_override():
