@@ -351,6 +351,33 @@ def check_cluster_images(facts, extra):
 ENGINES = ('docker', 'containerd', 'cri-o', 'rke2', 'k3s')
 
 
+def _runtime_class_needed(rt, installed, strategy, extra):
+    """Issue #27 item 1: the NVIDIA device plugin stacks (strategy model: runtime_class) start GPU pods through
+    RuntimeClass nvidia; where nvidia is not the engine's default runtime and the site does not use CDI, a pod
+    without runtimeClassName: nvidia gets no GPU from the runtime."""
+    if strategy not in RUNTIME_CLASS_STRATEGIES or extra.get('cdi_required'):
+        return []
+    if 'docker' in installed:
+        engine, has_nvidia, default = 'docker', rt.get('docker_nvidia_runtime'), rt.get('docker_default_runtime')
+        where = '/etc/docker/daemon.json default-runtime: %s' % default
+    elif 'containerd' in installed or 'rke2' in installed or 'k3s' in installed:
+        engine, has_nvidia, default = 'containerd', rt.get('containerd_nvidia_runtime'), rt.get('containerd_default_runtime')
+        where = 'containerd default_runtime_name: %s' % default
+    else:
+        return []
+    if has_nvidia is not True or default in (None, 'nvidia'):
+        return []   # no nvidia runtime: the runtime check says so; default unknown: nothing to judge
+    return [finding(
+        'runtime_class_nvidia_required', 'info',
+        'nvidia is not %s\'s default runtime: GPU pods of strategy %s must set runtimeClassName: nvidia.'
+        % (engine, strategy),
+        [where, 'strategy %s: NVIDIA device plugin stack (RuntimeClass nvidia)' % strategy],
+        'The collection\'s stacks create RuntimeClass nvidia and set it on their own pods; set '
+        'spec.runtimeClassName: nvidia on your GPU workloads, or make nvidia the default runtime '
+        '(nvidia_container_runtime_set_as_default: true), or run the toolkit in CDI mode '
+        '(nvidia_container_runtime_cdi: true).')]
+
+
 def check_readiness(facts, extra, strategy=None):
     """What a GPU pod needs on the node whatever the strategy: a container engine, the NVIDIA Container Toolkit,
     the nvidia runtime in CRI-O's config, and a CDI spec where the site runs the toolkit in CDI mode."""
@@ -383,6 +410,7 @@ def check_readiness(facts, extra, strategy=None):
             ['/etc/crio/crio.conf(.d): no crio.runtime.runtimes.nvidia table'],
             'Configure the nvidia runtime for CRI-O (gpuops.k8s_gpu.nvidia_container_runtime) and restart crio. '
             + _RUNTIME_NEEDS))
+    out += _runtime_class_needed(rt, installed, strategy, extra)
     if extra.get('cdi_required') and not rt.get('cdi_specs'):
         out.append(finding(
             'cdi_spec_missing', 'critical',

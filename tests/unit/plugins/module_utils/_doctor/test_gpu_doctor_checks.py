@@ -131,7 +131,7 @@ def test_runtime_missing_and_not_default():
     assert ids(dc.diagnose(f)) == ['docker_nvidia_runtime_missing']
     f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
-    assert dc.diagnose(f, strategy='time-slicing') == []
+    assert [x for x in dc.diagnose(f, strategy='time-slicing') if x['severity'] != 'info'] == []
     assert ids(dc.diagnose(f, strategy='gpushare')) == ['docker_nvidia_not_default']
     f['node']['container_runtimes'] = {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}
     assert ids(dc.diagnose(f)) == ['containerd_nvidia_runtime_missing']
@@ -204,7 +204,9 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
     assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
     f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
-    assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
+    # not the default: no problem for the stacks, only the note that GPU pods name the RuntimeClass (issue #27)
+    assert [(x['id'], x['severity']) for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] \
+        == [('runtime_class_nvidia_required', 'info')]
     for rt, check in (({'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
                       ({'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
         f['node']['container_runtimes'] = rt
@@ -271,3 +273,29 @@ def test_the_doctor_reads_the_default_runtime_strategies_from_the_model():
         text = dc.diagnose(f, checks=['runtime'])[0]['remediation']
         assert '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia' in text, text
         assert 'gpushare, Volcano and HAMi need it as the default runtime.' in text, text
+
+
+@pytest.mark.parametrize('engine,rt', [
+    ('docker', {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True, 'docker_default_runtime': 'runc'}),
+    ('containerd', {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': True,
+                    'containerd_default_runtime': 'runc'}),
+])
+def test_runtime_class_needed_where_nvidia_is_not_the_default(engine, rt):
+    """Issue #27 item 1: the NVIDIA device plugin stacks' GPU pods need runtimeClassName nvidia unless nvidia is the
+    default runtime or CDI is used: an info finding for those strategies only (from the strategy model)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+    f = facts()
+    f['node']['container_runtimes'] = dict(rt)
+    flagged = [s for s in gs.NODE_STRATEGIES
+               if 'runtime_class_nvidia_required' in ids(dc.diagnose(f, strategy=s, checks=['readiness']))]
+    assert tuple(flagged) == gs.RUNTIME_CLASS_STRATEGIES == ('exclusive', 'time-slicing', 'mps', 'mig')
+    out = dc.diagnose(f, strategy='time-slicing', checks=['readiness'])
+    assert out[0]['severity'] == 'info' and engine in out[0]['summary'] and 'runc' in out[0]['evidence'][0]
+    assert 'runtimeClassName: nvidia' in out[0]['remediation']
+    f['node']['container_runtimes']['cdi_specs'] = ['/etc/cdi/nvidia.yaml']
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness'], extra={'cdi_required': True}) == []
+    key = '%s_default_runtime' % engine
+    f['node']['container_runtimes'][key] = 'nvidia'
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
+    f['node']['container_runtimes'][key] = None   # not read: nothing to judge
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
