@@ -568,6 +568,52 @@ def check_throttle(facts, extra):
     return out
 
 
+def check_fabric(facts, extra):
+    """NVLink fabric registration (nvmlDeviceGetGpuFabricInfo(V), Hopper and newer on NVSwitch systems): until the
+    fabric manager has registered a GPU (state completed, status success) CUDA cannot use it (error 802, "system not
+    yet initialized"). Not started: critical; in progress: warning (it finishes on its own after fabricmanager
+    starts); completed with an error status: critical. GPUs that answer NOT_SUPPORTED carry no fabric state."""
+    out = []
+    waiting, failed, progress = [], [], []
+    for g in facts.get('gpus', []):
+        f = (g.get('health') or {}).get('fabric')
+        if not f:
+            continue
+        if f.get('state') == 'not_started':
+            waiting.append(g)
+        elif f.get('state') == 'in_progress':
+            progress.append(g)
+        elif f.get('state') == 'completed' and f.get('status'):
+            failed.append((g, f))
+    fm = 'nvidia-fabricmanager: unit %s%s' % (
+        facts.get('node', {}).get('fabricmanager_unit', 'unknown'),
+        ', %s' % extra['fabricmanager_active'] if extra.get('fabricmanager_active') else '')
+    if waiting:
+        out.append(finding(
+            'fabric_registration_not_started', 'critical',
+            'The NVLink fabric registration of %d GPU(s) has not started: CUDA cannot use them (error 802, "system not '
+            'yet initialized").' % len(waiting),
+            ['NVML fabric state: not started for %s' % _gpu_label(g) for g in waiting] + [fm],
+            'Start nvidia-fabricmanager (of exactly the driver\'s version) and check its log '
+            '(/var/log/fabricmanager.log); the GPUs register when it runs.'))
+    if progress:
+        out.append(finding(
+            'fabric_registration_in_progress', 'warning',
+            'The NVLink fabric registration of %d GPU(s) is in progress: CUDA waits until it completes.' % len(progress),
+            ['NVML fabric state: in progress for %s' % _gpu_label(g) for g in progress] + [fm],
+            'Wait and diagnose again; if it stays in progress, check nvidia-fabricmanager\'s log.'))
+    if failed:
+        out.append(finding(
+            'fabric_registration_failed', 'critical',
+            'The NVLink fabric registration of %d GPU(s) completed with an error.' % len(failed),
+            ['NVML fabric state: completed, status %s%s for %s' % (f.get('status'),
+                                                                  ' (%s)' % f['status_text'] if f.get('status_text') else '',
+                                                                  _gpu_label(g)) for g, f in failed] + [fm],
+            'Check nvidia-fabricmanager\'s log and the NVSwitches (Xid 74, SXid in the kernel log); restart '
+            'fabricmanager and reset the GPUs (reboot) in a drain; contact support if it recurs.'))
+    return out
+
+
 def check_pcie(facts, extra):
     out = []
     for g in facts.get('gpus', []):
@@ -629,6 +675,7 @@ CHECKS = (
     ('memory_repair', check_memory_repair),
     ('throttle', check_throttle),
     ('pcie', check_pcie),
+    ('fabric', check_fabric),
     ('virtualization', check_virtualization),
     ('strategy', check_strategy),
     ('scheduler_config', check_scheduler_config),
@@ -637,7 +684,7 @@ CHECKS = (
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML
-HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization')
+HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):

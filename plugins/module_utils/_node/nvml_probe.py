@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import traceback
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import (
@@ -169,6 +170,45 @@ CLOCK_EVENT_REASONS = (
     (0x10, 'sync_boost'), (0x20, 'sw_thermal_slowdown'), (0x40, 'hw_thermal_slowdown'),
     (0x80, 'hw_power_brake_slowdown'), (0x100, 'display_clock_setting'),
 )
+# nvmlGpuFabricState_t (NVML_GPU_FABRIC_STATE_*): the GPU's registration with the NVLink fabric (fabric manager)
+FABRIC_STATES = {0: 'not_supported', 1: 'not_started', 2: 'in_progress', 3: 'completed'}
+# the binding's structure for nvmlDeviceGetGpuFabricInfoV (v2; its constructor sets the version)
+_FABRIC_V = ('c_nvmlGpuFabricInfo_v2_t', 'c_nvmlGpuFabricInfoV_t')
+
+
+def fabric_info(handle):
+    """The GPU's NVLink fabric registration (the binding passes the structure as given: by reference here): {'state', 'status' (NVML return code; judged only when completed),
+    'status_text'}, or None where the GPU or the binding cannot answer (NOT_SUPPORTED: no fabric, pre-Hopper)."""
+    info = None
+    for name in _FABRIC_V:
+        cls = getattr(pynvml, name, None)
+        if cls is not None and hasattr(pynvml, 'nvmlDeviceGetGpuFabricInfoV'):
+            info = cls()
+            try:
+                pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+            except (pynvml.NVMLError, TypeError):
+                return None
+            break
+    else:
+        cls = getattr(pynvml, 'c_nvmlGpuFabricInfo_t', None)
+        if cls is None or not hasattr(pynvml, 'nvmlDeviceGetGpuFabricInfo'):
+            return None
+        info = cls()
+        try:
+            pynvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+        except (pynvml.NVMLError, TypeError):
+            return None
+    state = FABRIC_STATES.get(int(info.state), 'unknown_%s' % int(info.state))
+    status = int(info.status)
+    text = None
+    if status:
+        try:
+            text = _text(pynvml.nvmlErrorString(status))
+        except (pynvml.NVMLError, AttributeError, TypeError):
+            text = None
+    return {'state': state, 'status': status, 'status_text': text}
+
+
 # nvmlGpuVirtualizationMode_t
 VIRTUALIZATION_MODES = {0: 'none', 1: 'passthrough', 2: 'vgpu', 3: 'host_vgpu', 4: 'host_vsga'}
 XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -214,6 +254,7 @@ def gpu_health(handle):
     health['pcie'] = pcie
     virt, err = _call('nvmlDeviceGetVirtualizationMode', handle)
     health['virtualization_mode'] = None if virt is None else VIRTUALIZATION_MODES.get(virt, 'unknown_%s' % virt)
+    health['fabric'] = fabric_info(handle)
     gsp, err = _call('nvmlDeviceGetGspFirmwareVersion', handle)
     health['gsp_firmware_version'] = _text(gsp)
     return health

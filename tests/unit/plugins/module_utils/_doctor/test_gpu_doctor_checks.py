@@ -280,7 +280,7 @@ def test_the_doctor_reads_the_default_runtime_strategies_from_the_model():
     ('containerd', {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': True,
                     'containerd_default_runtime': 'runc'}),
 ])
-def test_runtime_class_needed_where_nvidia_is_not_the_default(engine, rt):
+def test_DH_10_runtime_class_needed_where_nvidia_is_not_the_default(engine, rt):
     """Issue #27 item 1: the NVIDIA device plugin stacks' GPU pods need runtimeClassName nvidia unless nvidia is the
     default runtime or CDI is used: an info finding for those strategies only (from the strategy model)."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
