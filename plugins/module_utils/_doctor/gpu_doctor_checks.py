@@ -606,9 +606,9 @@ def check_fabric(facts, extra):
         out.append(finding(
             'fabric_registration_failed', 'critical',
             'The NVLink fabric registration of %d GPU(s) completed with an error.' % len(failed),
-            ['NVML fabric state: completed, status %s%s for %s' % (f.get('status'),
-                                                                  ' (%s)' % f['status_text'] if f.get('status_text') else '',
-                                                                  _gpu_label(g)) for g, f in failed] + [fm],
+            ['NVML fabric state: completed, status %s%s for %s' % (
+                f.get('status'), ' (%s)' % f['status_text'] if f.get('status_text') else '', _gpu_label(g))
+             for g, f in failed] + [fm],
             'Check nvidia-fabricmanager\'s log and the NVSwitches (Xid 74, SXid in the kernel log); restart '
             'fabricmanager and reset the GPUs (reboot) in a drain; contact support if it recurs.'))
     return out

@@ -8,10 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping  # type: ignore
+from collections.abc import Mapping
 
 GATE_MODES = ('enforce', 'warn', 'off')
 DEFAULT_GATE = 'enforce'

@@ -177,8 +177,9 @@ _FABRIC_V = ('c_nvmlGpuFabricInfo_v2_t', 'c_nvmlGpuFabricInfoV_t')
 
 
 def fabric_info(handle):
-    """The GPU's NVLink fabric registration (the binding passes the structure as given: by reference here): {'state', 'status' (NVML return code; judged only when completed),
-    'status_text'}, or None where the GPU or the binding cannot answer (NOT_SUPPORTED: no fabric, pre-Hopper)."""
+    """The GPU's NVLink fabric registration: {'state', 'status' (NVML return code; judged only when completed),
+    'status_text'}, or None where the GPU or the binding cannot answer (NOT_SUPPORTED: no fabric, pre-Hopper).
+    The binding hands the structure to the C call as given, so it is passed by reference here."""
     info = None
     for name in _FABRIC_V:
         cls = getattr(pynvml, name, None)
