@@ -32,6 +32,8 @@ SEVERITIES = ('critical', 'warning', 'info')
 _RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with RuntimeClass nvidia, whose handler is this '
                   'runtime; %s need it as the default runtime.'
                   % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES)))
+# gpu_info's NVML status when the Python binding, not the node, is the problem
+BINDINGS_UNUSABLE = ('bindings_missing', 'bindings_outdated')
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
@@ -118,6 +120,14 @@ def check_driver_loaded(facts, extra):
             'Install the driver for the running kernel (gpuops.k8s_gpu.nvidia_driver), make sure the module is '
             'built for it (dkms status; %s), then modprobe nvidia or reboot.'
             % dkms_install_advice(extra.get('dkms_module')))]
+    if status in BINDINGS_UNUSABLE and _has_gpu(facts):
+        return [finding(
+            'nvml_bindings_unusable', 'warning',
+            'The NVML Python binding on this node cannot answer the probe, so the doctor cannot judge the GPUs '
+            '(the strategy and health checks are skipped).',
+            ['NVML probe: %s' % status, facts.get('nvml', {}).get('error') or 'no detail'],
+            'Install nvidia-ml-py (gpuops.k8s_gpu.gpu_probe does so with gpu_probe_bindings_method: pip, or by '
+            'itself when the distribution\'s binding is outdated), then diagnose again.')]
     if status == 'not_installed' and _has_gpu(facts):
         return [finding(
             'driver_not_installed', 'critical',
@@ -243,8 +253,8 @@ def check_runtime(facts, extra, strategy=None):
 
 
 def check_strategy(facts, extra, strategy=None):
-    if not strategy:
-        return []
+    if not strategy or facts.get('nvml', {}).get('status') in BINDINGS_UNUSABLE:
+        return []   # without the binding the GPUs are unknown: nvml_bindings_unusable says so
     caps = facts.get('sharing', {}).get(strategy)
     if caps is None:
         return [finding('strategy_unknown', 'critical', 'Unknown sharing strategy %s.' % strategy,

@@ -64,6 +64,25 @@ def _call(name, *args):
     return _optional(func, *args)
 
 
+def _health_call(name, *args):
+    """_call for the health answers, which are optional: a binding whose call takes other arguments (Debian's
+    python3-pynvml 11.525) answers (None, 'binding_differs') instead of failing the whole probe."""
+    try:
+        return _call(name, *args)
+    except (TypeError, AttributeError, ctypes.ArgumentError):
+        return None, 'binding_differs'
+
+
+def _gsp_firmware_version(handle):
+    """nvidia-ml-py returns the version; older bindings (Debian's 11.525) want a buffer to fill."""
+    value, err = _health_call('nvmlDeviceGetGspFirmwareVersion', handle)
+    if err != 'binding_differs':
+        return _text(value)
+    buf = ctypes.create_string_buffer(_const('NVML_GSP_FIRMWARE_VERSION_BUF_SIZE', 0x40))
+    done, err = _health_call('nvmlDeviceGetGspFirmwareVersion', handle, buf)
+    return _text(buf.value) if err is None and buf.value else None
+
+
 def _const(name, default):
     return getattr(pynvml, name, default)
 
@@ -222,42 +241,41 @@ def clock_event_reason_names(mask):
 def gpu_health(handle):
     """Read-only health answers of one GPU (None where the GPU or the binding cannot answer)."""
     health = {}
-    ecc, err = _call('nvmlDeviceGetEccMode', handle)
+    ecc, err = _health_call('nvmlDeviceGetEccMode', handle)
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
     uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
-    health['ecc_uncorrected_volatile'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+    health['ecc_uncorrected_volatile'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
                                                _const('NVML_VOLATILE_ECC', 0))[0]
-    health['ecc_uncorrected_aggregate'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+    health['ecc_uncorrected_aggregate'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
                                                 _const('NVML_AGGREGATE_ECC', 1))[0]
-    rows, err = _call('nvmlDeviceGetRemappedRows', handle)
+    rows, err = _health_call('nvmlDeviceGetRemappedRows', handle)
     health['remapped_rows'] = None if rows is None else {
         'correctable': int(rows[0]), 'uncorrectable': int(rows[1]), 'pending': bool(rows[2]), 'failure': bool(rows[3])}
-    hist, err = _call('nvmlDeviceGetRowRemapperHistogram', handle)
+    hist, err = _health_call('nvmlDeviceGetRowRemapperHistogram', handle)
     health['row_remapper_histogram'] = None if hist is None else dict(
         (k, int(getattr(hist, k))) for k in ('max', 'high', 'partial', 'low', 'none'))
-    pending, err = _call('nvmlDeviceGetRetiredPagesPendingStatus', handle)
+    pending, err = _health_call('nvmlDeviceGetRetiredPagesPendingStatus', handle)
     if pending is None:
         health['retired_pages'] = None
     else:
-        sbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS', 0))[0]
-        dbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR', 1))[0]
+        sbe = _health_call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS', 0))[0]
+        dbe = _health_call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR', 1))[0]
         health['retired_pages'] = {'single_bit': len(sbe or []), 'double_bit': len(dbe or []),
                                    'pending': pending == _const('NVML_FEATURE_ENABLED', 1)}
-    reasons, err = _call('nvmlDeviceGetCurrentClocksEventReasons', handle)
+    reasons, err = _health_call('nvmlDeviceGetCurrentClocksEventReasons', handle)
     if reasons is None and err == 'binding_lacks_call':
-        reasons, err = _call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
+        reasons, err = _health_call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
     health['clocks_event_reasons'] = None if reasons is None else clock_event_reason_names(int(reasons))
     pcie = {}
     for key, call in (('gen', 'nvmlDeviceGetCurrPcieLinkGeneration'), ('width', 'nvmlDeviceGetCurrPcieLinkWidth'),
                       ('max_gen', 'nvmlDeviceGetMaxPcieLinkGeneration'), ('max_width', 'nvmlDeviceGetMaxPcieLinkWidth'),
                       ('gpu_max_gen', 'nvmlDeviceGetGpuMaxPcieLinkGeneration'), ('replay', 'nvmlDeviceGetPcieReplayCounter')):
-        pcie[key] = _call(call, handle)[0]
+        pcie[key] = _health_call(call, handle)[0]
     health['pcie'] = pcie
-    virt, err = _call('nvmlDeviceGetVirtualizationMode', handle)
+    virt, err = _health_call('nvmlDeviceGetVirtualizationMode', handle)
     health['virtualization_mode'] = None if virt is None else VIRTUALIZATION_MODES.get(virt, 'unknown_%s' % virt)
     health['fabric'] = fabric_info(handle)
-    gsp, err = _call('nvmlDeviceGetGspFirmwareVersion', handle)
-    health['gsp_firmware_version'] = _text(gsp)
+    health['gsp_firmware_version'] = _gsp_firmware_version(handle)
     return health
 
 
@@ -438,5 +456,8 @@ def _probe_initialised(result, include_mig_profiles, include_health=False, xid_w
         for gpu in result['gpus']:
             if not gpu.get('error'):
                 handles.append((gpu['index'], pynvml.nvmlDeviceGetHandleByIndex(gpu['index'])))
-        result['xid_events'], result['xid_events_error'] = xid_events(handles, xid_wait_ms)
+        try:
+            result['xid_events'], result['xid_events_error'] = xid_events(handles, xid_wait_ms)
+        except (TypeError, AttributeError, ctypes.ArgumentError):
+            result['xid_events'], result['xid_events_error'] = None, 'binding_differs'
     return result

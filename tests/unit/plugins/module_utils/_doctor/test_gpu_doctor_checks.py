@@ -299,3 +299,17 @@ def test_DH_10_runtime_class_needed_where_nvidia_is_not_the_default(engine, rt):
     assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
     f['node']['container_runtimes'][key] = None   # not read: nothing to judge
     assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
+
+
+@pytest.mark.parametrize('status', ['bindings_outdated', 'bindings_missing'])
+def test_unusable_binding_is_no_impossible_strategy(status):
+    """A probe whose binding failed said "no NVIDIA GPU found", and the doctor judged strategy_impossible (critical),
+    so the gate left the node out of its pool for the collection's own tooling problem: now a warning that names it."""
+    f = facts()
+    f['nvml'] = {'status': status, 'error': 'the installed NVML Python binding (11.525.112) lacks ...'}
+    f['source'] = 'pci'
+    f['gpus'] = []
+    f['sharing'] = gpu_catalog.sharing_capabilities([])
+    out = dc.diagnose(f, strategy='time-slicing', checks=['driver', 'strategy'])
+    assert [(x['id'], x['severity']) for x in out] == [('nvml_bindings_unusable', 'warning')]
+    assert '11.525.112' in out[0]['evidence'][1] and 'nvidia-ml-py' in out[0]['remediation']
