@@ -318,8 +318,8 @@ def xid_events(handles, wait_ms=100, limit=64):
 
 
 def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=False, profile_cache=None):
-    """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id): profiles} shared by the GPUs of
-    one probe, so identical GPUs are asked once (their profiles are the model's, not the GPU's state)."""
+    """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id, MIG on): profiles} shared by the GPUs
+    of one probe, so identical GPUs in the same MIG mode are asked once (the profiles are the model's)."""
     gpu = {'index': index}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -376,7 +376,8 @@ def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=Fa
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
         profiles = []
         if include_mig_profiles:
-            key = (gpu['name'], pci.pciDeviceId if pci is not None else None)
+            # with MIG off a driver may not answer the profiles (before 580) while the same model with MIG on does
+            key = (gpu['name'], pci.pciDeviceId if pci is not None else None, gpu['mig_current'])
             if profile_cache is not None and key in profile_cache:
                 profiles = [dict(p) for p in profile_cache[key]]
             else:
