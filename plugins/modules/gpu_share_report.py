@@ -255,6 +255,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_model as model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_render as render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
 
 def argument_spec():
@@ -330,7 +331,7 @@ def main():
                 ', '.join(missing), ' (with node_selector %s)' % p['node_selector'] if p['node_selector'] else ''))
     report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'],
                            restricted=bool(p['nodes'] or p['node_selector']))
-    model.apply_health(report, p['node_health'])
+    gate.apply_health(report, p['node_health'])
     result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],
                   cluster=report['cluster'], notes=report['notes'],
                   conflicts=['%s - %s' % (n['name'], c) for n in report['nodes'] for c in n['conflicts']],

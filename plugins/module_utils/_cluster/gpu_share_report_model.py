@@ -33,7 +33,6 @@ import json
 import re
 from decimal import Decimal, InvalidOperation
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor.gpu_doctor_gate import health_column, health_notes
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     WHOLE_GPU_STRATEGIES, families_conflict)
 
@@ -685,19 +684,3 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
     return {'nodes': out_nodes, 'pods': report_pods, 'unscheduled': unscheduled, 'cluster': cluster,
             'notes': cluster_notes}
 
-
-def apply_health(report, node_health):
-    """Each node's health cell (gpu_doctor_gate.health_column) from its doctor verdict (the host fact
-    gpuops_doctor_verdict, keyed by Kubernetes node name), and the doctor's notes that concern the node's pods.
-    Nodes without a verdict read '-' (not diagnosed); a report without node_health has no health column."""
-    if node_health is None:
-        return report
-    for n in report['nodes']:
-        v = node_health.get(n['name'])
-        n['health'] = health_column(v)
-        if v and v.get('ran') and (v.get('critical') or v.get('warning')):
-            n['health_findings'] = list(v.get('critical') or []) + list(v.get('warning') or [])
-        for note in health_notes(v):
-            n['notes'].append('doctor: %s' % note)
-            report['notes'].append('node %s: %s' % (n['name'], note))
-    return report
