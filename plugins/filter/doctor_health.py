@@ -15,15 +15,13 @@ description:
     P(gpuops.k8s_gpu.doctor_verdict#filter)) of each host that has one, keyed by the host's Kubernetes node name
     (C(gpu_node_labels_node_name), else the inventory name). Hosts without a verdict are left out.
   - The result is the O(gpuops.k8s_gpu.gpu_share_report#module:node_health) option of M(gpuops.k8s_gpu.gpu_share_report).
+extends_documentation_fragment:
+  - gpuops.k8s_gpu.inventory_vars
 options:
   _input:
     description: The hosts (a list of inventory names, for example C(groups['gpu_nodes'])).
     type: list
     elements: str
-    required: true
-  hostvars:
-    description: C(hostvars).
-    type: dict
     required: true
 author: gpuops.k8s_gpu developers
 '''
