@@ -683,4 +683,3 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
                                'memory_percent': percent(used, total), 'memory_unit': unit}
     return {'nodes': out_nodes, 'pods': report_pods, 'unscheduled': unscheduled, 'cluster': cluster,
             'notes': cluster_notes}
-

@@ -245,9 +245,9 @@ def gpu_health(handle):
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
     uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
     health['ecc_uncorrected_volatile'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
-                                               _const('NVML_VOLATILE_ECC', 0))[0]
+                                                      _const('NVML_VOLATILE_ECC', 0))[0]
     health['ecc_uncorrected_aggregate'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
-                                                _const('NVML_AGGREGATE_ECC', 1))[0]
+                                                       _const('NVML_AGGREGATE_ECC', 1))[0]
     rows, err = _health_call('nvmlDeviceGetRemappedRows', handle)
     health['remapped_rows'] = None if rows is None else {
         'correctable': int(rows[0]), 'uncorrectable': int(rows[1]), 'pending': bool(rows[2]), 'failure': bool(rows[3])}
