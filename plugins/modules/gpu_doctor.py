@@ -22,12 +22,15 @@ description:
     hypervisor); C(runtime) (nvidia runtime missing from docker/containerd, or not the default where the
     strategy needs it); C(strategy) (the requested sharing strategy is impossible on this hardware)."
   - "Readiness for Kubernetes, C(readiness): no container engine, no NVIDIA Container Toolkit, no nvidia runtime in
-    CRI-O's config, no CDI spec where O(cdi_required)."
+    CRI-O's config, no CDI spec where O(cdi_required); with an NVIDIA device plugin O(strategy) where nvidia is not
+    the engine's default runtime and CDI is not used, an info finding that GPU pods must set runtimeClassName nvidia."
   - "GPU health from NVML and the kernel log (read-only): C(gpu_lost) (fallen off the bus); C(xid) (Xid events since
     boot in the kernel log, and those NVML delivers during O(xid_wait_ms)); C(ecc) (uncorrectable ECC errors, volatile
     and aggregate); C(memory_repair) (row remapping pending or failed, banks without spare rows, retired pages);
     C(throttle) (HW slowdown, thermal, power brake); C(pcie) (link width or generation below the maximum);
-    C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets)."
+    C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets);
+    C(fabric) (NVLink fabric registration of Hopper and newer GPUs on NVSwitch systems not started, in progress or
+    failed, from NVML's fabric info)."
   - docs/doctor.md lists every check, its source and severity; docs/conformance/doctor-health.md the upstream facts.
   - Read-only.
 author:
@@ -49,7 +52,7 @@ options:
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
               vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, ecc, memory_repair, throttle, pcie,
-              virtualization, strategy, scheduler_config, extender, cluster_images]
+              virtualization, fabric, strategy, scheduler_config, extender, cluster_images]
   cdi_required:
     description:
       - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)), so
@@ -186,6 +189,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
 
@@ -225,6 +229,9 @@ def gather_extra(module, facts, log_lines=None):
         'nvidia_taint': _read('/sys/module/nvidia/taint'),
         'nvml_library_version': nvml_library_version(),
         'hypervisor_cpu_flag': ' hypervisor' in (_read('/proc/cpuinfo') or ''),
+        'machine': os.uname()[4],
+        # the dkms module name as registered (nvidia-srv, nvidia-current, nvidia) for the driver_not_loaded advice
+        'dkms_module': nvidia_driver.dkms_state('/', os.uname()[2])['module'],
     }
     if facts.get('node', {}).get('fabricmanager_required'):
         systemctl = module.get_bin_path('systemctl')

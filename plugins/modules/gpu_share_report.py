@@ -85,6 +85,14 @@ options:
     description: Keep a timestamped copy of the previous O(report_path) before replacing it.
     type: bool
     default: false
+  node_health:
+    description:
+      - The doctor's verdict per Kubernetes node name (the host fact C(gpuops_doctor_verdict) that playbooks/node.yml
+        records; playbooks/report.yml passes it with the filter C(gpuops.k8s_gpu.doctor_health)).
+      - Given, the report has a health column - V(ok), V(warning), V(CRITICAL), V(CRITICAL (gated)) (left out of its
+        pool), or V(-) for a node without a verdict - and the doctor's notes about the node's pods (RuntimeClass
+        C(nvidia) where nvidia is not the default runtime).
+    type: dict
 notes:
   - The module needs list permission on nodes and pods (cluster-wide, or in O(namespace) for pods).
   - Percentages are rounded down, as C(kubectl inspect gpushare) does.
@@ -172,6 +180,15 @@ nodes:
       description: What the module could not read or had to assume for this node.
       type: list
       elements: str
+    health:
+      description: The doctor's verdict as one cell - V(ok), V(warning), V(CRITICAL), V(CRITICAL (gated)) or V(-).
+      type: str
+      returned: when O(node_health) is given
+    health_findings:
+      description: The ids of the node's critical and warning findings.
+      type: list
+      elements: str
+      returned: when O(node_health) is given and the node has such findings
 pods:
   description: Pods that hold GPU resources (not finished), with C(namespace), C(name), C(node), C(phase), C(requests)
     (effective requests per GPU resource) and C(gpus) (GPU placement where known; C(pending) for gpushare pods without
@@ -238,6 +255,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_model as model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_render as render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
 
 def argument_spec():
@@ -251,6 +269,7 @@ def argument_spec():
         report_format=dict(type='str', choices=['markdown', 'html'], default='markdown'),
         report_mode=dict(type='str', default='0644'),
         backup=dict(type='bool', default=False),
+        node_health=dict(type='dict'),
     )
     return spec
 
@@ -312,6 +331,7 @@ def main():
                 ', '.join(missing), ' (with node_selector %s)' % p['node_selector'] if p['node_selector'] else ''))
     report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'],
                            restricted=bool(p['nodes'] or p['node_selector']))
+    gate.apply_health(report, p['node_health'])
     result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],
                   cluster=report['cluster'], notes=report['notes'],
                   conflicts=['%s - %s' % (n['name'], c) for n in report['nodes'] for c in n['conflicts']],

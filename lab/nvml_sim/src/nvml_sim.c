@@ -59,6 +59,8 @@ typedef struct {
     int temp_slowdown, temp_shutdown;                    /* -1: NOT_SUPPORTED */
     char inforom[32], gsp_fw[32]; int gsp_mode[2];       /* "" / -1: NOT_SUPPORTED */
     int profile_info_without_mig;                        /* GI profile info answered with MIG disabled (580) */
+    int fabric_state;                                    /* NVML_GPU_FABRIC_STATE_*; -1 NOT_SUPPORTED, -2 default */
+    nvmlReturn_t fabric_status; unsigned fabric_health_mask;
     gpu_state init;
 } sim_gpu;
 
@@ -499,6 +501,15 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
     g->gsp_mode[0] = g->gsp_mode[1] = -1;
     if (gm && gm->type == J_ARR && gm->n == 2) { g->gsp_mode[0] = (int)json_int(gm->items[0], 0); g->gsp_mode[1] = (int)json_int(gm->items[1], 0); }
     g->profile_info_without_mig = json_is_true(json_get(o, "mig_profile_info_without_mig"), 0);
+    /* NVLink fabric registration (nvmlDeviceGetGpuFabricInfo(V)): default completed/success for a Hopper or newer
+     * GPU with NVLinks to NVSwitches, NOT_SUPPORTED otherwise */
+    static const char *const fs_names[] = { "not_supported", "not_started", "in_progress", "completed" };
+    const jval *fs = json_get(o, "fabric_state");
+    g->fabric_state = fs ? (int)enum_or_int(fs, fs_names, 4, 0, "fabric_state", bad) : -2;
+    g->fabric_status = NVML_SUCCESS;
+    const jval *fst = json_get(o, "fabric_status");
+    if (fst && parse_err_name(json_str(fst, ""), &g->fabric_status)) { logmsg("inventory: bad fabric_status"); *bad = 1; }
+    g->fabric_health_mask = (unsigned)json_int(json_get(o, "fabric_health_mask"), 0);
 }
 
 static int parse_gpu(const jval *o, unsigned idx, sim_gpu *g) {
@@ -1182,6 +1193,36 @@ EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableStat
     DEV_BEGIN(device, 0);
     if (!m) END(NVML_ERROR_INVALID_ARGUMENT);
     *m = (nvmlEnableState_t)R.g->display_mode; END(NVML_SUCCESS);
+}
+static int fabric_state(const sim_gpu *g) {
+    if (g->fabric_state != -2) return g->fabric_state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED ? -1 : g->fabric_state;
+    return (gpu_links(g) && g_nswitch && g->arch >= NVML_DEVICE_ARCH_HOPPER && g->arch != NVML_DEVICE_ARCH_UNKNOWN)
+        ? NVML_GPU_FABRIC_STATE_COMPLETED : -1;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *f) {
+    DEV_BEGIN(device, 0);
+    if (!f) END(NVML_ERROR_INVALID_ARGUMENT);
+    int st = fabric_state(R.g);
+    if (st < 0) END(NVML_ERROR_NOT_SUPPORTED);
+    memset(f, 0, sizeof *f);
+    f->state = (nvmlGpuFabricState_t)st; f->status = R.g->fabric_status;
+    END(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *f) {
+    DEV_BEGIN(device, 0);
+    if (!f) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (f->version != nvmlGpuFabricInfo_v2 && f->version != nvmlGpuFabricInfo_v3) END(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    int st = fabric_state(R.g);
+    if (st < 0) END(NVML_ERROR_NOT_SUPPORTED);
+    nvmlGpuFabricInfo_v2_t *v2 = (nvmlGpuFabricInfo_v2_t *)f;
+    unsigned version = f->version;
+    memset(f, 0, version == nvmlGpuFabricInfo_v3 ? sizeof(nvmlGpuFabricInfo_v3_t) : sizeof(nvmlGpuFabricInfo_v2_t));
+    v2->version = version;
+    v2->state = (nvmlGpuFabricState_t)st; v2->status = R.g->fabric_status; v2->healthMask = R.g->fabric_health_mask;
+    if (version == nvmlGpuFabricInfo_v3)
+        f->healthSummary = st == NVML_GPU_FABRIC_STATE_COMPLETED && R.g->fabric_status == NVML_SUCCESS
+            ? NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY : NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY;
+    END(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *m) {
     DEV_BEGIN(device, 0);

@@ -119,3 +119,39 @@ def test_DH_05_simulator_answers_gi_profiles_with_mig_off_as_the_580_driver(coll
     assert res['labels'] == real['labels']
     assert res['sharing'] == real['sharing']
     assert res['nvml'] == real['nvml'] or dict(res['nvml'], bindings_version=None) == dict(real['nvml'], bindings_version=None)
+
+
+HGX = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', 'hgx-a100-80gb.json')
+
+
+def _hopper_hgx(tmp_path, **gpu1):
+    """The HGX board with Hopper GPUs (NVLink fabric registration is Hopper and newer); GPU 1 carries the fault."""
+    data = json.load(open(HGX))
+    for g in data['gpus']:
+        g['architecture'] = 'hopper'
+    data['gpus'][1].update(gpu1)
+    path = tmp_path / 'hgx-hopper.json'
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize('state,status,expected', [
+    (None, None, []),
+    ('not_started', None, [('fabric_registration_not_started', 'critical')]),
+    ('in_progress', None, [('fabric_registration_in_progress', 'warning')]),
+    ('completed', 'TIMEOUT', [('fabric_registration_failed', 'critical')]),
+])
+def test_DH_09_nvlink_fabric_registration_on_the_simulator(collections_path, tmp_path, state, status, expected):
+    """nvmlDeviceGetGpuFabricInfoV on the simulator: registered (completed, success) by default for Hopper GPUs
+    with NVLinks to NVSwitches; the A100 board answers NOT_SUPPORTED (no fabric state: nothing judged)."""
+    fault = dict((k, v) for k, v in (('fabric_state', state), ('fabric_status', status)) if v)
+    res = doctor(collections_path, tmp_path, _hopper_hgx(tmp_path, **fault), checks=['fabric'])
+    assert [(f['id'], f['severity']) for f in res['findings']] == expected
+    fabric = [g['health']['fabric'] for g in res['probe']['gpus']]
+    assert fabric[0] == {'state': 'completed', 'status': 0, 'status_text': None}
+    if expected:
+        assert 'GPU 1 ' in res['findings'][0]['evidence'][0]
+    if status:
+        assert fabric[1] == {'state': 'completed', 'status': 10, 'status_text': 'Timeout'}
+    a100 = doctor(collections_path, tmp_path, HGX, checks=['fabric'])
+    assert a100['findings'] == [] and [g['health']['fabric'] for g in a100['probe']['gpus']] == [None] * 8

@@ -53,6 +53,9 @@ def _gpushare_table(report):
     if pending:
         header.append('PENDING(Allocated)')
     header.append('GPU Memory(%s)' % unit)
+    health = any('health' in n for n in report['nodes'])
+    if health:
+        header.append('HEALTH')
     rows = [header]
     for n in nodes:
         row = [n['name'], n['address'] or '-']
@@ -63,6 +66,8 @@ def _gpushare_table(report):
         if pending:
             row.append(fmt(n['gpushare']['memory_pending']) if n['gpushare']['memory_pending'] else '')
         row.append('%s/%s' % (fmt(n['gpushare']['memory_allocated']), fmt(n['gpushare']['memory_total'])))
+        if health:
+            row.append(n.get('health', '-'))
         rows.append(row)
     lines = _columns(rows)
     cl = report['cluster']['gpushare']
@@ -73,13 +78,15 @@ def _gpushare_table(report):
 
 
 def _resource_table(report):
-    rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT']]
+    health = any('health' in n for n in report['nodes'])
+    rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT'] + (['HEALTH'] if health else [])]
     for n in report['nodes']:
         for name, r in sorted(n['resources'].items()):
             if name == GPUSHARE_MEM:
                 continue
             rows.append([n['name'], n['address'] or '-', ','.join(n['strategies']) or '-', name,
-                         '%s/%s' % (fmt(r['allocated']), fmt(r['allocatable'])), fmt_pct(r['percent'])])
+                         '%s/%s' % (fmt(r['allocated']), fmt(r['allocatable'])), fmt_pct(r['percent'])]
+                        + ([n.get('health', '-')] if health else []))
     if len(rows) == 1:
         return []
     lines = _columns(rows)
@@ -173,6 +180,9 @@ def _sections(report):
         title = n['name'] + (' (%s)' % n['address'] if n['address'] else '')
         blocks.append(('h3', title))
         blocks.append(('p', 'Strategies: %s' % (', '.join(n['strategies']) or 'none detected')))
+        if 'health' in n:
+            blocks.append(('p', 'Health (gpu_doctor): %s%s' % (
+                n['health'], ' - %s' % ', '.join(n['health_findings']) if n.get('health_findings') else '')))
         for c in n['conflicts']:
             blocks.append(('p', 'CONFLICT: %s' % c))
         if n['resources']:

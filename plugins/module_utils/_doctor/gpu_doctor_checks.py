@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
@@ -18,6 +19,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
     POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver_select import (
+    SelectionError, precompiled_module_packages,
+)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
 )
@@ -30,6 +34,8 @@ SEVERITIES = ('critical', 'warning', 'info')
 _RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with RuntimeClass nvidia, whose handler is this '
                   'runtime; %s need it as the default runtime.'
                   % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES)))
+# gpu_info's NVML status when the Python binding, not the node, is the problem
+BINDINGS_UNUSABLE = ('bindings_missing', 'bindings_outdated')
 CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
@@ -62,6 +68,20 @@ def check_nouveau(facts, extra):
     return []
 
 
+def _precompiled_advice(kernel_release, extra):
+    """The signed precompiled module packages for the running kernel (named after `uname -r`, as the nvidia_driver
+    role installs them): the branch from the installed libnvidia-ml where there is one, both kernel module flavours."""
+    version = extra.get('nvml_library_version') or ''
+    branch = version.split('.')[0] if re.match(r'^[0-9]{3}\.', version) else '<branch>'
+    try:
+        opn = precompiled_module_packages(branch, True, kernel_release, extra.get('machine'))
+        prop = precompiled_module_packages(branch, False, kernel_release, extra.get('machine'))
+    except SelectionError:
+        return 'linux-modules-nvidia-<branch>-server-open-$(uname -r), or for the proprietary flavour ' \
+            'linux-objects-nvidia-<branch>-server-$(uname -r) and linux-modules-nvidia-<branch>-server-$(uname -r)'
+    return 'open kernel modules: %s; proprietary: %s' % (' '.join(opn), ' '.join(prop))
+
+
 def check_secure_boot(facts, extra):
     node = facts.get('node', {})
     if node.get('secure_boot') != 'enabled' or not _has_gpu(facts):
@@ -72,11 +92,12 @@ def check_secure_boot(facts, extra):
             'secure_boot_unsigned_module', 'critical',
             'Secure Boot is on and the NVIDIA kernel module is not loaded: an unsigned (DKMS-built) module is refused.',
             ['Secure Boot: enabled', 'nvidia module loaded: no'],
-            'On Ubuntu install Canonical\'s signed precompiled modules instead of DKMS '
-            '(linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; gpuops.k8s_gpu.nvidia_driver does so '
-            'when Secure Boot is on, nvidia_driver_ubuntu_precompiled). Elsewhere sign the module with a Machine '
+            'On Ubuntu install Canonical\'s signed precompiled modules for the running kernel instead of DKMS '
+            '(%s; gpuops.k8s_gpu.nvidia_driver does so when Secure Boot is on, nvidia_driver_ubuntu_precompiled). '
+            'Elsewhere sign the module with a Machine '
             'Owner Key enrolled through mokutil (DKMS can sign with /var/lib/dkms/mok.key), or turn Secure Boot off '
-            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).')]
+            'in the firmware (for ESXi VMs: VM options, Boot options, Secure Boot off).'
+            % _precompiled_advice(node.get('kernel_release'), extra))]
     if 'E' in taint:
         return [finding(
             'secure_boot_unsigned_module', 'warning',
@@ -101,6 +122,14 @@ def check_driver_loaded(facts, extra):
             'Install the driver for the running kernel (gpuops.k8s_gpu.nvidia_driver), make sure the module is '
             'built for it (dkms status; %s), then modprobe nvidia or reboot.'
             % dkms_install_advice(extra.get('dkms_module')))]
+    if status in BINDINGS_UNUSABLE and _has_gpu(facts):
+        return [finding(
+            'nvml_bindings_unusable', 'warning',
+            'The NVML Python binding on this node cannot answer the probe, so the doctor cannot judge the GPUs '
+            '(the strategy and health checks are skipped).',
+            ['NVML probe: %s' % status, facts.get('nvml', {}).get('error') or 'no detail'],
+            'Install nvidia-ml-py (gpuops.k8s_gpu.gpu_probe does so with gpu_probe_bindings_method: pip, or by '
+            'itself when the distribution\'s binding is outdated), then diagnose again.')]
     if status == 'not_installed' and _has_gpu(facts):
         return [finding(
             'driver_not_installed', 'critical',
@@ -226,8 +255,8 @@ def check_runtime(facts, extra, strategy=None):
 
 
 def check_strategy(facts, extra, strategy=None):
-    if not strategy:
-        return []
+    if not strategy or facts.get('nvml', {}).get('status') in BINDINGS_UNUSABLE:
+        return []   # without the binding the GPUs are unknown: nvml_bindings_unusable says so
     caps = facts.get('sharing', {}).get(strategy)
     if caps is None:
         return [finding('strategy_unknown', 'critical', 'Unknown sharing strategy %s.' % strategy,
@@ -321,6 +350,33 @@ def check_cluster_images(facts, extra):
 ENGINES = ('docker', 'containerd', 'cri-o', 'rke2', 'k3s')
 
 
+def _runtime_class_needed(rt, installed, strategy, extra):
+    """Issue #27 item 1: the NVIDIA device plugin stacks (strategy model: runtime_class) start GPU pods through
+    RuntimeClass nvidia; where nvidia is not the engine's default runtime and the site does not use CDI, a pod
+    without runtimeClassName: nvidia gets no GPU from the runtime."""
+    if strategy not in RUNTIME_CLASS_STRATEGIES or extra.get('cdi_required'):
+        return []
+    if 'docker' in installed:
+        engine, has_nvidia, default = 'docker', rt.get('docker_nvidia_runtime'), rt.get('docker_default_runtime')
+        where = '/etc/docker/daemon.json default-runtime: %s' % default
+    elif 'containerd' in installed or 'rke2' in installed or 'k3s' in installed:
+        engine, has_nvidia, default = 'containerd', rt.get('containerd_nvidia_runtime'), rt.get('containerd_default_runtime')
+        where = 'containerd default_runtime_name: %s' % default
+    else:
+        return []
+    if has_nvidia is not True or default in (None, 'nvidia'):
+        return []   # no nvidia runtime: the runtime check says so; default unknown: nothing to judge
+    return [finding(
+        'runtime_class_nvidia_required', 'info',
+        'nvidia is not %s\'s default runtime: GPU pods of strategy %s must set runtimeClassName: nvidia.'
+        % (engine, strategy),
+        [where, 'strategy %s: NVIDIA device plugin stack (RuntimeClass nvidia)' % strategy],
+        'The collection\'s stacks create RuntimeClass nvidia and set it on their own pods; set '
+        'spec.runtimeClassName: nvidia on your GPU workloads, or make nvidia the default runtime '
+        '(nvidia_container_runtime_set_as_default: true), or run the toolkit in CDI mode '
+        '(nvidia_container_runtime_cdi: true).')]
+
+
 def check_readiness(facts, extra, strategy=None):
     """What a GPU pod needs on the node whatever the strategy: a container engine, the NVIDIA Container Toolkit,
     the nvidia runtime in CRI-O's config, and a CDI spec where the site runs the toolkit in CDI mode."""
@@ -353,6 +409,7 @@ def check_readiness(facts, extra, strategy=None):
             ['/etc/crio/crio.conf(.d): no crio.runtime.runtimes.nvidia table'],
             'Configure the nvidia runtime for CRI-O (gpuops.k8s_gpu.nvidia_container_runtime) and restart crio. '
             + _RUNTIME_NEEDS))
+    out += _runtime_class_needed(rt, installed, strategy, extra)
     if extra.get('cdi_required') and not rt.get('cdi_specs'):
         out.append(finding(
             'cdi_spec_missing', 'critical',
@@ -510,6 +567,52 @@ def check_throttle(facts, extra):
     return out
 
 
+def check_fabric(facts, extra):
+    """NVLink fabric registration (nvmlDeviceGetGpuFabricInfo(V), Hopper and newer on NVSwitch systems): until the
+    fabric manager has registered a GPU (state completed, status success) CUDA cannot use it (error 802, "system not
+    yet initialized"). Not started: critical; in progress: warning (it finishes on its own after fabricmanager
+    starts); completed with an error status: critical. GPUs that answer NOT_SUPPORTED carry no fabric state."""
+    out = []
+    waiting, failed, progress = [], [], []
+    for g in facts.get('gpus', []):
+        f = (g.get('health') or {}).get('fabric')
+        if not f:
+            continue
+        if f.get('state') == 'not_started':
+            waiting.append(g)
+        elif f.get('state') == 'in_progress':
+            progress.append(g)
+        elif f.get('state') == 'completed' and f.get('status'):
+            failed.append((g, f))
+    fm = 'nvidia-fabricmanager: unit %s%s' % (
+        facts.get('node', {}).get('fabricmanager_unit', 'unknown'),
+        ', %s' % extra['fabricmanager_active'] if extra.get('fabricmanager_active') else '')
+    if waiting:
+        out.append(finding(
+            'fabric_registration_not_started', 'critical',
+            'The NVLink fabric registration of %d GPU(s) has not started: CUDA cannot use them (error 802, "system not '
+            'yet initialized").' % len(waiting),
+            ['NVML fabric state: not started for %s' % _gpu_label(g) for g in waiting] + [fm],
+            'Start nvidia-fabricmanager (of exactly the driver\'s version) and check its log '
+            '(/var/log/fabricmanager.log); the GPUs register when it runs.'))
+    if progress:
+        out.append(finding(
+            'fabric_registration_in_progress', 'warning',
+            'The NVLink fabric registration of %d GPU(s) is in progress: CUDA waits until it completes.' % len(progress),
+            ['NVML fabric state: in progress for %s' % _gpu_label(g) for g in progress] + [fm],
+            'Wait and diagnose again; if it stays in progress, check nvidia-fabricmanager\'s log.'))
+    if failed:
+        out.append(finding(
+            'fabric_registration_failed', 'critical',
+            'The NVLink fabric registration of %d GPU(s) completed with an error.' % len(failed),
+            ['NVML fabric state: completed, status %s%s for %s' % (
+                f.get('status'), ' (%s)' % f['status_text'] if f.get('status_text') else '', _gpu_label(g))
+             for g, f in failed] + [fm],
+            'Check nvidia-fabricmanager\'s log and the NVSwitches (Xid 74, SXid in the kernel log); restart '
+            'fabricmanager and reset the GPUs (reboot) in a drain; contact support if it recurs.'))
+    return out
+
+
 def check_pcie(facts, extra):
     out = []
     for g in facts.get('gpus', []):
@@ -571,6 +674,7 @@ CHECKS = (
     ('memory_repair', check_memory_repair),
     ('throttle', check_throttle),
     ('pcie', check_pcie),
+    ('fabric', check_fabric),
     ('virtualization', check_virtualization),
     ('strategy', check_strategy),
     ('scheduler_config', check_scheduler_config),
@@ -579,7 +683,7 @@ CHECKS = (
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML
-HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization')
+HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):

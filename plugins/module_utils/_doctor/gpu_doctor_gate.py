@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 GATE_MODES = ('enforce', 'warn', 'off')
 DEFAULT_GATE = 'enforce'
 
@@ -29,6 +31,7 @@ def verdict(result, gate=DEFAULT_GATE):
     findings = result.get('findings') or []
     critical = [f['id'] for f in findings if f.get('severity') == 'critical']
     warning = [f['id'] for f in findings if f.get('severity') == 'warning']
+    info = [f['id'] for f in findings if f.get('severity') == 'info']
     ran = 'findings' in result
     gated = gate == 'enforce' and bool(critical)
     if not ran:
@@ -43,7 +46,7 @@ def verdict(result, gate=DEFAULT_GATE):
     else:
         message = 'no problem found'
     return {'gate': gate, 'gated': gated, 'ran': ran, 'healthy': ran and not critical and not warning,
-            'critical': critical, 'warning': warning, 'message': message}
+            'critical': critical, 'warning': warning, 'info': info, 'message': message}
 
 
 def health_column(v):
@@ -53,3 +56,58 @@ def health_column(v):
     if v.get('critical'):
         return 'CRITICAL (gated)' if v.get('gated') else 'CRITICAL'
     return 'warning' if v.get('warning') else 'ok'
+
+
+# the doctor's findings that the share report repeats as notes (what a GPU pod on the node must do)
+REPORT_NOTES = {
+    'runtime_class_nvidia_required': 'nvidia is not the container runtime\'s default and CDI is not used: GPU pods '
+                                     'must set runtimeClassName: nvidia (the collection\'s stacks do for their own pods)',
+}
+
+
+def health_notes(v):
+    """The report's notes for a node's verdict (doctor findings that concern the pods placed on it)."""
+    if not v or not v.get('ran'):
+        return []
+    ids = (v.get('critical') or []) + (v.get('warning') or []) + (v.get('info') or [])
+    return [REPORT_NOTES[i] for i in ids if i in REPORT_NOTES]
+
+
+def health_by_node(hosts, hostvars):
+    """{Kubernetes node name: verdict} for the hosts that carry a verdict (gpuops_doctor_verdict); the node name is
+    gpu_node_labels_node_name, else the inventory name, as the pool planning names nodes."""
+    out = {}
+    for h in hosts or []:
+        try:
+            hv = hostvars[h]
+        except (KeyError, TypeError):
+            continue
+        try:
+            v = hv['gpuops_doctor_verdict']
+        except (KeyError, TypeError):
+            continue
+        if not isinstance(v, Mapping):
+            continue
+        try:
+            node = hv['gpu_node_labels_node_name']
+        except (KeyError, TypeError):
+            node = h
+        out[str(node)] = dict(v)
+    return out
+
+
+def apply_health(report, node_health):
+    """Each node's health cell (gpu_doctor_gate.health_column) from its doctor verdict (the host fact
+    gpuops_doctor_verdict, keyed by Kubernetes node name), and the doctor's notes that concern the node's pods.
+    Nodes without a verdict read '-' (not diagnosed); a report without node_health has no health column."""
+    if node_health is None:
+        return report
+    for n in report['nodes']:
+        v = node_health.get(n['name'])
+        n['health'] = health_column(v)
+        if v and v.get('ran') and (v.get('critical') or v.get('warning')):
+            n['health_findings'] = list(v.get('critical') or []) + list(v.get('warning') or [])
+        for note in health_notes(v):
+            n['notes'].append('doctor: %s' % note)
+            report['notes'].append('node %s: %s' % (n['name'], note))
+    return report

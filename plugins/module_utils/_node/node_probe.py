@@ -255,7 +255,8 @@ def container_runtimes(root='/'):
     found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
                    if any(os.path.exists(_path(root, p)) for p in paths))
     info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
-            'containerd_nvidia_runtime': None, 'crio_nvidia_runtime': None, 'cdi_specs': cdi_specs(root)}
+            'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
+            'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:
@@ -271,6 +272,12 @@ def container_runtimes(root='/'):
         if text is not None:
             hit = re.search(r'runtimes\.["\']?nvidia["\']?\]', text) is not None
             info['containerd_nvidia_runtime'] = bool(info['containerd_nvidia_runtime']) or hit
+            # the CRI plugin's default_runtime_name (runc when no file sets it); the drop-in, read last, wins
+            names = re.findall(r'^\s*default_runtime_name\s*=\s*["\']([^"\']*)["\']', text, re.M)
+            if names:
+                info['containerd_default_runtime'] = names[-1]
+            elif info['containerd_default_runtime'] is None:
+                info['containerd_default_runtime'] = 'runc'
     crio = [_read(root, 'etc/crio/crio.conf')]
     try:
         crio += [_read(root, 'etc/crio/crio.conf.d/' + n) for n in sorted(os.listdir(_path(root, 'etc/crio/crio.conf.d')))]

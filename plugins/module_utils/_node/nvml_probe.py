@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import traceback
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import (
@@ -61,6 +62,25 @@ def _call(name, *args):
     if func is None:
         return None, 'binding_lacks_call'
     return _optional(func, *args)
+
+
+def _health_call(name, *args):
+    """_call for the health answers, which are optional: a binding whose call takes other arguments (Debian's
+    python3-pynvml 11.525) answers (None, 'binding_differs') instead of failing the whole probe."""
+    try:
+        return _call(name, *args)
+    except (TypeError, AttributeError, ctypes.ArgumentError):
+        return None, 'binding_differs'
+
+
+def _gsp_firmware_version(handle):
+    """nvidia-ml-py returns the version; older bindings (Debian's 11.525) want a buffer to fill."""
+    value, err = _health_call('nvmlDeviceGetGspFirmwareVersion', handle)
+    if err != 'binding_differs':
+        return _text(value)
+    buf = ctypes.create_string_buffer(_const('NVML_GSP_FIRMWARE_VERSION_BUF_SIZE', 0x40))
+    done, err = _health_call('nvmlDeviceGetGspFirmwareVersion', handle, buf)
+    return _text(buf.value) if err is None and buf.value else None
 
 
 def _const(name, default):
@@ -169,6 +189,46 @@ CLOCK_EVENT_REASONS = (
     (0x10, 'sync_boost'), (0x20, 'sw_thermal_slowdown'), (0x40, 'hw_thermal_slowdown'),
     (0x80, 'hw_power_brake_slowdown'), (0x100, 'display_clock_setting'),
 )
+# nvmlGpuFabricState_t (NVML_GPU_FABRIC_STATE_*): the GPU's registration with the NVLink fabric (fabric manager)
+FABRIC_STATES = {0: 'not_supported', 1: 'not_started', 2: 'in_progress', 3: 'completed'}
+# the binding's structure for nvmlDeviceGetGpuFabricInfoV (v2; its constructor sets the version)
+_FABRIC_V = ('c_nvmlGpuFabricInfo_v2_t', 'c_nvmlGpuFabricInfoV_t')
+
+
+def fabric_info(handle):
+    """The GPU's NVLink fabric registration: {'state', 'status' (NVML return code; judged only when completed),
+    'status_text'}, or None where the GPU or the binding cannot answer (NOT_SUPPORTED: no fabric, pre-Hopper).
+    The binding hands the structure to the C call as given, so it is passed by reference here."""
+    info = None
+    for name in _FABRIC_V:
+        cls = getattr(pynvml, name, None)
+        if cls is not None and hasattr(pynvml, 'nvmlDeviceGetGpuFabricInfoV'):
+            info = cls()
+            try:
+                pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+            except (pynvml.NVMLError, TypeError):
+                return None
+            break
+    else:
+        cls = getattr(pynvml, 'c_nvmlGpuFabricInfo_t', None)
+        if cls is None or not hasattr(pynvml, 'nvmlDeviceGetGpuFabricInfo'):
+            return None
+        info = cls()
+        try:
+            pynvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+        except (pynvml.NVMLError, TypeError):
+            return None
+    state = FABRIC_STATES.get(int(info.state), 'unknown_%s' % int(info.state))
+    status = int(info.status)
+    text = None
+    if status:
+        try:
+            text = _text(pynvml.nvmlErrorString(status))
+        except (pynvml.NVMLError, AttributeError, TypeError):
+            text = None
+    return {'state': state, 'status': status, 'status_text': text}
+
+
 # nvmlGpuVirtualizationMode_t
 VIRTUALIZATION_MODES = {0: 'none', 1: 'passthrough', 2: 'vgpu', 3: 'host_vgpu', 4: 'host_vsga'}
 XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -181,41 +241,41 @@ def clock_event_reason_names(mask):
 def gpu_health(handle):
     """Read-only health answers of one GPU (None where the GPU or the binding cannot answer)."""
     health = {}
-    ecc, err = _call('nvmlDeviceGetEccMode', handle)
+    ecc, err = _health_call('nvmlDeviceGetEccMode', handle)
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
     uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
-    health['ecc_uncorrected_volatile'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
-                                               _const('NVML_VOLATILE_ECC', 0))[0]
-    health['ecc_uncorrected_aggregate'] = _call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
-                                                _const('NVML_AGGREGATE_ECC', 1))[0]
-    rows, err = _call('nvmlDeviceGetRemappedRows', handle)
+    health['ecc_uncorrected_volatile'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+                                                      _const('NVML_VOLATILE_ECC', 0))[0]
+    health['ecc_uncorrected_aggregate'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
+                                                       _const('NVML_AGGREGATE_ECC', 1))[0]
+    rows, err = _health_call('nvmlDeviceGetRemappedRows', handle)
     health['remapped_rows'] = None if rows is None else {
         'correctable': int(rows[0]), 'uncorrectable': int(rows[1]), 'pending': bool(rows[2]), 'failure': bool(rows[3])}
-    hist, err = _call('nvmlDeviceGetRowRemapperHistogram', handle)
+    hist, err = _health_call('nvmlDeviceGetRowRemapperHistogram', handle)
     health['row_remapper_histogram'] = None if hist is None else dict(
         (k, int(getattr(hist, k))) for k in ('max', 'high', 'partial', 'low', 'none'))
-    pending, err = _call('nvmlDeviceGetRetiredPagesPendingStatus', handle)
+    pending, err = _health_call('nvmlDeviceGetRetiredPagesPendingStatus', handle)
     if pending is None:
         health['retired_pages'] = None
     else:
-        sbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS', 0))[0]
-        dbe = _call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR', 1))[0]
+        sbe = _health_call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS', 0))[0]
+        dbe = _health_call('nvmlDeviceGetRetiredPages', handle, _const('NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR', 1))[0]
         health['retired_pages'] = {'single_bit': len(sbe or []), 'double_bit': len(dbe or []),
                                    'pending': pending == _const('NVML_FEATURE_ENABLED', 1)}
-    reasons, err = _call('nvmlDeviceGetCurrentClocksEventReasons', handle)
+    reasons, err = _health_call('nvmlDeviceGetCurrentClocksEventReasons', handle)
     if reasons is None and err == 'binding_lacks_call':
-        reasons, err = _call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
+        reasons, err = _health_call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
     health['clocks_event_reasons'] = None if reasons is None else clock_event_reason_names(int(reasons))
     pcie = {}
     for key, call in (('gen', 'nvmlDeviceGetCurrPcieLinkGeneration'), ('width', 'nvmlDeviceGetCurrPcieLinkWidth'),
                       ('max_gen', 'nvmlDeviceGetMaxPcieLinkGeneration'), ('max_width', 'nvmlDeviceGetMaxPcieLinkWidth'),
                       ('gpu_max_gen', 'nvmlDeviceGetGpuMaxPcieLinkGeneration'), ('replay', 'nvmlDeviceGetPcieReplayCounter')):
-        pcie[key] = _call(call, handle)[0]
+        pcie[key] = _health_call(call, handle)[0]
     health['pcie'] = pcie
-    virt, err = _call('nvmlDeviceGetVirtualizationMode', handle)
+    virt, err = _health_call('nvmlDeviceGetVirtualizationMode', handle)
     health['virtualization_mode'] = None if virt is None else VIRTUALIZATION_MODES.get(virt, 'unknown_%s' % virt)
-    gsp, err = _call('nvmlDeviceGetGspFirmwareVersion', handle)
-    health['gsp_firmware_version'] = _text(gsp)
+    health['fabric'] = fabric_info(handle)
+    health['gsp_firmware_version'] = _gsp_firmware_version(handle)
     return health
 
 
@@ -258,8 +318,8 @@ def xid_events(handles, wait_ms=100, limit=64):
 
 
 def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=False, profile_cache=None):
-    """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id): profiles} shared by the GPUs of
-    one probe, so identical GPUs are asked once (their profiles are the model's, not the GPU's state)."""
+    """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id, MIG on): profiles} shared by the GPUs
+    of one probe, so identical GPUs in the same MIG mode are asked once (the profiles are the model's)."""
     gpu = {'index': index}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -316,7 +376,8 @@ def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=Fa
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
         profiles = []
         if include_mig_profiles:
-            key = (gpu['name'], pci.pciDeviceId if pci is not None else None)
+            # with MIG off a driver may not answer the profiles (before 580) while the same model with MIG on does
+            key = (gpu['name'], pci.pciDeviceId if pci is not None else None, gpu['mig_current'])
             if profile_cache is not None and key in profile_cache:
                 profiles = [dict(p) for p in profile_cache[key]]
             else:
@@ -396,5 +457,8 @@ def _probe_initialised(result, include_mig_profiles, include_health=False, xid_w
         for gpu in result['gpus']:
             if not gpu.get('error'):
                 handles.append((gpu['index'], pynvml.nvmlDeviceGetHandleByIndex(gpu['index'])))
-        result['xid_events'], result['xid_events_error'] = xid_events(handles, xid_wait_ms)
+        try:
+            result['xid_events'], result['xid_events_error'] = xid_events(handles, xid_wait_ms)
+        except (TypeError, AttributeError, ctypes.ArgumentError):
+            result['xid_events'], result['xid_events_error'] = None, 'binding_differs'
     return result

@@ -104,3 +104,32 @@ def test_env_fallback(run, monkeypatch):
     monkeypatch.setenv('K8S_AUTH_HOST', 'http://from-env')
     run({})
     assert run.calls[0] == ('client', 'http://from-env')
+
+
+def test_health_column_from_the_doctor_verdicts(run, monkeypatch):
+    """Issue #30: the report's health column, each node's cell from its doctor verdict (gpuops_doctor_verdict);
+    issue #27: the RuntimeClass note where the doctor saw nvidia is not the default runtime."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor.gpu_doctor_gate import verdict
+    ex = {'metadata': {'name': 'ex'}, 'status': {'allocatable': {'nvidia.com/gpu': '2'}}}
+    other = {'metadata': {'name': 'zz'}, 'status': {'allocatable': {'nvidia.com/gpu': '1'}}}
+    monkeypatch.setattr(kube, 'read_cluster', lambda api, **kw: (NODES + [ex, other], list(PODS)))
+    gated = verdict({'findings': [{'id': 'gpu_lost', 'severity': 'critical'},
+                                  {'id': 'runtime_class_nvidia_required', 'severity': 'info'}]}, 'enforce')
+    ok = verdict({'findings': []}, 'enforce')
+    res = run({'host': 'http://x', 'node_health': {'gs': ok, 'ex': gated}})
+    by_name = dict((n['name'], n) for n in res['nodes'])
+    assert [by_name[n]['health'] for n in ('gs', 'ex', 'zz')] == ['ok', 'CRITICAL (gated)', '-']
+    assert by_name['ex']['health_findings'] == ['gpu_lost']
+    lines = res['table'].splitlines()
+    assert lines[0].split()[-1] == 'HEALTH' and lines[1].split()[-1] == 'ok'      # the gpushare table
+    rows = [x.split() for x in lines if x.startswith(('ex ', 'zz '))]
+    assert rows == [['ex', '-', 'exclusive', 'nvidia.com/gpu', '0/2', '0%', 'CRITICAL', '(gated)'],
+                    ['zz', '-', 'exclusive', 'nvidia.com/gpu', '0/1', '0%', '-']], rows
+    assert any('runtimeClassName: nvidia' in x and x.startswith('node ex:') for x in res['notes'])
+    assert any('runtimeClassName: nvidia' in x for x in by_name['ex']['notes'])
+    assert 'Health (gpu_doctor): CRITICAL (gated) - gpu_lost' in gpu_share_report.render.render(
+        {'nodes': res['nodes'], 'pods': res['pods'], 'unscheduled': [], 'cluster': res['cluster'],
+         'notes': res['notes']}, 'markdown')
+    # without node_health the report is as before: no health column
+    res = run({'host': 'http://x'})
+    assert 'HEALTH' not in res['table'] and all('health' not in n for n in res['nodes'])

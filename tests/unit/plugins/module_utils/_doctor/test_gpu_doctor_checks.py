@@ -131,7 +131,7 @@ def test_runtime_missing_and_not_default():
     assert ids(dc.diagnose(f)) == ['docker_nvidia_runtime_missing']
     f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
-    assert dc.diagnose(f, strategy='time-slicing') == []
+    assert [x for x in dc.diagnose(f, strategy='time-slicing') if x['severity'] != 'info'] == []
     assert ids(dc.diagnose(f, strategy='gpushare')) == ['docker_nvidia_not_default']
     f['node']['container_runtimes'] = {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}
     assert ids(dc.diagnose(f)) == ['containerd_nvidia_runtime_missing']
@@ -204,7 +204,9 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
     assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
     f['node']['container_runtimes'] = {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True,
                                        'docker_default_runtime': 'runc'}
-    assert [x for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] == []
+    # not the default: no problem for the stacks, only the note that GPU pods name the RuntimeClass (issue #27)
+    assert [(x['id'], x['severity']) for x in dc.diagnose(f, strategy=strategy) if x['id'] != 'strategy_impossible'] \
+        == [('runtime_class_nvidia_required', 'info')]
     for rt, check in (({'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': False}, 'containerd_nvidia_runtime_missing'),
                       ({'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': False}, 'docker_nvidia_runtime_missing')):
         f['node']['container_runtimes'] = rt
@@ -215,8 +217,35 @@ def test_DP_18_doctor_says_nvidia_stacks_need_the_runtime_class(strategy):
 def test_DRV_10_secure_boot_finding_points_to_signed_precompiled_modules():
     out = dc.diagnose(facts(node__secure_boot='enabled', node__nvidia_module_loaded=False))
     f = [x for x in out if x['id'] == 'secure_boot_unsigned_module'][0]
-    assert 'linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>' in f['remediation']
     assert 'nvidia_driver_ubuntu_precompiled' in f['remediation']
+    assert '<kernel flavour>' not in f['remediation']
+
+
+def test_DRV_10_secure_boot_advice_names_the_packages_of_the_running_kernel():
+    """The advice said linux-modules-nvidia-<branch>-server[-open]-<kernel flavour>; the packages are named after
+    `uname -r` (precompiled_module_packages), and the branch is the installed driver's where there is one."""
+    f = facts(node__secure_boot='enabled', node__nvidia_module_loaded=False, node__kernel_release='6.8.0-49-generic')
+    extra = {'nvml_library_version': '580.159.04', 'machine': 'x86_64'}
+    text = [x for x in dc.diagnose(f, extra=extra) if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'open kernel modules: linux-modules-nvidia-580-server-open-6.8.0-49-generic ' \
+           'linux-signatures-nvidia-6.8.0-49-generic' in text, text
+    assert 'proprietary: linux-objects-nvidia-580-server-6.8.0-49-generic linux-modules-nvidia-580-server-6.8.0-49-generic' in text
+    f['node']['kernel_release'] = '6.8.0-1012-nvidia-64k'
+    text = [x for x in dc.diagnose(f, extra={'machine': 'aarch64'})
+            if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'linux-modules-nvidia-<branch>-server-open-6.8.0-1012-nvidia-64k' in text and 'signatures' not in text
+    f['node']['kernel_release'] = None   # not read: the advice still says what to install
+    text = [x for x in dc.diagnose(f) if x['id'] == 'secure_boot_unsigned_module'][0]['remediation']
+    assert 'linux-modules-nvidia-<branch>-server-open-$(uname -r)' in text
+
+
+def test_DRV_32_driver_not_loaded_advice_names_the_registered_dkms_module():
+    f = facts()
+    f['nvml'] = {'status': 'driver_not_loaded'}
+    out = dc.diagnose(f, extra={'dkms_module': 'nvidia-srv'}, checks=['driver'])
+    assert 'dkms install -m nvidia-srv -v <version>' in out[0]['remediation']
+    out = dc.diagnose(f, extra={'dkms_module': None}, checks=['driver'])
+    assert 'nvidia-srv for Ubuntu' in out[0]['remediation']
 
 
 def test_DRV_21_persistence_finding_names_the_unit_override():
@@ -244,3 +273,43 @@ def test_the_doctor_reads_the_default_runtime_strategies_from_the_model():
         text = dc.diagnose(f, checks=['runtime'])[0]['remediation']
         assert '(exclusive, time-slicing, mps, mig) run their pods with RuntimeClass nvidia' in text, text
         assert 'gpushare, Volcano and HAMi need it as the default runtime.' in text, text
+
+
+@pytest.mark.parametrize('engine,rt', [
+    ('docker', {'installed': ['docker', 'nvidia-ctk'], 'docker_nvidia_runtime': True, 'docker_default_runtime': 'runc'}),
+    ('containerd', {'installed': ['containerd', 'nvidia-ctk'], 'containerd_nvidia_runtime': True,
+                    'containerd_default_runtime': 'runc'}),
+])
+def test_DH_10_runtime_class_needed_where_nvidia_is_not_the_default(engine, rt):
+    """Issue #27 item 1: the NVIDIA device plugin stacks' GPU pods need runtimeClassName nvidia unless nvidia is the
+    default runtime or CDI is used: an info finding for those strategies only (from the strategy model)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+    f = facts()
+    f['node']['container_runtimes'] = dict(rt)
+    flagged = [s for s in gs.NODE_STRATEGIES
+               if 'runtime_class_nvidia_required' in ids(dc.diagnose(f, strategy=s, checks=['readiness']))]
+    assert tuple(flagged) == gs.RUNTIME_CLASS_STRATEGIES == ('exclusive', 'time-slicing', 'mps', 'mig')
+    out = dc.diagnose(f, strategy='time-slicing', checks=['readiness'])
+    assert out[0]['severity'] == 'info' and engine in out[0]['summary'] and 'runc' in out[0]['evidence'][0]
+    assert 'runtimeClassName: nvidia' in out[0]['remediation']
+    f['node']['container_runtimes']['cdi_specs'] = ['/etc/cdi/nvidia.yaml']
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness'], extra={'cdi_required': True}) == []
+    key = '%s_default_runtime' % engine
+    f['node']['container_runtimes'][key] = 'nvidia'
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
+    f['node']['container_runtimes'][key] = None   # not read: nothing to judge
+    assert dc.diagnose(f, strategy='time-slicing', checks=['readiness']) == []
+
+
+@pytest.mark.parametrize('status', ['bindings_outdated', 'bindings_missing'])
+def test_unusable_binding_is_no_impossible_strategy(status):
+    """A probe whose binding failed said "no NVIDIA GPU found", and the doctor judged strategy_impossible (critical),
+    so the gate left the node out of its pool for the collection's own tooling problem: now a warning that names it."""
+    f = facts()
+    f['nvml'] = {'status': status, 'error': 'the installed NVML Python binding (11.525.112) lacks ...'}
+    f['source'] = 'pci'
+    f['gpus'] = []
+    f['sharing'] = gpu_catalog.sharing_capabilities([])
+    out = dc.diagnose(f, strategy='time-slicing', checks=['driver', 'strategy'])
+    assert [(x['id'], x['severity']) for x in out] == [('nvml_bindings_unusable', 'warning')]
+    assert '11.525.112' in out[0]['evidence'][1] and 'nvidia-ml-py' in out[0]['remediation']

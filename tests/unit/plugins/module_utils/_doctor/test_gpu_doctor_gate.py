@@ -53,3 +53,20 @@ def test_sharing_pools_leave_gated_nodes_out_of_the_labels():
     # without a verdict (the doctor did not run in this run) nobody is gated
     del hostvars['n1']['gpuops_doctor_verdict']
     assert sharing_pools(groups, hostvars)['label_pools'][0]['nodes'] == ['n1', 'n2']
+
+
+def test_health_by_node_keys_the_verdicts_by_kubernetes_node_name():
+    """The report's node_health (filter doctor_health): verdicts by node name (gpu_node_labels_node_name, else the
+    inventory name); hosts without a verdict are left out; info ids are kept for the report's notes."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter.doctor_health import doctor_health
+    crit = gate.verdict(CRITICAL)
+    hostvars = {'h1': {'gpuops_doctor_verdict': crit, 'gpu_node_labels_node_name': 'node-1'},
+                'h2': {'gpuops_doctor_verdict': gate.verdict(WARNING)},
+                'h3': {}}
+    out = doctor_health(['h1', 'h2', 'h3', 'absent'], hostvars)
+    assert sorted(out) == ['h2', 'node-1']
+    assert out['node-1']['info'] == ['gpu_passthrough'] and gate.health_column(out['node-1']) == 'CRITICAL (gated)'
+    assert gate.health_notes(out['node-1']) == []
+    v = gate.verdict({'findings': [{'id': 'runtime_class_nvidia_required', 'severity': 'info'}]})
+    assert 'runtimeClassName: nvidia' in gate.health_notes(v)[0]
+    assert gate.health_notes(gate.verdict(None)) == []

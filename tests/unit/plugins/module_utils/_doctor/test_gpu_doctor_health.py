@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import json
 import os
 
@@ -188,3 +189,58 @@ def test_DH_08_cdi_specs_and_crio_config_are_read(tmp_path):
     rt = node_probe.container_runtimes(str(tmp_path))
     assert rt['cdi_specs'] == ['/etc/cdi/nvidia.yaml']
     assert rt['crio_nvidia_runtime'] is True
+
+
+def _fabric_facts(*states):
+    gpus = []
+    for i, f in enumerate(states):
+        gpus.append({'index': i, 'name': 'NVIDIA H100 80GB HBM3', 'pci_bus_id': '00000000:%02X:00.0' % (0x18 + i),
+                     'health': {'fabric': f}})
+    return {'nvml': {'status': 'ok'}, 'gpus': gpus,
+            'node': {'pci_gpus': [{'name': 'GH100'}], 'fabricmanager_unit': 'enabled', 'nvswitch_count': 4}}
+
+
+def test_DH_09_fabric_registration_states():
+    """NVML's fabric info (go-nvml nvml.h: state NOT_SUPPORTED/NOT_STARTED/IN_PROGRESS/COMPLETED, status to be read
+    only when completed): not started critical, in progress warning, completed with an error critical."""
+    ok = {'state': 'completed', 'status': 0, 'status_text': None}
+    assert dc.diagnose(_fabric_facts(ok, ok, None), checks=['fabric']) == []
+    assert dc.diagnose(_fabric_facts({'state': 'not_supported', 'status': 0}), checks=['fabric']) == []
+    out = dc.diagnose(_fabric_facts(ok, {'state': 'not_started', 'status': 0}), extra={'fabricmanager_active': 'inactive'},
+                      checks=['fabric'])
+    assert [(f['id'], f['severity']) for f in out] == [('fabric_registration_not_started', 'critical')]
+    assert 'GPU 1 (NVIDIA H100 80GB HBM3, 00000000:19:00.0)' in out[0]['evidence'][0]
+    assert 'nvidia-fabricmanager: unit enabled, inactive' in out[0]['evidence']
+    out = dc.diagnose(_fabric_facts({'state': 'in_progress', 'status': 0}), checks=['fabric'])
+    assert [(f['id'], f['severity']) for f in out] == [('fabric_registration_in_progress', 'warning')]
+    out = dc.diagnose(_fabric_facts({'state': 'completed', 'status': 10, 'status_text': 'Timeout'}), checks=['fabric'])
+    assert [(f['id'], f['severity']) for f in out] == [('fabric_registration_failed', 'critical')]
+    assert 'status 10 (Timeout)' in out[0]['evidence'][0]
+    # status is not judged before the registration completes
+    assert dc.diagnose(_fabric_facts({'state': 'in_progress', 'status': 10}), checks=['fabric'])[0]['id'] == \
+        'fabric_registration_in_progress'
+
+
+class _FabricV2(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint), ('state', ctypes.c_uint), ('status', ctypes.c_uint)]
+
+
+def test_DH_09_probe_fabric_info_from_the_versioned_call(monkeypatch):
+    """nvml_probe.fabric_info asks nvmlDeviceGetGpuFabricInfoV with the binding's v2 structure (the H100 capture's
+    script called the unversioned call without a structure: TypeError); NOT_SUPPORTED -> None."""
+    calls = []
+
+    def get_v(handle, ref):
+        calls.append(handle)
+        info = ref._obj   # passed by reference: the binding hands the argument to the C call as it is
+        if handle == 'nosupport':
+            raise nvml_probe.pynvml.NVMLError(nvml_probe.pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info.state, info.status = 3, 10 if handle == 'bad' else 0
+
+    monkeypatch.setattr(nvml_probe.pynvml, 'c_nvmlGpuFabricInfo_v2_t', _FabricV2, raising=False)
+    monkeypatch.setattr(nvml_probe.pynvml, 'nvmlDeviceGetGpuFabricInfoV', get_v, raising=False)
+    monkeypatch.setattr(nvml_probe.pynvml, 'nvmlErrorString', lambda rc: b'Timeout', raising=False)
+    assert nvml_probe.fabric_info('ok') == {'state': 'completed', 'status': 0, 'status_text': None}
+    assert nvml_probe.fabric_info('bad') == {'state': 'completed', 'status': 10, 'status_text': 'Timeout'}
+    assert nvml_probe.fabric_info('nosupport') is None
+    assert calls == ['ok', 'bad', 'nosupport']

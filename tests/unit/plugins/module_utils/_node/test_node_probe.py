@@ -121,6 +121,18 @@ def test_containerd_nvidia_runtime(tmp_path):
     _write(tmp_path, 'etc/containerd/config.toml',
            'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n')
     assert node_probe.container_runtimes(str(tmp_path))['containerd_nvidia_runtime'] is True
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_default_runtime'] == 'runc'
+
+
+def test_containerd_default_runtime_from_the_drop_in(tmp_path):
+    _write(tmp_path, 'etc/containerd/config.toml',
+           'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "runc"\n')
+    _write(tmp_path, 'etc/containerd/conf.d/99-nvidia.toml',
+           'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd]\n  default_runtime_name = "nvidia"\n'
+           '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n')
+    info = node_probe.container_runtimes(str(tmp_path))
+    assert info['containerd_default_runtime'] == 'nvidia' and info['containerd_nvidia_runtime'] is True
+    assert node_probe.container_runtimes(str(tmp_path / 'none'))['containerd_default_runtime'] is None
 
 
 def test_invalid_daemon_json_is_reported(tmp_path):

@@ -137,3 +137,29 @@ def test_DRV_27_binding_breaking_inside_a_call_reports_bindings_outdated(monkeyp
     assert '7.352.0' in result['error'] and 'nvidia-ml-py' in result['error']
     assert result['gpus'] == []
     assert fake.calls == ['init', 'shutdown']
+
+
+def test_health_with_debians_binding_answers_instead_of_bindings_outdated(monkeypatch):
+    """Debian's python3-pynvml 11.525.112 takes nvmlDeviceGetGspFirmwareVersion(handle, version) with a buffer: the
+    health probe raised TypeError, the whole probe said bindings_outdated with no GPU, and the doctor judged
+    "strategy impossible: no NVIDIA GPU found" on every lab node (the demo's node layer gated all three). A health
+    call the binding answers differently now gives None for that field; the GPUs stay."""
+    fake = _fake()
+    fake.NVML_GSP_FIRMWARE_VERSION_BUF_SIZE = 0x40
+
+    def gsp(handle, version):
+        version.value = b'535.183.01'
+        return 0
+    fake.nvmlDeviceGetGspFirmwareVersion = gsp
+
+    def differs(*args):
+        raise TypeError('takes 2 positional arguments but 1 was given')
+    fake.nvmlDeviceGetEccMode = differs
+    fake.nvmlDeviceGetVirtualizationMode = lambda h: 1
+    monkeypatch.setattr(nvml_probe, 'pynvml', fake)
+    monkeypatch.setattr(nvml_probe, 'HAS_PYNVML', True)
+    result = nvml_probe.probe(include_mig_profiles=False, include_health=True)
+    assert result['status'] == 'ok', result.get('error')
+    health = result['gpus'][0]['health']
+    assert health['gsp_firmware_version'] == '535.183.01'
+    assert health['ecc_enabled'] is None and health['virtualization_mode'] == 'passthrough'
