@@ -197,6 +197,7 @@ playbook_json build/demo-doctor.json playbooks/doctor.yml -e gpuops_doctor_clust
 banner "ansible-playbook playbooks/site.yml (second run: must change nothing, on every host and localhost)"
 t2=$SECONDS
 rc=0
+audit_mark=$(wc -l < "$KUBE_STATE/audit.log")   # real.py's audit log: one line per write request
 playbook_json build/demo-run2.json playbooks/site.yml || rc=$?
 t2=$((SECONDS - t2))
 
@@ -204,21 +205,27 @@ banner "Fleet report (simulated GPUs, from the second run)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the fleet report"
 banner "Who holds which GPU (gpu_share_report against the lab's API server; kwok runs no container)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the allocation report"
+banner "The cluster as the lab's API server holds it (kwok nodes; pods Running means kwok says so, no container runs)"
+"$VENV/python" lab/demo/summary.py --cluster "$KUBE_STATE/kubeconfig"
 banner "Doctor's table"
 "$VENV/python" lab/demo/summary.py build/demo-doctor.json --print "Print the findings" --print "Print the summary" \
   --print "Print the cluster findings"
 cat <<'TXT'
   Expected in the lab: fabricmanager_missing on lab-a100 (an NVSwitch system without nvidia-fabricmanager: the
-  driver layer, which installs it, is off here) and gpushare_extender_bad_image (the lab keeps the upstream docs'
-  known-bad extender tag to show the check). Both are findings the doctor exists for.
+  driver layer, which installs it, is off here), a finding the doctor exists for. (The lab's gpushare pool names
+  images built from upstream's fixing commits: the stack refuses the known-bad tags, so the cluster side is clean.)
 TXT
 
-banner "Second run recap"
+banner "Second run recap, and its write requests in the API server's audit log ($KUBE_STATE/audit.log)"
 if ! "$VENV/python" lab/demo/summary.py build/demo-run2.json --recap --strict || [ "$rc" != 0 ]; then
   cat build/demo-run2.json.stderr >&2 || true
   echo "DEMO FAILED: the second run of site.yml changed or failed something (build/demo-run2.json)" >&2
   exit 1
 fi
-banner "Done in $((SECONDS - start))s (site.yml: first run ${t1}s, second run ${t2}s); the second run changed nothing."
+if ! "$VENV/python" lab/demo/summary.py --audit "$KUBE_STATE/audit.log" --since "$audit_mark" --strict; then
+  echo "DEMO FAILED: the second run of site.yml sent write requests to the API server (above)" >&2
+  exit 1
+fi
+banner "Done in $((SECONDS - start))s (site.yml: first run ${t1}s, second run ${t2}s); the second run changed nothing and wrote nothing."
 echo "  Logs: build/demo-run1.log build/demo-run2.json build/demo-doctor.json"
 echo "  The lab stays up: bash lab/bin/demo.sh up prints how to use it; bash lab/bin/demo.sh clean removes it."
