@@ -8,8 +8,9 @@
   for) are created as kwok nodes (annotation kwok.x-k8s.io/node=fake) with the seed's labels, taints, addresses and
   capacity; kwok's stages make them Ready (its node-initialize stage keeps the capacity given here). The seed's
   conditions are dropped: kwok writes them.
-* Pods (once the namespace's ServiceAccount `default` exists) keep their spec.nodeName (the scheduler does not place them) and lose their status: the API server resets a
-  pod's status on create, and kwok's pod stages make a pod bound to a kwok node Running.
+* Pods (once the namespace's ServiceAccount `default` exists) keep their spec.nodeName (the scheduler does not place
+  them) and lose their status: the API server resets a pod's status on create, and kwok's pod stages make a pod bound
+  to a kwok node Running.
 * Other objects (the kubeadm-config ConfigMap) are created as they are.
 An object that already exists is left as it is (a second call changes nothing). Prints one line per object.
 """

@@ -36,8 +36,8 @@ def audit_writes(path, since):
                 continue
             ref = e.get('objectRef', {})
             name = '/'.join(x for x in (ref.get('namespace'), ref.get('name')) if x)
-            out.append((e.get('verb'), ref.get('resource', '') + ('/' + ref['subresource'] if ref.get('subresource') else ''),
-                        name))
+            resource = ref.get('resource', '') + ('/' + ref['subresource'] if ref.get('subresource') else '')
+            out.append((e.get('verb'), resource, name))
     return out
 
 
