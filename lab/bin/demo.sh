@@ -111,7 +111,7 @@ lab_up() {
   if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null && [ -f "$kcfg" ]; then
     step "already running (supervisor pid $(cat "$pidf"))"
   else
-    # builds the program sets once per machine (lab/go/build.sh: minutes on a fresh machine; cached afterwards)
+    step "kube-1.37, etcd and kwok from lab/go/build.sh (built once per machine: about 40 min on a fresh 2-core VM)"
     "$VENV/python" lab/kube/real.py build >/dev/null
     kcfg=$("$VENV/python" lab/kube/real.py up --state "$KUBE_STATE" --no-gpu-nodes --no-build 2> >(sed 's/^/  /' >&2))
     step "nodes, kubeadm-config and GPU pods from lab/demo/kube-seed.yaml (kwok nodes: Ready; bound pods: Running)"
