@@ -162,6 +162,8 @@ gpg --batch --armor --export > "$REPO/gpgkey"
   mv ../Release.tmp Release
   gpg --batch --yes --armor --detach-sign -o Release.gpg Release
   gpg --batch --yes --clearsign -o InRelease Release )
+# gpg started an agent for this home directory; it would outlive the build (and the demo that asked for it)
+gpgconf --kill gpg-agent 2>/dev/null || true
 echo "$RECIPE" > "$OUT/.recipe"
 echo "[apt_repo] built $DIST ($VERSION and $NEWER)" >&2
 echo "$OUT/repo"

@@ -3,9 +3,9 @@
 #
 #   demo.sh        fresh lab (clean + up), site.yml, fleet/allocation reports, doctor's table, idempotence check
 #   demo.sh up     bring the lab up (idempotent, keeps what runs) and print how to run the playbooks
-#   demo.sh clean  remove the lab: node containers, vSphere simulator, Kubernetes emulator, apt repository, state
+#   demo.sh clean  remove the lab: node containers, vSphere simulator, Kubernetes control plane, apt repository, state
 #   demo.sh down   clean, and stop the Docker daemon if the lab started it
-# GPUOPS_LAB_PREFIX (default gpuops-lab) prefixes every container/simulator/emulator name, so two labs coexist.
+# GPUOPS_LAB_PREFIX (default gpuops-lab) prefixes every container/simulator/cluster name, so two labs coexist.
 #
 # EVERYTHING HERE IS SIMULATED (see the banner below and docs/playbooks.md). To run the same playbook on real machines:
 #   ansible-playbook -i inventory/mysite/hosts.yml playbooks/site.yml     (a copy of inventory/example)
@@ -17,6 +17,7 @@ PREFIX=${GPUOPS_LAB_PREFIX:-gpuops-lab}
 [[ $PREFIX =~ ^[a-z0-9][a-z0-9-]*$ ]] || { echo "GPUOPS_LAB_PREFIX must be lower-case letters, digits and '-'" >&2; exit 2; }
 STATE="$ROOT/lab/.state/demo/$PREFIX"
 EXTRA="$STATE/extra-vars.json"
+KUBE_STATE="$STATE/kube"   # lab/kube/real.py's state: kubeconfig, PKI, etcd data, logs, audit.log
 # inventory host suffix : NVML simulator inventory (lab/nvml_sim/inventories)
 GPU_NODES=(t4:t4 a100:hgx-a100-80gb v100:v100)
 CP=cp
@@ -36,7 +37,8 @@ lab_clean() {
     wait || true
   fi
   bash lab/vcsim/stop.sh --name "$PREFIX" >/dev/null 2>&1 || true
-  bash lab/kube/stop.sh --name "$PREFIX" >/dev/null 2>&1 || true
+  if [ -d "$KUBE_STATE" ]; then "$VENV/python" lab/kube/real.py down --state "$KUBE_STATE" 2>&1 | sed 's/^/  /'; fi
+  bash lab/kube/stop.sh --name "$PREFIX" >/dev/null 2>&1 || true   # a lab from before the move to real.py
   rm -rf "$ROOT/lab/.state/kube/$PREFIX"
   bash lab/apt_repo/serve.sh stop 2>/dev/null || true
   rm -rf "$STATE"
@@ -47,16 +49,19 @@ lab_clean() {
 simulated_banner() {
   cat <<'TXT'
 ------------------------------------------------------------------------------------------------------------
- gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes cluster is touched
+ gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes node is touched
    * GPU nodes : Debian 12 systemd containers on this machine (community.docker.docker connection)
                  lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare)
    * GPUs      : the lab's NVML simulator (a C libnvidia-ml.so.1 built from NVIDIA's nvml.h); a GPU reset for
                  MIG is the simulator's `nvml-sim-ctl reset-gpu`
    * vCenter   : govmomi's vSphere simulator with GPU hosts; the VMs carry the nodes' names but are not the
                  containers (powered off, nothing boots)
-   * cluster   : the lab's Kubernetes API emulator: no kubelet, scheduler or controllers - nothing the
-                 playbooks deploy ever runs; node capacities and a few GPU pods are seeded
-   * control plane: container lab-cp holds a kubeadm kube-scheduler manifest that nothing runs
+   * cluster   : a real control plane on 127.0.0.1 (upstream's etcd, kube-apiserver, kube-controller-manager,
+                 kube-scheduler, built by lab/go/build.sh); the nodes are kwok's fake nodes carrying the lab
+                 hosts' names: no kubelet, runtime or GPU behind them - the stacks' pods are scheduled and
+                 reported Running by kwok, no container starts; node capacities and a few GPU pods are seeded
+   * control plane: container lab-cp holds the kubeadm kube-scheduler manifest the scheduler layer edits;
+                 the lab's kube-scheduler runs with real.py's own configuration, not this manifest
    * driver layer: OFF (gpuops_node_driver: false) - see below
    * runtime layer: Debian's real containerd in each node; nvidia-container-toolkit is a LAB STAND-IN package
                  from lab/apt_repo, reached through gpuops_mirror.apt
@@ -101,12 +106,16 @@ lab_up() {
   bash lab/vcsim/start.sh --name "$PREFIX" --gpus lab/demo/vcsim-gpus.json -- -vms 3 > "$STATE/vcsim.json"
   "$VENV/python" lab/demo/vcsim_prepare.py "$STATE/vcsim.json" lab-t4 lab-a100 lab-v100 | sed 's/^/  VM /'
 
-  banner "Kubernetes API emulator '$PREFIX' (nodes, kubeadm-config, GPU pods seeded from lab/demo/kube-seed.yaml)"
-  local kcfg="$ROOT/lab/.state/kube/$PREFIX/kubeconfig" pidf="$ROOT/lab/.state/kube/$PREFIX/pid"
+  banner "Kubernetes control plane '$PREFIX' (lab/kube/real.py: etcd, kube-apiserver, controller-manager, scheduler, kwok)"
+  local kcfg="$KUBE_STATE/kubeconfig" pidf="$KUBE_STATE/supervisor.pid"
   if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null && [ -f "$kcfg" ]; then
-    step "already running (pid $(cat "$pidf"))"
+    step "already running (supervisor pid $(cat "$pidf"))"
   else
-    kcfg=$(bash lab/kube/start.sh --name "$PREFIX" --version v1.29.4 --seed lab/demo/kube-seed.yaml | tail -n1)
+    step "kube-1.37, etcd and kwok from lab/go/build.sh (built once per machine: about 40 min on a fresh 2-core VM)"
+    "$VENV/python" lab/kube/real.py build >/dev/null
+    kcfg=$("$VENV/python" lab/kube/real.py up --state "$KUBE_STATE" --no-gpu-nodes --no-build 2> >(sed 's/^/  /' >&2))
+    step "nodes, kubeadm-config and GPU pods from lab/demo/kube-seed.yaml (kwok nodes: Ready; bound pods: Running)"
+    "$VENV/python" lab/demo/kube_seed.py "$kcfg" lab/demo/kube-seed.yaml | sed 's/^/    /'
   fi
   step "kubeconfig $kcfg"
 
@@ -188,28 +197,35 @@ playbook_json build/demo-doctor.json playbooks/doctor.yml -e gpuops_doctor_clust
 banner "ansible-playbook playbooks/site.yml (second run: must change nothing, on every host and localhost)"
 t2=$SECONDS
 rc=0
+audit_mark=$(wc -l < "$KUBE_STATE/audit.log")   # real.py's audit log: one line per write request
 playbook_json build/demo-run2.json playbooks/site.yml || rc=$?
 t2=$((SECONDS - t2))
 
 banner "Fleet report (simulated GPUs, from the second run)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the fleet report"
-banner "Who holds which GPU (gpu_share_report against the emulated cluster; pods are seeded)"
+banner "Who holds which GPU (gpu_share_report against the lab's API server; kwok runs no container)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the allocation report"
+banner "The cluster as the lab's API server holds it (kwok nodes; pods Running means kwok says so, no container runs)"
+"$VENV/python" lab/demo/summary.py --cluster "$KUBE_STATE/kubeconfig"
 banner "Doctor's table"
 "$VENV/python" lab/demo/summary.py build/demo-doctor.json --print "Print the findings" --print "Print the summary" \
   --print "Print the cluster findings"
 cat <<'TXT'
   Expected in the lab: fabricmanager_missing on lab-a100 (an NVSwitch system without nvidia-fabricmanager: the
-  driver layer, which installs it, is off here) and gpushare_extender_bad_image (the lab keeps the upstream docs'
-  known-bad extender tag to show the check). Both are findings the doctor exists for.
+  driver layer, which installs it, is off here), a finding the doctor exists for. (The lab's gpushare pool names
+  images built from upstream's fixing commits: the stack refuses the known-bad tags, so the cluster side is clean.)
 TXT
 
-banner "Second run recap"
+banner "Second run recap, and its write requests in the API server's audit log ($KUBE_STATE/audit.log)"
 if ! "$VENV/python" lab/demo/summary.py build/demo-run2.json --recap --strict || [ "$rc" != 0 ]; then
   cat build/demo-run2.json.stderr >&2 || true
   echo "DEMO FAILED: the second run of site.yml changed or failed something (build/demo-run2.json)" >&2
   exit 1
 fi
-banner "Done in $((SECONDS - start))s (site.yml: first run ${t1}s, second run ${t2}s); the second run changed nothing."
+if ! "$VENV/python" lab/demo/summary.py --audit "$KUBE_STATE/audit.log" --since "$audit_mark" --strict; then
+  echo "DEMO FAILED: the second run of site.yml sent write requests to the API server (above)" >&2
+  exit 1
+fi
+banner "Done in $((SECONDS - start))s (site.yml: first run ${t1}s, second run ${t2}s); the second run changed nothing and wrote nothing."
 echo "  Logs: build/demo-run1.log build/demo-run2.json build/demo-doctor.json"
 echo "  The lab stays up: bash lab/bin/demo.sh up prints how to use it; bash lab/bin/demo.sh clean removes it."

@@ -1,5 +1,5 @@
 """The RuntimeClass of role nvidia_container_runtime: schema-valid for Kubernetes 1.24-1.33 and applied to the
-lab's API emulator with kubernetes.core.k8s (run once; a re-run sends no change).
+lab's API emulator with k8s_converge (run once; a re-run sends no write request).
 
 Run: .venv/bin/pytest lab/tests/integration/test_runtimeclass.py
 """
@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import textwrap
+import urllib.request
 
 import pytest
 import yaml
@@ -19,7 +20,7 @@ TASKS = os.path.join(ROOT, 'roles', 'nvidia_container_runtime', 'tasks', 'runtim
 def _definition():
     with open(TASKS) as f:
         task = yaml.safe_load(f)[0]
-    d = json.loads(json.dumps(task['kubernetes.core.k8s']['definition']))
+    d = json.loads(json.dumps(task['gpuops.k8s_gpu.k8s_converge']['definitions'][0]))
     d['metadata']['name'] = 'nvidia'
     d['handler'] = 'nvidia'
     return d
@@ -40,6 +41,13 @@ def emulator():
                           capture_output=True, text=True).stdout.strip()
     yield kcfg
     subprocess.run(['bash', os.path.join(ROOT, 'lab/kube/stop.sh'), '--name', name], check=False)
+
+
+def _requests(kubeconfig, query=''):
+    with open(kubeconfig) as f:
+        server = yaml.safe_load(f)['clusters'][0]['cluster']['server']
+    with urllib.request.urlopen(server + '/_emulator/requests' + query) as r:
+        return json.load(r)
 
 
 def test_role_applies_runtimeclass_once(emulator, collections_path, tmp_path):
@@ -63,13 +71,17 @@ def test_role_applies_runtimeclass_once(emulator, collections_path, tmp_path):
                ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
     cmd = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'n1,n2,', str(play), '-e', 'tmpdir=%s' % tmp_path]
     results = []
-    for _ in range(2):
+    for i in range(2):
+        if i:
+            seq = _requests(emulator)['seq']
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         results.append(json.loads(proc.stdout))
     first, second = (r['stats'] for r in results)
     assert first['n1']['changed'] + first['n2']['changed'] >= 3  # two daemon.json files + one RuntimeClass
     assert second['n1']['changed'] == 0 and second['n2']['changed'] == 0
+    # kubernetes.core.k8s sent a PATCH on each re-run (changed=false); k8s_converge reads and writes nothing
+    assert _requests(emulator, '?since=%d&writes=1' % seq)['items'] == []
     out = subprocess.run([os.path.join(VENV_BIN, 'python'), '-c', textwrap.dedent('''
         import json, sys
         from kubernetes import client, config

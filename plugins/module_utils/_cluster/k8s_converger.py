@@ -44,17 +44,33 @@ def _scalar_equal(want, have):
     return want == have
 
 
-def is_subset(want, have):
-    """True when every field of want is in have with the same value (lists: same length, element-wise)."""
+# A Pod's lists that kube-apiserver's admission plugins append to when the pod is created: DefaultTolerationSeconds
+# (spec.tolerations: node.kubernetes.io/not-ready and /unreachable, NoExecute, 300 s) and ServiceAccount (spec.volumes:
+# kube-api-access-*; volumeMounts of every container and init container). The live list starts with what was sent.
+# docs/conformance/kubernetes-core.md K8S-10, K8S-11.
+POD_APPENDED_LISTS = frozenset([('spec', 'tolerations'), ('spec', 'volumes'), ('spec', 'containers', 'volumeMounts'),
+                                ('spec', 'initContainers', 'volumeMounts')])
+
+
+def is_subset(want, have, prefix_lists=frozenset(), path=()):
+    """True when every field of want is in have with the same value (lists: same length, element-wise; a list whose
+    path (field names from the top, list positions left out) is in prefix_lists: want's elements start have)."""
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return False
-        return all(k in have and is_subset(v, have[k]) for k, v in want.items())
+        return all(k in have and is_subset(v, have[k], prefix_lists, path + (k,)) for k, v in want.items())
     if isinstance(want, list):
-        if not isinstance(have, list) or len(want) != len(have):
+        if not isinstance(have, list):
             return False
-        return all(is_subset(w, h) for w, h in zip(want, have))
+        if len(want) > len(have) or (len(want) != len(have) and path not in prefix_lists):
+            return False
+        return all(is_subset(w, h, prefix_lists, path) for w, h in zip(want, have))
     return _scalar_equal(want, have)
+
+
+def appended_lists(d):
+    """The lists the API server may have appended to in the live copy of definition d (see POD_APPENDED_LISTS)."""
+    return POD_APPENDED_LISTS if d.get('apiVersion') == 'v1' and d.get('kind') == 'Pod' else frozenset()
 
 
 def desired_hash(obj, annotation):
@@ -150,7 +166,7 @@ class Converger(object):
         if kind in self.p['labels_only_kinds']:
             return self.labels(res, d, live, present=True)
         want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
-        if live is not None and is_subset(want, live):
+        if live is not None and is_subset(want, live, appended_lists(d)):
             return self.record(d, 'unchanged')
         if live is not None and self.p['backup'] and self.p['hash_annotation'] and \
                 self.p['hash_annotation'] not in ((live.get('metadata') or {}).get('annotations') or {}):

@@ -144,3 +144,61 @@ def test_unserved_kind_stops_with_a_clear_error():
 def test_validate_definitions():
     assert K.validate_definitions([CM, NODE]) is None
     assert K.validate_definitions([CM, {'kind': 'X'}]).startswith('definitions[1] needs apiVersion, kind and metadata.name')
+
+
+POD = {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'gpu-validate', 'namespace': 'ns'},
+       'spec': {'restartPolicy': 'Never', 'runtimeClassName': 'nvidia',
+                'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                'volumes': [{'name': 'data', 'emptyDir': {}}],
+                'containers': [{'name': 'cuda', 'image': 'cuda:1', 'volumeMounts': [{'name': 'data', 'mountPath': '/d'}]}],
+                'initContainers': [{'name': 'init', 'image': 'cuda:1',
+                                    'volumeMounts': [{'name': 'data', 'mountPath': '/d'}]}]}}
+
+
+def admitted(pod):
+    """The pod as kube-apiserver stores it: DefaultTolerationSeconds appends the not-ready/unreachable tolerations,
+    the ServiceAccount plugin appends the kube-api-access volume and its mount in every container."""
+    live = copy.deepcopy(pod)
+    spec = live['spec']
+    spec['tolerations'] += [{'key': 'node.kubernetes.io/not-ready', 'operator': 'Exists', 'effect': 'NoExecute',
+                             'tolerationSeconds': 300},
+                            {'key': 'node.kubernetes.io/unreachable', 'operator': 'Exists', 'effect': 'NoExecute',
+                             'tolerationSeconds': 300}]
+    spec['volumes'].append({'name': 'kube-api-access-x1', 'projected': {'sources': []}})
+    for c in spec['containers'] + spec['initContainers']:
+        c['volumeMounts'].append({'name': 'kube-api-access-x1', 'mountPath': '/var/run/secrets/kubernetes.io/serviceaccount',
+                                  'readOnly': True})
+    return live
+
+
+def test_K8S_10_K8S_11_pod_lists_admission_appends_to_are_compared_as_prefixes():
+    """A Pod re-run writes nothing although the API server appended tolerations, a volume and mounts (found by make
+    demo on the real control plane: the validation pods were re-applied on every run)."""
+    client = FakeDynamic([admitted(K.with_hash(POD, PARAMS['hash_annotation']))], served=('Pod',))
+    result = run(client, [POD])
+    assert result['unchanged'] == 1 and not result['changed'] and client.writes == []
+
+
+@pytest.mark.parametrize('change', ['toleration', 'mount', 'volume-first'])
+def test_K8S_10_K8S_11_a_pod_that_lacks_a_wanted_entry_is_still_applied(change):
+    live = admitted(K.with_hash(POD, PARAMS['hash_annotation']))
+    if change == 'toleration':
+        live['spec']['tolerations'] = live['spec']['tolerations'][1:]   # the wanted one missing, two others there
+    elif change == 'mount':
+        live['spec']['containers'][0]['volumeMounts'] = live['spec']['containers'][0]['volumeMounts'][1:]
+    else:
+        live['spec']['volumes'].reverse()                                # same entries, wanted one not first
+    client = FakeDynamic([live], served=('Pod',))
+    result = run(client, [POD])
+    assert result['updated'] == 1 and client.writes == [('patch', 'Pod', 'gpu-validate', 'application/apply-patch+yaml')]
+
+
+def test_K8S_10_K8S_11_other_kinds_keep_exact_list_lengths():
+    """Only a Pod's own lists are admitted so; a DaemonSet's pod template is stored as sent, a longer list differs."""
+    ds = {'apiVersion': 'apps/v1', 'kind': 'DaemonSet', 'metadata': {'name': 'dp', 'namespace': 'ns'},
+          'spec': {'template': {'spec': {'tolerations': [{'key': 'a', 'operator': 'Exists'}]}}}}
+    live = K.with_hash(ds, PARAMS['hash_annotation'])
+    live['spec']['template']['spec']['tolerations'].append({'key': 'b', 'operator': 'Exists'})
+    client = FakeDynamic([live], served=('DaemonSet',))
+    assert run(client, [ds])['updated'] == 1
+    assert not K.is_subset({'spec': {'tolerations': [1]}}, {'spec': {'tolerations': [1, 2]}})
