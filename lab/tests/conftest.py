@@ -376,3 +376,16 @@ def kube_real(tmp_path_factory):
         yield KubeReal(state)
     finally:
         sh(os.path.join(VENV_BIN, 'python'), os.path.join(KUBE, 'real.py'), 'down', '--state', str(state), timeout=60)
+
+
+def wait_until(what, fn, timeout=60):
+    """Poll ``fn`` every 0.3 s until it returns something true and return that; fail naming ``what`` and the last
+    answer after ``timeout`` seconds (the real control plane's controllers and kwok act asynchronously)."""
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError('timed out after %d s: %s (last: %r)' % (timeout, what, last))

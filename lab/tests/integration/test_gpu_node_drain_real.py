@@ -9,27 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
-from conftest import run_module
+from conftest import run_module, wait_until as wait
 
 SUFFIX = "%d" % os.getpid()
 NODE = "drain-%s" % SUFFIX
 NS = "drain-real-%s" % SUFFIX
 MODULE = "gpuops.k8s_gpu.gpu_node_drain"
-
-
-def wait(what, fn, timeout=60):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError("timed out after %d s: %s (last: %r)" % (timeout, what, last))
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_kube_scheduler_r
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import subprocess
 import time
@@ -74,26 +75,24 @@ def nodes_ready(core, names):
     wait("nodes %s Ready" % names, ready, 60)
 
 
-@pytest.fixture(scope="module")
-def extender(kube_real, tmp_path_factory):
-    d = tmp_path_factory.mktemp("extender")
+@contextlib.contextmanager
+def recording_extender(kube_real, d, nodes, capacity, labels, *args):
+    """Two kwok nodes with ``capacity`` and ``labels`` and the lab's recording extender (lab/kube/extender.py, the
+    first node rejected, ``args`` added), running until the block ends; yields the port it listens on."""
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    nodes = ["gsx-a-%s" % SUFFIX, "gsx-b-%s" % SUFFIX]
     for n in nodes:
-        res = {"cpu": "32", "memory": "256Gi", "pods": "110", "aliyun.com/gpu-mem": "32", "aliyun.com/gpu-count": "1"}
         core.create_node({"metadata": {"name": n, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                       "labels": {"gpushare": "true", "gpuops.io/sched-test": SUFFIX,
-                                                  "kubernetes.io/hostname": n}},
-                          "status": {"capacity": res, "allocatable": dict(res)}})
+                                       "labels": dict(labels, **{"kubernetes.io/hostname": n})},
+                          "status": {"capacity": dict(capacity), "allocatable": dict(capacity)}})
     logf = open(d / "extender.log", "w")
     proc = subprocess.Popen([os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "extender.py"), "--state-dir", str(d),
-                             "--kubeconfig", kube_real.kubeconfig, "--reject", nodes[0]],
+                             "--kubeconfig", kube_real.kubeconfig, "--reject", nodes[0]] + list(args),
                             stdout=logf, stderr=subprocess.STDOUT)
     try:
         wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
         nodes_ready(core, nodes)
-        yield {"dir": d, "url": "http://127.0.0.1:%s/gpushare-scheduler" % (d / "port").read_text(), "nodes": nodes}
+        yield int((d / "port").read_text())
     finally:
         proc.terminate()
         proc.wait(10)
@@ -102,6 +101,15 @@ def extender(kube_real, tmp_path_factory):
                 core.delete_node(n)
             except client.ApiException:
                 pass
+
+
+@pytest.fixture(scope="module")
+def extender(kube_real, tmp_path_factory):
+    d = tmp_path_factory.mktemp("extender")
+    nodes = ["gsx-a-%s" % SUFFIX, "gsx-b-%s" % SUFFIX]
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "aliyun.com/gpu-mem": "32", "aliyun.com/gpu-count": "1"}
+    with recording_extender(kube_real, d, nodes, res, {"gpushare": "true", "gpuops.io/sched-test": SUFFIX}) as port:
+        yield {"dir": d, "url": "http://127.0.0.1:%s/gpushare-scheduler" % port, "nodes": nodes}
 
 
 def extender_spec(url):
@@ -195,32 +203,12 @@ def admission(kube_real, tmp_path_factory):
     """The lab's recording extender answering gpu-admission's verb (POST /scheduler/predicates), two vcuda nodes, the
     first rejected."""
     d = tmp_path_factory.mktemp("admission")
-    from kubernetes import client
-    core = client.CoreV1Api(kube_real.api())
     nodes = ["gmx-a-%s" % SUFFIX, "gmx-b-%s" % SUFFIX]
-    for n in nodes:
-        res = {"cpu": "32", "memory": "256Gi", "pods": "110", "tencent.com/vcuda-core": "100",
-               "tencent.com/vcuda-memory": "60"}
-        core.create_node({"metadata": {"name": n, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                       "labels": {"nvidia-device-enable": "enable", "gpuops.io/sched-test": "gm" + SUFFIX,
-                                                  "kubernetes.io/hostname": n}},
-                          "status": {"capacity": res, "allocatable": dict(res)}})
-    logf = open(d / "extender.log", "w")
-    proc = subprocess.Popen([os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "extender.py"), "--state-dir", str(d),
-                             "--kubeconfig", kube_real.kubeconfig, "--reject", nodes[0], "--filter-verb", "predicates"],
-                            stdout=logf, stderr=subprocess.STDOUT)
-    try:
-        wait("extender port", lambda: (d / "port").exists(), 30, proc, d / "extender.log")
-        nodes_ready(core, nodes)
-        yield {"dir": d, "port": int((d / "port").read_text()), "nodes": nodes}
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        for n in nodes:
-            try:
-                core.delete_node(n)
-            except client.ApiException:
-                pass
+    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "tencent.com/vcuda-core": "100",
+           "tencent.com/vcuda-memory": "60"}
+    labels = {"nvidia-device-enable": "enable", "gpuops.io/sched-test": "gm" + SUFFIX}
+    with recording_extender(kube_real, d, nodes, res, labels, "--filter-verb", "predicates") as port:
+        yield {"dir": d, "port": port, "nodes": nodes}
 
 
 def test_gpu_admission_entry_called_for_vcuda_pods_only(kube_real, admission, tmp_path, collections_path):

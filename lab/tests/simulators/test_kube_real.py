@@ -11,13 +11,12 @@ import json
 import os
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import KUBE, ROOT, VENV_BIN, KubeReal, kube_real_up, sh
+from conftest import KUBE, ROOT, VENV_BIN, KubeReal, kube_real_up, sh, wait_until as wait
 
 NS = 'real-smoke-%d' % os.getpid()
 USER = 'gpuops-test-real-smoke-%d' % os.getpid()
@@ -36,17 +35,6 @@ def expected_version(minor):
     with open(os.path.join(ROOT, 'lab', 'go', 'kube-%s' % minor, 'version.ldflags')) as f:
         words = f.read().split()
     return [w.split('=', 1)[1] for w in words if w.startswith('k8s.io/component-base/version.gitVersion=')][0]
-
-
-def wait(what, fn, timeout=60):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError('timed out after %d s: %s (last: %r)' % (timeout, what, last))
 
 
 def test_version_tls_and_anonymous(cl):
