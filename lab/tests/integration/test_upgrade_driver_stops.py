@@ -3,12 +3,15 @@ node 2 when its GPU jobs outlive their wait (UPG-03, with a GPU-pods-only drain 
 its MIG devices are gone after the "reboot" (UPG-04), when an eviction is refused by a PodDisruptionBudget (UPG-01)
 and when a pod a finalizer holds outlives the drain timeout (UPG-02): node 2 stays cordoned (with its driver untouched
 when the drain stopped it), node 1 rolled, node 3 untouched. A node an operator cordoned before the roll stays
-cordoned after its upgrade (UPG-09). One lab for the five tests, each starting from stand_down(); the order keeps the
+cordoned after its upgrade (UPG-09). One lab for the six tests, each starting from stand_down(); the order keeps the
 re-installs stand_down() needs few (UPG-04 ends with every node back on the old driver). test_upgrade_driver.py has
-its own lab and runs on another xdist worker at the same time.
+its own lab and runs on another xdist worker at the same time. The doctor gate (issue #30): a critical finding after the
+"reboot" (a failed row remapping in the simulator) stops the roll at node 2 too.
 
 Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver_stops.py   (needs root, dockerd, the node image)
 """
+import json
+
 import pytest
 
 from conftest import emulator_get
@@ -77,6 +80,35 @@ def test_UPG_04_mig_node_without_its_mig_devices_after_the_reboot_stops_the_roll
     assert rc != 0
     msg = failures(doc)
     assert 'failed verification' in msg and 'has MIG devices none, the pool geometry is 2x 3g.40gb' in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
+    assert reported_version(lab, NODES[1][0]) == NEW
+    stand_down(lab)
+
+
+def test_doctor_gate_critical_finding_after_the_reboot_stops_the_roll(lab):
+    """Issue #30's gate in the roll: node 2 comes back from its "reboot" on the new driver with a failed row remapping
+    (the NVML simulator's inventory of that node changed only there): the post-reboot doctor's critical finding
+    row_remap_failure (gpuops_doctor_gate enforce, the default) stops the roll at node 2, which stays cordoned; node 3
+    is untouched. (A pending remapping is only a warning: it takes effect at the next reset.)"""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    container = lab['containers'][NODES[1][0]]
+    path = '/etc/nvml-sim/inventory.json'
+    # set (or, with None, drop) GPU 0's remapped rows in the inventory as it is then (the upgrade rewrites its version)
+    edit = ('import json, sys; p = sys.argv[1]; inv = json.load(open(p)); rows = json.loads(sys.argv[2]); '
+            'g = inv["gpus"][0]; g.pop("remapped_rows", None) if rows is None else g.update(remapped_rows=rows); '
+            'json.dump(inv, open(p, "w"), indent=1)')
+    failed = {'correctable': 0, 'uncorrectable': 1, 'pending': False, 'failure': True}
+    dexec(container, 'python3', '-c', edit, path, json.dumps(failed))
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    try:
+        rc, doc = upgrade(lab)
+    finally:
+        dexec(container, 'python3', '-c', edit, path, 'null')
+    assert rc != 0
+    msg = failures(doc)
+    assert 'the doctor after the upgrade' in msg and 'row_remap_failure' in msg, msg
     assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
     assert reported_version(lab, NODES[1][0]) == NEW
     stand_down(lab)
