@@ -287,7 +287,7 @@ def test_every_strategy_applied_and_accepted(converged):
     assert converged["missing"] == []
 
 
-def test_server_stores_what_was_sent(converged):
+def test_K8S_12_server_stores_what_was_sent(converged):
     """Every field the collection sends is stored as sent (the server adds defaults, but changes nothing sent). This
     failed before b1dd2ea: config-manager's empty env values (KUBECONFIG, SIGNAL, PROCESS_TO_SIGNAL) were sent as
     value "" and the API server drops an empty EnvVar value (omitempty); the emulator kept "" and hid it."""
@@ -295,7 +295,7 @@ def test_server_stores_what_was_sent(converged):
     assert converged["changed"] == {}, converged["changed"]
 
 
-def test_rerun_makes_no_writes(converged):
+def test_K8S_12_rerun_makes_no_writes(converged):
     """A second run of every strategy makes 0 write requests (audit log, this test's user), defaulting included.
     Before b1dd2ea the device plugin DaemonSets were applied again on every run (exclusive 1, time-slicing 1, mps 2,
     mig 1 writes)."""

@@ -219,7 +219,7 @@ def _containers(manifest):
     ('exclusive', {}), ('time-slicing', {'settings': {'time_slicing': {'replicas': 3}}}), ('mps', {}),
     ('mig', {'facts': A100, 'settings': {'mig': {'devices': {'1g.10gb': 7}}}}),
 ])
-def test_no_env_value_is_the_empty_string(strategy, kw):
+def test_K8S_12_no_env_value_is_the_empty_string(strategy, kw):
     """The API server drops an EnvVar's empty `value` (omitempty; found by the lab's real kube-apiserver v1.37.2):
     an entry rendered with value "" is never found in the live object, so every run re-applied the DaemonSet. An
     empty variable is rendered as a name alone, which the kubelet sets to "" just the same."""
