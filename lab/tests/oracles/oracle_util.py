@@ -116,3 +116,31 @@ def probe_facts(inventory, state):
                           env=sim_env(inventory, state), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
+
+
+def cap_minor(gpu, gi, ci=None):
+    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk and the device plugin
+    only follow the mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
+    access = 3 + gpu * 135 + gi * 9
+    return access if ci is None else access + 1 + ci
+
+
+def mig_minors_lines(inv):
+    """The lines of /proc/driver/nvidia-caps/mig-minors that the NVIDIA kernel module would write for the inventory's
+    GPUs (config, monitor, and every GPU instance and compute instance capability)."""
+    lines = ['config 1', 'monitor 2']
+    for i, g in enumerate(inv['gpus']):
+        minor = g.get('minor_number', i)
+        for gi in range(15):
+            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
+            for ci in range(8):
+                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
+    return lines
+
+
+# A shell prologue for `unshare --mount --propagation private sh -c`: /proc becomes a tmpfs with links to a fresh procfs
+# (mounted at $REALPROC) and a driver/nvidia-caps/mig-minors copied from $MINORS (the path is fixed in upstream's
+# programs and only the NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it.
+PRIVATE_PROC = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
+                'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
+                'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; ')
