@@ -27,7 +27,7 @@ from oracle_util import (INVENTORIES, PRIVATE_PROC, ROOT, _collections_path, bui
 NODE = 'n1'
 SCRIPT = PRIVATE_PROC + (
     'mount -t tmpfs gpuops-lab-kubelet /var/lib; mkdir -p /var/lib/kubelet/device-plugins; '
-    '"$REGISTRAR" -socket /var/lib/kubelet/device-plugins/kubelet.sock -allocate 1 -settle 300ms -timeout "$WAIT" '
+    '"$REGISTRAR" -socket /var/lib/kubelet/device-plugins/kubelet.sock -allocate "$ALLOCATE" -settle 300ms -timeout "$WAIT" '
     '> "$OUT" & reg=$!; '
     '"$@" > "$LOG" 2>&1 & pl=$!; '
     'rc=0; wait $reg || rc=$?; kill $pl 2>/dev/null || true; wait $pl 2>/dev/null || true; exit $rc')
@@ -81,7 +81,7 @@ def node_config(out):
     return cm['data'][label], env
 
 
-def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control=False, wait='15s'):
+def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control=False, wait='15s', allocate=1):
     """Run the plugin with this config under the stand-in kubelet; (registrar's exit status, results, plugin log)."""
     plugin, registrar = binaries
     with open(inventory) as f:
@@ -93,7 +93,7 @@ def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control
     e = sim_env(inventory, tmp_path / 'state.json')
     e.update(env or {})
     e.update(REGISTRAR=registrar, OUT=str(out), LOG=str(log), WAIT=wait, REALPROC=str(tmp_path / 'realproc'),
-             MINORS=str(minors), CONFIG_FILE=str(cfg))
+             MINORS=str(minors), CONFIG_FILE=str(cfg), ALLOCATE=str(allocate))
     e.pop('NVIDIA_VISIBLE_DEVICES', None)
     if mps_control:
         bindir = tmp_path / 'bin'
@@ -127,12 +127,18 @@ MIG_MIXED = [{'profile': '3g.40gb', 'placement': 0}, {'profile': '1g.10gb', 'pla
              {'profile': '1g.10gb', 'placement': 5}]
 TS2 = {'version': 'v1', 'flags': {'migStrategy': 'none'},
        'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2}]}}}
-# id: (inventory or (base, GPUs, GPU overrides), strategy, settings, {resource: devices per GPU}, MPS stand-in)
+# id: (inventory or (base, GPUs, GPU overrides), strategy, settings, {resource: devices per GPU}, MPS stand-in
+#      [, devices to allocate, the Allocate error expected])
 VARIANTS = {
     'exclusive-t4': ('t4.json', 'exclusive', {}, {'nvidia.com/gpu': 1}, False),
     'exclusive-hgx-a100': ('hgx-a100-80gb.json', 'exclusive', {}, {'nvidia.com/gpu': 1}, False),
     'time-slicing-3': ('hgx-a100-80gb.json', 'time-slicing', {'time_slicing': {'replicas': 3}},
                        {'nvidia.com/gpu': 3}, False),
+    # the default fail_requests_greater_than_one: a request for two replicas is refused at Allocate; without it, not
+    'time-slicing-2-of-3': ('t4.json', 'time-slicing', {'time_slicing': {'replicas': 3}}, {'nvidia.com/gpu': 3},
+                            False, 2, 'maximum request size for shared resources is 1; found 2'),
+    'time-slicing-2-of-3-allowed': ('t4.json', 'time-slicing', {'time_slicing': {
+        'replicas': 3, 'fail_requests_greater_than_one': False}}, {'nvidia.com/gpu': 3}, False, 2, None),
     'time-slicing-rename': ('t4.json', 'time-slicing', {'time_slicing': {'replicas': 4, 'rename_by_default': True}},
                             {'nvidia.com/gpu.shared': 4}, False),
     'mps-4': ('t4.json', 'mps', {'mps': {'replicas': 4}}, {'nvidia.com/gpu': 4}, True),
@@ -154,13 +160,13 @@ VARIANTS = {
 
 @pytest.mark.parametrize('name', sorted(VARIANTS))
 def test_DP_25_plugin_registers_the_resources_the_collection_names(binaries, stack, tmp_path, name):
-    inv_spec, strategy, settings, per_gpu, mps = VARIANTS[name]
+    inv_spec, strategy, settings, per_gpu, mps, allocate, refusal = (VARIANTS[name] + (1, None))[:7]
     inventory = _inventory(tmp_path, inv_spec)
     facts = facts_of(inventory, tmp_path)
     gpus = len(facts['gpus'])
     out = render(stack, strategy, settings, facts)
     config, env = node_config(out)
-    rc, results, log = run_plugin(binaries, tmp_path, inventory, config, env, mps_control=mps)
+    rc, results, log = run_plugin(binaries, tmp_path, inventory, config, env, mps_control=mps, allocate=allocate)
     assert rc == 0, log[-4000:]
     got = {r['resource']: r for r in results}
     # the collection's resource names (what the validation pod and the pool's accounting ask for) are registered
@@ -171,8 +177,12 @@ def test_DP_25_plugin_registers_the_resources_the_collection_names(binaries, sta
         assert 'error' not in r and r['version'] == 'v1beta1', r
         assert all(d['health'] == 'Healthy' for d in r['devices'])
         assert r['options']['get_preferred_allocation_available'] is True
-        # one device allocated: the runtime gets the GPU (or MIG device) by UUID, the replica suffix dropped
-        assert r['allocate_env']['NVIDIA_VISIBLE_DEVICES'] in uuids, r
+        if refusal:
+            assert refusal in r.get('allocate_error', ''), r
+            continue
+        assert 'allocate_error' not in r, r
+        # the runtime gets the GPU (or MIG device) by UUID, the replica suffix dropped
+        assert set(r['allocate_env']['NVIDIA_VISIBLE_DEVICES'].split(',')) <= uuids, r
         if mps:
             # the daemon's pipe directory under the plugin container's MPS mount (/mps, the collection's DP-05 mount)
             assert r['allocate_env']['CUDA_MPS_PIPE_DIRECTORY'] == '/mps/%s/pipe' % r['resource'], r
