@@ -419,8 +419,7 @@ TS_OK = {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2}]}
      ['sharing.timeSlicing.resources[0].name', 'example.com/gpu']),
     ({'version': 'v1', 'sharing': {'timeSlicing': dict(TS_OK, failRequestsGreaterThanOne='yes')}},
      ['sharing.timeSlicing.failRequestsGreaterThanOne', 'true or false']),
-    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2,
-                                                                   'devices': 'some'}]}}},
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [dict(TS_OK['resources'][0], devices='some')]}}},
      ['sharing.timeSlicing.resources[0].devices', 'some']),
 ], ids=['mig-strategy', 'list-strategy', 'id-strategy', 'replicas-1', 'no-replicas', 'no-resources', 'resource-name',
         'fail-requests-type', 'devices'])
