@@ -16,6 +16,7 @@ Run: .venv/bin/pytest -q lab/tests/oracles/test_device_plugin.py
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -101,10 +102,18 @@ def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control
         (bindir / 'nvidia-cuda-mps-control').write_text(MPS_CONTROL_STANDIN)
         (bindir / 'nvidia-cuda-mps-control').chmod(0o755)
         e['PATH'] = '%s:%s' % (bindir, e['PATH'])
-    proc = subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', plugin],
-                          env=e, capture_output=True, text=True, timeout=120)
+    # a session of its own: on a hang the plugin and the registrar go with the shell
+    proc = subprocess.Popen(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', plugin],
+                            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail('the plugin under the stand-in kubelet ran over 120 s: %s'
+                    % (log.read_text()[-3000:] if log.exists() else ''))
     results = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    return proc.returncode, results, log.read_text() if log.exists() else proc.stderr
+    return proc.returncode, results, log.read_text() if log.exists() else err
 
 
 def _variant(tmp_path, base, count, **gpu):
