@@ -29,6 +29,9 @@ PRODUCT = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.mem
 SINGLE_REWRITES = ('nvidia.com/gpu.product', 'nvidia.com/gpu.count', 'nvidia.com/gpu.memory',
                    'nvidia.com/gpu.replicas', 'nvidia.com/gpu.sharing-strategy')
 
+MIG_ATTRIBUTES = ['nvidia.com/gpu.' + a for a in ('engines.copy', 'engines.decoder', 'engines.encoder', 'engines.jpeg',
+                                                  'engines.ofa', 'multiprocessors', 'slices.ci', 'slices.gi')]
+
 
 @pytest.fixture(scope='module')
 def gfd():
@@ -109,6 +112,12 @@ def check(catalog, facts, theirs):
             if any(not g.get('mig_devices') for g in mig_enabled) or len(mig_enabled) < len(gpus):
                 assert rewritten['nvidia.com/gpu.product'].endswith('-MIG-INVALID')
                 assert rewritten['nvidia.com/gpu.count'] == '0' and rewritten['nvidia.com/gpu.memory'] == '0'
+            else:
+                # a valid single: the MIG devices' attributes under nvidia.com/gpu (engines, multiprocessors, slices)
+                attrs = sorted(k for k in t if k not in none)
+                assert attrs == sorted(MIG_ATTRIBUTES), attrs
+                for k in attrs:
+                    t.pop(k)
             none_rest = {k: v for k, v in none.items() if k not in SINGLE_REWRITES}
             assert t == none_rest
         else:
@@ -179,3 +188,20 @@ def test_GFD_07_kwok_gpu_nodes_carry_gfd_labels(gfd, tmp_path):
         if gpus != spec[0]:
             keys.remove('nvidia.com/gpu.count')
         assert {k: labels[k] for k in keys} == {k: theirs.get(k) for k in keys}, name
+
+
+def test_GFD_06_single_strategy_on_a_uniform_mig_node(gfd, catalog, tmp_path):
+    """Two A100s split into seven 1g.10gb each: under --mig-strategy=single GFD labels the MIG devices as the node's
+    nvidia.com/gpu (product <GPU>-MIG-1g.10gb, count 14); ours stay the whole GPUs' (GFD-06)."""
+    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
+        inv = json.load(f)
+    inv['gpus'] = [dict(g, mig_mode=True, mig_instances=[{'profile': '1g.10gb'}] * 7) for g in inv['gpus'][:2]]
+    path = tmp_path / 'inventory.json'
+    path.write_text(json.dumps(inv))
+    facts, theirs = ours_and_gfd(gfd, tmp_path, path)
+    ours, _ = check(catalog, facts, theirs)
+    single = theirs['single']
+    assert single['nvidia.com/gpu.product'] == 'NVIDIA-A100-SXM4-80GB-MIG-1g.10gb'
+    assert single['nvidia.com/gpu.count'] == '14'
+    assert ours['nvidia.com/gpu.product'] == 'NVIDIA-A100-SXM4-80GB' and ours['nvidia.com/gpu.count'] == '2'
+    assert theirs['mixed']['nvidia.com/mig-1g.10gb.count'] == '14'
