@@ -31,6 +31,7 @@ def _collections_path():
                          capture_output=True, text=True).stdout.strip()
     if out not in sys.path:
         sys.path.insert(0, out)
+    return out
 
 
 def run_ours(args):
@@ -77,3 +78,69 @@ def without(doc, *paths):
                     break
                 chain[i - 1].pop(path[i - 1])
     return doc
+
+
+# ---------------------------------------------------------------------------------------------- the NVML simulator
+INVENTORIES = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories')
+NVML_SIM = os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
+_PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_facts
+print(json.dumps(gpu_facts.gather(with_node=False), default=str))
+"""
+
+
+def inventories():
+    """The simulator's shipped inventories (file names)."""
+    return sorted(n for n in os.listdir(INVENTORIES) if n.endswith('.json'))
+
+
+def build_nvml_sim():
+    """lab/.build/nvml_sim (libnvidia-ml.so.1), built when out of date; fails the test with the build's output."""
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail('lab/nvml_sim/build.sh failed: %s' % proc.stderr[-3000:])
+    return NVML_SIM
+
+
+def sim_env(inventory, state):
+    """The environment of a program that loads libnvidia-ml.so.1 and must find the simulator with this inventory."""
+    return dict(os.environ, LD_LIBRARY_PATH=NVML_SIM, NVML_SIM_INVENTORY=str(inventory), NVML_SIM_STATE=str(state))
+
+
+def probe_facts(inventory, state):
+    """gpu_info's facts (the collection's gpu_facts.gather, through the unmodified pynvml) on the simulator, in a child
+    process (pynvml finds the library through LD_LIBRARY_PATH at load)."""
+    proc = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', _PROBE, _collections_path()],
+                          env=sim_env(inventory, state), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def cap_minor(gpu, gi, ci=None):
+    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk and the device plugin
+    only follow the mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
+    access = 3 + gpu * 135 + gi * 9
+    return access if ci is None else access + 1 + ci
+
+
+def mig_minors_lines(inv):
+    """The lines of /proc/driver/nvidia-caps/mig-minors that the NVIDIA kernel module would write for the inventory's
+    GPUs (config, monitor, and every GPU instance and compute instance capability)."""
+    lines = ['config 1', 'monitor 2']
+    for i, g in enumerate(inv['gpus']):
+        minor = g.get('minor_number', i)
+        for gi in range(15):
+            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
+            for ci in range(8):
+                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
+    return lines
+
+
+# A shell prologue for `unshare --mount --propagation private sh -c`: /proc becomes a tmpfs with links to a fresh procfs
+# (mounted at $REALPROC) and a driver/nvidia-caps/mig-minors copied from $MINORS (the path is fixed in upstream's
+# programs and only the NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it.
+PRIVATE_PROC = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
+                'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
+                'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; ')

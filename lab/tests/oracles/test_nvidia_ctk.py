@@ -20,7 +20,8 @@ import subprocess
 import pytest
 import yaml
 
-from oracle_util import NVIDIA_RUNTIME, ROOT, RUNTIME_FIXTURES, dig, go_set, read_toml, run_ours, without
+from oracle_util import (NVIDIA_RUNTIME, PRIVATE_PROC, ROOT, RUNTIME_FIXTURES, cap_minor, dig, go_set, mig_minors_lines,
+                         read_toml, run_ours, without)
 
 CRI = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
 
@@ -276,13 +277,6 @@ def nvml_sim():
     return os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
 
 
-def cap_minor(gpu, gi, ci=None):
-    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk only follows the
-    mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
-    access = 3 + gpu * 135 + gi * 9
-    return access if ci is None else access + 1 + ci
-
-
 def driver_root(tmp_path, inv):
     """A driver root with what `cdi generate` needs to find: libcuda and libnvidia-ml of the inventory's driver
     version (empty files), the device nodes (/dev/nvidiactl, /dev/nvidia<minor>, real character devices) and, for
@@ -296,13 +290,7 @@ def driver_root(tmp_path, inv):
     (root / 'dev' / 'nvidia-caps').mkdir(parents=True)
     nodes = [('nvidiactl', 195, 255)] + [('nvidia%d' % g.get('minor_number', i), 195, g.get('minor_number', i))
                                           for i, g in enumerate(inv['gpus'])]
-    lines = ['config 1', 'monitor 2']
-    for i, g in enumerate(inv['gpus']):
-        minor = g.get('minor_number', i)
-        for gi in range(15):
-            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
-            for ci in range(8):
-                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
+    lines = mig_minors_lines(inv)
     for line in lines:
         m = int(line.split()[1])
         nodes.append(('nvidia-caps/nvidia-cap%d' % m, CAPS_MAJOR, m))
@@ -319,9 +307,7 @@ def run_generate(ctk, tmp_path, root, minors, env, spec_path):
     NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it."""
     realproc = tmp_path / 'realproc'
     realproc.mkdir()
-    script = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
-              'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
-              'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; exec "$@"')
+    script = PRIVATE_PROC + 'exec "$@"'
     env = dict(env, REALPROC=str(realproc), MINORS=str(minors))
     return subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', ctk, 'cdi',
                            'generate', '--mode=nvml', '--driver-root=%s' % root, '--output=%s' % spec_path],

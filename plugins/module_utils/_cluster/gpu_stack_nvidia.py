@@ -43,6 +43,16 @@ CHECKSUM_ANNOTATION = 'checksum/config'
 # First device plugin release that honours sharing.mps.failRequestsGreaterThanOne (older ones force it on).
 MPS_FAIL_REQUESTS_HONOURED = (0, 20, 0)
 
+# What the device plugin refuses at start (NVIDIA/k8s-device-plugin v0.20.0: api/config/v1/consts.go, resources.go
+# NewResourceName, replicas.go, cmd/nvidia-device-plugin/main.go validateFlags; docs/conformance/nvidia-device-plugin.md
+# DP-22..24, observed with the plugin v0.19.1 in lab/tests/oracles/test_device_plugin.py): refused here first.
+MIG_STRATEGIES = ('none', 'single', 'mixed')
+DEVICE_LIST_STRATEGIES = ('envvar', 'volume-mounts', 'cdi-annotations', 'cdi-cri')
+DEVICE_ID_STRATEGIES = ('uuid', 'index')
+RESOURCE_PREFIX = 'nvidia.com/'
+MAX_RESOURCE_NAME = 63
+_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
+
 NVIDIA_SCHEMA = {
     'image': dict(type=str, default=DEVICE_PLUGIN_IMAGE),
     'fail_on_init_error': dict(type=bool, default=True),
@@ -90,6 +100,84 @@ def _plugin_config(nv, mig_strategy='none', sharing=None):
     return cfg
 
 
+def resource_name_problem(name, full=True):
+    """None when the device plugin takes ``name`` as the name of a shared resource, else why not. The plugin puts
+    nvidia.com/ before a name without it; ``full`` asks for the full name (the collection's own settings, whose name
+    it also hands to the validation pod)."""
+    if not isinstance(name, str) or not name:
+        return 'must be a resource name such as nvidia.com/gpu'
+    if full and not name.startswith(RESOURCE_PREFIX):
+        return 'must start with %s (the device plugin serves nvidia.com resources only)' % RESOURCE_PREFIX
+    whole = name if name.startswith(RESOURCE_PREFIX) else RESOURCE_PREFIX + name
+    if len(whole) > MAX_RESOURCE_NAME:
+        return 'is longer than %d characters (%s)' % (MAX_RESOURCE_NAME, whole)
+    if not _DNS_SUBDOMAIN.match(whole[len(RESOURCE_PREFIX):]):
+        return ('must be nvidia.com/ followed by lower-case letters, digits, "-" and "." (a DNS subdomain); the device '
+                'plugin refuses %s' % whole)
+    return None
+
+
+def _check_replicated(where, rr):
+    if not isinstance(rr, dict):
+        raise StackError('%s must be a dictionary with resources; got %r' % (where, rr))
+    for key in ('renameByDefault', 'failRequestsGreaterThanOne'):
+        if key in rr and not isinstance(rr[key], bool):
+            raise StackError('%s.%s must be true or false; got %r' % (where, key, rr[key]))
+    res = rr.get('resources')
+    if not isinstance(res, list) or not res:
+        raise StackError('%s.resources must be a non-empty list of {name, replicas}; the device plugin refuses a sharing '
+                         'section without resources' % where)
+    for i, r in enumerate(res):
+        at = '%s.resources[%d]' % (where, i)
+        if not isinstance(r, dict):
+            raise StackError('%s must be a dictionary with name and replicas; got %r' % (at, r))
+        problem = resource_name_problem(r.get('name'), full=False)
+        if problem:
+            raise StackError('%s.name %r %s' % (at, r.get('name'), problem))
+        n = r.get('replicas')
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise StackError('%s.replicas must be an integer of at least 2; got %r' % (at, n))
+        dev = r.get('devices', 'all')
+        ok = dev == 'all' or (isinstance(dev, int) and not isinstance(dev, bool) and dev > 0) or isinstance(dev, list)
+        if not ok:
+            raise StackError('%s.devices must be "all", a positive count or a list of GPU indexes/UUIDs; got %r' % (at, dev))
+
+
+def check_plugin_config(where, cfg, strategy):
+    """Refuse a device plugin configuration (an extra config) that the plugin would refuse at start, naming the key."""
+    flags = cfg.get('flags') or {}
+    if not isinstance(flags, dict):
+        raise StackError('%s.flags must be a dictionary; got %r' % (where, flags))
+    mig = flags.get('migStrategy')
+    if mig is not None and mig not in MIG_STRATEGIES:
+        raise StackError('%s.flags.migStrategy is %r; allowed: %s' % (where, mig, ', '.join(MIG_STRATEGIES)))
+    plugin = flags.get('plugin') or {}
+    if not isinstance(plugin, dict):
+        raise StackError('%s.flags.plugin must be a dictionary; got %r' % (where, plugin))
+    dls = plugin.get('deviceListStrategy')
+    for v in ([dls] if isinstance(dls, str) else dls or []):
+        if v not in DEVICE_LIST_STRATEGIES:
+            raise StackError('%s.flags.plugin.deviceListStrategy has %r; allowed: %s'
+                             % (where, v, ', '.join(DEVICE_LIST_STRATEGIES)))
+    dis = plugin.get('deviceIDStrategy')
+    if dis is not None and dis not in DEVICE_ID_STRATEGIES:
+        raise StackError('%s.flags.plugin.deviceIDStrategy is %r; allowed: %s' % (where, dis, ', '.join(DEVICE_ID_STRATEGIES)))
+    sharing = cfg.get('sharing') or {}
+    if not isinstance(sharing, dict):
+        raise StackError('%s.sharing must be a dictionary; got %r' % (where, sharing))
+    for key in ('timeSlicing', 'mps'):
+        if sharing.get(key) is not None:
+            _check_replicated('%s.sharing.%s' % (where, key), sharing[key])
+    if sharing.get('mps') is not None:
+        if strategy != 'mps':
+            raise StackError('%s.sharing.mps: only a pool of strategy mps runs the MPS control daemon and gives the '
+                             'plugin its MPS root (the plugin refuses MPS without one); this pool is %s'
+                             % (where, strategy))
+        if mig == 'mixed':
+            raise StackError('%s: sharing.mps with flags.migStrategy mixed; the device plugin does not support MPS with '
+                             'the mixed MIG strategy (use none or single)' % where)
+
+
 def _replicated(settings):
     return {'renameByDefault': settings['rename_by_default'],
             'failRequestsGreaterThanOne': settings['fail_requests_greater_than_one'],
@@ -124,6 +212,12 @@ def _config_manager(image, oneshot, default_config, process):
             'securityContext': {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}},
             'volumeMounts': [{'name': 'available-configs', 'mountPath': '/available-configs'},
                              {'name': 'config', 'mountPath': '/config'}]}
+
+
+def _check_resource_name(var, name):
+    problem = resource_name_problem(name)
+    if problem:
+        raise StackError('%s.resource_name %r %s' % (var, name, problem))
 
 
 def _check_facts(ctx, strategy, nodes, facts, require_facts):
@@ -261,12 +355,14 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
         cfg_name = 'exclusive'
     elif strategy == 'time-slicing':
         ts = validate_settings(settings.get('time_slicing'), TIME_SLICING_SCHEMA, ctx.var('time_slicing'))
+        _check_resource_name(ctx.var('time_slicing'), ts['resource_name'])
         sharing = {'timeSlicing': _replicated(ts)}
         cfg_name = 'time-slicing'
         res = ts['resource_name'] + ('.shared' if ts['rename_by_default'] else '')
         resources, limits = [res], {res: '1'}
     elif strategy == 'mps':
         mps = validate_settings(settings.get('mps'), MPS_SCHEMA, ctx.var('mps'))
+        _check_resource_name(ctx.var('mps'), mps['resource_name'])
         version = image_version(nv['image'])
         if not mps['fail_requests_greater_than_one'] and (version is None or version < MPS_FAIL_REQUESTS_HONOURED):
             raise StackError('%s.fail_requests_greater_than_one: false has no effect with %s.image %s: device plugin '
@@ -309,6 +405,7 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
         if not isinstance(cfg, dict) or cfg.get('version') != 'v1':
             raise StackError('%s.extra_configs.%s must be a device plugin configuration dictionary with version: v1'
                              % (ctx.var('nvidia'), name))
+        check_plugin_config('%s.extra_configs.%s' % (ctx.var('nvidia'), name), cfg, strategy)
         configs[name] = cfg
     for node, name in nv['node_configs'].items():
         if name not in configs:

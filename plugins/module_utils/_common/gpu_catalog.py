@@ -337,24 +337,52 @@ def sharing_capabilities(gpus):
     return caps
 
 
+# GPU feature discovery's nvidia.com/gpu.family: from the compute capability major (and minor for 7.x and 8.x), not
+# from NVML's architecture enum (NVIDIA/k8s-device-plugin internal/lm/resource.go getArchFamily, v0.20.0; 13 is new
+# there, v0.19.1 says undefined). docs/conformance/gpu-feature-discovery.md GFD-01.
+_GFD_FAMILY = {1: 'tesla', 2: 'fermi', 3: 'kepler', 5: 'maxwell', 6: 'pascal', 9: 'hopper', 10: 'blackwell',
+               12: 'blackwell', 13: 'rubin'}
+
+
+def gfd_family(major, minor):
+    """GPU feature discovery's family name for a compute capability ('undefined' for an unknown major)."""
+    if major == 7:
+        return 'volta' if minor < 5 else 'turing'
+    if major == 8:
+        return 'ampere' if minor < 9 else 'ada-lovelace'
+    return _GFD_FAMILY.get(major, 'undefined')
+
+
+def gfd_sanitise(text):
+    """GPU feature discovery's product sanitising (internal/lm/resource.go sanitise, v0.20.0): characters other than
+    letters, digits, '-', '_', '.' and space are dropped, then runs of white space become one '-'. Cut to a valid label
+    value (63 characters; GFD does not cut, and a longer value would be refused by the API server)."""
+    value = '-'.join(re.sub(r'[^A-Za-z0-9_. -]', '', str(text or '')).split())
+    value = value[:63]
+    return re.sub(r'^[^A-Za-z0-9]+|[^A-Za-z0-9]+$', '', value)
+
+
 def node_labels(gpus, driver_version=None, cuda_driver_version=None):
-    """Node labels in the names GPU feature discovery uses, from probed GPU facts."""
+    """Node labels in the names and values GPU feature discovery writes with --mig-strategy=none, from probed GPU
+    facts. The whole-GPU labels describe the first GPU's product, as GFD describes one product (docs/conformance/
+    gpu-feature-discovery.md GFD-01..05): count is the number of GPUs of that product, mig.capable is true when any
+    GPU is MIG capable."""
     if not gpus:
         return {}
     first = gpus[0]
     labels = {
         'nvidia.com/gpu.present': 'true',
-        'nvidia.com/gpu.count': str(len(gpus)),
-        'nvidia.com/gpu.product': label_value(first.get('name')),
-        'nvidia.com/mig.capable': 'true' if first.get('mig_capable') else 'false',
+        'nvidia.com/gpu.count': str(sum(1 for g in gpus if g.get('name') == first.get('name'))),
+        'nvidia.com/gpu.product': gfd_sanitise(first.get('name')),
+        'nvidia.com/mig.capable': 'true' if any(g.get('mig_capable') for g in gpus) else 'false',
     }
-    if first.get('memory_total_mib') is not None:
+    if first.get('memory_total_mib'):
         labels['nvidia.com/gpu.memory'] = str(first['memory_total_mib'])
-    if first.get('compute_capability_major') is not None:
-        labels['nvidia.com/gpu.compute.major'] = str(first['compute_capability_major'])
-        labels['nvidia.com/gpu.compute.minor'] = str(first['compute_capability_minor'])
-    if first.get('architecture') and first['architecture'] != 'unknown':
-        labels['nvidia.com/gpu.family'] = first['architecture']
+    major, minor = first.get('compute_capability_major'), first.get('compute_capability_minor')
+    if major:
+        labels['nvidia.com/gpu.compute.major'] = str(major)
+        labels['nvidia.com/gpu.compute.minor'] = str(minor)
+        labels['nvidia.com/gpu.family'] = gfd_family(major, minor or 0)
     if driver_version:
         parts = str(driver_version).split('.')
         for key, value in zip(('major', 'minor', 'rev'), parts):

@@ -387,3 +387,61 @@ def test_DP_21_a_changed_config_rolls_the_pods(strategy, settings, changed):
     changed_prefixes = ['nvidia-mig-manager-'] if strategy == 'mig' else prefixes
     for prefix in changed_prefixes:
         assert _tmpl_annotations(after, prefix)['checksum/config'] != _tmpl_annotations(before, prefix)['checksum/config'], prefix
+
+
+# --- DP-22..24: a config the device plugin refuses at start is refused before anything is applied (the plugin v0.19.1
+# on the NVML simulator refused each of these: lab/tests/oracles/test_device_plugin.py)
+@pytest.mark.parametrize('strategy,name', [
+    ('time-slicing', 'example.com/gpu'), ('time-slicing', 'nvidia.com/GPU'), ('mps', 'nvidia.com/gpu_x'),
+    ('time-slicing', 'nvidia.com/' + 'g' * 60),
+])
+def test_DP_22_resource_name_the_plugin_refuses_is_refused(strategy, name):
+    key = strategy.replace('-', '_')
+    with pytest.raises(StackError) as e:
+        render(strategy, settings={key: {'resource_name': name}})
+    assert 'gpu_sharing_stack_%s.resource_name' % key in str(e.value) and name in str(e.value)
+
+
+TS_OK = {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2}]}
+
+
+@pytest.mark.parametrize('cfg,words', [
+    ({'version': 'v1', 'flags': {'migStrategy': 'foo'}}, ['flags.migStrategy', 'foo', 'none, single, mixed']),
+    ({'version': 'v1', 'flags': {'plugin': {'deviceListStrategy': ['foo']}}},
+     ['flags.plugin.deviceListStrategy', 'foo', 'envvar']),
+    ({'version': 'v1', 'flags': {'plugin': {'deviceIDStrategy': 'serial'}}}, ['deviceIDStrategy', 'serial', 'uuid, index']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 1}]}}},
+     ['sharing.timeSlicing.resources[0].replicas', 'at least 2']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu'}]}}},
+     ['sharing.timeSlicing.resources[0].replicas']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'renameByDefault': True}}}, ['sharing.timeSlicing.resources']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'example.com/gpu', 'replicas': 2}]}}},
+     ['sharing.timeSlicing.resources[0].name', 'example.com/gpu']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': dict(TS_OK, failRequestsGreaterThanOne='yes')}},
+     ['sharing.timeSlicing.failRequestsGreaterThanOne', 'true or false']),
+    ({'version': 'v1', 'sharing': {'timeSlicing': {'resources': [dict(TS_OK['resources'][0], devices='some')]}}},
+     ['sharing.timeSlicing.resources[0].devices', 'some']),
+], ids=['mig-strategy', 'list-strategy', 'id-strategy', 'replicas-1', 'no-replicas', 'no-resources', 'resource-name',
+        'fail-requests-type', 'devices'])
+def test_DP_23_extra_configs_the_plugin_refuses_are_refused(cfg, words):
+    with pytest.raises(StackError) as e:
+        render('time-slicing', settings={'nvidia': {'extra_configs': {'bad': cfg}}})
+    msg = str(e.value)
+    assert 'gpu_sharing_stack_nvidia.extra_configs.bad' in msg, msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_DP_24_mps_config_outside_an_mps_pool_or_with_mixed_mig_refused():
+    mps = {'version': 'v1', 'sharing': {'mps': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 2}]}}}
+    # a time-slicing pool runs no MPS daemon and gives the plugin no MPS root: the plugin refuses to start
+    with pytest.raises(StackError) as e:
+        render('time-slicing', settings={'nvidia': {'extra_configs': {'m': mps}}})
+    assert 'gpu_sharing_stack_nvidia.extra_configs.m' in str(e.value) and 'mps' in str(e.value)
+    # MPS with migStrategy mixed is refused by the plugin whatever the pool
+    with pytest.raises(StackError) as e:
+        render('mps', settings={'nvidia': {'extra_configs': {'m': dict(mps, flags={'migStrategy': 'mixed'})}}})
+    assert 'mixed' in str(e.value)
+    # in an MPS pool an MPS config is fine, as are unknown keys (the plugin ignores them)
+    out = render('mps', settings={'nvidia': {'extra_configs': {'m': dict(mps, extra_key=1)}}})
+    assert 'm' in [m for m in out['manifests'] if m['kind'] == 'ConfigMap'][0]['data']

@@ -100,3 +100,44 @@ def test_sharing_capabilities_cover_every_node_strategy_of_the_model():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
     assert tuple(cat.sharing_capabilities([])) == NODE_STRATEGIES
     assert tuple(cat.sharing_capabilities([_gpu(0, 'Tesla T4', 7, 5)])) == NODE_STRATEGIES
+
+
+# --- GFD-01..04 (docs/conformance/gpu-feature-discovery.md): the labels gpu_info writes the way GPU feature discovery
+# writes them (NVIDIA/k8s-device-plugin internal/lm, v0.20.0; lab/tests/oracles/test_gfd_labels.py runs GFD v0.19.1)
+@pytest.mark.parametrize('major,minor,family', [
+    (1, 3, 'tesla'), (2, 1, 'fermi'), (3, 7, 'kepler'), (5, 2, 'maxwell'), (6, 0, 'pascal'), (7, 0, 'volta'),
+    (7, 2, 'volta'), (7, 5, 'turing'), (8, 0, 'ampere'), (8, 6, 'ampere'), (8, 9, 'ada-lovelace'), (9, 0, 'hopper'),
+    (10, 0, 'blackwell'), (12, 0, 'blackwell'), (13, 0, 'rubin'), (4, 0, 'undefined'), (11, 0, 'undefined'),
+])
+def test_GFD_01_family_from_the_compute_capability(major, minor, family):
+    labels = cat.node_labels([_gpu(0, 'GPU', major, minor)])
+    assert labels['nvidia.com/gpu.family'] == family
+
+
+def test_GFD_01_no_family_without_a_compute_capability():
+    gpu = dict(_gpu(0, 'NVIDIA L4', 8, 9), compute_capability_major=None, compute_capability_minor=None)
+    labels = cat.node_labels([gpu])
+    assert 'nvidia.com/gpu.family' not in labels and 'nvidia.com/gpu.compute.major' not in labels
+
+
+def test_GFD_02_mig_capable_when_any_gpu_is():
+    labels = cat.node_labels([_gpu(0, 'Tesla T4', 7, 5), _gpu(1, 'NVIDIA A100-PCIE-40GB', 8, 0, mig=True)])
+    assert labels['nvidia.com/mig.capable'] == 'true'
+
+
+def test_GFD_03_count_is_that_of_the_labelled_product():
+    labels = cat.node_labels([_gpu(0, 'Tesla V100-SXM2-16GB', 7, 0), _gpu(1, 'Tesla V100-SXM2-32GB', 7, 0),
+                              _gpu(2, 'Tesla V100-SXM2-16GB', 7, 0)])
+    assert labels['nvidia.com/gpu.product'] == 'Tesla-V100-SXM2-16GB'
+    assert labels['nvidia.com/gpu.count'] == '2'
+
+
+@pytest.mark.parametrize('name,value', [
+    ('NVIDIA A100-SXM4-80GB', 'NVIDIA-A100-SXM4-80GB'),
+    ('Tesla T4 (rev a1)', 'Tesla-T4-rev-a1'),
+    ('NVIDIA  RTX/A6000 x', 'NVIDIA-RTXA6000-x'),
+    ('NVIDIA GeForce RTX 4090 D', 'NVIDIA-GeForce-RTX-4090-D'),
+    ('a_b.c', 'a_b.c'),
+])
+def test_GFD_04_product_sanitised_as_gfd_does(name, value):
+    assert cat.node_labels([_gpu(0, name, 8, 0)])['nvidia.com/gpu.product'] == value
