@@ -318,10 +318,11 @@ def test_DRAL_05_cel_on_product_and_memory(dra):
 
 
 def test_DRAL_06_two_pods_share_one_claim(dra):
-    """One ResourceClaim used by two pods: one allocation, both pods reserved on it, both on the device's node."""
+    """One ResourceClaim used by two pods: one allocation, both pods reserved on it, both on the device's node. (An
+    A100: the 8-GPU node has free GPUs whatever the other tests took; the two T4 nodes have one GPU each.)"""
     dra.create("resourceclaims", {"metadata": {"name": "shared"}, "spec": {"devices": {"requests": [
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
-            "expression": "device.attributes['gpu.nvidia.com'].productName == 'Tesla T4'"}}]}}]}}})
+            "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"}}]}}]}}})
     dra.pod("shared-a", {"gpu": ("claim", "shared")})
     dra.pod("shared-b", {"gpu": ("claim", "shared")})
     a, b = dra.running("shared-a"), dra.running("shared-b")
@@ -364,6 +365,22 @@ def test_DRAL_08_nothing_fits_stays_pending_with_the_schedulers_reason(dra):
     assert not (dra.claim("b200").get("status") or {}).get("allocation")
 
 
+def test_DRAL_10_resource_v1_served_by_default_and_the_extended_resource_name(dra):
+    """resource.k8s.io/v1 is served and the scheduler's DRA plugin works with real.py's default flags at 1.34 and 1.37
+    (DynamicResourceAllocation GA and on from 1.34: no feature gate, no runtime-config). The chart's
+    extendedResourceName on gpu.nvidia.com is kept at 1.37 (DRAExtendedResource GA, locked) and dropped by the API
+    server at 1.34 (alpha, off): a renderer comparing what it applied with what it reads back sees the difference."""
+    from kubernetes import client
+    groups = client.ApisApi(dra.api).get_api_versions().groups
+    [res] = [g for g in groups if g.name == GROUP]
+    assert "v1" in [v.version for v in res.versions]
+    dc = dra.co.get_cluster_custom_object(GROUP, VERSION, "deviceclasses", "gpu.nvidia.com")
+    if dra.kube.version == "1.34":
+        assert "extendedResourceName" not in dc["spec"]
+    else:
+        assert dc["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
 # ------------------------------------------------------------------------------------------------ the report
 def test_DRAL_09_report_shows_what_the_scheduler_allocated(dra, collections_path):
     """gpu_share_report: every allocated claim of the namespace with its driver, pool, device and node and the device's
@@ -391,7 +408,8 @@ def test_DRAL_09_report_shows_what_the_scheduler_allocated(dra, collections_path
     shared = by_name["shared"]
     assert sorted(p["name"] for p in shared["pods"]) == ["shared-a", "shared-b"] and shared["shared"] is True
     [dev] = shared["devices"]
-    assert dev["node"] == dev["pool"] and dev["product"] == "Tesla T4" and dev["uuid"].startswith("GPU-")
+    assert dev["node"] == dev["pool"] == "kwok-a100-1" and dev["product"] == "NVIDIA A100-SXM4-80GB"
+    assert dev["uuid"] == dra.device(dev["pool"], dev["device"])["attributes"]["uuid"]["string"]
     mig_claim = [c for c in rep["claims"] if any(p["name"] == "mig" for p in c["pods"])][0]
     assert mig_claim["devices"][0]["profile"] == "1g.10gb" and mig_claim["devices"][0]["uuid"].startswith("MIG-")
     pending = by_name["b200"]
