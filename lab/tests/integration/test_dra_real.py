@@ -194,16 +194,57 @@ def dra(kube_real, tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------------------------ the go set
-def test_go_set_nvfm_stand_in_is_in_the_cache_key():
-    """lab/go/build.sh keys a set's build on the set's top-level files only; the go-nvfm stand-in lives in a
-    sub-directory (a replace target must be a module directory), so `programs` names its content hash: a changed
-    stand-in must change that line (and so the key)."""
-    stub = Path(ROOT) / "lab" / "go" / "dra-driver-nvidia-gpu" / "nvfm-stub"
+GO_SET = Path(ROOT) / "lab" / "go" / "dra-driver-nvidia-gpu"
+
+
+def test_DRAL_13_go_set_replaces_what_the_proxy_does_not_serve():
+    """v0.5.0's go.mod requires k8s.io/kubernetes v1.37.0-rc.0 and github.com/NVIDIA/go-nvfm v0.1.0, neither served by
+    the Go module proxy here (403): the set replaces the first by v1.37.2 (only pkg/kubelet/checkpointmanager is
+    imported) and the second by the lab's stand-in (nvfm-stub: no Fabric Manager). lab/go/build.sh keys a build on the
+    set's top-level files only and the stand-in lives in a sub-directory (a replace target is a module directory), so
+    `programs` names its content hash: a changed stand-in must change that line, and so the key."""
+    gomod = (GO_SET / "go.mod").read_text()
+    assert "\tsigs.k8s.io/dra-driver-nvidia-gpu v0.5.0 // indirect" in gomod  # go mod tidy: the tool's module
+    assert "replace github.com/NVIDIA/go-nvfm => ./nvfm-stub" in gomod
+    assert "replace k8s.io/kubernetes => k8s.io/kubernetes v1.37.2" in gomod
+    stub = GO_SET / "nvfm-stub"
     h = hashlib.sha256()
     for f in sorted(p for p in stub.rglob("*") if p.is_file()):
         h.update(f.relative_to(stub).as_posix().encode() + b"\0" + f.read_bytes())
     programs = (stub.parent / "programs").read_text()
     assert "nvfm-stub sha256 %s" % h.hexdigest() in programs, h.hexdigest()
+
+
+def test_DRAL_12_alpha_gates_off_by_default():
+    """The plugin's feature gates as the binary lists them: the sharing and partitioning ones alpha and off, so the
+    slices are the static-MIG, one-slice-per-node form (no DynamicMIG partitions, no consumable shares)."""
+    import subprocess
+    out = subprocess.run([dra_slices.plugin_binary(), "--help"], capture_output=True, text=True, timeout=60).stdout
+    for gate in ("DynamicMIG", "TimeSlicingSettings", "MPSSupport", "PassthroughSupport", "ConsumableShares",
+                 "NVMLDeviceHealthCheck", "FabricManagerPartitioning"):
+        assert "%s=true|false (ALPHA - default=false)" % gate in out, gate
+    version = subprocess.run([dra_slices.plugin_binary(), "--version"], capture_output=True, text=True).stdout
+    assert "version v0.5.0" in version
+
+
+def test_DRAL_11_what_the_plugin_needs_to_start(dra, tmp_path):
+    """--image-name is a required flag; the nvidia-cdi-hook named by --nvidia-cdi-hook-path (default none) is read at
+    start; the driver root must hold libnvidia-ml.so.1 and nvidia-smi. lab/kube/dra_slices.py plugin_dirs gives all
+    three (test_DRAL_01: the plugin runs with them)."""
+    import subprocess
+    binary = dra_slices.plugin_binary()
+    d = dra_slices.plugin_dirs(str(tmp_path))
+    base = [binary, "--kubeconfig", dra.kube.kubeconfig, "--node-name", "kwok-t4-1", "--cdi-root", d["cdi"],
+            "--kubelet-registrar-directory-path", d["registry"], "--kubelet-plugins-directory-path", d["plugins"]]
+
+    def run(*extra):
+        return subprocess.run(base + list(extra), capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert 'Required flag "image-name" not set' in run().stderr
+    assert "error reading nvidia-cdi-hook" in run("--image-name", "x").stderr
+    os.unlink(os.path.join(d["driver"], "usr", "bin", "nvidia-smi"))
+    proc = run("--image-name", "x", "--nvidia-cdi-hook-path", str(tmp_path / "nvidia-cdi-hook"),
+               "--nvidia-driver-root", d["driver"], "--container-driver-root", d["driver"])
+    assert 'error locating "nvidia-smi"' in proc.stderr, proc.stderr[-2000:]
 
 
 # ------------------------------------------------------------------------------------------------ the slices

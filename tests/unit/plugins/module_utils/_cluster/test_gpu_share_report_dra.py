@@ -228,7 +228,7 @@ GROUP = {'kind': 'APIGroup', 'name': 'resource.k8s.io', 'versions': [{'groupVers
                                                                     'version': 'v1'}]}
 
 
-def test_read_dra_one_discovery_and_two_lists_whatever_the_fleet():
+def test_DRAL_09_one_discovery_and_two_lists_whatever_the_fleet():
     send = Recorder({'/apis/resource.k8s.io': GROUP,
                      '/apis/resource.k8s.io/v1/resourceclaims': {'items': [{'n': 1}], 'metadata': {}},
                      '/apis/resource.k8s.io/v1/resourceslices': {'items': [{'s': i} for i in range(300)],
