@@ -318,6 +318,29 @@ def test_DRAL_02_attributes_and_capacities_the_stand_in_matches(dra):
         assert ours["metadata"]["generateName"] == s["metadata"]["generateName"]
 
 
+def test_DRAL_02_stand_in_publishes_what_the_plugin_publishes(dra, tmp_path):
+    """lab/kube/dra_slices.py publish (the stand-in, without the Go program) on a kwok node of its own with the
+    inventory of kwok-h100-1: the server holds the same devices as the plugin's slice for kwok-h100-1, owned by the
+    node; a second publish replaces it (one slice per node, as the plugin keeps it)."""
+    node = "dra-standin-%s" % SUFFIX
+    dra.core.create_node({"metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+    try:
+        first = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
+        again = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
+        [held] = dra_slices.slices_of(dra.api, node)
+        assert held["metadata"]["name"] == again["metadata"]["name"] != first["metadata"]["name"]
+        assert held["metadata"]["ownerReferences"][0]["name"] == node
+        ours, theirs = _normal(held["spec"]), _normal(dra.published["kwok-h100-1"]["spec"])
+        for spec in (ours, theirs):
+            spec.pop("nodeName")
+            spec["pool"].pop("name")
+        assert ours == theirs
+    finally:
+        for s in dra_slices.slices_of(dra.api, node):
+            dra.co.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+        dra.core.delete_node(node)
+
+
 # ------------------------------------------------------------------------------------------------ scheduling
 def test_DRAL_03_full_gpu_template_gets_a_whole_gpu_and_kwok_runs_the_pod(dra):
     """A pod with the full-GPU template (class gpu.nvidia.com: type == 'gpu') gets one whole GPU (never a MIG device);
