@@ -115,8 +115,8 @@ def nvml_view(inventory, state_dir):
     proc = subprocess.run([VENV_PY, '-c', NVML_QUERY, json.dumps(sorted(BRANDS)), json.dumps(sorted(ARCHS))],
                           env=env, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
-        raise RuntimeError('NVML simulator query failed for %s (rc %d): %s' % (inventory, proc.returncode,
-                                                                              proc.stderr[-2000:]))
+        raise RuntimeError('NVML simulator query failed for %s (rc %d): %s'
+                           % (inventory, proc.returncode, proc.stderr[-2000:]))
     return json.loads(proc.stdout)
 
 
@@ -180,8 +180,8 @@ def devices(view):
             cap['memory'] = _cap(m['memory_mib'] * 1024 * 1024)
             for i in range(m['start'], m['start'] + m['size']):
                 cap['memorySlice%d' % i] = _cap(1)
-            name = 'gpu-%d-mig-%s-%d-%d' % (g['minor'], rfc1123(profile.replace('.', '')), m['gi_profile_id'],
-                                             m['start'])
+            name = 'gpu-%d-mig-%s-%d-%d' % (
+                g['minor'], rfc1123(profile.replace('.', '')), m['gi_profile_id'], m['start'])
             out.append({'name': name, 'attributes': attrs, 'capacity': cap})
     return sorted(out, key=lambda d: d['name'])
 
@@ -195,8 +195,8 @@ def resource_slice(node, view, node_uid=None):
         meta['ownerReferences'] = [{'apiVersion': 'v1', 'kind': 'Node', 'name': node, 'uid': node_uid,
                                     'controller': True}]
     return {'apiVersion': API, 'kind': 'ResourceSlice', 'metadata': meta,
-            'spec': {'driver': DRIVER, 'nodeName': node, 'pool': {'name': node, 'generation': 1,
-                                                                 'resourceSliceCount': 1},
+            'spec': {'driver': DRIVER, 'nodeName': node,
+                     'pool': {'name': node, 'generation': 1, 'resourceSliceCount': 1},
                      'devices': devices(view)}}
 
 
@@ -207,8 +207,8 @@ def plugin_binary():
     proc = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'go', 'build.sh'), 'dra-driver-nvidia-gpu'],
                           capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
-        raise RuntimeError('lab/go/build.sh dra-driver-nvidia-gpu failed (rc %d):\n%s' % (proc.returncode,
-                                                                                         proc.stderr[-4000:]))
+        raise RuntimeError('lab/go/build.sh dra-driver-nvidia-gpu failed (rc %d):\n%s'
+                           % (proc.returncode, proc.stderr[-4000:]))
     return os.path.join(proc.stdout.strip().splitlines()[-1], 'gpu-kubelet-plugin')
 
 

@@ -174,8 +174,8 @@ def dra(kube_real, tmp_path_factory):
         try:
             published = _wait_slices(co, set(NODES), procs)
         except AssertionError as exc:
-            raise AssertionError("%s\n%s" % (exc, "\n".join("--- %s\n%s" % (n, p.read_text()[-3000:])
-                                                             for n, p in logs.items() if p.exists())))
+            tails = ["--- %s\n%s" % (n, p.read_text()[-3000:]) for n, p in logs.items() if p.exists()]
+            raise AssertionError("%s\n%s" % (exc, "\n".join(tails)))
     finally:
         for p in procs.values():
             dra_slices.stop_plugin(p)

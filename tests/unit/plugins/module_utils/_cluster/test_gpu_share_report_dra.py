@@ -224,8 +224,8 @@ class Recorder(object):
         return Resp(answer)
 
 
-GROUP = {'kind': 'APIGroup', 'name': 'resource.k8s.io', 'versions': [{'groupVersion': 'resource.k8s.io/v1',
-                                                                    'version': 'v1'}]}
+GROUP = {'kind': 'APIGroup', 'name': 'resource.k8s.io',
+         'versions': [{'groupVersion': 'resource.k8s.io/v1', 'version': 'v1'}]}
 
 
 def test_DRAL_09_one_discovery_and_two_lists_whatever_the_fleet():

@@ -13,8 +13,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_
 
 GPU0 = {'index': 0, 'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-1e353c32-a7f7-c25e-7829-0711fd13d460'}
 GPU1 = {'index': 1, 'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-2f4e6a10-0000-4000-8000-000000000001'}
-FACTS = {'gpus': [GPU0, GPU1], 'node': {'container_runtimes': {'installed': ['containerd'],
-                                                                'containerd_enable_cdi': None}}}
+FACTS = {'gpus': [GPU0, GPU1],
+         'node': {'container_runtimes': {'installed': ['containerd'], 'containerd_enable_cdi': None}}}
 APIS = ['v1', 'apps/v1', 'resource.k8s.io/v1', 'resource.k8s.io/v1beta2']
 
 
