@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build every program set of lab/go that `make test` uses, except the Kubernetes control plane's kube-* sets (step
-# kube-build builds the one version the run uses): the oracles (nvidia-ctk, containerd, crio, migprofile), the
+# kube-build builds the one version the run uses): the oracles (nvidia-ctk, containerd, crio, migprofile,
+# dra-driver-nvidia-gpu: NVIDIA's DRA kubelet plugin for the real-cluster DRA tests), the
 # vSphere simulator (vcsim), etcd and kwok. One step before the lab tests, so that a fresh machine compiles them
 # there, once, instead of inside whichever test asks first (lab/go/build.sh's lock makes a concurrent ask wait).
 # Prints one line per set: NAME DIRECTORY.
