@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build every program set of lab/go that `make test` uses, except the Kubernetes control plane's kube-* sets (step
 # kube-build builds the one version the run uses): the oracles (nvidia-ctk, containerd, crio, migprofile,
-# nvidia-device-plugin: gpu-feature-discovery and the device plugin, kubelet-registrar), the
+# nvidia-device-plugin: gpu-feature-discovery and the device plugin, kubelet-registrar), NVIDIA's DRA kubelet plugin
+# (dra-driver-nvidia-gpu, for the real-cluster DRA tests), the
 # vSphere simulator (vcsim), etcd and kwok. One step before the lab tests, so that a fresh machine compiles them
 # there, once, instead of inside whichever test asks first (lab/go/build.sh's lock makes a concurrent ask wait).
 # Prints one line per set: NAME DIRECTORY.

@@ -31,6 +31,11 @@ description:
     C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets);
     C(fabric) (NVLink fabric registration of Hopper and newer GPUs on NVSwitch systems not started, in progress or
     failed, from NVML's fabric info)."
+  - "Dynamic Resource Allocation, C(dra), for a node of a pool served by NVIDIA's DRA driver (O(dra) given): the API
+    server serves C(resource.k8s.io/v1) (C(dra_api_not_served)); the driver's ResourceSlices exist for this node
+    (C(dra_driver_not_publishing)) and cover every GPU NVML sees (C(dra_gpus_not_published)); no NVIDIA device plugin
+    beside it - a C(nvidia-*.sock) in the kubelet's device-plugins directory or C(nvidia.com/gpu) allocatable
+    (C(dra_device_plugin_beside)); containerd does not switch CDI off (C(dra_cdi_disabled))."
   - docs/doctor.md lists every check, its source and severity; docs/conformance/doctor-health.md the upstream facts.
   - Read-only.
 author:
@@ -52,7 +57,7 @@ options:
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
               vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, ecc, memory_repair, throttle, pcie,
-              virtualization, fabric, strategy, scheduler_config, extender, cluster_images]
+              virtualization, fabric, strategy, scheduler_config, extender, cluster_images, dra]
   cdi_required:
     description:
       - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)), so
@@ -93,6 +98,30 @@ options:
     type: list
     elements: str
     default: []
+  dra:
+    description:
+      - The node is in a pool served by NVIDIA's DRA driver (C(gpu.nvidia.com)); what the controller read from the
+        cluster for the C(dra) check. Without it the check does nothing.
+    type: dict
+    suboptions:
+      node_name:
+        description: The node's Kubernetes name (only its own slices count).
+        type: str
+      api_versions:
+        description:
+          - The group versions the API server serves (for example the keys of M(kubernetes.core.k8s_cluster_info)'s
+            C(apis), or C(kubectl api-versions)). Not given, the API is not checked.
+        type: list
+        elements: str
+      resource_slices:
+        description:
+          - The node's ResourceSlices (M(kubernetes.core.k8s_info) with C(api_version=resource.k8s.io/v1),
+            C(kind=ResourceSlice), C(field_selectors=[spec.nodeName=<node>])). Not given, the slices are not checked.
+        type: list
+        elements: dict
+      allocatable:
+        description: The node's C(status.allocatable), to see an NVIDIA device plugin's C(nvidia.com/gpu).
+        type: dict
   fail_on:
     description:
       - Fail the task when a finding of this severity or worse exists. V(never) only reports.
@@ -197,6 +226,9 @@ LIB_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu/nvidia/curre
             '/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/local/lib')
 
 
+DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins'   # k8s.io/kubelet pkg/apis/deviceplugin/v1beta1 DevicePluginPath
+
+
 def _read(path):
     try:
         with open(path) as f:
@@ -277,6 +309,10 @@ def cluster_extra(module):
                 module.fail_json(msg='scheduler_config_path: %s is neither JSON nor YAML: %s' % (p['scheduler_config_path'], exc))
     extra['extender_probes'] = dict((u, probe_url(u)) for u in p['extender_urls'])
     extra['cluster_images'] = p['cluster_images']
+    if p['dra']:
+        extra['dra'] = p['dra']
+        # the NVIDIA device plugin's sockets (k8s-device-plugin internal/plugin/server.go: nvidia-<name>.sock)
+        extra['device_plugin_sockets'] = sorted(glob.glob(os.path.join(DEVICE_PLUGIN_DIR, 'nvidia-*.sock')))
     return extra
 
 
@@ -293,6 +329,12 @@ def main():
             cdi_required=dict(type='bool', default=False),
             kernel_log=dict(type='path', default='/dev/kmsg'),
             xid_wait_ms=dict(type='int', default=100),
+            dra=dict(type='dict', options=dict(
+                node_name=dict(type='str'),
+                api_versions=dict(type='list', elements='str'),
+                resource_slices=dict(type='list', elements='dict'),
+                allocatable=dict(type='dict'),
+            )),
         ),
         supports_check_mode=True,
     )

@@ -31,10 +31,19 @@ description:
   - "Volcano: C(volcano.sh/gpu-memory) and C(volcano.sh/gpu-number) (per GPU with the pod annotation
     C(volcano.sh/gpu-index)), C(volcano.sh/vgpu-number), C(volcano.sh/vgpu-memory), C(volcano.sh/vgpu-cores).
     tkestack gpu-manager: C(tencent.com/vcuda-core) and C(tencent.com/vcuda-memory)."
+  - "Dynamic Resource Allocation (C(resource.k8s.io/v1), Kubernetes 1.34 and later; probed once per run by API
+    discovery, nothing more is asked of a cluster that does not serve it): the ResourceClaims (of O(namespace), or of
+    every namespace) and the ResourceSlices, two list requests whatever the number of nodes. Per claim, the devices
+    the scheduler allocated (driver, pool, device, node and the device's C(uuid), C(productName), C(type) and MIG
+    C(profile) attributes from the slice), the pods that hold it (C(status.reservedFor)), whether it is shared, and
+    for a claim not allocated the scheduler's reason from its pods' C(PodScheduled) condition; per node the devices
+    each DRA driver publishes and how many are allocated. See RV(dra)."
   - Flags nodes where two accountings hand out the same GPUs (gpushare gpu-mem and whole-GPU C(nvidia.com/gpu) on one
-    node, for example) in RV(conflicts).
+    node, for example, or NVIDIA's DRA driver C(gpu.nvidia.com) publishing devices where the device plugin advertises
+    C(nvidia.com/gpu)) in RV(conflicts).
   - Returns JSON facts and a readable table, and writes a Markdown or HTML report file on request. Only the report file
-    is ever written; the cluster is only read (list nodes, list pods).
+    is ever written; the cluster is only read (list nodes, list pods, and where served list ResourceClaims and
+    ResourceSlices).
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
@@ -94,7 +103,9 @@ options:
         C(nvidia) where nvidia is not the default runtime).
     type: dict
 notes:
-  - The module needs list permission on nodes and pods (cluster-wide, or in O(namespace) for pods).
+  - The module needs list permission on nodes and pods (cluster-wide, or in O(namespace) for pods), and where the
+    cluster serves C(resource.k8s.io/v1) on C(resourceclaims) (same scope as pods) and C(resourceslices); without the
+    latter the DRA part is left out with a note in RV(notes).
   - Percentages are rounded down, as C(kubectl inspect gpushare) does.
 seealso:
   - module: gpuops.k8s_gpu.gpu_info
@@ -184,6 +195,11 @@ nodes:
       description: The doctor's verdict as one cell - V(ok), V(warning), V(CRITICAL), V(CRITICAL (gated)) or V(-).
       type: str
       returned: when O(node_health) is given
+    dra:
+      description: Devices this node's ResourceSlices publish per DRA driver (C(devices)) and how many of them the
+        reported claims hold (C(allocated)).
+      type: dict
+      returned: when the cluster serves resource.k8s.io/v1 and the node has ResourceSlices
     health_findings:
       description: The ids of the node's critical and warning findings.
       type: list
@@ -202,8 +218,10 @@ unscheduled:
   type: list
   elements: dict
 cluster:
-  description: Cluster totals - C(nodes), C(gpu_nodes), C(pods), C(unscheduled_pods), C(resources) (same form as
-    RV(nodes[].resources)) and C(gpushare) (memory totals, when any node has gpushare).
+  description: Cluster totals - C(nodes), C(gpu_nodes) (nodes with GPU resources or devices of NVIDIA's DRA driver
+    C(gpu.nvidia.com)), C(pods), C(unscheduled_pods), C(dra_claims) and C(dra_pending_claims) (ResourceClaims, 0 where
+    resource.k8s.io/v1 is not served), C(resources) (same form as RV(nodes[].resources)) and C(gpushare) (memory
+    totals, when any node has gpushare).
   returned: always
   type: dict
   sample:
@@ -211,9 +229,40 @@ cluster:
     gpu_nodes: 2
     pods: 4
     unscheduled_pods: 0
+    dra_claims: 0
+    dra_pending_claims: 0
     resources:
       nvidia.com/gpu: {allocatable: 8, allocated: 3, free: 5, percent: 37, unit: GPU}
     gpushare: {memory_total: 60, memory_allocated: 9, memory_percent: 15, memory_unit: GiB}
+dra:
+  description:
+    - The Dynamic Resource Allocation part. C(served) says whether the API server serves C(resource.k8s.io/v1); when
+      it does not, C(claims) is empty and C(nodes) too.
+    - C(claims) - one entry per ResourceClaim, sorted by namespace and name - C(namespace), C(name), C(state)
+      (V(allocated) or V(pending)), C(devices) (per allocated device C(request), C(driver), C(pool), C(device),
+      C(node), C(uuid), C(product), C(type), C(profile); the last four from the device's attributes in its
+      ResourceSlice, null where the driver does not publish them), C(pods) (C(namespace), C(name), C(node), C(phase)
+      of the pods that hold the claim, or that wait for a pending one), C(shared) (more than one pod) and C(reason)
+      (pending claims - the scheduler's reason from the pods' C(PodScheduled) condition, V(no pod uses it yet), or
+      V(waiting for the scheduler)).
+    - C(nodes) - per node name, C(devices) (devices published per driver) and C(allocated) (devices of the reported
+      claims per driver). The same entry is RV(nodes[].dra).
+  returned: always
+  type: dict
+  sample:
+    served: true
+    claims:
+      - namespace: ml
+        name: train-gpu-x7k2p
+        state: allocated
+        shared: false
+        reason: null
+        pods: [{namespace: ml, name: train, node: gpu-a100-1, phase: Running}]
+        devices:
+          - {request: gpu, driver: gpu.nvidia.com, pool: gpu-a100-1, device: gpu-3, node: gpu-a100-1,
+             uuid: GPU-8a5b6c1e-0b0c-4f53-9f9b-2f1b6d3c1a01, product: NVIDIA A100-SXM4-80GB, type: gpu, profile: null}
+    nodes:
+      gpu-a100-1: {devices: {gpu.nvidia.com: 8}, allocated: {gpu.nvidia.com: 1}}
 conflicts:
   description: Every node conflict as C(node - message).
   returned: always
@@ -322,6 +371,7 @@ def main():
         api = kube.build_client(p)
         nodes, pods = kube.read_cluster(api, node_selector=p['node_selector'], nodes=p['nodes'],
                                         namespace=p['namespace'])
+        dra = kube.read_dra(api, namespace=p['namespace'])
     except kube.KubeError as e:
         module.fail_json(msg=str(e))
     if p['nodes']:
@@ -329,11 +379,12 @@ def main():
         if missing:
             module.fail_json(msg='nodes: %s not found in the cluster%s' % (
                 ', '.join(missing), ' (with node_selector %s)' % p['node_selector'] if p['node_selector'] else ''))
-    report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'],
-                           restricted=bool(p['nodes'] or p['node_selector']))
+    restricted = bool(p['nodes'] or p['node_selector'])
+    report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'], restricted=restricted)
+    model.add_dra(report, dra, pods, restricted=restricted)
     gate.apply_health(report, p['node_health'])
     result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],
-                  cluster=report['cluster'], notes=report['notes'],
+                  cluster=report['cluster'], notes=report['notes'], dra=report['dra'],
                   conflicts=['%s - %s' % (n['name'], c) for n in report['nodes'] for c in n['conflicts']],
                   table=render.table(report))
     if p['report_path']:

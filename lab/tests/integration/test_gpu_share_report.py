@@ -142,8 +142,12 @@ def by_name(res):
 
 
 def test_read_only_two_list_calls(full):
+    """Two lists (nodes, pods) and one discovery GET of /apis/resource.k8s.io (DRA): the emulator does not serve the
+    group (404), so no ResourceClaim or ResourceSlice list follows."""
     reqs = full["_requests"]
-    assert [r["verb"] for r in reqs] == ["list", "list"], reqs
+    assert [r["verb"] for r in reqs] == ["list", "list", "get"], reqs
+    assert reqs[2]["path"] == "/apis/resource.k8s.io" and full["dra"] == {"served": False, "claims": [], "nodes": {},
+                                                                          "notes": []}
     assert not [r for r in reqs if r["write"]]
     pods_req = [r for r in reqs if r["resource"] == "pods"][0]
     assert pods_req["query"]["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read Nodes and Pods for gpu_share_report through k8s_rest (read-only: list calls only).
+"""Read Nodes and Pods for gpu_share_report through k8s_rest (read-only: list calls only), and, where the API server
+serves resource.k8s.io/v1 (Dynamic Resource Allocation), ResourceClaims and ResourceSlices.
 
-The connection comes from k8s_access (kubernetes.core's client)."""
+The connection comes from k8s_access (kubernetes.core's client). The DRA part costs one discovery request and one
+paginated list of each kind, whatever the number of nodes."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -68,3 +70,60 @@ def read_cluster(api_client, node_selector=None, nodes=None, namespace=None):
     else:
         pod_items = _list_all(core.list_pod_for_all_namespaces, 'pods', field_selector=selector)
     return node_items, pod_items
+
+
+# Dynamic Resource Allocation (resource.k8s.io/v1: GA in Kubernetes 1.34)
+DRA_GROUP = 'resource.k8s.io'
+DRA_VERSION = 'v1'
+DRA_PREFIX = '/apis/%s/%s' % (DRA_GROUP, DRA_VERSION)
+
+
+class ResourceApi(k8s_rest.CoreApi):
+    """The resource.k8s.io/v1 list calls the report makes, as plain requests (k8s_rest)."""
+
+    def list_resource_claim_for_all_namespaces(self, **kwargs):
+        return self._call('GET', DRA_PREFIX + '/resourceclaims', kwargs)
+
+    def list_namespaced_resource_claim(self, namespace, **kwargs):
+        return self._call('GET', '%s/namespaces/%s/resourceclaims' % (DRA_PREFIX, k8s_rest.quote(namespace, safe='')),
+                          kwargs)
+
+    def list_resource_slice(self, **kwargs):
+        return self._call('GET', DRA_PREFIX + '/resourceslices', kwargs)
+
+
+def dra_served(api_client, send=None):
+    """Whether the API server serves resource.k8s.io/v1: one discovery request (GET /apis/resource.k8s.io).
+    404 means not served (Kubernetes before 1.34 without the beta APIs, or the group switched off)."""
+    send = send or k8s_rest.request
+    try:
+        response = send(api_client, 'GET', '/apis/%s' % DRA_GROUP)
+    except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
+        if isinstance(e, ApiException) and getattr(e, 'status', None) == 404:
+            return False
+        raise KubeError('discovery of %s failed: %s %s' % (DRA_GROUP, getattr(e, 'status', '') or '', e))
+    data = json.loads(response.data)
+    return any(v.get('version') == DRA_VERSION for v in data.get('versions') or [])
+
+
+def read_dra(api_client, namespace=None, send=None):
+    """{'served': bool, 'claims': [...], 'slices': [...], 'error': str or None} for the report's DRA part.
+
+    Not served: no list request at all. A list the credentials may not make (403) is reported in ``error`` (the rest of
+    the report does not depend on it), any other failure raises KubeError."""
+    if not dra_served(api_client, send):
+        return {'served': False, 'claims': [], 'slices': [], 'error': None}
+    api = ResourceApi(api_client, send) if send else ResourceApi(api_client)
+    out = {'served': True, 'claims': [], 'slices': [], 'error': None}
+    try:
+        if namespace:
+            out['claims'] = _list_all(lambda **kw: api.list_namespaced_resource_claim(namespace, **kw),
+                                      'resourceclaims in namespace %s' % namespace)
+        else:
+            out['claims'] = _list_all(api.list_resource_claim_for_all_namespaces, 'resourceclaims')
+        out['slices'] = _list_all(api.list_resource_slice, 'resourceslices')
+    except KubeError as e:
+        if ' 403 ' not in str(e):
+            raise
+        out['error'] = str(e)
+    return out

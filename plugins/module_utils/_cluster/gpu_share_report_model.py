@@ -683,3 +683,178 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
                                'memory_percent': percent(used, total), 'memory_unit': unit}
     return {'nodes': out_nodes, 'pods': report_pods, 'unscheduled': unscheduled, 'cluster': cluster,
             'notes': cluster_notes}
+
+
+# ------------------------------------------------------------------------------------ Dynamic Resource Allocation
+# resource.k8s.io/v1 (Kubernetes 1.34+): a ResourceSlice lists a driver's devices of one node (spec.driver,
+# spec.nodeName, spec.pool.name, spec.devices[].name/attributes/capacity); a ResourceClaim's status.allocation names
+# the devices the scheduler gave it (devices.results[]: request, driver, pool, device) and status.reservedFor the pods
+# that use it. Attributes without a domain belong to the driver's domain (NVIDIA's gpu.nvidia.com: uuid, productName,
+# type gpu|mig, profile; docs/conformance/dra-driver-nvidia-gpu-lab.md).
+NVIDIA_DRA_DRIVER = 'gpu.nvidia.com'
+DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
+
+
+def _attr(device, driver, name):
+    """The value of a device attribute (unqualified or qualified with the driver's domain), whatever its type."""
+    attrs = device.get('attributes') or {}
+    value = attrs.get(name, attrs.get('%s/%s' % (driver, name)))
+    if not isinstance(value, dict):
+        return None
+    for kind in ('string', 'version', 'int', 'bool'):
+        if kind in value:
+            return value[kind]
+    return None
+
+
+def _index_slices(slices):
+    """{(driver, pool, device): device view} and {node: {driver: device count}} from ResourceSlices."""
+    devices, per_node = {}, {}
+    for s in slices or []:
+        spec = s.get('spec') or {}
+        driver = spec.get('driver')
+        pool = (spec.get('pool') or {}).get('name')
+        node = spec.get('nodeName')
+        for d in spec.get('devices') or []:
+            view = {'driver': driver, 'pool': pool, 'device': d.get('name'), 'node': node,
+                    'uuid': _attr(d, driver, 'uuid'), 'product': _attr(d, driver, 'productName'),
+                    'type': _attr(d, driver, 'type'), 'profile': _attr(d, driver, 'profile')}
+            devices[(driver, pool, d.get('name'))] = view
+            if node:
+                counts = per_node.setdefault(node, {})
+                counts[driver] = counts.get(driver, 0) + 1
+    return devices, per_node
+
+
+def _claim_users(pods):
+    """{(namespace, claim name): [pod]} from the pods' claim references (spec.resourceClaims[].resourceClaimName, and
+    status.resourceClaimStatuses[].resourceClaimName for the claims the controller made from a template)."""
+    users = {}
+    for pod in pods or []:
+        if not pod_counts(pod):
+            continue
+        meta = pod.get('metadata') or {}
+        ns = meta.get('namespace') or 'default'
+        names = [c.get('resourceClaimName') for c in (pod.get('spec') or {}).get('resourceClaims') or []]
+        names += [c.get('resourceClaimName') for c in (pod.get('status') or {}).get('resourceClaimStatuses') or []]
+        for n in sorted(set(x for x in names if x)):
+            users.setdefault((ns, n), []).append(pod)
+    return users
+
+
+def _pod_view(pod):
+    meta = pod.get('metadata') or {}
+    return {'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'),
+            'node': (pod.get('spec') or {}).get('nodeName'), 'phase': (pod.get('status') or {}).get('phase') or 'Pending'}
+
+
+def _unschedulable_reason(pods):
+    """The scheduler's reason from the first of ``pods`` whose PodScheduled condition is False."""
+    for pod in pods:
+        for c in (pod.get('status') or {}).get('conditions') or []:
+            if c.get('type') == 'PodScheduled' and c.get('status') == 'False':
+                return '%s: %s' % (c.get('reason') or 'Unschedulable', c.get('message') or '')
+    return None
+
+
+def analyse_dra(dra, pods, report_nodes=None, restricted=False):
+    """The report's DRA part from read_dra's answer ({'served', 'claims', 'slices', 'error'}) and the pods.
+
+    Returns {'served', 'claims': [...], 'nodes': {node: {'devices': {driver: n}, 'allocated': {driver: n}}},
+    'notes': [...]}: one entry per claim with its state (allocated or pending), its devices (driver, pool, device,
+    node, and uuid/product/type/profile from the slices), the pods that hold it (status.reservedFor) or wait for it,
+    whether it is shared (more than one pod), and for a pending claim the scheduler's reason from its pods' PodScheduled
+    condition. With ``restricted``, allocated claims whose devices are all on nodes outside ``report_nodes`` are left
+    out (pending claims have no node and stay)."""
+    out = {'served': bool(dra and dra.get('served')), 'claims': [], 'nodes': {}, 'notes': []}
+    if not out['served']:
+        return out
+    if dra.get('error'):
+        out['notes'].append('DRA: %s; ResourceClaims and ResourceSlices are not in this report' % dra['error'])
+        return out
+    devices, per_node = _index_slices(dra.get('slices'))
+    wanted = set(report_nodes) if report_nodes is not None else None
+    for node, counts in per_node.items():
+        if wanted is None or node in wanted:
+            out['nodes'][node] = {'devices': dict(counts), 'allocated': {}}
+    users = _claim_users(pods)
+    pods_by_uid = {}
+    for pod in pods or []:
+        uid = (pod.get('metadata') or {}).get('uid')
+        if uid:
+            pods_by_uid[uid] = pod
+    for claim in sorted(dra.get('claims') or [], key=lambda c: ((c.get('metadata') or {}).get('namespace') or '',
+                                                                (c.get('metadata') or {}).get('name') or '')):
+        meta = claim.get('metadata') or {}
+        ns, name = meta.get('namespace') or 'default', meta.get('name')
+        status = claim.get('status') or {}
+        alloc = status.get('allocation')
+        waiting = users.get((ns, name), [])
+        holders = []
+        for ref in status.get('reservedFor') or []:
+            if ref.get('resource') not in (None, 'pods'):
+                holders.append({'namespace': ns, 'name': ref.get('name'), 'resource': ref.get('resource')})
+                continue
+            pod = pods_by_uid.get(ref.get('uid'))
+            holders.append(_pod_view(pod) if pod else {'namespace': ns, 'name': ref.get('name'), 'node': None,
+                                                       'phase': None})
+        entry = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
+        if alloc:
+            entry['state'] = 'allocated'
+            entry['pods'] = holders or [_pod_view(p) for p in waiting]
+            for r in ((alloc.get('devices') or {}).get('results') or []):
+                key = (r.get('driver'), r.get('pool'), r.get('device'))
+                view = dict(devices.get(key) or {'driver': key[0], 'pool': key[1], 'device': key[2], 'node': None,
+                                                 'uuid': None, 'product': None, 'type': None, 'profile': None})
+                view['request'] = r.get('request')
+                if key not in devices:
+                    out['notes'].append('DRA: claim %s/%s holds %s/%s/%s, which no ResourceSlice lists' % (
+                        ns, name, key[0], key[1], key[2]))
+                entry['devices'].append(view)
+            nodes = set(d['node'] for d in entry['devices'] if d['node'])
+            if restricted and wanted is not None and nodes and not nodes & wanted:
+                continue
+            for d in entry['devices']:
+                n = out['nodes'].get(d['node'])
+                if n is not None:
+                    n['allocated'][d['driver']] = n['allocated'].get(d['driver'], 0) + 1
+        else:
+            entry['state'] = 'pending'
+            entry['pods'] = [_pod_view(p) for p in waiting]
+            entry['reason'] = _unschedulable_reason(waiting) or ('no pod uses it yet' if not waiting else
+                                                                 'waiting for the scheduler')
+        entry['shared'] = len(entry['pods']) > 1
+        out['claims'].append(entry)
+    return out
+
+
+def dra_conflicts(node_out, dra_nodes):
+    """A node where NVIDIA's DRA driver publishes devices and the device plugin advertises nvidia.com/gpu: both hand
+    out the same GPUs (the DRA driver must not run beside the device plugin)."""
+    published = (dra_nodes.get(node_out['name']) or {}).get('devices') or {}
+    advertised = (node_out['resources'].get(DEVICE_PLUGIN_RESOURCE) or {}).get('allocatable')
+    if published.get(NVIDIA_DRA_DRIVER) and advertised:
+        return ['DRA driver %s publishes %d device(s) and the device plugin advertises %s %s on the same node: both '
+                'hand out the same GPUs' % (NVIDIA_DRA_DRIVER, published[NVIDIA_DRA_DRIVER], advertised,
+                                            DEVICE_PLUGIN_RESOURCE)]
+    return []
+
+
+def add_dra(report, dra, pods, restricted=False):
+    """Attach the DRA part to an analyse() report: report['dra'], each node's 'dra' (published and allocated devices
+    per driver), the device-plugin-beside-DRA conflicts (node and cluster notes), and in the cluster totals the nodes
+    with NVIDIA DRA devices among the GPU nodes and the number of claims (all, pending)."""
+    part = analyse_dra(dra, pods, [n['name'] for n in report['nodes']], restricted)
+    report['dra'] = part
+    for n in report['nodes']:
+        if n['name'] in part['nodes']:
+            n['dra'] = part['nodes'][n['name']]
+        for c in dra_conflicts(n, part['nodes']):
+            n['conflicts'].append(c)
+            report['notes'].append('node %s: %s' % (n['name'], c))
+    report['notes'].extend(part['notes'])
+    report['cluster']['gpu_nodes'] = len([n for n in report['nodes'] if n['resources'] or (
+        n.get('dra') or {}).get('devices', {}).get(NVIDIA_DRA_DRIVER)])
+    report['cluster']['dra_claims'] = len(part['claims'])
+    report['cluster']['dra_pending_claims'] = len([c for c in part['claims'] if c['state'] == 'pending'])
+    return report

@@ -98,9 +98,42 @@ def _resource_table(report):
     return lines
 
 
+def _claim_pods(c):
+    return ','.join('%s/%s' % (p['namespace'], p['name']) for p in c['pods']) or '-'
+
+
+def _dra_rows(report):
+    """One row per device of an allocated claim, one per pending claim: claim, state, node, driver, pool, device,
+    uuid, product (with the MIG profile), pods."""
+    rows = []
+    for c in (report.get('dra') or {}).get('claims') or []:
+        name = '%s/%s' % (c['namespace'], c['name'])
+        if c['state'] != 'allocated' or not c['devices']:
+            rows.append([name, c['state'], '-', '-', '-', '-', '-', '-', _claim_pods(c)])
+            continue
+        for d in c['devices']:
+            product = d['product'] or '-'
+            if d.get('profile'):
+                product = '%s MIG %s' % (product, d['profile'])
+            rows.append([name, c['state'] + (' (shared)' if c['shared'] else ''), d['node'] or '-', d['driver'] or '-',
+                         d['pool'] or '-', d['device'] or '-', d['uuid'] or '-', product, _claim_pods(c)])
+    return rows
+
+
+def _dra_table(report):
+    rows = _dra_rows(report)
+    if not rows:
+        return []
+    lines = _columns([['CLAIM', 'STATE', 'NODE', 'DRIVER', 'POOL', 'DEVICE', 'UUID', 'PRODUCT', 'PODS']] + rows)
+    for c in report['dra']['claims']:
+        if c['state'] == 'pending':
+            lines.append('Pending claim %s/%s: %s' % (c['namespace'], c['name'], c['reason']))
+    return lines
+
+
 def table(report):
     """The readable table: the gpushare part first (as kubectl-inspect-gpushare prints it), then every other GPU
-    resource per node, then conflicts and unscheduled pods."""
+    resource per node, then the DRA claims (resource.k8s.io), then conflicts and unscheduled pods."""
     parts = []
     gs = _gpushare_table(report)
     if gs:
@@ -108,6 +141,9 @@ def table(report):
     rt = _resource_table(report)
     if rt:
         parts.append('\n'.join(rt))
+    dt = _dra_table(report)
+    if dt:
+        parts.append('\n'.join(dt))
     extra = []
     for n in report['nodes']:
         for c in n['conflicts']:
@@ -175,7 +211,7 @@ def _sections(report):
             fmt(g['memory_allocated']), fmt(g['memory_total']), g['memory_unit'], fmt_pct(g['memory_percent']))))
     blocks.append(('h2', 'Nodes'))
     for n in report['nodes']:
-        if not n['resources'] and not n['pods']:
+        if not n['resources'] and not n['pods'] and not n.get('dra'):
             continue
         title = n['name'] + (' (%s)' % n['address'] if n['address'] else '')
         blocks.append(('h3', title))
@@ -198,8 +234,26 @@ def _sections(report):
         if n.get('gpushare', {}).get('memory_pending'):
             blocks.append(('p', 'gpushare memory requested by pods without a GPU index yet: %s %s' % (
                 fmt(n['gpushare']['memory_pending']), n['gpushare']['memory_unit'])))
+        if n.get('dra'):
+            blocks.append(('p', 'DRA devices (ResourceSlices): %s' % ', '.join(
+                '%s %d published, %d allocated' % (drv, cnt, n['dra']['allocated'].get(drv, 0))
+                for drv, cnt in sorted(n['dra']['devices'].items()))))
         if n['notes']:
             blocks.append(('ul', n['notes']))
+    dra = report.get('dra') or {}
+    if dra.get('served'):
+        blocks.append(('h2', 'Dynamic Resource Allocation'))
+        rows = _dra_rows(report)
+        if rows:
+            blocks.append(('table', (['Claim', 'State', 'Node', 'Driver', 'Pool', 'Device', 'UUID', 'Product',
+                                      'Pods'], rows)))
+            pending = ['%s/%s: %s' % (c['namespace'], c['name'], c['reason'])
+                       for c in dra['claims'] if c['state'] == 'pending']
+            if pending:
+                blocks.append(('p', 'Pending claims:'))
+                blocks.append(('ul', pending))
+        else:
+            blocks.append(('p', 'No ResourceClaims.'))
     blocks.append(('h2', 'Pods'))
     if report['pods']:
         blocks.append(('table', (['Namespace', 'Pod', 'Node', 'Phase', 'Requests', 'GPUs'],

@@ -658,6 +658,93 @@ def check_virtualization(facts, extra):
     return []
 
 
+# ------------------------------------------------------------------------------- Dynamic Resource Allocation (dra)
+# NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0; docs/conformance/dra-driver-nvidia-gpu-lab.md):
+# driver gpu.nvidia.com publishes the node's GPUs (type gpu, attribute uuid) and MIG devices (type mig, parentUUID) in
+# ResourceSlices of resource.k8s.io/v1, and writes a CDI spec per prepared claim (kind k8s.gpu.nvidia.com/claim) that
+# the container runtime injects; the NVIDIA device plugin registers /var/lib/kubelet/device-plugins/nvidia-<name>.sock.
+DRA_DRIVER = 'gpu.nvidia.com'
+DRA_API = 'resource.k8s.io/v1'
+DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
+
+
+def _slice_attr(device, name):
+    attrs = device.get('attributes') or {}
+    value = attrs.get(name, attrs.get('%s/%s' % (DRA_DRIVER, name))) or {}
+    return value.get('string') if isinstance(value, dict) else None
+
+
+def check_dra(facts, extra):
+    """A node of a DRA pool (module option dra): the API served, the driver's ResourceSlices for this node covering its
+    GPUs, no NVIDIA device plugin beside the driver, CDI not switched off in containerd."""
+    dra = extra.get('dra')
+    if not dra:
+        return []
+    out = []
+    node = dra.get('node_name') or 'this node'
+    versions = dra.get('api_versions')
+    if versions is not None and DRA_API not in versions:
+        served = sorted(v for v in versions if v.startswith('resource.k8s.io/'))
+        out.append(finding(
+            'dra_api_not_served', 'critical',
+            'The API server does not serve %s: NVIDIA\'s DRA driver cannot publish devices and no claim is allocated.'
+            % DRA_API,
+            ['resource.k8s.io versions served: %s' % (', '.join(served) or 'none')],
+            'Use Kubernetes 1.34 or later (DynamicResourceAllocation is GA and on by default there); on 1.32/1.33 '
+            'enable the DynamicResourceAllocation feature gate on every component and --runtime-config for the '
+            'resource.k8s.io beta API.'))
+    slices = dra.get('resource_slices')
+    if slices is not None:
+        mine = [sl for sl in slices if (sl.get('spec') or {}).get('driver') == DRA_DRIVER
+                and (not dra.get('node_name') or (sl.get('spec') or {}).get('nodeName') == dra['node_name'])]
+        devices = [d for sl in mine for d in (sl.get('spec') or {}).get('devices') or []]
+        if not mine:
+            out.append(finding(
+                'dra_driver_not_publishing', 'critical',
+                'No ResourceSlice of driver %s for %s: its kubelet plugin is not running or cannot reach the API '
+                'server, so no claim can get this node\'s GPUs.' % (DRA_DRIVER, node),
+                ['ResourceSlices of %s for %s: none (of %d given)' % (DRA_DRIVER, node, len(slices))],
+                'Check the driver\'s kubelet-plugin DaemonSet pod on this node (kubectl -n <namespace> logs ...), that '
+                'the node carries the labels its nodeSelector asks for, and the driver root the chart names '
+                '(nvidiaDriverRoot: / for a host driver, /run/nvidia/driver for the GPU operator\'s).'))
+        else:
+            published = set()
+            for d in devices:
+                published.update(x for x in (_slice_attr(d, 'uuid'), _slice_attr(d, 'parentUUID')) if x)
+            missing = ['%s (%s)' % (g.get('uuid'), g.get('name')) for g in facts.get('gpus', [])
+                       if g.get('uuid') and g['uuid'] not in published]
+            if missing:
+                out.append(finding(
+                    'dra_gpus_not_published', 'warning',
+                    'GPUs of this node are in no ResourceSlice of %s: no claim can get them.' % DRA_DRIVER,
+                    ['not published: %s' % ', '.join(missing),
+                     '%d device(s) published in %d slice(s)' % (len(devices), len(mine))],
+                    'A GPU in MIG mode is published only through its MIG devices (static MIG): create them, or turn '
+                    'MIG mode off; otherwise restart the kubelet plugin so that it enumerates the GPUs again.'))
+    sockets = extra.get('device_plugin_sockets') or []
+    allocatable = (dra.get('allocatable') or {}).get(DEVICE_PLUGIN_RESOURCE)
+    if sockets or allocatable not in (None, '0', 0):
+        ev = ['%s registered with the kubelet' % s for s in sockets]
+        if allocatable not in (None, '0', 0):
+            ev.append('node allocatable %s: %s' % (DEVICE_PLUGIN_RESOURCE, allocatable))
+        out.append(finding(
+            'dra_device_plugin_beside', 'critical',
+            'The NVIDIA device plugin runs beside NVIDIA\'s DRA driver on this node: both hand out the same GPUs.',
+            ev,
+            'Take the node out of every device plugin pool (the collection refuses a node in both) and remove the '
+            'device plugin from it; the DRA pool\'s claims then own the GPUs.'))
+    rt = facts.get('node', {}).get('container_runtimes', {})
+    if rt.get('containerd_enable_cdi') is False:
+        out.append(finding(
+            'dra_cdi_disabled', 'critical',
+            'containerd has enable_cdi = false: the CDI specs NVIDIA\'s DRA driver writes for each claim are not '
+            'injected, so containers get no GPU.',
+            ['containerd CRI config: enable_cdi = false'],
+            'Remove enable_cdi = false (containerd 2.x enables CDI by default; 1.7 needs enable_cdi = true): '
+            'gpuops.k8s_gpu.nvidia_container_runtime with nvidia_container_runtime_cdi: true sets it.'))
+    return out
+
+
 CHECKS = (
     ('nouveau_loaded', check_nouveau),
     ('secure_boot', check_secure_boot),
@@ -680,6 +767,7 @@ CHECKS = (
     ('scheduler_config', check_scheduler_config),
     ('extender', check_extender),
     ('cluster_images', check_cluster_images),
+    ('dra', check_dra),
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML

@@ -256,7 +256,7 @@ def container_runtimes(root='/'):
                    if any(os.path.exists(_path(root, p)) for p in paths))
     info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
             'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
-            'cdi_specs': cdi_specs(root)}
+            'containerd_enable_cdi': None, 'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:
@@ -278,6 +278,10 @@ def container_runtimes(root='/'):
                 info['containerd_default_runtime'] = names[-1]
             elif info['containerd_default_runtime'] is None:
                 info['containerd_default_runtime'] = 'runc'
+            # the CRI plugin's enable_cdi where a file sets it (None: containerd's default, on from 2.0)
+            cdi = re.findall(r'^\s*enable_cdi\s*=\s*(true|false)\b', text, re.M)
+            if cdi:
+                info['containerd_enable_cdi'] = cdi[-1] == 'true'
     crio = [_read(root, 'etc/crio/crio.conf')]
     try:
         crio += [_read(root, 'etc/crio/crio.conf.d/' + n) for n in sorted(os.listdir(_path(root, 'etc/crio/crio.conf.d')))]

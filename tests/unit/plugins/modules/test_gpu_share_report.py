@@ -34,6 +34,9 @@ def run(monkeypatch):
         return list(NODES), list(PODS)
 
     monkeypatch.setattr(kube, 'read_cluster', read_cluster)
+    # a cluster without resource.k8s.io/v1 (the DRA part: test_dra_claims_in_the_result)
+    monkeypatch.setattr(kube, 'read_dra', lambda api, namespace=None: {'served': False, 'claims': [], 'slices': [],
+                                                                       'error': None})
 
     return main_runner(gpu_share_report.main, calls)
 
@@ -133,3 +136,23 @@ def test_health_column_from_the_doctor_verdicts(run, monkeypatch):
     # without node_health the report is as before: no health column
     res = run({'host': 'http://x'})
     assert 'HEALTH' not in res['table'] and all('health' not in n for n in res['nodes'])
+
+
+def test_dra_claims_in_the_result(run, monkeypatch):
+    """Where resource.k8s.io/v1 is served: read once with the module's namespace, the claims in RV(dra), the DRA
+    device-plugin conflict in RV(conflicts) (model and text: test_gpu_share_report_dra.py)."""
+    seen = []
+    dp = {'metadata': {'name': 'gpu-1'}, 'status': {'allocatable': {'nvidia.com/gpu': '1'}}}
+    monkeypatch.setattr(kube, 'read_cluster', lambda api, **kw: (NODES + [dp], list(PODS)))
+    slices = [{'spec': {'driver': 'gpu.nvidia.com', 'nodeName': 'gpu-1', 'pool': {'name': 'gpu-1'},
+                        'devices': [{'name': 'gpu-0', 'attributes': {'uuid': {'string': 'GPU-1'}}}]}}]
+    claims = [{'metadata': {'name': 'c', 'namespace': 'ml'}, 'status': {'allocation': {'devices': {'results': [
+        {'request': 'gpu', 'driver': 'gpu.nvidia.com', 'pool': 'gpu-1', 'device': 'gpu-0'}]}}}}]
+    monkeypatch.setattr(kube, 'read_dra', lambda api, namespace=None: seen.append(namespace) or {
+        'served': True, 'claims': claims, 'slices': slices, 'error': None})
+    res = run({'host': 'http://x', 'namespace': 'ml'})
+    assert seen == ['ml'] and res['dra']['served'] is True
+    assert [(c['name'], c['devices'][0]['uuid']) for c in res['dra']['claims']] == [('c', 'GPU-1')]
+    assert res['conflicts'] == ['gpu-1 - DRA driver gpu.nvidia.com publishes 1 device(s) and the device plugin '
+                                'advertises 1 nvidia.com/gpu on the same node: both hand out the same GPUs']
+    assert 'ml/c' in res['table']

@@ -155,3 +155,15 @@ def test_node_facts_fabricmanager_required_with_nvswitch(tmp_path):
     assert facts['nvswitch_count'] == 1
     assert facts['fabricmanager_required'] is True
     assert facts['fabricmanager_unit'] == 'not-found'
+
+
+def test_DRAL_14_containerd_enable_cdi_where_a_file_sets_it(tmp_path):
+    """The doctor's dra check reads containerd's enable_cdi (containerd v2.x: on by default, false deprecated); the
+    drop-in, read last, wins; not set anywhere: None (containerd's own default)."""
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_enable_cdi'] is None
+    _write(tmp_path, 'etc/containerd/config.toml',
+           'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n')
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_enable_cdi'] is False
+    _write(tmp_path, 'etc/containerd/conf.d/99-nvidia.toml',
+           'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = true  # CDI\n')
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_enable_cdi'] is True

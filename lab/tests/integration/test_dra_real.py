@@ -1,0 +1,482 @@
+"""Dynamic Resource Allocation on the lab's real control plane (lab/kube/real.py): NVIDIA's DRA kubelet plugin
+publishes the kwok GPU nodes' ResourceSlices, the real kube-scheduler allocates claims against them, kwok runs the pods
+and gpu_share_report shows what the scheduler allocated (issue #32, the lab side).
+
+* The plugin is upstream's own: gpu-kubelet-plugin of sigs.k8s.io/dra-driver-nvidia-gpu v0.5.0 (lab/go/build.sh
+  dra-driver-nvidia-gpu), one process per kwok GPU node, each on the NVML simulator with that node's inventory
+  (lab/kube/dra_slices.py LAB_NODES) and a driver root, CDI root and kubelet directories of its own under tmp_path.
+  It publishes the node's slice through the API server itself (the kubeletplugin helper) and is stopped once the
+  slice is there: no kubelet ever calls it (kwok is no kubelet), so it has nothing more to do; the slices stay.
+* lab/kube/dra_slices.py (the lab's Python stand-in for the plugin's slices) gives the same spec for the same
+  inventory: checked against the plugin's here, so the stand-in can serve where the Go set is not built.
+* DeviceClasses gpu.nvidia.com and mig.nvidia.com as the chart dra-driver-nvidia-gpu v0.5.0 defines them (their CEL),
+  created here (the collection's renderer, gpu_stack_dra, will install them; the lead unifies).
+* Claims: TEMPLATES below are the ResourceClaimTemplates of the collection's users (full GPU, MIG profile,
+  time-slicing, MPS). Until the renderer lands they are written here; the switch is one line: TEMPLATES =
+  gpu_stack_dra.claim_templates(...) (plugins/module_utils/_cluster/gpu_stack_dra.py).
+
+Conformance: docs/conformance/dra-driver-nvidia-gpu-lab.md (rows DRAL-*; each test is named after its row).
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_real.py   (make test-kube KUBE_VERSION=1.34 too)
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import KUBE, ROOT, run_module, wait_until as wait
+
+sys.path.insert(0, str(KUBE))
+import dra_slices  # noqa: E402  (lab/kube)
+
+SUFFIX = "%d" % os.getpid()
+NS = "dra-lab-%s" % SUFFIX
+GROUP, VERSION = "resource.k8s.io", "v1"
+DRIVER = "gpu.nvidia.com"
+NODES = dra_slices.LAB_NODES
+
+# DeviceClasses of the chart (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml, -mig.yaml at
+# v0.5.0): the selectors' CEL as written there; gpu.nvidia.com also names extendedResourceName nvidia.com/gpu when the
+# chart renders resource.k8s.io/v1.
+DEVICE_CLASSES = [
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+     "spec": {"selectors": [{"cel": {"expression":
+                                     "device.driver == 'gpu.nvidia.com' && "
+                                     "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+              "extendedResourceName": "nvidia.com/gpu"}},
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
+     "spec": {"selectors": [{"cel": {"expression":
+                                     "device.driver == 'gpu.nvidia.com' && "
+                                     "device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}},
+]
+
+
+def lab_claim_templates(namespace):
+    """The ResourceClaimTemplates users write (issue #32): full GPU, a MIG profile, a GPU shared by time-slicing and
+    by MPS (the driver's GpuConfig, api/nvidia.com/resource/v1beta1 at v0.5.0; the scheduler does not read opaque
+    config, the plugin applies it at prepare time). Keyed by kind: full-gpu, mig, time-slicing, mps."""
+    def template(name, request, config=None):
+        spec = {"devices": {"requests": [dict(name="gpu", exactly=request)]}}
+        if config:
+            spec["devices"]["config"] = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": config}}]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": namespace}, "spec": {"spec": spec}}
+    gpu = {"deviceClassName": "gpu.nvidia.com"}
+    return {
+        "full-gpu": template("gpu-full", gpu),
+        "mig": template("gpu-mig-1g10gb", {"deviceClassName": "mig.nvidia.com", "selectors": [
+            {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}),
+        "time-slicing": template("gpu-time-sliced", gpu, {
+            "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+            "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}),
+        "mps": template("gpu-mps", gpu, {
+            "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+            "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}}}),
+    }
+
+
+TEMPLATES = lab_claim_templates(NS)  # the one line to switch to gpu_stack_dra.claim_templates(...)
+
+
+class Dra(object):
+    def __init__(self, kube, published, nvml):
+        from kubernetes import client
+        self.kube = kube
+        self.api = kube.api()
+        self.core = client.CoreV1Api(self.api)
+        self.co = client.CustomObjectsApi(self.api)
+        self.published = published      # node -> the slice the plugin published (as read back)
+        self.nvml = nvml                # node -> dra_slices.nvml_view of its inventory
+
+    def slices(self):
+        return self.co.list_cluster_custom_object(GROUP, VERSION, "resourceslices",
+                                                  field_selector="spec.driver=%s" % DRIVER)["items"]
+
+    def claim(self, name):
+        return self.co.get_namespaced_custom_object(GROUP, VERSION, NS, "resourceclaims", name)
+
+    def claims(self):
+        return self.co.list_namespaced_custom_object(GROUP, VERSION, NS, "resourceclaims")["items"]
+
+    def create(self, plural, body):
+        return self.co.create_namespaced_custom_object(GROUP, VERSION, NS, plural, body)
+
+    def pod(self, name, claims):
+        """A pod whose one container uses ``claims`` ({pod claim name: ('template'|'claim', object name)})."""
+        refs = [dict({"name": n}, **({"resourceClaimTemplateName": o} if k == "template" else {"resourceClaimName": o}))
+                for n, (k, o) in sorted(claims.items())]
+        return self.core.create_namespaced_pod(NS, {"metadata": {"name": name}, "spec": {
+            "terminationGracePeriodSeconds": 0, "resourceClaims": refs,
+            "containers": [{"name": "c", "image": "registry.example.com/cuda:12",
+                            "resources": {"claims": [{"name": n} for n in sorted(claims)]}}]}})
+
+    def read_pod(self, name):
+        return self.core.read_namespaced_pod(name, NS)
+
+    def running(self, name, timeout=60):
+        return wait("pod %s/%s Running (kwok runs pods whose claims the scheduler allocated)" % (NS, name),
+                    lambda: (lambda p: p if p.status.phase == "Running" else None)(self.read_pod(name)), timeout)
+
+    def allocation(self, pod_name):
+        """[(request, driver, pool, device)] of the claims of a pod (template claims through resourceClaimStatuses)."""
+        pod = self.read_pod(pod_name)
+        names = [s.resource_claim_name for s in (pod.status.resource_claim_statuses or [])]
+        names += [c.resource_claim_name for c in (pod.spec.resource_claims or []) if c.resource_claim_name]
+        out = []
+        for n in names:
+            alloc = (self.claim(n).get("status") or {}).get("allocation") or {}
+            out += [(r["request"], r["driver"], r["pool"], r["device"]) for r in alloc["devices"]["results"]]
+        return out
+
+    def device(self, pool, name):
+        for s in self.slices():
+            if s["spec"]["pool"]["name"] == pool:
+                for d in s["spec"]["devices"]:
+                    if d["name"] == name:
+                        return d
+        raise AssertionError("no device %s in pool %s" % (name, pool))
+
+
+def _wait_slices(co, nodes, procs, timeout=90):
+    def ready():
+        for node, proc in procs.items():
+            if proc.poll() is not None:
+                raise AssertionError("gpu-kubelet-plugin for %s exited (%s): %s" % (
+                    node, proc.returncode, Path(proc.args[-1]).name))
+        items = co.list_cluster_custom_object(GROUP, VERSION, "resourceslices",
+                                              field_selector="spec.driver=%s" % DRIVER)["items"]
+        got = {s["spec"]["nodeName"]: s for s in items if s["spec"]["nodeName"] in nodes}
+        return got if set(got) == set(nodes) else None
+    return wait("the plugin's ResourceSlices for %s" % ", ".join(sorted(nodes)), ready, timeout)
+
+
+@pytest.fixture(scope="module")
+def dra(kube_real, tmp_path_factory):
+    from kubernetes import client
+    api = kube_real.api()
+    co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    for dc in DEVICE_CLASSES:
+        co.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", copy.deepcopy(dc))
+    work = tmp_path_factory.mktemp("dra-plugins")
+    binary = dra_slices.plugin_binary()
+    procs, logs = {}, {}
+    try:
+        for node, inv in sorted(NODES.items()):
+            d = work / node
+            d.mkdir()
+            logs[node] = d / "plugin.log"
+            procs[node] = dra_slices.start_plugin(kube_real.kubeconfig, node, inv, str(d), binary)
+        try:
+            published = _wait_slices(co, set(NODES), procs)
+        except AssertionError as exc:
+            tails = ["--- %s\n%s" % (n, p.read_text()[-3000:]) for n, p in logs.items() if p.exists()]
+            raise AssertionError("%s\n%s" % (exc, "\n".join(tails)))
+    finally:
+        for p in procs.values():
+            dra_slices.stop_plugin(p)
+    nvml = {node: dra_slices.nvml_view(inv, str(work / node)) for node, inv in NODES.items()}
+    core.create_namespace({"metadata": {"name": NS}})
+    for t in TEMPLATES.values():
+        co.create_namespaced_custom_object(GROUP, VERSION, NS, "resourceclaimtemplates", copy.deepcopy(t))
+    yield Dra(kube_real, published, nvml)
+    core.delete_namespace(NS)
+    for s in co.list_cluster_custom_object(GROUP, VERSION, "resourceslices",
+                                           field_selector="spec.driver=%s" % DRIVER)["items"]:
+        if s["spec"]["nodeName"] in NODES:
+            co.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+    for dc in DEVICE_CLASSES:
+        co.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", dc["metadata"]["name"])
+
+
+# ------------------------------------------------------------------------------------------------ the go set
+GO_SET = Path(ROOT) / "lab" / "go" / "dra-driver-nvidia-gpu"
+
+
+def test_DRAL_13_go_set_replaces_what_the_proxy_does_not_serve():
+    """v0.5.0's go.mod requires k8s.io/kubernetes v1.37.0-rc.0 and github.com/NVIDIA/go-nvfm v0.1.0, neither served by
+    the Go module proxy here (403): the set replaces the first by v1.37.2 (only pkg/kubelet/checkpointmanager is
+    imported) and the second by the lab's stand-in (nvfm-stub: no Fabric Manager). lab/go/build.sh keys a build on the
+    set's top-level files only and the stand-in lives in a sub-directory (a replace target is a module directory), so
+    `programs` names its content hash: a changed stand-in must change that line, and so the key."""
+    gomod = (GO_SET / "go.mod").read_text()
+    assert "\tsigs.k8s.io/dra-driver-nvidia-gpu v0.5.0 // indirect" in gomod  # go mod tidy: the tool's module
+    assert "replace github.com/NVIDIA/go-nvfm => ./nvfm-stub" in gomod
+    assert "replace k8s.io/kubernetes => k8s.io/kubernetes v1.37.2" in gomod
+    stub = GO_SET / "nvfm-stub"
+    h = hashlib.sha256()
+    for f in sorted(p for p in stub.rglob("*") if p.is_file()):
+        h.update(f.relative_to(stub).as_posix().encode() + b"\0" + f.read_bytes())
+    programs = (stub.parent / "programs").read_text()
+    assert "nvfm-stub sha256 %s" % h.hexdigest() in programs, h.hexdigest()
+
+
+def test_DRAL_12_alpha_gates_off_by_default():
+    """The plugin's feature gates as the binary lists them: the sharing and partitioning ones alpha and off, so the
+    slices are the static-MIG, one-slice-per-node form (no DynamicMIG partitions, no consumable shares)."""
+    import subprocess
+    out = subprocess.run([dra_slices.plugin_binary(), "--help"], capture_output=True, text=True, timeout=60).stdout
+    for gate in ("DynamicMIG", "TimeSlicingSettings", "MPSSupport", "PassthroughSupport", "ConsumableShares",
+                 "NVMLDeviceHealthCheck", "FabricManagerPartitioning"):
+        assert "%s=true|false (ALPHA - default=false)" % gate in out, gate
+    version = subprocess.run([dra_slices.plugin_binary(), "--version"], capture_output=True, text=True).stdout
+    assert "version v0.5.0" in version
+
+
+def test_DRAL_11_what_the_plugin_needs_to_start(dra, tmp_path):
+    """--image-name is a required flag; the nvidia-cdi-hook named by --nvidia-cdi-hook-path (default none) is read at
+    start; the driver root must hold libnvidia-ml.so.1 and nvidia-smi. lab/kube/dra_slices.py plugin_dirs gives all
+    three (test_DRAL_01: the plugin runs with them)."""
+    import subprocess
+    binary = dra_slices.plugin_binary()
+    d = dra_slices.plugin_dirs(str(tmp_path))
+    base = [binary, "--kubeconfig", dra.kube.kubeconfig, "--node-name", "kwok-t4-1", "--cdi-root", d["cdi"],
+            "--kubelet-registrar-directory-path", d["registry"], "--kubelet-plugins-directory-path", d["plugins"]]
+
+    def run(*extra):
+        return subprocess.run(base + list(extra), capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert 'Required flag "image-name" not set' in run().stderr
+    assert "error reading nvidia-cdi-hook" in run("--image-name", "x").stderr
+    os.unlink(os.path.join(d["driver"], "usr", "bin", "nvidia-smi"))
+    proc = run("--image-name", "x", "--nvidia-cdi-hook-path", str(tmp_path / "nvidia-cdi-hook"),
+               "--nvidia-driver-root", d["driver"], "--container-driver-root", d["driver"])
+    assert 'error locating "nvidia-smi"' in proc.stderr, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------------------------ the slices
+def _devices(node_view):
+    names = []
+    for g in node_view["gpus"]:
+        if not g["mig"]:
+            names.append("gpu-%d" % g["minor"])
+        for m in g["migs"]:
+            names.append("gpu-%d-mig-%s-%d-%d" % (g["minor"], m["name"][4:].replace(".", ""), m["gi_profile_id"],
+                                                  m["start"]))
+    return sorted(names)
+
+
+def test_DRAL_01_plugin_publishes_one_slice_per_kwok_gpu_node(dra):
+    """One slice per node, driver gpu.nvidia.com, pool named after the node, owned by the Node, named
+    00000-gpu.nvidia.com-<node>-*; a full GPU gpu-<minor> per GPU without MIG, a device per MIG device of a GPU in MIG
+    mode (none for the GPU whose MIG mode is on without instances, none for a GPU instance without a compute instance)."""
+    for node, s in sorted(dra.published.items()):
+        spec = s["spec"]
+        assert spec["driver"] == DRIVER and spec["nodeName"] == node
+        assert spec["pool"] == {"name": node, "generation": spec["pool"]["generation"], "resourceSliceCount": 1}
+        assert s["metadata"]["name"].startswith("00000-gpu.nvidia.com-%s-" % node)
+        assert [(o["kind"], o["name"], o.get("controller")) for o in s["metadata"]["ownerReferences"]] == [
+            ("Node", node, True)]
+        assert sorted(d["name"] for d in spec["devices"]) == _devices(dra.nvml[node]), node
+    h100 = sorted(d["name"] for d in dra.published["kwok-h100-1"]["spec"]["devices"])
+    assert h100 == ["gpu-0-mig-1g10gb-19-4", "gpu-0-mig-1g10gb-19-5", "gpu-0-mig-3g40gb-9-0"]
+    assert len(dra.published["kwok-a100-1"]["spec"]["devices"]) == 8
+
+
+def _quantity_bytes(text):
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+    for u, m in units.items():
+        if str(text).endswith(u):
+            return int(str(text)[:-2]) * m
+    return int(text)
+
+
+def _normal(spec):
+    """A slice spec with device order and quantity spelling out of the comparison."""
+    out = copy.deepcopy(spec)
+    out["pool"].pop("generation", None)
+    for d in out["devices"]:
+        for c in (d.get("capacity") or {}).values():
+            c["value"] = _quantity_bytes(c["value"])
+    out["devices"].sort(key=lambda d: d["name"])
+    return out
+
+
+def test_DRAL_02_attributes_and_capacities_the_stand_in_matches(dra):
+    """Attribute names, types and values as the plugin publishes them (the plugin's own output on the NVML simulator),
+    and lab/kube/dra_slices.py gives the same spec for the same inventory."""
+    t4 = next(d for d in dra.published["kwok-t4-1"]["spec"]["devices"])
+    assert t4["attributes"] == {
+        "type": {"string": "gpu"}, "uuid": {"string": dra.nvml["kwok-t4-1"]["gpus"][0]["uuid"]},
+        "productName": {"string": "Tesla T4"}, "brand": {"string": "Tesla"}, "architecture": {"string": "Turing"},
+        "cudaComputeCapability": {"version": "7.5.0"}, "driverVersion": {"version": "535.183.1"},
+        "cudaDriverVersion": {"version": "12.2.0"}, "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"}}
+    assert _quantity_bytes(t4["capacity"]["memory"]["value"]) == 15360 << 20
+    mig = dra.device("kwok-h100-1", "gpu-0-mig-3g40gb-9-0")
+    assert {k: v for k, v in mig["attributes"].items() if k in ("type", "profile", "parentUUID", "productName")} == {
+        "type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, "productName": {"string": "NVIDIA H100 80GB HBM3"},
+        "parentUUID": {"string": dra.nvml["kwok-h100-1"]["gpus"][0]["uuid"]}}
+    assert sorted(mig["capacity"]) == ["copyEngines", "decoders", "encoders", "jpegEngines", "memory",
+                                       "memorySlice0", "memorySlice1", "memorySlice2", "memorySlice3",
+                                       "multiprocessors", "ofaEngines"]
+    for node, s in dra.published.items():
+        ours = dra_slices.resource_slice(node, dra.nvml[node])
+        assert _normal(ours["spec"]) == _normal(s["spec"]), node
+        assert ours["metadata"]["generateName"] == s["metadata"]["generateName"]
+
+
+def test_DRAL_02_stand_in_publishes_what_the_plugin_publishes(dra, tmp_path):
+    """lab/kube/dra_slices.py publish (the stand-in, without the Go program) on a kwok node of its own with the
+    inventory of kwok-h100-1: the server holds the same devices as the plugin's slice for kwok-h100-1, owned by the
+    node; a second publish replaces it (one slice per node, as the plugin keeps it)."""
+    node = "dra-standin-%s" % SUFFIX
+    dra.core.create_node({"metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+    try:
+        first = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
+        again = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
+        [held] = dra_slices.slices_of(dra.api, node)
+        assert held["metadata"]["name"] == again["metadata"]["name"] != first["metadata"]["name"]
+        assert held["metadata"]["ownerReferences"][0]["name"] == node
+        ours, theirs = _normal(held["spec"]), _normal(dra.published["kwok-h100-1"]["spec"])
+        for spec in (ours, theirs):
+            spec.pop("nodeName")
+            spec["pool"].pop("name")
+        assert ours == theirs
+    finally:
+        for s in dra_slices.slices_of(dra.api, node):
+            dra.co.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+        dra.core.delete_node(node)
+
+
+# ------------------------------------------------------------------------------------------------ scheduling
+def test_DRAL_03_full_gpu_template_gets_a_whole_gpu_and_kwok_runs_the_pod(dra):
+    """A pod with the full-GPU template (class gpu.nvidia.com: type == 'gpu') gets one whole GPU (never a MIG device);
+    the claim controller made its claim from the template, the scheduler allocated it and kwok runs the pod."""
+    dra.pod("full", {"gpu": ("template", TEMPLATES["full-gpu"]["metadata"]["name"])})
+    dra.running("full")
+    [(req, driver, pool, device)] = dra.allocation("full")
+    assert (req, driver) == ("gpu", DRIVER) and pool in NODES and device.startswith("gpu-") and "mig" not in device
+    assert dra.read_pod("full").spec.node_name == pool
+    assert dra.device(pool, device)["attributes"]["type"] == {"string": "gpu"}
+
+
+def test_DRAL_04_mig_profile_template_gets_that_mig_device(dra):
+    dra.pod("mig", {"gpu": ("template", TEMPLATES["mig"]["metadata"]["name"])})
+    dra.running("mig")
+    [(_req, _driver, pool, device)] = dra.allocation("mig")
+    assert pool == "kwok-h100-1" and device in ("gpu-0-mig-1g10gb-19-4", "gpu-0-mig-1g10gb-19-5")
+    assert dra.device(pool, device)["attributes"]["profile"] == {"string": "1g.10gb"}
+
+
+def test_DRAL_05_cel_on_product_and_memory(dra):
+    """CEL on the attributes (productName) and capacity (memory) the plugin publishes picks the matching GPU."""
+    cel = {
+        "a100": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'",
+        "t4": "device.attributes['gpu.nvidia.com'].productName.startsWith('Tesla T4')",
+        "big": "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0 && "
+               "device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('8.0.0')) == false",
+    }
+    for name, expr in cel.items():
+        dra.create("resourceclaims", {"metadata": {"name": "cel-" + name}, "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+                "expression": expr}}]}}]}}})
+        dra.pod("cel-" + name, {"gpu": ("claim", "cel-" + name)})
+    for name in cel:
+        dra.running("cel-" + name)
+    pools = {name: dra.allocation("cel-" + name)[0][2] for name in cel}
+    assert pools == {"a100": "kwok-a100-1", "t4": pools["t4"], "big": "kwok-a100-1"}
+    assert pools["t4"] in ("kwok-t4-1", "kwok-t4-2")
+
+
+def test_DRAL_06_two_pods_share_one_claim(dra):
+    """One ResourceClaim used by two pods: one allocation, both pods reserved on it, both on the device's node. (An
+    A100: the 8-GPU node has free GPUs whatever the other tests took; the two T4 nodes have one GPU each.)"""
+    dra.create("resourceclaims", {"metadata": {"name": "shared"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+            "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"}}]}}]}}})
+    dra.pod("shared-a", {"gpu": ("claim", "shared")})
+    dra.pod("shared-b", {"gpu": ("claim", "shared")})
+    a, b = dra.running("shared-a"), dra.running("shared-b")
+    claim = dra.claim("shared")
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert a.spec.node_name == b.spec.node_name == result["pool"]
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["shared-a", "shared-b"]
+
+
+def test_DRAL_07_time_slicing_and_mps_templates_are_allocated(dra):
+    """The sharing templates carry the driver's GpuConfig as opaque config: the scheduler allocates a whole GPU and
+    the config stays in the claim for the plugin (prepare time, not exercised here: no kubelet)."""
+    for kind in ("time-slicing", "mps"):
+        dra.pod(kind, {"gpu": ("template", TEMPLATES[kind]["metadata"]["name"])})
+    for kind in ("time-slicing", "mps"):
+        dra.running(kind)
+        [(_r, _d, pool, device)] = dra.allocation(kind)
+        assert "mig" not in device and pool in NODES
+        name = dra.read_pod(kind).status.resource_claim_statuses[0].resource_claim_name
+        config = dra.claim(name)["status"]["allocation"]["devices"]["config"]
+        assert config[0]["opaque"]["parameters"]["sharing"]["strategy"] == (
+            "TimeSlicing" if kind == "time-slicing" else "MPS")
+
+
+def test_DRAL_08_nothing_fits_stays_pending_with_the_schedulers_reason(dra):
+    dra.create("resourceclaims", {"metadata": {"name": "b200"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+            "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"}}]}}]}}})
+    dra.pod("b200", {"gpu": ("claim", "b200")})
+
+    def unschedulable():
+        p = dra.read_pod("b200")
+        for c in p.status.conditions or []:
+            if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                return c
+        return None
+    cond = wait("pod b200 Unschedulable", unschedulable)
+    assert "cannot allocate all claims" in cond.message, cond.message
+    assert dra.read_pod("b200").status.phase == "Pending"
+    assert not (dra.claim("b200").get("status") or {}).get("allocation")
+
+
+def test_DRAL_10_resource_v1_served_by_default_and_the_extended_resource_name(dra):
+    """resource.k8s.io/v1 is served and the scheduler's DRA plugin works with real.py's default flags at 1.34 and 1.37
+    (DynamicResourceAllocation GA and on from 1.34: no feature gate, no runtime-config). The chart's
+    extendedResourceName on gpu.nvidia.com is kept at 1.37 (DRAExtendedResource GA, locked) and dropped by the API
+    server at 1.34 (alpha, off): a renderer comparing what it applied with what it reads back sees the difference."""
+    from kubernetes import client
+    groups = client.ApisApi(dra.api).get_api_versions().groups
+    [res] = [g for g in groups if g.name == GROUP]
+    assert "v1" in [v.version for v in res.versions]
+    dc = dra.co.get_cluster_custom_object(GROUP, VERSION, "deviceclasses", "gpu.nvidia.com")
+    if dra.kube.version == "1.34":
+        assert "extendedResourceName" not in dc["spec"]
+    else:
+        assert dc["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
+# ------------------------------------------------------------------------------------------------ the report
+def test_DRAL_09_report_shows_what_the_scheduler_allocated(dra, collections_path):
+    """gpu_share_report: every allocated claim of the namespace with its driver, pool, device and node and the device's
+    uuid/product from the slices, the pods holding it (the shared claim with both), the pending claim with the
+    scheduler's reason. Equal to the claims' status as the scheduler wrote it."""
+    wait("the report's pods are Running", lambda: all(
+        dra.read_pod(n).status.phase == "Running" for n in ("full", "mig", "shared-a", "shared-b")))
+    res = run_module(collections_path, "gpuops.k8s_gpu.gpu_share_report",
+                     json.dumps({"kubeconfig": dra.kube.kubeconfig, "namespace": NS}))
+    assert not res.get("failed"), res
+    rep = res["dra"]
+    assert rep["served"] is True
+    expected = {}
+    for c in dra.claims():
+        alloc = (c.get("status") or {}).get("allocation")
+        key = c["metadata"]["name"]
+        if not alloc:
+            expected[key] = None
+            continue
+        expected[key] = sorted((r["driver"], r["pool"], r["device"]) for r in alloc["devices"]["results"])
+    shown = {c["name"]: (sorted((d["driver"], d["pool"], d["device"]) for d in c["devices"])
+                         if c["state"] == "allocated" else None) for c in rep["claims"]}
+    assert shown == expected
+    by_name = {c["name"]: c for c in rep["claims"]}
+    shared = by_name["shared"]
+    assert sorted(p["name"] for p in shared["pods"]) == ["shared-a", "shared-b"] and shared["shared"] is True
+    [dev] = shared["devices"]
+    assert dev["node"] == dev["pool"] == "kwok-a100-1" and dev["product"] == "NVIDIA A100-SXM4-80GB"
+    assert dev["uuid"] == dra.device(dev["pool"], dev["device"])["attributes"]["uuid"]["string"]
+    mig_claim = [c for c in rep["claims"] if any(p["name"] == "mig" for p in c["pods"])][0]
+    assert mig_claim["devices"][0]["profile"] == "1g.10gb" and mig_claim["devices"][0]["uuid"].startswith("MIG-")
+    pending = by_name["b200"]
+    assert pending["state"] == "pending" and "cannot allocate all claims" in pending["reason"]
+    assert [p["name"] for p in pending["pods"]] == ["b200"]
+    assert "b200" in res["table"] and "cannot allocate all claims" in res["table"]
