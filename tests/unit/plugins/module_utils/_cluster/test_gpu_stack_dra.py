@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import tarfile
 
 import pytest
@@ -404,3 +405,32 @@ def test_DRA_01_every_value_path_is_documented():
         top = p if p in dra.DOCUMENTED_VALUE_KEYS else p.rsplit('.', 1)[0]
         assert any(top == k or top.startswith(k + '.') for k in dra.DOCUMENTED_VALUE_KEYS), p
     assert os.path.basename(pins.pin('dra-driver-nvidia-gpu')['conformance']) == 'dra-driver-nvidia-gpu.md'
+
+
+@pytest.mark.parametrize('old,settings', [('time-slicing', {'time_slicing': {'replicas': 4}}),
+                                          ('mig', {'mig': {'devices': {'1g.10gb': 7}, 'manager': False}})])
+def test_DRA_08_migration_from_time_slicing_and_mig(old, settings):
+    """docs/sharing_stacks.md "Moving a pool from time-slicing or mig to dra": while the old stack's labels and its
+    device plugin's resources are on the node, dra is refused naming them; after state absent (labels gone, the
+    kubelet reports the resource at 0) dra renders, and the old pool's removal render is what uninstall deletes."""
+    a100 = {'gpus': [{'index': 0, 'name': 'NVIDIA A100-SXM4-80GB', 'memory_total_mib': 81920, 'mig_capable': True,
+                      'mig_profiles': [{'name': '1g.10gb', 'count': 7}]}],
+            'sharing': {'mig': {'allowed': True}, 'time-slicing': {'allowed': True}}}
+    before = r.render({'strategy': old, 'pool': 'p1', 'nodes': ['n1'], 'settings': settings, 'facts': {'n1': a100}})
+    labels = before['node_labels']['n1']
+    assert labels['gpuops.io/sharing-strategy'] == old
+    resource = 'nvidia.com/mig-1g.10gb' if old == 'mig' and before['resources'][-1].startswith('nvidia.com/mig') \
+        else 'nvidia.com/gpu'
+    running = [{'metadata': {'name': 'n1', 'labels': dict(labels)}, 'status': {'allocatable': {resource: '4'}}}]
+    with pytest.raises(StackError, match='n1 already runs strategy %s' % old):
+        render(live_nodes=running)
+    # labels removed, the device plugin gone but the kubelet still reports its resource: still refused
+    plugin_left = [{'metadata': {'name': 'n1', 'labels': {}}, 'status': {'allocatable': {resource: '4'}}}]
+    with pytest.raises(StackError, match='%s=4' % re.escape(resource)):
+        render(live_nodes=plugin_left, allow_mixed_accounting=True)
+    removal = r.render({'strategy': old, 'pool': 'p1', 'nodes': ['n1'], 'settings': settings, 'check_conflicts': False})
+    assert [m['kind'] for m in removal['pool_manifests']] and not removal['restarts']
+    after = [{'metadata': {'name': 'n1', 'labels': {}}, 'status': {'allocatable': {resource: '0', 'cpu': '64'}}}]
+    res = render(live_nodes=after)
+    assert res['node_labels']['n1'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1'}
+    assert res['helm']['release_name'] == 'dra-driver-nvidia-gpu'
