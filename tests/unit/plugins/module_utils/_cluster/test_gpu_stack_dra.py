@@ -310,9 +310,10 @@ def test_DRA_05_claim_templates_time_slicing_and_mps_config():
         {'name': 'ts-shared', 'kind': 'time-slicing', 'shared': True},
         {'name': 'mps', 'kind': 'mps', 'mps_active_thread_percentage': 50, 'mps_pinned_memory_limit': '10Gi'},
         {'name': 'mps-plain', 'kind': 'mps'}], 'ml', gates=gates)
-    assert ts['spec']['spec']['devices']['config'] == [{'requests': ['ts'], 'opaque': {'driver': 'gpu.nvidia.com',
-        'parameters': {'apiVersion': 'resource.nvidia.com/v1beta1', 'kind': 'GpuConfig',
-                       'sharing': {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': 'Long'}}}}}]
+    want = {'apiVersion': 'resource.nvidia.com/v1beta1', 'kind': 'GpuConfig',
+            'sharing': {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': 'Long'}}}
+    assert ts['spec']['spec']['devices']['config'] == [
+        {'requests': ['ts'], 'opaque': {'driver': 'gpu.nvidia.com', 'parameters': want}}]
     assert shared['kind'] == 'ResourceClaim' and 'spec' not in shared['spec']
     assert shared['spec']['devices']['config'][0]['opaque']['parameters']['sharing'] == {
         'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': 'Default'}}
