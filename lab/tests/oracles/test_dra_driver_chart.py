@@ -50,8 +50,8 @@ def module_dir(tmp_path_factory):
     proc = subprocess.run(['go', 'mod', 'download', '-json', '%s@%s' % (MODULE, VERSION)], cwd=str(work), env=env,
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.fail('go mod download %s@%s failed (rc %d): %s' % (MODULE, VERSION, proc.returncode,
-                                                                   (proc.stdout + proc.stderr)[-3000:]))
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        pytest.fail('go mod download %s@%s failed (rc %d): %s' % (MODULE, VERSION, proc.returncode, tail))
     d = json.loads(proc.stdout)['Dir']
     assert os.path.isfile(os.path.join(d, CHART, 'Chart.yaml')), d
     return d
@@ -353,8 +353,8 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
                     del e['value']
     device_classes = [o for o in chart_objs if o['kind'] == 'DeviceClass']
     chart_objs = [o for o in chart_objs if o['kind'] != 'DeviceClass']
-    assert sorted(o['metadata']['name'] for o in device_classes) == ['gpu.nvidia.com', 'mig.nvidia.com',
-                                                                      'vfio.gpu.nvidia.com']
+    names = sorted(o['metadata']['name'] for o in device_classes)
+    assert names == ['gpu.nvidia.com', 'mig.nvidia.com', 'vfio.gpu.nvidia.com']
     for dc in device_classes:
         accepted = dev.patch(classes, body=dc, name=dc['metadata']['name'], content_type='application/apply-patch+yaml',
                              field_manager='gpuops-dra-oracle', force_conflicts=True, dry_run='All').to_dict()
@@ -384,9 +384,10 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
         assert second['created'] == second['updated'] == 0, diffs
         assert kube_real.writes(mid, end, user=user) == [], kube_real.writes(mid, end, user=user)
         assert len(kube_real.writes(start, mid, user=user)) >= len(made)
+        counts = (kube, len(device_classes), len(chart_objs + ours_objs), len(chart_objs),
+                  len(kube_real.writes(start, mid, user=user)))
         print('DRA-09 at %s: %d DeviceClasses accepted (dry run), %d objects applied (%d from the chart), first apply '
-              '%d writes, re-run 0 writes' % (kube, len(device_classes), len(chart_objs + ours_objs), len(chart_objs),
-                                            len(kube_real.writes(start, mid, user=user))))
+              '%d writes, re-run 0 writes' % counts)
         # what the server kept is what was sent (the CEL selectors compiled, the opaque config kept as written)
         tpl = dev.get(dev.resources.get(api_version='resource.k8s.io/v1', kind='ResourceClaimTemplate'), name='mps',
                       namespace=claims_ns).to_dict()
