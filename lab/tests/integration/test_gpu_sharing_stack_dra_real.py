@@ -36,7 +36,7 @@ SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-stack-dra-%s" % SUFFIX
 NODE = "gssd-%s" % SUFFIX
 POOL = "d%s-dra" % SUFFIX
-CLAIMS = "dra-claims-%s" % SUFFIX
+CLAIMS = "dra-role-claims-%s" % SUFFIX
 
 
 def role_vars(state="present", **dra):
