@@ -4,9 +4,10 @@ the server, the pool's ResourceClaimTemplates and the validation workload (a cla
 stored as sent, a re-run and a check-mode run make 0 writes, state absent removes them; a node without CDI is refused
 before anything is written. Writes are counted from the API server's audit log, by this test's own user.
 
-The DRA driver's Helm release is not installed here (gpu_sharing_stack_helm_install: false): its DeviceClasses are
-cluster objects that test_dra_real.py creates on the same shared cluster; lab/tests/oracles/test_dra_driver_chart.py
-renders the chart with upstream's helm and applies its objects.
+The DRA driver's Helm release is installed in check mode only (kubernetes.core.helm with upstream's helm on PATH: it
+reads the cluster, writes nothing): its DeviceClasses are cluster objects that test_dra_real.py creates on the same
+shared cluster; lab/tests/oracles/test_dra_driver_chart.py renders the chart with upstream's helm and applies its
+objects.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_sharing_stack_dra_real.py
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +39,16 @@ USER = "gpuops-test-stack-dra-%s" % SUFFIX
 NODE = "gssd-%s" % SUFFIX
 POOL = "d%s-dra" % SUFFIX
 CLAIMS = "dra-role-claims-%s" % SUFFIX
+
+
+def chart_dir():
+    """The DRA driver's chart in the Go module cache (sigs.k8s.io/dra-driver-nvidia-gpu v0.5.0 through the proxy; a
+    download that fails fails the test)."""
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local", PATH="/usr/local/go/bin:" + os.environ["PATH"])
+    proc = subprocess.run(["go", "mod", "download", "-json", "sigs.k8s.io/dra-driver-nvidia-gpu@v0.5.0"], cwd="/",
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return os.path.join(json.loads(proc.stdout)["Dir"], "deployments", "helm", "dra-driver-nvidia-gpu")
 
 
 def role_vars(state="present", **dra):
@@ -77,7 +89,15 @@ def run(kube_real, tmp_path_factory):
     tasks = [mark_task(cl, "dra-nocdi-0"), refused, mark_task(cl, "dra-nocdi-1"),
              mark_task(cl, names[0]), block("present", role_vars()), mark_task(cl, names[1]),
              block("again", role_vars()), mark_task(cl, names[2]),
-             block("check", role_vars(), check=True), mark_task(cl, names[3])]
+             block("check", dict(role_vars(chart_path=chart_dir()), gpu_sharing_stack_helm_install=True), check=True),
+             mark_task(cl, names[3])]
+    # kubernetes.core.helm runs upstream's helm (lab/go/helm, helm.sh/helm/v3 v3.22.0) from PATH; in check mode it only
+    # reads the cluster
+    helm = subprocess.run(["bash", str(ROOT / "lab" / "go" / "build.sh"), "helm"], capture_output=True, text=True,
+                          timeout=3000)
+    assert helm.returncode == 0, helm.stderr[-3000:]
+    path = os.environ["PATH"]
+    os.environ["PATH"] = helm.stdout.strip().splitlines()[-1] + ":" + path
     try:
         rc, result = run_play(cl, tmp, tasks)
         (tmp / "play-result.json").write_text(json.dumps(result))
@@ -99,6 +119,7 @@ def run(kube_real, tmp_path_factory):
             out["left"] = [k for k, d in out["want"].items() if live_object(kube_real, d) is not None]
         yield out
     finally:
+        os.environ["PATH"] = path
         core.delete_namespace(CLAIMS)
         core.delete_node(NODE)
 
@@ -117,6 +138,17 @@ def test_DRA_09_role_applies_the_pool_reads_the_version_and_reruns_write_nothing
     assert values["resourceApiVersion"] == "resource.k8s.io/v1"  # from the server's version (kube_version unset)
     assert values["gpuResourcesEnabledOverride"] is True
     assert [d for d in absent if d[0] == "delete"], absent
+
+
+def test_DRA_01_helm_release_in_check_mode_would_install_and_writes_nothing(run):
+    """Entry point ready hands the rendered values to kubernetes.core.helm. Failed before the fix: the task read
+    helm.values, which Jinja resolves to the dict's values method ("Type 'method' is unsupported for variable
+    storage"), for the GPU operator's release as well."""
+    assert run["rc"] == 0, run["failures"]
+    helm = [r for n, r in task_results(run["result"]) if n.endswith("Install the Helm release from the local chart "
+                                                                      "(GPU operator, DRA driver)") and not r.get("skipped")]
+    assert len(helm) == 1 and helm[0].get("changed") is True and not helm[0].get("failed"), helm
+    assert run["writes"][2] == []
 
 
 def test_DRA_06_claims_and_validation_workload_stored_as_sent_then_removed(run, kube_real):
