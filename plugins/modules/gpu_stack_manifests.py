@@ -153,7 +153,7 @@ requirements:
 notes:
   - Runs on the controller - an action plugin of the same name renders in the Ansible process itself, so no module is
     sent to any host, C(delegate_to) and the connection have no effect, and no Python is needed on the target.
-  - No helm binary is used; for V(gpu-operator) the rendered values are checked against a documented list of the chart's keys.
+  - No helm binary is used; for V(gpu-operator) and V(dra) the rendered values are checked against a documented list of the chart's keys.
 seealso:
   - module: gpuops.k8s_gpu.k8s_converge
   - module: gpuops.k8s_gpu.gpu_info
@@ -287,7 +287,7 @@ extender:
   returned: always
   type: dict
 helm:
-  description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
+  description: For V(gpu-operator) and V(dra), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
     create_namespace, values, chart_version); null otherwise.
   returned: always
   type: dict
