@@ -170,9 +170,11 @@ def kube_window(ds, var, chart, warn, removing=False):
     cluster's DynamicResourceAllocation gates and runtime-config shown enabled); below the chart's kubeVersion
     refused. None while removing without a version."""
     text = ds['kube_version']
+    if removing:
+        # removal renders the same objects and refuses nothing about the cluster it is leaving
+        parsed = kube_versions.parse(text, strict=False) if text else None
+        return parsed[1] if parsed and parsed[0] == 1 and parsed[1] >= chart['kube_min_minor'] else None
     if not text:
-        if removing:
-            return None
         raise StackError('%s.kube_version is unknown: the role reads it from the cluster (k8s_objects_info version); '
                          'set it (e.g. v1.34.2) when the cluster cannot be read' % var)
     parsed = kube_versions.parse(text, strict=False)

@@ -207,6 +207,13 @@ def test_DRA_09_removal_needs_no_version_and_no_node_checks():
     res = render(settings={'kube_version': ''}, check_conflicts=False, cdi={})
     assert 'resourceApiVersion' not in res['helm']['values']
     assert res['helm']['release_name'] == 'dra-driver-nvidia-gpu'
+    # a version outside the window (or no version at all) does not stop the removal
+    for kube in ('v1.31.2', 'v1.33.1', 'nonsense'):
+        res = render(settings={'kube_version': kube, 'claim_namespace': 'ml', 'claim_templates': [{'name': 'g'}]},
+                     check_conflicts=False, cdi={})
+        assert [m['kind'] for m in res['pool_manifests']] == ['ResourceClaimTemplate'], kube
+    assert render(settings={'kube_version': 'v1.33.1'}, check_conflicts=False)['helm']['values'][
+        'resourceApiVersion'] == 'resource.k8s.io/v1beta2'
 
 
 # ---- CDI
