@@ -32,7 +32,7 @@ TOOLING = {'test_docs.py', 'test_conformance_index.py', 'test_gen_variables_doc.
            'test_real_gpu_check.py', 'test_lab_tests_layout.py', 'test_role_lifecycle.py', 'test_layout.py',
            'test_engine_script.py'}
 ORACLES = {'test_nvidia_ctk.py', 'test_containerd.py', 'test_crio.py', 'test_vcsim_govmomi.py', 'test_mig_profiles.py',
-           'test_real_gpu_cdi.py', 'test_gfd_labels.py', 'test_device_plugin.py'}
+           'test_real_gpu_cdi.py', 'test_gfd_labels.py', 'test_device_plugin.py', 'test_dra_driver_chart.py'}
 REF = re.compile(r'lab/tests/(test_[A-Za-z0-9_]+\.py)')
 PARENTS = re.compile(r'(Path\(__file__\)\.resolve\(\)\.parents\[)(\d+)(\])')
 DIRNAMES = re.compile(r'((?:os\.path\.dirname\()+)(os\.path\.abspath\(__file__\))(\)+)')

@@ -200,6 +200,8 @@ WEIGHT = {
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
     'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
     'integration/test_dra_real.py': 40,
+    # strategy dra (2026-11-27, -p no:xdist, the machine loaded): the role's plays, and helm on the DRA driver's chart
+    'integration/test_gpu_sharing_stack_dra_real.py': 105, 'oracles/test_dra_driver_chart.py': 25,
 }
 
 

@@ -16,7 +16,7 @@ description:
 options:
   _input:
     description: Strategy name (C(exclusive), C(time-slicing), C(mps), C(mig), C(gpushare), C(volcano), C(hami),
-      C(gpu-manager), C(gpu-operator)).
+      C(gpu-manager), C(gpu-operator), C(dra)).
     type: str
     required: true
   compute_mode_setting:

@@ -11,8 +11,9 @@ name: pool_host_vars
 short_description: The inventory variables role gpu_sharing_stack reads about a pool's nodes
 version_added: 0.2.0
 description:
-  - For every node name of the pool that is an inventory host, its C(gpu_probe_facts), C(gpu_sharing_stack_strategy)
-    and C(nvidia_container_runtime_cdi_spec_ready) (only those defined), each host's variables read once.
+  - For every node name of the pool that is an inventory host, its C(gpu_probe_facts), C(gpu_sharing_stack_strategy),
+    C(nvidia_container_runtime_cdi_spec_ready) and C(nvidia_container_runtime_cdi) (only those defined), each host's
+    variables read once.
 extends_documentation_fragment:
   - gpuops.k8s_gpu.inventory_vars
 options:
@@ -32,7 +33,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 _value:
-  description: C(facts), C(node_strategies) and C(cdi_spec_ready), each a mapping of node name to value.
+  description: C(facts), C(node_strategies), C(cdi_spec_ready) and C(cdi_enabled), each a mapping of node name to value.
   type: dict
 '''
 

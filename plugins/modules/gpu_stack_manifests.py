@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - Renders, for one node pool and one sharing O(strategy), the Kubernetes objects of the stack (device plugin,
     scheduler parts, RBAC, configuration), the node labels the pool's nodes need, optional validation workloads, and
-    for V(gpu-operator) the values for C(kubernetes.core.helm).
+    for V(gpu-operator) and V(dra) (NVIDIA's DRA driver) the values for C(kubernetes.core.helm).
   - Pure and read-only; it talks to no cluster. Role M(gpuops.k8s_gpu.gpu_sharing_stack) applies the objects with
     M(gpuops.k8s_gpu.k8s_converge); the node labels go to role C(gpuops.k8s_gpu.gpu_node_labels).
   - Checks the input before anything is rendered - strategy, settings (unknown keys, types, ranges such as time-slicing
@@ -40,7 +40,7 @@ options:
     description: Sharing strategy of the pool.
     type: str
     required: true
-    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, gpu-operator]
+    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, gpu-operator, dra]
   pool:
     description: Name of the node pool (a DNS label); object names and the node label C(gpuops.io/sharing-pool) use it.
     type: str
@@ -70,7 +70,7 @@ options:
   settings:
     description:
       - Settings per strategy family, keyed V(nvidia), V(time_slicing), V(mps), V(mig), V(gpushare), V(volcano),
-        V(hami), V(gpu_manager), V(gpu_operator). Only the ones the strategy uses are read; see the role's argument
+        V(hami), V(gpu_manager), V(gpu_operator), V(dra). Only the ones the strategy uses are read; see the role's argument
         specification for every key.
     type: dict
     default: {}
@@ -137,6 +137,13 @@ options:
         C(settings.nvidia.assume_cdi_spec_ready) is V(true)).
     type: dict
     default: {}
+  cdi_enabled:
+    description:
+      - Per node name, the host variable C(nvidia_container_runtime_cdi) of role
+        C(gpuops.k8s_gpu.nvidia_container_runtime) (CDI on in the container runtime). Strategy V(dra) is refused
+        unless every node of the pool has V(true) here (or C(settings.dra.assume_cdi_enabled) is V(true)).
+    type: dict
+    default: {}
   var_prefix:
     description: Prefix of the variable names used in error messages.
     type: str
@@ -146,7 +153,7 @@ requirements:
 notes:
   - Runs on the controller - an action plugin of the same name renders in the Ansible process itself, so no module is
     sent to any host, C(delegate_to) and the connection have no effect, and no Python is needed on the target.
-  - No helm binary is used; for V(gpu-operator) the rendered values are checked against a documented list of the chart's keys.
+  - No helm binary is used; for V(gpu-operator) and V(dra) the rendered values are checked against a documented list of the chart's keys.
 seealso:
   - module: gpuops.k8s_gpu.k8s_converge
   - module: gpuops.k8s_gpu.gpu_info
@@ -280,7 +287,7 @@ extender:
   returned: always
   type: dict
 helm:
-  description: For V(gpu-operator), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
+  description: For V(gpu-operator) and V(dra), the arguments for C(kubernetes.core.helm) (chart_ref, release_name, release_namespace,
     create_namespace, values, chart_version); null otherwise.
   returned: always
   type: dict

@@ -61,7 +61,7 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
     members = list(groups.get(node_group) or [])
     member_set = set(members)
     group_sets = {}
-    pools, errors, unprobed = {}, [], []
+    pools, errors, unprobed, host_groups = {}, [], [], {}
     for h in members:
         hv = hostvars[h]
         candidates = []
@@ -104,11 +104,13 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
             errors.append('pool %s mixes strategies: %s has %s, %s has %s' % (name, p['first'], p['strategy'], h,
                                                                               strategy))
         node = _get(hv, 'gpu_node_labels_node_name', h)
+        host_groups[h] = candidates
         p['hosts'].append(h)
         p['nodes'].append(node)
         if facts is not _MISSING:
             p['facts'][node] = facts
     ordered = [pools[k] for k in sorted(pools)]
+    errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
     # its pool; without a verdict (the doctor did not run in this run) a node is not gated
     gated = []
@@ -125,6 +127,33 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
     return {'pools': ordered, 'label_pools': label_pools, 'errors': errors, 'unprobed': unprobed, 'gated': gated,
             'settings': list(settings or []),
             'needs_extender': any(p['strategy'] in EXTENDER_STRATEGIES for p in ordered)}
+
+
+def _dra_beside_device_plugin(ordered, pools, host_groups):
+    """A node of a dra pool that is also in a pool of a device plugin (a pool group it is in besides its
+    gpuops_sharing_pool, or another host naming the same Kubernetes node): NVIDIA's DRA driver must not run beside the
+    GPU device plugin on one node (dra-driver-nvidia-gpu v0.5.0 templates/validation.yaml, gpuResourcesEnabledOverride)."""
+    errors = []
+    by_node = {}
+    for p in ordered:
+        for n in p['nodes']:
+            by_node.setdefault(n, [])
+            if p not in by_node[n]:
+                by_node[n].append(p)
+    for p in ordered:
+        if p['strategy'] != 'dra':
+            continue
+        for h, n in zip(p['hosts'], p['nodes']):
+            others = [q for q in by_node.get(n, []) if q is not p and q['strategy'] != 'dra']
+            for g in host_groups.get(h) or []:
+                q = pools.get(g.lower().replace('_', '-'))
+                if q is not None and q is not p and q['strategy'] != 'dra' and q not in others:
+                    others.append(q)
+            for q in others:
+                errors.append('%s (node %s) is in dra pool %s and in pool %s (strategy %s): the DRA driver must not '
+                              'run beside the GPU device plugin on one node; take it out of one of them'
+                              % (h, n, p['name'], q['name'], q['strategy']))
+    return errors
 
 
 def _pool_hosts(pool, groups):
@@ -399,10 +428,11 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
 def pool_host_vars(nodes, hostvars):
     """What role gpu_sharing_stack reads from the inventory about a pool's nodes, each host read once: for every node
     name that is an inventory host, its gpu_probe_facts, gpu_sharing_stack_strategy and
-    nvidia_container_runtime_cdi_spec_ready (only those defined). Returns {'facts', 'node_strategies', 'cdi_spec_ready'}."""
-    out = {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
+    nvidia_container_runtime_cdi_spec_ready and nvidia_container_runtime_cdi (only those defined). Returns {'facts',
+    'node_strategies', 'cdi_spec_ready', 'cdi_enabled'}."""
+    out = {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}, 'cdi_enabled': {}}
     keys = (('facts', 'gpu_probe_facts'), ('node_strategies', 'gpu_sharing_stack_strategy'),
-            ('cdi_spec_ready', 'nvidia_container_runtime_cdi_spec_ready'))
+            ('cdi_spec_ready', 'nvidia_container_runtime_cdi_spec_ready'), ('cdi_enabled', 'nvidia_container_runtime_cdi'))
     for node in nodes or []:
         if node not in hostvars:
             continue

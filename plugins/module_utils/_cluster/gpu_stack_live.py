@@ -46,8 +46,10 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
     if strategy == 'hami' and present and hami.get('webhook_tls_secret'):
         out.append({'key': 'hami_webhook_secret', 'kind': 'Secret', 'name': hami['webhook_tls_secret'],
                     'namespace': namespace or 'kube-system'})
+    dra = _settings(settings, 'dra')
     version = (strategy == 'hami' and not hami.get('kube_version')) or \
-        (strategy == 'volcano' and present and not volcano.get('kube_version'))
+        (strategy == 'volcano' and present and not volcano.get('kube_version')) or \
+        (strategy == 'dra' and present and not dra.get('kube_version'))
     return {'queries': out, 'version': bool(version)}
 
 
@@ -72,6 +74,8 @@ def merge(params, live, var='gpu_sharing_stack_'):
         settings['hami'] = dict(_settings(settings, 'hami'), kube_version=version)
     if version and out.get('strategy') == 'volcano' and not _settings(settings, 'volcano').get('kube_version'):
         settings['volcano'] = dict(_settings(settings, 'volcano'), kube_version=version)
+    if version and out.get('strategy') == 'dra' and not _settings(settings, 'dra').get('kube_version'):
+        settings['dra'] = dict(_settings(settings, 'dra'), kube_version=version)
     if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:
         raise StackError('%shami.webhook_tls_secret names Secret %s/%s, which does not exist; create a kubernetes.io/tls '
                          'Secret (e.g. with cert-manager) first.'

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
-    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia, gpu_stack_operator,
+    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia, gpu_stack_operator,
     gpu_stack_volcano,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
@@ -49,6 +49,10 @@ def pod_runtime_class(strategy, settings, var):
 
 def runtime_class_note(strategy, runtime_class_name):
     """What users' own GPU pods of the pool need, in words (returned as a note and shown by the role)."""
+    if strategy == 'dra' and not runtime_class_name:
+        return ('GPU pods of this pool (strategy dra) ask for devices with a ResourceClaim (resourceClaims and '
+                'resources.claims; gpu_stack_dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
+                'driver hands the devices over as CDI devices, so no RuntimeClass and no default runtime is needed')
     if runtime_class_name:
         return ('GPU pods of this pool must set runtimeClassName: %s (the validation pod does): without it, where nvidia '
                 'is not the default runtime, the container starts without its GPU (NVIDIA_VISIBLE_DEVICES is acted on by '
@@ -80,6 +84,7 @@ def argument_spec():
         validation=dict(type='dict', default={}),
         live_runtime_classes=dict(type='list', elements='dict', default=[]),
         cdi_spec_ready=dict(type='dict', default={}),
+        cdi_enabled=dict(type='dict', default={}),
         live=dict(type='dict', default={}),
         var_prefix=dict(type='str', default='gpu_sharing_stack_'),
     )
@@ -164,6 +169,15 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_cl
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     sel = ctx.pool_selector()
+    if strategy == 'dra':
+        # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
+        name = 'gpu-validate-dra-' + ctx.pool
+        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'))[0]
+        template['metadata'] = ctx.meta(name, namespace=ns, scope='validation')
+        pod = gpu_stack_dra.validation_pod(ctx, name, ns, image, template, scheduler_name)
+        if runtime_class_name:
+            pod['spec']['runtimeClassName'] = runtime_class_name
+        return [template, pod]
     if strategy == 'gpushare':
         # the seeds' binpack sample: several replicas sharing one GPU through aliyun.com/gpu-mem
         spec = {'nodeSelector': sel, 'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
@@ -258,6 +272,10 @@ def render(params):
         scheduler_name = validate_settings(settings.get('hami'), gpu_stack_hami.HAMI_SCHEMA, var + 'hami')['scheduler_name']
     elif strategy == 'gpu-manager':
         manifests, labels, resources, limits = gpu_stack_gpu_manager.render(ctx, settings, nodes, facts)
+    elif strategy == 'dra':
+        manifests, labels, resources, limits, helm = gpu_stack_dra.render(
+            ctx, settings, nodes, facts, node_state=node_state, live_nodes=params.get('live_nodes') or [],
+            cdi_enabled=params.get('cdi_enabled') or {}, removing=removing)
     else:
         manifests, labels, resources, limits, helm = gpu_stack_operator.render(ctx, settings, nodes, facts)
 

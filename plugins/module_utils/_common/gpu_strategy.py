@@ -32,6 +32,8 @@ WHOLE_GPU = 'whole-gpu'
 #                      device plugin's MPS daemon manages what MPS needs; exclusive and MIG need nothing)
 #   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
 #   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
+#   (dra: its family 'dra' has no extended resource: a node that advertises any GPU resource belongs to another
+#   family, so the one rule below keeps the DRA driver off the device plugins' nodes)
 
 
 def _props(title, family, resources, nvidia_plugin=False, scheduler_extender=False, runtime_class=False,
@@ -58,6 +60,10 @@ STRATEGY_MODEL = (
                            compute_mode='default')),
     ('gpu-operator', _props('GPU operator', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared', 'nvidia.com/mig-'),
                             node_strategy=False, node_labels=False)),
+    # Dynamic Resource Allocation (NVIDIA's DRA driver): devices are claimed through ResourceClaims, not extended
+    # resources, so it is an accounting of its own that no device plugin sees; the driver shares GPUs itself
+    # (time-slicing, MPS, MIG per claim), hence no node-level strategy; its nodes get the pool's labels
+    ('dra', _props('DRA', 'dra', (), node_strategy=False)),
 )
 _MODEL = dict(STRATEGY_MODEL)
 

@@ -60,6 +60,14 @@ PINS = {
         kind='image', repository='nvcr.io/nvidia/k8s/cuda-sample', tag='vectoradd-cuda12.5.0',
         upstream='NVIDIA/cuda-samples (NGC image nvcr.io/nvidia/k8s/cuda-sample)', upstream_ref='vectoradd-cuda12.5.0',
         conformance=''),
+    'dra-driver-nvidia-gpu': dict(
+        kind='chart', repository='dra-driver-nvidia-gpu', tag='v0.5.0',
+        upstream='kubernetes-sigs/dra-driver-nvidia-gpu', upstream_ref='v0.5.0',
+        conformance='docs/conformance/dra-driver-nvidia-gpu.md'),
+    'dra-driver-nvidia-gpu-image': dict(
+        kind='image', repository='registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu', tag='v0.5.0',
+        upstream='kubernetes-sigs/dra-driver-nvidia-gpu', upstream_ref='v0.5.0',
+        conformance='docs/conformance/dra-driver-nvidia-gpu.md'),
     'nvidia-container-toolkit': dict(
         kind='package', repository='nvidia-container-toolkit', tag='1.20.0-1',
         upstream='NVIDIA/nvidia-container-toolkit', upstream_ref='v1.20.0',

@@ -229,9 +229,10 @@ def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
     hv = {'n1': {'gpu_probe_facts': {'gpu_count': 1}, 'gpu_sharing_stack_strategy': 'mps'},
           'n2': {'nvidia_container_runtime_cdi_spec_ready': True}}
-    want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True}}
+    want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True},
+            'cdi_enabled': {}}
     assert pool_host_vars(['n1', 'n2', 'not-a-host'], hv) == want
-    assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}}
+    assert pool_host_vars([], hv) == {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}, 'cdi_enabled': {}}
 
 
 def test_unprobed_hosts_keeps_order():

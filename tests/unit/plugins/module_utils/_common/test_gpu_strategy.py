@@ -12,12 +12,13 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 
 def test_the_strategies_and_their_groups():
     assert gs.STRATEGIES == ('exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'volcano', 'hami', 'gpu-manager',
-                             'gpu-operator')
-    assert gs.NODE_STRATEGIES == gs.STRATEGIES[:-1]
+                             'gpu-operator', 'dra')
+    assert gs.NODE_STRATEGIES == gs.STRATEGIES[:-2]
     assert gs.WHOLE_GPU_STRATEGIES == gs.NVIDIA_PLUGIN_STRATEGIES == gs.RUNTIME_CLASS_STRATEGIES == (
         'exclusive', 'time-slicing', 'mps', 'mig')
     assert gs.EXTENDER_STRATEGIES == ('gpushare',)
-    assert 'gpu-operator' not in gs.LABELLED_STRATEGIES and len(gs.LABELLED_STRATEGIES) == 8
+    assert 'gpu-operator' not in gs.LABELLED_STRATEGIES and len(gs.LABELLED_STRATEGIES) == 9
+    assert 'dra' in gs.LABELLED_STRATEGIES
     assert gs.DEFAULT_STRATEGY in gs.STRATEGIES
 
 
@@ -47,6 +48,17 @@ def test_the_rule_memory_and_whole_gpu_accounting_never_share_a_gpu():
     assert gs.foreign_resources('hami', {'nvidia.com/gpu': '4'}, current='hami') == []
     assert gs.foreign_resources('hami', {'nvidia.com/gpu': '4'}) == [('nvidia.com/gpu', '4')]
     assert gs.foreign_resources('mig', {'nvidia.com/mig-1g.10gb': '7', 'nvidia.com/gpu': '0m'}) == []
+
+
+def test_dra_is_an_accounting_of_its_own():
+    """DRA claims devices through ResourceClaims: no extended resource is its own, so a node that advertises any GPU
+    resource (a device plugin) is foreign to it, and it conflicts with every device plugin family."""
+    assert gs.family('dra') == 'dra' and gs.strategy('dra')['resources'] == ()
+    assert gs.foreign_resources('dra', {'nvidia.com/gpu': '1', 'cpu': '4'}) == [('nvidia.com/gpu', '1')]
+    assert gs.foreign_resources('dra', {'nvidia.com/gpu': '0', 'aliyun.com/gpu-mem': '0'}) == []
+    assert gs.families_conflict(['dra', 'time-slicing']) == ['dra', 'whole-gpu']
+    assert not gs.strategy('dra')['node_strategy'] and gs.strategy('dra')['compute_mode'] is None
+    assert not gs.strategy('dra')['runtime_class'] and not gs.strategy('dra')['default_runtime']
 
 
 def test_families_conflict():
@@ -171,7 +183,7 @@ def test_node_compute_mode_refuses_unknown_input():
 
 def test_titles():
     assert [gs.strategy(n)['title'] for n in gs.STRATEGIES] == [
-        'exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'Volcano', 'HAMi', 'gpu-manager', 'GPU operator']
+        'exclusive', 'time-slicing', 'mps', 'mig', 'gpushare', 'Volcano', 'HAMi', 'gpu-manager', 'GPU operator', 'DRA']
     assert gs.titles(gs.DEFAULT_RUNTIME_STRATEGIES) == 'gpushare, Volcano and HAMi'
     assert gs.titles(['hami']) == 'HAMi' and gs.titles([]) == ''
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra as dra
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpu_manager as gpu_manager
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpushare as gpushare
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_hami as hami
@@ -54,6 +55,8 @@ def test_every_pin_is_complete():
     ('cuda-sample', r.VALIDATION_IMAGE),
     ('gpu-operator', operator.CURRENT_CHART),
     ('nvidia-container-toolkit', toolkit.DEFAULT_VERSION),
+    ('dra-driver-nvidia-gpu', dra.CURRENT_CHART),
+    ('dra-driver-nvidia-gpu-image', dra.IMAGE),
 ])
 def test_the_renderers_use_the_pin(name, value):
     assert value == pins.ref(name)

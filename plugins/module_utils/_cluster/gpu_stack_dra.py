@@ -1,0 +1,489 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Dynamic Resource Allocation with NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu): the Helm
+values of the driver's chart per release, its feature gates, the Kubernetes window, the checks that keep it off the
+nodes of the GPU device plugin, and what users write (ResourceClaimTemplates that select devices with CEL).
+
+Every fact here was read at the chart release named in CHARTS (docs/conformance/dra-driver-nvidia-gpu.md, rows DRA-*).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+    GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, check_name, split_image, validate_settings,
+)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_operator import (
+    _chart_yaml_version, leaf_paths,
+)
+
+# The driver's name, the API group of its opaque claim configuration and its kinds (api/nvidia.com/resource/v1beta1
+# api.go: GroupName, Version, GpuConfigKind, MigDeviceConfigKind; DRA-05).
+DRIVER = 'gpu.nvidia.com'
+CONFIG_API_VERSION = 'resource.nvidia.com/v1beta1'
+GPU_CONFIG = 'GpuConfig'
+MIG_CONFIG = 'MigDeviceConfig'
+# The DeviceClasses the chart creates (templates/deviceclass-*.yaml), by the values switch that creates them (DRA-04).
+# The collection renders none of them: the chart owns them, and its uninstall removes them.
+CHART_DEVICE_CLASSES = {
+    'gpu.nvidia.com': 'resources.gpus.enabled',
+    'mig.nvidia.com': 'resources.gpus.enabled',
+    'vfio.gpu.nvidia.com': 'resources.gpus.enabled',
+    'compute-domain-daemon.nvidia.com': 'resources.computeDomains.enabled',
+    'compute-domain-default-channel.nvidia.com': 'resources.computeDomains.enabled',
+}
+GPU_CLASS = 'gpu.nvidia.com'
+MIG_CLASS = 'mig.nvidia.com'
+
+# The attributes the kubelet plugin publishes for a full GPU and a MIG device (cmd/gpu-kubelet-plugin deviceinfo.go
+# GpuInfo.Attributes, mig.go CommonAttributesMig; DRA-06), with their DeviceAttribute type, and the capacity that
+# carries the device memory in bytes ('memory', partitions.go fullGpuCapacity, mig.go CommonCapacitiesMig). No GPU
+# index is published as an attribute: a GPU is named gpu-<minor> in the ResourceSlice, which CEL cannot read; select
+# one GPU by its uuid.
+GPU_ATTRIBUTES = {'type': 'string', 'uuid': 'string', 'productName': 'string', 'brand': 'string',
+                  'architecture': 'string', 'cudaComputeCapability': 'version', 'driverVersion': 'version',
+                  'cudaDriverVersion': 'version'}
+MIG_ATTRIBUTES = dict(GPU_ATTRIBUTES, parentUUID='string', profile='string')
+MEMORY_CAPACITY = 'memory'
+
+# The driver's feature gates at each chart release (pkg/featuregates/featuregates.go; DRA-03): name -> (pre-release,
+# default); the pairs ValidateFeatureGates refuses together, and the gates another one needs.
+_GATES_0_5 = {
+    'TimeSlicingSettings': ('alpha', False), 'MPSSupport': ('alpha', False),
+    'IMEXDaemonsWithDNSNames': ('beta', True), 'PassthroughSupport': ('alpha', False),
+    'NVMLDeviceHealthCheck': ('alpha', False), 'DynamicMIG': ('alpha', False),
+    'ComputeDomainCliques': ('beta', True), 'CrashOnNVLinkFabricErrors': ('beta', True),
+    'DeviceMetadata': ('alpha', False), 'FabricManagerPartitioning': ('alpha', False),
+    'HostManagedIMEXDaemon': ('alpha', False), 'DRAListTypeAttributes': ('alpha', False),
+    'ConsumableShares': ('alpha', False),
+}
+CHARTS = {
+    (0, 5): {
+        'tag': 'v0.5.0',
+        # Chart.yaml kubeVersion ">=1.32.0-0" (DRA-02)
+        'kube_min_minor': 32,
+        # values.yaml image.repository; image.tag empty means "v" + appVersion (templates/_helpers.tpl fullimage)
+        'image_repository': 'registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu',
+        'gates': _GATES_0_5,
+        'exclusive': (('DynamicMIG', 'PassthroughSupport'), ('DynamicMIG', 'NVMLDeviceHealthCheck'),
+                      ('DynamicMIG', 'MPSSupport'), ('PassthroughSupport', 'NVMLDeviceHealthCheck')),
+        'requires': (('ComputeDomainCliques', 'IMEXDaemonsWithDNSNames'), ('DeviceMetadata', 'PassthroughSupport')),
+    },
+}
+CURRENT_CHART = pins.tag('dra-driver-nvidia-gpu')
+IMAGE = pins.ref('dra-driver-nvidia-gpu-image')
+
+# The resource.k8s.io version each Kubernetes minor serves newest (k8s.io/api v0.33.0 has resource/v1beta2 and no v1,
+# v0.34.4 has resource/v1), and the minor from which DRA is on by default (k8s.io/kubernetes v1.34.4
+# pkg/features/kube_features.go DynamicResourceAllocation: beta and off by default from 1.32, GA and on from 1.34;
+# DRA-09). The chart's resourceApiVersion is set from it, so helm template renders what helm install would.
+DRA_GA_MINOR = 34
+RESOURCE_API = ((34, 'resource.k8s.io/v1'), (33, 'resource.k8s.io/v1beta2'), (32, 'resource.k8s.io/v1beta1'))
+
+# Value paths this renderer may set (every one is read by the chart's templates at the releases above, DRA-01);
+# checked on every render.
+DOCUMENTED_VALUE_KEYS = frozenset([
+    'gpuResourcesEnabledOverride', 'resources.gpus.enabled', 'resources.computeDomains.enabled', 'nvidiaDriverRoot',
+    'image.repository', 'imagePullSecrets', 'featureGates', 'resourceApiVersion', 'kubeletPlugin.nodeSelector',
+    'kubeletPlugin.affinity', 'kubeletPlugin.tolerations', 'logVerbosity',
+])
+
+DRA_SCHEMA = {
+    'chart_path': dict(type=str, default=''),
+    'chart_version': dict(type=str, default=''),
+    'release_name': dict(type=str, default='dra-driver-nvidia-gpu'),
+    'namespace': dict(type=str, default='dra-driver-nvidia-gpu'),
+    'driver_root': dict(type=str, default='/'),
+    'feature_gates': dict(type=dict, default={}),
+    'compute_domains': dict(type=bool, default=False),
+    'kube_version': dict(type=str, default=''),
+    'kube_dra_enabled': dict(type=bool, default=False),
+    'assume_cdi_enabled': dict(type=bool, default=False),
+    'claim_templates': dict(type=list, default=[]),
+    'claim_namespace': dict(type=str, default=''),
+    'log_verbosity': dict(type=int, default=None, min=0, max=7),
+}
+
+_VERSION = re.compile(r'^v?(\d+)\.(\d+)\.(\d+)')
+CDI_SETTING = 'nvidia_container_runtime_cdi'
+
+
+def chart_release(ds, var):
+    """(family key, version text) of the driver's chart: chart_version, else the chart's Chart.yaml."""
+    text = ds['chart_version'] or _chart_yaml_version(ds['chart_path']) or ''
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        raise StackError('%s: the dra-driver-nvidia-gpu chart version is unknown: set %s.chart_version (e.g. %s) or '
+                         'point %s.chart_path at the chart (its Chart.yaml is read)' % (var, var, CURRENT_CHART, var))
+    key = (int(m.group(1)), int(m.group(2)))
+    if key not in CHARTS:
+        raise StackError('%s: dra-driver-nvidia-gpu chart %s is not one this collection renders values for; known '
+                         'releases: %s' % (var, text, ', '.join('v%d.%d.x' % k for k in sorted(CHARTS))))
+    return key, 'v%s.%s.%s' % m.groups()
+
+
+def feature_gates(gates, chart, var, warn):
+    """The featureGates value for the chart: the pool's settings checked against the release's gates. Unknown gates,
+    mutually exclusive gates and a gate without the gate it needs are refused by name; alpha gates switched on are
+    warned about by name. Only the gates the pool sets are passed on (the others keep the driver's default)."""
+    known = chart['gates']
+    out = {}
+    for name in sorted(gates or {}):
+        if name not in known:
+            raise StackError('%s.feature_gates: %s is not a feature gate of dra-driver-nvidia-gpu %s; allowed: %s'
+                             % (var, name, chart['tag'], ', '.join(sorted(known))))
+        value = gates[name]
+        if not isinstance(value, bool):
+            raise StackError('%s.feature_gates.%s must be true or false; got %r' % (var, name, value))
+        out[name] = value
+    effective = dict((n, out.get(n, d)) for n, (dummy, d) in known.items())
+    for a, b in chart['exclusive']:
+        if effective[a] and effective[b]:
+            raise StackError('%s.feature_gates: %s and %s are mutually exclusive in dra-driver-nvidia-gpu %s (the driver '
+                             'refuses to start with both); switch one off' % (var, a, b, chart['tag']))
+    for a, b in chart['requires']:
+        if effective[a] and not effective[b]:
+            raise StackError('%s.feature_gates: %s needs %s in dra-driver-nvidia-gpu %s (%s is %s); set %s: true or %s: '
+                             'false' % (var, a, b, chart['tag'], b, 'off' if b in out else 'off by default', b, a))
+    alpha = [n for n in sorted(out) if out[n] and known[n][0] == 'alpha']
+    if alpha:
+        warn('%s.feature_gates: %s %s alpha in dra-driver-nvidia-gpu %s (off by default; may change or go away in a '
+             'later release)' % (var, ', '.join(alpha), 'is' if len(alpha) == 1 else 'are', chart['tag']))
+    return out
+
+
+def resource_api(minor):
+    """The resource.k8s.io apiVersion a Kubernetes minor serves newest (None below 1.32)."""
+    for first, api in RESOURCE_API:
+        if minor >= first:
+            return api
+    return None
+
+
+def kube_window(ds, var, chart, warn, removing=False):
+    """The cluster's minor, checked against the DRA window: 1.34+ (DRA GA); 1.32/1.33 only with kube_dra_enabled (the
+    cluster's DynamicResourceAllocation gates and runtime-config shown enabled); below the chart's kubeVersion
+    refused. None while removing without a version."""
+    text = ds['kube_version']
+    if removing:
+        # removal renders the same objects and refuses nothing about the cluster it is leaving
+        parsed = kube_versions.parse(text, strict=False) if text else None
+        return parsed[1] if parsed and parsed[0] == 1 and parsed[1] >= chart['kube_min_minor'] else None
+    if not text:
+        raise StackError('%s.kube_version is unknown: the role reads it from the cluster (k8s_objects_info version); '
+                         'set it (e.g. v1.34.2) when the cluster cannot be read' % var)
+    parsed = kube_versions.parse(text, strict=False)
+    if not parsed or parsed[0] != 1:
+        raise StackError('%s.kube_version must be a Kubernetes version (e.g. v1.34.2); got %r' % (var, text))
+    minor = parsed[1]
+    if minor < chart['kube_min_minor']:
+        raise StackError('%s.kube_version %s: dra-driver-nvidia-gpu %s needs Kubernetes 1.%d or newer (its chart\'s '
+                         'kubeVersion), and the collection runs DRA on 1.%d+ (1.%d-1.%d with %s.kube_dra_enabled); '
+                         'allowed: 1.%d-1.%d' % (var, text, chart['tag'], chart['kube_min_minor'], DRA_GA_MINOR,
+                                                 chart['kube_min_minor'], DRA_GA_MINOR - 1, var, chart['kube_min_minor'],
+                                                 kube_versions.MAX_MINOR))
+    if minor < DRA_GA_MINOR and not ds['kube_dra_enabled']:
+        raise StackError('%s.kube_version %s: DRA is beta and off by default before Kubernetes 1.%d; set %s.kube_dra_enabled:'
+                         ' true once the DynamicResourceAllocation feature gate is on for kube-apiserver, '
+                         'kube-controller-manager, kube-scheduler and every kubelet, and kube-apiserver serves %s '
+                         '(--runtime-config=%s=true); or move the cluster to 1.%d+'
+                         % (var, text, DRA_GA_MINOR, var, resource_api(minor), resource_api(minor), DRA_GA_MINOR))
+    if minor >= DRA_GA_MINOR and ds['kube_dra_enabled']:
+        warn('%s.kube_dra_enabled has no effect on Kubernetes %s: DRA is GA and on from 1.%d' % (var, text, DRA_GA_MINOR))
+    if minor > kube_versions.MAX_MINOR:
+        warn('%s.kube_version %s is newer than the collection knows (1.%d); resource.k8s.io/v1 is assumed'
+             % (var, text, kube_versions.MAX_MINOR))
+    return minor
+
+
+def check_cdi(ctx, ds, nodes, cdi_enabled):
+    """The DRA driver's kubelet plugin hands devices to containers as CDI devices (it writes its specs into
+    /var/run/cdi, CDI_ROOT of templates/kubeletplugin.yaml; DRA-07): the container runtime of every node must have CDI
+    on, which role nvidia_container_runtime sets with nvidia_container_runtime_cdi."""
+    var = ctx.var('dra')
+    if ds['assume_cdi_enabled']:
+        ctx.warn('%s.assume_cdi_enabled is true: the nodes\' container runtimes are not checked for CDI' % var)
+        return
+    if not nodes:
+        raise StackError('%s needs CDI in the container runtime of every node, and with %snodes empty no node can be '
+                         'checked; list the pool\'s nodes, or set %s.assume_cdi_enabled: true'
+                         % (var, ctx.var_prefix, var))
+    known = cdi_enabled or {}
+    off = [n for n in nodes if n in known and known[n] is not True]
+    missing = [n for n in nodes if n not in known]
+    problems = []
+    for n in off:
+        problems.append('%s has %s=%r (allowed: true)' % (n, CDI_SETTING, known[n]))
+    if missing:
+        problems.append('%s set no %s (allowed: true; playbooks/node.yml with it on enables CDI in containerd, rke2 '
+                        'and k3s), or set %s.assume_cdi_enabled: true if the runtime has CDI on (containerd 2.0+ and '
+                        'CRI-O enable it by default)' % (', '.join(missing), CDI_SETTING, var))
+    if problems:
+        raise StackError('strategy dra needs CDI in the container runtime of every node of pool %s (the DRA driver '
+                         'hands devices to containers as CDI devices): %s' % (ctx.pool, '; '.join(problems)))
+
+
+def _image_values(ctx, chart, version, var):
+    """image.repository through the mirror (the tag stays the chart's own, v + appVersion) and pull secrets."""
+    values = {}
+    source = '%s:%s' % (chart['image_repository'], version)
+    ref = ctx.image(source, var + '.image')
+    if ctx.registry:
+        host, path, dummy, dummy2 = split_image(ref)
+        values['image'] = {'repository': '%s/%s' % (host, path) if host else path}
+    if ctx.image_pull_secrets:
+        values['imagePullSecrets'] = ctx.pull_secrets()
+    return values
+
+
+def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_enabled=None, removing=False):
+    """(manifests, labels, resources, limits, helm) of a dra pool: the driver's Helm release (values for the chart
+    release), and the pool's ResourceClaimTemplates when the pool names a claim_namespace."""
+    var = ctx.var('dra')
+    ds = validate_settings(settings.get('dra'), DRA_SCHEMA, var)
+    check_name(ds['namespace'], var + '.namespace')
+    check_name(ds['release_name'], var + '.release_name')
+    if ds['namespace'] == 'default':
+        raise StackError('%s.namespace: the dra-driver-nvidia-gpu chart refuses the default namespace; use its own '
+                         '(e.g. dra-driver-nvidia-gpu)' % var)
+    if not ds['chart_path']:
+        raise StackError('%s.chart_path must be the path of the dra-driver-nvidia-gpu chart on the controller (a .tgz '
+                         'from "helm pull oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu --version '
+                         '%s", or an unpacked chart directory)' % (var, CURRENT_CHART.lstrip('v')))
+    if not ds['driver_root'].startswith('/'):
+        raise StackError('%s.driver_root must be an absolute path (/ for a driver installed on the host, '
+                         '/run/nvidia/driver for the GPU operator\'s driver container); got %r' % (var, ds['driver_root']))
+    key, version = chart_release(ds, var)
+    chart = CHARTS[key]
+    gates = feature_gates(ds['feature_gates'], chart, var, ctx.warn)
+    minor = kube_window(ds, var, chart, ctx.warn, removing)
+    if not removing:
+        check_device_plugin_nodes(ctx, nodes, node_state, live_nodes)
+        check_cdi(ctx, ds, nodes, cdi_enabled)
+    values = {
+        # the chart refuses resources.gpus.enabled without it (templates/validation.yaml, DRA-08): the collection
+        # keeps the driver off every node of a device-plugin pool (check_device_plugin_nodes, the pools' plan)
+        'gpuResourcesEnabledOverride': True,
+        'resources': {'gpus': {'enabled': True}, 'computeDomains': {'enabled': ds['compute_domains']}},
+        'nvidiaDriverRoot': ds['driver_root'],
+        'kubeletPlugin': {
+            # the chart's own affinity asks for NFD's or the GPU operator's labels; the strategy label of the dra
+            # pools replaces it (one release serves every dra pool: the DeviceClasses are cluster objects)
+            'affinity': {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [
+                {'matchExpressions': [{'key': STRATEGY_LABEL, 'operator': 'In', 'values': ['dra']}]}]}}},
+            'tolerations': [dict(GPU_TOLERATION)],
+        },
+    }
+    if ctx.node_selector:
+        values['kubeletPlugin']['nodeSelector'] = dict(ctx.node_selector)
+    if minor is not None:
+        values['resourceApiVersion'] = resource_api(minor)
+    if gates:
+        values['featureGates'] = gates
+    if ds['log_verbosity'] is not None:
+        values['logVerbosity'] = str(ds['log_verbosity'])
+    values.update(_image_values(ctx, chart, version, var))
+    undocumented = [p for p in leaf_paths(values) if p not in DOCUMENTED_VALUE_KEYS
+                    and not p.startswith(('featureGates.', 'kubeletPlugin.affinity.', 'kubeletPlugin.nodeSelector.',
+                                          'image.'))]
+    if undocumented:
+        raise StackError('internal: dra-driver-nvidia-gpu values %s are not in the documented key list'
+                         % ', '.join(undocumented))
+    manifests = []
+    if ds['claim_templates']:
+        if not ds['claim_namespace']:
+            raise StackError('%s.claim_templates needs %s.claim_namespace (the namespace of the workloads that use them)'
+                             % (var, var))
+        check_name(ds['claim_namespace'], var + '.claim_namespace')
+        enabled = dict((n, gates.get(n, d)) for n, (dummy, d) in chart['gates'].items())
+        for obj in claim_templates(ds['claim_templates'], ds['claim_namespace'], gates=enabled,
+                                   api_version=resource_api(minor) if minor is not None else 'resource.k8s.io/v1',
+                                   var=var + '.claim_templates'):
+            meta = ctx.meta(obj['metadata']['name'], namespace=ds['claim_namespace'])
+            obj['metadata'] = meta
+            manifests.append(obj)
+    if not removing:
+        ctx.note('%s: the chart creates the DeviceClasses %s (and %s with %s.compute_domains); its uninstall removes them'
+                 % (var, ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v == 'resources.gpus.enabled')),
+                    ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v != 'resources.gpus.enabled')), var))
+    helm = {'chart_ref': ds['chart_path'], 'release_name': ds['release_name'], 'release_namespace': ds['namespace'],
+            'create_namespace': True, 'values': values, 'chart_version': version}
+    labels = dict((n, {}) for n in nodes)
+    return manifests, labels, [], {}, helm
+
+
+def check_device_plugin_nodes(ctx, nodes, node_state, live_nodes):
+    """Refuse a node of the pool that a device-plugin pool holds (its pool label) or where a device plugin already
+    advertises a GPU resource: the DRA driver must not run beside the GPU device plugin on one node (the chart's
+    gpuResourcesEnabledOverride, until KEP 5004 is GA). allow_mixed_accounting does not lift this."""
+    state = dict(node_state or {})
+    for obj in live_nodes or []:
+        meta = obj.get('metadata') or {}
+        if meta.get('name') in nodes and meta.get('name') not in state:
+            state[meta['name']] = {'labels': meta.get('labels') or {},
+                                   'allocatable': (obj.get('status') or {}).get('allocatable') or {}}
+    problems = []
+    for node in nodes:
+        st = state.get(node) or {}
+        labels = st.get('labels') or {}
+        other = labels.get(STRATEGY_LABEL)
+        if other and other != 'dra':
+            problems.append('%s is in pool %s (strategy %s, a device plugin)' % (node, labels.get(POOL_LABEL, '?'), other))
+            continue
+        adv = ['%s=%s' % (r, q) for r, q in sorted((st.get('allocatable') or {}).items())
+               if gpu_strategy.resource_family(r) is not None and gpu_strategy.positive_quantity(q)]
+        if adv:
+            problems.append('%s advertises %s from a device plugin' % (node, ', '.join(adv)))
+    if problems:
+        raise StackError('Refusing %sstrategy=dra for pool %s: the DRA driver must not run on a node of the GPU device '
+                         'plugin (dra-driver-nvidia-gpu %s, gpuResourcesEnabledOverride); %s. Remove the device plugin '
+                         'pool from these nodes first (%sstate: absent for that pool)'
+                         % (ctx.var_prefix, ctx.pool, CURRENT_CHART, '; '.join(problems), ctx.var_prefix))
+
+
+# ---- what users write
+
+CLAIM_KINDS = ('gpu', 'mig', 'time-slicing', 'mps')
+TIME_SLICE_INTERVALS = ('Default', 'Short', 'Medium', 'Long')
+_QUANTITY = re.compile(r'^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$')
+_CLAIM_KEYS = {
+    'name': dict(type=str, default=None),
+    'kind': dict(type=str, default='gpu', choices=list(CLAIM_KINDS)),
+    'count': dict(type=int, default=1, min=1, max=64),
+    'product_name': dict(type=str, default=''),
+    'architecture': dict(type=str, default=''),
+    'min_memory': dict(type=str, default=''),
+    'mig_profile': dict(type=str, default=''),
+    'uuid': dict(type=str, default=''),
+    'interval': dict(type=str, default='Default', choices=list(TIME_SLICE_INTERVALS)),
+    'mps_active_thread_percentage': dict(type=int, default=None, min=1, max=100),
+    'mps_pinned_memory_limit': dict(type=str, default=''),
+    'shared': dict(type=bool, default=False),
+}
+
+
+def _cel_string(value):
+    return "'%s'" % value.replace('\\', '\\\\').replace("'", "\\'")
+
+
+def selectors(spec):
+    """The CEL expressions that select the device a claim spec asks for (on the attributes of DRA-06)."""
+    attr = "device.attributes['%s']" % DRIVER
+    out = []
+    if spec.get('product_name'):
+        out.append('%s.productName == %s' % (attr, _cel_string(spec['product_name'])))
+    if spec.get('architecture'):
+        out.append('%s.architecture == %s' % (attr, _cel_string(spec['architecture'])))
+    if spec.get('mig_profile'):
+        out.append('%s.profile == %s' % (attr, _cel_string(spec['mig_profile'])))
+    if spec.get('uuid'):
+        out.append('%s.uuid == %s' % (attr, _cel_string(spec['uuid'])))
+    if spec.get('min_memory'):
+        out.append("device.capacity['%s'].%s.compareTo(quantity(%s)) >= 0"
+                   % (DRIVER, MEMORY_CAPACITY, _cel_string(spec['min_memory'])))
+    return out
+
+
+def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v1', var='claim_templates'):
+    """ResourceClaimTemplates (resource.k8s.io/v1 by default) for NVIDIA's DRA driver, one per spec.
+
+    Input: ``specs``, a list of dicts, each with
+      name (required, a DNS label: the template's name and its one request's name),
+      kind: gpu (a full GPU, DeviceClass gpu.nvidia.com), mig (a MIG device, DeviceClass mig.nvidia.com; needs
+        mig_profile), time-slicing (a full GPU shared by time-slicing, GpuConfig sharing TimeSlicing; needs the
+        driver's TimeSlicingSettings gate) or mps (a full GPU shared through MPS, GpuConfig sharing MPS; needs MPSSupport),
+      count (devices asked for, default 1), and the selectors product_name, architecture, min_memory (a quantity, e.g.
+        40Gi, compared with the device's memory capacity), mig_profile (e.g. 1g.10gb), uuid (one GPU or MIG device),
+      interval (time-slicing: Default, Short, Medium or Long), mps_active_thread_percentage and
+        mps_pinned_memory_limit (mps),
+      shared (true: a ResourceClaim instead of a template, which the pods that name it with resourceClaimName share;
+        a template gives each pod its own claim, so time-slicing and MPS then share a GPU between that pod's
+        containers only).
+    ``namespace``: the namespace of the objects. ``gates``: the driver's feature gates as the cluster runs them (name ->
+    bool; None skips the gate checks). ``api_version``: the resource.k8s.io version to render.
+    Output: a list of ResourceClaimTemplate (or ResourceClaim) dicts, in the order of ``specs``. StackError names the
+    spec and key for bad input."""
+    if not isinstance(specs, list):
+        raise StackError('%s must be a list of claim specs; got %r' % (var, specs))
+    check_name(namespace, var + ' namespace')
+    out, names = [], set()
+    for i, raw in enumerate(specs):
+        where = '%s[%d]' % (var, i)
+        spec = validate_settings(raw, _CLAIM_KEYS, where)
+        name = check_name(spec['name'], where + '.name')
+        if name in names:
+            raise StackError('%s.name %s is used twice' % (where, name))
+        names.add(name)
+        kind = spec['kind']
+        if spec['min_memory'] and not _QUANTITY.match(spec['min_memory']):
+            raise StackError('%s.min_memory must be a Kubernetes quantity (e.g. 40Gi); got %r' % (where, spec['min_memory']))
+        if kind == 'mig' and not spec['mig_profile']:
+            raise StackError('%s: kind mig needs mig_profile (e.g. 1g.10gb)' % where)
+        if kind != 'mig' and spec['mig_profile']:
+            raise StackError('%s.mig_profile is for kind mig only; got kind %s' % (where, kind))
+        if kind != 'time-slicing' and spec['interval'] != 'Default':
+            raise StackError('%s.interval is for kind time-slicing only; got kind %s' % (where, kind))
+        if kind != 'mps' and (spec['mps_active_thread_percentage'] is not None or spec['mps_pinned_memory_limit']):
+            raise StackError('%s: mps_active_thread_percentage and mps_pinned_memory_limit are for kind mps only; got kind '
+                             '%s' % (where, kind))
+        if spec['mps_pinned_memory_limit'] and not _QUANTITY.match(spec['mps_pinned_memory_limit']):
+            raise StackError('%s.mps_pinned_memory_limit must be a Kubernetes quantity (e.g. 10Gi); got %r'
+                             % (where, spec['mps_pinned_memory_limit']))
+        gate = {'time-slicing': 'TimeSlicingSettings', 'mps': 'MPSSupport'}.get(kind)
+        if gate and gates is not None and not gates.get(gate):
+            raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in the '
+                             'pool\'s feature_gates' % (where, kind, gate))
+        request = {'deviceClassName': MIG_CLASS if kind == 'mig' else GPU_CLASS}
+        if spec['count'] != 1:
+            request['count'] = spec['count']
+        sel = selectors(spec)
+        if sel:
+            request['selectors'] = [{'cel': {'expression': e}} for e in sel]
+        devices = {'requests': [{'name': name, 'exactly': request}]}
+        sharing = None
+        if kind == 'time-slicing':
+            sharing = {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': spec['interval']}}
+        elif kind == 'mps':
+            mps = {}
+            if spec['mps_active_thread_percentage'] is not None:
+                mps['defaultActiveThreadPercentage'] = spec['mps_active_thread_percentage']
+            if spec['mps_pinned_memory_limit']:
+                mps['defaultPinnedDeviceMemoryLimit'] = spec['mps_pinned_memory_limit']
+            sharing = {'strategy': 'MPS'}
+            if mps:
+                sharing['mpsConfig'] = mps
+        if sharing:
+            devices['config'] = [{'requests': [name], 'opaque': {'driver': DRIVER, 'parameters': {
+                'apiVersion': CONFIG_API_VERSION, 'kind': GPU_CONFIG, 'sharing': sharing}}}]
+        meta = {'name': name, 'namespace': namespace}
+        if spec['shared']:
+            out.append({'apiVersion': api_version, 'kind': 'ResourceClaim', 'metadata': meta,
+                        'spec': {'devices': devices}})
+        else:
+            out.append({'apiVersion': api_version, 'kind': 'ResourceClaimTemplate', 'metadata': meta,
+                        'spec': {'spec': {'devices': devices}}})
+    return out
+
+
+def validation_pod(ctx, name, namespace, image, claim, scheduler_name=None):
+    """A Pod that runs the CUDA sample on a device of ``claim`` (a ResourceClaimTemplate or ResourceClaim from
+    claim_templates): its container names the claim in resources.claims, not nvidia.com/gpu."""
+    ref = {'name': 'gpu'}
+    if claim['kind'] == 'ResourceClaim':
+        ref['resourceClaimName'] = claim['metadata']['name']
+    else:
+        ref['resourceClaimTemplateName'] = claim['metadata']['name']
+    spec = {'restartPolicy': 'Never', 'resourceClaims': [ref],
+            'containers': [{'name': 'cuda', 'image': image, 'resources': {'claims': [{'name': 'gpu'}]}}],
+            'tolerations': [dict(GPU_TOLERATION)], 'nodeSelector': ctx.pool_selector()}
+    if scheduler_name:
+        spec['schedulerName'] = scheduler_name
+    if ctx.image_pull_secrets:
+        spec['imagePullSecrets'] = ctx.pull_secrets()
+    return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': ctx.meta(name, namespace=namespace, scope='validation'),
+            'spec': spec}
