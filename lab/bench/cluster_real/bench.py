@@ -93,8 +93,8 @@ def log(msg):
     sys.stderr.flush()
 
 
-def node_name(i):
-    return 'scale-%05d' % i
+def node_name(i, prefix='scale'):
+    return '%s-%05d' % (prefix, i)
 
 
 def pool_of(i, pools):
@@ -102,12 +102,13 @@ def pool_of(i, pools):
     return pools[i % len(pools)]
 
 
-def kwok_node(i, pools):
+def kwok_node(i, pools, prefix='scale'):
+    """Node i as a kwok node shaped like the lab's GPU node of its pool, with the bench's taint."""
     pool = pool_of(i, pools)
     count, product, memory, cc, mig = real.GPU_NODES[pool[2]]
-    doc = real.gpu_node(node_name(i), count, product, memory, cc, mig)
+    doc = real.gpu_node(node_name(i, prefix), count, product, memory, cc, mig)
     doc['metadata']['labels'].update(pool[5])
-    doc['metadata']['labels']['gpuops.io/lab'] = 'bench-scale'
+    doc['metadata']['labels']['gpuops.io/lab'] = 'bench-' + prefix
     if pool[1] in ('gpushare', 'hami', 'volcano'):
         # these stacks' device plugins advertise their own resources, and the collection refuses a node that already
         # advertises nvidia.com/gpu from another device plugin: such a node looks as before its stack
@@ -227,7 +228,7 @@ def create_nodes(cl, start, end, pools, threads=16):
     deadline = time.monotonic() + 600
     while True:
         ready = 0
-        for n in api.list_node(label_selector='gpuops.io/lab=bench-scale').items:
+        for n in api.list_node(label_selector='gpuops.io/lab=bench-scale').items:  # the bench's own nodes
             if n.metadata.name in names and any(x.type == 'Ready' and x.status == 'True'
                                                 for x in (n.status.conditions or [])):
                 ready += 1
@@ -240,13 +241,16 @@ def create_nodes(cl, start, end, pools, threads=16):
 
 
 # ------------------------------------------------------------------------------------------------------ inventory
-def inventory(n, pools, kubeconfig, control_plane=False):
+def inventory(n, pools, kubeconfig, control_plane=False, prefix='scale'):
+    """Inventory of nodes 0..n-1: group gpu_nodes with one child group per pool (named after the pool, with
+    ``prefix`` in front when it is not the bench's own), every node's probe facts given."""
     local = {'ansible_connection': 'local', 'ansible_python_interpreter': PY}
     children = {}
     for i in range(n):
         p = pool_of(i, pools)
-        children.setdefault(p[0].replace('-', '_'), {'hosts': {}, 'vars': dict(
-            {'gpuops_sharing_strategy': p[1]}, **p[4])})['hosts'][node_name(i)] = {'gpu_probe_facts': p[3]}
+        group = (p[0] if prefix == 'scale' else '%s-%s' % (prefix, p[0])).replace('-', '_')
+        children.setdefault(group, {'hosts': {}, 'vars': dict(
+            {'gpuops_sharing_strategy': p[1]}, **p[4])})['hosts'][node_name(i, prefix)] = {'gpu_probe_facts': p[3]}
     return {'all': {'hosts': {'localhost': local},
                     'vars': dict(local, gpuops_kubeconfig=kubeconfig, gpuops_become=False,
                                  gpuops_scheduler_extender=False),
@@ -279,7 +283,8 @@ def run(cl, inv, playbook, args=(), profile=None):
     return {'cpu': (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 'wall': wall,
             'requests': len(evs), 'reads': len(evs) - len(writes), 'writes': len(writes),
             'write_uris': sorted(set('%s %s' % (e['verb'], e['requestURI'].split('?')[0]) for e in writes))[:5],
-            'changed': changed_count(doc), 'apiserver_cpu': a1['kube-apiserver'] - a0['kube-apiserver'],
+            'changed': changed_count(doc),
+            'evictions': sum(1 for e in writes if (e.get('objectRef') or {}).get('subresource') == 'eviction'), 'apiserver_cpu': a1['kube-apiserver'] - a0['kube-apiserver'],
             'etcd_cpu': a1['etcd'] - a0['etcd'], 'kwok_cpu': a1['kwok'] - a0['kwok'], 'latency': latency(m0, m1),
             'doc': doc}
 
@@ -299,6 +304,74 @@ def _profiled(cmd, env, out):
     except ValueError:
         doc = None
     return wall, doc, p
+
+
+# ------------------------------------------------------------------------------------------------------ the roll
+def roll_play(nodes):
+    """upgrade_driver.yml's roll play with its Kubernetes part only: the drain block and the uncordon task taken from
+    the playbook as they are (same module arguments, serial, max_fail_percentage, module_defaults and variables), the
+    node part (gpu_probe, nvidia_driver's unhold/upgrade/upgrade_check, the doctor) left out: a kwok node has no
+    operating system to upgrade (lab/tests/upgrade_lab.py runs that part on node containers, three nodes)."""
+    import yaml
+    with open(os.path.join(ROOT, 'playbooks', 'upgrade_driver.yml')) as f:
+        plays = yaml.safe_load(f)
+    roll = [p for p in plays if p['name'] == 'Upgrade driver - one batch of nodes at a time'][0]
+    by_name = dict((t['name'], t) for t in roll['tasks'])
+    drain = dict(by_name['Mark, cordon, wait for GPU jobs and drain (a drain that does not finish stops the roll)'])
+    drain.pop('when')
+    restore = by_name['Uncordon the node and remove the mark']
+    play = dict((k, roll[k]) for k in ('module_defaults', 'serial', 'max_fail_percentage', 'vars'))
+    play.update({'name': 'upgrade_driver.yml roll, Kubernetes part', 'hosts': 'roll', 'gather_facts': False,
+                 'become': False, 'tasks': [drain, restore]})
+    play['vars'] = dict(play['vars'], gpuops_upgrade_before={'driver_version': '580.95.05', 'gpu_count': 1})
+    return [play]
+
+
+def roll(cl, n_nodes, tmp):
+    """The roll over the first ``n_nodes`` nodes of pool-excl, each running two pods of a Deployment (evicted through
+    the eviction API; the ReplicaSet makes new ones elsewhere). Returns the measurements."""
+    import yaml
+    from kubernetes import client
+    names = [node_name(i) for i in range(0, n_nodes * len(POOLS), len(POOLS))][:n_nodes]
+    api = cl.core()
+    for name in names:
+        api.patch_node(name, {'metadata': {'labels': {'gpuops.io/bench-roll': 'true'}}})
+    apps = client.AppsV1Api(real.api_client(cl.admin))
+    replicas = 2 * n_nodes
+    apps.create_namespaced_deployment('default', {
+        'metadata': {'name': 'bench-roll'},
+        'spec': {'replicas': replicas, 'selector': {'matchLabels': {'app': 'bench-roll'}},
+                 'template': {'metadata': {'labels': {'app': 'bench-roll'}},
+                              'spec': {'nodeSelector': {'gpuops.io/bench-roll': 'true'},
+                                       'tolerations': [dict(TAINT, operator='Equal')],
+                                       'containers': [{'name': 'c', 'image': 'registry.example.com/train:1'}]}}}})
+    deadline = time.monotonic() + 300
+    while True:
+        running = [p for p in api.list_namespaced_pod('default', label_selector='app=bench-roll').items
+                   if p.status.phase == 'Running']
+        if len(running) >= replicas:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit('only %d of %d roll pods Running after 300 s' % (len(running), replicas))
+        time.sleep(1)
+    inv = os.path.join(tmp, 'inv-roll.json')
+    local = {'ansible_connection': 'local', 'ansible_python_interpreter': PY}
+    with open(inv, 'w') as f:
+        json.dump({'all': {'hosts': {'localhost': local}, 'vars': dict(local, gpuops_kubeconfig=cl.kubeconfig),
+                           'children': {'roll': {'hosts': dict((x, {}) for x in names)}}}}, f)
+    pb = os.path.join(tmp, 'roll.yml')
+    with open(pb, 'w') as f:
+        yaml.safe_dump(roll_play(names), f, sort_keys=False)
+    r = run(cl, inv, pb, ['-e', 'gpuops_upgrade_driver_version=580.105.08'])
+    left = [x.metadata.name for x in api.list_node(label_selector='gpuops.io/bench-roll=true').items
+            if x.spec.unschedulable]
+    if left:
+        raise SystemExit('the roll left nodes cordoned: %s' % left)
+    r.update({'nodes': n_nodes, 'pods': replicas})
+    r.pop('doc')
+    # the Deployment goes: later sizes measure the cluster without it
+    apps.delete_namespaced_deployment('bench-roll', 'default')
+    return r
 
 
 # ------------------------------------------------------------------------------------------------------ the bench
@@ -329,7 +402,7 @@ def measure_size(cl, n, have, pools, tmp, profile_dir=None):
                        profile=os.path.join(profile_dir, 'cluster-rerun-%d.prof' % n) if profile_dir else None)
     log('%d nodes: re-run %.1f s CPU, %d writes, changed %d; report.yml' % (
         n, res['rerun']['cpu'], res['rerun']['writes'], res['rerun']['changed']))
-    res['report'] = run(cl, inv, 'report.yml',
+    res['report'] = run(cl, doc_inv, 'report.yml',
                         profile=os.path.join(profile_dir, 'report-%d.prof' % n) if profile_dir else None)
     log('%d nodes: report %.1f s wall; doctor.yml --tags cluster' % (n, res['report']['wall']))
     res['doctor'] = run(cl, doc_inv, 'doctor.yml', ['--tags', 'cluster', '-e', 'gpuops_doctor_cluster=true'])
@@ -367,7 +440,7 @@ def other_rows(results, key):
     return out
 
 
-def markdown(results, a, secs):
+def markdown(results, rolled, a, secs):
     lines = ['## Cluster layer on the real API server: 100 to 5,000 kwok GPU nodes', '',
              '`lab/bench/cluster_real/bench.py --sizes %s`: upstream\'s kube-apiserver %s, etcd, controller-manager, '
              'scheduler and kwok (lab/kube/real.py) on this machine; the nodes are kwok nodes shaped like the lab\'s '
@@ -392,6 +465,21 @@ def markdown(results, a, secs):
     lines += c.table(head2, other_rows(results, 'report'))
     lines += ['', '**doctor.yml, the cluster play** (`--tags cluster -e gpuops_doctor_cluster=true`):', '']
     lines += c.table(head2, other_rows(results, 'doctor'))
+    if rolled:
+        r = rolled
+        lines += ['', '**upgrade_driver.yml roll, Kubernetes part** (%d nodes of pool-excl in a fleet of %d, serial 1, '
+                  'each node running %d pods of a Deployment: mark, cordon, drain through the eviction API, then '
+                  'uncordon and unmark, the tasks taken from the playbook as they are; the node part (probe, driver '
+                  'upgrade, reboot, checks) is left out: a kwok node has no operating system, and '
+                  'lab/tests/upgrade_lab.py runs it on node containers):' % (r['nodes'], r['fleet'], r['pods'] // r['nodes']),
+                  '']
+        lines += c.table(['nodes', 'controller CPU s', 'CPU ms per node', 'wall s', 'wall s per node',
+                          'waiting s per node (wall - CPU)', 'reads / writes', 'evictions', 'changed',
+                          'apiserver / etcd CPU s'],
+                         [[r['nodes'], f1(r['cpu']), '%.0f' % (r['cpu'] / r['nodes'] * 1000), f1(r['wall']),
+                           '%.2f' % (r['wall'] / r['nodes']), '%.2f' % ((r['wall'] - r['cpu']) / r['nodes']),
+                           '%d / %d' % (r['reads'], r['writes']), r['evictions'], r['changed'],
+                           '%s / %s' % (f1(r['apiserver_cpu']), f1(r['etcd_cpu']))]])
     lines += ['', 'Run time of this benchmark: %.0f s.' % secs]
     return '\n'.join(lines) + '\n'
 
@@ -401,6 +489,8 @@ def main():
     ap.add_argument('--smoke', action='store_true', help='14 nodes only')
     ap.add_argument('--sizes', default='100,1000')
     ap.add_argument('--lease-seconds', type=int, default=600)
+    ap.add_argument('--upgrade-nodes', type=int, default=50,
+                    help='nodes of the driver-upgrade roll (run after the first size with 7x as many nodes; 0: none)')
     ap.add_argument('--profile', help='directory for cProfile files of the re-run and report runs')
     ap.add_argument('--json', help='write the raw results here')
     ap.add_argument('--keep', help='state directory to use and leave running (debugging; stop: real.py down)')
@@ -420,19 +510,24 @@ def main():
     try:
         seed_cluster(cl)
         have = 0
+        rolled = None
         for n in sizes:
             r = measure_size(cl, n, have, POOLS, tmp, a.profile)
             r['version'] = cl.version
             results.append(r)
             have = n
+            if a.upgrade_nodes and rolled is None and n >= a.upgrade_nodes * len(POOLS):
+                log('%d nodes: upgrade_driver.yml roll over %d nodes' % (n, a.upgrade_nodes))
+                rolled = roll(cl, a.upgrade_nodes, tmp)
+                rolled['fleet'] = n
             if a.json:
                 with open(a.json, 'w') as f:
-                    json.dump(results, f, indent=1)
+                    json.dump({'sizes': results, 'roll': rolled}, f, indent=1)
     finally:
         if not a.keep:
             cl.down()
         shutil.rmtree(tmp, ignore_errors=True)
-    text = markdown(results, a, time.monotonic() - t0)
+    text = markdown(results, rolled, a, time.monotonic() - t0)
     c.write_section('cluster_real', text)
     sys.stdout.write(text)
 
