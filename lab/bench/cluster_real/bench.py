@@ -476,7 +476,7 @@ def markdown(results, rolled, a, secs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--smoke', action='store_true', help='14 nodes only')
+    ap.add_argument('--smoke', action='store_true', help='7 nodes only (one per pool), no roll')
     ap.add_argument('--sizes', default='100,1000')
     ap.add_argument('--lease-seconds', type=int, default=600)
     ap.add_argument('--upgrade-nodes', type=int, default=50,
@@ -486,7 +486,7 @@ def main():
     ap.add_argument('--keep', help='state directory to use and leave running (debugging; stop: real.py down)')
     a = ap.parse_args()
     if a.smoke:
-        a.sizes = '14'
+        a.sizes = '7'
     sizes = [int(s) for s in a.sizes.split(',')]
     if sizes != sorted(sizes):
         raise SystemExit('--sizes must grow: %s' % a.sizes)
