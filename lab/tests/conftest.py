@@ -199,6 +199,8 @@ WEIGHT = {
     # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
     'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
+    # four cluster.yml runs on 10 and 30 kwok nodes (2026-11-27: 35 CPU-s, 167 s wall on a loaded machine)
+    'integration/test_cluster_scale_real.py': 90,
 }
 
 

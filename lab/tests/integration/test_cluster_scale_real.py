@@ -39,11 +39,15 @@ bench = _bench()
 POOLS = [p for p in bench.POOLS if p[1] in ('exclusive', 'time-slicing')]
 
 
-def run_cluster(kube, kubeconfig, inv_path):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
+def env_of(kubeconfig=None):
+    return dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
                ANSIBLE_LOCALHOST_WARNING='false', ANSIBLE_INVENTORY_UNPARSED_WARNING='false', ANSIBLE_NOCOLOR='1',
                ANSIBLE_PIPELINING='1', ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'),
-               ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG)
+               ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG, **({'K8S_AUTH_KUBECONFIG': kubeconfig} if kubeconfig else {}))
+
+
+def run_cluster(kube, kubeconfig, inv_path):
+    env = env_of()
     start = kube.mark()
     p = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', inv_path,
                         os.path.join(ROOT, 'playbooks', 'cluster.yml')],
@@ -81,11 +85,31 @@ def runs(kube_real, tmp_path_factory):
                       'rerun': run_cluster(kube_real, kubeconfig, str(inv))}
         yield out
     finally:
+        remove_stacks(kubeconfig, tmp)
         for name in names:
             try:
                 core.delete_node(name)
             except client.ApiException:
                 pass
+
+
+def remove_stacks(kubeconfig, tmp):
+    """The test's pools' stacks go (role gpu_sharing_stack, state absent), so that the shared cluster keeps no object
+    of this test (the NVIDIA strategies' RuntimeClass is shared by pools)."""
+    import yaml
+    tasks = [{'name': 'remove %s' % p[0], 'ansible.builtin.include_role': {'name': 'gpuops.k8s_gpu.gpu_sharing_stack'},
+              'vars': {'gpu_sharing_stack_strategy': p[1], 'gpu_sharing_stack_state': 'absent',
+                       'gpu_sharing_stack_pool': '%s-%s' % (SUFFIX, p[0]),
+                       'gpu_sharing_stack_nodes': [bench.node_name(i, SUFFIX) for i in range(SIZES[-1])
+                                                   if bench.pool_of(i, POOLS) == p],
+                       'gpu_sharing_stack_facts': {}}} for p in POOLS]
+    pb = tmp / 'absent.yml'
+    pb.write_text(yaml.safe_dump([{'hosts': 'localhost', 'connection': 'local', 'gather_facts': False,
+                                   'tasks': tasks}]))
+    p = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', str(pb),
+                        '-e', 'ansible_python_interpreter=%s' % os.path.join(VENV_BIN, 'python')],
+                       cwd=ROOT, env=env_of(kubeconfig), capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    assert p.returncode == 0, 'removing the stacks failed:\n%s' % p.stdout[-3000:]
 
 
 @pytest.mark.parametrize('n', SIZES)
