@@ -36,6 +36,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -272,9 +273,17 @@ def playbook(cmd, profile=None):
               'ANSIBLE_RETRY_FILES_ENABLED': '0', 'ANSIBLE_NOCOLOR': '1', 'ANSIBLE_PIPELINING': '1'})
     pre = [PY, '-m', 'cProfile', '-o', profile] if profile else []
     t0 = time.monotonic()
-    p = subprocess.run(pre + [os.path.join(c.VENV_BIN, 'ansible-playbook')] + cmd, cwd=ROOT, env=e,
-                       capture_output=True, text=True, timeout=3600)
+    # its own process group: a benchmark stopped half-way stops the playbook and its workers too
+    proc = subprocess.Popen(pre + [os.path.join(c.VENV_BIN, 'ansible-playbook')] + cmd, cwd=ROOT, env=e, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=3600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     wall = time.monotonic() - t0
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     recap = dict((m.group(1), tuple(int(m.group(i)) for i in range(2, 6))) for m in RECAP.finditer(p.stdout))
     return wall, recap, p
 
