@@ -464,7 +464,10 @@ def markdown(results, rolled, a, secs):
     lines += c.table(head2, other_rows(results, 'report'))
     lines += ['', '**doctor.yml, the cluster play** (`--tags cluster -e gpuops_doctor_cluster=true`):', '']
     lines += c.table(head2, other_rows(results, 'doctor'))
-    if rolled:
+    if rolled and rolled.get('error'):
+        lines += ['', '**upgrade_driver.yml roll, Kubernetes part**: failed at %d nodes: %s' % (rolled['fleet'],
+                                                                                           rolled['error'])]
+    elif rolled:
         r = rolled
         lines += ['', '**upgrade_driver.yml roll, Kubernetes part** (%d nodes of pool-excl in a fleet of %d, serial 1, '
                   'each node running %d pods of a Deployment: mark, cordon, drain through the eviction API, then '
@@ -517,8 +520,13 @@ def main():
             have = n
             if a.upgrade_nodes and rolled is None and n >= a.upgrade_nodes * len(POOLS):
                 log('%d nodes: upgrade_driver.yml roll over %d nodes' % (n, a.upgrade_nodes))
-                rolled = roll(cl, a.upgrade_nodes, tmp)
-                rolled['fleet'] = n
+                try:
+                    rolled = roll(cl, a.upgrade_nodes, tmp)
+                    rolled['fleet'] = n
+                except (Exception, SystemExit) as exc:  # pylint: disable=broad-except
+                    # the sizes after it still run; the table says what went wrong
+                    rolled = {'error': str(exc)[-2000:], 'fleet': n}
+                    log('the roll failed: %s' % str(exc)[-2000:])
             if a.json:
                 with open(a.json, 'w') as f:
                     json.dump({'sizes': results, 'roll': rolled}, f, indent=1)
