@@ -496,7 +496,14 @@ def main():
     ap.add_argument('--profile', help='directory for cProfile files of the re-run and report runs')
     ap.add_argument('--json', help='write the raw results here')
     ap.add_argument('--keep', help='state directory to use and leave running (debugging; stop: real.py down)')
+    ap.add_argument('--render', help='print the tables of a --json file of an earlier run (sizes it finished)')
     a = ap.parse_args()
+    if a.render:
+        with open(a.render) as f:
+            doc = json.load(f)
+        a.sizes = ','.join(str(r['n']) for r in doc['sizes'])
+        sys.stdout.write(markdown(doc['sizes'], doc['roll'], a, float('nan')))
+        return
     if a.smoke:
         a.sizes = '7'
     sizes = [int(s) for s in a.sizes.split(',')]
