@@ -385,7 +385,10 @@ def seed_cluster(cl):
                                                         'data': {'volcano-scheduler.conf': yaml.safe_dump(VOLCANO_CONF)}})
 
 
-def measure_size(cl, n, have, pools, tmp, profile_dir=None):
+STEPS = ('converge', 'rerun', 'report', 'doctor')
+
+
+def measure_size(cl, n, have, pools, tmp, profile_dir=None, steps=STEPS):
     log('%d nodes: creating %d' % (n, n - have))
     created, ready = create_nodes(cl, have, n, pools)
     inv = os.path.join(tmp, 'inv-%d.json' % n)
@@ -395,18 +398,22 @@ def measure_size(cl, n, have, pools, tmp, profile_dir=None):
     with open(doc_inv, 'w') as f:
         json.dump(inventory(n, pools, cl.kubeconfig, control_plane=True), f)
     res = {'n': n, 'pools': len(pools), 'create_s': created, 'ready_s': ready}
-    log('%d nodes: created in %.0f s, Ready in %.0f s; cluster.yml (converge)' % (n, created, ready))
-    res['converge'] = run(cl, inv, 'cluster.yml')
-    log('%d nodes: converge %.1f s CPU, %d writes; cluster.yml again' % (n, res['converge']['cpu'],
-                                                                        res['converge']['writes']))
-    res['rerun'] = run(cl, inv, 'cluster.yml',
-                       profile=os.path.join(profile_dir, 'cluster-rerun-%d.prof' % n) if profile_dir else None)
-    log('%d nodes: re-run %.1f s CPU, %d writes, changed %d; report.yml' % (
-        n, res['rerun']['cpu'], res['rerun']['writes'], res['rerun']['changed']))
-    res['report'] = run(cl, doc_inv, 'report.yml',
-                        profile=os.path.join(profile_dir, 'report-%d.prof' % n) if profile_dir else None)
-    log('%d nodes: report %.1f s wall; doctor.yml --tags cluster' % (n, res['report']['wall']))
-    res['doctor'] = run(cl, doc_inv, 'doctor.yml', ['--tags', 'cluster', '-e', 'gpuops_doctor_cluster=true'])
+    log('%d nodes: created in %.0f s, Ready in %.0f s' % (n, created, ready))
+    if 'converge' in steps:
+        res['converge'] = run(cl, inv, 'cluster.yml')
+        log('%d nodes: converge %.1f s CPU, %d writes' % (n, res['converge']['cpu'], res['converge']['writes']))
+    if 'rerun' in steps:
+        res['rerun'] = run(cl, inv, 'cluster.yml',
+                           profile=os.path.join(profile_dir, 'cluster-rerun-%d.prof' % n) if profile_dir else None)
+        log('%d nodes: re-run %.1f s CPU, %d writes, changed %d' % (
+            n, res['rerun']['cpu'], res['rerun']['writes'], res['rerun']['changed']))
+    if 'report' in steps:
+        res['report'] = run(cl, doc_inv, 'report.yml',
+                            profile=os.path.join(profile_dir, 'report-%d.prof' % n) if profile_dir else None)
+        log('%d nodes: report %.1f s wall, %.1f s CPU' % (n, res['report']['wall'], res['report']['cpu']))
+    if 'doctor' in steps:
+        res['doctor'] = run(cl, doc_inv, 'doctor.yml', ['--tags', 'cluster', '-e', 'gpuops_doctor_cluster=true'])
+        log('%d nodes: doctor %.1f s wall' % (n, res['doctor']['wall']))
     return res
 
 
@@ -416,7 +423,7 @@ def f1(x):
 
 def rows(results):
     out, prev = [], None
-    for r in results:
+    for r in [x for x in results if 'rerun' in x]:
         n, rr = r['n'], r['rerun']
         marginal = '%.0f' % ((rr['cpu'] - prev['rerun']['cpu']) / (n - prev['n']) * 1000) if prev else '-'
         out.append([n, r['pools'], '%.0f / %.0f' % (r['create_s'], r['ready_s']),
@@ -431,7 +438,7 @@ def rows(results):
 
 def other_rows(results, key):
     out = []
-    for r in results:
+    for r in [x for x in results if key in x]:
         x = r[key]
         out.append([r['n'], f1(x['cpu']), f1(x['wall']), '%d / %d' % (x['reads'], x['writes']), x['changed'],
                     '%s / %s' % (f1(x['apiserver_cpu']), f1(x['etcd_cpu'])),
@@ -496,6 +503,8 @@ def main():
     ap.add_argument('--profile', help='directory for cProfile files of the re-run and report runs')
     ap.add_argument('--json', help='write the raw results here')
     ap.add_argument('--keep', help='state directory to use and leave running (debugging; stop: real.py down)')
+    ap.add_argument('--steps', default=','.join(STEPS),
+                    help='runs per size, of %s (report and doctor need no converge before them)' % ', '.join(STEPS))
     ap.add_argument('--render', help='print the tables of a --json file of an earlier run (sizes it finished)')
     a = ap.parse_args()
     if a.render:
@@ -521,7 +530,7 @@ def main():
         have = 0
         rolled = None
         for n in sizes:
-            r = measure_size(cl, n, have, POOLS, tmp, a.profile)
+            r = measure_size(cl, n, have, POOLS, tmp, a.profile, steps=a.steps.split(','))
             r['version'] = cl.version
             results.append(r)
             have = n
