@@ -26,8 +26,9 @@ it too).
 Marginal CPU per node = slope of the re-run's CPU between consecutive sizes.
 
   .venv/bin/python lab/bench/cluster_real/bench.py [--smoke] [--sizes 100,1000] [--upgrade-nodes 50] [--json FILE]
-The default sizes are 100,1000 (about 6 minutes on the 2-core lab machine); 5,000 is opt-in: --sizes 100,1000,5000
-(make bench-scale; see docs/benchmarks.md for how long it took).
+The default sizes are 100,1000 (22 minutes with the roll on the shared 2-core lab machine, load 13-20); 5,000 is
+opt-in: --sizes 100,1000,5000 (make bench-scale; docs/benchmarks.md). --steps report,doctor measures those two
+without cluster.yml before them (minutes at 5,000 nodes instead of an hour).
 """
 import argparse
 import concurrent.futures
