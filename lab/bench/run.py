@@ -6,6 +6,8 @@ Benchmarks (each prints a Markdown section and accepts --smoke):
   lab/bench/node/bench.py      node layer on a lab node container: first converge vs no-op re-converge per role
   lab/bench/cluster/bench.py   cluster layer: Kubernetes API reads/writes per sharing strategy (emulator request log)
   lab/bench/cluster_scale/bench.py  cluster.yml --check over 10/100/1000 GPU nodes: controller CPU per node, API requests
+  lab/bench/cluster_real/bench.py   cluster.yml, report.yml, the doctor's cluster play and the upgrade roll's drain on
+                               the real API server with 100/1,000 kwok GPU nodes (5,000: make bench-scale)
   lab/bench/fleet/bench.py     check mode over 1/10/50 simulated hosts, forks/pipelining/fact cache/gather subsets
   lab/bench/esxi/bench.py      ESXi passthrough for 1/5/20 VMs: this collection vs the community.vmware chain
 Any other lab/bench/<name>.py or lab/bench/<name>/bench.py is run after these (files starting with _ are helpers).
@@ -28,7 +30,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = os.path.join(ROOT, '.venv', 'bin', 'python')
-ORDER = ['gpu_probe.py', 'node/bench.py', 'cluster/bench.py', 'cluster_scale/bench.py', 'fleet/bench.py', 'esxi/bench.py']
+ORDER = ['gpu_probe.py', 'node/bench.py', 'cluster/bench.py', 'cluster_scale/bench.py', 'cluster_real/bench.py',
+         'fleet/bench.py', 'esxi/bench.py']
 
 NOT_MEASURED = '''## Real GPU
 

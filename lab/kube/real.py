@@ -2,7 +2,8 @@
 """A real Kubernetes control plane on 127.0.0.1 for the lab: upstream's etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler (built by lab/go/build.sh from the Go module proxy) and kwok for fake nodes and pods.
 
-    lab/kube/real.py up   --state DIR [--version 1.37] [--owner-pid PID] [--no-gpu-nodes]   start, print DIR/kubeconfig
+    lab/kube/real.py up   --state DIR [--version 1.37] [--owner-pid PID] [--no-gpu-nodes] [--kwok-lease-seconds 40]
+                                                                          start, print DIR/kubeconfig
     lab/kube/real.py down --state DIR                                                          stop, leave no process
     lab/kube/real.py build [--version 1.37]        build the program sets (kube-1.37, etcd, kwok) if missing
     lab/kube/real.py user --state DIR NAME [--group G]   a client certificate kubeconfig for user NAME (DIR/users/)
@@ -355,7 +356,7 @@ def serve(args):
         kcmd = [bins['kwok'], '--kubeconfig', os.path.join(state, 'kwok.kubeconfig'),
                 '--manage-all-nodes=false', '--manage-nodes-with-annotation-selector', KWOK_ANNOTATION + '=fake',
                 '--server-address', '127.0.0.1:%d' % free_port(), '--node-ip', '127.0.0.1',
-                '--cidr', '10.244.0.1/16', '--node-lease-duration-seconds', '40']
+                '--cidr', '10.244.0.1/16', '--node-lease-duration-seconds', str(args.kwok_lease_seconds)]
         for c in kwok_config(state, bins):
             kcmd += ['--config', c]
         start('kwok', kcmd)
@@ -492,6 +493,7 @@ def up(args):
         cmd += ['--owner-pid', str(args.owner_pid)]
     if args.scheduler_config:
         cmd += ['--scheduler-config', os.path.abspath(args.scheduler_config)]
+    cmd += ['--kwok-lease-seconds', str(args.kwok_lease_seconds)]
     out = open(os.path.join(state, 'supervisor.log'), 'ab')
     sup = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                            start_new_session=True)
@@ -586,6 +588,9 @@ def main(argv=None):
         p.add_argument('--owner-pid', type=int, default=0)
         p.add_argument('--timeout', type=int, default=180)
         p.add_argument('--scheduler-config')
+        # kwok renews each node's Lease every quarter of this: 40 s is kubelet's default; the scale benchmark's
+        # thousands of nodes use a longer one so that heartbeats do not swamp the 2-core machine
+        p.add_argument('--kwok-lease-seconds', type=int, default=40)
         if name == 'up':
             p.add_argument('--no-gpu-nodes', action='store_true')
             p.add_argument('--no-build', action='store_true')

@@ -202,6 +202,8 @@ WEIGHT = {
     'integration/test_dra_real.py': 40,
     # strategy dra (2026-11-27, -p no:xdist, the machine loaded): the role's plays, and helm on the DRA driver's chart
     'integration/test_gpu_sharing_stack_dra_real.py': 105, 'oracles/test_dra_driver_chart.py': 25,
+    # four cluster.yml runs on 10 and 30 kwok nodes (2026-11-27: 35 CPU-s, 167 s wall on a loaded machine)
+    'integration/test_cluster_scale_real.py': 90,
 }
 
 

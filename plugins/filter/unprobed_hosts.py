@@ -12,7 +12,8 @@ short_description: The hosts that have no gpu_probe_facts
 version_added: 0.2.0
 description:
   - The hosts of the input that have no C(gpu_probe_facts) variable, in order, each host's variables read once.
-  - The probe play of C(gpuops.k8s_gpu.cluster) ends at once when there are none, without a task per node.
+  - The probe plays of C(gpuops.k8s_gpu.cluster) and C(gpuops.k8s_gpu.report) end at once when there are none, without a
+    task per node.
 extends_documentation_fragment:
   - gpuops.k8s_gpu.inventory_vars
 options:
