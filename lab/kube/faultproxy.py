@@ -16,6 +16,7 @@ answered by the proxy itself instead of the API server, with one of:
   * ``reset``: the connection reset (TCP RST) before the request is forwarded;
   * ``reset_after``: the request IS forwarded, the API server's answer is thrown away and the connection reset (a
     request that landed but whose answer was lost).
+Instead of seed and rate, ``script`` (a callable on method and path) may name the fault of each request.
 ``down(seconds)`` closes the listening socket and every open connection for that long (the API server restarting:
 connections refused), then listens again on the same port.
 
@@ -175,13 +176,14 @@ class FaultProxy(object):
     """The proxy, in threads of the calling process. ``start()`` returns the kubeconfig path; ``stop()`` ends it."""
 
     def __init__(self, state, user_kubeconfig, seed=1, rate=0.1, faults=FAULTS, retry_after=1, out=None,
-                 only=None, name='faultproxy', down_at=None):
+                 only=None, name='faultproxy', down_at=None, script=None):
         self.state = str(state)
         self.seed, self.rate, self.faults, self.retry_after = seed, float(rate), tuple(faults), retry_after
         for f in self.faults:
             if f not in FAULTS:
                 raise ValueError('fault %r is not one of %s' % (f, ', '.join(FAULTS)))
         self.only = only
+        self.script = script  # a callable (method, path) -> fault or None that decides instead of seed and rate
         self.down_at = down_at  # (n, seconds): the n-th request (1-based) resets and the proxy goes down for seconds
         self.active = True
         self.out = str(out or os.path.join(self.state, 'faultproxy'))
@@ -224,6 +226,8 @@ class FaultProxy(object):
             fault = None
             if self.down_at and len(self.record) + 1 == self.down_at[0]:
                 fault = 'down'
+            elif matches and self.script is not None:
+                fault = self.script(method, path)
             elif matches:
                 draw = self._rng.random()
                 pick = self._rng.randrange(len(self.faults)) if self.faults else 0

@@ -159,8 +159,9 @@ def get_client(params, get_api_client=None, core=None, api_client_class=None, dy
         cls = dynamic_client_class or K8SDynamicClient
         try:
             return cls(api, discoverer=LazyDiscoverer) if dynamic_client_class is None else cls(api)
-        except ApiException:  # discovery: an answer of the server, with the retry policy's message when it gave up
-            raise
+        except ApiException as e:  # discovery's requests: an answer of the server, or the retry policy giving up
+            raise KubeError('API discovery at %s failed: %s' % (getattr(getattr(api, 'configuration', None), 'host', None)
+                                                               or 'the API server', getattr(e, 'reason', None) or e))
         except Exception as e:  # a discovery cache that cannot be written, ...: as get_api_client's errors
             raise _config_error(_kwargs(params), e)
     factory = get_api_client or _core_get_api_client
@@ -470,9 +471,15 @@ def retrying_request(request, policy):
 def _give_up_message(policy, method, url, answers, start, landed, limit=False, next_wait=None):
     elapsed = policy.clock() - start
     what = policy.describe(method, url)
-    seen = '; '.join(answers[-3:])
+    seen = []
+    for answer in answers:
+        if seen and seen[-1][0] == answer:
+            seen[-1][1] += 1
+        else:
+            seen.append([answer, 1])
+    seen = '; '.join(a if n == 1 else '%s (x%d)' % (a, n) for a, n in seen[-3:])
     if limit:
-        return ('%s failed %d time(s) in %.1f s (last: %s); gave up: the retry limits are %d retries and %g s per request '
+        return ('%s failed %d time(s) in %.1f s (%s); gave up: the retry limits are %d retries and %g s per request '
                 '(next wait %.1f s; GPUOPS_K8S_RETRIES, GPUOPS_K8S_RETRY_TOTAL). The API server is overloaded or '
                 'unreachable; run again when it answers' % (what, len(answers), elapsed, seen, policy.max_retries,
                                                            policy.max_total, next_wait or 0))

@@ -90,7 +90,7 @@ URL = 'https://k:6443/api/v1/nodes/n1'
 MERGE = {'Content-Type': 'application/merge-patch+json'}
 
 
-def test_429_is_retried_after_retry_after_for_any_method():
+def test_K8S_13_429_is_retried_after_retry_after_for_any_method():
     """APF's 429 (the request was not run): retried for a POST too, after exactly the server's Retry-After."""
     script = Script(Resp(429, {'Retry-After': '3'}), Resp(429, {'Retry-After': '1'}), Resp(201))
     request, policy, clock = wrap(script)
@@ -99,7 +99,7 @@ def test_429_is_retried_after_retry_after_for_any_method():
     assert [e['cause'] for e in policy.log] == ['HTTP 429', 'HTTP 429']
 
 
-def test_503_and_resets_are_retried_for_idempotent_requests_with_backoff():
+def test_K8S_15_503_and_resets_are_retried_for_idempotent_requests_with_backoff():
     script = Script(Resp(503), reset(), Resp(200))
     request, _policy, clock = wrap(script, base_delay=0.5)
     assert request('PATCH', URL, headers=MERGE).status == 200
@@ -114,7 +114,7 @@ def test_503_of_a_post_is_not_resent():
     assert policy.log == []
 
 
-def test_reset_after_a_post_was_sent_is_not_resent_and_says_it_may_have_landed():
+def test_K8S_15_reset_after_a_post_was_sent_is_not_resent_and_says_it_may_have_landed():
     request, _policy, _clock = wrap(Script(reset()))
     with pytest.raises(A.RetriesExhausted) as err:
         request('POST', 'https://k:6443/api/v1/namespaces/ns/configmaps', headers={})
@@ -137,7 +137,7 @@ def test_connection_refused_is_retried_for_a_post_nothing_was_sent():
     assert request('POST', 'https://k:6443/api/v1/namespaces/ns/configmaps', headers={}).status == 201
 
 
-def test_an_evictions_429_is_a_disruption_budget_and_goes_to_the_caller():
+def test_K8S_14_an_evictions_429_is_a_disruption_budget_and_goes_to_the_caller():
     """policy/v1 Eviction answers 429 (Retry-After 10) when a PodDisruptionBudget refuses: gpu_node_drain waits on it
     with its own poll, so the policy passes it through; a reset of an eviction is retried (evicting twice is
     harmless: the pod is on its way out or gone, 404)."""
@@ -166,7 +166,7 @@ def test_retries_are_bounded_by_count():
     assert 'GET /api/v1/nodes/n1' in err.value.reason
 
 
-def test_retries_are_bounded_by_time_and_a_retry_after_beyond_it_stops_at_once():
+def test_K8S_13_retries_are_bounded_by_time_and_a_retry_after_beyond_it_stops_at_once():
     script = Script(Resp(429, {'Retry-After': '60'}))
     request, _policy, clock = wrap(script, max_retries=10, max_total=30)
     with pytest.raises(A.RetriesExhausted) as err:
@@ -210,7 +210,7 @@ def test_environment_sets_the_limits(monkeypatch):
     assert 'GPUOPS_K8S_RETRIES' in str(err.value) and 'many' in str(err.value)
 
 
-def test_defaults_follow_client_go():
+def test_K8S_15_defaults_follow_client_go():
     policy = A.RetryPolicy()
     assert (policy.max_retries, policy.max_total) == (10, 120.0)
 
@@ -233,7 +233,7 @@ class FakeApiClient(object):
         self.rest_client = FakeRest()
 
 
-def test_install_wraps_once_and_switches_urllib3_retries_off():
+def test_K8S_16_install_wraps_once_and_switches_urllib3_retries_off():
     api = FakeApiClient()
     policy = A.install_retries(api)
     assert policy is not None and A.install_retries(api) is policy
@@ -280,3 +280,26 @@ def test_api_client_and_get_client_install_the_policy(monkeypatch, tmp_path):
     assert getattr(api.rest_client.request, 'gpuops_retry_policy', None) is not None
     dyn = A.get_client({}, core=Core, api_client_class=Api, dynamic_client_class=Dyn)
     assert dyn.client is made[-1]
+
+
+def test_discovery_that_gives_up_is_a_kube_error_naming_the_server():
+    """k8s_converge's DynamicClient discovers the API when it is made: a failure there is one clear KubeError (the
+    modules report KubeError), not a traceback."""
+    class Core(object):
+        _create_auth_spec = staticmethod(lambda _m, **kw: kw)
+        _create_configuration = staticmethod(lambda auth: type('Conf', (), {'host': 'https://k:6443'})())
+        _create_headers = staticmethod(lambda _m, **kw: {})
+        _set_header = staticmethod(lambda c, h, v: None)
+
+    class Api(FakeApiClient):
+        def __init__(self, configuration):
+            FakeApiClient.__init__(self)
+            self.configuration = configuration
+
+    class Dyn(object):
+        def __init__(self, client):
+            raise A.RetriesExhausted(0, 'GET /version failed 3 time(s); gave up')
+
+    with pytest.raises(A.KubeError) as err:
+        A.get_client({}, core=Core, api_client_class=Api, dynamic_client_class=Dyn)
+    assert str(err.value) == 'API discovery at https://k:6443 failed: GET /version failed 3 time(s); gave up'
