@@ -29,7 +29,8 @@ test-only: setup
 # make test runs them at 1.37): builds that minor's programs once per machine, then one cluster for these files.
 KUBE_VERSION ?= 1.34
 KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/test_gpu_sharing_stack_real.py \
-	lab/tests/integration/test_kube_scheduler_real.py lab/tests/integration/test_gpu_node_drain_real.py
+	lab/tests/integration/test_kube_scheduler_real.py lab/tests/integration/test_gpu_node_drain_real.py \
+	lab/tests/integration/test_faults_real.py
 test-kube: setup
 	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
 	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \
