@@ -160,8 +160,8 @@ def get_client(params, get_api_client=None, core=None, api_client_class=None, dy
         try:
             return cls(api, discoverer=LazyDiscoverer) if dynamic_client_class is None else cls(api)
         except ApiException as e:  # discovery's requests: an answer of the server, or the retry policy giving up
-            raise KubeError('API discovery at %s failed: %s' % (getattr(getattr(api, 'configuration', None), 'host', None)
-                                                               or 'the API server', getattr(e, 'reason', None) or e))
+            where = getattr(getattr(api, 'configuration', None), 'host', None) or 'the API server'
+            raise KubeError('API discovery at %s failed: %s' % (where, getattr(e, 'reason', None) or e))
         except Exception as e:  # a discovery cache that cannot be written, ...: as get_api_client's errors
             raise _config_error(_kwargs(params), e)
     factory = get_api_client or _core_get_api_client
@@ -481,8 +481,8 @@ def _give_up_message(policy, method, url, answers, start, landed, limit=False, n
     if limit:
         return ('%s failed %d time(s) in %.1f s (%s); gave up: the retry limits are %d retries and %g s per request '
                 '(next wait %.1f s; GPUOPS_K8S_RETRIES, GPUOPS_K8S_RETRY_TOTAL). The API server is overloaded or '
-                'unreachable; run again when it answers' % (what, len(answers), elapsed, seen, policy.max_retries,
-                                                           policy.max_total, next_wait or 0))
+                'unreachable; run again when it answers'
+                % (what, len(answers), elapsed, seen, policy.max_retries, policy.max_total, next_wait or 0))
     if landed:
         return ('%s: %s; not sent again: the server may have run it (a %s is not idempotent). Run again: the next run '
                 'reads what is there first' % (what, seen, method))
