@@ -157,7 +157,7 @@ def test_other_error_statuses_go_to_the_caller_unchanged():
 
 
 def test_retries_are_bounded_by_count():
-    script = Script(*[Resp(503) for _ in range(5)])
+    script = Script(*[Resp(503) for dummy in range(5)])
     request, policy, _clock = wrap(script, max_retries=3, max_total=1000)
     with pytest.raises(A.RetriesExhausted) as err:
         request('GET', URL, headers={})
