@@ -178,7 +178,8 @@ def test_UPG_09_a_node_cordoned_before_the_roll_stays_cordoned(lab):
 def test_a_node_that_never_comes_back_after_its_upgrade_stops_the_roll(lab):
     """Issue #31: node 2 goes down for its new driver and never comes back (the stand-in halts its container after the
     install): the roll stops at node 2 and says so (the playbook's message names the node, what failed, that it stays
-    cordoned and that later nodes are not touched), node 2 stays cordoned and marked, node 3 is untouched. Last in the file: node 2's container is started again at the end."""
+    cordoned and that later nodes are not touched), node 2 stays cordoned and marked, node 3 is untouched. Last in
+    the file: node 2's container is started again at the end."""
     emu = lab['emu']
     stand_down(lab)
     n2 = NODES[1][2]
