@@ -6,7 +6,8 @@ when the drain stopped it), node 1 rolled, node 3 untouched. A node an operator 
 cordoned after its upgrade (UPG-09). One lab for the six tests, each starting from stand_down(); the order keeps the
 re-installs stand_down() needs few (UPG-04 ends with every node back on the old driver). test_upgrade_driver.py has
 its own lab and runs on another xdist worker at the same time. The doctor gate (issue #30): a critical finding after the
-"reboot" (a failed row remapping in the simulator) stops the roll at node 2 too.
+"reboot" (a failed row remapping in the simulator) stops the roll at node 2 too, and so does a node that goes down for
+its new driver and never comes back (issue #31; last, as it halts node 2's container and starts it again).
 
 Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver_stops.py   (needs root, dockerd, the node image)
 """
