@@ -9,7 +9,9 @@
 #  - sets driver_version / nvml_version in the simulator's inventory (/etc/nvml-sim/inventory.json)
 # Fault injection: /etc/gpuops-lab/report-driver-version makes the simulator report that version instead
 # (a node whose GPUs do not come up on the new driver); /etc/gpuops-lab/drop-mig-instances drops every GPU's MIG
-# instances, MIG mode staying on (what a reboot does to a MIG node when nothing re-creates its geometry).
+# instances, MIG mode staying on (what a reboot does to a MIG node when nothing re-creates its geometry);
+# /etc/gpuops-lab/never-come-back halts the node (systemd, PID 1 of the container) two seconds after the install:
+# a node that goes down for the new driver and never comes back.
 set -e
 version=@VERSION@
 echo "$0 $*" >> /var/log/gpuops-lab-nvidia-installer.log
@@ -42,3 +44,6 @@ with open(path + '.tmp', 'w') as f:
     json.dump(inv, f, indent=1)
 os.rename(path + '.tmp', path)
 PY
+if [ -e /etc/gpuops-lab/never-come-back ]; then
+  nohup sh -c 'sleep 2; systemctl --no-block halt || kill -s RTMIN+3 1' >/dev/null 2>&1 &
+fi

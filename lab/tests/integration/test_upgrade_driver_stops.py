@@ -6,15 +6,17 @@ when the drain stopped it), node 1 rolled, node 3 untouched. A node an operator 
 cordoned after its upgrade (UPG-09). One lab for the six tests, each starting from stand_down(); the order keeps the
 re-installs stand_down() needs few (UPG-04 ends with every node back on the old driver). test_upgrade_driver.py has
 its own lab and runs on another xdist worker at the same time. The doctor gate (issue #30): a critical finding after the
-"reboot" (a failed row remapping in the simulator) stops the roll at node 2 too.
+"reboot" (a failed row remapping in the simulator) stops the roll at node 2 too, and so does a node that goes down for
+its new driver and never comes back (issue #31; last, as it halts node 2's container and starts it again).
 
 Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver_stops.py   (needs root, dockerd, the node image)
 """
 import json
+import os
 
 import pytest
 
-from conftest import emulator_get
+from conftest import DOCKER_DIR, emulator_get, sh
 from upgrade_lab import (NEW, NODES, api, assert_stopped_at_node_2, dexec, failures, installer_log, k8s_nodes, k8s_pods,
                          make_lab, node_events, pod, reported_version, roll, stand_down, upgrade)
 
@@ -172,3 +174,35 @@ def test_UPG_09_a_node_cordoned_before_the_roll_stays_cordoned(lab):
     assert nodes[n3]['spec'].get('unschedulable') is True
     assert not nodes[n1]['spec'].get('unschedulable') and not nodes[n2]['spec'].get('unschedulable')
     assert all(reported_version(lab, h) == NEW for h, _i, _n in NODES)
+
+
+def test_a_node_that_never_comes_back_after_its_upgrade_stops_the_roll(lab):
+    """Issue #31: node 2 goes down for its new driver and never comes back (the stand-in halts its container after the
+    install): the roll stops at node 2 and says so (the playbook's message names the node, what failed, that it stays
+    cordoned and that later nodes are not touched), node 2 stays cordoned and marked, node 3 is untouched. Last in
+    the file: node 2's container is started again at the end."""
+    emu = lab['emu']
+    stand_down(lab)
+    n2 = NODES[1][2]
+    name = lab['containers'][NODES[1][0]]
+    dexec(name, 'touch', '/etc/gpuops-lab/never-come-back')
+    since = emulator_get(emu, '/_emulator/requests')['seq']
+    try:
+        rc, doc = upgrade(lab)
+        assert rc != 0
+        # the first task that finds the node gone fails it (docker: the container is not running), naming the host
+        down = [(h, t['task']['name'], str(r.get('msg', '')) + str(r.get('module_stderr', '')))
+                for play in doc['plays'] for t in play['tasks'] for h, r in t['hosts'].items()
+                if (r.get('failed') and not r.get('ignore_errors')) or r.get('unreachable')]
+        assert set(h for h, _t, _m in down) == set([NODES[1][0]]), (down, failures(doc))
+        msg = failures(doc)
+        assert 'the driver upgrade did not finish' in msg and 'did not come back' in msg, msg
+        assert 'the roll stops here and later nodes are not touched' in msg and n2 in msg, msg
+        stats = doc['stats'][NODES[1][0]]
+        assert stats['failures'] + stats['unreachable'] >= 1, doc['stats']
+        assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'train-%s' % n2)], None)
+        assert k8s_nodes(emu)[n2]['metadata']['annotations'].get('gpuops.io/driver-upgrade') == NEW
+    finally:
+        sh('docker', 'start', name)
+        sh(os.path.join(DOCKER_DIR, 'node.sh'), 'wait', name, '120')
+        dexec(name, 'rm', '-f', '/etc/gpuops-lab/never-come-back')

@@ -7,6 +7,22 @@ Every module that talks to the API takes the options of AUTH_ARG_SPEC (documente
 gpuops.k8s_gpu.k8s_auth_options) and gets its client from get_client(), which hands them to kubernetes.core's
 get_api_client: the same option names, K8S_AUTH_* environment variables, kubeconfig / in-cluster order and client
 cache as the kubernetes.core modules.
+
+Every request of those clients goes through one retry policy (RetryPolicy, install_retries; docs/troubleshooting.md,
+"API server throttling and dropped connections"), and urllib3's own retries are switched off under it, so that the
+policy is the only one and its bounds hold:
+ * 429 Too Many Requests (API Priority and Fairness, max-in-flight, a server shutting down: the request was not run)
+   is retried for every method, after the server's Retry-After;
+ * 502/503/504 and a connection dropped after the request was sent are retried only for requests that may run twice
+   with the same result: GET, HEAD, OPTIONS, PUT, DELETE, PATCH other than a JSON patch, and the Eviction subresource
+   (evicting a pod twice evicts it once; a pod already gone answers 404). A POST that may have landed is not resent:
+   the error says so (may_have_landed) and the caller re-reads (k8s_converger's backups);
+ * a connection that could not be opened (refused, connect timeout) is retried for every method (nothing was sent);
+ * 429 of an Eviction is a disruption budget's answer, not throttling: it goes to the caller (gpu_node_drain waits);
+ * bounded: at most ``max_retries`` retries and ``max_total`` seconds of waiting per request; a Retry-After that does
+   not fit in what is left stops at once with a message that names the request, the answers and the limits.
+Environment: GPUOPS_K8S_RETRIES (retries per request, default 10 as client-go), GPUOPS_K8S_RETRY_TOTAL (seconds per
+request, default 120).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,6 +30,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import random
+import time
 import traceback
 
 CORE_IMPORT_ERROR = None
@@ -27,9 +45,28 @@ except ImportError:
 KUBERNETES_IMPORT_ERROR = None
 try:
     from kubernetes.client import ApiClient
+    from kubernetes.client.rest import ApiException
 except ImportError:
     ApiClient = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+    class ApiException(Exception):
+        status = reason = body = headers = None
+
+        def __init__(self, status=None, reason=None, http_resp=None):
+            super(ApiException, self).__init__(reason)
+            self.status, self.reason = status, reason
+
+try:
+    from urllib3.util.retry import Retry as _Urllib3Retry
+except ImportError:
+    _Urllib3Retry = None
+
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8sdynamicclient import K8SDynamicClient
+    from ansible_collections.kubernetes.core.plugins.module_utils.client.discovery import LazyDiscoverer
+except ImportError:
+    K8SDynamicClient = LazyDiscoverer = None
 
 # Names, types, aliases and environment variables as kubernetes.core's AUTH_ARG_SPEC (args_common.py); validate_certs
 # defaults to true here.  proxy_headers and persist_config are not offered.
@@ -109,12 +146,24 @@ def _config_error(kwargs, e):
     return KubeError('cannot configure the Kubernetes client from kubeconfig %s: %s' % (where, e))
 
 
-def get_client(params, get_api_client=None):
-    """A kubernetes DynamicClient for the connection options in params: kubernetes.core's get_api_client.
+def get_client(params, get_api_client=None, core=None, api_client_class=None, dynamic_client_class=None):
+    """A kubernetes DynamicClient for the connection options in params, with the retry policy on every request.
 
-    Raises KubeError when kubernetes.core is missing or the configuration cannot be loaded.
-    get_api_client replaces kubernetes.core's (tests).
+    Built as kubernetes.core's get_api_client builds it (its configuration steps, K8SDynamicClient and LazyDiscoverer),
+    on the ApiClient of api_client(), so that the API discovery's requests are retried as well. Raises KubeError when
+    kubernetes.core is missing or the configuration cannot be loaded. get_api_client replaces that route with a
+    factory (tests); core, api_client_class and dynamic_client_class replace kubernetes.core's modules (tests).
     """
+    if get_api_client is None and (dynamic_client_class or K8SDynamicClient) is not None:
+        api = api_client(params, core=core, api_client_class=api_client_class)
+        cls = dynamic_client_class or K8SDynamicClient
+        try:
+            return cls(api, discoverer=LazyDiscoverer) if dynamic_client_class is None else cls(api)
+        except ApiException as e:  # discovery's requests: an answer of the server, or the retry policy giving up
+            where = getattr(getattr(api, 'configuration', None), 'host', None) or 'the API server'
+            raise KubeError('API discovery at %s failed: %s' % (where, getattr(e, 'reason', None) or e))
+        except Exception as e:  # a discovery cache that cannot be written, ...: as get_api_client's errors
+            raise _config_error(_kwargs(params), e)
     factory = get_api_client or _core_get_api_client
     if factory is None:
         raise _missing_core()
@@ -123,7 +172,9 @@ def get_client(params, get_api_client=None):
         wrapper = factory(module=None, **kwargs)
     except Exception as e:  # ConfigException, CoreException, YAML and file errors: kubeconfig problems come in many types
         raise _config_error(kwargs, e)
-    return getattr(wrapper, 'client', wrapper)
+    client = getattr(wrapper, 'client', wrapper)
+    install_retries(client)
+    return client
 
 
 def api_client(params, core=None, api_client_class=None):
@@ -150,4 +201,316 @@ def api_client(params, core=None, api_client_class=None):
     client = api_client_class(configuration)
     for header, value in headers.items():
         core._set_header(client, header, value)
+    install_retries(client)
     return client
+
+
+# ------------------------------------------------------------------------------------------------ retry policy
+RETRY_ANY_METHOD = frozenset([429])
+RETRY_IF_IDEMPOTENT = frozenset([502, 503, 504])
+IDEMPOTENT_METHODS = frozenset(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])
+NON_IDEMPOTENT_PATCH = 'application/json-patch+json'
+DEFAULT_MAX_RETRIES = 10
+DEFAULT_MAX_TOTAL = 120.0
+
+
+def _env_number(name, default, cast):
+    value = os.environ.get(name)
+    if value in (None, ''):
+        return default
+    try:
+        number = cast(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise KubeError('%s must be a number of 0 or more, got %r' % (name, value))
+    return number
+
+
+def _is_eviction(url):
+    return url.split('?', 1)[0].rstrip('/').endswith('/eviction')
+
+
+def _header(headers, name):
+    if not headers:
+        return None
+    getter = getattr(headers, 'get', None)
+    if getter is None:
+        return None
+    value = getter(name)
+    if value is None:
+        for key in list(headers.keys()) if hasattr(headers, 'keys') else []:
+            if key.lower() == name.lower():
+                return headers[key]
+    return value
+
+
+def retry_after_seconds(value):
+    """Seconds of a Retry-After header (an integer of seconds, as the API server sends it); None when absent or not
+    a number (an HTTP date is not sent by kube-apiserver and counts as absent)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        return None
+    return max(seconds, 0.0)
+
+
+def _connection_not_opened(error):
+    """True when the request never reached the server: the connection could not be opened."""
+    names = set(type(e).__name__ for e in _causes(error))
+    return bool(names & set(['NewConnectionError', 'ConnectTimeoutError', 'ConnectionRefusedError', 'NameResolutionError']))
+
+
+def _connection_dropped(error):
+    """True for a connection dropped or reset while the request was on its way or its answer was."""
+    names = set(type(e).__name__ for e in _causes(error))
+    return bool(names & set(['ProtocolError', 'ConnectionResetError', 'ConnectionAbortedError', 'BrokenPipeError',
+                             'RemoteDisconnected', 'IncompleteRead', 'ReadTimeoutError', 'SSLEOFError',
+                             'SSLZeroReturnError', 'MaxRetryError', 'ConnectionError']))
+
+
+def _causes(error):
+    """The error and the errors it wraps (urllib3's reason / original_error, exception chaining, exception args)."""
+    out, todo = [], [error]
+    while todo and len(out) < 16:
+        e = todo.pop(0)
+        if not isinstance(e, BaseException) or any(e is o for o in out):
+            continue
+        out.append(e)
+        todo.extend([getattr(e, 'reason', None), getattr(e, 'original_error', None), e.__cause__, e.__context__])
+        todo.extend(getattr(e, 'args', ()) or ())
+    return out
+
+
+class RetryPolicy(object):
+    """Which requests are retried, after how long, and how often (see the module's docstring).
+
+    sleep, clock and jitter are replaced by the unit tests; ``log`` keeps one entry per retry (method, path, cause,
+    delay), which the lab's fault tests compare with the proxy's record.
+    """
+
+    def __init__(self, max_retries=None, max_total=None, base_delay=0.5, max_delay=8.0, sleep=time.sleep,
+                 clock=time.monotonic, jitter=None):
+        self.max_retries = _env_number('GPUOPS_K8S_RETRIES', DEFAULT_MAX_RETRIES, int) \
+            if max_retries is None else max_retries
+        self.max_total = _env_number('GPUOPS_K8S_RETRY_TOTAL', DEFAULT_MAX_TOTAL, float) \
+            if max_total is None else max_total
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+        self.clock = clock
+        self.jitter = jitter if jitter is not None else random.random
+        self.log = []
+
+    def backoff(self, attempt):
+        """Delay before retry ``attempt`` (1, 2, ...) when the server named none: exponential, capped, with jitter."""
+        delay = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return delay * (0.5 + self.jitter() / 2)
+
+    @staticmethod
+    def idempotent(method, content_type, url):
+        method = (method or '').upper()
+        if method in IDEMPOTENT_METHODS:
+            return True
+        if method == 'PATCH':
+            return (content_type or '').split(';')[0].strip() != NON_IDEMPOTENT_PATCH
+        return method == 'POST' and _is_eviction(url)
+
+    def decide(self, method, url, content_type, status=None, retry_after=None, error=None):
+        """(retry, delay or None, why): what to do with one failed attempt (an HTTP status or a connection error)."""
+        if error is not None:
+            if _connection_not_opened(error):
+                return True, None, 'connection not opened (%s)' % _short(error)
+            if _connection_dropped(error):
+                if self.idempotent(method, content_type, url):
+                    return True, None, 'connection dropped (%s)' % _short(error)
+                return False, None, 'connection dropped (%s) after the request was sent' % _short(error)
+            return False, None, _short(error)
+        if status in RETRY_ANY_METHOD:
+            if (method or '').upper() == 'POST' and _is_eviction(url):
+                return False, None, 'a disruption budget refused the eviction'
+            return True, retry_after, 'HTTP %s' % status
+        if status in RETRY_IF_IDEMPOTENT and self.idempotent(method, content_type, url):
+            return True, retry_after, 'HTTP %s' % status
+        return False, None, 'HTTP %s' % status
+
+    def describe(self, method, url):
+        return '%s %s' % (method, _path(url))
+
+
+def _short(error):
+    text = str(error)
+    return (type(error).__name__ + ': ' + text)[:300]
+
+
+def _path(url):
+    if '://' in url:
+        url = '/' + url.split('://', 1)[1].split('/', 1)[-1] if '/' in url.split('://', 1)[1] else '/'
+    return url
+
+
+class RetriesExhausted(ApiException):
+    """The request failed and the policy stopped retrying it (limit reached, or not safe to resend).
+
+    ``status``: the last HTTP status (0 for a connection error); ``reason``: the message for the user;
+    ``may_have_landed``: True when a non-idempotent request may have been run by the server (re-read before resending).
+    """
+
+    def __init__(self, status, reason, body=None, headers=None, may_have_landed=False):
+        ApiException.__init__(self, status=status, reason=reason)
+        self.body = body
+        self.headers = headers
+        self.may_have_landed = may_have_landed
+
+    def __str__(self):
+        return '(%s) %s' % (self.status, self.reason)
+
+
+def _response_status(result):
+    """The HTTP status of what rest_client.request returned (client 37 returns errors instead of raising)."""
+    return getattr(result, 'status', None)
+
+
+def _response_headers(result):
+    getheaders = getattr(result, 'getheaders', None)
+    if getheaders is not None:
+        try:
+            return getheaders()
+        except Exception:  # pylint: disable=broad-except
+            return None
+    return getattr(result, 'headers', None)
+
+
+def _discard(result):
+    """Read and release the body of an answer that will be retried, so that its connection goes back to the pool."""
+    raw = getattr(result, 'response', result)
+    for name in ('drain_conn', 'release_conn'):
+        fn = getattr(raw, name, None)
+        if fn is not None:
+            try:
+                fn()
+            except Exception:  # pylint: disable=broad-except
+                pass
+
+
+def _body_of(result):
+    read = getattr(result, 'read', None)
+    if read is not None and getattr(result, 'data', None) is None:
+        try:
+            read()
+        except Exception:  # pylint: disable=broad-except
+            pass
+    data = getattr(result, 'data', None) or getattr(result, 'body', None)
+    if isinstance(data, bytes):
+        data = data.decode('utf-8', 'replace')
+    return data
+
+
+def retrying_request(request, policy):
+    """rest_client.request wrapped by ``policy``: the kubernetes client's REST layer, both generations (client 24 to
+    36 raise ApiException for an error status, 37 and later return the response)."""
+
+    def wrapped(method, url, *args, **kwargs):
+        headers = kwargs.get('headers')
+        if headers is None and len(args) >= 2 and isinstance(args[1], dict):  # client 24 to 36: query_params, headers
+            headers = args[1]
+        if headers is None and args and isinstance(args[0], dict):  # client 37: headers
+            headers = args[0]
+        content_type = _header(headers, 'Content-Type')
+        start = policy.clock()
+        attempt = 0
+        answers = []
+        while True:
+            status = error = result = None
+            resp_headers = body = None
+            try:
+                result = request(method, url, *args, **kwargs)
+                status = _response_status(result)
+                if status is None or 200 <= status <= 399:
+                    return result
+                resp_headers = _response_headers(result)
+            except ApiException as e:
+                if not getattr(e, 'status', None):  # status 0: a TLS error the client turned into ApiException
+                    error = e
+                else:
+                    status, resp_headers, body, result = e.status, getattr(e, 'headers', None), getattr(e, 'body', None), e
+            except Exception as e:  # pylint: disable=broad-except  # urllib3 and socket errors
+                error = e
+            retry_after = retry_after_seconds(_header(resp_headers, 'Retry-After')) if error is None else None
+            retry, delay, why = policy.decide(method, url, content_type, status=status, retry_after=retry_after,
+                                              error=error)
+            answers.append(why + ('' if retry_after is None else ', Retry-After %gs' % retry_after))
+            if not retry:
+                if error is None:  # an answer the caller handles (404, 409, 422, an eviction's 429...): as it came
+                    if isinstance(result, ApiException):
+                        raise result
+                    return result
+                if not _connection_dropped(error):
+                    raise error
+                landed = not policy.idempotent(method, content_type, url)
+                raise RetriesExhausted(0, _give_up_message(policy, method, url, answers, start, landed),
+                                       may_have_landed=landed)
+            attempt += 1
+            wait = delay if delay is not None else policy.backoff(attempt)
+            if attempt > policy.max_retries or policy.clock() - start + wait > policy.max_total:
+                raise RetriesExhausted(status or 0, _give_up_message(policy, method, url, answers, start, False,
+                                                                     limit=True, next_wait=wait),
+                                       body=body if body is not None else _body_of(result), headers=resp_headers)
+            if result is not None and not isinstance(result, ApiException):
+                _discard(result)
+            policy.log.append({'method': method, 'path': _path(url), 'cause': why, 'retry_after': retry_after,
+                               'delay': round(wait, 3), 'attempt': attempt})
+            policy.sleep(wait)
+
+    wrapped.gpuops_retry_policy = policy
+    return wrapped
+
+
+def _give_up_message(policy, method, url, answers, start, landed, limit=False, next_wait=None):
+    elapsed = policy.clock() - start
+    what = policy.describe(method, url)
+    seen = []
+    for answer in answers:
+        if seen and seen[-1][0] == answer:
+            seen[-1][1] += 1
+        else:
+            seen.append([answer, 1])
+    seen = '; '.join(a if n == 1 else '%s (x%d)' % (a, n) for a, n in seen[-3:])
+    if limit:
+        return ('%s failed %d time(s) in %.1f s (%s); gave up: the retry limits are %d retries and %g s per request '
+                '(next wait %.1f s; GPUOPS_K8S_RETRIES, GPUOPS_K8S_RETRY_TOTAL). The API server is overloaded or '
+                'unreachable; run again when it answers'
+                % (what, len(answers), elapsed, seen, policy.max_retries, policy.max_total, next_wait or 0))
+    if landed:
+        return ('%s: %s; not sent again: the server may have run it (a %s is not idempotent). Run again: the next run '
+                'reads what is there first' % (what, seen, method))
+    return '%s failed after %d attempt(s) in %.1f s: %s' % (what, len(answers), elapsed, seen)
+
+
+def no_urllib3_retries():
+    """A urllib3 Retry that retries nothing (the collection's policy is the only one); None without urllib3."""
+    if _Urllib3Retry is None:
+        return None
+    return _Urllib3Retry(total=False, redirect=5, raise_on_status=False)
+
+
+def install_retries(client, policy=None):
+    """Wrap the REST layer of a kubernetes ApiClient (or of the ApiClient inside a DynamicClient) with the retry policy
+    and switch off urllib3's own retries under it; the policy (its ``log``) is returned. A second call does nothing."""
+    api = getattr(client, 'client', client)  # DynamicClient -> ApiClient
+    rest = getattr(api, 'rest_client', None)
+    if rest is None:
+        return None
+    current = getattr(rest.request, 'gpuops_retry_policy', None)
+    if current is not None:
+        return current
+    policy = policy or RetryPolicy()
+    pool = getattr(rest, 'pool_manager', None)
+    retries = no_urllib3_retries()
+    if pool is not None and retries is not None and hasattr(pool, 'connection_pool_kw'):
+        pool.connection_pool_kw['retries'] = retries
+        pool.clear()
+    rest.request = retrying_request(rest.request, policy)
+    return policy

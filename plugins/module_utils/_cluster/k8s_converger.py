@@ -156,8 +156,27 @@ class Converger(object):
                              'labels': {'app.kubernetes.io/managed-by': 'gpuops.k8s_gpu', 'gpuops.io/backup-of-kind': kind}},
                 'data': {'object.json': json.dumps(clean(live), indent=2, sort_keys=True)}}
         if not self.check_mode:
-            self.client.create(cm_res, body=body, namespace=bns)
+            self.create_once(cm_res, body, bname, bns)
         self.backups.append('%s/%s' % (bns, bname))
+
+    def create_once(self, res, body, name, namespace):
+        """POST a new object so that it exists once: a create is not idempotent, so the retry policy (k8s_access)
+        does not resend one that may have landed (connection lost after sending: status 0). Re-read then: there
+        means it landed; absent means send it again, once. A conflict (409, already exists: an earlier try that
+        landed, or another writer) is settled by reading what is there."""
+        for attempt in (1, 2):
+            try:
+                self.client.create(res, body=body, namespace=namespace)
+                return
+            except ApiException as e:
+                if e.status not in (0, 409):
+                    raise
+                try:
+                    self.client.get(res, name=name, namespace=namespace)
+                    return  # it is there
+                except NotFoundError:
+                    if attempt == 2 or e.status == 409:
+                        raise
 
     def present(self, d):
         res = self.resource(d)

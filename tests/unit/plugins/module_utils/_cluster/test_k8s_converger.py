@@ -202,3 +202,46 @@ def test_K8S_10_K8S_11_other_kinds_keep_exact_list_lengths():
     client = FakeDynamic([live], served=('DaemonSet',))
     assert run(client, [ds])['updated'] == 1
     assert not K.is_subset({'spec': {'tolerations': [1]}}, {'spec': {'tolerations': [1, 2]}})
+
+
+class LostAnswer(FakeDynamic):
+    """A create whose answer is lost (status 0, as k8s_access's retry policy reports a POST it will not resend):
+    ``landed`` says whether the server ran it."""
+
+    def __init__(self, landed, objects=()):
+        FakeDynamic.__init__(self, objects)
+        self.landed = landed
+        self.failed = False
+
+    def create(self, res, body, namespace=None):
+        if not self.failed:
+            self.failed = True
+            if self.landed:
+                FakeDynamic.create(self, res, body, namespace)
+            else:
+                self.writes.append(('create', res.kind, body['metadata']['name'], 'lost'))
+            raise K.ApiException(status=0, reason='connection dropped after the request was sent')
+        return FakeDynamic.create(self, res, body, namespace)
+
+
+@pytest.mark.parametrize('landed', [True, False])
+def test_backup_create_that_may_have_landed_is_read_before_it_is_sent_again(landed):
+    """Issue #31: a POST that may have landed is re-read before it is resent; exactly one backup either way."""
+    client = LostAnswer(landed, [dict(CM, data={'k': 'site'})])
+    result = run(client, [CM])
+    creates = [w for w in client.writes if w[0] == 'create']
+    assert len(creates) == (1 if landed else 2), client.writes
+    assert result['backups'] == ['ns/gpuops-backup-configmap-cfg']
+    assert ('ConfigMap', 'ns', 'gpuops-backup-configmap-cfg') in client.store
+
+
+def test_backup_create_conflict_is_settled_by_reading():
+    """409 AlreadyExists on the backup's create (another writer, or an earlier try that landed): read, keep it."""
+    class Conflict(FakeDynamic):
+        def create(self, res, body, namespace=None):
+            FakeDynamic.create(self, res, body, namespace)
+            raise K.ApiException(status=409, reason='AlreadyExists')
+
+    client = Conflict([dict(CM, data={'k': 'site'})])
+    result = run(client, [CM])
+    assert result['backups'] == ['ns/gpuops-backup-configmap-cfg'] and result['updated'] == 1
