@@ -274,6 +274,7 @@ def pytest_terminal_summary(terminalreporter, config):
 # log's events carry the user, so a test counts its own writes only.
 KUBE_REAL_VERSION = os.environ.get('GPUOPS_KUBE_VERSION', '1.37')
 AUDIT_MARK = 'gpuops-audit-mark'
+AUDIT_READS = 'gpuops:audit-reads'  # lab/kube/audit-policy.yaml logs every request of this group, reads included
 WRITE_VERBS = ('create', 'update', 'patch', 'delete', 'deletecollection')
 
 
@@ -290,8 +291,11 @@ class KubeReal(object):
         self.audit_log = os.path.join(self.state, 'audit.log')
         self.ca = os.path.join(self.state, 'pki', 'ca.crt')
 
-    def user(self, name, groups=('system:masters',)):
-        """Kubeconfig of a client-certificate user ``name`` (signed by the cluster's CA), made once."""
+    def user(self, name, groups=('system:masters',), reads=False):
+        """Kubeconfig of a client-certificate user ``name`` (signed by the cluster's CA), made once. With ``reads``
+        the user is also in group gpuops:audit-reads, whose reads the audit log records too (see ``requests``)."""
+        if reads:
+            groups = tuple(groups) + (AUDIT_READS,)
         safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)
         path = os.path.join(self.state, 'users', safe + '.kubeconfig')
         if not os.path.exists(path):
@@ -347,6 +351,14 @@ class KubeReal(object):
         return [(e['verb'], e['requestURI'], e.get('responseStatus', {}).get('code'))
                 for e in self.events(start, end, user)
                 if e['verb'] in WRITE_VERBS and 'dryRun=All' not in e['requestURI']]
+
+
+    def requests(self, start, end=None, user=None):
+        """Every request between two marks (reads only for users made with ``reads=True``), the marker GETs left out:
+        each as (verb, requestURI, response code)."""
+        return [(e['verb'], e['requestURI'], e.get('responseStatus', {}).get('code'))
+                for e in self.events(start, end, user)
+                if not e.get('userAgent', '').startswith('gpuops-audit-mark/')]
 
 
 def kube_real_up(state, owner_pid, version=KUBE_REAL_VERSION):
