@@ -192,13 +192,15 @@ WEIGHT = {
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
     'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 88,
-    'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 71,
+    'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 50,
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
-    'integration/test_gpu_share_report.py': 48, 'integration/test_mig_persistence.py': 48,
+    'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
     # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
-    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
+    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 27,
+    # new on the real control plane, 2026-11-27 (-p no:xdist, the machine shared)
+    'integration/test_hami_webhook_real.py': 25,
 }
 
 
