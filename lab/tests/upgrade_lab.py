@@ -137,6 +137,9 @@ def unseed(cl):
             cl.core.delete_node(node)
         except client.ApiException:
             pass
+    # the two upgrade files share these names when one worker runs both: the next lab's namespace must not meet this
+    # one still terminating
+    wait_until('namespace %s gone' % NS, lambda: NS not in [n.metadata.name for n in cl.core.list_namespace().items], 120)
 
 
 def make_lab(tmp_path_factory, collections_path, tag, kube_real):
