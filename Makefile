@@ -29,11 +29,15 @@ test-only: setup
 # The lab tests that run against the real control plane (lab/kube/real.py), at the minor KUBE_VERSION (1.37 or 1.34;
 # make test runs them at 1.37): builds that minor's programs once per machine, then one cluster for these files.
 KUBE_VERSION ?= 1.34
+# (the fast files; test_playbooks, test_uninstall and the upgrade files, which also use it, need node containers or the
+# NVML simulator and run in make test)
 KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/test_gpu_sharing_stack_real.py \
 	lab/tests/integration/test_kube_scheduler_real.py lab/tests/integration/test_gpu_node_drain_real.py \
 	lab/tests/integration/test_dra_real.py \
 	lab/tests/oracles/test_dra_driver_chart.py lab/tests/integration/test_gpu_sharing_stack_dra_real.py \
-	lab/tests/integration/test_faults_real.py
+	lab/tests/integration/test_faults_real.py \
+	lab/tests/integration/test_gpu_node_labels.py lab/tests/integration/test_gpu_share_report.py \
+	lab/tests/integration/test_hami_webhook_real.py
 test-kube: setup
 	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
 	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \

@@ -192,13 +192,13 @@ WEIGHT = {
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
     'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 88,
-    'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 71,
+    'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 50,
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
-    'integration/test_gpu_share_report.py': 48, 'integration/test_mig_persistence.py': 48,
+    'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
     # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
-    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 15,
+    'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 27,
     'integration/test_dra_real.py': 40,
     # strategy dra (2026-11-27, -p no:xdist, the machine loaded): the role's plays, and helm on the DRA driver's chart
     'integration/test_gpu_sharing_stack_dra_real.py': 105, 'oracles/test_dra_driver_chart.py': 25,
@@ -207,6 +207,8 @@ WEIGHT = {
     # 2026-11-27, -p no:xdist, load average 20 on the 2-core machine: 206 s wall, 34 CPU-s (sleeps: Retry-After,
     # outages of 5 s)
     'integration/test_faults_real.py': 150,
+    # new on the real control plane, 2026-11-27 (-p no:xdist, the machine shared)
+    'integration/test_hami_webhook_real.py': 25,
 }
 
 
@@ -282,6 +284,7 @@ def pytest_terminal_summary(terminalreporter, config):
 # log's events carry the user, so a test counts its own writes only.
 KUBE_REAL_VERSION = os.environ.get('GPUOPS_KUBE_VERSION', '1.37')
 AUDIT_MARK = 'gpuops-audit-mark'
+AUDIT_READS = 'gpuops:audit-reads'  # lab/kube/audit-policy.yaml logs every request of this group, reads included
 WRITE_VERBS = ('create', 'update', 'patch', 'delete', 'deletecollection')
 
 
@@ -298,8 +301,11 @@ class KubeReal(object):
         self.audit_log = os.path.join(self.state, 'audit.log')
         self.ca = os.path.join(self.state, 'pki', 'ca.crt')
 
-    def user(self, name, groups=('system:masters',)):
-        """Kubeconfig of a client-certificate user ``name`` (signed by the cluster's CA), made once."""
+    def user(self, name, groups=('system:masters',), reads=False):
+        """Kubeconfig of a client-certificate user ``name`` (signed by the cluster's CA), made once. With ``reads``
+        the user is also in group gpuops:audit-reads, whose reads the audit log records too (see ``requests``)."""
+        if reads:
+            groups = tuple(groups) + (AUDIT_READS,)
         safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)
         path = os.path.join(self.state, 'users', safe + '.kubeconfig')
         if not os.path.exists(path):
@@ -355,6 +361,14 @@ class KubeReal(object):
         return [(e['verb'], e['requestURI'], e.get('responseStatus', {}).get('code'))
                 for e in self.events(start, end, user)
                 if e['verb'] in WRITE_VERBS and 'dryRun=All' not in e['requestURI']]
+
+
+    def requests(self, start, end=None, user=None):
+        """Every request between two marks (reads only for users made with ``reads=True``), the marker GETs left out:
+        each as (verb, requestURI, response code)."""
+        return [(e['verb'], e['requestURI'], e.get('responseStatus', {}).get('code'))
+                for e in self.events(start, end, user)
+                if not e.get('userAgent', '').startswith('gpuops-audit-mark/')]
 
 
 def kube_real_up(state, owner_pid, version=KUBE_REAL_VERSION):

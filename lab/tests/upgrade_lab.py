@@ -1,7 +1,14 @@
 """Shared lab of the driver-upgrade tests (lab/tests/integration/test_upgrade_driver*.py): playbooks/upgrade_driver.yml
-end to end with three node containers with simulated GPUs (NVML simulator), the Kubernetes API emulator holding their
-Node objects and pods, and the nvidia_driver role's runfile method fed from a file:// gpuops_mirror.files of stand-in
-.run installers (lab/upgrade/nvidia-runfile-stand-in.sh) that make the simulator report the installed version.
+end to end with three node containers with simulated GPUs (NVML simulator), the nvidia_driver role's runfile method fed
+from a file:// gpuops_mirror.files of stand-in .run installers (lab/upgrade/nvidia-runfile-stand-in.sh) that make the
+simulator report the installed version, and the cluster side on the real control plane (lab/kube/real.py, the shared
+`kube_real` cluster): the three Kubernetes nodes are kwok nodes (named with the pid, tainted so that only this lab's
+pods land there), each runs the pod of a ReplicaSet `train-<node>` (the real ReplicaSet controller replaces an evicted
+pod: Pending while the node is cordoned, back on its node after the uncordon, through the real kube-scheduler) and of
+a DaemonSet `dp-<node>`; evictions go through the real eviction API with PodDisruptionBudgets the real disruption
+controller keeps current. The playbook's requests are read from the API server's audit log (its own client identity):
+the order of mark / cordon / evict / uncordon / unmark per node. Pods are named by their owner (`train-<node>`) where a
+controller generated the name.
 
 Each test file builds its own lab with make_lab() (a module-scoped fixture), so the files run on different pytest-xdist
 workers at the same time. Node 2 is a MIG pool node (lab/upgrade/nvml-h100-mig.json, 2x 3g.40gb). What the lab cannot
@@ -12,11 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 
 import yaml
 
-from conftest import ROOT, emulator_get, kube_emulator, sh
+from conftest import ROOT, sh, wait_until
 
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
@@ -25,43 +31,122 @@ PYNVML = os.path.join(os.path.dirname(os.path.dirname(yaml.__file__)), 'pynvml.p
 OLD, NEW = '550.54.15', '550.90.07'
 # inventory host -> (NVML simulator inventory, Kubernetes node name: deliberately not the inventory name)
 MIG_INVENTORY = os.path.join(ROOT, 'lab', 'upgrade', 'nvml-h100-mig.json')
-NODES = [('upg-1', 't4', 'gpu-node-1'), ('upg-2', MIG_INVENTORY, 'gpu-node-2'), ('upg-3', 'p100', 'gpu-node-3')]
+SUFFIX = '%d' % os.getpid()
+NODES = [('upg-1', 't4', 'gpu-node-1-' + SUFFIX), ('upg-2', MIG_INVENTORY, 'gpu-node-2-' + SUFFIX),
+         ('upg-3', 'p100', 'gpu-node-3-' + SUFFIX)]
 # node 2's pool: MIG with this geometry per GPU (what the upgrade verifies after the reboot)
 MIG_HOST_VARS = {'gpuops_sharing_strategy': 'mig', 'gpu_node_sharing_mig_devices': {'3g.40gb': 2}}
+NS = 'upgrade-' + SUFFIX                 # the workload pods' namespace
+USER = 'gpuops-test-upgrade-' + SUFFIX   # the playbook's client identity (its requests in the audit log)
+TAINT = {'key': 'gpuops.io/upgrade-lab', 'value': SUFFIX, 'effect': 'NoSchedule'}
 
 
 def dexec(container, *cmd, check=True):
     return sh('docker', 'exec', container, *cmd, check=check)
 
 
-def pod(name, node, owner_kind, labels=None):
-    return {'apiVersion': 'v1', 'kind': 'Pod',
-            'metadata': {'name': name, 'namespace': 'default', 'labels': labels or {'app': name},
-                         'ownerReferences': [{'apiVersion': 'apps/v1', 'kind': owner_kind, 'name': name.rsplit('-', 1)[0],
-                                              'uid': '00000000-0000-0000-0000-%012d' % abs(hash(name) % 10 ** 12),
-                                              'controller': True}]},
-            'spec': {'nodeName': node, 'containers': [{'name': 'c', 'image': 'registry.example/app:1'}]},
-            'status': {'phase': 'Running'}}
+def pod_spec(node):
+    return {'nodeSelector': {'kubernetes.io/hostname': node}, 'tolerations': [dict(TAINT, operator='Equal')],
+            'terminationGracePeriodSeconds': 0, 'containers': [{'name': 'c', 'image': 'registry.example/app:1'}]}
 
 
-def workload_pods(node):
-    return [pod('train-%s' % node, node, 'ReplicaSet'), pod('dp-%s' % node, node, 'DaemonSet')]
+def replicaset(name, node, labels=None, finalizers=None):
+    """A ReplicaSet of one pod on ``node`` (its pod template may carry ``finalizers``: the pods get them)."""
+    labels = labels or {'app': name}
+    meta = {'labels': labels}
+    if finalizers:
+        meta['finalizers'] = list(finalizers)
+    return {'apiVersion': 'apps/v1', 'kind': 'ReplicaSet', 'metadata': {'name': name, 'namespace': NS},
+            'spec': {'replicas': 1, 'selector': {'matchLabels': labels},
+                     'template': {'metadata': meta, 'spec': pod_spec(node)}}}
 
 
-def seed():
-    docs = []
+def daemonset(name, node):
+    labels = {'app': name}
+    return {'apiVersion': 'apps/v1', 'kind': 'DaemonSet', 'metadata': {'name': name, 'namespace': NS},
+            'spec': {'selector': {'matchLabels': labels}, 'template': {'metadata': {'labels': labels},
+                                                                     'spec': pod_spec(node)}}}
+
+
+def bare_pod(name, node, labels=None, phase=None):
+    """A pod without a controller (a GPU job's pod as wait_for_jobs selects it by label; a real Job's pods would be
+    completed at once by kwok). ``phase``: set through the status subresource once kwok runs it."""
+    return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name, 'namespace': NS, 'labels': labels or {}},
+            'spec': pod_spec(node), '_phase': phase}
+
+
+def kwok_node(node):
+    res = {'nvidia.com/gpu': '1', 'cpu': '16', 'memory': '64Gi', 'pods': '110'}
+    return {'apiVersion': 'v1', 'kind': 'Node',
+            'metadata': {'name': node, 'labels': {'kubernetes.io/hostname': node},
+                         'annotations': {'kwok.x-k8s.io/node': 'fake'}},
+            'spec': {'taints': [TAINT]}, 'status': {'capacity': res, 'allocatable': dict(res)}}
+
+
+class Cluster(object):
+    """This lab's side of the shared real cluster: clients, the playbook's kubeconfig, the audit log."""
+
+    def __init__(self, kube):
+        from kubernetes import client
+        self.kube = kube
+        self.api = kube.api()
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.policy = client.PolicyV1Api(self.api)
+        self.kubeconfig = kube.user(USER)
+
+    def create(self, doc):
+        doc = dict((k, v) for k, v in doc.items() if not k.startswith('_'))
+        if doc['kind'] == 'ReplicaSet':
+            return self.apps.create_namespaced_replica_set(NS, doc)
+        if doc['kind'] == 'DaemonSet':
+            return self.apps.create_namespaced_daemon_set(NS, doc)
+        if doc['kind'] == 'PodDisruptionBudget':
+            return self.policy.create_namespaced_pod_disruption_budget(NS, doc)
+        return self.core.create_namespaced_pod(NS, doc)
+
+    def mark(self):
+        return self.kube.mark()
+
+
+def owner_name(pod):
+    refs = pod.metadata.owner_references or []
+    return refs[0].name if refs else pod.metadata.name
+
+
+def seed(cl):
     for _h, _inv, node in NODES:
-        docs.append({'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': node, 'labels': {'kubernetes.io/hostname': node}},
-                     'spec': {}, 'status': {'capacity': {'nvidia.com/gpu': '1'}, 'allocatable': {'nvidia.com/gpu': '1'}}})
-        docs.extend(workload_pods(node))
-    return docs
+        cl.core.create_node(kwok_node(node))
+    cl.core.create_namespace({'metadata': {'name': NS}})
+    wait_until('ServiceAccount default in %s' % NS, lambda: [
+        s for s in cl.core.list_namespaced_service_account(NS).items if s.metadata.name == 'default'])
+    for _h, _inv, node in NODES:
+        cl.create(replicaset('train-%s' % node, node))
+        cl.create(daemonset('dp-%s' % node, node))
+    reseed_pods(cl)
 
 
-def make_lab(tmp_path_factory, collections_path, tag):
+def unseed(cl):
+    from kubernetes import client
+    for p in cl.core.list_namespaced_pod(NS).items:
+        if p.metadata.finalizers:
+            cl.core.patch_namespaced_pod(p.metadata.name, NS, {'metadata': {'finalizers': None}})
+    cl.core.delete_namespace(NS)
+    for _h, _inv, node in NODES:
+        try:
+            cl.core.delete_node(node)
+        except client.ApiException:
+            pass
+    # the two upgrade files share these names when one worker runs both: the next lab's namespace must not meet this
+    # one still terminating
+    wait_until('namespace %s gone' % NS, lambda: NS not in [n.metadata.name for n in cl.core.list_namespace().items], 120)
+
+
+def make_lab(tmp_path_factory, collections_path, tag, kube_real):
     """The three-node lab of a test file (a module-scoped fixture yields from it): node containers with the NVML
-    simulator and the stand-in runfiles, every node on OLD through the role, and a Kubernetes API emulator seeded with
-    the nodes and their workload pods. ``tag`` names the containers and the emulator (one lab per file, so files run
-    on different xdist workers at the same time)."""
+    simulator and the stand-in runfiles, every node on OLD through the role, and on the real control plane
+    ``kube_real`` the nodes and their workload pods. ``tag`` names the containers (one lab per file, so files run on
+    different xdist workers at the same time; the Kubernetes names carry the pid)."""
     tmp = tmp_path_factory.mktemp('upgrade-' + tag)
     sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
     sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)
@@ -99,9 +184,13 @@ def make_lab(tmp_path_factory, collections_path, tag):
                    ANSIBLE_PIPELINING='1', PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
         ctx = {'inventory': str(inv_path), 'env': env, 'containers': containers, 'tmp': tmp}
         setup(ctx)
-        with kube_emulator(tmp, tag, seed()) as emu:
-            ctx['emu'] = emu
+        cl = Cluster(kube_real)
+        ctx['emu'] = cl
+        try:
+            seed(cl)
             yield ctx
+        finally:
+            unseed(cl)
     finally:
         for name in containers.values():
             sh(os.path.join(DOCKER_DIR, 'node.sh'), 'down', name, check=False)
@@ -153,34 +242,62 @@ def installed_versions(ctx, host):
 
 
 def k8s_nodes(emu):
-    state = emulator_get(emu, '/_emulator/state')
-    objs = state.get('objects', state.get('items', []))
-    return dict((o['metadata']['name'], o) for o in objs if o.get('kind') == 'Node')
+    """{name: Node as the API server returns it} of this lab's nodes."""
+    return dict((node, emu.api.sanitize_for_serialization(emu.core.read_node(node))) for _h, _i, node in NODES)
 
 
 def k8s_pods(emu):
-    state = emulator_get(emu, '/_emulator/state')
-    objs = state.get('objects', state.get('items', []))
-    return sorted((o['spec'].get('nodeName'), o['metadata']['name']) for o in objs if o.get('kind') == 'Pod')
+    """[(node, owner name or pod name)] of this lab's pods that are not being deleted, sorted (node None: a pod no
+    node took yet, e.g. an evicted pod's replacement while its node is cordoned)."""
+    return sorted(((p.spec.node_name, owner_name(p)) for p in emu.core.list_namespaced_pod(NS).items
+                   if p.metadata.deletion_timestamp is None), key=lambda t: (t[0] or '', t[1]))
 
 
-def node_events(emu, since):
-    """[(seq, node, 'mark'|'cordon'|'uncordon'|'unmark'|'evict', pod)] from the request log, in order."""
+def pod_uids(emu):
+    """{(node, owner name): pod uid} of the pods on a node."""
+    return dict(((p.spec.node_name, owner_name(p)), p.metadata.uid) for p in emu.core.list_namespaced_pod(NS).items
+                if p.spec.node_name and p.metadata.deletion_timestamp is None)
+
+
+def pod_of(emu, owner):
+    """The name of the (not deleted) pod of ``owner``."""
+    names = [p.metadata.name for p in emu.core.list_namespaced_pod(NS).items
+             if owner_name(p) == owner and p.metadata.deletion_timestamp is None]
+    assert len(names) == 1, (owner, names)
+    return names[0]
+
+
+def _logical(pod_name):
+    """train-<node>-x7k2p -> train-<node> (a controller's generated pod name to its owner's name)."""
+    for _h, _i, node in NODES:
+        for prefix in ('train-', 'dp-', 'web-', 'held-'):
+            if pod_name.startswith(prefix + node + '-'):
+                return prefix + node
+    return pod_name
+
+
+def node_events(emu, since, end=None):
+    """[(offset, node, 'mark'|'cordon'|'uncordon'|'unmark'|'evict', pod)] of the playbook's write requests (audit log,
+    its own user) after mark ``since``, in order."""
     events = []
-    for r in emulator_get(emu, '/_emulator/requests?since=%d&writes=1' % since)['items']:
-        path = r['path']
-        if r['method'] == 'PATCH' and path.startswith('/api/v1/nodes/'):
-            body = json.loads(r['body'] or '{}')
-            node = path.rsplit('/', 1)[1]
-            if 'unschedulable' in body.get('spec', {}):
-                events.append((r['seq'], node, 'cordon' if body['spec']['unschedulable'] else 'uncordon', None))
+    if end is None:
+        end = emu.mark()
+    for i, e in enumerate(emu.kube.events(since, end, user=USER)):
+        if e['verb'] not in ('create', 'update', 'patch', 'delete', 'deletecollection'):
+            continue
+        ref = e.get('objectRef') or {}
+        body = e.get('requestObject') or {}
+        if e['verb'] == 'patch' and ref.get('resource') == 'nodes' and not ref.get('subresource'):
+            node = ref['name']
+            if 'unschedulable' in (body.get('spec') or {}):
+                events.append((i, node, 'cordon' if body['spec']['unschedulable'] else 'uncordon', None))
             else:
                 marker = body['metadata']['annotations']['gpuops.io/driver-upgrade']
-                events.append((r['seq'], node, 'mark' if marker else 'unmark', None))
-        elif path.endswith('/eviction'):
-            events.append((r['seq'], None, 'evict', path.split('/')[-2]))
+                events.append((i, node, 'mark' if marker else 'unmark', None))
+        elif ref.get('subresource') == 'eviction':
+            events.append((i, None, 'evict', _logical(ref['name'])))
         else:
-            events.append((r['seq'], None, r['method'] + ' ' + path, None))
+            events.append((i, None, '%s %s' % (e['verb'], e['requestURI']), None))
     return events
 
 
@@ -191,53 +308,52 @@ def roll(node, evict=True):
 
 
 def reseed_pods(emu):
-    for _h, _i, node in NODES:
-        for p in workload_pods(node):
-            req = urllib.request.Request(emu['url'] + '/api/v1/namespaces/default/pods', data=json.dumps(p).encode(),
-                                         headers={'Content-Type': 'application/json'}, method='POST')
-            try:
-                urllib.request.urlopen(req, timeout=10).close()
-            except urllib.error.HTTPError as e:
-                if e.code != 409:
-                    raise
+    """Every train-<node> ReplicaSet's pod and every dp-<node> DaemonSet's pod Running and Ready on its node (the
+    ReplicaSet controller replaced what was evicted; the scheduler placed it back after the uncordon)."""
+    want = sorted([(n, 'dp-%s' % n) for _h, _i, n in NODES] + [(n, 'train-%s' % n) for _h, _i, n in NODES])
+
+    def placed():
+        got = sorted((p.spec.node_name, owner_name(p)) for p in emu.core.list_namespaced_pod(NS).items
+                     if p.metadata.deletion_timestamp is None and p.status.phase == 'Running'
+                     and owner_name(p).startswith(('dp-', 'train-')))
+        return got == want and got
+    wait_until('the train and dp pods Running on their nodes', placed, 90)
 
 
 def upgrade(ctx, *extra):
     return playbook(ctx, os.path.join(ROOT, 'playbooks', 'upgrade_driver.yml'), '-e', 'gpuops_upgrade_driver_version=%s' % NEW,
-                    '-e', 'gpuops_kubeconfig=%s' % ctx['emu']['kubeconfig'], *extra)
-
-
-def api(emu, method, path, body=None, ctype='application/json'):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu['url'] + path, data=data, headers={'Content-Type': ctype}, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        if e.code == 404 and method == 'DELETE':
-            return 404
-        raise
+                    '-e', 'gpuops_kubeconfig=%s' % ctx['emu'].kubeconfig, *extra)
 
 
 def stand_down(lab):
     """Back to the start of a roll: every node on OLD, uncordoned and unmarked, the workload pods only, no PDB."""
+    from kubernetes import client
     emu = lab['emu']
     for _h, _i, node in NODES:
-        api(emu, 'PATCH', '/api/v1/nodes/%s' % node,
-            {'spec': {'unschedulable': None}, 'metadata': {'annotations': {'gpuops.io/driver-upgrade': None}}},
-            'application/merge-patch+json')
-    api(emu, 'DELETE', '/apis/policy/v1/namespaces/default/poddisruptionbudgets/train-gpu-node-2')
-    for node, name in k8s_pods(emu):
-        if not name.startswith(('train-', 'dp-')):
-            api(emu, 'PATCH', '/api/v1/namespaces/default/pods/%s' % name, {'metadata': {'finalizers': None}},
-                'application/merge-patch+json')
-            api(emu, 'DELETE', '/api/v1/namespaces/default/pods/%s' % name)
+        emu.core.patch_node(node, {'spec': {'unschedulable': None},
+                                   'metadata': {'annotations': {'gpuops.io/driver-upgrade': None}}})
+    for pdb in emu.policy.list_namespaced_pod_disruption_budget(NS).items:
+        emu.policy.delete_namespaced_pod_disruption_budget(pdb.metadata.name, NS)
+    for rs in emu.apps.list_namespaced_replica_set(NS).items:
+        if not rs.metadata.name.startswith('train-'):
+            emu.apps.delete_namespaced_replica_set(rs.metadata.name, NS, propagation_policy='Background')
+    for p in emu.core.list_namespaced_pod(NS).items:
+        if not owner_name(p).startswith(('train-', 'dp-')) or p.metadata.finalizers:
+            if p.metadata.finalizers:
+                emu.core.patch_namespaced_pod(p.metadata.name, NS, {'metadata': {'finalizers': None}})
+            try:
+                emu.core.delete_namespaced_pod(p.metadata.name, NS, grace_period_seconds=0)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
     for name in lab['containers'].values():
         dexec(name, 'rm', '-f', '/etc/gpuops-lab/report-driver-version', '/etc/gpuops-lab/drop-mig-instances')
     sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), lab['containers'][NODES[1][0]], MIG_INVENTORY)
     # the role runs again only where the last roll changed something (a node still on OLD is already set up)
     setup(lab, [h for h, _i, _n in NODES if reported_version(lab, h) != OLD or installed_versions(lab, h) != [OLD]])
     reseed_pods(emu)
+    wait_until('only the train and dp pods left', lambda: all(
+        o.startswith(('train-', 'dp-')) for _n, o in k8s_pods(emu)) and len(k8s_pods(emu)) == 2 * len(NODES), 60)
 
 
 def installer_log(lab, host):

@@ -1,10 +1,19 @@
-"""gpuops.k8s_gpu.gpu_node_labels against the lab Kubernetes API emulator (lab/kube), with real ansible-playbook runs.
+"""gpuops.k8s_gpu.gpu_node_labels against the real control plane (lab/kube/real.py, the shared `kube_real` cluster),
+with real ansible-playbook runs.
 
-Converge, re-run with zero write requests (counted in the emulator's request log), check mode, pool changes,
-refusals (nothing changes, no write request), state=absent removing only the role's labels, schema validation.
+Converge, re-run with zero write requests, check mode, pool changes, refusals (nothing changes, no write request),
+state=absent removing only the role's labels, schema validation. Requests are counted from the API server's audit log
+by this file's own client identity (a user in group gpuops:audit-reads, so its reads are logged too: a re-run is one
+list of the nodes and nothing else). This file's nodes carry its pid, so parallel tests on the shared cluster never
+see them.
 
-Run: /work/main/.venv/bin/pytest lab/tests/integration/test_gpu_node_labels.py
-Nothing here skips: a missing tool or a dead emulator is a failure.
+What the audit log cannot show: the request's Content-Type. That the role's patch is a JSON merge patch
+(application/merge-patch+json) is asserted by tests/unit/plugins/module_utils/_cluster/test_node_labels_apply.py
+(the emulator showed it here before the move). A no-op write is recognised by the Node's resourceVersion, which the
+real server bumps only when a write changes the object.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_node_labels.py
+Nothing here skips: a missing tool or a control plane that does not start is a failure.
 """
 from __future__ import annotations
 
@@ -13,8 +22,8 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -25,7 +34,16 @@ VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(KUBE))
 
 import validate  # noqa: E402
-from conftest import PLAY_TIMEOUT, kube_emulator  # noqa: E402
+from conftest import PLAY_TIMEOUT, WRITE_VERBS, wait_until  # noqa: E402
+
+S = "%d" % os.getpid()
+USER = "gpuops-test-node-labels-%s" % S
+
+
+def n(short):
+    """The cluster name of this file's node ``short`` (gpu-a ... gpu-d, gpu-x, gpu-z): with the pid."""
+    return "%s-%s" % (short, S)
+
 
 ANN = "gpuops.io/managed-labels"
 STRATEGY = "gpuops.io/sharing-strategy"
@@ -41,10 +59,10 @@ def node(name, labels=None, allocatable=None, annotations=None):
 
 SEED = [
     # foreign labels: team (kept), nvidia.com/gpu.product with another value (overwritten, restored on absent)
-    node("gpu-a", {"team": "ml", "nvidia.com/gpu.product": "Old-Product"}, {"nvidia.com/gpu": "2"}),
-    node("gpu-b", {"team": "research"}, {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}),
-    node("gpu-c", {}, {"nvidia.com/gpu": "1"}),
-    node("gpu-d", {STRATEGY: "mps"}, {"nvidia.com/gpu": "1"}),
+    node(n("gpu-a"), {"team": "ml", "nvidia.com/gpu.product": "Old-Product"}, {"nvidia.com/gpu": "2"}),
+    node(n("gpu-b"), {"team": "research"}, {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}),
+    node(n("gpu-c"), {}, {"nvidia.com/gpu": "1"}),
+    node(n("gpu-d"), {STRATEGY: "mps"}, {"nvidia.com/gpu": "1"}),
 ]
 
 
@@ -65,14 +83,14 @@ INVENTORY = {
                                 "ansible_python_interpreter": str(VENV_BIN / "python")}},
         "children": {
             "gpu_nodes": {"hosts": {
-                "gpu-a": {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
-                "gpu-b": {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
+                n("gpu-a"): {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
+                n("gpu-b"): {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)},
             }},
             "gpu_conflict": {"hosts": {
-                "gpu-c": {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
-                "gpu-d": {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
+                n("gpu-c"): {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
+                n("gpu-d"): {"gpu_probe_facts": facts("NVIDIA-A100-SXM4-80GB", 81920, 1, mig=True)},
             }},
-            "no_facts": {"hosts": {"gpu-x": {"gpu_node_labels_node_name": "gpu-c"}}},
+            "no_facts": {"hosts": {n("gpu-x"): {"gpu_node_labels_node_name": n("gpu-c")}}},
         },
     }
 }
@@ -84,17 +102,32 @@ PLAYBOOK = [{"name": "Label GPU nodes", "hosts": "localhost", "gather_facts": Fa
 
 BASE_VARS = {
     "gpu_node_labels_pools": [
-        {"name": "ts", "strategy": "time-slicing", "nodes": ["gpu-a"], "device_plugin_config": "ts-4"},
-        {"name": "gs", "strategy": "gpushare", "nodes": ["gpu-b"], "labels": {"pool": "shared"}},
+        {"name": "ts", "strategy": "time-slicing", "nodes": [n("gpu-a")], "device_plugin_config": "ts-4"},
+        {"name": "gs", "strategy": "gpushare", "nodes": [n("gpu-b")], "labels": {"pool": "shared"}},
     ],
     "gpu_node_labels_extra": {"gpuops.io/managed": "true"},
 }
 
 
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory):
-    with kube_emulator(tmp_path_factory.mktemp("seed"), "node-labels", SEED) as info:
-        yield info
+def emu(kube_real):
+    """This file's nodes on the shared real cluster; the kubeconfig of its own user (reads logged)."""
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    for d in SEED:
+        core.create_node(copy.deepcopy(d))
+    # the TTL controller annotates each new Node once: before the tests, so that it never lands inside one (test 9
+    # reads a no-op write from an unchanged resourceVersion)
+    wait_until("the TTL controller annotated this file's nodes", lambda: all(
+        "node.alpha.kubernetes.io/ttl" in (core.read_node(d["metadata"]["name"]).metadata.annotations or {})
+        for d in SEED))
+    kc = kube_real.user(USER, reads=True)
+    yield {"kube": kube_real, "core": core, "kubeconfig": kc}
+    for d in SEED:
+        try:
+            core.delete_node(d["metadata"]["name"])
+        except client.ApiException:
+            pass
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +138,27 @@ def work(tmp_path_factory, collections_path):
     return {"dir": d, "collections": collections_path}
 
 
-def get(emu, path):
-    with urllib.request.urlopen(emu["url"] + path, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def seq_now(emu):
-    return get(emu, "/_emulator/requests?since=999999999")["seq"]
-
-
-def requests_since(emu, seq):
-    return get(emu, f"/_emulator/requests?since={seq}")["items"]
-
-
 def live(emu, name):
-    return get(emu, f"/api/v1/nodes/{name}")
+    """The Node as the API server returns it (camelCase JSON)."""
+    api = emu["kube"].api()
+    return api.sanitize_for_serialization(emu["core"].read_node(name))
+
+
+def req(verb, uri, code):
+    """An audit log entry as the emulator's request log had it: verb, path, query, resource, write, dry_run."""
+    parts = urlsplit(uri)
+    query = dict(kv.split("=", 1) for kv in parts.query.split("&") if "=" in kv)
+    segs = parts.path.strip("/").split("/")
+    segs = segs[2:] if segs[0] == "api" else segs[3:]
+    if len(segs) >= 2 and segs[0] == "namespaces" and len(segs) > 2:
+        segs = segs[2:]
+    dry = query.get("dryRun") == "All"
+    return {"verb": verb, "path": parts.path, "query": query, "resource": segs[0] if segs else "", "status": code,
+            "write": verb in WRITE_VERBS and not dry, "dry_run": dry}
+
+
+def requests(emu, start, end):
+    return [req(*r) for r in emu["kube"].requests(start, end, user=USER)]
 
 
 def play(emu, work, extra_vars=None, check=False, diff=False, limit_group=None):
@@ -139,8 +178,9 @@ def play(emu, work, extra_vars=None, check=False, diff=False, limit_group=None):
         cmd.append("--check")
     if diff:
         cmd.append("--diff")
-    seq = seq_now(emu)
+    start = emu["kube"].mark()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=PLAY_TIMEOUT)
+    end = emu["kube"].mark()
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -155,7 +195,7 @@ def play(emu, work, extra_vars=None, check=False, diff=False, limit_group=None):
         if task["task"]["name"] == "Show the result":
             result = res.get("gpu_node_labels_result")
     assert (proc.returncode != 0) == (failure is not None), (proc.returncode, failure, proc.stderr[-2000:])
-    return {"result": result, "failure": failure, "changed": stats["changed"], "requests": requests_since(emu, seq),
+    return {"result": result, "failure": failure, "changed": stats["changed"], "requests": requests(emu, start, end),
             "tasks": tasks}
 
 
@@ -164,14 +204,16 @@ def writes(run):
 
 
 def test_1_converge(emu, work):
+    rv_before = {x: live(emu, n(x))["metadata"]["resourceVersion"] for x in ("gpu-a", "gpu-b")}
     run = play(emu, work)
     assert run["failure"] is None, run["failure"]
     w = writes(run)
-    assert sorted(r["path"] for r in w) == ["/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]
-    assert {r["verb"] for r in w} == {"patch"} and all(r["mutated"] for r in w)
-    assert {r["content_type"] for r in w} == {"application/merge-patch+json"}
-    a = live(emu, "gpu-a")["metadata"]
-    assert a["labels"] == {"kubernetes.io/hostname": "gpu-a", "team": "ml", "nvidia.com/gpu.present": "true",
+    assert sorted(r["path"] for r in w) == ["/api/v1/nodes/" + n("gpu-a"), "/api/v1/nodes/" + n("gpu-b")]
+    assert {r["verb"] for r in w} == {"patch"} and {r["status"] for r in w} == {200}
+    # each patch changed its node (the Content-Type, a JSON merge patch, is asserted by the unit test: see above)
+    assert all(live(emu, n(x))["metadata"]["resourceVersion"] != rv for x, rv in rv_before.items())
+    a = live(emu, n("gpu-a"))["metadata"]
+    assert a["labels"] == {"kubernetes.io/hostname": n("gpu-a"), "team": "ml", "nvidia.com/gpu.present": "true",
                            "nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "Tesla-T4",
                            "nvidia.com/gpu.memory": "15360", "nvidia.com/mig.capable": "false",
                            "gpuops.io/managed": "true", STRATEGY: "time-slicing",
@@ -180,12 +222,12 @@ def test_1_converge(emu, work):
     assert record["nvidia.com/gpu.product"] == {"value": "Tesla-T4", "previous": "Old-Product"}
     assert record[STRATEGY] == {"value": "time-slicing", "previous": None}
     assert "team" not in record and "kubernetes.io/hostname" not in record
-    b = live(emu, "gpu-b")["metadata"]["labels"]
+    b = live(emu, n("gpu-b"))["metadata"]["labels"]
     assert b["gpushare"] == "true" and b["pool"] == "shared" and b[STRATEGY] == "gpushare" and b["team"] == "research"
     assert "nvidia.com/device-plugin.config" not in b
     res = run["result"]
     assert res["changed"] is True and res["missing"] == []
-    assert {n["node"]: n["changed"] for n in res["nodes"]} == {"gpu-a": True, "gpu-b": True}
+    assert {x["node"]: x["changed"] for x in res["nodes"]} == {n("gpu-a"): True, n("gpu-b"): True}
 
 
 def test_3_rerun_sends_zero_writes(emu, work):
@@ -197,23 +239,23 @@ def test_3_rerun_sends_zero_writes(emu, work):
 
 
 def test_4_check_mode_changes_nothing_and_patches_are_schema_valid(emu, work):
-    before = {n: live(emu, n)["metadata"] for n in ("gpu-a", "gpu-b")}
+    before = state(emu)
     run = play(emu, work, {"gpu_node_labels_extra": {"gpuops.io/managed": "yes", "zone": "a"}}, check=True, diff=True)
     assert run["failure"] is None
     assert writes(run) == []                                  # dryRun=All requests are not writes
     dry = [r for r in run["requests"] if r["dry_run"]]
-    assert len(dry) == 2 and all(r["verb"] == "patch" for r in dry)
+    assert len(dry) == 2 and all(r["verb"] == "patch" and r["status"] == 200 for r in dry)
     assert run["changed"] == 1                                # one task (the patch loop) reports changed
     patched = [v for k, v in run["tasks"].items() if k.endswith("Patch the labels of the nodes that differ "
                                                                  "(JSON merge patch on metadata only)")][0]
     assert all(r["changed"] and "diff" in r for r in patched["results"])
-    assert {n: live(emu, n)["metadata"] for n in ("gpu-a", "gpu-b")} == before
+    assert state(emu) == before
     # every manifest the role sends, and the resulting Node objects, pass strict schemas of Kubernetes 1.24-1.33
-    docs = [n["patch"] for n in run["result"]["nodes"] if n["changed"]]
+    docs = [x["patch"] for x in run["result"]["nodes"] if x["changed"]]
     assert len(docs) == 2 and docs[0]["metadata"]["labels"] == {"gpuops.io/managed": "yes", "zone": "a"}
-    docs += [{"apiVersion": "v1", "kind": "Node", "metadata": {k: v for k, v in live(emu, n)["metadata"].items()
+    docs += [{"apiVersion": "v1", "kind": "Node", "metadata": {k: v for k, v in live(emu, n(x))["metadata"].items()
                                                                  if k in ("name", "labels", "annotations")}}
-             for n in ("gpu-a", "gpu-b")]
+             for x in ("gpu-a", "gpu-b")]
     rep = validate.validate_documents(docs, source="gpu_node_labels")
     assert rep["ok"], rep["failures"]
     assert not rep["not_validated"]
@@ -228,39 +270,54 @@ def test_5_pool_change_removes_only_what_left(emu, work):
     pools = POOLS_WITHOUT_CONFIG
     run = play(emu, work, {"gpu_node_labels_pools": pools})
     assert run["failure"] is None
-    assert [r["path"] for r in writes(run)] == ["/api/v1/nodes/gpu-a"]
-    a = live(emu, "gpu-a")["metadata"]
+    assert [r["path"] for r in writes(run)] == ["/api/v1/nodes/" + n("gpu-a")]
+    a = live(emu, n("gpu-a"))["metadata"]
     assert "nvidia.com/device-plugin.config" not in a["labels"] and a["labels"]["team"] == "ml"
     assert "nvidia.com/device-plugin.config" not in json.loads(a["annotations"][ANN])
-    assert [n["removed"] for n in run["result"]["nodes"] if n["node"] == "gpu-a"] == [["nvidia.com/device-plugin.config"]]
+    assert [x["removed"] for x in run["result"]["nodes"] if x["node"] == n("gpu-a")] == [
+        ["nvidia.com/device-plugin.config"]]
 
 
 REFUSALS = [  # (extra vars, group, expected message part, reads the cluster before refusing)
     ({"gpu_node_labels_pools": BASE_VARS["gpu_node_labels_pools"] + [
-        {"name": "whole", "strategy": "exclusive", "nodes": ["gpu-b"]}]}, None,
-     "gpu-b: conflicting sharing strategies - pool gs says gpushare, pool whole says exclusive", False),
+        {"name": "whole", "strategy": "exclusive", "nodes": [n("gpu-b")]}]}, None,
+     f"{n('gpu-b')}: conflicting sharing strategies - pool gs says gpushare, pool whole says exclusive", False),
     ({"gpu_node_labels_pools": BASE_VARS["gpu_node_labels_pools"] + [
-        {"name": "ts2", "strategy": "time-slicing", "nodes": ["gpu-a"], "device_plugin_config": "ts-8"}]}, None,
-     "gpu-a: pools ts and ts2 set label nvidia.com/device-plugin.config to different values (ts-4, ts-8)", False),
-    ({"gpu_node_labels_pools": [{"name": "gs", "strategy": "gpushare", "nodes": ["gpu-c"]}]}, "gpu_conflict",
-     "gpu-c: node gpu-c advertises nvidia.com/gpu=1, which belongs to another GPU accounting than gpushare", True),
-    ({"gpu_node_labels_pools": [{"name": "ts", "strategy": "time-slicing", "nodes": ["gpu-d"]}]}, "gpu_conflict",
-     "gpu-d: node gpu-d already has gpuops.io/sharing-strategy=mps, set by someone else", True),
-    ({"gpu_node_labels_pools": [{"name": "m", "strategy": "mig", "nodes": ["gpu-a"]}]}, None,
-     "gpu-a: strategy mig (pool m) is not possible on this node: GPU(s) 0 are not MIG capable", False),
-    ({"gpu_node_labels_pools": []}, "no_facts", "gpu-x: no gpu_probe_facts.labels", False),
+        {"name": "ts2", "strategy": "time-slicing", "nodes": [n("gpu-a")], "device_plugin_config": "ts-8"}]}, None,
+     f"{n('gpu-a')}: pools ts and ts2 set label nvidia.com/device-plugin.config to different values (ts-4, ts-8)",
+     False),
+    ({"gpu_node_labels_pools": [{"name": "gs", "strategy": "gpushare", "nodes": [n("gpu-c")]}]}, "gpu_conflict",
+     f"{n('gpu-c')}: node {n('gpu-c')} advertises nvidia.com/gpu=1, which belongs to another GPU accounting than "
+     "gpushare", True),
+    ({"gpu_node_labels_pools": [{"name": "ts", "strategy": "time-slicing", "nodes": [n("gpu-d")]}]}, "gpu_conflict",
+     f"{n('gpu-d')}: node {n('gpu-d')} already has gpuops.io/sharing-strategy=mps, set by someone else", True),
+    ({"gpu_node_labels_pools": [{"name": "m", "strategy": "mig", "nodes": [n("gpu-a")]}]}, None,
+     f"{n('gpu-a')}: strategy mig (pool m) is not possible on this node: GPU(s) 0 are not MIG capable", False),
+    ({"gpu_node_labels_pools": []}, "no_facts", f"{n('gpu-x')}: no gpu_probe_facts.labels", False),
     ({"gpu_node_labels_extra": {"bad key!": "x"}}, None, "label key bad key! is not a valid Kubernetes label key",
      False),
     ({"gpu_node_labels_extra": {"ok": "not valid!"}}, None, "label ok value not valid! is not a valid", False),
-    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "gpushare", "nodes": ["gpu-c"]}]}, None,
-     "pool p: host gpu-c is not in gpu_node_labels_group (gpu_nodes)", False),
-    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "sharing-everything", "nodes": ["gpu-a"]}]}, None,
+    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "gpushare", "nodes": [n("gpu-c")]}]}, None,
+     f"pool p: host {n('gpu-c')} is not in gpu_node_labels_group (gpu_nodes)", False),
+    ({"gpu_node_labels_pools": [{"name": "p", "strategy": "sharing-everything", "nodes": [n("gpu-a")]}]}, None,
      "value of strategy must be one of: exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, "
      "got: sharing-everything found in gpu_node_labels_pools", False),
     ({"gpu_node_labels_state": "gone"}, None,
      "value of gpu_node_labels_state must be one of: present, absent, got: gone", False),
     ({}, "nope", "gpu_node_labels_group: inventory group nope does not exist", False),
 ]
+
+
+def state(emu):
+    """This file's nodes' labels and annotations as stored. The cluster's own controllers write to Nodes as well (the
+    TTL controller's annotation, the node lifecycle controller's taints and resourceVersions with them), so not the
+    whole object: that this file's client wrote nothing at all is the audit log's to show."""
+    out = {}
+    for d in SEED:
+        meta = live(emu, d["metadata"]["name"])["metadata"]
+        out[meta["name"]] = (meta.get("labels"), dict((k, v) for k, v in (meta.get("annotations") or {}).items()
+                                                      if k != "node.alpha.kubernetes.io/ttl"))
+    return out
 
 
 def test_6_refusals_change_nothing(emu, work):
@@ -280,11 +337,12 @@ def test_6_refusals_change_nothing(emu, work):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=work["collections"], K8S_AUTH_KUBECONFIG=emu["kubeconfig"],
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_LOCALHOST_WARNING="0")
-    state_before = get(emu, "/_emulator/state")
-    seq = seq_now(emu)
+    state_before = state(emu)
+    start = emu["kube"].mark()
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"),
                            str(work["dir"] / "refusals.yml")], env=env, capture_output=True, text=True, cwd=ROOT,
                           timeout=PLAY_TIMEOUT)
+    end = emu["kube"].mark()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     got = []
@@ -295,67 +353,67 @@ def test_6_refusals_change_nothing(emu, work):
     for (extra, group, needle, _reads), msg in zip(REFUSALS, got):
         assert needle in msg, (needle, msg)
         assert "nothing was changed" in msg or "Validation of arguments failed" in msg, msg
-    reqs = requests_since(emu, seq)
+    reqs = requests(emu, start, end)
     assert [r for r in reqs if r["write"] or r["dry_run"]] == []
     # input errors fail before the cluster is read: only the cases that need the live nodes list them
     assert len([r for r in reqs if r["verb"] == "list"]) == len([c for c in REFUSALS if c[3]])
-    assert get(emu, "/_emulator/state") == state_before
+    assert state(emu) == state_before
 
 
 def test_7_missing_node(emu, work):
     inv = copy.deepcopy(INVENTORY)
-    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu-z"] = {"gpu_probe_facts": facts("Tesla-T4", 15360, 1)}
+    inv["all"]["children"]["gpu_nodes"]["hosts"][n("gpu-z")] = {"gpu_probe_facts": facts("Tesla-T4", 15360, 1)}
     (work["dir"] / "inventory.yml").write_text(yaml.safe_dump(inv))
     try:
         run = play(emu, work, {"gpu_node_labels_pools": POOLS_WITHOUT_CONFIG})
-        assert run["failure"] and "gpu-z: node gpu-z is not in the cluster" in run["failure"]
+        assert run["failure"] and f"{n('gpu-z')}: node {n('gpu-z')} is not in the cluster" in run["failure"]
         assert writes(run) == []
         run = play(emu, work, {"gpu_node_labels_pools": POOLS_WITHOUT_CONFIG,
                                "gpu_node_labels_fail_on_missing_nodes": False})
-        assert run["failure"] is None and run["result"]["missing"] == ["gpu-z"] and writes(run) == []
+        assert run["failure"] is None and run["result"]["missing"] == [n("gpu-z")] and writes(run) == []
     finally:
         (work["dir"] / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
 
 
 def test_8_absent_removes_only_ours(emu, work):
-    # someone else changes one of our labels after we set it: absent leaves that one alone
-    req = urllib.request.Request(emu["url"] + "/api/v1/nodes/gpu-b", method="PATCH",
-                                 data=json.dumps({"metadata": {"labels": {"pool": "theirs-now",
-                                                                          "other-team": "x"}}}).encode(),
-                                 headers={"Content-Type": "application/merge-patch+json"})
-    urllib.request.urlopen(req, timeout=10).read()
+    # someone else (the admin, another client) changes one of our labels after we set it: absent leaves that one alone
+    emu["core"].patch_node(n("gpu-b"), {"metadata": {"labels": {"pool": "theirs-now", "other-team": "x"}}})
     run = play(emu, work, {"gpu_node_labels_state": "absent"})
     assert run["failure"] is None
-    assert sorted(r["path"] for r in writes(run)) == ["/api/v1/nodes/gpu-a", "/api/v1/nodes/gpu-b"]
-    a = live(emu, "gpu-a")["metadata"]
-    assert a["labels"] == {"kubernetes.io/hostname": "gpu-a", "team": "ml", "nvidia.com/gpu.product": "Old-Product"}
+    assert sorted(r["path"] for r in writes(run)) == ["/api/v1/nodes/" + n("gpu-a"), "/api/v1/nodes/" + n("gpu-b")]
+    a = live(emu, n("gpu-a"))["metadata"]
+    assert a["labels"] == {"kubernetes.io/hostname": n("gpu-a"), "team": "ml", "nvidia.com/gpu.product": "Old-Product"}
     assert ANN not in (a.get("annotations") or {})
-    b = live(emu, "gpu-b")["metadata"]
-    assert b["labels"] == {"kubernetes.io/hostname": "gpu-b", "team": "research", "pool": "theirs-now",
+    b = live(emu, n("gpu-b"))["metadata"]
+    assert b["labels"] == {"kubernetes.io/hostname": n("gpu-b"), "team": "research", "pool": "theirs-now",
                            "other-team": "x"}
     assert ANN not in (b.get("annotations") or {})
-    nodes = {n["node"]: n for n in run["result"]["nodes"]}
-    assert nodes["gpu-a"]["restored"] == ["nvidia.com/gpu.product"]
-    assert nodes["gpu-b"]["kept"] == ["pool"]
+    nodes = {x["node"]: x for x in run["result"]["nodes"]}
+    assert nodes[n("gpu-a")]["restored"] == ["nvidia.com/gpu.product"]
+    assert nodes[n("gpu-b")]["kept"] == ["pool"]
     # absent again: nothing to do, no write
     run = play(emu, work, {"gpu_node_labels_state": "absent"})
     assert run["failure"] is None and writes(run) == [] and run["result"]["changed"] is False
     # untouched nodes were never written
-    assert live(emu, "gpu-d")["metadata"]["labels"][STRATEGY] == "mps"
+    assert live(emu, n("gpu-d"))["metadata"]["labels"][STRATEGY] == "mps"
 
 
 def test_9_kubernetes_core_patch_without_the_gate_always_writes(emu, work):
-    """Why the role compares first: kubernetes.core.k8s state=patched sends a PATCH even when nothing changes."""
+    """Why the role compares first: kubernetes.core.k8s state=patched sends a PATCH even when nothing changes (the
+    real server answers it without changing the Node: its resourceVersion stays)."""
     pb = [{"name": "Naive", "hosts": "localhost", "gather_facts": False, "tasks": [{
         "name": "Patch an unchanged label", "kubernetes.core.k8s": {
             "state": "patched", "merge_type": "merge",
             "definition": {"apiVersion": "v1", "kind": "Node",
-                           "metadata": {"name": "gpu-d", "labels": {STRATEGY: "mps"}}}}}]}]
+                           "metadata": {"name": n("gpu-d"), "labels": {STRATEGY: "mps"}}}}}]}]
     (work["dir"] / "naive.yml").write_text(yaml.safe_dump(pb))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=work["collections"], K8S_AUTH_KUBECONFIG=emu["kubeconfig"])
-    seq = seq_now(emu)
+    rv = live(emu, n("gpu-d"))["metadata"]["resourceVersion"]
+    start = emu["kube"].mark()
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(work["dir"] / "inventory.yml"),
                            str(work["dir"] / "naive.yml")], env=env, capture_output=True, text=True, timeout=120)
+    end = emu["kube"].mark()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    w = [r for r in requests_since(emu, seq) if r["write"]]
-    assert len(w) == 1 and w[0]["mutated"] is False and "changed=0" in proc.stdout
+    w = [r for r in requests(emu, start, end) if r["write"]]
+    assert len(w) == 1 and w[0]["verb"] == "patch" and "changed=0" in proc.stdout
+    assert live(emu, n("gpu-d"))["metadata"]["resourceVersion"] == rv   # not mutated

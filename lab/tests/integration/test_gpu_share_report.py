@@ -1,48 +1,79 @@
-"""gpuops.k8s_gpu.gpu_share_report against the lab Kubernetes API emulator (lab/kube).
+"""gpuops.k8s_gpu.gpu_share_report on pods the real kube-scheduler placed (lab/kube/real.py, the shared `kube_real`
+cluster).
 
-One emulator for the module, seeded with nodes of every sharing strategy and pods in every state; the module runs
-through `ansible localhost` (real AnsibleModule, real kubernetes client) and the numbers are checked exactly.
+Nodes of every sharing strategy (kwok nodes: Ready, their pods become Running as on a kubelet) and pods in every
+state; the module runs through `ansible localhost` (real AnsibleModule, real kubernetes client) and the numbers are
+checked exactly. How the pods got where they are:
+  * the real kube-scheduler binds every pod the default scheduler can fit (gpushare's aliyun.com/gpu-mem,
+    time-slicing's nvidia.com/gpu replicas, MIG resources, Volcano's volcano.sh/gpu-memory, whole GPUs), each
+    steered by a nodeSelector on the node's hostname label;
+  * HAMi's pods ask for nvidia.com/gpumem and nvidia.com/gpucores, which no node advertises (HAMi's own scheduler
+    accounts for them from the node's register annotation): they name schedulerName hami-scheduler and are bound
+    through pods/binding as hami-scheduler binds them;
+  * kwok makes bound pods Running; the pods in other phases (Pending on a node while gpushare's device plugin has
+    not allocated, Succeeded, Failed) get that phase through the status subresource, as a kubelet reports it;
+  * one pod no node can take stays unscheduled (the scheduler leaves it Pending).
+The nodes carry a NoSchedule taint of this file (its pods tolerate it), so no other test's pod lands on them, and the
+label gpuops.io/share-report=<pid>, by which the report is restricted to them (node_selector). Unscheduled pods are
+listed from the whole cluster by design (restricting nodes cannot say where a pod without a node belongs): the
+assertions on them count this file's namespaces only, other tests on the shared cluster may have their own.
+Reads and writes are counted from the audit log (this file's user is in group gpuops:audit-reads).
 
-Run: /work/main/.venv/bin/pytest lab/tests/integration/test_gpu_share_report.py
-Nothing here skips: a missing tool or a dead emulator is a failure.
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_share_report.py
+Nothing here skips: a missing tool or a control plane that does not start is a failure.
 """
 from __future__ import annotations
 
 import json
-import urllib.request
+import os
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from conftest import kube_emulator, run_module
+from conftest import WRITE_VERBS, run_module, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
-KUBE = ROOT / "lab" / "kube"
+S = "%d" % os.getpid()
+USER = "gpuops-test-share-report-%s" % S
+MINE = "gpuops.io/share-report"
+ML, TEAM_B = "ml-%s" % S, "team-b-%s" % S
+TAINT = {"key": MINE, "value": S, "effect": "NoSchedule"}
 
 HAMI_REGISTER = ("GPU-aaaa-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:"
                  "GPU-aaaa-1,10,15360,100,NVIDIA-Tesla T4,0,true,1,hami-core:")
 
 
+def n(short):
+    """The cluster name of this file's node ``short`` (gs-1, ts-1, ...): with the pid."""
+    return "%s-%s" % (short, S)
+
+
 def node(name, ip, capacity, labels=None, annotations=None):
+    name = n(name)
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **(labels or {})),
-                         "annotations": annotations or {}},
-            "status": {"capacity": dict({"cpu": "32", "memory": "256Gi"}, **capacity),
-                       "allocatable": dict({"cpu": "31", "memory": "250Gi"}, **capacity),
+            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name, MINE: S}, **(labels or {})),
+                         "annotations": dict({"kwok.x-k8s.io/node": "fake"}, **(annotations or {}))},
+            "spec": {"taints": [TAINT]},
+            "status": {"capacity": dict({"cpu": "32", "memory": "256Gi", "pods": "110"}, **capacity),
+                       "allocatable": dict({"cpu": "31", "memory": "250Gi", "pods": "110"}, **capacity),
                        "addresses": [{"type": "Hostname", "address": name}, {"type": "InternalIP", "address": ip}]}}
 
 
-def pod(name, node_name, requests, phase="Running", annotations=None, namespace="ml", init=None):
+def pod(name, node_name, requests, phase="Running", annotations=None, namespace=ML, init=None, scheduler=None):
+    """A pod for node ``node_name`` (short name; None: no node can take it). ``phase`` is what it ends in."""
     spec = {"containers": [{"name": "main", "image": "registry.example.com/mirror/cuda:12.4.1-base",
-                            "resources": {"limits": requests}}]}
-    if node_name:
-        spec["nodeName"] = node_name
+                            "resources": {"limits": requests}}],
+            "tolerations": [dict(TAINT, operator="Equal")], "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"kubernetes.io/hostname": n(node_name) if node_name else "no-such-node-" + S}}
+    if scheduler:
+        spec["schedulerName"] = scheduler
     if init:
         spec["initContainers"] = [{"name": "init", "image": "registry.example.com/mirror/busybox:1.36",
                                    "resources": {"limits": init}}]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
-            "spec": spec, "status": {"phase": phase}}
+            "spec": spec, "_phase": phase, "_node": n(node_name) if node_name else None}
 
 
 def gs_ann(idx, mem, assigned="true"):
@@ -53,7 +84,7 @@ def gs_ann(idx, mem, assigned="true"):
     return a
 
 
-SEED = [
+NODES = [
     # gpushare: 2 x T4 (15 GiB each)
     node("gs-1", "10.0.0.11", {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}, {"gpushare": "true"}),
     node("gs-2", "10.0.0.12", {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}, {"gpushare": "true"}),
@@ -72,13 +103,16 @@ SEED = [
     node("bad-1", "10.0.0.61", {"aliyun.com/gpu-mem": "16", "aliyun.com/gpu-count": "1", "nvidia.com/gpu": "1"}),
     # no GPU
     node("cpu-1", "10.0.0.71", {}),
+]
+HAMI = "hami-scheduler"
+PODS = [
     # gpushare pods
     pod("gs-a", "gs-1", {"aliyun.com/gpu-mem": "6"}, annotations=gs_ann(0, 6)),
     pod("gs-b", "gs-1", {"aliyun.com/gpu-mem": "3"}, phase="Pending", annotations=gs_ann(1, 3, "false")),
     pod("gs-c", "gs-1", {"aliyun.com/gpu-mem": "2"}, phase="Pending", annotations=gs_ann(None, 2, "false")),
     pod("gs-done", "gs-1", {"aliyun.com/gpu-mem": "8"}, phase="Succeeded", annotations=gs_ann(0, 8)),
     pod("gs-failed", "gs-2", {"aliyun.com/gpu-mem": "8"}, phase="Failed", annotations=gs_ann(1, 8)),
-    pod("gs-d", "gs-2", {"aliyun.com/gpu-mem": "4"}, annotations=gs_ann(1, 4), namespace="team-b"),
+    pod("gs-d", "gs-2", {"aliyun.com/gpu-mem": "4"}, annotations=gs_ann(1, 4), namespace=TEAM_B),
     # time-slicing pods: 3 replicas (one via an init container bigger than the app container)
     pod("ts-a", "ts-1", {"nvidia.com/gpu": "1"}),
     pod("ts-b", "ts-1", {"nvidia.com/gpu": "1"}, init={"nvidia.com/gpu": "2"}),
@@ -86,13 +120,15 @@ SEED = [
     # MIG pods
     pod("mig-a", "mig-1", {"nvidia.com/mig-1g.10gb": "2"}),
     pod("mig-b", "mig-1", {"nvidia.com/mig-3g.40gb": "1"}),
-    # HAMi pods
+    # HAMi pods (bound as hami-scheduler binds them)
     pod("hami-a", "hami-1", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
-        annotations={"hami.io/vgpu-devices-allocated": "GPU-aaaa-0,NVIDIA,3000,30:;", "hami.io/vgpu-node": "hami-1"}),
+        annotations={"hami.io/vgpu-devices-allocated": "GPU-aaaa-0,NVIDIA,3000,30:;", "hami.io/vgpu-node": n("hami-1")},
+        scheduler=HAMI),
     pod("hami-b", "hami-1", {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "2000"},
-        annotations={"hami.io/vgpu-devices-allocated": "GPU-aaaa-0,NVIDIA,2000,0:GPU-aaaa-1,NVIDIA,2000,0:;"}),
+        annotations={"hami.io/vgpu-devices-allocated": "GPU-aaaa-0,NVIDIA,2000,0:GPU-aaaa-1,NVIDIA,2000,0:;"},
+        scheduler=HAMI),
     pod("hami-odd", "hami-1", {"nvidia.com/gpu": "1"},
-        annotations={"hami.io/vgpu-devices-allocated": "something-new"}),
+        annotations={"hami.io/vgpu-devices-allocated": "something-new"}, scheduler=HAMI),
     # Volcano
     pod("vc-a", "vc-1", {"volcano.sh/gpu-memory": "4096"}, annotations={"volcano.sh/gpu-index": "1"}),
     # conflict node pods
@@ -105,19 +141,78 @@ SEED = [
 ]
 
 
+def _placed(core):
+    """{(namespace, name): (node, phase, Ready)} of this file's pods."""
+    out = {}
+    for ns in (ML, TEAM_B):
+        for p in core.list_namespaced_pod(ns).items:
+            ready = [c.status for c in (p.status.conditions or []) if c.type == "Ready"]
+            out[(ns, p.metadata.name)] = (p.spec.node_name, p.status.phase, ready == ["True"])
+    return out
+
+
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory):
-    with kube_emulator(tmp_path_factory.mktemp("seed"), "share-report", SEED) as info:
-        yield info
+def emu(kube_real):
+    """This file's nodes and pods on the shared real cluster, placed by the real scheduler (HAMi's bound as HAMi's
+    scheduler would); yields the cluster and this file's kubeconfig (a user whose reads the audit log records)."""
+    from kubernetes import client
+    api = kube_real.api()
+    core = client.CoreV1Api(api)
+    for d in NODES:
+        core.create_node(d)
+    for ns in (ML, TEAM_B):
+        core.create_namespace({"metadata": {"name": ns}})
+    for ns in (ML, TEAM_B):
+        wait_until("ServiceAccount default in %s" % ns, lambda: [
+            s for s in core.list_namespaced_service_account(ns).items if s.metadata.name == "default"])
+    wait_until("kwok made this file's nodes Ready", lambda: all(
+        [c.status for c in (core.read_node(d["metadata"]["name"]).status.conditions or []) if c.type == "Ready"]
+        == ["True"] for d in NODES))
+    try:
+        for p in PODS:
+            core.create_namespaced_pod(p["metadata"]["namespace"],
+                                       dict((k, v) for k, v in p.items() if not k.startswith("_")))
+        for p in PODS:
+            if p["spec"].get("schedulerName") == HAMI:
+                core.create_namespaced_binding(p["metadata"]["namespace"], {
+                    "metadata": {"name": p["metadata"]["name"]},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": p["_node"]}}, _preload_content=False)
+        want = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["_node"] for p in PODS}
+        wait_until("every pod bound to its node and Running (wait-a unscheduled)", lambda: (lambda got: all(
+            (got.get(k) or (None,))[0] == node_ and (node_ is None or got[k][1:] == ("Running", True))
+            for k, node_ in want.items()))(_placed(core)), 90)
+        for p in PODS:
+            if p["_node"] and p["_phase"] != "Running":
+                core.patch_namespaced_pod_status(p["metadata"]["name"], p["metadata"]["namespace"],
+                                                 {"status": {"phase": p["_phase"]}})
+        phases = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["_phase"] for p in PODS}
+        wait_until("every pod in its phase", lambda: (lambda got: all(got[k][1] == v for k, v in phases.items()))(
+            _placed(core)), 30)
+        kc = kube_real.user(USER, reads=True)
+        yield {"kube": kube_real, "kubeconfig": kc, "core": core, "placed": _placed(core)}
+    finally:
+        for ns in (ML, TEAM_B):
+            core.delete_namespace(ns)
+        for d in NODES:
+            core.delete_node(d["metadata"]["name"])
 
 
-def requests_since(emu, seq):
-    with urllib.request.urlopen(f"{emu['url']}/_emulator/requests?since={seq}", timeout=10) as r:
-        return json.loads(r.read())
+def req(verb, uri, code):
+    parts = urlsplit(uri)
+    query = dict((k, unquote(v)) for k, v in (kv.split("=", 1) for kv in parts.query.split("&") if "=" in kv))
+    return {"verb": verb, "path": parts.path, "query": query, "status": code,
+            "resource": parts.path.rstrip("/").rsplit("/", 1)[-1],
+            "write": verb in WRITE_VERBS and query.get("dryRun") != "All"}
 
 
-def seq_now(emu):
-    return requests_since(emu, 999999999)["seq"]
+def requests(emu, start, end):
+    return [req(*r) for r in emu["kube"].requests(start, end, user=USER)]
+
+
+SELECT = "node_selector=%s=%s" % (MINE, S)
+# the report file must be the same on the second run: this file's namespace only, so that other tests' pods without a
+# node (listed from the whole cluster) cannot change it between two runs
+FILE_ARGS = "%s namespace=%s" % (SELECT, ML)
 
 
 def report(collections_path, emu, args="", check=False, diff=False):
@@ -129,25 +224,41 @@ def report(collections_path, emu, args="", check=False, diff=False):
 
 @pytest.fixture(scope="module")
 def full(collections_path, emu):
-    seq = seq_now(emu)
-    res = report(collections_path, emu)
+    start = emu["kube"].mark()
+    res = report(collections_path, emu, SELECT)
+    end = emu["kube"].mark()
     assert not res.get("failed"), res
-    reqs = requests_since(emu, seq)["items"]
-    res["_requests"] = reqs
+    res["_requests"] = requests(emu, start, end)
     return res
 
 
+def test_pods_placed_by_the_real_scheduler(emu):
+    """What the report reads was placed by upstream's scheduler (and kwok, and hami's binding): every pod on its
+    node, wait-a on none."""
+    placed = emu["placed"]
+    assert placed[(ML, "wait-a")][0] is None and placed[(ML, "wait-a")][1] == "Pending"
+    assert placed[(ML, "gs-a")] == (n("gs-1"), "Running", True)
+    assert placed[(ML, "ts-done")][:2] == (n("ts-1"), "Succeeded")
+    assert placed[(ML, "hami-b")][:2] == (n("hami-1"), "Running")
+
+
+def mine_unscheduled(res):
+    return [p for p in res["unscheduled"] if p["namespace"] in (ML, TEAM_B)]
+
+
 def by_name(res):
-    return {n["name"]: n for n in res["nodes"]}
+    """{short node name: report entry} (the pid suffix taken off)."""
+    return {x["name"][:-len(S) - 1]: x for x in res["nodes"]}
 
 
 def test_read_only_two_list_calls(full):
-    """Two lists (nodes, pods) and one discovery GET of /apis/resource.k8s.io (DRA): the emulator does not serve the
-    group (404), so no ResourceClaim or ResourceSlice list follows."""
+    """Two lists (nodes, pods), one discovery GET of /apis/resource.k8s.io (DRA) and, the group being served by the real
+    API server, one list each of ResourceClaims and ResourceSlices: a fixed number of requests, whatever the fleet."""
     reqs = full["_requests"]
-    assert [r["verb"] for r in reqs] == ["list", "list", "get"], reqs
-    assert reqs[2]["path"] == "/apis/resource.k8s.io" and full["dra"] == {"served": False, "claims": [], "nodes": {},
-                                                                          "notes": []}
+    assert [(r["verb"], r["resource"], r["status"]) for r in reqs] == [
+        ("list", "nodes", 200), ("list", "pods", 200), ("get", "resource.k8s.io", 200),
+        ("list", "resourceclaims", 200), ("list", "resourceslices", 200)], reqs
+    assert full["dra"]["served"] is True
     assert not [r for r in reqs if r["write"]]
     pods_req = [r for r in reqs if r["resource"] == "pods"][0]
     assert pods_req["query"]["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
@@ -213,10 +324,11 @@ def test_conflicts_cluster_and_unscheduled(full):
     bad = by_name(full)["bad-1"]
     assert bad["strategies"] == ["exclusive", "gpushare"]
     assert len(bad["conflicts"]) == 1 and "gpu-mem accounting" in bad["conflicts"][0]
-    assert full["conflicts"] == ["bad-1 - " + bad["conflicts"][0]]
-    assert [p["name"] for p in full["unscheduled"]] == ["wait-a"]
+    assert full["conflicts"] == [n("bad-1") + " - " + bad["conflicts"][0]]
+    assert [p["name"] for p in mine_unscheduled(full)] == ["wait-a"]
     cl = full["cluster"]
-    assert cl["nodes"] == 8 and cl["gpu_nodes"] == 7 and cl["unscheduled_pods"] == 1
+    # other tests' pods without a node count too (the module lists them from the whole cluster): see the docstring
+    assert cl["nodes"] == 8 and cl["gpu_nodes"] == 7 and cl["unscheduled_pods"] == len(full["unscheduled"]) >= 1
     # nvidia.com/gpu: ts-1 8 + hami-1 20 + bad-1 1 = 29 allocatable; 3 + 4 + 1 allocated (wait-a has no node)
     assert cl["resources"]["nvidia.com/gpu"] == {"allocatable": 29, "allocated": 8, "free": 21, "percent": 27,
                                                  "unit": "GPU"}
@@ -229,61 +341,63 @@ def test_table_like_kubectl_inspect_gpushare(full):
     head = lines[0].split()
     assert head == ["NAME", "IPADDRESS", "GPU0(Allocated/Total)", "GPU1(Allocated/Total)", "PENDING(Allocated)",
                     "GPU", "Memory(GiB)"]
-    assert lines[1].split() == ["bad-1", "10.0.0.61", "8/16", "8/16"]
-    assert lines[2].split() == ["gs-1", "10.0.0.11", "6/15", "3/15", "2", "11/30"]
-    assert lines[3].split() == ["gs-2", "10.0.0.12", "0/15", "4/15", "4/30"]
+    assert lines[1].split() == [n("bad-1"), "10.0.0.61", "8/16", "8/16"]
+    assert lines[2].split() == [n("gs-1"), "10.0.0.11", "6/15", "3/15", "2", "11/30"]
+    assert lines[3].split() == [n("gs-2"), "10.0.0.12", "0/15", "4/15", "4/30"]
     i = lines.index("Allocated/Total GPU Memory In Cluster:")
     assert lines[i + 1] == "23/76 (30%)"
     rows = [ln.split() for ln in lines]
-    assert ["ts-1", "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/8", "37%"] in rows
-    assert ["mig-1", "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/2", "50%"] in rows
+    assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/8", "37%"] in rows
+    assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/2", "50%"] in rows
     assert ["nvidia.com/gpu", "8/29", "(27%)"] in rows
-    assert any(ln.startswith("CONFLICT bad-1:") for ln in lines)
-    assert "Pods requesting GPU resources without a node: ml/wait-a" in lines
+    assert any(ln.startswith("CONFLICT %s:" % n("bad-1")) for ln in lines)
+    waiting = [ln for ln in lines if ln.startswith("Pods requesting GPU resources without a node: ")]
+    assert len(waiting) == 1 and "%s/wait-a" % ML in waiting[0].split(": ", 1)[1].split(", "), waiting
 
 
 def test_node_filter(collections_path, emu):
-    res = report(collections_path, emu, "node_selector=gpushare=true")
-    assert [n["name"] for n in res["nodes"]] == ["gs-1", "gs-2"]
+    res = report(collections_path, emu, "node_selector=gpushare=true,%s=%s" % (MINE, S))
+    assert [x["name"] for x in res["nodes"]] == [n("gs-1"), n("gs-2")]
     assert res["cluster"]["gpushare"]["memory_total"] == 60
     assert "bad-a" not in [p["name"] for p in res["pods"]]
-    res = report(collections_path, emu, "nodes=ts-1,nope")
+    res = report(collections_path, emu, "nodes=%s,nope" % n("ts-1"))
     assert res["failed"] and "nope not found" in res["msg"]
 
 
 def test_report_file_markdown_html_check_and_diff(collections_path, emu, tmp_path):
     path = tmp_path / "report.md"
-    seq = seq_now(emu)
-    res = report(collections_path, emu, f"report_path={path}", check=True)
+    start = emu["kube"].mark()
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path}", check=True)
     assert res["changed"] is True and not path.exists()
-    res = report(collections_path, emu, f"report_path={path}", diff=True)
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path}", diff=True)
     assert res["changed"] is True and path.exists()
     assert res["diff"]["before"] == "" and res["diff"]["after"] == path.read_text()
     text = path.read_text()
     assert text.startswith("# GPU share report\n")
     assert "| nvidia.com/gpu | 8 | 29 | 21 | 27% |" in text
-    assert "ml/gs-a (mem 6)" in text and "CONFLICT:" in text
+    assert f"{ML}/gs-a (mem 6)" in text and "CONFLICT:" in text
     assert oct(path.stat().st_mode & 0o777) == "0o644"
-    res = report(collections_path, emu, f"report_path={path}")
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path}")
     assert res["changed"] is False
-    res = report(collections_path, emu, f"report_path={path}", check=True)
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path}", check=True)
     assert res["changed"] is False
-    assert not [r for r in requests_since(emu, seq)["items"] if r["write"]]
+    reqs = requests(emu, start, emu["kube"].mark())
+    assert reqs and not [r for r in reqs if r["write"]]
     # html, then back up the original when it changes
-    res = report(collections_path, emu, f"report_path={path} report_format=html backup=true")
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path} report_format=html backup=true")
     assert res["changed"] is True and Path(res["backup_file"]).read_text() == text
     html = path.read_text()
-    assert html.startswith("<!DOCTYPE html>") and "<td>ml/gs-a (mem 6)</td>" in html
-    res = report(collections_path, emu, f"report_path={path} report_format=html")
+    assert html.startswith("<!DOCTYPE html>") and f"<td>{ML}/gs-a (mem 6)</td>" in html
+    res = report(collections_path, emu, f"{FILE_ARGS} report_path={path} report_format=html")
     assert res["changed"] is False
 
 
 def test_bad_input_fails_before_contacting_the_cluster(collections_path, emu, tmp_path):
-    seq = seq_now(emu)
+    start = emu["kube"].mark()
     res = report(collections_path, emu, "report_format=pdf")
     assert res["failed"] and "report_format" in res["msg"] and "markdown, html" in res["msg"]
     res = report(collections_path, emu, f"report_path={tmp_path}/missing/r.md")
     assert res["failed"] and "does not exist" in res["msg"]
     res = report(collections_path, emu, "report_mode=rw-r--r--")
     assert res["failed"] and "report_mode" in res["msg"]
-    assert requests_since(emu, seq)["items"] == []
+    assert requests(emu, start, emu["kube"].mark()) == []

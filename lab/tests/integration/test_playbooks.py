@@ -3,7 +3,7 @@
 Run: .venv/bin/pytest -q lab/tests/integration/test_playbooks.py
 Fast checks: syntax of every layer playbook with both inventories, the contract's tags, site.yml's order, the node
 play's batches (serial / max_fail_percentage, run for real on local hosts), the sharing pools computed from an
-inventory, cluster.yml run alone probing first (NVML simulator + Kubernetes emulator), and gpu_node_sharing on the
+inventory, cluster.yml run alone probing first (NVML simulator + the real control plane, lab/kube/real.py), and gpu_node_sharing on the
 simulator (MIG geometry through a GPU reset command, refusals). Nothing here skips: a missing tool is a failure.
 The whole demo (lab/bin/demo.sh) is a step of its own in `make test`.
 """
@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, emulator_get, kube_emulator
+from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN
 
 PLAYBOOKS = os.path.join(ROOT, 'playbooks')
 LAYERS = ['esxi', 'node', 'cluster', 'report']
@@ -228,60 +228,109 @@ def test_cluster_refuses_inconsistent_pools_before_any_api_call(collections_path
     assert needle in proc.stdout, proc.stdout[-3000:]
 
 
-NODE = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'lab-t4', 'labels': {}},
-        'status': {'capacity': {'nvidia.com/gpu': '4'}, 'allocatable': {'nvidia.com/gpu': '4'}}}
+# cluster.yml against the real control plane (lab/kube/real.py, the shared `kube_real` cluster): the node is a kwok
+# node named with this file's pid (so the DaemonSet controller places the pool's pods on it and kwok makes them Ready),
+# the pool too; requests are counted from the audit log by this file's own user, whose reads are logged as well.
+S = '%d' % os.getpid()
+USER = 'gpuops-test-playbooks-%s' % S
+HOST = 'lab-t4-%s' % S
+POOL_GROUP = 'pool_t4_%s' % S
 
 
-def test_cluster_alone_probes_first_then_deploys_and_labels(collections_path, tmp_path, simulator):
+def kwok_t4(name):
+    return {'apiVersion': 'v1', 'kind': 'Node',
+            'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name},
+                         'annotations': {'kwok.x-k8s.io/node': 'fake'}},
+            'status': {'capacity': {'nvidia.com/gpu': '4', 'cpu': '8', 'memory': '32Gi', 'pods': '110'},
+                       'allocatable': {'nvidia.com/gpu': '4', 'cpu': '8', 'memory': '32Gi', 'pods': '110'}}}
+
+
+@pytest.fixture
+def kube_node(kube_real):
+    """A kwok node for the pool's host; removed afterwards, with everything the tests' pool left."""
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    core.create_node(kwok_t4(HOST))
+    try:
+        yield {'kube': kube_real, 'kubeconfig': kube_real.user(USER, reads=True)}
+    finally:
+        core.delete_node(HOST)
+
+
+def test_cluster_alone_probes_first_then_deploys_and_labels(collections_path, tmp_path, simulator, kube_node):
     """cluster.yml without node.yml in the same run: the node has no gpu_probe_facts, so it is probed read-only first,
-    and the facts reach the stack and the labels. A second run writes nothing."""
+    and the facts reach the stack and the labels. A second run writes nothing (audit log)."""
+    from kubernetes import client
+    kube = kube_node['kube']
     env = sim_env('t4', tmp_path / 'state.json')
-    groups = {'gpu_nodes': {'children': {'pool_t4': {'hosts': {'lab-t4': {}},
-                                                     'vars': {'gpuops_sharing_strategy': 'time-slicing'}}}}}
-    with kube_emulator(tmp_path, 'h1-pb', [NODE]) as emu:
-        inv = local_inventory(tmp_path, [], groups=groups, extra={'gpuops_kubeconfig': emu['kubeconfig']})
+    groups = {'gpu_nodes': {'children': {POOL_GROUP: {'hosts': {HOST: {}},
+                                                      'vars': {'gpuops_sharing_strategy': 'time-slicing'}}}}}
+    pool = POOL_GROUP.replace('_', '-')
+    inv = local_inventory(tmp_path, [], groups=groups, extra={'gpuops_kubeconfig': kube_node['kubeconfig']})
+    try:
         proc, doc = playbook(collections_path, '-i', inv, 'playbooks/cluster.yml', env=env, json_out=True)
         assert proc.returncode == 0, json.dumps(doc['stats']) + proc.stderr[-3000:]
-        probe = task_results(doc, 'Probe the GPUs read-only (no facts from node.yml in this run)')['lab-t4']
+        probe = task_results(doc, 'Probe the GPUs read-only (no facts from node.yml in this run)')[HOST]
         assert not probe.get('skipped') and not probe['changed']
         assert probe['gpus'][0]['name'] == 'Tesla T4'
-        node = emulator_get(emu, '/api/v1/nodes/lab-t4')
-        labels = node['metadata']['labels']
+        core, apps = client.CoreV1Api(kube.api()), client.AppsV1Api(kube.api())
+        labels = core.read_node(HOST).metadata.labels
         assert labels['gpuops.io/sharing-strategy'] == 'time-slicing'
-        assert labels['gpuops.io/sharing-pool'] == 'pool-t4'
+        assert labels['gpuops.io/sharing-pool'] == pool
         assert labels['nvidia.com/gpu.product'] == 'Tesla-T4'       # from the facts of the read-only probe
-        ds = emulator_get(emu, '/apis/apps/v1/namespaces/kube-system/daemonsets')
-        assert any('pool-t4' in d['metadata']['name'] for d in ds['items']), [d['metadata']['name'] for d in ds['items']]
-        since = emulator_get(emu, '/_emulator/requests?since=999999999')['seq']
+        ds = apps.list_namespaced_daemon_set('kube-system').items
+        mine = [d for d in ds if pool in d.metadata.name]
+        assert mine, [d.metadata.name for d in ds]
+        start = kube.mark()
         proc, doc = playbook(collections_path, '-i', inv, 'playbooks/cluster.yml', env=env, json_out=True)
+        end = kube.mark()
         assert proc.returncode == 0
         assert all(s['changed'] == 0 for s in doc['stats'].values()), doc['stats']
-        writes = emulator_get(emu, '/_emulator/requests?since=%d&writes=1' % since)['items']
+        writes = kube.writes(start, end, user=USER)
         assert writes == [], writes
+    finally:
+        remove_pool(kube, pool)
 
 
-def test_cluster_alone_without_nvml_bindings_stops_before_any_api_call(collections_path, tmp_path, simulator):
+def remove_pool(kube, pool):
+    """Delete what the stack made for ``pool`` (the shared cluster outlives this file)."""
+    from kubernetes import dynamic
+    dyn = dynamic.DynamicClient(kube.api())
+    for api_version, kind in [('apps/v1', 'DaemonSet'), ('apps/v1', 'Deployment'), ('v1', 'ConfigMap'),
+                              ('v1', 'ServiceAccount'), ('v1', 'Service'), ('rbac.authorization.k8s.io/v1', 'Role'),
+                              ('rbac.authorization.k8s.io/v1', 'RoleBinding'),
+                              ('rbac.authorization.k8s.io/v1', 'ClusterRole'),
+                              ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding')]:
+        res = dyn.resources.get(api_version=api_version, kind=kind)
+        for item in dyn.get(res, label_selector='gpuops.io/sharing-pool=%s' % pool).items:
+            dyn.delete(res, name=item.metadata.name, namespace=item.metadata.namespace)
+
+
+def test_cluster_alone_without_nvml_bindings_stops_before_any_api_call(collections_path, tmp_path, simulator,
+                                                                       kube_node):
     """cluster.yml alone on a node that never ran node.yml and has no nvidia-ml-py: the read-only probe sees no NVML,
-    so the layer stops with a message that says to run the node layer first, and the API gets no request at all."""
+    so the layer stops with a message that says to run the node layer first, and the API gets no request at all (the
+    audit log records every request of this file's user, reads included)."""
+    kube = kube_node['kube']
     env = sim_env('t4', tmp_path / 'state.json')
-    groups = {'gpu_nodes': {'children': {'pool_t4': {'hosts': {'lab-t4': {}},
-                                                     'vars': {'gpuops_sharing_strategy': 'time-slicing'}}}}}
-    with kube_emulator(tmp_path, 'h1-nb', [NODE]) as emu:
-        since = emulator_get(emu, '/_emulator/requests?since=999999999')['seq']
-        # /usr/bin/python3: Debian's python without nvidia-ml-py, as on a node that never ran the node layer
-        inv = local_inventory(tmp_path, [], groups=groups, extra={'gpuops_kubeconfig': emu['kubeconfig'],
-                                                                  'ansible_python_interpreter': '/usr/bin/python3'})
-        proc, doc = playbook(collections_path, '-i', inv, 'playbooks/cluster.yml', env=env, json_out=True)
-        assert proc.returncode != 0
-        probe = task_results(doc, 'Probe the GPUs read-only (no facts from node.yml in this run)')['lab-t4']
-        assert probe['nvml']['status'] == 'bindings_missing', probe['nvml']
-        stop = task_results(doc, 'Stop when the read-only probe had no NVML bindings (the node layer installs them)')
-        assert stop['lab-t4']['failed'] is True
-        msg = stop['lab-t4']['msg']
-        assert 'no NVML Python bindings' in msg and 'Run the node layer first' in msg and '--tags probe' in msg, msg
-        assert [p['play']['name'] for p in doc['plays']] == [
-            'Cluster layer - GPU facts of the nodes (read-only probe when this run has none)']
-        assert emulator_get(emu, '/_emulator/requests?since=%d' % since)['items'] == []
+    groups = {'gpu_nodes': {'children': {POOL_GROUP: {'hosts': {HOST: {}},
+                                                      'vars': {'gpuops_sharing_strategy': 'time-slicing'}}}}}
+    start = kube.mark()
+    # /usr/bin/python3: Debian's python without nvidia-ml-py, as on a node that never ran the node layer
+    inv = local_inventory(tmp_path, [], groups=groups, extra={'gpuops_kubeconfig': kube_node['kubeconfig'],
+                                                              'ansible_python_interpreter': '/usr/bin/python3'})
+    proc, doc = playbook(collections_path, '-i', inv, 'playbooks/cluster.yml', env=env, json_out=True)
+    end = kube.mark()
+    assert proc.returncode != 0
+    probe = task_results(doc, 'Probe the GPUs read-only (no facts from node.yml in this run)')[HOST]
+    assert probe['nvml']['status'] == 'bindings_missing', probe['nvml']
+    stop = task_results(doc, 'Stop when the read-only probe had no NVML bindings (the node layer installs them)')
+    assert stop[HOST]['failed'] is True
+    msg = stop[HOST]['msg']
+    assert 'no NVML Python bindings' in msg and 'Run the node layer first' in msg and '--tags probe' in msg, msg
+    assert [p['play']['name'] for p in doc['plays']] == [
+        'Cluster layer - GPU facts of the nodes (read-only probe when this run has none)']
+    assert kube.requests(start, end, user=USER) == []
 
 
 # ------------------------------------------------------------------------------------------------ gpu_node_sharing

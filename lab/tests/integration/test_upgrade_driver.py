@@ -4,8 +4,9 @@ unhold entry point. The rolls that must stop (a drain that cannot finish, GPU jo
 gone after the reboot, a node cordoned before the roll) are in test_upgrade_driver_stops.py, with its own lab so that
 the two files run on different xdist workers.
 
-What this proves: the roll goes one node at a time (the emulator's request log orders cordon/evict/uncordon),
-pods are evicted through the eviction API, nodes are uncordoned, the driver and the version NVML reports change,
+What this proves: the roll goes one node at a time (the real API server's audit log orders cordon/evict/uncordon),
+pods are evicted through the real eviction API (the ReplicaSet controller replaces them, the DaemonSet pods stay),
+nodes are uncordoned, the driver and the version NVML reports change,
 a re-run drains nothing and changes nothing, and a node that fails verification stops the roll and stays cordoned
 while the next node is not touched.
 
@@ -17,29 +18,30 @@ import os
 import pytest
 import yaml
 
-from conftest import ROOT, emulator_get, sh
-from upgrade_lab import (NEW, NODES, OLD, dexec, failures, installed_versions, k8s_nodes, k8s_pods, make_lab,
-                         node_events, playbook, reported_version, reseed_pods, roll, setup, upgrade)
+from conftest import ROOT, sh
+from upgrade_lab import (NEW, NODES, OLD, USER, dexec, failures, installed_versions, k8s_nodes, k8s_pods, make_lab,
+                         node_events, playbook, pod_uids, reported_version, reseed_pods, roll, setup, upgrade)
 
 
 @pytest.fixture(scope='module')
-def lab(tmp_path_factory, collections_path):
-    yield from make_lab(tmp_path_factory, collections_path, 'upg-roll')
+def lab(tmp_path_factory, collections_path, kube_real):
+    yield from make_lab(tmp_path_factory, collections_path, 'upg-roll', kube_real)
 
 
 def test_input_is_checked_before_anything_changes(lab):
-    since = emulator_get(lab['emu'], '/_emulator/requests')['seq']
+    since = lab['emu'].mark()
     rc, doc = playbook(lab, os.path.join(ROOT, 'playbooks', 'upgrade_driver.yml'), '-e', 'gpuops_upgrade_driver_version=550.90',
-                       '-e', 'gpuops_kubeconfig=%s' % lab['emu']['kubeconfig'], '-e', 'gpuops_upgrade_serial=0')
+                       '-e', 'gpuops_kubeconfig=%s' % lab['emu'].kubeconfig, '-e', 'gpuops_upgrade_serial=0')
     assert rc != 0
     assert 'gpuops_upgrade_serial must be a positive' in failures(doc)
-    assert emulator_get(lab['emu'], '/_emulator/requests?since=%d&writes=1' % since)['items'] == []
+    assert lab['emu'].kube.writes(since, lab['emu'].mark(), user=USER) == []
     assert all(reported_version(lab, h) == OLD for h in lab['containers'])
 
 
 def test_rolling_upgrade_one_node_at_a_time_then_rerun_changes_nothing(lab):
     emu = lab['emu']
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    before = pod_uids(emu)
+    since = emu.mark()
     rc, doc = upgrade(lab)
     assert rc == 0, failures(doc)
     events = node_events(emu, since)
@@ -47,8 +49,11 @@ def test_rolling_upgrade_one_node_at_a_time_then_rerun_changes_nothing(lab):
     # one node at a time, in inventory order: cordon N < its evictions < uncordon N < cordon N+1
     marks = [(kind, node or p) for _s, node, kind, p in events]
     assert marks == roll(names[0]) + roll(names[1]) + roll(names[2]), events
-    # the DaemonSet pods stay (ignore_daemonsets), the ReplicaSet pods were evicted
-    assert k8s_pods(emu) == sorted((n, 'dp-%s' % n) for n in names)
+    # the DaemonSet pods stay (ignore_daemonsets: the same pods), the ReplicaSet pods were evicted (the ReplicaSet
+    # controller replaced each one; the replacement waits for the uncordon, then the scheduler puts it back)
+    after = pod_uids(emu)
+    assert all(after.get((n, 'dp-%s' % n)) == before[(n, 'dp-%s' % n)] for n in names), (before, after)
+    assert not set(before[(n, 'train-%s' % n)] for n in names) & set(after.values()), (before, after)
     nodes = k8s_nodes(emu)
     assert all(not nodes[n]['spec'].get('unschedulable') for n in names), nodes
     assert all('gpuops.io/driver-upgrade' not in (nodes[n]['metadata'].get('annotations') or {}) for n in names), nodes
@@ -57,10 +62,10 @@ def test_rolling_upgrade_one_node_at_a_time_then_rerun_changes_nothing(lab):
         assert installed_versions(lab, host) == [NEW]
     # re-run: nothing drained, nothing changed
     reseed_pods(emu)
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     rc, doc = upgrade(lab)
     assert rc == 0, failures(doc)
-    assert emulator_get(emu, '/_emulator/requests?since=%d&writes=1' % since)['items'] == []
+    assert emu.kube.writes(since, emu.mark(), user=USER) == []
     assert all(s['changed'] == 0 for s in doc['stats'].values()), doc['stats']
     assert len(k8s_pods(emu)) == 2 * len(NODES)
 
@@ -72,7 +77,7 @@ def test_failed_node_stops_the_roll_and_stays_cordoned(lab):
     host2 = NODES[1][0]
     # node 2's GPUs come up on another driver than the one installed
     dexec(lab['containers'][host2], 'sh', '-c', 'echo 550.40.07 > /etc/gpuops-lab/report-driver-version')
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     try:
         rc, doc = upgrade(lab)
     finally:
@@ -99,7 +104,7 @@ def test_failed_node_stops_the_roll_and_stays_cordoned(lab):
     fixed.write_text(json.dumps(inv))
     sh('docker', 'cp', str(fixed), '%s:/etc/nvml-sim/inventory.json' % lab['containers'][host2])
     installs = dexec(lab['containers'][host2], 'cat', '/var/log/gpuops-lab-nvidia-installer.log').stdout
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     rc, doc = upgrade(lab)
     assert rc == 0, failures(doc)
     marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]

@@ -9,6 +9,11 @@ its own lab and runs on another xdist worker at the same time. The doctor gate (
 "reboot" (a failed row remapping in the simulator) stops the roll at node 2 too, and so does a node that goes down for
 its new driver and never comes back (issue #31; last, as it halts node 2's container and starts it again).
 
+The cluster side is the real control plane (upgrade_lab.py): the PodDisruptionBudget is kept current by the real
+disruption controller and the eviction API refuses with 429; the pod a finalizer holds is a ReplicaSet's pod whose
+template carries the finalizer (kwok deletes evicted pods at once, the finalizer keeps it terminating); the GPU jobs are
+pods without a controller, labelled as wait_for_jobs selects them (kwok completes the pods of real Jobs at once).
+
 Run: .venv/bin/pytest -q lab/tests/integration/test_upgrade_driver_stops.py   (needs root, dockerd, the node image)
 """
 import json
@@ -16,14 +21,20 @@ import os
 
 import pytest
 
-from conftest import DOCKER_DIR, emulator_get, sh
-from upgrade_lab import (NEW, NODES, api, assert_stopped_at_node_2, dexec, failures, installer_log, k8s_nodes, k8s_pods,
-                         make_lab, node_events, pod, reported_version, roll, stand_down, upgrade)
+from conftest import DOCKER_DIR, sh, wait_until
+from upgrade_lab import (NEW, NODES, NS, assert_stopped_at_node_2, bare_pod, dexec, failures, installer_log, k8s_nodes,
+                         k8s_pods, make_lab, node_events, pod_of, replicaset, reported_version, roll, stand_down, upgrade)
 
 
 @pytest.fixture(scope='module')
-def lab(tmp_path_factory, collections_path):
-    yield from make_lab(tmp_path_factory, collections_path, 'upg-stops')
+def lab(tmp_path_factory, collections_path, kube_real):
+    yield from make_lab(tmp_path_factory, collections_path, 'upg-stops', kube_real)
+
+
+def running(emu, owner):
+    wait_until('a Running pod of %s' % owner, lambda: [
+        p for p in emu.core.list_namespaced_pod(NS).items if p.status.phase == 'Running'
+        and (p.metadata.owner_references or [p.metadata])[0].name == owner], 60)
 
 
 def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab):
@@ -31,20 +42,21 @@ def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab
     emu = lab['emu']
     stand_down(lab)
     n2 = NODES[1][2]
-    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('web-%s' % n2, n2, 'ReplicaSet', {'app': 'web'}))
-    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('job-%s' % n2, n2, 'Job', {'gpuops.io/gpu-job': 'true'}))
-    api(emu, 'POST', '/api/v1/namespaces/default/pods', pod('done-%s' % NODES[0][2], NODES[0][2], 'Job', {'gpuops.io/gpu-job': 'true'}))
-    api(emu, 'PATCH', '/api/v1/namespaces/default/pods/done-%s/status' % NODES[0][2], {'status': {'phase': 'Succeeded'}},
-        'application/merge-patch+json')
+    emu.create(replicaset('web-%s' % n2, n2, {'app': 'web'}))
+    emu.create(bare_pod('job-%s' % n2, n2, {'gpuops.io/gpu-job': 'true'}))
+    emu.create(bare_pod('done-%s' % NODES[0][2], NODES[0][2], {'gpuops.io/gpu-job': 'true'}))
+    for owner in ('web-%s' % n2, 'job-%s' % n2, 'done-%s' % NODES[0][2]):
+        running(emu, owner)
+    emu.core.patch_namespaced_pod_status('done-%s' % NODES[0][2], NS, {'status': {'phase': 'Succeeded'}})
     installs = installer_log(lab, NODES[1][0])
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s,app!=web' % n2,
                       '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
                       '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
                       '-e', 'gpuops_upgrade_wait_for_jobs_on_timeout=stop')
     assert rc != 0
     msg = failures(doc)
-    assert 'GPU jobs still run after 2s' in msg and 'default/job-%s' % n2 in msg and 'stays cordoned' in msg, msg
+    assert 'GPU jobs still run after 2s' in msg and '%s/job-%s' % (NS, n2) in msg and 'stays cordoned' in msg, msg
     # node 1: its finished job does not hold it, the selector drains nothing there (no GPU pod matches)
     n1 = NODES[0][2]
     marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
@@ -52,8 +64,10 @@ def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab
     assert (n2, 'web-%s' % n2) in k8s_pods(emu) and (n1, 'train-%s' % n1) in k8s_pods(emu)
     assert installer_log(lab, NODES[1][0]) == installs
     # the job ends: the resumed roll drains only the selected GPU pod on node 2 (web stays), and goes on
-    api(emu, 'DELETE', '/api/v1/namespaces/default/pods/job-%s' % n2)
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    emu.core.delete_namespaced_pod('job-%s' % n2, NS)
+    wait_until('job-%s gone' % n2, lambda: ('job-%s' % n2) not in [p.metadata.name for p in
+                                                                    emu.core.list_namespaced_pod(NS).items], 30)
+    since = emu.mark()
     rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_pod_selector=app=train-%s' % n2,
                       '-e', 'gpuops_upgrade_wait_for_jobs_pod_selector=gpuops.io/gpu-job=true',
                       '-e', 'gpuops_upgrade_wait_for_jobs_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1',
@@ -74,7 +88,7 @@ def test_UPG_04_mig_node_without_its_mig_devices_after_the_reboot_stops_the_roll
     stand_down(lab)
     n2 = NODES[1][2]
     dexec(lab['containers'][NODES[1][0]], 'touch', '/etc/gpuops-lab/drop-mig-instances')
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     try:
         rc, doc = upgrade(lab)
     finally:
@@ -103,7 +117,7 @@ def test_doctor_gate_critical_finding_after_the_reboot_stops_the_roll(lab):
             'json.dump(inv, open(p, "w"), indent=1)')
     failed = {'correctable': 0, 'uncorrectable': 1, 'pending': False, 'failure': True}
     dexec(container, 'python3', '-c', edit, path, json.dumps(failed))
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     try:
         rc, doc = upgrade(lab)
     finally:
@@ -120,17 +134,20 @@ def test_UPG_01_drain_refused_by_a_disruption_budget_stops_the_roll(lab):
     emu = lab['emu']
     stand_down(lab)
     n1, n2 = NODES[0][2], NODES[1][2]
-    api(emu, 'POST', '/apis/policy/v1/namespaces/default/poddisruptionbudgets',
-        {'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget',
-         'metadata': {'name': 'train-%s' % n2, 'namespace': 'default'},
-         'spec': {'maxUnavailable': 0, 'selector': {'matchLabels': {'app': 'train-%s' % n2}}}})
+    emu.create({'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget',
+                'metadata': {'name': 'train-%s' % n2, 'namespace': NS},
+                'spec': {'maxUnavailable': 0, 'selector': {'matchLabels': {'app': 'train-%s' % n2}}}})
+    # the real disruption controller computes what the budget allows (none)
+    wait_until('the PDB observed', lambda: (lambda st: st and st.observed_generation and st.expected_pods == 1)(
+        emu.policy.read_namespaced_pod_disruption_budget('train-%s' % n2, NS).status), 30)
+    train2 = pod_of(emu, 'train-%s' % n2)
     installs = installer_log(lab, NODES[1][0])
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_timeout=2', '-e', 'gpuops_upgrade_poll_interval=1')
     assert rc != 0
     msg = failures(doc)
     assert 'the drain did not finish' in msg and 'disruption budget' in msg and 'stays cordoned' in msg, msg
-    assert 'default/train-%s (eviction refused: PodDisruptionBudget)' % n2 in msg, msg
+    assert '%s/%s (eviction refused: PodDisruptionBudget)' % (NS, train2) in msg, msg
     # the refused eviction (429) is tried again until the drain timeout (as kubectl drain does), and the refused
     # evictions are the last writes for node 2
     events = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
@@ -145,15 +162,15 @@ def test_UPG_02_drain_that_times_out_stops_the_roll(lab):
     emu = lab['emu']
     stand_down(lab)
     n2 = NODES[1][2]
-    held = pod('held-%s' % n2, n2, 'ReplicaSet')
-    held['metadata']['finalizers'] = ['gpuops.io/lab-hold']  # evicted, but it stays (terminating) until released
-    api(emu, 'POST', '/api/v1/namespaces/default/pods', held)
+    # evicted, but its pod stays (terminating) until the finalizer is released
+    emu.create(replicaset('held-%s' % n2, n2, finalizers=['gpuops.io/lab-hold']))
+    running(emu, 'held-%s' % n2)
     installs = installer_log(lab, NODES[1][0])
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     rc, doc = upgrade(lab, '-e', 'gpuops_upgrade_drain_timeout=3', '-e', 'gpuops_upgrade_poll_interval=1')
     assert rc != 0
     msg = failures(doc)
-    assert 'the drain did not finish' in msg and 'default/held-%s' % n2 in msg and 'after 3s' in msg, msg
+    assert 'the drain did not finish' in msg and '%s/held-%s' % (NS, n2) in msg and 'after 3s' in msg, msg
     assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'held-%s' % n2),
                                                ('evict', 'train-%s' % n2)], installs)
 
@@ -163,8 +180,8 @@ def test_UPG_09_a_node_cordoned_before_the_roll_stays_cordoned(lab):
     emu = lab['emu']
     stand_down(lab)
     n1, n2, n3 = [n for _h, _i, n in NODES]
-    api(emu, 'PATCH', '/api/v1/nodes/%s' % n3, {'spec': {'unschedulable': True}}, 'application/merge-patch+json')
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    emu.core.patch_node(n3, {'spec': {'unschedulable': True}})
+    since = emu.mark()
     rc, doc = upgrade(lab)
     assert rc == 0, failures(doc)
     marks = [(kind, node or p) for _s, node, kind, p in node_events(emu, since)]
@@ -186,7 +203,7 @@ def test_a_node_that_never_comes_back_after_its_upgrade_stops_the_roll(lab):
     n2 = NODES[1][2]
     name = lab['containers'][NODES[1][0]]
     dexec(name, 'touch', '/etc/gpuops-lab/never-come-back')
-    since = emulator_get(emu, '/_emulator/requests')['seq']
+    since = emu.mark()
     try:
         rc, doc = upgrade(lab)
         assert rc != 0
@@ -200,7 +217,7 @@ def test_a_node_that_never_comes_back_after_its_upgrade_stops_the_roll(lab):
         assert 'the roll stops here and later nodes are not touched' in msg and n2 in msg, msg
         stats = doc['stats'][NODES[1][0]]
         assert stats['failures'] + stats['unreachable'] >= 1, doc['stats']
-        assert_stopped_at_node_2(lab, doc, since, [('mark', n2), ('cordon', n2), ('evict', 'train-%s' % n2)], None)
+        assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
         assert k8s_nodes(emu)[n2]['metadata']['annotations'].get('gpuops.io/driver-upgrade') == NEW
     finally:
         sh('docker', 'start', name)

@@ -136,6 +136,22 @@ def test_audit_log_counts_writes_of_one_user(cl):
         == {'k': 'v'}
 
 
+def test_audit_log_records_every_request_of_the_reads_group(cl):
+    """A user made with reads=True (group gpuops:audit-reads): its reads are in the audit log too (Metadata level),
+    so a test can show that a run read only what it should, or made no request at all."""
+    from kubernetes import client
+    name = USER + '-reads'
+    core = client.CoreV1Api(cl.api(cl.user(name, reads=True)))
+    m0 = cl.mark()
+    core.list_namespaced_config_map(NS, label_selector='a=b')
+    core.read_namespace(NS)
+    m1 = cl.mark()
+    assert [(v, u.split('?')[0], c) for v, u, c in cl.requests(m0, m1, user=name)] == [
+        ('list', '/api/v1/namespaces/%s/configmaps' % NS, 200), ('get', '/api/v1/namespaces/%s' % NS, 200)]
+    assert cl.writes(m0, m1, user=name) == []
+    assert cl.requests(m1, cl.mark(), user=name) == []
+
+
 def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
     """kwok's GPU nodes are Ready with their GPU capacity; the scheduler places a pod asking for 8 GPUs on an 8-GPU
     node, kwok runs it; the DaemonSet controller places one pod on each node of the selector and nowhere else."""
