@@ -16,6 +16,7 @@ import datetime
 import fnmatch
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
 
 FLAVOURS = ('auto', 'open', 'proprietary')
@@ -61,7 +62,7 @@ FIRST_BRANCH_FOR_ARCH = {'blackwell': 570}
 PROPRIETARY_LAST_BRANCH = 610
 OPEN_FIRST_BRANCH = 515
 
-SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
+SUPPORTED_FAMILIES = platforms.SUPPORTED_FAMILIES   # _common/platforms.py
 
 
 class SelectionError(ValueError):

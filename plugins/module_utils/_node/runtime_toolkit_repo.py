@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins, platforms
 
 # The newest toolkit release whose sources were read (NVIDIA/nvidia-container-toolkit tag v1.20.0).
 DEFAULT_VERSION = pins.ref('nvidia-container-toolkit')
@@ -27,8 +27,8 @@ PACKAGES = ('nvidia-container-toolkit', 'nvidia-container-toolkit-base', 'libnvi
             'libnvidia-container1')
 APT_ARCH = {'x86_64': 'amd64', 'amd64': 'amd64', 'aarch64': 'arm64', 'arm64': 'arm64'}
 RPM_ARCH = {'x86_64': 'x86_64', 'amd64': 'x86_64', 'aarch64': 'aarch64', 'arm64': 'aarch64'}
-# RHEL-family major releases still supported by their vendors in late 2026 (7 ended in 2024).
-RPM_MAJORS = ('8', '9', '10')
+# RHEL-family major releases still supported by their vendors in late 2026 (7 ended in 2024): _common/platforms.py
+RPM_MAJORS = platforms.RPM_MAJORS
 _VERSION_RE = re.compile(r'^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.+~]+)?$')
 _PKG_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9+._-]*$')
 
@@ -39,9 +39,9 @@ class ToolkitRepoError(Exception):
 
 def package_family(os_family, major=None):
     """'apt' for Debian/Ubuntu, 'rpm' for RHEL/Rocky/Alma 8-10; anything else is refused."""
-    if os_family == 'Debian':
+    if platforms.OS_FAMILY_PKG_MGR.get(os_family) == 'apt':
         return 'apt'
-    if os_family == 'RedHat':
+    if platforms.OS_FAMILY_PKG_MGR.get(os_family) == 'dnf':
         if major is not None and str(major) not in RPM_MAJORS:
             raise ToolkitRepoError(
                 'ansible_facts.distribution_major_version is %r; the toolkit RPM path supports RHEL-family %s '
