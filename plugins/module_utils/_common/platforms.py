@@ -20,10 +20,15 @@ __metaclass__ = type
 # galaxy and versions are the role metadata's platforms entry. Release floors: the node-side modules need Python
 # 3.10 (tests/config.yml: Debian 12, Ubuntu 22.04); RHEL 7 is past its end of maintenance (nvidia_driver_select,
 # runtime_toolkit_repo refuse it).
+# initramfs_command rebuilds every kernel's initramfs (the nouveau blacklist must reach it: nvidia_driver's handler).
+_UPDATE_INITRAMFS = ('update-initramfs', '-u', '-k', 'all')
 FAMILIES = {
-    'Debian': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Debian', 'versions': ('bookworm',)},
-    'Ubuntu': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Ubuntu', 'versions': ('jammy', 'noble')},
-    'RedHat': {'os_family': 'RedHat', 'pkg_mgr': 'dnf', 'galaxy': 'EL', 'versions': ('8', '9', '10')},
+    'Debian': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Debian', 'versions': ('bookworm',),
+               'initramfs_command': _UPDATE_INITRAMFS},
+    'Ubuntu': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Ubuntu', 'versions': ('jammy', 'noble'),
+               'initramfs_command': _UPDATE_INITRAMFS},
+    'RedHat': {'os_family': 'RedHat', 'pkg_mgr': 'dnf', 'galaxy': 'EL', 'versions': ('8', '9', '10'),
+               'initramfs_command': ('dracut', '-f', '--regenerate-all')},
 }
 SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
 # the package managers the roles have task files for, from the os_family of a family the table does not name
@@ -75,6 +80,12 @@ def node_platform(facts):
     return {'family': fam, 'os_family': str((facts or {}).get('os_family') or ''), 'pkg_mgr': pkg_mgr(facts),
             'supported': fam in SUPPORTED_FAMILIES, 'supported_families': list(SUPPORTED_FAMILIES),
             'vars_files': vars_files(facts)}
+
+
+def initramfs_command(family_name):
+    # type: (str) -> list
+    """The command that rebuilds the initramfs on a family (update-initramfs for a family the table does not name)."""
+    return list((FAMILIES.get(family_name) or FAMILIES['Debian'])['initramfs_command'])
 
 
 def galaxy_platforms():
