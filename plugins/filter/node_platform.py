@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: node_platform
 short_description: The node's distribution family, package manager and per-family vars files
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - From the node's facts, the family (C(Ubuntu) for Ubuntu, C(ansible_facts.os_family) otherwise), the package
     manager the roles dispatch their package tasks to (C(apt) or C(dnf); empty for a family they have no package
