@@ -187,7 +187,7 @@ _RTX_PRO_6000 = [
 # Products: key, PCI device ids (the device part of NVML's pciDeviceId; mig-parted's device-filter values are
 # device << 16 | 0x10DE), name rules (every token of one rule must be a token of the product name; first product
 # whose rule matches wins, so the more specific products come first), table.
-MIG_PRODUCTS = [
+MIG_PRODUCTS = [  # type: list[tuple[str, list[int], list[tuple[str, ...]], list]]
     ('A30-24GB', [0x20B7], [('A30',)], _A30),
     ('A100-80GB', [0x20B2, 0x20B5, 0x20F3, 0x20F5], [('A100', '80GB'), ('A800', '80GB')], _seven_slice(10, 20, 40, 80)),
     ('A100-40GB', [0x20B0, 0x20B1, 0x20F1, 0x20F6], [('A100',), ('A800',)], _seven_slice(5, 10, 20, 40)),
@@ -241,7 +241,7 @@ def mig_catalog_match(product_name=None, pci_device_id=None):
                 return {'product': key, 'matched_by': 'pci_device_id'}
     tokens = _tokens(product_name)
     if tokens:
-        for key, dummy, rules, dummy2 in MIG_PRODUCTS:
+        for key, dummy_ids, rules, dummy2 in MIG_PRODUCTS:
             for rule in rules:
                 if all(t in tokens for t in rule):
                     return {'product': key, 'matched_by': 'name'}
@@ -302,7 +302,7 @@ def label_value(text):
 def sharing_capabilities(gpus):
     """Which sharing strategies the hardware allows, with the reason when not."""
     # every node strategy of the model; mps and mig have hardware conditions (below)
-    caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)
+    caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)  # type: dict[str, dict]
     if not gpus:
         for v in caps.values():
             v['reason'] = 'no NVIDIA GPU found'

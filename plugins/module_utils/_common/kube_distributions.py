@@ -24,7 +24,7 @@ __metaclass__ = type
 #   config_file        the distribution's config.yaml (server and agent)
 #   server_service, agent_service   its systemd units that a role restarts (None: no role restarts it)
 #   containerd_dir     where its containerd template lives (the file name depends on the config version)
-KUBE_DISTRIBUTIONS = {
+KUBE_DISTRIBUTIONS = {  # type: dict[str, dict]
     'kubeadm': {'scheduler_mode': 'kubeadm_manifest', 'scheduler_path': '/etc/kubernetes/manifests/kube-scheduler.yaml',
                 'own_dir': '/etc/kubernetes/gpuops', 'config_file': None, 'server_service': None,
                 'agent_service': None, 'containerd_dir': None},

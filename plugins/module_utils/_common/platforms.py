@@ -22,7 +22,7 @@ __metaclass__ = type
 # runtime_toolkit_repo refuse it).
 # initramfs_command rebuilds every kernel's initramfs (the nouveau blacklist must reach it: nvidia_driver's handler).
 _UPDATE_INITRAMFS = ('update-initramfs', '-u', '-k', 'all')
-FAMILIES = {
+FAMILIES = {  # type: dict[str, dict]
     'Debian': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Debian', 'versions': ('bookworm',),
                'initramfs_command': _UPDATE_INITRAMFS},
     'Ubuntu': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Ubuntu', 'versions': ('jammy', 'noble'),

@@ -28,7 +28,7 @@ METHODS = ('distro', 'cuda_repo', 'runfile')
 _SRC_580 = 'docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html (v580)'
 _SRC_615 = 'docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html'
 _SRC_620 = 'docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-and-cuda-toolkit-versions.html'
-BRANCHES = {
+BRANCHES = {  # type: dict[str, dict]
     '535': {'type': 'ltsb', 'eol': '2026-06', 'source': _SRC_615},
     '550': {'type': 'production', 'eol': None, 'ended': True, 'source': _SRC_580},
     '560': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_580},
@@ -287,7 +287,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     b = _branch_int(branch)
     opn = flavour == 'open'
     plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
-            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}
+            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}  # type: dict
     if method == 'runfile':
         plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
     elif family == 'Ubuntu' and method == 'distro':
