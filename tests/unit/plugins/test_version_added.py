@@ -38,8 +38,7 @@ def _nested(doc, where=''):
     for name, opt in ((doc or {}).get('options') or {}).items():
         if 'version_added' in opt:
             yield where + name, opt['version_added']
-        for sub in _nested({'options': opt.get('suboptions')}, where + name + '.'):
-            yield sub
+        yield from _nested({'options': opt.get('suboptions')}, where + name + '.')
 
 
 def _allowed():

@@ -132,6 +132,6 @@ def test_cuda_repo_key_default_is_the_tables(fam):
         def trust_as_template(value):
             return value
     expr = _yaml(os.path.join(ROOT, 'roles', 'nvidia_driver', 'defaults', 'main.yml'))['nvidia_driver_cuda_repo_key_url']
-    got = Templar(loader=DataLoader(), variables={'nvidia_driver_cuda_repo_url': 'https://x/',
-                                                   'ansible_facts': FACTS[fam]}).template(trust_as_template(expr))
+    variables = {'nvidia_driver_cuda_repo_url': 'https://x/', 'ansible_facts': FACTS[fam]}
+    got = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
     assert got == 'https://x/' + P.CUDA_REPO_KEY[P.pkg_mgr(FACTS[fam])]
