@@ -20,6 +20,21 @@ echo "== mypy (lab/mypy.ini): plugins/module_utils/_common, _node"
 MYPYPATH=$COLLECTIONS "$VENV/bin/mypy" --config-file lab/mypy.ini \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node || rc=1
+# older pylint (ansible-test sanity on ansible-core 2.16) parses type comments and stops at one it cannot place:
+# one after the opening bracket of a multi-line statement instead of at its end
+echo "== type comments where Python's parser takes them: plugins/"
+"$VENV/bin/python" - <<'PY' || rc=1
+import ast, glob, sys
+bad = 0
+for path in sorted(glob.glob('plugins/**/*.py', recursive=True)):
+    with open(path, encoding='utf-8') as f:
+        try:
+            ast.parse(f.read(), path, type_comments=True)
+        except SyntaxError as e:
+            bad += 1
+            print('%s:%s: a type comment Python cannot place (move it to the end of the statement): %s' % (path, e.lineno, e.msg))
+sys.exit(1 if bad else 0)
+PY
 echo "== ruff (lab/ruff.toml): plugins/ lab/"
 "$VENV/bin/ruff" check --config lab/ruff.toml --no-cache plugins lab || rc=1
 exit $rc

@@ -187,7 +187,7 @@ _RTX_PRO_6000 = [
 # Products: key, PCI device ids (the device part of NVML's pciDeviceId; mig-parted's device-filter values are
 # device << 16 | 0x10DE), name rules (every token of one rule must be a token of the product name; first product
 # whose rule matches wins, so the more specific products come first), table.
-MIG_PRODUCTS = [  # type: list[tuple[str, list[int], list[tuple[str, ...]], list]]
+MIG_PRODUCTS = [
     ('A30-24GB', [0x20B7], [('A30',)], _A30),
     ('A100-80GB', [0x20B2, 0x20B5, 0x20F3, 0x20F5], [('A100', '80GB'), ('A800', '80GB')], _seven_slice(10, 20, 40, 80)),
     ('A100-40GB', [0x20B0, 0x20B1, 0x20F1, 0x20F6], [('A100',), ('A800',)], _seven_slice(5, 10, 20, 40)),
@@ -202,7 +202,7 @@ MIG_PRODUCTS = [  # type: list[tuple[str, list[int], list[tuple[str, ...]], list
     ('GB300', [0x31C2], [('GB300',)], _seven_slice(35, 70, 139, 278)),
     ('B300', [0x3182], [('B300',)], _seven_slice(34, 67, 135, 269)),
     ('RTX-PRO-6000-Blackwell', [0x2BB5], [('RTX', 'PRO', '6000', 'BLACKWELL')], _RTX_PRO_6000),
-]
+]  # type: list[tuple[str, list[int], list[tuple[str, ...]], list]]
 
 
 def pci_device_part(value):

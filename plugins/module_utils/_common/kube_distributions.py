@@ -24,7 +24,7 @@ __metaclass__ = type
 #   config_file        the distribution's config.yaml (server and agent)
 #   server_service, agent_service   its systemd units that a role restarts (None: no role restarts it)
 #   containerd_dir     where its containerd template lives (the file name depends on the config version)
-KUBE_DISTRIBUTIONS = {  # type: dict[str, dict]
+KUBE_DISTRIBUTIONS = {
     'kubeadm': {'scheduler_mode': 'kubeadm_manifest', 'scheduler_path': '/etc/kubernetes/manifests/kube-scheduler.yaml',
                 'own_dir': '/etc/kubernetes/gpuops', 'config_file': None, 'server_service': None,
                 'agent_service': None, 'containerd_dir': None},
@@ -37,7 +37,7 @@ KUBE_DISTRIBUTIONS = {  # type: dict[str, dict]
     'k3s': {'scheduler_mode': None, 'scheduler_path': '', 'own_dir': None, 'config_file': '/etc/rancher/k3s/config.yaml',
             'server_service': 'k3s', 'agent_service': 'k3s-agent',
             'containerd_dir': '/var/lib/rancher/k3s/agent/etc/containerd'},
-}
+}  # type: dict[str, dict]
 # containerd config version -> the template file RKE2 / k3s render their containerd config from
 CONTAINERD_TEMPLATES = {'2': 'config.toml.tmpl', '3': 'config-v3.toml.tmpl'}
 # kubeadm's ClusterConfiguration in the kubeadm-config ConfigMap: a mode of its own for the same distribution

@@ -22,14 +22,14 @@ __metaclass__ = type
 # runtime_toolkit_repo refuse it).
 # initramfs_command rebuilds every kernel's initramfs (the nouveau blacklist must reach it: nvidia_driver's handler).
 _UPDATE_INITRAMFS = ('update-initramfs', '-u', '-k', 'all')
-FAMILIES = {  # type: dict[str, dict]
+FAMILIES = {
     'Debian': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Debian', 'versions': ('bookworm',),
                'initramfs_command': _UPDATE_INITRAMFS},
     'Ubuntu': {'os_family': 'Debian', 'pkg_mgr': 'apt', 'galaxy': 'Ubuntu', 'versions': ('jammy', 'noble'),
                'initramfs_command': _UPDATE_INITRAMFS},
     'RedHat': {'os_family': 'RedHat', 'pkg_mgr': 'dnf', 'galaxy': 'EL', 'versions': ('8', '9', '10'),
                'initramfs_command': ('dracut', '-f', '--regenerate-all')},
-}
+}  # type: dict[str, dict]
 SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
 # the package managers the roles have task files for, from the os_family of a family the table does not name
 # (a Debian or RHEL derivative: apt or dnf as its parent)

@@ -28,7 +28,7 @@ METHODS = ('distro', 'cuda_repo', 'runfile')
 _SRC_580 = 'docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html (v580)'
 _SRC_615 = 'docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html'
 _SRC_620 = 'docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-and-cuda-toolkit-versions.html'
-BRANCHES = {  # type: dict[str, dict]
+BRANCHES = {
     '535': {'type': 'ltsb', 'eol': '2026-06', 'source': _SRC_615},
     '550': {'type': 'production', 'eol': None, 'ended': True, 'source': _SRC_580},
     '560': {'type': 'new-feature', 'eol': None, 'ended': True, 'source': _SRC_580},
@@ -40,7 +40,7 @@ BRANCHES = {  # type: dict[str, dict]
     '595': {'type': 'production', 'eol': '2027-03', 'source': _SRC_620},
     '610': {'type': 'new-feature', 'eol': '2026-08', 'source': _SRC_615},
     '620': {'type': 'ltsb', 'eol': '2029-09', 'source': _SRC_620},
-}
+}  # type: dict[str, dict]
 # 580: long term support until June 2028, the last branch that drives Maxwell, Pascal and Volta (NVIDIA's
 # "CUDA Toolkit, Driver, and Architecture Matrix"), packaged by Ubuntu (-server), RHEL module streams and the
 # CUDA repositories. 595 ends in March 2027; 620 (LTSB to September 2029) drops every GPU before Turing.
