@@ -13,7 +13,6 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_platform import FilterModule
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms as P
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver_select
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import runtime_toolkit_repo
@@ -53,22 +52,6 @@ def test_one_list_of_families():
             'apt' if P.pkg_mgr(facts) == 'apt' else 'rpm')
 
 
-@pytest.mark.parametrize('facts, family, pkg_mgr, supported, files', [
-    (FACTS['Ubuntu'], 'Ubuntu', 'apt', True, ['Ubuntu_24.yml', 'Ubuntu.yml', 'Debian.yml', 'default.yml']),
-    (FACTS['Debian'], 'Debian', 'apt', True, ['Debian_12.yml', 'Debian.yml', 'default.yml']),
-    (FACTS['RedHat'], 'RedHat', 'dnf', True, ['RedHat_9.yml', 'RedHat.yml', 'default.yml']),
-    ({'distribution': 'Linuxmint', 'os_family': 'Debian'}, 'Debian', 'apt', True, ['Debian.yml', 'default.yml']),
-    ({'distribution': 'openSUSE Leap', 'os_family': 'Suse', 'distribution_major_version': '15'}, 'Suse', '', False,
-     ['Suse_15.yml', 'Suse.yml', 'default.yml']),
-    ({}, '', '', False, ['default.yml']),
-    (None, '', '', False, ['default.yml']),
-])
-def test_node_platform_filter(facts, family, pkg_mgr, supported, files):
-    got = FilterModule().filters()['node_platform'](facts)
-    assert got == {'family': family, 'os_family': (facts or {}).get('os_family', ''), 'pkg_mgr': pkg_mgr,
-                   'supported': supported, 'supported_families': list(P.SUPPORTED_FAMILIES), 'vars_files': files}
-
-
 @pytest.mark.parametrize('role', _roles())
 def test_role_metadata_platforms_are_what_the_code_supports(role):
     platforms = _yaml(os.path.join(ROOT, 'roles', role, 'meta', 'main.yml'))['galaxy_info']['platforms']
@@ -106,7 +89,7 @@ def test_package_tasks_exist_for_every_package_manager(role):
 
 
 # what still names a distribution family inside a role (not dispatch): the default that a user overrides (rendered
-# below against CUDA_REPO_KEY) and the preflight message that names the node's facts
+# against CUDA_REPO_KEY by tests/unit/plugins/filter/test_node_platform.py, where Ansible's templating is there)
 FAMILY_TEST = re.compile(r"os_family'\]( \| default\('[^']*'\))? (==|!=)|__family (==|!=|in \[)")
 ALLOWED = {('nvidia_driver/defaults/main.yml', 'nvidia_driver_cuda_repo_key_url')}
 
@@ -120,18 +103,3 @@ def test_no_inline_distribution_conditions_in_the_roles():
                 if FAMILY_TEST.search(line) and not line.lstrip().startswith('#'):
                     found.add((rel, line.split(':')[0].strip()))
     assert found == ALLOWED, found - ALLOWED
-
-
-@pytest.mark.parametrize('fam', sorted(FACTS))
-def test_cuda_repo_key_default_is_the_tables(fam):
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    try:   # ansible-core 2.19+: only trusted strings are templated
-        from ansible.template import trust_as_template
-    except ImportError:   # older ansible-core: every string is a template
-        def trust_as_template(value):
-            return value
-    expr = _yaml(os.path.join(ROOT, 'roles', 'nvidia_driver', 'defaults', 'main.yml'))['nvidia_driver_cuda_repo_key_url']
-    variables = {'nvidia_driver_cuda_repo_url': 'https://x/', 'ansible_facts': FACTS[fam]}
-    got = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
-    assert got == 'https://x/' + P.CUDA_REPO_KEY[P.pkg_mgr(FACTS[fam])]
