@@ -87,6 +87,8 @@ def steps(only=None):
     """[(name, command, junit file or None, lane)] in summary order."""
     s = [
         ('lint', ['bash', 'lab/bin/lint.sh'], 'lint.xml', 'checks'),
+        # mypy on module_utils/_common and _node, ruff on plugins/ and lab/ (seconds; lab/bin/pycheck.sh)
+        ('pycheck', ['bash', 'lab/bin/pycheck.sh'], None, 'checks'),
         ('sanity-2.21', ['bash', 'lab/bin/ansible-test.sh', '.venv', 'sanity'], '.venv-sanity.xml', 'checks'),
         ('sanity-2.16', ['bash', 'lab/bin/ansible-test.sh', '.venv-2.16', 'sanity'], '.venv-2.16-sanity.xml',
          'checks'),

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: doctor_health
 short_description: The doctor's verdicts of hosts, by Kubernetes node name, for the share report's health column
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Collects the host fact C(gpuops_doctor_verdict) (recorded by playbooks/node.yml with
     P(gpuops.k8s_gpu.doctor_verdict#filter)) of each host that has one, keyed by the host's Kubernetes node name

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: doctor_verdict
 short_description: The doctor's verdict on a node, for the pool gate
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Turns a M(gpuops.k8s_gpu.gpu_doctor) result into the node's verdict. With O(gate=enforce) a node with a critical
     finding is gated - the pool planning (C(gpuops.k8s_gpu.sharing_pools)) leaves it out of its pool's labels.

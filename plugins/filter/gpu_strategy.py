@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: gpu_strategy
 short_description: The properties of a GPU sharing strategy (the collection's strategy model)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Looks a strategy up in the collection's one strategy model (C(plugins/module_utils/_common/gpu_strategy.py)) so roles
     and playbooks do not keep their own lists of strategies.

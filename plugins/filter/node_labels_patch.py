@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: node_labels_patch
 short_description: What to patch on each GPU node, from the label plan and the Node objects read from the cluster
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - For every node of the plan (the output of P(gpuops.k8s_gpu.node_labels_plan#filter)), the JSON merge patch on its
     metadata that sets the desired labels and, for O(state=absent), removes or restores the labels the role recorded

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: node_labels_plan
 short_description: Desired labels of every GPU node and every input error, without reading the cluster
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Merges each host's GFD-style labels (C(gpu_probe_facts.labels)), the extra labels and the labels of its sharing
     pools (strategy label, C(gpushare=true), C(nvidia.com/device-plugin.config)), and collects every error of the

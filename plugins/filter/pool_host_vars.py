@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: pool_host_vars
 short_description: The inventory variables role gpu_sharing_stack reads about a pool's nodes
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - For every node name of the pool that is an inventory host, its C(gpu_probe_facts), C(gpu_sharing_stack_strategy),
     C(nvidia_container_runtime_cdi_spec_ready) and C(nvidia_container_runtime_cdi) (only those defined), each host's

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: sharing_pools
 short_description: The sharing pools of the GPU nodes, from the inventory
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - A node's pool is its C(gpuops_sharing_pool) variable, else the one group it is in below O(node_group) that is
     not a layer group, else O(node_group) itself. The Kubernetes pool name is the group name in lower case with

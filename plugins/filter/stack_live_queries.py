@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: stack_live_queries
 short_description: What a sharing stack reads from the cluster before it renders (the arguments of k8s_objects_info)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The O(queries) and O(version) of one M(gpuops.k8s_gpu.k8s_objects_info) run for a pool's stack - the Nodes always;
     the RuntimeClasses for the strategies whose pods use RuntimeClass C(nvidia); Volcano's scheduler ConfigMap,

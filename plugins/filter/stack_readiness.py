@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: stack_readiness
 short_description: Whether a GPU sharing stack is ready, from the Node objects of its pool
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads, on every Node of the input, the label the stack's C(readiness) names (M(gpuops.k8s_gpu.gpu_stack_manifests)
     returns it; for V(mig) with the MIG manager C(nvidia.com/mig.config.state)) and tells whether every node of

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: toolkit_install_plan
 short_description: How the NVIDIA Container Toolkit is installed on a node (apt or dnf, repository, pinned packages)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - From the node's facts and the role's variables, the package format (C(apt) for Debian/Ubuntu, C(rpm) for
     RHEL/Rocky/Alma 8, 9 and 10), the repository URL in NVIDIA's layout (C(libnvidia-container/stable/deb/ARCH) or

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: unprobed_hosts
 short_description: The hosts that have no gpu_probe_facts
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The hosts of the input that have no C(gpu_probe_facts) variable, in order, each host's variables read once.
   - The probe plays of C(gpuops.k8s_gpu.cluster) and C(gpuops.k8s_gpu.report) end at once when there are none, without a

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: upgrade_pods_left
 short_description: Pods that still hold a node after a drain or while waiting for jobs
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - From the pods C(kubernetes.core.k8s_info) listed on a node, the ones that still hold it - not finished
     (phase other than C(Succeeded) or C(Failed)), not mirror (static) pods, and not DaemonSet pods when

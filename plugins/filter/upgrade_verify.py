@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 name: upgrade_verify
 short_description: What is wrong with a GPU node after a driver upgrade
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - From M(gpuops.k8s_gpu.gpu_info)'s result after the upgrade, one sentence per problem - NVML not working, another
     driver version than the target, fewer or more GPUs than before, NVSwitches without an active

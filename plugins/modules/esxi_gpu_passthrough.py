@@ -11,7 +11,7 @@ DOCUMENTATION = r'''
 ---
 module: esxi_gpu_passthrough
 short_description: Pass NVIDIA GPUs through to a vSphere VM (host passthrough, VM devices and settings) in one task
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Host part. Lists the NVIDIA PCI devices (vendor C(0x10de)) of an ESXi host with their passthrough state,
     enables passthrough for the GPUs chosen in O(gpus), and reports when the host must reboot before the change is

@@ -11,7 +11,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_node_drain
 short_description: Take a GPU node out of service (MIG change, driver upgrade) and give it back
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - With O(state=drained) - cordons the node (unless it is already cordoned), pauses its GPU clients the way NVIDIA's
     k8s-mig-manager does (the node labels C(nvidia.com/gpu.deploy.device-plugin), C(.gpu-feature-discovery),

@@ -11,7 +11,7 @@ DOCUMENTATION = r'''
 ---
 module: gpu_sharing
 short_description: Set node-side GPU sharing state - persistence and compute mode, MIG mode and geometry, MPS unit
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Sets the persistence mode and the compute mode of NVIDIA GPUs through NVML (the C(pynvml) module of the
     C(nvidia-ml-py) package).

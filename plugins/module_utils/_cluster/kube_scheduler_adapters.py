@@ -23,6 +23,7 @@ __metaclass__ = type
 import copy
 import posixpath
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube_scheduler_render import (
     SchedulerConfigError, api_for_version, parse_version)
 
@@ -31,7 +32,7 @@ CHECKSUM_KEY = 'gpuops.io/scheduler-config-checksum'
 CHECKSUM_ENV = 'GPUOPS_SCHEDULER_CONFIG_CHECKSUM'
 # the collection's own directories for the extender file (distribution -> directory); a file elsewhere that
 # kube-scheduler already reads is the site's
-OWN_DIRS = {'rke1': '/etc/kubernetes/gpuops', 'rke2': '/etc/rancher/rke2/gpuops', 'kubeadm': '/etc/kubernetes/gpuops'}
+OWN_DIRS = KD.OWN_DIRS   # _common/kube_distributions.py
 # flags kube-scheduler dropped in 1.23 (with the Policy API): left in place they stop it from starting
 POLICY_FLAGS = ('policy-config-file', 'policy-configmap', 'policy-configmap-namespace', 'use-legacy-policy-config')
 

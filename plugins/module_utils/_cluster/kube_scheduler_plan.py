@@ -14,13 +14,13 @@ import os
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_adapters as A
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text
 
-MODE_DISTRIBUTION = {'rke1_cluster_yml': 'rke1', 'rke2_config': 'rke2', 'kubeadm_manifest': 'kubeadm',
-                     'kubeadm_configmap': 'kubeadm'}
-DISTRIBUTION_MODE = {'rke1': 'rke1_cluster_yml', 'rke2': 'rke2_config', 'kubeadm': 'kubeadm_manifest'}
-DEFAULT_PATHS = {'rke2_config': '/etc/rancher/rke2/config.yaml',
-                 'kubeadm_manifest': '/etc/kubernetes/manifests/kube-scheduler.yaml'}
+# the Kubernetes distributions' scheduler layouts: one table, _common/kube_distributions.py
+MODE_DISTRIBUTION = KD.MODE_DISTRIBUTION
+DISTRIBUTION_MODE = KD.DISTRIBUTION_MODE
+DEFAULT_PATHS = KD.SCHEDULER_DEFAULT_PATHS
 CONFIG_DIRS = A.OWN_DIRS
 
 

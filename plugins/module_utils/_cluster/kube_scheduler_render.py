@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - PyYAML ships with ansible-core
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (  # pylint: disable=unused-import
-    KSC, KSC_GROUP, MAX_MINOR, MIN_MINOR, POLICY, SUPPORTED_MIN_MINOR,
+    KSC, KSC_GROUP, MAX_MINOR, MIN_MINOR, POLICY, SUPPORTED_MIN_MINOR,  # noqa: F401 (re-exported: R.KSC_GROUP)
 )
 
 # distribution -> the kube-scheduler kubeconfig it generates (clientConnection.kubeconfig)

@@ -19,6 +19,7 @@ from ansible.module_utils.common.text.converters import to_text
 
 
 def read_bytes(path):
+    # type: (str) -> bytes | None
     """The file's bytes, or None when it does not exist or cannot be read."""
     try:
         with open(path, 'rb') as f:
@@ -28,6 +29,7 @@ def read_bytes(path):
 
 
 def read_text(path):
+    # type: (str) -> str | None
     """The file's text (UTF-8; undecodable bytes kept as surrogates), or None when it does not exist. Read errors of
     an existing file propagate (unlike read_bytes): a module must not take an unreadable file for a missing one."""
     if not os.path.exists(path):

@@ -202,7 +202,7 @@ MIG_PRODUCTS = [
     ('GB300', [0x31C2], [('GB300',)], _seven_slice(35, 70, 139, 278)),
     ('B300', [0x3182], [('B300',)], _seven_slice(34, 67, 135, 269)),
     ('RTX-PRO-6000-Blackwell', [0x2BB5], [('RTX', 'PRO', '6000', 'BLACKWELL')], _RTX_PRO_6000),
-]
+]  # type: list[tuple[str, list[int], list[tuple[str, ...]], list]]
 
 
 def pci_device_part(value):
@@ -241,7 +241,7 @@ def mig_catalog_match(product_name=None, pci_device_id=None):
                 return {'product': key, 'matched_by': 'pci_device_id'}
     tokens = _tokens(product_name)
     if tokens:
-        for key, dummy, rules, dummy2 in MIG_PRODUCTS:
+        for key, dummy_ids, rules, dummy2 in MIG_PRODUCTS:
             for rule in rules:
                 if all(t in tokens for t in rule):
                     return {'product': key, 'matched_by': 'name'}
@@ -302,7 +302,7 @@ def label_value(text):
 def sharing_capabilities(gpus):
     """Which sharing strategies the hardware allows, with the reason when not."""
     # every node strategy of the model; mps and mig have hardware conditions (below)
-    caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)
+    caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)  # type: dict[str, dict]
     if not gpus:
         for v in caps.values():
             v['reason'] = 'no NVIDIA GPU found'

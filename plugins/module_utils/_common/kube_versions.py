@@ -57,6 +57,7 @@ _VERSION_RE = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?(.*)$')
 
 
 def parse(text, strict=True):
+    # type: (object, bool) -> tuple[int, int, int | None] | None
     """(major, minor, patch or None) of a Kubernetes version string, None when it is not one.
 
     strict: nothing may follow but a pre-release or build suffix starting with - or + (v1.28.9+rke2r1);
@@ -72,24 +73,30 @@ def parse(text, strict=True):
 
 
 def minor_of(text, strict=False):
+    # type: (object, bool) -> int | None
     """The minor of a Kubernetes 1.x version string, None when it is not one."""
     v = parse(text, strict=strict)
     return v[1] if v and v[0] == 1 else None
 
 
 def in_range(minor, window):
+    # type: (int, tuple[int, int | None]) -> bool
     """Whether the minor lies in (first, last); last None: open ended."""
     first, last = window
     return first <= minor and (last is None or minor <= last)
 
 
 def scheduler_config_served(api_version, minor):
+    # type: (str, int) -> bool
     """Whether kube-scheduler 1.<minor> reads the component config apiVersion."""
     window = SCHEDULER_CONFIG_WINDOWS.get(str(api_version))
-    return bool(window) and in_range(minor, window)
+    if not window:
+        return False
+    return in_range(minor, window)
 
 
 def scheduler_config_api(minor):
+    # type: (int) -> tuple[str, str]
     """The scheduler configuration this collection renders for a minor: (kind, apiVersion)."""
     for first, api in SCHEDULER_CONFIG_RENDERED:
         if minor >= first:

@@ -189,7 +189,7 @@ def one_line_entries(text):
 def deb822_stanzas(text):
     """[(first line, last line, {field lower-case: value})] of a .sources file (fields folded onto one line)."""
     stanzas = []
-    cur, start, last_key = {}, None, None
+    cur, start, last_key = {}, None, None  # type: (dict, int | None, str | None)
     lines = (text or '').split('\n')
     for i, line in enumerate(lines + ['']):
         if not line.strip():

@@ -185,7 +185,7 @@ def assign_entries(entries, gpus):
     of range or two entries select the same GPU.
     """
     indexes = [g['index'] for g in gpus]
-    result = {}
+    result = {}  # type: dict
     for entry in entries:
         if entry['devices'] == 'all':
             wanted = indexes

@@ -259,7 +259,7 @@ def run(backend, params, check_mode):
         for op in plans[idx]:
             actions.extend(op_actions(op))
     before = [public_state(by_index[i]) for i in selected]
-    done = []
+    done = []  # type: list
     after_gpus = []
     for idx in selected:
         gpu, ops = by_index[idx], plans[idx]

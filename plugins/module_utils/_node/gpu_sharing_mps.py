@@ -53,7 +53,7 @@ def parse_pinned_limits(value, device_count):
     if value is None or value == '' or value == []:
         return []
     items = value if isinstance(value, (list, tuple)) else str(value).split(',')
-    out = []
+    out = []  # type: list
     for item in items:
         text = str(item).strip()
         if not text:

@@ -111,7 +111,7 @@ class NvmlBackend(object):
         gpu['mig_instances'] = []
         if gpu['mig_capable']:
             profiles = self._nvml_profiles(h) if gpu['mig_current'] else {}
-            source = 'nvml'
+            source = 'nvml'  # type: str | None
             if not profiles:
                 profiles = self._catalog_profiles(h, gpu['name'], gpu['pci_device_id'])
                 source = 'catalog' if profiles else None
@@ -207,7 +207,7 @@ class NvmlBackend(object):
         """PIDs of the compute and graphics processes on the GPU (and, for root, on its MIG devices)."""
         nv = self.nvml
         h = self._handle(index)
-        pids = set()
+        pids = set()  # type: set
         for name in ('nvmlDeviceGetComputeRunningProcesses', 'nvmlDeviceGetGraphicsRunningProcesses'):
             func = getattr(nv, name, None)
             if func is None:

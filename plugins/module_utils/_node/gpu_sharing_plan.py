@@ -197,7 +197,7 @@ def format_geometry(counts):
 
 def geometry_of(instances):
     """Current GIs -> {profile name: count} of GIs that have exactly one full-size CI."""
-    out = {}
+    out = {}  # type: dict
     for gi in instances:
         if is_complete(gi):
             out[gi['profile']] = out.get(gi['profile'], 0) + 1
@@ -232,7 +232,7 @@ def plan_geometry(gpu, instances, wanted, profiles):
     creation order (largest first), and ``actions`` (text); ``changed`` is False when nothing is to be done.
     """
     idx = gpu.get('index')
-    by_profile = {}
+    by_profile = {}  # type: dict
     for gi in instances:
         by_profile.setdefault(gi['profile'], []).append(gi)
     keep = []

@@ -76,7 +76,7 @@ def pci_names(root='/', device_ids=None):
 def pci_devices(root='/'):
     """NVIDIA PCI functions from sysfs: GPUs (VGA / 3D controller) and NVSwitches (bridge)."""
     base = _path(root, 'sys/bus/pci/devices')
-    gpus, switches = [], []
+    gpus, switches = [], []  # type: (list, list)
     try:
         entries = sorted(os.listdir(base))
     except OSError:
@@ -197,7 +197,7 @@ def kernel_log(root='/', path=None, limit=200000):
         fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    records = []
+    records = []  # type: list
     try:
         if stat.S_ISCHR(os.fstat(fd).st_mode):
             while len(records) < limit:

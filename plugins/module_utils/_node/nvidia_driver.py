@@ -15,6 +15,8 @@ import glob
 import os
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms
+
 KERNEL_MODULE_MODES = ('auto', 'required', 'skip')
 FABRICMANAGER_MODES = ('auto', 'always', 'never')
 
@@ -244,7 +246,6 @@ def plan(params, obs):
         'reboot': {'required': required, 'reasons': reasons, 'allowed': allowed, 'reason': why,
                    'will_reboot': required and allowed},
         'fabricmanager': fm,
-        'initramfs_command': (['dracut', '-f', '--regenerate-all'] if params.get('os_family') == 'RedHat'
-                              else ['update-initramfs', '-u', '-k', 'all']),
+        'initramfs_command': platforms.initramfs_command(params.get('os_family') or ''),
         'warnings': warnings,
     }

@@ -16,6 +16,7 @@ import datetime
 import fnmatch
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
 
 FLAVOURS = ('auto', 'open', 'proprietary')
@@ -39,7 +40,7 @@ BRANCHES = {
     '595': {'type': 'production', 'eol': '2027-03', 'source': _SRC_620},
     '610': {'type': 'new-feature', 'eol': '2026-08', 'source': _SRC_615},
     '620': {'type': 'ltsb', 'eol': '2029-09', 'source': _SRC_620},
-}
+}  # type: dict[str, dict]
 # 580: long term support until June 2028, the last branch that drives Maxwell, Pascal and Volta (NVIDIA's
 # "CUDA Toolkit, Driver, and Architecture Matrix"), packaged by Ubuntu (-server), RHEL module streams and the
 # CUDA repositories. 595 ends in March 2027; 620 (LTSB to September 2029) drops every GPU before Turing.
@@ -61,7 +62,7 @@ FIRST_BRANCH_FOR_ARCH = {'blackwell': 570}
 PROPRIETARY_LAST_BRANCH = 610
 OPEN_FIRST_BRANCH = 515
 
-SUPPORTED_FAMILIES = ('Debian', 'Ubuntu', 'RedHat')
+SUPPORTED_FAMILIES = platforms.SUPPORTED_FAMILIES   # _common/platforms.py
 
 
 class SelectionError(ValueError):
@@ -286,7 +287,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     b = _branch_int(branch)
     opn = flavour == 'open'
     plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
-            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}
+            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}  # type: dict
     if method == 'runfile':
         plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
     elif family == 'Ubuntu' and method == 'distro':

@@ -110,7 +110,7 @@ def _memory_total(handle):
 
 
 def _mig_devices(handle):
-    devices = []
+    devices = []  # type: list
     count, err = _call('nvmlDeviceGetMaxMigDeviceCount', handle)
     if err or not count:
         return devices
@@ -119,7 +119,7 @@ def _mig_devices(handle):
             mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
         except pynvml.NVMLError:
             continue  # NOT_FOUND: that slot is empty
-        entry = {'index': i}
+        entry = {'index': i}  # type: dict
         entry['uuid'] = _text(_call('nvmlDeviceGetUUID', mh)[0])
         entry['name'] = _text(_call('nvmlDeviceGetName', mh)[0])
         entry['gpu_instance_id'] = _call('nvmlDeviceGetGpuInstanceId', mh)[0]
@@ -165,7 +165,7 @@ MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS
 
 def _nvlinks(handle):
     """(active link count, set of NVSwitch PCI bus ids those links lead to)."""
-    active, switches = 0, set()
+    active, switches = 0, set()  # type: (int, set)
     if not hasattr(pynvml, 'nvmlDeviceGetNvLinkState'):
         return active, switches
     for link in range(getattr(pynvml, 'NVML_NVLINK_MAX_LINKS', MAX_NVLINKS)):
@@ -290,7 +290,7 @@ def xid_events(handles, wait_ms=100, limit=64):
         event_set = pynvml.nvmlEventSetCreate()
     except pynvml.NVMLError as exc:
         return None, failure_reason(exc)
-    events, registered = [], 0
+    events, registered = [], 0  # type: (list, int)
     try:
         for index, handle in handles:
             try:
@@ -407,7 +407,7 @@ def probe(include_mig_profiles=True, include_health=False, xid_wait_ms=None):
     Never raises for NVML errors: a node without a driver is a normal case for this collection.
     """
     result = {'status': 'ok', 'driver_version': None, 'cuda_driver_version': None, 'nvml_version': None,
-              'gpus': [], 'error': None, 'nvswitches': [], 'bindings_version': None}
+              'gpus': [], 'error': None, 'nvswitches': [], 'bindings_version': None}  # type: dict
     if not HAS_PYNVML:
         result['status'] = 'bindings_missing'
         result['error'] = 'Python module pynvml (PyPI package nvidia-ml-py) is not installed'
@@ -448,7 +448,7 @@ def _probe_initialised(result, include_mig_profiles, include_health=False, xid_w
         result['status'] = failure_reason(exc)
         result['error'] = str(exc)
         return result
-    switches, cache = set(), {}
+    switches, cache = set(), {}  # type: (set, dict)
     for i in range(count):
         result['gpus'].append(probe_gpu(i, include_mig_profiles, switches, include_health, cache))
     result['nvswitches'] = sorted(switches)

@@ -36,7 +36,7 @@ def effective(texts):
     """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]),
     a later file's option winning."""
     default = None
-    runtimes = {}
+    runtimes = {}  # type: dict
     for path, text in texts:
         try:
             doc = TomlDocument(text or '')

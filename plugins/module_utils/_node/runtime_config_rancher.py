@@ -69,7 +69,7 @@ def _unquote(value):
 def _top_level_keys(text):
     """[(index of line, key, raw value)] of the top-level keys of a block-style YAML mapping."""
     lines = (text or '').split('\n')
-    out = []
+    out = []  # type: list
     for i, line in enumerate(lines):
         if not line.strip() or line.lstrip().startswith('#') or line[:1] in (' ', '\t', '-'):
             continue

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from typing import Any
 
 
 class TomlEditError(Exception):
@@ -66,7 +67,7 @@ def _parse_key(text, pos, stop_chars):
 
 def _parse_basic_string(text, pos):
     """Parse a one-line basic string ("...") at pos. Returns (value, position after the closing quote)."""
-    out = []
+    out = []  # type: list
     i = pos + 1
     n = len(text)
     while i < n:
@@ -116,7 +117,8 @@ def toml_string(value):
 
 def toml_key(part):
     """A key part, bare when possible, quoted otherwise."""
-    if _BARE.match(part) and _BARE.match(part).end() == len(part):
+    bare = _BARE.match(part)
+    if bare and bare.end() == len(part):
         return part
     return toml_string(part)
 
@@ -186,7 +188,7 @@ def _parse_value(text, pos):
             raise TomlEditError('unterminated literal string')
         return text[pos + 1:end], end + 1
     if c == '[':
-        items = []
+        items = []  # type: list
         pos += 1
         while True:
             pos = _skip_ws(text, pos, newlines=True)
@@ -261,7 +263,7 @@ class Table(object):
         self.path = path          # list of key parts; [] for the root table
         self.header = header      # index of the header line, -1 for the root table
         self.array = array
-        self.end = None           # index one past the last line of the table
+        self.end: Any = None      # index one past the last line of the table (an int once parsed)
         self.keys = []            # (key parts, first line, last line, column of the value)
 
 

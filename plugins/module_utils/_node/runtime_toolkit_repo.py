@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins, platforms
 
 # The newest toolkit release whose sources were read (NVIDIA/nvidia-container-toolkit tag v1.20.0).
 DEFAULT_VERSION = pins.ref('nvidia-container-toolkit')
@@ -27,8 +27,8 @@ PACKAGES = ('nvidia-container-toolkit', 'nvidia-container-toolkit-base', 'libnvi
             'libnvidia-container1')
 APT_ARCH = {'x86_64': 'amd64', 'amd64': 'amd64', 'aarch64': 'arm64', 'arm64': 'arm64'}
 RPM_ARCH = {'x86_64': 'x86_64', 'amd64': 'x86_64', 'aarch64': 'aarch64', 'arm64': 'aarch64'}
-# RHEL-family major releases still supported by their vendors in late 2026 (7 ended in 2024).
-RPM_MAJORS = ('8', '9', '10')
+# RHEL-family major releases still supported by their vendors in late 2026 (7 ended in 2024): _common/platforms.py
+RPM_MAJORS = platforms.RPM_MAJORS
 _VERSION_RE = re.compile(r'^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.+~]+)?$')
 _PKG_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9+._-]*$')
 
@@ -38,10 +38,11 @@ class ToolkitRepoError(Exception):
 
 
 def package_family(os_family, major=None):
+    # type: (str, object) -> str
     """'apt' for Debian/Ubuntu, 'rpm' for RHEL/Rocky/Alma 8-10; anything else is refused."""
-    if os_family == 'Debian':
+    if platforms.OS_FAMILY_PKG_MGR.get(os_family) == 'apt':
         return 'apt'
-    if os_family == 'RedHat':
+    if platforms.OS_FAMILY_PKG_MGR.get(os_family) == 'dnf':
         if major is not None and str(major) not in RPM_MAJORS:
             raise ToolkitRepoError(
                 'ansible_facts.distribution_major_version is %r; the toolkit RPM path supports RHEL-family %s '
@@ -53,6 +54,7 @@ def package_family(os_family, major=None):
 
 
 def repo_arch(family, machine):
+    # type: (str, str) -> str
     table = APT_ARCH if family == 'apt' else RPM_ARCH
     if machine not in table:
         raise ToolkitRepoError('ansible_facts.architecture is %r; NVIDIA publishes the toolkit for %s'
@@ -61,6 +63,7 @@ def repo_arch(family, machine):
 
 
 def check_version(version):
+    # type: (object) -> str
     """'' (the newest in the repository) or a full version such as 1.20.0-1."""
     if version in (None, ''):
         return ''
@@ -71,6 +74,7 @@ def check_version(version):
 
 
 def package_specs(family, packages, version):
+    # type: (str, list[str], object) -> list[str]
     """Every package pinned to VERSION in the package manager's spelling; unpinned names when VERSION is empty."""
     version = check_version(version)
     if not packages:
@@ -87,6 +91,7 @@ def package_specs(family, packages, version):
 
 
 def repo_urls(family, base_url, machine):
+    # type: (str, str, str) -> dict[str, str]
     """The repository URL for the node's package format and architecture, and the signing key's URL."""
     base = (base_url or '').strip().rstrip('/')
     if not re.match(r'^(https?|file)://\S+$', base):
@@ -98,6 +103,7 @@ def repo_urls(family, base_url, machine):
 
 
 def install_plan(os_family, major, machine, base_url, version, packages, repo_url='', key_url=''):
+    # type: (str, object, str, str, object, list[str], str, str) -> dict
     """Everything the role's install step needs: family, repo_url, key_url, package specs, and for dnf the
     yum_repository settings (signed metadata and signed packages). Every broken rule is listed in 'errors'."""
     errors = []
