@@ -1974,8 +1974,8 @@ class Handler(BaseHTTPRequestHandler):
             pod = st.get(rt, ns, name)
             pdb_block = self._pdb_blocks(ns, pod)
             if pdb_block:
-                raise ApiError(429, "TooManyRequests", f"Cannot evict pod as it would violate the pod's disruption "
-                               f"budget.", {"causes": [{"reason": "DisruptionBudget", "message":
+                raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
+                               "budget.", {"causes": [{"reason": "DisruptionBudget", "message":
                                                         f"The disruption budget {pdb_block} is blocking"}]})
             st.delete(rt, ns, name, dry)
             self._mutated = not dry

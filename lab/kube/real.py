@@ -468,7 +468,7 @@ def marker_setup(state):
 # ------------------------------------------------------------------------------------------------------ up / down
 def up(args):
     state = os.path.abspath(args.state)
-    bins = binaries(args.version, build=not args.no_build)
+    binaries(args.version, build=not args.no_build)  # built (or found) before anything starts
     if os.path.exists(os.path.join(state, 'supervisor.pid')):
         pid = int(open(os.path.join(state, 'supervisor.pid')).read())
         if _alive(pid):

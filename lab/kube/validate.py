@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import yaml
 
-from kv_paths import KV_TARGET, LEGACY_TARGET, ROOT, schema_root
+from kv_paths import KV_TARGET, LEGACY_TARGET, schema_root
 
 # kubernetes-validate 1.37 lives outside the venv's import path, in .venv/kv (kv_paths.py); an installed copy on the
 # normal path is used when that directory does not exist.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -287,7 +286,6 @@ def test_stack_apply_with_the_api_server_gone_stops_clearly_and_the_next_run_fin
 
 # ---------------------------------------------------------------------------------------------- drain
 def test_drain_with_the_api_server_gone_next_run_finishes_operator_cordon_kept(cl, collections_path):
-    from kubernetes import client
     kube, core = cl["kube"], cl["core"]
     node, ns = "fdr-%s" % SUFFIX, "faults-drain-%s" % SUFFIX
     cl["node"](node, labels={"gpuops.io/faults-drain": SUFFIX}, unschedulable=True)  # an operator's cordon

@@ -24,7 +24,6 @@ Nothing here skips: a missing tool or a control plane that does not start is a f
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit

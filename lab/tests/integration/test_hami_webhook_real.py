@@ -213,7 +213,6 @@ def test_3_which_pods_the_api_server_sends(hw):
 def test_4_role_refuses_the_webhook_beside_another_nvidia_pool(hw, tmp_path):
     """The collection's answer to what test 3 shows (HAMI-15): with a node of a time-slicing pool in the cluster the
     role refuses HAMi's webhook before any write, naming that pool."""
-    from kubernetes import client
     kube, core = hw["kube"], hw["core"]
     other = "hw-ts-%s" % S
     core.create_node({"metadata": {"name": other, "labels": {"gpuops.io/sharing-pool": "ts%s" % S,

@@ -82,6 +82,8 @@ def test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator(emu, tmp_path,
     seq = emulator_get(emu, "/_emulator/requests?since=999999999")["seq"]
     proc, results = play(tmp_path, collections_path, {"kubeconfig": emu["kubeconfig"]}, emu["url"])
     assert proc.returncode == 0 and not results[0]["changed"], results[0]
+    again = emulator_get(emu, "/_emulator/requests?since=%d" % seq)["items"]
+    assert not [r for r in again if r["write"]], again
     check_reader(emu, results[3]["ansible_facts"]["seq_before_reader"], results[4])
 
 

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from conftest import KUBE, ROOT, VENV_BIN, KubeReal, kube_real_up, sh, wait_until as wait
+from conftest import KUBE, ROOT, VENV_BIN, KubeReal, sh, wait_until as wait
 
 NS = 'real-smoke-%d' % os.getpid()
 USER = 'gpuops-test-real-smoke-%d' % os.getpid()
