@@ -31,7 +31,8 @@ KUBE_VERSION ?= 1.34
 KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/test_gpu_sharing_stack_real.py \
 	lab/tests/integration/test_kube_scheduler_real.py lab/tests/integration/test_gpu_node_drain_real.py \
 	lab/tests/integration/test_dra_real.py \
-	lab/tests/oracles/test_dra_driver_chart.py lab/tests/integration/test_gpu_sharing_stack_dra_real.py
+	lab/tests/oracles/test_dra_driver_chart.py lab/tests/integration/test_gpu_sharing_stack_dra_real.py \
+	lab/tests/integration/test_doctor_dra_real.py
 test-kube: setup
 	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
 	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \
