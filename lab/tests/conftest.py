@@ -202,6 +202,8 @@ WEIGHT = {
     'integration/test_dra_real.py': 40,
     # strategy dra (2026-11-27, -p no:xdist, the machine loaded): the role's plays, and helm on the DRA driver's chart
     'integration/test_gpu_sharing_stack_dra_real.py': 105, 'oracles/test_dra_driver_chart.py': 25,
+    # the doctor playbook's dra check (2026-11-27, -p no:xdist, the machine loaded; three local hosts)
+    'integration/test_doctor_dra_real.py': 20,
 }
 
 
