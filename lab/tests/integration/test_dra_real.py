@@ -9,8 +9,10 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   slice is there: no kubelet ever calls it (kwok is no kubelet), so it has nothing more to do; the slices stay.
 * lab/kube/dra_slices.py (the lab's Python stand-in for the plugin's slices) gives the same spec for the same
   inventory: checked against the plugin's here, so the stand-in can serve where the Go set is not built.
-* DeviceClasses gpu.nvidia.com and mig.nvidia.com as the chart dra-driver-nvidia-gpu v0.5.0 defines them (their CEL),
-  created here (the collection's renderer, gpu_stack_dra, will install them; the lead unifies).
+* DeviceClasses gpu.nvidia.com and mig.nvidia.com are the chart's own: fixture `release` installs
+  dra-driver-nvidia-gpu v0.5.0 (from the Go module cache) through role gpu_sharing_stack, strategy dra, with a real
+  kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes) and the file's last test
+  removes it (state absent). The one place of a test session that installs that release (one per cluster).
 * Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (gpu_stack_dra.claim_templates, kinds gpu,
   mig, time-slicing, mps; plugins/module_utils/_cluster/gpu_stack_dra.py): the real scheduler allocates them.
 
