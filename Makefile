@@ -37,7 +37,8 @@ KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/
 	lab/tests/oracles/test_dra_driver_chart.py lab/tests/integration/test_gpu_sharing_stack_dra_real.py \
 	lab/tests/integration/test_faults_real.py \
 	lab/tests/integration/test_gpu_node_labels.py lab/tests/integration/test_gpu_share_report.py \
-	lab/tests/integration/test_hami_webhook_real.py
+	lab/tests/integration/test_hami_webhook_real.py \
+	lab/tests/integration/test_doctor_dra_real.py
 test-kube: setup
 	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
 	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \

@@ -209,6 +209,8 @@ WEIGHT = {
     'integration/test_faults_real.py': 150,
     # new on the real control plane, 2026-11-27 (-p no:xdist, the machine shared)
     'integration/test_hami_webhook_real.py': 25,
+    # the doctor playbook's dra check (2026-11-27, -p no:xdist, the machine loaded; three local hosts)
+    'integration/test_doctor_dra_real.py': 20,
 }
 
 

@@ -9,11 +9,12 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   slice is there: no kubelet ever calls it (kwok is no kubelet), so it has nothing more to do; the slices stay.
 * lab/kube/dra_slices.py (the lab's Python stand-in for the plugin's slices) gives the same spec for the same
   inventory: checked against the plugin's here, so the stand-in can serve where the Go set is not built.
-* DeviceClasses gpu.nvidia.com and mig.nvidia.com as the chart dra-driver-nvidia-gpu v0.5.0 defines them (their CEL),
-  created here (the collection's renderer, gpu_stack_dra, will install them; the lead unifies).
-* Claims: TEMPLATES below are the ResourceClaimTemplates of the collection's users (full GPU, MIG profile,
-  time-slicing, MPS). Until the renderer lands they are written here; the switch is one line: TEMPLATES =
-  gpu_stack_dra.claim_templates(...) (plugins/module_utils/_cluster/gpu_stack_dra.py).
+* DeviceClasses gpu.nvidia.com and mig.nvidia.com are the chart's own: fixture `release` installs
+  dra-driver-nvidia-gpu v0.5.0 (from the Go module cache) through role gpu_sharing_stack, strategy dra, with a real
+  kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes) and the file's last test
+  removes it (state absent). The one place of a test session that installs that release (one per cluster).
+* Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (gpu_stack_dra.claim_templates, kinds gpu,
+  mig, time-slicing, mps; plugins/module_utils/_cluster/gpu_stack_dra.py): the real scheduler allocates them.
 
 Conformance: docs/conformance/dra-driver-nvidia-gpu-lab.md (rows DRAL-*; each test is named after its row).
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_real.py   (make test-kube KUBE_VERSION=1.34 too)
@@ -32,55 +33,49 @@ import pytest
 from conftest import KUBE, ROOT, run_module, wait_until as wait
 
 sys.path.insert(0, str(KUBE))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
+from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
+from test_gpu_sharing_stack_dra_real import chart_dir, helm_on_path  # noqa: E402
+from test_gpu_sharing_stack_real import failures, kwok_node, run_play, task_results  # noqa: E402
 
 SUFFIX = "%d" % os.getpid()
 NS = "dra-lab-%s" % SUFFIX
 GROUP, VERSION = "resource.k8s.io", "v1"
 DRIVER = "gpu.nvidia.com"
 NODES = dra_slices.LAB_NODES
+# The DRA driver's release, installed by the collection's role (strategy dra, a real kubernetes.core.helm install of
+# the chart dra-driver-nvidia-gpu v0.5.0 from the Go module cache): its DeviceClasses gpu.nvidia.com and mig.nvidia.com
+# are the ones the claims below use. One release per cluster (the DeviceClasses are cluster objects): this file is the
+# one place of the session that installs it; test_gpu_sharing_stack_dra_real.py runs helm in check mode only.
+ROLE_USER = "gpuops-test-dra-release-%s" % SUFFIX
+ROLE_NODE = "dra-release-%s" % SUFFIX       # the pool's node: a kwok node of its own, no device plugin resource
+POOL = "dra-lab-%s" % SUFFIX
+RELEASE_NS = "dra-driver-%s" % SUFFIX
 
-# DeviceClasses of the chart (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml, -mig.yaml at
-# v0.5.0): the selectors' CEL as written there; gpu.nvidia.com also names extendedResourceName nvidia.com/gpu when the
-# chart renders resource.k8s.io/v1.
-DEVICE_CLASSES = [
-    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
-     "spec": {"selectors": [{"cel": {"expression":
-                                     "device.driver == 'gpu.nvidia.com' && "
-                                     "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
-              "extendedResourceName": "nvidia.com/gpu"}},
-    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
-     "spec": {"selectors": [{"cel": {"expression":
-                                     "device.driver == 'gpu.nvidia.com' && "
-                                     "device.attributes['gpu.nvidia.com'].type == 'mig'"}}]}},
+def _collection_dra():
+    """The collection's gpu_stack_dra (plugins/module_utils/_cluster), imported from the lab's collections path."""
+    import subprocess
+    path = subprocess.run(["bash", os.path.join(ROOT, "lab", "bin", "collections-path.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra
+    return gpu_stack_dra
+
+
+# The ResourceClaimTemplates users write (issue #32), rendered by the collection (gpu_stack_dra.claim_templates, the
+# renderer of strategy dra's claim_templates): a full GPU, a MIG profile that kwok-h100-1 has, a GPU shared by
+# time-slicing and by MPS (the driver's GpuConfig; the scheduler does not read opaque config, the plugin applies it
+# at prepare time). The sharing kinds need the driver's alpha gates, given here as the pool would switch them on.
+SPECS = [
+    {"name": "gpu", "kind": "gpu"},
+    {"name": "gpu-mig-1g10gb", "kind": "mig", "mig_profile": "1g.10gb"},
+    {"name": "gpu-time-sliced", "kind": "time-slicing", "interval": "Long"},
+    {"name": "gpu-mps", "kind": "mps", "mps_active_thread_percentage": 50},
 ]
-
-
-def lab_claim_templates(namespace):
-    """The ResourceClaimTemplates users write (issue #32): full GPU, a MIG profile, a GPU shared by time-slicing and
-    by MPS (the driver's GpuConfig, api/nvidia.com/resource/v1beta1 at v0.5.0; the scheduler does not read opaque
-    config, the plugin applies it at prepare time). Keyed by kind: full-gpu, mig, time-slicing, mps."""
-    def template(name, request, config=None):
-        spec = {"devices": {"requests": [dict(name="gpu", exactly=request)]}}
-        if config:
-            spec["devices"]["config"] = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": config}}]
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": name, "namespace": namespace}, "spec": {"spec": spec}}
-    gpu = {"deviceClassName": "gpu.nvidia.com"}
-    return {
-        "full-gpu": template("gpu-full", gpu),
-        "mig": template("gpu-mig-1g10gb", {"deviceClassName": "mig.nvidia.com", "selectors": [
-            {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]}),
-        "time-slicing": template("gpu-time-sliced", gpu, {
-            "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
-            "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}),
-        "mps": template("gpu-mps", gpu, {
-            "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
-            "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}}}),
-    }
-
-
-TEMPLATES = lab_claim_templates(NS)  # the one line to switch to gpu_stack_dra.claim_templates(...)
+TEMPLATES = dict(zip([s["kind"] for s in SPECS], _collection_dra().claim_templates(
+    SPECS, NS, gates={"TimeSlicingSettings": True, "MPSSupport": True}, api_version="%s/%s" % (GROUP, VERSION))))
 
 
 class Dra(object):
@@ -155,13 +150,67 @@ def _wait_slices(co, nodes, procs, timeout=90):
     return wait("the plugin's ResourceSlices for %s" % ", ".join(sorted(nodes)), ready, timeout)
 
 
+def release_vars(state="present"):
+    return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
+            "gpu_sharing_stack_nodes": [ROLE_NODE], "gpu_sharing_stack_facts": {ROLE_NODE: T4},
+            "gpu_sharing_stack_dra": {"chart_path": chart_dir(), "chart_version": "0.5.0", "namespace": RELEASE_NS,
+                                      "assume_cdi_enabled": True}}
+
+
+def _objects(events, verb):
+    """{(resource, namespace, name)} of the successful ``verb`` requests among audit events."""
+    return set((e["objectRef"].get("resource"), e["objectRef"].get("namespace"), e["objectRef"].get("name"))
+               for e in events if e["verb"] == verb and e.get("objectRef") and "dryRun=All" not in e["requestURI"]
+               and (e.get("responseStatus") or {}).get("code", 500) < 300)
+
+
+class Release(object):
+    """The role's runs against the shared cluster, each between two audit marks: writes by ROLE_USER."""
+
+    def __init__(self, kube, tmp):
+        self.kube, self.tmp = kube, tmp
+        self.kc = kube.user(ROLE_USER)
+        self.runs = {}
+
+    def run(self, name, state="present"):
+        start = self.kube.mark()
+        rc, result = run_play((self.kube, self.kc), self.tmp, [{"name": name, "block": stack_steps(
+            release_vars(state))}])
+        end = self.kube.mark()
+        events = self.kube.events(start, end, user=ROLE_USER)
+        self.runs[name] = {"rc": rc, "failures": failures(result), "result": result,
+                           "writes": self.kube.writes(start, end, user=ROLE_USER),
+                           "created": _objects(events, "create"), "deleted": _objects(events, "delete")}
+        assert rc == 0, (name, failures(result))
+        return self.runs[name]
+
+
 @pytest.fixture(scope="module")
-def dra(kube_real, tmp_path_factory):
+def release(kube_real, tmp_path_factory):
+    """The DRA driver's release installed through the role (real helm install), then the same run again."""
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    core.create_node(kwok_node(ROLE_NODE, T4))
+    rel = Release(kube_real, tmp_path_factory.mktemp("dra-release"))
+    with helm_on_path():
+        try:
+            rel.run("install")
+            rel.run("again")
+            yield rel
+        finally:
+            if "absent" not in rel.runs:
+                rel.run("absent", "absent")
+            core.delete_node(ROLE_NODE)
+
+
+@pytest.fixture(scope="module")
+def dra(kube_real, release, tmp_path_factory):
     from kubernetes import client
     api = kube_real.api()
     co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    for dc in DEVICE_CLASSES:
-        co.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", copy.deepcopy(dc))
+    for name in ("gpu.nvidia.com", "mig.nvidia.com"):
+        wait("DeviceClass %s of the chart" % name, lambda: co.get_cluster_custom_object(
+            GROUP, VERSION, "deviceclasses", name))
     work = tmp_path_factory.mktemp("dra-plugins")
     binary = dra_slices.plugin_binary()
     procs, logs = {}, {}
@@ -189,8 +238,6 @@ def dra(kube_real, tmp_path_factory):
                                            field_selector="spec.driver=%s" % DRIVER)["items"]:
         if s["spec"]["nodeName"] in NODES:
             co.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
-    for dc in DEVICE_CLASSES:
-        co.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", dc["metadata"]["name"])
 
 
 # ------------------------------------------------------------------------------------------------ the go set
@@ -345,7 +392,7 @@ def test_DRAL_02_stand_in_publishes_what_the_plugin_publishes(dra, tmp_path):
 def test_DRAL_03_full_gpu_template_gets_a_whole_gpu_and_kwok_runs_the_pod(dra):
     """A pod with the full-GPU template (class gpu.nvidia.com: type == 'gpu') gets one whole GPU (never a MIG device);
     the claim controller made its claim from the template, the scheduler allocated it and kwok runs the pod."""
-    dra.pod("full", {"gpu": ("template", TEMPLATES["full-gpu"]["metadata"]["name"])})
+    dra.pod("full", {"gpu": ("template", TEMPLATES["gpu"]["metadata"]["name"])})
     dra.running("full")
     [(req, driver, pool, device)] = dra.allocation("full")
     assert (req, driver) == ("gpu", DRIVER) and pool in NODES and device.startswith("gpu-") and "mig" not in device
@@ -480,3 +527,42 @@ def test_DRAL_09_report_shows_what_the_scheduler_allocated(dra, collections_path
     assert pending["state"] == "pending" and "cannot allocate all claims" in pending["reason"]
     assert [p["name"] for p in pending["pods"]] == ["b200"]
     assert "b200" in res["table"] and "cannot allocate all claims" in res["table"]
+
+
+# ------------------------------------------------------------------------------------------------ the role's release
+def test_DRA_01_role_installs_the_release_and_a_rerun_writes_nothing(release):
+    """The role (strategy dra, entry point ready) installs the chart with kubernetes.core.helm for real: the chart's
+    DeviceClasses, the kubelet plugin's DaemonSet and the release's record are created; the same run again makes 0
+    writes (audit log, the role's own user)."""
+    first, again = release.runs["install"], release.runs["again"]
+    helm = [r for n, r in task_results(first["result"]) if n.endswith("(GPU operator, DRA driver)")
+            and not r.get("skipped")]
+    assert len(helm) == 1 and helm[0].get("changed") is True, helm
+    made = first["created"]
+    assert {("deviceclasses", None, "gpu.nvidia.com"), ("deviceclasses", None, "mig.nvidia.com")} <= made, made
+    assert ("daemonsets", RELEASE_NS, "dra-driver-nvidia-gpu-kubelet-plugin") in made, made
+    assert [w for w in first["writes"] if w[2] >= 300] == [], first["writes"]
+    print("\nDRA driver release through the role at %s: %d writes (%d objects created), re-run %d writes"
+          % (release.kube.version, len(first["writes"]), len(made), len(again["writes"])))
+    assert again["writes"] == [], again["writes"]
+
+
+def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
+    """Last in this file (the claims above use the chart's DeviceClasses): state absent uninstalls the release, which
+    deletes every object the install created but the namespace (helm leaves a namespace it was asked to create) and
+    the chart's CustomResourceDefinitions (its crds/ directory: helm installs those and never deletes them, so no
+    user's ComputeDomain goes with an uninstall); the DeviceClasses are gone."""
+    from kubernetes import client
+    gone = release.run("absent", "absent")
+    made = release.runs["install"]["created"]
+    kept = set(o for o in made if o[0] in ("namespaces", "customresourcedefinitions"))
+    # (the CRDs are created only where the session has none yet: the chart oracle may have applied them first)
+    assert ("namespaces", None, RELEASE_NS) in kept and kept <= {
+        ("namespaces", None, RELEASE_NS), ("customresourcedefinitions", None, "computedomains.resource.nvidia.com"),
+        ("customresourcedefinitions", None, "computedomaincliques.resource.nvidia.com")}, kept
+    assert gone["deleted"] == made - kept, (sorted(made - kept - gone["deleted"]), sorted(gone["deleted"] - made))
+    co = client.CustomObjectsApi(release.kube.api())
+    for name in ("gpu.nvidia.com", "mig.nvidia.com"):
+        with pytest.raises(client.ApiException) as exc:
+            co.get_cluster_custom_object(GROUP, VERSION, "deviceclasses", name)
+        assert exc.value.status == 404

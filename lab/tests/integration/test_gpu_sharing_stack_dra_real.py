@@ -4,15 +4,16 @@ the server, the pool's ResourceClaimTemplates and the validation workload (a cla
 stored as sent, a re-run and a check-mode run make 0 writes, state absent removes them; a node without CDI is refused
 before anything is written. Writes are counted from the API server's audit log, by this test's own user.
 
-The DRA driver's Helm release is installed in check mode only (kubernetes.core.helm with upstream's helm on PATH: it
-reads the cluster, writes nothing): its DeviceClasses are cluster objects that test_dra_real.py creates on the same
-shared cluster; lab/tests/oracles/test_dra_driver_chart.py renders the chart with upstream's helm and applies its
-objects.
+The DRA driver's Helm release is installed here in check mode only (kubernetes.core.helm with upstream's helm on
+PATH: it reads the cluster, writes nothing): one release per cluster (its DeviceClasses are cluster objects), and
+test_dra_real.py installs it for real through this role on the same shared cluster (install, re-run 0 writes, absent
+removes what the install made) and its claims use the chart's DeviceClasses.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_sharing_stack_dra_real.py
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -49,6 +50,20 @@ def chart_dir():
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return os.path.join(json.loads(proc.stdout)["Dir"], "deployments", "helm", "dra-driver-nvidia-gpu")
+
+
+@contextlib.contextmanager
+def helm_on_path():
+    """kubernetes.core.helm runs upstream's helm (lab/go/helm, helm.sh/helm/v3 v3.22.0) from PATH."""
+    helm = subprocess.run(["bash", str(ROOT / "lab" / "go" / "build.sh"), "helm"], capture_output=True, text=True,
+                          timeout=3000)
+    assert helm.returncode == 0, helm.stderr[-3000:]
+    path = os.environ["PATH"]
+    os.environ["PATH"] = helm.stdout.strip().splitlines()[-1] + ":" + path
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = path
 
 
 def role_vars(state="present", **dra):
@@ -91,14 +106,7 @@ def run(kube_real, tmp_path_factory):
              block("again", role_vars()), mark_task(cl, names[2]),
              block("check", dict(role_vars(chart_path=chart_dir()), gpu_sharing_stack_helm_install=True), check=True),
              mark_task(cl, names[3])]
-    # kubernetes.core.helm runs upstream's helm (lab/go/helm, helm.sh/helm/v3 v3.22.0) from PATH; in check mode it only
-    # reads the cluster
-    helm = subprocess.run(["bash", str(ROOT / "lab" / "go" / "build.sh"), "helm"], capture_output=True, text=True,
-                          timeout=3000)
-    assert helm.returncode == 0, helm.stderr[-3000:]
-    path = os.environ["PATH"]
-    os.environ["PATH"] = helm.stdout.strip().splitlines()[-1] + ":" + path
-    try:
+    with helm_on_path():
         rc, result = run_play(cl, tmp, tasks)
         (tmp / "play-result.json").write_text(json.dumps(result))
         out = {"rc": rc, "failures": failures(result), "result": result, "cl": cl, "tmp": tmp}
@@ -118,10 +126,8 @@ def run(kube_real, tmp_path_factory):
             out["writes"].append(kube_real.writes(marks["dra-4"], marks["dra-5"], user=USER))
             out["left"] = [k for k, d in out["want"].items() if live_object(kube_real, d) is not None]
         yield out
-    finally:
-        os.environ["PATH"] = path
-        core.delete_namespace(CLAIMS)
-        core.delete_node(NODE)
+    core.delete_namespace(CLAIMS)
+    core.delete_node(NODE)
 
 
 def test_DRA_09_role_applies_the_pool_reads_the_version_and_reruns_write_nothing(run, kube_real):

@@ -367,6 +367,11 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
     made = chart_objs + ours_objs
     for name in (ns, claims_ns):
         core.create_namespace({'metadata': {'name': name}})
+    # the ServiceAccount admission plugin refuses the validation Pod until the controller-manager has made the
+    # namespace's ServiceAccount default (a moment after the namespace; longer on a cluster that has just started)
+    from conftest import wait_until
+    wait_until('ServiceAccount %s/default' % claims_ns, lambda: [
+        a for a in core.list_namespaced_service_account(claims_ns).items if a.metadata.name == 'default'], 60)
     try:
         start = kube_real.mark()
         first = apply(chart_objs + ours_objs)

@@ -22,6 +22,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
     foreign_resources,
 )
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_dra import release_conflicts
+
 LAYER_GROUPS = ('all', 'ungrouped', 'esxi_gpu_vms', 'kube_control_plane', 'rke_controller')
 POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
 LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
@@ -111,6 +113,7 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
             p['facts'][node] = facts
     ordered = [pools[k] for k in sorted(pools)]
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
+    errors.extend(release_conflicts(ordered))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
     # its pool; without a verdict (the doctor did not run in this run) a node is not gated
     gated = []

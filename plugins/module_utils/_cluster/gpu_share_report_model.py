@@ -337,8 +337,10 @@ def node_strategies(node, resources):
 
 
 def node_conflicts(strategies):
-    """Accounting conflicts: several schedulers count the same GPUs independently."""
+    """Accounting conflicts: several schedulers count the same GPUs independently. DRA beside a device plugin is
+    dra_conflicts' one message (with the devices published and the resource advertised), never a second one here."""
     conflicts = []
+    strategies = [s for s in strategies if s != 'dra']
     if not families_conflict(strategies):
         return conflicts
     whole = [s for s in strategies if s in WHOLE_GPU_STRATEGIES]

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
@@ -108,6 +109,22 @@ DRA_SCHEMA = {
     'claim_namespace': dict(type=str, default=''),
     'log_verbosity': dict(type=int, default=None, min=0, max=7),
 }
+
+# NVIDIA's GPU operator (NVIDIA/gpu-operator v26.7.0, controllers/state_manager.go gpuStateLabels, addGPUStateLabels;
+# assets/state-device-plugin/0500_daemonset.yaml and state-mps-control-daemon/0400_daemonset.yaml nodeSelector): its
+# device plugin and MPS control daemon run on nodes whose nvidia.com/gpu.deploy.device-plugin is "true", and the
+# operator sets that label only where a node has none (or an empty value): a node that carries "false" keeps it and
+# gets no device plugin from the operator. Every node of a dra pool carries it (DRA-12).
+OPERATOR_DEVICE_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
+OPERATOR_DEVICE_PLUGIN_OFF = 'false'
+
+# The settings that go into the one Helm release every dra pool of a cluster shares (its DeviceClasses are cluster
+# objects): the keys of gpu_sharing_stack_dra the values or the release come from, and the pool-level variables that
+# enter the values (mirror, pull secrets, node selector). Two dra pools that differ in one of them are refused.
+RELEASE_SETTINGS = ('chart_path', 'chart_version', 'release_name', 'namespace', 'driver_root', 'feature_gates',
+                    'compute_domains', 'log_verbosity', 'kube_dra_enabled')
+RELEASE_POOL_VARIABLES = ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets',
+                          'gpu_sharing_stack_node_selector')
 
 _VERSION = re.compile(r'^v?(\d+)\.(\d+)\.(\d+)')
 CDI_SETTING = 'nvidia_container_runtime_cdi'
@@ -313,8 +330,48 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
                     ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v != 'resources.gpus.enabled')), var))
     helm = {'chart_ref': ds['chart_path'], 'release_name': ds['release_name'], 'release_namespace': ds['namespace'],
             'create_namespace': True, 'values': values, 'chart_version': version}
-    labels = dict((n, {}) for n in nodes)
+    # keeps the GPU operator's device plugin off the pool's nodes (OPERATOR_DEVICE_PLUGIN_LABEL)
+    labels = dict((n, {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}) for n in nodes)
     return manifests, labels, [], {}, helm
+
+
+def _release_view(settings):
+    """What of a pool's settings (sharing_pools' 'settings': variable name -> value) goes into the shared release:
+    {name: value}, the dra keys with the role's defaults filled in, the pool variables as given (None: not set)."""
+    dra = settings.get('gpu_sharing_stack_dra')
+    dra = dra if isinstance(dra, dict) else {}
+    out = {}
+    for key in RELEASE_SETTINGS:
+        out['gpu_sharing_stack_dra.' + key] = dra.get(key, DRA_SCHEMA[key]['default'])
+    for var in RELEASE_POOL_VARIABLES:
+        out[var] = settings.get(var)
+    return out
+
+
+def release_conflicts(pools):
+    """Errors for dra pools whose settings of the shared Helm release differ: ``pools`` is sharing_pools' list
+    ({name, strategy, settings}); only the settings sharing_pools was asked to copy are compared. One error naming the
+    pools and each key that differs, with every pool's value."""
+    dra_pools = [p for p in pools if p.get('strategy') == 'dra']
+    if len(dra_pools) < 2:
+        return []
+    views = [(p['name'], _release_view(p.get('settings') or {})) for p in dra_pools]
+    differ = []
+    for key in sorted(views[0][1]):
+        values = [(name, view[key]) for name, view in views]
+        if any(v != values[0][1] for dummy, v in values[1:]):
+            differ.append('%s (%s)' % (key, ', '.join('%s: %s' % (n, 'unset' if v is None else json_text(v))
+                                                      for n, v in values)))
+    if not differ:
+        return []
+    return ['dra pools %s share one Helm release of NVIDIA\'s DRA driver (its DeviceClasses are cluster objects), so '
+            'the settings of that release must be the same in each; they differ in %s'
+            % (', '.join(n for n, dummy in views), '; '.join(differ))]
+
+
+def json_text(value):
+    """A setting's value as compact, key-sorted text (for messages)."""
+    return json.dumps(value, sort_keys=True, separators=(',', ':'))
 
 
 def check_device_plugin_nodes(ctx, nodes, node_state, live_nodes):

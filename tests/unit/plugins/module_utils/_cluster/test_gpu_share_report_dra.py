@@ -266,3 +266,18 @@ def test_read_dra_not_served_beta_only_forbidden_and_errors(monkeypatch):
         kube.read_dra(None, send=broken)
     with pytest.raises(kube.KubeError, match='discovery of resource.k8s.io failed'):
         kube.read_dra(None, send=Recorder({'/apis/resource.k8s.io': ApiErr(401, 'Unauthorized')}))
+
+
+def test_dra_beside_the_device_plugin_is_one_conflict_message():
+    """dra is a strategy of its own accounting family (gpu_strategy.families_conflict names it beside whole-GPU), and the
+    report says DRA-beside-device-plugin once: dra_conflicts' message, never node_conflicts' generic one too."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import families_conflict
+    assert families_conflict(['dra', 'time-slicing'])
+    assert m.node_conflicts(['dra', 'time-slicing']) == [] and m.node_conflicts(['dra']) == []
+    dra, pods = sample_dra()
+    report = m.analyse([node('gpu-a100-1', {'nvidia.com/gpu': '8'})], pods)
+    report['nodes'][0]['strategies'].append('dra')
+    report['nodes'][0]['conflicts'] = m.node_conflicts(report['nodes'][0]['strategies'])
+    m.add_dra(report, dra, pods)
+    [msg] = report['nodes'][0]['conflicts']
+    assert msg.startswith('DRA driver gpu.nvidia.com publishes 2 device(s)')

@@ -56,7 +56,8 @@ def test_DRA_01_values_and_helm_release():
                            'release_namespace': 'dra-driver-nvidia-gpu', 'create_namespace': True, 'values': v,
                            'chart_version': 'v0.5.0'}
     assert res['accounting'] == 'dra' and res['resources'] == [] and res['manifests'] == []
-    assert res['node_labels'] == {'n1': {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1'}}
+    assert res['node_labels'] == {'n1': {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1',
+                                         'nvidia.com/gpu.deploy.device-plugin': 'false'}}
     assert res['runtime_class_name'] == '' and 'ResourceClaim' in res['notes'][-1]
     assert any('gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com' in n for n in res['notes'])
     assert res['images'] == [pins.ref('dra-driver-nvidia-gpu-image')]
@@ -440,5 +441,46 @@ def test_DRA_08_migration_from_time_slicing_and_mig(old, settings):
     assert [m['kind'] for m in removal['pool_manifests']] and not removal['restarts']
     after = [{'metadata': {'name': 'n1', 'labels': {}}, 'status': {'allocatable': {resource: '0', 'cpu': '64'}}}]
     res = render(live_nodes=after)
-    assert res['node_labels']['n1'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1'}
+    assert res['node_labels']['n1'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1',
+                                        'nvidia.com/gpu.deploy.device-plugin': 'false'}
     assert res['helm']['release_name'] == 'dra-driver-nvidia-gpu'
+
+
+# ---- one release for every dra pool; the GPU operator's device plugin kept off
+
+def _two_dra_pools(a_settings, b_settings):
+    groups = {'gpu_nodes': ['a', 'b'], 'pool_a': ['a'], 'pool_b': ['b']}
+    hv = {'a': dict({'group_names': ['gpu_nodes', 'pool_a'], 'gpuops_sharing_strategy': 'dra'}, **a_settings),
+          'b': dict({'group_names': ['gpu_nodes', 'pool_b'], 'gpuops_sharing_strategy': 'dra'}, **b_settings)}
+    return sharing_pools(groups, hv, settings=['gpu_sharing_stack_dra', 'gpu_sharing_stack_registry',
+                                               'gpu_sharing_stack_image_pull_secrets',
+                                               'gpu_sharing_stack_node_selector'])['errors']
+
+
+def test_DRA_04_dra_pools_with_different_release_settings_refused_naming_pools_and_keys():
+    base = {'chart_path': '/c.tgz', 'chart_version': '0.5.0', 'claim_namespace': 'ml'}
+    other = dict(base, feature_gates={'MPSSupport': True}, driver_root='/run/nvidia/driver', claim_namespace='ops')
+    [err] = _two_dra_pools({'gpu_sharing_stack_dra': base},
+                           {'gpu_sharing_stack_dra': other, 'gpu_sharing_stack_registry': 'mirror.example.com/m'})
+    assert err.startswith("dra pools pool-a, pool-b share one Helm release of NVIDIA's DRA driver")
+    assert 'gpu_sharing_stack_dra.driver_root (pool-a: "/", pool-b: "/run/nvidia/driver")' in err
+    assert 'gpu_sharing_stack_dra.feature_gates (pool-a: {}, pool-b: {"MPSSupport":true})' in err
+    assert 'gpu_sharing_stack_registry (pool-a: unset, pool-b: "mirror.example.com/m")' in err
+    # what is the pool's own (claim templates and their namespace) may differ; a default spelt out is the default
+    assert 'claim_namespace' not in err and 'chart_path' not in err and 'release_name' not in err
+    assert _two_dra_pools({'gpu_sharing_stack_dra': base},
+                          {'gpu_sharing_stack_dra': dict(base, claim_namespace='ops',
+                                                         release_name='dra-driver-nvidia-gpu')}) == []
+    # a dra pool beside pools of other strategies: nothing to compare
+    assert dra.release_conflicts([{'name': 'x', 'strategy': 'dra', 'settings': {}},
+                                  {'name': 'y', 'strategy': 'mig', 'settings': {'gpu_sharing_stack_registry': 'r'}}]) == []
+
+
+def test_DRA_12_dra_nodes_keep_the_gpu_operators_device_plugin_off():
+    """NVIDIA/gpu-operator v26.7.0 runs its device plugin where nvidia.com/gpu.deploy.device-plugin is "true" and sets
+    the label only where a node has none: every node of a dra pool carries "false"; state absent removes it."""
+    res = render(nodes=('n1', 'n2'))
+    for n in ('n1', 'n2'):
+        assert res['node_labels'][n]['nvidia.com/gpu.deploy.device-plugin'] == 'false'
+    gone = render(nodes=('n1',), state='absent')
+    assert gone['node_labels']['n1']['nvidia.com/gpu.deploy.device-plugin'] == 'false'
