@@ -83,3 +83,10 @@ def test_the_playbooks_pass_the_settings_whole(playbook):
     assert 'gpu_sharing_stack_settings: "{{ gpuops_pool.settings }}"' in text
     for name in pool_setting_names():
         assert not re.search(r'^\s+%s:' % name, text, re.M) or name == 'gpu_sharing_stack_validation', (playbook, name)
+
+
+def test_every_pool_setting_has_a_role_default():
+    """The role reads its own variables by name (query vars in tasks/settings.yml): each must have a default."""
+    defaults = _yaml('roles', 'gpu_sharing_stack', 'defaults', 'main.yml')
+    assert set(pool_setting_names()) <= set(defaults)
+    assert defaults['gpu_sharing_stack_settings'] == {}
