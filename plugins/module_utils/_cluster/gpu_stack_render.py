@@ -21,7 +21,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 
 # The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']).
 # Each module has SETTINGS (settings key -> schema) and render_stack(ctx, strategy, settings, nodes, facts, inputs)
-# returning manifests, labels, resources, limits and optionally helm, scheduler_name, readiness.
+# returning manifests, labels, resources, limits and optionally helm, scheduler_name, readiness. inputs: require_facts,
+# live_runtime_classes, cdi_spec_ready, node_state, live_nodes, removing (what the render knows beyond the settings).
 STACKS = {
     'nvidia': gpu_stack_nvidia,
     'gpushare': gpu_stack_gpushare,
@@ -273,7 +274,8 @@ def render(params):
 
     inputs = {'require_facts': params.get('require_facts', True) and not removing,
               'live_runtime_classes': params.get('live_runtime_classes') or [],
-              'cdi_spec_ready': params.get('cdi_spec_ready') or {}, 'node_state': node_state, 'removing': removing}
+              'cdi_spec_ready': params.get('cdi_spec_ready') or {}, 'node_state': node_state, 'removing': removing,
+              'live_nodes': params.get('live_nodes') or []}
     out = stack_renderer(strategy).render_stack(ctx, strategy, settings, nodes, facts, inputs)
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
