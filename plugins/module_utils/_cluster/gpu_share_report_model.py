@@ -34,7 +34,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
-    WHOLE_GPU_STRATEGIES, families_conflict)
+    RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 GPUSHARE_COUNT = 'aliyun.com/gpu-count'
@@ -54,23 +54,8 @@ VOLCANO_GPU_INDEX = 'volcano.sh/gpu-index'
 
 TKE_IDX_PREFIX = 'tencent.com/predicate-gpu-idx-'
 
-# resource name -> (strategy, description, unit)
-KNOWN_RESOURCES = {
-    'aliyun.com/gpu-mem': ('gpushare', 'GPU memory (gpushare)', 'GiB'),
-    'aliyun.com/gpu-count': ('gpushare', 'GPUs (gpushare)', 'GPU'),
-    'nvidia.com/gpu': (None, 'GPUs', 'GPU'),
-    'nvidia.com/gpu.shared': ('time-slicing', 'shared GPU replicas', 'replica'),
-    'nvidia.com/gpumem': ('hami', 'vGPU memory (HAMi)', 'MiB'),
-    'nvidia.com/gpumem-percentage': ('hami', 'vGPU memory share (HAMi)', '%'),
-    'nvidia.com/gpucores': ('hami', 'vGPU cores (HAMi)', '%'),
-    'volcano.sh/gpu-memory': ('volcano', 'GPU memory (Volcano gpu-share)', 'MiB'),
-    'volcano.sh/gpu-number': ('volcano', 'GPUs (Volcano gpu-share)', 'GPU'),
-    'volcano.sh/vgpu-number': ('volcano', 'vGPUs (Volcano)', 'vGPU'),
-    'volcano.sh/vgpu-memory': ('volcano', 'vGPU memory (Volcano)', 'MiB'),
-    'volcano.sh/vgpu-cores': ('volcano', 'vGPU cores (Volcano)', '%'),
-    'tencent.com/vcuda-core': ('gpu-manager', 'vCUDA cores (gpu-manager, 100 per GPU)', 'core'),
-    'tencent.com/vcuda-memory': ('gpu-manager', 'vCUDA memory (gpu-manager, 256 MiB units)', '256MiB'),
-}
+# resource name -> (strategy, description, unit): the strategy model's resources (gpu_strategy.RESOURCES)
+KNOWN_RESOURCES = RESOURCES
 MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
 # resources requested per device (HAMi, Volcano vGPU): the container's amount is this times the device count
 PER_DEVICE_RESOURCES = {

@@ -335,6 +335,16 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
     return manifests, labels, [], {}, helm
 
 
+SETTINGS = {'dra': DRA_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS); the DRA driver is a Helm release."""
+    manifests, labels, resources, limits, helm = render(
+        ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
+        cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
+
 def _release_view(settings):
     """What of a pool's settings (sharing_pools' 'settings': variable name -> value) goes into the shared release:
     {name: value}, the dra keys with the role's defaults filled in, the pool variables as given (None: not set)."""

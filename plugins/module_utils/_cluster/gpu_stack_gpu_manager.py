@@ -18,7 +18,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, validate_settings,
@@ -28,7 +28,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 # (VERSION at v1.1.5 is 1.1.5; gpu-manager.yaml there names tkestack/gpu-manager:1.0.3)
 IMAGE = pins.ref('gpu-manager')
 NODE_LABEL = 'nvidia-device-enable'
-RESOURCES = ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory')
+RESOURCES = gpu_strategy.strategy('gpu-manager')['resources']  # the strategy model's
 # gpu-admission's master (it has no tags); upstream publishes no image (deploy/gpu-admission.yaml names an internal
 # gpu-admission-tke:36), its Dockerfile installs /usr/bin/gpu-admission and listens on 3456
 ADMISSION_COMMIT = '47d56ae99ef7f24f2c9c4d33d17567e2e52f3ba2'
@@ -208,3 +208,12 @@ def render(ctx, settings, nodes, facts):
                  % (gm['container_runtime_endpoint'], gm['cgroup_driver']))
     labels = dict((n, {NODE_LABEL: 'enable'}) for n in nodes)
     return out, labels, list(RESOURCES), {'tencent.com/vcuda-core': '50', 'tencent.com/vcuda-memory': '4'}
+
+
+SETTINGS = {'gpu_manager': GPU_MANAGER_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS)."""
+    manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}

@@ -15,7 +15,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, split_image, validate_settings,
@@ -24,8 +24,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 EXTENDER_IMAGE = pins.ref('gpushare-extender')
 PLUGIN_IMAGE = pins.ref('gpushare-device-plugin')
 NODE_LABEL = 'gpushare'
-RESOURCE = 'aliyun.com/gpu-mem'
-RESOURCE_COUNT = 'aliyun.com/gpu-count'
+RESOURCE, RESOURCE_COUNT = gpu_strategy.strategy('gpushare')['resources']  # the strategy model's
 EXTENDER_PORT = 12345
 NODE_PORT = 32766
 
@@ -266,3 +265,12 @@ def render(ctx, settings, nodes, facts):
              'gpuops.k8s_gpu.kube_scheduler_extender writes that configuration.' % url)
     labels = dict((n, {NODE_LABEL: 'true'}) for n in nodes)
     return out, labels, [RESOURCE, RESOURCE_COUNT], {RESOURCE: '2'}
+
+
+SETTINGS = {'gpushare': GPUSHARE_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS)."""
+    manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}

@@ -17,7 +17,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
@@ -150,9 +150,9 @@ def kube_version(text, var):
 
 def _scheduler_config(hs, minor, https):
     api = kube_versions.scheduler_config_api(minor)[1]
+    # the strategy model's resources and HAMi's request-only nvidia.com/priority
     managed = [{'name': n, 'ignoredByScheduler': True} for n in
-               ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage',
-                'nvidia.com/priority')]
+               gpu_strategy.strategy('hami')['resources'] + ('nvidia.com/priority',)]
     ext = {'urlPrefix': '%s://127.0.0.1:%d' % ('https' if https else 'http', hs['scheduler_port']),
            'filterVerb': 'filter', 'bindVerb': 'bind', 'nodeCacheCapable': True, 'weight': 1,
            'httpTimeout': '30s', 'enableHTTPS': https, 'managedResources': managed}
@@ -310,3 +310,13 @@ def render(ctx, settings, nodes, facts):
     labels = dict((n, {NODE_LABEL: 'on'}) for n in nodes)
     return out, labels, ['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores'], \
         {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3000', 'nvidia.com/gpucores': '30'}
+
+
+SETTINGS = {'hami': HAMI_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS); HAMi's pods name its scheduler."""
+    manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
+            'scheduler_name': validate_settings(settings.get('hami'), HAMI_SCHEMA, ctx.var('hami'))['scheduler_name']}

@@ -610,3 +610,17 @@ def _mig_manager(ctx, mig, cm_name, runtime_class_name, checksum=''):
     # same config name rolls its pod
     out.append(daemonset(ctx, mgr, 'nvidia-mig-manager', spec, annotations={CHECKSUM_ANNOTATION: checksum}))
     return out
+
+
+# the settings of the NVIDIA strategies (gpu_strategy.stack_info(...)['settings'] names which of them a strategy reads)
+SETTINGS = {'nvidia': NVIDIA_SCHEMA, 'time_slicing': TIME_SLICING_SCHEMA, 'mps': MPS_SCHEMA, 'mig': MIG_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS): exclusive, time-slicing, mps and mig."""
+    manifests, labels, resources, limits = render(
+        ctx, strategy, settings, nodes, facts, inputs['require_facts'],
+        live_runtime_classes=inputs['live_runtime_classes'], cdi_spec_ready=inputs['cdi_spec_ready'],
+        node_state=inputs['node_state'], removing=inputs['removing'])
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
+            'readiness': readiness(strategy, settings, nodes, ctx)}

@@ -284,3 +284,12 @@ def render(ctx, settings, nodes, facts):
             'create_namespace': True, 'values': values, 'chart_version': version}
     res = 'nvidia.com/gpu.shared' if go['sharing'] != 'none' and go['rename_by_default'] else 'nvidia.com/gpu'
     return [], labels, [res], {res: '1'}, helm
+
+
+SETTINGS = {'gpu_operator': GPU_OPERATOR_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS); the GPU operator is a Helm release."""
+    manifests, labels, resources, limits, helm = render(ctx, settings, nodes, facts)
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}

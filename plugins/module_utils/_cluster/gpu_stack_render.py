@@ -9,8 +9,8 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
-    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia, gpu_stack_operator,
-    gpu_stack_volcano,
+    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia,
+    gpu_stack_operator, gpu_stack_volcano,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
@@ -18,6 +18,41 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
     POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
+
+# The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']).
+# Each module has SETTINGS (settings key -> schema) and render_stack(ctx, strategy, settings, nodes, facts, inputs)
+# returning manifests, labels, resources, limits and optionally helm, scheduler_name, readiness. inputs: require_facts,
+# live_runtime_classes, cdi_spec_ready, node_state, live_nodes, cdi_enabled, removing (what the render knows beyond the
+# settings).
+STACKS = {
+    'nvidia': gpu_stack_nvidia,
+    'gpushare': gpu_stack_gpushare,
+    'volcano': gpu_stack_volcano,
+    'hami': gpu_stack_hami,
+    'gpu_manager': gpu_stack_gpu_manager,
+    'operator': gpu_stack_operator,
+    'dra': gpu_stack_dra,
+}
+
+
+def stack_renderer(strategy):
+    """The renderer module of a strategy (KeyError for an unknown one)."""
+    return STACKS[gpu_strategy.stack_info(strategy)['stack']]
+
+
+def settings_schema(strategy):
+    """The settings a strategy reads: settings key -> schema (the renderer's SETTINGS, the keys the model names)."""
+    module = stack_renderer(strategy)
+    return dict((key, module.SETTINGS[key]) for key in gpu_strategy.stack_info(strategy)['settings'])
+
+
+def all_settings_schemas():
+    """Every settings key of every strategy -> its schema (role gpu_sharing_stack's gpu_sharing_stack_<key>)."""
+    out = {}
+    for name in STRATEGIES:
+        out.update(settings_schema(name))
+    return out
+
 
 VALIDATION_IMAGE = pins.ref('cuda-sample')
 VALIDATION_SCHEMA = {
@@ -253,31 +288,13 @@ def render(params):
         if share is not None and not share.get('allowed', True):
             raise StackError('%sstrategy=%s is not possible on %s: %s' % (var, strategy, node, share.get('reason', '')))
 
-    helm = None
-    scheduler_name = None
-    readiness = None
-    if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
-        manifests, labels, resources, limits = gpu_stack_nvidia.render(
-            ctx, strategy, settings, nodes, facts, params.get('require_facts', True) and not removing,
-            live_runtime_classes=params.get('live_runtime_classes') or [],
-            cdi_spec_ready=params.get('cdi_spec_ready') or {}, node_state=node_state, removing=removing)
-        readiness = gpu_stack_nvidia.readiness(strategy, settings, nodes, ctx)
-    elif strategy == 'gpushare':
-        manifests, labels, resources, limits = gpu_stack_gpushare.render(ctx, settings, nodes, facts)
-    elif strategy == 'volcano':
-        manifests, labels, resources, limits = gpu_stack_volcano.render(ctx, settings, nodes, facts)
-        scheduler_name = 'volcano'
-    elif strategy == 'hami':
-        manifests, labels, resources, limits = gpu_stack_hami.render(ctx, settings, nodes, facts)
-        scheduler_name = validate_settings(settings.get('hami'), gpu_stack_hami.HAMI_SCHEMA, var + 'hami')['scheduler_name']
-    elif strategy == 'gpu-manager':
-        manifests, labels, resources, limits = gpu_stack_gpu_manager.render(ctx, settings, nodes, facts)
-    elif strategy == 'dra':
-        manifests, labels, resources, limits, helm = gpu_stack_dra.render(
-            ctx, settings, nodes, facts, node_state=node_state, live_nodes=params.get('live_nodes') or [],
-            cdi_enabled=params.get('cdi_enabled') or {}, removing=removing)
-    else:
-        manifests, labels, resources, limits, helm = gpu_stack_operator.render(ctx, settings, nodes, facts)
+    inputs = {'require_facts': params.get('require_facts', True) and not removing,
+              'live_runtime_classes': params.get('live_runtime_classes') or [],
+              'cdi_spec_ready': params.get('cdi_spec_ready') or {}, 'node_state': node_state, 'removing': removing,
+              'live_nodes': params.get('live_nodes') or [], 'cdi_enabled': params.get('cdi_enabled') or {}}
+    out = stack_renderer(strategy).render_stack(ctx, strategy, settings, nodes, facts, inputs)
+    manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
+    helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
 
     for node in nodes:
         lab = labels.setdefault(node, {})

@@ -275,3 +275,13 @@ def render(ctx, settings, nodes, facts):
     ctx.note('volcano: only the scheduler configuration (GPU sharing) and the device plugin are managed here; install '
              'Volcano itself (%s) first. Pods use schedulerName: volcano.' % vs['version'])
     return out, {}, resources, limits
+
+
+SETTINGS = {'volcano': VOLCANO_SCHEMA}
+
+
+def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+    """The one renderer signature (gpu_stack_render.STACKS); Volcano's pods name schedulerName volcano."""
+    manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
+            'scheduler_name': 'volcano'}

@@ -32,38 +32,87 @@ WHOLE_GPU = 'whole-gpu'
 #                      device plugin's MPS daemon manages what MPS needs; exclusive and MIG need nothing)
 #   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
 #   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
+#   stack:             its renderer: module plugins/module_utils/_cluster/gpu_stack_<stack>.py, whose render_stack (one
+#                      signature for every stack) gpu_stack_render.STACKS dispatches to
+#   settings:          the keys of its settings (gpu_stack_manifests' settings, role gpu_sharing_stack's variables
+#                      gpu_sharing_stack_<key>); each key's schema is the renderer's SETTINGS[key]
+#   resources:         the extended resources its device plugin advertises, each (name, description, unit); a name
+#                      ending in '-' is a prefix (nvidia.com/mig-<profile>). The report's units and descriptions, the
+#                      resource families and the names gpu_strategy returns are read from here
+#   prefixes:          more names of its family, as prefixes (resource_family)
 #   (dra: its family 'dra' has no extended resource: a node that advertises any GPU resource belongs to another
 #   family, so the one rule below keeps the DRA driver off the device plugins' nodes)
 
+# resources that several strategies advertise: declared once
+GPU = ('nvidia.com/gpu', 'GPUs', 'GPU')
+GPU_SHARED = ('nvidia.com/gpu.shared', 'shared GPU replicas', 'replica')
+MIG_DEVICES = ('nvidia.com/mig-', 'MIG devices', 'MIG device')
 
-def _props(title, family, resources, nvidia_plugin=False, scheduler_extender=False, runtime_class=False,
-           default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True):
-    return {'title': title, 'family': family, 'resources': resources, 'nvidia_plugin': nvidia_plugin,
-            'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
-            'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
-            'node_labels': node_labels}
+
+# the stack of each strategy: name -> {'stack', 'settings', 'resources' (the triples), 'prefixes'} (stack_info)
+_STACKS = {}
+
+
+def _props(title, family, resources, stack, settings, nvidia_plugin=False, scheduler_extender=False,
+           runtime_class=False, default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True,
+           prefixes=()):
+    props = {'title': title, 'family': family, 'resources': tuple(r[0] for r in resources),
+             'nvidia_plugin': nvidia_plugin, 'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
+             'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
+             'node_labels': node_labels}
+    return props, {'stack': stack, 'settings': tuple(settings), 'resources': tuple(resources),
+                   'prefixes': tuple(prefixes), 'family': family}
+
+
+def _entry(name, props_and_stack):
+    props, stack = props_and_stack
+    _STACKS[name] = stack
+    return name, props
 
 
 STRATEGY_MODEL = (
-    ('exclusive', _props('exclusive', WHOLE_GPU, ('nvidia.com/gpu',), nvidia_plugin=True, runtime_class=True)),
-    ('time-slicing', _props('time-slicing', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), nvidia_plugin=True,
-                            runtime_class=True, compute_mode='default')),
-    ('mps', _props('mps', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared'), nvidia_plugin=True,
-                   runtime_class=True)),
-    ('mig', _props('mig', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/mig-'), nvidia_plugin=True, runtime_class=True)),
-    ('gpushare', _props('gpushare', 'aliyun-gpu-mem', ('aliyun.com/gpu-mem', 'aliyun.com/gpu-count'),
-                        scheduler_extender=True, default_runtime=True, compute_mode='default')),
-    ('volcano', _props('Volcano', 'volcano-gpu-mem', ('volcano.sh/',), default_runtime=True, compute_mode='default')),
-    ('hami', _props('HAMi', 'hami', ('nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpucores',
-                                     'nvidia.com/gpumem-percentage'), default_runtime=True, compute_mode='default')),
-    ('gpu-manager', _props('gpu-manager', 'tencent-vcuda', ('tencent.com/vcuda-core', 'tencent.com/vcuda-memory'),
-                           compute_mode='default')),
-    ('gpu-operator', _props('GPU operator', WHOLE_GPU, ('nvidia.com/gpu', 'nvidia.com/gpu.shared', 'nvidia.com/mig-'),
-                            node_strategy=False, node_labels=False)),
+    _entry('exclusive', _props(
+        'exclusive', WHOLE_GPU, (GPU,), 'nvidia', ('nvidia',), nvidia_plugin=True, runtime_class=True)),
+    _entry('time-slicing', _props(
+        'time-slicing', WHOLE_GPU, (GPU, GPU_SHARED), 'nvidia', ('nvidia', 'time_slicing'), nvidia_plugin=True,
+        runtime_class=True, compute_mode='default')),
+    _entry('mps', _props(
+        'mps', WHOLE_GPU, (GPU, GPU_SHARED), 'nvidia', ('nvidia', 'mps'), nvidia_plugin=True, runtime_class=True)),
+    _entry('mig', _props(
+        'mig', WHOLE_GPU, (GPU, MIG_DEVICES), 'nvidia', ('nvidia', 'mig'), nvidia_plugin=True, runtime_class=True)),
+    _entry('gpushare', _props(
+        'gpushare', 'aliyun-gpu-mem', (
+            ('aliyun.com/gpu-mem', 'GPU memory (gpushare)', 'GiB'),
+            ('aliyun.com/gpu-count', 'GPUs (gpushare)', 'GPU'),
+        ), 'gpushare', ('gpushare',), scheduler_extender=True, default_runtime=True, compute_mode='default',
+        prefixes=('aliyun.com/gpu',))),
+    _entry('volcano', _props(
+        'Volcano', 'volcano-gpu-mem', (
+            ('volcano.sh/gpu-memory', 'GPU memory (Volcano gpu-share)', 'MiB'),
+            ('volcano.sh/gpu-number', 'GPUs (Volcano gpu-share)', 'GPU'),
+            ('volcano.sh/vgpu-number', 'vGPUs (Volcano)', 'vGPU'),
+            ('volcano.sh/vgpu-memory', 'vGPU memory (Volcano)', 'MiB'),
+            ('volcano.sh/vgpu-cores', 'vGPU cores (Volcano)', '%'),
+        ), 'volcano', ('volcano',), default_runtime=True, compute_mode='default', prefixes=('volcano.sh/',))),
+    _entry('hami', _props(
+        'HAMi', 'hami', (
+            GPU,
+            ('nvidia.com/gpumem', 'vGPU memory (HAMi)', 'MiB'),
+            ('nvidia.com/gpucores', 'vGPU cores (HAMi)', '%'),
+            ('nvidia.com/gpumem-percentage', 'vGPU memory share (HAMi)', '%'),
+        ), 'hami', ('hami',), default_runtime=True, compute_mode='default')),
+    _entry('gpu-manager', _props(
+        'gpu-manager', 'tencent-vcuda', (
+            ('tencent.com/vcuda-core', 'vCUDA cores (gpu-manager, 100 per GPU)', 'core'),
+            ('tencent.com/vcuda-memory', 'vCUDA memory (gpu-manager, 256 MiB units)', '256MiB'),
+        ), 'gpu_manager', ('gpu_manager',), compute_mode='default', prefixes=('tencent.com/vcuda',))),
+    _entry('gpu-operator', _props(
+        'GPU operator', WHOLE_GPU, (GPU, GPU_SHARED, MIG_DEVICES), 'operator', ('gpu_operator',),
+        node_strategy=False, node_labels=False)),
     # Dynamic Resource Allocation (NVIDIA's DRA driver): devices are claimed through ResourceClaims, not extended
     # resources, so it is an accounting of its own that no device plugin sees; the driver shares GPUs itself
     # (time-slicing, MPS, MIG per claim), hence no node-level strategy; its nodes get the pool's labels
-    ('dra', _props('DRA', 'dra', (), node_strategy=False)),
+    _entry('dra', _props('DRA', 'dra', (), 'dra', ('dra',), node_strategy=False)),
 )
 _MODEL = dict(STRATEGY_MODEL)
 
@@ -86,6 +135,25 @@ DEFAULT_RUNTIME_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['defa
 # want GPU compute mode Default on their nodes
 DEFAULT_COMPUTE_MODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['compute_mode'] == 'default')
 DEFAULT_STRATEGY = 'exclusive'
+# every settings key of a pool (role gpu_sharing_stack's gpu_sharing_stack_<key>), in model order
+SETTINGS_KEYS = ()
+# the GPU resources by exact name: name -> (strategy, description, unit); strategy None when strategies of two
+# families advertise it (nvidia.com/gpu: the whole-GPU strategies and HAMi). The report reads it
+RESOURCES = {}
+_RESOURCE_FAMILY = {}   # exact name -> family of the first strategy that advertises it
+_PREFIX_FAMILY = []     # (prefix, family)
+for _name, _p in STRATEGY_MODEL:
+    SETTINGS_KEYS += tuple(k for k in _STACKS[_name]['settings'] if k not in SETTINGS_KEYS)
+    for _res, _desc, _unit in _STACKS[_name]['resources']:
+        if _res.endswith('-'):
+            _PREFIX_FAMILY.append((_res, _p['family']))
+        elif _res not in RESOURCES:
+            RESOURCES[_res] = (_name, _desc, _unit)
+            _RESOURCE_FAMILY[_res] = _p['family']
+        elif _RESOURCE_FAMILY[_res] != _p['family']:
+            RESOURCES[_res] = (None,) + RESOURCES[_res][1:]
+    _PREFIX_FAMILY.extend((_pre, _p['family']) for _pre in _STACKS[_name]['prefixes'])
+del _name, _p, _res, _desc, _unit
 # what role gpu_node_sharing accepts as its compute mode: auto (the strategy's), keep (leave it alone) or a mode
 COMPUTE_MODES = ('default', 'exclusive_process', 'prohibited')
 COMPUTE_MODE_SETTINGS = ('auto',) + COMPUTE_MODES + ('keep',)
@@ -94,6 +162,12 @@ COMPUTE_MODE_SETTINGS = ('auto',) + COMPUTE_MODES + ('keep',)
 def strategy(name):
     """The properties of a strategy (KeyError for an unknown name)."""
     return _MODEL[name]
+
+
+def stack_info(name):
+    """The stack of a strategy: its renderer ('stack', plugins/module_utils/_cluster/gpu_stack_<stack>.py), its
+    settings keys and its resources as (name, description, unit). KeyError for an unknown name."""
+    return _STACKS[name]
 
 
 def titles(names):
@@ -133,16 +207,11 @@ def resource_family(name):
 
     nvidia.com/gpu is whole-GPU accounting (HAMi advertises it too, but a node whose strategy is already hami is not
     checked against its own resources: see foreign_resources)."""
-    if name in ('nvidia.com/gpu', 'nvidia.com/gpu.shared') or name.startswith('nvidia.com/mig-'):
-        return WHOLE_GPU
-    if name.startswith('aliyun.com/gpu'):
-        return 'aliyun-gpu-mem'
-    if name.startswith('volcano.sh/'):
-        return 'volcano-gpu-mem'
-    if name.startswith('tencent.com/vcuda'):
-        return 'tencent-vcuda'
-    if name in ('nvidia.com/gpumem', 'nvidia.com/gpucores', 'nvidia.com/gpumem-percentage'):
-        return 'hami'
+    if name in _RESOURCE_FAMILY:
+        return _RESOURCE_FAMILY[name]
+    for prefix, fam in _PREFIX_FAMILY:
+        if name.startswith(prefix):
+            return fam
     return None
 
 

@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter stack_settings: a pool's settings travel as one dict, defaulted once from role gpu_sharing_stack's
+argument_specs."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_settings import FilterModule, pool_setting_names
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+f = FilterModule().filters()['stack_settings']
+
+
+def _yaml(*path):
+    with open(os.path.join(ROOT, *path)) as fh:
+        return yaml.safe_load(fh)
+
+
+def test_defaults_come_from_argument_specs():
+    out = f({})
+    assert tuple(out) == pool_setting_names()
+    assert out['gpu_sharing_stack_namespace'] == 'kube-system'
+    assert out['gpu_sharing_stack_hami'] == {} and out['gpu_sharing_stack_helm_install'] is True
+    assert out['gpu_sharing_stack_validation_image'].startswith('nvcr.io/nvidia/k8s/cuda-sample:')
+    assert out['gpu_sharing_stack_registry'] is None          # no default in argument_specs: the role's variable
+
+
+def test_the_pool_wins_over_the_variables_which_win_over_the_defaults():
+    out = f({'gpu_sharing_stack_hami': {'device_split_count': 4}},
+            variables={'gpu_sharing_stack_hami': {'x': 1}, 'gpu_sharing_stack_namespace': 'gpu',
+                       'gpu_sharing_stack_registry': 'mirror.local'})
+    assert out['gpu_sharing_stack_hami'] == {'device_split_count': 4}
+    assert out['gpu_sharing_stack_namespace'] == 'gpu' and out['gpu_sharing_stack_registry'] == 'mirror.local'
+    assert out['gpu_sharing_stack_validation'] is False
+
+
+def test_bad_input_names_the_variable():
+    with pytest.raises(AnsibleFilterError, match=r'unknown key\(s\) gpu_sharing_stack_hamii'):
+        f({'gpu_sharing_stack_hamii': {}})
+    with pytest.raises(AnsibleFilterError, match='gpu_sharing_stack_hami'):
+        f({'gpu_sharing_stack_hami': 'not a dict'})
+    with pytest.raises(AnsibleFilterError, match='gpu_sharing_stack_allow_mixed_accounting'):
+        f({'gpu_sharing_stack_allow_mixed_accounting': 'maybe'})
+    with pytest.raises(AnsibleFilterError, match='must be a dictionary'):
+        f(['gpu_sharing_stack_hami'])
+
+
+def test_render_keys_are_the_models_settings_keys():
+    out = f(f({'gpu_sharing_stack_mps': {'replicas': 3}}), render=True)
+    assert tuple(out) == gs.SETTINGS_KEYS and out['mps'] == {'replicas': 3} and out['nvidia'] == {}
+
+
+def test_every_pool_setting_is_a_role_option_and_a_playbook_pool_setting():
+    """The names the filter returns are options of role gpu_sharing_stack (main), and the playbooks collect exactly
+    those from each pool's hosts (uninstall leaves out gpu_sharing_stack_validation: removal renders it anyway)."""
+    options = _yaml('roles', 'gpu_sharing_stack', 'meta', 'argument_specs.yml')['argument_specs']['main']['options']
+    assert set(pool_setting_names()) <= set(options)
+    for playbook, var, left_out in (('cluster.yml', 'gpuops_cluster_pool_settings', set()),
+                                    ('uninstall.yml', 'gpuops_uninstall_pool_settings',
+                                     {'gpu_sharing_stack_validation'})):
+        with open(os.path.join(ROOT, 'playbooks', playbook)) as fh:
+            text = fh.read()
+        block = text[text.index(var + ':'):]
+        block = block[:block.index(']')]
+        assert set(re.findall(r'gpu_sharing_stack_[a-z_]+', block)) == set(pool_setting_names()) - left_out, playbook
+
+
+@pytest.mark.parametrize('playbook', ['cluster.yml', 'uninstall.yml'])
+def test_the_playbooks_pass_the_settings_whole(playbook):
+    """No pool setting is mapped one by one into the role: the pool's settings travel as gpu_sharing_stack_settings."""
+    with open(os.path.join(ROOT, 'playbooks', playbook)) as fh:
+        text = fh.read()
+    assert 'gpu_sharing_stack_settings: "{{ gpuops_pool.settings }}"' in text
+    for name in pool_setting_names():
+        assert not re.search(r'^\s+%s:' % name, text, re.M) or name == 'gpu_sharing_stack_validation', (playbook, name)
+
+
+def test_every_pool_setting_has_a_role_default():
+    """The role reads its own variables by name (query vars in tasks/settings.yml): each must have a default."""
+    defaults = _yaml('roles', 'gpu_sharing_stack', 'defaults', 'main.yml')
+    assert set(pool_setting_names()) <= set(defaults)
+    assert defaults['gpu_sharing_stack_settings'] == {}
