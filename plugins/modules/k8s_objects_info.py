@@ -66,7 +66,7 @@ options:
         V(status.allocatable)); C(apiVersion), C(kind) and C(metadata.name) are always returned, a path an object does
         not have is left out. Query keys not named here come back whole.
       - Keeps the registered result small when a caller needs a few fields of many objects (every Node of a large
-        cluster): the requests are the same.
+        cluster); the requests are the same.
     type: dict
     default: {}
     version_added: 0.2.0

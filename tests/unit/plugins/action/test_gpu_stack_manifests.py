@@ -173,7 +173,7 @@ def test_inventory_vars_read_the_pool_host_vars_from_hostvars():
 def test_inventory_vars_facts_missing_fail_as_without_them():
     # a node of the pool without facts anywhere: the same refusal as when the role templated the (empty) facts in
     args = dict(GOOD['mig'], facts={})
-    plugin, _ = make_action(dict(args, inventory_vars=True))
+    plugin = make_action(dict(args, inventory_vars=True))[0]
     got = plugin.run(task_vars={'hostvars': {'n1': {}}})
     assert got['failed'] and 'n1' in got['msg'] and got == run_action(args)
 
