@@ -19,8 +19,26 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_render import argument_spec, render
+
+
+# option -> what pool_host_vars returns it under
+INVENTORY_OPTIONS = ('facts', 'node_strategies', 'cdi_spec_ready', 'cdi_enabled')
+
+
+def with_inventory_vars(params, hostvars):
+    """params with the pool's host variables read from the inventory (filter pool_host_vars over params['nodes']),
+    the entries already in params winning: what role gpu_sharing_stack templated into the task's arguments before
+    (every node's facts, once more per pool), read here in the controller process instead. A new dict."""
+    found = pool_host_vars(params.get('nodes') or [], hostvars)
+    out = dict(params)
+    for key in INVENTORY_OPTIONS:
+        merged = dict(found[key])
+        merged.update(params.get(key) or {})
+        out[key] = merged
+    return out
 
 
 class ActionModule(ActionBase):
@@ -43,8 +61,11 @@ class ActionModule(ActionBase):
             result.update(failed=True, changed=False, msg=msg)
             return result
 
+        params = validation.validated_parameters
+        if params.get('inventory_vars'):
+            params = with_inventory_vars(params, (task_vars or {}).get('hostvars') or {})
         try:
-            out = render(validation.validated_parameters)
+            out = render(params)
         except StackError as e:
             result.update(failed=True, changed=False, msg=str(e))
             return result

@@ -148,6 +148,17 @@ options:
     description: Prefix of the variable names used in error messages.
     type: str
     default: gpu_sharing_stack_
+  inventory_vars:
+    description:
+      - Also read, for every node of O(nodes) that is an inventory host, its host variables C(gpu_probe_facts),
+        C(gpu_sharing_stack_strategy), C(nvidia_container_runtime_cdi_spec_ready) and C(nvidia_container_runtime_cdi)
+        into O(facts), O(node_strategies), O(cdi_spec_ready) and O(cdi_enabled) (entries given in those options win),
+        as filter P(gpuops.k8s_gpu.pool_host_vars#filter) does.
+      - Read by the action plugin on the controller, so the nodes' facts are not templated into the task's arguments;
+        a run of the module itself (no inventory) fails with it.
+    type: bool
+    default: false
+    version_added: 0.2.0
 requirements:
   - PyYAML (with ansible-core) to merge an existing Volcano scheduler configuration.
 notes:
@@ -316,6 +327,10 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if module.params['inventory_vars']:
+        module.fail_json(msg='inventory_vars is read by the action plugin of gpuops.k8s_gpu.gpu_stack_manifests on the '
+                             'controller; this module run has no inventory (give facts, node_strategies, cdi_spec_ready '
+                             'and cdi_enabled instead)')
     try:
         out = render(module.params)
     except StackError as e:

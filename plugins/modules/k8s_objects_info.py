@@ -60,6 +60,16 @@ options:
     description: Also read the API server's version (C(/version)) into RV(version).
     type: bool
     default: false
+  fields:
+    description:
+      - Per query key, the dotted paths of each object to return (for example V(metadata.labels),
+        V(status.allocatable)); C(apiVersion), C(kind) and C(metadata.name) are always returned, a path an object does
+        not have is left out. Query keys not named here come back whole.
+      - Keeps the registered result small when a caller needs a few fields of many objects (every Node of a large
+        cluster); the requests are the same.
+    type: dict
+    default: {}
+    version_added: 0.2.0
 requirements:
   - kubernetes (Python client)
   - kubernetes.core collection (its client configuration)
@@ -79,6 +89,14 @@ EXAMPLES = r'''
       - {key: kube_proxy, kind: ConfigMap, name: kube-proxy, namespace: kube-system}
     version: true
   register: live
+
+- name: Only the labels and allocatable resources of every Node
+  gpuops.k8s_gpu.k8s_objects_info:
+    queries:
+      - {key: nodes, kind: Node}
+    fields:
+      nodes: [metadata.labels, status.allocatable]
+  register: live_nodes
 '''
 
 RETURN = r'''
@@ -121,6 +139,7 @@ def argument_spec():
             label_selectors=dict(type='list', elements='str'),
         )),
         version=dict(type='bool', default=False),
+        fields=dict(type='dict', default={}),
     )
     return spec
 
@@ -129,7 +148,7 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     queries = [dict((k, v) for k, v in q.items() if v is not None) for q in p['queries']]
-    problems = k8s_read.check_queries(queries)
+    problems = k8s_read.check_queries(queries) + k8s_read.check_fields(p['fields'], queries)
     if problems:
         module.fail_json(msg='k8s_objects_info refused, nothing was read: %s' % '; '.join(problems))
     if k8s_client is None:
@@ -137,6 +156,7 @@ def main():
     try:
         apis = k8s_read.typed_apis(k8s_client, k8s_access.api_client(p))
         result = k8s_read.read(apis, queries, version=p['version'])
+        result['objects'] = k8s_read.project(result['objects'], p['fields'])
     except (k8s_access.KubeError, k8s_read.ReadError) as e:
         module.fail_json(msg=str(e))
     module.exit_json(changed=False, **result)

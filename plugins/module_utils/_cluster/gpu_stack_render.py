@@ -122,6 +122,7 @@ def argument_spec():
         cdi_enabled=dict(type='dict', default={}),
         live=dict(type='dict', default={}),
         var_prefix=dict(type='str', default='gpu_sharing_stack_'),
+        inventory_vars=dict(type='bool', default=False),
     )
 
 

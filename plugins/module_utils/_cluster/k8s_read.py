@@ -140,6 +140,51 @@ def read(apis, queries, version=False):
     return result
 
 
+def project(objects, fields):
+    """objects ({key: [resource, ...]}, as read() returns them) with the resources of each key named in ``fields``
+    cut down to the dotted paths listed for it (e.g. {'nodes': ['metadata.labels', 'status.allocatable']}); apiVersion,
+    kind and metadata.name are always kept, a path a resource does not have is left out, keys not in ``fields`` are
+    returned whole. A new dict: the resources passed in are not changed. Keeps a registered result small when the
+    caller needs a few fields of many objects (every Node of a large cluster)."""
+    if not fields:
+        return objects
+    out = dict(objects)
+    for key, paths in fields.items():
+        if key not in out or not paths:
+            continue
+        wanted = [p.split('.') for p in ['apiVersion', 'kind', 'metadata.name'] + list(paths)]
+        cut = []
+        for obj in out[key]:
+            small = {}
+            for path in wanted:
+                src = obj
+                for part in path:
+                    if not isinstance(src, dict) or part not in src:
+                        break
+                    src = src[part]
+                else:
+                    dst = small
+                    for part in path[:-1]:
+                        dst = dst.setdefault(part, {})
+                    dst[path[-1]] = src
+            cut.append(small)
+        out[key] = cut
+    return out
+
+
+def check_fields(fields, queries):
+    """Problems with the fields option (a list of messages): every key must be a query's key, every path a string."""
+    keys = set(q.get('key') for q in queries or [] if isinstance(q, dict))
+    problems = []
+    for key, paths in sorted((fields or {}).items()):
+        if key not in keys:
+            problems.append('fields: %s is not the key of a query; keys: %s' % (key, ', '.join(sorted(k for k in keys if k)) or 'none'))
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p and not p.startswith('.')
+                                                  and not p.endswith('.') and '..' not in p for p in paths):
+            problems.append('fields.%s must be a list of dotted paths (e.g. metadata.labels); got %r' % (key, paths))
+    return problems
+
+
 def typed_apis(client_module, api_client):
     """The typed APIs read() uses, over one ApiClient (client_module: k8s_rest, or a fake in tests)."""
     return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))

@@ -150,3 +150,34 @@ def test_async_is_refused():
     plugin = make_action(GOOD['time-slicing'], async_val=10)[0]
     with pytest.raises(AnsibleActionFail, match='async'):
         plugin.run(task_vars={})
+
+
+def test_inventory_vars_read_the_pool_host_vars_from_hostvars():
+    # n1's facts from the inventory, n2's given in the arguments (they win over the inventory's), n3 no inventory host
+    hostvars = {'n1': {'gpu_probe_facts': T4, 'gpu_sharing_stack_strategy': 'time-slicing'},
+                'n2': {'gpu_probe_facts': {'gpus': []}, 'nvidia_container_runtime_cdi': True}}
+    args = dict(GOOD['time-slicing'], facts={'n2': T4}, inventory_vars=True)
+    plugin, connection = make_action(args)
+    got = plugin.run(task_vars={'hostvars': hostvars})
+    assert connection.mock_calls == [] and not got.get('failed')
+    # the same render as with every value templated into the arguments (what role gpu_sharing_stack did before)
+    assert got == run_action(dict(GOOD['time-slicing'], facts={'n1': T4, 'n2': T4},
+                                  node_strategies={'n1': 'time-slicing'}, cdi_enabled={'n2': True}))
+    merged = action.with_inventory_vars(dict(args, nodes=['n1', 'n2', 'n3'], node_strategies={}, cdi_spec_ready={},
+                                             cdi_enabled={}), hostvars)
+    assert merged['facts'] == {'n1': T4, 'n2': T4}
+    assert merged['node_strategies'] == {'n1': 'time-slicing'} and merged['cdi_enabled'] == {'n2': True}
+    assert merged['cdi_spec_ready'] == {} and args['facts'] == {'n2': T4}
+
+
+def test_inventory_vars_facts_missing_fail_as_without_them():
+    # a node of the pool without facts anywhere: the same refusal as when the role templated the (empty) facts in
+    args = dict(GOOD['mig'], facts={})
+    plugin = make_action(dict(args, inventory_vars=True))[0]
+    got = plugin.run(task_vars={'hostvars': {'n1': {}}})
+    assert got['failed'] and 'n1' in got['msg'] and got == run_action(args)
+
+
+def test_inventory_vars_in_a_module_run_fail_clearly(monkeypatch):
+    mod = run_module(monkeypatch, dict(GOOD['time-slicing'], inventory_vars=True))
+    assert mod['failed'] and mod['msg'].startswith('inventory_vars is read by the action plugin of gpuops.k8s_gpu.gpu_stack_manifests')

@@ -63,3 +63,21 @@ def test_api_key_is_no_log():
     spec = k8s_objects_info.argument_spec()
     assert spec['api_key']['no_log'] is True and spec['password']['no_log'] is True
     assert spec['validate_certs']['default'] is True
+
+
+def test_fields_cut_the_objects_returned(run, monkeypatch):
+    node = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'n1', 'labels': {'a': '1'}, 'uid': 'u'},
+            'status': {'allocatable': {'cpu': '4'}, 'images': []}}
+    monkeypatch.setattr(k8s_read, 'read', lambda apis, queries, version=False: {
+        'objects': {'nodes': [node]}, 'api_found': {'nodes': True}})
+    res = run({'queries': [{'key': 'nodes', 'kind': 'Node'}], 'fields': {'nodes': ['metadata.labels', 'status.allocatable']}})
+    assert res['failed'] is False
+    assert res['objects'] == {'nodes': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'n1', 'labels': {'a': '1'}},
+                                         'status': {'allocatable': {'cpu': '4'}}}]}
+
+
+def test_fields_of_an_unknown_key_are_refused_before_any_client(run):
+    res = run({'queries': [{'key': 'nodes', 'kind': 'Node'}], 'fields': {'pods': ['metadata.labels']}})
+    assert res['failed'] and res['msg'] == ('k8s_objects_info refused, nothing was read: '
+                                            'fields: pods is not the key of a query; keys: nodes')
+    assert run.calls == []

@@ -160,3 +160,45 @@ def test_typed_apis_share_one_client():
     got = R.typed_apis(mod, 'the-client')
     assert got == {'CoreV1Api': ('CoreV1Api', 'the-client'), 'NodeV1Api': ('NodeV1Api', 'the-client'),
                    'VersionApi': ('VersionApi', 'the-client')}
+
+
+NODE = {'apiVersion': 'v1', 'kind': 'Node',
+        'metadata': {'name': 'gpu-1', 'labels': {'a': '1'}, 'annotations': {'big': 'x' * 100}, 'managedFields': [{}]},
+        'status': {'allocatable': {'nvidia.com/gpu': '1'}, 'images': [{'names': ['i']}], 'conditions': []}}
+
+
+def test_project_keeps_only_the_named_paths_and_the_identity():
+    objects = {'nodes': [NODE, {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'bare'}}], 'cm': [{'data': {'k': 'v'}}]}
+    out = R.project(objects, {'nodes': ['metadata.labels', 'status.allocatable']})
+    assert out['nodes'] == [
+        {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'gpu-1', 'labels': {'a': '1'}},
+         'status': {'allocatable': {'nvidia.com/gpu': '1'}}},
+        {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'bare'}}]
+    # keys not named come back whole; the input is not changed
+    assert out['cm'] == [{'data': {'k': 'v'}}]
+    assert 'managedFields' in NODE['metadata'] and 'images' in NODE['status']
+
+
+def test_project_without_fields_returns_the_objects_as_they_are():
+    objects = {'nodes': [NODE]}
+    assert R.project(objects, {}) is objects
+    assert R.project(objects, {'nodes': []})['nodes'] == [NODE]
+
+
+def test_project_skips_a_path_through_a_non_dict():
+    out = R.project({'n': [{'metadata': {'name': 'x'}, 'spec': 'odd'}]}, {'n': ['spec.taints']})
+    assert out['n'] == [{'metadata': {'name': 'x'}}]
+
+
+@pytest.mark.parametrize('fields, message', [
+    ({'pods': ['metadata.labels']}, 'fields: pods is not the key of a query; keys: nodes'),
+    ({'nodes': 'metadata.labels'}, "fields.nodes must be a list of dotted paths (e.g. metadata.labels); got 'metadata.labels'"),
+    ({'nodes': ['metadata..labels']}, "fields.nodes must be a list of dotted paths (e.g. metadata.labels); got ['metadata..labels']"),
+])
+def test_check_fields_names_the_problem(fields, message):
+    assert R.check_fields(fields, [{'key': 'nodes', 'kind': 'Node'}]) == [message]
+
+
+def test_check_fields_accepts_paths_of_known_keys():
+    assert R.check_fields({'nodes': ['metadata.labels', 'status.allocatable']}, [{'key': 'nodes', 'kind': 'Node'}]) == []
+    assert R.check_fields({}, []) == []
