@@ -158,7 +158,6 @@ options:
         a run of the module itself (no inventory) fails with it.
     type: bool
     default: false
-    version_added: 0.2.0
 requirements:
   - PyYAML (with ansible-core) to merge an existing Volcano scheduler configuration.
 notes:

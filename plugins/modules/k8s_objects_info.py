@@ -69,7 +69,6 @@ options:
         cluster); the requests are the same.
     type: dict
     default: {}
-    version_added: 0.2.0
 requirements:
   - kubernetes (Python client)
   - kubernetes.core collection (its client configuration)
