@@ -300,7 +300,7 @@ REFUSALS = [  # (extra vars, group, expected message part, reads the cluster bef
     ({"gpu_node_labels_pools": [{"name": "p", "strategy": "gpushare", "nodes": [n("gpu-c")]}]}, None,
      f"pool p: host {n('gpu-c')} is not in gpu_node_labels_group (gpu_nodes)", False),
     ({"gpu_node_labels_pools": [{"name": "p", "strategy": "sharing-everything", "nodes": [n("gpu-a")]}]}, None,
-     "value of strategy must be one of: exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, "
+     "value of strategy must be one of: exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, dra, "
      "got: sharing-everything found in gpu_node_labels_pools", False),
     ({"gpu_node_labels_state": "gone"}, None,
      "value of gpu_node_labels_state must be one of: present, absent, got: gone", False),
