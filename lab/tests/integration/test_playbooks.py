@@ -205,9 +205,10 @@ def test_pools_from_the_lab_inventory(collections_path, tmp_path):
     msg = doc['plays'][0]['tasks'][0]['hosts']['localhost']['msg']
     assert msg['errors'] == []
     assert [(p['name'], p['strategy'], p['hosts']) for p in msg['pools']] == [
-        ('lab-pool-a100', 'mig', ['lab-a100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
+        ('lab-pool-a100', 'mig', ['lab-a100']),
+        ('lab-pool-h100', 'dra', ['lab-h100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
         ('lab-pool-v100', 'gpushare', ['lab-v100'])]
-    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-t4', 'lab-pool-v100']
+    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-h100', 'lab-pool-t4', 'lab-pool-v100']
 
 
 @pytest.mark.parametrize('groups,needle', [
