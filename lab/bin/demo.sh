@@ -19,7 +19,8 @@ STATE="$ROOT/lab/.state/demo/$PREFIX"
 EXTRA="$STATE/extra-vars.json"
 KUBE_STATE="$STATE/kube"   # lab/kube/real.py's state: kubeconfig, PKI, etcd data, logs, audit.log
 # inventory host suffix : NVML simulator inventory (lab/nvml_sim/inventories)
-GPU_NODES=(t4:t4 a100:hgx-a100-80gb v100:v100)
+GPU_NODES=(t4:t4 a100:hgx-a100-80gb v100:v100 h100:h100-real-580)
+DRA_NODE=lab-h100 DRA_INVENTORY=h100-real-580.json   # the dra pool's node and the inventory of its ResourceSlice
 CP=cp
 export LAB_APT_REPO_STATE="$STATE/apt_repo"
 banner() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
@@ -51,7 +52,8 @@ simulated_banner() {
 ------------------------------------------------------------------------------------------------------------
  gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes node is touched
    * GPU nodes : Debian 12 systemd containers on this machine (community.docker.docker connection)
-                 lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare)
+                 lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare),
+                 lab-h100 (1 x H100 80GB, dra pool: CDI on in its containerd; not an ESXi VM of the demo)
    * GPUs      : the lab's NVML simulator (a C libnvidia-ml.so.1 built from NVIDIA's nvml.h); a GPU reset for
                  MIG is the simulator's `nvml-sim-ctl reset-gpu`
    * vCenter   : govmomi's vSphere simulator with GPU hosts; the VMs carry the nodes' names but are not the
@@ -60,6 +62,10 @@ simulated_banner() {
                  kube-scheduler, built by lab/go/build.sh); the nodes are kwok's fake nodes carrying the lab
                  hosts' names: no kubelet, runtime or GPU behind them - the stacks' pods are scheduled and
                  reported Running by kwok, no container starts; node capacities and a few GPU pods are seeded
+   * dra pool  : NVIDIA's DRA driver chart (dra-driver-nvidia-gpu v0.5.0 from the Go module cache) installed by the
+                 collection with upstream's helm (lab/go/helm); no kubelet plugin runs: lab/kube/dra_slices.py
+                 publishes lab-h100's ResourceSlice as the plugin does, and the real kube-scheduler allocates the
+                 pool's claims against it
    * control plane: container lab-cp holds the kubeadm kube-scheduler manifest the scheduler layer edits;
                  the lab's kube-scheduler runs with real.py's own configuration, not this manifest
    * driver layer: OFF (gpuops_node_driver: false) - see below
@@ -90,12 +96,24 @@ setup_node() {  # setup_node SUFFIX NVML_INVENTORY (empty inventory: the control
   step "$ctr (lab-$s): GPUs from lab/nvml_sim/inventories/$inv.json, containerd"
 }
 
+dra_tools() {  # sets HELM_DIR (upstream's helm, lab/go/helm) and DRA_CHART (the DRA driver's chart directory)
+  HELM_DIR=$(bash lab/go/build.sh helm | tail -1)
+  DRA_CHART=$(cd / && GOFLAGS=-mod=mod GOTOOLCHAIN=local /usr/local/go/bin/go mod download -json \
+    sigs.k8s.io/dra-driver-nvidia-gpu@v0.5.0 | "$VENV/python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  DRA_CHART="$DRA_CHART/deployments/helm/dra-driver-nvidia-gpu"
+  [ -x "$HELM_DIR/helm" ] && [ -f "$DRA_CHART/Chart.yaml" ] \
+    || { echo "no helm in '$HELM_DIR' or no chart in '$DRA_CHART' (lab/go/build.sh helm; go mod download)" >&2; exit 1; }
+  export PATH="$HELM_DIR:$PATH"   # kubernetes.core.helm runs helm from PATH
+}
+
 lab_up() {
   mkdir -p "$STATE" build
   banner "Docker engine, node image, NVML simulator"
   bash lab/docker/engine.sh up
   bash lab/docker/node-image.sh
   bash lab/nvml_sim/build.sh
+  dra_tools
+  step "dra pool: helm $HELM_DIR/helm, chart $DRA_CHART"
 
   banner "Lab apt repository (stand-in nvidia-container-toolkit)"
   local apt_url
@@ -116,6 +134,9 @@ lab_up() {
     kcfg=$("$VENV/python" lab/kube/real.py up --state "$KUBE_STATE" --no-gpu-nodes --no-build 2> >(sed 's/^/  /' >&2))
     step "nodes, kubeadm-config and GPU pods from lab/demo/kube-seed.yaml (kwok nodes: Ready; bound pods: Running)"
     "$VENV/python" lab/demo/kube_seed.py "$kcfg" lab/demo/kube-seed.yaml | sed 's/^/    /'
+    step "$DRA_NODE's ResourceSlice as NVIDIA's DRA kubelet plugin publishes it (lab/kube/dra_slices.py, $DRA_INVENTORY)"
+    "$VENV/python" lab/kube/dra_slices.py publish --kubeconfig "$kcfg" --node "$DRA_NODE" --inventory "$DRA_INVENTORY" \
+      | sed 's/^/    /'
   fi
   step "kubeconfig $kcfg"
 
@@ -133,11 +154,11 @@ lab_up() {
   done
   [ "$failed" = 0 ] || { echo "setting up the lab nodes failed (logs above)" >&2; exit 1; }
 
-  "$VENV/python" - "$EXTRA" "$PREFIX" "$STATE/vcsim.json" "$kcfg" "$apt_url" <<'PY'
+  "$VENV/python" - "$EXTRA" "$PREFIX" "$STATE/vcsim.json" "$kcfg" "$apt_url" "$DRA_CHART" <<'PY'
 import json, os, sys
-path, prefix, vcsim, kcfg, apt = sys.argv[1:6]
+path, prefix, vcsim, kcfg, apt, chart = sys.argv[1:7]
 v = json.load(open(vcsim))
-doc = {'gpuops_lab_prefix': prefix, 'gpuops_kubeconfig': kcfg, 'gpuops_lab_apt_repo': apt,
+doc = {'gpuops_lab_prefix': prefix, 'gpuops_kubeconfig': kcfg, 'gpuops_lab_apt_repo': apt, 'gpuops_lab_dra_chart': chart,
        'gpuops_lab_vcenter': {'hostname': v['host'], 'port': int(v['port']), 'username': v['username'],
                               'password': v['password']}}
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -146,7 +167,8 @@ with os.fdopen(fd, 'w') as f:
 PY
   banner "Lab '$PREFIX' is up; connection settings: $EXTRA"
   cat <<TXT
-  Run the playbooks against it (ANSIBLE_COLLECTIONS_PATH=\$(bash lab/bin/collections-path.sh) ANSIBLE_CONFIG=lab/ansible.cfg):
+  Run the playbooks against it (ANSIBLE_COLLECTIONS_PATH=\$(bash lab/bin/collections-path.sh) ANSIBLE_CONFIG=lab/ansible.cfg
+  PATH=$HELM_DIR:\$PATH, for the dra pool's helm):
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/site.yml
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/cluster.yml --tags stacks
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/doctor.yml

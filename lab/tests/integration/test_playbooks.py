@@ -205,9 +205,10 @@ def test_pools_from_the_lab_inventory(collections_path, tmp_path):
     msg = doc['plays'][0]['tasks'][0]['hosts']['localhost']['msg']
     assert msg['errors'] == []
     assert [(p['name'], p['strategy'], p['hosts']) for p in msg['pools']] == [
-        ('lab-pool-a100', 'mig', ['lab-a100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
+        ('lab-pool-a100', 'mig', ['lab-a100']),
+        ('lab-pool-h100', 'dra', ['lab-h100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
         ('lab-pool-v100', 'gpushare', ['lab-v100'])]
-    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-t4', 'lab-pool-v100']
+    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-h100', 'lab-pool-t4', 'lab-pool-v100']
 
 
 @pytest.mark.parametrize('groups,needle', [
@@ -460,3 +461,17 @@ def test_node_layer_records_the_doctor_gate(collections_path, tmp_path, simulato
     proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_doctor_gate=strict')
     assert proc.returncode != 0
     assert 'gpuops_doctor_gate is strict; allowed: enforce, warn, off' in json.dumps(doc)
+
+
+def test_node_layer_doctor_gate_on_a_dra_node(collections_path, tmp_path, simulator):
+    """A node of a dra pool goes through node.yml's doctor gate: dra is a pool strategy, not one of gpu_doctor's node
+    strategies, so the gate omits it (as doctor.yml does); with nvidia_container_runtime_cdi the CDI check runs. Found
+    by make demo's dra pool: the gate failed the node with 'value of strategy must be one of: ..., got: dra'."""
+    env = sim_env('t4', tmp_path / 'state.json')
+    proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_sharing_strategy=dra',
+                                      '-e', 'nvidia_container_runtime_cdi=true')
+    assert proc.returncode == 0, json.dumps(doc.get('stats'))[-3000:] + proc.stderr[-3000:]
+    doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')['n1']
+    assert not doctor.get('failed'), doctor.get('msg')
+    # the runtime layer is off here, so no CDI spec: the finding shows cdi_required reached the doctor
+    assert 'cdi_spec_missing' in [f['id'] for f in doctor['findings']], doctor['findings']
