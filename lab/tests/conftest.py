@@ -5,6 +5,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -22,11 +23,19 @@ ANSIBLE_TESTS_CFG = os.path.join(ROOT, 'lab', 'ansible-tests.cfg')
 PLAY_TIMEOUT = int(os.environ.get('LAB_PLAY_TIMEOUT', '1200'))
 
 
-@pytest.fixture(scope='session')
-def collections_path():
+def lab_collections_path(importable=False):
+    """The collections path that holds this checkout as gpuops.k8s_gpu (lab/bin/collections-path.sh); with importable,
+    also put on sys.path, so that a test imports the collection's Python as ansible_collections.gpuops.k8s_gpu."""
     out = subprocess.run(['bash', os.path.join(ROOT, 'lab/bin/collections-path.sh')], check=True,
                          capture_output=True, text=True).stdout.strip()
+    if importable and out not in sys.path:
+        sys.path.insert(0, out)
     return out
+
+
+@pytest.fixture(scope='session')
+def collections_path():
+    return lab_collections_path()
 
 
 def run_module(collections_path, module, args='', env=None, check=False):

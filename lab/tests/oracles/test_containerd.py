@@ -12,22 +12,19 @@ import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_set, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_program, run_ours, without
 
 RT = ['plugins', 'io.containerd.cri.v1.runtime']  # the CRI runtime plugin of config versions 3 and 4 (dump: latest)
 
 
 @pytest.fixture(scope='module')
 def containerd():
-    path = os.path.join(go_set('containerd'), 'containerd')
-    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
-    assert ' v2.3.4 ' in out, out
-    return path
+    return go_program('containerd', ' v2.3.4 ')
 
 
 @pytest.fixture(scope='module')
 def ctk():
-    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+    return go_program('nvidia-ctk')
 
 
 def dump(containerd, config):

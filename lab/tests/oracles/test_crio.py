@@ -14,22 +14,19 @@ import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_set, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_program, run_ours, without
 
 SHARED = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations')
 
 
 @pytest.fixture(scope='module')
 def crio():
-    path = os.path.join(go_set('crio'), 'crio')
-    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
-    assert 'crio version 1.34.0' in out, out
-    return path
+    return go_program('crio', 'crio version 1.34.0')
 
 
 @pytest.fixture(scope='module')
 def ctk():
-    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+    return go_program('nvidia-ctk')
 
 
 def crio_config(crio, tmp_path):
