@@ -54,6 +54,14 @@ def run_ours(args):
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
+def toml_output(cmd):
+    """What the upstream program cmd (a list) prints as its effective configuration, read as TOML; the program must
+    exit 0 (the assertion shows its stderr)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tomllib.loads(proc.stdout)
+
+
 def read_toml(path):
     with open(path, 'rb') as f:
         return tomllib.load(f)

@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_program, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_program, run_ours, toml_output, without
 
 RT = ['plugins', 'io.containerd.cri.v1.runtime']  # the CRI runtime plugin of config versions 3 and 4 (dump: latest)
 
@@ -28,10 +28,7 @@ def ctk():
 
 
 def dump(containerd, config):
-    proc = subprocess.run([containerd, '--config', str(config), 'config', 'dump'], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tomllib.loads(proc.stdout)
+    return toml_output([containerd, '--config', str(config), 'config', 'dump'])
 
 
 def config_default(containerd):

@@ -10,11 +10,10 @@ Run: .venv/bin/pytest -q lab/tests/oracles/test_crio.py
 import os
 import shutil
 import subprocess
-import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_program, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_program, run_ours, toml_output, without
 
 SHARED = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations')
 
@@ -30,10 +29,8 @@ def ctk():
 
 
 def crio_config(crio, tmp_path):
-    proc = subprocess.run([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
-                           'config'], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tomllib.loads(proc.stdout)
+    return toml_output([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
+                        'config'])
 
 
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
