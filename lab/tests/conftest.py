@@ -38,6 +38,16 @@ def collections_path():
     return lab_collections_path()
 
 
+def play_json(proc):
+    """The document that ansible-playbook printed with the json stdout callback (proc: its CompletedProcess); fails the
+    test, with the run's exit status and output, when stdout holds none."""
+    try:
+        return json.loads(proc.stdout[proc.stdout.index('{'):])
+    except ValueError:
+        pytest.fail('ansible-playbook output is not JSON rc=%s\n%s\n%s'
+                    % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+
+
 def run_module(collections_path, module, args='', env=None, check=False):
     """Run a module with `ansible localhost -c local` and return its JSON result."""
     e = dict(os.environ)
