@@ -30,6 +30,18 @@ TOOL_WARNING = re.compile(r'WARNING: (?:Required program|Unable to find) "?([\w.
 TOOL_TO_TEST = {'shellcheck': 'shellcheck', 'pwsh': 'pslint'}
 
 
+def parse_all(junit_dir: pathlib.Path, pattern: str) -> list[tuple[pathlib.Path, ET.Element]] | None:
+    """(file, root element) of each JUnit file matching pattern, by name; None (said on stderr) when one does not parse."""
+    roots = []
+    for f in sorted(junit_dir.glob(pattern)):
+        try:
+            roots.append((f, ET.parse(f).getroot()))
+        except ET.ParseError as ex:
+            print(f'ERROR: cannot parse {f}: {ex}', file=sys.stderr)
+            return None
+    return roots
+
+
 def write(cases: list[tuple[str, str, str, str]], name: str, xml_out: pathlib.Path, txt_out: pathlib.Path, classname: str) -> int:
     """cases: (test name, status pass|fail|skip|error, message, detail)."""
     suite = ET.Element('testsuite', name=name, tests=str(len(cases)),
@@ -84,12 +96,10 @@ def sanity(a: argparse.Namespace) -> int:
             test = TOOL_TO_TEST.get(m.group(1), m.group(1))
             bad_skips[test] = line.strip()
     results: dict[str, tuple[str, str, str]] = {}
-    for f in sorted(a.junit_dir.glob('ansible-test-sanity-*.xml')):
-        try:
-            root = ET.parse(f).getroot()
-        except ET.ParseError as ex:
-            print(f'ERROR: cannot parse {f}: {ex}', file=sys.stderr)
-            return 2
+    roots = parse_all(a.junit_dir, 'ansible-test-sanity-*.xml')
+    if roots is None:
+        return 2
+    for f, root in roots:
         for tc in root.iter('testcase'):
             # names look like "pylint" or "import-python-3.12"; the sanity test name is the file's stem
             test = f.stem[len('ansible-test-sanity-'):]
@@ -113,13 +123,10 @@ def sanity(a: argparse.Namespace) -> int:
 
 def units(a: argparse.Namespace) -> int:
     cases = []
-    files = sorted(a.junit_dir.glob('*-units.xml'))
-    for f in files:
-        try:
-            root = ET.parse(f).getroot()
-        except ET.ParseError as ex:
-            print(f'ERROR: cannot parse {f}: {ex}', file=sys.stderr)
-            return 2
+    roots = parse_all(a.junit_dir, '*-units.xml')
+    if roots is None:
+        return 2
+    for _f, root in roots:
         for tc in root.iter('testcase'):
             name = f"{tc.get('classname', '')}::{tc.get('name', '')}".lstrip(':')
             status, msg, detail = case_status(tc)

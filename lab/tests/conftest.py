@@ -5,6 +5,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -22,11 +23,29 @@ ANSIBLE_TESTS_CFG = os.path.join(ROOT, 'lab', 'ansible-tests.cfg')
 PLAY_TIMEOUT = int(os.environ.get('LAB_PLAY_TIMEOUT', '1200'))
 
 
-@pytest.fixture(scope='session')
-def collections_path():
+def lab_collections_path(importable=False):
+    """The collections path that holds this checkout as gpuops.k8s_gpu (lab/bin/collections-path.sh); with importable,
+    also put on sys.path, so that a test imports the collection's Python as ansible_collections.gpuops.k8s_gpu."""
     out = subprocess.run(['bash', os.path.join(ROOT, 'lab/bin/collections-path.sh')], check=True,
                          capture_output=True, text=True).stdout.strip()
+    if importable and out not in sys.path:
+        sys.path.insert(0, out)
     return out
+
+
+@pytest.fixture(scope='session')
+def collections_path():
+    return lab_collections_path()
+
+
+def play_json(proc):
+    """The document that ansible-playbook printed with the json stdout callback (proc: its CompletedProcess); fails the
+    test, with the run's exit status and output, when stdout holds none."""
+    try:
+        return json.loads(proc.stdout[proc.stdout.index('{'):])
+    except ValueError:
+        pytest.fail('ansible-playbook output is not JSON rc=%s\n%s\n%s'
+                    % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
 
 
 def run_module(collections_path, module, args='', env=None, check=False):

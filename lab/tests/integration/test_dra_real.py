@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KUBE, ROOT, run_module, wait_until as wait
+from conftest import KUBE, ROOT, lab_collections_path, run_module, wait_until as wait
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,11 +55,7 @@ RELEASE_NS = "dra-driver-%s" % SUFFIX
 
 def _collection_dra():
     """The collection's gpu_stack_dra (plugins/module_utils/_cluster), imported from the lab's collections path."""
-    import subprocess
-    path = subprocess.run(["bash", os.path.join(ROOT, "lab", "bin", "collections-path.sh")], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra
     return gpu_stack_dra
 

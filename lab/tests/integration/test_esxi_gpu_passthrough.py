@@ -408,19 +408,26 @@ def test_gpu_taken_by_another_vm(vcenter, collections_path):
 
 # ------------------------------------------------------------------------------------------------ role
 
+def write_role_inventory(path, sim, hosts, memory_mb):
+    """A JSON inventory at path for playbook esxi.yml: group esxi_gpu_vms with hosts (VM name: host vars), run locally
+    against sim, VM memory memory_mb, host reboots allowed, BIOS VMs warned about."""
+    c = sim.conn()
+    inv = {"esxi_gpu_vms": {
+        "hosts": hosts,
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "esxi_gpu_passthrough_hostname": c["hostname"], "esxi_gpu_passthrough_port": c["port"],
+                 "esxi_gpu_passthrough_username": c["username"], "esxi_gpu_passthrough_password": c["password"],
+                 "esxi_gpu_passthrough_validate_certs": False, "esxi_gpu_passthrough_memory_mb": memory_mb,
+                 "esxi_gpu_passthrough_host_reboot": True, "esxi_gpu_passthrough_bios_to_efi": "warn"}}}
+    path.write_text(json.dumps(inv))
+
+
 def test_role_playbook(vcenter, collections_path, tmp_path):
     """playbooks/esxi.yml for 3 VMs on one host: one host reboot, one reconfigure per VM, then a no-op re-run."""
     host = vcenter.all(vim.HostSystem)[2].name
     names = [vm_on(vcenter, host, i) for i in range(3)]
-    c = vcenter.conn()
-    inv = {"esxi_gpu_vms": {
-        "hosts": dict((n, {"esxi_gpu_passthrough_gpus": [{"model": "A100"}]}) for n in names),
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "esxi_gpu_passthrough_hostname": c["hostname"], "esxi_gpu_passthrough_port": c["port"],
-                 "esxi_gpu_passthrough_username": c["username"], "esxi_gpu_passthrough_password": c["password"],
-                 "esxi_gpu_passthrough_validate_certs": False, "esxi_gpu_passthrough_memory_mb": 64 * GB,
-                 "esxi_gpu_passthrough_host_reboot": True, "esxi_gpu_passthrough_bios_to_efi": "warn"}}}
-    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    write_role_inventory(tmp_path / "inv.json", vcenter,
+                         dict((n, {"esxi_gpu_passthrough_gpus": [{"model": "A100"}]}) for n in names), 64 * GB)
     env = ansible_env(collections_path)
     env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.builtin.default"
     boot0 = vcenter.host(host).runtime.bootTime
@@ -554,15 +561,8 @@ def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collecti
     host = esx3.all(vim.HostSystem)[0]
     name = vm_on(esx3, host.name, 3)
     before = enabled_ids(host, A100)
-    c = esx3.conn()
-    inv = {"esxi_gpu_vms": {
-        "hosts": {name: {"esxi_gpu_passthrough_gpus": [{"model": "A100", "count": 2}]}},
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "esxi_gpu_passthrough_hostname": c["hostname"], "esxi_gpu_passthrough_port": c["port"],
-                 "esxi_gpu_passthrough_username": c["username"], "esxi_gpu_passthrough_password": c["password"],
-                 "esxi_gpu_passthrough_validate_certs": False, "esxi_gpu_passthrough_memory_mb": 128 * GB,
-                 "esxi_gpu_passthrough_host_reboot": True, "esxi_gpu_passthrough_bios_to_efi": "warn"}}}
-    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    write_role_inventory(tmp_path / "inv.json", esx3,
+                         {name: {"esxi_gpu_passthrough_gpus": [{"model": "A100", "count": 2}]}}, 128 * GB)
     r = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.json"), "gpuops.k8s_gpu.esxi"],
                        cwd=ROOT, env=dict(ansible_env(collections_path), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default"),
                        capture_output=True, text=True, timeout=PLAY_TIMEOUT)

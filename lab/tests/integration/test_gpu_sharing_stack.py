@@ -23,7 +23,7 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 import validate  # noqa: E402
-from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, kube_emulator  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, kube_emulator, play_json  # noqa: E402
 
 # gpu-manager deploys only with accept_unmaintained and a gpu-admission image (refused without: see
 # test_bad_inputs_fail_clearly_and_change_nothing)
@@ -138,10 +138,7 @@ def run_play(emu, workdir, play, *extra, inventory="localhost,"):
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),
            "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
     p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
-    try:
-        result = json.loads(p.stdout[p.stdout.index("{"):])
-    except ValueError:
-        pytest.fail(f"ansible-playbook output is not JSON rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    result = play_json(p)
     return p.returncode, result
 
 

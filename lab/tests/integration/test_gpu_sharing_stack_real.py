@@ -24,8 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN  # noqa: E402
-from test_gpu_sharing_stack import A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps  # noqa: E402,F401
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN, play_json  # noqa: E402
+from test_gpu_sharing_stack import (A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps,  # noqa: E402,F401
+                                    task_results)
 
 SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-stack-real-%s" % SUFFIX
@@ -153,18 +154,7 @@ def run_play(cl_, tmp_path, tasks, *args):
     p = subprocess.run([str(Path(VENV_BIN) / "ansible-playbook"), "-i", "localhost,", str(pb),
                         "-e", "ansible_python_interpreter=%s" % (Path(VENV_BIN) / "python")] + list(args),
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
-    try:
-        result = json.loads(p.stdout[p.stdout.index("{"):])
-    except ValueError:
-        pytest.fail("ansible-playbook output is not JSON rc=%s\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
-    return p.returncode, result
-
-
-def task_results(result):
-    for play in result["plays"]:
-        for t in play["tasks"]:
-            for _host, r in t["hosts"].items():
-                yield t["task"]["name"], r
+    return p.returncode, play_json(p)
 
 
 def failures(result):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import kube_emulator, run_module
+from conftest import kube_emulator, lab_collections_path, play_json, run_module
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBE = ROOT / "lab" / "kube"
@@ -169,18 +169,14 @@ def writes_since(emu, n):
 def run_playbook(workdir, playbook, *extra, env=None, inventory=True):
     e = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOCALHOST_WARNING="false",
              ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0",
-             ANSIBLE_COLLECTIONS_PATH=subprocess.run(["bash", str(ROOT / "lab/bin/collections-path.sh")], check=True,
-                                                     capture_output=True, text=True).stdout.strip(),
+             ANSIBLE_COLLECTIONS_PATH=lab_collections_path(),
              PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
     e.update(env or {})
     cmd = [str(VENV_BIN / "ansible-playbook"), str(playbook), *extra]
     if inventory:
         cmd += ["-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}"]
     p = subprocess.run(cmd, cwd=workdir, env=e, capture_output=True, text=True, timeout=180)
-    try:
-        result = json.loads(p.stdout[p.stdout.index("{"):])
-    except ValueError:
-        pytest.fail(f"ansible-playbook output is not JSON rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    result = play_json(p)
     if p.returncode != 0:
         failed = [(t["task"]["name"], h.get("msg"))
                   for play in result["plays"] for t in play["tasks"] for h in t["hosts"].values() if h.get("failed")]

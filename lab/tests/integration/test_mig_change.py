@@ -145,12 +145,19 @@ def dcgm_start(name):
     return dexec(name, 'systemctl', 'show', 'nvidia-dcgm.service', '-p', 'ExecMainStartTimestampMonotonic').stdout
 
 
+def converge(lab, devices):
+    """Run the role for devices on the lab's node; it must succeed. Returns the emulator's request log position and the
+    DCGM service's start time, both taken before the run, and the run's document."""
+    since = emulator_get(lab['emu'], '/_emulator/requests')['seq']
+    dcgm_before = dcgm_start(lab['node'])
+    rc, doc, fails = run_role(lab, devices)
+    assert rc == 0, fails
+    return since, dcgm_before, doc
+
+
 def test_MIGC_05_mig_change_cordons_pauses_evicts_applies_and_gives_the_node_back(lab):
     emu, name = lab['emu'], lab['node']
-    since = emulator_get(emu, '/_emulator/requests')['seq']
-    dcgm_before = dcgm_start(name)
-    rc, doc, fails = run_role(lab, {'3g.40gb': 2})
-    assert rc == 0, fails
+    since, dcgm_before, doc = converge(lab, {'3g.40gb': 2})
     assert geometry(name) == [[(9, 1), (9, 1)], [(9, 1), (9, 1)]]
     events = writes(emu, since)
     assert events == [('cordon',), ('labels', {DP_LABEL: 'paused-for-mig-change'}),
@@ -172,10 +179,7 @@ def test_MIGC_05_mig_change_cordons_pauses_evicts_applies_and_gives_the_node_bac
 
 def test_MIGC_06_same_geometry_again_sends_no_write_and_does_not_cordon(lab):
     emu, name = lab['emu'], lab['node']
-    since = emulator_get(emu, '/_emulator/requests')['seq']
-    dcgm_before = dcgm_start(name)
-    rc, doc, fails = run_role(lab, {'3g.40gb': 2})
-    assert rc == 0, fails
+    since, dcgm_before, doc = converge(lab, {'3g.40gb': 2})
     assert writes(emu, since) == []
     assert dcgm_start(name) == dcgm_before
     changed = [t['task']['name'] for p in doc['plays'] for t in p['tasks'] for r in t['hosts'].values()
@@ -208,9 +212,7 @@ def test_MIGC_07_a_pod_that_cannot_be_evicted_stops_with_the_node_cordoned_and_g
     req = urllib.request.Request(emu['url'] + '/apis/policy/v1/namespaces/default/poddisruptionbudgets/held',
                                  method='DELETE')
     urllib.request.urlopen(req, timeout=10).read()
-    since = emulator_get(emu, '/_emulator/requests')['seq']
-    rc, doc, fails = run_role(lab, {'1g.10gb': 7})
-    assert rc == 0, fails
+    since, _, _ = converge(lab, {'1g.10gb': 7})
     assert geometry(name) == [[(19, 1)] * 7, [(19, 1)] * 7]
     events = writes(emu, since)
     assert ('evict', 'held', 'Eviction', 'policy/v1') in events and events[-1] == ('uncordon',), events

@@ -5,10 +5,10 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tomllib
 
 import pytest
+from conftest import lab_collections_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUNTIME_FIXTURES = os.path.join(ROOT, 'tests', 'unit', 'plugins', 'module_utils', 'fixtures', 'runtime')
@@ -26,12 +26,18 @@ def go_set(name):
     return proc.stdout.strip().splitlines()[-1]
 
 
+def go_program(name, version=None, program=None):
+    """The path of program PROGRAM (default NAME) of lab/go/NAME, built on first use; with version, asserts that
+    `PROGRAM --version` prints it (the oracle is the release the tests name)."""
+    path = os.path.join(go_set(name), program or name)
+    if version is not None:
+        out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
+        assert version in out, out
+    return path
+
+
 def _collections_path():
-    out = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    if out not in sys.path:
-        sys.path.insert(0, out)
-    return out
+    return lab_collections_path(importable=True)
 
 
 def run_ours(args):
@@ -46,6 +52,14 @@ def run_ours(args):
         except SystemExit:
             pass
     return json.loads(buf.getvalue().strip().splitlines()[-1])
+
+
+def toml_output(cmd):
+    """What the upstream program cmd (a list) prints as its effective configuration, read as TOML; the program must
+    exit 0 (the assertion shows its stderr)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tomllib.loads(proc.stdout)
 
 
 def read_toml(path):

@@ -12,29 +12,23 @@ import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_set, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, dig, go_program, run_ours, toml_output, without
 
 RT = ['plugins', 'io.containerd.cri.v1.runtime']  # the CRI runtime plugin of config versions 3 and 4 (dump: latest)
 
 
 @pytest.fixture(scope='module')
 def containerd():
-    path = os.path.join(go_set('containerd'), 'containerd')
-    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
-    assert ' v2.3.4 ' in out, out
-    return path
+    return go_program('containerd', ' v2.3.4 ')
 
 
 @pytest.fixture(scope='module')
 def ctk():
-    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+    return go_program('nvidia-ctk')
 
 
 def dump(containerd, config):
-    proc = subprocess.run([containerd, '--config', str(config), 'config', 'dump'], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tomllib.loads(proc.stdout)
+    return toml_output([containerd, '--config', str(config), 'config', 'dump'])
 
 
 def config_default(containerd):

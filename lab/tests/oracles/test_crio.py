@@ -10,33 +10,27 @@ Run: .venv/bin/pytest -q lab/tests/oracles/test_crio.py
 import os
 import shutil
 import subprocess
-import tomllib
 
 import pytest
 
-from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_set, run_ours, without
+from oracle_util import NVIDIA_RUNTIME, RUNTIME_FIXTURES, go_program, run_ours, toml_output, without
 
 SHARED = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations')
 
 
 @pytest.fixture(scope='module')
 def crio():
-    path = os.path.join(go_set('crio'), 'crio')
-    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
-    assert 'crio version 1.34.0' in out, out
-    return path
+    return go_program('crio', 'crio version 1.34.0')
 
 
 @pytest.fixture(scope='module')
 def ctk():
-    return os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
+    return go_program('nvidia-ctk')
 
 
 def crio_config(crio, tmp_path):
-    proc = subprocess.run([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
-                           'config'], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return tomllib.loads(proc.stdout)
+    return toml_output([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
+                        'config'])
 
 
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])

@@ -19,12 +19,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from oracle_util import ROOT, go_set
+from conftest import lab_collections_path
+from oracle_util import go_set
 
 MODULE = 'sigs.k8s.io/dra-driver-nvidia-gpu'
 VERSION = 'v0.5.0'
@@ -33,10 +33,7 @@ SUFFIX = '%d' % os.getpid()
 
 
 def _collection():
-    out = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    if out not in sys.path:
-        sys.path.insert(0, out)
+    lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra, gpu_stack_render
     return gpu_stack_render, gpu_stack_dra
 

@@ -12,8 +12,8 @@ Run: .venv/bin/pytest -q lab/tests/oracles/test_mig_profiles.py
 import json
 import os
 import subprocess
-import sys
 
+from conftest import lab_collections_path
 from oracle_util import go_set
 
 import pytest
@@ -23,9 +23,7 @@ GIB = 1 << 30
 
 @pytest.fixture(scope='module')
 def catalogue():
-    out = subprocess.run(['bash', os.path.join(os.path.dirname(__file__), '..', '..', 'bin', 'collections-path.sh')],
-                         check=True, capture_output=True, text=True).stdout.strip()
-    sys.path.insert(0, out)
+    lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
     return gpu_catalog
 

@@ -20,18 +20,15 @@ import subprocess
 import pytest
 import yaml
 
-from oracle_util import (NVIDIA_RUNTIME, PRIVATE_PROC, ROOT, RUNTIME_FIXTURES, cap_minor, dig, go_set, mig_minors_lines,
-                         read_toml, run_ours, without)
+from oracle_util import (NVIDIA_RUNTIME, PRIVATE_PROC, ROOT, RUNTIME_FIXTURES, cap_minor, dig, go_program,
+                         mig_minors_lines, read_toml, run_ours, without)
 
 CRI = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
 
 
 @pytest.fixture(scope='module')
 def ctk():
-    path = os.path.join(go_set('nvidia-ctk'), 'nvidia-ctk')
-    out = subprocess.run([path, '--version'], capture_output=True, text=True, check=True).stdout
-    assert 'version 1.20.0' in out, out
-    return path
+    return go_program('nvidia-ctk', 'version 1.20.0')
 
 
 def configure(ctk, *args):

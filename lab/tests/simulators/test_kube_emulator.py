@@ -25,7 +25,7 @@ sys.path.insert(0, str(KUBE))
 
 import emulator  # noqa: E402
 import validate  # noqa: E402
-from conftest import ANSIBLE_TESTS_CFG  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG, play_json  # noqa: E402
 
 from kubernetes import client as k8s, config as k8s_config, dynamic  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
@@ -621,10 +621,7 @@ def run_playbook(emu, workdir, playbook, *extra):
            "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
     seq = log_seq(emu)
     p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=180)
-    try:
-        result = json.loads(p.stdout[p.stdout.index("{"):])
-    except ValueError:
-        pytest.fail(f"ansible-playbook output is not JSON rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    result = play_json(p)
     if p.returncode != 0:
         failed = [(t["task"]["name"], h.get("msg"), h.get("exception", "")[-1500:])
                   for play in result["plays"] for t in play["tasks"] for h in t["hosts"].values()

@@ -85,6 +85,15 @@ def activate(host, device_id):
     return ids
 
 
+def a100_passthrough(vcenter):
+    """The passthrough-capable A100s of vCenter host DC0_C0_H1 (its config target), activated first if it has none."""
+    host = vcenter.host("DC0_C0_H1")
+    env = host.parent.environmentBrowser
+    if not env.QueryConfigTarget(host=host).pciPassthrough:
+        activate(host, A100)
+    return [p for p in env.QueryConfigTarget(host=host).pciPassthrough if p.pciDevice.deviceId == A100]
+
+
 def add_device_spec(device):
     return vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.add,
                                            device=device)
@@ -271,11 +280,7 @@ def test_custom_gpu_config(tmp_path_factory, tmp_path):
 
 
 def test_reconfig_adds_directpath_and_dynamic_gpu(vcenter):
-    host = vcenter.host("DC0_C0_H1")
-    env = host.parent.environmentBrowser
-    if not env.QueryConfigTarget(host=host).pciPassthrough:
-        activate(host, A100)
-    info = [p for p in env.QueryConfigTarget(host=host).pciPassthrough if p.pciDevice.deviceId == A100][0]
+    info = a100_passthrough(vcenter)[0]
     vm = vcenter.vm("DC0_C0_RP0_VM1")
     assert vm.runtime.powerState == "poweredOff"
     spec = vim.vm.ConfigSpec(
@@ -371,11 +376,7 @@ def test_firmware_efi_secure_boot_off_read_back(esx):
 def test_gap_power_on_without_full_memory_reservation(vcenter):
     """Real vSphere refuses to power on a VM with a DirectPath device unless its memory is fully
     reserved (memoryReservationLockedToMax or reservation == memoryMB). The simulator powers it on."""
-    host = vcenter.host("DC0_C0_H1")
-    env = host.parent.environmentBrowser
-    if not env.QueryConfigTarget(host=host).pciPassthrough:
-        activate(host, A100)
-    info = [p for p in env.QueryConfigTarget(host=host).pciPassthrough if p.pciDevice.deviceId == A100][1]
+    info = a100_passthrough(vcenter)[1]
     vm = vcenter.vm("DC0_C0_RP0_VM5")
     reconfig(vm, vim.vm.ConfigSpec(memoryReservationLockedToMax=False,
                                    memoryAllocation=vim.ResourceAllocationInfo(reservation=0),
