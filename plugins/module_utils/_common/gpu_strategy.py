@@ -50,7 +50,7 @@ MIG_DEVICES = ('nvidia.com/mig-', 'MIG devices', 'MIG device')
 
 
 # the stack of each strategy: name -> {'stack', 'settings', 'resources' (the triples), 'prefixes'} (stack_info)
-_STACKS = {}
+_STACKS = {}  # type: dict[str, dict]
 
 
 def _props(title, family, resources, stack, settings, nvidia_plugin=False, scheduler_extender=False,
@@ -136,7 +136,7 @@ DEFAULT_RUNTIME_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['defa
 DEFAULT_COMPUTE_MODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['compute_mode'] == 'default')
 DEFAULT_STRATEGY = 'exclusive'
 # every settings key of a pool (role gpu_sharing_stack's gpu_sharing_stack_<key>), in model order
-SETTINGS_KEYS = ()
+SETTINGS_KEYS = ()  # type: tuple[str, ...]
 # the GPU resources by exact name: name -> (strategy, description, unit); strategy None when strategies of two
 # families advertise it (nvidia.com/gpu: the whole-GPU strategies and HAMi). The report reads it
 RESOURCES = {}
