@@ -11,10 +11,6 @@ so delegate_to and the connection do not matter; check mode renders the same as 
 the documentation and as a fallback when it is executed directly.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase

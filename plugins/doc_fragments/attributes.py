@@ -9,10 +9,6 @@ gpuops.k8s_gpu.attributes.controller (action, async). Its own attributes block s
 level, details) and wins over the fragments'. The fragments are literal text (ansible-test's yamllint reads them without running them).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 
 class ModuleDocFragment(object):
 

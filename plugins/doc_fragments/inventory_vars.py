@@ -3,10 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Options of the filters that read the inventory: the magic variables C(hostvars) and C(groups), described once."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 
 class ModuleDocFragment(object):
 

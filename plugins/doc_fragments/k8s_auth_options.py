@@ -7,10 +7,6 @@
 # AUTH_ARG_SPEC, tags 3.0.0 to 6.x), so one module_defaults group sets them for our modules and kubernetes.core's.
 # The argument spec lives in plugins/module_utils/_cluster/k8s_access.py (AUTH_ARG_SPEC); a unit test keeps the two equal.
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 
 class ModuleDocFragment(object):
 

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbooks/report.yml: the doctor's verdicts of the GPU nodes, by Kubernetes node name."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: doctor_health
 short_description: The doctor's verdicts of hosts, by Kubernetes node name, for the share report's health column

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbooks node.yml and upgrade_driver.yml: the doctor's verdict on a node (the pool gate)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: doctor_verdict
 short_description: The doctor's verdict on a node, for the pool gate

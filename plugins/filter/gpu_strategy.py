@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter: the properties of a GPU sharing strategy from the collection's one strategy model, for roles and playbooks."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: gpu_strategy
 short_description: The properties of a GPU sharing strategy (the collection's strategy model)

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_node_labels: what to patch on each node, from its plan and the Node objects of the cluster."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: node_labels_patch
 short_description: What to patch on each GPU node, from the label plan and the Node objects read from the cluster

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_node_labels: the labels every node of the group should carry (no cluster access)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: node_labels_plan
 short_description: Desired labels of every GPU node and every input error, without reading the cluster

@@ -4,9 +4,6 @@
 """Filter of the node roles: the node's distribution family, package manager and per-family vars files, computed
 once from ansible_facts (module_utils/_common/platforms.py)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: node_platform
 short_description: The node's distribution family, package manager and per-family vars files

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: what it reads from the inventory about a pool's nodes, each host read once."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: pool_host_vars
 short_description: The inventory variables role gpu_sharing_stack reads about a pool's nodes

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of the cluster-layer playbooks: the sharing pools of the GPU nodes (planning in Python, called once per run)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: sharing_pools
 short_description: The sharing pools of the GPU nodes, from the inventory

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: what a pool's stack reads from the cluster before it renders, in one module run."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: stack_live_queries
 short_description: What a sharing stack reads from the cluster before it renders (the arguments of k8s_objects_info)

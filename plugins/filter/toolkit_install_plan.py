@@ -4,9 +4,6 @@
 """Filter of role nvidia_container_runtime: where the NVIDIA Container Toolkit comes from on this node (apt or dnf),
 and the pinned package specs (the decisions in module_utils/_node/runtime_toolkit_repo.py)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: toolkit_install_plan
 short_description: How the NVIDIA Container Toolkit is installed on a node (apt or dnf, repository, pinned packages)

@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbook cluster.yml: the GPU nodes this run has no GPU facts for."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: unprobed_hosts
 short_description: The hosts that have no gpu_probe_facts

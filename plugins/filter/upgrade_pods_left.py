@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter: which pods still hold a node (the rule of module gpu_node_drain, for playbooks that list pods themselves)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: upgrade_pods_left
 short_description: Pods that still hold a node after a drain or while waiting for jobs

@@ -4,9 +4,6 @@
 """Filter of role nvidia_driver (entry point upgrade_check): what is wrong with a GPU node after a driver upgrade
 (the decisions in Python, the role reports them)."""
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
 DOCUMENTATION = r'''
 name: upgrade_verify
 short_description: What is wrong with a GPU node after a driver upgrade

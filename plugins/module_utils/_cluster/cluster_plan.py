@@ -8,10 +8,6 @@ Plain Python over plain data: ``groups`` (group -> host names) and ``hostvars`` 
 filter plugins pass Ansible's hostvars, read once per host). No Ansible imports.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 

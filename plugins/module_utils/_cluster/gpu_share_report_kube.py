@@ -7,10 +7,6 @@ serves resource.k8s.io/v1 (Dynamic Resource Allocation), ResourceClaims and Reso
 The connection comes from k8s_access (kubernetes.core's client). The DRA part costs one discovery request and one
 paginated list of each kind, whatever the number of nodes."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access

@@ -25,10 +25,6 @@ Sources of truth, per sharing strategy:
   pod annotations ``tencent.com/predicate-gpu-idx-<container>``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 from decimal import Decimal, InvalidOperation

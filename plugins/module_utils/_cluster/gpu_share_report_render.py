@@ -6,10 +6,6 @@
 The output depends only on the analysis (no timestamps), so an unchanged cluster gives an unchanged report file.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import html
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'

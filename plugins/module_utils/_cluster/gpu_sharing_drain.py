@@ -20,10 +20,6 @@ tried again until the timeout; a 404 means gone), or are plain deletions when ev
 when the API no longer has it or has another pod (another UID) under its name.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import time
 

@@ -4,10 +4,6 @@
 """Shared helpers for the GPU sharing stack renderers (gpu_stack_*): errors, settings validation,
 images through the collection's mirror, common metadata, scheduling constraints."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import hashlib
 import json

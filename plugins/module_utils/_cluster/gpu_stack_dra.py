@@ -8,10 +8,6 @@ nodes of the GPU device plugin, and what users write (ResourceClaimTemplates tha
 Every fact here was read at the chart release named in CHARTS (docs/conformance/dra-driver-nvidia-gpu.md, rows DRA-*).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 

@@ -12,10 +12,6 @@ gpu_sharing_stack_gpu_manager.accept_unmaintained is true, and the refusal names
 and verb is a row of docs/conformance/gpu-manager.md.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins

@@ -3,10 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Aliyun gpushare: scheduler extender (Deployment + Service + RBAC) and device plugin (DaemonSet + RBAC)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 try:

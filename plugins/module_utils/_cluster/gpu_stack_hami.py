@@ -10,10 +10,6 @@ non-NVIDIA devices.  What upstream requires (Project-HAMi/HAMi, charts/hami at v
 docs/conformance/hami.md.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 

@@ -10,10 +10,6 @@ takes them: live_nodes, live_runtime_classes and the strategy's settings (Volcan
 kube_version, gpushare's kube_proxy_config), and refuses a HAMi webhook Secret that does not exist.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
 

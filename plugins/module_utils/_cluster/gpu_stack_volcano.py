@@ -6,10 +6,6 @@
 What upstream requires (volcano-sh/volcano v1.15.1, volcano-sh/devices v1.0.0, Project-HAMi/volcano-vgpu-device-plugin
 v1.12.0) is listed in docs/conformance/volcano.md."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import json
 import re

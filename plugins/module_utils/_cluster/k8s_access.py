@@ -25,10 +25,6 @@ Environment: GPUOPS_K8S_RETRIES (retries per request, default 10 as client-go), 
 request, default 120).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import random
 import time

@@ -7,10 +7,6 @@ Works on a kubernetes DynamicClient (k8s_access.get_client); reads first, writes
 patch of labels for labels-only kinds) only when the desired fields are not already live.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import hashlib
 import json

@@ -12,10 +12,6 @@ reads); anything else is refused before any request. Secrets come back without t
 Pure logic on ApiClient-like objects (the typed API classes are passed in), so the unit tests use fakes.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 # (apiVersion, kind) -> (typed API class name, read method, list method, namespaced)

@@ -17,10 +17,6 @@ Two generations of ApiClient are served (docs/conformance/kubernetes-core.md, K8
    ``response_deserialize``, which raises ApiException for it.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from urllib.parse import quote
 
 JSON = 'application/json'

@@ -16,10 +16,6 @@ Each function takes the parsed document and returns (new document, notes); it ne
 The directory that holds the config file is mounted (not the file): files are replaced by rename, and a file bind
 mount would keep showing the old inode to a running container.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import posixpath
 

@@ -5,10 +5,6 @@
 
 plan() reads through injectable functions (read, exists, sha256), so the unit tests run it on fixture files."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import hashlib
 import os
 

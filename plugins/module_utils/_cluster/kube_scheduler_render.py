@@ -11,10 +11,6 @@ The Kubernetes versions, the API windows and the one version parser live in _com
 below 1.23, v1beta3 for 1.23-1.24 and v1 from 1.25; SUPPORTED_MIN_MINOR-MAX_MINOR is the supported range, MIN_MINOR
 up to it stays accepted for legacy (RKE1) clusters and every result says they are end of life.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import json
 import re

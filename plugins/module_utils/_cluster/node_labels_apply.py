@@ -10,10 +10,6 @@ CoreV1Api-like object, so the unit tests use a fake. Responses are read as raw J
 typed models of the kubernetes client refuse a Node whose status lacks fields they require.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, k8s_read
 
 MERGE_PATCH = 'application/merge-patch+json'

@@ -6,10 +6,6 @@
 Every module that writes a file goes through these: read_text/read_bytes (the "before" of the diff),
 replace_file (back up when asked, then write atomically or delete), write_atomic and backup_copy."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import shutil
 import tempfile

@@ -7,10 +7,6 @@ Facts come from NVIDIA's public documentation (CUDA compute capabilities, the MP
 MIG user guide). Nothing here talks to hardware.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES

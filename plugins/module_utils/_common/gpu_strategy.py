@@ -12,10 +12,6 @@ with their own resource names. Two families on one node do not see each other's 
 nvidia.com/gpu: 1 and a pod holding aliyun.com/gpu-mem: 8 land on the same GPU. So a node has one family.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 WHOLE_GPU = 'whole-gpu'
 
 # name -> properties. Order is the order users see in messages and documentation.

@@ -12,10 +12,6 @@ Upstream facts: docs/conformance/kube-scheduler.md (the scheduler layouts), docs
 config.yaml files, services and containerd templates; k3s-io/k3s pkg/agent/templates).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 # name -> facts:
 #   scheduler_mode     the kube_scheduler_config mode that edits the distribution's scheduler settings (None: the
 #                      collection does not configure this distribution's scheduler)

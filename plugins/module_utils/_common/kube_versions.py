@@ -14,10 +14,6 @@ Upstream facts (docs/conformance/kube-scheduler.md, KEP-785 and the kube-schedul
     kube-scheduler still registers from 1.29; its Extender fields are unchanged through MAX_MINOR).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 # the oldest minor any part of the collection accepts (the scheduler extender, for legacy RKE1 clusters)

@@ -18,10 +18,6 @@ Each pin:
   conformance:  the conformance table that records what was read
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 PINS = {
     'nvidia-device-plugin': dict(
         kind='image', repository='nvcr.io/nvidia/k8s-device-plugin', tag='v0.20.0',

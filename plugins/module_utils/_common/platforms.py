@@ -11,10 +11,6 @@ once from ``ansible_facts``); ``nvidia_driver_select`` and ``runtime_toolkit_rep
 Adding a distribution: docs/extending.md, "A new Linux distribution".
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 # family -> facts. The family is ansible_facts.distribution for Ubuntu (its driver packages differ from Debian's)
 # and ansible_facts.os_family otherwise. pkg_mgr names the task files a role dispatches to (install-<pkg_mgr>.yml);
 # galaxy and versions are the role metadata's platforms entry. Release floors: the node-side modules need Python

@@ -7,10 +7,6 @@ Each finding: id, severity (critical / warning / info), summary, evidence, remed
 The facts are gpu_info's result plus a few extras the doctor gathers (see gpu_doctor.py).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import (

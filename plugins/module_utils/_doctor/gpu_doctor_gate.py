@@ -4,10 +4,6 @@
 """The doctor as a node health gate: gpu_doctor's result and gpuops_doctor_gate -> the node's verdict (a host fact,
 gpuops_doctor_verdict), which the pool planning (cluster_plan.sharing_pools) reads to leave gated nodes out."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from collections.abc import Mapping
 
 GATE_MODES = ('enforce', 'warn', 'off')

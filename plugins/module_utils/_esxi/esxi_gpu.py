@@ -14,10 +14,6 @@ extra_config (managed keys only), has_disk, gpus (list of dicts: key, type 'dire
 device_id, device_ids, label, system_id).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import math
 import re
 

@@ -4,10 +4,6 @@
 """The engine of the esxi_gpu_passthrough module: input checks that need no vSphere, and the Runner that finds the
 host and VM, plans the changes (esxi_gpu) and applies them through vSphere (esxi_vsphere)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_gpu as eg
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_vsphere as ev
 

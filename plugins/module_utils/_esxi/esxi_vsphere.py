@@ -5,10 +5,6 @@
 VMs into the plain dicts of esxi_gpu.py, building one ConfigSpec from a plan, tasks, power and host reboot.
 Depends on nothing but pyVmomi (pyVim ships in the same package)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ssl
 import time
 import traceback

@@ -3,10 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """apt helpers of the modules: deb822 source text, OpenPGP key formats, package specs, installed packages (dpkg)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import base64
 import fnmatch
 import re

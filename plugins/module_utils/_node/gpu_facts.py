@@ -6,10 +6,6 @@
 Shared by gpu_info and gpu_doctor (modules cannot import each other).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe, nvml_probe
 

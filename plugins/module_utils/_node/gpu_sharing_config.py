@@ -18,10 +18,6 @@ Nothing here talks to hardware: errors are raised as :class:`SharingError` with 
 entry, the value and what is allowed.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 

@@ -7,10 +7,6 @@ Works on a backend object (see gpu_sharing_nvml.NvmlBackend) so it can be unit t
 Everything is validated before the first change; a refusal raises SharingError and changes nothing.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_config as config

@@ -9,10 +9,6 @@ finds its pipes and logs through ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DI
 ``quit`` on its standard input, and MPS needs compute capability 7.0 (Volta) or newer.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import MPS_MIN_CC

@@ -7,10 +7,6 @@
 the plain dicts it returns, so it can be tested with a stand-in backend.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ctypes
 import traceback
 

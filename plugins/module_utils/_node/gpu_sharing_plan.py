@@ -19,10 +19,6 @@ Data shapes used throughout:
   'cis': [{'id': 0, 'profile_id': 0, 'slices': 1, 'full': True, 'name': '1g.10gb'}]}``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 

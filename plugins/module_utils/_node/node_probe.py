@@ -7,10 +7,6 @@ Every function takes ``root`` (default ``/``) so the same code can inspect a mou
 Only files are read here; nothing is executed.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import errno
 import json
 import os

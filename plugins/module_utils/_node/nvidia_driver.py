@@ -7,10 +7,6 @@ Everything that reads the node lives in observe(); everything that decides lives
 nvidia_driver_info glues the two together; unit tests call plan() with hand-made observations.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import glob
 import os
 import re

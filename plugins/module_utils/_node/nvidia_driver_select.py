@@ -8,10 +8,6 @@ docs/conformance/nvidia-driver.md cite them row by row. Nothing here reads the n
 in what it observed (PCI device ids, os-release, kernel release, Secure Boot) and returns the result.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import datetime
 import fnmatch
 import re

@@ -3,10 +3,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Probe NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``). No subprocess on this path."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ctypes
 import traceback
 

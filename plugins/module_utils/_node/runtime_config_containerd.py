@@ -13,10 +13,6 @@ Three ways to apply them:
   the main config does not configure the CRI plugin itself; ``auto`` picks ``dropin`` in exactly that case;
 * ``template``: edit an RKE2 / k3s ``config.toml.tmpl`` like ``inline`` (Go template lines are kept).
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import fnmatch
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (

@@ -12,10 +12,6 @@ CRI-O 1.31; runc before). NVIDIA's own ``nvidia-ctk runtime configure --runtime=
 /etc/crio/crio.conf.d/99-nvidia.toml, copying the default runtime's options and then setting runtime_path and
 runtime_type.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
     TomlDocument, TomlEditError)
 

@@ -19,10 +19,6 @@ pkg/agent/templates; RKE2 builds its agent from k3s's packages):
 So the collection writes template tables only for a runtime the base does not render, and the default runtime
 into config.yaml.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 DETECTED_RUNTIMES = {'nvidia': 'nvidia-container-runtime',

@@ -13,10 +13,6 @@ Not supported (a clear TomlEditError is raised rather than guessing): a table th
 that is also defined through dotted keys or an inline table in a parent table, and arrays of tables on
 the path of a table the editor has to touch.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 from typing import Any
 

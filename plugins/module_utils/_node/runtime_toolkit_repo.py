@@ -13,10 +13,6 @@ PACKAGE_REVISION), so one pin "1.20.0-1" names the same release in both formats:
 dnf name-1.20.0-1.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins, platforms

@@ -15,10 +15,6 @@ module's own planner: the role installs plugins/module_utils/_node/gpu_sharing_p
 so profile names, the device filter, placement and the geometry count are the module's (one planner).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ctypes
 import json
 import os

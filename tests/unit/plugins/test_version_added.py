@@ -3,10 +3,6 @@
 """version_added of every module and plugin is consistent with galaxy.yml's history: every DOCUMENTATION states
 one, and it names a release of the collection (changelogs/changelog.yaml) or the version galaxy.yml is at now,
 never a later one. Nothing was released yet and galaxy.yml has only ever said 0.1.0, so today that is 0.1.0."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ast
 import glob
 import os

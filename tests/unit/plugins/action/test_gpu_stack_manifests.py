@@ -1,9 +1,5 @@
 # -*- coding: utf-8 -*-
 """The action plugin gpu_stack_manifests against the module of the same name: same arguments, same result."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import json
 

@@ -3,10 +3,6 @@
 """Filter node_platform (controller side): the family, package manager and per-family vars files it computes from
 ansible_facts, and the role default that still names a family, rendered with Ansible's templating against the one
 table (module_utils/_common/platforms.py; tests/unit/plugins/module_utils/_common/test_platforms.py has the rest)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 import pytest

@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The filters behind playbooks/upgrade_driver.yml's stop decisions: pods left after a drain, problems after the
 upgrade (driver, GPU count, NVML, fabricmanager, a MIG pool's geometry)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible.errors import AnsibleFilterError

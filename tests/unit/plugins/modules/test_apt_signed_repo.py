@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """apt_signed_repo main(): files on disk (sources dir and keyring under tmp), key download from file://, check mode,
 diff, the package check, state=absent, refusals before any change."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import os
 import stat

@@ -4,10 +4,6 @@
 another Signed-By - NVIDIA's install guide's nvidia-container-toolkit.list, CUDA's cuda-keyring source - is backed
 up outside apt's directories and disabled, so exactly one Signed-By stays per URI. The real apt-get update run on
 such a node is lab/tests/test_nvidia_container_runtime_brownfield.py."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import apt_source

@@ -3,10 +3,6 @@
 """CRI-O (docs/conformance/cri-o.md): the drop-in merged next to files written from CRI-O's own defaults, read back
 the way CRI-O reads its files (crio.conf first, then crio.conf.d in lexical order, a later option winning).
 CRI-O itself is not packaged in Debian 12's main archive, so it is not run here."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import os
 import shutil

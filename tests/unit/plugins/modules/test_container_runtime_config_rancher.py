@@ -4,10 +4,6 @@
 there, the module's template is rendered on top of them ({{ template "base" . }} replaced by the base), and the
 result must parse as TOML - a table defined twice makes tomllib fail exactly as it makes containerd refuse the file.
 RKE2 and k3s themselves cannot be obtained here, so their own rendering is not run."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import re
 import tomllib

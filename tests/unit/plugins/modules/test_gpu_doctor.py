@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_doctor's node extras: the registered dkms module name (for the driver_not_loaded advice) and the machine
 (for the Secure Boot advice's signatures package)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_doctor as mod

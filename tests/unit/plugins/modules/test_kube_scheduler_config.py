@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The kube_scheduler_config module's main(): files, check mode, diff, backups, refusals that change nothing,
 and state=absent (backup, check mode, the file of the collection's own directory)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import os
 import re

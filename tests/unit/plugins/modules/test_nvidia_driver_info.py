@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nvidia_driver_info module: argument spec and the package readers (dpkg / rpm) with a fake module."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import nvidia_driver_info as mod
 
 

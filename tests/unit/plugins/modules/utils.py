@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Shared helpers for the modules' unit tests: feed arguments to a module's main() and catch its result."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import contextlib
 import json
 

@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """cluster_plan: the sharing pools of the GPU nodes and the node-label plans (what the Jinja templates
 sharing_pools.json.j2, static_plan.json.j2 and live_plan.json.j2 did), every branch."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (

@@ -4,10 +4,6 @@
 lists), the model (claims, devices, holders, pending reasons, per-node counts, the device-plugin conflict) and the
 text forms. The objects are shaped as the lab's real control plane returns them (lab/tests/integration/
 test_dra_real.py: NVIDIA's gpu-kubelet-plugin v0.5.0 slices, kube-scheduler allocations)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 import pytest

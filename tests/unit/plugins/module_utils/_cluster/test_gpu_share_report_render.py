@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_share_report text forms: the kubectl-inspect-gpushare style table, Markdown and HTML."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_model as m
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_render as r
 

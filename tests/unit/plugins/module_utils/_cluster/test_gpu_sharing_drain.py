@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_node_drain's decisions and API calls (module_utils gpu_sharing_drain), with a fake CoreV1Api."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import json
 

@@ -3,10 +3,6 @@
 """Strategy dra: NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu v0.5.0; rows DRA-* of
 docs/conformance/dra-driver-nvidia-gpu.md). lab/tests/oracles/test_dra_driver_chart.py renders the chart with helm and
 applies the objects to the real API server."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import re
 import tarfile

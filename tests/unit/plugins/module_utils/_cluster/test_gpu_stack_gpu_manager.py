@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 """gpu-manager stack against tkestack/gpu-manager v1.1.5 and tkestack/gpu-admission 47d56ae (master; it has no tags):
 rows of docs/conformance/gpu-manager.md. Each RBAC row is one API call read from the code at that tag/commit."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_gpu_manager as gm

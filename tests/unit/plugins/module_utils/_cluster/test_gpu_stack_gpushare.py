@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 """gpushare stack against AliyunContainerService/gpushare-scheduler-extender (c0b6141) and gpushare-device-plugin
 (45fb8b8) (rows of docs/conformance/gpushare.md; gpu-manager: test_gpu_stack_gpu_manager.py)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as dc

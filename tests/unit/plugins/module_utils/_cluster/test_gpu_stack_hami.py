@@ -1,9 +1,5 @@
 # -*- coding: utf-8 -*-
 """HAMi stack against upstream Project-HAMi/HAMi v2.10.0 (rows of docs/conformance/hami.md)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 import pytest

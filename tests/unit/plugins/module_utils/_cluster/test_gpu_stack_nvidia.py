@@ -3,10 +3,6 @@
 
 Rows of docs/conformance/nvidia-device-plugin.md (DP-nn) and docs/conformance/mig-manager.md (MIGM-nn): each test
 names its row; the upstream file each row comes from is in the tables."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 import pytest

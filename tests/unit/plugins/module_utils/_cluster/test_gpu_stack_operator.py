@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 """GPU operator values against NVIDIA/gpu-operator deployments/gpu-operator at v24.9.2 ... v26.7.0
 (rows of docs/conformance/gpu-operator.md)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import io
 import json
 import tarfile

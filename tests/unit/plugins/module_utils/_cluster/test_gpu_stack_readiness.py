@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_stack_common.stack_readiness and filter stack_readiness: the MIG manager's readiness, decided in Python (was a
 Jinja map/selectattr/zip chain in role gpu_sharing_stack)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_readiness import FilterModule
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import stack_readiness
 

@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The strategy registry: each strategy of the model names its renderer, its settings and its resources; the render
 dispatches by that table; the settings schemas and role gpu_sharing_stack's argument_specs cannot drift apart."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import re
 

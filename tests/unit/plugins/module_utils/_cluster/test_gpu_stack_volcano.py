@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 """Volcano stack against upstream volcano-sh/volcano v1.15.1, volcano-sh/devices v1.0.0 and
 Project-HAMi/volcano-vgpu-device-plugin v1.12.0 (rows of docs/conformance/volcano.md)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 
 import pytest

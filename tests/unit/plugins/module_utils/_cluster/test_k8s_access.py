@@ -5,10 +5,6 @@
 The build_client tests that lived in test_gpu_share_report_kube.py moved here: the client is now built by
 kubernetes.core, so they check what the layer hands to it and what it does with the answer.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 import pytest

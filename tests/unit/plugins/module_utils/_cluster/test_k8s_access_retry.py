@@ -3,10 +3,6 @@
 """k8s_access's retry policy (issue #31) on a fake REST layer: what is retried, after how long, how often, and what
 the caller sees when it stops. Both generations of the kubernetes client's REST layer: 24 to 36 raise ApiException
 for an error status, 37 and later return the response."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access as A

@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """k8s_converge's engine (module_utils/_cluster/k8s_converger) on a fake DynamicClient: writes only when something differs."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 
 import pytest

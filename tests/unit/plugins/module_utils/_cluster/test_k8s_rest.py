@@ -8,10 +8,6 @@ response_deserialize at v37.0.2), so a call this module makes that the real clie
 The lab runs the same calls against the API emulator with the real client 37 (test_k8s_access.py and the files of
 the modules that use them).
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_rest as R

@@ -4,10 +4,6 @@
 (below 1.23) is never pointed elsewhere silently: the extenders are merged into the site's file (its profiles,
 plugins, clientConnection and apiVersion stay), or the change is refused naming that file. RKE1: cluster.yml's
 kubernetes_version must match the version the role renders for."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import os
 

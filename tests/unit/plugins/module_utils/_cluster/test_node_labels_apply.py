@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_node_labels_apply's engine on a fake CoreV1Api: one merge patch per node, dry run in check mode."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 import json
 

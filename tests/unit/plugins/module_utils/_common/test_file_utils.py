@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """file_utils: the one read / back up / write-atomically helper the file-writing modules share."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import shutil
 

@@ -10,10 +10,6 @@ The table is written from two sources (read 2026-11-24):
      (product name and PCI device id; Turing and newer, so it names GH200, GB200, B200, B300, RTX PRO 6000, H20 ...
      that pci.ids 2023 does not know yet).
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog

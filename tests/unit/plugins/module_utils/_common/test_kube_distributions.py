@@ -3,10 +3,6 @@
 """kube_distributions: the one table of Kubernetes distributions (kubeadm, RKE1, RKE2, k3s). The scheduler planner
 derives its tables from it; the role defaults and argument_specs that name the same paths and services are
 compared with it here."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 import re
 

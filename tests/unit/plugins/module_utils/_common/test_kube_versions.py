@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """kube_versions: the one place for the Kubernetes range, the version parser and the served-API windows; the ranges
 the argument_specs, module docs, role READMEs and docs state are compared with it (a new minor is one file)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import glob
 import os
 import re

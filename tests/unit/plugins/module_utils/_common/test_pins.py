@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """pins: one place for every image, chart and package pin. The renderers import it; the literals that must stay
 literal (argument_specs defaults, role defaults, playbooks) and the rendered manifests are compared with it."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import glob
 import os
 import re

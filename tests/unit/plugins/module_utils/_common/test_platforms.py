@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """platforms: the one list of Linux distribution families. The roles dispatch their package tasks by the package
 manager it computes, load per-family vars files, and state the platforms it names in their metadata."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import glob
 import os
 import re

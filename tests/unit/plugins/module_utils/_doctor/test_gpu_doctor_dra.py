@@ -3,10 +3,6 @@
 """The doctor's DRA check (check dra): for a node of a pool served by NVIDIA's DRA driver, the API served, the
 driver's ResourceSlices for the node covering its GPUs, no NVIDIA device plugin beside it, CDI not off in containerd.
 Slices shaped as gpu-kubelet-plugin v0.5.0 publishes them (lab/tests/integration/test_dra_real.py)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import copy
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as dc

@@ -2,10 +2,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The doctor's readiness, health and virtualization checks, and its findings on the real H100 capture
 (fixtures/real_h100_580: gpu_info's result, the raw NVML health answers and the node's signals, read 2026-11-26)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ctypes
 import json
 import os

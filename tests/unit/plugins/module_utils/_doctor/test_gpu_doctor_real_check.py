@@ -4,10 +4,6 @@
 real-GPU check of 2026-11-26 (lab/bin/real-gpu-check.sh; fixtures/real_h100_580/check-2026-11-26, one answer per
 strategy): the checks judge the facts the real probe gathered exactly as they did there, and the health the probe read
 through NVML on the real driver equals what pynvml answered directly in the earlier capture (nvml-health.json)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import json
 import os
 

@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NvmlBackend with a stand-in pynvml object (the real bindings are exercised in lab/tests/integration/test_gpu_sharing_sim.py)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ctypes
 import types
 

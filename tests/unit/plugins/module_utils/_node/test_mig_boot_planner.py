@@ -4,10 +4,6 @@
 gpu_sharing_plan.py, which the role installs beside it; the planner is dependency-free so that it runs there; the
 mig-parted config name is computed in Python only (gpu_strategy.mig_config_name; the filter that hands it to
 the role is tested in tests/unit/plugins/filter/test_gpu_strategy_mig_name.py)."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import ast
 import importlib.util
 import os

@@ -4,10 +4,6 @@
 
 Row ids (DRV-xx) are those of docs/conformance/nvidia-driver.md.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import datetime
 import os
 

@@ -5,10 +5,6 @@
 The probe is tested against the real nvidia-ml-py bindings and the lab's NVML simulator in
 lab/tests/integration/test_gpu_info_sim.py; here only the mapping of failures is pinned down.
 """
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import types
 
 import pytest

@@ -1,10 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """containerd merges on real-world files: `containerd config default` (1.6.20), a 2.x v3 config, an RKE2 template."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import difflib
 import os
 

@@ -4,10 +4,6 @@
 dnf), pinned packages, signed repositories; and the role's RPM tasks use the plan
 (docs/conformance/nvidia-container-toolkit.md NCT-06..NCT-09). No RHEL-family node exists here: the dnf tasks are
 checked by their plan and their task file, not run."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import os
 
 import pytest
