@@ -341,6 +341,7 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
         cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
 
+
 def _release_view(settings):
     """What of a pool's settings (sharing_pools' 'settings': variable name -> value) goes into the shared release:
     {name: value}, the dra keys with the role's defaults filled in, the pool variables as given (None: not set)."""
