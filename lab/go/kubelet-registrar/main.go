@@ -68,7 +68,7 @@ func (r *registrar) Register(ctx context.Context, req *pluginapi.RegisterRequest
 }
 
 func (r *registrar) list(res *result) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	conn, err := grpc.NewClient("unix://"+filepath.Join(r.dir, res.Endpoint),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))

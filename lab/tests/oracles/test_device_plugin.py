@@ -82,7 +82,7 @@ def node_config(out):
     return cm['data'][label], env
 
 
-def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control=False, wait='15s', allocate=1):
+def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control=False, wait='60s', allocate=1):
     """Run the plugin with this config under the stand-in kubelet; (registrar's exit status, results, plugin log)."""
     plugin, registrar = binaries
     with open(inventory) as f:
@@ -183,7 +183,7 @@ def test_DP_25_plugin_registers_the_resources_the_collection_names(binaries, sta
     assert {k: len(r['devices']) for k, r in got.items()} == {k: n * gpus for k, n in per_gpu.items()}
     uuids = {g['uuid'] for g in facts['gpus']} | {m['uuid'] for g in facts['gpus'] for m in g.get('mig_devices') or []}
     for r in results:
-        assert 'error' not in r and r['version'] == 'v1beta1', r
+        assert 'error' not in r and r['version'] == 'v1beta1', (r.get('error'), r)
         assert all(d['health'] == 'Healthy' for d in r['devices'])
         assert r['options']['get_preferred_allocation_available'] is True
         if refusal:
