@@ -5,7 +5,7 @@
 // last one (or -timeout passed), it prints one JSON line per resource and exits:
 //   {"resource": ..., "version": ..., "endpoint": ..., "options": {...}, "devices": [{"id": ..., "health": ...}], "error": ...}
 // With -allocate N it also asks the plugin to allocate the first N devices of every resource (one container) and
-// records the answer's environment (or the error).
+// records the answer's environment (or the error). A resource registered again is reported by its last registration.
 package main
 
 import (
@@ -58,7 +58,15 @@ func (r *registrar) Register(ctx context.Context, req *pluginapi.RegisterRequest
 			"get_preferred_allocation_available": o.GetPreferredAllocationAvailable}
 	}
 	r.mu.Lock()
-	r.results = append(r.results, res)
+	// a plugin registers again after it restarts (it does when the kubelet socket is made anew); the kubelet then
+	// serves the new endpoint and drops the old one: keep the last registration of each resource
+	kept := r.results[:0]
+	for _, old := range r.results {
+		if old.Resource != res.Resource {
+			kept = append(kept, old)
+		}
+	}
+	r.results = append(kept, res)
 	r.last = time.Now()
 	r.mu.Unlock()
 	r.wg.Add(1)

@@ -30,6 +30,8 @@ SCRIPT = PRIVATE_PROC + (
     'mount -t tmpfs gpuops-lab-kubelet /var/lib; mkdir -p /var/lib/kubelet/device-plugins; '
     '"$REGISTRAR" -socket /var/lib/kubelet/device-plugins/kubelet.sock -allocate "$ALLOCATE" -settle 300ms -timeout "$WAIT" '
     '> "$OUT" & reg=$!; '
+    # the plugin restarts when kubelet.sock is made after its watch starts: start it once the socket is there
+    'n=0; while [ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; '
     '"$@" > "$LOG" 2>&1 & pl=$!; '
     'rc=0; wait $reg || rc=$?; kill $pl 2>/dev/null || true; wait $pl 2>/dev/null || true; exit $rc')
 # the MPS control daemon's command, as the plugin's health check uses it (it sends get_default_active_thread_percentage
