@@ -3,9 +3,9 @@ applied as is by the role (no dry-run shortcut), accepted by the server without 
 makes 0 writes, check mode 0 writes, `absent` removes exactly what was made. Writes are counted from the API server's
 audit log (conftest.KubeReal), by this test's own client identity.
 
-The same matrix runs against the emulator in test_gpu_sharing_stack.py (fast, and the place for the cases the
-emulator shows as well); this file is the oracle for what the emulator only imitates: server-side defaulting,
-validation, admission, RBAC escalation checks, and real pods from the DaemonSet controller on kwok nodes.
+This file is the converge matrix's one home (the emulator's copy in test_gpu_sharing_stack.py moved here, with every
+assertion): server-side defaulting, validation, admission, RBAC escalation checks, and real pods from the DaemonSet
+controller on kwok nodes. The emulator keeps the schema matrix, the bad inputs and the refusals.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_sharing_stack_real.py
 """
@@ -57,6 +57,14 @@ VARIANTS = {
 }
 
 
+VOLCANO_SCHEDULER = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "volcano-scheduler", "namespace": "volcano-system"},
+    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "volcano-scheduler"}},
+             "template": {"metadata": {"labels": {"app": "volcano-scheduler"}},
+                          "spec": {"containers": [{"name": "volcano-scheduler",
+                                                   "image": "docker.io/volcanosh/vc-scheduler:v1.15.1"}]}}}}
+
+
 def kwok_node(name, facts, labels=None):
     """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
     (gpushare refuses a node that already advertises nvidia.com/gpu)."""
@@ -90,6 +98,12 @@ def cl(kube_real):
             "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF), "other-key": "keep-me"}})
     except client.ApiException as exc:
         assert exc.status == 409
+    # and Volcano's scheduler Deployment, which the role restarts through its pod template when the vGPU device
+    # config changes (VOL-15)
+    try:
+        client.AppsV1Api(kube_real.api()).create_namespaced_deployment("volcano-system", VOLCANO_SCHEDULER)
+    except client.ApiException as exc:
+        assert exc.status == 409
     kc = kube_real.user(USER)
     SERVER["minor"] = int(str(kube_real.version).lstrip("v").split(".")[1])
     yield kube_real, kc
@@ -98,6 +112,10 @@ def cl(kube_real):
             core.delete_node(node_name(strategy))
         except client.ApiException:
             pass
+    try:
+        client.AppsV1Api(kube_real.api()).delete_namespaced_deployment("volcano-scheduler", "volcano-system")
+    except client.ApiException:
+        pass
 
 
 def mark_task(cl_, name):
@@ -351,6 +369,47 @@ def test_daemonsets_run_on_their_pool_nodes_only(cl, converged):
     assert problems == {}, problems
 
 
+def test_what_each_stack_leaves_on_the_server(cl, converged):
+    """What the server holds after the converge, per strategy: the node labels each stack's components select on,
+    gpu-admission beside kube-scheduler with the RBAC its code calls (GPUM-13..16), Volcano's scheduler configuration
+    merged (other plugins and keys kept, the original backed up, the argument that makes volcano-scheduler exit
+    removed) and volcano-scheduler restarted once through its pod template (VOL-15)."""
+    from kubernetes import client
+    kube, _kc = cl
+    assert converged["rc"] == 0, converged["failures"]
+    assert len(converged["want"]) > 40, sorted(converged["want"])
+    core, apps = client.CoreV1Api(kube.api()), client.AppsV1Api(kube.api())
+    rbac = client.RbacAuthorizationV1Api(kube.api())
+
+    def labels(strategy):
+        return core.read_node(node_name(strategy)).metadata.labels
+
+    assert labels("gpushare")["gpushare"] == "true"
+    assert labels("time-slicing")["nvidia.com/device-plugin.config"] == "time-slicing"
+    assert labels("mig")["nvidia.com/mig.config"] == "gpuops-1g-10gb-7"
+    assert labels("mps")["nvidia.com/mps.capable"] == "true"
+    assert labels("hami")["gpu"] == "on"
+    assert labels("gpu-manager")["nvidia-device-enable"] == "enable"
+    adm = apps.read_namespaced_daemon_set("gpu-admission", "kube-system")
+    assert adm.spec.template.spec.host_network is True
+    assert rbac.read_cluster_role("gpu-admission").rules[1].verbs == ["list", "watch", "patch"]
+    cm = core.read_namespaced_config_map("volcano-scheduler-configmap", "volcano-system")
+    conf = yaml.safe_load(cm.data["volcano-scheduler.conf"])
+    names = [p["name"] for t in conf["tiers"] for p in t["plugins"]]
+    assert "tdm" in names and "deviceshare" in names
+    ds = [p for t in conf["tiers"] for p in t["plugins"] if p["name"] == "deviceshare"][0]
+    # the default mode is vGPU (gpu-share is deprecated upstream since 1.9); GPUNumberEnable would make it exit
+    assert ds["arguments"] == {"deviceshare.GPUSharingEnable": False, "deviceshare.VGPUEnable": True}
+    assert core.read_namespaced_config_map("volcano-vgpu-device-config", "kube-system").data["device-config.yaml"]
+    assert cm.data["other-key"] == "keep-me"
+    backup = core.read_namespaced_config_map("gpuops-backup-configmap-volcano-scheduler-configmap", "volcano-system")
+    assert "tdm" in backup.data["object.json"]
+    # restarted once: the re-run wrote nothing (test_K8S_12_rerun_makes_no_writes), so not again
+    sched = apps.read_namespaced_deployment("volcano-scheduler", "volcano-system")
+    restart = (sched.spec.template.metadata.annotations or {}).get("gpuops.io/vgpu-device-config-checksum")
+    assert restart and len(restart) == 64, sched.spec.template.metadata
+
+
 def test_check_mode_writes_nothing(cl, converged, tmp_path):
     """Check mode with a changed setting reports the change and writes nothing."""
     kube, _kc = cl
@@ -406,6 +465,8 @@ def test_absent_removes_what_was_made(cl, converged, tmp_path):
     for strategy in STRATEGIES:
         labels = core.read_node(node_name(strategy)).metadata.labels
         assert not [k for k in labels if k.startswith("gpuops.io/")], (strategy, labels)
+        assert "gpushare" not in labels and "nvidia.com/device-plugin.config" not in labels
+        assert "nvidia-device-enable" not in labels
 
 
 # ---------------------------------------------------------------------------------------------- RBAC by impersonation
