@@ -6,11 +6,10 @@
 import json
 import os
 import re
-import tarfile
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    StackError, check_name, validate_settings,
+    CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
@@ -124,38 +123,16 @@ GPU_OPERATOR_SCHEMA = {
     'cdi_enabled': dict(type=bool, default=None),
 }
 
-_VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
 # Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
 # (0.0.0-git-<sha>); NVIDIA/gpu-operator deployments/gpu-operator/Chart.yaml and .github/workflows at v26.7.0
 _UNRELEASED = re.compile(r'^(v?1\.0\.0-devel|v?0\.0\.0-git-.*)$')
-
-
-def _chart_yaml_version(path):
-    """version: of the chart's Chart.yaml (a .tgz or an unpacked directory), or None when it cannot be read."""
-    text = None
-    try:
-        if os.path.isdir(path):
-            with open(os.path.join(path, 'Chart.yaml')) as f:
-                text = f.read()
-        elif os.path.isfile(path) and tarfile.is_tarfile(path):
-            with tarfile.open(path) as tar:
-                for member in tar.getmembers():
-                    if member.name.count('/') == 1 and member.name.endswith('/Chart.yaml'):
-                        text = tar.extractfile(member).read().decode('utf-8')
-                        break
-    except (IOError, OSError, tarfile.TarError):
-        return None
-    if text is None:
-        return None
-    m = re.search(r'^version:\s*["\']?([^"\'\s]+)', text, re.M)
-    return m.group(1) if m else None
 
 
 def chart_release(go, var):
     """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
     text = go['chart_version']
     if not text:
-        text = _chart_yaml_version(go['chart_path'])
+        text = chart_yaml_version(go['chart_path'])
         if text and _UNRELEASED.match(text):
             # the source tree's Chart.yaml says v1.0.0-devel at every tag; release packaging sets the version
             # (helm package --version <tag>), development builds 0.0.0-git-<sha>: neither names a release
@@ -165,17 +142,9 @@ def chart_release(go, var):
                              '(helm pull nvidia/gpu-operator --version %s)'
                              % (var, go['chart_path'], text, CURRENT_CHART, var, CURRENT_CHART))
     if not text:
-        m = _VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
+        m = CHART_VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
         text = m.group(0) if m else ''
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        raise StackError('%s: the gpu-operator chart version is unknown: set %s.chart_version (e.g. %s) or point '
-                         '%s.chart_path at the chart (its Chart.yaml is read)' % (var, var, CURRENT_CHART, var))
-    key = (int(m.group(1)), int(m.group(2)))
-    if key not in CHARTS:
-        raise StackError('%s: gpu-operator chart %s is not one this collection renders values for; known releases: %s'
-                         % (var, text, ', '.join('v%d.%d.x' % k for k in sorted(CHARTS))))
-    return key, 'v%s.%s.%s' % m.groups()
+    return chart_family(text, CHARTS, var, 'gpu-operator', CURRENT_CHART)
 
 
 def leaf_paths(values, prefix=''):
