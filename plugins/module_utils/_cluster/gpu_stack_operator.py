@@ -105,34 +105,25 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
 
 GPU_OPERATOR_SCHEMA = {
-    'chart_path': dict(type=str, default='',
-                       description='Local chart (.tgz or directory) on the controller; required for this strategy.'),
+    'chart_path': dict(type=str, default='', description='Local chart (.tgz or directory) on the controller; required for this strategy.'),
     'chart_version': dict(type=str, default='',
-                          description=("Chart release (v24.9.x, v25.3.x, v25.10.x, v26.3.x, v26.7.x); empty to read "
-                                       "the chart's Chart.yaml (or the version in the file name). Values are emitted "
-                                       "per release.",)),
+                          description=("Chart release (v24.9.x, v25.3.x, v25.10.x, v26.3.x, v26.7.x); empty to read the chart's Chart.yaml (or the version "
+                                       "in the file name). Values are emitted per release.",)),
     'release_name': dict(type=str, default='gpu-operator', description='Helm release name.'),
     'namespace': dict(type=str, default='gpu-operator', description='Release namespace.'),
-    'driver_enabled': dict(type=bool, default=False,
-                           description='Let the operator install the driver (false when role nvidia_driver installed '
-                                       'it).'),
+    'driver_enabled': dict(type=bool, default=False, description='Let the operator install the driver (false when role nvidia_driver installed it).'),
     'toolkit_enabled': dict(type=bool, default=False, description='Let the operator install the container toolkit.'),
-    'sharing': dict(type=str, default='none', choices=['none', 'time-slicing', 'mps'],
-                    description='Device plugin sharing.'),
+    'sharing': dict(type=str, default='none', choices=['none', 'time-slicing', 'mps'], description='Device plugin sharing.'),
     'replicas': dict(type=int, default=4, min=2, description='Replicas per GPU for time-slicing/MPS.'),
     'rename_by_default': dict(type=bool, default=False, description='renameByDefault.'),
     'fail_requests_greater_than_one': dict(type=bool, default=True, description='failRequestsGreaterThanOne.'),
     'mig_strategy': dict(type=str, default='none', choices=['none', 'single', 'mixed'], description='MIG strategy.'),
     'mig_manager': dict(type=bool, default=False, description="Enable the operator's MIG manager."),
-    'mig_config': dict(type=str, default='all-disabled',
-                       description="C(nvidia.com/mig.config) label value for the pool's nodes."),
+    'mig_config': dict(type=str, default='all-disabled', description="C(nvidia.com/mig.config) label value for the pool's nodes."),
     'default_runtime': dict(type=str, default=None, choices=['containerd', 'docker', 'crio'],
-                            description='Container runtime (operator.defaultRuntime); only chart v24.9 reads it, '
-                                        'newer charts refuse it.'),
+                            description='Container runtime (operator.defaultRuntime); only chart v24.9 reads it, newer charts refuse it.'),
     'nfd_enabled': dict(type=bool, default=True, description='Deploy node-feature-discovery.'),
-    'cdi_enabled': dict(type=bool, default=None,
-                        description="Set cdi.enabled; unset keeps the chart's default (false up to v25.3, true from "
-                                    "v25.10)."),
+    'cdi_enabled': dict(type=bool, default=None, description="Set cdi.enabled; unset keeps the chart's default (false up to v25.3, true from v25.10)."),
 }
 
 # Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
