@@ -59,10 +59,12 @@ options:
     choices: [gpu, all]
     default: gpu
   gpu_resources:
-    description: Prefixes of the extended resource names that make a pod a GPU pod.
+    description:
+      - Prefixes of the extended resource names that make a pod a GPU pod.
+      - When not set, the resources of every GPU sharing strategy the collection knows (its strategy model), which are
+        C(nvidia.com/gpu), C(nvidia.com/mig-), C(aliyun.com/gpu), C(volcano.sh/) and C(tencent.com/vcuda).
     type: list
     elements: str
-    default: [nvidia.com/, aliyun.com/gpu, volcano.sh/vgpu, tencent.com/vcuda]
   timeout:
     description: Seconds to wait for the evicted pods and the paused GPU clients to be gone.
     type: int
@@ -254,7 +256,7 @@ def main():
         name=dict(type='str', required=True),
         state=dict(type='str', choices=['drained', 'restored'], default='drained'),
         pods=dict(type='str', choices=['gpu', 'all'], default='gpu'),
-        gpu_resources=dict(type='list', elements='str', default=list(drain.DEFAULT_GPU_RESOURCES)),
+        gpu_resources=dict(type='list', elements='str'),
         timeout=dict(type='int', default=600),
         poll_interval=dict(type='int', default=2),
         restore=dict(type='dict'),
@@ -305,7 +307,8 @@ def main():
                 worker.restore(p['name'], p['restore'])
             result = {'node_found': found}
         else:
-            result = worker.drain(p['name'], p['pods'], p['gpu_resources'], p['timeout'], p['poll_interval'],
+            gpu_resources = drain.default_gpu_resources() if p['gpu_resources'] is None else p['gpu_resources']
+            result = worker.drain(p['name'], p['pods'], gpu_resources, p['timeout'], p['poll_interval'],
                                   pod_selector=p['pod_selector'], wait_for=p['wait_for_jobs'], mark=p['mark'],
                                   pause_gpu_clients=p['pause_gpu_clients'], ignore_daemonsets=p['ignore_daemonsets'],
                                   delete_emptydir_data=p['delete_emptydir_data'], force=p['force'],

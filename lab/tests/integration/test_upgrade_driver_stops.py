@@ -37,6 +37,24 @@ def running(emu, owner):
         and (p.metadata.owner_references or [p.metadata])[0].name == owner], 60)
 
 
+def stops_at_node_2_after_its_reboot(lab, undo, *expected):
+    """The roll with a fault set on node 2 (``undo`` clears it once the roll ends, failed or not) stops at node 2
+    after its "reboot" onto the new driver, with a failure that names every one of ``expected``; node 2 stays
+    cordoned on the new driver, node 3 untouched. Ends with every node back on the old driver (stand_down)."""
+    since = lab['emu'].mark()
+    try:
+        rc, doc = upgrade(lab)
+    finally:
+        undo()
+    assert rc != 0
+    msg = failures(doc)
+    for text in expected:
+        assert text in msg, msg
+    assert_stopped_at_node_2(lab, doc, since, roll(NODES[1][2])[:3], None)
+    assert reported_version(lab, NODES[1][0]) == NEW
+    stand_down(lab)
+
+
 def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab):
     """A pod selector drains only the GPU pods; GPU jobs still running after their wait stop the roll (on_timeout=stop)."""
     emu = lab['emu']
@@ -84,21 +102,11 @@ def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab
 
 def test_UPG_04_mig_node_without_its_mig_devices_after_the_reboot_stops_the_roll(lab):
     """The defect: a MIG node that came back with MIG mode on and no MIG devices passed the verification."""
-    emu = lab['emu']
     stand_down(lab)
-    n2 = NODES[1][2]
-    dexec(lab['containers'][NODES[1][0]], 'touch', '/etc/gpuops-lab/drop-mig-instances')
-    since = emu.mark()
-    try:
-        rc, doc = upgrade(lab)
-    finally:
-        dexec(lab['containers'][NODES[1][0]], 'rm', '-f', '/etc/gpuops-lab/drop-mig-instances')
-    assert rc != 0
-    msg = failures(doc)
-    assert 'failed verification' in msg and 'has MIG devices none, the pool geometry is 2x 3g.40gb' in msg, msg
-    assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
-    assert reported_version(lab, NODES[1][0]) == NEW
-    stand_down(lab)
+    container = lab['containers'][NODES[1][0]]
+    dexec(container, 'touch', '/etc/gpuops-lab/drop-mig-instances')
+    stops_at_node_2_after_its_reboot(lab, lambda: dexec(container, 'rm', '-f', '/etc/gpuops-lab/drop-mig-instances'),
+                                     'failed verification', 'has MIG devices none, the pool geometry is 2x 3g.40gb')
 
 
 def test_doctor_gate_critical_finding_after_the_reboot_stops_the_roll(lab):
@@ -106,9 +114,7 @@ def test_doctor_gate_critical_finding_after_the_reboot_stops_the_roll(lab):
     (the NVML simulator's inventory of that node changed only there): the post-reboot doctor's critical finding
     row_remap_failure (gpuops_doctor_gate enforce, the default) stops the roll at node 2, which stays cordoned; node 3
     is untouched. (A pending remapping is only a warning: it takes effect at the next reset.)"""
-    emu = lab['emu']
     stand_down(lab)
-    n2 = NODES[1][2]
     container = lab['containers'][NODES[1][0]]
     path = '/etc/nvml-sim/inventory.json'
     # set (or, with None, drop) GPU 0's remapped rows in the inventory as it is then (the upgrade rewrites its version)
@@ -117,17 +123,8 @@ def test_doctor_gate_critical_finding_after_the_reboot_stops_the_roll(lab):
             'json.dump(inv, open(p, "w"), indent=1)')
     failed = {'correctable': 0, 'uncorrectable': 1, 'pending': False, 'failure': True}
     dexec(container, 'python3', '-c', edit, path, json.dumps(failed))
-    since = emu.mark()
-    try:
-        rc, doc = upgrade(lab)
-    finally:
-        dexec(container, 'python3', '-c', edit, path, 'null')
-    assert rc != 0
-    msg = failures(doc)
-    assert 'the doctor after the upgrade' in msg and 'row_remap_failure' in msg, msg
-    assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
-    assert reported_version(lab, NODES[1][0]) == NEW
-    stand_down(lab)
+    stops_at_node_2_after_its_reboot(lab, lambda: dexec(container, 'python3', '-c', edit, path, 'null'),
+                                     'the doctor after the upgrade', 'row_remap_failure')
 
 
 def test_UPG_01_drain_refused_by_a_disruption_budget_stops_the_roll(lab):

@@ -23,6 +23,8 @@ when the API no longer has it or has another pod (another UID) under its name.
 import json
 import time
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+
 # the GPU-client deploy labels mig-manager pauses, in its order (reconfigure.go, v0.15.0)
 CLIENT_DEPLOY_LABELS = (
     'nvidia.com/gpu.deploy.device-plugin',
@@ -33,8 +35,17 @@ CLIENT_DEPLOY_LABELS = (
     'nvidia.com/gpu.deploy.client',
 )
 PAUSED = 'paused-for-mig-change'
-# extended resources of the sharing strategies a node may leave for MIG (prefix match on the resource name)
-DEFAULT_GPU_RESOURCES = ('nvidia.com/', 'aliyun.com/gpu', 'volcano.sh/vgpu', 'tencent.com/vcuda')
+
+
+def default_gpu_resources():
+    """The extended resources that make a pod a GPU pod, as name prefixes: those of every sharing strategy of the
+    strategy model (gpu_strategy.resource_prefixes), read when called."""
+    return gpu_strategy.resource_prefixes()
+
+
+# the same, as the model is when this module loads
+DEFAULT_GPU_RESOURCES = default_gpu_resources()
+
 MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 # set with the cordon and removed with the uncordon: a node this module cordoned in a run that stopped (a busy GPU,
 # a MIG mode change waiting for a reset) is uncordoned by the run that finishes the change

@@ -7,7 +7,9 @@ images through the collection's mirror, common metadata, scheduling constraints.
 import copy
 import hashlib
 import json
+import os
 import re
+import tarfile
 
 MANAGED_BY = 'gpuops.k8s_gpu'
 LABEL_PREFIX = 'gpuops.io/'
@@ -34,6 +36,47 @@ _IMAGE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$')
 
 class StackError(Exception):
     """Bad input. The message names the role variable and what is allowed."""
+
+
+# A chart release as chart_version, a Chart.yaml or a chart's file name writes it: v26.7.0, 0.5.0 (what follows the
+# patch number is not read). Unanchored, for search in a file name; match() anchors it at the start.
+CHART_VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
+
+
+def chart_yaml_version(path):
+    """version: of the chart's Chart.yaml (a .tgz or an unpacked directory), or None when it cannot be read."""
+    text = None
+    try:
+        if os.path.isdir(path):
+            with open(os.path.join(path, 'Chart.yaml')) as f:
+                text = f.read()
+        elif os.path.isfile(path) and tarfile.is_tarfile(path):
+            with tarfile.open(path) as tar:
+                for member in tar.getmembers():
+                    if member.name.count('/') == 1 and member.name.endswith('/Chart.yaml'):
+                        text = tar.extractfile(member).read().decode('utf-8')
+                        break
+    except (IOError, OSError, tarfile.TarError):
+        return None
+    if text is None:
+        return None
+    m = re.search(r'^version:\s*["\']?([^"\'\s]+)', text, re.M)
+    return m.group(1) if m else None
+
+
+def chart_family(text, charts, var, chart, example):
+    """(family key (major, minor), 'vX.Y.Z') of the chart version ``text`` of a Helm-installed stack: ``charts`` is the
+    renderer's table by release family, ``chart`` the chart's name in messages, ``example`` the pinned release. A text
+    that is no version, or a family the table does not have, is refused naming ``var`` and what to set."""
+    m = CHART_VERSION.match(str(text).strip())
+    if not m:
+        raise StackError('%s: the %s chart version is unknown: set %s.chart_version (e.g. %s) or point %s.chart_path at '
+                         'the chart (its Chart.yaml is read)' % (var, chart, var, example, var))
+    key = (int(m.group(1)), int(m.group(2)))
+    if key not in charts:
+        raise StackError('%s: %s chart %s is not one this collection renders values for; known releases: %s'
+                         % (var, chart, text, ', '.join('v%d.%d.x' % k for k in sorted(charts))))
+    return key, 'v%s.%s.%s' % m.groups()
 
 
 class Ctx(object):

@@ -13,10 +13,10 @@ import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, check_name, split_image, validate_settings,
+    GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_operator import (
-    _chart_yaml_version, leaf_paths,
+    leaf_paths,
 )
 
 # The driver's name, the API group of its opaque claim configuration and its kinds (api/nvidia.com/resource/v1beta1
@@ -122,22 +122,13 @@ RELEASE_SETTINGS = ('chart_path', 'chart_version', 'release_name', 'namespace', 
 RELEASE_POOL_VARIABLES = ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets',
                           'gpu_sharing_stack_node_selector')
 
-_VERSION = re.compile(r'^v?(\d+)\.(\d+)\.(\d+)')
 CDI_SETTING = 'nvidia_container_runtime_cdi'
 
 
 def chart_release(ds, var):
     """(family key, version text) of the driver's chart: chart_version, else the chart's Chart.yaml."""
-    text = ds['chart_version'] or _chart_yaml_version(ds['chart_path']) or ''
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        raise StackError('%s: the dra-driver-nvidia-gpu chart version is unknown: set %s.chart_version (e.g. %s) or '
-                         'point %s.chart_path at the chart (its Chart.yaml is read)' % (var, var, CURRENT_CHART, var))
-    key = (int(m.group(1)), int(m.group(2)))
-    if key not in CHARTS:
-        raise StackError('%s: dra-driver-nvidia-gpu chart %s is not one this collection renders values for; known '
-                         'releases: %s' % (var, text, ', '.join('v%d.%d.x' % k for k in sorted(CHARTS))))
-    return key, 'v%s.%s.%s' % m.groups()
+    text = ds['chart_version'] or chart_yaml_version(ds['chart_path']) or ''
+    return chart_family(text, CHARTS, var, 'dra-driver-nvidia-gpu', CURRENT_CHART)
 
 
 def feature_gates(gates, chart, var, warn):

@@ -51,17 +51,29 @@ DEPRECATION = ('gpu-manager (tkestack) and gpu-admission are unmaintained upstre
                '%s.accept_unmaintained is true: plan a move to ' + HAMI_WAY_OUT + '.')
 
 GPU_MANAGER_SCHEMA = {
-    'accept_unmaintained': dict(type=bool, default=False),
-    'image': dict(type=str, default=IMAGE),
-    'log_level': dict(type=int, default=4, min=0, max=10),
-    'extra_flags': dict(type=str, default='--logtostderr=false'),
-    'container_runtime_endpoint': dict(type=str, default=RUNTIME_ENDPOINT),
-    'cgroup_driver': dict(type=str, default='systemd', choices=['systemd', 'cgroupfs']),
-    'admission_image': dict(type=str, default=''),
-    'admission_registration': dict(type=str, default='host-network', choices=list(REGISTRATIONS)),
-    'admission_cluster_ip': dict(type=str, default=''),
-    'admission_port': dict(type=int, default=ADMISSION_PORT, min=1, max=65535),
-    'admission_log_level': dict(type=int, default=4, min=0, max=10),
+    'accept_unmaintained': dict(type=bool, default=False,
+                                description='Acknowledge that gpu-manager and gpu-admission are unmaintained upstream; without it the strategy is refused.'),
+    'image': dict(type=str, default=IMAGE, description='gpu-manager image.'),
+    'log_level': dict(type=int, default=4, min=0, max=10, description='Log level (LOG_LEVEL, gpu-manager --v).'),
+    'extra_flags': dict(type=str, default='--logtostderr=false',
+                        description='More gpu-manager flags (EXTRA_FLAGS; the runtime endpoint and cgroup driver flags follow them).'),
+    'container_runtime_endpoint': dict(type=str, default=RUNTIME_ENDPOINT,
+                                       description="CRI socket gpu-manager talks to (CRI v1alpha2 only - containerd 1.6/1.7, not 2.x); upstream's default "
+                                                   "is dockershim's."),
+    'cgroup_driver': dict(type=str, default='systemd', choices=['systemd', 'cgroupfs'],
+                          description="Must match the kubelet's cgroup driver (kubeadm's default is systemd)."),
+    'admission_image': dict(type=str, default='',
+                            description=('gpu-admission image built from tkestack/gpu-admission 47d56ae99ef7f24f2c9c4d33d17567e2e52f3ba2 (upstream '
+                                         'publishes none).',
+                                         'Required to deploy.')),
+    'admission_registration': dict(type=str, default='host-network', choices=list(REGISTRATIONS),
+                                   description=("V(host-network) - a DaemonSet on every control-plane node on the host network, URL "
+                                                "C(http://127.0.0.1:3456/scheduler) (upstream's).",
+                                                'V(cluster-ip) - a Deployment and a Service with the fixed address C(admission_cluster_ip).')),
+    'admission_cluster_ip': dict(type=str, default='',
+                                 description='With V(cluster-ip), a free IPv4 address in the Service CIDR (kube-scheduler cannot resolve Service names).'),
+    'admission_port': dict(type=int, default=ADMISSION_PORT, min=1, max=65535, description='Port gpu-admission listens on.'),
+    'admission_log_level': dict(type=int, default=4, min=0, max=10, description='gpu-admission --v.'),
 }
 _IPV4 = re.compile(r'^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$')
 

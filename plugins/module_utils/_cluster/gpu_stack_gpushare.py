@@ -56,20 +56,39 @@ BUILD_HINT = ('build both from those commits or later (git clone the repository,
 REGISTRATIONS = ('node-port', 'host-network', 'cluster-ip')
 
 GPUSHARE_SCHEMA = {
-    'extender_image': dict(type=str, default=''),
-    'device_plugin_image': dict(type=str, default=''),
-    'accept_known_bad_images': dict(type=bool, default=False),
-    'registration': dict(type=str, default='node-port', choices=list(REGISTRATIONS)),
-    'extender_cluster_ip': dict(type=str, default=''),
+    'extender_image': dict(type=str, default='',
+                           description=('Scheduler extender image, built from upstream commit 4e418f19fa9c9d1f792705d98e672e532372b6cc or later.',
+                                        "Required unless O(gpu_sharing_stack_gpushare.accept_known_bad_images); upstream's published "
+                                        "C(k8s-gpushare-schd-extender:1.11-d170d8a) fails bind (HTTP 500) for pods with newer fields "
+                                        "(enableServiceLinks=false as Knative/KServe set it) and is refused.")),
+    'device_plugin_image': dict(type=str, default='',
+                                description=('Device plugin image, built from upstream commit dcd90b4c58123a28b9140a561f1791c4c26e1762 or later.',
+                                             "Required unless O(gpu_sharing_stack_gpushare.accept_known_bad_images); upstream's published "
+                                             "C(k8s-gpushare-plugin:v2-1.11-aff8a23) predates that fix and is refused.")),
+    'accept_known_bad_images': dict(type=bool, default=False,
+                                    description="Deploy upstream's known-bad images (when the images above are empty or name them) anyway, with a warning."),
+    'registration': dict(type=str, default='node-port', choices=list(REGISTRATIONS),
+                         description=('How kube-scheduler reaches the extender (the module returns the URL as C(extender_url)).',
+                                      "V(node-port) is upstream's C(http://127.0.0.1:32766/gpushare-scheduler), answered only by kube-proxy in iptables "
+                                      "mode.",
+                                      'V(host-network) runs the extender as a DaemonSet on every control-plane node and uses '
+                                      'C(http://127.0.0.1:12345/gpushare-scheduler).',
+                                      'V(cluster-ip) gives the Service the fixed address O(gpu_sharing_stack_gpushare.extender_cluster_ip).')),
+    'extender_cluster_ip': dict(type=str, default='',
+                                description='Free IPv4 address inside the Service CIDR for O(gpu_sharing_stack_gpushare.registration=cluster-ip).'),
     # kube-proxy's mode ('' when unknown), or the kube-proxy ConfigMap's config.conf as the role reads it
-    'kube_proxy_mode': dict(type=str, default=''),
-    'kube_proxy_config': dict(type=str, default=''),
-    'memory_unit': dict(type=str, default='GiB', choices=['GiB', 'MiB']),
-    'extender_host_network': dict(type=bool, default=True),
-    'extender_node_port': dict(type=int, default=NODE_PORT, min=30000, max=32767),
-    'extender_port': dict(type=int, default=EXTENDER_PORT, min=1, max=65535),
-    'extender_node_affinity': dict(type=bool, default=True),
-    'log_level': dict(type=str, default='info', choices=['debug', 'info', 'warn', 'error']),
+    'kube_proxy_mode': dict(type=str, default='',
+                            description=("kube-proxy's mode; empty to read it from the kube-proxy ConfigMap (kubeadm). With V(ipvs) or V(nftables) "
+                                         "O(gpu_sharing_stack_gpushare.registration=node-port) is refused.",)),
+    # internal: not a role option, the render fills it from the cluster's kube-proxy ConfigMap (gpu_stack_live)
+    'kube_proxy_config': dict(type=str, default='', internal=True),
+    'memory_unit': dict(type=str, default='GiB', choices=['GiB', 'MiB'],
+                        description="Unit of C(aliyun.com/gpu-mem); MiB overflows the kubelet's gRPC limit on large GPUs."),
+    'extender_host_network': dict(type=bool, default=True, description='Run the extender on the host network (reachable at 127.0.0.1 from kube-scheduler).'),
+    'extender_node_port': dict(type=int, default=NODE_PORT, min=30000, max=32767, description='NodePort of the extender Service.'),
+    'extender_port': dict(type=int, default=EXTENDER_PORT, min=1, max=65535, description='Port the extender listens on.'),
+    'extender_node_affinity': dict(type=bool, default=True, description='Place the extender on a control-plane node (kubeadm, old kubeadm, RKE labels).'),
+    'log_level': dict(type=str, default='info', choices=['debug', 'info', 'warn', 'error'], description='Extender log level.'),
 }
 
 # kubelet's default gRPC max receive message size is 4 MiB; each fake device the plugin advertises costs

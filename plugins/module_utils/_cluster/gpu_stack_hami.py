@@ -77,22 +77,29 @@ DEVICE_PLUGIN_RULES = [
 VGPU_INIT = '/k8s-vgpu/bin/vgpu-init.sh /usr/local/vgpu/'
 
 HAMI_SCHEMA = {
-    'image': dict(type=str, default=HAMI_IMAGE),
-    'kube_scheduler_image': dict(type=str, default=''),
-    'scheduler_name': dict(type=str, default=SCHEDULER),
-    'device_split_count': dict(type=int, default=10, min=1, max=100),
-    'device_memory_scaling': dict(type=float, default=1.0, min=0.1, max=10.0),
-    'device_core_scaling': dict(type=float, default=1.0, min=0.1, max=10.0),
-    'default_memory': dict(type=int, default=0, min=0),
-    'default_cores': dict(type=int, default=0, min=0, max=100),
-    'disable_core_limit': dict(type=bool, default=False),
-    'node_scheduler_policy': dict(type=str, default='binpack', choices=['binpack', 'spread']),
-    'gpu_scheduler_policy': dict(type=str, default='spread', choices=['binpack', 'spread']),
-    'webhook_tls_secret': dict(type=str, default=''),
-    'webhook_ca_bundle': dict(type=str, default=''),
-    'scheduler_port': dict(type=int, default=9443, min=1, max=65535),
-    'kube_version': dict(type=str, default=''),
-    'extra_device_config': dict(type=dict, default={}),
+    'image': dict(type=str, default=HAMI_IMAGE, description='HAMi image (images before v2.5.0 get no postStart hook, they lack vgpu-init.sh).'),
+    'kube_scheduler_image': dict(type=str, default='',
+                                 description="kube-scheduler image; empty for C(registry.k8s.io/kube-scheduler) at the cluster's own version, as HAMi's "
+                                             "chart does."),
+    'scheduler_name': dict(type=str, default=SCHEDULER, description='Scheduler name.'),
+    'device_split_count': dict(type=int, default=10, min=1, max=100, description='Tasks per GPU (deviceSplitCount).'),
+    'device_memory_scaling': dict(type=float, default=1.0, min=0.1, max=10.0, description='deviceMemoryScaling (above 1 oversubscribes memory).'),
+    'device_core_scaling': dict(type=float, default=1.0, min=0.1, max=10.0, description='deviceCoreScaling.'),
+    'default_memory': dict(type=int, default=0, min=0, description='Default GPU memory (MiB) of a task (defaultMemory); 0 means all.'),
+    'default_cores': dict(type=int, default=0, min=0, max=100, description='Default percentage of GPU cores of a task.'),
+    'disable_core_limit': dict(type=bool, default=False, description='Disable the core limit.'),
+    'node_scheduler_policy': dict(type=str, default='binpack', choices=['binpack', 'spread'], description='Node scheduling policy.'),
+    'gpu_scheduler_policy': dict(type=str, default='spread', choices=['binpack', 'spread'], description='GPU scheduling policy.'),
+    'webhook_tls_secret': dict(type=str, default='',
+                               description='kubernetes.io/tls Secret for the webhook (must exist); with O(gpu_sharing_stack_hami.webhook_ca_bundle) '
+                                           'installs the webhook.'),
+    'webhook_ca_bundle': dict(type=str, default='', description='Base64 PEM of the CA that signed the webhook certificate.'),
+    'scheduler_port': dict(type=int, default=9443, min=1, max=65535, description='Port of the HAMi extender.'),
+    'kube_version': dict(type=str, default='',
+                         description=("The cluster's Kubernetes version (v1.24 to v1.37); empty to read it from the API server.",
+                                      'Selects the KubeSchedulerConfiguration API version and the kube-scheduler image tag.')),
+    'extra_device_config': dict(type=dict, default={},
+                                description="More keys of HAMi's NVIDIA device configuration (e.g. gpuCorePolicy); keys HAMi does not read are refused."),
 }
 
 

@@ -50,39 +50,66 @@ MAX_RESOURCE_NAME = 63
 _DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 
 NVIDIA_SCHEMA = {
-    'image': dict(type=str, default=DEVICE_PLUGIN_IMAGE),
-    'fail_on_init_error': dict(type=bool, default=True),
+    'image': dict(type=str, default=DEVICE_PLUGIN_IMAGE, description='Device plugin image (pinned).'),
+    'fail_on_init_error': dict(type=bool, default=True, description='C(flags.failOnInitError).'),
     'device_list_strategy': dict(type=str, default='envvar',
-                                 choices=['envvar', 'volume-mounts', 'cdi-annotations', 'cdi-cri']),
-    'pass_device_specs': dict(type=bool, default=False),
-    'priority_class_name': dict(type=str, default='system-node-critical'),
-    'runtime_class_name': dict(type=str, default='nvidia'),
-    'runtime_class_create': dict(type=bool, default=True),
-    'driver_root': dict(type=str, default='/'),
-    'assume_cdi_spec_ready': dict(type=bool, default=False),
-    'extra_configs': dict(type=dict, default={}),
-    'node_configs': dict(type=dict, default={}),
+                                 choices=['envvar', 'volume-mounts', 'cdi-annotations', 'cdi-cri'],
+                                 description=('C(flags.plugin.deviceListStrategy).',
+                                              "V(volume-mounts) adds CAP_SYS_ADMIN to the plugin container, as upstream's chart does; the runtime must "
+                                              "accept device lists as volume mounts (C(accept-nvidia-visible-devices-as-volume-mounts)).",
+                                              "V(cdi-annotations) and V(cdi-cri) mount the host's driver root (O(gpu_sharing_stack_nvidia.driver_root)) "
+                                              "read-only at C(/driver-root) and are refused unless every node of the pool reports "
+                                              "C(nvidia_container_runtime_cdi_spec_ready=true) (role nvidia_container_runtime with CDI enabled) or "
+                                              "O(gpu_sharing_stack_nvidia.assume_cdi_spec_ready) is true.")),
+    'pass_device_specs': dict(type=bool, default=False,
+                              description="C(flags.plugin.passDeviceSpecs); runs the plugin container privileged, as upstream's chart does for it."),
+    'priority_class_name': dict(type=str, default='system-node-critical', description='Priority class of the device plugin pods.'),
+    'runtime_class_name': dict(type=str, default='nvidia',
+                               description=('RuntimeClass every NVIDIA device plugin, MPS control daemon and MIG manager pod names (C(runtimeClassName)), '
+                                            'so they run with the nvidia runtime on nodes where it is not the default.',
+                                            "Empty omits C(runtimeClassName); then nvidia must be the node's default runtime "
+                                            "(C(nvidia_container_runtime_set_as_default=true)).")),
+    'runtime_class_create': dict(type=bool, default=True,
+                                 description=('Create the RuntimeClass (handler C(nvidia)) when the cluster has none of that name. One that exists is used '
+                                              'as it is and never changed; the one created here goes when the last NVIDIA pool is removed.',)),
+    'driver_root': dict(type=str, default='/',
+                        description='Host path of the NVIDIA driver installation (C(NVIDIA_DRIVER_ROOT)); used by the CDI strategies.'),
+    'assume_cdi_spec_ready': dict(type=bool, default=False, description='Skip the check that every node reports a CDI specification (CDI strategies only).'),
+    'extra_configs': dict(type=dict, default={},
+                          description=("More named device plugin configurations (version v1) in the pool's ConfigMap.",
+                                       'Each is checked as the device plugin checks it at start (MIG, list and id strategies, sharing resources, names, '
+                                       'replicas of at least 2); C(sharing.mps) only in a pool of strategy C(mps), and not with C(migStrategy) mixed.')),
+    'node_configs': dict(type=dict, default={}, description='Per node, the configuration name its C(nvidia.com/device-plugin.config) label selects.'),
 }
 TIME_SLICING_SCHEMA = {
-    'replicas': dict(type=int, default=4, min=2),
-    'rename_by_default': dict(type=bool, default=False),
-    'fail_requests_greater_than_one': dict(type=bool, default=True),
-    'resource_name': dict(type=str, default='nvidia.com/gpu'),
+    'replicas': dict(type=int, default=4, min=2, description='Replicas per GPU (at least 2).'),
+    'rename_by_default': dict(type=bool, default=False, description='Advertise C(<resource>.shared) instead of the resource name.'),
+    'fail_requests_greater_than_one': dict(type=bool, default=True, description='Refuse requests of more than one shared GPU.'),
+    'resource_name': dict(type=str, default='nvidia.com/gpu',
+                          description=('Resource to share, C(nvidia.com/) followed by lower-case letters, digits, C(-) and C(.) (63 characters in all); '
+                                       'the device plugin refuses other names.',)),
 }
 MPS_SCHEMA = {
-    'replicas': dict(type=int, default=4, min=2),
-    'rename_by_default': dict(type=bool, default=False),
-    'fail_requests_greater_than_one': dict(type=bool, default=True),
-    'resource_name': dict(type=str, default='nvidia.com/gpu'),
-    'mps_root': dict(type=str, default='/run/nvidia/mps'),
+    'replicas': dict(type=int, default=4, min=2, description="MPS clients per GPU (2 to the facts' C(max_clients))."),
+    'rename_by_default': dict(type=bool, default=False, description='Advertise C(<resource>.shared).'),
+    'fail_requests_greater_than_one': dict(type=bool, default=True,
+                                           description=('Refuse requests of more than one shared GPU (C(sharing.mps.failRequestsGreaterThanOne)).',
+                                                        'V(false) needs device plugin v0.20.0 or newer (older releases force it on for MPS) and is refused '
+                                                        'with an older O(gpu_sharing_stack_nvidia.image).')),
+    'resource_name': dict(type=str, default='nvidia.com/gpu',
+                          description=('Resource to share, C(nvidia.com/) followed by lower-case letters, digits, C(-) and C(.) (63 characters in all); '
+                                       'the device plugin refuses other names.',)),
+    'mps_root': dict(type=str, default='/run/nvidia/mps', description='Host directory of the MPS pipes and shared memory.'),
 }
 MIG_SCHEMA = {
-    'strategy': dict(type=str, default='single', choices=['single', 'mixed']),
-    'config_name': dict(type=str, default=''),
-    'devices': dict(type=dict, default={}),
-    'manager': dict(type=bool, default=True),
-    'manager_image': dict(type=str, default=MIG_MANAGER_IMAGE),
-    'with_reboot': dict(type=bool, default=False),
+    'strategy': dict(type=str, default='single', choices=['single', 'mixed'], description='Device plugin MIG strategy.'),
+    'config_name': dict(type=str, default='',
+                        description='mig-parted configuration name (the C(nvidia.com/mig.config) label); derived from O(gpu_sharing_stack_mig.devices) '
+                                    'when empty.'),
+    'devices': dict(type=dict, default={}, description='MIG profile -> count per GPU, for example C(1g.10gb: 7); one profile for V(single).'),
+    'manager': dict(type=bool, default=True, description="Deploy NVIDIA's MIG manager to apply the geometry."),
+    'manager_image': dict(type=str, default=MIG_MANAGER_IMAGE, description='MIG manager image.'),
+    'with_reboot': dict(type=bool, default=False, description='Let the MIG manager reboot nodes when a MIG mode change needs it.'),
 }
 
 

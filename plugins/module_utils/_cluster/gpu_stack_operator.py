@@ -6,11 +6,10 @@
 import json
 import os
 import re
-import tarfile
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
-    StackError, check_name, validate_settings,
+    CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
@@ -106,56 +105,37 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
 
 GPU_OPERATOR_SCHEMA = {
-    'chart_path': dict(type=str, default=''),
-    'chart_version': dict(type=str, default=''),
-    'release_name': dict(type=str, default='gpu-operator'),
-    'namespace': dict(type=str, default='gpu-operator'),
-    'driver_enabled': dict(type=bool, default=False),
-    'toolkit_enabled': dict(type=bool, default=False),
-    'sharing': dict(type=str, default='none', choices=['none', 'time-slicing', 'mps']),
-    'replicas': dict(type=int, default=4, min=2),
-    'rename_by_default': dict(type=bool, default=False),
-    'fail_requests_greater_than_one': dict(type=bool, default=True),
-    'mig_strategy': dict(type=str, default='none', choices=['none', 'single', 'mixed']),
-    'mig_manager': dict(type=bool, default=False),
-    'mig_config': dict(type=str, default='all-disabled'),
-    'default_runtime': dict(type=str, default=None, choices=['containerd', 'docker', 'crio']),
-    'nfd_enabled': dict(type=bool, default=True),
-    'cdi_enabled': dict(type=bool, default=None),
+    'chart_path': dict(type=str, default='', description='Local chart (.tgz or directory) on the controller; required for this strategy.'),
+    'chart_version': dict(type=str, default='',
+                          description=("Chart release (v24.9.x, v25.3.x, v25.10.x, v26.3.x, v26.7.x); empty to read the chart's Chart.yaml (or the version "
+                                       "in the file name). Values are emitted per release.",)),
+    'release_name': dict(type=str, default='gpu-operator', description='Helm release name.'),
+    'namespace': dict(type=str, default='gpu-operator', description='Release namespace.'),
+    'driver_enabled': dict(type=bool, default=False, description='Let the operator install the driver (false when role nvidia_driver installed it).'),
+    'toolkit_enabled': dict(type=bool, default=False, description='Let the operator install the container toolkit.'),
+    'sharing': dict(type=str, default='none', choices=['none', 'time-slicing', 'mps'], description='Device plugin sharing.'),
+    'replicas': dict(type=int, default=4, min=2, description='Replicas per GPU for time-slicing/MPS.'),
+    'rename_by_default': dict(type=bool, default=False, description='renameByDefault.'),
+    'fail_requests_greater_than_one': dict(type=bool, default=True, description='failRequestsGreaterThanOne.'),
+    'mig_strategy': dict(type=str, default='none', choices=['none', 'single', 'mixed'], description='MIG strategy.'),
+    'mig_manager': dict(type=bool, default=False, description="Enable the operator's MIG manager."),
+    'mig_config': dict(type=str, default='all-disabled', description="C(nvidia.com/mig.config) label value for the pool's nodes."),
+    'default_runtime': dict(type=str, default=None, choices=['containerd', 'docker', 'crio'],
+                            description='Container runtime (operator.defaultRuntime); only chart v24.9 reads it, newer charts refuse it.'),
+    'nfd_enabled': dict(type=bool, default=True, description='Deploy node-feature-discovery.'),
+    'cdi_enabled': dict(type=bool, default=None, description="Set cdi.enabled; unset keeps the chart's default (false up to v25.3, true from v25.10)."),
 }
 
-_VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
 # Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
 # (0.0.0-git-<sha>); NVIDIA/gpu-operator deployments/gpu-operator/Chart.yaml and .github/workflows at v26.7.0
 _UNRELEASED = re.compile(r'^(v?1\.0\.0-devel|v?0\.0\.0-git-.*)$')
-
-
-def _chart_yaml_version(path):
-    """version: of the chart's Chart.yaml (a .tgz or an unpacked directory), or None when it cannot be read."""
-    text = None
-    try:
-        if os.path.isdir(path):
-            with open(os.path.join(path, 'Chart.yaml')) as f:
-                text = f.read()
-        elif os.path.isfile(path) and tarfile.is_tarfile(path):
-            with tarfile.open(path) as tar:
-                for member in tar.getmembers():
-                    if member.name.count('/') == 1 and member.name.endswith('/Chart.yaml'):
-                        text = tar.extractfile(member).read().decode('utf-8')
-                        break
-    except (IOError, OSError, tarfile.TarError):
-        return None
-    if text is None:
-        return None
-    m = re.search(r'^version:\s*["\']?([^"\'\s]+)', text, re.M)
-    return m.group(1) if m else None
 
 
 def chart_release(go, var):
     """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
     text = go['chart_version']
     if not text:
-        text = _chart_yaml_version(go['chart_path'])
+        text = chart_yaml_version(go['chart_path'])
         if text and _UNRELEASED.match(text):
             # the source tree's Chart.yaml says v1.0.0-devel at every tag; release packaging sets the version
             # (helm package --version <tag>), development builds 0.0.0-git-<sha>: neither names a release
@@ -165,17 +145,9 @@ def chart_release(go, var):
                              '(helm pull nvidia/gpu-operator --version %s)'
                              % (var, go['chart_path'], text, CURRENT_CHART, var, CURRENT_CHART))
     if not text:
-        m = _VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
+        m = CHART_VERSION.search(os.path.basename(go['chart_path'].rstrip('/')))
         text = m.group(0) if m else ''
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        raise StackError('%s: the gpu-operator chart version is unknown: set %s.chart_version (e.g. %s) or point '
-                         '%s.chart_path at the chart (its Chart.yaml is read)' % (var, var, CURRENT_CHART, var))
-    key = (int(m.group(1)), int(m.group(2)))
-    if key not in CHARTS:
-        raise StackError('%s: gpu-operator chart %s is not one this collection renders values for; known releases: %s'
-                         % (var, text, ', '.join('v%d.%d.x' % k for k in sorted(CHARTS))))
-    return key, 'v%s.%s.%s' % m.groups()
+    return chart_family(text, CHARTS, var, 'gpu-operator', CURRENT_CHART)
 
 
 def leaf_paths(values, prefix=''):

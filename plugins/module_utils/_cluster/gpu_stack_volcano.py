@@ -39,17 +39,27 @@ RESTART_ANNOTATION = 'gpuops.io/vgpu-device-config-checksum'
 CONF_KEY = 'volcano-scheduler.conf'
 
 VOLCANO_SCHEMA = {
-    'version': dict(type=str, default=pins.ref('volcano')),
-    'mode': dict(type=str, default='vgpu', choices=['gpu-share', 'vgpu']),
-    'device_split_count': dict(type=int, default=10, min=1, max=100),
-    'namespace': dict(type=str, default='volcano-system'),
-    'device_plugin_image': dict(type=str, default=''),
-    'existing_conf': dict(type=str, default=''),
+    'version': dict(type=str, default=pins.ref('volcano'),
+                    description='Installed Volcano version; up to 1.8.2 predicate.GPUSharingEnable, after it the deviceshare plugin.'),
+    'mode': dict(type=str, default='vgpu', choices=['gpu-share', 'vgpu'],
+                 description=("V(vgpu) (deviceshare.VGPUEnable, HAMi's volcano-vgpu-device-plugin, Volcano >= 1.9) or V(gpu-share) (volcano.sh/gpu-memory, "
+                              "deprecated upstream since Volcano 1.9).",)),
+    'device_split_count': dict(type=int, default=10, min=1, max=100, description='Tasks per GPU of the vGPU device plugin (deviceSplitCount).'),
+    'namespace': dict(type=str, default='volcano-system', description="Namespace of Volcano's scheduler ConfigMap."),
+    'device_plugin_image': dict(type=str, default='', description='Device plugin image; empty for the default of the mode.'),
+    'existing_conf': dict(type=str, default='', description='Scheduler configuration to merge into; the role reads the live one when empty.'),
     # the cluster's Kubernetes version (the role reads it from the API server); '' skips the compatibility check
-    'kube_version': dict(type=str, default=''),
-    'accept_untested_kubernetes': dict(type=bool, default=False),
-    'scheduler_deployment': dict(type=str, default='volcano-scheduler'),
-    'accept_known_bad_images': dict(type=bool, default=False),
+    'kube_version': dict(type=str, default='',
+                         description=("The cluster's Kubernetes version; the role reads it from the API server when empty. Checked against Volcano's "
+                                      "compatibility table (Volcano 1.15 - Kubernetes 1.23 to 1.35).",)),
+    'accept_untested_kubernetes': dict(type=bool, default=False,
+                                       description="Deploy on a Kubernetes minor that the Volcano release's compatibility table does not list (warns)."),
+    'scheduler_deployment': dict(type=str, default='volcano-scheduler',
+                                 description=("Volcano's scheduler Deployment (in O(gpu_sharing_stack_volcano.namespace)), restarted when the vGPU device "
+                                              "config changes (it reads it once per process); patched only if it exists.",)),
+    'accept_known_bad_images': dict(type=bool, default=False,
+                                    description=('Deploy mode V(gpu-share) with volcano-device-plugin V(v1.0.0) anyway (warns). It updates pods with a '
+                                                 'Kubernetes 1.18 client at Allocate and fails for pods with newer fields (seccompProfile).',)),
 }
 # volcano-device-plugin v1.0.0 (the last gpu-share release) vendors the Kubernetes 1.18 client (go.mod: k8s.io/api,
 # client-go v0.18.2) and at Allocate reads and Updates the pod with it (pkg/plugin/nvidia/utils.go): fields newer

@@ -193,6 +193,19 @@ def mig_config_name(devices, config_name=''):
     return 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted((devices or {}).items()))
 
 
+def resource_prefixes():
+    """The name prefixes that make a pod a GPU pod (the drain's default, gpu_sharing_drain): every resource and prefix
+    of every strategy, in model order, less a name that another one already starts (nvidia.com/gpu covers
+    nvidia.com/gpu.shared and HAMi's nvidia.com/gpumem; gpushare's prefix aliyun.com/gpu its two resources). Read from
+    the registry when called, so a strategy added to the model reaches the drain without a second list."""
+    names = []
+    for stack in _STACKS.values():
+        for name in tuple(r[0] for r in stack['resources']) + stack['prefixes']:
+            if name not in names:
+                names.append(name)
+    return tuple(n for n in names if not any(o != n and n.startswith(o) for o in names))
+
+
 def family(name):
     """Accounting family of a strategy."""
     return _MODEL[name]['family']

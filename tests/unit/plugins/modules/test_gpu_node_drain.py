@@ -1,13 +1,17 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gpu_node_drain module's main(): option checks, the options reaching the drain, failures with pods_left."""
+import re
+
 import pytest
+import yaml
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.module_utils._cluster.test_gpu_sharing_drain import (
     FakeCore, node, pod)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_drain
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 
 MARK = {'annotation': 'gpuops.io/driver-upgrade', 'value': '580.105.08'}
 
@@ -74,3 +78,27 @@ def test_UPG_08_module_restores_a_resumed_node_without_uncordon_key(run):
     res = run({'name': 'n1', 'state': 'restored', 'restore': {'mark': 'gpuops.io/driver-upgrade'}}, core)
     assert not res['failed'] and res['actions'] == ['uncordon node n1', 'unmark node n1: gpuops.io/driver-upgrade']
     assert core.nodes['n1']['metadata']['annotations'] == {}
+
+
+def test_gpu_resources_unset_are_the_strategy_models(run, monkeypatch):
+    """Without gpu_resources the module drains by the strategy model's resources (read when it runs); its
+    documentation names the same prefixes."""
+    seen = []
+    real = gpu_node_drain.drain.Drainer.drain
+
+    def spy(self, name, mode, prefixes, *args, **kwargs):
+        seen.append(tuple(prefixes))
+        return real(self, name, mode, prefixes, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_node_drain.drain.Drainer, 'drain', spy)
+    core = FakeCore(node(), [pod('train', owner='ReplicaSet', gpu='volcano.sh/gpu-memory'),
+                             pod('web', owner='ReplicaSet')])
+    res = run({'name': 'n1', 'pause_gpu_clients': False, 'timeout': 0}, core)
+    assert not res['failed'] and res['evicted'] == ['default/train'], res
+    assert seen == [gpu_strategy.resource_prefixes()]
+    res = run({'name': 'n1', 'pause_gpu_clients': False, 'timeout': 0, 'gpu_resources': ['nvidia.com/']},
+              FakeCore(node(), [pod('train', owner='ReplicaSet', gpu='volcano.sh/gpu-memory')]))
+    assert res['evicted'] == [] and seen[-1] == ('nvidia.com/',)
+    doc = yaml.safe_load(gpu_node_drain.DOCUMENTATION)['options']['gpu_resources']
+    assert 'default' not in doc
+    assert re.findall(r'C\(([^)]+)\)', doc['description'][1]) == list(gpu_strategy.resource_prefixes())

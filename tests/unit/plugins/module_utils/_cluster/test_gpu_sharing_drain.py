@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
 
 DP = 'nvidia.com/gpu.deploy.device-plugin'
@@ -479,3 +480,31 @@ def test_pause_gpu_clients_false_leaves_the_deploy_labels_alone():
     res = drainer(core).drain('n1', 'gpu', drain.DEFAULT_GPU_RESOURCES, 10, 1, pause_gpu_clients=False)
     assert res['paused'] == {} and res['restore'] == {'uncordon': True, 'labels': {}}
     assert not [c for c in core.calls if c[0] == 'patch' and 'labels' in c[2].get('metadata', {})]
+
+
+def test_the_default_gpu_resources_are_the_strategy_models():
+    """The drain's default is derived from the strategy registry, not a list of its own: every resource of every
+    strategy makes a pod a GPU pod, and so does a Volcano gpu-share pod (volcano.sh/gpu-memory, which the former
+    hand-written list volcano.sh/vgpu missed)."""
+    assert drain.DEFAULT_GPU_RESOURCES == gs.resource_prefixes() == drain.default_gpu_resources()
+    assert drain.DEFAULT_GPU_RESOURCES == ('nvidia.com/gpu', 'nvidia.com/mig-', 'aliyun.com/gpu', 'volcano.sh/',
+                                           'tencent.com/vcuda')
+    for name in gs.STRATEGIES:
+        for res, dummy, dummy in gs.stack_info(name)['resources']:
+            evict = drain.select_pods([pod('p', gpu=res + ('1g.10gb' if res.endswith('-') else ''), owner='ReplicaSet')],
+                                      'gpu', drain.default_gpu_resources())[0]
+            assert [drain.pod_name(p) for p in evict] == ['default/p'], (name, res)
+    assert drain.select_pods([pod('p', gpu='example.com/fpga', owner='ReplicaSet')], 'gpu',
+                             drain.default_gpu_resources())[0] == []
+
+
+def test_a_new_strategy_reaches_the_drain_without_editing_it(monkeypatch):
+    """A strategy registered in the model (gpu_strategy's own _entry, on a copy of the registry) makes its resource a
+    GPU resource of the drain: the drain's default is read from the registry."""
+    fpga = pod('fpga', gpu='example.com/fpga-mem', owner='ReplicaSet')
+    assert drain.select_pods([fpga], 'gpu', drain.default_gpu_resources())[0] == []
+    monkeypatch.setattr(gs, '_STACKS', dict(gs._STACKS))
+    gs._entry('fpga-share', gs._props('FPGA share', 'fpga-mem', (('example.com/fpga-mem', 'FPGA memory', 'MiB'),),
+                                      'fpga', ('fpga',)))
+    assert 'example.com/fpga-mem' in drain.default_gpu_resources()
+    assert drain.select_pods([fpga], 'gpu', drain.default_gpu_resources())[0] == [fpga]
