@@ -51,7 +51,7 @@ def load_model():
                           stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
     sys.path.insert(0, path)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
     return gpu_strategy, gpu_stack_render
 
 

@@ -51,7 +51,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_live import queries
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_live import queries
 
 
 def stack_live_queries(strategy, state='present', settings=None, namespace='kube-system'):

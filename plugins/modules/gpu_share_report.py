@@ -295,10 +295,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_model as model
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_render as render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as model
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_render as render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 

@@ -143,8 +143,8 @@ warnings_list:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.k8s_converger import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import (
     Converger, ConvergeError, converge, validate_definitions)
 
 

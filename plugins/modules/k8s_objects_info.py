@@ -114,9 +114,9 @@ version:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
 
 # CoreV1Api and friends as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
 k8s_client = k8s_rest.client_module(k8s_access.ApiClient)

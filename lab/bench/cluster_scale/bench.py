@@ -45,7 +45,8 @@ def converged_labels(n):
     """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster (the stacks' labels
     included), from the collection's own planner and renderer (the lab may import the collection; never the reverse)."""
     sys.path.insert(0, c.collections_path())
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
     inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
     groups, hostvars = {'gpu_nodes': []}, {}
     for g, body in inv.items():

@@ -14,7 +14,7 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes) and the file's last test
   removes it (state absent). The one place of a test session that installs that release (one per cluster).
 * Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (gpu_stack_dra.claim_templates, kinds gpu,
-  mig, time-slicing, mps; plugins/module_utils/_cluster/gpu_stack_dra.py): the real scheduler allocates them.
+  mig, time-slicing, mps; plugins/module_utils/_cluster/stacks/gpu_stack_dra.py): the real scheduler allocates them.
 
 Conformance: docs/conformance/dra-driver-nvidia-gpu-lab.md (rows DRAL-*; each test is named after its row).
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_real.py   (make test-kube KUBE_VERSION=1.34 too)
@@ -56,7 +56,7 @@ RELEASE_NS = "dra-driver-%s" % SUFFIX
 def _collection_dra():
     """The collection's gpu_stack_dra (plugins/module_utils/_cluster), imported from the lab's collections path."""
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
     return gpu_stack_dra
 
 

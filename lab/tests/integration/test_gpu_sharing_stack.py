@@ -172,7 +172,7 @@ def seq_task(mark):
 # --------------------------------------------------------------------------------------------------------------
 def test_schema_matrix_every_strategy():
     """Every rendered manifest of every strategy validates strictly against Kubernetes 1.24-1.37."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
     total = 0
     not_validated = []
     for strategy in STRATEGIES:

@@ -58,7 +58,7 @@ IGNORE = {"hami.io/webhook": "ignore"}   # HAMi's opt-out label (charts/hami/tem
 
 def render(kube, ca_b64, live_nodes=()):
     """The HAMi stack as the role renders it for a pool alone in the cluster (or beside ``live_nodes``)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
     return gpu_stack_render.render({
         "strategy": "hami", "pool": POOL, "nodes": ["hami-node-%s" % S], "facts": {"hami-node-%s" % S: T4},
         "settings": {"hami": {"webhook_tls_secret": "hami-tls-%s" % S, "webhook_ca_bundle": ca_b64,

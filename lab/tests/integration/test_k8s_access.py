@@ -124,7 +124,7 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
     import sys
     sys.path.insert(0, collections_path)
     from kubernetes import client
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_read, k8s_rest
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read, k8s_rest
 
     class Recorder(object):
         def __init__(self):

@@ -34,7 +34,7 @@ SUFFIX = '%d' % os.getpid()
 
 def _collection():
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra, gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra, gpu_stack_render
     return gpu_stack_render, gpu_stack_dra
 
 
@@ -299,7 +299,7 @@ def first_difference(want, have, path=''):
 def _converger(kube_real, user_kubeconfig):
     from kubernetes import client, config, dynamic
     render, dra = _collection()
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_converger
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_converger
     conf = client.Configuration()
     config.load_kube_config(config_file=user_kubeconfig, client_configuration=conf)
     dyn = dynamic.DynamicClient(client.ApiClient(configuration=conf))
@@ -394,7 +394,7 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
         tpl = dev.get(dev.resources.get(api_version='resource.k8s.io/v1', kind='ResourceClaimTemplate'), name='mps',
                       namespace=claims_ns).to_dict()
         sent = [o for o in ours_objs if o['metadata']['name'] == 'mps' and o['kind'] == 'ResourceClaimTemplate'][0]
-        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.k8s_converger import is_subset
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import is_subset
         assert is_subset(sent['spec'], tpl['spec']), tpl['spec']
     finally:
         apply(made, 'absent')

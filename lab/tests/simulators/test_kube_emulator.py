@@ -908,7 +908,7 @@ def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
     daemon's hostPID + shareProcessNamespace, issue 13 defect 1)."""
     sys.path.insert(0, str(ROOT / "lab" / "tests"))
     from test_gpu_sharing_stack import CASES, STRATEGIES  # noqa: E402 - one source of the per-strategy inputs
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
     by_kind = {(t.group, t.kind): t for t in emulator._builtin_types()}
     problems = {}
     for strategy in STRATEGIES:

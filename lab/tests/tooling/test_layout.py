@@ -22,13 +22,15 @@ ALLOWED_IMPORTS = {
 }
 
 # file (without .py) -> layer, from the tree: a flat or relative import names a file, whose layer is its package
-LAYER_OF = dict((p.stem, p.parent.name) for p in Path(ROOT, MU).glob('_*/*.py') if p.name != '__init__.py')
+# (a layer may group its files in sub-packages: _cluster/stacks, scheduler, report, kube)
+LAYER_OF = dict((p.stem, p.relative_to(Path(ROOT, MU)).parts[0]) for p in Path(ROOT, MU).glob('_*/**/*.py')
+                if p.name != '__init__.py')
 
 
 def layer_of_file(root, path):
-    """(layer, stem) of a module_utils file, from its layer package."""
+    """(layer, stem) of a module_utils file, from its layer package (or a sub-package of it, one level down)."""
     rel = Path(path).relative_to(Path(root) / MU)
-    assert len(rel.parts) == 2 and rel.parts[0] in LAYERS, '%s: module_utils has only the layer packages %s' % (
+    assert len(rel.parts) in (2, 3) and rel.parts[0] in LAYERS, '%s: module_utils has only the layer packages %s' % (
         rel, LAYERS)
     return rel.parts[0], rel.stem
 

@@ -18,7 +18,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
     foreign_resources,
 )
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_dra import release_conflicts
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import release_conflicts
 
 LAYER_GROUPS = ('all', 'ungrouped', 'esxi_gpu_vms', 'kube_control_plane', 'rke_controller')
 POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')

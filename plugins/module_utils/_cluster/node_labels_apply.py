@@ -10,7 +10,8 @@ CoreV1Api-like object, so the unit tests use a fake. Responses are read as raw J
 typed models of the kubernetes client refuse a Node whose status lacks fields they require.
 """
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
 
 MERGE_PATCH = 'application/merge-patch+json'
 

@@ -28,7 +28,7 @@ WHOLE_GPU = 'whole-gpu'
 #                      device plugin's MPS daemon manages what MPS needs; exclusive and MIG need nothing)
 #   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
 #   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
-#   stack:             its renderer: module plugins/module_utils/_cluster/gpu_stack_<stack>.py, whose render_stack (one
+#   stack:             its renderer: module plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py, whose render_stack (one
 #                      signature for every stack) gpu_stack_render.STACKS dispatches to
 #   settings:          the keys of its settings (gpu_stack_manifests' settings, role gpu_sharing_stack's variables
 #                      gpu_sharing_stack_<key>); each key's schema is the renderer's SETTINGS[key]
@@ -161,7 +161,7 @@ def strategy(name):
 
 
 def stack_info(name):
-    """The stack of a strategy: its renderer ('stack', plugins/module_utils/_cluster/gpu_stack_<stack>.py), its
+    """The stack of a strategy: its renderer ('stack', plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py), its
     settings keys and its resources as (name, description, unit). KeyError for an unknown name."""
     return _STACKS[name]
 

@@ -11,7 +11,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.gpuops.k8s_gpu.plugins.action import gpu_stack_manifests as action
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_stack_manifests as module
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
 
 NAME = 'gpuops.k8s_gpu.gpu_stack_manifests'

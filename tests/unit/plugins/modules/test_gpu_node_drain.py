@@ -10,7 +10,7 @@ from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.module_utils._cluster.test_gpu_sharing_drain import (
     FakeCore, node, pod)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_drain
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 
 MARK = {'annotation': 'gpuops.io/driver-upgrade', 'value': '580.105.08'}

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_objects_info
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access, k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access, k8s_read
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_plan
 
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'scheduler')

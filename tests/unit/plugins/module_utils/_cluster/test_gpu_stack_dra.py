@@ -9,10 +9,10 @@ import tarfile
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_dra as dra
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_live as live
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra as dra
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live as live
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
     pool_host_vars, sharing_pools,
 )
@@ -248,7 +248,7 @@ def test_DRA_08_node_of_a_device_plugin_refused_even_with_mixed_accounting():
     with pytest.raises(StackError, match='n1 already runs strategy time-slicing'):
         render(live_nodes=labelled, allow_mixed_accounting=True)
     # ... and the DRA check refuses it on its own as well (node_state given directly)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import Ctx
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx
     state = {'n1': {'labels': labelled[0]['metadata']['labels'], 'allocatable': {}}}
     with pytest.raises(StackError, match=r'n1 is in pool p1 \(strategy time-slicing, a device plugin\)'):
         dra.check_device_plugin_nodes(Ctx('p1', 'kube-system', 'dra'), ['n1'], state, [])
@@ -394,7 +394,7 @@ def test_DRA_06_validation_workload_uses_a_claim():
 
 
 def test_DRA_06_validation_pod_with_a_shared_claim_and_scheduler():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import Ctx
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx
     ctx = Ctx('p1', 'kube-system', 'dra')
     [claim] = dra.claim_templates([{'name': 's', 'kind': 'gpu', 'shared': True}], 'ml')
     pod = dra.validation_pod(ctx, 'v', 'ml', 'img:1', claim, scheduler_name='other')
@@ -405,7 +405,7 @@ def test_DRA_06_validation_pod_with_a_shared_claim_and_scheduler():
 def test_DRA_01_every_value_path_is_documented():
     v = values(registry='r.example.com', pull=['a'], node_selector={'x': 'y'},
                settings={'feature_gates': {'MPSSupport': True}, 'log_verbosity': 2})
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_operator import leaf_paths
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import leaf_paths
     for p in leaf_paths(v):
         top = p if p in dra.DOCUMENTED_VALUE_KEYS else p.rsplit('.', 1)[0]
         assert any(top == k or top.startswith(k + '.') for k in dra.DOCUMENTED_VALUE_KEYS), p

@@ -3,9 +3,9 @@
 """What a stack reads before it renders (one k8s_objects_info run) and how the renderer takes the answers."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_live as L
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live as L
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 
 NODES = {'key': 'nodes', 'kind': 'Node'}

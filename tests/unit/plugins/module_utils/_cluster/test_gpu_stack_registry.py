@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_share_report_model as report
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as report
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as render
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))
 TYPES = {str: 'str', int: 'int', float: 'float', bool: 'bool', list: 'list', dict: 'dict'}

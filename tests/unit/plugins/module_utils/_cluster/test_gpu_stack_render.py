@@ -3,11 +3,11 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError, mirror_image
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_gpushare import known_bad_extender
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_operator import DOCUMENTED_VALUE_KEYS, leaf_paths
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_volcano import scheduler_conf
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError, mirror_image
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_gpushare import known_bad_extender
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import DOCUMENTED_VALUE_KEYS, leaf_paths
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_volcano import scheduler_conf
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}],
       'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'GPU(s) 0 are not MIG capable'}}}

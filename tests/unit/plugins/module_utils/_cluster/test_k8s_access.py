@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.doc_fragments.k8s_auth_options import ModuleDocFragment
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 
 # kubernetes.core's AUTH_ARG_SPEC (plugins/module_utils/args_common.py, tags 3.0.0 and 6.5.0), written down as facts:
 # name -> (type, aliases, no_log).  proxy_headers and persist_config are the two this collection does not offer.

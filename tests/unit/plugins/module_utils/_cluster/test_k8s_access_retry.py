@@ -5,7 +5,7 @@ the caller sees when it stops. Both generations of the kubernetes client's REST 
 for an error status, 37 and later return the response."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access as A
 
 try:
     from urllib3.exceptions import NewConnectionError, ProtocolError

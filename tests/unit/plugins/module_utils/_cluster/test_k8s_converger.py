@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""k8s_converge's engine (module_utils/_cluster/k8s_converger) on a fake DynamicClient: writes only when something differs."""
+"""k8s_converge's engine (module_utils/_cluster/kube/k8s_converger) on a fake DynamicClient: writes only when something differs."""
 import copy
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_converger as K
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_converger as K
 
 PARAMS = dict(field_manager='gpuops-k8s-gpu', hash_annotation='gpuops.io/desired-hash', labels_only_kinds=['Node'],
               delete_unmanaged=False, backup=True, backup_namespace=None)

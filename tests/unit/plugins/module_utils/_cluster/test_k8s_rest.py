@@ -10,7 +10,7 @@ the modules that use them).
 """
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_rest as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest as R
 
 
 class ApiError(Exception):

@@ -8,8 +8,8 @@ plan() reads through injectable functions (read, exists, sha256), so the unit te
 import hashlib
 import os
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_adapters as A
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_adapters as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text
 

@@ -8,7 +8,7 @@ import os
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
 

@@ -9,8 +9,8 @@ paginated list of each kind, whatever the number of nodes."""
 
 import json
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
 
 try:
     from kubernetes.client.rest import ApiException

@@ -20,7 +20,7 @@ import copy
 import posixpath
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube_scheduler_render import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import (
     SchedulerConfigError, api_for_version, parse_version)
 
 VOLUME_NAME = 'gpuops-scheduler-config'

@@ -11,7 +11,7 @@ kube_version, gpushare's kube_proxy_config), and refuses a HAMi webhook Secret t
 """
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
 
 VOLCANO_CONFIGMAP = 'volcano-scheduler-configmap'
 VOLCANO_CONF_KEY = 'volcano-scheduler.conf'
