@@ -344,7 +344,8 @@ def main():
     log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'virtualization')) else None
     # the GPU-instance profiles only matter to the mig strategy (elsewhere the catalogue answers the same)
     facts = gather(mig_profiles=p['strategy'] == 'mig', health=health,
-                   xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines)
+                   xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines,
+                   run=module.run_command)
     extra = gather_extra(module, facts, log_lines)
     extra.update(cluster_extra(module))
     findings = checks.diagnose(facts, extra, strategy=module.params['strategy'], checks=module.params['checks'])
