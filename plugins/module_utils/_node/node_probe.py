@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 
 NVIDIA_VENDOR = '0x10de'
@@ -261,13 +262,14 @@ def parse_containerd_version(text):
 
 
 def containerd_version(root='/', run=None):
-    """The version of the node's containerd (the first of its usual binaries that exists) as 'major.minor.patch', or
-    None when there is none, no ``run`` was given (nothing is executed without it) or the output is not understood.
+    """The version of the node's containerd as 'major.minor.patch', or None when there is none, no ``run`` was given
+    (nothing is executed without it) or the output is not understood. The binary is the containerd on PATH (on the
+    running system, root '/', as container_runtime_config finds it), else the first of its usual paths that exists.
     ``run(argv)`` returns (rc, stdout, stderr), as AnsibleModule.run_command does."""
     if run is None:
         return None
-    for rel in _RUNTIME_BINARIES['containerd']:
-        binary = _path(root, rel)
+    on_path = shutil.which('containerd') if (root or '/') == '/' else None
+    for binary in ([on_path] if on_path else []) + [_path(root, rel) for rel in _RUNTIME_BINARIES['containerd']]:
         if os.path.exists(binary):
             try:
                 rc, out, dummy = run([binary, '--version'])

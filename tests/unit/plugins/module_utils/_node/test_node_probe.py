@@ -193,3 +193,17 @@ def test_CTD_01_containerd_version_asked_only_with_a_runner(tmp_path):
     assert rt['containerd_version'] == '1.6.20' and calls == [[str(tmp_path / 'usr/bin/containerd'), '--version']]
     assert node_probe.node_facts(str(tmp_path), run=run)['container_runtimes']['containerd_version'] == '1.6.20'
     assert node_probe.container_runtimes(str(tmp_path), lambda argv: (1, '', 'boom'))['containerd_version'] is None
+
+
+def test_CTD_01_containerd_on_path_first_on_the_running_system(tmp_path, monkeypatch):
+    """On the running system (root /) the containerd on PATH is asked, as container_runtime_config asks it."""
+    _write(tmp_path, 'bin/containerd', '#!/bin/sh\n')
+    os.chmod(str(tmp_path / 'bin/containerd'), 0o755)
+    monkeypatch.setenv('PATH', str(tmp_path / 'bin'))
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, 'containerd github.com/containerd/containerd/v2 v2.3.4 \n', ''
+    assert node_probe.containerd_version('/', run) == '2.3.4'
+    assert calls == [[str(tmp_path / 'bin/containerd'), '--version']]
