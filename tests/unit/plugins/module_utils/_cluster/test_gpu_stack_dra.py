@@ -242,6 +242,13 @@ def test_CTD_01_dra_refuses_a_node_whose_containerd_has_no_cdi():
     assert render(nodes=('n1', 'n2', 'n3'), facts=facts)['helm']
 
 
+def test_CRIO_08_dra_message_for_a_runtime_with_cdi_on_by_default():
+    with pytest.raises(StackError, match=r"n1 set no nvidia_container_runtime_cdi .*assume_cdi_enabled: true if the "
+                                         r"runtime has CDI on \(containerd 2\.0\+ and CRI-O, from 1\.24 on without a "
+                                         r"switch, have it on by default\)"):
+        render(nodes=('n1',), cdi={})
+
+
 def test_DRA_07_pool_host_vars_reads_the_runtime_role_setting():
     hv = {'n1': {'nvidia_container_runtime_cdi': True}, 'n2': {'nvidia_container_runtime_cdi': False}, 'n3': {}}
     out = pool_host_vars(['n1', 'n2', 'n3', 'other'], hv)
