@@ -53,7 +53,7 @@ simulated_banner() {
  gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes node is touched
    * GPU nodes : Debian 12 systemd containers on this machine (community.docker.docker connection)
                  lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare),
-                 lab-h100 (1 x H100 80GB, dra pool: CDI on in its containerd; not an ESXi VM of the demo)
+                 lab-h100 (1 x H100 80GB, dra pool: upstream containerd 2.3.4 with CDI; not an ESXi VM of the demo)
    * GPUs      : the lab's NVML simulator (a C libnvidia-ml.so.1 built from NVIDIA's nvml.h); a GPU reset for
                  MIG is the simulator's `nvml-sim-ctl reset-gpu`
    * vCenter   : govmomi's vSphere simulator with GPU hosts; the VMs carry the nodes' names but are not the
@@ -69,7 +69,8 @@ simulated_banner() {
    * control plane: container lab-cp holds the kubeadm kube-scheduler manifest the scheduler layer edits;
                  the lab's kube-scheduler runs with real.py's own configuration, not this manifest
    * driver layer: OFF (gpuops_node_driver: false) - see below
-   * runtime layer: Debian's real containerd in each node; nvidia-container-toolkit is a LAB STAND-IN package
+   * runtime layer: Debian's real containerd 1.6.20 in each node (lab-h100: upstream's 2.3.4 from lab/go, as CDI
+                 needs 1.7+); nvidia-container-toolkit is a LAB STAND-IN package
                  from lab/apt_repo, reached through gpuops_mirror.apt
 ------------------------------------------------------------------------------------------------------------
 TXT
@@ -93,6 +94,20 @@ setup_node() {  # setup_node SUFFIX NVML_INVENTORY (empty inventory: the control
   # a Kubernetes node has a container runtime: Debian's containerd (the runtime layer configures it)
   docker exec "$ctr" sh -c 'command -v containerd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends containerd >/dev/null'
+  if [ "lab-$s" = "$DRA_NODE" ]; then
+    # CDI needs containerd 1.7+ and Debian 12's is 1.6.20 (docs/conformance/containerd.md CTD-01; the runtime role and
+    # the dra stack refuse it): the dra node runs upstream's containerd v2.3.4 (lab/go/containerd, CDI on by default)
+    # from /usr/local/bin (first on PATH) through a unit drop-in, with Debian's config (containerd migrates version 2)
+    local ctd
+    ctd=$(bash lab/go/build.sh containerd | tail -1)/containerd
+    if ! docker exec "$ctr" sh -c 'containerd --version' | grep -q ' v2\.3\.4 '; then
+      docker cp "$ctd" "$ctr:/usr/local/bin/containerd" >/dev/null
+      docker exec "$ctr" sh -c 'mkdir -p /etc/systemd/system/containerd.service.d && printf "[Service]\nExecStart=\nExecStart=/usr/local/bin/containerd\n" \
+        > /etc/systemd/system/containerd.service.d/10-gpuops-lab-upstream.conf && systemctl daemon-reload && systemctl restart containerd'
+    fi
+    step "$ctr (lab-$s): GPUs from lab/nvml_sim/inventories/$inv.json, upstream containerd v2.3.4 (CDI: the dra pool)"
+    return 0
+  fi
   step "$ctr (lab-$s): GPUs from lab/nvml_sim/inventories/$inv.json, containerd"
 }
 

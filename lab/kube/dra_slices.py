@@ -224,6 +224,12 @@ def plugin_dirs(workdir):
     os.makedirs(lib, exist_ok=True)
     os.makedirs(os.path.join(d['driver'], 'usr', 'bin'), exist_ok=True)
     import shutil
+    # built here too: `make test-kube` runs this before any test that builds the simulator (a fresh checkout had no
+    # lab/.build/nvml_sim and every test of test_dra_real.py errored); the script is idempotent
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError('lab/nvml_sim/build.sh failed (rc %d):\n%s' % (proc.returncode, proc.stderr[-4000:]))
     shutil.copy(os.path.join(NVML_SIM, 'libnvidia-ml.so.1'), os.path.join(lib, 'libnvidia-ml.so.1'))
     for exe in (os.path.join(d['driver'], 'usr', 'bin', 'nvidia-smi'), os.path.join(workdir, 'nvidia-cdi-hook')):
         with open(exe, 'w') as f:

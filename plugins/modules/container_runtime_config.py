@@ -108,7 +108,11 @@ options:
         (if it has one), as kubelet's cgroup driver must match every runtime.
     type: bool
   cdi:
-    description: containerd only. Enable the Container Device Interface in the CRI plugin (C(enable_cdi), C(cdi_spec_dirs)).
+    description:
+      - containerd only. Enable the Container Device Interface in the CRI plugin (C(enable_cdi), C(cdi_spec_dirs)).
+      - The CRI plugin has these keys from containerd 1.7 on; an older containerd reads them without an error and runs
+        without CDI. With V(true) (except O(mode=template)) the module asks C(containerd --version) and refuses a
+        containerd older than 1.7 before anything changes; a containerd that is not installed is not refused.
     type: bool
     default: false
   cdi_spec_dirs:
@@ -201,6 +205,11 @@ config_version:
   returned: when O(engine=containerd)
   type: int
   sample: 2
+containerd_version:
+  description: containerd - the release C(containerd --version) reports, asked when O(cdi=true) (null when none is installed).
+  returned: when O(engine=containerd), O(cdi=true) and O(state=present), except O(mode=template)
+  type: str
+  sample: 1.7.27
 dropin_path:
   description: The drop-in file, when one is used.
   returned: when RV(config_mode=dropin)
@@ -233,7 +242,10 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import (
+    cdi_supported, unsupported_message)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.node_probe import parse_containerd_version
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_docker import (
     DaemonJsonError, merge_daemon_json)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_containerd import (
@@ -257,13 +269,33 @@ def crio_backup_dir(conf_dir):
     return os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups')
 
 
-def containerd_major(module):
+def containerd_version(module):
+    """The release of the containerd on PATH ('major.minor.patch', from `containerd --version`), or None."""
     binary = module.get_bin_path('containerd')
     if not binary:
         return None
-    rc, out, err = module.run_command([binary, '--version'])
-    m = re.search(r'\bv?(\d+)\.\d+', out or '')
-    return int(m.group(1)) if rc == 0 and m else None
+    rc, out, dummy = module.run_command([binary, '--version'])
+    version = parse_containerd_version(out) if rc == 0 else None
+    return '%d.%d.%d' % version if version else None
+
+
+def containerd_major(module):
+    version = containerd_version(module)
+    return int(version.split('.')[0]) if version else None
+
+
+def refuse_cdi_without_support(module, p, result):
+    """cdi=true on a containerd older than 1.7 (no enable_cdi in its CRI plugin; it ignores the key): refused before
+    anything changes (docs/conformance/containerd.md CTD-01, CTD-03). RKE2 / k3s (mode=template) bring their own
+    containerd, which is not the one on PATH, and are not asked."""
+    if p['engine'] != 'containerd' or p['mode'] == 'template' or p['state'] != 'present' or not p['cdi']:
+        return
+    found = containerd_version(module)
+    result['containerd_version'] = found
+    if cdi_supported(found) is False:
+        module.fail_json(msg='%s, or set it to false; nothing was changed'
+                         % unsupported_message(found, 'cdi=true (role variable nvidia_container_runtime_cdi)'),
+                         **result)
 
 
 def plan_containerd(module, p, before):
@@ -485,6 +517,7 @@ def main():
         module.fail_json(msg='cannot read %s: %s' % (p['path'], to_native(e)))
 
     result = dict(changed=False, path=p['path'])
+    refuse_cdi_without_support(module, p, result)
     files = []
     if p['engine'] == 'docker':
         result['config_mode'] = 'json'

@@ -31,7 +31,9 @@ description:
     server serves C(resource.k8s.io/v1) (C(dra_api_not_served)); the driver's ResourceSlices exist for this node
     (C(dra_driver_not_publishing)) and cover every GPU NVML sees (C(dra_gpus_not_published)); no NVIDIA device plugin
     beside it - a C(nvidia-*.sock) in the kubelet's device-plugins directory or C(nvidia.com/gpu) allocatable
-    (C(dra_device_plugin_beside)); containerd does not switch CDI off (C(dra_cdi_disabled))."
+    (C(dra_device_plugin_beside)); containerd has CDI on as its release reads its config - none before 1.7
+    (C(dra_cdi_unsupported)), off on 1.7 unless C(enable_cdi = true), on from 2.0 unless C(enable_cdi = false)
+    (C(dra_cdi_disabled)); the release is C(containerd --version) of the containerd on PATH."
   - docs/doctor.md lists every check, its source and severity; docs/conformance/doctor-health.md the upstream facts.
   - Read-only.
 author:
@@ -344,7 +346,8 @@ def main():
     log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'virtualization')) else None
     # the GPU-instance profiles only matter to the mig strategy (elsewhere the catalogue answers the same)
     facts = gather(mig_profiles=p['strategy'] == 'mig', health=health,
-                   xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines)
+                   xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines,
+                   run=module.run_command)
     extra = gather_extra(module, facts, log_lines)
     extra.update(cluster_extra(module))
     findings = checks.diagnose(facts, extra, strategy=module.params['strategy'], checks=module.params['checks'])

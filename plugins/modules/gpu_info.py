@@ -143,6 +143,7 @@ node:
     fabricmanager_unit: enabled
     container_runtimes:
       installed: [containerd, nvidia-container-runtime]
+      containerd_version: 1.7.27
 sharing:
   description: For each sharing strategy, whether this node's GPUs allow it, and why not.
   returned: always
@@ -173,7 +174,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    facts = gather(module.params['mig_profiles'], module.params['node_facts'])
+    facts = gather(module.params['mig_profiles'], module.params['node_facts'], run=module.run_command)
     module.exit_json(changed=False, **facts)
 
 

@@ -45,6 +45,12 @@ def node(name, labels, allocatable=None):
 def doctor(kube_real, tmp_path_factory, collections_path):
     from kubernetes import client
     subprocess.run(["bash", os.path.join(ROOT, "lab", "nvml_sim", "build.sh")], check=True, capture_output=True)
+    # the doctor asks the containerd on PATH its version (CDI: none before 1.7, on by default from 2.0; this machine's
+    # Debian 12 has 1.6.20): upstream's containerd v2.3.4 (lab/go/containerd) is first on PATH, as on a DRA node
+    build = subprocess.run(["bash", os.path.join(ROOT, "lab", "go", "build.sh"), "containerd"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=3000)
+    assert build.returncode == 0, "lab/go/build.sh containerd failed: %s" % build.stderr[-3000:]
+    containerd_dir = build.stdout.strip().splitlines()[-1]
     api = kube_real.api()
     core = client.CoreV1Api(api)
     dra = {"gpuops.io/sharing-strategy": "dra"}
@@ -66,7 +72,7 @@ def doctor(kube_real, tmp_path_factory, collections_path):
                    ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1",
                    LD_LIBRARY_PATH=SIM, NVML_SIM_INVENTORY=os.path.join(ROOT, "lab", "nvml_sim", "inventories",
                                                                          "t4.json"),
-                   NVML_SIM_STATE=str(tmp / "nvml-state.json"), PATH="%s:%s" % (VENV_BIN, os.environ["PATH"]))
+                   NVML_SIM_STATE=str(tmp / "nvml-state.json"), PATH="%s:%s:%s" % (VENV_BIN, containerd_dir, os.environ["PATH"]))
         start = kube_real.mark()
         proc = subprocess.run([str(Path(VENV_BIN) / "ansible-playbook"), "-i", str(tmp / "inventory.yml"),
                                os.path.join(ROOT, "playbooks", "doctor.yml"), "--tags", "doctor", "-f", "3"],
@@ -80,7 +86,8 @@ def doctor(kube_real, tmp_path_factory, collections_path):
                 if t["task"]["name"] == "Diagnose the node":
                     for h, r in t["hosts"].items():
                         found[h] = r
-        yield {"found": found, "events": kube_real.events(start, end, user=USER), "result": result}
+        yield {"found": found, "events": kube_real.events(start, end, user=USER), "result": result,
+               "containerd": containerd_dir}
     finally:
         for s in dra_slices.slices_of(api, GOOD):
             client.CustomObjectsApi(api).delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
@@ -98,6 +105,8 @@ def test_DRAL_14_doctor_playbook_gives_each_dra_node_its_own_part(doctor):
     assert sorted(found) == sorted([GOOD, BARE, OTHER])
     # the node whose slice covers its GPU: no dra finding (the API is served, its slice is there)
     assert _ids(found[GOOD]) == [], found[GOOD]["findings"]
+    # the probe carries the containerd the doctor judged CDI by (2.3.4: on unless enable_cdi = false)
+    assert found[GOOD]["probe"]["node"]["container_runtimes"]["containerd_version"] == "2.3.4"
     # no slice, and a device plugin's nvidia.com/gpu in its allocatable
     assert _ids(found[BARE]) == ["dra_device_plugin_beside", "dra_driver_not_publishing"], found[BARE]["findings"]
     ev = [f for f in found[BARE]["findings"] if f["id"] == "dra_device_plugin_beside"][0]["evidence"]

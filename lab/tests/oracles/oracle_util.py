@@ -40,17 +40,25 @@ def _collections_path():
     return lab_collections_path(importable=True)
 
 
-def run_ours(args):
-    """Run the collection's container_runtime_config module's main() here with args; return its result (a dict)."""
+def run_ours(args, containerd=None):
+    """Run the collection's container_runtime_config module's main() here with args; return its result (a dict).
+    With containerd (a binary's path) that containerd is first on PATH, the one the module asks for its version (with
+    cdi it refuses a containerd older than 1.7, such as Debian 12's 1.6.20 on this machine)."""
     _collections_path()
     from ansible.module_utils.testing import patch_module_args
     from ansible_collections.gpuops.k8s_gpu.plugins.modules import container_runtime_config as mod
     buf = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(buf):
-        try:
-            mod.main()
-        except SystemExit:
-            pass
+    old_path = os.environ.get('PATH', '')
+    if containerd:
+        os.environ['PATH'] = os.path.dirname(containerd) + os.pathsep + old_path
+    try:
+        with patch_module_args(args), contextlib.redirect_stdout(buf):
+            try:
+                mod.main()
+            except SystemExit:
+                pass
+    finally:
+        os.environ['PATH'] = old_path
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 

@@ -63,6 +63,19 @@ def test_NCT_18_config_default_is_version_4(containerd):
     assert dig(doc, RT + ['containerd', 'runtimes', 'runc', 'runtime_type']) == 'io.containerd.runc.v2'
 
 
+def test_CTD_03_containerd_2_enables_cdi_by_default(containerd, tmp_path):
+    """containerd 2.x turns CDI on unless a file sets enable_cdi = false (internal/cri/config/config_unix.go at v2.0.0
+    and v2.3.4: EnableCDI true, CDISpecDirs /etc/cdi and /var/run/cdi): its own default, and what it runs with from a
+    file that does not name the key."""
+    rt = dig(tomllib.loads(config_default(containerd)), RT)
+    assert rt['enable_cdi'] is True and rt['cdi_spec_dirs'] == ['/etc/cdi', '/var/run/cdi']
+    bare = tmp_path / 'config.toml'
+    bare.write_text('version = 3\n')
+    assert dig(dump(containerd, bare), RT + ['enable_cdi']) is True
+    bare.write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n')
+    assert dig(dump(containerd, bare), RT + ['enable_cdi']) is False
+
+
 def effective(doc):
     rt = dig(doc, RT, {})
     nv = dig(rt, ['containerd', 'runtimes', 'nvidia'], {})
@@ -85,7 +98,7 @@ def test_NCT_19_module_result_as_containerd_reads_it(containerd, tmp_path, name,
     main.write_text(text)
     before = dump(containerd, main)
     res = run_ours({'engine': 'containerd', 'path': str(main), 'dropin_path': str(tmp_path / 'conf.d' / '99-nvidia.toml'),
-                    'set_as_default': default, 'cdi': cdi, 'backup': False})
+                    'set_as_default': default, 'cdi': cdi, 'backup': False}, containerd=containerd)
     assert not res.get('failed'), res
     after = dump(containerd, main)
     assert effective(after) == {

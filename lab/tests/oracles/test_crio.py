@@ -8,6 +8,7 @@ setting as before.
 Run: .venv/bin/pytest -q lab/tests/oracles/test_crio.py
 """
 import os
+import re
 import shutil
 import subprocess
 
@@ -59,3 +60,17 @@ def test_CRIO_07_dropin_as_crio_reads_it(crio, ctk, tmp_path, side, default):
     assert rt.get('default_runtime', 'crun') == ('nvidia' if default else 'crun')
     touched = [['crio', 'runtime', 'runtimes', 'nvidia'], ['crio', 'runtime', 'default_runtime']]
     assert without(after, *touched) == without(before, *touched)
+
+
+def test_CRIO_08_cdi_has_no_switch(crio, tmp_path):
+    """CRI-O injects CDI devices without a switch (internal/factory/container/device.go, from v1.24.0; the CRI
+    CDIDevices field from v1.28.0): its configuration (v1.34.0's `crio config`, defaults written as comments) names the
+    spec directories and has no enable_cdi, so nvidia_container_runtime_cdi is for containerd, rke2 and k3s only (the
+    role refuses it for crio alone)."""
+    (tmp_path / 'crio.conf.d').mkdir()
+    (tmp_path / 'crio.conf').write_text('')
+    proc = subprocess.run([crio, '--config', str(tmp_path / 'crio.conf'), '--config-dir', str(tmp_path / 'crio.conf.d'),
+                           'config'], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r'^# cdi_spec_dirs = \[\n#\s+"/etc/cdi",\n#\s+"/var/run/cdi",\n# \]', proc.stdout, re.M), proc.stdout
+    assert 'enable_cdi' not in proc.stdout and 'enable-cdi' not in proc.stdout

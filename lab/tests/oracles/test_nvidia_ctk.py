@@ -31,6 +31,13 @@ def ctk():
     return go_program('nvidia-ctk', 'version 1.20.0')
 
 
+@pytest.fixture(scope='module')
+def containerd():
+    """containerd v2.3.4 (lab/go/containerd) first on PATH for the module, which refuses cdi on a containerd older than
+    1.7 (this machine's Debian 1.6.20)."""
+    return go_program('containerd', ' v2.3.4 ')
+
+
 def configure(ctk, *args):
     proc = subprocess.run([ctk, 'runtime', 'configure'] + list(args), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -138,7 +145,7 @@ def runtime_view(doc, version):
 @pytest.mark.parametrize('cdi', [False, True], ids=['no-cdi', 'cdi'])
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
 @pytest.mark.parametrize('name', sorted(CONTAINERD_INPUTS))
-def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path, name, default, cdi):
+def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, containerd, tmp_path, name, default, cdi):
     """nvidia-ctk 1.20 always writes a drop-in (its default /etc/containerd/conf.d/99-nvidia.toml; here one under
     tmp_path) holding a copy of the main file's whole CRI plugin table with its changes, and makes the main file
     import <dir>/*.toml. The module writes a drop-in only when the main file has no CRI plugin table, and otherwise
@@ -156,7 +163,8 @@ def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, tmp_path
         sides[side] = d
     ours_dropin, theirs_dropin = (sides[s] / 'conf.d' / '99-nvidia.toml' for s in ('ours', 'theirs'))
     res = run_ours({'engine': 'containerd', 'path': str(sides['ours'] / 'config.toml'),
-                    'dropin_path': str(ours_dropin), 'set_as_default': default, 'cdi': cdi, 'backup': False})
+                    'dropin_path': str(ours_dropin), 'set_as_default': default, 'cdi': cdi, 'backup': False},
+                   containerd=containerd)
     assert not res.get('failed'), res
     mode = res['config_mode']
     # the module's auto mode: a drop-in exactly when the main file does not configure the CRI plugin

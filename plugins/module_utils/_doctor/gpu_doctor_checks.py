@@ -13,6 +13,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import cdi_default, cdi_effective
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
     POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver_select import (
@@ -729,16 +730,42 @@ def check_dra(facts, extra):
             ev,
             'Take the node out of every device plugin pool (the collection refuses a node in both) and remove the '
             'device plugin from it; the DRA pool\'s claims then own the GPUs.'))
-    rt = facts.get('node', {}).get('container_runtimes', {})
-    if rt.get('containerd_enable_cdi') is False:
-        out.append(finding(
-            'dra_cdi_disabled', 'critical',
-            'containerd has enable_cdi = false: the CDI specs NVIDIA\'s DRA driver writes for each claim are not '
-            'injected, so containers get no GPU.',
-            ['containerd CRI config: enable_cdi = false'],
-            'Remove enable_cdi = false (containerd 2.x enables CDI by default; 1.7 needs enable_cdi = true): '
-            'gpuops.k8s_gpu.nvidia_container_runtime with nvidia_container_runtime_cdi: true sets it.'))
+    out.extend(_dra_cdi(facts.get('node', {}).get('container_runtimes', {})))
     return out
+
+
+def _dra_cdi(rt):
+    """containerd's CDI as the node's release reads its config (docs/conformance/containerd.md CTD-01..CTD-04): none
+    before 1.7 (enable_cdi is not a key there), off unless enable_cdi = true on 1.7, on unless enable_cdi = false from
+    2.0; with the release unknown only an explicit enable_cdi = false is reported."""
+    version = rt.get('containerd_version')
+    enable = rt.get('containerd_enable_cdi')
+    state = cdi_effective(version, enable)
+    setting = 'not set' if enable is None else 'enable_cdi = %s' % str(enable).lower()
+    if state == 'unsupported':
+        return [finding(
+            'dra_cdi_unsupported', 'critical',
+            'containerd %s cannot do CDI (enable_cdi exists in its CRI plugin from 1.7 on): the CDI specs NVIDIA\'s DRA '
+            'driver writes for each claim are not injected, so containers get no GPU.' % version,
+            ['containerd --version: %s' % version, 'containerd CRI config: %s%s'
+             % (setting, ' (ignored by this release)' if enable is not None else '')],
+            'Upgrade containerd to 1.7 or later (2.0+ enables CDI by default; 1.7 needs enable_cdi = true, which '
+            'gpuops.k8s_gpu.nvidia_container_runtime sets with nvidia_container_runtime_cdi: true).')]
+    if state is False:
+        ev = ['containerd CRI config: %s' % setting]
+        if version:
+            ev.insert(0, 'containerd --version: %s (enable_cdi defaults to %s)'
+                      % (version, str(cdi_default(version)).lower()))
+        return [finding(
+            'dra_cdi_disabled', 'critical',
+            'containerd has CDI off (%s): the CDI specs NVIDIA\'s DRA driver writes for each claim are not injected, '
+            'so containers get no GPU.' % ('enable_cdi = false' if enable is False
+                                           else 'containerd %s without enable_cdi = true' % version),
+            ev,
+            'Set enable_cdi = true in containerd\'s CRI plugin (containerd 2.x enables CDI unless it is set to '
+            'false; 1.7 needs enable_cdi = true): gpuops.k8s_gpu.nvidia_container_runtime with '
+            'nvidia_container_runtime_cdi: true sets it.')]
+    return []
 
 
 CHECKS = (

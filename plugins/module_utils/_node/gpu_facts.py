@@ -10,8 +10,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe, nvml_probe
 
 
-def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_ms=None, log_lines=None):
-    """All facts gpu_info returns; the doctor adds each GPU's health, NVML's Xid events and the kernel log."""
+def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_ms=None, log_lines=None, run=None):
+    """All facts gpu_info returns; the doctor adds each GPU's health, NVML's Xid events and the kernel log. ``run``
+    (a module's run_command) lets the node probe ask containerd its version."""
     asked = {}
     if health:
         asked['include_health'] = True
@@ -19,7 +20,7 @@ def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_m
         asked['xid_wait_ms'] = xid_wait_ms
     nvml = nvml_probe.probe(include_mig_profiles=mig_profiles, **asked)
     gpus = nvml.pop('gpus')
-    node = (node_probe.node_facts(root, log_lines) if log_lines is not None else node_probe.node_facts(root)) if with_node else {}
+    node = node_probe.node_facts(root, log_lines, run=run) if with_node else {}
     nvml_switches = nvml.pop('nvswitches', [])
     if with_node:
         # NVSwitches seen through the GPUs' NVLinks (NVML) count as well as those found on PCI

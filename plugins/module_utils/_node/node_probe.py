@@ -4,13 +4,15 @@
 """Probe a node without NVML: sysfs PCI devices, kernel modules, Secure Boot, hypervisor, runtimes.
 
 Every function takes ``root`` (default ``/``) so the same code can inspect a mounted image.
-Only files are read here; nothing is executed.
+Only files are read here; nothing is executed, except through a ``run`` callable the caller hands in (a module's
+run_command): ``containerd --version``, for the containerd version.
 """
 
 import errno
 import json
 import os
 import re
+import shutil
 import stat
 
 NVIDIA_VENDOR = '0x10de'
@@ -246,13 +248,47 @@ _RUNTIME_BINARIES = {
 }
 
 
-def container_runtimes(root='/'):
-    """Container runtimes installed, and how docker is configured for NVIDIA."""
+def parse_containerd_version(text):
+    """The release in ``containerd --version``'s output as a (major, minor, patch) tuple, or None.
+
+    containerd prints "containerd <package> <version> <revision>": Debian's 1.6.20 "containerd
+    github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", upstream's "containerd
+    github.com/containerd/containerd/v2 v2.3.4 <commit>", Docker's packages "containerd containerd.io 1.7.27 <commit>"."""
+    for token in (text or '').split()[1:]:
+        m = re.match(r'v?(\d+)\.(\d+)(?:\.(\d+))?', token)
+        if m:
+            return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return None
+
+
+def containerd_version(root='/', run=None):
+    """The version of the node's containerd as 'major.minor.patch', or None when there is none, no ``run`` was given
+    (nothing is executed without it) or the output is not understood. The binary is the containerd on PATH (on the
+    running system, root '/', as container_runtime_config finds it), else the first of its usual paths that exists.
+    ``run(argv)`` returns (rc, stdout, stderr), as AnsibleModule.run_command does."""
+    if run is None:
+        return None
+    on_path = shutil.which('containerd') if (root or '/') == '/' else None
+    for binary in ([on_path] if on_path else []) + [_path(root, rel) for rel in _RUNTIME_BINARIES['containerd']]:
+        if os.path.exists(binary):
+            try:
+                rc, out, dummy = run([binary, '--version'])
+            except (IOError, OSError):
+                return None
+            version = parse_containerd_version(out) if rc == 0 else None
+            return '%d.%d.%d' % version if version else None
+    return None
+
+
+def container_runtimes(root='/', run=None):
+    """Container runtimes installed, and how docker is configured for NVIDIA; containerd_version with ``run``
+    (containerd_version())."""
     found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
                    if any(os.path.exists(_path(root, p)) for p in paths))
     info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
             'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
-            'containerd_enable_cdi': None, 'cdi_specs': cdi_specs(root)}
+            'containerd_enable_cdi': None, 'containerd_version': containerd_version(root, run),
+            'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:
@@ -321,8 +357,9 @@ def systemd_unit_state(root, unit):
     return 'disabled'
 
 
-def node_facts(root='/', log_lines=None):
-    """The node's facts; ``log_lines``: the kernel log (kernel_log()) where the caller read it, for the hypervisor."""
+def node_facts(root='/', log_lines=None, run=None):
+    """The node's facts; ``log_lines``: the kernel log (kernel_log()) where the caller read it, for the hypervisor;
+    ``run``: a command runner for the containerd version (container_runtimes())."""
     modules = loaded_modules(root)
     hv, hv_evidence = hypervisor_evidence(root, log_lines)
     gpus, switches = pci_devices(root)
@@ -342,5 +379,5 @@ def node_facts(root='/', log_lines=None):
         'fabricmanager_required': len(switches) > 0,
         'fabricmanager_unit': systemd_unit_state(root, 'nvidia-fabricmanager.service'),
         'persistenced_unit': systemd_unit_state(root, 'nvidia-persistenced.service'),
-        'container_runtimes': container_runtimes(root),
+        'container_runtimes': container_runtimes(root, run),
     }

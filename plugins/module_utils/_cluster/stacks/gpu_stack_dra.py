@@ -12,6 +12,7 @@ import json
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
 )
@@ -205,11 +206,31 @@ def kube_window(ds, var, chart, warn, removing=False):
     return minor
 
 
-def check_cdi(ctx, ds, nodes, cdi_enabled):
+def containerd_without_cdi(nodes, facts):
+    """'<node> runs containerd <version>' for each node whose probe facts (gpu_probe_facts: node.container_runtimes.
+    containerd_version) name a containerd older than 1.7, which has no CDI (docs/conformance/containerd.md CTD-01)."""
+    out = []
+    for n in nodes:
+        runtimes = (((facts or {}).get(n) or {}).get('node') or {}).get('container_runtimes') or {}
+        version = runtimes.get('containerd_version')
+        if version and cdi_supported(version) is False:
+            out.append('%s runs containerd %s' % (n, version))
+    return out
+
+
+def check_cdi(ctx, ds, nodes, cdi_enabled, facts=None):
     """The DRA driver's kubelet plugin hands devices to containers as CDI devices (it writes its specs into
     /var/run/cdi, CDI_ROOT of templates/kubeletplugin.yaml; DRA-07): the container runtime of every node must have CDI
-    on, which role nvidia_container_runtime sets with nvidia_container_runtime_cdi."""
+    on, which role nvidia_container_runtime sets with nvidia_container_runtime_cdi. A node whose probe shows a
+    containerd older than 1.7 cannot have it on at all and is refused whatever the variables say."""
     var = ctx.var('dra')
+    old = containerd_without_cdi(nodes, facts)
+    if old:
+        raise StackError('strategy dra needs CDI in the container runtime of every node of pool %s (the DRA driver '
+                         'hands devices to containers as CDI devices), and containerd has CDI from %d.%d on: %s '
+                         '(gpu_probe_facts); upgrade containerd on %s to %d.%d or later (2.0+ enables CDI by default)'
+                         % (ctx.pool, CDI_MIN[0], CDI_MIN[1], '; '.join(old),
+                            'it' if len(old) == 1 else 'them', CDI_MIN[0], CDI_MIN[1]))
     if ds['assume_cdi_enabled']:
         ctx.warn('%s.assume_cdi_enabled is true: the nodes\' container runtimes are not checked for CDI' % var)
         return
@@ -226,7 +247,7 @@ def check_cdi(ctx, ds, nodes, cdi_enabled):
     if missing:
         problems.append('%s set no %s (allowed: true; playbooks/node.yml with it on enables CDI in containerd, rke2 '
                         'and k3s), or set %s.assume_cdi_enabled: true if the runtime has CDI on (containerd 2.0+ and '
-                        'CRI-O enable it by default)' % (', '.join(missing), CDI_SETTING, var))
+                        'CRI-O, from 1.24 on without a switch, have it on by default)' % (', '.join(missing), CDI_SETTING, var))
     if problems:
         raise StackError('strategy dra needs CDI in the container runtime of every node of pool %s (the DRA driver '
                          'hands devices to containers as CDI devices): %s' % (ctx.pool, '; '.join(problems)))
@@ -268,7 +289,7 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
     minor = kube_window(ds, var, chart, ctx.warn, removing)
     if not removing:
         check_device_plugin_nodes(ctx, nodes, node_state, live_nodes)
-        check_cdi(ctx, ds, nodes, cdi_enabled)
+        check_cdi(ctx, ds, nodes, cdi_enabled, facts)
     values = {
         # the chart refuses resources.gpus.enabled without it (templates/validation.yaml, DRA-08): the collection
         # keeps the driver off every node of a device-plugin pool (check_device_plugin_nodes, the pools' plan)

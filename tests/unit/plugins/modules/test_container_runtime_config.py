@@ -168,3 +168,54 @@ def test_containerd_absent_inline_and_missing_file(tmp_path, capsys):
                'state': 'absent'}
     res = run(capsys, missing)
     assert res['changed'] is False and not os.path.exists(missing['path'])
+
+
+# ---- CDI needs containerd 1.7 or later (docs/conformance/containerd.md CTD-01)
+def test_CTD_01_cdi_refused_on_containerd_1_6_before_anything_changes(tmp_path, capsys, monkeypatch):
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+    original = read(path)
+    monkeypatch.setattr(mod, 'containerd_version', lambda module: '1.6.20')
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True})
+    assert res['failed'] is True and res['containerd_version'] == '1.6.20'
+    for part in ('cdi=true', 'nvidia_container_runtime_cdi', 'containerd 1.6.20', '1.7 or later', 'nothing was changed'):
+        assert part in res['msg'], res['msg']
+    assert read(path) == original and sorted(os.listdir(str(tmp_path))) == ['config.toml']
+    # check mode (the role's preflight) refuses the same
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True, '_ansible_check_mode': True})
+    assert res['failed'] is True and 'containerd 1.6.20' in res['msg']
+
+
+@pytest.mark.parametrize('version', ['1.7.0', '2.3.4', None])
+def test_CTD_01_cdi_taken_from_1_7_on_or_when_containerd_is_unknown(tmp_path, capsys, monkeypatch, version):
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+    monkeypatch.setattr(mod, 'containerd_version', lambda module: version)
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True})
+    assert not res.get('failed') and res['changed'] is True and res['containerd_version'] == version
+    assert 'enable_cdi = true' in read(path)
+
+
+def test_CTD_01_containerd_not_asked_without_cdi_or_for_removal(tmp_path, capsys, monkeypatch):
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+
+    def boom(module):
+        raise AssertionError('containerd asked')
+    monkeypatch.setattr(mod, 'containerd_version', boom)
+    res = run(capsys, {'engine': 'containerd', 'path': path})
+    assert res['changed'] is True and 'containerd_version' not in res
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True, 'state': 'absent'})
+    assert not res.get('failed') and 'containerd_version' not in res
+
+
+def test_CTD_01_containerd_version_from_the_binary_on_path(tmp_path, capsys, monkeypatch):
+    """The module's own lookup: `containerd --version` of the containerd on PATH (a LAB STAND-IN script printing
+    Debian 12's 1.6.20 line; lab/tests/integration/test_containerd_cdi_real.py runs Debian's real one)."""
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    stand_in = bindir / 'containerd'
+    stand_in.write_text('#!/bin/sh\n# LAB STAND-IN for containerd --version\n'
+                        'echo "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3"\n')
+    os.chmod(str(stand_in), 0o755)
+    monkeypatch.setenv('PATH', str(bindir))
+    path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True})
+    assert res['failed'] is True and res['containerd_version'] == '1.6.20'

@@ -226,6 +226,29 @@ def test_DRA_07_cdi_required_on_every_node():
     assert any('assume_cdi_enabled is true' in w for w in res['warnings'])
 
 
+def probe(containerd_version):
+    return {'node': {'container_runtimes': {'installed': ['containerd'], 'containerd_version': containerd_version}}}
+
+
+def test_CTD_01_dra_refuses_a_node_whose_containerd_has_no_cdi():
+    """containerd older than 1.7 has no CDI (docs/conformance/containerd.md CTD-01): the node is refused by name with
+    its version, even where nvidia_container_runtime_cdi says true (1.6 ignores enable_cdi) or CDI is assumed."""
+    facts = {'n1': probe('1.7.27'), 'n2': probe('1.6.20'), 'n3': probe(None)}
+    for kw in ({}, {'settings': {'assume_cdi_enabled': True}, 'cdi': {}}):
+        with pytest.raises(StackError, match=r"pool p1 .*containerd has CDI from 1\.7 on: n2 runs containerd 1\.6\.20 "
+                                             r"\(gpu_probe_facts\); upgrade containerd on it to 1\.7 or later"):
+            render(nodes=('n1', 'n2', 'n3'), facts=facts, **kw)
+    facts['n2'] = probe('2.0.0')
+    assert render(nodes=('n1', 'n2', 'n3'), facts=facts)['helm']
+
+
+def test_CRIO_08_dra_message_for_a_runtime_with_cdi_on_by_default():
+    with pytest.raises(StackError, match=r"n1 set no nvidia_container_runtime_cdi .*assume_cdi_enabled: true if the "
+                                         r"runtime has CDI on \(containerd 2\.0\+ and CRI-O, from 1\.24 on without a "
+                                         r"switch, have it on by default\)"):
+        render(nodes=('n1',), cdi={})
+
+
 def test_DRA_07_pool_host_vars_reads_the_runtime_role_setting():
     hv = {'n1': {'nvidia_container_runtime_cdi': True}, 'n2': {'nvidia_container_runtime_cdi': False}, 'n3': {}}
     out = pool_host_vars(['n1', 'n2', 'n3', 'other'], hv)

@@ -86,3 +86,36 @@ def test_DRAL_14_containerd_cdi_off():
     assert found['id'] == 'dra_cdi_disabled' and found['severity'] == 'critical'
     f['node']['container_runtimes']['containerd_enable_cdi'] = True
     assert run(f) == []
+
+
+def runtimes(version, enable):
+    f = copy.deepcopy(FACTS)
+    f['node']['container_runtimes'].update(containerd_version=version, containerd_enable_cdi=enable)
+    return f
+
+
+def test_CTD_01_containerd_before_1_7_cannot_do_cdi():
+    for enable in (None, True, False):
+        [found] = run(runtimes('1.6.20', enable))
+        assert found['id'] == 'dra_cdi_unsupported' and found['severity'] == 'critical'
+        assert 'containerd 1.6.20 cannot do CDI' in found['summary']
+        assert 'containerd --version: 1.6.20' in found['evidence']
+    [found] = run(runtimes('1.6.20', True))
+    assert 'containerd CRI config: enable_cdi = true (ignored by this release)' in found['evidence']
+
+
+def test_CTD_02_containerd_1_7_cdi_off_unless_set():
+    [found] = run(runtimes('1.7.27', None))
+    assert found['id'] == 'dra_cdi_disabled' and 'containerd 1.7.27 without enable_cdi = true' in found['summary']
+    assert found['evidence'][0] == 'containerd --version: 1.7.27 (enable_cdi defaults to false)'
+    assert run(runtimes('1.7.27', True)) == []
+    [found] = run(runtimes('1.7.27', False))
+    assert found['id'] == 'dra_cdi_disabled' and 'enable_cdi = false' in found['summary']
+
+
+def test_CTD_03_containerd_2_cdi_on_unless_false():
+    assert run(runtimes('2.0.0', None)) == [] and run(runtimes('2.3.4', True)) == []
+    [found] = run(runtimes('2.3.4', False))
+    assert found['id'] == 'dra_cdi_disabled'
+    # release unknown: only an explicit false is reported, as before
+    assert run(runtimes(None, None)) == []

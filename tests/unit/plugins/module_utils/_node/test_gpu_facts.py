@@ -8,7 +8,7 @@ def test_pci_fallback_when_driver_not_loaded(monkeypatch):
     monkeypatch.setattr(nvml_probe, 'probe', lambda include_mig_profiles=True: {
         'status': 'driver_not_loaded', 'driver_version': None, 'cuda_driver_version': None,
         'nvml_version': None, 'gpus': [], 'error': 'Driver Not Loaded'})
-    monkeypatch.setattr(node_probe, 'node_facts', lambda root='/': {
+    monkeypatch.setattr(node_probe, 'node_facts', lambda root='/', log_lines=None, run=None: {
         'pci_gpus': [{'pci_bus_id': '0000:3b:00.0', 'pci_device_id': '0x1eb8', 'name': 'TU104GL [Tesla T4]',
                       'driver': None, 'pci_class': '0x0302'}],
         'nvswitches': []})

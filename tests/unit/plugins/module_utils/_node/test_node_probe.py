@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
 
 PCI_IDS = """# pci.ids excerpt
@@ -163,3 +165,45 @@ def test_DRAL_14_containerd_enable_cdi_where_a_file_sets_it(tmp_path):
     _write(tmp_path, 'etc/containerd/conf.d/99-nvidia.toml',
            'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = true  # CDI\n')
     assert node_probe.container_runtimes(str(tmp_path))['containerd_enable_cdi'] is True
+
+
+@pytest.mark.parametrize('out, want', [
+    # Debian 12's package (the lab's node containers and this machine)
+    ('containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n', (1, 6, 20)),
+    # upstream's build (the lab's Go set: lab/go/containerd)
+    ('containerd github.com/containerd/containerd/v2 v2.3.4 \n', (2, 3, 4)),
+    # Docker's containerd.io package
+    ('containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da\n', (1, 7, 27)),
+    ('', None), ('containerd\n', None)])
+def test_CTD_01_containerd_version_output(out, want):
+    assert node_probe.parse_containerd_version(out) == want
+
+
+def test_CTD_01_containerd_version_asked_only_with_a_runner(tmp_path):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, 'containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n', ''
+    assert node_probe.container_runtimes(str(tmp_path), run)['containerd_version'] is None  # no binary
+    _write(tmp_path, 'usr/bin/containerd', '')
+    assert node_probe.container_runtimes(str(tmp_path))['containerd_version'] is None  # nothing executed
+    assert calls == []
+    rt = node_probe.container_runtimes(str(tmp_path), run)
+    assert rt['containerd_version'] == '1.6.20' and calls == [[str(tmp_path / 'usr/bin/containerd'), '--version']]
+    assert node_probe.node_facts(str(tmp_path), run=run)['container_runtimes']['containerd_version'] == '1.6.20'
+    assert node_probe.container_runtimes(str(tmp_path), lambda argv: (1, '', 'boom'))['containerd_version'] is None
+
+
+def test_CTD_01_containerd_on_path_first_on_the_running_system(tmp_path, monkeypatch):
+    """On the running system (root /) the containerd on PATH is asked, as container_runtime_config asks it."""
+    _write(tmp_path, 'bin/containerd', '#!/bin/sh\n')
+    os.chmod(str(tmp_path / 'bin/containerd'), 0o755)
+    monkeypatch.setenv('PATH', str(tmp_path / 'bin'))
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, 'containerd github.com/containerd/containerd/v2 v2.3.4 \n', ''
+    assert node_probe.containerd_version('/', run) == '2.3.4'
+    assert calls == [[str(tmp_path / 'bin/containerd'), '--version']]
