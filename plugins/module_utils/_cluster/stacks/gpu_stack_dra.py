@@ -92,19 +92,42 @@ DOCUMENTED_VALUE_KEYS = frozenset([
 ])
 
 DRA_SCHEMA = {
-    'chart_path': dict(type=str, default=''),
-    'chart_version': dict(type=str, default=''),
-    'release_name': dict(type=str, default='dra-driver-nvidia-gpu'),
-    'namespace': dict(type=str, default='dra-driver-nvidia-gpu'),
-    'driver_root': dict(type=str, default='/'),
-    'feature_gates': dict(type=dict, default={}),
-    'compute_domains': dict(type=bool, default=False),
-    'kube_version': dict(type=str, default=''),
-    'kube_dra_enabled': dict(type=bool, default=False),
-    'assume_cdi_enabled': dict(type=bool, default=False),
-    'claim_templates': dict(type=list, default=[]),
-    'claim_namespace': dict(type=str, default=''),
-    'log_verbosity': dict(type=int, default=None, min=0, max=7),
+    'chart_path': dict(type=str, default='', description=(
+        'Local chart (.tgz or directory) on the controller; required for this strategy.',)),
+    'chart_version': dict(type=str, default='', description=(
+        "Chart release (v0.5.x); empty to read the chart's Chart.yaml. Values are emitted per release.")),
+    'release_name': dict(type=str, default='dra-driver-nvidia-gpu', description='Helm release name.'),
+    'namespace': dict(type=str, default='dra-driver-nvidia-gpu', description=(
+        'Release namespace (the chart refuses C(default)).')),
+    'driver_root': dict(type=str, default='/', description=(
+        'Where the NVIDIA driver is on the nodes (chart value C(nvidiaDriverRoot)) - V(/) for a driver installed on the'
+        " host (role nvidia_driver), C(/run/nvidia/driver) for the GPU operator's driver container.",)),
+    'feature_gates': dict(type=dict, default={}, description=(
+        "The driver's feature gates, name to V(true)/V(false) (chart value C(featureGates)). Unknown gates, mutually "
+        'exclusive gates (C(DynamicMIG) with C(MPSSupport), C(PassthroughSupport) or C(NVMLDeviceHealthCheck); '
+        'C(PassthroughSupport) with C(NVMLDeviceHealthCheck)) and a gate without the one it needs are refused; alpha '
+        'gates switched on are warned about.',
+        'Time-slicing claims need C(TimeSlicingSettings), MPS claims C(MPSSupport) (both alpha in v0.5.0).',)),
+    'compute_domains': dict(type=bool, default=False, description=(
+        "Also enable the driver's ComputeDomains (IMEX, multi-node NVLink); off by default.")),
+    'kube_version': dict(type=str, default='', description=(
+        "The cluster's Kubernetes version; empty to read it from the API server.")),
+    'kube_dra_enabled': dict(type=bool, default=False, description=(
+        'On Kubernetes 1.32 or 1.33, V(true) says the cluster runs DRA - the C(DynamicResourceAllocation) feature gate '
+        'on for kube-apiserver, kube-controller-manager, kube-scheduler and every kubelet, and kube-apiserver serving '
+        'C(resource.k8s.io/v1beta1) (1.32) or C(v1beta2) (1.33) through C(--runtime-config). Refused without it there.',)),
+    'assume_cdi_enabled': dict(type=bool, default=False, description=(
+        "Do not check the nodes' C(nvidia_container_runtime_cdi) (the runtime has CDI on by other means).")),
+    'claim_templates': dict(type=list, default=[], elements='dict', description=(
+        'ResourceClaimTemplates to render into O(gpu_sharing_stack_dra.claim_namespace), each a dict with C(name), '
+        'C(kind) (V(gpu), V(mig), V(time-slicing), V(mps)), C(count), the CEL selectors C(product_name), '
+        'C(architecture), C(min_memory), C(mig_profile), C(uuid), and C(interval) (time-slicing), '
+        'C(mps_active_thread_percentage), C(mps_pinned_memory_limit) (mps), C(shared) (a ResourceClaim that several '
+        'pods share instead of a template). See docs/sharing_stacks.md.',)),
+    'claim_namespace': dict(type=str, default='', description=(
+        'Namespace of the rendered claim templates (it must exist).')),
+    'log_verbosity': dict(type=int, default=None, min=0, max=7, description=(
+        "The driver's log verbosity (chart value C(logVerbosity)); unset keeps the chart's default.")),
 }
 
 # NVIDIA's GPU operator (NVIDIA/gpu-operator v26.7.0, controllers/state_manager.go gpuStateLabels, addGPUStateLabels;
