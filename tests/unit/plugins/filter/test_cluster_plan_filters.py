@@ -23,6 +23,10 @@ def test_sharing_pools_filter():
     assert f(GROUPS, HOSTVARS, settings=['x']) == sharing_pools(GROUPS, HOSTVARS, settings=['x'])
     with pytest.raises(AnsibleFilterError, match='expected the groups mapping'):
         f(['n1'], HOSTVARS)
+    assert f(GROUPS, HOSTVARS, facts='renamed') == sharing_pools(GROUPS, HOSTVARS, facts='renamed')
+    assert f(GROUPS, HOSTVARS, facts='renamed')['pools'][0]['facts'] == {}
+    with pytest.raises(AnsibleFilterError, match="facts is 'every'; allowed: all, renamed"):
+        f(GROUPS, HOSTVARS, facts='every')
 
 
 def test_node_labels_filters():
