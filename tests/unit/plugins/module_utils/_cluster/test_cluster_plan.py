@@ -344,4 +344,3 @@ def test_stack_labels_already_in_place_are_claimed_once():
     plain = label_live_plan(static(), [node('a', {'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': '1'}),
                                        node('node-b')])['nodes'][0]
     assert not plain['changed']
-
