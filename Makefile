@@ -52,8 +52,9 @@ bench: setup
 	$(PY) lab/bench/run.py $(BENCH_ARGS)
 
 # make bench runs lab/bench/cluster_real at 100 and 1,000 nodes (22 minutes on the shared 2-core lab machine, load 13-20);
-# this target chooses the sizes. 5,000 is opt-in: its cluster.yml runs cost about 80 ms of controller CPU per node
-# (docs/benchmarks.md), so plan on an hour there. Output: build/bench/cluster_real.md and .json
+# this target chooses the sizes. 5,000 is opt-in: its cluster.yml converge and re-run cost 85-95 CPU-s each there
+# (about 17-19 ms of controller CPU per node) and took 5 and 3.5 minutes at load 7 (docs/benchmarks.md).
+# Output: build/bench/cluster_real.md and .json
 SCALE_SIZES ?= 100,1000,5000
 bench-scale: setup
 	$(PY) lab/bench/cluster_real/bench.py --sizes $(SCALE_SIZES) --json build/bench/cluster_real.json

@@ -18,7 +18,7 @@ answered by the proxy itself instead of the API server, with one of:
     request that landed but whose answer was lost).
 Instead of seed and rate, ``script`` (a callable on method and path) may name the fault of each request.
 ``down(seconds)`` closes the listening socket and every open connection for that long (the API server restarting:
-connections refused), then listens again on the same port.
+connections refused), then listens again on the same port; ``up()`` ends such an outage early.
 
 Every request is recorded (``record``: a list of dicts, and JSON lines in ``record_path``): time, method, path,
 fault (None when forwarded), Retry-After sent, the API server's status. Deterministic for a seed: the n-th request
@@ -196,6 +196,8 @@ class FaultProxy(object):
         self._socks = []
         self._server = None
         self._thread = None
+        self._outage = None  # (thread that brings the listener back, event that ends the outage early)
+        self._stopped = False
         self.port = None
         with open(user_kubeconfig) as f:
             kc = json.load(f)  # real.kubeconfig writes JSON
@@ -283,22 +285,38 @@ class FaultProxy(object):
 
     def down(self, seconds, wait=False):
         """Refuse connections for ``seconds`` (listener closed, open connections reset), then listen again on the
-        same port. Returns at once (a thread brings it back) unless wait=True."""
+        same port. Returns at once (a thread brings it back; up() ends the outage sooner) unless wait=True."""
         port = self.port
         self.down_since = time.monotonic()
         self._close_listener()
+        early = threading.Event()
 
         def back():
-            time.sleep(seconds)
-            self._listen(port)
+            early.wait(seconds)
+            if self._server is None and not self._stopped:
+                self._listen(port)
             self.down_since = None
         t = threading.Thread(target=back, daemon=True)
+        self._outage = (t, early)
         t.start()
         if wait:
             t.join()
         return t
 
+    def up(self):
+        """End the outage now (a test whose client has already given up need not wait for the rest of it): returns
+        the seconds the proxy was down, once it listens again; None when it was not down."""
+        since, outage = self.down_since, self._outage
+        if since is None or outage is None:
+            return None
+        outage[1].set()
+        outage[0].join()
+        return time.monotonic() - since
+
     def stop(self):
+        self._stopped = True
+        if self._outage is not None:
+            self._outage[1].set()  # an outage still running ends without listening again
         self._close_listener()
         self.save()
 

@@ -32,6 +32,15 @@ options:
     type: list
     elements: str
     default: []
+  facts:
+    description:
+      - Which hosts' C(gpu_probe_facts) go into each pool's C(facts). V(all) every host's. V(renamed) only those of the
+        hosts whose Kubernetes node name (C(gpu_node_labels_node_name)) is not their inventory name - role
+        C(gpuops.k8s_gpu.gpu_sharing_stack) reads the others from C(hostvars) itself, and facts in the pools are carried
+        through every task that passes a pool (the cluster playbooks use V(renamed)).
+    type: str
+    choices: [all, renamed]
+    default: all
 author: gpuops.k8s_gpu developers
 '''
 
@@ -45,7 +54,7 @@ RETURN = r'''
 _value:
   description:
     - C(pools) (sorted by name; each with C(name), C(group), C(strategy), C(hosts), C(nodes), C(first), C(settings)
-      and C(facts) - Kubernetes node name to C(gpu_probe_facts)), C(label_pools) (for role
+      and C(facts) - Kubernetes node name to C(gpu_probe_facts), see O(facts)), C(label_pools) (for role
       C(gpuops.k8s_gpu.gpu_node_labels)), C(needs_extender) (a pool needs the kube-scheduler extender) and
       C(errors) (empty when the pools are consistent).
   type: dict
@@ -56,10 +65,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools as _plan
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None):
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all'):
     if not hasattr(groups, 'get'):
         raise AnsibleFilterError('sharing_pools: expected the groups mapping, got %s' % type(groups).__name__)
-    return _plan(groups, hostvars, node_group=node_group, layer_groups=layer_groups, settings=settings)
+    try:
+        return _plan(groups, hostvars, node_group=node_group, layer_groups=layer_groups, settings=settings,
+                     facts=facts)
+    except ValueError as e:
+        raise AnsibleFilterError(str(e))
 
 
 class FilterModule(object):

@@ -48,6 +48,7 @@ _value:
 '''
 
 import os
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -84,6 +85,17 @@ def _spec(options, names):
     return out
 
 
+def _plain(value):
+    """``value`` as plain dicts and lists (each mapping and sequence copied once). The settings come from templating:
+    Ansible's lazy containers, whose deep copy (ArgumentSpecValidator copies what it validates) also copies their
+    templar with every variable of the task - at 5,000 inventory hosts, minutes and gigabytes per pool."""
+    if isinstance(value, Mapping):
+        return dict((k, _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def stack_settings(settings, variables=None, render=False, options=None):
     if render:
         return dict((key, (settings or {}).get(PREFIX + key) or {}) for key in SETTINGS_KEYS)
@@ -105,6 +117,7 @@ def stack_settings(settings, variables=None, render=False, options=None):
             out[name] = variables[name]
         else:
             out[name] = spec[name].get('default')
+    out = _plain(out)
     result = ArgumentSpecValidator(spec).validate(dict((k, v) for k, v in out.items() if v is not None))
     if result.error_messages:
         raise AnsibleFilterError('gpu_sharing_stack_settings: %s' % '; '.join(str(m) for m in result.error_messages))

@@ -111,10 +111,11 @@ def test_ansible_doc_renders_every_filter_with_the_inventory_options(venv, colle
     docs = ansible_doc(venv, collections_path, 'filter', plugins('filter'))
     users = [n for n in plugins('filter') if 'gpuops.k8s_gpu.inventory_vars' in ' '.join(
         own_doc('filter', n).get('extends_documentation_fragment') or [])]
-    assert sorted(users) == ['doctor_health', 'node_labels_plan', 'pool_host_vars', 'sharing_pools', 'unprobed_hosts'], users
+    assert sorted(users) == ['doctor_health', 'fleet_report', 'node_labels_plan', 'pool_host_vars', 'sharing_pools',
+                            'unprobed_hosts'], users
     for name in users:
         assert docs[name]['options']['hostvars'] == groups['hostvars'], name
     for name in ('node_labels_plan', 'sharing_pools'):
         assert docs[name]['options']['_input'] == groups['_input'], name
-    for name in ('doctor_health', 'pool_host_vars', 'unprobed_hosts'):
+    for name in ('doctor_health', 'fleet_report', 'pool_host_vars', 'unprobed_hosts'):
         assert docs[name]['options']['_input']['type'] == 'list', name

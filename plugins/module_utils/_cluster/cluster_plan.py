@@ -43,7 +43,11 @@ def label_value(value):
     return str(value)
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None):
+# sharing_pools' facts: every host's, or only those of the hosts whose Kubernetes node name is not the inventory name
+SHARING_POOLS_FACTS = ('all', 'renamed')
+
+
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all'):
     """The sharing pools of the GPU nodes.
 
     A node's pool is its gpuops_sharing_pool variable, else the one group it is in, below ``node_group``, that is not a
@@ -54,12 +58,18 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
     'label_pools': [{name, strategy, nodes}] (pools whose nodes gpu_node_labels labels), 'needs_extender': bool,
     'errors': [...], 'unprobed': hosts without gpu_probe_facts, 'settings': the names asked for}.
     ``settings``: variable names copied from the pool's first host into the pool's 'settings' (only
-    those defined there); 'facts': Kubernetes node name -> gpu_probe_facts of each host that has them."""
+    those defined there); 'facts': Kubernetes node name -> gpu_probe_facts of each host that has them, or with
+    ``facts='renamed'`` only of the hosts whose Kubernetes node name (gpu_node_labels_node_name) is not their inventory
+    name: role gpu_sharing_stack's render reads the others from hostvars itself (inventory_vars), and every node's
+    facts in the pools would be carried through each task that passes a pool (milliseconds per node)."""
+    if facts not in SHARING_POOLS_FACTS:
+        raise ValueError('sharing_pools: facts is %r; allowed: %s' % (facts, ', '.join(SHARING_POOLS_FACTS)))
     layer = set(LAYER_GROUPS) | set([node_group]) | set(layer_groups or [])
     members = list(groups.get(node_group) or [])
     member_set = set(members)
     group_sets = {}
     pools, errors, unprobed, host_groups = {}, [], [], {}
+    renamed = set()
     for h in members:
         hv = hostvars[h]
         candidates = []
@@ -83,8 +93,8 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
         strategy = _get(hv, 'gpuops_sharing_strategy', DEFAULT_STRATEGY)
         if strategy not in STRATEGIES:
             errors.append('%s: gpuops_sharing_strategy is %s; allowed: %s' % (h, strategy, ', '.join(STRATEGIES)))
-        facts = _get(hv, 'gpu_probe_facts', _MISSING)
-        if facts is _MISSING:
+        host_facts = _get(hv, 'gpu_probe_facts', _MISSING)
+        if host_facts is _MISSING:
             unprobed.append(h)
         if not group:
             continue
@@ -105,9 +115,15 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
         host_groups[h] = candidates
         p['hosts'].append(h)
         p['nodes'].append(node)
-        if facts is not _MISSING:
-            p['facts'][node] = facts
+        if host_facts is not _MISSING:
+            p['facts'][node] = host_facts
+            if node != h:
+                renamed.add(node)
     ordered = [pools[k] for k in sorted(pools)]
+    if facts == 'renamed':
+        # a node name that is also another host's inventory name keeps its entry too: the render's facts win
+        for p in ordered:
+            p['facts'] = dict((k, v) for k, v in p['facts'].items() if k in renamed)
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
     errors.extend(release_conflicts(ordered))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into

@@ -7,6 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
     label_live_plan, label_static_plan, pool_host_vars, sharing_pools)
+from ansible_collections.gpuops.k8s_gpu.plugins.action.gpu_stack_manifests import with_inventory_vars
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import FilterModule as StrategyFM
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_patch import FilterModule as PatchFM
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_plan import FilterModule as PlanFM
@@ -23,6 +24,10 @@ def test_sharing_pools_filter():
     assert f(GROUPS, HOSTVARS, settings=['x']) == sharing_pools(GROUPS, HOSTVARS, settings=['x'])
     with pytest.raises(AnsibleFilterError, match='expected the groups mapping'):
         f(['n1'], HOSTVARS)
+    assert f(GROUPS, HOSTVARS, facts='renamed') == sharing_pools(GROUPS, HOSTVARS, facts='renamed')
+    assert f(GROUPS, HOSTVARS, facts='renamed')['pools'][0]['facts'] == {}
+    with pytest.raises(AnsibleFilterError, match="facts is 'every'; allowed: all, renamed"):
+        f(GROUPS, HOSTVARS, facts='every')
 
 
 def test_node_labels_filters():
@@ -72,3 +77,45 @@ def test_gpu_strategy_filter_documentation_names_the_model():
     assert tuple(re.findall(r'C\(([a-z-]+)\)', doc['options']['_input']['description'])) == gs.STRATEGIES
     returned = ' '.join(yaml.safe_load(flt.RETURN)['_value']['description'])
     assert set(re.findall(r'C\(([a-z_]+)\)', returned)) == set(gs.strategy('exclusive')) | {'name'}
+
+
+def inv(pools):
+    """pools: group -> {host: vars}; (groups, hostvars) as Ansible gives them (as test_cluster_plan.inv)."""
+    groups = {'all': [], 'ungrouped': [], 'gpu_nodes': []}
+    hv = {}
+    for g, hosts in pools.items():
+        groups[g] = list(hosts)
+        for h, v in hosts.items():
+            groups['gpu_nodes'].append(h)
+            hv[h] = dict(v, group_names=sorted(['gpu_nodes', g]))
+    groups['all'] = sorted(hv)
+    return groups, hv
+
+
+def test_pools_facts_renamed_keeps_only_what_the_render_cannot_read_from_hostvars():
+    """facts='renamed' (cluster.yml, uninstall.yml): a pool's facts hold only the hosts whose Kubernetes node name is
+    not their inventory name; the render (gpu_stack_manifests with inventory_vars, its given facts winning) then sees
+    the same facts for every node as with facts='all'."""
+    groups, hv = inv({'pool_ts': {'n1': {'gpuops_sharing_strategy': 'time-slicing', 'gpu_probe_facts': {'x': 1}},
+                                  'n2': {'gpuops_sharing_strategy': 'time-slicing', 'gpu_probe_facts': {'x': 2},
+                                         'gpu_node_labels_node_name': 'k2'},
+                                  # renamed to the inventory name of another host (n4, in another pool)
+                                  'n3': {'gpuops_sharing_strategy': 'time-slicing', 'gpu_probe_facts': {'x': 3},
+                                         'gpu_node_labels_node_name': 'n4'},
+                                  'n5': {'gpuops_sharing_strategy': 'time-slicing'}},
+                      'pool_mps': {'n4': {'gpuops_sharing_strategy': 'mps', 'gpu_probe_facts': {'x': 4},
+                                          'gpu_node_labels_node_name': 'k4'},
+                                   'n6': {'gpuops_sharing_strategy': 'mps', 'gpu_probe_facts': {'x': 6}}}})
+    full = sharing_pools(groups, hv)
+    slim = sharing_pools(groups, hv, facts='renamed')
+    assert [p['facts'] for p in slim['pools']] == [{'k4': {'x': 4}}, {'k2': {'x': 2}, 'n4': {'x': 3}}]
+    assert [p['facts'] for p in full['pools']] == [{'k4': {'x': 4}, 'n6': {'x': 6}},
+                                                   {'n1': {'x': 1}, 'k2': {'x': 2}, 'n4': {'x': 3}}]
+    for a, b in zip(full['pools'], slim['pools']):
+        assert dict((k, v) for k, v in a.items() if k != 'facts') == dict((k, v) for k, v in b.items() if k != 'facts')
+        seen = [with_inventory_vars({'nodes': p['nodes'], 'facts': p['facts']}, hv)['facts'] for p in (a, b)]
+        assert seen[0] == seen[1] and set(seen[0]) <= set(a['nodes']) | set(a['facts'])
+    for key in ('label_pools', 'errors', 'unprobed', 'gated', 'needs_extender'):
+        assert full[key] == slim[key], key
+    with pytest.raises(ValueError, match="facts is 'some'; allowed: all, renamed"):
+        sharing_pools(groups, hv, facts='some')

@@ -86,3 +86,27 @@ def test_every_pool_setting_has_a_role_default():
     defaults = _yaml('roles', 'gpu_sharing_stack', 'defaults', 'main.yml')
     assert set(pool_setting_names()) <= set(defaults)
     assert defaults['gpu_sharing_stack_settings'] == {}
+
+
+class _CostlyToCopy(dict):
+    """Stands for Ansible's lazy template containers: their deep copy copies the templar with every variable of the
+    task (at 5,000 inventory hosts, minutes and gigabytes per pool in cluster.yml's settings task)."""
+
+    def __deepcopy__(self, memo):
+        raise AssertionError('stack_settings deep-copied a templated container')
+
+
+class _CostlyList(list):
+    def __deepcopy__(self, memo):
+        raise AssertionError('stack_settings deep-copied a templated container')
+
+
+def test_templated_settings_are_validated_as_plain_data_without_deep_copies():
+    settings = {'gpu_sharing_stack_mps': _CostlyToCopy(replicas=4),
+                'gpu_sharing_stack_image_pull_secrets': _CostlyList(['regcred'])}
+    out = f(settings, variables={'gpu_sharing_stack_volcano': _CostlyToCopy(version='1.15')})
+    assert out['gpu_sharing_stack_mps'] == {'replicas': 4} and not isinstance(out['gpu_sharing_stack_mps'], _CostlyToCopy)
+    assert out['gpu_sharing_stack_image_pull_secrets'] == ['regcred']
+    assert out['gpu_sharing_stack_volcano'] == {'version': '1.15'}
+    assert out == f({'gpu_sharing_stack_mps': {'replicas': 4}, 'gpu_sharing_stack_image_pull_secrets': ['regcred']},
+                    variables={'gpu_sharing_stack_volcano': {'version': '1.15'}})
