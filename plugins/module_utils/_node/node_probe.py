@@ -15,6 +15,8 @@ import re
 import shutil
 import stat
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi
+
 NVIDIA_VENDOR = '0x10de'
 PCI_CLASS_VGA = '0x0300'
 PCI_CLASS_3D = '0x0302'
@@ -255,9 +257,9 @@ def parse_containerd_version(text):
     github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", upstream's "containerd
     github.com/containerd/containerd/v2 v2.3.4 <commit>", Docker's packages "containerd containerd.io 1.7.27 <commit>"."""
     for token in (text or '').split()[1:]:
-        m = re.match(r'v?(\d+)\.(\d+)(?:\.(\d+))?', token)
-        if m:
-            return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        version = containerd_cdi.parse_version(token)
+        if version:
+            return version
     return None
 
 
