@@ -3,8 +3,10 @@
 
 Each step is a command. Steps that write JUnit XML (pytest, ansible-test units, the sanity and lint
 wrappers) are counted test by test; other steps count as one check each. The last line is
-``tests: N passed, N failed`` and the exit status is non-zero when anything failed or when a step
-that must produce tests produced none.
+``tests: N passed, N failed, N skipped`` and the exit status is non-zero when anything failed, when a step
+that must produce tests produced none, or when a name given to run some steps names none. A skipped test counts as
+failed (a test that cannot run fails loudly), except in the sanity steps, whose JUnit records a skip for a sanity test
+with nothing to check (SKIPS_ARE_RESULTS); those are the skipped the last line counts.
 
 Steps run in lanes: the lanes ``lab`` (pytest over lab/tests with pytest-xdist), ``checks`` (lint, sanity,
 units, collection build, then the benchmark smoke run and the README's demo) and ``molecule`` (the scenarios one
@@ -45,6 +47,12 @@ def junit_counts(path):
         else:
             passed += 1
     return passed, failed, skipped
+
+
+def skipped_cases(path):
+    """'classname::name' of every skipped case of a JUnit XML file."""
+    return ['%s::%s' % (case.get('classname'), case.get('name')) for case in ET.parse(path).iter('testcase')
+            if case.find('skipped') is not None and case.find('failure') is None and case.find('error') is None]
 
 
 def molecule_scenarios():
@@ -118,9 +126,23 @@ def steps(only=None):
     s.append(('demo-clean', ['bash', 'lab/bin/demo.sh', 'clean'], None, 'checks'))
     s.append(('lab-checks-lane', lab_in_lane_cmd('checks'), 'lab-checks-lane.xml', 'checks'))
     if only:
+        unknown = [o for o in only if not any(x[0].startswith(o) for x in s)]
+        if unknown:
+            raise UnknownSteps('no step of the suite starts with %s; the steps: %s'
+                               % (', '.join(repr(o) for o in unknown), ' '.join(x[0] for x in s)))
         s = [x for x in s if any(x[0].startswith(o) for o in only)]
-
     return s
+
+
+class UnknownSteps(Exception):
+    """A name given to make test-only (STEPS) that names no step: nothing would run, and nothing must pass."""
+
+
+# Steps whose JUnit files may record skipped tests. ansible-test's sanity JUnit records a skipped case for every
+# sanity test that has nothing to check in this collection (for example a test of a file type it does not have): that
+# is a result, not a test that could not run. Everywhere else a skipped test is one that could not run, and the lab's
+# rule is that such a test fails loudly: it counts as failed, named in the step's note.
+SKIPS_ARE_RESULTS = ('sanity-2.21', 'sanity-2.16')
 
 
 def run_step(name, cmd, junit, env, log=None):
@@ -149,6 +171,11 @@ def run_step(name, cmd, junit, env, log=None):
     note = ''
     if junit and os.path.exists(os.path.join(RESULTS, junit)):
         p, f, sk = junit_counts(os.path.join(RESULTS, junit))
+        if sk and name not in SKIPS_ARE_RESULTS:
+            f += sk
+            note = '%d skipped: a test that cannot run fails (%s)' % (sk, ', '.join(skipped_cases(
+                os.path.join(RESULTS, junit))[:5]))
+            sk = 0
         if rc != 0 and f == 0:
             f += 1
             note = 'exit %d with no failing test recorded' % rc
@@ -204,10 +231,14 @@ def main():
     args = ap.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
     env = suite_env(os.environ)
+    try:
+        todo = steps(args.only)
+    except UnknownSteps as exc:
+        print('run-tests.py: %s' % exc, file=sys.stderr)
+        return 2
     # the collections symlink once, before steps that all read it start at the same time
     subprocess.check_call(['bash', 'lab/bin/collections-path.sh'], cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.time()
-    todo = steps(args.only)
     rows = {}
     try:
         run_all(args, todo, rows, env)
@@ -259,7 +290,8 @@ def report(todo, rows, wall, args):
         total_skip += sk
         print('%-28s %7d %7d %7d %9.1f %9.1f  %s' % (name, p, f, sk, took, cpu, note))
     print('wall: %.1f s%s' % (wall, ' (serial)' if args.serial else ' (lanes run concurrently; see the seconds per step)'))
-    print('tests: %d passed, %d failed' % (total_pass, total_fail))
+    # the closing line; skipped tests that are results (SKIPS_ARE_RESULTS) are shown, the others are counted as failed
+    print('tests: %d passed, %d failed, %d skipped' % (total_pass, total_fail, total_skip))
     return 1 if total_fail else 0
 
 
