@@ -70,6 +70,34 @@ options:
     description: Namespace of the backup ConfigMaps; by default the object's own namespace (V(kube-system) for
       cluster-scoped objects).
     type: str
+  user:
+    description:
+      - For objects that several runs share (a strategy's RuntimeClass is shared by every pool of the NVIDIA device
+        plugin strategies), the name of the user this run speaks for, for example the pool.
+      - With O(state=present) the run records it on each such object as the annotation
+        C(<user_annotation_prefix><user>) (JSON merge patch, once; re-applied if a concurrent run deleted the object
+        meanwhile).
+      - With O(state=absent) the run removes its own record and deletes the object only when no other user is
+        recorded on it and O(keep) is false, with the object's resourceVersion as a precondition, so a user recorded
+        by a concurrent run after the decision stops the delete (the decision is then taken again).
+      - Must be a valid annotation name (at most 63 characters of letters, digits, V(-), V(_) and V(.), beginning and
+        ending with a letter or digit). Labels-only kinds never carry it.
+    type: str
+  user_labels:
+    description: With O(user), only the definitions whose C(metadata.labels) contain all of these are shared objects;
+      by default all definitions are.
+    type: dict
+    default: {}
+  user_annotation_prefix:
+    description: Prefix (ending with C(/)) of the annotations that record an object's users.
+    type: str
+    default: user.gpuops.io/
+  keep:
+    description: With O(user) and O(state=absent), keep the shared objects even when no other user is recorded on
+      them (users that the caller knows of otherwise, such as pools whose nodes still carry the strategy's labels and
+      that were installed before users were recorded); this run's record is removed all the same.
+    type: bool
+    default: false
 notes:
   - Check mode sends read requests only.
   - Objects are handled in the given order for V(present) and in reverse order for V(absent).
@@ -127,19 +155,33 @@ backups:
   elements: str
   sample: [volcano-system/gpuops-backup-configmap-volcano-scheduler-configmap]
 objects:
-  description: What happened to each object.
+  description:
+    - What happened to each object (C(action) one of V(created), V(updated), V(deleted), V(unchanged), V(missing),
+      V(kept)).
+    - A shared object kept by O(state=absent) has C(users), the other users recorded on it (empty when O(keep) or
+      the missing hash annotation kept it).
   returned: always
   type: list
   elements: dict
   sample:
     - {kind: DaemonSet, namespace: kube-system, name: nvidia-device-plugin-pool-a, action: created}
     - {kind: Node, namespace: null, name: gpu-node-1, action: unchanged}
+    - {kind: RuntimeClass, namespace: null, name: nvidia, action: kept, users: [pool-b]}
+users:
+  description: The user records this run added (V(registered)) or removed (V(released)) on shared objects (O(user)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {kind: RuntimeClass, namespace: null, name: nvidia, user: pool-a, action: registered}
 warnings_list:
   description: Problems that did not stop the run (e.g. a node to label that does not exist).
   returned: always
   type: list
   elements: str
 '''
+
+import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
@@ -159,13 +201,30 @@ def argument_spec():
         delete_unmanaged=dict(type='bool', default=False),
         backup=dict(type='bool', default=True),
         backup_namespace=dict(type='str'),
+        user=dict(type='str'),
+        user_labels=dict(type='dict', default={}),
+        user_annotation_prefix=dict(type='str', default='user.gpuops.io/'),
+        keep=dict(type='bool', default=False),
     )
     return spec
 
 
+USER_NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')
+
+
+def check_user(params):
+    """None, or the error for a user or prefix that cannot form an annotation name."""
+    if params.get('user') is not None and not USER_NAME.match(params['user']):
+        return ('user must be a valid annotation name (at most 63 letters, digits, "-", "_" or ".", beginning and '
+                'ending with a letter or digit); got %r' % params['user'])
+    if not (params.get('user_annotation_prefix') or '').endswith('/'):
+        return 'user_annotation_prefix must end with "/"; got %r' % params.get('user_annotation_prefix')
+    return None
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    error = validate_definitions(module.params['definitions'])
+    error = validate_definitions(module.params['definitions']) or check_user(module.params)
     if error:
         module.fail_json(msg=error)
     if k8s_access.KUBERNETES_IMPORT_ERROR:

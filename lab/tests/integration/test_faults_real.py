@@ -279,6 +279,51 @@ def stack_objects_task(pool, node):
     return {"name": block[0]["name"], "block": block[:1]}
 
 
+def test_uninstall_keeps_the_shared_runtime_class_a_pool_applied_before_labelling_its_nodes(cl, tmp_path):
+    """Issue 37 item 8 (CI of main failed at random on it): pool A of the NVIDIA family has applied its objects, the
+    shared RuntimeClass among them, and not yet labelled its node (cluster.yml labels after the stack's apply; another
+    inventory, team or AWX slice runs at the same time). Pool B's uninstall must keep the RuntimeClass: its render
+    sees no other pool's labelled node, so before the fix it deleted it. A records itself on the object when it
+    applies it; B's removal names A among the users it kept the object for. Then A's own uninstall takes it (unless a
+    concurrent test's pool of the family uses it: the role names those)."""
+    kube, core = cl["kube"], cl["core"]
+    a, b = "ua%s" % SUFFIX, "ub%s" % SUFFIX
+    na, nb = "ua-%s" % SUFFIX, "ub-%s" % SUFFIX
+    cl["node"](na)
+    cl["node"](nb)
+    rc, result = run_play((kube, cl["kc"]), tmp_path, [stack_objects_task(a, na)])
+    assert rc == 0, failures(result)
+    shared = [d for k, d in rendered(result).items()
+              if (d["metadata"].get("labels") or {}).get("gpuops.io/sharing-scope") == "shared"]
+    assert [d["kind"] for d in shared] == ["RuntimeClass"], shared
+    name = shared[0]["metadata"]["name"]
+    users = sorted(k for k in (live_object(kube, shared[0])["metadata"].get("annotations") or {})
+                   if k.startswith("user.gpuops.io/"))
+    assert "user.gpuops.io/" + a in users, users
+    _n, node_facts, extra = CASES["time-slicing"]
+    rc, result = run_play((kube, cl["kc"]), tmp_path, [role_play("time-slicing", nb, node_facts, extra, pool=b,
+                                                                 state="absent")])
+    assert rc == 0, failures(result)
+    removal = [r for n, r in task_results(result) if n.endswith("Remove the shared objects when no other pool uses them")]
+    assert removal, [n for n, _r in task_results(result)]
+    kept = [o for o in removal[0]["objects"] if o["kind"] == "RuntimeClass" and o["name"] == name]
+    assert kept and kept[0]["action"] == "kept" and a in kept[0]["users"], removal[0]["objects"]
+    live = live_object(kube, shared[0])
+    assert live is not None and not live["metadata"].get("deletionTimestamp")
+    # A's uninstall: its record goes; the object goes too unless another pool is recorded or labelled meanwhile
+    rc, result = run_play((kube, cl["kc"]), tmp_path, [role_play("time-slicing", na, node_facts, extra, pool=a,
+                                                                 state="absent")])
+    assert rc == 0, failures(result)
+    live = live_object(kube, shared[0])
+    assert live is None or "user.gpuops.io/" + a not in (live["metadata"].get("annotations") or {}), live
+    removal = [r for n, r in task_results(result) if n.endswith("Remove the shared objects when no other pool uses them")]
+    if live is not None and not live["metadata"].get("deletionTimestamp"):
+        kept = [o for o in removal[0]["objects"] if o["kind"] == "RuntimeClass" and o["name"] == name]
+        assert kept and kept[0]["action"] == "kept", removal[0]["objects"]
+        assert not [u for u in kept[0]["users"] if u in (a, b)], kept
+        # kept for a concurrent test's pool: recorded on the object (kept[0]["users"]) or labelled (other_pools)
+
+
 def test_stack_apply_with_the_api_server_gone_stops_clearly_and_the_next_run_finishes(cl, tmp_path, monkeypatch):
     """The API server unreachable in the middle of the stack's apply (the 8th request on) for longer than the retry
     budget: the run stops naming the request and the limits; the next run (server back) finishes the job. The outage

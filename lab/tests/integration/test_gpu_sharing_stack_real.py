@@ -432,15 +432,21 @@ def test_absent_removes_what_was_made(cl, converged, tmp_path):
     rc, result = run_play(cl, tmp_path, tasks)
     assert rc == 0, failures(result)
     # Shared objects (the NVIDIA strategies' RuntimeClass) stay while another pool of the family uses them: on the
-    # shared lab cluster a concurrent test's pool may. What the role saw is in its render result (other_pools); the
-    # last render of the family decides, and a pool of this test's own there would be a defect (each pool's nodes
-    # are unlabelled before the next strategy runs).
+    # shared lab cluster a concurrent test's pool may. The role decides from the pools recorded on the object (users)
+    # and from the pools whose nodes carry the family's labels (its render's other_pools); its last decision for each
+    # object counts, and a pool of this test's own there would be a defect (each pool's absent removes its record and
+    # its nodes' labels before the next strategy runs).
     own = ("r%s-" % SUFFIX, "v%s-" % SUFFIX)
     kept_for = {}
     for name, r in task_results(result):
         if name.endswith("Render the stack and check the input") and "other_pools" in r:
             for m in r.get("shared_manifests") or []:
                 kept_for[(m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"])] = r["other_pools"]
+        if name.endswith("Remove the shared objects when no other pool uses them") and "objects" in r:
+            for o in r["objects"]:
+                k = (o["kind"], o["namespace"], o["name"])
+                kept_for[k] = sorted(set(kept_for.get(k) or []) | set(o.get("users") or [])) \
+                    if o["action"] == "kept" else []
     for k, pools in kept_for.items():
         assert not [p for p in pools if p.startswith(own)], (k, pools)
     left = []

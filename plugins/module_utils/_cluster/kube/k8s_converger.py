@@ -25,6 +25,9 @@ except ImportError:  # reported by the module through k8s_access.KUBERNETES_IMPO
         pass
 
 
+USER_PREFIX = 'user.gpuops.io/'
+
+
 class ConvergeError(Exception):
     """A problem that stops the run; the counts so far stay on the Converger."""
 
@@ -113,6 +116,94 @@ class Converger(object):
         self.diffs = []
         self.backups = []
         self.warnings = []
+        self.users = []
+
+    # Objects several runs share (a strategy's RuntimeClass, shared by every pool of the NVIDIA family): each run that
+    # applies one records its user (params 'user', e.g. the pool) in an annotation of its own, prefix
+    # 'user_annotation_prefix', written with a JSON merge patch (not server-side apply: another user's apply with the
+    # same field manager would drop it). An 'absent' run removes its own record and deletes the object only when no
+    # other user is recorded and 'keep' is false, with the resourceVersion it decided on as a precondition: a user
+    # recorded meanwhile (a concurrent run of another inventory, team or AWX slice) makes the delete fail (409) and the
+    # decision is taken again. 'user_labels' picks the definitions that carry this record (all when empty).
+    def user_key(self):
+        return (self.p.get('user_annotation_prefix') or USER_PREFIX) + self.p['user'] if self.p.get('user') else None
+
+    def shared(self, d):
+        if not self.p.get('user'):
+            return False
+        labels = (d.get('metadata') or {}).get('labels') or {}
+        return all(labels.get(k) == str(v) for k, v in (self.p.get('user_labels') or {}).items())
+
+    def users_of(self, live):
+        prefix = self.p.get('user_annotation_prefix') or USER_PREFIX
+        annotations = ((live or {}).get('metadata') or {}).get('annotations') or {}
+        return sorted(k[len(prefix):] for k in annotations if k.startswith(prefix))
+
+    def note_user(self, d, action):
+        kind, ns, name = ident(d)
+        self.users.append({'kind': kind, 'namespace': ns, 'name': name, 'user': self.p['user'], 'action': action})
+
+    def register(self, res, d, live):
+        """Record this run's user on ``d`` (``live``: the object as the apply left it, None if it is not there)."""
+        kind, ns, name = ident(d)
+        key = self.user_key()
+        for _attempt in range(3):
+            if live is not None and self.p['user'] in self.users_of(live):
+                return
+            if self.check_mode:
+                return self.note_user(d, 'registered')
+            if live is None:  # removed by a concurrent run since this one applied it: apply it again
+                self.apply(res, d)
+            try:
+                self.client.patch(res, body={'metadata': {'annotations': {key: 'true'}}}, name=name,
+                                  namespace=ns if res.namespaced else None, content_type='application/merge-patch+json',
+                                  field_manager=self.p['field_manager'])
+                return self.note_user(d, 'registered')
+            except NotFoundError:
+                live = None
+        raise ConvergeError('%s %s%s was deleted three times while this run recorded its user %s on it'
+                            % (kind, (ns + '/') if ns else '', name, self.p['user']))
+
+    def release(self, res, d, live):
+        """state=absent for a shared object: remove this run's record; delete only when no user is left."""
+        kind, ns, name = ident(d)
+        where = '%s %s%s' % (kind, (ns + '/') if ns else '', name)
+        for _attempt in range(3):
+            if live is None:
+                return self.record(d, 'unchanged')
+            if self.p['user'] in self.users_of(live):
+                if self.check_mode:
+                    live = copy.deepcopy(live)
+                    live['metadata']['annotations'].pop(self.user_key())
+                else:
+                    try:
+                        live = self.client.patch(res, body={'metadata': {'annotations': {self.user_key(): None}}},
+                                                 name=name, namespace=ns if res.namespaced else None,
+                                                 content_type='application/merge-patch+json',
+                                                 field_manager=self.p['field_manager']).to_dict()
+                    except NotFoundError:
+                        return self.record(d, 'unchanged')
+                self.note_user(d, 'released')
+            others = self.users_of(live)
+            if others or self.p.get('keep'):
+                self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept', 'users': others})
+                return
+            if not self.managed(d, live):
+                return
+            if self.check_mode:
+                return self.record(d, 'deleted', live, None)
+            try:
+                self.client.delete(res, name=name, namespace=ns if res.namespaced else None,
+                                   body={'propagationPolicy': 'Background',
+                                         'preconditions': {'resourceVersion': live['metadata']['resourceVersion']}})
+                return self.record(d, 'deleted', live, None)
+            except NotFoundError:
+                return self.record(d, 'unchanged')
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                live = self.get(res, d)  # changed since this run decided (a user recorded meanwhile): decide again
+        raise ConvergeError('%s changed three times while this run decided whether to delete it; nothing deleted' % where)
 
     def resource(self, d):
         try:
@@ -182,16 +273,21 @@ class Converger(object):
             return self.labels(res, d, live, present=True)
         want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
         if live is not None and is_subset(want, live, appended_lists(d)):
-            return self.record(d, 'unchanged')
+            self.record(d, 'unchanged')
+            return live
         if live is not None and self.p['backup'] and self.p['hash_annotation'] and \
                 self.p['hash_annotation'] not in ((live.get('metadata') or {}).get('annotations') or {}):
             self.backup(res, d, live)
-        after = want
-        if not self.check_mode:
-            after = self.client.patch(res, body=want, name=name, namespace=ns if res.namespaced else None,
-                                      content_type='application/apply-patch+yaml', field_manager=self.p['field_manager'],
-                                      force_conflicts=True).to_dict()
+        after = want if self.check_mode else self.apply(res, d)
         self.record(d, 'created' if live is None else 'updated', live, after)
+        return after
+
+    def apply(self, res, d):
+        kind, ns, name = ident(d)
+        want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
+        return self.client.patch(res, body=want, name=name, namespace=ns if res.namespaced else None,
+                                 content_type='application/apply-patch+yaml', field_manager=self.p['field_manager'],
+                                 force_conflicts=True).to_dict()
 
     def labels(self, res, d, live, present):
         kind, ns, name = ident(d)
@@ -230,13 +326,11 @@ class Converger(object):
         live = self.get(res, d)
         if kind in self.p['labels_only_kinds']:
             return self.labels(res, d, live, present=False)
+        if self.shared(d):
+            return self.release(res, d, live)
         if live is None:
             return self.record(d, 'unchanged')
-        annotations = (live.get('metadata') or {}).get('annotations') or {}
-        if not self.p['delete_unmanaged'] and self.p['hash_annotation'] and self.p['hash_annotation'] not in annotations:
-            self.warnings.append('%s %s%s was not applied by this module (no %s annotation); left in place'
-                                 % (kind, (ns + '/') if ns else '', name, self.p['hash_annotation']))
-            self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept'})
+        if not self.managed(d, live):
             return
         if not self.check_mode:
             try:
@@ -246,9 +340,21 @@ class Converger(object):
                 pass
         self.record(d, 'deleted', live, None)
 
+    def managed(self, d, live):
+        """Whether absent may delete ``live``: applied by this module (its hash annotation), or delete_unmanaged."""
+        kind, ns, name = ident(d)
+        annotations = (live.get('metadata') or {}).get('annotations') or {}
+        if not self.p['delete_unmanaged'] and self.p['hash_annotation'] and self.p['hash_annotation'] not in annotations:
+            self.warnings.append('%s %s%s was not applied by this module (no %s annotation); left in place'
+                                 % (kind, (ns + '/') if ns else '', name, self.p['hash_annotation']))
+            self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept'})
+            return False
+        return True
+
     def result(self):
-        r = dict(changed=bool(self.counts['created'] or self.counts['updated'] or self.counts['deleted'] or self.backups),
-                 objects=self.objects, backups=self.backups, warnings_list=self.warnings, **self.counts)
+        r = dict(changed=bool(self.counts['created'] or self.counts['updated'] or self.counts['deleted'] or self.backups
+                              or self.users),
+                 objects=self.objects, backups=self.backups, warnings_list=self.warnings, users=self.users, **self.counts)
         if self.diff:
             r['diff'] = self.diffs
         return r
@@ -269,7 +375,9 @@ def converge(conv, defs, state):
     for d in order:
         try:
             if state == 'present':
-                conv.present(d)
+                live = conv.present(d)
+                if conv.shared(d) and d.get('kind') not in conv.p['labels_only_kinds']:
+                    conv.register(conv.resource(d), d, live)
             else:
                 conv.absent(d)
         except ApiException as e:

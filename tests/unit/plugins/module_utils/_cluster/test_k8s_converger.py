@@ -39,6 +39,8 @@ class FakeDynamic(object):
                           for o in objects)
         self.served = served
         self.writes = []
+        self.version = 0
+        self.before_delete = None  # a concurrent writer's turn, between a run's decision and its delete
         outer = self
 
         class Resources(object):
@@ -58,17 +60,29 @@ class FakeDynamic(object):
         self.writes.append(('patch', res.kind, name, content_type))
         key = (res.kind, namespace, name)
         if content_type == 'application/merge-patch+json':
-            labels = self.store[key]['metadata'].setdefault('labels', {})
-            for k, v in body['metadata']['labels'].items():
-                if v is None:
-                    labels.pop(k, None)
-                else:
-                    labels[k] = v
+            if key not in self.store:
+                raise not_found(K.NotFoundError)
+            for field in ('labels', 'annotations'):
+                values = self.store[key]['metadata'].setdefault(field, {})
+                for k, v in (body['metadata'].get(field) or {}).items():
+                    if v is None:
+                        values.pop(k, None)
+                    else:
+                        values[k] = v
         else:
             live = copy.deepcopy(body)
-            live['metadata']['resourceVersion'] = '1'
+            # server-side apply keeps what other writes (a merge patch: operation Update) own, here the users
+            kept = dict((k, v) for k, v in ((self.store.get(key) or {}).get('metadata', {}).get('annotations') or {}).items()
+                        if k.startswith(K.USER_PREFIX))
+            if kept:
+                live['metadata'].setdefault('annotations', {}).update(kept)
             self.store[key] = live
+        self.bump(key)
         return Obj(self.store[key])
+
+    def bump(self, key):
+        self.version += 1
+        self.store[key]['metadata']['resourceVersion'] = str(self.version)
 
     def create(self, res, body, namespace=None):
         self.writes.append(('create', res.kind, body['metadata']['name'], None))
@@ -76,8 +90,19 @@ class FakeDynamic(object):
         return Obj(body)
 
     def delete(self, res, name, namespace=None, body=None):
+        if self.before_delete:
+            turn, self.before_delete = self.before_delete, None
+            turn()
         self.writes.append(('delete', res.kind, name, None))
-        del self.store[(res.kind, namespace, name)]
+        key = (res.kind, namespace, name)
+        if key not in self.store:
+            raise not_found(K.NotFoundError)
+        want = ((body or {}).get('preconditions') or {}).get('resourceVersion')
+        if want is not None and want != self.store[key]['metadata'].get('resourceVersion'):
+            e = K.ApiException()
+            e.status, e.reason = 409, 'Conflict'
+            raise e
+        del self.store[key]
 
 
 def run(client, defs, state='present', check_mode=False, **params):
@@ -241,3 +266,90 @@ def test_backup_create_conflict_is_settled_by_reading():
     client = Conflict([dict(CM, data={'k': 'site'})])
     result = run(client, [CM])
     assert result['backups'] == ['ns/gpuops-backup-configmap-cfg'] and result['updated'] == 1
+
+
+# ---------------------------------------------------------------------------------------------- shared objects' users
+RC = {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'handler': 'nvidia',
+      'metadata': {'name': 'nvidia', 'labels': {'gpuops.io/sharing-scope': 'shared'}}}
+POOL_CM = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'cfg', 'namespace': 'ns', 'labels': {
+    'gpuops.io/sharing-scope': 'pool'}}, 'data': {'k': 'v'}}
+SHARED = dict(user_labels={'gpuops.io/sharing-scope': 'shared'})
+
+
+def users(client, kind='RuntimeClass', ns=None, name='nvidia'):
+    ann = client.store[(kind, ns, name)]['metadata'].get('annotations') or {}
+    return sorted(k for k in ann if k.startswith(K.USER_PREFIX))
+
+
+def test_a_pool_records_itself_on_shared_objects_only_and_a_rerun_writes_nothing():
+    client = FakeDynamic(served=('ConfigMap', 'RuntimeClass'))
+    first = run(client, [RC, POOL_CM], user='pool-a', **SHARED)
+    assert first['changed'] and first['users'] == [
+        {'kind': 'RuntimeClass', 'namespace': None, 'name': 'nvidia', 'user': 'pool-a', 'action': 'registered'}]
+    assert users(client) == ['user.gpuops.io/pool-a'] and users(client, 'ConfigMap', 'ns', 'cfg') == []
+    writes = len(client.writes)
+    again = run(client, [RC, POOL_CM], user='pool-a', **SHARED)
+    assert not again['changed'] and again['users'] == [] and len(client.writes) == writes
+    # a second pool: its record beside the first one's, the object's fields unchanged
+    run(client, [RC], user='pool-b', **SHARED)
+    assert users(client) == ['user.gpuops.io/pool-a', 'user.gpuops.io/pool-b']
+    # the first pool's apply again (its server-side apply) keeps the other's record
+    assert not run(client, [RC], user='pool-a', **SHARED)['changed']
+    assert users(client) == ['user.gpuops.io/pool-a', 'user.gpuops.io/pool-b']
+
+
+def test_check_mode_shows_the_record_and_writes_nothing():
+    client = FakeDynamic(served=('RuntimeClass',))
+    result = run(client, [RC], check_mode=True, user='pool-a', **SHARED)
+    assert result['changed'] and result['users'][0]['action'] == 'registered' and client.writes == []
+
+
+def test_uninstall_keeps_a_shared_object_another_pool_uses_and_drops_only_its_own_record():
+    client = FakeDynamic(served=('RuntimeClass',))
+    run(client, [RC], user='pool-a', **SHARED)
+    run(client, [RC], user='pool-b', **SHARED)
+    out = run(client, [RC], state='absent', user='pool-a', **SHARED)
+    assert out['deleted'] == 0 and out['changed']
+    assert out['objects'] == [{'kind': 'RuntimeClass', 'namespace': None, 'name': 'nvidia', 'action': 'kept',
+                               'users': ['pool-b']}]
+    assert users(client) == ['user.gpuops.io/pool-b']
+    last = run(client, [RC], state='absent', user='pool-b', **SHARED)
+    assert last['deleted'] == 1 and ('RuntimeClass', None, 'nvidia') not in client.store
+
+
+def test_keep_removes_the_record_but_not_the_object():
+    """keep: pools the caller knows of otherwise (their nodes carry the family's labels; installed before users were
+    recorded) keep the object."""
+    client = FakeDynamic(served=('RuntimeClass',))
+    run(client, [RC], user='pool-a', **SHARED)
+    out = run(client, [RC], state='absent', user='pool-a', keep=True, **SHARED)
+    assert out['objects'][0]['action'] == 'kept' and users(client) == []
+    assert ('RuntimeClass', None, 'nvidia') in client.store
+
+
+def test_a_pool_recorded_between_the_decision_and_the_delete_keeps_the_object():
+    """The race of issue 37 item 8: pool A's uninstall decided that nobody uses the RuntimeClass; before its delete
+    lands, pool B's install (another inventory) records itself. The delete's resourceVersion precondition fails (409),
+    A decides again and keeps the object for B."""
+    client = FakeDynamic(served=('RuntimeClass',))
+    run(client, [RC], user='pool-a', **SHARED)
+    client.before_delete = lambda: run(client, [RC], user='pool-b', **SHARED)
+    out = run(client, [RC], state='absent', user='pool-a', **SHARED)
+    assert ('RuntimeClass', None, 'nvidia') in client.store, client.writes
+    assert users(client) == ['user.gpuops.io/pool-b']
+    assert out['deleted'] == 0 and out['objects'][-1]['users'] == ['pool-b']
+
+
+def test_an_object_deleted_by_a_concurrent_uninstall_is_applied_again_before_the_record():
+    client = FakeDynamic(served=('RuntimeClass',))
+    conv = K.Converger(dict(PARAMS, user='pool-b', **SHARED), client, diff=False)
+    live = conv.present(RC)
+    del client.store[('RuntimeClass', None, 'nvidia')]  # pool A's uninstall, between B's apply and B's record
+    conv.register(conv.resource(RC), RC, live)
+    assert users(client) == ['user.gpuops.io/pool-b'] and client.store[('RuntimeClass', None, 'nvidia')]['handler'] == 'nvidia'
+
+
+def test_absent_of_an_unrecorded_legacy_shared_object_still_needs_the_hash_annotation():
+    client = FakeDynamic([dict(RC)], served=('RuntimeClass',))
+    out = run(client, [RC], state='absent', user='pool-a', **SHARED)
+    assert out['objects'][0]['action'] == 'kept' and ('RuntimeClass', None, 'nvidia') in client.store
