@@ -195,7 +195,16 @@ pool_manifests:
   type: list
   elements: dict
 shared_manifests:
-  description: Cluster-wide objects shared by every pool of the same strategy (scheduler extender, HAMi scheduler).
+  description:
+    - Cluster-wide objects shared by every pool of the same strategy (scheduler extender, HAMi scheduler).
+    - Role M(gpuops.k8s_gpu.gpu_sharing_stack) records the pool on each (annotation C(user.gpuops.io/<pool>)) and
+      deletes one only when no other pool is recorded on it or in O(other_pools).
+  returned: always
+  type: list
+  elements: dict
+stale_shared_manifests:
+  description: RuntimeClasses (read with O(live)) on which this pool is recorded but which it no longer uses (its
+    C(runtime_class_name) changed); the role releases them.
   returned: always
   type: list
   elements: dict

@@ -17,6 +17,9 @@ POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
 STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
+# a pool that applies an object it shares with other pools records itself on it: annotation <prefix><pool> (module
+# k8s_converge's user_annotation_prefix default; tests/unit/.../test_gpu_stack_render.py checks they agree)
+SHARED_USER_PREFIX = 'user.gpuops.io/'
 
 # The strategies a pool can have: gpu_strategy.STRATEGIES (the strategy model).
 

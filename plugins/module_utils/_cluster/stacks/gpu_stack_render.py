@@ -11,7 +11,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
-    POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
 
@@ -229,6 +229,20 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_cl
     return [pod]
 
 
+def stale_shared(pool, shared, live_runtime_classes):
+    """The RuntimeClasses the pool recorded itself on (SHARED_USER_PREFIX) that it no longer uses: its
+    runtime_class_name changed, or the site's RuntimeClass is named now. The role releases them (its record goes; the
+    object too when no other pool uses it), so an unused RuntimeClass does not live on for a pool's old record."""
+    using = set((m['kind'], m['metadata']['name']) for m in shared)
+    out = []
+    for o in live_runtime_classes:
+        meta = o.get('metadata') or {}
+        if SHARED_USER_PREFIX + pool in (meta.get('annotations') or {}) and ('RuntimeClass', meta.get('name')) not in using:
+            out.append({'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass',
+                        'metadata': {'name': meta['name'], 'labels': {SCOPE_LABEL: 'shared'}}})
+    return sorted(out, key=lambda d: d['metadata']['name'])
+
+
 def render(params):
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
@@ -312,6 +326,7 @@ def render(params):
     scopes = {}
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
+    stale = stale_shared(pool, scopes.get('shared', []), params.get('live_runtime_classes') or [])
     return {
         'strategy': strategy,
         'pool': pool,
@@ -320,6 +335,7 @@ def render(params):
         'pool_manifests': scopes.get('pool', []),
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
+        'stale_shared_manifests': stale,
         'validation_manifests': validation,
         'node_labels': dict((n, labels[n]) for n in sorted(labels)),
         'node_label_defaults': gpu_stack_nvidia.label_defaults(strategy, settings, nodes, ctx),

@@ -224,3 +224,29 @@ def test_K8S_12_no_env_value_is_the_empty_string(strategy, kw):
             for e in c.get('env') or []]
     assert envs, 'no env rendered at all: the test would prove nothing'
     assert [x for x in envs if x[3].get('value') == ''] == []
+
+
+def rc_live(name, users):
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_nvidia import runtime_class
+    live = runtime_class(name)
+    live['metadata']['annotations'] = dict(('user.gpuops.io/' + u, 'true') for u in users)
+    return live
+
+
+def test_a_runtime_class_the_pool_no_longer_uses_is_released():
+    """A pool recorded on RuntimeClass nvidia that now names another (runtime_class_name) releases its record on the
+    old one; a RuntimeClass it still uses, or one it is not recorded on, is not named."""
+    live = [rc_live('nvidia', ['p1', 'p2']), rc_live('other', ['p2'])]
+    out = render('exclusive', settings={'nvidia': {'runtime_class_name': 'site-rc', 'runtime_class_create': False}},
+                 live_runtime_classes=live + [rc_live('site-rc', [])])
+    assert [m['metadata']['name'] for m in out['stale_shared_manifests']] == ['nvidia']
+    assert out['stale_shared_manifests'][0]['metadata']['labels'] == {'gpuops.io/sharing-scope': 'shared'}
+    same = render('exclusive', live_runtime_classes=live)
+    assert [m['metadata']['name'] for m in same['shared_manifests']] == ['nvidia'] and same['stale_shared_manifests'] == []
+
+
+def test_the_record_prefix_is_the_converge_modules_default():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import USER_PREFIX
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import SHARED_USER_PREFIX
+    from ansible_collections.gpuops.k8s_gpu.plugins.modules.k8s_converge import argument_spec
+    assert SHARED_USER_PREFIX == USER_PREFIX == argument_spec()['user_annotation_prefix']['default']
