@@ -79,7 +79,8 @@ POOLS = [
     ('pool-ts', 'time-slicing', 'kwok-t4-1', T4,
      {'gpu_sharing_stack_time_slicing': {'replicas': 4, 'rename_by_default': False}}, {}),
     ('pool-mps', 'mps', 'kwok-t4-1', T4, {'gpu_sharing_stack_mps': {'replicas': 8}}, {}),
-    # what NVIDIA's MIG manager writes once it applied the geometry (no pod runs on a kwok node)
+    # what NVIDIA's MIG manager writes once it applied the geometry (no pod runs on a kwok node); kwok_node publishes
+    # the geometry's MIG devices as the device plugin would (the role waits for both: MIGM-14)
     ('pool-mig', 'mig', 'kwok-a100-1', A100, {'gpu_sharing_stack_mig': {'strategy': 'single', 'devices': {'1g.10gb': 7}}},
      {'nvidia.com/mig.config.state': 'success'}),
     ('pool-gpushare', 'gpushare', 'kwok-a100-1', A100, {'gpu_sharing_stack_gpushare': GPUSHARE_IMAGES}, {}),
@@ -117,6 +118,11 @@ def kwok_node(i, pools, prefix='scale'):
         # advertises nvidia.com/gpu from another device plugin: such a node looks as before its stack
         for k in ('capacity', 'allocatable'):
             doc['status'][k].pop('nvidia.com/gpu', None)
+    if pool[1] == 'mig':
+        # the geometry applied: the device plugin (strategy single) advertises one nvidia.com/gpu per MIG device
+        devices = pool[4]['gpu_sharing_stack_mig']['devices']
+        for k in ('capacity', 'allocatable'):
+            doc['status'][k]['nvidia.com/gpu'] = str(count * sum(devices.values()))
     doc['spec'] = {'taints': [dict(TAINT)]}
     return doc
 

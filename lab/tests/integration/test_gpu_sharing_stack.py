@@ -48,10 +48,12 @@ VOLCANO_CONF = {"actions": "enqueue, allocate, backfill",
                                        {"name": "deviceshare", "arguments": {"deviceshare.GPUNumberEnable": True}},
                                        {"name": "tdm",
                                                                                   "arguments": {"tdm.revocable-zone.rz1": "10:00-21:00"}}]}]}
-# gpu-4 (the MIG pool) says what NVIDIA's MIG manager would write once it applied the geometry: the emulator runs no
-# pods, and the role waits for nvidia.com/mig.config.state=success before it reports the stack done.
+# gpu-4 (the MIG pool) says what NVIDIA's MIG manager and the device plugin would show once the geometry is applied
+# (state success, the geometry's 8 x 7 MIG devices in allocatable): the emulator runs no pods, and the role waits for
+# both before it reports the stack done (MIGM-12, MIGM-14; test_gpu_stack_nvidia_lab shows a stale success refused).
 SEED = [node("cp-1", {"node-role.kubernetes.io/control-plane": ""})] + \
-    [node("gpu-%d" % i, {"nvidia.com/mig.config.state": "success"} if i == 4 else None) for i in range(1, 10)] + \
+    [node("gpu-%d" % i, {"nvidia.com/mig.config.state": "success"} if i == 4 else None,
+          alloc={"nvidia.com/gpu": "56"} if i == 4 else None) for i in range(1, 10)] + \
     [node("busy-1", alloc={"nvidia.com/gpu": "8"}),
      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},

@@ -65,15 +65,15 @@ VOLCANO_SCHEDULER = {
                                                    "image": "docker.io/volcanosh/vc-scheduler:v1.15.1"}]}}}}
 
 
-def kwok_node(name, facts, labels=None):
+def kwok_node(name, facts, labels=None, resources=None):
     """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
-    (gpushare refuses a node that already advertises nvidia.com/gpu)."""
+    (gpushare refuses a node that already advertises nvidia.com/gpu); ``resources``: what a stack's agents publish."""
     gpu = facts["gpus"][0]
     lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
            "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(len(facts["gpus"])),
            "nvidia.com/gpu.product": gpu["name"].replace(" ", "-")}
     lab.update(labels or {})
-    res = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    res = dict({"cpu": "32", "memory": "256Gi", "pods": "110"}, **(resources or {}))
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": lab, "annotations": {"kwok.x-k8s.io/node": "fake"}},
             "status": {"capacity": res, "allocatable": dict(res)}}
@@ -85,8 +85,11 @@ def cl(kube_real):
     core = client.CoreV1Api(kube_real.api())
     for strategy in STRATEGIES:
         _node, facts, _extra = CASES[strategy]
+        # the MIG node shows what NVIDIA's MIG manager and device plugin show once the geometry is applied (no pod runs
+        # on a kwok node): state success and the geometry's 8 x 7 MIG devices (the role waits for both: MIGM-14)
         core.create_node(kwok_node(node_name(strategy), facts,
-                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None))
+                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None,
+                                   {"nvidia.com/gpu": "56"} if strategy == "mig" else None))
     # Volcano's own scheduler ConfigMap, as a Volcano install has it (the role merges into it)
     try:
         core.create_namespace({"metadata": {"name": "volcano-system"}})

@@ -45,6 +45,16 @@ def set_state(emu, name, value):
     patch_labels(emu, name, {"nvidia.com/mig.config.state": value})
 
 
+def publish(emu, name, allocatable):
+    """What the device plugin makes the kubelet publish in the Node's status (here the emulator's /status)."""
+    req = urllib.request.Request(emu["url"] + "/api/v1/nodes/%s/status" % name, method="PATCH",
+                                 data=json.dumps({"status": {"capacity": allocatable,
+                                                             "allocatable": allocatable}}).encode(),
+                                 headers={"Content-Type": "application/merge-patch+json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+
+
 def play(*tasks):
     return [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": list(tasks)}]
 
@@ -54,7 +64,16 @@ def failures(result):
 
 
 def test_MIGM_12_role_reports_mig_done_only_after_mig_config_state_success(emu, tmp_path):
+    # a success left from the previous geometry (the node's 8 whole GPUs): the MIG manager has not reacted to the new
+    # nvidia.com/mig.config yet (it sets pending only once it has; MIGM-14). Not taken: the role's wait runs out
     set_state(emu, "mig-ok", "success")
+    publish(emu, "mig-ok", {"cpu": "32", "nvidia.com/gpu": "8"})
+    rc, result = run_play(emu, tmp_path, play(role_play("mig", "mig-ok", A100, MIG, pool="migok")))
+    assert rc != 0
+    msgs = [m for _, m in failures(result)]
+    assert any("mig-ok: allocatable {'nvidia.com/gpu': '8'}, not {'nvidia.com/gpu': '56'}" in m for m in msgs), msgs
+    # applied: the device plugin publishes the geometry's 8 x 7 MIG devices
+    publish(emu, "mig-ok", {"cpu": "32", "nvidia.com/gpu": "56"})
     rc, result = run_play(emu, tmp_path, play(role_play("mig", "mig-ok", A100, MIG, pool="migok")))
     assert rc == 0, failures(result)
     labels = get(emu, "/api/v1/nodes/mig-ok")["metadata"]["labels"]

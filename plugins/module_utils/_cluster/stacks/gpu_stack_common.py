@@ -373,26 +373,52 @@ def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, ann
 
 def stack_readiness(nodes, readiness, pool='', namespace='', retries=None, delay=None, var='gpu_sharing_stack_'):
     """Whether a stack is ready, from the Node objects of its pool and its ``readiness`` (gpu_stack_manifests: the
-    node ``label`` that must reach ``value`` on every node of ``nodes``; ``failed_value`` means its owner gave up).
+    node ``label`` that must reach ``value`` on every node of ``nodes``; ``failed_value`` means its owner gave up; with
+    ``config_label``/``config_value`` the node must carry the configuration asked for, and with ``allocatable`` (node ->
+    {resource: quantity}) publish those resources: a ``value`` left from the previous configuration is not taken).
 
     Returns {'ready', 'done' (ready, or a node reports failed_value: waiting longer cannot help), 'failed' (nodes
-    that report failed_value), 'states' (node name -> label value, '' when not set yet), 'msg' (why it is not ready,
-    '' when it is)}. ``readiness`` None: nothing to wait for."""
+    that report failed_value), 'states' (node name -> label value, '' when not set yet), 'waiting' (node -> what it
+    does not show yet), 'msg' (why it is not ready, '' when it is)}. ``readiness`` None: nothing to wait for."""
     if not readiness:
-        return {'ready': True, 'done': True, 'failed': [], 'states': {}, 'msg': ''}
+        return {'ready': True, 'done': True, 'failed': [], 'states': {}, 'waiting': {}, 'msg': ''}
     label = readiness['label']
     states = {}
+    seen = {}
     for obj in nodes or []:
         meta = obj.get('metadata') or {}
         states[meta.get('name')] = (meta.get('labels') or {}).get(label, '')
+        seen[meta.get('name')] = obj
     want = list(readiness.get('nodes') or [])
-    ready = all(states.get(n) == readiness['value'] for n in want)
+    waiting = {}
+    for n in want:
+        obj = seen.get(n) or {}
+        labels = (obj.get('metadata') or {}).get('labels') or {}
+        why = []
+        if states.get(n) != readiness['value']:
+            why.append('%s=%r' % (label, states.get(n, '')))
+        config = readiness.get('config_label')
+        if config and labels.get(config) != readiness.get('config_value'):
+            why.append('%s=%r, not %r' % (config, labels.get(config, ''), readiness.get('config_value')))
+        have = (obj.get('status') or {}).get('allocatable') or {}
+        short = dict((r, have.get(r, '0')) for r, q in sorted(((readiness.get('allocatable') or {}).get(n) or {}).items())
+                     if str(have.get(r, '0')) != str(q))
+        if short:
+            why.append('allocatable %s, not %s' % (short, dict((r, (readiness['allocatable'][n])[r]) for r in short)))
+        if why:
+            waiting[n] = '; '.join(why)
+    ready = not waiting
     failed = sorted(n for n, v in states.items() if v == readiness.get('failed_value'))
     msg = ''
     if not ready:
-        msg = ('The MIG manager has not applied the geometry on every node of pool %s within %s x %s s: node label %s '
-               'is, per node, %r (expected %s on %s; "" = not set yet). Read the logs of the pool\'s '
-               'nvidia-mig-manager pods (kubectl -n %s logs -l app.kubernetes.io/name=nvidia-mig-manager); raise '
-               '%smig_state_retries for slow GPU resets.'
-               % (pool, retries, delay, label, states, readiness['value'], ', '.join(want), namespace, var))
-    return {'ready': ready, 'done': ready or bool(failed), 'failed': failed, 'states': states, 'msg': msg}
+        msg = ('The MIG manager has not applied the geometry %s on every node of pool %s within %s x %s s: node label %s '
+               'is, per node, %r (expected %s on %s; "" = not set yet); not ready yet: %s. A %s left from the previous '
+               'geometry is not taken: the node must carry the geometry asked for and publish its MIG devices. Read the '
+               'logs of the pool\'s nvidia-mig-manager pods (kubectl -n %s logs -l '
+               'app.kubernetes.io/name=nvidia-mig-manager) and of its device plugin; raise %smig_state_retries for slow '
+               'GPU resets.'
+               % (readiness.get('config_value') or '', pool, retries, delay, label, states, readiness['value'],
+                  ', '.join(want), '; '.join('%s: %s' % kv for kv in sorted(waiting.items())), readiness['value'],
+                  namespace, var))
+    return {'ready': ready, 'done': ready or bool(failed), 'failed': failed, 'states': states, 'waiting': waiting,
+            'msg': msg}

@@ -507,14 +507,31 @@ def label_defaults(strategy, settings, nodes, ctx):
     return dict((node, {DEPLOY_PLUGIN_LABEL: 'true'}) for node in sorted(nodes))
 
 
-def readiness(strategy, settings, nodes, ctx):
-    """For MIG with the manager: which node label must reach which value before the stack is ready."""
+def readiness(strategy, settings, nodes, ctx, facts=None):
+    """For MIG with the manager: what each node must show before the stack is ready. The MIG manager's state label
+    must say success, but a success is also what the node says from the previous geometry until the manager has seen
+    the new nvidia.com/mig.config (its watch reacts after the label is written, and sets pending first): so the node's
+    nvidia.com/mig.config must be the geometry asked for, and the node's allocatable must show that geometry's MIG
+    devices (what the device plugin publishes once the geometry is applied: nvidia.com/gpu per MIG device with strategy
+    single, nvidia.com/mig-<profile> with mixed), for every node whose MIG-capable GPUs the probe facts name."""
     if strategy != 'mig':
         return None
     mig = validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))
     if not mig['manager'] or not nodes:
         return None
-    return {'label': MIG_STATE_LABEL, 'value': 'success', 'failed_value': 'failed', 'nodes': sorted(nodes)}
+    devices = mig['devices'] or {}
+    allocatable = {}
+    for node in sorted(nodes):
+        gpus = len((((facts or {}).get(node) or {}).get('sharing') or {}).get('mig', {}).get('profiles') or {})
+        if not gpus:
+            continue
+        if mig['strategy'] == 'single':
+            allocatable[node] = {'nvidia.com/gpu': str(gpus * sum(devices.values()))}
+        else:
+            allocatable[node] = dict(('nvidia.com/mig-' + p, str(gpus * c)) for p, c in sorted(devices.items()))
+    return {'label': MIG_STATE_LABEL, 'value': 'success', 'failed_value': 'failed', 'nodes': sorted(nodes),
+            'config_label': MIG_CONFIG_LABEL, 'config_value': mig_config_name(devices, mig['config_name']),
+            'allocatable': allocatable}
 
 
 def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=None):
@@ -646,4 +663,4 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
         live_runtime_classes=inputs['live_runtime_classes'], cdi_spec_ready=inputs['cdi_spec_ready'],
         node_state=inputs['node_state'], removing=inputs['removing'])
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
-            'readiness': readiness(strategy, settings, nodes, ctx)}
+            'readiness': readiness(strategy, settings, nodes, ctx, facts)}

@@ -346,7 +346,13 @@ def test_MIGM_09_mig_config_label_and_parted_config():
 def test_MIGM_10_readiness_is_mig_config_state_success():
     out = render('mig', nodes=['n1', 'n2'], facts={'n1': A100, 'n2': A100})
     assert out['readiness'] == {'label': 'nvidia.com/mig.config.state', 'value': 'success', 'failed_value': 'failed',
-                                'nodes': ['n1', 'n2']}
+                                'nodes': ['n1', 'n2'], 'config_label': 'nvidia.com/mig.config',
+                                'config_value': 'gpuops-1g-10gb-7',
+                                'allocatable': {'n1': {'nvidia.com/gpu': '14'}, 'n2': {'nvidia.com/gpu': '14'}}}
+    # mixed: per profile, times the node's MIG-capable GPUs; a node without probe facts is not checked for devices
+    mixed = render('mig', nodes=['n1', 'n2'], facts={'n1': A100},
+                   settings={'mig': {'strategy': 'mixed', 'devices': {'1g.10gb': 2, '3g.40gb': 1}}}, require_facts=False)
+    assert mixed['readiness']['allocatable'] == {'n1': {'nvidia.com/mig-1g.10gb': '4', 'nvidia.com/mig-3g.40gb': '2'}}
     for strategy in ('exclusive', 'time-slicing', 'mps'):
         assert render(strategy)['readiness'] is None
 
