@@ -177,3 +177,26 @@ def test_MIGP_14_gpu_info_says_when_a_gpu_is_unknown_to_the_catalogue(collection
     assert got['mig_catalog'] is None
     assert 'not in the collection\'s MIG catalogue' in got['mig_profiles_unknown'] and '0x3fff' in got['mig_profiles_unknown']
     assert 'MIG capable but their MIG profiles are unknown' in res['sharing']['mig']['reason']
+
+
+def test_todays_gpu_info_on_the_calibrated_simulator_agrees_with_the_real_h100s_nvidia_smi(collections_path, tmp_path):
+    """The real-GPU check's comparison (lab/realgpu/real_gpu_check.py) with product code in between: today's gpu_info,
+    run on the simulator loaded with the H100's calibrated inventory (h100-real-580), against nvidia-smi -q -x as the
+    real H100 answered it (lab/realgpu/samples/h100-580). The tooling test of the same capture compares two frozen
+    recordings only; this one fails when gpu_info or the simulator drifts from what the real driver said."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'realgpu'))
+    import real_gpu_check as rgc
+    inventory = os.path.join(ROOT, 'lab', 'nvml_sim', 'inventories', 'h100-real-580.json')
+    res = run_module(collections_path, 'gpuops.k8s_gpu.gpu_info', 'mig_profiles=true',
+                     env=_env(inventory, tmp_path / 's.json'), check=True)
+    assert res.get('failed') is not True, res
+    with open(os.path.join(ROOT, 'lab', 'realgpu', 'samples', 'h100-580', 'nvidia-smi-q-x.xml')) as f:
+        smi = rgc.parse_smi_xml(f.read())
+    rows = rgc.compare(res, smi)
+    assert rows and [r for r in rows if not r['ok']] == [], [r for r in rows if not r['ok']]
+    rgc._catalog_profiles(res, rgc._collections_path(str(tmp_path / 'c')))
+    profiles = rgc.compare_profiles(res)
+    assert sorted(r['profile'] for r in profiles) == ['1g.10gb', '1g.10gb+me', '1g.20gb', '2g.20gb', '3g.40gb',
+                                                      '4g.40gb', '7g.80gb']
+    assert [r for r in profiles if not r['ok']] == []

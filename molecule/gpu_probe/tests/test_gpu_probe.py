@@ -3,6 +3,9 @@ import json
 
 testinfra_hosts = ["ansible://gpu_nodes"]
 
+# the hosts the checks below name (test_the_checks_name_the_scenarios_hosts)
+CHECKED_HOSTS = ["gpu-probe-t4", "gpu-probe-hgx", "gpu-probe-nodrv"]
+
 REPORT = "/var/lib/gpuops/gpu-info.json"
 
 
@@ -62,3 +65,15 @@ def test_real_library_is_debians_on_the_driverless_node(host):
         return
     assert host.package("libnvidia-ml1").is_installed
     assert "nvml-sim" not in host.check_output("ldconfig -p | grep libnvidia-ml.so.1 || true")
+
+
+def test_the_checks_name_the_scenarios_hosts(host):
+    """Checks of this file run on one host each and return at once on the others: were a host renamed or dropped
+    from molecule.yml, they would all return and pass having checked nothing. The hosts they name must be exactly the
+    scenario's platforms, and this host one of them."""
+    import os
+    import yaml
+    platforms = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), os.pardir, "molecule.yml")))["platforms"]
+    names = sorted(p["name"] for p in platforms)
+    assert names == sorted(CHECKED_HOSTS), names
+    assert host.backend.get_hostname() in names

@@ -2,6 +2,9 @@
 import json
 import tomllib
 
+# the hosts the checks below name (test_the_checks_name_the_scenarios_hosts)
+CHECKED_HOSTS = ["nvrt-docker", "nvrt-containerd"]
+
 STANDIN_LOG = '/var/log/nvidia-container-runtime-standin.log'
 VERSION = '1.20.0-1~gpuopslab1'
 
@@ -119,3 +122,15 @@ def test_NCT_06_brownfield_guide_source_replaced_apt_update_works(host):
     assert any(b.startswith('nvidia-container-toolkit.list.') for b in backups), backups
     update = host.run('apt-get update')
     assert update.rc == 0 and 'Conflicting values' not in update.stdout + update.stderr, update.stderr
+
+
+def test_the_checks_name_the_scenarios_hosts(host):
+    """Checks of this file run on one host each and return at once on the others: were a host renamed or dropped
+    from molecule.yml, they would all return and pass having checked nothing. The hosts they name must be exactly the
+    scenario's platforms, and this host one of them."""
+    import os
+    import yaml
+    platforms = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), os.pardir, "molecule.yml")))["platforms"]
+    names = sorted(p["name"] for p in platforms)
+    assert names == sorted(CHECKED_HOSTS), names
+    assert host.backend.get_hostname() in names

@@ -3,6 +3,9 @@ import json
 
 testinfra_hosts = ["ansible://gpu_nodes"]
 
+# the hosts the checks below name (test_the_checks_name_the_scenarios_hosts)
+CHECKED_HOSTS = ["nvidia-driver-distro", "nvidia-driver-runfile"]
+
 VERSION = "535.309.01"
 DEB_VERSION = "535.309.01-0+deb12u1"
 PINNED = ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-support", "nvidia-smi", "libnvidia-ml1",
@@ -117,3 +120,15 @@ def test_runfile_from_the_mirror_with_the_seed_flags(host):
     r = _report(host)
     assert r["method"] == "runfile" and r["held"] is False
     assert host.file("/etc/systemd/system/nvidia-persistenced.service").contains("ExecStart=/usr/bin/nvidia-persistenced")
+
+
+def test_the_checks_name_the_scenarios_hosts(host):
+    """Checks of this file run on one host each and return at once on the others: were a host renamed or dropped
+    from molecule.yml, they would all return and pass having checked nothing. The hosts they name must be exactly the
+    scenario's platforms, and this host one of them."""
+    import os
+    import yaml
+    platforms = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), os.pardir, "molecule.yml")))["platforms"]
+    names = sorted(p["name"] for p in platforms)
+    assert names == sorted(CHECKED_HOSTS), names
+    assert host.backend.get_hostname() in names
