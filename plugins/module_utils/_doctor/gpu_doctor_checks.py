@@ -245,7 +245,8 @@ def check_runtime(facts, extra, strategy=None):
         out.append(finding(
             'containerd_nvidia_runtime_missing', 'critical',
             'containerd is installed but its configuration has no nvidia runtime.',
-            ['containerd config: no runtimes.nvidia section'],
+            ['containerd config: no runtimes.nvidia section in %s'
+             % (', '.join(rt.get('containerd_config_files') or []) or 'any file read (none found)')],
             'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it. '
             + _RUNTIME_NEEDS))
     return out

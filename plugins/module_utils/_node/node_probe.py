@@ -16,6 +16,7 @@ import shutil
 import stat
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions
 
 NVIDIA_VENDOR = '0x10de'
 PCI_CLASS_VGA = '0x0300'
@@ -282,6 +283,10 @@ def containerd_version(root='/', run=None):
     return None
 
 
+CONTAINERD_CONFIGS = (('etc/containerd/config.toml', 'etc/containerd/conf.d/99-nvidia.toml')
+                      + tuple(p.lstrip('/') for p in kube_distributions.containerd_rendered_configs()))
+
+
 def container_runtimes(root='/', run=None):
     """Container runtimes installed, and how docker is configured for NVIDIA; containerd_version with ``run``
     (containerd_version())."""
@@ -300,10 +305,14 @@ def container_runtimes(root='/', run=None):
         except ValueError:
             info['docker_nvidia_runtime'] = None
             info['docker_daemon_json_invalid'] = True
-    for rel in ('etc/containerd/config.toml', 'etc/containerd/conf.d/99-nvidia.toml',
-                'var/lib/rancher/rke2/agent/etc/containerd/config.toml'):
+    # containerd's own config and the collection's drop-in, then the configs RKE2 and k3s render for their
+    # embedded containerd (their containerd never reads /etc/containerd); the files read are named in
+    # containerd_config_files
+    info['containerd_config_files'] = []
+    for rel in CONTAINERD_CONFIGS:
         text = _read(root, rel)
         if text is not None:
+            info['containerd_config_files'].append('/' + rel)
             hit = re.search(r'runtimes\.["\']?nvidia["\']?\]', text) is not None
             info['containerd_nvidia_runtime'] = bool(info['containerd_nvidia_runtime']) or hit
             # the CRI plugin's default_runtime_name (runc when no file sets it); the drop-in, read last, wins
