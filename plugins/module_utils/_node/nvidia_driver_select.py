@@ -194,12 +194,59 @@ def check_os(family, major):
                              'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
 
 
-def precompiled_module_packages(branch, opn, kernel_release, machine):
+_KERNEL_ABI = re.compile(r'^\d+\.\d+\.\d+-\d+-(.+)$')           # 6.8.0-45-generic -> generic
+_VERSIONED_IMAGE = re.compile(r'^linux-image-(?:unsigned-)?\d')   # linux-image-6.8.0-45-generic: not a metapackage
+
+
+def parse_dpkg_depends(out):
+    """dpkg-query -W -f '${Package}\t${db:Status-Abbrev}\t${Depends}\n' output -> {installed package: [the
+    package names it depends on]} (version constraints and alternatives dropped)."""
+    found = {}
+    for line in (out or '').splitlines():
+        parts = line.split('\t')
+        if len(parts) != 3 or parts[1][1:2] != 'i':   # 'ii ' / 'hi ' (held): installed
+            continue
+        names = []
+        for dep in parts[2].split(','):
+            for alt in dep.split('|'):
+                name = alt.strip().split(' ')[0].split(':')[0]
+                if name:
+                    names.append(name)
+        found[parts[0]] = names
+    return found
+
+
+def ubuntu_kernel_flavour(installed_depends, kernel_release):
+    """The kernel flavour metapackage's name without ``linux-image-`` (generic, generic-hwe-24.04, aws, ...) that
+    carries the running kernel's flavour forward, or None.
+
+    As ubuntu-drivers finds it (canonical/ubuntu-drivers-common UbuntuDrivers/kerneldetection.py
+    ``_get_linux_metapackage('image')``, used by detect.py ``get_linux_modules_metapackage``): the installed
+    ``linux-image-*`` packages that depend on a versioned kernel image package, greatest name first; here only those
+    whose kernel has the running kernel's flavour (the part of ``uname -r`` after the ABI). None when the kernel has
+    no such metapackage (a kernel apt does not move: the running kernel's own packages are enough)."""
+    match = _KERNEL_ABI.match(kernel_release or '')
+    if not match:
+        return None
+    suffix = '-' + match.group(1)
+    metas = sorted((name for name, deps in (installed_depends or {}).items()
+                    if name.startswith('linux-image-') and not _VERSIONED_IMAGE.match(name)
+                    and any(_VERSIONED_IMAGE.match(d) and d.endswith(suffix) for d in deps)), reverse=True)
+    return metas[0][len('linux-image-'):] if metas else None
+
+
+def precompiled_module_packages(branch, opn, kernel_release, machine, kernel_flavour=None):
     """Canonical's signed precompiled module packages for the running kernel (NVIDIA's precompiled driver container,
     ubuntu24.04/precompiled/nvidia-driver `_install_driver`): named after `uname -r` itself, so that HWE kernels
     (flavour metapackages -generic-hwe-22.04/-24.04), arm64 -64k kernels and a running ABI that is not the
     archive's newest get the package of the kernel that runs; the proprietary flavour adds linux-objects-nvidia-*,
-    and x86_64 the Secure Boot signatures package (none is built for arm64)."""
+    and x86_64 the Secure Boot signatures package (none is built for arm64).
+
+    With kernel_flavour (ubuntu_kernel_flavour: generic, generic-hwe-24.04, ...) the flavour's metapackage too,
+    ``linux-modules-nvidia-<branch>-server[-open]-<flavour>``, the package ubuntu-drivers installs
+    (ubuntu-drivers-common detect.py ``get_linux_modules_metapackage``): it depends on the modules of the
+    flavour's newest kernel, so the next kernel update brings its signed NVIDIA modules with it and the node
+    still has a module after the reboot."""
     if not kernel_release:
         raise SelectionError('Ubuntu\'s precompiled NVIDIA modules are named after the running kernel, which could '
                              'not be read; set nvidia_driver_ubuntu_precompiled: "false" to build with dkms')
@@ -210,6 +257,8 @@ def precompiled_module_packages(branch, opn, kernel_release, machine):
                  'linux-modules-nvidia-%s-server-%s' % (branch, kernel_release)]
     if machine in ('x86_64', 'amd64'):
         names.append('linux-signatures-nvidia-%s' % kernel_release)
+    if kernel_flavour:
+        names.append('linux-modules-nvidia-%s-server%s-%s' % (branch, '-open' if opn else '', kernel_flavour))
     return names
 
 
@@ -271,7 +320,8 @@ def nvlink5_refusal(family, method, branch, machine, wanted):
             % (family, ' and '.join(missing), family, ' and '.join(missing)))
 
 
-def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64'):
+def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64',
+                 kernel_flavour=None):
     """Package names for one node.
 
     Returns {'pinned': [...] (installed at the driver's version, held), 'unpinned': [...] (installed, not version
@@ -292,7 +342,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                   'libnvidia-compute-%s-server' % branch]
         if precompiled:
             plan['pinned'] = ['nvidia-headless-no-dkms-%s-server%s' % (branch, sfx)] + common
-            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine)
+            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine, kernel_flavour)
         else:
             plan['pinned'] = ['nvidia-headless-%s-server%s' % (branch, sfx), 'nvidia-dkms-%s-server%s' % (branch, sfx)] + common
         plan['version_package'] = 'libnvidia-compute-%s-server' % branch
@@ -438,7 +488,8 @@ def select(params, obs, today=None):
 
     params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),
     fabricmanager (auto|always|never).
-    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool).
+    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool),
+    kernel_image_depends ({installed linux-image-* package: [its dependencies]}, parse_dpkg_depends).
     """
     today = today or datetime.date.today()
     check_os(obs.get('family'), obs.get('major'))
@@ -468,8 +519,10 @@ def select(params, obs, today=None):
                       else 'Secure Boot is off: dkms')
     if obs.get('family') != 'Ubuntu' or method != 'distro':
         precompiled, pre_reason = False, 'precompiled modules only with Ubuntu\'s packages (method distro)'
+    kernel_flavour = (ubuntu_kernel_flavour(obs.get('kernel_image_depends'), obs.get('kernel_release'))
+                      if precompiled else None)
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
-                        obs.get('kernel_release') or '', obs.get('machine') or 'x86_64')
+                        obs.get('kernel_release') or '', obs.get('machine') or 'x86_64', kernel_flavour)
     plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
     refusal = nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
                               plan['nvlink5']['wanted'])
@@ -477,7 +530,9 @@ def select(params, obs, today=None):
         'branch': status,
         'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,
                     'architectures': sorted(set(archs))},
-        'precompiled': {'effective': precompiled, 'reason': pre_reason},
+        # kernel_flavour: the flavour metapackage's suffix whose linux-modules-nvidia-* metapackage is installed
+        # too (None: none found, only the running kernel's packages)
+        'precompiled': {'effective': precompiled, 'reason': pre_reason, 'kernel_flavour': kernel_flavour},
         'packages': plan,
         # why the role must not install on this node (asserted by the role unless it removes the driver), or None
         'refusal': refusal,

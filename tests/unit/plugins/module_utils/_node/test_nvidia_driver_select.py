@@ -32,7 +32,8 @@ def select(family='Ubuntu', major='24', **params):
                machine=params.pop('machine', 'x86_64'), gpu_pci_ids=params.pop('gpus', [H100]),
                secure_boot=params.pop('secure_boot', 'disabled'),
                dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False),
-               versionlock_list=params.pop('versionlock_list', None))
+               versionlock_list=params.pop('versionlock_list', None),
+               kernel_image_depends=params.pop('kernel_image_depends', None))
     base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
                 precompiled='auto', fabricmanager='auto')
     base.update(params)
@@ -217,6 +218,61 @@ def test_DRV_10_precompiled_packages_of_the_running_kernel(kernel, machine, flav
     out = select(gpus=[H100 if flavour == 'open' else V100], secure_boot='enabled', kernel_release=kernel,
                  machine=machine, kernel_module_type=flavour)
     assert out['packages']['unpinned'] == expected
+
+
+# dpkg-query -W -f '${Package}\t${db:Status-Abbrev}\t${Depends}\n' 'linux-image-*' on Ubuntu 24.04 nodes
+DPKG_HWE = ('linux-image-6.8.0-45-generic\tii \tlinux-modules-6.8.0-45-generic, linux-base (>= 4.5ubuntu1~16.04.1)\n'
+            'linux-image-6.11.0-29-generic\tii \tlinux-modules-6.11.0-29-generic, linux-base\n'
+            'linux-image-generic-hwe-24.04\tii \tlinux-image-6.11.0-29-generic, linux-firmware\n'
+            'linux-image-generic\trc \tlinux-image-6.8.0-45-generic\n'
+            'linux-image-unsigned-6.8.0-45-generic\tun \t\n')
+DPKG_GA_AND_HWE = ('linux-image-6.8.0-90-generic\tii \tlinux-modules-6.8.0-90-generic\n'
+                   'linux-image-generic\tii \tlinux-image-6.8.0-90-generic, linux-firmware\n'
+                   'linux-image-generic-hwe-24.04\thi \tlinux-image-generic (= 6.8.0-90.91)\n'
+                   'linux-image-6.8.0-1012-aws\tii \tlinux-modules-6.8.0-1012-aws\n'
+                   'linux-image-aws\tii \tlinux-image-6.8.0-1012-aws\n')
+
+
+@pytest.mark.parametrize('dpkg, kernel, machine, flavour, expected', [
+    # HWE: the metapackage depends on the newest HWE kernel; the running kernel is an older one of the flavour
+    (DPKG_HWE, '6.8.0-45-generic', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-45-generic', 'linux-signatures-nvidia-6.8.0-45-generic',
+      'linux-modules-nvidia-580-server-open-generic-hwe-24.04']),
+    (DPKG_HWE, '6.11.0-29-generic', 'x86_64', 'proprietary',
+     ['linux-objects-nvidia-580-server-6.11.0-29-generic', 'linux-modules-nvidia-580-server-6.11.0-29-generic',
+      'linux-signatures-nvidia-6.11.0-29-generic', 'linux-modules-nvidia-580-server-generic-hwe-24.04']),
+    # GA kernel: linux-image-generic (the HWE one here depends on the GA metapackage, not on a kernel image)
+    (DPKG_GA_AND_HWE, '6.8.0-90-generic', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-90-generic', 'linux-signatures-nvidia-6.8.0-90-generic',
+      'linux-modules-nvidia-580-server-open-generic']),
+    # a cloud flavour: its own metapackage, never generic's
+    (DPKG_GA_AND_HWE, '6.8.0-1012-aws', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-1012-aws', 'linux-signatures-nvidia-6.8.0-1012-aws',
+      'linux-modules-nvidia-580-server-open-aws']),
+    # no metapackage of the running flavour (a kernel apt does not move): the running kernel's packages only
+    (DPKG_GA_AND_HWE, '6.8.0-90-generic-64k', 'aarch64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-90-generic-64k']),
+])
+def test_DRV_34_precompiled_flavour_metapackage_follows_kernel_updates(dpkg, kernel, machine, flavour, expected):
+    """Secure Boot on Ubuntu: the running kernel's signed modules and the kernel flavour's linux-modules-nvidia
+    metapackage, as ubuntu-drivers installs it, so that the next kernel update brings its modules (before: the
+    running kernel's packages only, and no NVIDIA module after the update's reboot)."""
+    out = select(gpus=[H100 if flavour == 'open' else V100], secure_boot='enabled', kernel_release=kernel,
+                 machine=machine, kernel_module_type=flavour, kernel_image_depends=sel.parse_dpkg_depends(dpkg))
+    assert out['packages']['unpinned'] == expected
+    assert out['precompiled']['kernel_flavour'] == (expected[-1].split('-server-')[-1].replace('open-', '', 1)
+                                                    if len(expected) > 2 else None)
+    # without Secure Boot (dkms) nothing of it
+    assert select(kernel_release=kernel, kernel_image_depends=sel.parse_dpkg_depends(dpkg))['packages']['unpinned'] == []
+
+
+def test_DRV_34_parse_dpkg_depends_keeps_installed_only():
+    deps = sel.parse_dpkg_depends(DPKG_HWE)
+    assert sorted(deps) == ['linux-image-6.11.0-29-generic', 'linux-image-6.8.0-45-generic',
+                            'linux-image-generic-hwe-24.04']
+    assert deps['linux-image-generic-hwe-24.04'] == ['linux-image-6.11.0-29-generic', 'linux-firmware']
+    assert sel.ubuntu_kernel_flavour(deps, 'not-a-release') is None
+    assert sel.ubuntu_kernel_flavour(None, '6.8.0-45-generic') is None
 
 
 def test_DRV_11_cuda_repo_apt_names_and_pin_file():
