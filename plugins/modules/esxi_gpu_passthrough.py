@@ -131,7 +131,11 @@ options:
     elements: str
     default: []
   host_reboot_timeout:
-    description: Seconds to wait for maintenance mode, the reboot and the host to come back.
+    description:
+      - Seconds to wait for maintenance mode, the reboot and the host to come back.
+      - Maintenance mode gets it as vSphere's own timeout (C(EnterMaintenanceMode_Task)); when maintenance mode fails
+        or does not come in time, the task is cancelled if it still runs, the host is not rebooted, and the error
+        names the powered-on VMs still on the host.
     type: int
     default: 1800
   hide_hypervisor:
