@@ -37,6 +37,8 @@ def health_from_capture(raw):
                  'replay': raw['pcie_replay_counter']},
         'virtualization_mode': nvml_probe.VIRTUALIZATION_MODES[raw['virtualization_mode']],
         'gsp_firmware_version': '580.159.04',
+        # nvidia-smi -q of the same capture (lab/realgpu/samples/h100-580/nvidia-smi-q.txt): GPU Recovery Action None
+        'recovery_action': 'none',
     }
 
 
@@ -134,7 +136,9 @@ def _h(info):
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 79}]), 'xid_79', 'critical'),
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 94}]), 'xid_94', 'warning'),
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 13}]), 'xid_13', 'info'),
-    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'warning'),
+    # an Xid without guidance is critical (DH-11; it was a warning, and the gate kept the node)
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'critical'),
+    (lambda i: _h(i).update(recovery_action='gpu_reset'), 'gpu_recovery_action', 'critical'),
 ])
 def test_DH_02_each_health_fault_is_one_finding(capture, mutate, expected, severity):
     info, extra = capture
@@ -240,3 +244,86 @@ def test_DH_09_probe_fabric_info_from_the_versioned_call(monkeypatch):
     assert nvml_probe.fabric_info('bad') == {'state': 'completed', 'status': 10, 'status_text': 'Timeout'}
     assert nvml_probe.fabric_info('nosupport') is None
     assert calls == ['ok', 'bad', 'nosupport']
+
+
+# Kernel log lines as the driver prints Xid 154 (catalogue: "GPU recovery action changed from 0x0 (None) to 0x2 (Node
+# Reboot Required)"), with what came before it
+_XID_154 = ['NVRM: Xid (PCI:0000:97:00): 119, pid=5220, name=cache_mgr_main, Timeout after 45s of waiting for RPC '
+            'response from GPU6 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 3661611 (0x208f1105 0x8).',
+            'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)']
+
+
+def test_DH_11_xid_154_is_critical_by_the_action_it_names(capture):
+    """Xid 154 had no entry: a warning, and the default gate kept a node whose driver asked for a reboot."""
+    info, extra = capture
+    extra['kernel_xids'] = node_probe.xids_from_log(_XID_154)
+    found = dict((f['id'], f) for f in dc.diagnose(info, extra, checks=['xid']))
+    assert found['xid_154']['severity'] == 'critical' and found['xid_119']['severity'] == 'critical'
+    assert 'Node Reboot Required on 0000:97:00' in found['xid_154']['summary']
+    assert found['xid_154']['remediation'].startswith('Drain the node and reboot it')
+    # a later line back to None: only information
+    extra['kernel_xids'] = node_probe.xids_from_log(
+        _XID_154[1:] + ['NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x2 (Node Reboot '
+                        'Required) to 0x0 (None)'])
+    assert [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])] == [('xid_154', 'info')]
+    # GPU Reset Required on one GPU: reset advice; an NVML event of 154 (no label) counts as a reboot
+    extra['kernel_xids'] = node_probe.xids_from_log([_XID_154[1].replace('0x2 (Node Reboot Required)',
+                                                                          '0x1 (GPU Reset Required)')])
+    f = dc.diagnose(info, extra, checks=['xid'])[0]
+    assert (f['id'], f['severity']) == ('xid_154', 'critical') and 'reset the GPU' in f['remediation']
+    info['nvml']['xid_events'] = [{'gpu': 1, 'xid': 154}]
+    f = dc.diagnose(info, extra, checks=['xid'])[0]
+    assert f['remediation'].startswith('Drain the node and reboot it') and '? on GPU 1' in f['summary']
+
+
+def test_DH_11_unknown_xid_is_critical_and_excluded_by_the_gate(capture):
+    info, extra = capture
+    extra['kernel_xids'] = node_probe.xids_from_log(['NVRM: Xid (PCI:0000:97:00): 171, some new fault'])
+    found = dc.diagnose(info, extra, checks=['xid'])
+    assert [(f['id'], f['severity']) for f in found] == [('xid_171', 'critical')]
+
+
+class _Field(object):
+    def __init__(self, ret, value):
+        self.nvmlReturn = ret
+        self.value = type('V', (), {'uiVal': value})()
+
+
+class _FieldNvml(object):
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def nvmlDeviceGetFieldValues(self, handle, ids):  # noqa: N802 (NVML's name)
+        self.asked.append(list(ids))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return [self.answer]
+
+
+@pytest.mark.parametrize('answer, expected', [
+    (_Field(0, 0), 'none'),            # the real H100 on 580 (nvidia-smi -q: GPU Recovery Action None)
+    (_Field(0, 2), 'node_reboot'),
+    (_Field(0, 4), 'drain_and_reset'),
+    (_Field(0, 42), 'unknown_42'),
+    (_Field(3, 0), None),              # the value's own NVML_ERROR_NOT_SUPPORTED (a driver before 570)
+])
+def test_DH_12_recovery_action_from_nvml_field_230(monkeypatch, answer, expected):
+    fake = _FieldNvml(answer)
+    monkeypatch.setattr(nvml_probe, 'pynvml', fake)
+    assert nvml_probe.recovery_action('h') == expected and fake.asked == [[230]]
+
+
+def test_DH_12_recovery_action_not_none_is_critical(capture):
+    info, extra = capture
+    assert dc.diagnose(info, extra, checks=['recovery_action']) == []       # the real H100: none
+    _h(info)['recovery_action'] = 'node_reboot'
+    found = dc.diagnose(info, extra, checks=['recovery_action'])
+    assert [(f['id'], f['severity']) for f in found] == [('gpu_recovery_action', 'critical')]
+    assert 'node_reboot on GPU 0' in found[0]['summary'] and found[0]['remediation'].startswith('Drain the node and reboot')
+    _h(info)['recovery_action'] = None                                      # not answered: no finding
+    assert dc.diagnose(info, extra, checks=['recovery_action']) == []
