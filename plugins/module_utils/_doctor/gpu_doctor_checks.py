@@ -508,7 +508,8 @@ def _xid_154(kernel_xids, nvml_events):
 
 
 def check_xid(facts, extra):
-    """Xids from the kernel log since boot and from NVML's event wait."""
+    """Xids from the kernel log since boot, the driver's last load or the GPU's last recovery (node_probe.xids_from_log)
+    and from NVML's event wait."""
     seen = {}
     for e in extra.get('kernel_xids') or []:
         seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (e['pci'], e['xid'], e['text']))
@@ -521,7 +522,7 @@ def check_xid(facts, extra):
         else:
             severity, what, fix = XID_GUIDE.get(xid, XID_UNKNOWN)
         ev = seen[xid][:5] + (['... %d more' % (len(seen[xid]) - 5)] if len(seen[xid]) > 5 else [])
-        out.append(finding('xid_%d' % xid, severity, 'Xid %d since boot: %s.' % (xid, what), ev,
+        out.append(finding('xid_%d' % xid, severity, 'Xid %d since boot (or the GPU\'s last recovery): %s.' % (xid, what), ev,
                            fix[0].upper() + fix[1:] + '.'))
     return out
 

@@ -224,14 +224,31 @@ def kernel_log(root='/', path=None, limit=200000):
     return [_DMESG_PREFIX.sub('', _KMSG_PREFIX.sub('', r)) for r in records]
 
 
+# The driver's line when its module loads (kernel-open/nvidia/nv.c: "NVRM: loading <NVRM_ID>"; the real H100's log:
+# "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 ..."): every GPU is initialised afresh.
+DRIVER_LOAD_RE = re.compile(r'NVRM: loading NVIDIA ')
+# Xid 154 whose new recovery action is None: the driver says the recovery the GPU's earlier Xids needed is done
+_RECOVERED_RE = re.compile(r'recovery action changed from .* to\s+\S+\s*\(\s*None\s*\)\s*$', re.I)
+
+
 def xids_from_log(lines):
-    """The NVRM Xid lines of a kernel log: [{'pci', 'xid', 'text'}] (other NVRM lines, like the FBHUB one an H100
-    logs at boot, are no Xid)."""
+    """The NVRM Xid lines of a kernel log that still count: [{'pci', 'xid', 'text'}] (other NVRM lines, like the
+    FBHUB one an H100 logs at boot, are no Xid).
+
+    Only those after the driver's last load (a reload after ``modprobe -r`` re-initialises every GPU), and per GPU
+    only those from its last Xid 154 whose new recovery action is None on (that line itself is kept: the doctor
+    reports it as information), so a GPU that was reset as advised loses the finding without a reboot."""
     out = []
     for line in lines or []:
+        if DRIVER_LOAD_RE.search(line):
+            out = []
+            continue
         m = XID_RE.search(line)
         if m:
-            out.append({'pci': m.group(1).lower(), 'xid': int(m.group(2)), 'text': m.group(3).strip()})
+            pci, xid, text = m.group(1).lower(), int(m.group(2)), m.group(3).strip()
+            if xid == 154 and _RECOVERED_RE.search(text):
+                out = [e for e in out if e['pci'] != pci]
+            out.append({'pci': pci, 'xid': xid, 'text': text})
     return out
 
 

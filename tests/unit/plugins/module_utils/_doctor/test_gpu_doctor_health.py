@@ -327,3 +327,25 @@ def test_DH_12_recovery_action_not_none_is_critical(capture):
     assert 'node_reboot on GPU 0' in found[0]['summary'] and found[0]['remediation'].startswith('Drain the node and reboot')
     _h(info)['recovery_action'] = None                                      # not answered: no finding
     assert dc.diagnose(info, extra, checks=['recovery_action']) == []
+
+
+def test_DH_13_xids_count_from_the_last_driver_load_or_recovery_of_that_gpu(capture):
+    """An Xid finding stayed until the next boot even after the advised reset: now the Xids before the driver's
+    last load ("NVRM: loading ...", as the real H100's log shows it) and, per GPU, before its Xid 154 back to None
+    no longer count."""
+    info, extra = capture
+    loaded = [line for line in kernel_lines() if line.startswith('NVRM: loading NVIDIA')]
+    assert loaded   # the real driver's line, from the capture
+    log = (['NVRM: Xid (PCI:0000:97:00): 79, pid=1, name=python, GPU has fallen off the bus.'] + loaded
+           + ['NVRM: Xid (PCI:0000:98:00): 48, pid=2, name=python, DBE'])
+    assert [(e['pci'], e['xid']) for e in node_probe.xids_from_log(log)] == [('0000:98:00', 48)]
+    # GPU 97 reset as advised: the driver's recovery action went back to None; GPU 98 still owes its reset
+    log = ['NVRM: Xid (PCI:0000:97:00): 119, pid=5, name=x, Timeout after 45s of waiting for RPC response',
+           'NVRM: Xid (PCI:0000:98:00): 95, pid=6, name=y, Uncontained error',
+           'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)',
+           'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)']
+    xids = node_probe.xids_from_log(log)
+    assert [(e['pci'], e['xid']) for e in xids] == [('0000:98:00', 95), ('0000:97:00', 154)]
+    extra['kernel_xids'] = xids
+    found = [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])]
+    assert found == [('xid_95', 'critical'), ('xid_154', 'info')]
