@@ -298,6 +298,30 @@ def nvlink5_wanted(detected, fabricmanager='auto'):
     return bool(detected) and fabricmanager != 'never'
 
 
+def secure_boot_refusal(family, method, precompiled, secure_boot, mok_enrolled=False):
+    """Why the role refuses this node before installing anything, or None: Secure Boot is on and the chosen method
+    builds the NVIDIA kernel modules on the node (DKMS on Ubuntu without the precompiled modules, Debian, RHEL and
+    NVIDIA's CUDA repository; the runfile) - modules nobody signed, which a kernel booted with Secure Boot refuses
+    to load (docs/conformance/nvidia-driver.md DRV-35). Not refused when the site says a Machine Owner Key that
+    signs the built modules is enrolled (mok_enrolled), or Secure Boot is not known to be on."""
+    if secure_boot != 'enabled' or precompiled or mok_enrolled:
+        return None
+    builder = 'the runfile' if method == 'runfile' else 'DKMS'
+    ways = []
+    if family == 'Ubuntu' and method == 'distro':
+        ways.append('nvidia_driver_ubuntu_precompiled: auto or "true" (Canonical\'s signed precompiled modules)')
+    elif family == 'Ubuntu':
+        ways.append('nvidia_driver_method: distro with nvidia_driver_ubuntu_precompiled: auto (Canonical\'s signed '
+                    'precompiled modules)')
+    ways.append('sign the modules %s builds with a Machine Owner Key enrolled in the firmware (mokutil --import; '
+                'DKMS signs with /var/lib/dkms/mok.key on Debian and Ubuntu, set it with mok_signing_key in '
+                '/etc/dkms/framework.conf on RHEL) and set nvidia_driver_secure_boot_mok_enrolled: true' % builder)
+    ways.append('turn Secure Boot off in the firmware (an ESXi VM: its boot options)')
+    return ('Secure Boot is on and nvidia_driver_method %s on %s builds the NVIDIA kernel modules with %s: unsigned '
+            'modules, which the kernel refuses to load, so the node would have no GPU driver after the install. '
+            'Nothing was installed. Ways out: %s.' % (method, family, builder, '; '.join(ways)))
+
+
 def nvlink5_refusal(family, method, branch, machine, wanted):
     """Why the role refuses this node before installing anything, or None: an NVLink5 system (HGX B200/B300)
     whose NVLink5 packages are wanted but cannot come from the chosen method.
@@ -487,7 +511,7 @@ def select(params, obs, today=None):
     """Everything the role needs to know before it changes anything, or SelectionError.
 
     params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),
-    fabricmanager (auto|always|never).
+    fabricmanager (auto|always|never), secure_boot_mok_enrolled (bool).
     obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool),
     kernel_image_depends ({installed linux-image-* package: [its dependencies]}, parse_dpkg_depends).
     """
@@ -524,8 +548,10 @@ def select(params, obs, today=None):
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
                         obs.get('kernel_release') or '', obs.get('machine') or 'x86_64', kernel_flavour)
     plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
-    refusal = nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
-                              plan['nvlink5']['wanted'])
+    refusal = (secure_boot_refusal(obs.get('family'), method, precompiled, obs.get('secure_boot'),
+                                   params.get('secure_boot_mok_enrolled') in (True, 'true', 'yes'))
+               or nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
+                                  plan['nvlink5']['wanted']))
     return {
         'branch': status,
         'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,

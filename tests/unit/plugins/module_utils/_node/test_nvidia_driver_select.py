@@ -34,6 +34,7 @@ def select(family='Ubuntu', major='24', **params):
                dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False),
                versionlock_list=params.pop('versionlock_list', None),
                kernel_image_depends=params.pop('kernel_image_depends', None))
+    params.setdefault('secure_boot_mok_enrolled', False)
     base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
                 precompiled='auto', fabricmanager='auto')
     base.update(params)
@@ -497,3 +498,35 @@ def test_DRV_28_nvlink5_packages_wanted_from_the_detection(detected, fabricmanag
                 fabricmanager=fabricmanager)['packages']['nvlink5']
     assert nv['wanted'] is wanted
     assert nv['unpinned'] == ['nvlsm', 'infiniband-diags']
+
+
+@pytest.mark.parametrize('family, major, method, where', [
+    ('Debian', '12', 'distro', 'nvidia-open-kernel-dkms'),
+    ('RedHat', '9', 'distro', 'kmod'),
+    ('RedHat', '10', 'cuda_repo', 'nvidia-open'),
+    ('Ubuntu', '24', 'cuda_repo', 'nvidia-open'),
+    ('Ubuntu', '24', 'runfile', 'runfile'),
+])
+def test_DRV_35_secure_boot_with_modules_built_on_the_node_is_refused_up_front(family, major, method, where):
+    """Before: Secure Boot with DKMS on RHEL and Debian (and the CUDA repository, the runfile) installed modules the
+    kernel then refused; only the doctor said so afterwards. Now the selection carries a refusal the role asserts
+    before installing anything, naming the variable and the ways out."""
+    out = select(family=family, major=major, method=method, secure_boot='enabled')
+    assert out['precompiled']['effective'] is False
+    msg = out['refusal']
+    assert msg and 'Secure Boot is on' in msg and 'nvidia_driver_method %s' % method in msg
+    assert 'nvidia_driver_secure_boot_mok_enrolled: true' in msg and 'turn Secure Boot off' in msg
+    assert ('the runfile' in msg) is (method == 'runfile')
+    if family == 'Ubuntu':
+        assert 'nvidia_driver_ubuntu_precompiled: auto' in msg
+    # the site signs with an enrolled MOK: no refusal; Secure Boot off or not known: none either
+    assert select(family=family, major=major, method=method, secure_boot='enabled',
+                  secure_boot_mok_enrolled=True)['refusal'] is None
+    assert select(family=family, major=major, method=method, secure_boot='disabled')['refusal'] is None
+    assert select(family=family, major=major, method=method, secure_boot='unknown')['refusal'] is None
+
+
+def test_DRV_35_ubuntu_precompiled_is_not_refused_but_dkms_by_choice_is():
+    assert select(secure_boot='enabled')['refusal'] is None                      # auto: Canonical's signed modules
+    msg = select(secure_boot='enabled', precompiled='false')['refusal']
+    assert 'nvidia_driver_ubuntu_precompiled: auto or "true"' in msg
