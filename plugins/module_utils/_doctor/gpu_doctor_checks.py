@@ -13,6 +13,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import cdi_default, cdi_effective
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
     POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
@@ -33,7 +34,6 @@ _RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with Runt
                   % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES)))
 # gpu_info's NVML status when the Python binding, not the node, is the problem
 BINDINGS_UNUSABLE = ('bindings_missing', 'bindings_outdated')
-CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
 def finding(check_id, severity, summary, evidence, remediation):
@@ -205,7 +205,7 @@ def check_vmware_consumer_gpu(facts, extra):
     node = facts.get('node', {})
     if node.get('hypervisor') != 'vmware':
         return []
-    consumer = [n for n in _gpu_names(facts) if any(m in n.upper() for m in CONSUMER_MARKERS)]
+    consumer = [n for n in _gpu_names(facts) if gpu_catalog.is_consumer_gpu(n)]
     if not consumer or not extra.get('hypervisor_cpu_flag', True):
         return []
     return [finding(

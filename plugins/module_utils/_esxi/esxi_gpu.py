@@ -17,6 +17,8 @@ device_id, device_ids, label, system_id).
 import math
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+
 NVIDIA_VENDOR_ID = 0x10DE
 
 # PCI device id -> GPU memory in GB (NVIDIA datasheets). Used for the MMIO size and the memory rule;
@@ -363,6 +365,21 @@ def vm_state(vm):
         'memory_reservation_locked_to_max': bool(vm['reservation_locked']),
         'extra_config': dict((k, v) for k, v in sorted(vm['extra_config'].items()) if k in MANAGED_KEYS),
     }
+
+
+def hide_hypervisor_decision(requested, gpu_names):
+    """(effective, reason) for hypervisor.cpuid.v0 = FALSE: the option as given, or with None by GPU class - only
+    consumer GPUs (GeForce, TITAN: gpu_catalog.is_consumer_gpu) need the hypervisor hidden (their driver refused to
+    start in a VM before R465); data-centre and workstation GPUs never did (docs/conformance/esxi_gpu_passthrough.md
+    ESX-14)."""
+    if requested is not None:
+        return bool(requested), 'hide_hypervisor is %s' % ('true' if requested else 'false')
+    names = sorted(set(n for n in gpu_names if n))
+    consumer = [n for n in names if gpu_catalog.is_consumer_gpu(n)]
+    if consumer:
+        return True, 'auto: consumer GPU(s) %s (their driver refused to start under a hypervisor before R465)' % (
+            ', '.join(consumer))
+    return False, 'auto: data-centre GPU(s) %s never needed it' % (', '.join(names) or 'none chosen')
 
 
 def plan_vm(vm, wanted_gpus, params):

@@ -145,10 +145,15 @@ class Runner(object):
                 mmio = eg.mmio_size_gb(memories)
             if not wanted:
                 mmio = 0
+            names = [g.get('device_name') for g in host_gpus]
+            if dynamic:
+                names += [g.get('device_name') for t in targets for g in t['gpus']]
+            hide, hide_reason = eg.hide_hypervisor_decision(p['hide_hypervisor'], names)
             vm_plan = eg.plan_vm(vm, wanted, dict(
-                hide_hypervisor=p['hide_hypervisor'], mmio_size_gb=mmio, firmware=p['firmware'], secure_boot=p['secure_boot'],
+                hide_hypervisor=hide, mmio_size_gb=mmio, firmware=p['firmware'], secure_boot=p['secure_boot'],
                 reserve_memory=p['reserve_memory'], memory_mb=p['memory_mb']))
             vm_plan['mmio_size_gb'] = mmio
+            vm_plan['hide_hypervisor'] = {'effective': hide, 'reason': hide_reason}
             vm_plan['gpu_memory_gb'] = sum(memories)
             warn = eg.check_memory(vm_plan['after_vm']['memory_mb'], memories, p['memory_ratio'], p['memory_check'], vm['name'])
             if warn:
@@ -280,6 +285,7 @@ class Runner(object):
                     if vm_plan['needs_reconfigure'] else dict(vm_plan['after'], name=vm['name'])
             result['vm'] = vm_after
             result['mmio_size_gb'] = vm_plan['mmio_size_gb']
+            result['hide_hypervisor'] = vm_plan['hide_hypervisor']
             result['gpu_memory_gb'] = vm_plan['gpu_memory_gb']
             diff_before['vm'] = dict(vm_plan['before'], name=vm['name'])
             diff_after['vm'] = dict(vm_after)

@@ -170,3 +170,39 @@ def test_ESX_12_chosen_gpus_of_the_first_call_are_taken_again():
     assert host_plan['ids'] == ['0000:3c:00.0', '0000:3b:00.0']
     with pytest.raises(eg.GpuError, match='chosen_gpus'):
         mod.check_params(params(chosen_gpus=['not-a-pci-id']))
+
+
+def _consumer(pci):
+    return dict(gpu(pci), device_id=0x2204, device_name='GA102 [GeForce RTX 3090]')
+
+
+@pytest.mark.parametrize('requested, host, model, hidden', [
+    (None, [gpu('0000:3b:00.0')], 'T4', False),              # data-centre: never needed it (was: always set)
+    (None, [_consumer('0000:3b:00.0')], 'RTX 3090', True),   # consumer: the pre-R465 driver refused without it
+    (True, [gpu('0000:3b:00.0')], 'T4', True),               # as given
+    (False, [_consumer('0000:3b:00.0')], 'RTX 3090', False),
+])
+def test_ESX_14_hide_hypervisor_defaults_by_gpu_class(requested, host, model, hidden):
+    p = params(gpus=[{'model': model, 'memory_gb': 24}], host_reboot=True, memory_check='ignore')
+    if requested is not None:
+        p['hide_hypervisor'] = requested
+    assert mod.argument_spec()['hide_hypervisor'].get('default') is None
+    dummy, (host_plan, vm_plan) = plan(p, vm(), host)
+    assert vm_plan['hide_hypervisor']['effective'] is hidden
+    assert ('hypervisor.cpuid.v0' in vm_plan['extra_config']) is hidden
+    if requested is None:
+        assert vm_plan['hide_hypervisor']['reason'].startswith('auto: ' + ('consumer' if hidden else 'data-centre'))
+    # a value the site set stays: not hiding never removes it
+    v = vm(extra_config={'hypervisor.cpuid.v0': 'FALSE'})
+    dummy, (host_plan, vm_plan) = plan(p, v, host)
+    assert 'hypervisor.cpuid.v0' not in vm_plan['extra_config']
+
+
+def test_ESX_14_consumer_class_names():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+    consumer = ['NVIDIA GeForce RTX 4090', 'AD102 [GeForce RTX 4090]', 'NVIDIA TITAN RTX', 'RTX 3060 Ti']
+    other = ['TU104GL [Tesla T4]', 'GA100 [A100 PCIe 40GB]', 'AD104GL [RTX 4000 SFF Ada Generation]',
+             'NVIDIA RTX 5000 Ada Generation', 'GA102GL [RTX A6000]', 'NVIDIA RTX PRO 6000 Blackwell', 'Quadro RTX 8000',
+             'NVIDIA H100 80GB HBM3', 'AD104GL [L4]']
+    assert [n for n in consumer if not gpu_catalog.is_consumer_gpu(n)] == []
+    assert [n for n in other if gpu_catalog.is_consumer_gpu(n)] == []
