@@ -556,6 +556,41 @@ def test_ESX_04_two_step_flow_gives_the_vm_the_gpus_its_first_run_enabled(esx3, 
     assert ok(run(esx3, collections_path, host_reboot=True, **args))["changed"] is False
 
 
+GPUS_ESX4 = {"devices": [
+    {"deviceId": "0x20F1", "deviceName": "GA100 [A100 PCIe 40GB]", "subDeviceId": "0x145F", "count": 4}]}
+
+
+@pytest.fixture(scope="module")
+def esx4(tmp_path_factory):
+    cfg = tmp_path_factory.mktemp("esx4-gpus") / "gpus.json"
+    cfg.write_text(json.dumps(GPUS_ESX4))
+    sim = start_vcsim(tmp_path_factory, "esx", "esxi-gpu4", extra=("-password", PASSWORD), gpus=cfg)
+    make_vms(sim)
+    yield sim
+    stop_sim(sim)
+
+
+def test_ESX_15_second_step_attaches_the_gpus_the_first_step_enabled(esx4, collections_path):
+    """Issue 38: two GPUs asked on a host of four. The first run (pending_reboot=skip_vm) enables two and writes
+    nothing to the VM; the second run (host_reboot=true, no chosen_gpus) took the other two, enabled and attached
+    them, and left the first two in passthrough for nobody. Now it reads the host - enabled, not active, held by no
+    VM - and attaches exactly the two the first run enabled."""
+    host = esx4.all(vim.HostSystem)[0]
+    name = vm_on(esx4, host.name, 0)
+    a100 = host_gpu_ids(host, A100)
+    assert len(a100) == 4 and enabled_ids(host, A100) == []
+    args = dict(name=name, gpus=[{"model": "A100", "count": 2}], memory_mb=128 * GB, bios_to_efi="warn")
+    first = ok(run(esx4, collections_path, pending_reboot="skip_vm", **args))
+    assert first["vm_skipped"] is True and first["host"]["reboot_required"] is True
+    assert first["host"]["enabled"] == a100[:2] and enabled_ids(host, A100) == a100[:2]
+    assert pci_devices(esx4.vm(name)) == [] and "gpuops.passthrough.reserved" not in extra(esx4.vm(name))
+    second = ok(run(esx4, collections_path, host_reboot=True, **args))
+    assert second["host"]["rebooted"] is True and second["host"]["enabled"] == []
+    assert sorted(d.backing.id for d in pci_devices(esx4.vm(name))) == a100[:2]
+    assert enabled_ids(host, A100) == a100[:2]         # no GPU left in passthrough for nobody
+    assert ok(run(esx4, collections_path, host_reboot=True, **args))["changed"] is False
+
+
 def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collections_path, tmp_path):
     """The role: first call enables (nothing written to the VM), the reboot call takes the same GPUs (chosen_gpus
     carried), the VM gets them; 2 of 4 free."""

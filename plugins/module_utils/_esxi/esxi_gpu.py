@@ -249,12 +249,16 @@ def _others(gpu, vm_name):
     return sorted(set(v for v in list(gpu['attached_to']) + list(gpu.get('reserved_by') or []) if v != vm_name))
 
 
-def select_gpus(requests, host_gpus, host_name, vm_name=None):
+def select_gpus(requests, host_gpus, host_name, vm_name=None, prefer_pending=False):
     """Pick host GPUs for the requests. Returns [(request, gpu), ...].
 
     With a VM (DirectPath): GPUs already on the VM are kept first, then the ones this VM's earlier run reserved
     (enabled for it, waiting for the host reboot), then free ones (no other VM holds or reserved them): active ones,
     then ones without passthrough, then enabled ones waiting for a reboot; by PCI address within each.
+    With prefer_pending (the call that reboots the host: host_reboot), free GPUs whose passthrough is enabled and
+    waits for that reboot come before the ones without passthrough: they are what an earlier call
+    (pending_reboot=skip_vm) enabled, and the reboot activates them; taking others would enable more GPUs and leave
+    those in passthrough for nobody (the host holds that state: enabled, not active, held by no VM).
     A GPU held or reserved by another VM is refused.
     Without a VM (host part only): every matching GPU, or the first `count` of them.
     """
@@ -280,8 +284,12 @@ def select_gpus(requests, host_gpus, host_name, vm_name=None):
             free = [g for g in matching if not _others(g, vm_name)]
             # this VM's own GPUs first (attached, then reserved by its earlier run); enabled-but-not-active GPUs
             # nobody reserved come last (a VM of an older run may wait for the same host reboot)
-            free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
-                                     not g['active'], g['enabled'] and not g['active'], g['id']))
+            if prefer_pending:
+                free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
+                                         not g['active'], not g['enabled'], g['id']))
+            else:
+                free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
+                                         not g['active'], g['enabled'] and not g['active'], g['id']))
             if len(free) < req['count']:
                 taken = ['%s (VM %s)' % (g['id'], ', '.join(_others(g, vm_name))) for g in matching if g not in free]
                 raise GpuError('%s: %d GPU(s) with %s wanted on host %s but only %d free%s'

@@ -108,7 +108,9 @@ class Runner(object):
                 # host reboot) rank like this VM's own: taken again unless another VM holds them by now
                 gpus = [dict(g, reserved_by=sorted(set(list(g.get('reserved_by') or []) + [vm_name])))
                         if g['id'] in p['chosen_gpus'] else g for g in gpus]
-            chosen = eg.select_gpus(self.requests, gpus, host['name'], vm_name)
+            # the call allowed to reboot takes the GPUs an earlier skip_vm call enabled (enabled, not active, held by
+            # no VM) before enabling others (ESX-15)
+            chosen = eg.select_gpus(self.requests, gpus, host['name'], vm_name, prefer_pending=bool(p['host_reboot']))
             host_gpus = [g for dummy, g in chosen]
             if vm is not None:
                 memories = eg.memory_of(chosen)

@@ -292,3 +292,20 @@ def test_ESX_04_attaching_clears_the_reservation():
     assert 'clear %s (was 0000:3d:00.0)' % eg.RESERVED_KEY not in plan['offline_changes']
     # without a reservation nothing about it is planned
     assert eg.RESERVED_KEY not in eg.plan_vm(vm(), want, PARAMS)['extra_config']
+
+
+def test_ESX_15_the_rebooting_call_takes_the_gpus_enabled_for_the_reboot():
+    """Two-step flow: the first call (pending_reboot=skip_vm) enabled 3b and 3c; the second call (host_reboot=true,
+    without chosen_gpus) took 3d and 3e, enabled them too and left 3b/3c in passthrough for nobody. The call that
+    reboots now takes the enabled-and-pending GPUs no VM holds."""
+    host = [gpu('0000:3b:00.0', enabled=True, active=False), gpu('0000:3c:00.0', enabled=True, active=False),
+            gpu('0000:3d:00.0', enabled=False, active=False), gpu('0000:3e:00.0', enabled=False, active=False)]
+    got = eg.select_gpus(eg.normalize_requests([{'model': 'T4', 'count': 2}], 'directpath', True), host, 'esx1',
+                         'vm1', prefer_pending=True)
+    assert [g['id'] for dummy, g in got] == ['0000:3b:00.0', '0000:3c:00.0']
+    # an active free GPU still comes first (nothing to reboot for); one another VM holds is never taken
+    host[3].update(enabled=True, active=True)
+    host[0]['attached_to'] = ['vm2']
+    got = eg.select_gpus(eg.normalize_requests([{'model': 'T4', 'count': 2}], 'directpath', True), host, 'esx1',
+                         'vm1', prefer_pending=True)
+    assert [g['id'] for dummy, g in got] == ['0000:3e:00.0', '0000:3c:00.0']
