@@ -291,6 +291,9 @@ def _nvlink5_names(branch, family, method, machine):
     return pinned, ['nvlsm', 'infiniband-diags']
 
 
+NVLINK5_KERNEL_MODULES = ('ib_umad',)
+
+
 def nvlink5_wanted(detected, fabricmanager='auto'):
     """Whether the NVLink5 packages belong on this node: an NVLink5 system was detected and fabricmanager is not
     switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
@@ -339,8 +342,9 @@ def nvlink5_refusal(family, method, branch, machine, wanted):
     return ('nvidia_driver_method is "distro", but this %s node is an NVLink5 system (HGX B200/B300: an '
             'InfiniBand device with SW_MNG in its VPD) and needs %s with fabricmanager, which only NVIDIA\'s CUDA '
             'repository ships, not %s\'s own archive; the role stops before installing anything. Set '
-            'nvidia_driver_method: cuda_repo (the driver, fabricmanager and %s from NVIDIA\'s repository), or '
-            'nvidia_driver_fabricmanager: never to install without fabricmanager and the NVLink5 packages'
+            'nvidia_driver_method: cuda_repo (the driver, fabricmanager and %s from NVIDIA\'s repository). '
+            '(nvidia_driver_fabricmanager: never is no way out here: without fabric manager the NVLink fabric is '
+            'never set up and the GPUs of an NVSwitch system do not run CUDA work.)'
             % (family, ' and '.join(missing), family, ' and '.join(missing)))
 
 
@@ -548,6 +552,10 @@ def select(params, obs, today=None):
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
                         obs.get('kernel_release') or '', obs.get('machine') or 'x86_64', kernel_flavour)
     plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
+    # kernel modules NVIDIA's driver container waits for before it starts fabric manager on an NVLink5 system
+    # (ubuntu24.04/precompiled/nvidia-driver _ensure_nvlink5_prerequisites: mlx5_core, which the ConnectX devices
+    # load by their PCI ids, and ib_umad, which nothing loads by itself): loaded and kept in modules-load.d
+    plan['nvlink5']['kernel_modules'] = list(NVLINK5_KERNEL_MODULES) if plan['nvlink5']['wanted'] else []
     refusal = (secure_boot_refusal(obs.get('family'), method, precompiled, obs.get('secure_boot'),
                                    params.get('secure_boot_mok_enrolled') in (True, 'true', 'yes'))
                or nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',

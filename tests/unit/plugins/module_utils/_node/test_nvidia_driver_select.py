@@ -445,12 +445,12 @@ def test_DRV_22_nvlink5_detected_from_infiniband_vpd():
 def test_DRV_23_nvlink5_packages():
     p = select(family='Ubuntu', method='cuda_repo')['packages']['nvlink5']
     assert p == {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': False,
-                 'keep_on_removal': ['infiniband-diags']}
+                 'keep_on_removal': ['infiniband-diags'], 'kernel_modules': []}
     assert select(machine='aarch64')['packages']['nvlink5']['pinned'] == []   # no libnvsdm for arm64
     assert select(family='RedHat', major='9')['packages']['nvlink5']['unpinned'] == ['nvlsm', 'infiniband-diags']
     assert select(family='RedHat', major='9')['packages']['nvlink5']['pinned'] == ['libnvsdm']
     assert select(branch='535', accept_eol_branch='535', gpus=[A100])['packages']['nvlink5'] == {
-        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': []}
+        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': [], 'kernel_modules': []}
 
 
 def test_DRV_23_nvlink5_libnvsdm_carries_the_branch_before_580_on_rhel_too():
@@ -473,7 +473,9 @@ def test_DRV_23_nvlink5_with_the_distributions_own_packages_is_refused(family, m
     msg = s['refusal']
     assert msg and 'nvidia_driver_method is "distro"' in msg and 'NVLink5' in msg, msg
     assert 'needs %s with fabricmanager' % missing in msg, msg
-    assert 'nvidia_driver_method: cuda_repo' in msg and 'nvidia_driver_fabricmanager: never' in msg, msg
+    assert 'nvidia_driver_method: cuda_repo' in msg, msg
+    # issue 38: never offered as a way out (it leaves the GPUs of an NVSwitch system unusable), but named as none
+    assert 'nvidia_driver_fabricmanager: never is no way out' in msg and 'do not run CUDA work' in msg, msg
     assert s['packages']['nvlink5']['pinned'] == [] and s['packages']['nvlink5']['unpinned'] == []
 
 
@@ -530,3 +532,13 @@ def test_DRV_35_ubuntu_precompiled_is_not_refused_but_dkms_by_choice_is():
     assert select(secure_boot='enabled')['refusal'] is None                      # auto: Canonical's signed modules
     msg = select(secure_boot='enabled', precompiled='false')['refusal']
     assert 'nvidia_driver_ubuntu_precompiled: auto or "true"' in msg
+
+
+@pytest.mark.parametrize('detected, fabricmanager, modules', [
+    (True, 'auto', ['ib_umad']), (True, 'never', []), (False, 'auto', []),
+])
+def test_DRV_36_nvlink5_loads_ib_umad_before_fabric_manager(detected, fabricmanager, modules):
+    """NVIDIA's driver container waits for mlx5_core and ib_umad before it starts fabric manager on an NVLink5
+    system; nothing loads ib_umad by itself, and the role never did (issue 38)."""
+    s = select(family='Ubuntu', method='cuda_repo', nvlink5=detected, fabricmanager=fabricmanager, gpus=[B200])
+    assert s['packages']['nvlink5']['kernel_modules'] == modules
