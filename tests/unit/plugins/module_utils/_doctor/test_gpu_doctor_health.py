@@ -267,8 +267,8 @@ def test_DH_11_xid_154_is_critical_by_the_action_it_names(capture):
                         'Required) to 0x0 (None)'])
     assert [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])] == [('xid_154', 'info')]
     # GPU Reset Required on one GPU: reset advice; an NVML event of 154 (no label) counts as a reboot
-    extra['kernel_xids'] = node_probe.xids_from_log([_XID_154[1].replace('0x2 (Node Reboot Required)',
-                                                                          '0x1 (GPU Reset Required)')])
+    reset = _XID_154[1].replace('0x2 (Node Reboot Required)', '0x1 (GPU Reset Required)')
+    extra['kernel_xids'] = node_probe.xids_from_log([reset])
     f = dc.diagnose(info, extra, checks=['xid'])[0]
     assert (f['id'], f['severity']) == ('xid_154', 'critical') and 'reset the GPU' in f['remediation']
     info['nvml']['xid_events'] = [{'gpu': 1, 'xid': 154}]

@@ -217,8 +217,9 @@ _RENDERED_V2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n
                 '  runtime_type = "io.containerd.runc.v2"\n'
                 '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia".options]\n'
                 '  BinaryName = "/usr/bin/nvidia-container-runtime"\n')
-_RENDERED_V3 = _RENDERED_V2.replace('version = 2', 'version = 3').replace('io.containerd.grpc.v1.cri',
-                                                                           'io.containerd.cri.v1.runtime')
+_RENDERED_V3 = (_RENDERED_V2.replace('version = 2', 'version = 3')
+                .replace('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime'))
+_NVIDIA_TABLE_V2 = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia"]'
 
 
 @pytest.mark.parametrize('rendered', [_RENDERED_V2, _RENDERED_V3], ids=['config-v2', 'config-v3'])
@@ -238,9 +239,8 @@ def test_RKE_11_k3s_rendered_containerd_config_is_read(tmp_path, rendered):
     facts = {'gpus': [{'index': 0, 'name': 'Tesla T4'}], 'node': {'container_runtimes': info}}
     assert dc.check_runtime(facts, {}) == []
     # the runtime absent from k3s's config: the finding names the file it read
-    _write(tmp_path, 'var/lib/rancher/k3s/agent/etc/containerd/config.toml', _RENDERED_V2.split('[plugins."io.containerd'
-                                                                                                   '.grpc.v1.cri".containerd'
-                                                                                                   '.runtimes."nvidia"]')[0])
+    without = _RENDERED_V2.split(_NVIDIA_TABLE_V2, maxsplit=1)[0]
+    _write(tmp_path, 'var/lib/rancher/k3s/agent/etc/containerd/config.toml', without)
     info = node_probe.container_runtimes(str(tmp_path))
     found = dc.check_runtime({'gpus': [{'index': 0}], 'node': {'container_runtimes': info}}, {})
     assert [x['id'] for x in found] == ['containerd_nvidia_runtime_missing']
