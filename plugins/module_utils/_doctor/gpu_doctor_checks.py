@@ -512,7 +512,9 @@ def check_xid(facts, extra):
     and from NVML's event wait."""
     seen = {}
     for e in extra.get('kernel_xids') or []:
-        seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (e['pci'], e['xid'], e['text']))
+        where = e['pci'] + ''.join(' %s:%02d' % (label, e[key]) for key, label in
+                                   (('gpu_instance', 'GPU-I'), ('compute_instance', 'GPU-CI')) if key in e)
+        seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (where, e['xid'], e['text']))
     for e in facts.get('nvml', {}).get('xid_events') or []:
         seen.setdefault(e['xid'], []).append('NVML event: Xid %s on GPU %s' % (e['xid'], e['gpu']))
     out = []

@@ -186,7 +186,9 @@ def hypervisor(root='/', log_lines=None):
 KMSG = 'dev/kmsg'
 _KMSG_PREFIX = re.compile(r'^\d+,\d+,\d+,[^;]*;')
 _DMESG_PREFIX = re.compile(r'^\[\s*\d+\.\d+\]\s?')
-XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$')
+# The driver's three forms (src/nvidia/src/kernel/gpu/rc/kernel_rc.c, XID_PRINT_WITH_ATTR): "(PCI:<d>:<b>:<d>)", and
+# on a MIG GPU "(PCI:... GPU-I:<gi>)" or "(PCI:... GPU-I:<gi> GPU-CI:<ci>)" (docs/conformance/doctor-health.md DH-14)
+XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+),\s*(.*)$')
 
 
 def kernel_log(root='/', path=None, limit=200000):
@@ -245,10 +247,15 @@ def xids_from_log(lines):
             continue
         m = XID_RE.search(line)
         if m:
-            pci, xid, text = m.group(1).lower(), int(m.group(2)), m.group(3).strip()
+            pci, xid, text = m.group(1).lower(), int(m.group(4)), m.group(5).strip()
             if xid == 154 and _RECOVERED_RE.search(text):
                 out = [e for e in out if e['pci'] != pci]
-            out.append({'pci': pci, 'xid': xid, 'text': text})
+            entry = {'pci': pci, 'xid': xid, 'text': text}
+            if m.group(2) is not None:   # MIG: the GPU instance (and compute instance) the driver attributed it to
+                entry['gpu_instance'] = int(m.group(2))
+                if m.group(3) is not None:
+                    entry['compute_instance'] = int(m.group(3))
+            out.append(entry)
     return out
 
 

@@ -349,3 +349,22 @@ def test_DH_13_xids_count_from_the_last_driver_load_or_recovery_of_that_gpu(capt
     extra['kernel_xids'] = xids
     found = [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])]
     assert found == [('xid_95', 'critical'), ('xid_154', 'info')]
+
+
+def test_DH_14_every_form_the_driver_prints_an_xid_in(capture):
+    """The driver prints an Xid in three forms (kernel_rc.c): the device only, and on a MIG GPU with the GPU instance,
+    or the GPU and compute instance. The MIG forms were not read at all (a MIG node's Xids went unseen)."""
+    info, extra = capture
+    log = ['NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=python, MMU Fault',
+           'NVRM: Xid (PCI:0000:3b:00 GPU-I:02): 43, pid=8, name=python, Ch 00000008',
+           'NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 48, pid=9, name=python, DBE',
+           'NVRM: Xid (PCI:0000:3b:00): 62, 0000(0000) 00000000 00000000']
+    xids = node_probe.xids_from_log(log)
+    assert [(e['pci'], e['xid'], e.get('gpu_instance'), e.get('compute_instance')) for e in xids] == [
+        ('0000:3b:00', 31, None, None), ('0000:3b:00', 43, 2, None), ('0000:3b:00', 48, 1, 0),
+        ('0000:3b:00', 62, None, None)]
+    assert xids[1]['text'] == 'pid=8, name=python, Ch 00000008'
+    extra['kernel_xids'] = xids
+    found = dict((f['id'], f) for f in dc.diagnose(info, extra, checks=['xid']))
+    assert found['xid_48']['severity'] == 'critical'
+    assert found['xid_48']['evidence'][0].startswith('kernel log: NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 48')
