@@ -591,6 +591,32 @@ def test_ESX_15_second_step_attaches_the_gpus_the_first_step_enabled(esx4, colle
     assert ok(run(esx4, collections_path, host_reboot=True, **args))["changed"] is False
 
 
+def test_ESX_13_maintenance_mode_blocked_by_a_running_vm_is_bounded_and_named(esx4, collections_path):
+    """A powered-on VM that cannot move keeps the host out of maintenance mode (the simulator models a standalone
+    host: the task runs until its timeout). Before: requested with no timeout, the module gave up only after
+    host_reboot_timeout and the host kept trying. Now vSphere gets the timeout, the error names the VM, nothing is
+    rebooted, and the host is not left entering maintenance mode."""
+    host = esx4.all(vim.HostSystem)[0]
+    name, running = vm_on(esx4, host.name, 2), vm_on(esx4, host.name, 3)
+    WaitForTask(esx4.vm(running).PowerOnVM_Task())
+    boot0 = host.runtime.bootTime
+    args = dict(name=name, gpus=[{"model": "A100"}], memory_mb=64 * GB, bios_to_efi="warn", host_reboot=True,
+                host_reboot_timeout=2)
+    try:
+        msg = failed(run(esx4, collections_path, **args), "did not enter maintenance mode within host_reboot_timeout=2s",
+                     "powered-on VMs still on the host: %s" % running, "Nothing was rebooted")
+        assert "Timedout" in msg, msg
+        assert host.runtime.inMaintenanceMode is False and host.runtime.bootTime == boot0
+        assert pci_devices(esx4.vm(name)) == []
+    finally:
+        WaitForTask(esx4.vm(running).PowerOffVM_Task())
+    # the VM off: the same call goes through
+    res = ok(run(esx4, collections_path, **args))
+    assert res["host"]["rebooted"] is True and len(pci_devices(esx4.vm(name))) == 1
+    assert res["tasks"][:3] == ["UpdatePassthruConfig", "EnterMaintenanceMode_Task", "RebootHost_Task"] or \
+        res["tasks"][:2] == ["EnterMaintenanceMode_Task", "RebootHost_Task"], res["tasks"]
+
+
 def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collections_path, tmp_path):
     """The role: first call enables (nothing written to the VM), the reboot call takes the same GPUs (chosen_gpus
     carried), the VM gets them; 2 of 4 free."""
