@@ -113,12 +113,26 @@ def model_matches(model, device_name):
     return re.search(pattern, (device_name or '').lower()) is not None
 
 
+def _mig_catalogue_memory_gb(device_id):
+    """The memory of the whole-GPU MIG profile of a GPU the collection's MIG catalogue knows by PCI device id (the
+    GPUs the table above lacks: A100/H100 variants, GH200, B200, B300, GB200, GB300, RTX PRO 6000), or None. It is
+    the memory a VM can use, slightly under the board's, which is close enough for the MMIO size and memory rule."""
+    for dummy, ids, dummy_rules, table in gpu_catalog.MIG_PRODUCTS:
+        if device_id in ids:
+            return max(row['memory_gib'] for row in table)
+    return None
+
+
 def gpu_memory_gb(device_id, device_name=None, override=None):
-    """GPU memory in GB: the override, else the catalogue, else '<n>GB' in the name, else None."""
+    """GPU memory in GB: the override, else the table above, else the MIG catalogue's whole-GPU profile, else
+    '<n>GB' in the name, else None."""
     if override:
         return override
     if device_id in GPU_MEMORY_GB:
         return GPU_MEMORY_GB[device_id]
+    mig = _mig_catalogue_memory_gb(device_id)
+    if mig:
+        return mig
     m = _MEM_RE.search(device_name or '')
     if m:
         return int(m.group(1))
