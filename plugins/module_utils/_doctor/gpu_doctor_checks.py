@@ -562,6 +562,27 @@ def check_recovery_action(facts, extra):
         '; '.join(f[0].upper() + f[1:] for f in fixes) + '. Read the Xids in the kernel log for the cause.')]
 
 
+def check_pending_reset(facts, extra):
+    """A MIG or ECC mode change that waits for a GPU reset (nvmlDeviceGetMigMode / nvmlDeviceGetEccMode: current
+    differs from pending): the GPU runs in the old mode until it is reset or the node reboots."""
+    owed = []
+    for g in facts.get('gpus', []):
+        h = g.get('health') or {}
+        if g.get('mig_current') is not None and g.get('mig_pending') is not None and g['mig_current'] != g['mig_pending']:
+            owed.append('%s: MIG mode %s now, %s after a reset' % (
+                _gpu_label(g), 'on' if g['mig_current'] else 'off', 'on' if g['mig_pending'] else 'off'))
+        if h.get('ecc_enabled') is not None and h.get('ecc_pending') is not None and h['ecc_enabled'] != h['ecc_pending']:
+            owed.append('%s: ECC %s now, %s after a reset' % (
+                _gpu_label(g), 'on' if h['ecc_enabled'] else 'off', 'on' if h['ecc_pending'] else 'off'))
+    if not owed:
+        return []
+    return [finding(
+        'gpu_reset_pending', 'warning',
+        'A MIG or ECC mode change waits for a GPU reset: the GPU runs in its old mode until then.', owed,
+        'Drain the node and reset the GPU (nvidia-smi -r with no process on it) or reboot the node (a VM reboot where '
+        'the GPU is passed through); gpuops.k8s_gpu.gpu_sharing does this for the MIG mode of a mig pool.')]
+
+
 def check_ecc(facts, extra):
     out = []
     for g in facts.get('gpus', []):
@@ -859,6 +880,7 @@ CHECKS = (
     ('gpu_lost', check_gpu_lost),
     ('xid', check_xid),
     ('recovery_action', check_recovery_action),
+    ('pending_reset', check_pending_reset),
     ('ecc', check_ecc),
     ('memory_repair', check_memory_repair),
     ('throttle', check_throttle),
@@ -873,7 +895,7 @@ CHECKS = (
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML
-HEALTH_CHECKS = ('recovery_action', 'ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
+HEALTH_CHECKS = ('recovery_action', 'pending_reset', 'ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):

@@ -239,6 +239,8 @@ def gpu_health(handle):
     health = {}
     ecc, err = _health_call('nvmlDeviceGetEccMode', handle)
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
+    # the mode the GPU takes at its next reset (nvmlDeviceGetEccMode's pending value)
+    health['ecc_pending'] = None if ecc is None else ecc[1] == _const('NVML_FEATURE_ENABLED', 1)
     uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
     health['ecc_uncorrected_volatile'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
                                                       _const('NVML_VOLATILE_ECC', 0))[0]

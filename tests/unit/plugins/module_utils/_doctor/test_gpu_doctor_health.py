@@ -25,6 +25,7 @@ def health_from_capture(raw):
     rows = [int(x) for x in raw['remapped_rows']]
     return {
         'ecc_enabled': raw['ecc_mode'][0] == '1',
+        'ecc_pending': raw['ecc_mode'][1] == '1',
         'ecc_uncorrected_volatile': raw['ecc_uncorrected_volatile'],
         'ecc_uncorrected_aggregate': raw['ecc_uncorrected_aggregate'],
         'remapped_rows': {'correctable': rows[0], 'uncorrectable': rows[1], 'pending': bool(rows[2]),
@@ -368,3 +369,32 @@ def test_DH_14_every_form_the_driver_prints_an_xid_in(capture):
     found = dict((f['id'], f) for f in dc.diagnose(info, extra, checks=['xid']))
     assert found['xid_48']['severity'] == 'critical'
     assert found['xid_48']['evidence'][0].startswith('kernel log: NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 48')
+
+
+def test_DH_15_mig_or_ecc_mode_change_waiting_for_a_reset(capture):
+    """A MIG or ECC mode change waits for a GPU reset (current differs from pending): the doctor said nothing."""
+    info, extra = capture
+    assert dc.diagnose(info, extra, checks=['pending_reset']) == []     # the real H100: ECC on/on, MIG off/off
+    g = info['gpus'][0]
+    g['mig_current'], g['mig_pending'] = False, True
+    _h(info)['ecc_pending'] = False
+    found = dc.diagnose(info, extra, checks=['pending_reset'])
+    assert [(f['id'], f['severity']) for f in found] == [('gpu_reset_pending', 'warning')]
+    assert found[0]['evidence'] == ['GPU 0 (NVIDIA H100 80GB HBM3, 00000000:00:06.0): MIG mode off now, on after a reset',
+                                    'GPU 0 (NVIDIA H100 80GB HBM3, 00000000:00:06.0): ECC on now, off after a reset']
+
+
+class _EccNvml(object):
+    NVML_FEATURE_ENABLED = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlDeviceGetEccMode(self, handle):  # noqa: N802 (NVML's name)
+        return [1, 0]
+
+
+def test_DH_15_ecc_pending_read_from_nvml(monkeypatch):
+    monkeypatch.setattr(nvml_probe, 'pynvml', _EccNvml())
+    h = nvml_probe.gpu_health('h')
+    assert (h['ecc_enabled'], h['ecc_pending']) == (True, False)
