@@ -335,7 +335,11 @@ def test_powered_on_vm(vcenter, collections_path):
     assert res["power_cycled"] is True and res["tasks"] == [] and snapshot(vm) == before
     res = ok(run(vcenter, collections_path, power_cycle=True, **args))
     assert res["power_cycled"] is True and res["reconfigure_count"] == 1
-    assert res["tasks"][-3:] == ["PowerOffVM_Task", "ReconfigVM_Task", "PowerOnVM_Task"]
+    # the VM runs on the host that reboots for the T4: it goes off before maintenance mode, which it would block
+    # (issue 38: the simulator now keeps a host with a running VM out of maintenance mode, as vSphere does)
+    tasks = res["tasks"]
+    assert tasks.index("PowerOffVM_Task") < tasks.index("EnterMaintenanceMode_Task"), tasks
+    assert tasks[-2:] == ["ReconfigVM_Task", "PowerOnVM_Task"], tasks
     assert vm.runtime.powerState == "poweredOn"
     res = ok(run(vcenter, collections_path, power_cycle=True, **args))
     assert res["changed"] is False and res["power_cycled"] is False and res["tasks"] == []

@@ -216,12 +216,28 @@ class Runner(object):
             reboot_required = host_plan['reboot']  # predicted: a GPU that is not active yet waits for a reboot
         else:
             reboot_required = any(g['enabled'] and not g['active'] for g in host['gpus'] if g['id'] in host_plan['ids'])
+        off_for_reboot = False
         if reboot_required and p['host_reboot']:
+            if vm is not None and vm['power_state'] == 'poweredOn' and vm_plan is not None and vm_plan['power_cycle']:
+                # the VM runs on the host that reboots: it would keep the host out of maintenance mode (ESX-13);
+                # it is power-cycled for its new GPUs anyway, so it goes off before and comes back after the reboot
+                self.changes.append('power VM %s off for the host reboot' % vm['name'])
+                if not check:
+                    ev.power_off(vm, p['power_timeout'], self.tasks)
+                    vm['power_state'] = 'poweredOff'
+                    off_for_reboot = True
             self.changes.append('reboot host %s to activate passthrough' % host['name'])
             if not check:
                 old_si = self.si
-                self.si, host_obj = ev.reboot_host(self.si, host, p['host_reboot_timeout'], self.tasks,
-                                                   reconnect=lambda: ev.connect(p))
+                try:
+                    self.si, host_obj = ev.reboot_host(self.si, host, p['host_reboot_timeout'], self.tasks,
+                                                       reconnect=lambda: ev.connect(p))
+                except ev.VSphereError as exc:
+                    if off_for_reboot and 'RebootHost_Task' not in self.tasks:
+                        # maintenance mode failed before the reboot: the VM goes back on, as it was
+                        ev.power_on(vm, p['power_timeout'], self.tasks)
+                        raise ev.VSphereError('%s (VM %s was powered on again)' % (exc, vm['name']))
+                    raise
                 if self.si is not old_si:
                     ev.disconnect(old_si)
                     host['_obj'] = host_obj
@@ -247,10 +263,13 @@ class Runner(object):
         if vm_plan is not None and vm_plan['needs_reconfigure']:
             self.changes.extend(vm_plan['changes'])
             if not check:
-                power_cycled = self.apply_vm(vm, host, vm_plan)
+                power_cycled = self.apply_vm(vm, host, vm_plan, power_on_after=off_for_reboot)
             elif vm_plan['power_cycle']:
                 self.changes.append('power VM %s off and on again' % vm['name'])
                 power_cycled = True
+        if off_for_reboot and not power_cycled:
+            ev.power_on(vm, p['power_timeout'], self.tasks)   # off for the reboot, nothing to reconfigure after it
+            power_cycled = True
 
         if not check:
             host = ev.read_host(self.si, host['_obj']) if vm_plan is not None and vm_plan['needs_reconfigure'] else host
@@ -300,7 +319,8 @@ class Runner(object):
             result['diff'] = {'before': diff_before, 'after': diff_after}
         return result
 
-    def apply_vm(self, vm, host, plan):
+    def apply_vm(self, vm, host, plan, power_on_after=False):
+        """Reconfigure the VM; power_on_after: it was powered off for the host reboot and goes on again."""
         p = self.p
         system_ids = None
         if any(w['type'] == 'directpath' for w in plan['add']):
@@ -316,6 +336,7 @@ class Runner(object):
         ev.wait_task(vm['_obj'].ReconfigVM_Task(spec=spec), p['power_timeout'])
         self.tasks.append('ReconfigVM_Task')
         self.reconfigure_count += 1
+        power_cycled = power_cycled or power_on_after
         if power_cycled:
             after = ev.read_vm(self.si, vm['_obj'])
             if after['gpus'] and not eg.full_reservation(after):

@@ -206,3 +206,52 @@ def test_ESX_14_consumer_class_names():
              'NVIDIA H100 80GB HBM3', 'AD104GL [L4]']
     assert [n for n in consumer if not gpu_catalog.is_consumer_gpu(n)] == []
     assert [n for n in other if gpu_catalog.is_consumer_gpu(n)] == []
+
+
+def _reboot_runner(monkeypatch, reboot_error=None):
+    """A run that adds a T4 to a powered-on VM on a host that must reboot for it; returns (runner, calls)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_passthrough as ep
+    calls = []
+    pending = [gpu('0000:3b:00.0', enabled=False, active=False)]
+
+    def reboot_host(si, host, timeout, tasks, reconnect=None):
+        calls.append('reboot')
+        if reboot_error:
+            raise ep.ev.VSphereError(reboot_error)
+        tasks.extend(['EnterMaintenanceMode_Task', 'RebootHost_Task', 'ExitMaintenanceMode_Task'])
+        return si, host['_obj']
+    monkeypatch.setattr(ep.ev, 'api_major', lambda si: 7)
+    monkeypatch.setattr(ep.ev, 'enable_passthrough', lambda host, ids, apply_now: calls.append('enable'))
+    monkeypatch.setattr(ep.ev, 'read_host', lambda si, obj: {'name': 'esx1', '_obj': obj, 'gpus': [
+        dict(pending[0], enabled=True, active='reboot' in calls and not reboot_error)]})
+    monkeypatch.setattr(ep.ev, 'reboot_host', reboot_host)
+    monkeypatch.setattr(ep.ev, 'power_off', lambda vm, t, tasks: (calls.append('off'), tasks.append('PowerOffVM_Task')))
+    monkeypatch.setattr(ep.ev, 'power_on', lambda vm, t, tasks: (calls.append('on'), tasks.append('PowerOnVM_Task')))
+    monkeypatch.setattr(ep.Runner, 'apply_vm', lambda self, vm, host, plan, power_on_after=False:
+                        calls.append(('apply', vm['power_state'], power_on_after)) or power_on_after)
+    monkeypatch.setattr(ep.ev, 'read_vm', lambda si, obj: vm(power_state='poweredOn'))
+    p = params(gpus=[{'model': 'T4'}], host_reboot=True, power_cycle=True, memory_check='ignore')
+    runner = mod.Runner(FakeModule(p), mod.check_params(p))
+    runner.si = FakeSi()
+    the_vm = vm(power_state='poweredOn', _obj=object())
+    monkeypatch.setattr(runner, 'find', lambda: (the_vm, {'name': 'esx1', 'gpus': pending, '_obj': 'host'}))
+    return runner, calls
+
+
+def test_ESX_13_a_running_target_vm_goes_off_before_maintenance_mode(monkeypatch):
+    """The VM that gets the GPU runs on the host that reboots for it: it would keep the host out of maintenance mode
+    (it hung until host_reboot_timeout before); it is powered off first and powered on after the reconfigure."""
+    runner, calls = _reboot_runner(monkeypatch)
+    res = runner._run()
+    assert calls == ['enable', 'off', 'reboot', ('apply', 'poweredOff', True)]
+    assert res['host']['rebooted'] is True and res['power_cycled'] is True
+    assert res['changes'][:3] == ['enable passthrough for 0000:3b:00.0 on esx1', 'power VM vm1 off for the host reboot',
+                                  'reboot host esx1 to activate passthrough']
+
+
+def test_ESX_13_a_failed_maintenance_mode_powers_the_vm_on_again(monkeypatch):
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_passthrough as ep
+    runner, calls = _reboot_runner(monkeypatch, reboot_error='host esx1 did not enter maintenance mode within ...')
+    with pytest.raises(ep.ev.VSphereError, match='VM vm1 was powered on again'):
+        runner._run()
+    assert calls == ['enable', 'off', 'reboot', 'on']
