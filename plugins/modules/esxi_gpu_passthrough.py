@@ -131,15 +131,22 @@ options:
     elements: str
     default: []
   host_reboot_timeout:
-    description: Seconds to wait for maintenance mode, the reboot and the host to come back.
+    description:
+      - Seconds to wait for maintenance mode, the reboot and the host to come back.
+      - Maintenance mode gets it as vSphere's own timeout (C(EnterMaintenanceMode_Task)); when maintenance mode fails
+        or does not come in time, the task is cancelled if it still runs, the host is not rebooted, and the error
+        names the powered-on VMs still on the host.
     type: int
     default: 1800
   hide_hypervisor:
     description:
-      - Set C(hypervisor.cpuid.v0 = FALSE), so the guest does not see the hypervisor CPUID bit (older NVIDIA drivers
-        refuse consumer GPUs under a hypervisor). With V(false) the setting is left as it is.
+      - Set C(hypervisor.cpuid.v0 = FALSE), so the guest does not see the hypervisor CPUID bit. With V(false) the
+        setting is left as it is.
+      - Unset (the default) decides by GPU class - V(true) when a chosen GPU is a consumer one (GeForce, TITAN), whose
+        driver refused to start under a hypervisor before R465, V(false) for data-centre and workstation GPUs, which
+        never needed it (and the guest then keeps seeing its hypervisor, which the collection's own checks read).
+        RV(hide_hypervisor) says what was decided and why.
     type: bool
-    default: true
   mmio_size_gb:
     description:
       - Value of C(pciPassthru.64bitMMIOSizeGB); C(pciPassthru.use64bitMMIO = TRUE) is set with it.
@@ -270,6 +277,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+hide_hypervisor:
+  description:
+    - Whether C(hypervisor.cpuid.v0 = FALSE) is wanted on the VM (C(effective)) and why (C(reason)) - O(hide_hypervisor)
+      as given, or the GPU class of the chosen GPUs when it is unset.
+  returned: when a VM part was planned
+  type: dict
+  sample: {effective: false, reason: 'auto: data-centre GPU(s) GA100 [A100 PCIe 40GB] never needed it'}
 host:
   description: The ESXi host and its NVIDIA GPUs, after the run (predicted in check mode).
   returned: always
@@ -400,7 +414,7 @@ def argument_spec():
         pending_reboot=dict(type='str', choices=['fail', 'skip_vm'], default='fail'),
         chosen_gpus=dict(type='list', elements='str', default=[]),
         host_reboot_timeout=dict(type='int', default=1800),
-        hide_hypervisor=dict(type='bool', default=True),
+        hide_hypervisor=dict(type='bool'),
         mmio_size_gb=dict(type='int'),
         firmware=dict(type='str', choices=list(eg.FIRMWARES), default='efi'),
         secure_boot=dict(type='bool', default=False),

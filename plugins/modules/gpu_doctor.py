@@ -21,7 +21,10 @@ description:
     CRI-O's config, no CDI spec where O(cdi_required); with an NVIDIA device plugin O(strategy) where nvidia is not
     the engine's default runtime and CDI is not used, an info finding that GPU pods must set runtimeClassName nvidia."
   - "GPU health from NVML and the kernel log (read-only): C(gpu_lost) (fallen off the bus); C(xid) (Xid events since
-    boot in the kernel log, and those NVML delivers during O(xid_wait_ms)); C(ecc) (uncorrectable ECC errors, volatile
+    boot in the kernel log - from the driver's last load on, and per GPU from its last Xid 154 back to recovery
+    action None on - and those NVML delivers during O(xid_wait_ms); Xid 154 by the recovery action its line
+    names, an Xid without guidance critical); C(recovery_action) (NVML's GPU recovery action on 570+ drivers, anything
+    but none critical); C(pending_reset) (a MIG or ECC mode change that waits for a GPU reset); C(ecc) (uncorrectable ECC errors, volatile
     and aggregate); C(memory_repair) (row remapping pending or failed, banks without spare rows, retired pages);
     C(throttle) (HW slowdown, thermal, power brake); C(pcie) (link width or generation below the maximum);
     C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets);
@@ -54,7 +57,8 @@ options:
     type: list
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
-              vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, ecc, memory_repair, throttle, pcie,
+              vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, recovery_action, pending_reset, ecc,
+              memory_repair, throttle, pcie,
               virtualization, fabric, strategy, scheduler_config, extender, cluster_images, dra]
   cdi_required:
     description:

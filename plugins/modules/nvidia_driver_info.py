@@ -88,6 +88,13 @@ options:
     type: str
     choices: [auto, 'true', 'false']
     default: auto
+  secure_boot_mok_enrolled:
+    description:
+      - With O(select) - the site signs the kernel modules DKMS (or the runfile) builds with a Machine Owner Key
+        enrolled in the firmware. Without it, Secure Boot on and a method that builds the modules on the node give
+        a C(selection.refusal) (the kernel would refuse the unsigned modules).
+    type: bool
+    default: false
   os_family:
     description: V(Debian), V(Ubuntu) or V(RedHat) (the role passes the gathered facts; with O(select)).
     type: str
@@ -218,7 +225,11 @@ selection:
     - C(branch_lock) is what locks the branch before the driver is installed (C(kind=apt) - the CUDA repository's
       pinning package, installed on its own before the driver; C(kind=dnf_versionlock) - RHEL 10's versionlock
       pattern), C(branch_lock_present) whether dnf's versionlock list already holds that pattern's entries.
-    - C(refusal) is why the role must not install on this node, or null (an NVLink5 system with O(method=distro)
+    - C(precompiled.kernel_flavour) is the kernel flavour (V(generic), V(generic-hwe-24.04), ...) whose
+      C(linux-modules-nvidia-*-<flavour>) metapackage is installed next to the running kernel's precompiled
+      modules (Ubuntu, read from the installed C(linux-image-*) metapackages), or null.
+    - C(refusal) is why the role must not install on this node, or null (Secure Boot on and a method that builds
+      unsigned modules on the node, see O(secure_boot_mok_enrolled); an NVLink5 system with O(method=distro)
       on Ubuntu or Debian, whose archives lack libnvsdm and nvlsm, found only in NVIDIA's CUDA repository); the
       role fails with it before installing anything.
   returned: when select is true
@@ -277,6 +288,7 @@ def argument_spec():
         kernel_module_type=dict(type='str', choices=list(sel.FLAVOURS), default='auto'),
         accept_eol_branch=dict(type='str', default=''),
         precompiled=dict(type='str', choices=['auto', 'true', 'false'], default='auto'),
+        secure_boot_mok_enrolled=dict(type='bool', default=False),
         os_family=dict(type='str', default=''),
         os_major=dict(type='str', default=''),
         discover_installed=dict(type='bool', default=False),
@@ -346,16 +358,26 @@ def main():
             dnf_current = sel.parse_dnf_enabled_stream(out) if rc == 0 else None
         # RHEL 10's branch lock (dnf versionlock of *nvidia*<branch>*): already in the list, or to be added
         lock_list = read_bytes('/etc/dnf/plugins/versionlock.list') if p['os_family'] == 'RedHat' else None
+        # Ubuntu: the installed kernel image packages and what they depend on (the flavour metapackage of the
+        # precompiled modules, nvidia_driver_select.ubuntu_kernel_flavour)
+        image_depends = None
+        dpkg_query = module.get_bin_path('dpkg-query') if p['os_family'] == 'Ubuntu' else None
+        if dpkg_query:
+            rc, out, err = module.run_command([dpkg_query, '-W', '-f', '${Package}\t${db:Status-Abbrev}\t${Depends}\n',
+                                               'linux-image-*'])
+            image_depends = sel.parse_dpkg_depends(out) if rc == 0 else None
         try:
             selection = sel.select(
                 dict(branch=p['branch'], version=p['version'], kernel_module_type=p['kernel_module_type'],
                      accept_eol_branch=p['accept_eol_branch'], method=p['method'], precompiled=p['precompiled'],
+                     secure_boot_mok_enrolled=p['secure_boot_mok_enrolled'],
                      fabricmanager=p['fabricmanager']),
                 dict(family=p['os_family'], major=p['os_major'], kernel_release=os.uname()[2],
                      machine=os.uname()[4], gpu_pci_ids=[g['pci_device_id'] for g in gpus],
                      secure_boot=node_probe.secure_boot('/'), dnf_module_current=dnf_current,
                      nvlink5=sel.nvlink5_detected(infiniband_vpds('/')),
-                     versionlock_list=to_native(lock_list) if lock_list else None))
+                     versionlock_list=to_native(lock_list) if lock_list else None,
+                     kernel_image_depends=image_depends))
         except sel.SelectionError as e:
             module.fail_json(msg=to_native(e))
     detect_virt = None

@@ -341,6 +341,52 @@ func (h *gpuHost) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_T
 	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task.Run(ctx)}}
 }
 
+// maintenanceHost: EnterMaintenanceMode_Task as on a host whose powered-on VMs cannot move (a standalone host, or a
+// cluster without fully automated DRS). govmomi v0.52.0 enters maintenance mode at once whatever runs; vSphere waits
+// until no powered-on VM is left. With powered-on VMs on the host the task stays running until its timeout (the
+// vSphere API: then a Timedout fault; 0 or less: no timeout) or until it is cancelled (Task.CancelTask: the simulator
+// marks it cancelled, the task ends with RequestCanceled); the host does not enter maintenance mode. Without any it
+// is the simulator's own task. DRS evacuation is not modelled.
+type maintenanceHost struct {
+	*simulator.HostSystem
+	prev mo.Reference
+}
+
+func poweredOnVMs(ctx *simulator.Context, h *simulator.HostSystem) []string {
+	var names []string
+	for _, ref := range h.Vm {
+		if vm, ok := ctx.Map.Get(ref).(*simulator.VirtualMachine); ok &&
+			vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+			names = append(names, vm.Name)
+		}
+	}
+	return names
+}
+
+func (h *maintenanceHost) EnterMaintenanceModeTask(ctx *simulator.Context, req *types.EnterMaintenanceMode_Task) soap.HasFault {
+	unhook(ctx, h.Self, h.prev)
+	host := h.HostSystem
+	if len(poweredOnVMs(ctx, host)) == 0 {
+		return host.EnterMaintenanceModeTask(ctx, req)
+	}
+	start := time.Now()
+	limit := time.Duration(req.Timeout) * time.Second
+	task := simulator.CreateTask(host, "enterMaintenanceMode", func(t *simulator.Task) (types.AnyType, types.BaseMethodFault) {
+		for {
+			cancelled := false
+			ctx.Map.WithLock(&simulator.Context{}, t, func() { cancelled = t.Info.Cancelled })
+			if cancelled {
+				return nil, &types.RequestCanceled{}
+			}
+			if req.Timeout > 0 && time.Since(start) >= limit {
+				return nil, &types.Timedout{}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return &methods.EnterMaintenanceMode_TaskBody{Res: &types.EnterMaintenanceMode_TaskResponse{Returnval: task.Run(ctx)}}
+}
+
 // gpuEnvBrowser: QueryConfigTarget with the passthrough sections.
 type gpuEnvBrowser struct {
 	*simulator.EnvironmentBrowser
@@ -402,6 +448,10 @@ func gpuHandler(ctx *simulator.Context, m *simulator.Method) (mo.Reference, type
 	case m.Name == "RebootHost_Task" && m.This.Type == "HostSystem":
 		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
 			w = &gpuHost{h, prev}
+		}
+	case m.Name == "EnterMaintenanceMode_Task" && m.This.Type == "HostSystem":
+		if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
+			w = &maintenanceHost{h, prev}
 		}
 	case m.Name == "QueryConfigTarget" && m.This.Type == "EnvironmentBrowser":
 		if b, ok := ctx.Map.Get(m.This).(*simulator.EnvironmentBrowser); ok {

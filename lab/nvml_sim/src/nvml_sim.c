@@ -60,6 +60,7 @@ typedef struct {
     char inforom[32], gsp_fw[32]; int gsp_mode[2];       /* "" / -1: NOT_SUPPORTED */
     int profile_info_without_mig;                        /* GI profile info answered with MIG disabled (580) */
     int fabric_state;                                    /* NVML_GPU_FABRIC_STATE_*; -1 NOT_SUPPORTED, -2 default */
+    int recovery_action;                                 /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; -1 NOT_SUPPORTED */
     nvmlReturn_t fabric_status; unsigned fabric_health_mask;
     gpu_state init;
 } sim_gpu;
@@ -488,6 +489,8 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
     g->pcie_gpu_max_gen = (unsigned)json_int(json_get(o, "pcie_gpu_max_link_gen"), g->pcie_max_gen);
     g->pcie_replay = (unsigned)json_int(json_get(o, "pcie_replay_counter"), 0);
     g->event_types = (unsigned long long)json_int(json_get(o, "supported_event_types"), 0xFF9F);
+    /* the GPU recovery action field (nvml.h: 570+); absent: -2, decided from the driver version at nvmlInit */
+    g->recovery_action = (int)json_int(json_get(o, "recovery_action"), -2);
     const jval *x = json_get(o, "xid_events");
     if (x && x->type == J_ARR) {
         if (x->n > 16) { logmsg("inventory: at most 16 xid_events"); *bad = 1; }
@@ -1310,6 +1313,26 @@ EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsigned i
 }
 UINT_GETTER(nvmlDeviceGetGpuMaxPcieLinkGeneration, 0, R.g->pcie_gpu_max_gen)
 UINT_GETTER(nvmlDeviceGetPcieReplayCounter, 0, R.g->pcie_replay)
+/* Field values: only NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) is answered (unsigned int, the inventory's
+ * recovery_action; default NONE on a 570+ driver, as the real H100 on 580 answered "GPU Recovery Action: None" in
+ * nvidia-smi -q, NOT_SUPPORTED before 570, where the field does not exist); every other field's value carries
+ * NOT_SUPPORTED while the call itself succeeds. */
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
+    DEV_BEGIN(device, 0);
+    if (valuesCount < 0 || (valuesCount > 0 && !values)) END(NVML_ERROR_INVALID_ARGUMENT);
+    int action = R.g->recovery_action;
+    if (action == -2) action = atoi(g_driver) >= 570 ? NVML_GPU_RECOVERY_ACTION_NONE : -1;
+    for (int i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = 0; v->latencyUsec = 0;
+        if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && action >= 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; v->value.uiVal = (unsigned)action; v->nvmlReturn = NVML_SUCCESS;
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    END(NVML_SUCCESS);
+}
 EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *t) {
     DEV_BEGIN(device, 0); if (!t) END(NVML_ERROR_INVALID_ARGUMENT); *t = R.g->event_types; END(NVML_SUCCESS);
 }

@@ -167,7 +167,8 @@ def assert_converged(vm, ids, memory_mb, mmio):
     assert cfg.memoryReservationLockedToMax is True
     assert cfg.hardware.memoryMB == memory_mb
     ec = extra(vm)
-    assert ec["hypervisor.cpuid.v0"] == "FALSE"
+    # data-centre GPUs (T4, A100): the hypervisor stays visible (ESX-14; it was hidden for every GPU before)
+    assert "hypervisor.cpuid.v0" not in ec
     assert ec["pciPassthru.use64bitMMIO"] == "TRUE"
     assert ec["pciPassthru.64bitMMIOSizeGB"] == str(mmio)
     devs = pci_devices(vm)
@@ -243,8 +244,8 @@ def test_converge_check_idempotence_readback(sim, collections_path):
     assert snapshot(vm) == before and sim.reconfig_tasks(vm) == tasks0   # check mode changed nothing
     after = res["diff"]["after"]["vm"]
     assert after["gpus"] == ["directpath:%s" % t4[0]] and after["firmware"] == "efi"
-    assert after["extra_config"] == {"hypervisor.cpuid.v0": "FALSE", "pciPassthru.64bitMMIOSizeGB": "32",
-                                     "pciPassthru.use64bitMMIO": "TRUE"}
+    assert after["extra_config"] == {"pciPassthru.64bitMMIOSizeGB": "32", "pciPassthru.use64bitMMIO": "TRUE"}
+    assert res["hide_hypervisor"]["effective"] is False and "TU104GL [Tesla T4]" in res["hide_hypervisor"]["reason"]
     assert res["diff"]["before"]["vm"]["gpus"] == [] and res["diff"]["before"]["vm"]["firmware"] == "bios"
     assert any("may not boot" in w for w in res.get("warnings", []))
 
@@ -334,7 +335,11 @@ def test_powered_on_vm(vcenter, collections_path):
     assert res["power_cycled"] is True and res["tasks"] == [] and snapshot(vm) == before
     res = ok(run(vcenter, collections_path, power_cycle=True, **args))
     assert res["power_cycled"] is True and res["reconfigure_count"] == 1
-    assert res["tasks"][-3:] == ["PowerOffVM_Task", "ReconfigVM_Task", "PowerOnVM_Task"]
+    # the VM runs on the host that reboots for the T4: it goes off before maintenance mode, which it would block
+    # (issue 38: the simulator now keeps a host with a running VM out of maintenance mode, as vSphere does)
+    tasks = res["tasks"]
+    assert tasks.index("PowerOffVM_Task") < tasks.index("EnterMaintenanceMode_Task"), tasks
+    assert tasks[-2:] == ["ReconfigVM_Task", "PowerOnVM_Task"], tasks
     assert vm.runtime.powerState == "poweredOn"
     res = ok(run(vcenter, collections_path, power_cycle=True, **args))
     assert res["changed"] is False and res["power_cycled"] is False and res["tasks"] == []
@@ -553,6 +558,67 @@ def test_ESX_04_two_step_flow_gives_the_vm_the_gpus_its_first_run_enabled(esx3, 
     assert enabled_ids(host, A100) == a100[:2]
     assert "gpuops.passthrough.reserved" not in extra(esx3.vm(name))
     assert ok(run(esx3, collections_path, host_reboot=True, **args))["changed"] is False
+
+
+GPUS_ESX4 = {"devices": [
+    {"deviceId": "0x20F1", "deviceName": "GA100 [A100 PCIe 40GB]", "subDeviceId": "0x145F", "count": 4}]}
+
+
+@pytest.fixture(scope="module")
+def esx4(tmp_path_factory):
+    cfg = tmp_path_factory.mktemp("esx4-gpus") / "gpus.json"
+    cfg.write_text(json.dumps(GPUS_ESX4))
+    sim = start_vcsim(tmp_path_factory, "esx", "esxi-gpu4", extra=("-password", PASSWORD), gpus=cfg)
+    make_vms(sim)
+    yield sim
+    stop_sim(sim)
+
+
+def test_ESX_15_second_step_attaches_the_gpus_the_first_step_enabled(esx4, collections_path):
+    """Issue 38: two GPUs asked on a host of four. The first run (pending_reboot=skip_vm) enables two and writes
+    nothing to the VM; the second run (host_reboot=true, no chosen_gpus) took the other two, enabled and attached
+    them, and left the first two in passthrough for nobody. Now it reads the host - enabled, not active, held by no
+    VM - and attaches exactly the two the first run enabled."""
+    host = esx4.all(vim.HostSystem)[0]
+    name = vm_on(esx4, host.name, 0)
+    a100 = host_gpu_ids(host, A100)
+    assert len(a100) == 4 and enabled_ids(host, A100) == []
+    args = dict(name=name, gpus=[{"model": "A100", "count": 2}], memory_mb=128 * GB, bios_to_efi="warn")
+    first = ok(run(esx4, collections_path, pending_reboot="skip_vm", **args))
+    assert first["vm_skipped"] is True and first["host"]["reboot_required"] is True
+    assert first["host"]["enabled"] == a100[:2] and enabled_ids(host, A100) == a100[:2]
+    assert pci_devices(esx4.vm(name)) == [] and "gpuops.passthrough.reserved" not in extra(esx4.vm(name))
+    second = ok(run(esx4, collections_path, host_reboot=True, **args))
+    assert second["host"]["rebooted"] is True and second["host"]["enabled"] == []
+    assert sorted(d.backing.id for d in pci_devices(esx4.vm(name))) == a100[:2]
+    assert enabled_ids(host, A100) == a100[:2]         # no GPU left in passthrough for nobody
+    assert ok(run(esx4, collections_path, host_reboot=True, **args))["changed"] is False
+
+
+def test_ESX_13_maintenance_mode_blocked_by_a_running_vm_is_bounded_and_named(esx4, collections_path):
+    """A powered-on VM that cannot move keeps the host out of maintenance mode (the simulator models a standalone
+    host: the task runs until its timeout). Before: requested with no timeout, the module gave up only after
+    host_reboot_timeout and the host kept trying. Now vSphere gets the timeout, the error names the VM, nothing is
+    rebooted, and the host is not left entering maintenance mode."""
+    host = esx4.all(vim.HostSystem)[0]
+    name, running = vm_on(esx4, host.name, 2), vm_on(esx4, host.name, 3)
+    WaitForTask(esx4.vm(running).PowerOnVM_Task())
+    boot0 = host.runtime.bootTime
+    args = dict(name=name, gpus=[{"model": "A100"}], memory_mb=64 * GB, bios_to_efi="warn", host_reboot=True,
+                host_reboot_timeout=2)
+    try:
+        msg = failed(run(esx4, collections_path, **args), "did not enter maintenance mode within host_reboot_timeout=2s",
+                     "powered-on VMs still on the host: %s" % running, "Nothing was rebooted")
+        assert "Timedout" in msg, msg
+        assert host.runtime.inMaintenanceMode is False and host.runtime.bootTime == boot0
+        assert pci_devices(esx4.vm(name)) == []
+    finally:
+        WaitForTask(esx4.vm(running).PowerOffVM_Task())
+    # the VM off: the same call goes through
+    res = ok(run(esx4, collections_path, **args))
+    assert res["host"]["rebooted"] is True and len(pci_devices(esx4.vm(name))) == 1
+    assert res["tasks"][:3] == ["UpdatePassthruConfig", "EnterMaintenanceMode_Task", "RebootHost_Task"] or \
+        res["tasks"][:2] == ["EnterMaintenanceMode_Task", "RebootHost_Task"], res["tasks"]
 
 
 def test_ESX_04_role_two_step_flow_enables_only_the_gpus_it_gives(esx3, collections_path, tmp_path):

@@ -68,6 +68,7 @@ def test_real_h100_on_the_simulator_is_healthy_but_not_ready(collections_path, t
     assert health['remapped_rows'] == {'correctable': 0, 'uncorrectable': 0, 'pending': False, 'failure': False}
     assert health['pcie'] == {'gen': 5, 'width': 16, 'max_gen': 5, 'max_width': 16, 'gpu_max_gen': 5, 'replay': 0}
     assert health['clocks_event_reasons'] == ['gpu_idle']
+    assert health['recovery_action'] == 'none'      # nvidia-smi -q of the real H100: GPU Recovery Action None
     assert res['probe']['nvml']['xid_events'] == []
     assert res['probe']['node']['hypervisor'] == 'kvm'
     assert 'gpu_passthrough' in _ids(res)
@@ -90,12 +91,13 @@ FAULTS = [
     ('pcie_degraded', lambda g: g.update(pcie_link_width=8), 'pcie_link_degraded', 'warning'),
     ('retired_pages_pending', lambda g: g.update(retired_pages={'single_bit': 2, 'pending': True}),
      'retired_pages_pending', 'warning'),
+    ('DH_12_recovery_action', lambda g: g.update(recovery_action=1), 'gpu_recovery_action', 'critical'),
 ]
 
 
 @pytest.mark.parametrize('name,mutate,expected,severity', FAULTS, ids=[f[0] for f in FAULTS])
 def test_each_fault_is_found_on_the_simulator(collections_path, tmp_path, dmesg, name, mutate, expected, severity):
-    checks = ['gpu_lost', 'xid', 'ecc', 'memory_repair', 'throttle', 'pcie']
+    checks = ['gpu_lost', 'xid', 'recovery_action', 'ecc', 'memory_repair', 'throttle', 'pcie']
     healthy = doctor(collections_path, tmp_path, _inventory(tmp_path), checks=checks, kernel_log=str(dmesg))
     assert healthy['findings'] == [], healthy['findings']
     res = doctor(collections_path, tmp_path, _inventory(tmp_path, mutate), checks=checks, kernel_log=str(dmesg))

@@ -5,6 +5,7 @@ so every scenario runs in a fresh Python subprocess against lab/.build/nvml_sim/
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from conftest import lab_collections_path
 
 ROOT = Path(__file__).resolve().parents[3]
 SIM = ROOT / "lab" / "nvml_sim"
@@ -707,6 +710,29 @@ def test_DH_03_health_answers_as_the_real_h100(tmp_path):
                                                       real["inforom_image"])
     assert r["xid"] == ["NVMLError_Timeout"]
     assert r["gi_with_mig_off"] == ["OK", 19]
+
+
+def test_DH_12_recovery_action_field_as_the_real_driver(tmp_path):
+    """NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (field 230) through the unmodified pynvml: the h100-real-580 inventory
+    answers NONE, as the real H100 on 580 did (nvidia-smi -q "GPU Recovery Action: None"); a fault inventory names
+    the action; a pre-570 driver and other fields answer NOT_SUPPORTED in the value; nvml_probe reads it."""
+    real = (ROOT / "lab" / "realgpu" / "samples" / "h100-580" / "nvidia-smi-q.txt").read_text()
+    assert re.search(r"GPU Recovery Action\s*:\s*None\s*$", real, re.M)
+    code = """
+        import sys; sys.path.insert(0, %r)
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+        v = n.nvmlDeviceGetFieldValues(h, [n.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, n.NVML_FI_DEV_ECC_CURRENT])
+        out({"ret": [v[0].nvmlReturn, v[1].nvmlReturn], "value": v[0].value.uiVal, "type": v[0].valueType,
+             "probe": nvml_probe.recovery_action(h)})
+    """ % lab_collections_path()
+    r = run(code, inv("h100-real-580"), tmp_path / "s.json")
+    assert (r["ret"], r["value"], r["type"], r["probe"]) == ([0, 3], 0, 1, "none")
+    p = write_inv(tmp_path, "h100-real-580", lambda d: d["gpus"][0].update(recovery_action=2))
+    assert run(code, p, tmp_path / "s2.json")["probe"] == "node_reboot"
+    p = write_inv(tmp_path, "h100-real-580", lambda d: d.update(driver_version="535.183.01"), name="old.json")
+    r = run(code, p, tmp_path / "s3.json")
+    assert r["ret"] == [3, 3] and r["probe"] is None
 
 
 def test_DH_06_fault_answers_and_xid_events(tmp_path):

@@ -67,6 +67,19 @@ PCI_ID_RANGES = (
 )
 
 
+# Consumer-class GPUs (GeForce, TITAN; the RTX x050-x090 gaming numbers), by marketing or PCI name: the class whose
+# driver refused to start under a hypervisor before R465 ("Code 43"), so a VM hides the hypervisor for them
+# (hypervisor.cpuid.v0 = FALSE). Data-centre and workstation GPUs (Tesla, A/H/B/L series, Quadro, RTX A4000,
+# RTX 4000/5000/6000 Ada, RTX PRO) never needed it (docs/conformance/esxi_gpu_passthrough.md ESX-14).
+CONSUMER_GPU_RE = re.compile(r'GEFORCE|TITAN|\bRTX [2-5]0[5-9]0\b', re.IGNORECASE)
+
+
+def is_consumer_gpu(name):
+    """Whether a GPU name (NVML's "NVIDIA GeForce RTX 4090" or the PCI database's "AD102 [GeForce RTX 4090]") is
+    of the consumer class (CONSUMER_GPU_RE)."""
+    return bool(CONSUMER_GPU_RE.search(name or ''))
+
+
 def architecture_from_pci_id(device_id):
     """Architecture of an NVIDIA PCI device id ('0x2330' or '2330'), or 'unknown'."""
     try:

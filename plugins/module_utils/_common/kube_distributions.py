@@ -36,6 +36,9 @@ KUBE_DISTRIBUTIONS = {
 }  # type: dict[str, dict]
 # containerd config version -> the template file RKE2 / k3s render their containerd config from
 CONTAINERD_TEMPLATES = {'2': 'config.toml.tmpl', '3': 'config-v3.toml.tmpl'}
+# the file RKE2 / k3s render from that template at each start, in containerd_dir, for either config version: the
+# config their embedded containerd runs with (docs/conformance/rke2-k3s.md RKE-11)
+CONTAINERD_RENDERED = 'config.toml'
 # kubeadm's ClusterConfiguration in the kubeadm-config ConfigMap: a mode of its own for the same distribution
 EXTRA_SCHEDULER_MODES = {'kubeadm_configmap': 'kubeadm'}
 
@@ -47,6 +50,13 @@ DISTRIBUTION_MODE = dict((n, KUBE_DISTRIBUTIONS[n]['scheduler_mode']) for n in S
 SCHEDULER_DEFAULT_PATHS = dict((KUBE_DISTRIBUTIONS[n]['scheduler_mode'], KUBE_DISTRIBUTIONS[n]['scheduler_path'])
                                for n in SCHEDULER_DISTRIBUTIONS if KUBE_DISTRIBUTIONS[n]['scheduler_path'])
 OWN_DIRS = dict((n, KUBE_DISTRIBUTIONS[n]['own_dir']) for n in SCHEDULER_DISTRIBUTIONS)
+
+
+def containerd_rendered_configs():
+    # type: () -> list
+    """The containerd configs RKE2 and k3s render for their embedded containerd (absolute paths)."""
+    return [d['containerd_dir'] + '/' + CONTAINERD_RENDERED for n, d in sorted(KUBE_DISTRIBUTIONS.items())
+            if d['containerd_dir']]
 
 
 def containerd_template(name, config_version):

@@ -13,6 +13,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import cdi_default, cdi_effective
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
     POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
@@ -33,7 +34,6 @@ _RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with Runt
                   % (', '.join(RUNTIME_CLASS_STRATEGIES), titles(DEFAULT_RUNTIME_STRATEGIES)))
 # gpu_info's NVML status when the Python binding, not the node, is the problem
 BINDINGS_UNUSABLE = ('bindings_missing', 'bindings_outdated')
-CONSUMER_MARKERS = ('GEFORCE', 'RTX 20', 'RTX 30', 'RTX 40', 'RTX 50', 'TITAN')
 
 
 def finding(check_id, severity, summary, evidence, remediation):
@@ -205,7 +205,7 @@ def check_vmware_consumer_gpu(facts, extra):
     node = facts.get('node', {})
     if node.get('hypervisor') != 'vmware':
         return []
-    consumer = [n for n in _gpu_names(facts) if any(m in n.upper() for m in CONSUMER_MARKERS)]
+    consumer = [n for n in _gpu_names(facts) if gpu_catalog.is_consumer_gpu(n)]
     if not consumer or not extra.get('hypervisor_cpu_flag', True):
         return []
     return [finding(
@@ -245,7 +245,8 @@ def check_runtime(facts, extra, strategy=None):
         out.append(finding(
             'containerd_nvidia_runtime_missing', 'critical',
             'containerd is installed but its configuration has no nvidia runtime.',
-            ['containerd config: no runtimes.nvidia section'],
+            ['containerd config: no runtimes.nvidia section in %s'
+             % (', '.join(rt.get('containerd_config_files') or []) or 'any file read (none found)')],
             'Configure the nvidia runtime for containerd (gpuops.k8s_gpu.nvidia_container_runtime) and restart it. '
             + _RUNTIME_NEEDS))
     return out
@@ -443,8 +444,24 @@ XID_GUIDE = {
     120: ('critical', 'GSP error', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
     140: ('critical', 'unrecovered ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
 }
-XID_UNKNOWN = ('warning', 'an Xid the doctor has no guidance for',
-               'look it up in NVIDIA\'s Xid catalogue (docs.nvidia.com/deploy/xid-errors)')
+# An Xid the table does not know is critical: NVIDIA's device plugin marks a GPU unhealthy on every critical Xid
+# except the application ones (13, 31, 43, 45, 68: NVIDIA/k8s-device-plugin internal/rm/health.go), and the
+# catalogue keeps adding Xids that need a reset (docs/conformance/doctor-health.md DH-11).
+XID_UNKNOWN = ('critical', 'an Xid the doctor has no guidance for',
+               'drain the node and look it up in NVIDIA\'s Xid catalogue (docs.nvidia.com/deploy/xid-errors) before '
+               'it runs work again; reset the GPU (or reboot) as the catalogue says')
+# Xid 154 "GPU recovery action changed from 0x<n> (<label>) to 0x<n> (<label>)": the driver's own summary of what the
+# other Xids need (catalogue: XID_154). Label -> what to do; a label not listed is treated as a reboot.
+XID_154 = 154
+RECOVERY_LABELS = {
+    'none': None,
+    'drain p2p': 'stop the peer-to-peer work on the GPU (drain the node) until the driver reports None again',
+    'drain and reset': 'drain the node, then reset the GPU (nvidia-smi -r with no process on it)',
+    'gpu reset required': 'drain the node and reset the GPU (nvidia-smi -r with no process on it, or reboot; '
+                          'a VM reboot where it is passed through)',
+    'node reboot required': 'drain the node and reboot it',
+}
+_RECOVERY_CHANGE = re.compile(r'recovery action changed from\s+\S+\s*\(([^)]*)\)\s*to\s+\S+\s*\(([^)]*)\)', re.I)
 # nvidia-smi / NVML: 60 or more retired pages is NVIDIA's RMA threshold for page retirement (pre-Ampere)
 RETIRED_PAGES_RMA = 60
 SEVERE_CLOCK_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
@@ -468,20 +485,102 @@ def check_gpu_lost(facts, extra):
         'guest is not possible); check power, cooling and PCIe seating; RMA the GPU if it recurs (Xid 79).')]
 
 
+def _xid_154(kernel_xids, nvml_events):
+    """(severity, what, fix) for Xid 154 from the last recovery action each GPU's kernel log line names: info when
+    every GPU is back to None, else critical with the advice of the most demanding label (an unknown label or an NVML
+    event without one counts as a reboot)."""
+    latest = {}
+    for e in kernel_xids:
+        if e['xid'] == XID_154:
+            m = _RECOVERY_CHANGE.search(e.get('text') or '')
+            latest[e['pci']] = m.group(2).strip() if m else '?'
+    for e in nvml_events:
+        if e['xid'] == XID_154:
+            latest.setdefault('GPU %s' % e['gpu'], '?')
+    pending = dict((k, v) for k, v in latest.items() if v.lower() != 'none')
+    if not pending:
+        return ('info', 'GPU recovery action changed, and is back to None', 'nothing')
+    order = list(RECOVERY_LABELS)
+    worst = max(pending.values(), key=lambda v: order.index(v.lower()) if v.lower() in order else len(order))
+    fix = RECOVERY_LABELS.get(worst.lower()) or RECOVERY_LABELS['node reboot required']
+    return ('critical', 'GPU recovery action required by the driver: %s'
+            % ', '.join('%s on %s' % (v, k) for k, v in sorted(pending.items())), fix)
+
+
 def check_xid(facts, extra):
-    """Xids from the kernel log since boot and from NVML's event wait."""
+    """Xids from the kernel log since boot, the driver's last load or the GPU's last recovery (node_probe.xids_from_log)
+    and from NVML's event wait."""
     seen = {}
     for e in extra.get('kernel_xids') or []:
-        seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (e['pci'], e['xid'], e['text']))
+        where = e['pci'] + ''.join(' %s:%02d' % (label, e[key]) for key, label in
+                                   (('gpu_instance', 'GPU-I'), ('compute_instance', 'GPU-CI')) if key in e)
+        seen.setdefault(e['xid'], []).append('kernel log: NVRM: Xid (PCI:%s): %s, %s' % (where, e['xid'], e['text']))
     for e in facts.get('nvml', {}).get('xid_events') or []:
         seen.setdefault(e['xid'], []).append('NVML event: Xid %s on GPU %s' % (e['xid'], e['gpu']))
     out = []
     for xid in sorted(seen):
-        severity, what, fix = XID_GUIDE.get(xid, XID_UNKNOWN)
+        if xid == XID_154:
+            severity, what, fix = _xid_154(extra.get('kernel_xids') or [], facts.get('nvml', {}).get('xid_events') or [])
+        else:
+            severity, what, fix = XID_GUIDE.get(xid, XID_UNKNOWN)
         ev = seen[xid][:5] + (['... %d more' % (len(seen[xid]) - 5)] if len(seen[xid]) > 5 else [])
-        out.append(finding('xid_%d' % xid, severity, 'Xid %d since boot: %s.' % (xid, what), ev,
+        out.append(finding('xid_%d' % xid, severity, 'Xid %d since boot (or the GPU\'s last recovery): %s.' % (xid, what), ev,
                            fix[0].upper() + fix[1:] + '.'))
     return out
+
+
+# nvml_probe.RECOVERY_ACTIONS names -> what to do (nvml.h nvmlDeviceGpuRecoveryAction_t); not listed: a reboot
+RECOVERY_ACTION_FIX = {
+    'gpu_reset': RECOVERY_LABELS['gpu reset required'],
+    'node_reboot': RECOVERY_LABELS['node reboot required'],
+    'drain_p2p': RECOVERY_LABELS['drain p2p'],
+    'drain_and_reset': RECOVERY_LABELS['drain and reset'],
+    'recover_imex_domain': 'drain the node and recover the IMEX domain (restart nvidia-imex on the domain\'s nodes)',
+    'bus_reset': 'drain the node and reset the GPU\'s PCIe bus (reboot the node)',
+    'system_reboot': RECOVERY_LABELS['node reboot required'],
+}
+
+
+def check_recovery_action(facts, extra):
+    """NVML's GPU recovery action (570+): anything but none means the driver wants the GPU drained, reset or the
+    node rebooted before it runs work again (NVIDIA's device plugin marks such a GPU unhealthy)."""
+    owed = [(g, (g.get('health') or {}).get('recovery_action')) for g in facts.get('gpus', [])]
+    owed = [(g, a) for g, a in owed if a and a != 'none']
+    if not owed:
+        return []
+    fixes = []
+    for dummy, a in owed:
+        fix = RECOVERY_ACTION_FIX.get(a, RECOVERY_LABELS['node reboot required'])
+        if fix not in fixes:
+            fixes.append(fix)
+    return [finding(
+        'gpu_recovery_action', 'critical',
+        'The driver asks for a recovery action before the GPU runs work again: %s.'
+        % ', '.join('%s on %s' % (a, _gpu_label(g)) for g, a in owed),
+        ['NVML GPU recovery action (nvidia-smi -q "GPU Recovery Action"): %s for %s' % (a, _gpu_label(g))
+         for g, a in owed],
+        '; '.join(f[0].upper() + f[1:] for f in fixes) + '. Read the Xids in the kernel log for the cause.')]
+
+
+def check_pending_reset(facts, extra):
+    """A MIG or ECC mode change that waits for a GPU reset (nvmlDeviceGetMigMode / nvmlDeviceGetEccMode: current
+    differs from pending): the GPU runs in the old mode until it is reset or the node reboots."""
+    owed = []
+    for g in facts.get('gpus', []):
+        h = g.get('health') or {}
+        if g.get('mig_current') is not None and g.get('mig_pending') is not None and g['mig_current'] != g['mig_pending']:
+            owed.append('%s: MIG mode %s now, %s after a reset' % (
+                _gpu_label(g), 'on' if g['mig_current'] else 'off', 'on' if g['mig_pending'] else 'off'))
+        if h.get('ecc_enabled') is not None and h.get('ecc_pending') is not None and h['ecc_enabled'] != h['ecc_pending']:
+            owed.append('%s: ECC %s now, %s after a reset' % (
+                _gpu_label(g), 'on' if h['ecc_enabled'] else 'off', 'on' if h['ecc_pending'] else 'off'))
+    if not owed:
+        return []
+    return [finding(
+        'gpu_reset_pending', 'warning',
+        'A MIG or ECC mode change waits for a GPU reset: the GPU runs in its old mode until then.', owed,
+        'Drain the node and reset the GPU (nvidia-smi -r with no process on it) or reboot the node (a VM reboot where '
+        'the GPU is passed through); gpuops.k8s_gpu.gpu_sharing does this for the MIG mode of a mig pool.')]
 
 
 def check_ecc(facts, extra):
@@ -780,6 +879,8 @@ CHECKS = (
     ('readiness', check_readiness),
     ('gpu_lost', check_gpu_lost),
     ('xid', check_xid),
+    ('recovery_action', check_recovery_action),
+    ('pending_reset', check_pending_reset),
     ('ecc', check_ecc),
     ('memory_repair', check_memory_repair),
     ('throttle', check_throttle),
@@ -794,7 +895,7 @@ CHECKS = (
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML
-HEALTH_CHECKS = ('ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
+HEALTH_CHECKS = ('recovery_action', 'pending_reset', 'ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):

@@ -17,6 +17,8 @@ device_id, device_ids, label, system_id).
 import math
 import re
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+
 NVIDIA_VENDOR_ID = 0x10DE
 
 # PCI device id -> GPU memory in GB (NVIDIA datasheets). Used for the MMIO size and the memory rule;
@@ -111,12 +113,26 @@ def model_matches(model, device_name):
     return re.search(pattern, (device_name or '').lower()) is not None
 
 
+def _mig_catalogue_memory_gb(device_id):
+    """The memory of the whole-GPU MIG profile of a GPU the collection's MIG catalogue knows by PCI device id (the
+    GPUs the table above lacks: A100/H100 variants, GH200, B200, B300, GB200, GB300, RTX PRO 6000), or None. It is
+    the memory a VM can use, slightly under the board's, which is close enough for the MMIO size and memory rule."""
+    for dummy, ids, dummy_rules, table in gpu_catalog.MIG_PRODUCTS:
+        if device_id in ids:
+            return max(row['memory_gib'] for row in table)
+    return None
+
+
 def gpu_memory_gb(device_id, device_name=None, override=None):
-    """GPU memory in GB: the override, else the catalogue, else '<n>GB' in the name, else None."""
+    """GPU memory in GB: the override, else the table above, else the MIG catalogue's whole-GPU profile, else
+    '<n>GB' in the name, else None."""
     if override:
         return override
     if device_id in GPU_MEMORY_GB:
         return GPU_MEMORY_GB[device_id]
+    mig = _mig_catalogue_memory_gb(device_id)
+    if mig:
+        return mig
     m = _MEM_RE.search(device_name or '')
     if m:
         return int(m.group(1))
@@ -247,12 +263,16 @@ def _others(gpu, vm_name):
     return sorted(set(v for v in list(gpu['attached_to']) + list(gpu.get('reserved_by') or []) if v != vm_name))
 
 
-def select_gpus(requests, host_gpus, host_name, vm_name=None):
+def select_gpus(requests, host_gpus, host_name, vm_name=None, prefer_pending=False):
     """Pick host GPUs for the requests. Returns [(request, gpu), ...].
 
     With a VM (DirectPath): GPUs already on the VM are kept first, then the ones this VM's earlier run reserved
     (enabled for it, waiting for the host reboot), then free ones (no other VM holds or reserved them): active ones,
     then ones without passthrough, then enabled ones waiting for a reboot; by PCI address within each.
+    With prefer_pending (the call that reboots the host: host_reboot), free GPUs whose passthrough is enabled and
+    waits for that reboot come before the ones without passthrough: they are what an earlier call
+    (pending_reboot=skip_vm) enabled, and the reboot activates them; taking others would enable more GPUs and leave
+    those in passthrough for nobody (the host holds that state: enabled, not active, held by no VM).
     A GPU held or reserved by another VM is refused.
     Without a VM (host part only): every matching GPU, or the first `count` of them.
     """
@@ -278,8 +298,12 @@ def select_gpus(requests, host_gpus, host_name, vm_name=None):
             free = [g for g in matching if not _others(g, vm_name)]
             # this VM's own GPUs first (attached, then reserved by its earlier run); enabled-but-not-active GPUs
             # nobody reserved come last (a VM of an older run may wait for the same host reboot)
-            free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
-                                     not g['active'], g['enabled'] and not g['active'], g['id']))
+            if prefer_pending:
+                free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
+                                         not g['active'], not g['enabled'], g['id']))
+            else:
+                free.sort(key=lambda g: (vm_name not in g['attached_to'], vm_name not in (g.get('reserved_by') or []),
+                                         not g['active'], g['enabled'] and not g['active'], g['id']))
             if len(free) < req['count']:
                 taken = ['%s (VM %s)' % (g['id'], ', '.join(_others(g, vm_name))) for g in matching if g not in free]
                 raise GpuError('%s: %d GPU(s) with %s wanted on host %s but only %d free%s'
@@ -363,6 +387,21 @@ def vm_state(vm):
         'memory_reservation_locked_to_max': bool(vm['reservation_locked']),
         'extra_config': dict((k, v) for k, v in sorted(vm['extra_config'].items()) if k in MANAGED_KEYS),
     }
+
+
+def hide_hypervisor_decision(requested, gpu_names):
+    """(effective, reason) for hypervisor.cpuid.v0 = FALSE: the option as given, or with None by GPU class - only
+    consumer GPUs (GeForce, TITAN: gpu_catalog.is_consumer_gpu) need the hypervisor hidden (their driver refused to
+    start in a VM before R465); data-centre and workstation GPUs never did (docs/conformance/esxi_gpu_passthrough.md
+    ESX-14)."""
+    if requested is not None:
+        return bool(requested), 'hide_hypervisor is %s' % ('true' if requested else 'false')
+    names = sorted(set(n for n in gpu_names if n))
+    consumer = [n for n in names if gpu_catalog.is_consumer_gpu(n)]
+    if consumer:
+        return True, 'auto: consumer GPU(s) %s (their driver refused to start under a hypervisor before R465)' % (
+            ', '.join(consumer))
+    return False, 'auto: data-centre GPU(s) %s never needed it' % (', '.join(names) or 'none chosen')
 
 
 def plan_vm(vm, wanted_gpus, params):

@@ -108,7 +108,9 @@ class Runner(object):
                 # host reboot) rank like this VM's own: taken again unless another VM holds them by now
                 gpus = [dict(g, reserved_by=sorted(set(list(g.get('reserved_by') or []) + [vm_name])))
                         if g['id'] in p['chosen_gpus'] else g for g in gpus]
-            chosen = eg.select_gpus(self.requests, gpus, host['name'], vm_name)
+            # the call allowed to reboot takes the GPUs an earlier skip_vm call enabled (enabled, not active, held by
+            # no VM) before enabling others (ESX-15)
+            chosen = eg.select_gpus(self.requests, gpus, host['name'], vm_name, prefer_pending=bool(p['host_reboot']))
             host_gpus = [g for dummy, g in chosen]
             if vm is not None:
                 memories = eg.memory_of(chosen)
@@ -145,10 +147,15 @@ class Runner(object):
                 mmio = eg.mmio_size_gb(memories)
             if not wanted:
                 mmio = 0
+            names = [g.get('device_name') for g in host_gpus]
+            if dynamic:
+                names += [g.get('device_name') for t in targets for g in t['gpus']]
+            hide, hide_reason = eg.hide_hypervisor_decision(p['hide_hypervisor'], names)
             vm_plan = eg.plan_vm(vm, wanted, dict(
-                hide_hypervisor=p['hide_hypervisor'], mmio_size_gb=mmio, firmware=p['firmware'], secure_boot=p['secure_boot'],
+                hide_hypervisor=hide, mmio_size_gb=mmio, firmware=p['firmware'], secure_boot=p['secure_boot'],
                 reserve_memory=p['reserve_memory'], memory_mb=p['memory_mb']))
             vm_plan['mmio_size_gb'] = mmio
+            vm_plan['hide_hypervisor'] = {'effective': hide, 'reason': hide_reason}
             vm_plan['gpu_memory_gb'] = sum(memories)
             warn = eg.check_memory(vm_plan['after_vm']['memory_mb'], memories, p['memory_ratio'], p['memory_check'], vm['name'])
             if warn:
@@ -209,12 +216,28 @@ class Runner(object):
             reboot_required = host_plan['reboot']  # predicted: a GPU that is not active yet waits for a reboot
         else:
             reboot_required = any(g['enabled'] and not g['active'] for g in host['gpus'] if g['id'] in host_plan['ids'])
+        off_for_reboot = False
         if reboot_required and p['host_reboot']:
+            if vm is not None and vm['power_state'] == 'poweredOn' and vm_plan is not None and vm_plan['power_cycle']:
+                # the VM runs on the host that reboots: it would keep the host out of maintenance mode (ESX-13);
+                # it is power-cycled for its new GPUs anyway, so it goes off before and comes back after the reboot
+                self.changes.append('power VM %s off for the host reboot' % vm['name'])
+                if not check:
+                    ev.power_off(vm, p['power_timeout'], self.tasks)
+                    vm['power_state'] = 'poweredOff'
+                    off_for_reboot = True
             self.changes.append('reboot host %s to activate passthrough' % host['name'])
             if not check:
                 old_si = self.si
-                self.si, host_obj = ev.reboot_host(self.si, host, p['host_reboot_timeout'], self.tasks,
-                                                   reconnect=lambda: ev.connect(p))
+                try:
+                    self.si, host_obj = ev.reboot_host(self.si, host, p['host_reboot_timeout'], self.tasks,
+                                                       reconnect=lambda: ev.connect(p))
+                except ev.VSphereError as exc:
+                    if off_for_reboot and 'RebootHost_Task' not in self.tasks:
+                        # maintenance mode failed before the reboot: the VM goes back on, as it was
+                        ev.power_on(vm, p['power_timeout'], self.tasks)
+                        raise ev.VSphereError('%s (VM %s was powered on again)' % (exc, vm['name']))
+                    raise
                 if self.si is not old_si:
                     ev.disconnect(old_si)
                     host['_obj'] = host_obj
@@ -240,10 +263,13 @@ class Runner(object):
         if vm_plan is not None and vm_plan['needs_reconfigure']:
             self.changes.extend(vm_plan['changes'])
             if not check:
-                power_cycled = self.apply_vm(vm, host, vm_plan)
+                power_cycled = self.apply_vm(vm, host, vm_plan, power_on_after=off_for_reboot)
             elif vm_plan['power_cycle']:
                 self.changes.append('power VM %s off and on again' % vm['name'])
                 power_cycled = True
+        if off_for_reboot and not power_cycled:
+            ev.power_on(vm, p['power_timeout'], self.tasks)   # off for the reboot, nothing to reconfigure after it
+            power_cycled = True
 
         if not check:
             host = ev.read_host(self.si, host['_obj']) if vm_plan is not None and vm_plan['needs_reconfigure'] else host
@@ -280,6 +306,7 @@ class Runner(object):
                     if vm_plan['needs_reconfigure'] else dict(vm_plan['after'], name=vm['name'])
             result['vm'] = vm_after
             result['mmio_size_gb'] = vm_plan['mmio_size_gb']
+            result['hide_hypervisor'] = vm_plan['hide_hypervisor']
             result['gpu_memory_gb'] = vm_plan['gpu_memory_gb']
             diff_before['vm'] = dict(vm_plan['before'], name=vm['name'])
             diff_after['vm'] = dict(vm_after)
@@ -292,7 +319,8 @@ class Runner(object):
             result['diff'] = {'before': diff_before, 'after': diff_after}
         return result
 
-    def apply_vm(self, vm, host, plan):
+    def apply_vm(self, vm, host, plan, power_on_after=False):
+        """Reconfigure the VM; power_on_after: it was powered off for the host reboot and goes on again."""
         p = self.p
         system_ids = None
         if any(w['type'] == 'directpath' for w in plan['add']):
@@ -308,6 +336,7 @@ class Runner(object):
         ev.wait_task(vm['_obj'].ReconfigVM_Task(spec=spec), p['power_timeout'])
         self.tasks.append('ReconfigVM_Task')
         self.reconfigure_count += 1
+        power_cycled = power_cycled or power_on_after
         if power_cycled:
             after = ev.read_vm(self.si, vm['_obj'])
             if after['gpus'] and not eg.full_reservation(after):

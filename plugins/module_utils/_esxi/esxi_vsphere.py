@@ -258,6 +258,56 @@ def enable_passthrough(host_info, ids, apply_now=False):
                            % (', '.join(ids), host_info['name'], fault_text(exc)))
 
 
+# seconds the module waits past the timeout it gives vSphere, for the server's own Timedout fault to arrive
+MAINTENANCE_GRACE = 30
+
+
+def cancel_task(task):
+    """Cancel a vSphere task that is still queued or running (Task.CancelTask). Returns True when the cancel was
+    accepted, False when the task had ended or the server refused (a task that is not cancelable)."""
+    try:
+        if task.info.state not in (vim.TaskInfo.State.queued, vim.TaskInfo.State.running):
+            return False
+        task.CancelTask()
+        return True
+    except vmodl.MethodFault:
+        return False
+
+
+def powered_on_vms(si, host):
+    """Names of the VMs registered on the host that are powered on (what keeps it out of maintenance mode when
+    they cannot be moved)."""
+    vms = collect(si, [host], vim.HostSystem, ['vm']).get(host, {}).get('vm') or []
+    props = collect(si, list(vms), vim.VirtualMachine, ['name', 'runtime.powerState'])
+    return sorted(p.get('name') for p in props.values() if str(p.get('runtime.powerState')) == 'poweredOn')
+
+
+def enter_maintenance(si, host_info, timeout):
+    """EnterMaintenanceMode_Task bounded by `timeout` seconds (the vSphere API's own timeout: the task ends with a
+    Timedout fault when it expires; 0 would mean no timeout and a host that keeps trying). When it fails or does not
+    end in time the task is cancelled (Task.CancelTask) if it still runs, and the error names the powered-on VMs
+    still on the host - what a host in a cluster without DRS, or a standalone host, cannot evacuate itself."""
+    host = host_info['_obj']
+    bound = max(1, int(timeout))   # never 0: vSphere reads 0 or less as no timeout
+    task = host.EnterMaintenanceMode_Task(timeout=bound)
+    try:
+        wait_task(task, timeout + MAINTENANCE_GRACE)
+    except VSphereError as exc:
+        cancelled = cancel_task(task)
+        try:
+            blocking = powered_on_vms(si, host)
+        except vmodl.MethodFault:
+            blocking = None
+        raise VSphereError(
+            'host %s did not enter maintenance mode within host_reboot_timeout=%ss (%s)%s; %s. Nothing was rebooted: '
+            'power off or migrate those VMs (or let DRS do it in a fully automated cluster), or raise '
+            'host_reboot_timeout, then run again'
+            % (host_info['name'], timeout, exc, '; the task was cancelled' if cancelled else '',
+               'powered-on VMs still on the host: %s' % ', '.join(blocking) if blocking
+               else ('no powered-on VM is left on the host' if blocking is not None
+                     else 'the VMs on the host could not be read')))
+
+
 def reboot_host(si, host_info, timeout, tasks, reconnect=None):
     """Maintenance mode (if not in it), reboot, wait until it is back with a new boot time, leave maintenance.
 
@@ -266,7 +316,7 @@ def reboot_host(si, host_info, timeout, tasks, reconnect=None):
     host = host_info['_obj']
     entered = False
     if not host_info['in_maintenance']:
-        wait_task(host.EnterMaintenanceMode_Task(timeout=0), timeout)
+        enter_maintenance(si, host_info, timeout)
         tasks.append('EnterMaintenanceMode_Task')
         entered = True
     boot0 = host_info['boot_time']

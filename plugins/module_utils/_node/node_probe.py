@@ -16,6 +16,7 @@ import shutil
 import stat
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions
 
 NVIDIA_VENDOR = '0x10de'
 PCI_CLASS_VGA = '0x0300'
@@ -185,7 +186,9 @@ def hypervisor(root='/', log_lines=None):
 KMSG = 'dev/kmsg'
 _KMSG_PREFIX = re.compile(r'^\d+,\d+,\d+,[^;]*;')
 _DMESG_PREFIX = re.compile(r'^\[\s*\d+\.\d+\]\s?')
-XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$')
+# The driver's three forms (src/nvidia/src/kernel/gpu/rc/kernel_rc.c, XID_PRINT_WITH_ATTR): "(PCI:<d>:<b>:<d>)", and
+# on a MIG GPU "(PCI:... GPU-I:<gi>)" or "(PCI:... GPU-I:<gi> GPU-CI:<ci>)" (docs/conformance/doctor-health.md DH-14)
+XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+),\s*(.*)$')
 
 
 def kernel_log(root='/', path=None, limit=200000):
@@ -223,14 +226,36 @@ def kernel_log(root='/', path=None, limit=200000):
     return [_DMESG_PREFIX.sub('', _KMSG_PREFIX.sub('', r)) for r in records]
 
 
+# The driver's line when its module loads (kernel-open/nvidia/nv.c: "NVRM: loading <NVRM_ID>"; the real H100's log:
+# "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 ..."): every GPU is initialised afresh.
+DRIVER_LOAD_RE = re.compile(r'NVRM: loading NVIDIA ')
+# Xid 154 whose new recovery action is None: the driver says the recovery the GPU's earlier Xids needed is done
+_RECOVERED_RE = re.compile(r'recovery action changed from .* to\s+\S+\s*\(\s*None\s*\)\s*$', re.I)
+
+
 def xids_from_log(lines):
-    """The NVRM Xid lines of a kernel log: [{'pci', 'xid', 'text'}] (other NVRM lines, like the FBHUB one an H100
-    logs at boot, are no Xid)."""
+    """The NVRM Xid lines of a kernel log that still count: [{'pci', 'xid', 'text'}] (other NVRM lines, like the
+    FBHUB one an H100 logs at boot, are no Xid).
+
+    Only those after the driver's last load (a reload after ``modprobe -r`` re-initialises every GPU), and per GPU
+    only those from its last Xid 154 whose new recovery action is None on (that line itself is kept: the doctor
+    reports it as information), so a GPU that was reset as advised loses the finding without a reboot."""
     out = []
     for line in lines or []:
+        if DRIVER_LOAD_RE.search(line):
+            out = []
+            continue
         m = XID_RE.search(line)
         if m:
-            out.append({'pci': m.group(1).lower(), 'xid': int(m.group(2)), 'text': m.group(3).strip()})
+            pci, xid, text = m.group(1).lower(), int(m.group(4)), m.group(5).strip()
+            if xid == 154 and _RECOVERED_RE.search(text):
+                out = [e for e in out if e['pci'] != pci]
+            entry = {'pci': pci, 'xid': xid, 'text': text}
+            if m.group(2) is not None:   # MIG: the GPU instance (and compute instance) the driver attributed it to
+                entry['gpu_instance'] = int(m.group(2))
+                if m.group(3) is not None:
+                    entry['compute_instance'] = int(m.group(3))
+            out.append(entry)
     return out
 
 
@@ -282,6 +307,10 @@ def containerd_version(root='/', run=None):
     return None
 
 
+CONTAINERD_CONFIGS = (('etc/containerd/config.toml', 'etc/containerd/conf.d/99-nvidia.toml')
+                      + tuple(p.lstrip('/') for p in kube_distributions.containerd_rendered_configs()))
+
+
 def container_runtimes(root='/', run=None):
     """Container runtimes installed, and how docker is configured for NVIDIA; containerd_version with ``run``
     (containerd_version())."""
@@ -300,10 +329,14 @@ def container_runtimes(root='/', run=None):
         except ValueError:
             info['docker_nvidia_runtime'] = None
             info['docker_daemon_json_invalid'] = True
-    for rel in ('etc/containerd/config.toml', 'etc/containerd/conf.d/99-nvidia.toml',
-                'var/lib/rancher/rke2/agent/etc/containerd/config.toml'):
+    # containerd's own config and the collection's drop-in, then the configs RKE2 and k3s render for their
+    # embedded containerd (their containerd never reads /etc/containerd); the files read are named in
+    # containerd_config_files
+    info['containerd_config_files'] = []
+    for rel in CONTAINERD_CONFIGS:
         text = _read(root, rel)
         if text is not None:
+            info['containerd_config_files'].append('/' + rel)
             hit = re.search(r'runtimes\.["\']?nvidia["\']?\]', text) is not None
             info['containerd_nvidia_runtime'] = bool(info['containerd_nvidia_runtime']) or hit
             # the CRI plugin's default_runtime_name (runc when no file sets it); the drop-in, read last, wins

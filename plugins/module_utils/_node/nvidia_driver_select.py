@@ -194,12 +194,59 @@ def check_os(family, major):
                              'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
 
 
-def precompiled_module_packages(branch, opn, kernel_release, machine):
+_KERNEL_ABI = re.compile(r'^\d+\.\d+\.\d+-\d+-(.+)$')           # 6.8.0-45-generic -> generic
+_VERSIONED_IMAGE = re.compile(r'^linux-image-(?:unsigned-)?\d')   # linux-image-6.8.0-45-generic: not a metapackage
+
+
+def parse_dpkg_depends(out):
+    """dpkg-query -W -f '${Package}\t${db:Status-Abbrev}\t${Depends}\n' output -> {installed package: [the
+    package names it depends on]} (version constraints and alternatives dropped)."""
+    found = {}
+    for line in (out or '').splitlines():
+        parts = line.split('\t')
+        if len(parts) != 3 or parts[1][1:2] != 'i':   # 'ii ' / 'hi ' (held): installed
+            continue
+        names = []
+        for dep in parts[2].split(','):
+            for alt in dep.split('|'):
+                name = alt.strip().split(' ')[0].split(':')[0]
+                if name:
+                    names.append(name)
+        found[parts[0]] = names
+    return found
+
+
+def ubuntu_kernel_flavour(installed_depends, kernel_release):
+    """The kernel flavour metapackage's name without ``linux-image-`` (generic, generic-hwe-24.04, aws, ...) that
+    carries the running kernel's flavour forward, or None.
+
+    As ubuntu-drivers finds it (canonical/ubuntu-drivers-common UbuntuDrivers/kerneldetection.py
+    ``_get_linux_metapackage('image')``, used by detect.py ``get_linux_modules_metapackage``): the installed
+    ``linux-image-*`` packages that depend on a versioned kernel image package, greatest name first; here only those
+    whose kernel has the running kernel's flavour (the part of ``uname -r`` after the ABI). None when the kernel has
+    no such metapackage (a kernel apt does not move: the running kernel's own packages are enough)."""
+    match = _KERNEL_ABI.match(kernel_release or '')
+    if not match:
+        return None
+    suffix = '-' + match.group(1)
+    metas = sorted((name for name, deps in (installed_depends or {}).items()
+                    if name.startswith('linux-image-') and not _VERSIONED_IMAGE.match(name)
+                    and any(_VERSIONED_IMAGE.match(d) and d.endswith(suffix) for d in deps)), reverse=True)
+    return metas[0][len('linux-image-'):] if metas else None
+
+
+def precompiled_module_packages(branch, opn, kernel_release, machine, kernel_flavour=None):
     """Canonical's signed precompiled module packages for the running kernel (NVIDIA's precompiled driver container,
     ubuntu24.04/precompiled/nvidia-driver `_install_driver`): named after `uname -r` itself, so that HWE kernels
     (flavour metapackages -generic-hwe-22.04/-24.04), arm64 -64k kernels and a running ABI that is not the
     archive's newest get the package of the kernel that runs; the proprietary flavour adds linux-objects-nvidia-*,
-    and x86_64 the Secure Boot signatures package (none is built for arm64)."""
+    and x86_64 the Secure Boot signatures package (none is built for arm64).
+
+    With kernel_flavour (ubuntu_kernel_flavour: generic, generic-hwe-24.04, ...) the flavour's metapackage too,
+    ``linux-modules-nvidia-<branch>-server[-open]-<flavour>``, the package ubuntu-drivers installs
+    (ubuntu-drivers-common detect.py ``get_linux_modules_metapackage``): it depends on the modules of the
+    flavour's newest kernel, so the next kernel update brings its signed NVIDIA modules with it and the node
+    still has a module after the reboot."""
     if not kernel_release:
         raise SelectionError('Ubuntu\'s precompiled NVIDIA modules are named after the running kernel, which could '
                              'not be read; set nvidia_driver_ubuntu_precompiled: "false" to build with dkms')
@@ -210,6 +257,8 @@ def precompiled_module_packages(branch, opn, kernel_release, machine):
                  'linux-modules-nvidia-%s-server-%s' % (branch, kernel_release)]
     if machine in ('x86_64', 'amd64'):
         names.append('linux-signatures-nvidia-%s' % kernel_release)
+    if kernel_flavour:
+        names.append('linux-modules-nvidia-%s-server%s-%s' % (branch, '-open' if opn else '', kernel_flavour))
     return names
 
 
@@ -242,11 +291,38 @@ def _nvlink5_names(branch, family, method, machine):
     return pinned, ['nvlsm', 'infiniband-diags']
 
 
+NVLINK5_KERNEL_MODULES = ('ib_umad',)
+
+
 def nvlink5_wanted(detected, fabricmanager='auto'):
     """Whether the NVLink5 packages belong on this node: an NVLink5 system was detected and fabricmanager is not
     switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
     this run installs the driver, so that a node converged by an older release gains them too."""
     return bool(detected) and fabricmanager != 'never'
+
+
+def secure_boot_refusal(family, method, precompiled, secure_boot, mok_enrolled=False):
+    """Why the role refuses this node before installing anything, or None: Secure Boot is on and the chosen method
+    builds the NVIDIA kernel modules on the node (DKMS on Ubuntu without the precompiled modules, Debian, RHEL and
+    NVIDIA's CUDA repository; the runfile) - modules nobody signed, which a kernel booted with Secure Boot refuses
+    to load (docs/conformance/nvidia-driver.md DRV-35). Not refused when the site says a Machine Owner Key that
+    signs the built modules is enrolled (mok_enrolled), or Secure Boot is not known to be on."""
+    if secure_boot != 'enabled' or precompiled or mok_enrolled:
+        return None
+    builder = 'the runfile' if method == 'runfile' else 'DKMS'
+    ways = []
+    if family == 'Ubuntu' and method == 'distro':
+        ways.append('nvidia_driver_ubuntu_precompiled: auto or "true" (Canonical\'s signed precompiled modules)')
+    elif family == 'Ubuntu':
+        ways.append('nvidia_driver_method: distro with nvidia_driver_ubuntu_precompiled: auto (Canonical\'s signed '
+                    'precompiled modules)')
+    ways.append('sign the modules %s builds with a Machine Owner Key enrolled in the firmware (mokutil --import; '
+                'DKMS signs with /var/lib/dkms/mok.key on Debian and Ubuntu, set it with mok_signing_key in '
+                '/etc/dkms/framework.conf on RHEL) and set nvidia_driver_secure_boot_mok_enrolled: true' % builder)
+    ways.append('turn Secure Boot off in the firmware (an ESXi VM: its boot options)')
+    return ('Secure Boot is on and nvidia_driver_method %s on %s builds the NVIDIA kernel modules with %s: unsigned '
+            'modules, which the kernel refuses to load, so the node would have no GPU driver after the install. '
+            'Nothing was installed. Ways out: %s.' % (method, family, builder, '; '.join(ways)))
 
 
 def nvlink5_refusal(family, method, branch, machine, wanted):
@@ -266,12 +342,14 @@ def nvlink5_refusal(family, method, branch, machine, wanted):
     return ('nvidia_driver_method is "distro", but this %s node is an NVLink5 system (HGX B200/B300: an '
             'InfiniBand device with SW_MNG in its VPD) and needs %s with fabricmanager, which only NVIDIA\'s CUDA '
             'repository ships, not %s\'s own archive; the role stops before installing anything. Set '
-            'nvidia_driver_method: cuda_repo (the driver, fabricmanager and %s from NVIDIA\'s repository), or '
-            'nvidia_driver_fabricmanager: never to install without fabricmanager and the NVLink5 packages'
+            'nvidia_driver_method: cuda_repo (the driver, fabricmanager and %s from NVIDIA\'s repository). '
+            '(nvidia_driver_fabricmanager: never is no way out here: without fabric manager the NVLink fabric is '
+            'never set up and the GPUs of an NVSwitch system do not run CUDA work.)'
             % (family, ' and '.join(missing), family, ' and '.join(missing)))
 
 
-def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64'):
+def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64',
+                 kernel_flavour=None):
     """Package names for one node.
 
     Returns {'pinned': [...] (installed at the driver's version, held), 'unpinned': [...] (installed, not version
@@ -292,7 +370,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
                   'libnvidia-compute-%s-server' % branch]
         if precompiled:
             plan['pinned'] = ['nvidia-headless-no-dkms-%s-server%s' % (branch, sfx)] + common
-            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine)
+            plan['unpinned'] = precompiled_module_packages(branch, opn, kernel_release, machine, kernel_flavour)
         else:
             plan['pinned'] = ['nvidia-headless-%s-server%s' % (branch, sfx), 'nvidia-dkms-%s-server%s' % (branch, sfx)] + common
         plan['version_package'] = 'libnvidia-compute-%s-server' % branch
@@ -437,8 +515,9 @@ def select(params, obs, today=None):
     """Everything the role needs to know before it changes anything, or SelectionError.
 
     params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),
-    fabricmanager (auto|always|never).
-    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool).
+    fabricmanager (auto|always|never), secure_boot_mok_enrolled (bool).
+    obs: family, major, kernel_release, machine, gpu_pci_ids (list), secure_boot ('enabled'...), nvlink5 (bool),
+    kernel_image_depends ({installed linux-image-* package: [its dependencies]}, parse_dpkg_depends).
     """
     today = today or datetime.date.today()
     check_os(obs.get('family'), obs.get('major'))
@@ -468,16 +547,26 @@ def select(params, obs, today=None):
                       else 'Secure Boot is off: dkms')
     if obs.get('family') != 'Ubuntu' or method != 'distro':
         precompiled, pre_reason = False, 'precompiled modules only with Ubuntu\'s packages (method distro)'
+    kernel_flavour = (ubuntu_kernel_flavour(obs.get('kernel_image_depends'), obs.get('kernel_release'))
+                      if precompiled else None)
     plan = package_plan(obs.get('family'), obs.get('major'), method, branch, flavour, precompiled,
-                        obs.get('kernel_release') or '', obs.get('machine') or 'x86_64')
+                        obs.get('kernel_release') or '', obs.get('machine') or 'x86_64', kernel_flavour)
     plan['nvlink5']['wanted'] = nvlink5_wanted(obs.get('nvlink5'), params.get('fabricmanager') or 'auto')
-    refusal = nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
-                              plan['nvlink5']['wanted'])
+    # kernel modules NVIDIA's driver container waits for before it starts fabric manager on an NVLink5 system
+    # (ubuntu24.04/precompiled/nvidia-driver _ensure_nvlink5_prerequisites: mlx5_core, which the ConnectX devices
+    # load by their PCI ids, and ib_umad, which nothing loads by itself): loaded and kept in modules-load.d
+    plan['nvlink5']['kernel_modules'] = list(NVLINK5_KERNEL_MODULES) if plan['nvlink5']['wanted'] else []
+    refusal = (secure_boot_refusal(obs.get('family'), method, precompiled, obs.get('secure_boot'),
+                                   params.get('secure_boot_mok_enrolled') in (True, 'true', 'yes'))
+               or nvlink5_refusal(obs.get('family'), method, branch, obs.get('machine') or 'x86_64',
+                                  plan['nvlink5']['wanted']))
     return {
         'branch': status,
         'flavour': {'requested': params.get('kernel_module_type') or 'auto', 'effective': flavour, 'reason': reason,
                     'architectures': sorted(set(archs))},
-        'precompiled': {'effective': precompiled, 'reason': pre_reason},
+        # kernel_flavour: the flavour metapackage's suffix whose linux-modules-nvidia-* metapackage is installed
+        # too (None: none found, only the running kernel's packages)
+        'precompiled': {'effective': precompiled, 'reason': pre_reason, 'kernel_flavour': kernel_flavour},
         'packages': plan,
         # why the role must not install on this node (asserted by the role unless it removes the driver), or None
         'refusal': refusal,

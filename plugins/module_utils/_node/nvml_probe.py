@@ -239,6 +239,8 @@ def gpu_health(handle):
     health = {}
     ecc, err = _health_call('nvmlDeviceGetEccMode', handle)
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
+    # the mode the GPU takes at its next reset (nvmlDeviceGetEccMode's pending value)
+    health['ecc_pending'] = None if ecc is None else ecc[1] == _const('NVML_FEATURE_ENABLED', 1)
     uncorrected = _const('NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1)
     health['ecc_uncorrected_volatile'] = _health_call('nvmlDeviceGetTotalEccErrors', handle, uncorrected,
                                                       _const('NVML_VOLATILE_ECC', 0))[0]
@@ -272,7 +274,30 @@ def gpu_health(handle):
     health['virtualization_mode'] = None if virt is None else VIRTUALIZATION_MODES.get(virt, 'unknown_%s' % virt)
     health['fabric'] = fabric_info(handle)
     health['gsp_firmware_version'] = _gsp_firmware_version(handle)
+    health['recovery_action'] = recovery_action(handle)
     return health
+
+
+# nvml.h (570+): field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, values nvmlDeviceGpuRecoveryAction_t
+GPU_RECOVERY_ACTION_FIELD = 230
+RECOVERY_ACTIONS = {0: 'none', 1: 'gpu_reset', 2: 'node_reboot', 3: 'drain_p2p', 4: 'drain_and_reset',
+                    5: 'recover_imex_domain', 6: 'bus_reset', 7: 'system_reboot'}
+
+
+def recovery_action(handle):
+    """The driver's GPU recovery action (nvmlDeviceGetFieldValues, NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; what
+    nvidia-smi -q prints as "GPU Recovery Action"): 'none', 'gpu_reset', 'node_reboot', ... or 'unknown_<n>'; None
+    where the driver (before 570), the GPU or the binding cannot answer."""
+    field = _const('NVML_FI_DEV_GET_GPU_RECOVERY_ACTION', GPU_RECOVERY_ACTION_FIELD)
+    values, err = _health_call('nvmlDeviceGetFieldValues', handle, [field])
+    try:
+        value = values[0] if values is not None else None
+        if value is None or value.nvmlReturn != 0:
+            return None
+        code = int(value.value.uiVal)
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    return RECOVERY_ACTIONS.get(code, 'unknown_%d' % code)
 
 
 def xid_events(handles, wait_ms=100, limit=64):

@@ -170,3 +170,88 @@ def test_ESX_12_chosen_gpus_of_the_first_call_are_taken_again():
     assert host_plan['ids'] == ['0000:3c:00.0', '0000:3b:00.0']
     with pytest.raises(eg.GpuError, match='chosen_gpus'):
         mod.check_params(params(chosen_gpus=['not-a-pci-id']))
+
+
+def _consumer(pci):
+    return dict(gpu(pci), device_id=0x2204, device_name='GA102 [GeForce RTX 3090]')
+
+
+@pytest.mark.parametrize('requested, host, model, hidden', [
+    (None, [gpu('0000:3b:00.0')], 'T4', False),              # data-centre: never needed it (was: always set)
+    (None, [_consumer('0000:3b:00.0')], 'RTX 3090', True),   # consumer: the pre-R465 driver refused without it
+    (True, [gpu('0000:3b:00.0')], 'T4', True),               # as given
+    (False, [_consumer('0000:3b:00.0')], 'RTX 3090', False),
+])
+def test_ESX_14_hide_hypervisor_defaults_by_gpu_class(requested, host, model, hidden):
+    p = params(gpus=[{'model': model, 'memory_gb': 24}], host_reboot=True, memory_check='ignore')
+    if requested is not None:
+        p['hide_hypervisor'] = requested
+    assert mod.argument_spec()['hide_hypervisor'].get('default') is None
+    dummy, (host_plan, vm_plan) = plan(p, vm(), host)
+    assert vm_plan['hide_hypervisor']['effective'] is hidden
+    assert ('hypervisor.cpuid.v0' in vm_plan['extra_config']) is hidden
+    if requested is None:
+        assert vm_plan['hide_hypervisor']['reason'].startswith('auto: ' + ('consumer' if hidden else 'data-centre'))
+    # a value the site set stays: not hiding never removes it
+    v = vm(extra_config={'hypervisor.cpuid.v0': 'FALSE'})
+    dummy, (host_plan, vm_plan) = plan(p, v, host)
+    assert 'hypervisor.cpuid.v0' not in vm_plan['extra_config']
+
+
+def test_ESX_14_consumer_class_names():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+    consumer = ['NVIDIA GeForce RTX 4090', 'AD102 [GeForce RTX 4090]', 'NVIDIA TITAN RTX', 'RTX 3060 Ti']
+    other = ['TU104GL [Tesla T4]', 'GA100 [A100 PCIe 40GB]', 'AD104GL [RTX 4000 SFF Ada Generation]',
+             'NVIDIA RTX 5000 Ada Generation', 'GA102GL [RTX A6000]', 'NVIDIA RTX PRO 6000 Blackwell', 'Quadro RTX 8000',
+             'NVIDIA H100 80GB HBM3', 'AD104GL [L4]']
+    assert [n for n in consumer if not gpu_catalog.is_consumer_gpu(n)] == []
+    assert [n for n in other if gpu_catalog.is_consumer_gpu(n)] == []
+
+
+def _reboot_runner(monkeypatch, reboot_error=None):
+    """A run that adds a T4 to a powered-on VM on a host that must reboot for it; returns (runner, calls)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_passthrough as ep
+    calls = []
+    pending = [gpu('0000:3b:00.0', enabled=False, active=False)]
+
+    def reboot_host(si, host, timeout, tasks, reconnect=None):
+        calls.append('reboot')
+        if reboot_error:
+            raise ep.ev.VSphereError(reboot_error)
+        tasks.extend(['EnterMaintenanceMode_Task', 'RebootHost_Task', 'ExitMaintenanceMode_Task'])
+        return si, host['_obj']
+    monkeypatch.setattr(ep.ev, 'api_major', lambda si: 7)
+    monkeypatch.setattr(ep.ev, 'enable_passthrough', lambda host, ids, apply_now: calls.append('enable'))
+    monkeypatch.setattr(ep.ev, 'read_host', lambda si, obj: {'name': 'esx1', '_obj': obj, 'gpus': [
+        dict(pending[0], enabled=True, active='reboot' in calls and not reboot_error)]})
+    monkeypatch.setattr(ep.ev, 'reboot_host', reboot_host)
+    monkeypatch.setattr(ep.ev, 'power_off', lambda vm, t, tasks: (calls.append('off'), tasks.append('PowerOffVM_Task')))
+    monkeypatch.setattr(ep.ev, 'power_on', lambda vm, t, tasks: (calls.append('on'), tasks.append('PowerOnVM_Task')))
+    monkeypatch.setattr(ep.Runner, 'apply_vm', lambda self, vm, host, plan, power_on_after=False:
+                        calls.append(('apply', vm['power_state'], power_on_after)) or power_on_after)
+    monkeypatch.setattr(ep.ev, 'read_vm', lambda si, obj: vm(power_state='poweredOn'))
+    p = params(gpus=[{'model': 'T4'}], host_reboot=True, power_cycle=True, memory_check='ignore')
+    runner = mod.Runner(FakeModule(p), mod.check_params(p))
+    runner.si = FakeSi()
+    the_vm = vm(power_state='poweredOn', _obj=object())
+    monkeypatch.setattr(runner, 'find', lambda: (the_vm, {'name': 'esx1', 'gpus': pending, '_obj': 'host'}))
+    return runner, calls
+
+
+def test_ESX_13_a_running_target_vm_goes_off_before_maintenance_mode(monkeypatch):
+    """The VM that gets the GPU runs on the host that reboots for it: it would keep the host out of maintenance mode
+    (it hung until host_reboot_timeout before); it is powered off first and powered on after the reconfigure."""
+    runner, calls = _reboot_runner(monkeypatch)
+    res = runner._run()
+    assert calls == ['enable', 'off', 'reboot', ('apply', 'poweredOff', True)]
+    assert res['host']['rebooted'] is True and res['power_cycled'] is True
+    assert res['changes'][:3] == ['enable passthrough for 0000:3b:00.0 on esx1', 'power VM vm1 off for the host reboot',
+                                  'reboot host esx1 to activate passthrough']
+
+
+def test_ESX_13_a_failed_maintenance_mode_powers_the_vm_on_again(monkeypatch):
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_passthrough as ep
+    runner, calls = _reboot_runner(monkeypatch, reboot_error='host esx1 did not enter maintenance mode within ...')
+    with pytest.raises(ep.ev.VSphereError, match='VM vm1 was powered on again'):
+        runner._run()
+    assert calls == ['enable', 'off', 'reboot', 'on']

@@ -67,3 +67,19 @@ def test_nvidia_container_runtime_defaults_are_the_tables(name, where):
         desc = ' '.join(desc) if isinstance(desc, list) else desc
         stated = KD.containerd_template(name, '3') if name == 'rke2' else KD.KUBE_DISTRIBUTIONS[name]['containerd_dir']
         assert stated.split('/agent/')[0] in desc and (name != 'rke2' or stated in desc), desc
+
+
+@pytest.mark.parametrize('where', ['defaults', 'argument_specs'])
+def test_RKE_13_mig_boot_unit_is_ordered_before_every_kubelet_unit(where):
+    """The MIG boot unit was ordered only before kubelet.service: on RKE2 and k3s, whose kubelet runs inside their
+    own server and agent units, the geometry raced the node's kubelet at boot."""
+    d = (_yaml('roles', 'gpu_node_sharing', 'defaults', 'main.yml') if where == 'defaults'
+         else _spec_defaults('gpu_node_sharing'))
+    kubelet_units = ['kubelet.service'] + ['%s.service' % KD.KUBE_DISTRIBUTIONS[n][k] for n in ('rke2', 'k3s')
+                                           for k in ('server_service', 'agent_service')]
+    assert kubelet_units == ['kubelet.service', 'rke2-server.service', 'rke2-agent.service', 'k3s.service',
+                             'k3s-agent.service']
+    assert d['gpu_node_sharing_mig_persist_before'] == kubelet_units
+    template = open(os.path.join(ROOT, 'roles', 'gpu_node_sharing', 'templates',
+                                 'gpuops-mig-geometry.service.j2')).read()
+    assert "Before={{ (['nvidia-gpu-reset.target'] + gpu_node_sharing_mig_persist_before) | join(' ') }}" in template

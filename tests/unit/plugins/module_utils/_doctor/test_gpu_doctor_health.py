@@ -25,6 +25,7 @@ def health_from_capture(raw):
     rows = [int(x) for x in raw['remapped_rows']]
     return {
         'ecc_enabled': raw['ecc_mode'][0] == '1',
+        'ecc_pending': raw['ecc_mode'][1] == '1',
         'ecc_uncorrected_volatile': raw['ecc_uncorrected_volatile'],
         'ecc_uncorrected_aggregate': raw['ecc_uncorrected_aggregate'],
         'remapped_rows': {'correctable': rows[0], 'uncorrectable': rows[1], 'pending': bool(rows[2]),
@@ -37,6 +38,8 @@ def health_from_capture(raw):
                  'replay': raw['pcie_replay_counter']},
         'virtualization_mode': nvml_probe.VIRTUALIZATION_MODES[raw['virtualization_mode']],
         'gsp_firmware_version': '580.159.04',
+        # nvidia-smi -q of the same capture (lab/realgpu/samples/h100-580/nvidia-smi-q.txt): GPU Recovery Action None
+        'recovery_action': 'none',
     }
 
 
@@ -134,7 +137,9 @@ def _h(info):
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 79}]), 'xid_79', 'critical'),
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 94}]), 'xid_94', 'warning'),
     (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 13}]), 'xid_13', 'info'),
-    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'warning'),
+    # an Xid without guidance is critical (DH-11; it was a warning, and the gate kept the node)
+    (lambda i: i['nvml'].update(xid_events=[{'gpu': 0, 'xid': 999}]), 'xid_999', 'critical'),
+    (lambda i: _h(i).update(recovery_action='gpu_reset'), 'gpu_recovery_action', 'critical'),
 ])
 def test_DH_02_each_health_fault_is_one_finding(capture, mutate, expected, severity):
     info, extra = capture
@@ -240,3 +245,156 @@ def test_DH_09_probe_fabric_info_from_the_versioned_call(monkeypatch):
     assert nvml_probe.fabric_info('bad') == {'state': 'completed', 'status': 10, 'status_text': 'Timeout'}
     assert nvml_probe.fabric_info('nosupport') is None
     assert calls == ['ok', 'bad', 'nosupport']
+
+
+# Kernel log lines as the driver prints Xid 154 (catalogue: "GPU recovery action changed from 0x0 (None) to 0x2 (Node
+# Reboot Required)"), with what came before it
+_XID_154 = ['NVRM: Xid (PCI:0000:97:00): 119, pid=5220, name=cache_mgr_main, Timeout after 45s of waiting for RPC '
+            'response from GPU6 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 3661611 (0x208f1105 0x8).',
+            'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)']
+
+
+def test_DH_11_xid_154_is_critical_by_the_action_it_names(capture):
+    """Xid 154 had no entry: a warning, and the default gate kept a node whose driver asked for a reboot."""
+    info, extra = capture
+    extra['kernel_xids'] = node_probe.xids_from_log(_XID_154)
+    found = dict((f['id'], f) for f in dc.diagnose(info, extra, checks=['xid']))
+    assert found['xid_154']['severity'] == 'critical' and found['xid_119']['severity'] == 'critical'
+    assert 'Node Reboot Required on 0000:97:00' in found['xid_154']['summary']
+    assert found['xid_154']['remediation'].startswith('Drain the node and reboot it')
+    # a later line back to None: only information
+    extra['kernel_xids'] = node_probe.xids_from_log(
+        _XID_154[1:] + ['NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x2 (Node Reboot '
+                        'Required) to 0x0 (None)'])
+    assert [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])] == [('xid_154', 'info')]
+    # GPU Reset Required on one GPU: reset advice; an NVML event of 154 (no label) counts as a reboot
+    reset = _XID_154[1].replace('0x2 (Node Reboot Required)', '0x1 (GPU Reset Required)')
+    extra['kernel_xids'] = node_probe.xids_from_log([reset])
+    f = dc.diagnose(info, extra, checks=['xid'])[0]
+    assert (f['id'], f['severity']) == ('xid_154', 'critical') and 'reset the GPU' in f['remediation']
+    info['nvml']['xid_events'] = [{'gpu': 1, 'xid': 154}]
+    f = dc.diagnose(info, extra, checks=['xid'])[0]
+    assert f['remediation'].startswith('Drain the node and reboot it') and '? on GPU 1' in f['summary']
+
+
+def test_DH_11_unknown_xid_is_critical_and_excluded_by_the_gate(capture):
+    info, extra = capture
+    extra['kernel_xids'] = node_probe.xids_from_log(['NVRM: Xid (PCI:0000:97:00): 171, some new fault'])
+    found = dc.diagnose(info, extra, checks=['xid'])
+    assert [(f['id'], f['severity']) for f in found] == [('xid_171', 'critical')]
+
+
+class _Field(object):
+    def __init__(self, ret, value):
+        self.nvmlReturn = ret
+        self.value = type('V', (), {'uiVal': value})()
+
+
+class _FieldNvml(object):
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def nvmlDeviceGetFieldValues(self, handle, ids):  # noqa: N802 (NVML's name)
+        self.asked.append(list(ids))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return [self.answer]
+
+
+@pytest.mark.parametrize('answer, expected', [
+    (_Field(0, 0), 'none'),            # the real H100 on 580 (nvidia-smi -q: GPU Recovery Action None)
+    (_Field(0, 2), 'node_reboot'),
+    (_Field(0, 4), 'drain_and_reset'),
+    (_Field(0, 42), 'unknown_42'),
+    (_Field(3, 0), None),              # the value's own NVML_ERROR_NOT_SUPPORTED (a driver before 570)
+])
+def test_DH_12_recovery_action_from_nvml_field_230(monkeypatch, answer, expected):
+    fake = _FieldNvml(answer)
+    monkeypatch.setattr(nvml_probe, 'pynvml', fake)
+    assert nvml_probe.recovery_action('h') == expected and fake.asked == [[230]]
+
+
+def test_DH_12_recovery_action_not_none_is_critical(capture):
+    info, extra = capture
+    assert dc.diagnose(info, extra, checks=['recovery_action']) == []       # the real H100: none
+    _h(info)['recovery_action'] = 'node_reboot'
+    found = dc.diagnose(info, extra, checks=['recovery_action'])
+    assert [(f['id'], f['severity']) for f in found] == [('gpu_recovery_action', 'critical')]
+    assert 'node_reboot on GPU 0' in found[0]['summary'] and found[0]['remediation'].startswith('Drain the node and reboot')
+    _h(info)['recovery_action'] = None                                      # not answered: no finding
+    assert dc.diagnose(info, extra, checks=['recovery_action']) == []
+
+
+def test_DH_13_xids_count_from_the_last_driver_load_or_recovery_of_that_gpu(capture):
+    """An Xid finding stayed until the next boot even after the advised reset: now the Xids before the driver's
+    last load ("NVRM: loading ...", as the real H100's log shows it) and, per GPU, before its Xid 154 back to None
+    no longer count."""
+    info, extra = capture
+    loaded = [line for line in kernel_lines() if line.startswith('NVRM: loading NVIDIA')]
+    assert loaded   # the real driver's line, from the capture
+    log = (['NVRM: Xid (PCI:0000:97:00): 79, pid=1, name=python, GPU has fallen off the bus.'] + loaded
+           + ['NVRM: Xid (PCI:0000:98:00): 48, pid=2, name=python, DBE'])
+    assert [(e['pci'], e['xid']) for e in node_probe.xids_from_log(log)] == [('0000:98:00', 48)]
+    # GPU 97 reset as advised: the driver's recovery action went back to None; GPU 98 still owes its reset
+    log = ['NVRM: Xid (PCI:0000:97:00): 119, pid=5, name=x, Timeout after 45s of waiting for RPC response',
+           'NVRM: Xid (PCI:0000:98:00): 95, pid=6, name=y, Uncontained error',
+           'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)',
+           'NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)']
+    xids = node_probe.xids_from_log(log)
+    assert [(e['pci'], e['xid']) for e in xids] == [('0000:98:00', 95), ('0000:97:00', 154)]
+    extra['kernel_xids'] = xids
+    found = [(f['id'], f['severity']) for f in dc.diagnose(info, extra, checks=['xid'])]
+    assert found == [('xid_95', 'critical'), ('xid_154', 'info')]
+
+
+def test_DH_14_every_form_the_driver_prints_an_xid_in(capture):
+    """The driver prints an Xid in three forms (kernel_rc.c): the device only, and on a MIG GPU with the GPU instance,
+    or the GPU and compute instance. The MIG forms were not read at all (a MIG node's Xids went unseen)."""
+    info, extra = capture
+    log = ['NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=python, MMU Fault',
+           'NVRM: Xid (PCI:0000:3b:00 GPU-I:02): 43, pid=8, name=python, Ch 00000008',
+           'NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 48, pid=9, name=python, DBE',
+           'NVRM: Xid (PCI:0000:3b:00): 62, 0000(0000) 00000000 00000000']
+    xids = node_probe.xids_from_log(log)
+    assert [(e['pci'], e['xid'], e.get('gpu_instance'), e.get('compute_instance')) for e in xids] == [
+        ('0000:3b:00', 31, None, None), ('0000:3b:00', 43, 2, None), ('0000:3b:00', 48, 1, 0),
+        ('0000:3b:00', 62, None, None)]
+    assert xids[1]['text'] == 'pid=8, name=python, Ch 00000008'
+    extra['kernel_xids'] = xids
+    found = dict((f['id'], f) for f in dc.diagnose(info, extra, checks=['xid']))
+    assert found['xid_48']['severity'] == 'critical'
+    assert found['xid_48']['evidence'][0].startswith('kernel log: NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 48')
+
+
+def test_DH_15_mig_or_ecc_mode_change_waiting_for_a_reset(capture):
+    """A MIG or ECC mode change waits for a GPU reset (current differs from pending): the doctor said nothing."""
+    info, extra = capture
+    assert dc.diagnose(info, extra, checks=['pending_reset']) == []     # the real H100: ECC on/on, MIG off/off
+    g = info['gpus'][0]
+    g['mig_current'], g['mig_pending'] = False, True
+    _h(info)['ecc_pending'] = False
+    found = dc.diagnose(info, extra, checks=['pending_reset'])
+    assert [(f['id'], f['severity']) for f in found] == [('gpu_reset_pending', 'warning')]
+    assert found[0]['evidence'] == ['GPU 0 (NVIDIA H100 80GB HBM3, 00000000:00:06.0): MIG mode off now, on after a reset',
+                                    'GPU 0 (NVIDIA H100 80GB HBM3, 00000000:00:06.0): ECC on now, off after a reset']
+
+
+class _EccNvml(object):
+    NVML_FEATURE_ENABLED = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlDeviceGetEccMode(self, handle):  # noqa: N802 (NVML's name)
+        return [1, 0]
+
+
+def test_DH_15_ecc_pending_read_from_nvml(monkeypatch):
+    monkeypatch.setattr(nvml_probe, 'pynvml', _EccNvml())
+    h = nvml_probe.gpu_health('h')
+    assert (h['ecc_enabled'], h['ecc_pending']) == (True, False)

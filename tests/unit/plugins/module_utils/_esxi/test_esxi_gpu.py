@@ -292,3 +292,33 @@ def test_ESX_04_attaching_clears_the_reservation():
     assert 'clear %s (was 0000:3d:00.0)' % eg.RESERVED_KEY not in plan['offline_changes']
     # without a reservation nothing about it is planned
     assert eg.RESERVED_KEY not in eg.plan_vm(vm(), want, PARAMS)['extra_config']
+
+
+def test_ESX_15_the_rebooting_call_takes_the_gpus_enabled_for_the_reboot():
+    """Two-step flow: the first call (pending_reboot=skip_vm) enabled 3b and 3c; the second call (host_reboot=true,
+    without chosen_gpus) took 3d and 3e, enabled them too and left 3b/3c in passthrough for nobody. The call that
+    reboots now takes the enabled-and-pending GPUs no VM holds."""
+    host = [gpu('0000:3b:00.0', enabled=True, active=False), gpu('0000:3c:00.0', enabled=True, active=False),
+            gpu('0000:3d:00.0', enabled=False, active=False), gpu('0000:3e:00.0', enabled=False, active=False)]
+    got = eg.select_gpus(eg.normalize_requests([{'model': 'T4', 'count': 2}], 'directpath', True), host, 'esx1',
+                         'vm1', prefer_pending=True)
+    assert [g['id'] for dummy, g in got] == ['0000:3b:00.0', '0000:3c:00.0']
+    # an active free GPU still comes first (nothing to reboot for); one another VM holds is never taken
+    host[3].update(enabled=True, active=True)
+    host[0]['attached_to'] = ['vm2']
+    got = eg.select_gpus(eg.normalize_requests([{'model': 'T4', 'count': 2}], 'directpath', True), host, 'esx1',
+                         'vm1', prefer_pending=True)
+    assert [g['id'] for dummy, g in got] == ['0000:3e:00.0', '0000:3c:00.0']
+
+
+def test_ESX_16_every_gpu_the_catalogue_knows_has_a_memory_for_the_mmio_rule():
+    """Every PCI device id the collection's MIG catalogue knows resolves to a GPU memory in the ESXi module (20 did
+    not: B200, B300, GB200, GB300, GH200, H100 96GB/H20, A100 variants, RTX PRO 6000 - their PCI names carry no
+    '<n>GB', so passthrough failed asking for memory_gb)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+    missing = [(key, hex(i)) for key, ids, dummy, dummy_table in gpu_catalog.MIG_PRODUCTS for i in ids
+               if not eg.gpu_memory_gb(i, 'GB100 [B200]')]
+    assert missing == []
+    assert eg.gpu_memory_gb(0x2901, 'GB100 [B200]') == 180 and eg.gpu_memory_gb(0x3182) == 269
+    assert eg.gpu_memory_gb(0x20B0) == 40                        # the datasheet table first
+    assert eg.mmio_size_gb([eg.gpu_memory_gb(0x2901)] * 8) == 4096

@@ -89,3 +89,77 @@ def test_build_config_spec_minimal():
     spec = ev.build_config_spec(plan, {}, None, None, False)
     assert spec.memoryReservationLockedToMax is True
     assert not spec.deviceChange and not spec.extraConfig and spec.firmware is None and spec.bootOptions is None
+
+
+class _Info(object):
+    def __init__(self, state, error=None):
+        self.state, self.error, self.descriptionId, self.result = state, error, 'host.enterMaintenanceMode', None
+
+
+class _MaintenanceTask(object):
+    """A task that stays running (a powered-on VM that cannot move), or ends with vSphere's Timedout fault."""
+    def __init__(self, fault=None):
+        self.fault, self.cancelled = fault, 0
+
+    @property
+    def info(self):
+        if self.cancelled:
+            return _Info(vim.TaskInfo.State.error, vim.fault.RequestCanceled(msg='The task was canceled by a user.'))
+        if self.fault:
+            return _Info(vim.TaskInfo.State.error, self.fault)
+        return _Info(vim.TaskInfo.State.running)
+
+    def CancelTask(self):  # noqa: N802  (the vSphere method name)
+        self.cancelled += 1
+
+
+class _Host(object):
+    def __init__(self, task):
+        self.task, self.calls = task, []
+
+    def EnterMaintenanceMode_Task(self, timeout):  # noqa: N802
+        self.calls.append(('EnterMaintenanceMode_Task', timeout))
+        return self.task
+
+    def RebootHost_Task(self, force):  # noqa: N802
+        self.calls.append(('RebootHost_Task', force))
+        raise AssertionError('no reboot without maintenance mode')
+
+
+def _fake_collect(vms):
+    def collect(si, objs, obj_type, props):
+        if obj_type is vim.HostSystem:
+            return dict((o, {'vm': list(vms)}) for o in objs)
+        return dict((name, {'name': name, 'runtime.powerState': state}) for name, state in vms.items())
+    return collect
+
+
+@pytest.mark.parametrize('fault', [None, vim.fault.Timedout(msg='Operation timed out.')], ids=['still-running', 'timedout'])
+def test_ESX_13_maintenance_mode_bounded_cancelled_and_blockers_named(monkeypatch, fault):
+    """Before: EnterMaintenanceMode_Task(timeout=0) (vSphere: no timeout), never cancelled, the error named no VM.
+    Now: the host_reboot_timeout goes to vSphere, a task still running after it is cancelled (Task.CancelTask), the
+    powered-on VMs still on the host are named, and the host is not rebooted."""
+    monkeypatch.setattr(ev, 'MAINTENANCE_GRACE', 0)
+    monkeypatch.setattr(ev.time, 'sleep', lambda s: None)
+    monkeypatch.setattr(ev, 'collect', _fake_collect({'gpu-vm-1': 'poweredOn', 'db-2': 'poweredOn',
+                                                      'template-3': 'poweredOff'}))
+    task = _MaintenanceTask(fault)
+    host = _Host(task)
+    tasks = []
+    with pytest.raises(ev.VSphereError) as err:
+        ev.reboot_host('si', {'name': 'esx1', '_obj': host, 'in_maintenance': False, 'boot_time': None}, 0.01, tasks)
+    msg = str(err.value)
+    assert host.calls == [('EnterMaintenanceMode_Task', 1)]     # a bound, never 0 (vSphere: 0 is no timeout)
+    assert 'powered-on VMs still on the host: db-2, gpu-vm-1' in msg and 'template-3' not in msg
+    assert 'host_reboot_timeout' in msg and 'esx1' in msg
+    assert ('the task was cancelled' in msg) is (fault is None) and task.cancelled == (1 if fault is None else 0)
+    assert tasks == [] and ('RebootHost_Task', False) not in host.calls
+
+
+def test_ESX_13_maintenance_timeout_is_given_to_vsphere(monkeypatch):
+    monkeypatch.setattr(ev, 'collect', _fake_collect({}))
+    task = _MaintenanceTask(vim.fault.Timedout(msg='Operation timed out.'))
+    host = _Host(task)
+    with pytest.raises(ev.VSphereError, match='no powered-on VM is left on the host'):
+        ev.enter_maintenance('si', {'name': 'esx1', '_obj': host}, 1800)
+    assert host.calls == [('EnterMaintenanceMode_Task', 1800)]

@@ -207,3 +207,52 @@ def test_CTD_01_containerd_on_path_first_on_the_running_system(tmp_path, monkeyp
         return 0, 'containerd github.com/containerd/containerd/v2 v2.3.4 \n', ''
     assert node_probe.containerd_version('/', run) == '2.3.4'
     assert calls == [[str(tmp_path / 'bin/containerd'), '--version']]
+
+
+# What k3s / RKE2 render into <data-dir>/agent/etc/containerd/config.toml when they find nvidia-container-runtime at
+# start (docs/conformance/rke2-k3s.md RKE-01): config version 2 (containerd 1.7) and 3 (containerd 2.x).
+_RENDERED_V2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n'
+                '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n'
+                '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia"]\n'
+                '  runtime_type = "io.containerd.runc.v2"\n'
+                '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia".options]\n'
+                '  BinaryName = "/usr/bin/nvidia-container-runtime"\n')
+_RENDERED_V3 = (_RENDERED_V2.replace('version = 2', 'version = 3')
+                .replace('io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime'))
+_NVIDIA_TABLE_V2 = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia"]'
+
+
+@pytest.mark.parametrize('rendered', [_RENDERED_V2, _RENDERED_V3], ids=['config-v2', 'config-v3'])
+def test_RKE_11_k3s_rendered_containerd_config_is_read(tmp_path, rendered):
+    """k3s's embedded containerd runs with /var/lib/rancher/k3s/agent/etc/containerd/config.toml (rendered from its
+    config.toml.tmpl / config-v3.toml.tmpl): the probe reads it, and the doctor does not call the nvidia runtime
+    missing on a k3s GPU node whose k3s found the runtime (before the fix: containerd_nvidia_runtime_missing)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as dc
+    _write(tmp_path, 'usr/local/bin/k3s', '')
+    _write(tmp_path, 'usr/bin/nvidia-container-runtime', '')
+    _write(tmp_path, 'var/lib/rancher/k3s/agent/etc/containerd/config.toml', rendered)
+    info = node_probe.container_runtimes(str(tmp_path))
+    assert info['installed'] == ['k3s', 'nvidia-container-runtime']
+    assert info['containerd_nvidia_runtime'] is True
+    assert info['containerd_default_runtime'] == 'runc'
+    assert info['containerd_config_files'] == ['/var/lib/rancher/k3s/agent/etc/containerd/config.toml']
+    facts = {'gpus': [{'index': 0, 'name': 'Tesla T4'}], 'node': {'container_runtimes': info}}
+    assert dc.check_runtime(facts, {}) == []
+    # the runtime absent from k3s's config: the finding names the file it read
+    without = _RENDERED_V2.split(_NVIDIA_TABLE_V2, maxsplit=1)[0]
+    _write(tmp_path, 'var/lib/rancher/k3s/agent/etc/containerd/config.toml', without)
+    info = node_probe.container_runtimes(str(tmp_path))
+    found = dc.check_runtime({'gpus': [{'index': 0}], 'node': {'container_runtimes': info}}, {})
+    assert [x['id'] for x in found] == ['containerd_nvidia_runtime_missing']
+    assert '/var/lib/rancher/k3s/agent/etc/containerd/config.toml' in found[0]['evidence'][0]
+
+
+def test_RKE_12_rke2_rendered_containerd_config_is_read(tmp_path):
+    """RKE2's embedded containerd runs with /var/lib/rancher/rke2/agent/etc/containerd/config.toml; with
+    default-runtime: nvidia the base renders default_runtime_name there (RKE-04)."""
+    _write(tmp_path, 'usr/local/bin/rke2', '')
+    _write(tmp_path, 'var/lib/rancher/rke2/agent/etc/containerd/config.toml',
+           _RENDERED_V3.replace('  snapshotter = "overlayfs"\n', '  snapshotter = "overlayfs"\n  default_runtime_name = "nvidia"\n'))
+    info = node_probe.container_runtimes(str(tmp_path))
+    assert info['containerd_nvidia_runtime'] is True and info['containerd_default_runtime'] == 'nvidia'
+    assert info['containerd_config_files'] == ['/var/lib/rancher/rke2/agent/etc/containerd/config.toml']

@@ -32,7 +32,9 @@ def select(family='Ubuntu', major='24', **params):
                machine=params.pop('machine', 'x86_64'), gpu_pci_ids=params.pop('gpus', [H100]),
                secure_boot=params.pop('secure_boot', 'disabled'),
                dnf_module_current=params.pop('dnf_module_current', None), nvlink5=params.pop('nvlink5', False),
-               versionlock_list=params.pop('versionlock_list', None))
+               versionlock_list=params.pop('versionlock_list', None),
+               kernel_image_depends=params.pop('kernel_image_depends', None))
+    params.setdefault('secure_boot_mok_enrolled', False)
     base = dict(branch='580', version='', kernel_module_type='auto', accept_eol_branch='', method='distro',
                 precompiled='auto', fabricmanager='auto')
     base.update(params)
@@ -219,6 +221,61 @@ def test_DRV_10_precompiled_packages_of_the_running_kernel(kernel, machine, flav
     assert out['packages']['unpinned'] == expected
 
 
+# dpkg-query -W -f '${Package}\t${db:Status-Abbrev}\t${Depends}\n' 'linux-image-*' on Ubuntu 24.04 nodes
+DPKG_HWE = ('linux-image-6.8.0-45-generic\tii \tlinux-modules-6.8.0-45-generic, linux-base (>= 4.5ubuntu1~16.04.1)\n'
+            'linux-image-6.11.0-29-generic\tii \tlinux-modules-6.11.0-29-generic, linux-base\n'
+            'linux-image-generic-hwe-24.04\tii \tlinux-image-6.11.0-29-generic, linux-firmware\n'
+            'linux-image-generic\trc \tlinux-image-6.8.0-45-generic\n'
+            'linux-image-unsigned-6.8.0-45-generic\tun \t\n')
+DPKG_GA_AND_HWE = ('linux-image-6.8.0-90-generic\tii \tlinux-modules-6.8.0-90-generic\n'
+                   'linux-image-generic\tii \tlinux-image-6.8.0-90-generic, linux-firmware\n'
+                   'linux-image-generic-hwe-24.04\thi \tlinux-image-generic (= 6.8.0-90.91)\n'
+                   'linux-image-6.8.0-1012-aws\tii \tlinux-modules-6.8.0-1012-aws\n'
+                   'linux-image-aws\tii \tlinux-image-6.8.0-1012-aws\n')
+
+
+@pytest.mark.parametrize('dpkg, kernel, machine, flavour, expected', [
+    # HWE: the metapackage depends on the newest HWE kernel; the running kernel is an older one of the flavour
+    (DPKG_HWE, '6.8.0-45-generic', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-45-generic', 'linux-signatures-nvidia-6.8.0-45-generic',
+      'linux-modules-nvidia-580-server-open-generic-hwe-24.04']),
+    (DPKG_HWE, '6.11.0-29-generic', 'x86_64', 'proprietary',
+     ['linux-objects-nvidia-580-server-6.11.0-29-generic', 'linux-modules-nvidia-580-server-6.11.0-29-generic',
+      'linux-signatures-nvidia-6.11.0-29-generic', 'linux-modules-nvidia-580-server-generic-hwe-24.04']),
+    # GA kernel: linux-image-generic (the HWE one here depends on the GA metapackage, not on a kernel image)
+    (DPKG_GA_AND_HWE, '6.8.0-90-generic', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-90-generic', 'linux-signatures-nvidia-6.8.0-90-generic',
+      'linux-modules-nvidia-580-server-open-generic']),
+    # a cloud flavour: its own metapackage, never generic's
+    (DPKG_GA_AND_HWE, '6.8.0-1012-aws', 'x86_64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-1012-aws', 'linux-signatures-nvidia-6.8.0-1012-aws',
+      'linux-modules-nvidia-580-server-open-aws']),
+    # no metapackage of the running flavour (a kernel apt does not move): the running kernel's packages only
+    (DPKG_GA_AND_HWE, '6.8.0-90-generic-64k', 'aarch64', 'open',
+     ['linux-modules-nvidia-580-server-open-6.8.0-90-generic-64k']),
+])
+def test_DRV_34_precompiled_flavour_metapackage_follows_kernel_updates(dpkg, kernel, machine, flavour, expected):
+    """Secure Boot on Ubuntu: the running kernel's signed modules and the kernel flavour's linux-modules-nvidia
+    metapackage, as ubuntu-drivers installs it, so that the next kernel update brings its modules (before: the
+    running kernel's packages only, and no NVIDIA module after the update's reboot)."""
+    out = select(gpus=[H100 if flavour == 'open' else V100], secure_boot='enabled', kernel_release=kernel,
+                 machine=machine, kernel_module_type=flavour, kernel_image_depends=sel.parse_dpkg_depends(dpkg))
+    assert out['packages']['unpinned'] == expected
+    assert out['precompiled']['kernel_flavour'] == (expected[-1].split('-server-')[-1].replace('open-', '', 1)
+                                                    if len(expected) > 2 else None)
+    # without Secure Boot (dkms) nothing of it
+    assert select(kernel_release=kernel, kernel_image_depends=sel.parse_dpkg_depends(dpkg))['packages']['unpinned'] == []
+
+
+def test_DRV_34_parse_dpkg_depends_keeps_installed_only():
+    deps = sel.parse_dpkg_depends(DPKG_HWE)
+    assert sorted(deps) == ['linux-image-6.11.0-29-generic', 'linux-image-6.8.0-45-generic',
+                            'linux-image-generic-hwe-24.04']
+    assert deps['linux-image-generic-hwe-24.04'] == ['linux-image-6.11.0-29-generic', 'linux-firmware']
+    assert sel.ubuntu_kernel_flavour(deps, 'not-a-release') is None
+    assert sel.ubuntu_kernel_flavour(None, '6.8.0-45-generic') is None
+
+
 def test_DRV_11_cuda_repo_apt_names_and_pin_file():
     out = select(method='cuda_repo', gpus=[H100])
     assert out['packages']['pinned'] == ['nvidia-open', 'libnvidia-compute-580']
@@ -388,12 +445,12 @@ def test_DRV_22_nvlink5_detected_from_infiniband_vpd():
 def test_DRV_23_nvlink5_packages():
     p = select(family='Ubuntu', method='cuda_repo')['packages']['nvlink5']
     assert p == {'pinned': ['libnvsdm'], 'unpinned': ['nvlsm', 'infiniband-diags'], 'wanted': False,
-                 'keep_on_removal': ['infiniband-diags']}
+                 'keep_on_removal': ['infiniband-diags'], 'kernel_modules': []}
     assert select(machine='aarch64')['packages']['nvlink5']['pinned'] == []   # no libnvsdm for arm64
     assert select(family='RedHat', major='9')['packages']['nvlink5']['unpinned'] == ['nvlsm', 'infiniband-diags']
     assert select(family='RedHat', major='9')['packages']['nvlink5']['pinned'] == ['libnvsdm']
     assert select(branch='535', accept_eol_branch='535', gpus=[A100])['packages']['nvlink5'] == {
-        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': []}
+        'pinned': [], 'unpinned': [], 'wanted': False, 'keep_on_removal': [], 'kernel_modules': []}
 
 
 def test_DRV_23_nvlink5_libnvsdm_carries_the_branch_before_580_on_rhel_too():
@@ -416,7 +473,9 @@ def test_DRV_23_nvlink5_with_the_distributions_own_packages_is_refused(family, m
     msg = s['refusal']
     assert msg and 'nvidia_driver_method is "distro"' in msg and 'NVLink5' in msg, msg
     assert 'needs %s with fabricmanager' % missing in msg, msg
-    assert 'nvidia_driver_method: cuda_repo' in msg and 'nvidia_driver_fabricmanager: never' in msg, msg
+    assert 'nvidia_driver_method: cuda_repo' in msg, msg
+    # issue 38: never offered as a way out (it leaves the GPUs of an NVSwitch system unusable), but named as none
+    assert 'nvidia_driver_fabricmanager: never is no way out' in msg and 'do not run CUDA work' in msg, msg
     assert s['packages']['nvlink5']['pinned'] == [] and s['packages']['nvlink5']['unpinned'] == []
 
 
@@ -441,3 +500,45 @@ def test_DRV_28_nvlink5_packages_wanted_from_the_detection(detected, fabricmanag
                 fabricmanager=fabricmanager)['packages']['nvlink5']
     assert nv['wanted'] is wanted
     assert nv['unpinned'] == ['nvlsm', 'infiniband-diags']
+
+
+@pytest.mark.parametrize('family, major, method, where', [
+    ('Debian', '12', 'distro', 'nvidia-open-kernel-dkms'),
+    ('RedHat', '9', 'distro', 'kmod'),
+    ('RedHat', '10', 'cuda_repo', 'nvidia-open'),
+    ('Ubuntu', '24', 'cuda_repo', 'nvidia-open'),
+    ('Ubuntu', '24', 'runfile', 'runfile'),
+])
+def test_DRV_35_secure_boot_with_modules_built_on_the_node_is_refused_up_front(family, major, method, where):
+    """Before: Secure Boot with DKMS on RHEL and Debian (and the CUDA repository, the runfile) installed modules the
+    kernel then refused; only the doctor said so afterwards. Now the selection carries a refusal the role asserts
+    before installing anything, naming the variable and the ways out."""
+    out = select(family=family, major=major, method=method, secure_boot='enabled')
+    assert out['precompiled']['effective'] is False
+    msg = out['refusal']
+    assert msg and 'Secure Boot is on' in msg and 'nvidia_driver_method %s' % method in msg
+    assert 'nvidia_driver_secure_boot_mok_enrolled: true' in msg and 'turn Secure Boot off' in msg
+    assert ('the runfile' in msg) is (method == 'runfile')
+    if family == 'Ubuntu':
+        assert 'nvidia_driver_ubuntu_precompiled: auto' in msg
+    # the site signs with an enrolled MOK: no refusal; Secure Boot off or not known: none either
+    assert select(family=family, major=major, method=method, secure_boot='enabled',
+                  secure_boot_mok_enrolled=True)['refusal'] is None
+    assert select(family=family, major=major, method=method, secure_boot='disabled')['refusal'] is None
+    assert select(family=family, major=major, method=method, secure_boot='unknown')['refusal'] is None
+
+
+def test_DRV_35_ubuntu_precompiled_is_not_refused_but_dkms_by_choice_is():
+    assert select(secure_boot='enabled')['refusal'] is None                      # auto: Canonical's signed modules
+    msg = select(secure_boot='enabled', precompiled='false')['refusal']
+    assert 'nvidia_driver_ubuntu_precompiled: auto or "true"' in msg
+
+
+@pytest.mark.parametrize('detected, fabricmanager, modules', [
+    (True, 'auto', ['ib_umad']), (True, 'never', []), (False, 'auto', []),
+])
+def test_DRV_36_nvlink5_loads_ib_umad_before_fabric_manager(detected, fabricmanager, modules):
+    """NVIDIA's driver container waits for mlx5_core and ib_umad before it starts fabric manager on an NVLink5
+    system; nothing loads ib_umad by itself, and the role never did (issue 38)."""
+    s = select(family='Ubuntu', method='cuda_repo', nvlink5=detected, fabricmanager=fabricmanager, gpus=[B200])
+    assert s['packages']['nvlink5']['kernel_modules'] == modules
