@@ -165,27 +165,28 @@ class Converger(object):
                             % (kind, (ns + '/') if ns else '', name, self.p['user']))
 
     def release(self, res, d, live):
-        """state=absent for a shared object: remove this run's record; delete only when no user is left."""
+        """state=absent for a shared object: delete it when no other user is recorded (and not 'keep'), else remove
+        this run's record. The decision is made on one read and the delete carries that read's resourceVersion; this
+        run writes nothing to the object before it (its own write would make the object's controller write too, and
+        the precondition fail)."""
         kind, ns, name = ident(d)
         where = '%s %s%s' % (kind, (ns + '/') if ns else '', name)
-        for _attempt in range(3):
+        for _attempt in range(5):
             if live is None:
                 return self.record(d, 'unchanged')
-            if self.p['user'] in self.users_of(live):
-                if self.check_mode:
-                    live = copy.deepcopy(live)
-                    live['metadata']['annotations'].pop(self.user_key())
-                else:
-                    try:
-                        live = self.client.patch(res, body={'metadata': {'annotations': {self.user_key(): None}}},
-                                                 name=name, namespace=ns if res.namespaced else None,
-                                                 content_type='application/merge-patch+json',
-                                                 field_manager=self.p['field_manager']).to_dict()
-                    except NotFoundError:
-                        return self.record(d, 'unchanged')
-                self.note_user(d, 'released')
-            others = self.users_of(live)
+            users = self.users_of(live)
+            others = [u for u in users if u != self.p['user']]
             if others or self.p.get('keep'):
+                if self.p['user'] in users:
+                    if not self.check_mode:
+                        try:
+                            self.client.patch(res, body={'metadata': {'annotations': {self.user_key(): None}}},
+                                              name=name, namespace=ns if res.namespaced else None,
+                                              content_type='application/merge-patch+json',
+                                              field_manager=self.p['field_manager'])
+                        except NotFoundError:
+                            return self.record(d, 'unchanged')
+                    self.note_user(d, 'released')
                 self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept', 'users': others})
                 return
             if not self.managed(d, live):
@@ -202,8 +203,8 @@ class Converger(object):
             except ApiException as e:
                 if e.status != 409:
                     raise
-                live = self.get(res, d)  # changed since this run decided (a user recorded meanwhile): decide again
-        raise ConvergeError('%s changed three times while this run decided whether to delete it; nothing deleted' % where)
+                live = self.get(res, d)  # changed since this run read it (a user recorded meanwhile?): decide again
+        raise ConvergeError('%s changed five times while this run decided whether to delete it; nothing deleted' % where)
 
     def resource(self, d):
         try:
