@@ -45,7 +45,7 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
     dra = _settings(settings, 'dra')
     version = (strategy == 'hami' and not hami.get('kube_version')) or \
         (strategy == 'volcano' and present and not volcano.get('kube_version')) or \
-        (strategy == 'dra' and present and not dra.get('kube_version'))
+        (strategy == 'dra' and not dra.get('kube_version'))  # removal too: claims go in the version served
     return {'queries': out, 'version': bool(version)}
 
 

@@ -197,14 +197,16 @@ def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
     return None
 
 
-def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name):
+def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name, claim_api_version=None):
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     sel = ctx.pool_selector()
     if strategy == 'dra':
         # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
         name = 'gpu-validate-dra-' + ctx.pool
-        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'))[0]
+        # in the resource.k8s.io version the cluster's minor serves (the stack's render says which)
+        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'),
+                                                 api_version=claim_api_version or gpu_stack_dra.RESOURCE_API[0][1])[0]
         template['metadata'] = ctx.meta(name, namespace=ns, scope='validation')
         pod = gpu_stack_dra.validation_pod(ctx, name, ns, image, template, scheduler_name)
         if runtime_class_name:
@@ -308,7 +310,8 @@ def render(params):
     validation = []
     if val['enabled']:
         check_name(val['namespace'], var + 'validation.namespace')
-        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc)
+        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc,
+                                 out.get('claim_api_version'))
     scopes = {}
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
