@@ -102,7 +102,12 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'migManager.config.name', 'migManager.config.default', 'daemonsets.tolerations', 'daemonsets.priorityClassName',
        'node-feature-discovery.image.repository', 'node-feature-discovery.imagePullSecrets', 'nfd.enabled',
        'operator.defaultRuntime', 'cdi.enabled', 'cdi.default', 'driver.manager.repository',
-       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
+       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets', 'operator.runtimeClass'])
+
+# The RuntimeClass the operator creates (values.yaml operator.runtimeClass, default nvidia, at every release of CHARTS;
+# the operator makes it in its pre-requisites state after the ClusterPolicy is reconciled, not the chart:
+# controllers/object_controls.go RuntimeClasses and assets/pre-requisites/0200_runtime_class.yaml, v26.7.0; GPUOP-11).
+RUNTIME_CLASS = 'nvidia'
 
 GPU_OPERATOR_SCHEMA = {
     'chart_path': dict(type=str, default='', description='Local chart (.tgz or directory) on the controller; required for this strategy.'),
@@ -124,6 +129,10 @@ GPU_OPERATOR_SCHEMA = {
                             description='Container runtime (operator.defaultRuntime); only chart v24.9 reads it, newer charts refuse it.'),
     'nfd_enabled': dict(type=bool, default=True, description='Deploy node-feature-discovery.'),
     'cdi_enabled': dict(type=bool, default=None, description="Set cdi.enabled; unset keeps the chart's default (false up to v25.3, true from v25.10)."),
+    'runtime_class': dict(type=str, default=RUNTIME_CLASS, description=(
+        "Name of the RuntimeClass the operator creates once its ClusterPolicy is reconciled (chart value "
+        "C(operator.runtimeClass), C(nvidia) by default) and the pool's GPU pods (the validation pod too) name. The role's "
+        "entry point C(ready) waits for it after the Helm install before it applies the validation workloads.",)),
 }
 
 # Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
@@ -190,6 +199,9 @@ def render(ctx, settings, nodes, facts):
             raise StackError('%s.default_runtime has no effect with gpu-operator chart %s (operator.defaultRuntime was '
                              'removed in v25.3; the operator detects the runtime); remove it' % (var, version))
         values['operator'] = {'defaultRuntime': go['default_runtime']}
+    check_name(go['runtime_class'], var + '.runtime_class')
+    if go['runtime_class'] != RUNTIME_CLASS:
+        values.setdefault('operator', {})['runtimeClass'] = go['runtime_class']
     if go['cdi_enabled'] is not None and go['cdi_enabled'] != chart['cdi_enabled_default']:
         values['cdi'] = {'enabled': go['cdi_enabled']}
     if not go['driver_enabled']:

@@ -74,7 +74,8 @@ def pod_runtime_class(strategy, settings, var):
     if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
         return validate_settings(settings.get('nvidia'), gpu_stack_nvidia.NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
     if strategy == 'gpu-operator':
-        return 'nvidia'
+        return validate_settings(settings.get('gpu_operator'), gpu_stack_operator.GPU_OPERATOR_SCHEMA,
+                                 var + 'gpu_operator')['runtime_class']
     return ''
 
 
@@ -231,6 +232,19 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_cl
     return [pod]
 
 
+def _runtime_class_wait(validation, manifests):
+    """The RuntimeClass named by a validation workload and made by none of the stack's manifests, or None."""
+    made = set(m['metadata']['name'] for m in manifests if m.get('kind') == 'RuntimeClass')
+    for obj in validation:
+        spec = obj.get('spec') or {}
+        if obj.get('kind') != 'Pod':
+            spec = ((spec.get('template') or {}).get('spec')) or {}
+        name = spec.get('runtimeClassName')
+        if name and name not in made:
+            return name
+    return None
+
+
 def render(params):
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
@@ -324,6 +338,9 @@ def render(params):
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
         'validation_manifests': validation,
+        # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator
+        # creates its own after the Helm install): entry point ready waits for it before it applies them
+        'runtime_class_wait': _runtime_class_wait(validation, manifests),
         'node_labels': dict((n, labels[n]) for n in sorted(labels)),
         'node_label_defaults': gpu_stack_nvidia.label_defaults(strategy, settings, nodes, ctx),
         'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}

@@ -156,3 +156,35 @@ def test_GPUOP_10_mps_fail_requests_false_only_with_a_device_plugin_that_honours
     # time-slicing and the default (true) are not affected
     values(chart_version=chart, sharing='time-slicing', fail_requests_greater_than_one=False)
     values(chart_version=chart, sharing='mps')
+
+
+@pytest.mark.parametrize('chart', ['v24.9.2', 'v25.3.4', 'v25.10.1', 'v26.3.3', 'v26.7.0'])
+def test_GPUOP_11_validation_waits_for_the_runtime_class_the_operator_creates(chart):
+    res = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart}},
+                        validation={'enabled': True}))
+    [pod] = res['validation_manifests']
+    assert pod['spec']['runtimeClassName'] == 'nvidia' == res['runtime_class_name']
+    # no manifest of the stack makes it: entry point ready waits for it after the Helm install
+    assert not [m for m in res['manifests'] if m['kind'] == 'RuntimeClass']
+    assert res['runtime_class_wait'] == 'nvidia'
+    assert 'runtimeClass' not in res['helm']['values'].get('operator', {})
+    own = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart,
+                                                   'runtime_class': 'nvidia-op'}},
+                        validation={'enabled': True}))
+    assert own['helm']['values']['operator']['runtimeClass'] == 'nvidia-op'
+    assert own['validation_manifests'][0]['spec']['runtimeClassName'] == 'nvidia-op' == own['runtime_class_wait']
+    assert set(op.leaf_paths(own['helm']['values'])) <= op.DOCUMENTED_VALUE_KEYS
+    # without validation workloads there is nothing to wait for
+    assert render()['runtime_class_wait'] is None
+    with pytest.raises(StackError, match='runtime_class'):
+        render(runtime_class='Bad Name')
+
+
+def test_GPUOP_11_a_runtime_class_the_stack_makes_is_not_waited_for():
+    res = r.render(dict(strategy='time-slicing', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'time_slicing': {'replicas': 2}}, validation={'enabled': True}))
+    names = [m['metadata']['name'] for m in res['manifests'] if m['kind'] == 'RuntimeClass']
+    assert res['validation_manifests'][0]['spec'].get('runtimeClassName') in names
+    assert res['runtime_class_wait'] is None
