@@ -317,6 +317,14 @@ def render(ctx, settings, nodes, facts):
 
 SETTINGS = {'hami': HAMI_SCHEMA}
 
+# What every hami pool of a cluster shares (hami-scheduler's Deployment, its config and device ConfigMaps, the webhook,
+# RBAC; scope shared): every setting enters one of them, and so do the pool variables below. Pools of the strategy
+# whose values differ are refused by the pools' plan (gpu_stack_shared.conflicts).
+SHARED = {'settings': 'hami', 'keys': tuple(HAMI_SCHEMA),
+          'pool_variables': ('gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
+                             'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "HAMi's scheduler (hami-scheduler Deployment, its scheduler and device ConfigMaps, its webhook)"}
+
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS); HAMi's pods name its scheduler."""

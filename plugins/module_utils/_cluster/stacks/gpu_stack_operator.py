@@ -3,6 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA GPU operator: Helm values for kubernetes.core.helm with a local chart (.tgz) path."""
 
+import hashlib
 import json
 import os
 import re
@@ -171,6 +172,21 @@ def leaf_paths(values, prefix=''):
     return out
 
 
+# The device plugin's config ConfigMap the chart creates (devicePlugin.config.create/name/data): named after its
+# content, not after a pool. The one release serves every gpu-operator pool, so a pool's name in it would flip on
+# every run of each pool; and the operator mounts the ConfigMap as a volume named after devicePlugin.config.name
+# while config-manager follows only the node label nvidia.com/device-plugin.config (controllers/object_controls.go
+# handleDevicePluginConfig, addSharedMountsForPluginConfig, v26.7.0; GPUOP-12): a new name on a new content changes
+# the DaemonSet's pod template, so a changed time-slicing or MPS config reaches the running device plugins.
+DEVICE_PLUGIN_CONFIG_PREFIX = 'gpuops-device-plugin-config-'
+
+
+def device_plugin_config_name(data):
+    """The ConfigMap name for the device plugin config ``data`` (config name -> text): prefix + content hash."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode('utf-8')).hexdigest()
+    return DEVICE_PLUGIN_CONFIG_PREFIX + digest[:10]
+
+
 def render(ctx, settings, nodes, facts):
     var = ctx.var('gpu_operator')
     go = validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var)
@@ -215,8 +231,9 @@ def render(ctx, settings, nodes, facts):
                'sharing': {key: {'renameByDefault': go['rename_by_default'],
                                  'failRequestsGreaterThanOne': go['fail_requests_greater_than_one'],
                                  'resources': [{'name': 'nvidia.com/gpu', 'replicas': go['replicas']}]}}}
-        values['devicePlugin']['config'] = {'create': True, 'name': 'device-plugin-config-' + ctx.pool,
-                                            'default': cfg_name, 'data': {cfg_name: json.dumps(cfg, indent=2, sort_keys=True)}}
+        data = {cfg_name: json.dumps(cfg, indent=2, sort_keys=True)}
+        values['devicePlugin']['config'] = {'create': True, 'name': device_plugin_config_name(data),
+                                            'default': cfg_name, 'data': data}
     if go['sharing'] == 'mps':
         for node in nodes:
             mps = ((facts.get(node) or {}).get('sharing') or {}).get('mps') or {}
@@ -267,6 +284,12 @@ def render(ctx, settings, nodes, facts):
 
 
 SETTINGS = {'gpu_operator': GPU_OPERATOR_SCHEMA}
+
+# What every gpu-operator pool of a cluster shares: the one Helm release (one ClusterPolicy per cluster). Every setting
+# enters its values but mig_config (a label of the pool's nodes). Pools whose values differ are refused by the plan.
+SHARED = {'settings': 'gpu_operator', 'keys': tuple(k for k in GPU_OPERATOR_SCHEMA if k != 'mig_config'),
+          'pool_variables': ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "the GPU operator's one Helm release (its ClusterPolicy is one per cluster)"}
 
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):

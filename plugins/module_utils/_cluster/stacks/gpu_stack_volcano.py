@@ -285,6 +285,12 @@ def render(ctx, settings, nodes, facts):
 
 SETTINGS = {'volcano': VOLCANO_SCHEMA}
 
+# What every volcano pool of a cluster shares: the vGPU device ConfigMap (kube-system), the scheduler ConfigMap it
+# adopts and the scheduler Deployment it restarts. Pools whose values of these differ are refused by the pools' plan.
+SHARED = {'settings': 'volcano', 'keys': ('mode', 'device_split_count', 'namespace', 'scheduler_deployment'),
+          'pool_variables': (),
+          'objects': "Volcano's scheduler configuration (volcano-scheduler-configmap, volcano-vgpu-device-config)"}
+
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS); Volcano's pods name schedulerName volcano."""

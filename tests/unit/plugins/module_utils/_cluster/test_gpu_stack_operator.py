@@ -188,3 +188,19 @@ def test_GPUOP_11_a_runtime_class_the_stack_makes_is_not_waited_for():
     names = [m['metadata']['name'] for m in res['manifests'] if m['kind'] == 'RuntimeClass']
     assert res['validation_manifests'][0]['spec'].get('runtimeClassName') in names
     assert res['runtime_class_wait'] is None
+
+
+def test_GPUOP_12_device_plugin_config_named_after_its_content_not_the_pool():
+    def cfg(pool, **go):
+        go.setdefault('chart_path', '/charts/gpu-operator-v26.7.0.tgz')
+        return r.render(dict(strategy='gpu-operator', pool=pool, nodes=['n-' + pool], facts={'n-' + pool: T4},
+                             settings={'gpu_operator': go}))['helm']['values']['devicePlugin']['config']
+    a, b = cfg('a', sharing='time-slicing', replicas=4), cfg('b', sharing='time-slicing', replicas=4)
+    # the one release of every gpu-operator pool: the same settings give the same values whatever the pool
+    assert a == b and a['name'].startswith('gpuops-device-plugin-config-') and a['default'] == 'time-slicing'
+    assert a['name'] == op.device_plugin_config_name(a['data'])
+    # a changed config is a new name: the operator's DaemonSet mounts it by that name, so its pods roll
+    changed = cfg('a', sharing='time-slicing', replicas=8)
+    assert changed['name'] != a['name'] and changed['default'] == 'time-slicing'
+    assert cfg('a', sharing='mps', replicas=4)['name'] != a['name']
+    assert len(a['name']) <= 63
