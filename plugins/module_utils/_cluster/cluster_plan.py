@@ -20,7 +20,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import release_conflicts
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_shared import (
-    conflicts as shared_conflicts,
+    conflicts as shared_conflicts, operator_mix,
 )
 
 LAYER_GROUPS = ('all', 'ungrouped', 'esxi_gpu_vms', 'kube_control_plane', 'rke_controller')
@@ -130,6 +130,7 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
     errors.extend(release_conflicts(ordered))
     errors.extend(shared_conflicts(ordered))
+    errors.extend(operator_mix(ordered))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
     # its pool; without a verdict (the doctor did not run in this run) a node is not gated
     gated = []

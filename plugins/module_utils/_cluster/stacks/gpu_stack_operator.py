@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
@@ -170,6 +170,24 @@ def leaf_paths(values, prefix=''):
         else:
             out.append(p)
     return out
+
+
+# Confinement of the one operator to its own pools' nodes. The operator labels every node it finds with
+# nvidia.com/gpu.present=true (which role gpu_node_labels writes on every GPU node) with its deploy labels, and its
+# operands (device plugin, GPU feature discovery, MIG manager, DCGM, validator, driver, toolkit) follow them
+# (controllers/state_manager.go gpuStateLabels, addGPUStateLabels: a label already set keeps its value); a node
+# carrying nvidia.com/gpu.deploy.operands=false gets all of them removed and runs no operand (hasOperandsDisabled,
+# removeAllGPUStateLabels; v26.7.0; GPUOP-13). The nodes of every pool of another strategy carry it: their own stack
+# advertises the GPUs and the node layer gives them the driver and the toolkit. dra pools keep their narrower label
+# (gpu_stack_dra OPERATOR_DEVICE_PLUGIN_LABEL): the DRA driver may use the operator's driver container.
+OPERANDS_LABEL = 'nvidia.com/gpu.deploy.operands'
+OPERANDS_OFF = 'false'
+
+
+def confinement_labels(strategy):
+    """The labels that keep the GPU operator's operands off a node of a pool of ``strategy``: every node-level
+    strategy (its own device plugin on the node; gpu-operator and dra are whole-cluster stacks, see above)."""
+    return {OPERANDS_LABEL: OPERANDS_OFF} if gpu_strategy.strategy(strategy)['node_strategy'] else {}
 
 
 # The device plugin's config ConfigMap the chart creates (devicePlugin.config.create/name/data): named after its

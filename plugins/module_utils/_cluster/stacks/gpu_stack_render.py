@@ -309,10 +309,15 @@ def render(params):
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
 
+    # keeps the GPU operator's operands off the pool's nodes; not for a pool whose own agents go by the operator's
+    # deploy labels (mig with the MIG manager): the pools' plan refuses that pool beside a gpu-operator pool
+    confine = {} if gpu_stack_nvidia.owns_deploy_labels(strategy, settings, ctx) else \
+        gpu_stack_operator.confinement_labels(strategy)
     for node in nodes:
         lab = labels.setdefault(node, {})
         lab[STRATEGY_LABEL] = strategy
         lab[POOL_LABEL] = pool
+        lab.update(confine)
     val = validate_settings(params.get('validation'), VALIDATION_SCHEMA, var + 'validation')
     pod_rc = pod_runtime_class(strategy, settings, var)
     if val['runtime_class_name'] is not None:

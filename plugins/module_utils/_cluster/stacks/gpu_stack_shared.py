@@ -63,3 +63,30 @@ def conflicts(pools):
                           'differ in %s' % (strategy, ', '.join(n for n, dummy in views),
                                             OWNERS[strategy].SHARED['objects'], '; '.join(differ)))
     return errors
+
+
+def operator_mix(pools):
+    """Errors for a gpu-operator pool beside a mig pool with the MIG manager (gpu_sharing_stack_mig.manager, on by
+    default): that pool's device plugin and MIG manager go by nvidia.com/gpu.deploy.device-plugin and
+    .mig-manager, which the operator sets to deploy its own device plugin and MIG manager there, or removes with
+    nvidia.com/gpu.deploy.operands=false (NVIDIA/gpu-operator v26.7.0 controllers/state_manager.go; GPUOP-13): the
+    operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone."""
+    operator = [p['name'] for p in pools if p.get('strategy') == 'gpu-operator']
+    if not operator:
+        return []
+    mig = []
+    for p in pools:
+        if p.get('strategy') != 'mig':
+            continue
+        own = (p.get('settings') or {}).get('gpu_sharing_stack_mig')
+        if (own if isinstance(own, dict) else {}).get('manager', True):
+            mig.append(p['name'])
+    if not mig:
+        return []
+    return ['gpu-operator pool(s) %s and mig pool(s) %s with the MIG manager cannot share a cluster: the mig pools\' '
+            'device plugin and MIG manager go by the nodes\' nvidia.com/gpu.deploy.device-plugin and '
+            'nvidia.com/gpu.deploy.mig-manager labels, which the GPU operator writes to run its own device plugin and '
+            'MIG manager there (or removes, with nvidia.com/gpu.deploy.operands=false); set '
+            'gpu_sharing_stack_mig.manager: false for %s (the node layer applies the geometry), or run MIG through '
+            'the gpu-operator pool (gpu_sharing_stack_gpu_operator.mig_manager)'
+            % (', '.join(operator), ', '.join(mig), ', '.join(mig))]

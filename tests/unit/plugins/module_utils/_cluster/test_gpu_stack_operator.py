@@ -204,3 +204,40 @@ def test_GPUOP_12_device_plugin_config_named_after_its_content_not_the_pool():
     assert changed['name'] != a['name'] and changed['default'] == 'time-slicing'
     assert cfg('a', sharing='mps', replicas=4)['name'] != a['name']
     assert len(a['name']) <= 63
+
+
+@pytest.mark.parametrize('strategy,settings,confined', [
+    ('exclusive', {}, True), ('time-slicing', {'time_slicing': {'replicas': 2}}, True), ('mps', {}, True),
+    ('mig', {'mig': {'devices': {'1g.10gb': 7}, 'manager': False}}, True),
+    ('mig', {'mig': {'devices': {'1g.10gb': 7}}}, False),
+    ('gpushare', {'gpushare': {'accept_known_bad_images': True, 'kube_proxy_mode': 'iptables'}}, True),
+    ('volcano', {'volcano': {'version': '1.15', 'kube_version': 'v1.34.2'}}, True),
+    ('hami', {'hami': {'kube_version': 'v1.34.2'}}, True),
+    ('gpu-manager', {'gpu_manager': {'accept_unmaintained': True, 'admission_image': 'r/x:1'}}, True),
+    ('gpu-operator', {'gpu_operator': {'chart_path': '/c-v26.7.0.tgz'}}, False),
+])
+def test_GPUOP_13_other_pools_nodes_keep_the_operators_operands_off(strategy, settings, confined):
+    A100 = {'gpus': [{'index': 0, 'name': 'NVIDIA A100-SXM4-80GB', 'memory_total_mib': 81920}],
+            'sharing': {'mig': {'allowed': True}, 'mps': {'allowed': True}}}
+    res = r.render(dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': A100}, settings=settings,
+                        require_facts=False))
+    labels = res['node_labels']['n1']
+    if confined:
+        assert labels[op.OPERANDS_LABEL] == 'false'
+    else:
+        assert op.OPERANDS_LABEL not in labels
+
+
+def test_GPUOP_13_gpu_operator_beside_a_mig_pool_with_the_manager_refused():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools
+
+    def errors(mig_settings, other='mig'):
+        groups = {'gpu_nodes': ['a', 'b'], 'ops': ['a'], 'migs': ['b']}
+        hv = {'a': {'group_names': ['gpu_nodes', 'ops'], 'gpuops_sharing_strategy': 'gpu-operator'},
+              'b': dict({'group_names': ['gpu_nodes', 'migs'], 'gpuops_sharing_strategy': other}, **mig_settings)}
+        return sharing_pools(groups, hv, settings=['gpu_sharing_stack_mig'])['errors']
+    [err] = errors({})
+    assert err.startswith('gpu-operator pool(s) ops and mig pool(s) migs with the MIG manager cannot share a cluster')
+    assert 'gpu_sharing_stack_mig.manager: false for migs' in err
+    assert errors({'gpu_sharing_stack_mig': {'manager': False}}) == []
+    assert errors({}, other='hami') == []
