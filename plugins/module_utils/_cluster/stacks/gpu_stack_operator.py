@@ -258,7 +258,10 @@ def render(ctx, settings, nodes, facts):
             if facts.get(node) and not mps.get('allowed'):
                 raise StackError('%s.sharing mps is not possible on %s: %s' % (var, node, mps.get('reason', 'not allowed')))
     if go['mig_manager']:
-        values['migManager']['config'] = {'name': 'default-mig-parted-config', 'default': 'all-disabled'}
+        # the default geometry only: a config name, even that of the operator's own default-mig-parted-config, makes
+        # the operator treat it as a custom config (hasCustomConfig: config.yaml instead of its hardware-generated
+        # config-default.yaml fallback; controllers/object_controls.go, v26.7.0; GPUOP-14)
+        values['migManager']['config'] = {'default': 'all-disabled'}
         for node in nodes:
             mig = ((facts.get(node) or {}).get('sharing') or {}).get('mig') or {}
             if facts.get(node) and not mig.get('allowed'):

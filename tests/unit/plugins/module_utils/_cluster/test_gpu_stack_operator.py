@@ -241,3 +241,12 @@ def test_GPUOP_13_gpu_operator_beside_a_mig_pool_with_the_manager_refused():
     assert 'gpu_sharing_stack_mig.manager: false for migs' in err
     assert errors({'gpu_sharing_stack_mig': {'manager': False}}) == []
     assert errors({}, other='hami') == []
+
+
+@pytest.mark.parametrize('chart', ['v24.9.2', 'v25.3.4', 'v25.10.1', 'v26.3.3', 'v26.7.0'])
+def test_GPUOP_14_mig_manager_config_names_no_config_map(chart):
+    A100 = {'gpus': [{'index': 0}], 'sharing': {'mig': {'allowed': True}}}
+    v = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': A100},
+                      settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart, 'mig_manager': True,
+                                                 'mig_strategy': 'single'}}))['helm']['values']
+    assert v['migManager'] == {'enabled': True, 'config': {'default': 'all-disabled'}}
