@@ -74,7 +74,8 @@ def test_GPUOP_11_validation_waits_for_the_operators_runtime_class_and_fails_cle
     rc, result = run_play(cl, tmp_path, [{"name": "op", "block": stack_steps(pool_vars(3))}])
     assert rc != 0
     [(task, msg)] = failures(result)
-    assert task == "Fail unless the RuntimeClass the validation workloads name exists", (task, msg)
+    assert task.endswith("Fail unless the RuntimeClass the validation workloads name exists"), (task, msg)
+    assert "namespace gpu-operator;" in msg, msg  # the operator's release namespace
     assert "RuntimeClass %s, which the validation workloads name, does not exist after 3 reads" % RC in msg, msg
     assert "gpu_sharing_stack_gpu_operator.runtime_class" in msg and "were not applied" in msg, msg
     assert validation_pod(kube) is None
