@@ -124,7 +124,7 @@ nodes:
     - With O(plan), every node of the plan (C(host), C(node), C(found), C(changed), C(strategy), C(pools), C(patch),
       C(status_patch), C(cleared), C(set), C(removed), C(restored), C(kept)), as the filter
       P(gpuops.k8s_gpu.node_labels_patch#filter) returns them. C(status_patch) is the JSON patch sent to the node's
-      status subresource with O(state=absent): it removes the resources the pool's stack agents wrote there
+      status subresource with O(state=absent); it removes the resources the pool's stack agents wrote there
       themselves (gpushare's C(aliyun.com/gpu-count), Volcano's C(volcano.sh/gpu-number)), which the kubelet never
       removes.
   returned: when O(plan) is given

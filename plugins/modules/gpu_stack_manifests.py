@@ -265,8 +265,8 @@ runtime_class_wait:
   description:
     - The RuntimeClass a validation workload names that none of the stack's objects makes (for V(gpu-operator) the
       operator creates it once its ClusterPolicy is reconciled, after the Helm install), or null. Role
-      C(gpuops.k8s_gpu.gpu_sharing_stack) (entry point C(ready)) waits for it before it applies the validation workloads:
-      the API server rejects a pod that names a RuntimeClass that does not exist.
+      C(gpuops.k8s_gpu.gpu_sharing_stack) (entry point C(ready)) waits for it before it applies the validation workloads,
+      since the API server rejects a pod that names a RuntimeClass that does not exist.
   returned: always
   type: str
 restarts:

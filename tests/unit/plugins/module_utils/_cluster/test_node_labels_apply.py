@@ -230,9 +230,9 @@ def absent_clears(strategy, status, annotations):
     left = dict((r, q) for r, q in status.items() if r in ('aliyun.com/gpu-mem', 'nvidia.com/gpu'))
     for field in ('capacity', 'allocatable'):
         assert node['status'][field] == dict({'cpu': '8'}, **left), field  # the kubelet's own resources are its
-    assert sorted(results[0]['cleared']) == sorted(
-        ['annotation %s' % a for a in annotations] + ['status.%s %s' % (f, r) for r in status
-                                                     if r not in left for f in ('capacity', 'allocatable')])
+    want = ['annotation %s' % a for a in annotations]
+    want += ['status.%s %s' % (f, r) for r in status if r not in left for f in ('capacity', 'allocatable')]
+    assert sorted(results[0]['cleared']) == sorted(want)
     # a re-run finds nothing to do, and the next strategy is no longer refused over it
     plan, results = L.plan_and_apply(api, static(('n', 'n', strategy, {})), absent)
     assert results == []
