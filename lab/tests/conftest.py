@@ -233,6 +233,8 @@ WEIGHT = {
     # issue #37 (2026-11-29, -p no:xdist, the machine shared): a private 1.33 control plane (34 s with its start), the
     # operator's RuntimeClass wait on the shared cluster
     'integration/test_dra_kube133_real.py': 35, 'integration/test_gpu_operator_runtime_class_real.py': 40,
+    # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
+    'integration/test_lifecycle_real.py': 90,
 }
 
 
