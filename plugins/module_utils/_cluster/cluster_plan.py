@@ -50,7 +50,8 @@ def label_value(value):
 SHARING_POOLS_FACTS = ('all', 'renamed')
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all'):
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',
+                  agreement=True):
     """The sharing pools of the GPU nodes.
 
     A node's pool is its gpuops_sharing_pool variable, else the one group it is in, below ``node_group``, that is not a
@@ -129,8 +130,11 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
             p['facts'] = dict((k, v) for k, v in p['facts'].items() if k in renamed)
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
     errors.extend(release_conflicts(ordered))
-    errors.extend(shared_conflicts(ordered))
-    errors.extend(operator_mix(ordered))
+    if agreement:
+        # what pools of one strategy share must agree, and the operator must be confinable: refused before a deploy,
+        # not before an uninstall (removing the pools is how a site gets out of it)
+        errors.extend(shared_conflicts(ordered))
+        errors.extend(operator_mix(ordered))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
     # its pool; without a verdict (the doctor did not run in this run) a node is not gated
     gated = []

@@ -126,3 +126,13 @@ def test_every_setting_that_changes_a_shared_object_is_declared_shared(strategy)
             undeclared.append(var)
     assert undeclared == []
     assert set(module.SHARED['keys']) <= set(module.SETTINGS[key])
+
+
+def test_uninstall_is_not_refused_over_disagreeing_pools():
+    """Playbook uninstall passes agreement=false: removing the pools is how a site gets out of that state."""
+    groups = {'gpu_nodes': ['a', 'b'], 'pool_a': ['a'], 'pool_b': ['b']}
+    hv = {'a': {'group_names': ['gpu_nodes', 'pool_a'], 'gpuops_sharing_strategy': 'hami',
+                'gpu_sharing_stack_hami': {'device_split_count': 3}},
+          'b': {'group_names': ['gpu_nodes', 'pool_b'], 'gpuops_sharing_strategy': 'hami'}}
+    assert sharing_pools(groups, hv, settings=POOL_SETTINGS)['errors']
+    assert sharing_pools(groups, hv, settings=POOL_SETTINGS, agreement=False)['errors'] == []
