@@ -292,8 +292,8 @@ SETTINGS = {'volcano': VOLCANO_SCHEMA}
 
 # What every volcano pool of a cluster shares: the vGPU device ConfigMap (kube-system), the scheduler ConfigMap it
 # adopts and the scheduler Deployment it restarts. Pools whose values of these differ are refused by the pools' plan.
-SHARED = {'settings': 'volcano', 'keys': ('mode', 'device_split_count', 'namespace', 'scheduler_deployment',
-                                         'scheduler_configmap'),
+SHARED = {'settings': 'volcano',
+          'keys': ('mode', 'device_split_count', 'namespace', 'scheduler_deployment', 'scheduler_configmap'),
           'pool_variables': (),
           'objects': "Volcano's scheduler configuration (volcano-scheduler-configmap, volcano-vgpu-device-config)"}
 
