@@ -40,7 +40,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.path.join(ROOT, 'lab', 'go', 'build.sh')
 AUDIT_POLICY = os.path.join(HERE, 'audit-policy.yaml')
-VERSIONS = ('1.37', '1.34')
+VERSIONS = ('1.37', '1.34', '1.33')
+# Flags a minor needs beyond the common ones: 1.33 serves DRA (resource.k8s.io v1beta1/v1beta2) only with the
+# DynamicResourceAllocation gate on for every component and the API versions switched on (k8s.io/kubernetes v1.33.13
+# pkg/features/kube_features.go: beta, off by default), as strategy dra's kube_dra_enabled says a cluster does.
+VERSION_FLAGS = {
+    '1.33': {'gates': ['--feature-gates=DynamicResourceAllocation=true'],
+             'apiserver': ['--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true']},
+}
 DEFAULT_VERSION = os.environ.get('GPUOPS_KUBE_VERSION', '1.37')
 ADMIN = 'gpuops-admin'
 SERVICE_CIDR = '10.96.0.0/16'
@@ -275,6 +282,10 @@ def kwok_config(state, bins):
     return out
 
 
+def _flags(version, part):
+    return list(VERSION_FLAGS.get(version, {}).get(part, []))
+
+
 def serve(args):
     """Run the control plane in the foreground until SIGTERM/SIGINT or until --owner-pid is gone."""
     state = os.path.abspath(args.state)
@@ -335,7 +346,7 @@ def serve(args):
             '--allow-privileged=true', '--endpoint-reconciler-type', 'none',
             '--audit-policy-file', AUDIT_POLICY, '--audit-log-path', os.path.join(state, 'audit.log'),
             '--audit-log-format', 'json', '--audit-log-mode', 'blocking', '--audit-log-maxsize', '0',
-            '--profiling=false', '--v', '1'])
+            '--profiling=false', '--v', '1'] + _flags(args.version, 'gates') + _flags(args.version, 'apiserver'))
         wait_for('kube-apiserver /readyz', lambda: https_get(state, '/readyz') == b'ok', args.timeout, procs)
         common = ['--leader-elect=false', '--profiling=false', '--v', '1']
         start('kube-controller-manager', [
@@ -346,13 +357,13 @@ def serve(args):
             '--service-account-private-key-file', os.path.join(pki, 'sa.key'),
             '--root-ca-file', os.path.join(pki, 'ca.crt'), '--use-service-account-credentials=true',
             '--service-cluster-ip-range', SERVICE_CIDR, '--concurrent-daemonset-syncs', '4',
-            '--node-monitor-grace-period', '10m'] + common)
+            '--node-monitor-grace-period', '10m'] + common + _flags(args.version, 'gates'))
         start('kube-scheduler', [
             bins['kube-scheduler'], '--config', args.scheduler_config or scheduler_config(
                 state, os.path.join(state, 'scheduler-config.yaml')),
             '--authentication-kubeconfig', os.path.join(state, 'scheduler.kubeconfig'),
             '--authorization-kubeconfig', os.path.join(state, 'scheduler.kubeconfig'),
-            '--bind-address', '127.0.0.1', '--secure-port', str(free_port()), '--v', '1'])
+            '--bind-address', '127.0.0.1', '--secure-port', str(free_port()), '--v', '1'] + _flags(args.version, 'gates'))
         kcmd = [bins['kwok'], '--kubeconfig', os.path.join(state, 'kwok.kubeconfig'),
                 '--manage-all-nodes=false', '--manage-nodes-with-annotation-selector', KWOK_ANNOTATION + '=fake',
                 '--server-address', '127.0.0.1:%d' % free_port(), '--node-ip', '127.0.0.1',

@@ -230,6 +230,11 @@ WEIGHT = {
     'integration/test_hami_webhook_real.py': 25,
     # the doctor playbook's dra check (2026-11-27, -p no:xdist, the machine loaded; three local hosts)
     'integration/test_doctor_dra_real.py': 20,
+    # issue #37 (2026-11-29, -p no:xdist, the machine shared): a private 1.33 control plane (34 s with its start), the
+    # operator's RuntimeClass wait on the shared cluster
+    'integration/test_dra_kube133_real.py': 35, 'integration/test_gpu_operator_runtime_class_real.py': 40,
+    # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
+    'integration/test_lifecycle_real.py': 90,
 }
 
 

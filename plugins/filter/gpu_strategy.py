@@ -54,8 +54,9 @@ _value:
   description:
     - C(name), C(title) (the name in messages), C(family) (accounting family), C(resources), C(nvidia_plugin),
       C(scheduler_extender), C(runtime_class), C(default_runtime) (nvidia must be the container runtime's default),
-      C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy) and
-      C(node_labels).
+      C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy),
+      C(node_labels) and C(node_state) (I(status) - resources its agents put into a Node's status themselves -
+      and I(annotations) they set; role gpu_node_labels clears both with state absent).
     - With O(mig_devices) or O(mig_config_name), also the key mig_config_name, the mig-parted config name of the pool
       (V(gpuops-1g-10gb-7) for seven 1g.10gb devices).
   type: dict

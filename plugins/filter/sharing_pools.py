@@ -41,6 +41,14 @@ options:
     type: str
     choices: [all, renamed]
     default: all
+  agreement:
+    description:
+      - Also refuse pools of one strategy whose settings that go into the objects they share differ (HAMi's
+        scheduler, Volcano's configs, gpushare's extender, gpu-manager's admission, the GPU operator's release),
+        and a C(gpu-operator) pool beside a C(mig) pool with the MIG manager. Playbook C(gpuops.k8s_gpu.uninstall)
+        passes V(false) - removing such pools is how a site gets out of that state.
+    type: bool
+    default: true
 author: gpuops.k8s_gpu developers
 '''
 
@@ -65,12 +73,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools as _plan
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all'):
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',
+                  agreement=True):
     if not hasattr(groups, 'get'):
         raise AnsibleFilterError('sharing_pools: expected the groups mapping, got %s' % type(groups).__name__)
     try:
         return _plan(groups, hostvars, node_group=node_group, layer_groups=layer_groups, settings=settings,
-                     facts=facts)
+                     facts=facts, agreement=agreement)
     except ValueError as e:
         raise AnsibleFilterError(str(e))
 

@@ -112,10 +112,21 @@ results:
     diff:
       description: C(before) and C(after), each with the node's C(labels) and C(annotations).
       type: dict
+    cleared:
+      description:
+        - With O(state=absent), what the pool's stack agents had left on the node and the module removed
+          (C(annotation <name>), C(status.capacity <resource>), C(status.allocatable <resource>)); see
+          C(node_state) of the filter P(gpuops.k8s_gpu.gpu_strategy#filter).
+      type: list
+      elements: str
 nodes:
   description:
     - With O(plan), every node of the plan (C(host), C(node), C(found), C(changed), C(strategy), C(pools), C(patch),
-      C(set), C(removed), C(restored), C(kept)), as the filter P(gpuops.k8s_gpu.node_labels_patch#filter) returns them.
+      C(status_patch), C(cleared), C(set), C(removed), C(restored), C(kept)), as the filter
+      P(gpuops.k8s_gpu.node_labels_patch#filter) returns them. C(status_patch) is the JSON patch sent to the node's
+      status subresource with O(state=absent); it removes the resources the pool's stack agents wrote there
+      themselves (gpushare's C(aliyun.com/gpu-count), Volcano's C(volcano.sh/gpu-number)), which the kubelet never
+      removes.
   returned: when O(plan) is given
   type: list
   elements: dict

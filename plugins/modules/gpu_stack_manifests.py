@@ -265,9 +265,17 @@ scheduler_name:
 runtime_class_name:
   description:
     - The C(runtimeClassName) every GPU pod of the pool must set to get its GPU (the validation workloads carry it) -
-      the NVIDIA strategies' RuntimeClass (default V(nvidia)), V(nvidia) for V(gpu-operator) (the operator creates it).
-      Empty for V(gpushare), V(volcano), V(hami), V(gpu-manager) - their device plugins need nvidia as the nodes'
-      default runtime, and so do GPU pods.
+      the NVIDIA strategies' RuntimeClass (default V(nvidia)), C(gpu_operator.runtime_class) (default V(nvidia)) for
+      V(gpu-operator) (the operator creates it). Empty for V(gpushare), V(volcano), V(hami), V(gpu-manager) - their
+      device plugins need nvidia as the nodes' default runtime, and so do GPU pods.
+  returned: always
+  type: str
+runtime_class_wait:
+  description:
+    - The RuntimeClass a validation workload names that none of the stack's objects makes (for V(gpu-operator) the
+      operator creates it once its ClusterPolicy is reconciled, after the Helm install), or null. Role
+      C(gpuops.k8s_gpu.gpu_sharing_stack) (entry point C(ready)) waits for it before it applies the validation workloads,
+      since the API server rejects a pod that names a RuntimeClass that does not exist.
   returned: always
   type: str
 restarts:

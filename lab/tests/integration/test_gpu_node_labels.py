@@ -380,7 +380,13 @@ def test_8_absent_removes_only_ours(emu, work):
     emu["core"].patch_node(n("gpu-b"), {"metadata": {"labels": {"pool": "theirs-now", "other-team": "x"}}})
     run = play(emu, work, {"gpu_node_labels_state": "absent"})
     assert run["failure"] is None
-    assert sorted(r["path"] for r in writes(run)) == ["/api/v1/nodes/" + n("gpu-a"), "/api/v1/nodes/" + n("gpu-b")]
+    # gpu-b is a gpushare node: the count gpushare's device plugin put into its status goes too (a status patch;
+    # issue #37 item 6), the kubelet's own gpu-mem stays
+    assert sorted(r["path"] for r in writes(run)) == ["/api/v1/nodes/" + n("gpu-a"), "/api/v1/nodes/" + n("gpu-b"),
+                                                      "/api/v1/nodes/%s/status" % n("gpu-b")]
+    status = live(emu, n("gpu-b"))["status"]
+    for field in ("capacity", "allocatable"):
+        assert "aliyun.com/gpu-count" not in status[field] and status[field]["aliyun.com/gpu-mem"] == "30", status
     a = live(emu, n("gpu-a"))["metadata"]
     assert a["labels"] == {"kubernetes.io/hostname": n("gpu-a"), "team": "ml", "nvidia.com/gpu.product": "Old-Product"}
     assert ANN not in (a.get("annotations") or {})

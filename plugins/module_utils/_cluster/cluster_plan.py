@@ -15,10 +15,13 @@ from collections.abc import Mapping
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_STRATEGY, EXTENDER_STRATEGIES, LABELLED_STRATEGIES, NODE_STRATEGIES, STRATEGIES, family,
-    foreign_resources,
+    foreign_resources, node_state,
 )
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import release_conflicts
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_shared import (
+    conflicts as shared_conflicts, operator_mix,
+)
 
 LAYER_GROUPS = ('all', 'ungrouped', 'esxi_gpu_vms', 'kube_control_plane', 'rke_controller')
 POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
@@ -47,7 +50,8 @@ def label_value(value):
 SHARING_POOLS_FACTS = ('all', 'renamed')
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all'):
+def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',
+                  agreement=True):
     """The sharing pools of the GPU nodes.
 
     A node's pool is its gpuops_sharing_pool variable, else the one group it is in, below ``node_group``, that is not a
@@ -126,6 +130,11 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
             p['facts'] = dict((k, v) for k, v in p['facts'].items() if k in renamed)
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
     errors.extend(release_conflicts(ordered))
+    if agreement:
+        # what pools of one strategy share must agree, and the operator must be confinable: refused before a deploy,
+        # not before an uninstall (removing the pools is how a site gets out of it)
+        errors.extend(shared_conflicts(ordered))
+        errors.extend(operator_mix(ordered))
     # the doctor's gate (node.yml, gpuops_doctor_gate: enforce): a node with a critical finding is not labelled into
     # its pool; without a verdict (the doctor did not run in this run) a node is not gated
     gated = []
@@ -432,12 +441,51 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
             metadata['labels'] = patch
         if newrecord != record:
             metadata['annotations'] = {record_annotation: json.dumps(newrecord, sort_keys=True) if newrecord else None}
+        cleared, status_patch = [], []
+        if not present:
+            # what the pool's stack agents wrote on the node and left behind (their DaemonSets are gone by now):
+            # the next strategy of the node would be refused over it (foreign resources, HAMi's registration)
+            left = _left_node_state(want.get('strategy'), record, labels, strategy_label)
+            for ann in left['annotations']:
+                if ann in annotations:
+                    metadata.setdefault('annotations', {})[ann] = None
+                    cleared.append('annotation ' + ann)
+            status = obj.get('status') or {}
+            for res in left['status']:
+                for field in ('capacity', 'allocatable'):
+                    if res in (status.get(field) or {}):
+                        status_patch.append({'op': 'remove', 'path': '/status/%s/%s' % (field, _pointer(res))})
+                        cleared.append('status.%s %s' % (field, res))
         errors.extend(my_errors)
         out_nodes.append({'host': host, 'node': name, 'found': True, 'strategy': wstrategy, 'pools': want.get('pools'),
-                          'changed': len(metadata) > 1,
+                          'changed': len(metadata) > 1 or bool(status_patch),
                           'patch': {'apiVersion': 'v1', 'kind': 'Node', 'metadata': metadata},
+                          'status_patch': status_patch, 'cleared': cleared,
                           'set': set_, 'removed': removed, 'restored': restored, 'kept': kept})
     return {'nodes': out_nodes, 'errors': errors}
+
+
+def _pointer(name):
+    """A key as a JSON pointer token (RFC 6901: ~ as ~0, / as ~1)."""
+    return name.replace('~', '~0').replace('/', '~1')
+
+
+def _left_node_state(pool_strategy, record, labels, strategy_label):
+    """The node state (gpu_strategy.node_state) of the strategies the collection gave the node: the pool's, and the
+    one its record says it wrote as the strategy label (while the label still has that value)."""
+    names = []
+    if pool_strategy in STRATEGIES:
+        names.append(pool_strategy)
+    entry = record.get(strategy_label) if isinstance(record, Mapping) else None
+    ours = _get(entry, 'value')
+    if ours in STRATEGIES and labels.get(strategy_label) == ours and ours not in names:
+        names.append(ours)
+    out = {'status': [], 'annotations': []}
+    for n in names:
+        st = node_state(n)
+        out['status'].extend(r for r in st['status'] if r not in out['status'])
+        out['annotations'].extend(a for a in st['annotations'] if a not in out['annotations'])
+    return out
 
 
 def pool_host_vars(nodes, hostvars):

@@ -4,8 +4,10 @@
 """Send the Node metadata patches that role gpu_node_labels planned, in one module run (plan_and_apply: read the
 Nodes and plan the patches in that same run).
 
-One JSON merge patch per node on metadata.labels and metadata.annotations only (a null value removes a key); in check
-mode the same requests go with dryRun=All, so the API server validates them and nothing is stored. Pure logic on a
+One JSON merge patch per node on metadata.labels and metadata.annotations only (a null value removes a key); with
+state absent also a JSON patch on the node's status subresource that removes what the pool's stack agents put there
+themselves (gpu_strategy.node_state, e.g. gpushare's aliyun.com/gpu-count). In check mode the same requests go with
+dryRun=All, so the API server validates them and nothing is stored. Pure logic on a
 CoreV1Api-like object, so the unit tests use a fake. Responses are read as raw JSON (_preload_content=False): the
 typed models of the kubernetes client refuse a Node whose status lacks fields they require.
 """
@@ -14,6 +16,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube impor
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
 
 MERGE_PATCH = 'application/merge-patch+json'
+JSON_PATCH = 'application/json-patch+json'
 
 
 class PatchError(Exception):
@@ -80,13 +83,24 @@ def apply(api, patches, check_mode=False):
         kwargs = {'_content_type': MERGE_PATCH, '_preload_content': False}
         if check_mode:
             kwargs['dry_run'] = 'All'
+        status_ops = item.get('status_patch') or []
         try:
             before = _meta(api.read_node(node, _preload_content=False))
-            after = _meta(api.patch_node(node, body, **kwargs))
+            after = before
+            if len(meta) > 1:
+                after = _meta(api.patch_node(node, body, **kwargs))
+            if status_ops:
+                # what the stack's agents patched into the Node's status (gpu_strategy.node_state): a JSON patch on
+                # the status subresource, each entry removed only where the read found it
+                skw = {'_content_type': JSON_PATCH, '_preload_content': False}
+                if check_mode:
+                    skw['dry_run'] = 'All'
+                api.patch_node_status(node, status_ops, **skw)
         except Exception as e:  # ApiException or a connection error: name the node
             raise PatchError('patching the labels of node %s failed: %s' % (node, getattr(e, 'reason', None) or e),
                              results)
-        results.append({'node': node, 'changed': before != after, 'diff': {'before': before, 'after': after}})
+        results.append({'node': node, 'changed': before != after or bool(status_ops),
+                        'diff': {'before': before, 'after': after}, 'cleared': list(item.get('cleared') or [])})
     return results
 
 
@@ -110,5 +124,6 @@ def plan_and_apply(api, static, options, check_mode=False):
     plan = cluster_plan.label_live_plan(static, live, **options)
     if plan['errors']:
         return plan, None
-    patches = [{'node': n['node'], 'patch': n['patch']} for n in plan['nodes'] if n.get('changed')]
+    patches = [{'node': n['node'], 'patch': n['patch'], 'status_patch': n.get('status_patch') or [],
+                'cleared': n.get('cleared') or []} for n in plan['nodes'] if n.get('changed')]
     return plan, apply(api, patches, check_mode=check_mode)

@@ -39,6 +39,11 @@ WHOLE_GPU = 'whole-gpu'
 #   (dra: its family 'dra' has no extended resource: a node that advertises any GPU resource belongs to another
 #   family, so the one rule below keeps the DRA driver off the device plugins' nodes)
 
+#   node_state:        what its agents write on a Node outside the kubelet's device plugin registration, which
+#                      outlives them: {'status': resources they patch into status.capacity and status.allocatable
+#                      themselves (the kubelet never removes them), 'annotations': annotations they set}. Role
+#                      gpu_node_labels clears them with state absent (node_state below)
+
 # resources that several strategies advertise: declared once
 GPU = ('nvidia.com/gpu', 'GPUs', 'GPU')
 GPU_SHARED = ('nvidia.com/gpu.shared', 'shared GPU replicas', 'replica')
@@ -51,11 +56,12 @@ _STACKS = {}  # type: dict[str, dict]
 
 def _props(title, family, resources, stack, settings, nvidia_plugin=False, scheduler_extender=False,
            runtime_class=False, default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True,
-           prefixes=()):
+           prefixes=(), node_status=(), node_annotations=()):
     props = {'title': title, 'family': family, 'resources': tuple(r[0] for r in resources),
              'nvidia_plugin': nvidia_plugin, 'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
              'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
-             'node_labels': node_labels}
+             'node_labels': node_labels,
+             'node_state': {'status': tuple(node_status), 'annotations': tuple(node_annotations)}}
     return props, {'stack': stack, 'settings': tuple(settings), 'resources': tuple(resources),
                    'prefixes': tuple(prefixes), 'family': family}
 
@@ -81,7 +87,10 @@ STRATEGY_MODEL = (
             ('aliyun.com/gpu-mem', 'GPU memory (gpushare)', 'GiB'),
             ('aliyun.com/gpu-count', 'GPUs (gpushare)', 'GPU'),
         ), 'gpushare', ('gpushare',), scheduler_extender=True, default_runtime=True, compute_mode='default',
-        prefixes=('aliyun.com/gpu',))),
+        prefixes=('aliyun.com/gpu',),
+        # the device plugin patches aliyun.com/gpu-count into the Node's status itself (AliyunContainerService/
+        # gpushare-device-plugin pkg/gpu/nvidia/podmanager.go patchGPUCount, 45fb8b8; GSH-12)
+        node_status=('aliyun.com/gpu-count',))),
     _entry('volcano', _props(
         'Volcano', 'volcano-gpu-mem', (
             ('volcano.sh/gpu-memory', 'GPU memory (Volcano gpu-share)', 'MiB'),
@@ -89,14 +98,25 @@ STRATEGY_MODEL = (
             ('volcano.sh/vgpu-number', 'vGPUs (Volcano)', 'vGPU'),
             ('volcano.sh/vgpu-memory', 'vGPU memory (Volcano)', 'MiB'),
             ('volcano.sh/vgpu-cores', 'vGPU cores (Volcano)', '%'),
-        ), 'volcano', ('volcano',), default_runtime=True, compute_mode='default', prefixes=('volcano.sh/',))),
+        ), 'volcano', ('volcano',), default_runtime=True, compute_mode='default', prefixes=('volcano.sh/',),
+        # gpu-share: volcano.sh/gpu-number patched into the Node's status (volcano-sh/devices pkg/plugin/nvidia/
+        # kube_interactor.go PatchGPUResourceOnNode, v1.0.0); vGPU: the registration and handshake annotations and
+        # the node lock (Project-HAMi/volcano-vgpu-device-plugin pkg/util/types.go, pkg/plugin/register.go, v1.12.0;
+        # VOL-16)
+        node_status=('volcano.sh/gpu-number',),
+        node_annotations=('volcano.sh/node-vgpu-register', 'volcano.sh/node-vgpu-handshake', 'volcano.sh/mutex.lock'))),
     _entry('hami', _props(
         'HAMi', 'hami', (
             GPU,
             ('nvidia.com/gpumem', 'vGPU memory (HAMi)', 'MiB'),
             ('nvidia.com/gpucores', 'vGPU cores (HAMi)', '%'),
             ('nvidia.com/gpumem-percentage', 'vGPU memory share (HAMi)', '%'),
-        ), 'hami', ('hami',), default_runtime=True, compute_mode='default')),
+        ), 'hami', ('hami',), default_runtime=True, compute_mode='default',
+        # the device plugin's registration and GPU pair scores, the scheduler's handshake, the node lock
+        # (Project-HAMi/HAMi pkg/device/nvidia/device.go, pkg/device-plugin/nvidiadevice/nvinternal/plugin/
+        # register.go, pkg/util/nodelock/nodelock.go, v2.10.0; HAMI-17)
+        node_annotations=('hami.io/node-nvidia-register', 'hami.io/node-nvidia-score', 'hami.io/node-handshake',
+                          'hami.io/mutex.lock'))),
     _entry('gpu-manager', _props(
         'gpu-manager', 'tencent-vcuda', (
             ('tencent.com/vcuda-core', 'vCUDA cores (gpu-manager, 100 per GPU)', 'core'),
@@ -204,6 +224,13 @@ def resource_prefixes():
             if name not in names:
                 names.append(name)
     return tuple(n for n in names if not any(o != n and n.startswith(o) for o in names))
+
+
+def node_state(name):
+    """What strategy ``name``'s agents leave on a Node: {'status': resource names they put into status.capacity and
+    status.allocatable themselves, 'annotations': annotation names}; empty tuples for an unknown name."""
+    props = _MODEL.get(name)
+    return props['node_state'] if props else {'status': (), 'annotations': ()}
 
 
 def family(name):

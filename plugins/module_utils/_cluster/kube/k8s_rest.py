@@ -90,6 +90,10 @@ class CoreApi(object):
         ctype = _content_type or (JSON_PATCH if isinstance(body, list) else STRATEGIC_MERGE_PATCH)
         return self._call('PATCH', '/api/v1/nodes/%s' % _segment(name), kwargs, body, ctype)
 
+    def patch_node_status(self, name, body, _content_type=None, **kwargs):
+        ctype = _content_type or (JSON_PATCH if isinstance(body, list) else STRATEGIC_MERGE_PATCH)
+        return self._call('PATCH', '/api/v1/nodes/%s/status' % _segment(name), kwargs, body, ctype)
+
     # Pods
     def list_pod_for_all_namespaces(self, **kwargs):
         return self._call('GET', '/api/v1/pods', kwargs)

@@ -82,6 +82,10 @@ IMAGE = pins.ref('dra-driver-nvidia-gpu-image')
 # DRA-09). The chart's resourceApiVersion is set from it, so helm template renders what helm install would.
 DRA_GA_MINOR = 34
 RESOURCE_API = ((34, 'resource.k8s.io/v1'), (33, 'resource.k8s.io/v1beta2'), (32, 'resource.k8s.io/v1beta1'))
+# The one version above whose DeviceRequest is flat (k8s.io/api v0.32.0 resource/v1beta1 types.go DeviceRequest:
+# deviceClassName, selectors, allocationMode, count beside name); v1beta2 (v0.33.0) and v1 (v0.34.4) nest them under
+# exactly (ExactDeviceRequest). DRA-13.
+RESOURCE_API_FLAT = 'resource.k8s.io/v1beta1'
 
 # Value paths this renderer may set (every one is read by the chart's templates at the releases above, DRA-01);
 # checked on every render.
@@ -290,8 +294,9 @@ def _image_values(ctx, chart, version, var):
 
 
 def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_enabled=None, removing=False):
-    """(manifests, labels, resources, limits, helm) of a dra pool: the driver's Helm release (values for the chart
-    release), and the pool's ResourceClaimTemplates when the pool names a claim_namespace."""
+    """(manifests, labels, resources, limits, helm, claim_api_version) of a dra pool: the driver's Helm release (values
+    for the chart release), the pool's ResourceClaimTemplates when the pool names a claim_namespace, and the
+    resource.k8s.io version claims are rendered in (the cluster's minor; v1 while removing without a version)."""
     var = ctx.var('dra')
     ds = validate_settings(settings.get('dra'), DRA_SCHEMA, var)
     check_name(ds['namespace'], var + '.namespace')
@@ -342,6 +347,7 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
     if undocumented:
         raise StackError('internal: dra-driver-nvidia-gpu values %s are not in the documented key list'
                          % ', '.join(undocumented))
+    claim_api = resource_api(minor) if minor is not None else RESOURCE_API[0][1]
     manifests = []
     if ds['claim_templates']:
         if not ds['claim_namespace']:
@@ -350,8 +356,7 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
         check_name(ds['claim_namespace'], var + '.claim_namespace')
         enabled = dict((n, gates.get(n, d)) for n, (dummy, d) in chart['gates'].items())
         for obj in claim_templates(ds['claim_templates'], ds['claim_namespace'], gates=enabled,
-                                   api_version=resource_api(minor) if minor is not None else 'resource.k8s.io/v1',
-                                   var=var + '.claim_templates'):
+                                   api_version=claim_api, var=var + '.claim_templates'):
             meta = ctx.meta(obj['metadata']['name'], namespace=ds['claim_namespace'])
             obj['metadata'] = meta
             manifests.append(obj)
@@ -363,7 +368,7 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
             'create_namespace': True, 'values': values, 'chart_version': version}
     # keeps the GPU operator's device plugin off the pool's nodes (OPERATOR_DEVICE_PLUGIN_LABEL)
     labels = dict((n, {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}) for n in nodes)
-    return manifests, labels, [], {}, helm
+    return manifests, labels, [], {}, helm, claim_api
 
 
 SETTINGS = {'dra': DRA_SCHEMA}
@@ -371,10 +376,11 @@ SETTINGS = {'dra': DRA_SCHEMA}
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS); the DRA driver is a Helm release."""
-    manifests, labels, resources, limits, helm = render(
+    manifests, labels, resources, limits, helm, claim_api = render(
         ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
         cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
-    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
+    return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm,
+            'claim_api_version': claim_api}
 
 
 def _release_view(settings):
@@ -543,7 +549,12 @@ def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v
         sel = selectors(spec)
         if sel:
             request['selectors'] = [{'cel': {'expression': e}} for e in sel]
-        devices = {'requests': [{'name': name, 'exactly': request}]}
+        if api_version == RESOURCE_API_FLAT:
+            # v1beta1 (Kubernetes 1.32) has the flat DeviceRequest: the class, count and selectors beside the name
+            # (k8s.io/api v0.32.0 resource/v1beta1 types.go DeviceRequest; v1beta2 and v1 nest them under exactly)
+            devices = {'requests': [dict(request, name=name)]}
+        else:
+            devices = {'requests': [{'name': name, 'exactly': request}]}
         sharing = None
         if kind == 'time-slicing':
             sharing = {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': spec['interval']}}

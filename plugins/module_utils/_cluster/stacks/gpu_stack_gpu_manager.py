@@ -220,6 +220,14 @@ def render(ctx, settings, nodes, facts):
 
 SETTINGS = {'gpu_manager': GPU_MANAGER_SCHEMA}
 
+# What every gpu-manager pool of a cluster shares: gpu-admission (Deployment, Service, RBAC) and its registration.
+SHARED = {'settings': 'gpu_manager',
+          'keys': ('admission_image', 'admission_registration', 'admission_cluster_ip', 'admission_port',
+                   'admission_log_level'),
+          'pool_variables': ('gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
+                             'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "gpu-admission, gpu-manager's scheduler extender"}
+
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS)."""

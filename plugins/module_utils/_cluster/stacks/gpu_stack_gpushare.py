@@ -284,6 +284,15 @@ def render(ctx, settings, nodes, facts):
 
 SETTINGS = {'gpushare': GPUSHARE_SCHEMA}
 
+# What every gpushare pool of a cluster shares: the scheduler extender (Deployment, Service, RBAC) and its
+# registration. Pools whose values of these differ are refused by the pools' plan.
+SHARED = {'settings': 'gpushare',
+          'keys': ('extender_image', 'registration', 'extender_cluster_ip', 'extender_host_network',
+                   'extender_node_port', 'extender_port', 'extender_node_affinity', 'log_level'),
+          'pool_variables': ('gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
+                             'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "gpushare's scheduler extender (gpushare-schd-extender and its registration)"}
+
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS)."""

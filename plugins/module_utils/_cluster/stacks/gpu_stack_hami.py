@@ -46,7 +46,8 @@ CHECKSUM_DEVICE_CONFIG = 'checksum/hami-scheduler-device-config'
 # system:kube-scheduler bootstrap role of kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
 # policy.go at v1.37.2): events (core and events.k8s.io), pods get/list/watch/delete (preemption), pods/binding and
 # bindings create, pods/status patch/update, reads of what selects pods, volumes, volume attachments and storage
-# (leasecandidates left out: --leader-elect=false); plus HAMi's own ClusterRole
+# (leasecandidates left out: coordinated leader election is behind a gate, off by default; leases kept: leader
+# election is on, HAMI-16); plus HAMi's own ClusterRole
 # (charts/hami/templates/scheduler/clusterrole.yaml at v2.10.0): pods/configmaps patch, nodes patch (node locks),
 # resourcequotas read.
 SCHEDULER_RULES = [
@@ -151,7 +152,7 @@ def kube_version(text, var):
     return minor, full
 
 
-def _scheduler_config(hs, minor, https):
+def _scheduler_config(hs, minor, https, namespace):
     api = kube_versions.scheduler_config_api(minor)[1]
     # the strategy model's resources and HAMi's request-only nvidia.com/priority
     managed = [{'name': n, 'ignoredByScheduler': True} for n in
@@ -161,7 +162,10 @@ def _scheduler_config(hs, minor, https):
            'httpTimeout': '30s', 'enableHTTPS': https, 'managedResources': managed}
     if https:
         ext['tlsConfig'] = {'insecure': True}
-    return {'apiVersion': api, 'kind': 'KubeSchedulerConfiguration', 'leaderElection': {'leaderElect': False},
+    # leader election on, on a Lease of its own (scheduler_name in the stack's namespace), as HAMi's chart
+    # (charts/hami/templates/scheduler/configmap.yaml, values.yaml scheduler.leaderElect: true, v2.10.0; HAMI-13)
+    return {'apiVersion': api, 'kind': 'KubeSchedulerConfiguration',
+            'leaderElection': {'leaderElect': True, 'resourceName': hs['scheduler_name'], 'resourceNamespace': namespace},
             'profiles': [{'schedulerName': hs['scheduler_name']}], 'extenders': [ext]}
 
 
@@ -200,7 +204,7 @@ def render(ctx, settings, nodes, facts):
     dev_cm_obj = config_map(ctx, dev_cm, {'device-config.yaml': json.dumps(_device_config(hs, var), indent=2, sort_keys=True) + '\n'},
                             scope='shared')
     out.append(dev_cm_obj)
-    sched_text = json.dumps(_scheduler_config(hs, minor, webhook), indent=2, sort_keys=True) + '\n'
+    sched_text = json.dumps(_scheduler_config(hs, minor, webhook, ctx.namespace), indent=2, sort_keys=True) + '\n'
     sched_cm_obj = config_map(ctx, SCHEDULER, {'config.yaml': sched_text}, scope='shared')
     out.append(sched_cm_obj)
     # as HAMi's chart: the configs' checksums on the pod templates, so a changed config rolls the pods (both mount
@@ -214,7 +218,11 @@ def render(ctx, settings, nodes, facts):
         out.append(cluster_role_binding(ctx, '%s-%s' % (SCHEDULER, role.split(':', 1)[1]), role, SCHEDULER, scope='shared'))
     ext_cmd = ['scheduler', '--http_bind=0.0.0.0:%d' % hs['scheduler_port'], '--scheduler-name=%s' % hs['scheduler_name'],
                '--metrics-bind-address=:9395', '--node-scheduler-policy=%s' % hs['node_scheduler_policy'],
-               '--gpu-scheduler-policy=%s' % hs['gpu_scheduler_policy'], '--device-config-file=/device-config.yaml']
+               '--gpu-scheduler-policy=%s' % hs['gpu_scheduler_policy'], '--device-config-file=/device-config.yaml',
+               # the extender acts only while the kube-scheduler beside it holds that Lease (HAMi's
+               # pkg/util/leaderelection: leader when the holder identity starts with its host name; HAMI-13)
+               '--leader-elect=true', '--leader-elect-resource-name=%s' % hs['scheduler_name'],
+               '--leader-elect-resource-namespace=%s' % ctx.namespace]
     ext_mounts = [{'name': 'device-config', 'mountPath': '/device-config.yaml', 'subPath': 'device-config.yaml'}]
     volumes = [{'name': 'scheduler-config', 'configMap': {'name': SCHEDULER}},
                {'name': 'device-config', 'configMap': {'name': dev_cm}}]
@@ -225,7 +233,7 @@ def render(ctx, settings, nodes, facts):
     spec = {'serviceAccountName': SCHEDULER, 'priorityClassName': 'system-cluster-critical',
             'containers': [
                 {'name': 'kube-scheduler', 'image': ks_image,
-                 'command': ['kube-scheduler', '--config=/config/config.yaml', '--leader-elect=false'],
+                 'command': ['kube-scheduler', '--config=/config/config.yaml'],
                  'volumeMounts': [{'name': 'scheduler-config', 'mountPath': '/config'}]},
                 {'name': 'vgpu-scheduler-extender', 'image': image, 'command': ext_cmd,
                  'env': [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}},
@@ -235,7 +243,9 @@ def render(ctx, settings, nodes, facts):
                  'volumeMounts': ext_mounts}],
             'volumes': volumes}
     pod_spec_common(ctx, spec, CONTROL_PLANE_TOLERATIONS)
-    out.append(deployment(ctx, SCHEDULER, SCHEDULER, spec, annotations=checksums))
+    # Recreate: the old pod is gone before the new one starts, so a config change never runs two schedulers of one
+    # name at once (the default RollingUpdate starts the new pod first; HAMI-13)
+    out.append(deployment(ctx, SCHEDULER, SCHEDULER, spec, annotations=checksums, strategy='Recreate'))
     out.append({'apiVersion': 'v1', 'kind': 'Service', 'metadata': ctx.meta(SCHEDULER, scope='shared'),
                 'spec': {'type': 'ClusterIP', 'selector': {'app.kubernetes.io/name': SCHEDULER},
                          'ports': [{'name': 'http', 'port': 443, 'targetPort': hs['scheduler_port'], 'protocol': 'TCP'},
@@ -316,6 +326,14 @@ def render(ctx, settings, nodes, facts):
 
 
 SETTINGS = {'hami': HAMI_SCHEMA}
+
+# What every hami pool of a cluster shares (hami-scheduler's Deployment, its config and device ConfigMaps, the webhook,
+# RBAC; scope shared): every setting enters one of them, and so do the pool variables below. Pools of the strategy
+# whose values differ are refused by the pools' plan (gpu_stack_shared.conflicts).
+SHARED = {'settings': 'hami', 'keys': tuple(HAMI_SCHEMA),
+          'pool_variables': ('gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
+                             'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "HAMi's scheduler (hami-scheduler Deployment, its scheduler and device ConfigMaps, its webhook)"}
 
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):

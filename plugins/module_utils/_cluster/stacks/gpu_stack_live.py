@@ -11,9 +11,10 @@ kube_version, gpushare's kube_proxy_config), and refuses a HAMi webhook Secret t
 """
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_volcano
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
 
-VOLCANO_CONFIGMAP = 'volcano-scheduler-configmap'
+VOLCANO_CONFIGMAP = gpu_stack_volcano.CONFIGMAP  # the default of gpu_sharing_stack_volcano.scheduler_configmap
 VOLCANO_CONF_KEY = 'volcano-scheduler.conf'
 KUBE_PROXY = ('kube-system', 'kube-proxy', 'config.conf')
 
@@ -32,7 +33,7 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
         out.append({'key': 'runtime_classes', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'})
     volcano = _settings(settings, 'volcano')
     if strategy == 'volcano' and present and not volcano.get('existing_conf'):
-        out.append({'key': 'volcano_conf', 'kind': 'ConfigMap', 'name': VOLCANO_CONFIGMAP,
+        out.append({'key': 'volcano_conf', 'kind': 'ConfigMap', 'name': volcano.get('scheduler_configmap') or VOLCANO_CONFIGMAP,
                     'namespace': volcano.get('namespace') or 'volcano-system'})
     gpushare = _settings(settings, 'gpushare')
     if strategy == 'gpushare' and present and (gpushare.get('registration') or 'node-port') == 'node-port' \
@@ -45,7 +46,7 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
     dra = _settings(settings, 'dra')
     version = (strategy == 'hami' and not hami.get('kube_version')) or \
         (strategy == 'volcano' and present and not volcano.get('kube_version')) or \
-        (strategy == 'dra' and present and not dra.get('kube_version'))
+        (strategy == 'dra' and not dra.get('kube_version'))  # removal too: claims go in the version served
     return {'queries': out, 'version': bool(version)}
 
 

@@ -496,6 +496,15 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     return manifests, node_labels, resources, limits
 
 
+def owns_deploy_labels(strategy, settings, ctx):
+    """Whether the pool's own agents go by NVIDIA's nvidia.com/gpu.deploy.* labels (mig with the MIG manager: its
+    device plugin selects DEPLOY_PLUGIN_LABEL, the manager DEPLOY_MIG_MANAGER_LABEL), which the GPU operator also
+    writes and removes."""
+    if strategy != 'mig':
+        return False
+    return validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))['manager']
+
+
 def label_defaults(strategy, settings, nodes, ctx):
     """Node labels set only where a node has none: with the MIG manager, nvidia.com/gpu.deploy.device-plugin, which
     mig-manager sets to paused-for-mig-change while it reconfigures (node -> {label: value})."""

@@ -3,11 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA GPU operator: Helm values for kubernetes.core.helm with a local chart (.tgz) path."""
 
+import hashlib
 import json
 import os
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
@@ -102,7 +103,12 @@ DOCUMENTED_VALUE_KEYS = frozenset(
        'migManager.config.name', 'migManager.config.default', 'daemonsets.tolerations', 'daemonsets.priorityClassName',
        'node-feature-discovery.image.repository', 'node-feature-discovery.imagePullSecrets', 'nfd.enabled',
        'operator.defaultRuntime', 'cdi.enabled', 'cdi.default', 'driver.manager.repository',
-       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets'])
+       'operator.initContainer.repository', 'operator.initContainer.imagePullSecrets', 'operator.runtimeClass'])
+
+# The RuntimeClass the operator creates (values.yaml operator.runtimeClass, default nvidia, at every release of CHARTS;
+# the operator makes it in its pre-requisites state after the ClusterPolicy is reconciled, not the chart:
+# controllers/object_controls.go RuntimeClasses and assets/pre-requisites/0200_runtime_class.yaml, v26.7.0; GPUOP-11).
+RUNTIME_CLASS = 'nvidia'
 
 GPU_OPERATOR_SCHEMA = {
     'chart_path': dict(type=str, default='', description='Local chart (.tgz or directory) on the controller; required for this strategy.'),
@@ -124,6 +130,10 @@ GPU_OPERATOR_SCHEMA = {
                             description='Container runtime (operator.defaultRuntime); only chart v24.9 reads it, newer charts refuse it.'),
     'nfd_enabled': dict(type=bool, default=True, description='Deploy node-feature-discovery.'),
     'cdi_enabled': dict(type=bool, default=None, description="Set cdi.enabled; unset keeps the chart's default (false up to v25.3, true from v25.10)."),
+    'runtime_class': dict(type=str, default=RUNTIME_CLASS, description=(
+        "Name of the RuntimeClass the operator creates once its ClusterPolicy is reconciled (chart value "
+        "C(operator.runtimeClass), C(nvidia) by default) and the pool's GPU pods (the validation pod too) name. The role's "
+        "entry point C(ready) waits for it after the Helm install before it applies the validation workloads.",)),
 }
 
 # Chart.yaml versions that name no release: the source tree's (v1.0.0-devel) and the OCI development builds'
@@ -162,6 +172,39 @@ def leaf_paths(values, prefix=''):
     return out
 
 
+# Confinement of the one operator to its own pools' nodes. The operator labels every node it finds with
+# nvidia.com/gpu.present=true (which role gpu_node_labels writes on every GPU node) with its deploy labels, and its
+# operands (device plugin, GPU feature discovery, MIG manager, DCGM, validator, driver, toolkit) follow them
+# (controllers/state_manager.go gpuStateLabels, addGPUStateLabels: a label already set keeps its value); a node
+# carrying nvidia.com/gpu.deploy.operands=false gets all of them removed and runs no operand (hasOperandsDisabled,
+# removeAllGPUStateLabels; v26.7.0; GPUOP-13). The nodes of every pool of another strategy carry it: their own stack
+# advertises the GPUs and the node layer gives them the driver and the toolkit. dra pools keep their narrower label
+# (gpu_stack_dra OPERATOR_DEVICE_PLUGIN_LABEL): the DRA driver may use the operator's driver container.
+OPERANDS_LABEL = 'nvidia.com/gpu.deploy.operands'
+OPERANDS_OFF = 'false'
+
+
+def confinement_labels(strategy):
+    """The labels that keep the GPU operator's operands off a node of a pool of ``strategy``: every node-level
+    strategy (its own device plugin on the node; gpu-operator and dra are whole-cluster stacks, see above)."""
+    return {OPERANDS_LABEL: OPERANDS_OFF} if gpu_strategy.strategy(strategy)['node_strategy'] else {}
+
+
+# The device plugin's config ConfigMap the chart creates (devicePlugin.config.create/name/data): named after its
+# content, not after a pool. The one release serves every gpu-operator pool, so a pool's name in it would flip on
+# every run of each pool; and the operator mounts the ConfigMap as a volume named after devicePlugin.config.name
+# while config-manager follows only the node label nvidia.com/device-plugin.config (controllers/object_controls.go
+# handleDevicePluginConfig, addSharedMountsForPluginConfig, v26.7.0; GPUOP-12): a new name on a new content changes
+# the DaemonSet's pod template, so a changed time-slicing or MPS config reaches the running device plugins.
+DEVICE_PLUGIN_CONFIG_PREFIX = 'gpuops-device-plugin-config-'
+
+
+def device_plugin_config_name(data):
+    """The ConfigMap name for the device plugin config ``data`` (config name -> text): prefix + content hash."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode('utf-8')).hexdigest()
+    return DEVICE_PLUGIN_CONFIG_PREFIX + digest[:10]
+
+
 def render(ctx, settings, nodes, facts):
     var = ctx.var('gpu_operator')
     go = validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var)
@@ -190,6 +233,9 @@ def render(ctx, settings, nodes, facts):
             raise StackError('%s.default_runtime has no effect with gpu-operator chart %s (operator.defaultRuntime was '
                              'removed in v25.3; the operator detects the runtime); remove it' % (var, version))
         values['operator'] = {'defaultRuntime': go['default_runtime']}
+    check_name(go['runtime_class'], var + '.runtime_class')
+    if go['runtime_class'] != RUNTIME_CLASS:
+        values.setdefault('operator', {})['runtimeClass'] = go['runtime_class']
     if go['cdi_enabled'] is not None and go['cdi_enabled'] != chart['cdi_enabled_default']:
         values['cdi'] = {'enabled': go['cdi_enabled']}
     if not go['driver_enabled']:
@@ -203,15 +249,19 @@ def render(ctx, settings, nodes, facts):
                'sharing': {key: {'renameByDefault': go['rename_by_default'],
                                  'failRequestsGreaterThanOne': go['fail_requests_greater_than_one'],
                                  'resources': [{'name': 'nvidia.com/gpu', 'replicas': go['replicas']}]}}}
-        values['devicePlugin']['config'] = {'create': True, 'name': 'device-plugin-config-' + ctx.pool,
-                                            'default': cfg_name, 'data': {cfg_name: json.dumps(cfg, indent=2, sort_keys=True)}}
+        data = {cfg_name: json.dumps(cfg, indent=2, sort_keys=True)}
+        values['devicePlugin']['config'] = {'create': True, 'name': device_plugin_config_name(data),
+                                            'default': cfg_name, 'data': data}
     if go['sharing'] == 'mps':
         for node in nodes:
             mps = ((facts.get(node) or {}).get('sharing') or {}).get('mps') or {}
             if facts.get(node) and not mps.get('allowed'):
                 raise StackError('%s.sharing mps is not possible on %s: %s' % (var, node, mps.get('reason', 'not allowed')))
     if go['mig_manager']:
-        values['migManager']['config'] = {'name': 'default-mig-parted-config', 'default': 'all-disabled'}
+        # the default geometry only: a config name, even that of the operator's own default-mig-parted-config, makes
+        # the operator treat it as a custom config (hasCustomConfig: config.yaml instead of its hardware-generated
+        # config-default.yaml fallback; controllers/object_controls.go, v26.7.0; GPUOP-14)
+        values['migManager']['config'] = {'default': 'all-disabled'}
         for node in nodes:
             mig = ((facts.get(node) or {}).get('sharing') or {}).get('mig') or {}
             if facts.get(node) and not mig.get('allowed'):
@@ -255,6 +305,12 @@ def render(ctx, settings, nodes, facts):
 
 
 SETTINGS = {'gpu_operator': GPU_OPERATOR_SCHEMA}
+
+# What every gpu-operator pool of a cluster shares: the one Helm release (one ClusterPolicy per cluster). Every setting
+# enters its values but mig_config (a label of the pool's nodes). Pools whose values differ are refused by the plan.
+SHARED = {'settings': 'gpu_operator', 'keys': tuple(k for k in GPU_OPERATOR_SCHEMA if k != 'mig_config'),
+          'pool_variables': ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets'),
+          'objects': "the GPU operator's one Helm release (its ClusterPolicy is one per cluster)"}
 
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):

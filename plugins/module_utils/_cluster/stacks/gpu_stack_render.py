@@ -74,7 +74,8 @@ def pod_runtime_class(strategy, settings, var):
     if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
         return validate_settings(settings.get('nvidia'), gpu_stack_nvidia.NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
     if strategy == 'gpu-operator':
-        return 'nvidia'
+        return validate_settings(settings.get('gpu_operator'), gpu_stack_operator.GPU_OPERATOR_SCHEMA,
+                                 var + 'gpu_operator')['runtime_class']
     return ''
 
 
@@ -197,14 +198,16 @@ def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
     return None
 
 
-def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name):
+def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name, claim_api_version=None):
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     sel = ctx.pool_selector()
     if strategy == 'dra':
         # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
         name = 'gpu-validate-dra-' + ctx.pool
-        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'))[0]
+        # in the resource.k8s.io version the cluster's minor serves (the stack's render says which)
+        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'),
+                                                 api_version=claim_api_version or gpu_stack_dra.RESOURCE_API[0][1])[0]
         template['metadata'] = ctx.meta(name, namespace=ns, scope='validation')
         pod = gpu_stack_dra.validation_pod(ctx, name, ns, image, template, scheduler_name)
         if runtime_class_name:
@@ -241,6 +244,19 @@ def stale_shared(pool, shared, live_runtime_classes):
             out.append({'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass',
                         'metadata': {'name': meta['name'], 'labels': {SCOPE_LABEL: 'shared'}}})
     return sorted(out, key=lambda d: d['metadata']['name'])
+
+
+def _runtime_class_wait(validation, manifests):
+    """The RuntimeClass named by a validation workload and made by none of the stack's manifests, or None."""
+    made = set(m['metadata']['name'] for m in manifests if m.get('kind') == 'RuntimeClass')
+    for obj in validation:
+        spec = obj.get('spec') or {}
+        if obj.get('kind') != 'Pod':
+            spec = ((spec.get('template') or {}).get('spec')) or {}
+        name = spec.get('runtimeClassName')
+        if name and name not in made:
+            return name
+    return None
 
 
 def render(params):
@@ -307,10 +323,15 @@ def render(params):
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
 
+    # keeps the GPU operator's operands off the pool's nodes; not for a pool whose own agents go by the operator's
+    # deploy labels (mig with the MIG manager): the pools' plan refuses that pool beside a gpu-operator pool
+    confine = {} if gpu_stack_nvidia.owns_deploy_labels(strategy, settings, ctx) else \
+        gpu_stack_operator.confinement_labels(strategy)
     for node in nodes:
         lab = labels.setdefault(node, {})
         lab[STRATEGY_LABEL] = strategy
         lab[POOL_LABEL] = pool
+        lab.update(confine)
     val = validate_settings(params.get('validation'), VALIDATION_SCHEMA, var + 'validation')
     pod_rc = pod_runtime_class(strategy, settings, var)
     if val['runtime_class_name'] is not None:
@@ -322,7 +343,8 @@ def render(params):
     validation = []
     if val['enabled']:
         check_name(val['namespace'], var + 'validation.namespace')
-        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc)
+        validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc,
+                                 out.get('claim_api_version'))
     scopes = {}
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
@@ -337,6 +359,9 @@ def render(params):
         'adopted_manifests': scopes.get('adopted', []),
         'stale_shared_manifests': stale,
         'validation_manifests': validation,
+        # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator
+        # creates its own after the Helm install): entry point ready waits for it before it applies them
+        'runtime_class_wait': _runtime_class_wait(validation, manifests),
         'node_labels': dict((n, labels[n]) for n in sorted(labels)),
         'node_label_defaults': gpu_stack_nvidia.label_defaults(strategy, settings, nodes, ctx),
         'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}

@@ -57,6 +57,10 @@ VOLCANO_SCHEMA = {
     'scheduler_deployment': dict(type=str, default='volcano-scheduler',
                                  description=("Volcano's scheduler Deployment (in O(gpu_sharing_stack_volcano.namespace)), restarted when the vGPU device "
                                               "config changes (it reads it once per process); patched only if it exists.",)),
+    'scheduler_configmap': dict(type=str, default=CONFIGMAP,
+                                description=("Volcano's scheduler ConfigMap (in O(gpu_sharing_stack_volcano.namespace)), whose C(volcano-scheduler.conf) "
+                                             'the role merges its device plugin into (backed up, never deleted); the name the scheduler Deployment '
+                                             'mounts when Volcano was installed with another.',)),
     'accept_known_bad_images': dict(type=bool, default=False,
                                     description=('Deploy mode V(gpu-share) with volcano-device-plugin V(v1.0.0) anyway (warns). It updates pods with a '
                                                  'Kubernetes 1.18 client at Allocate and fails for pods with newer fields (seccompProfile).',)),
@@ -202,7 +206,8 @@ def render(ctx, settings, nodes, facts):
         ctx.warn('%s: removed %s: true from the live %s: volcano-scheduler exits when it is on beside %s'
                  % (var, key, CONF_KEY, 'deviceshare.VGPUEnable' if vs['mode'] == 'vgpu' else 'deviceshare.GPUSharingEnable'))
     text = json.dumps(conf, indent=2, sort_keys=True) + '\n'
-    out = [config_map(ctx, CONFIGMAP, {CONF_KEY: text}, scope='shared', namespace=vs['namespace'])]
+    out = [config_map(ctx, check_name(vs['scheduler_configmap'], var + '.scheduler_configmap'), {CONF_KEY: text},
+                      scope='shared', namespace=vs['namespace'])]
     # this ConfigMap belongs to the Volcano installation: mark it so the role backs it up and never deletes it
     out[0]['metadata']['labels']['gpuops.io/sharing-scope'] = 'adopted'
     name = 'volcano-device-plugin-' + ctx.pool
@@ -284,6 +289,13 @@ def render(ctx, settings, nodes, facts):
 
 
 SETTINGS = {'volcano': VOLCANO_SCHEMA}
+
+# What every volcano pool of a cluster shares: the vGPU device ConfigMap (kube-system), the scheduler ConfigMap it
+# adopts and the scheduler Deployment it restarts. Pools whose values of these differ are refused by the pools' plan.
+SHARED = {'settings': 'volcano',
+          'keys': ('mode', 'device_split_count', 'namespace', 'scheduler_deployment', 'scheduler_configmap'),
+          'pool_variables': (),
+          'objects': "Volcano's scheduler configuration (volcano-scheduler-configmap, volcano-vgpu-device-config)"}
 
 
 def render_stack(ctx, strategy, settings, nodes, facts, inputs):

@@ -191,7 +191,9 @@ def test_DRA_09_the_role_reads_the_version_from_the_cluster():
     q = live.queries('dra', settings={'dra': {}})
     assert q['version'] is True and q['queries'] == [{'key': 'nodes', 'kind': 'Node'}]
     assert live.queries('dra', settings={'dra': {'kube_version': 'v1.34.2'}})['version'] is False
-    assert live.queries('dra', state='absent', settings={'dra': {}})['version'] is False
+    # removal reads it too: the claims it deletes are in the version the cluster serves (DRA-13)
+    assert live.queries('dra', state='absent', settings={'dra': {}})['version'] is True
+    assert live.queries('dra', state='absent', settings={'dra': {'kube_version': 'v1.33.1'}})['version'] is False
     merged = live.merge({'strategy': 'dra', 'settings': {'dra': {'chart_path': '/c'}}},
                         {'objects': {'nodes': []}, 'version': {'gitVersion': 'v1.35.1'}})
     assert merged['settings']['dra'] == {'chart_path': '/c', 'kube_version': 'v1.35.1'}
@@ -414,6 +416,35 @@ def test_DRA_06_validation_workload_uses_a_claim():
     assert 'runtimeClassName' not in pod['spec']
     rc = render(validation={'enabled': True, 'runtime_class_name': 'nvidia'})['validation_manifests'][1]
     assert rc['spec']['runtimeClassName'] == 'nvidia'
+
+
+def test_DRA_13_v1beta1_claims_have_the_flat_request():
+    [t, shared] = dra.claim_templates([{'name': 'h', 'count': 2, 'product_name': 'T4'}, {'name': 's', 'shared': True}],
+                                      'ml', api_version='resource.k8s.io/v1beta1')
+    assert t['apiVersion'] == 'resource.k8s.io/v1beta1'
+    assert t['spec']['spec']['devices']['requests'] == [{
+        'name': 'h', 'deviceClassName': 'gpu.nvidia.com', 'count': 2,
+        'selectors': [{'cel': {'expression': "device.attributes['gpu.nvidia.com'].productName == 'T4'"}}]}]
+    assert shared['spec']['devices']['requests'] == [{'name': 's', 'deviceClassName': 'gpu.nvidia.com'}]
+    [ts] = dra.claim_templates([{'name': 't', 'kind': 'time-slicing'}], 'ml', api_version='resource.k8s.io/v1beta1')
+    assert ts['spec']['spec']['devices']['config'][0]['requests'] == ['t']
+
+
+@pytest.mark.parametrize('kube,api,flat', [('v1.32.4', 'resource.k8s.io/v1beta1', True),
+                                           ('v1.33.1', 'resource.k8s.io/v1beta2', False),
+                                           ('v1.34.2', 'resource.k8s.io/v1', False)])
+@pytest.mark.parametrize('state', ['present', 'absent'])
+def test_DRA_13_claims_and_validation_template_in_the_version_of_the_minor(kube, api, flat, state):
+    res = render(settings={'kube_version': kube, 'kube_dra_enabled': kube < 'v1.34', 'claim_namespace': 'ml',
+                           'claim_templates': [{'name': 'g'}]},
+                 validation={'enabled': True, 'namespace': 'gpu-check'}, check_conflicts=state == 'present',
+                 cdi={'n1': True} if state == 'present' else {})
+    tpl = res['validation_manifests'][0]
+    for obj in (res['pool_manifests'][0], tpl):
+        assert obj['apiVersion'] == api, obj
+        [req] = obj['spec']['spec']['devices']['requests']
+        assert ('exactly' not in req and req['deviceClassName'] == 'gpu.nvidia.com') if flat else \
+            req['exactly'] == {'deviceClassName': 'gpu.nvidia.com'}
 
 
 def test_DRA_06_validation_pod_with_a_shared_claim_and_scheduler():

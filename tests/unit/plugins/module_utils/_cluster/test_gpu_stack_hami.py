@@ -107,8 +107,8 @@ def test_HAMI_07_only_keys_hami_reads():
 
 # system:kube-scheduler of kubernetes/kubernetes v1.37.2 (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go,
 # the rules that no feature gate adds; eventsRule from controller_policy.go; Read = get, list, watch), as
-# (api group, resource, verbs).  Left out, with the reason: leasecandidates (coordinated leader election; the HAMi
-# scheduler runs kube-scheduler with --leader-elect=false).
+# (api group, resource, verbs).  Left out, with the reason: leasecandidates (coordinated leader election, behind the
+# CoordinatedLeaderElection feature gate, off by default; the HAMi scheduler elects on an ordinary Lease).
 READ = ('get', 'list', 'watch')
 KUBE_SCHEDULER_V1_37_2 = [
     ('', 'events', ('create', 'update', 'patch')), ('events.k8s.io', 'events', ('create', 'update', 'patch')),
@@ -219,3 +219,20 @@ def test_HAMI_15_webhook_refused_beside_another_nvidia_pool():
     # an NVIDIA pool beside a HAMi pool is warned
     out = r.render(dict(strategy='exclusive', pool='ex', nodes=['n2'], live_nodes=[_pool_node('gpu-7', 'p1', 'hami')]))
     assert any('hami-scheduler' in w for w in out['warnings'])
+
+
+def test_HAMI_16_one_active_scheduler_leader_election_and_recreate():
+    out = render(scheduler_name='hami-sched')
+    dep = obj(out, 'Deployment', 'hami-scheduler')
+    # never two scheduler pods at once: the old one is gone before the new one starts
+    assert dep['spec']['strategy'] == {'type': 'Recreate'} and dep['spec']['replicas'] == 1
+    cfg = json.loads(obj(out, 'ConfigMap', 'hami-scheduler')['data']['config.yaml'])
+    assert cfg['leaderElection'] == {'leaderElect': True, 'resourceName': 'hami-sched', 'resourceNamespace': 'kube-system'}
+    ks = container(out, 'Deployment', 'hami-scheduler', 'kube-scheduler')
+    assert not [a for a in ks['command'] if a.startswith('--leader-elect')]
+    ext = container(out, 'Deployment', 'hami-scheduler', 'vgpu-scheduler-extender')
+    assert ext['command'][-3:] == ['--leader-elect=true', '--leader-elect-resource-name=hami-sched',
+                                   '--leader-elect-resource-namespace=kube-system']
+    rules = obj(out, 'ClusterRole', 'hami-scheduler')['rules']
+    for verb in ('get', 'list', 'watch', 'create', 'update'):
+        assert rules_allow(rules, 'coordination.k8s.io', 'leases', verb), verb

@@ -156,3 +156,97 @@ def test_GPUOP_10_mps_fail_requests_false_only_with_a_device_plugin_that_honours
     # time-slicing and the default (true) are not affected
     values(chart_version=chart, sharing='time-slicing', fail_requests_greater_than_one=False)
     values(chart_version=chart, sharing='mps')
+
+
+@pytest.mark.parametrize('chart', ['v24.9.2', 'v25.3.4', 'v25.10.1', 'v26.3.3', 'v26.7.0'])
+def test_GPUOP_11_validation_waits_for_the_runtime_class_the_operator_creates(chart):
+    res = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart}},
+                        validation={'enabled': True}))
+    [pod] = res['validation_manifests']
+    assert pod['spec']['runtimeClassName'] == 'nvidia' == res['runtime_class_name']
+    # no manifest of the stack makes it: entry point ready waits for it after the Helm install
+    assert not [m for m in res['manifests'] if m['kind'] == 'RuntimeClass']
+    assert res['runtime_class_wait'] == 'nvidia'
+    assert 'runtimeClass' not in res['helm']['values'].get('operator', {})
+    own = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart,
+                                                   'runtime_class': 'nvidia-op'}},
+                        validation={'enabled': True}))
+    assert own['helm']['values']['operator']['runtimeClass'] == 'nvidia-op'
+    assert own['validation_manifests'][0]['spec']['runtimeClassName'] == 'nvidia-op' == own['runtime_class_wait']
+    assert set(op.leaf_paths(own['helm']['values'])) <= op.DOCUMENTED_VALUE_KEYS
+    # without validation workloads there is nothing to wait for
+    assert render()['runtime_class_wait'] is None
+    with pytest.raises(StackError, match='runtime_class'):
+        render(runtime_class='Bad Name')
+
+
+def test_GPUOP_11_a_runtime_class_the_stack_makes_is_not_waited_for():
+    res = r.render(dict(strategy='time-slicing', pool='p1', nodes=['n1'], facts={'n1': T4},
+                        settings={'time_slicing': {'replicas': 2}}, validation={'enabled': True}))
+    names = [m['metadata']['name'] for m in res['manifests'] if m['kind'] == 'RuntimeClass']
+    assert res['validation_manifests'][0]['spec'].get('runtimeClassName') in names
+    assert res['runtime_class_wait'] is None
+
+
+def test_GPUOP_12_device_plugin_config_named_after_its_content_not_the_pool():
+    def cfg(pool, **go):
+        go.setdefault('chart_path', '/charts/gpu-operator-v26.7.0.tgz')
+        return r.render(dict(strategy='gpu-operator', pool=pool, nodes=['n-' + pool], facts={'n-' + pool: T4},
+                             settings={'gpu_operator': go}))['helm']['values']['devicePlugin']['config']
+    a, b = cfg('a', sharing='time-slicing', replicas=4), cfg('b', sharing='time-slicing', replicas=4)
+    # the one release of every gpu-operator pool: the same settings give the same values whatever the pool
+    assert a == b and a['name'].startswith('gpuops-device-plugin-config-') and a['default'] == 'time-slicing'
+    assert a['name'] == op.device_plugin_config_name(a['data'])
+    # a changed config is a new name: the operator's DaemonSet mounts it by that name, so its pods roll
+    changed = cfg('a', sharing='time-slicing', replicas=8)
+    assert changed['name'] != a['name'] and changed['default'] == 'time-slicing'
+    assert cfg('a', sharing='mps', replicas=4)['name'] != a['name']
+    assert len(a['name']) <= 63
+
+
+@pytest.mark.parametrize('strategy,settings,confined', [
+    ('exclusive', {}, True), ('time-slicing', {'time_slicing': {'replicas': 2}}, True), ('mps', {}, True),
+    ('mig', {'mig': {'devices': {'1g.10gb': 7}, 'manager': False}}, True),
+    ('mig', {'mig': {'devices': {'1g.10gb': 7}}}, False),
+    ('gpushare', {'gpushare': {'accept_known_bad_images': True, 'kube_proxy_mode': 'iptables'}}, True),
+    ('volcano', {'volcano': {'version': '1.15', 'kube_version': 'v1.34.2'}}, True),
+    ('hami', {'hami': {'kube_version': 'v1.34.2'}}, True),
+    ('gpu-manager', {'gpu_manager': {'accept_unmaintained': True, 'admission_image': 'r/x:1'}}, True),
+    ('gpu-operator', {'gpu_operator': {'chart_path': '/c-v26.7.0.tgz'}}, False),
+])
+def test_GPUOP_13_other_pools_nodes_keep_the_operators_operands_off(strategy, settings, confined):
+    A100 = {'gpus': [{'index': 0, 'name': 'NVIDIA A100-SXM4-80GB', 'memory_total_mib': 81920}],
+            'sharing': {'mig': {'allowed': True}, 'mps': {'allowed': True}}}
+    res = r.render(dict(strategy=strategy, pool='p1', nodes=['n1'], facts={'n1': A100}, settings=settings,
+                        require_facts=False))
+    labels = res['node_labels']['n1']
+    if confined:
+        assert labels[op.OPERANDS_LABEL] == 'false'
+    else:
+        assert op.OPERANDS_LABEL not in labels
+
+
+def test_GPUOP_13_gpu_operator_beside_a_mig_pool_with_the_manager_refused():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools
+
+    def errors(mig_settings, other='mig'):
+        groups = {'gpu_nodes': ['a', 'b'], 'ops': ['a'], 'migs': ['b']}
+        hv = {'a': {'group_names': ['gpu_nodes', 'ops'], 'gpuops_sharing_strategy': 'gpu-operator'},
+              'b': dict({'group_names': ['gpu_nodes', 'migs'], 'gpuops_sharing_strategy': other}, **mig_settings)}
+        return sharing_pools(groups, hv, settings=['gpu_sharing_stack_mig'])['errors']
+    [err] = errors({})
+    assert err.startswith('gpu-operator pool(s) ops and mig pool(s) migs with the MIG manager cannot share a cluster')
+    assert 'gpu_sharing_stack_mig.manager: false for migs' in err
+    assert errors({'gpu_sharing_stack_mig': {'manager': False}}) == []
+    assert errors({}, other='hami') == []
+
+
+@pytest.mark.parametrize('chart', ['v24.9.2', 'v25.3.4', 'v25.10.1', 'v26.3.3', 'v26.7.0'])
+def test_GPUOP_14_mig_manager_config_names_no_config_map(chart):
+    A100 = {'gpus': [{'index': 0}], 'sharing': {'mig': {'allowed': True}}}
+    v = r.render(dict(strategy='gpu-operator', pool='p1', nodes=['n1'], facts={'n1': A100},
+                      settings={'gpu_operator': {'chart_path': '/c.tgz', 'chart_version': chart, 'mig_manager': True,
+                                                 'mig_strategy': 'single'}}))['helm']['values']
+    assert v['migManager'] == {'enabled': True, 'config': {'default': 'all-disabled'}}

@@ -184,3 +184,17 @@ def test_VOL_15_a_changed_vgpu_device_config_restarts_volcano_scheduler():
     assert render(mode='gpu-share', accept_known_bad_images=True)['restarts'] == []
     assert r.render(dict(strategy='volcano', pool='p1', nodes=['n1'], settings={'volcano': {}},
                          check_conflicts=False))['restarts'] == []
+
+
+def test_scheduler_configmap_name_is_a_setting_like_the_deployment():
+    """Issue #37 item 9: the scheduler Deployment's name was a setting, its ConfigMap's was fixed (and written twice)."""
+    out = render(scheduler_configmap='vc-sched-conf', scheduler_deployment='vc-sched')
+    cms = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and vol.CONF_KEY in (m.get('data') or {})]
+    assert [m['metadata']['name'] for m in cms] == ['vc-sched-conf']
+    assert render()['adopted_manifests'][0]['metadata']['name'] == 'volcano-scheduler-configmap'
+    q = gpu_stack_live.queries('volcano', settings={'volcano': {'scheduler_configmap': 'vc-sched-conf'}})
+    assert [x['name'] for x in q['queries'] if x['key'] == 'volcano_conf'] == ['vc-sched-conf']
+    q = gpu_stack_live.queries('volcano', settings={'volcano': {}})
+    assert [x['name'] for x in q['queries'] if x['key'] == 'volcano_conf'] == ['volcano-scheduler-configmap']
+    with pytest.raises(StackError, match='scheduler_configmap'):
+        render(scheduler_configmap='Bad Name')

@@ -126,6 +126,7 @@ def test_K8S_09_every_path_the_collection_calls():
     api.read_runtime_class('nvidia')
     api.list_runtime_class()
     api.get_code()
+    api.patch_node_status('n1', [{'op': 'remove', 'path': '/status/capacity/aliyun.com~1gpu-count'}])
     assert [(c['method'], c['path']) for c in client.calls] == [
         ('GET', '/api/v1/nodes/n1'),
         ('GET', '/api/v1/nodes'),
@@ -139,7 +140,9 @@ def test_K8S_09_every_path_the_collection_calls():
         ('GET', '/apis/node.k8s.io/v1/runtimeclasses/nvidia'),
         ('GET', '/apis/node.k8s.io/v1/runtimeclasses'),
         ('GET', '/version/'),
+        ('PATCH', '/api/v1/nodes/n1/status'),
     ]
+    assert client.calls[-1]['headers']['Content-Type'] == 'application/json-patch+json'
     delete, evict = client.calls[3], client.calls[4]
     assert 'Content-Type' not in delete['headers'] and delete['body'] == {'gracePeriodSeconds': 5}
     assert 'Content-Type' not in evict['headers'] and evict['body']['kind'] == 'Eviction'

@@ -183,3 +183,77 @@ def test_plan_mode_names_a_failed_list():
 def test_check_plan(plan, message):
     assert any(message in p for p in L.check_plan(plan)), L.check_plan(plan)
     assert L.check_plan(static(('h', 'n', 'mps', {}))) == []
+
+
+class StatusCore(ListingCore):
+    """Also the status subresource, with JSON patch (remove) semantics."""
+
+    def patch_node_status(self, name, ops, **kwargs):
+        self.calls.append(('patch_status', name, copy.deepcopy(ops), kwargs))
+        assert kwargs['_content_type'] == 'application/json-patch+json'
+        node = copy.deepcopy(self.nodes[name])
+        for op in ops:
+            assert op['op'] == 'remove'
+            dummy, top, field, key = op['path'].split('/')
+            del node[top][field][key.replace('~1', '/').replace('~0', '~')]
+        if kwargs.get('dry_run') != 'All':
+            self.nodes[name] = node
+        return Raw(node)
+
+
+SL = 'gpuops.io/sharing-strategy'
+
+
+def absent_clears(strategy, status, annotations):
+    """Issue #37 item 6: gpushare's and Volcano's device plugins patch their GPU count into the Node's status, HAMi's
+    and Volcano's vGPU plugin annotate the Node; none of it goes with their DaemonSets, and gpu_node_labels then
+    refused the node for the next strategy. State absent clears exactly that (gpu_strategy.node_state)."""
+    api = StatusCore({'n': {'metadata': {'name': 'n', 'labels': {'team': 'ml'}, 'annotations': {'keep': '1'}},
+                            'status': {'capacity': {'cpu': '8'}, 'allocatable': {'cpu': '8'}}}})
+    plan, results = L.plan_and_apply(api, static(('n', 'n', strategy, {SL: strategy})), OPTIONS)
+    assert not plan['errors'] and results[0]['changed']
+    # what the stack's agents write while they run
+    node = api.nodes['n']
+    node['metadata']['annotations'].update(annotations)
+    for field in ('capacity', 'allocatable'):
+        node['status'][field].update(status)
+    # the next strategy is refused while it is there
+    plan, results = L.plan_and_apply(api, static(('n', 'n', 'time-slicing', {SL: 'time-slicing'})), OPTIONS)
+    assert results is None and plan['errors'], plan
+    # state absent of the pool: labels, record, and what the agents left (only theirs: cpu, keep stay)
+    absent = dict(OPTIONS, state='absent')
+    plan, results = L.plan_and_apply(api, static(('n', 'n', strategy, {})), absent, check_mode=True)
+    assert results[0]['changed'] and api.nodes['n'] is node  # check mode: dry runs only
+    plan, results = L.plan_and_apply(api, static(('n', 'n', strategy, {})), absent)
+    node = api.nodes['n']
+    assert node['metadata']['annotations'] == {'keep': '1'}
+    left = dict((r, q) for r, q in status.items() if r in ('aliyun.com/gpu-mem', 'nvidia.com/gpu'))
+    for field in ('capacity', 'allocatable'):
+        assert node['status'][field] == dict({'cpu': '8'}, **left), field  # the kubelet's own resources are its
+    want = ['annotation %s' % a for a in annotations]
+    want += ['status.%s %s' % (f, r) for r in status if r not in left for f in ('capacity', 'allocatable')]
+    assert sorted(results[0]['cleared']) == sorted(want)
+    # a re-run finds nothing to do, and the next strategy is no longer refused over it
+    plan, results = L.plan_and_apply(api, static(('n', 'n', strategy, {})), absent)
+    assert results == []
+    if strategy != 'hami':
+        for field in ('capacity', 'allocatable'):
+            node['status'][field] = {'cpu': '8'}  # the kubelet drops a device plugin's resources once it is gone
+    plan, results = L.plan_and_apply(api, static(('n', 'n', 'time-slicing', {SL: 'time-slicing'})), OPTIONS)
+    assert not plan['errors'] and results[0]['changed']
+
+
+def test_GSH_12_absent_clears_what_the_stack_agents_left_on_the_node_so_another_strategy_is_not_refused():
+    absent_clears('gpushare', {'aliyun.com/gpu-count': '1', 'aliyun.com/gpu-mem': '15'}, {})
+
+
+def test_VOL_16_absent_clears_what_the_stack_agents_left_on_the_node_so_another_strategy_is_not_refused():
+    absent_clears('volcano', {'volcano.sh/gpu-number': '1'},
+                  {'volcano.sh/node-vgpu-register': 'x', 'volcano.sh/node-vgpu-handshake': 'y',
+                   'volcano.sh/mutex.lock': '2026-11-29T00:00:00Z'})
+
+
+def test_HAMI_17_absent_clears_what_the_stack_agents_left_on_the_node_so_another_strategy_is_not_refused():
+    absent_clears('hami', {'nvidia.com/gpu': '0'},
+                  {'hami.io/node-nvidia-register': 'GPU-1,10,15360,100,NVIDIA-Tesla T4,0,true:',
+                   'hami.io/node-handshake': 'Reported now', 'hami.io/node-nvidia-score': '[]'})

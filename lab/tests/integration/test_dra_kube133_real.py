@@ -1,0 +1,118 @@
+"""Strategy dra on Kubernetes 1.33 (issue #37 item 1), on upstream's own kube-apiserver, controller-manager and
+scheduler v1.33.13 (lab/go/kube-1.33: built from the Go module proxy) with DRA switched on as a 1.33 cluster must
+have it (the DynamicResourceAllocation gate and resource.k8s.io v1beta1/v1beta2 through --runtime-config,
+lab/kube/real.py VERSION_FLAGS): a control plane of its own, not the shared 1.37 one.
+
+* The role (stack, labels, ready) with the version read from the server: the pool's claims and the validation
+  workload's template go in as resource.k8s.io/v1beta2 and are stored; a re-run changes nothing; state absent, which
+  gives no version either, removes them all. Before the fix the validation template was resource.k8s.io/v1, which
+  1.33 does not serve, and the removal rendered every claim as v1.
+* What the renderer makes for 1.32 (resource.k8s.io/v1beta1, the flat DeviceRequest) is accepted by 1.33's v1beta1
+  (the same flat request) with strict field validation, and the nested shape (`exactly`), which the collection sent
+  as v1beta1 before, is refused as an unknown field.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_kube133_real.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import KUBE, VENV_BIN, KubeReal, sh  # noqa: E402
+from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
+from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "build" / "collections"))
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra  # noqa: E402
+
+NODE = "dra133-node"
+POOL = "dra133"
+CLAIMS = "dra133-claims"
+
+
+@pytest.fixture(scope="module")
+def kube133(tmp_path_factory):
+    state = tmp_path_factory.mktemp("kube-133")
+    sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "up", "--state", str(state), "--version", "1.33",
+       "--owner-pid", str(os.getpid()), "--no-gpu-nodes", timeout=3600)
+    try:
+        kube = KubeReal(state)
+        from kubernetes import client
+        core = client.CoreV1Api(kube.api())
+        core.create_node(kwok_node(NODE, T4))
+        core.create_namespace({"metadata": {"name": CLAIMS}})
+        yield kube
+    finally:
+        sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "down", "--state", str(state), timeout=60)
+
+
+def role_vars(state="present"):
+    return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
+            "gpu_sharing_stack_nodes": [NODE], "gpu_sharing_stack_facts": {NODE: T4},
+            "gpu_sharing_stack_dra": {
+                "chart_path": "/srv/charts/dra-driver-nvidia-gpu-0.5.0.tgz", "chart_version": "0.5.0",
+                "assume_cdi_enabled": True, "kube_dra_enabled": True, "claim_namespace": CLAIMS,
+                "feature_gates": {"TimeSlicingSettings": True},
+                "claim_templates": [{"name": "t4", "product_name": "Tesla T4", "min_memory": "15Gi", "count": 1},
+                                    {"name": "t4-shared", "kind": "time-slicing", "shared": True}]},
+            "gpu_sharing_stack_validation": True, "gpu_sharing_stack_validation_namespace": CLAIMS,
+            "gpu_sharing_stack_helm_install": False}
+
+
+def test_DRA_13_role_on_kubernetes_1_33_applies_reruns_and_removes(kube133, tmp_path):
+    cl = (kube133, kube133.kubeconfig)
+    rc, result = run_play(cl, tmp_path, [{"name": "present", "block": stack_steps(role_vars())}])
+    assert rc == 0, failures(result)
+    want = rendered(result)
+    assert sorted(k[0] for k in want) == ["Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceClaimTemplate"]
+    assert {d["apiVersion"] for k, d in want.items() if k[0] != "Pod"} == {"resource.k8s.io/v1beta2"}
+    assert all(live_object(kube133, d) is not None for d in want.values())
+    renders = [r for n, r in task_results(result) if "Render the stack" in n and "helm" in r]
+    assert renders[0]["helm"]["values"]["resourceApiVersion"] == "resource.k8s.io/v1beta2"
+    rc, again = run_play(cl, tmp_path, [{"name": "again", "block": stack_steps(role_vars())}])
+    assert rc == 0, failures(again)
+    assert [n for n, r in task_results(again) if r.get("changed")] == []
+    # the removal reads the version too (kube_version unset) and deletes the claims in the version 1.33 serves
+    rc, gone = run_play(cl, tmp_path, [{"name": "absent", "block": stack_steps(role_vars("absent"))}])
+    assert rc == 0, failures(gone)
+    assert [k for k, d in want.items() if live_object(kube133, d) is not None] == []
+
+
+def _create(kube, path, body):
+    """POST with strict field validation (the admin's client certificate); (status, response text)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+    import json
+    ctx = ssl.create_default_context(cafile=kube.ca)
+    pki = os.path.join(kube.state, "pki")
+    ctx.load_cert_chain(os.path.join(pki, "admin.crt"), os.path.join(pki, "admin.key"))
+    req = urllib.request.Request(kube.server + path + "?fieldValidation=Strict", data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_DRA_13_v1beta1_flat_request_accepted_and_the_nested_one_refused(kube133):
+    specs = [{"name": "flat-a", "count": 2, "product_name": "Tesla T4"}, {"name": "flat-b", "kind": "time-slicing"}]
+    for obj in gpu_stack_dra.claim_templates(specs, CLAIMS, api_version="resource.k8s.io/v1beta1"):
+        status, text = _create(kube133, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaimtemplates" % CLAIMS, obj)
+        assert status == 201, (obj, text)
+    # what was sent before the fix: v1's nested request under the v1beta1 apiVersion
+    [nested] = gpu_stack_dra.claim_templates([{"name": "nested"}], CLAIMS, api_version="resource.k8s.io/v1beta2")
+    nested["apiVersion"] = "resource.k8s.io/v1beta1"
+    status, text = _create(kube133, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaimtemplates" % CLAIMS, nested)
+    assert status in (400, 422) and "exactly" in text, (status, text)
+    # and resource.k8s.io/v1 is not served by 1.33 at all
+    status, text = _create(kube133, "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates" % CLAIMS,
+                           dict(nested, apiVersion="resource.k8s.io/v1"))
+    assert status == 404, (status, text)

@@ -1,0 +1,103 @@
+"""Day 2 on one cluster (issue #37), the first scripted sequence, on a private upstream control plane (lab/kube/real.py
+1.37, kwok nodes; private because pools of one strategy share cluster-scoped objects whose names carry no pool, so
+concurrent files on the shared cluster would rewrite each other's):
+
+1. two hami pools of the same settings: applied; a re-run of both changes nothing (they render the same shared
+   hami-scheduler objects);
+2. HAMi's device plugin registers node b (its annotations, as upstream's plugin writes them);
+3. pool b is uninstalled (stack and labels, state absent): the node keeps nothing of the collection or of HAMi, and
+   pool a's scheduler is still there;
+4. node b moves to a time-slicing pool: accepted (before the fix the label role refused it over HAMi's registration);
+5. a re-run of both pools changes nothing, and every node carries only its own pool's labels.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_lifecycle_real.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import KUBE, VENV_BIN, KubeReal, sh  # noqa: E402
+from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
+from test_gpu_sharing_stack_real import failures, kwok_node, run_play, task_results  # noqa: E402
+
+A, B = "lc-node-a", "lc-node-b"
+POOL = "gpuops.io/sharing-pool"
+STRATEGY = "gpuops.io/sharing-strategy"
+HAMI_REGISTRATION = {"hami.io/node-nvidia-register": "GPU-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:",
+                     "hami.io/node-handshake": "Reported 2026-11-29 03:00:00", "hami.io/node-nvidia-score": "[]"}
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory):
+    state = tmp_path_factory.mktemp("kube-lifecycle")
+    sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "up", "--state", str(state), "--version", "1.37",
+       "--owner-pid", str(os.getpid()), "--no-gpu-nodes", timeout=3600)
+    try:
+        k = KubeReal(state)
+        from kubernetes import client
+        core = client.CoreV1Api(k.api())
+        for n in (A, B):
+            core.create_node(kwok_node(n, T4))
+        yield k
+    finally:
+        sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "down", "--state", str(state), timeout=60)
+
+
+def pool(name, strategy, node, state="present", **extra):
+    v = {"gpu_sharing_stack_strategy": strategy, "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": name,
+         "gpu_sharing_stack_nodes": [node], "gpu_sharing_stack_facts": {node: T4}}
+    if strategy == "hami":
+        v["gpu_sharing_stack_hami"] = {"device_split_count": 4}
+    if strategy == "time-slicing":
+        v["gpu_sharing_stack_time_slicing"] = {"replicas": 2}
+    v.update(extra)
+    return {"name": "%s (%s, %s)" % (name, strategy, state), "block": stack_steps(v)}
+
+
+def changed(result):
+    return [n for n, r in task_results(result) if r.get("changed")]
+
+
+def node(kube, name):
+    from kubernetes import client
+    return client.CoreV1Api(kube.api()).read_node(name)
+
+
+def test_lifecycle_two_pools_uninstall_one_move_its_node(kube, tmp_path):
+    from kubernetes import client
+    cl = (kube, kube.kubeconfig)
+    both = [pool("ham-a", "hami", A), pool("ham-b", "hami", B)]
+    rc, result = run_play(cl, tmp_path, both)
+    assert rc == 0, failures(result)
+    # 1. a re-run of the two pools of one strategy changes nothing
+    rc, result = run_play(cl, tmp_path, both)
+    assert rc == 0, failures(result)
+    assert changed(result) == []
+    # 2. HAMi's device plugin registers node b
+    core = client.CoreV1Api(kube.api())
+    core.patch_node(B, {"metadata": {"annotations": HAMI_REGISTRATION}})
+    # 3. uninstall pool b
+    rc, result = run_play(cl, tmp_path, [pool("ham-b", "hami", B, state="absent")])
+    assert rc == 0, failures(result)
+    meta = node(kube, B).metadata
+    assert not [k for k in (meta.labels or {}) if k.startswith("gpuops.io/") or k == "gpu"], meta.labels
+    assert not [k for k in (meta.annotations or {}) if k.startswith(("gpuops.io/", "hami.io/"))], meta.annotations
+    apps = client.AppsV1Api(kube.api())
+    assert apps.read_namespaced_deployment("hami-scheduler", "kube-system").metadata.name == "hami-scheduler"
+    # 4. node b moves to a time-slicing pool
+    moved = [pool("ham-a", "hami", A), pool("ts-b", "time-slicing", B)]
+    rc, result = run_play(cl, tmp_path, moved)
+    assert rc == 0, failures(result)
+    # 5. a re-run changes nothing; each node carries its own pool's labels only
+    rc, result = run_play(cl, tmp_path, moved)
+    assert rc == 0, failures(result)
+    assert changed(result) == []
+    a, b = node(kube, A).metadata.labels, node(kube, B).metadata.labels
+    assert (a[POOL], a[STRATEGY], b[POOL], b[STRATEGY]) == ("ham-a", "hami", "ts-b", "time-slicing")
+    assert "gpu" not in b and a.get("gpu") == "on"

@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pools of one strategy share cluster objects (HAMi's scheduler, Volcano's configs, gpushare's extender,
+gpu-manager's admission, the GPU operator's release): each strategy module says in SHARED which of its settings and
+which pool variables enter them. Two pools of one strategy whose values of these differ would overwrite each other's
+objects on every run (the last pool wins; a re-run is never changed=0): conflicts() refuses them in the pools' plan,
+naming the pools and every setting that differs (strategy dra has its own check, gpu_stack_dra.release_conflicts)."""
+
+import json
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
+    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_operator, gpu_stack_volcano,
+)
+
+# strategy -> the module that owns its shared objects
+OWNERS = {
+    'hami': gpu_stack_hami,
+    'volcano': gpu_stack_volcano,
+    'gpushare': gpu_stack_gpushare,
+    'gpu-manager': gpu_stack_gpu_manager,
+    'gpu-operator': gpu_stack_operator,
+}
+
+
+def _text(value):
+    return 'unset' if value is None else json.dumps(value, sort_keys=True, separators=(',', ':'))
+
+
+def view(strategy, settings):
+    """{name: value} of what a pool (sharing_pools' 'settings': variable name -> value) puts into its strategy's shared
+    objects: the strategy's shared keys with the role's defaults filled in, the pool variables as given (None: unset)."""
+    module = OWNERS[strategy]
+    shared = module.SHARED
+    schema = module.SETTINGS[shared['settings']]
+    var = 'gpu_sharing_stack_' + shared['settings']
+    own = settings.get(var)
+    own = own if isinstance(own, dict) else {}
+    out = {}
+    for key in shared['keys']:
+        out['%s.%s' % (var, key)] = own.get(key, schema[key]['default'])
+    for name in shared['pool_variables']:
+        out[name] = settings.get(name)
+    return out
+
+
+def conflicts(pools):
+    """One error per strategy whose pools (sharing_pools' list of {name, strategy, settings}) differ in a shared
+    setting, naming the pools, each setting and every pool's value."""
+    errors = []
+    for strategy in sorted(OWNERS):
+        mine = [p for p in pools if p.get('strategy') == strategy]
+        if len(mine) < 2:
+            continue
+        views = [(p['name'], view(strategy, p.get('settings') or {})) for p in mine]
+        differ = []
+        for key in sorted(views[0][1]):
+            values = [(name, v[key]) for name, v in views]
+            if any(value != values[0][1] for dummy, value in values[1:]):
+                differ.append('%s (%s)' % (key, ', '.join('%s: %s' % (n, _text(value)) for n, value in values)))
+        if differ:
+            errors.append('%s pools %s share %s, so the settings that go into it must be the same in each; they '
+                          'differ in %s' % (strategy, ', '.join(n for n, dummy in views),
+                                            OWNERS[strategy].SHARED['objects'], '; '.join(differ)))
+    return errors
+
+
+def operator_mix(pools):
+    """Errors for a gpu-operator pool beside a mig pool with the MIG manager (gpu_sharing_stack_mig.manager, on by
+    default): that pool's device plugin and MIG manager go by nvidia.com/gpu.deploy.device-plugin and
+    .mig-manager, which the operator sets to deploy its own device plugin and MIG manager there, or removes with
+    nvidia.com/gpu.deploy.operands=false (NVIDIA/gpu-operator v26.7.0 controllers/state_manager.go; GPUOP-13): the
+    operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone."""
+    operator = [p['name'] for p in pools if p.get('strategy') == 'gpu-operator']
+    if not operator:
+        return []
+    mig = []
+    for p in pools:
+        if p.get('strategy') != 'mig':
+            continue
+        own = (p.get('settings') or {}).get('gpu_sharing_stack_mig')
+        if (own if isinstance(own, dict) else {}).get('manager', True):
+            mig.append(p['name'])
+    if not mig:
+        return []
+    return ['gpu-operator pool(s) %s and mig pool(s) %s with the MIG manager cannot share a cluster: the mig pools\' '
+            'device plugin and MIG manager go by the nodes\' nvidia.com/gpu.deploy.device-plugin and '
+            'nvidia.com/gpu.deploy.mig-manager labels, which the GPU operator writes to run its own device plugin and '
+            'MIG manager there (or removes, with nvidia.com/gpu.deploy.operands=false); set '
+            'gpu_sharing_stack_mig.manager: false for %s (the node layer applies the geometry), or run MIG through '
+            'the gpu-operator pool (gpu_sharing_stack_gpu_operator.mig_manager)'
+            % (', '.join(operator), ', '.join(mig), ', '.join(mig))]
