@@ -75,6 +75,14 @@ LAB_IN_OTHER_LANES = {
 }
 
 
+# Lab test files make test leaves to make test-kube: test_dra_kube133_real.py needs the kube-1.33 set (upstream's
+# control plane at 1.33), a third full k8s.io/kubernetes build beside 1.37 and 1.34 that a fresh machine would pay for
+# inside the lab step (about 25 minutes measured on the loaded 2-core machine, 2026-11-29): run it with
+# `make test-kube KUBE_VERSION=1.33`. DRA on 1.32/1.33 stays in make test through the renderer's unit tests and the
+# schema test (lab/tests/integration/test_dra_claims_schema.py).
+NOT_IN_MAKE_TEST = ['lab/tests/integration/test_dra_kube133_real.py']
+
+
 def lab_in_lane_cmd(lane):
     name = 'lab-%s-lane' % lane
     return [os.path.join(VENV, 'pytest'), '-q', '-p', 'no:xdist', '--junitxml',
@@ -84,6 +92,7 @@ def lab_in_lane_cmd(lane):
 def lab_cmd():
     cmd = [os.path.join(VENV, 'pytest'), '-q', 'lab/tests', '--junitxml', os.path.join(RESULTS, 'lab.xml')]
     cmd += ['--ignore=' + f for files in LAB_IN_OTHER_LANES.values() for f in files]
+    cmd += ['--ignore=' + f for f in NOT_IN_MAKE_TEST]
     workers = int(os.environ.get('GPUOPS_LAB_WORKERS', '2'))
     if workers > 0:
         # one xdist group per test file except the ones lab/tests/conftest.py lets split; heaviest files first
