@@ -333,6 +333,8 @@ def serve(args):
             '--service-cluster-ip-range', SERVICE_CIDR,
             '--authorization-mode', 'Node,RBAC', '--enable-admission-plugins', 'NodeRestriction',
             '--allow-privileged=true', '--endpoint-reconciler-type', 'none',
+            # as kubeadm sets it: the lab's real nodes (lab/node) are reached at 127.0.0.1, their names resolve nowhere
+            '--kubelet-preferred-address-types', 'InternalIP,ExternalIP,Hostname',
             '--audit-policy-file', AUDIT_POLICY, '--audit-log-path', os.path.join(state, 'audit.log'),
             '--audit-log-format', 'json', '--audit-log-mode', 'blocking', '--audit-log-maxsize', '0',
             '--profiling=false', '--v', '1'])
