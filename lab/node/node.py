@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -272,13 +273,27 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
 CNI_CONF = {'cniVersion': '1.0.0', 'name': 'gpuops-lab-host-network-only', 'plugins': [{'type': 'loopback'}]}
 
 
-def kubelet_config(name, port, healthz_port, cgroup_root):
+def host_ip():
+    """The machine's first global IPv4 address: the node's InternalIP. The kubelet refuses a loopback node IP
+    ("failed to validate nodeIP: nodeIP can't be loopback address") and then publishes no address at all."""
+    out = subprocess.run(['ip', '-4', '-o', 'addr', 'show', 'scope', 'global'], capture_output=True, text=True,
+                         check=True).stdout.split()
+    for i, word in enumerate(out):
+        if word == 'inet':
+            return out[i + 1].split('/')[0]
+    raise SystemExit('no global IPv4 address on this machine (ip -4 addr show scope global): the kubelet needs a '
+                     'node IP that is not loopback')
+
+
+def kubelet_config(name, port, healthz_port, cgroup_root, node_ip='127.0.0.1', client_ca=None):
     return {
         'apiVersion': 'kubelet.config.k8s.io/v1beta1', 'kind': 'KubeletConfiguration',
-        'address': '127.0.0.1', 'port': port, 'readOnlyPort': 0,
+        'address': node_ip, 'port': port, 'readOnlyPort': 0,
         'healthzBindAddress': '127.0.0.1', 'healthzPort': healthz_port,
-        # the API server calls the kubelet (logs, exec) without a client certificate in the lab (real.py)
-        'authentication': {'anonymous': {'enabled': True}, 'webhook': {'enabled': False}},
+        # clients need a certificate of the cluster's CA (the API server has one: real.py apiserver-kubelet-client);
+        # anything so authenticated may do anything (no webhook authorization)
+        'authentication': {'anonymous': {'enabled': False}, 'webhook': {'enabled': False},
+                           'x509': {'clientCAFile': client_ca} if client_ca else {}},
         'authorization': {'mode': 'AlwaysAllow'},
         'cgroupDriver': 'cgroupfs', 'cgroupRoot': cgroup_root,
         'failCgroupV1': False,   # 1.35+ refuses cgroup v1 unless told; this machine is cgroup v1 hybrid
@@ -325,19 +340,28 @@ def up(args):
         _write(os.path.join(state, 'sysctl', key.replace('/', '.')), '%d\n' % value)
     cgroup_root = make_cgroup_root(name)
     port, healthz = real.free_port(), real.free_port()
-    _write(os.path.join(state, 'kubelet.yaml'), json.dumps(kubelet_config(name, port, healthz, cgroup_root), indent=1))
+    node_ip = host_ip()
+    _write(os.path.join(state, 'kubelet.yaml'), json.dumps(kubelet_config(
+        name, port, healthz, cgroup_root, node_ip, os.path.join(kstate, 'pki', 'ca.crt')), indent=1))
     kubeconfig = real.user_kubeconfig(kstate, 'system:node:' + name, ['system:nodes'])
     labels = ','.join(args.label or [])
     spec = {'name': name, 'version': args.version, 'programs': progs, 'images': images, 'port': port,
-            'healthz_port': healthz, 'kubeconfig': kubeconfig, 'labels': labels, 'owner_pid': args.owner_pid,
+            'healthz_port': healthz, 'kubeconfig': kubeconfig, 'node_ip': node_ip, 'labels': labels, 'owner_pid': args.owner_pid,
             'taints': ','.join(args.taint or []), 'nvidia_devices': args.nvidia_devices,
             'cgroup_root': cgroup_root}
     _write(os.path.join(state, 'spec.json'), json.dumps(spec, indent=1))
     out = open(os.path.join(state, 'logs', 'node.log'), 'ab')
     cmd = ['unshare', '--pid', '--fork', '--kill-child', '--mount', '--mount-proc', '--propagation', 'private',
            sys.executable, os.path.abspath(__file__), 'serve', '--state', state]
+    # the owner as a pidfd: the node's procfs shows only its own pid namespace, a pidfd works across namespaces
+    fds = ()
+    if args.owner_pid:
+        fds = (os.pidfd_open(args.owner_pid),)
+        cmd += ['--owner-fd', str(fds[0])]
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
     _write(os.path.join(state, 'unshare.pid'), '%d\n' % proc.pid)
     end = time.time() + args.timeout
     while not os.path.exists(os.path.join(state, 'ready')):
@@ -347,8 +371,8 @@ def up(args):
             raise SystemExit('node %s failed to start:\n%s' % (name, tail))
         time.sleep(0.1)
     try:
-        real.wait_nodes_ready(kstate, [name], timeout=max(10, end - time.time()))
-    except Exception as exc:
+        _wait_ready(kstate, name, proc, end)
+    except Exception as exc:  # pylint: disable=broad-except
         tail = _tail(state)
         down_state(state)
         raise SystemExit('node %s never became Ready: %s\n%s' % (name, exc, tail))
@@ -356,6 +380,24 @@ def up(args):
     log('node %s (kubelet %s) Ready in %.1f s' % (name, args.version, time.time() - t0))
     print(state)
     return 0
+
+
+def _wait_ready(kstate, name, proc, end):
+    """Until the Node is Ready; fails at once when the node's processes end."""
+    from kubernetes import client
+    api = client.CoreV1Api(real.api_client(os.path.join(kstate, 'kubeconfig')))
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError('the node stopped (unshare exit %s)' % proc.returncode)
+        try:
+            n = api.read_node(name)
+            if any(c.type == 'Ready' and c.status == 'True' for c in (n.status.conditions or [])):
+                return
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        time.sleep(0.3)
+    raise RuntimeError('Node %s not Ready in time' % name)
 
 
 def _tail(state):
@@ -470,7 +512,7 @@ def serve(args):
             if r.returncode != 0:
                 raise RuntimeError('ctr images import %s failed: %s%s' % (archive, r.stdout, r.stderr))
         cmd = [progs['kubelet'], '--config', os.path.join(state, 'kubelet.yaml'), '--hostname-override', spec['name'],
-               '--node-ip', '127.0.0.1', '--root-dir', '/var/lib/kubelet', '--v', '2']
+               '--node-ip', spec.get('node_ip', '127.0.0.1'), '--root-dir', '/var/lib/kubelet', '--v', '2']
         if spec['kubeconfig']:   # none: standalone (static pods only)
             cmd += ['--kubeconfig', spec['kubeconfig']]
         if spec['labels']:
@@ -487,7 +529,7 @@ def serve(args):
                 if p.returncode is not None:
                     raise RuntimeError('%s exited (%s); see %s' % (n, p.returncode,
                                                                    os.path.join(state, 'logs', n + '.log')))
-            if spec['owner_pid'] and not real._alive(spec['owner_pid']):
+            if args.owner_fd is not None and select.select([args.owner_fd], [], [], 0)[0]:
                 log('owner pid %d is gone: stopping' % spec['owner_pid'])
                 break
             time.sleep(0.3)
@@ -577,6 +619,7 @@ def main(argv=None):
     p.add_argument('--timeout', type=int, default=180)
     p = sub.add_parser('serve')
     p.add_argument('--state', required=True)
+    p.add_argument('--owner-fd', type=int)
     p = sub.add_parser('down')
     p.add_argument('--state', required=True)
     p = sub.add_parser('images')

@@ -73,12 +73,13 @@ def run_pod(node, body, timeout=120):
 
 
 def test_node_registered_by_its_kubelet(node):
-    """The Node object is the kubelet's: its version, containerd's, 127.0.0.1, Ready, the taint asked for; no GPU."""
+    """The Node object is the kubelet's: its version, containerd's, the machine's address (a kubelet refuses a loopback
+    node IP, which kwok nodes carry), Ready, the taint asked for; no GPU."""
     n = node['core'].read_node(NAME)
     info = n.status.node_info
     assert info.kubelet_version == 'v%s.%s' % (node['kube'].version, {'1.37': '2', '1.34': '4'}[node['kube'].version])
-    assert info.container_runtime_version == 'containerd://v2.3.4'
-    assert [a.address for a in n.status.addresses if a.type == 'InternalIP'] == ['127.0.0.1']
+    assert info.container_runtime_version == 'containerd://2.3.4'   # CRI's version, without the tag's v
+    assert [a.address for a in n.status.addresses if a.type == 'InternalIP'] == [lab_node.host_ip()]
     assert any(c.type == 'Ready' and c.status == 'True' for c in n.status.conditions)
     assert [(t.key, t.effect) for t in n.spec.taints or []] == [(TAINT_KEY, 'NoSchedule')]
     assert 'nvidia.com/gpu' not in n.status.allocatable
