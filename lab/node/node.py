@@ -37,7 +37,7 @@ import real  # noqa: E402  pylint: disable=wrong-import-position
 
 PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2'   # k8s.io/kubernetes build/pause/Makefile TAG of v1.37.2 and v1.34.4
 BUSYBOX_IMAGE = 'gpuops.lab/busybox:1.35.0'    # Debian bookworm's busybox-static 1.35.0
-BUSYBOX = '/bin/busybox'                      # busybox-static (lab/docker/apt-packages.txt)
+BUSYBOX = '/bin/busybox'                      # busybox-static (lab/node/apt-packages.txt)
 RUNC = os.environ.get('GPUOPS_NODE_RUNC') or shutil.which('runc') or '/usr/sbin/runc'  # Debian's runc package
 # the tunables kubelet's container manager wants (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables):
 # the node's procfs shows files holding these values, so the kubelet never writes the host's sysctls
@@ -82,7 +82,7 @@ def programs(version):
             raise SystemExit('%s missing: %s (lab/go/%s/programs)' % (p, path, 'kube-' + version
                                                                         if p == 'kubelet' else 'containerd'))
     if not os.access(RUNC, os.X_OK):
-        raise SystemExit('runc not found (Debian package runc, lab/docker/apt-packages.txt; GPUOPS_NODE_RUNC)')
+        raise SystemExit('runc not found (Debian package runc, lab/node/apt-packages.txt; GPUOPS_NODE_RUNC)')
     return out
 
 
@@ -163,7 +163,7 @@ def build_images(out, version='1.37'):
     images = {PAUSE_IMAGE: oci_archive(os.path.join(out, 'pause.tar'), PAUSE_IMAGE, [('pause', 'file', pause, 0o755)],
                                        {'Entrypoint': ['/pause'], 'User': '65535:65535'})}
     if not os.access(BUSYBOX, os.X_OK):
-        raise SystemExit('%s missing: install Debian package busybox-static (lab/docker/apt-packages.txt)' % BUSYBOX)
+        raise SystemExit('%s missing: install Debian package busybox-static (lab/node/apt-packages.txt)' % BUSYBOX)
     with open(BUSYBOX, 'rb') as f:
         bb = f.read()
     applets = subprocess.run([BUSYBOX, '--list'], capture_output=True, text=True, check=True).stdout.split()
