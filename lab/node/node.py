@@ -6,6 +6,7 @@ plane (lab/kube/real.py). lab/node/README.md says what differs from a real node 
     lab/node/node.py up   --kube-state KDIR --state DIR --name NAME [--version 1.37] [--owner-pid PID]
                           [--label K=V]... [--taint K=V:EFFECT]... start, wait until the Node is Ready
     lab/node/node.py down --state DIR                              stop, leave no process, mount or cgroup
+    lab/node/node.py restart-containerd --state DIR                containerd re-reads its config (SIGHUP to the node)
     lab/node/node.py images --out DIR [--version 1.37]             build the node's images (OCI archives)
 
 The node is a process tree in namespaces of its own (`unshare --pid --mount --fork --kill-child`): its /var/lib,
@@ -411,9 +412,15 @@ def _tail(state):
 
 
 def ns_pid(state):
-    """The host pid of the node's first process (pid 1 in its namespace): for nsenter."""
-    with open(os.path.join(state, 'ready')) as f:
-        return json.load(f)['host_pid']
+    """The host pid of the node's first process (pid 1 in its namespace): unshare's only child. (Never read from inside
+    the node: its procfs shows its own pid namespace only, where that process is 1.)"""
+    with open(os.path.join(state, 'unshare.pid')) as f:
+        pid = int(f.read())
+    with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+        kids = [int(k) for k in f.read().split()]
+    if len(kids) != 1 or 'node.py' not in real._cmdline(kids[0]) or state not in real._cmdline(kids[0]):
+        raise RuntimeError('node of %s: no first process under unshare %d (children %s)' % (state, pid, kids))
+    return kids[0]
 
 
 def down_state(state, timeout=20):
@@ -458,6 +465,21 @@ def down_state(state, timeout=20):
     return left
 
 
+def restart_containerd(state, timeout=60):
+    """Restart the node's containerd (it re-reads its config; containers keep running under their shims)."""
+    path = os.path.join(state, 'containerd-restarts')
+    before = int(open(path).read()) if os.path.exists(path) else 0
+    os.kill(ns_pid(state), signal.SIGHUP)
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path) and int(open(path).read() or 0) > before:
+            return
+        if os.path.exists(os.path.join(state, 'failed')):
+            raise RuntimeError('node failed: %s' % open(os.path.join(state, 'failed')).read())
+        time.sleep(0.1)
+    raise RuntimeError('containerd not restarted within %d s' % timeout)
+
+
 def _pids():
     return [int(p) for p in os.listdir('/proc') if p.isdigit()]
 
@@ -477,6 +499,8 @@ def serve(args):
     spec = json.load(open(os.path.join(state, 'spec.json')))
     progs = spec['programs']
     stopping = []
+    restart = []   # SIGHUP (node.py restart-containerd): restart containerd, as `systemctl restart containerd` would
+    signal.signal(signal.SIGHUP, lambda *_a: restart.append(1))
     signal.signal(signal.SIGTERM, lambda *_a: stopping.append(1))
     signal.signal(signal.SIGINT, lambda *_a: stopping.append(1))
     procs = {}
@@ -505,6 +529,7 @@ def serve(args):
         start('containerd', [progs['containerd'], '--config', os.path.join(state, 'containerd.toml')], env)
         sock = '/run/containerd/containerd.sock'
         _wait('containerd socket', lambda: os.path.exists(sock), 60, procs)
+        restarts = 0
         for image, archive in sorted(spec['images'].items()):
             r = subprocess.run([progs['ctr'], '--address', sock, '-n', 'k8s.io', 'images', 'import',
                                 '--snapshotter', 'overlayfs', '--platform', 'linux/amd64', archive],
@@ -521,9 +546,22 @@ def serve(args):
             cmd += ['--register-with-taints', spec['taints']]
         start('kubelet', cmd, env)
         with open(os.path.join(state, 'ready.tmp'), 'w') as f:
-            json.dump({'host_pid': _host_pid(), 'pids': {n: p.pid for n, p in procs.items()}}, f)
+            json.dump({'pids': {n: p.pid for n, p in procs.items()}}, f)   # pids of the node's namespace
         os.replace(os.path.join(state, 'ready.tmp'), os.path.join(state, 'ready'))
         while not stopping:
+            if restart:
+                del restart[:]
+                procs['containerd'].terminate()
+                end = time.time() + 20
+                while procs['containerd'].returncode is None and time.time() < end:
+                    _reap(procs)
+                    time.sleep(0.05)
+                if os.path.exists(sock):
+                    os.unlink(sock)
+                start('containerd', [progs['containerd'], '--config', os.path.join(state, 'containerd.toml')], env)
+                _wait('containerd socket', lambda: os.path.exists(sock), 60, procs)
+                restarts += 1
+                _write(os.path.join(state, 'containerd-restarts'), '%d\n' % restarts)
             _reap(procs)
             for n, p in procs.items():
                 if p.returncode is not None:
@@ -565,15 +603,6 @@ def make_nvidia_devices(count):
     for path, major, minor in nodes:
         os.mknod('/dev/' + path, 0o666 | 0o020000, os.makedev(major, minor))
         os.chmod('/dev/' + path, 0o666)
-
-
-def _host_pid():
-    """Our pid as the host sees it (NSpid's first field)."""
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith('NSpid:'):
-                return int(line.split()[1])
-    raise RuntimeError('no NSpid in /proc/self/status')
 
 
 def _reap(procs):
@@ -622,6 +651,8 @@ def main(argv=None):
     p.add_argument('--owner-fd', type=int)
     p = sub.add_parser('down')
     p.add_argument('--state', required=True)
+    p = sub.add_parser('restart-containerd')
+    p.add_argument('--state', required=True)
     p = sub.add_parser('images')
     p.add_argument('--out', required=True)
     p.add_argument('--version', default=real.DEFAULT_VERSION, choices=real.VERSIONS)
@@ -635,6 +666,9 @@ def main(argv=None):
         for item in left:
             log('LEFT: %s' % item)
         return 1 if left else 0
+    if args.cmd == 'restart-containerd':
+        restart_containerd(os.path.abspath(args.state))
+        return 0
     if args.cmd == 'images':
         for k, v in sorted(build_images(os.path.abspath(args.out), args.version).items()):
             print('%s %s' % (k, v))

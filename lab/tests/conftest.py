@@ -232,7 +232,7 @@ WEIGHT = {
     'integration/test_doctor_dra_real.py': 20,
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 30,
-    'integration/test_node_dra_real.py': 31,
+    'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
 }
 
 
