@@ -231,7 +231,7 @@ WEIGHT = {
     # the doctor playbook's dra check (2026-11-27, -p no:xdist, the machine loaded; three local hosts)
     'integration/test_doctor_dra_real.py': 20,
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
-    'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 30,
+    'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
 }
 

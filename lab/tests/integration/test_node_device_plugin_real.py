@@ -221,3 +221,33 @@ def test_time_slicing_config_change_reaches_allocatable(gpu_node):
     phase, lines = got['ts-a']
     assert phase == 'Succeeded', lines
     assert lines[0].split('=', 1)[1] in gpu_node['uuids'], lines
+
+
+def test_mig_single_devices_reach_allocatable(gpu_node, tmp_path):
+    """The same GPUs in MIG mode (seven 1g.10gb each, the simulator's MIG devices) with the collection's mig config
+    (strategy single): the plugin, restarted on them, makes the Node's allocatable 14 nvidia.com/gpu, and a pod's
+    container gets one MIG device's UUID."""
+    core = gpu_node['core']
+    gpu_node['plugin'].stop()
+    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
+        inv = json.load(f)
+    inv['gpus'] = [dict(g, mig_mode=True, mig_instances=[{'profile': '1g.10gb'}] * 7) for g in inv['gpus'][:GPUS]]
+    inventory = tmp_path / 'mig.json'
+    inventory.write_text(json.dumps(inv))
+    facts = probe_facts(str(inventory), tmp_path / 'probe-state.json')
+    migs = sorted(m['uuid'] for g in facts['gpus'] for m in g.get('mig_devices') or [])
+    assert len(migs) == 7 * GPUS, facts['gpus'][0].keys()
+    config, env = render('mig', {'mig': {'strategy': 'single', 'devices': {'1g.10gb': 7}}}, facts)
+    plugin = Plugin(tmp_path, gpu_node['state'], str(inventory))
+    plugin.start(config, env)
+    try:
+        try:
+            wait('nvidia.com/gpu allocatable %d' % (7 * GPUS), lambda: allocatable(core) == str(7 * GPUS), 90)
+        except AssertionError:
+            raise AssertionError('allocatable %r\n%s' % (allocatable(core), plugin.tail()))
+        got = run_pods(core, ['mig-a'])
+        phase, lines = got['mig-a']
+        assert phase == 'Succeeded', lines
+        assert lines[0].split('=', 1)[1] in migs, (lines, migs)
+    finally:
+        plugin.stop()
