@@ -38,7 +38,9 @@ KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/
 	lab/tests/integration/test_faults_real.py \
 	lab/tests/integration/test_gpu_node_labels.py lab/tests/integration/test_gpu_share_report.py \
 	lab/tests/integration/test_hami_webhook_real.py \
-	lab/tests/integration/test_doctor_dra_real.py
+	lab/tests/integration/test_doctor_dra_real.py \
+	lab/tests/simulators/test_node_real.py lab/tests/integration/test_node_device_plugin_real.py \
+	lab/tests/integration/test_node_dra_real.py lab/tests/integration/test_node_runtime_real.py
 test-kube: setup
 	GPUOPS_KUBE_VERSION=$(KUBE_VERSION) $(PY) lab/kube/real.py build
 	env -u GPUOPS_KUBE_REAL_STATE GPUOPS_KUBE_VERSION=$(KUBE_VERSION) .venv/bin/pytest -q -p no:xdist \
