@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TESTS = os.path.join(ROOT, 'lab', 'tests')
 PARTS = ('simulators', 'integration', 'tooling', 'oracles')
 SIMULATORS = {'test_nvml_sim.py', 'test_kube_emulator.py', 'test_vcsim.py', 'test_node_container.py',
-              'test_kube_real.py'}
+              'test_kube_real.py', 'test_node_real.py'}
 TOOLING = {'test_docs.py', 'test_conformance_index.py', 'test_gen_variables_doc.py', 'test_bench_node_roles.py',
            'test_real_gpu_check.py', 'test_lab_tests_layout.py', 'test_role_lifecycle.py', 'test_layout.py',
            'test_engine_script.py'}

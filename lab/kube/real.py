@@ -344,6 +344,11 @@ def serve(args):
             '--service-cluster-ip-range', SERVICE_CIDR,
             '--authorization-mode', 'Node,RBAC', '--enable-admission-plugins', 'NodeRestriction',
             '--allow-privileged=true', '--endpoint-reconciler-type', 'none',
+            # as kubeadm sets them: the lab's real nodes (lab/node) are reached at their InternalIP (names resolve
+            # nowhere), with a client certificate the kubelets verify against the cluster's CA
+            '--kubelet-preferred-address-types', 'InternalIP,ExternalIP,Hostname',
+            '--kubelet-client-certificate', os.path.join(pki, 'apiserver-kubelet-client.crt'),
+            '--kubelet-client-key', os.path.join(pki, 'apiserver-kubelet-client.key'),
             '--audit-policy-file', AUDIT_POLICY, '--audit-log-path', os.path.join(state, 'audit.log'),
             '--audit-log-format', 'json', '--audit-log-mode', 'blocking', '--audit-log-maxsize', '0',
             '--profiling=false', '--v', '1'] + _flags(args.version, 'gates') + _flags(args.version, 'apiserver'))
@@ -495,7 +500,9 @@ def up(args):
     for base, cn, orgs in (('admin', ADMIN, ['system:masters']),
                            ('controller-manager', 'system:kube-controller-manager', []),
                            ('scheduler', 'system:kube-scheduler', []),
-                           ('kwok', 'kwok-controller', ['system:masters'])):
+                           ('kwok', 'kwok-controller', ['system:masters']),
+                           # the API server's client certificate towards kubelets (lab/node), as kubeadm names it
+                           ('apiserver-kubelet-client', 'kube-apiserver-kubelet-client', ['system:masters'])):
         if not os.path.exists(os.path.join(pki, base + '.crt')):
             issue(pki, base, cn, orgs)
     cmd = [sys.executable, os.path.abspath(__file__), 'serve', '--state', state, '--version', args.version,

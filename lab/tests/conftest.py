@@ -235,6 +235,9 @@ WEIGHT = {
     'integration/test_dra_kube133_real.py': 35, 'integration/test_gpu_operator_runtime_class_real.py': 40,
     # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
     'integration/test_lifecycle_real.py': 90,
+    # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
+    'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
+    'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
 }
 
 
@@ -437,3 +440,37 @@ def wait_until(what, fn, timeout=60):
             return last
         time.sleep(0.3)
     raise AssertionError('timed out after %d s: %s (last: %r)' % (timeout, what, last))
+
+
+# ---------------------------------------------------------------------------------------------- real nodes
+# lab/node/node.py: upstream's kubelet against containerd 2.3.4 and runc, in namespaces of its own, registered with the
+# real control plane (lab/node/README.md). Each file starts the nodes it needs, named with its pid and tainted with a
+# key only its pods tolerate, and stops them (no process, mount or cgroup left: asserted) and deletes the Node.
+NODE_PY = os.path.join(ROOT, 'lab', 'node', 'node.py')
+
+
+@contextlib.contextmanager
+def real_node(kube, state, name, taint_key, labels=(), nvidia_devices=0, timeout=900):
+    """Start a real node (kube: KubeReal; state: its directory); yield the state directory; stop it afterwards."""
+    from kubernetes import client
+    t0 = time.time()
+    cmd = [os.path.join(VENV_BIN, 'python'), NODE_PY, 'up', '--kube-state', kube.state, '--state', str(state),
+           '--name', name, '--version', kube.version, '--owner-pid', str(os.getpid()),
+           '--taint', '%s=:NoSchedule' % taint_key, '--nvidia-devices', str(nvidia_devices)] + [
+        '--label=%s' % label for label in labels]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        sh(os.path.join(VENV_BIN, 'python'), NODE_PY, 'down', '--state', str(state), check=False, timeout=120)
+        raise AssertionError('node.py up failed:\n%s\n%s' % (proc.stdout[-3000:], proc.stderr[-6000:]))
+    sys.stderr.write('[real_node] %s up in %.1f s\n' % (name, time.time() - t0))
+    core = client.CoreV1Api(kube.api())
+    try:
+        yield str(state)
+    finally:
+        down = sh(os.path.join(VENV_BIN, 'python'), NODE_PY, 'down', '--state', str(state), check=False, timeout=120)
+        try:
+            core.delete_node(name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        assert down.returncode == 0, 'node.py down: %s%s' % (down.stdout, down.stderr)

@@ -2,7 +2,11 @@ module gpuops.lab/go/containerd
 
 go 1.26.3
 
-tool github.com/containerd/containerd/v2/cmd/containerd
+tool (
+	github.com/containerd/containerd/v2/cmd/containerd
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	github.com/containerd/containerd/v2/cmd/ctr
+)
 
 require (
 	cyphar.com/go-pathrs v0.2.1 // indirect

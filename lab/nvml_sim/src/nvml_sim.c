@@ -1124,6 +1124,21 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, uns
     END(NVML_SUCCESS);
 }
 
+/* PCIe topology between two GPUs, which go-gpuallocator's GetP2PLink asks for every pair when the device plugin answers
+ * the kubelet's GetPreferredAllocation (found by a real kubelet: without it the plugin died with "undefined symbol:
+ * nvmlDeviceGetTopologyCommonAncestor"). The simulator has no PCIe tree: the same GPU is INTERNAL, two GPUs are
+ * SYSTEM (no PCIe switch or CPU shared), the farthest level, so NVLink alone orders a preferred allocation. */
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                        nvmlGpuTopologyLevel_t *level) {
+    DEV_BEGIN(device1, 0);
+    if (!level || !device2) END(NVML_ERROR_INVALID_ARGUMENT);
+    const sim_handle *other = NULL;
+    if (device2 >= &g_gpu_handles[0] && device2 < &g_gpu_handles[g_ngpus]) other = device2;
+    if (!other) END(NVML_ERROR_INVALID_ARGUMENT);
+    *level = other->gpu == R.gpu ? NVML_TOPOLOGY_INTERNAL : NVML_TOPOLOGY_SYSTEM;
+    END(NVML_SUCCESS);
+}
+
 static void mem_numbers(const devref *R, unsigned long long *total, unsigned long long *reserved, unsigned long long *used) {
     if (R->is_mig) {
         *total = (R->gp ? R->gp->mem_mb : 0) * MIB;

@@ -1,0 +1,193 @@
+"""NVIDIA's DRA kubelet plugin with a real kubelet (issue #36): gpu-kubelet-plugin v0.5.0 (lab/go dra-driver-nvidia-gpu)
+on the NVML simulator registers with the kubelet of a real lab node (lab/node/node.py) through the kubelet's plugin
+registry (/var/lib/kubelet/plugins_registry of the node) and publishes the node's ResourceSlice itself: no slice is
+written by the lab. The real scheduler allocates a claim against it, the kubelet calls NodePrepareResources, the plugin
+writes the claim's CDI spec into the node's CDI directory (/var/run/cdi), containerd injects it (CDI on) and the
+container sees the device; deleting the pod makes the kubelet call NodeUnprepareResources and the spec goes.
+
+The node has /dev/nvidia* device nodes of its own (node.py --nvidia-devices: mknod in the node's /dev overlay; opening
+them fails with ENXIO, there is no driver). The plugin runs as a host process with the driver root, nvidia-cdi-hook
+stand-in and simulator library of lab/kube/dra_slices.py (plugin_dirs), its kubelet and CDI directories the node's.
+The DeviceClass is this file's own (the chart's gpu.nvidia.com selector under a name with the pid): the chart's
+release belongs to test_dra_real.py on the shared cluster.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_dra_real.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import KUBE, NODE_PY, real_node, wait_until as wait
+
+sys.path.insert(0, str(KUBE))
+sys.path.insert(0, os.path.dirname(NODE_PY))
+import dra_slices  # noqa: E402  (lab/kube)
+import node as lab_node  # noqa: E402  (lab/node)
+
+SUFFIX = '%d' % os.getpid()
+NAME = 'lab-dra-node-%s' % SUFFIX
+NS = 'node-dra-real-%s' % SUFFIX
+TAINT_KEY = 'gpuops.io/test-node-dra-real-%s' % SUFFIX
+CLASS = 'gpu-%s.lab.gpuops.io' % SUFFIX
+GROUP, VERSION = 'resource.k8s.io', 'v1'
+DRIVER = 'gpu.nvidia.com'
+INVENTORY = 't4.json'
+
+
+@pytest.fixture(scope='module')
+def dra_node(kube_real, tmp_path_factory):
+    from kubernetes import client
+    api = kube_real.api()
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    binary = dra_slices.plugin_binary()
+    work = tmp_path_factory.mktemp('dra')
+    with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=1) as state:
+        d = dra_slices.plugin_dirs(str(work))
+        driver_libs(d['driver'])
+        kubelet = os.path.join(state, 'var-lib', 'kubelet')
+        cdi = os.path.join(state, 'run', 'cdi')
+        os.makedirs(cdi, exist_ok=True)
+        env = dict(os.environ, NVML_SIM_INVENTORY=dra_slices.inventory_path(INVENTORY),
+                   NVML_SIM_STATE=str(work / 'nvml-sim-state.json'))
+        for k in ('NODE_NAME', 'NAMESPACE', 'CDI_ROOT', 'NVIDIA_DRIVER_ROOT', 'FEATURE_GATES', 'KUBECONFIG'):
+            env.pop(k, None)
+        cmd = [binary, '--kubeconfig', kube_real.kubeconfig, '--node-name', NAME,
+               '--image-name', 'gpuops.invalid/lab-none:v0.5.0',
+               '--nvidia-driver-root', d['driver'], '--container-driver-root', d['driver'], '--host-root', d['host'],
+               '--nvidia-cdi-hook-path', str(work / 'nvidia-cdi-hook'), '--cdi-root', cdi,
+               '--kubelet-registrar-directory-path', os.path.join(kubelet, 'plugins_registry'),
+               '--kubelet-plugins-directory-path', os.path.join(kubelet, 'plugins'), '-v', '4']
+        log = open(work / 'plugin.log', 'ab')
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(work),
+                                env=env)
+        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
+            'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
+            'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && "
+                                                          "device.attributes['%s'].type == 'gpu'" % (DRIVER, DRIVER)}}]}})
+        core.create_namespace({'metadata': {'name': NS}})
+        wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
+            NS, field_selector='metadata.name=default').items, 60)
+        try:
+            yield {'state': state, 'core': core, 'co': co, 'proc': proc, 'log': work / 'plugin.log', 'cdi': cdi,
+                   'kubelet': kubelet}
+        finally:
+            core.delete_namespace(NS)
+            wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+            dra_slices.stop_plugin(proc)
+            co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
+            for s in slices(co):
+                co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
+
+
+def driver_libs(driver_root):
+    """The driver's libraries by their versioned names, which NodePrepareResources looks for to write the CDI spec's
+    mounts ('failed to locate "libcuda.so.": libcuda.so.535.183.01: not found' without them): the NVML simulator as
+    libnvidia-ml.so.VERSION, and as the stand-in of libcuda.so.VERSION (nothing loads it in the container: busybox)."""
+    with open(dra_slices.inventory_path(INVENTORY)) as f:
+        version = json.load(f)['driver_version']
+    lib = os.path.join(driver_root, 'usr', 'lib', 'x86_64-linux-gnu')
+    for name in ('libnvidia-ml.so.%s' % version, 'libcuda.so.%s' % version):
+        shutil.copy(os.path.join(lib, 'libnvidia-ml.so.1'), os.path.join(lib, name))
+    os.symlink('libcuda.so.%s' % version, os.path.join(lib, 'libcuda.so.1'))
+    # the device nodes under the driver root (the plugin's dev root): a claim's CDI device has no edits without them
+    # ('invalid CDI Spec: failed add device "<claim>-gpu-0": invalid device, empty device edits')
+    dev = os.path.join(driver_root, 'dev')
+    os.makedirs(os.path.join(dev, 'nvidia-caps'), exist_ok=True)
+    for name, major, minor in (('nvidiactl', 195, 255), ('nvidia0', 195, 0),
+                               ('nvidia-uvm', lab_node.NVIDIA_UVM_MAJOR, 0),
+                               ('nvidia-uvm-tools', lab_node.NVIDIA_UVM_MAJOR, 1)):
+        os.mknod(os.path.join(dev, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    return version
+
+
+def slices(co):
+    return [s for s in co.list_cluster_custom_object(GROUP, VERSION, 'resourceslices',
+                                                     field_selector='spec.driver=%s' % DRIVER)['items']
+            if s['spec'].get('nodeName') == NAME]
+
+
+def tail(dra):
+    return dra['log'].read_text()[-4000:] if dra['log'].exists() else ''
+
+
+def test_plugin_registers_with_the_kubelet_and_publishes_the_slice(dra_node):
+    """The kubelet finds the plugin's registration socket and connects (its log says so); the slice of this node is
+    the plugin's, with the simulator's T4, owned by the Node."""
+    co = dra_node['co']
+    try:
+        got = wait('the plugin\'s ResourceSlice for %s' % NAME, lambda: slices(co), 90)
+    except AssertionError:
+        raise AssertionError(tail(dra_node))
+    assert len(got) == 1
+    spec = got[0]['spec']
+    assert [d['name'] for d in spec['devices']] == ['gpu-0'], spec
+    attrs = spec['devices'][0]['attributes']
+    with open(dra_slices.inventory_path(INVENTORY)) as f:
+        uuid = json.load(f)['gpus'][0]['uuid']
+    assert attrs['uuid'] == {'string': uuid}, attrs   # the simulator's T4
+    owner = got[0]['metadata']['ownerReferences'][0]
+    assert (owner['kind'], owner['name']) == ('Node', NAME)
+    klog = open(os.path.join(dra_node['state'], 'logs', 'kubelet.log')).read()
+    assert 'RegisterPlugin started' in klog and '/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock' in klog
+    assert dra_node['proc'].poll() is None, tail(dra_node)
+
+
+def test_claim_prepared_container_sees_device_and_unprepared_on_delete(dra_node):
+    """A pod with a claim of the node's GPU: the kubelet's NodePrepareResources makes the plugin write the claim's CDI
+    spec (the GPU's /dev/nvidia0 as the claim's device, nvidiactl and nvidia-uvm as common edits, the driver's
+    hooks), containerd injects it, the container lists exactly those device nodes and the spec's environment; deleting
+    the pod makes the kubelet call NodeUnprepareResources: the spec is gone."""
+    core, co = dra_node['core'], dra_node['co']
+    wait('the slice', lambda: slices(co), 90)
+    co.create_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaimtemplates', {
+        'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'ResourceClaimTemplate', 'metadata': {'name': 'gpu'},
+        'spec': {'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {'deviceClassName': CLASS}}]}}}})
+    core.create_namespaced_pod(NS, {
+        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dra'},
+        'spec': {'hostNetwork': True, 'restartPolicy': 'Never', 'automountServiceAccountToken': False,
+                 'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
+                 'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                 'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}],
+                 'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
+                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; env | grep ^NVIDIA | sort; '
+                                             'echo done; sleep 3600'],
+                                 'resources': {'claims': [{'name': 'gpu'}]}}]}})
+
+    def running():
+        p = core.read_namespaced_pod('dra', NS)
+        if p.status.phase in ('Failed', 'Succeeded'):
+            raise AssertionError('pod ended: %s' % p.status)
+        return p if p.status.phase == 'Running' else None
+    try:
+        p = wait('pod dra Running', running, 120)
+    except AssertionError as exc:
+        ev = [(e.reason, e.message) for e in core.list_namespaced_event(NS).items]
+        raise AssertionError('%s\nevents %s\n%s' % (exc, ev, tail(dra_node)))
+    claim = co.get_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims',
+                                            p.status.resource_claim_statuses[0].resource_claim_name)
+    uid = claim['metadata']['uid']
+    assert [(r['driver'], r['pool'], r['device']) for r in claim['status']['allocation']['devices']['results']] == [
+        (DRIVER, NAME, 'gpu-0')]
+    spec_file = 'k8s.gpu.nvidia.com-claim_%s.yaml' % uid
+    assert os.listdir(dra_node['cdi']) == [spec_file]
+    with open(os.path.join(dra_node['cdi'], spec_file)) as f:
+        spec = yaml.safe_load(f)
+    assert spec['kind'] == 'k8s.gpu.nvidia.com/claim'
+    assert [(d['name'], [n['path'] for n in d['containerEdits']['deviceNodes']]) for d in spec['devices']] == [
+        ('%s-gpu-0' % uid, ['/dev/nvidia0'])]
+    log = wait('the container\'s log', lambda: (lambda t: t if 'done' in t else None)(
+        core.read_namespaced_pod_log('dra', NS)), 30)
+    lines = log.splitlines()
+    assert lines[:4] == ['nvidia-uvm', 'nvidia-uvm-tools', 'nvidia0', 'nvidiactl'], log
+    assert 'NVIDIA_VISIBLE_DEVICES=void' in lines, log   # the CDI spec's env: devices come from CDI, not the hook
+    core.delete_namespaced_pod('dra', NS)
+    wait('pod dra gone', lambda: not core.list_namespaced_pod(NS, field_selector='metadata.name=dra').items, 60)
+    wait('the claim\'s CDI spec removed (NodeUnprepareResources)', lambda: not os.listdir(dra_node['cdi']), 30)
