@@ -198,7 +198,7 @@ shared_manifests:
   description:
     - Cluster-wide objects shared by every pool of the same strategy (scheduler extender, HAMi scheduler).
     - Role M(gpuops.k8s_gpu.gpu_sharing_stack) records the pool on each (annotation C(user.gpuops.io/<pool>)) and
-      deletes one only when no other pool is recorded on it or in O(other_pools).
+      deletes one only when no other pool is recorded on it or in RV(other_pools).
   returned: always
   type: list
   elements: dict

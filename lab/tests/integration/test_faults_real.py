@@ -286,7 +286,7 @@ def test_uninstall_keeps_the_shared_runtime_class_a_pool_applied_before_labellin
     sees no other pool's labelled node, so before the fix it deleted it. A records itself on the object when it
     applies it; B's removal names A among the users it kept the object for. Then A's own uninstall takes it (unless a
     concurrent test's pool of the family uses it: the role names those)."""
-    kube, core = cl["kube"], cl["core"]
+    kube = cl["kube"]
     a, b = "ua%s" % SUFFIX, "ub%s" % SUFFIX
     na, nb = "ua-%s" % SUFFIX, "ub-%s" % SUFFIX
     cl["node"](na)
