@@ -310,15 +310,7 @@ def serve(args):
             f.write('%s %d\n' % (name, procs[name].pid))
 
     def teardown():
-        for name in ('kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'):
-            p = procs.get(name)
-            if p and p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop(procs, ('kwok', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd'))
 
     try:
         ec, ep, port = free_port(), free_port(), free_port()
@@ -554,9 +546,23 @@ def up(args):
     return 0
 
 
-def _tail(state):
+def stop(procs, names):
+    """Stop the processes ``procs[name]`` in the order of ``names``: SIGTERM, 10 s, then SIGKILL."""
+    for name in names:
+        p = procs.get(name)
+        if p and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _tail(state, files=('failed', 'supervisor.log', 'logs/kube-apiserver.log', 'logs/etcd.log')):
+    """The last 3,000 characters of each of ``files`` (paths in ``state``) that exists, for a failure message."""
     out = []
-    for f in ('failed', 'supervisor.log', 'logs/kube-apiserver.log', 'logs/etcd.log'):
+    for f in files:
         p = os.path.join(state, f)
         if os.path.exists(p):
             with open(p, errors='replace') as fh:

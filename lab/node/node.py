@@ -402,13 +402,7 @@ def _wait_ready(kstate, name, proc, end):
 
 
 def _tail(state):
-    out = []
-    for f in ('failed', 'logs/node.log', 'logs/containerd.log', 'logs/kubelet.log'):
-        p = os.path.join(state, f)
-        if os.path.exists(p):
-            with open(p, errors='replace') as fh:
-                out.append('--- %s\n%s' % (f, fh.read()[-3000:]))
-    return '\n'.join(out)
+    return real._tail(state, ('failed', 'logs/node.log', 'logs/containerd.log', 'logs/kubelet.log'))
 
 
 def ns_pid(state):
@@ -575,14 +569,7 @@ def serve(args):
         with open(os.path.join(state, 'failed'), 'w') as f:
             f.write('%s\n' % exc)
         log('ERROR: %s' % exc)
-    for n in ('kubelet', 'containerd'):
-        p = procs.get(n)
-        if p and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    real.stop(procs, ('kubelet', 'containerd'))
     return 0   # pid 1 leaves: the kernel kills the rest of the namespace
 
 
