@@ -240,7 +240,7 @@ def xids_from_log(lines):
     Only those after the driver's last load (a reload after ``modprobe -r`` re-initialises every GPU), and per GPU
     only those from its last Xid 154 whose new recovery action is None on (that line itself is kept: the doctor
     reports it as information), so a GPU that was reset as advised loses the finding without a reboot."""
-    out = []
+    out = []  # type: list
     for line in lines or []:
         if DRIVER_LOAD_RE.search(line):
             out = []
