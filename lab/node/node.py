@@ -588,6 +588,11 @@ def make_nvidia_devices(count):
     nodes += [('nvidia%d' % i, 195, i) for i in range(count)]
     os.makedirs('/dev/nvidia-caps', exist_ok=True)
     for path, major, minor in nodes:
+        # the host's /dev (the overlay's lower layer) may have one already: NVIDIA's library creates /dev/nvidiactl
+        # when it runs as root without a driver (lab/tests/integration/test_gpu_info_real_driverless.py does). Removed
+        # in the overlay only (a whiteout in the node's upper layer), then made as the node's own
+        if os.path.lexists('/dev/' + path):
+            os.unlink('/dev/' + path)
         os.mknod('/dev/' + path, 0o666 | 0o020000, os.makedev(major, minor))
         os.chmod('/dev/' + path, 0o666)
 
