@@ -479,8 +479,11 @@ def _pids():
 
 
 def _mntns(pid):
+    """The process's mount and pid namespaces (a namespace's inode number can be reused as soon as it is freed: a
+    node container started just after this node went got the node's mount namespace number once, and its systemd was
+    taken for a leftover of the node; both numbers together identify the node's processes), or None."""
     try:
-        return os.readlink('/proc/%d/ns/mnt' % pid)
+        return os.readlink('/proc/%d/ns/mnt' % pid), os.readlink('/proc/%d/ns/pid' % pid)
     except OSError:
         return None
 

@@ -81,7 +81,11 @@ def test_node_registered_by_its_kubelet(node):
     assert info.container_runtime_version == 'containerd://2.3.4'   # CRI's version, without the tag's v
     assert [a.address for a in n.status.addresses if a.type == 'InternalIP'] == [lab_node.host_ip()]
     assert any(c.type == 'Ready' and c.status == 'True' for c in n.status.conditions)
-    assert [(t.key, t.effect) for t in n.spec.taints or []] == [(TAINT_KEY, 'NoSchedule')]
+    # the node-lifecycle controller takes node.kubernetes.io/not-ready off shortly after the kubelet says Ready
+    want = [(TAINT_KEY, 'NoSchedule')]
+    n = wait('taints of %s settled' % NAME, lambda: (lambda m: m if [(t.key, t.effect) for t in m.spec.taints or []]
+                                                      == want else None)(node['core'].read_node(NAME)), 60)
+    assert [(t.key, t.effect) for t in n.spec.taints or []] == want
     assert 'nvidia.com/gpu' not in n.status.allocatable
     assert n.metadata.annotations.get('kwok.x-k8s.io/node') is None
     assert int(n.status.allocatable['pods']) == 110
