@@ -317,6 +317,19 @@ AUDIT_READS = 'gpuops:audit-reads'  # lab/kube/audit-policy.yaml logs every requ
 WRITE_VERBS = ('create', 'update', 'patch', 'delete', 'deletecollection')
 
 
+@contextlib.contextmanager
+def private_kube(state, version=None):
+    """A real control plane of the caller's own (lab/kube/real.py up, no GPU nodes), stopped on exit; yields KubeReal.
+    version: the minor (default GPUOPS_KUBE_VERSION, else 1.37)."""
+    real = os.path.join(KUBE, 'real.py')
+    sh(os.path.join(VENV_BIN, 'python'), real, 'up', '--state', str(state), '--owner-pid', str(os.getpid()),
+       '--no-gpu-nodes', '--version', version or os.environ.get('GPUOPS_KUBE_VERSION', '1.37'), timeout=3600)
+    try:
+        yield KubeReal(state)
+    finally:
+        sh(os.path.join(VENV_BIN, 'python'), real, 'down', '--state', str(state), timeout=60)
+
+
 class KubeReal(object):
     """A running lab/kube/real.py control plane: its state directory, admin kubeconfig and the audit log."""
 

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import KUBE, VENV_BIN, KubeReal, sh  # noqa: E402
+from conftest import private_kube  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
 
@@ -38,18 +38,12 @@ CLAIMS = "dra133-claims"
 
 @pytest.fixture(scope="module")
 def kube133(tmp_path_factory):
-    state = tmp_path_factory.mktemp("kube-133")
-    sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "up", "--state", str(state), "--version", "1.33",
-       "--owner-pid", str(os.getpid()), "--no-gpu-nodes", timeout=3600)
-    try:
-        kube = KubeReal(state)
+    with private_kube(tmp_path_factory.mktemp("kube-133"), "1.33") as kube:
         from kubernetes import client
         core = client.CoreV1Api(kube.api())
         core.create_node(kwok_node(NODE, T4))
         core.create_namespace({"metadata": {"name": CLAIMS}})
         yield kube
-    finally:
-        sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "down", "--state", str(state), timeout=60)
 
 
 def role_vars(state="present"):

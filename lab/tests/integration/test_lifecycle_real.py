@@ -14,7 +14,6 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_lifecycle_real.p
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import KUBE, VENV_BIN, KubeReal, sh  # noqa: E402
+from conftest import private_kube  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, kwok_node, run_play, task_results  # noqa: E402
 
@@ -35,18 +34,12 @@ HAMI_REGISTRATION = {"hami.io/node-nvidia-register": "GPU-0,10,15360,100,NVIDIA-
 
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory):
-    state = tmp_path_factory.mktemp("kube-lifecycle")
-    sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "up", "--state", str(state), "--version", "1.37",
-       "--owner-pid", str(os.getpid()), "--no-gpu-nodes", timeout=3600)
-    try:
-        k = KubeReal(state)
+    with private_kube(tmp_path_factory.mktemp("kube-lifecycle"), "1.37") as k:
         from kubernetes import client
         core = client.CoreV1Api(k.api())
         for n in (A, B):
             core.create_node(kwok_node(n, T4))
         yield k
-    finally:
-        sh(os.path.join(VENV_BIN, "python"), os.path.join(KUBE, "real.py"), "down", "--state", str(state), timeout=60)
 
 
 def pool(name, strategy, node, state="present", **extra):

@@ -22,7 +22,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import KUBE, ROOT, VENV_BIN, KubeReal, ansible_env, failed_tasks, lab_node, run_playbook, sh, wait_until
+from conftest import ROOT, ansible_env, private_kube, failed_tasks, lab_node, run_playbook, sh, wait_until
 
 FIX = os.path.join(ROOT, 'tests', 'unit', 'plugins', 'module_utils', 'fixtures')
 NODE = 'gpu-uni-1'
@@ -62,11 +62,7 @@ def seed():
 def own_cluster(state):
     """A real control plane of this file's own (see the docstring), seeded; yields (KubeReal, the user kubeconfig)."""
     from kubernetes import client
-    real = os.path.join(KUBE, 'real.py')
-    sh(os.path.join(VENV_BIN, 'python'), real, 'up', '--state', str(state), '--owner-pid', str(os.getpid()),
-       '--no-gpu-nodes', '--version', os.environ.get('GPUOPS_KUBE_VERSION', '1.37'), timeout=3600)
-    try:
-        kube = KubeReal(state)
+    with private_kube(state) as kube:
         core = client.CoreV1Api(kube.api())
         node, cm = seed()
         core.create_node(node)
@@ -76,8 +72,6 @@ def own_cluster(state):
         wait_until('the TTL controller annotated the node', lambda: 'node.alpha.kubernetes.io/ttl' in (
             core.read_node(NODE).metadata.annotations or {}))
         yield kube, kube.user(USER)
-    finally:
-        sh(os.path.join(VENV_BIN, 'python'), real, 'down', '--state', str(state), timeout=60)
 
 
 @pytest.fixture(scope='module')
