@@ -78,6 +78,13 @@ options:
         this wait; the kernel log holds those since boot. V(0) does not wait.
     type: int
     default: 100
+  remediation_severity:
+    description:
+      - The least severity of a GPU's own finding that puts the GPU into RV(remediation) (the remediation loop's
+        input, M(gpuops.k8s_gpu.gpu_remediation)).
+    type: str
+    choices: [critical, warning]
+    default: critical
   kubernetes_version:
     description: The cluster's Kubernetes version (for example V(v1.29.4)), for the C(scheduler_config) check.
     type: str
@@ -194,6 +201,14 @@ probe:
   description: The M(gpuops.k8s_gpu.gpu_info) facts the diagnosis used.
   returned: always
   type: dict
+remediation:
+  description:
+    - The GPUs that need the remediation loop, by UUID - the doctor's GPU health checks run on one GPU at a time - each
+      with C(index), C(pci_bus_id), C(findings) (at or above O(remediation_severity)) and C(repair) (C(action) -
+      V(reset), V(reboot), V(vm_reboot), V(host), V(rma) or V(manual) -, C(allowed), C(why), C(note)). Empty when
+      every GPU is healthy or no health check ran.
+  returned: always
+  type: dict
 '''
 
 import glob
@@ -220,6 +235,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_remediation
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
@@ -331,6 +347,7 @@ def main():
             cdi_required=dict(type='bool', default=False),
             kernel_log=dict(type='path', default='/dev/kmsg'),
             xid_wait_ms=dict(type='int', default=100),
+            remediation_severity=dict(type='str', choices=['critical', 'warning'], default='critical'),
             dra=dict(type='dict', options=dict(
                 node_name=dict(type='str'),
                 api_versions=dict(type='list', elements='str'),
@@ -364,6 +381,7 @@ def main():
         counts=counts,
         table=checks.render_table(host, findings),
         probe=facts,
+        remediation=gpu_doctor_remediation.assess(facts, extra, p['remediation_severity']) if health else {},
     )
     fail_on = module.params['fail_on']
     if (fail_on == 'critical' and counts['critical']) or (fail_on == 'warning' and (counts['critical'] or counts['warning'])):

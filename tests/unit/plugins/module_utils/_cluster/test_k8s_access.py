@@ -204,7 +204,8 @@ def test_K8S_05_action_group():
     k8s = groups['k8s']
     assert {'metadata': {'extend_group': ['kubernetes.core.k8s']}} in k8s
     ours = sorted(m for m in k8s if isinstance(m, str))
-    assert ours == ['gpu_node_drain', 'gpu_node_labels_apply', 'gpu_share_report', 'k8s_converge', 'k8s_objects_info']
+    assert ours == ['gpu_node_drain', 'gpu_node_labels_apply', 'gpu_remediation', 'gpu_share_report', 'k8s_converge',
+                    'k8s_objects_info']
     # every module of the group takes the connection options (the doc fragment) and nothing else claims to
     modules = os.path.join(root, 'plugins', 'modules')
     users = sorted(n[:-3] for n in os.listdir(modules) if n.endswith('.py')

@@ -1,0 +1,305 @@
+"""Device taints on the lab's real control planes (issue #41, item 1): what the remediation loop (module
+gpuops.k8s_gpu.gpu_remediation, docs/remediation.md) relies on, checked against upstream's own kube-apiserver,
+kube-scheduler and kube-controller-manager (lab/kube/real.py; k8s.io/kubernetes v1.37.2 and v1.34.4 built from the Go
+module proxy).
+
+* 1.37 (the shared control plane): resource.k8s.io/v1 serves DeviceTaintRule (DRADeviceTaints and DRADeviceTaintRules
+  GA, on by default); effect None is a dry run whose status (condition EvictionInProgress, reason NoEffect, written by
+  kube-controller-manager's device-taint-eviction controller) counts the pods a NoExecute would evict; NoSchedule keeps
+  the real scheduler from allocating the device and evicts nothing; NoExecute makes the controller delete exactly the
+  pods whose claims hold the device; deleting the rule gives the device back to the scheduler.
+* 1.34 (a control plane of this file's own): no version of resource.k8s.io serves devicetaintrules (DRADeviceTaints
+  alpha, off by default; its only API version v1alpha3 is off too), so the loop falls back to the node (taint and
+  cordon).
+
+The devices are those of a driver of this file's own (a ResourceSlice written by the test as a DRA driver would, for a
+kwok node of its own), so nothing here touches another test's pool. Conformance: docs/conformance/remediation.md
+(rows REM-*; each test is named after its row).
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_remediation_real.py
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from conftest import private_kube, wait_until as wait
+
+SUFFIX = "%d" % os.getpid()
+NS = "rem-%s" % SUFFIX
+NODE = "rem-dra-%s" % SUFFIX
+DRIVER = "rem-%s.lab.gpuops.io" % SUFFIX
+CLASS = "rem-%s" % SUFFIX
+TAINT_KEY = "gpuops.lab/rem-%s" % SUFFIX      # the node's own taint: only this file's pods tolerate it
+GROUP, V1 = "resource.k8s.io", "v1"
+DEVICES = ("gpu-0", "gpu-1", "gpu-2")
+
+
+def _uuid(name):
+    return "GPU-%08d-0000-4000-8000-%012d" % (int(SUFFIX) % 10 ** 8, DEVICES.index(name))
+
+
+class Lab(object):
+    def __init__(self, kube):
+        from kubernetes import client
+        self.kube = kube
+        self.api = kube.api()
+        self.core = client.CoreV1Api(self.api)
+        self.co = client.CustomObjectsApi(self.api)
+
+    def pod(self, name):
+        """A pod with a claim of its own (ResourceClaim ``name``, one device of this file's class) on this file's node."""
+        self.co.create_namespaced_custom_object(GROUP, V1, NS, "resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}})
+        self.core.create_namespaced_pod(NS, {"metadata": {"name": name}, "spec": {
+            "terminationGracePeriodSeconds": 0, "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+            "containers": [{"name": "c", "image": "registry.example.com/cuda:12",
+                            "resources": {"claims": [{"name": "gpu"}]}}]}})
+
+    def phase(self, name):
+        from kubernetes import client
+        try:
+            return self.core.read_namespaced_pod(name, NS).status.phase
+        except client.ApiException as exc:
+            assert exc.status == 404, exc
+            return None
+
+    def running(self, name, timeout=60):
+        return wait("pod %s/%s Running" % (NS, name), lambda: self.phase(name) == "Running", timeout)
+
+    def device_of(self, claim):
+        alloc = (self.co.get_namespaced_custom_object(GROUP, V1, NS, "resourceclaims", claim).get("status") or {})
+        results = ((alloc.get("allocation") or {}).get("devices") or {}).get("results") or []
+        return results[0]["device"] if results else None
+
+    def rule(self, name, device, effect):
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+                "spec": {"deviceSelector": {"driver": DRIVER, "pool": NODE, "device": device},
+                         "taint": {"key": "gpu.gpuops.io/unhealthy", "value": "xid-48", "effect": effect}}}
+        try:
+            return self.co.create_cluster_custom_object(GROUP, V1, "devicetaintrules", body)
+        except Exception as exc:
+            if getattr(exc, "status", None) != 409:
+                raise
+        return self.co.patch_cluster_custom_object(GROUP, V1, "devicetaintrules", name,
+                                                   {"spec": {"taint": {"effect": effect}}})
+
+    def condition(self, name):
+        rule = self.co.get_cluster_custom_object(GROUP, V1, "devicetaintrules", name)
+        for c in (rule.get("status") or {}).get("conditions") or []:
+            if c["type"] == "EvictionInProgress" and c.get("observedGeneration") == rule["metadata"]["generation"]:
+                return c
+        return None
+
+
+def served(kube):
+    """{version: True} for the versions of resource.k8s.io whose discovery lists devicetaintrules."""
+    from kubernetes import client
+    api = kube.api()
+    out = {}
+    groups = client.ApisApi(api).get_api_versions().groups
+    for g in groups:
+        if g.name != GROUP:
+            continue
+        for v in g.versions:
+            res = client.CustomObjectsApi(api).get_api_resources(GROUP, v.version).resources
+            out[v.version] = any(r.name == "devicetaintrules" for r in res)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(kube_real):
+    from kubernetes import client
+    lab = Lab(kube_real)
+    lab.core.create_namespace({"metadata": {"name": NS}})
+    wait("ServiceAccount %s/default" % NS, lambda: lab.core.list_namespaced_service_account(
+        NS, field_selector="metadata.name=default").items)
+    lab.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": NODE, "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux", "type": "kwok"},
+        "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": [{"key": TAINT_KEY, "value": "x", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}}})
+    lab.co.create_cluster_custom_object(GROUP, V1, "deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % DRIVER}}]}})
+    lab.co.create_cluster_custom_object(GROUP, V1, "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": NODE},
+        "spec": {"driver": DRIVER, "nodeName": NODE, "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": d, "attributes": {"uuid": {"string": _uuid(d)}, "type": {"string": "gpu"}}}
+                             for d in DEVICES]}})
+    wait("node %s Ready (kwok)" % NODE, lambda: any(
+        c.type == "Ready" and c.status == "True" for c in lab.core.read_node(NODE).status.conditions or []))
+    yield lab
+    for plural, name in (("devicetaintrules", "rem-%s-a" % SUFFIX), ("resourceslices", NODE), ("deviceclasses", CLASS)):
+        try:
+            lab.co.delete_cluster_custom_object(GROUP, V1, plural, name)
+        except client.ApiException as exc:
+            assert exc.status == 404, exc
+    lab.core.delete_namespace(NS)
+    lab.core.delete_node(NODE)
+
+
+def test_REM_01_device_taint_rule_served_at_137(lab):
+    """resource.k8s.io/v1 lists devicetaintrules (with its status subresource) at 1.37; the gates are on by default:
+    the shared control plane runs without any --feature-gates."""
+    assert lab.kube.version == "1.37"
+    versions = served(lab.kube)
+    assert versions.get("v1") is True, versions
+    names = {r.name: r for r in lab.co.get_api_resources(GROUP, V1).resources}
+    assert "devicetaintrules/status" in names and names["devicetaintrules"].namespaced is False
+    argv = open("/proc/%d/cmdline" % _pid(lab.kube, "kube-apiserver"), "rb").read().decode(errors="replace")
+    assert "feature-gates" not in argv and "runtime-config" not in argv, "the lab sets no gates at 1.37"
+
+
+def _pid(kube, name):
+    import json
+    with open(os.path.join(kube.state, "ready")) as f:
+        return json.load(f)["pids"][name]
+
+
+def test_REM_02_none_is_a_dry_run_noschedule_and_noexecute_are_enforced(lab):
+    """The loop's quarantine on the real programs, one device of three: None counts the pods a NoExecute would evict
+    (controller status) and changes nothing; NoSchedule keeps the scheduler off the device, running pods stay;
+    NoExecute deletes exactly the pods whose claims hold the device; the rule's deletion gives the device back."""
+    rule = "rem-%s-a" % SUFFIX
+    lab.pod("a")
+    lab.pod("b")
+    lab.running("a")
+    lab.running("b")
+    failing = lab.device_of("a")
+    assert failing in DEVICES and lab.device_of("b") != failing
+    # None: a dry run (device-taint-eviction controller status), nothing evicted
+    lab.rule(rule, failing, "None")
+    cond = wait("EvictionInProgress of %s with effect None" % rule, lambda: lab.condition(rule), 60)
+    assert cond["reason"] == "NoEffect" and cond["status"] == "False", cond
+    assert "1 published device selected. 1 allocated device selected. 1 pod would be evicted in 1 namespace" \
+        in cond["message"], cond["message"]
+    # NoSchedule: the scheduler allocates around the device; the running pod stays
+    lab.rule(rule, failing, "NoSchedule")
+    lab.pod("c")
+    lab.running("c")
+    assert lab.device_of("c") not in (failing, lab.device_of("b"))
+    lab.pod("d")       # only the tainted device is left
+    wait("pod d unschedulable (the only free device is tainted NoSchedule)", lambda: any(
+        c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+        for c in lab.core.read_namespaced_pod("d", NS).status.conditions or []), 60)
+    assert lab.device_of("d") is None
+    assert lab.phase("a") == "Running"
+    # NoExecute: the controller deletes the pod that holds the device, and only that one
+    lab.rule(rule, failing, "NoExecute")
+    wait("pod a deleted by the device-taint-eviction controller", lambda: lab.phase("a") is None, 60)
+    time.sleep(2)
+    assert lab.phase("b") == "Running" and lab.phase("c") == "Running" and lab.device_of("d") is None
+    cond = wait("EvictionInProgress of %s with effect NoExecute" % rule, lambda: lab.condition(rule), 60)
+    assert cond["reason"] in ("Completed", "NotStarted", "PodsPendingEviction"), cond
+    # release: the device is allocatable again
+    lab.co.delete_cluster_custom_object(GROUP, V1, "devicetaintrules", rule)
+    lab.running("d", 90)
+    assert lab.device_of("d") == failing
+
+
+def test_REM_03_no_device_taint_rule_at_134(tmp_path_factory):
+    """1.34.4: DRADeviceTaints is alpha and off, v1alpha3 (its only API) is not served by default: no version of
+    resource.k8s.io lists devicetaintrules, and a v1 ResourceSlice's device taints are dropped (the field is gated)."""
+    with private_kube(tmp_path_factory.mktemp("kube-134"), "1.34") as kube:
+        assert kube.version == "1.34"
+        versions = served(kube)
+        assert "v1" in versions and not any(versions.values()), versions
+        from kubernetes import client
+        co = client.CustomObjectsApi(kube.api())
+        slice_ = co.create_cluster_custom_object(GROUP, V1, "resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "rem134"},
+            "spec": {"driver": DRIVER, "nodeName": "rem134", "pool": {"name": "rem134", "generation": 1,
+                                                                      "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0", "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}]}})
+        assert "taints" not in slice_["spec"]["devices"][0], slice_["spec"]["devices"][0]
+
+
+def _module(lab, kubeconfig, check=False, **args):
+    import json
+    from conftest import lab_collections_path, run_module
+    return run_module(lab_collections_path(), "gpuops.k8s_gpu.gpu_remediation",
+                      json.dumps(dict(args, kubeconfig=kubeconfig)), check=check)
+
+
+def _record(lab):
+    import json
+    text = (lab.core.read_node(NODE).metadata.annotations or {}).get("gpuops.io/gpu-remediation")
+    return json.loads(text) if text else None
+
+
+def _events(lab, reason):
+    return [e for e in lab.core.list_namespaced_event("default", field_selector="involvedObject.name=%s" % NODE).items
+            if e.reason == reason]
+
+
+FINDING = {"id": "ecc_uncorrectable", "severity": "critical", "evidence": ["volatile uncorrectable ECC: 2"]}
+
+
+def test_REM_04_REM_05_REM_08_the_module_on_the_real_control_plane(lab):
+    """gpu_remediation against 1.37's real programs: a DRA GPU quarantined by a DeviceTaintRule (dry run first, the
+    controller's count returned), only its holder evicted through the Eviction API, a re-run writes nothing, check mode
+    writes nothing, the release deletes the rule and the record and leaves Events; then the node-level fallback (mode
+    node, the device-plugin allocations given) taints and cordons, evicts only the holder of that GPU and the release
+    keeps the site's own taint."""
+    user = "gpuops-test-rem-%s" % SUFFIX
+    kc = lab.kube.user(user)
+    # a clean start: the pods and claims of the test before go, three pods of this test's own hold the three GPUs
+    lab.core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    lab.co.delete_collection_namespaced_custom_object(GROUP, V1, NS, "resourceclaims")
+    wait("namespace %s empty" % NS, lambda: not lab.core.list_namespaced_pod(NS).items and not lab.co.list_namespaced_custom_object(
+        GROUP, V1, NS, "resourceclaims")["items"], 60)
+    pods = ("m0", "m1", "m2")
+    for name in pods:
+        lab.pod(name)
+    for name in pods:
+        lab.running(name)
+    devices = dict((p, lab.device_of(p)) for p in pods)
+    victim, victim2, keep = pods
+    uuid = _uuid(devices[victim])
+    gpus = {uuid: {"findings": [FINDING]}}
+    out = _module(lab, kc, node=NODE, gpus=gpus, dra_driver=DRIVER, drain_timeout=30)
+    assert out.get("failed") is not True, out
+    assert out["plan"][0]["kind"] == "dra" and out["plan"][0]["device"] == [DRIVER, NODE, devices[victim]]
+    rule = out["plan"][0]["rule"]
+    assert "1 pod would be evicted in 1 namespace" in (out["dry_runs"][rule] or ""), out["dry_runs"]
+    assert out["evicted"] == ["%s/%s" % (NS, victim)] and out["holders"] == {uuid: ["%s/%s" % (NS, victim)]}
+    wait("pod %s evicted" % victim, lambda: lab.phase(victim) is None, 60)
+    others = [victim2, keep]
+    assert all(lab.phase(p) == "Running" for p in others), [(p, lab.phase(p)) for p in others]
+    assert lab.co.get_cluster_custom_object(GROUP, V1, "devicetaintrules", rule)["spec"]["taint"]["effect"] == "NoSchedule"
+    assert _record(lab)["gpus"][uuid]["why"] == ["ecc_uncorrectable"]
+    assert _events(lab, "GPUQuarantined")
+    start = lab.kube.mark()
+    again = _module(lab, kc, node=NODE, gpus=gpus, dra_driver=DRIVER)
+    assert again["changed"] is False and again["actions"] == []
+    check = _module(lab, kc, check=True, node=NODE, state="released")
+    assert check["changed"] is True and check["released"] == [uuid]
+    assert lab.kube.writes(start, lab.kube.mark(), user=user) == []
+    rel = _module(lab, kc, node=NODE, state="released")
+    assert rel["released"] == [uuid] and _record(lab) is None and _events(lab, "GPUReleased")
+    start = lab.kube.mark()
+    assert _module(lab, kc, node=NODE, state="released")["changed"] is False
+    assert lab.kube.writes(start, lab.kube.mark(), user=user) == []
+    # node level (a device-plugin pool): taint and cordon, only the holder named by the allocations is evicted
+    uuid2 = _uuid(devices[victim2])
+    allocs = [{"namespace": NS, "name": p, "devices": [_uuid(devices[p])]} for p in others]
+    out = _module(lab, kc, node=NODE, gpus={uuid2: {"findings": [FINDING]}}, mode="node", allocations=allocs,
+                  drain_timeout=30)
+    assert out.get("failed") is not True, out
+    assert out["evicted"] == ["%s/%s" % (NS, victim2)]
+    n = lab.core.read_node(NODE)
+    # the node-lifecycle controller adds node.kubernetes.io/unschedulable for the cordon
+    assert n.spec.unschedulable is True and {TAINT_KEY, "gpuops.io/gpu-unhealthy"} <= set(t.key for t in n.spec.taints)
+    wait("pod %s evicted" % victim2, lambda: lab.phase(victim2) is None, 60)
+    assert lab.phase(keep) == "Running"
+    _module(lab, kc, node=NODE, state="released")
+    n = lab.core.read_node(NODE)
+    assert not n.spec.unschedulable and "gpuops.io/gpu-unhealthy" not in [t.key for t in n.spec.taints]
+    wait("only the site's taint left (the controller takes its unschedulable taint off)",
+         lambda: [t.key for t in lab.core.read_node(NODE).spec.taints or []] == [TAINT_KEY], 60)

@@ -1,0 +1,331 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The remediation loop's API calls (module gpu_remediation): quarantine a GPU (DeviceTaintRule or node taint and
+cordon), drain only the pods that hold it, release exactly what the loop made, leave Events. The decisions are
+remediation_plan's; this file only reads and writes.
+
+``api`` is anything with ``call(method, path, query=None, body=None, content_type=None)`` returning the decoded JSON
+(RestApi over the kubernetes client's ApiClient; the unit tests give a fake). Errors carry ``status`` as the
+client's ApiException does.
+"""
+
+import datetime
+import json
+import time
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
+
+RULES = '/apis/%s/%s/devicetaintrules' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION)
+SLICES = '/apis/%s/%s/resourceslices' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION)
+CLAIMS = '/apis/%s/%s/resourceclaims' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION)
+DRY_RUN_CONDITION = 'EvictionInProgress'
+EVENT_NAMESPACE = 'default'
+MERGE_PATCH = 'application/merge-patch+json'
+
+
+class RestApi(object):
+    """JSON requests over the ApiClient (k8s_rest.request)."""
+
+    def __init__(self, api_client, send=k8s_rest.request):
+        self.api_client = api_client
+        self._send = send
+
+    def call(self, method, path, query=None, body=None, content_type=None):
+        if body is not None and content_type is None:
+            content_type = k8s_rest.JSON
+        response = self._send(self.api_client, method, path, list(query or []), body, content_type)
+        data = getattr(response, 'data', b'') or b'{}'
+        return json.loads(data.decode('utf-8') if isinstance(data, bytes) else data)
+
+
+def _status(exc):
+    return getattr(exc, 'status', None)
+
+
+def now_rfc3339(clock=None):
+    t = datetime.datetime.fromtimestamp(clock() if clock else time.time(), tz=datetime.timezone.utc)
+    return t.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+class Remediator(object):
+    """One run on one node. ``actions`` lists what was (or, in check mode, would be) written; ``diff`` the node's
+    taints, cordon and the rules before and after."""
+
+    def __init__(self, api, node, check_mode=False, sleep=time.sleep, clock=time.time):
+        self.api = api
+        self.node_name = node
+        self.check_mode = check_mode
+        self.sleep = sleep
+        self.clock = clock
+        self.actions = []
+        self.events = []
+        self.dry_runs = {}
+
+    # ------------------------------------------------------------------------------------------------ reads
+    def node(self):
+        try:
+            return self.api.call('GET', '/api/v1/nodes/%s' % self.node_name)
+        except Exception as e:
+            if _status(e) == 404:
+                return None
+            raise
+
+    def dra_served(self):
+        """Whether resource.k8s.io/v1 serves devicetaintrules (REM-01 at 1.37, REM-03: not at 1.34)."""
+        try:
+            res = self.api.call('GET', '/apis/%s/%s' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION))
+        except Exception as e:
+            if _status(e) == 404:
+                return False
+            raise
+        return any(r.get('name') == 'devicetaintrules' for r in res.get('resources') or [])
+
+    def slices(self, driver):
+        try:
+            return self.api.call('GET', SLICES, [('fieldSelector', 'spec.driver=%s' % driver)]).get('items') or []
+        except Exception as e:
+            if _status(e) == 404:
+                return []
+            raise
+
+    def rule(self, name):
+        try:
+            return self.api.call('GET', '%s/%s' % (RULES, name))
+        except Exception as e:
+            if _status(e) == 404:
+                return None
+            raise
+
+    def claims(self):
+        return self.api.call('GET', CLAIMS).get('items') or []
+
+    def pods_on_node(self):
+        return self.api.call('GET', '/api/v1/pods', [('fieldSelector', 'spec.nodeName=%s' % self.node_name)]).get(
+            'items') or []
+
+    # ------------------------------------------------------------------------------------------------ writes
+    def _write(self, action, method, path, body=None, content_type=None):
+        self.actions.append(action)
+        if self.check_mode:
+            return None
+        return self.api.call(method, path, body=body, content_type=content_type)
+
+    def event(self, reason, message, kind='Normal'):
+        """An Event on the Node (core/v1), as kubectl describe node shows it."""
+        self.events.append({'reason': reason, 'message': message, 'type': kind})
+        if self.check_mode:
+            return
+        stamp = now_rfc3339(self.clock)
+        name = '%s.gpuops-%x' % (self.node_name, int(self.clock() * 1e6))
+        self.api.call('POST', '/api/v1/namespaces/%s/events' % EVENT_NAMESPACE, body={
+            'apiVersion': 'v1', 'kind': 'Event', 'metadata': {'name': name, 'namespace': EVENT_NAMESPACE},
+            'involvedObject': {'apiVersion': 'v1', 'kind': 'Node', 'name': self.node_name, 'uid': self.node_name},
+            'reason': reason, 'message': message[:1024], 'type': kind, 'count': 1,
+            'firstTimestamp': stamp, 'lastTimestamp': stamp,
+            'source': {'component': plan.MANAGED_BY}, 'reportingComponent': plan.MANAGED_BY,
+            'reportingInstance': plan.MANAGED_BY})
+
+    def _patch_node(self, action, body):
+        return self._write(action, 'PATCH', '/api/v1/nodes/%s' % self.node_name, body, k8s_rest.STRATEGIC_MERGE_PATCH)
+
+    def apply_rule(self, name, device, effect, reason, dry_run_timeout):
+        """Create the rule with effect None and wait for the controller's dry-run count, then set ``effect``. An
+        existing rule of ours with the effect asked is left alone; one that is not ours is refused."""
+        current = self.rule(name)
+        if current is not None:
+            labels = (current.get('metadata') or {}).get('labels') or {}
+            if labels.get('app.kubernetes.io/managed-by') != plan.MANAGED_BY:
+                raise plan.PlanError('DeviceTaintRule %s exists and is not managed by %s: refusing to change it'
+                                     % (name, plan.MANAGED_BY))
+            if ((current.get('spec') or {}).get('taint') or {}).get('effect') == effect:
+                return False
+        else:
+            body = plan.device_taint_rule(name, device, 'None', reason)
+            self._write('create DeviceTaintRule %s (effect None: dry run) for %s' % (name, '/'.join(device)),
+                        'POST', RULES, body)
+            self.dry_runs[name] = self.wait_dry_run(name, dry_run_timeout)
+        self._write('set DeviceTaintRule %s effect %s' % (name, effect), 'PATCH', '%s/%s' % (RULES, name),
+                    {'spec': {'taint': {'effect': effect}}}, MERGE_PATCH)
+        return True
+
+    def wait_dry_run(self, name, timeout):
+        """The device-taint-eviction controller's count for an effect None rule (condition EvictionInProgress,
+        reason NoEffect): its message, or None when it did not come within ``timeout`` seconds."""
+        if self.check_mode or timeout <= 0:
+            return None
+        end = self.clock() + timeout
+        while True:
+            rule = self.rule(name) or {}
+            gen = (rule.get('metadata') or {}).get('generation')
+            for c in (rule.get('status') or {}).get('conditions') or []:
+                if c.get('type') == DRY_RUN_CONDITION and c.get('observedGeneration') == gen:
+                    return c.get('message')
+            if self.clock() >= end:
+                return None
+            self.sleep(1)
+
+    def delete_rule(self, name):
+        if self.rule(name) is None:
+            return False
+        self._write('delete DeviceTaintRule %s' % name, 'DELETE', '%s/%s' % (RULES, name))
+        return True
+
+    def evict(self, namespace, name):
+        """True when the pod is on its way out or gone, False when a PodDisruptionBudget refused it (429)."""
+        try:
+            self._write('evict pod %s/%s' % (namespace, name), 'POST',
+                        '/api/v1/namespaces/%s/pods/%s/eviction' % (namespace, name),
+                        {'apiVersion': 'policy/v1', 'kind': 'Eviction',
+                         'metadata': {'name': name, 'namespace': namespace}})
+            return True
+        except Exception as e:
+            if _status(e) == 404:
+                return True
+            if _status(e) == 429:
+                self.actions.pop()
+                return False
+            raise
+
+    # ------------------------------------------------------------------------------------------------ the loop's steps
+    def quarantine(self, unhealthy, mode, effect, driver, dry_run_timeout, repairs=None):
+        """Quarantine the GPUs of ``unhealthy`` ({uuid: [finding]}); returns the plan entries."""
+        node = self.node()
+        if node is None:
+            raise plan.PlanError('node %s: no such Node in the cluster' % self.node_name)
+        record = plan.read_record(node)
+        served = self.dra_served() if mode != 'node' else False
+        slices = self.slices(driver) if served or mode == 'dra' else []
+        entries = plan.quarantine_plan(self.node_name, unhealthy, slices, served, mode, driver)
+        gpus = dict(record.get('gpus') or {})
+        changed_gpus = []
+        for e in entries:
+            reason = '-'.join(e['why'][:2])
+            if e['kind'] == 'dra':
+                self.apply_rule(e['rule'], tuple(e['device']), effect, reason, dry_run_timeout)
+            old = gpus.get(e['uuid']) or {}
+            entry = {'kind': e['kind'], 'rule': e['rule'], 'device': e['device'], 'effect': effect if e['kind'] == 'dra'
+                     else 'NoSchedule', 'why': e['why'], 'evidence': _evidence(unhealthy[e['uuid']]),
+                     'repair': (repairs or {}).get(e['uuid']), 'since': old.get('since') or now_rfc3339(self.clock)}
+            if old != entry:
+                gpus[e['uuid']] = entry
+                changed_gpus.append(e['uuid'])
+        changes = plan.node_changes(node, record, [e['kind'] for e in entries])
+        new_record = dict(record, gpus=gpus)
+        spec = node.get('spec') or {}
+        body = {}
+        if changes['add_taint']:
+            taints = list(spec.get('taints') or []) + [plan.node_taint('-'.join(
+                sorted(set(w for e in entries if e['kind'] == 'node' for w in e['why'])))[:63])]
+            body.setdefault('spec', {})['taints'] = taints
+            new_record['tainted'] = True
+        if changes['cordon']:
+            body.setdefault('spec', {})['unschedulable'] = True
+            new_record['cordoned'] = True
+        text = plan.write_record(new_record)
+        if text != (((node.get('metadata') or {}).get('annotations') or {}).get(plan.RECORD_ANNOTATION)):
+            body.setdefault('metadata', {})['annotations'] = {plan.RECORD_ANNOTATION: text}
+        if body:
+            what = []
+            if changes['add_taint']:
+                what.append('taint %s:NoSchedule' % plan.TAINT_KEY)
+            if changes['cordon']:
+                what.append('cordon')
+            what.append('record %s' % ', '.join(changed_gpus) if changed_gpus else 'record')
+            self._patch_node('node %s: %s' % (self.node_name, ', '.join(what)), body)
+        for uuid in changed_gpus:
+            g = gpus[uuid]
+            self.event('GPUQuarantined', 'GPU %s quarantined (%s%s) by %s: %s; evidence: %s' % (
+                uuid, 'DeviceTaintRule %s, effect %s' % (g['rule'], g['effect']) if g['kind'] == 'dra'
+                else 'node taint %s and cordon' % plan.TAINT_KEY,
+                '; dry run: %s' % self.dry_runs[g['rule']] if self.dry_runs.get(g['rule']) else '',
+                plan.MANAGED_BY, ', '.join(g['why']), '; '.join(g['evidence'])[:400]), 'Warning')
+        return entries, {'before': _view(node, record), 'after': _after_view(node, new_record, body)}
+
+    def holders(self, entries, allocations=None):
+        """{uuid: [(namespace, pod)]}: DRA claims for a rule's device; device-plugin allocations (when given) for a
+        node-level GPU. A node-level GPU without allocations: every running pod on the node that holds any GPU
+        resource of the node is not assumed - None (unknown)."""
+        out = {}
+        claims = None
+        for e in entries:
+            if e['kind'] == 'dra':
+                if claims is None:
+                    claims = self.claims()
+                out[e['uuid']] = plan.dra_holders(claims, tuple(e['device']))
+            elif allocations is not None:
+                out[e['uuid']] = plan.device_plugin_holders(allocations, e['uuid'])
+            else:
+                out[e['uuid']] = None
+        return out
+
+    def drain(self, holders, timeout, poll=2):
+        """Evict the pods of ``holders`` through the Eviction API (PodDisruptionBudgets honoured) until they are gone
+        or ``timeout``; returns (evicted, left)."""
+        pods = sorted(set(p for v in holders.values() if v for p in v))
+        evicted, pending = [], list(pods)
+        if self.check_mode:
+            self.actions.extend('evict pod %s/%s' % p for p in pods)
+            return pods, []
+        end = self.clock() + timeout
+        while True:
+            still = []
+            for ns, name in pending:
+                if self.evict(ns, name):
+                    evicted.append('%s/%s' % (ns, name))
+                else:
+                    still.append((ns, name))
+            pending = still
+            if not pending or self.clock() >= end:
+                return evicted, ['%s/%s' % p for p in pending]
+            self.sleep(poll)
+
+    def release(self, uuids=None):
+        """Take back what the record says this loop made for ``uuids`` (all when None)."""
+        node = self.node()
+        if node is None:
+            raise plan.PlanError('node %s: no such Node in the cluster' % self.node_name)
+        record = plan.read_record(node)
+        if not record:
+            return [], {'before': _view(node, record), 'after': _view(node, record)}
+        ch = plan.release_changes(node, record, uuids)
+        for name in ch['rules']:
+            self.delete_rule(name)
+        spec = node.get('spec') or {}
+        body = {}
+        if ch['untaint']:
+            body.setdefault('spec', {})['taints'] = [t for t in spec.get('taints') or [] if t.get('key') != plan.TAINT_KEY]
+        if ch['uncordon']:
+            body.setdefault('spec', {})['unschedulable'] = False
+        if ch['released'] or body:
+            body.setdefault('metadata', {})['annotations'] = {
+                plan.RECORD_ANNOTATION: plan.write_record(ch['record']) if ch['record'] else None}
+            what = (['untaint %s' % plan.TAINT_KEY] if ch['untaint'] else []) + (['uncordon'] if ch['uncordon'] else [])
+            self._patch_node('node %s: %s' % (self.node_name, ', '.join(what + ['record']) or 'record'), body)
+        for uuid in ch['released']:
+            self.event('GPUReleased', 'GPU %s released by %s: %s' % (
+                uuid, plan.MANAGED_BY, 'DeviceTaintRule %s deleted' % record['gpus'][uuid]['rule']
+                if record['gpus'][uuid].get('rule') else 'node quarantine of this GPU ended'))
+        after = ch['record'] or {}
+        return ch['released'], {'before': _view(node, record), 'after': _after_view(node, after, body)}
+
+
+def _evidence(findings):
+    out = []
+    for f in findings:
+        out.extend(f.get('evidence') or [])
+    return out[:8]
+
+
+def _view(node, record):
+    spec = node.get('spec') or {}
+    return {'taints': [t for t in spec.get('taints') or []], 'unschedulable': bool(spec.get('unschedulable')),
+            'rules': sorted(g['rule'] for g in (record.get('gpus') or {}).values() if g.get('rule')),
+            'quarantined': sorted((record.get('gpus') or {}))}
+
+
+def _after_view(node, record, body):
+    spec = dict(node.get('spec') or {})
+    spec.update(body.get('spec') or {})
+    return _view({'spec': spec}, record or {})
