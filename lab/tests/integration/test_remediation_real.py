@@ -303,3 +303,57 @@ def test_REM_04_REM_05_REM_08_the_module_on_the_real_control_plane(lab):
     assert not n.spec.unschedulable and "gpuops.io/gpu-unhealthy" not in [t.key for t in n.spec.taints]
     wait("only the site's taint left (the controller takes its unschedulable taint off)",
          lambda: [t.key for t in lab.core.read_node(NODE).spec.taints or []] == [TAINT_KEY], 60)
+
+
+def test_REM_07_simulator_fault_to_device_quarantine(lab, tmp_path):
+    """Detection driven by the NVML simulator's inventory (hgx-a100-80gb, 8 GPUs): GPU 2 with uncorrectable volatile
+    ECC errors and an Xid 79 in the kernel log for GPU 5's PCI address. gpu_doctor (run as Ansible runs it on a node)
+    names exactly those two UUIDs in ``remediation`` (reset for GPU 2; reboot, not allowed unless asked, for GPU 5);
+    gpu_remediation, given that value, puts a DeviceTaintRule on exactly those two devices of a slice that publishes
+    the inventory's UUIDs, and the release removes both."""
+    import json
+    import subprocess
+    from conftest import ROOT, VENV_BIN, lab_collections_path
+    subprocess.run(["bash", os.path.join(ROOT, "lab", "nvml_sim", "build.sh")], check=True, capture_output=True)
+    inv = json.load(open(os.path.join(ROOT, "lab", "nvml_sim", "inventories", "hgx-a100-80gb.json")))
+    inv["gpus"][2]["ecc_errors"] = {"uncorrected_volatile": 2, "uncorrected_aggregate": 2}
+    bus5 = inv["gpus"][5]["pci_bus_id"]          # 00000000:BB:00.0 -> the kernel's 0000:BB:00
+    (tmp_path / "inventory.json").write_text(json.dumps(inv))
+    (tmp_path / "dmesg.txt").write_text("[ 9001.1] NVRM: Xid (PCI:0000:%s): 79, pid=1, name=python3, GPU has fallen "
+                                        "off the bus.\n" % bus5.split(":", 1)[1].rsplit(".", 1)[0].lower())
+    (tmp_path / "args.json").write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
+        "checks": ["gpu_lost", "xid", "recovery_action", "ecc", "memory_repair"],
+        "kernel_log": str(tmp_path / "dmesg.txt")}}))
+    env = dict(os.environ, PYTHONPATH=lab_collections_path(), LD_LIBRARY_PATH=os.path.join(ROOT, "lab", ".build", "nvml_sim"),
+               NVML_SIM_INVENTORY=str(tmp_path / "inventory.json"), NVML_SIM_STATE=str(tmp_path / "state.json"))
+    proc = subprocess.run([os.path.join(VENV_BIN, "python"), os.path.join(ROOT, "plugins", "modules", "gpu_doctor.py"),
+                           str(tmp_path / "args.json")], env=env, capture_output=True, text=True, timeout=120)
+    doc = json.loads(proc.stdout)
+    u2, u5 = inv["gpus"][2]["uuid"], inv["gpus"][5]["uuid"]
+    rem = doc["remediation"]
+    assert sorted(rem) == sorted([u2, u5]), rem
+    assert [f["id"] for f in rem[u2]["findings"]] == ["ecc_uncorrectable"] and rem[u2]["repair"]["action"] == "reset"
+    assert [f["id"] for f in rem[u5]["findings"]] == ["xid_79"]
+    assert rem[u5]["repair"]["action"] == "reboot" and rem[u5]["repair"]["allowed"] is False
+    pool = "rem-sim-%s" % SUFFIX
+    lab.co.create_cluster_custom_object(GROUP, V1, "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": pool},
+        "spec": {"driver": DRIVER, "nodeName": NODE, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-%d" % i, "attributes": {"uuid": {"string": g["uuid"]}}}
+                             for i, g in enumerate(inv["gpus"])]}})
+    try:
+        kc = lab.kube.user("gpuops-test-rem-%s" % SUFFIX)
+        out = _module(lab, kc, node=NODE, gpus=rem, dra_driver=DRIVER, dry_run_timeout=0)
+        assert out.get("failed") is not True, out
+        assert sorted((e["uuid"], e["kind"], e["device"][2]) for e in out["plan"]) == sorted(
+            [(u2, "dra", "gpu-2"), (u5, "dra", "gpu-5")])
+        for e in out["plan"]:
+            rule = lab.co.get_cluster_custom_object(GROUP, V1, "devicetaintrules", e["rule"])
+            assert rule["spec"]["deviceSelector"] == {"driver": DRIVER, "pool": pool, "device": e["device"][2]}
+        assert _record(lab)["gpus"][u5]["repair"]["action"] == "reboot"
+        rel = _module(lab, kc, node=NODE, state="released")
+        assert sorted(rel["released"]) == sorted([u2, u5]) and _record(lab) is None
+        assert not [r for r in lab.co.list_cluster_custom_object(GROUP, V1, "devicetaintrules")["items"]
+                    if r["spec"]["deviceSelector"].get("pool") == pool]
+    finally:
+        lab.co.delete_cluster_custom_object(GROUP, V1, "resourceslices", pool)
