@@ -26,8 +26,8 @@ description:
     device-plugin allocations), and without O(allocations) no pod is evicted and RV(holders) says the holders are
     unknown.
   - With O(state=released) - takes back exactly what the annotation says this module made for O(uuids) (all recorded
-    GPUs when empty) - the rules, its own taint and its own cordon - never a taint or cordon of the site's, and
-    leaves an Event.
+    GPUs when empty) except the GPUs O(gpus) still names - the rules, its own taint and its own cordon - never a taint
+    or cordon of the site's, and leaves an Event.
   - A run on a healthy node (O(gpus) empty) or a repeated run writes nothing.
 author:
   - gpuops.k8s_gpu developers (@gpuops)
@@ -57,7 +57,8 @@ options:
     description:
       - The unhealthy GPUs of the node, by UUID - M(gpuops.k8s_gpu.gpu_doctor)'s RV(gpuops.k8s_gpu.gpu_doctor#module:remediation),
         each with C(findings) (the doctor's findings) and optionally C(repair).
-      - Empty on a healthy node - nothing is done.
+      - With O(state=quarantined), empty on a healthy node - nothing is done.
+      - With O(state=released), the doctor's answer after the repair - the GPUs it still names stay quarantined.
     type: dict
     default: {}
   uuids:
@@ -244,7 +245,7 @@ def main():
     result = {}
     try:
         if p['state'] == 'released':
-            released, diff = worker.release(p['uuids'] or None)
+            released, diff = worker.release(p['uuids'] or None, keep=sorted(p['gpus'] or {}))
             result['released'] = released
         else:
             unhealthy = dict((u, e['findings']) for u, e in p['gpus'].items())

@@ -357,3 +357,68 @@ def test_REM_07_simulator_fault_to_device_quarantine(lab, tmp_path):
                     if r["spec"]["deviceSelector"].get("pool") == pool]
     finally:
         lab.co.delete_cluster_custom_object(GROUP, V1, "resourceslices", pool)
+
+
+def _playbook(lab, tmp_path, inventory_json, kubeconfig, *extra):
+    """playbooks/remediate.yml on one local host whose NVML is the simulator with ``inventory_json``; the node's
+    Kubernetes name is this file's kwok node; the kernel log is an empty file (no Xid); no nvidia-smi (no reset)."""
+    import json
+    import subprocess
+    from conftest import ROOT, VENV_BIN, lab_collections_path
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory_json))
+    (tmp_path / "dmesg.txt").write_text("")
+    (tmp_path / "hosts.yml").write_text(json.dumps({"gpu_nodes": {"hosts": {"rem-host": {
+        "ansible_connection": "local", "ansible_python_interpreter": os.path.join(VENV_BIN, "python"),
+        "gpu_remediation_node_name": NODE}}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=lab_collections_path(),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "lab", "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="0",
+               LD_LIBRARY_PATH=os.path.join(ROOT, "lab", ".build", "nvml_sim"),
+               NVML_SIM_INVENTORY=str(tmp_path / "inventory.json"), NVML_SIM_STATE=str(tmp_path / "state.json"))
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), "playbooks/remediate.yml",
+           "-e", json.dumps({"gpuops_become": False, "gpuops_k8s_kubeconfig": kubeconfig,
+                             "gpu_remediation_kernel_log": str(tmp_path / "dmesg.txt"),
+                             "gpu_remediation_dra_driver": DRIVER, "gpu_remediation_reset": False,
+                             "gpu_remediation_dry_run_timeout": 0})] + list(extra)
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_REM_11_the_playbook_quarantines_keeps_until_healthy_then_releases(lab, tmp_path):
+    """playbooks/remediate.yml (role gpu_remediation) on a host whose NVML is the simulator (hgx-a100-80gb, GPU 3
+    with uncorrectable ECC errors), for this file's kwok node: check mode writes nothing; the run quarantines GPU 3
+    by a DeviceTaintRule and, the doctor still finding it unhealthy (no reset here), keeps it; once the inventory is
+    healthy again (what a reset gives) the run releases it; a run on the healthy node writes nothing."""
+    import json
+    from conftest import ROOT
+    base = json.load(open(os.path.join(ROOT, "lab", "nvml_sim", "inventories", "hgx-a100-80gb.json")))
+    faulty = json.loads(json.dumps(base))
+    faulty["gpus"][3]["ecc_errors"] = {"uncorrected_volatile": 1, "uncorrected_aggregate": 1}
+    u3 = base["gpus"][3]["uuid"]
+    pool = "rem-play-%s" % SUFFIX
+    lab.co.create_cluster_custom_object(GROUP, V1, "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": pool},
+        "spec": {"driver": DRIVER, "nodeName": NODE, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-%d" % i, "attributes": {"uuid": {"string": g["uuid"]}}}
+                             for i, g in enumerate(base["gpus"])]}})
+    user = "gpuops-test-rem-play-%s" % SUFFIX
+    kc = lab.kube.user(user)
+    try:
+        start = lab.kube.mark()
+        _playbook(lab, tmp_path, faulty, kc, "--check", "--diff")
+        assert lab.kube.writes(start, lab.kube.mark(), user=user) == [] and _record(lab) is None
+        _playbook(lab, tmp_path, faulty, kc)
+        rec = _record(lab)
+        assert list(rec["gpus"]) == [u3] and rec["gpus"][u3]["device"] == [DRIVER, pool, "gpu-3"]
+        rule = rec["gpus"][u3]["rule"]
+        assert lab.co.get_cluster_custom_object(GROUP, V1, "devicetaintrules", rule)["spec"]["taint"]["effect"] == \
+            "NoSchedule"
+        _playbook(lab, tmp_path, base, kc)
+        assert _record(lab) is None
+        assert rule not in [r["metadata"]["name"] for r in
+                            lab.co.list_cluster_custom_object(GROUP, V1, "devicetaintrules")["items"]]
+        start = lab.kube.mark()
+        _playbook(lab, tmp_path, base, kc)
+        assert lab.kube.writes(start, lab.kube.mark(), user=user) == []
+    finally:
+        lab.co.delete_cluster_custom_object(GROUP, V1, "resourceslices", pool)

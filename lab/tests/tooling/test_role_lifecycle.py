@@ -45,7 +45,7 @@ def role_tree(tmp_path, tasks, handlers=None, defaults=None, options=None, varsm
 def test_every_role_follows_the_conventions():
     proc = run(CHECK)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert 'role-conventions: 9 roles, 0 problems' in proc.stdout
+    assert 'role-conventions: 10 roles, 0 problems' in proc.stdout
 
 
 def test_role_readmes_are_current():

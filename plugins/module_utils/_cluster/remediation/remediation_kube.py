@@ -281,15 +281,17 @@ class Remediator(object):
                 return evicted, ['%s/%s' % p for p in pending]
             self.sleep(poll)
 
-    def release(self, uuids=None):
-        """Take back what the record says this loop made for ``uuids`` (all when None)."""
+    def release(self, uuids=None, keep=()):
+        """Take back what the record says this loop made for ``uuids`` (all when None), except the GPUs of ``keep``
+        (those the doctor still finds unhealthy)."""
         node = self.node()
         if node is None:
             raise plan.PlanError('node %s: no such Node in the cluster' % self.node_name)
         record = plan.read_record(node)
         if not record:
             return [], {'before': _view(node, record), 'after': _view(node, record)}
-        ch = plan.release_changes(node, record, uuids)
+        chosen = sorted(record.get('gpus') or {}) if uuids is None else list(uuids)
+        ch = plan.release_changes(node, record, [u for u in chosen if u not in set(keep)])
         for name in ch['rules']:
             self.delete_rule(name)
         spec = node.get('spec') or {}

@@ -184,6 +184,7 @@ def test_REM_02_REM_08_dra_quarantine_dry_run_then_effect_drain_only_holders_rer
     assert [e['reason'] for e in rel.events] == ['GPUReleased']
     api.calls = []
     again = rk.Remediator(api, 'n1')
+    assert again.release(keep=[U0])[0] == []
     assert again.release() [0] == [] and api.calls == []
 
 
@@ -192,6 +193,7 @@ def test_REM_05_node_level_fallback_keeps_the_sites_taint_and_cordon():
     api = FakeApi(node([site], unschedulable=True), [SLICE], CLAIMS, served=False)
     w, entries, diff, evicted, left = run(api)
     assert entries[0]['kind'] == 'node'
+    assert rk.Remediator(api, 'n1').release(keep=[U0])[0] == []       # still unhealthy: stays quarantined
     assert api.node['spec']['taints'] == [site, plan.node_taint('xid_48')]
     rec = json.loads(api.node['metadata']['annotations'][plan.RECORD_ANNOTATION])
     assert rec['tainted'] is True and 'cordoned' not in rec       # the cordon was the site's
