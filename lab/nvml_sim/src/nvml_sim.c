@@ -29,6 +29,7 @@ typedef struct { unsigned id, profile_id, start, size; unsigned nci; ci_state ci
 typedef struct {
     unsigned mig_cur, mig_pend, persistence, compute_mode;
     unsigned ngi; gi_state gi[SIM_MAX_GI];
+    unsigned resets, reset_tries;        /* GPU resets done; reset attempts answered IN_USE (nvmlSimResetGpu) */
 } gpu_state;
 
 typedef struct {
@@ -62,6 +63,7 @@ typedef struct {
     int fabric_state;                                    /* NVML_GPU_FABRIC_STATE_*; -1 NOT_SUPPORTED, -2 default */
     int recovery_action;                                 /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; -1 NOT_SUPPORTED */
     nvmlReturn_t fabric_status; unsigned fabric_health_mask;
+    int reset_supported; unsigned reset_in_use;          /* reset: NOT_SUPPORTED when 0; the first N attempts IN_USE */
     gpu_state init;
 } sim_gpu;
 
@@ -491,6 +493,8 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
     g->event_types = (unsigned long long)json_int(json_get(o, "supported_event_types"), 0xFF9F);
     /* the GPU recovery action field (nvml.h: 570+); absent: -2, decided from the driver version at nvmlInit */
     g->recovery_action = (int)json_int(json_get(o, "recovery_action"), -2);
+    g->reset_supported = json_is_true(json_get(o, "reset_supported"), 1);
+    g->reset_in_use = (unsigned)json_int(json_get(o, "reset_in_use"), 0);
     const jval *x = json_get(o, "xid_events");
     if (x && x->type == J_ARR) {
         if (x->n > 16) { logmsg("inventory: at most 16 xid_events"); *bad = 1; }
@@ -712,6 +716,8 @@ static nvmlReturn_t state_refresh(void) {
             s->mig_pend = (unsigned)json_int(json_get(o, "mig_pending"), s->mig_pend);
             s->persistence = (unsigned)json_int(json_get(o, "persistence_mode"), s->persistence);
             s->compute_mode = (unsigned)json_int(json_get(o, "compute_mode"), s->compute_mode);
+            s->resets = (unsigned)json_int(json_get(o, "resets"), s->resets);
+            s->reset_tries = (unsigned)json_int(json_get(o, "reset_tries"), s->reset_tries);
             const jval *gis = json_get(o, "gpu_instances");
             if (gis && gis->type == J_ARR) {
                 s->ngi = 0;
@@ -761,8 +767,8 @@ static nvmlReturn_t state_commit(void) {
         const gpu_state *s = &g_state[i];
         fprintf(f, "%s\n    {\"index\": %u, \"uuid\": ", i ? "," : "", i);
         json_write_str(f, g_gpus[i].uuid);
-        fprintf(f, ", \"mig_current\": %u, \"mig_pending\": %u, \"persistence_mode\": %u, \"compute_mode\": %u,\n     \"gpu_instances\": [",
-                s->mig_cur, s->mig_pend, s->persistence, s->compute_mode);
+        fprintf(f, ", \"mig_current\": %u, \"mig_pending\": %u, \"persistence_mode\": %u, \"compute_mode\": %u,\n     \"resets\": %u, \"reset_tries\": %u, \"gpu_instances\": [",
+                s->mig_cur, s->mig_pend, s->persistence, s->compute_mode, s->resets, s->reset_tries);
         for (unsigned j = 0; j < s->ngi; j++) {
             const gi_state *g = &s->gi[j];
             fprintf(f, "%s\n       {\"id\": %u, \"profile_id\": %u, \"start\": %u, \"size\": %u, \"compute_instances\": [",
@@ -1257,7 +1263,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int 
     DEV_BEGIN(device, 0);
     if (!corr || !unc || !pending || !failure) END(NVML_ERROR_INVALID_ARGUMENT);
     if (!R.g->rr_supported) END(NVML_ERROR_NOT_SUPPORTED);
-    *corr = R.g->rr_corr; *unc = R.g->rr_unc; *pending = R.g->rr_pending; *failure = R.g->rr_failure; END(NVML_SUCCESS);
+    /* a reset applies a pending remapping (it is no longer pending) */
+    *corr = R.g->rr_corr; *unc = R.g->rr_unc; *pending = R.s->resets ? 0 : R.g->rr_pending; *failure = R.g->rr_failure;
+    END(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *v) {
     DEV_BEGIN(device, 0);
@@ -1293,7 +1301,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryE
     DEV_BEGIN(device, 0);
     if (!n || (unsigned)t >= NVML_MEMORY_ERROR_TYPE_COUNT || (unsigned)c >= NVML_ECC_COUNTER_TYPE_COUNT) END(NVML_ERROR_INVALID_ARGUMENT);
     if (!R.g->ecc_supported) END(NVML_ERROR_NOT_SUPPORTED);
-    *n = R.g->ecc_counts[t][c]; END(NVML_SUCCESS);
+    /* volatile counts start again at a reset (the aggregate ones stay) */
+    *n = (c == NVML_VOLATILE_ECC && R.s->resets) ? 0 : R.g->ecc_counts[t][c]; END(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *r) {
     DEV_BEGIN(device, 0); if (!r) END(NVML_ERROR_INVALID_ARGUMENT); *r = R.g->clk_reasons; END(NVML_SUCCESS);
@@ -1336,6 +1345,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCoun
     DEV_BEGIN(device, 0);
     if (valuesCount < 0 || (valuesCount > 0 && !values)) END(NVML_ERROR_INVALID_ARGUMENT);
     int action = R.g->recovery_action;
+    /* a reset satisfies GPU_RESET and DRAIN_AND_RESET; the others (reboots, IMEX, bus reset) need more than a reset */
+    if (R.s->resets && (action == NVML_GPU_RECOVERY_ACTION_GPU_RESET || action == NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET))
+        action = NVML_GPU_RECOVERY_ACTION_NONE;
     if (action == -2) action = atoi(g_driver) >= 570 ? NVML_GPU_RECOVERY_ACTION_NONE : -1;
     for (int i = 0; i < valuesCount; i++) {
         nvmlFieldValue_t *v = &values[i];
@@ -1435,6 +1447,21 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur,
 }
 static void apply_reset(gpu_state *s) {
     if (s->mig_cur != s->mig_pend) { s->mig_cur = s->mig_pend; s->ngi = 0; }
+}
+/* What nvidia-smi -r answers for one GPU (NVML has no public reset call): NOT_SUPPORTED where the inventory says the GPU
+ * cannot be reset (reset_supported false: a GPU passed through to a VM whose hypervisor does not allow it), IN_USE for
+ * the first reset_in_use attempts (a client such as nvidia-persistenced or Fabric Manager still holds it), GPU_IS_LOST
+ * for a GPU fallen off the bus; else the reset: a pending MIG mode becomes current, the volatile ECC counts, a pending
+ * row remapping and a recovery action a reset satisfies are cleared. */
+static nvmlReturn_t reset_one(unsigned i) {
+    const sim_gpu *g = &g_gpus[i];
+    gpu_state *s = &g_state[i];
+    if (injected("nvmlSimResetGpu", (int)i) != NVML_SUCCESS) return injected("nvmlSimResetGpu", (int)i);
+    if (!g->reset_supported) return NVML_ERROR_NOT_SUPPORTED;
+    if (s->reset_tries < g->reset_in_use) { s->reset_tries++; return NVML_ERROR_IN_USE; }
+    apply_reset(s);
+    s->resets++;
+    return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activation) {
     DEV_BEGIN(device, 0);
@@ -1822,8 +1849,14 @@ EXPORT nvmlReturn_t nvmlSimResetGpu(int index) {
     if (!g_ref) END(NVML_ERROR_UNINITIALIZED);
     if (index >= (int)g_ngpus) END(NVML_ERROR_INVALID_ARGUMENT);
     if ((rc = state_begin_write()) != NVML_SUCCESS) { state_abort(); END(rc); }
-    for (unsigned i = 0; i < g_ngpus; i++) if (index < 0 || (unsigned)index == i) apply_reset(&g_state[i]);
-    END(state_commit());
+    nvmlReturn_t first = NVML_SUCCESS;
+    for (unsigned i = 0; i < g_ngpus; i++) {
+        if (index >= 0 && (unsigned)index != i) continue;
+        nvmlReturn_t r = reset_one(i);
+        if (first == NVML_SUCCESS) first = r;
+    }
+    if ((rc = state_commit()) != NVML_SUCCESS) END(rc);
+    END(first);
 }
 /* Writes the current (merged) state to the state file. */
 EXPORT nvmlReturn_t nvmlSimSaveState(void) {

@@ -386,9 +386,10 @@ def _playbook(lab, tmp_path, inventory_json, kubeconfig, *extra):
 
 def test_REM_11_the_playbook_quarantines_keeps_until_healthy_then_releases(lab, tmp_path):
     """playbooks/remediate.yml (role gpu_remediation) on a host whose NVML is the simulator (hgx-a100-80gb, GPU 3
-    with uncorrectable ECC errors), for this file's kwok node: check mode writes nothing; the run quarantines GPU 3
-    by a DeviceTaintRule and, the doctor still finding it unhealthy (no reset here), keeps it; once the inventory is
-    healthy again (what a reset gives) the run releases it; a run on the healthy node writes nothing."""
+    with uncorrectable ECC errors), for this file's kwok node: check mode writes nothing; a run without the reset
+    quarantines GPU 3 by a DeviceTaintRule and, the doctor still finding it unhealthy, keeps it; a run with the reset
+    (the lab's nvidia-smi on the simulator) resets it, the doctor finds it healthy and the run releases it; a run on
+    the healthy node writes nothing."""
     import json
     from conftest import ROOT
     base = json.load(open(os.path.join(ROOT, "lab", "nvml_sim", "inventories", "hgx-a100-80gb.json")))
@@ -413,7 +414,12 @@ def test_REM_11_the_playbook_quarantines_keeps_until_healthy_then_releases(lab, 
         rule = rec["gpus"][u3]["rule"]
         assert lab.co.get_cluster_custom_object(GROUP, V1, "devicetaintrules", rule)["spec"]["taint"]["effect"] == \
             "NoSchedule"
-        _playbook(lab, tmp_path, base, kc)
+        # the whole loop in one run: the reset (the lab's nvidia-smi on the simulator) clears the fault, the doctor
+        # finds the GPU healthy and the same run releases it
+        out = _playbook(lab, tmp_path, faulty, kc, "-e", json.dumps({
+            "gpu_remediation_reset": True, "gpu_remediation_reset_delay": 0,
+            "gpu_remediation_nvidia_smi": os.path.join(ROOT, "lab", "nvml_sim", "nvidia-smi")}))
+        assert "Repair - reset the GPUs a reset repairs" in out
         assert _record(lab) is None
         assert rule not in [r["metadata"]["name"] for r in
                             lab.co.list_cluster_custom_object(GROUP, V1, "devicetaintrules")["items"]]
