@@ -205,7 +205,9 @@ def test_REM_02_none_is_a_dry_run_noschedule_and_noexecute_are_enforced(lab):
 
 def test_REM_03_no_device_taint_rule_at_134(tmp_path_factory):
     """1.34.4: DRADeviceTaints is alpha and off, v1alpha3 (its only API) is not served by default: no version of
-    resource.k8s.io lists devicetaintrules, and a v1 ResourceSlice's device taints are dropped (the field is gated)."""
+    resource.k8s.io lists devicetaintrules, and a v1 ResourceSlice's device taints are dropped (the field is gated).
+    gpu_remediation there quarantines a GPU of a DRA slice at node level (taint and cordon), mode dra refuses, the
+    release gives the node back."""
     with private_kube(tmp_path_factory.mktemp("kube-134"), "1.34") as kube:
         assert kube.version == "1.34"
         versions = served(kube)
@@ -218,6 +220,23 @@ def test_REM_03_no_device_taint_rule_at_134(tmp_path_factory):
                                                                       "resourceSliceCount": 1},
                      "devices": [{"name": "gpu-0", "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}]}})
         assert "taints" not in slice_["spec"]["devices"][0], slice_["spec"]["devices"][0]
+        # the loop falls back to the node: the GPU is published by a DRA slice, but no rule can be made
+        client.CoreV1Api(kube.api()).create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "rem134", "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+        uuid = "GPU-13400000-0000-4000-8000-000000000000"
+        co.patch_cluster_custom_object(GROUP, V1, "resourceslices", "rem134", {"spec": {"devices": [
+            {"name": "gpu-0", "attributes": {"uuid": {"string": uuid}}}]}})
+        out = _module(None, kube.kubeconfig, node="rem134", gpus={uuid: {"findings": [FINDING]}}, dra_driver=DRIVER)
+        assert out.get("failed") is not True and out["plan"][0]["kind"] == "node", out
+        assert out["holders"] == {uuid: None} and out["evicted"] == []
+        n = client.CoreV1Api(kube.api()).read_node("rem134")
+        assert n.spec.unschedulable is True and "gpuops.io/gpu-unhealthy" in [t.key for t in n.spec.taints]
+        mode_dra = _module(None, kube.kubeconfig, node="rem134", gpus={uuid: {"findings": [FINDING]}},
+                           dra_driver=DRIVER, mode="dra")
+        assert mode_dra["failed"] is True and "does not serve DeviceTaintRule" in mode_dra["msg"]
+        assert _module(None, kube.kubeconfig, node="rem134", state="released")["released"] == [uuid]
+        n = client.CoreV1Api(kube.api()).read_node("rem134")
+        assert not n.spec.unschedulable and "gpuops.io/gpu-unhealthy" not in [t.key for t in n.spec.taints or []]
 
 
 def _module(lab, kubeconfig, check=False, **args):
