@@ -48,12 +48,12 @@ class Lab(object):
         self.core = client.CoreV1Api(self.api)
         self.co = client.CustomObjectsApi(self.api)
 
-    def pod(self, name):
+    def pod(self, name, labels=None):
         """A pod with a claim of its own (ResourceClaim ``name``, one device of this file's class) on this file's node."""
         self.co.create_namespaced_custom_object(GROUP, V1, NS, "resourceclaims", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}})
-        self.core.create_namespaced_pod(NS, {"metadata": {"name": name}, "spec": {
+        self.core.create_namespaced_pod(NS, {"metadata": {"name": name, "labels": labels or {}}, "spec": {
             "terminationGracePeriodSeconds": 0, "nodeSelector": {"kubernetes.io/hostname": NODE},
             "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
@@ -257,6 +257,13 @@ def _events(lab, reason):
             if e.reason == reason]
 
 
+def _clean(lab):
+    lab.core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    lab.co.delete_collection_namespaced_custom_object(GROUP, V1, NS, "resourceclaims")
+    wait("namespace %s empty" % NS, lambda: not lab.core.list_namespaced_pod(NS).items and not lab.co.list_namespaced_custom_object(
+        GROUP, V1, NS, "resourceclaims")["items"], 60)
+
+
 FINDING = {"id": "ecc_uncorrectable", "severity": "critical", "evidence": ["volatile uncorrectable ECC: 2"]}
 
 
@@ -269,10 +276,7 @@ def test_REM_04_REM_05_REM_08_the_module_on_the_real_control_plane(lab):
     user = "gpuops-test-rem-%s" % SUFFIX
     kc = lab.kube.user(user)
     # a clean start: the pods and claims of the test before go, three pods of this test's own hold the three GPUs
-    lab.core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
-    lab.co.delete_collection_namespaced_custom_object(GROUP, V1, NS, "resourceclaims")
-    wait("namespace %s empty" % NS, lambda: not lab.core.list_namespaced_pod(NS).items and not lab.co.list_namespaced_custom_object(
-        GROUP, V1, NS, "resourceclaims")["items"], 60)
+    _clean(lab)
     pods = ("m0", "m1", "m2")
     for name in pods:
         lab.pod(name)
@@ -447,3 +451,33 @@ def test_REM_11_the_playbook_quarantines_keeps_until_healthy_then_releases(lab, 
         assert lab.kube.writes(start, lab.kube.mark(), user=user) == []
     finally:
         lab.co.delete_cluster_custom_object(GROUP, V1, "resourceslices", pool)
+
+
+def test_REM_04_a_disruption_budget_holds_the_drain(lab):
+    """The drain asks the Eviction API, so a PodDisruptionBudget the real API server enforces (minAvailable 1 on the
+    GPU's holder) refuses it: the module fails after drain_timeout naming the pod, the GPU stays quarantined (the rule
+    stays); once the budget allows it, a re-run evicts the pod; the other GPU's pod stays."""
+    from kubernetes import client
+    _clean(lab)
+    lab.pod("q0", {"app": "rem-pdb"})
+    lab.pod("q1")
+    lab.running("q0")
+    lab.running("q1")
+    uuid = _uuid(lab.device_of("q0"))
+    policy = client.PolicyV1Api(lab.api)
+    policy.create_namespaced_pod_disruption_budget(NS, {"metadata": {"name": "rem-pdb"}, "spec": {
+        "minAvailable": 1, "selector": {"matchLabels": {"app": "rem-pdb"}}}})
+    wait("the disruption controller allows 0 disruptions", lambda: (lambda st: st is not None and st.current_healthy == 1
+         and st.disruptions_allowed == 0)(policy.read_namespaced_pod_disruption_budget("rem-pdb", NS).status), 60)
+    kc = lab.kube.user("gpuops-test-rem-%s" % SUFFIX)
+    gpus = {uuid: {"findings": [FINDING]}}
+    out = _module(lab, kc, node=NODE, gpus=gpus, dra_driver=DRIVER, drain_timeout=4, dry_run_timeout=0)
+    assert out["failed"] is True and out["pods_left"] == ["%s/q0" % NS] and "PodDisruptionBudget" in out["msg"], out
+    assert lab.phase("q0") == "Running" and lab.phase("q1") == "Running"
+    assert uuid in _record(lab)["gpus"]
+    policy.delete_namespaced_pod_disruption_budget("rem-pdb", NS)
+    out = _module(lab, kc, node=NODE, gpus=gpus, dra_driver=DRIVER, drain_timeout=30)
+    assert out.get("failed") is not True and out["evicted"] == ["%s/q0" % NS], out
+    wait("pod q0 evicted", lambda: lab.phase("q0") is None, 60)
+    assert lab.phase("q1") == "Running"
+    assert _module(lab, kc, node=NODE, state="released")["released"] == [uuid]
