@@ -113,7 +113,9 @@ class Remediator(object):
         return self.api.call(method, path, body=body, content_type=content_type)
 
     def event(self, reason, message, kind='Normal'):
-        """An Event on the Node (core/v1), as kubectl describe node shows it."""
+        """An Event on the Node (core/v1), as kubectl describe node shows it: like the kubelet's node events its
+        involvedObject uid is the node's name, which kubectl's node describer looks the events up by
+        (k8s.io/kubectl v0.37.2 pkg/describe/describe.go)."""
         self.events.append({'reason': reason, 'message': message, 'type': kind})
         if self.check_mode:
             return
