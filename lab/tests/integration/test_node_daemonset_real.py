@@ -19,6 +19,7 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_daemonset_r
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -208,3 +209,112 @@ def test_pod_asking_a_gpu_runs_and_sees_the_allocated_gpu(ds_node):
     assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
     line = core.read_namespaced_pod_log('gpu', NS).strip()
     assert line.split('=', 1)[1] in ds_node['uuids'], line
+
+
+# ------------------------------------------------------------------------------------------------------ recording
+# Regenerate lab/node/recordings/gpu-nodes.json (the kwok GPU nodes' labels and capacity, lab/kube/real.py gpu_node):
+#   GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_daemonset_real.py
+RECORD = os.environ.get('GPUOPS_RECORD_NODES') == '1'
+
+
+def _run_to_end(core, name, spec, timeout=120):
+    core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': spec})
+
+    def ended():
+        p = core.read_namespaced_pod(name, NS)
+        return p if p.status.phase in ('Succeeded', 'Failed') else None
+    p = wait('pod %s ended' % name, ended, timeout)
+    assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
+    core.delete_namespaced_pod(name, NS)
+
+
+def _pod_spec(image, command, env, volumes):
+    return {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'hostNetwork': True,
+            'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
+            'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+            'volumes': [{'name': n, 'hostPath': {'path': p, 'type': 'Directory'}} for n, p, _m in volumes],
+            'containers': [{'name': 'main', 'image': image, 'imagePullPolicy': 'Never', 'command': command,
+                            'env': [{'name': k, 'value': v} for k, v in sorted(env.items())],
+                            'volumeMounts': [{'name': n, 'mountPath': m} for n, _p, m in volumes]}]}
+
+
+def _registered(state):
+    """The devices the kubelet's device manager holds for nvidia.com/gpu (its checkpoint)."""
+    path = os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')
+    try:
+        with open(path) as f:
+            return sorted(json.load(f)['Data']['RegisteredDevices'].get('nvidia.com/gpu') or [])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
+    """For each GPU shape of the lab's kwok nodes, the real node runs the image's gpu-feature-discovery (oneshot, in
+    a pod) and nvidia-device-plugin (a pod, exclusive: no config) on the simulator with those GPUs; what GFD labelled
+    and what the kubelet then publishes as nvidia.com/gpu capacity and allocatable equals the recording the kwok
+    nodes are made from (lab/kube/real.py gpu_node). GPUOPS_RECORD_NODES=1 writes it instead."""
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+    import real  # noqa: E402  (lab/kube)
+    core, state, api = ds_node['core'], ds_node['state'], ds_node['api']
+    # the pool's DaemonSet goes first: one plugin of nvidia.com/gpu per node
+    delete(api, [daemonset(ds_node['out'])])
+    wait('the pool DaemonSet pod gone', lambda: not ds_pods(core), 60)
+    rec = tmp_path / 'rec'
+    rec.mkdir()
+    os.chmod(rec, 0o755)
+    (rec / 'product_name').write_text('lab\n')   # GFD's machine type (the host's DMI otherwise)
+    dp_dir = '/var/lib/kubelet/device-plugins'
+    got = {}
+    for shape in sorted(real.RECORDED_SHAPES):
+        (rec / (shape + '.json')).write_text(json.dumps(real.recorded_inventory(shape)))
+        env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
+        _run_to_end(core, 'gfd-' + shape, _pod_spec(ds_node['image'], [
+            'gpu-feature-discovery', '--oneshot', '--no-timestamp', '--use-node-feature-api=false',
+            '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name', '--mig-strategy=none'],
+            env, [('rec', str(rec), '/rec')]))
+        labels = dict(line.split('=', 1) for line in (rec / (shape + '.labels')).read_text().splitlines() if line)
+        uuids = sorted(g['uuid'] for g in real.recorded_inventory(shape)['gpus'])
+        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
+                                        'spec': dict(_pod_spec(ds_node['image'], ['nvidia-device-plugin'], env, [
+                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
+                                            restartPolicy='Always')})
+        # this plugin's devices in the kubelet's device manager, then the Node status the kubelet publishes for them
+        # (the previous shape's devices stay in the Node's capacity, unhealthy, until the kubelet's next status: the
+        # status is read from a heartbeat after this plugin's devices were registered)
+        try:
+            wait('the kubelet holds %s devices' % shape, lambda: _registered(state) == uuids, 90)
+            since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+            wait('a Node status after %s registered' % shape, lambda: [
+                c for c in core.read_node(NAME).status.conditions
+                if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
+        except AssertionError:
+            raise AssertionError(pod_story(core, core.read_namespaced_pod('dp-' + shape, NS), NS))
+        status = core.read_node(NAME).status
+        got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
+                      'labels': dict(sorted(labels.items())),
+                      'capacity': {'nvidia.com/gpu': status.capacity['nvidia.com/gpu']},
+                      'allocatable': {'nvidia.com/gpu': status.allocatable['nvidia.com/gpu']}}
+        core.delete_namespaced_pod('dp-' + shape, NS)
+        wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                      if p.metadata.name == 'dp-' + shape], 60)
+    doc = {'what': 'labels gpu-feature-discovery wrote and nvidia.com/gpu capacity/allocatable the kubelet published '
+                   'with nvidia-device-plugin (exclusive) on a real lab node (lab/node), k8s-device-plugin v0.19.1 on '
+                   'the NVML simulator; the kwok GPU nodes of lab/kube/real.py are made from it',
+           'regenerate': 'GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist '
+                         'lab/tests/integration/test_node_daemonset_real.py',
+           'shapes': got}
+    if RECORD:
+        os.makedirs(os.path.dirname(real.RECORDING), exist_ok=True)
+        with open(real.RECORDING, 'w') as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write('\n')
+    assert real.load_recording() == doc, 'the real node now publishes other values: regenerate with %s' % doc[
+        'regenerate']
+    # the kwok nodes are made from it (and their shapes agree with it: gpu_node refuses a drift)
+    for name, spec in sorted(real.GPU_NODES.items()):
+        node = real.gpu_node(name, *spec)
+        shape = got[real.RECORDED_NODES[name]]
+        assert node['status']['capacity']['nvidia.com/gpu'] == shape['capacity']['nvidia.com/gpu']
+        assert node['status']['allocatable']['nvidia.com/gpu'] == shape['allocatable']['nvidia.com/gpu']
+        assert {k: node['metadata']['labels'][k] for k in real.RECORDED_LABELS} == {
+            k: shape['labels'][k] for k in real.RECORDED_LABELS}, name
