@@ -298,6 +298,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "%(pause)s"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "%(certs_d)s"
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_cdi = true
@@ -318,7 +320,18 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 ''' % {'pause': PAUSE_IMAGE, 'runc': os.path.join(state, 'bin', 'runc'),
-       'cni_bin': os.path.join(state, 'cni', 'bin'), 'cni_conf': os.path.join(state, 'cni', 'net.d')}
+       'cni_bin': os.path.join(state, 'cni', 'bin'), 'cni_conf': os.path.join(state, 'cni', 'net.d'),
+       'certs_d': os.path.join(state, 'certs.d')}
+
+
+# A registry host's hosts.toml (containerd's registry host configuration): every pull of HOST/... goes to URL, the
+# lab's registry (lab/node/registry.py, plain HTTP on 127.0.0.1), with the repository path kept - what a site's
+# mirror configuration does; the name HOST itself is never resolved.
+HOSTS_TOML = '''server = "%(url)s"
+
+[host."%(url)s"]
+  capabilities = ["pull", "resolve"]
+'''
 
 
 # The node's CNI network: lab/node/cni.py (type gpuops-lab-net). A pod without hostNetwork gets a network namespace
@@ -408,6 +421,10 @@ def up(args):
     _write(os.path.join(state, 'cni', 'bin', 'gpuops-lab-net'), CNI_WRAPPER % {
         'python': sys.executable, 'cni': os.path.join(HERE, 'cni.py')}, 0o755)
     _write(os.path.join(state, 'containerd.toml'), containerd_config(state, progs))
+    os.makedirs(os.path.join(state, 'certs.d'), exist_ok=True)
+    for mirror in args.mirror or []:
+        host, url = mirror.split('=', 1)
+        _write(os.path.join(state, 'certs.d', host, 'hosts.toml'), HOSTS_TOML % {'url': url})
     for key, value in KERNEL_TUNABLES.items():
         _write(os.path.join(state, 'sysctl', key.replace('/', '.')), '%d\n' % value)
     cgroup_root = make_cgroup_root(name)
@@ -714,6 +731,8 @@ def main(argv=None):
     p.add_argument('--device-plugin-image', help='also build and import the NVIDIA device-plugin image under this '
                    'name (nvidia-device-plugin, gpu-feature-discovery, config-manager on the NVML simulator)')
     p.add_argument('--nvml-inventory', help='the NVML simulator inventory baked into --device-plugin-image')
+    p.add_argument('--mirror', action='append', help='HOST=URL: containerd pulls images named HOST/... from URL '
+                   '(the lab registry, lab/node/registry.py)')
     p.add_argument('--timeout', type=int, default=180)
     p = sub.add_parser('serve')
     p.add_argument('--state', required=True)

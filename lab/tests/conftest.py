@@ -238,6 +238,8 @@ WEIGHT = {
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
+    # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
+    'integration/test_node_daemonset_real.py': 120,
 }
 
 

@@ -31,6 +31,7 @@ from conftest import NODE_PY, ROOT, lab_collections_path, real_node, run_module,
 sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import node as lab_node  # noqa: E402  (lab/node)
+import registry as lab_registry  # noqa: E402  (lab/node)
 from oracle_util import INVENTORIES, probe_facts  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
@@ -93,8 +94,14 @@ def ds_node(kube_real, tmp_path_factory):
     facts = probe_facts(str(inventory), work / 'probe-state.json')
     out = render(facts)
     image = daemonset(out)['spec']['template']['spec']['containers'][0]['image']
+    # the image goes into the lab registry; the node's containerd knows the mirror's host as that registry
+    registry = lab_registry.Registry(str(work / 'registry'))
+    registry.start()
+    archive = lab_node.device_plugin_image(str(work), image, str(inventory))
+    host, path = image.split('/', 1)
+    registry.push(archive, *path.rsplit(':', 1))
     with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=GPUS,
-                   extra=('--device-plugin-image', image, '--nvml-inventory', str(inventory))) as state:
+                   extra=('--mirror', '%s=%s' % (host, registry.url))) as state:
         core.create_namespace({'metadata': {'name': NS}})
         wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
             NS, field_selector='metadata.name=default').items, 60)
@@ -105,6 +112,7 @@ def ds_node(kube_real, tmp_path_factory):
             delete(api, out['manifests'])
             core.delete_namespace(NS)
             wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+            registry.stop()
 
 
 def ds_pods(core):
@@ -168,6 +176,10 @@ def test_daemonset_pod_runs_on_the_real_node_and_its_plugin_publishes_allocatabl
         pods = ds_pods(core)
         raise AssertionError('\n'.join(pod_story(core, p, 'kube-system') for p in pods) or 'no pod')
     assert pod.spec.node_name == NAME
+    # its image was pulled through the mirror's name from the lab registry (nothing imported on this node)
+    events = [e.message for e in core.list_namespaced_event(
+        'kube-system', field_selector='involvedObject.name=%s' % pod.metadata.name).items]
+    assert any(m.startswith('Successfully pulled image "%s"' % ds_node['image']) for m in events), events
     assert pod.spec.runtime_class_name == RUNTIME_CLASS
     assert pod.status.pod_ip and pod.status.pod_ip.startswith('10.244.'), pod.status.pod_ip
     want = str(GPUS * REPLICAS)
