@@ -40,7 +40,8 @@ KUBE_REAL_TESTS := lab/tests/simulators/test_kube_real.py lab/tests/integration/
 	lab/tests/integration/test_hami_webhook_real.py \
 	lab/tests/integration/test_doctor_dra_real.py \
 	lab/tests/simulators/test_node_real.py lab/tests/integration/test_node_device_plugin_real.py \
-	lab/tests/integration/test_node_dra_real.py lab/tests/integration/test_node_runtime_real.py
+	lab/tests/integration/test_node_dra_real.py lab/tests/integration/test_node_runtime_real.py \
+	lab/tests/integration/test_node_daemonset_real.py
 # 1.33: only the file that needs that minor (strategy dra on resource.k8s.io v1beta1/v1beta2, its own control plane);
 # make test leaves it out (lab/bin/run-tests.py NOT_IN_MAKE_TEST: a third k8s.io/kubernetes build)
 ifeq ($(KUBE_VERSION),1.33)

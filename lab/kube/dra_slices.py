@@ -186,7 +186,22 @@ def devices(view):
     return sorted(out, key=lambda d: d['name'])
 
 
-def resource_slice(node, view, node_uid=None):
+# What a real lab node's DRA plugin published (lab/tests/integration/test_node_dra_real.py records and checks it):
+# for these inventories the kwok nodes' slices carry the recorded devices, not the ones computed above.
+RECORDING = os.path.join(ROOT, 'lab', 'node', 'recordings', 'dra-slices.json')
+RECORDED_INVENTORIES = {'t4.json': 't4x1'}
+
+
+def recorded_devices(inventory):
+    """The devices a real node's plugin published for this inventory (None: not recorded)."""
+    shape = RECORDED_INVENTORIES.get(os.path.basename(inventory_path(inventory)))
+    if shape is None or inventory_path(inventory) != os.path.join(INVENTORIES, os.path.basename(inventory)):
+        return None
+    with open(RECORDING) as f:
+        return json.load(f)['shapes'][shape]['devices']
+
+
+def resource_slice(node, view, node_uid=None, devs=None):
     """The node's one ResourceSlice, named as the kubeletplugin helper's ResourceSlice controller names it
     (k8s.io/dynamic-resource-allocation resourceslice: generateName <index, 5 hex digits>-<driver>-<owner node>-) and
     owned by the Node."""
@@ -197,7 +212,7 @@ def resource_slice(node, view, node_uid=None):
     return {'apiVersion': API, 'kind': 'ResourceSlice', 'metadata': meta,
             'spec': {'driver': DRIVER, 'nodeName': node,
                      'pool': {'name': node, 'generation': 1, 'resourceSliceCount': 1},
-                     'devices': devices(view)}}
+                     'devices': devs if devs is not None else devices(view)}}
 
 
 # ------------------------------------------------------------------------------------------ the plugin itself
@@ -289,7 +304,8 @@ def publish(api, node, inventory, state_dir):
     uid = client.CoreV1Api(api).read_node(node).metadata.uid
     for old in slices_of(api, node):
         co.delete_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices', old['metadata']['name'])
-    body = resource_slice(node, nvml_view(inventory, state_dir), uid)
+    recorded = recorded_devices(inventory)
+    body = resource_slice(node, None if recorded is not None else nvml_view(inventory, state_dir), uid, recorded)
     return co.create_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices', body)
 
 

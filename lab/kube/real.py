@@ -54,13 +54,49 @@ SERVICE_CIDR = '10.96.0.0/16'
 SERVICE_IP = '10.96.0.1'
 
 # The lab's GPU machines as kwok nodes: name -> (GPU count, product, memory MiB, compute capability, MIG capable).
-# Labels are those gpu_catalog.node_labels writes (GFD names); capacity says what the device plugin would advertise.
+# Their GFD labels and nvidia.com/gpu capacity/allocatable are not written here: gpu_node takes them from the
+# recording of what a real lab node published for the same GPUs (RECORDING, made and checked by
+# lab/tests/integration/test_node_daemonset_real.py); the tuple names the shape, and the recording must agree with it.
 GPU_NODES = {
     'kwok-t4-1': (1, 'Tesla-T4', 15360, (7, 5), False),
     'kwok-t4-2': (1, 'Tesla-T4', 15360, (7, 5), False),
     'kwok-a100-1': (8, 'NVIDIA-A100-SXM4-80GB', 81920, (8, 0), True),
     'kwok-h100-1': (8, 'NVIDIA-H100-80GB-HBM3', 81559, (9, 0), True),
 }
+RECORDING = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'node', 'recordings',
+                                          'gpu-nodes.json'))
+# recorded shape -> (NVML simulator inventory, GPU count): the GPUs a real lab node ran with when it was recorded
+RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8)}
+RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100x8', 'kwok-h100-1': 'h100x8'}
+# the GFD labels the kwok nodes carry (those the collection's node layer writes; GFD writes more)
+RECORDED_LABELS = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.memory',
+                   'nvidia.com/gpu.compute.major', 'nvidia.com/gpu.compute.minor', 'nvidia.com/mig.capable')
+
+
+def recorded_inventory(shape):
+    """The simulator inventory of a recorded shape: the file's GPUs, the first one repeated (new UUID, serial, PCI
+    bus id, minor) up to the count when the file has fewer (the real H100's capture has one GPU)."""
+    name, count = RECORDED_SHAPES[shape]
+    with open(os.path.join(os.path.dirname(RECORDING), '..', '..', 'nvml_sim', 'inventories', name)) as f:
+        inv = json.load(f)
+    gpus = inv['gpus'][:count]
+    while len(gpus) < count:
+        i = len(gpus)
+        g = dict(inv['gpus'][0])
+        g['uuid'] = g['uuid'][:-2] + '%02x' % i
+        g['serial'] = str(int(g['serial']) + i)
+        g['pci_bus_id'] = '00000000:%02X:00.0' % (0x10 + i)
+        g['minor_number'] = i
+        gpus.append(g)
+    inv['gpus'] = gpus
+    return inv
+
+
+def load_recording():
+    with open(RECORDING) as f:
+        return json.load(f)
+
+
 KWOK_ANNOTATION = 'kwok.x-k8s.io/node'
 
 
@@ -407,15 +443,23 @@ def _alive(pid):
 
 # ------------------------------------------------------------------------------------------------------ objects
 def gpu_node(name, count, product, memory, cc, mig):
+    """A kwok GPU node: GFD labels and nvidia.com/gpu capacity/allocatable as a real lab node published them for the
+    same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming both)."""
+    rec = load_recording()['shapes'][RECORDED_NODES[name]]
+    want = {'nvidia.com/gpu.count': str(count), 'nvidia.com/gpu.product': product,
+            'nvidia.com/gpu.memory': str(memory), 'nvidia.com/gpu.compute.major': str(cc[0]),
+            'nvidia.com/gpu.compute.minor': str(cc[1]), 'nvidia.com/mig.capable': 'true' if mig else 'false'}
+    got = {k: rec['labels'].get(k) for k in RECORDED_LABELS}
+    if got != want:
+        raise SystemExit('GPU_NODES[%s] %s disagrees with the recording %s (%s)' % (name, want, got, RECORDING))
+    # nvidia.com/gpu.present is NFD's/the operator's label, not GFD's (GFD-05): the lab's, as the node layer writes it
     labels = {'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
-              'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'nvidia.com/gpu.count': str(count),
-              'nvidia.com/gpu.product': product, 'nvidia.com/gpu.memory': str(memory),
-              'nvidia.com/gpu.compute.major': str(cc[0]), 'nvidia.com/gpu.compute.minor': str(cc[1]),
-              'nvidia.com/mig.capable': 'true' if mig else 'false', 'gpuops.io/lab': 'real'}
-    res = {'cpu': '64', 'memory': '512Gi', 'pods': '110', 'nvidia.com/gpu': str(count)}
+              'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'gpuops.io/lab': 'real'}
+    labels.update(got)
+    base = {'cpu': '64', 'memory': '512Gi', 'pods': '110'}
     return {'apiVersion': 'v1', 'kind': 'Node',
             'metadata': {'name': name, 'labels': labels, 'annotations': {KWOK_ANNOTATION: 'fake'}},
-            'status': {'capacity': res, 'allocatable': dict(res)}}
+            'status': {'capacity': dict(base, **rec['capacity']), 'allocatable': dict(base, **rec['allocatable'])}}
 
 
 def api_client(kubeconfig_path):

@@ -15,8 +15,9 @@ plugin directory (/var/lib/kubelet/device-plugins, a fixed path in the kubelet) 
 (/var/run/cdi) sit at a real node's paths without touching the host's; its procfs is its own, with the six kernel
 tunables the kubelet checks bind-mounted from files of the node (the host's sysctls are never written); when the
 namespace's first process ends, the kernel kills every process in it (the containers included). The network is the
-host's (pods use hostNetwork; the kubelet listens on 127.0.0.1 on free ports). Containers' cgroups live under a
-cgroup root of the node's own (/gpuops-node-NAME in every cgroup v1 hierarchy), removed by `down`.
+host's for hostNetwork pods; other pods get a namespace whose only peer is the API server (lab/node/cni.py).
+Containers' cgroups live under a cgroup root of the node's own (/gpuops-node-NAME in every cgroup v1 hierarchy),
+removed by `down`.
 """
 import argparse
 import hashlib
@@ -176,6 +177,57 @@ def build_images(out, version='1.37'):
     return images
 
 
+NVML_SIM_LIB = os.path.join(ROOT, 'lab', '.build', 'nvml_sim', 'libnvidia-ml.so.1')   # lab/nvml_sim/build.sh
+DEVICE_PLUGIN_PROGRAMS = ('nvidia-device-plugin', 'gpu-feature-discovery', 'config-manager')
+
+
+def _ldd(path):
+    """The absolute paths of the shared objects a dynamically linked program loads (ldd), the loader included."""
+    out = subprocess.run(['ldd', path], capture_output=True, text=True, check=True).stdout
+    libs = []
+    for line in out.splitlines():
+        words = line.split()
+        if '=>' in words and len(words) > words.index('=>') + 1 and words[words.index('=>') + 1].startswith('/'):
+            libs.append(words[words.index('=>') + 1])
+        elif words and words[0].startswith('/'):
+            libs.append(words[0])
+    return libs
+
+
+def device_plugin_image(out, name, inventory):
+    """The NVIDIA device-plugin family's image (the pinned nvcr.io/nvidia/k8s-device-plugin name) FROM scratch:
+    nvidia-device-plugin, gpu-feature-discovery and config-manager of the lab/go nvidia-device-plugin set
+    (k8s-device-plugin v0.19.1 from the Go module proxy, cgo), the C library and loader they link (the machine's
+    glibc, Debian's libc6), and the NVML simulator as libnvidia-ml.so.1 - the stand-in for the driver library NVIDIA's
+    container runtime would mount from the host - with the GPU inventory it simulates at its default path
+    (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). Returns the archive's path."""
+    progs = real.built_dir('nvidia-device-plugin')
+    if not os.path.exists(NVML_SIM_LIB):
+        subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
+    files = {}
+    for p in DEVICE_PLUGIN_PROGRAMS:
+        files['usr/bin/' + p] = os.path.join(progs, p)
+    for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB))):
+        files[lib.lstrip('/')] = os.path.realpath(lib)
+    files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
+    dirs = set()
+    for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
+        d = os.path.dirname(arc)
+        while d:
+            dirs.add(d)
+            d = os.path.dirname(d)
+    entries = [(d, 'dir', None, 0o755) for d in sorted(dirs | {'dev', 'proc', 'sys', 'etc'})]
+    entries.append(('tmp', 'dir', None, 0o1777))
+    for arc, src in sorted(files.items()):
+        with open(src, 'rb') as f:
+            entries.append((arc, 'file', f.read(), 0o755))
+    with open(inventory, 'rb') as f:
+        entries.append(('etc/nvml-sim/inventory.json', 'file', f.read(), 0o644))
+    return oci_archive(os.path.join(out, 'k8s-device-plugin.tar'), name, entries,
+                       {'Env': ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+                        'Entrypoint': ['nvidia-device-plugin']})
+
+
 # ------------------------------------------------------------------------------------------------------ cgroups
 def cgroup_v1_roots(types=('cgroup',)):
     """Mount points of the cgroup v1 hierarchies (one per mount, e.g. /sys/fs/cgroup/memory); with types
@@ -246,6 +298,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "%(pause)s"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "%(certs_d)s"
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_cdi = true
@@ -260,18 +314,41 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["%(cni_bin)s"]
     conf_dir = "%(cni_conf)s"
+    use_internal_loopback = true
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 ''' % {'pause': PAUSE_IMAGE, 'runc': os.path.join(state, 'bin', 'runc'),
-       'cni_bin': os.path.join(state, 'cni', 'bin'), 'cni_conf': os.path.join(state, 'cni', 'net.d')}
+       'cni_bin': os.path.join(state, 'cni', 'bin'), 'cni_conf': os.path.join(state, 'cni', 'net.d'),
+       'certs_d': os.path.join(state, 'certs.d')}
 
 
-# A CNI configuration whose network is never set up: every pod of the lab node uses the host's network (CRI asks CNI
-# for nothing then). containerd reports NetworkReady once a configuration loads (go-cni v1.1.13 Status() calls the
-# plugins only for CNI 1.1.0 and later); a pod without hostNetwork fails at sandbox creation (no plugin binary).
-CNI_CONF = {'cniVersion': '1.0.0', 'name': 'gpuops-lab-host-network-only', 'plugins': [{'type': 'loopback'}]}
+# A registry host's hosts.toml (containerd's registry host configuration): every pull of HOST/... goes to URL, the
+# lab's registry (lab/node/registry.py, plain HTTP on 127.0.0.1), with the repository path kept - what a site's
+# mirror configuration does; the name HOST itself is never resolved.
+HOSTS_TOML = '''server = "%(url)s"
+
+[host."%(url)s"]
+  capabilities = ["pull", "resolve"]
+'''
+
+
+# The node's CNI network: lab/node/cni.py (type gpuops-lab-net). A pod without hostNetwork gets a network namespace
+# with a loopback, its address and the `kubernetes` Service's ClusterIP, where a forwarder relays to the API server;
+# nothing else is reachable (no pod network, no kube-proxy). Host-network pods never call it.
+POD_SUBNET = '10.244.0.0/16'
+
+
+def cni_conf(kstate):
+    with open(os.path.join(kstate, 'server')) as f:
+        server = f.read().strip()
+    return {'cniVersion': '1.0.0', 'name': 'gpuops-lab-net',
+            'plugins': [{'type': 'gpuops-lab-net', 'apiserver': server.split('://', 1)[-1], 'serviceIP': real.SERVICE_IP,
+                         'podSubnet': POD_SUBNET, 'dataDir': '/var/lib/cni/gpuops-lab-net'}]}
+
+
+CNI_WRAPPER = '#!/bin/sh\nexec %(python)s %(cni)s "$@"\n'
 
 
 def host_ip():
@@ -334,9 +411,20 @@ def up(args):
     for sub in ('var-lib', 'run', 'var-log', 'logs', 'cni/bin', 'cni/net.d', 'bin', 'sysctl', 'dev-upper', 'dev-work'):
         os.makedirs(os.path.join(state, sub), exist_ok=True)
     images = build_images(os.path.join(state, 'images'), args.version)
+    if args.device_plugin_image:
+        if not args.nvml_inventory:
+            raise SystemExit("--device-plugin-image needs --nvml-inventory (the GPUs of the image's NVML simulator)")
+        images[args.device_plugin_image] = device_plugin_image(os.path.join(state, 'images'), args.device_plugin_image,
+                                                               args.nvml_inventory)
     _write(os.path.join(state, 'bin', 'runc'), RUNC_WRAPPER % {'runc': RUNC}, 0o755)
-    _write(os.path.join(state, 'cni', 'net.d', '10-gpuops-lab.conflist'), json.dumps(CNI_CONF))
+    _write(os.path.join(state, 'cni', 'net.d', '10-gpuops-lab.conflist'), json.dumps(cni_conf(kstate)))
+    _write(os.path.join(state, 'cni', 'bin', 'gpuops-lab-net'), CNI_WRAPPER % {
+        'python': sys.executable, 'cni': os.path.join(HERE, 'cni.py')}, 0o755)
     _write(os.path.join(state, 'containerd.toml'), containerd_config(state, progs))
+    os.makedirs(os.path.join(state, 'certs.d'), exist_ok=True)
+    for mirror in args.mirror or []:
+        host, url = mirror.split('=', 1)
+        _write(os.path.join(state, 'certs.d', host, 'hosts.toml'), HOSTS_TOML % {'url': url})
     for key, value in KERNEL_TUNABLES.items():
         _write(os.path.join(state, 'sysctl', key.replace('/', '.')), '%d\n' % value)
     cgroup_root = make_cgroup_root(name)
@@ -640,6 +728,11 @@ def main(argv=None):
     p.add_argument('--taint', action='append', help='KEY=VALUE:EFFECT, registered with the Node')
     p.add_argument('--nvidia-devices', type=int, default=0, help='make /dev/nvidia0..N-1 (and nvidiactl, nvidia-uvm, '
                    'nvidia-caps) in the node')
+    p.add_argument('--device-plugin-image', help='also build and import the NVIDIA device-plugin image under this '
+                   'name (nvidia-device-plugin, gpu-feature-discovery, config-manager on the NVML simulator)')
+    p.add_argument('--nvml-inventory', help='the NVML simulator inventory baked into --device-plugin-image')
+    p.add_argument('--mirror', action='append', help='HOST=URL: containerd pulls images named HOST/... from URL '
+                   '(the lab registry, lab/node/registry.py)')
     p.add_argument('--timeout', type=int, default=180)
     p = sub.add_parser('serve')
     p.add_argument('--state', required=True)

@@ -238,6 +238,8 @@ WEIGHT = {
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
+    # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
+    'integration/test_node_daemonset_real.py': 120,
 }
 
 
@@ -463,14 +465,15 @@ NODE_PY = os.path.join(ROOT, 'lab', 'node', 'node.py')
 
 
 @contextlib.contextmanager
-def real_node(kube, state, name, taint_key, labels=(), nvidia_devices=0, timeout=900):
-    """Start a real node (kube: KubeReal; state: its directory); yield the state directory; stop it afterwards."""
+def real_node(kube, state, name, taint_key, labels=(), nvidia_devices=0, timeout=900, extra=()):
+    """Start a real node (kube: KubeReal; state: its directory); yield the state directory; stop it afterwards.
+    extra: more arguments of `node.py up` (e.g. --device-plugin-image NAME --nvml-inventory FILE)."""
     from kubernetes import client
     t0 = time.time()
     cmd = [os.path.join(VENV_BIN, 'python'), NODE_PY, 'up', '--kube-state', kube.state, '--state', str(state),
            '--name', name, '--version', kube.version, '--owner-pid', str(os.getpid()),
            '--taint', '%s=:NoSchedule' % taint_key, '--nvidia-devices', str(nvidia_devices)] + [
-        '--label=%s' % label for label in labels]
+        '--label=%s' % label for label in labels] + list(extra)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         sh(os.path.join(VENV_BIN, 'python'), NODE_PY, 'down', '--state', str(state), check=False, timeout=120)

@@ -191,3 +191,26 @@ def test_claim_prepared_container_sees_device_and_unprepared_on_delete(dra_node)
     core.delete_namespaced_pod('dra', NS)
     wait('pod dra gone', lambda: not core.list_namespaced_pod(NS, field_selector='metadata.name=dra').items, 60)
     wait('the claim\'s CDI spec removed (NodeUnprepareResources)', lambda: not os.listdir(dra_node['cdi']), 30)
+
+
+def test_recording_of_the_slice_the_real_node_published(dra_node):
+    """The devices of the slice the plugin published through the real node (the T4) equal
+    lab/node/recordings/dra-slices.json, from which lab/kube/dra_slices.py publishes the kwok T4 nodes' slices.
+    GPUOPS_RECORD_NODES=1 writes it instead (the command: the file's `regenerate`)."""
+    got = wait('the slice', lambda: slices(dra_node['co']), 90)[0]['spec']['devices']
+    doc = {'what': 'the devices of the ResourceSlice NVIDIA\'s DRA kubelet plugin v0.5.0 published through a real lab '
+                   'node (lab/node) on the NVML simulator; lab/kube/dra_slices.py publishes them for the kwok nodes of '
+                   'the same inventory',
+           'regenerate': 'GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist '
+                         'lab/tests/integration/test_node_dra_real.py',
+           'shapes': {'t4x1': {'inventory': INVENTORY, 'devices': got}}}
+    if os.environ.get('GPUOPS_RECORD_NODES') == '1':
+        with open(dra_slices.RECORDING, 'w') as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write('\n')
+    with open(dra_slices.RECORDING) as f:
+        assert json.load(f) == doc, 'the real node now publishes another slice: regenerate with ' + doc['regenerate']
+    assert dra_slices.recorded_devices(INVENTORY) == got
+    # the kwok nodes' slice body for that inventory carries exactly these devices
+    body = dra_slices.resource_slice('kwok-t4-1', None, 'uid', dra_slices.recorded_devices(INVENTORY))
+    assert body['spec']['devices'] == got and body['spec']['pool']['name'] == 'kwok-t4-1'

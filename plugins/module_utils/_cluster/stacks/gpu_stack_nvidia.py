@@ -455,8 +455,10 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
                hostpath_volume('cdi-root', '/var/run/cdi', 'DirectoryOrCreate'),
                {'name': 'available-configs', 'configMap': {'name': base + '-configs'}},
                {'name': 'config', 'emptyDir': {}}]
+    # config-manager makes /config/config.yaml a symlink into /available-configs: whoever reads it mounts both
     mounts = [{'name': 'device-plugin', 'mountPath': '/var/lib/kubelet/device-plugins'},
               {'name': 'cdi-root', 'mountPath': '/var/run/cdi'},
+              {'name': 'available-configs', 'mountPath': '/available-configs'},
               {'name': 'config', 'mountPath': '/config'}]
     env = [node_name_env(), {'name': 'CONFIG_FILE', 'value': '/config/config.yaml'}]
     if nv['device_list_strategy'] in CDI_STRATEGIES:
@@ -546,6 +548,7 @@ def readiness(strategy, settings, nodes, ctx, facts=None):
 def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=None):
     root = mps['mps_root']
     mounts = [{'name': 'mps-root', 'mountPath': '/mps'}, {'name': 'mps-shm', 'mountPath': '/dev/shm'},
+              {'name': 'available-configs', 'mountPath': '/available-configs'},
               {'name': 'config', 'mountPath': '/config'}]
     init_mounts = {'name': 'mps-control-daemon-mounts', 'image': image, 'command': ['mps-control-daemon', 'mount-shm'],
                    'securityContext': {'privileged': True},

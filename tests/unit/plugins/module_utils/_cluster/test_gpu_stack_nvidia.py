@@ -216,6 +216,21 @@ def test_DP_13_config_manager_and_shared_process_namespace():
 
 
 @pytest.mark.parametrize('strategy', NV)
+def test_DP_27_config_file_target_is_mounted_where_the_config_is_read(strategy):
+    """config-manager makes CONFIG_FILE_DST a symlink to CONFIG_FILE_SRCDIR/<name>: every container that reads
+    /config/config.yaml must mount the ConfigMap at /available-configs too, or the link dangles (the plugin failed
+    with 'open /config/config.yaml: no such file or directory' on a real lab node)."""
+    out = render(strategy)
+    for prefix, name in (('nvidia-device-plugin-', 'nvidia-device-plugin-ctr'),
+                         ('nvidia-mps-control-daemon-', 'mps-control-daemon-ctr')):
+        if prefix == 'nvidia-mps-control-daemon-' and strategy != 'mps':
+            continue
+        mounts = dict((m['name'], m['mountPath']) for m in ctr(pod(out, prefix), name)['volumeMounts'])
+        assert mounts.get('config') == '/config', mounts
+        assert mounts.get('available-configs') == '/available-configs', (name, mounts)
+
+
+@pytest.mark.parametrize('strategy', NV)
 def test_DP_14_plugin_env_visible_devices_and_capabilities(strategy):
     e = env(ctr(pod(render(strategy), 'nvidia-device-plugin-'), 'nvidia-device-plugin-ctr'))
     assert e['NVIDIA_VISIBLE_DEVICES'] == 'all' and e['NVIDIA_DRIVER_CAPABILITIES'] == 'compute,utility'

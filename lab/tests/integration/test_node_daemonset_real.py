@@ -1,0 +1,332 @@
+"""The collection's own device-plugin DaemonSet on a real node (issue #36): a time-slicing pool rendered by
+gpu_stack_render.render (what the role's gpu_stack_manifests action runs), its images rewritten through the mirror
+prefix (gpuops_mirror.registry -> gpu_sharing_stack_registry), applied on the lab's real control plane; the
+DaemonSet's pod runs on a real lab node (lab/node/node.py: kubelet, containerd 2.3.4, runc), not on kwok: the
+config-manager init container reads the node's nvidia.com/device-plugin.config label through the API server, the
+device plugin in its container registers with the kubelet, and the Node's capacity and allocatable of
+nvidia.com/gpu (GPUs x replicas) come from it; a pod asking nvidia.com/gpu runs through the pool's RuntimeClass and
+its container sees the GPU the plugin allocated (NVIDIA_VISIBLE_DEVICES, the pool's deviceListStrategy envvar).
+
+The image under the mirrored pinned name is built here FROM scratch (lab/node/node.py device_plugin_image): the
+k8s-device-plugin v0.19.1 programs of lab/go (the proxy's newest; the collection pins v0.20.0), glibc, and the NVML
+simulator as libnvidia-ml.so.1 (the stand-in for the driver's library) with this test's inventory; it is imported
+into the node's containerd (no registry: lab/node/README.md). The `nvidia` handler of the node's containerd is added by
+the collection's container_runtime_config; its binary is a stand-in that runs runc (no nvidia-container-runtime).
+Pods reach the API server through the node's CNI stand-in (lab/node/cni.py). GFD: not part of a device-plugin pool's
+render (the collection deploys it only through the gpu-operator's chart).
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_daemonset_real.py
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import NODE_PY, ROOT, lab_collections_path, real_node, run_module, wait_until as wait
+
+sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
+sys.path.insert(0, os.path.dirname(NODE_PY))
+import node as lab_node  # noqa: E402  (lab/node)
+import registry as lab_registry  # noqa: E402  (lab/node)
+from oracle_util import INVENTORIES, probe_facts  # noqa: E402
+
+SUFFIX = '%d' % os.getpid()
+NAME = 'lab-ds-node-%s' % SUFFIX
+POOL = 'ds%s' % SUFFIX
+NS = 'node-ds-real-%s' % SUFFIX
+RUNTIME_CLASS = 'nvidia-ds-%s' % SUFFIX
+# the taint NVIDIA's GPU nodes carry and the collection's DaemonSet tolerates (keeps other tests' pods off the node)
+TAINT_KEY = 'nvidia.com/gpu'
+MIRROR = 'mirror.gpuops.lab/nvcr'
+GPUS = 2
+REPLICAS = 3
+STANDIN = '#!/bin/sh\necho "$*" >> %(calls)s\nexec %(runc)s "$@"\n'
+
+
+def render(facts):
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    return gpu_stack_render.render(dict(
+        strategy='time-slicing', pool=POOL, nodes=[NAME], facts={NAME: facts}, registry=MIRROR,
+        settings={'time_slicing': {'replicas': REPLICAS}, 'nvidia': {'runtime_class_name': RUNTIME_CLASS}}))
+
+
+def daemonset(out):
+    return [m for m in out['manifests'] if m['kind'] == 'DaemonSet'][0]
+
+
+def apply(api, manifests):
+    from kubernetes import utils
+    for m in manifests:
+        utils.create_from_dict(api, m)
+
+
+def delete(api, manifests):
+    from kubernetes import client, dynamic
+    dyn = dynamic.DynamicClient(api)
+    for m in reversed(manifests):
+        res = dyn.resources.get(api_version=m['apiVersion'], kind=m['kind'])
+        try:
+            res.delete(name=m['metadata']['name'], namespace=m['metadata'].get('namespace'))
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        except Exception as exc:  # pylint: disable=broad-except  (dynamic client's NotFoundError)
+            if getattr(exc, 'status', None) != 404:
+                raise
+
+
+@pytest.fixture(scope='module')
+def ds_node(kube_real, tmp_path_factory):
+    from kubernetes import client
+    api = kube_real.api()
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    work = tmp_path_factory.mktemp('ds')
+    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
+        inv = json.load(f)
+    inv['gpus'] = inv['gpus'][:GPUS]
+    inventory = work / 'inventory.json'
+    inventory.write_text(json.dumps(inv))
+    facts = probe_facts(str(inventory), work / 'probe-state.json')
+    out = render(facts)
+    image = daemonset(out)['spec']['template']['spec']['containers'][0]['image']
+    # the image goes into the lab registry; the node's containerd knows the mirror's host as that registry
+    registry = lab_registry.Registry(str(work / 'registry'))
+    registry.start()
+    archive = lab_node.device_plugin_image(str(work), image, str(inventory))
+    host, path = image.split('/', 1)
+    registry.push(archive, *path.rsplit(':', 1))
+    with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=GPUS,
+                   extra=('--mirror', '%s=%s' % (host, registry.url))) as state:
+        core.create_namespace({'metadata': {'name': NS}})
+        wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
+            NS, field_selector='metadata.name=default').items, 60)
+        try:
+            yield {'state': state, 'api': api, 'core': core, 'apps': apps, 'kube': kube_real, 'out': out,
+                   'image': image, 'uuids': sorted(g['uuid'] for g in inv['gpus'])}
+        finally:
+            delete(api, out['manifests'])
+            core.delete_namespace(NS)
+            wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+            registry.stop()
+
+
+def ds_pods(core):
+    return core.list_namespaced_pod('kube-system', label_selector='gpuops.io/sharing-pool=%s' % POOL).items
+
+
+def pod_story(core, pod, ns):
+    events = [(e.reason, e.message) for e in core.list_namespaced_event(
+        ns, field_selector='involvedObject.name=%s' % pod.metadata.name).items]
+    logs = {}
+    for c in (pod.spec.init_containers or []) + pod.spec.containers:
+        try:
+            logs[c.name] = core.read_namespaced_pod_log(pod.metadata.name, ns, container=c.name)[-1500:]
+        except Exception as exc:  # pylint: disable=broad-except
+            logs[c.name] = str(exc)[:300]
+    return 'status %s\nevents %s\nlogs %s' % (pod.status, events, json.dumps(logs, indent=1))
+
+
+def test_nvidia_runtime_handler_from_the_collection(ds_node):
+    """The node layer first: container_runtime_config adds the `nvidia` handler the pool's RuntimeClass names."""
+    state, core = ds_node['state'], ds_node['core']
+    config = os.path.join(state, 'containerd.toml')
+    containerd_dir = os.path.dirname(lab_node.programs(ds_node['kube'].version)['containerd'])
+    standin = os.path.join(state, 'bin', 'nvidia-container-runtime')
+    with open(standin, 'w') as f:
+        f.write(STANDIN % {'calls': os.path.join(state, 'logs', 'nvidia-runtime.calls'),
+                           'runc': os.path.join(state, 'bin', 'runc')})
+    os.chmod(standin, 0o755)
+    result = run_module(lab_collections_path(), 'gpuops.k8s_gpu.container_runtime_config',
+                        'engine=containerd path=%s runtime_name=nvidia runtime_path=%s cdi=true backup=false'
+                        % (config, standin), env={'PATH': containerd_dir + os.pathsep + os.environ['PATH']})
+    assert result.get('changed') is True and not result.get('failed'), result
+    lab_node.restart_containerd(state)
+    wait('runtime handler nvidia in the Node status', lambda: 'nvidia' in [
+        h.name for h in core.read_node(NAME).status.runtime_handlers or []], 60)
+
+
+def test_daemonset_pod_runs_on_the_real_node_and_its_plugin_publishes_allocatable(ds_node):
+    """The pool's manifests applied as rendered, the node labelled as gpu_node_labels would: the DaemonSet's pod is
+    Running on the real node with every container ready, and nvidia.com/gpu capacity = allocatable = GPUs x replicas,
+    published by the kubelet from the plugin in that pod (before it: none)."""
+    core, out = ds_node['core'], ds_node['out']
+    node = core.read_node(NAME)
+    assert 'nvidia.com/gpu' not in (node.status.allocatable or {})
+    ds = daemonset(out)
+    assert ds['spec']['template']['spec']['containers'][0]['image'] == ds_node['image']
+    assert ds_node['image'].startswith(MIRROR + '/nvidia/k8s-device-plugin:'), ds_node['image']
+    assert 'hostNetwork' not in ds['spec']['template']['spec']
+    apply(ds_node['api'], out['manifests'])
+    core.patch_node(NAME, {'metadata': {'labels': out['node_labels'][NAME]}})
+
+    def running():
+        pods = ds_pods(core)
+        if len(pods) == 1 and pods[0].status.phase == 'Running' and all(
+                c.ready for c in pods[0].status.container_statuses or []):
+            return pods[0]
+        return None
+    try:
+        pod = wait('the DaemonSet pod Running on %s' % NAME, running, 180)
+    except AssertionError:
+        pods = ds_pods(core)
+        raise AssertionError('\n'.join(pod_story(core, p, 'kube-system') for p in pods) or 'no pod')
+    assert pod.spec.node_name == NAME
+    # its image was pulled through the mirror's name from the lab registry (nothing imported on this node)
+    events = [e.message for e in core.list_namespaced_event(
+        'kube-system', field_selector='involvedObject.name=%s' % pod.metadata.name).items]
+    assert any(m.startswith('Successfully pulled image "%s"' % ds_node['image']) for m in events), events
+    assert pod.spec.runtime_class_name == RUNTIME_CLASS
+    assert pod.status.pod_ip and pod.status.pod_ip.startswith('10.244.'), pod.status.pod_ip
+    want = str(GPUS * REPLICAS)
+    try:
+        wait('nvidia.com/gpu allocatable %s' % want, lambda: (
+            core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == want, 90)
+    except AssertionError:
+        raise AssertionError('allocatable %s\n%s' % (core.read_node(NAME).status.allocatable,
+                                                      pod_story(core, ds_pods(core)[0], 'kube-system')))
+    assert core.read_node(NAME).status.capacity['nvidia.com/gpu'] == want
+    plugin_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system', container='nvidia-device-plugin-ctr')
+    assert 'Registered device plugin for \'nvidia.com/gpu\' with Kubelet' in plugin_log, plugin_log[-3000:]
+    init_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system', container='config-manager-init')
+    assert 'time-slicing' in init_log, init_log[-2000:]
+    # the kubelet's registration socket of the plugin, in the node's device plugin directory
+    socks = os.listdir(os.path.join(ds_node['state'], 'var-lib', 'kubelet', 'device-plugins'))
+    assert 'nvidia-gpu.sock' in socks, socks
+
+
+def test_pod_asking_a_gpu_runs_and_sees_the_allocated_gpu(ds_node):
+    core = ds_node['core']
+    core.create_namespaced_pod(NS, {
+        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'gpu'},
+        'spec': {'restartPolicy': 'Never', 'automountServiceAccountToken': False,
+                 'runtimeClassName': RUNTIME_CLASS, 'terminationGracePeriodSeconds': 1,
+                 'nodeSelector': {'kubernetes.io/hostname': NAME},
+                 'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                 'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
+                                 'command': ['sh', '-c', 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
+                                 'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}})
+
+    def ended():
+        p = core.read_namespaced_pod('gpu', NS)
+        return p if p.status.phase in ('Succeeded', 'Failed') else None
+    try:
+        p = wait('pod gpu ended', ended, 120)
+    except AssertionError:
+        raise AssertionError(pod_story(core, core.read_namespaced_pod('gpu', NS), NS))
+    assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
+    line = core.read_namespaced_pod_log('gpu', NS).strip()
+    assert line.split('=', 1)[1] in ds_node['uuids'], line
+
+
+# ------------------------------------------------------------------------------------------------------ recording
+# Regenerate lab/node/recordings/gpu-nodes.json (the kwok GPU nodes' labels and capacity, lab/kube/real.py gpu_node):
+#   GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_daemonset_real.py
+RECORD = os.environ.get('GPUOPS_RECORD_NODES') == '1'
+
+
+def _run_to_end(core, name, spec, timeout=120):
+    core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': spec})
+
+    def ended():
+        p = core.read_namespaced_pod(name, NS)
+        return p if p.status.phase in ('Succeeded', 'Failed') else None
+    p = wait('pod %s ended' % name, ended, timeout)
+    assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
+    core.delete_namespaced_pod(name, NS)
+
+
+def _pod_spec(image, command, env, volumes):
+    return {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'hostNetwork': True,
+            'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
+            'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+            'volumes': [{'name': n, 'hostPath': {'path': p, 'type': 'Directory'}} for n, p, _m in volumes],
+            'containers': [{'name': 'main', 'image': image, 'imagePullPolicy': 'Never', 'command': command,
+                            'env': [{'name': k, 'value': v} for k, v in sorted(env.items())],
+                            'volumeMounts': [{'name': n, 'mountPath': m} for n, _p, m in volumes]}]}
+
+
+def _registered(state):
+    """The devices the kubelet's device manager holds for nvidia.com/gpu (its checkpoint)."""
+    path = os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')
+    try:
+        with open(path) as f:
+            return sorted(json.load(f)['Data']['RegisteredDevices'].get('nvidia.com/gpu') or [])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
+    """For each GPU shape of the lab's kwok nodes, the real node runs the image's gpu-feature-discovery (oneshot, in
+    a pod) and nvidia-device-plugin (a pod, exclusive: no config) on the simulator with those GPUs; what GFD labelled
+    and what the kubelet then publishes as nvidia.com/gpu capacity and allocatable equals the recording the kwok
+    nodes are made from (lab/kube/real.py gpu_node). GPUOPS_RECORD_NODES=1 writes it instead."""
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+    import real  # noqa: E402  (lab/kube)
+    core, state, api = ds_node['core'], ds_node['state'], ds_node['api']
+    # the pool's DaemonSet goes first: one plugin of nvidia.com/gpu per node
+    delete(api, [daemonset(ds_node['out'])])
+    wait('the pool DaemonSet pod gone', lambda: not ds_pods(core), 60)
+    rec = tmp_path / 'rec'
+    rec.mkdir()
+    os.chmod(rec, 0o755)
+    (rec / 'product_name').write_text('lab\n')   # GFD's machine type (the host's DMI otherwise)
+    dp_dir = '/var/lib/kubelet/device-plugins'
+    got = {}
+    for shape in sorted(real.RECORDED_SHAPES):
+        (rec / (shape + '.json')).write_text(json.dumps(real.recorded_inventory(shape)))
+        env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
+        _run_to_end(core, 'gfd-' + shape, _pod_spec(ds_node['image'], [
+            'gpu-feature-discovery', '--oneshot', '--no-timestamp', '--use-node-feature-api=false',
+            '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name', '--mig-strategy=none'],
+            env, [('rec', str(rec), '/rec')]))
+        labels = dict(line.split('=', 1) for line in (rec / (shape + '.labels')).read_text().splitlines() if line)
+        uuids = sorted(g['uuid'] for g in real.recorded_inventory(shape)['gpus'])
+        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
+                                        'spec': dict(_pod_spec(ds_node['image'], ['nvidia-device-plugin'], env, [
+                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
+                                            restartPolicy='Always')})
+        # this plugin's devices in the kubelet's device manager, then the Node status the kubelet publishes for them
+        # (the previous shape's devices stay in the Node's capacity, unhealthy, until the kubelet's next status: the
+        # status is read from a heartbeat after this plugin's devices were registered)
+        try:
+            wait('the kubelet holds %s devices' % shape, lambda: _registered(state) == uuids, 90)
+            since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+            wait('a Node status after %s registered' % shape, lambda: [
+                c for c in core.read_node(NAME).status.conditions
+                if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
+        except AssertionError:
+            raise AssertionError(pod_story(core, core.read_namespaced_pod('dp-' + shape, NS), NS))
+        status = core.read_node(NAME).status
+        got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
+                      'labels': dict(sorted(labels.items())),
+                      'capacity': {'nvidia.com/gpu': status.capacity['nvidia.com/gpu']},
+                      'allocatable': {'nvidia.com/gpu': status.allocatable['nvidia.com/gpu']}}
+        core.delete_namespaced_pod('dp-' + shape, NS)
+        wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                      if p.metadata.name == 'dp-' + shape], 60)
+    doc = {'what': 'labels gpu-feature-discovery wrote and nvidia.com/gpu capacity/allocatable the kubelet published '
+                   'with nvidia-device-plugin (exclusive) on a real lab node (lab/node), k8s-device-plugin v0.19.1 on '
+                   'the NVML simulator; the kwok GPU nodes of lab/kube/real.py are made from it',
+           'regenerate': 'GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist '
+                         'lab/tests/integration/test_node_daemonset_real.py',
+           'shapes': got}
+    if RECORD:
+        os.makedirs(os.path.dirname(real.RECORDING), exist_ok=True)
+        with open(real.RECORDING, 'w') as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write('\n')
+    assert real.load_recording() == doc, 'the real node now publishes other values: regenerate with %s' % doc[
+        'regenerate']
+    # the kwok nodes are made from it (and their shapes agree with it: gpu_node refuses a drift)
+    for name, spec in sorted(real.GPU_NODES.items()):
+        node = real.gpu_node(name, *spec)
+        shape = got[real.RECORDED_NODES[name]]
+        assert node['status']['capacity']['nvidia.com/gpu'] == shape['capacity']['nvidia.com/gpu']
+        assert node['status']['allocatable']['nvidia.com/gpu'] == shape['allocatable']['nvidia.com/gpu']
+        assert {k: node['metadata']['labels'][k] for k in real.RECORDED_LABELS} == {
+            k: shape['labels'][k] for k in real.RECORDED_LABELS}, name
