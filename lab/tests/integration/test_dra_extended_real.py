@@ -33,6 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
 import node as lab_node  # noqa: E402  (lab/node)
 from test_dra_real import _collection_dra  # noqa: E402
+from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
+from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
 from test_node_dra_real import driver_libs  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
@@ -116,13 +118,68 @@ def test_DRAX_05_the_server_accepts_two_classes_mapping_one_name(kube_real):
         co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', a)
 
 
+ROLE_NODE = 'drax-role-%s' % SUFFIX
+ROLE_POOL = 'drax-role-%s' % SUFFIX
+
+
+def role_vars(state='present'):
+    """A dra pool with extended resources, as cluster.yml runs it (no Helm install: the chart's release belongs to
+    test_dra_real.py); the Kubernetes version is read from the API server."""
+    return {'gpu_sharing_stack_strategy': 'dra', 'gpu_sharing_stack_state': state, 'gpu_sharing_stack_pool': ROLE_POOL,
+            'gpu_sharing_stack_nodes': [ROLE_NODE], 'gpu_sharing_stack_facts': {ROLE_NODE: T4},
+            'gpu_sharing_stack_helm_install': False,
+            'gpu_sharing_stack_dra': {
+                'chart_path': '/srv/charts/dra-driver-nvidia-gpu-0.5.0.tgz', 'chart_version': '0.5.0',
+                'assume_cdi_enabled': True, 'feature_gates': {'TimeSlicingSettings': True},
+                'extended_resources': EXTENDED[:1], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared']}}
+
+
+def test_DRAX_03_role_applies_the_classes_reruns_and_removes(kube_real, tmp_path):
+    """Role gpu_sharing_stack on 1.37 (version read from the server): the pool's class for nvidia.com/gpu.shared is
+    created with its GpuConfig and name, a re-run changes nothing, state absent removes it."""
+    from kubernetes import client
+    core = client.CoreV1Api(kube_real.api())
+    core.create_node(kwok_node(ROLE_NODE, T4))
+    try:
+        cl = (kube_real, kube_real.kubeconfig)
+        rc, result = run_play(cl, tmp_path, [{'name': 'present', 'block': stack_steps(role_vars())}])
+        assert rc == 0, failures(result)
+        want = dict((k, d) for k, d in rendered(result).items() if k[0] == 'DeviceClass')
+        assert [k[2] for k in want] == ['gpu.shared.nvidia.com.extended.gpuops.io']
+        [live] = [live_object(kube_real, d) for d in want.values()]
+        assert live['spec']['extendedResourceName'] == 'nvidia.com/gpu.shared'
+        assert live['spec']['config'][0]['opaque']['parameters']['sharing']['strategy'] == 'TimeSlicing'
+        rc, again = run_play(cl, tmp_path, [{'name': 'again', 'block': stack_steps(role_vars())}])
+        assert rc == 0, failures(again)
+        assert [n for n, r in task_results(again) if r.get('changed')] == []
+        rc, gone = run_play(cl, tmp_path, [{'name': 'absent', 'block': stack_steps(role_vars('absent'))}])
+        assert rc == 0, failures(gone)
+        assert [k for k, d in want.items() if live_object(kube_real, d) is not None] == []
+    finally:
+        core.delete_node(ROLE_NODE)
+
+
 def test_DRAX_02_gate_alpha_off_on_1_34_and_the_name_dropped(tmp_path_factory):
     """1.34: the gate is alpha and off, and the API server drops spec.extendedResourceName from a DeviceClass (so the
     chart's gpu.nvidia.com maps nothing there): the collection refuses extended resources on 1.34."""
+    from kubernetes import client
     with private_kube(tmp_path_factory.mktemp('kube-134'), '1.34') as kube:
         assert kube.version.startswith('1.34')
         assert feature_metric(kube) == ('ALPHA', 0)
         assert round_trip(kube, 'drax-probe-%s' % SUFFIX) is None
+        # the role refuses the pool there, naming the minor and the gate, and writes nothing
+        client.CoreV1Api(kube.api()).create_node(kwok_node(ROLE_NODE, T4))
+        user = 'gpuops-test-drax-%s' % SUFFIX
+        kc = kube.user(user, reads=True)
+        start = kube.mark()
+        rc, result = run_play((kube, kc), tmp_path_factory.mktemp('play-134'),
+                              [{'name': 'present', 'block': stack_steps(role_vars())}])
+        assert rc != 0
+        [(dummy, msg)] = failures(result)
+        assert ('gpu_sharing_stack_dra.extended_resources: Kubernetes 1.34 cannot back extended resources with DRA: '
+                'its feature gate DRAExtendedResource is alpha and off by default') in msg, msg
+        assert kube.requests(start, kube.mark(), user=user), 'the role read nothing: the version was not read'
+        assert kube.writes(start, kube.mark(), user=user) == []
 
 
 @pytest.fixture(scope='module')
