@@ -356,3 +356,60 @@ def test_DRAX_03_and_DRAX_07_shared_pod_gets_the_class_gpu_config(dra_node, coll
     [c] = res['dra']['claims']
     assert c['extended_resources'] == ['nvidia.com/gpu.shared']
     end_pod(dra_node, 'shared', claim['metadata']['name'])
+
+
+MIG_NODE = 'drax-mig-kwok-%s' % SUFFIX
+
+
+def test_DRAX_04_mig_profile_pods_get_mig_devices_of_that_profile(dra_node, collections_path, tmp_path):
+    """nvidia.com/mig-1g.10gb maps to the collection's MIG class (CEL on type mig and the profile): on a kwok node whose
+    ResourceSlice is the H100 MIG inventory's (lab/kube/dra_slices.py: GPU 0 with a 3g.40gb and two 1g.10gb devices),
+    the real scheduler gives two plain mig-1g.10gb pods the two 1g.10gb devices and leaves a third Pending; the report
+    counts each once. (kwok runs the pods: no container here; the real node's inventory has no MIG.)"""
+    core, co = dra_node['core'], dra_node['co']
+    api = dra_node['kube'].api()
+    body = kwok_node(MIG_NODE, T4)
+    body['spec'] = {'taints': [{'key': TAINT_KEY, 'effect': 'NoSchedule'}]}
+    core.create_node(body)
+    try:
+        dra_slices.publish(api, MIG_NODE, 'h100-mig.json', str(tmp_path))
+        for i in range(3):
+            core.create_namespaced_pod(NS, {
+                'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'mig-%d' % i},
+                'spec': {'nodeSelector': {'kubernetes.io/hostname': MIG_NODE}, 'terminationGracePeriodSeconds': 0,
+                         'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                         'containers': [{'name': 'main', 'image': 'registry.invalid/cuda-app:1',
+                                         'resources': {'limits': {'nvidia.com/mig-1g.10gb': '1'}}}]}})
+
+        def placed():
+            pods = [core.read_namespaced_pod('mig-%d' % i, NS) for i in range(3)]
+            running = [p for p in pods if p.status.phase == 'Running']
+            pending = [p for p in pods if p.status.phase == 'Pending' and any(
+                c.type == 'PodScheduled' and c.status == 'False' for c in p.status.conditions or [])]
+            return (running, pending) if len(running) == 2 and len(pending) == 1 else None
+        running, [pending] = wait('two mig pods Running and one Pending', placed, 90)
+        slice_devices = dict((d['name'], d['attributes']) for s in dra_slices.slices_of(api, MIG_NODE)
+                             for d in s['spec']['devices'])
+        got = []
+        for p in running:
+            claim = co.get_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims',
+                                                    p.status.extended_resource_claim_status.resource_claim_name)
+            [res] = claim['status']['allocation']['devices']['results']
+            assert (res['driver'], res['pool']) == (DRIVER, MIG_NODE)
+            assert slice_devices[res['device']]['profile'] == {'string': '1g.10gb'}
+            got.append(res['device'])
+        assert len(set(got)) == 2
+        res = report(dra_node, collections_path)
+        [node] = [n for n in res['nodes'] if n['name'] == MIG_NODE]
+        assert 'nvidia.com/mig-1g.10gb' not in node['resources']
+        assert node['dra']['allocated'] == {DRIVER: 2}
+        mig_claims = [c for c in res['dra']['claims'] if c.get('extended_resources') == ['nvidia.com/mig-1g.10gb']]
+        assert sorted(d['profile'] for c in mig_claims for d in c['devices']) == ['1g.10gb', '1g.10gb']
+    finally:
+        for i in range(3):
+            core.delete_namespaced_pod('mig-%d' % i, NS)
+        wait('the mig pods gone', lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                               if p.metadata.name.startswith('mig-')], 60)
+        for s in dra_slices.slices_of(api, MIG_NODE):
+            co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
+        core.delete_node(MIG_NODE)
