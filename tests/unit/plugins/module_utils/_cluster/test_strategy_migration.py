@@ -84,3 +84,24 @@ def test_DRAX_08_node_in_neither_pool_or_missing_refused():
         'h1: node n1 is on pool other (strategy mig), neither the source pool ts (time-slicing) nor the target pool '
         'dra (dra); nothing was changed',
         'h2: its node is not in the cluster (set gpuops_migrate_node_name for the host)']
+
+
+def test_DRAX_08_drain_takes_the_pods_holding_dra_devices():
+    """gpu_node_drain (mode gpu) evicts the pods that hold DRA devices whatever their resources are named: a pod
+    with a ResourceClaim and a pod whose extended resource the scheduler backed with DRA; not a CPU pod."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
+
+    def pod(name, spec=None, status=None):
+        return {'metadata': {'name': name, 'namespace': 'ml', 'ownerReferences': [{'kind': 'ReplicaSet'}]},
+                'spec': dict({'containers': [{'name': 'c'}]}, **(spec or {})),
+                'status': dict({'phase': 'Running'}, **(status or {}))}
+    pods = [pod('claim', spec={'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}]}),
+            pod('extended', spec={'containers': [{'name': 'c', 'resources': {'limits': {'example.com/small-gpu': '1'}}}]},
+                status={'extendedResourceClaimStatus': {'resourceClaimName': 'extended-extended-resources-a',
+                                                        'requestMappings': [{'containerName': 'c',
+                                                                             'resourceName': 'example.com/small-gpu',
+                                                                             'requestName': 'container-0-request-0'}]}}),
+            pod('web')]
+    evict, wait, kept, refused = drain.select_pods(pods, 'gpu', drain.DEFAULT_GPU_RESOURCES)
+    assert [p['metadata']['name'] for p in evict] == ['claim', 'extended']
+    assert [p['metadata']['name'] for p in kept] == ['web'] and not wait and not refused
