@@ -737,6 +737,9 @@ def extended_resource_classes(specs, gates=None, minor=None, workload=(), var='e
             raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in '
                              'feature_gates' % (where, kind, gate))
         cls = extended_class_name(name)
+        if cls in mapped.values():
+            raise StackError('%s.name %s gives the DeviceClass name %s, which another entry has (names that differ in '
+                             'case only)' % (where, name, cls))
         exprs = ["device.driver == '%s' && device.attributes['%s'].type == '%s'"
                  % (DRIVER, DRIVER, 'mig' if kind == 'mig' else 'gpu')]
         exprs += selectors(dict(spec, mig_profile=profile))

@@ -97,6 +97,9 @@ def test_DRAX_05_two_classes_mapping_one_name_refused():
     with pytest.raises(StackError, match=r'extended_resources\[1\].name nvidia.com/gpu.shared is mapped twice \(also '
                                          r'by gpu.shared.nvidia.com.extended.gpuops.io\)'):
         classes([SHARED, dict(SHARED, kind='mps', interval='Default')])
+    with pytest.raises(StackError, match=r'extended_resources\[1\].name example.com/GPU gives the DeviceClass name '
+                                         r'gpu.example.com.extended.gpuops.io, which another entry has'):
+        classes([{'name': 'example.com/gpu'}, {'name': 'example.com/GPU'}])
 
 
 def test_DRAX_06_workload_resource_no_class_maps_refused():
