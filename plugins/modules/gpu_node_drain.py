@@ -14,7 +14,9 @@ description:
     C(.dcgm-exporter), C(.dcgm), C(.nvsm), C(.client) that the node carries are set to C(paused-for-mig-change); a label
     that says C(false) stays C(false)), evicts the node's GPU pods through the Eviction subresource and waits until
     they and the paused clients' pods are gone.
-  - GPU pods are pods that request or limit a resource whose name starts with one of O(gpu_resources). With
+  - GPU pods are pods that request or limit a resource whose name starts with one of O(gpu_resources), and pods that
+    hold DRA devices (a ResourceClaim in C(spec.resourceClaims), or C(status.extendedResourceClaimStatus) - extended
+    resources the scheduler backed with DRA). With
     O(pods=all) every pod is evicted. O(pod_selector) narrows either to the pods with matching labels. Never evicted -
     finished pods, mirror (static) pods, DaemonSet pods; pods of DaemonSets that select on a paused label are waited
     for (their controller removes them).

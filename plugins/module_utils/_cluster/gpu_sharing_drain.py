@@ -69,7 +69,13 @@ def restore_labels(original):
 
 
 def _requests_gpu(pod, prefixes):
+    """A GPU pod: it requests or limits a resource named with one of ``prefixes``, or holds DRA devices - a
+    ResourceClaim in spec.resourceClaims, or extended resources the scheduler backed with DRA
+    (status.extendedResourceClaimStatus, Kubernetes 1.36+; DRAX-08): a claim's devices are the node's, so a move off
+    the DRA driver must evict it whatever its resources are named."""
     spec = pod.get('spec') or {}
+    if spec.get('resourceClaims') or (pod.get('status') or {}).get('extendedResourceClaimStatus'):
+        return True
     for c in (spec.get('containers') or []) + (spec.get('initContainers') or []):
         res = c.get('resources') or {}
         for kind in ('requests', 'limits'):

@@ -167,6 +167,27 @@ def pod_requests(pod, notes=None):
     return dict((k, v) for k, v in total.items() if v)
 
 
+# Extended resources backed by DRA (Kubernetes KEP-5004, GA in 1.37): when a DeviceClass maps the extended resource a
+# pod asks for and the node advertises none of it, the scheduler allocates DRA devices for it in a ResourceClaim it
+# creates (annotated resource.kubernetes.io/extended-resource-claim: "true", owned by the pod) and records it in the
+# pod's status.extendedResourceClaimStatus ({resourceClaimName, requestMappings: [{containerName, resourceName,
+# requestName}]}) - k8s.io/kubernetes v1.37.2 pkg/scheduler/framework/plugins/dynamicresources/
+# extendeddynamicresources.go, k8s.io/api v0.37.2 core/v1 types.go. Such a request holds a DRA device, not a device
+# plugin's resource: the report counts it once, in the claim's devices (DRAX-07).
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = 'resource.kubernetes.io/extended-resource-claim'
+
+
+def dra_extended(pod):
+    """(claim name, {resource: amount}) of the pod's extended resources that the scheduler backed with DRA devices
+    (status.extendedResourceClaimStatus), the amounts from the pod's requests; (None, {}) when there are none."""
+    st = (pod.get('status') or {}).get('extendedResourceClaimStatus') or {}
+    names = set(m.get('resourceName') for m in st.get('requestMappings') or [] if m.get('resourceName'))
+    if not st.get('resourceClaimName') or not names:
+        return None, {}
+    requests = pod_requests(pod)
+    return st['resourceClaimName'], dict((k, v) for k, v in requests.items() if k in names)
+
+
 def pod_key(pod):
     meta = pod.get('metadata') or {}
     return '%s/%s' % (meta.get('namespace') or 'default', meta.get('name'))
@@ -458,6 +479,10 @@ def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
             'requests': dict((k, number(v)) for k, v in sorted(requests.items())),
             'gpus': [],
         }
+        claim, backed = dra_extended(pod)
+        if backed:
+            # held as DRA devices (the claim is in the report's DRA part), not from a device plugin's allocatable
+            rec['dra_extended'] = {'claim': claim, 'resources': dict((k, number(v)) for k, v in sorted(backed.items()))}
         report_pods.append(rec)
         entry = by_name.get(node_name) if node_name else None
         if entry is None:
@@ -467,6 +492,8 @@ def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
             continue
         entry['pods'].append(rec)
         for k, v in requests.items():
+            if k in backed:
+                continue
             entry['allocated'][k] = entry['allocated'].get(k, Decimal(0)) + v
         _place_gpushare(entry, rec, annotations, requests, gpushare_memory_unit)
         _place_volcano(entry, rec, annotations, requests)
@@ -782,6 +809,14 @@ def analyse_dra(dra, pods, report_nodes=None, restricted=False):
             holders.append(_pod_view(pod) if pod else {'namespace': ns, 'name': ref.get('name'), 'node': None,
                                                        'phase': None})
         entry = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
+        if (meta.get('annotations') or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == 'true':
+            # the scheduler's claim for a pod's plain extended resource requests: which resources it backs
+            entry['extended_resources'] = sorted(set(
+                m.get('resourceName') for p in pods or []
+                if ((p.get('status') or {}).get('extendedResourceClaimStatus') or {}).get('resourceClaimName') == name
+                and ((p.get('metadata') or {}).get('namespace') or 'default') == ns
+                for m in p['status']['extendedResourceClaimStatus'].get('requestMappings') or []
+                if m.get('resourceName')))
         if alloc:
             entry['state'] = 'allocated'
             entry['pods'] = holders or [_pod_view(p) for p in waiting]

@@ -82,6 +82,21 @@ IMAGE = pins.ref('dra-driver-nvidia-gpu-image')
 # DRA-09). The chart's resourceApiVersion is set from it, so helm template renders what helm install would.
 DRA_GA_MINOR = 34
 RESOURCE_API = ((34, 'resource.k8s.io/v1'), (33, 'resource.k8s.io/v1beta2'), (32, 'resource.k8s.io/v1beta1'))
+# Extended resources backed by DRA (KEP-5004): the feature gate DRAExtendedResource per minor, from its history in
+# k8s.io/kubernetes v1.37.2 pkg/features/kube_features.go (alpha and off from 1.34, beta and on from 1.36, GA and
+# locked on from 1.37) and v1.34.4 (alpha, off); absent before 1.34 (v1.33.13 has no such gate). Read on the lab's
+# real API servers (kubernetes_feature_enabled): 1.37.2 stage "" (GA) 1, 1.34.4 ALPHA 0, and there 1.34 drops
+# spec.extendedResourceName from a DeviceClass on create (DRAX-01, DRAX-02). (first minor, stage, on by default).
+EXTENDED_RESOURCE_GATE = 'DRAExtendedResource'
+EXTENDED_RESOURCE_STAGES = ((37, 'GA', True), (36, 'beta', True), (34, 'alpha', False))
+# The chart's own mapping: templates/deviceclass-gpu.yaml at v0.5.0 gives gpu.nvidia.com extendedResourceName
+# nvidia.com/gpu whenever the DeviceClass apiVersion is resource.k8s.io/v1 (DRA-11); no value of values.yaml switches
+# it off. So the collection renders no class of its own for it (two classes would map one name: the scheduler takes
+# the newest, dynamic-resource-allocation v0.37.2 deviceclass/extendedresourcecache, and the API server accepts both).
+CHART_EXTENDED_RESOURCES = {'nvidia.com/gpu': GPU_CLASS}
+EXTENDED_KINDS = ('gpu', 'time-slicing', 'mps', 'mig')
+MIG_RESOURCE_PREFIX = 'nvidia.com/mig-'
+
 # The one version above whose DeviceRequest is flat (k8s.io/api v0.32.0 resource/v1beta1 types.go DeviceRequest:
 # deviceClassName, selectors, allocationMode, count beside name); v1beta2 (v0.33.0) and v1 (v0.34.4) nest them under
 # exactly (ExactDeviceRequest). DRA-13.
@@ -132,6 +147,23 @@ DRA_SCHEMA = {
         'Namespace of the rendered claim templates (it must exist).')),
     'log_verbosity': dict(type=int, default=None, min=0, max=7, description=(
         "The driver's log verbosity (chart value C(logVerbosity)); unset keeps the chart's default.")),
+    'extended_resources': dict(type=list, default=[], elements='dict', description=(
+        'Extended resources backed by DRA (Kubernetes KEP-5004, feature gate C(DRAExtendedResource), on by default '
+        'from 1.36): one DeviceClass per entry whose C(extendedResourceName) is what the workloads already ask for, so '
+        'a pod asking for it in C(resources.limits) gets a DRA device without a ResourceClaim in its spec. Each a dict '
+        'with C(name) (the extended resource, e.g. V(nvidia.com/gpu.shared), V(nvidia.com/mig-1g.10gb)), C(kind) '
+        '(V(gpu), V(time-slicing), V(mps), V(mig); V(mig) reads the profile from a V(nvidia.com/mig-<profile>) name '
+        'unless C(mig_profile) is given), the CEL selectors C(product_name), C(architecture), C(min_memory), and '
+        'C(interval) (time-slicing), C(mps_active_thread_percentage), C(mps_pinned_memory_limit) (mps) as the '
+        "class's GpuConfig.",
+        "V(nvidia.com/gpu) is refused here: the chart's own C(gpu.nvidia.com) class maps it (on resource.k8s.io/v1) "
+        'and no chart value switches that off; two classes mapping one name are refused. Refused below Kubernetes '
+        '1.36 (the gate is alpha and off on 1.34 and 1.35, absent before). See docs/sharing_stacks.md.',)),
+    'workload_resources': dict(type=list, default=[], elements='str', description=(
+        "The extended resources the pool's workloads ask for (e.g. V(nvidia.com/gpu), V(nvidia.com/gpu.shared)): "
+        "each must be mapped by a class (the chart's C(gpu.nvidia.com) maps V(nvidia.com/gpu), "
+        'O(gpu_sharing_stack_dra.extended_resources) the others), else the pool is refused before anything changes. '
+        'Empty: not checked.',)),
 }
 
 # NVIDIA's GPU operator (NVIDIA/gpu-operator v26.7.0, controllers/state_manager.go gpuStateLabels, addGPUStateLabels;
@@ -146,7 +178,7 @@ OPERATOR_DEVICE_PLUGIN_OFF = 'false'
 # objects): the keys of gpu_sharing_stack_dra the values or the release come from, and the pool-level variables that
 # enter the values (mirror, pull secrets, node selector). Two dra pools that differ in one of them are refused.
 RELEASE_SETTINGS = ('chart_path', 'chart_version', 'release_name', 'namespace', 'driver_root', 'feature_gates',
-                    'compute_domains', 'log_verbosity', 'kube_dra_enabled')
+                    'compute_domains', 'log_verbosity', 'kube_dra_enabled', 'extended_resources')
 RELEASE_POOL_VARIABLES = ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets',
                           'gpu_sharing_stack_node_selector')
 
@@ -359,6 +391,16 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
                                    api_version=claim_api, var=var + '.claim_templates'):
             meta = ctx.meta(obj['metadata']['name'], namespace=ds['claim_namespace'])
             obj['metadata'] = meta
+            manifests.append(obj)
+    if ds['extended_resources'] or ds['workload_resources']:
+        enabled = dict((n, gates.get(n, d)) for n, (dummy, d) in chart['gates'].items())
+        # removal renders the same classes (to delete them) and refuses nothing about the cluster it is leaving
+        for obj in extended_resource_classes(ds['extended_resources'], gates=None if removing else enabled,
+                                             minor=None if removing else minor,
+                                             workload=() if removing else ds['workload_resources'],
+                                             var=var + '.extended_resources',
+                                             workload_var=var + '.workload_resources'):
+            obj['metadata'] = ctx.meta(obj['metadata']['name'], namespace=False, scope='shared')
             manifests.append(obj)
     if not removing:
         ctx.note('%s: the chart creates the DeviceClasses %s (and %s with %s.compute_domains); its uninstall removes them'
@@ -577,6 +619,158 @@ def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v
         else:
             out.append({'apiVersion': api_version, 'kind': 'ResourceClaimTemplate', 'metadata': meta,
                         'spec': {'spec': {'devices': devices}}})
+    return out
+
+
+def extended_resource_stage(minor):
+    """(stage, on by default) of the DRAExtendedResource gate on a Kubernetes minor; None where the gate is absent."""
+    for first, stage, default in EXTENDED_RESOURCE_STAGES:
+        if minor >= first:
+            return stage, default
+    return None
+
+
+_EXTENDED_KEYS = {
+    'name': dict(type=str, default=None),
+    'kind': dict(type=str, default='gpu', choices=list(EXTENDED_KINDS)),
+    'mig_profile': dict(type=str, default=''),
+    'product_name': dict(type=str, default=''),
+    'architecture': dict(type=str, default=''),
+    'min_memory': dict(type=str, default=''),
+    'interval': dict(type=str, default='Default', choices=list(TIME_SLICE_INTERVALS)),
+    'mps_active_thread_percentage': dict(type=int, default=None, min=1, max=100),
+    'mps_pinned_memory_limit': dict(type=str, default=''),
+}
+_QUALIFIED_PART = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
+_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
+
+
+def check_extended_resource_name(name, where):
+    """An extended resource name as the API server takes it for a DeviceClass's extendedResourceName (k8s.io/kubernetes
+    v1.37.2 pkg/apis/resource/validation; its messages seen on the lab's 1.37 server, DRAX-02): a domain-prefixed
+    name, not in the kubernetes.io domain, without the requests. prefix."""
+    if not isinstance(name, str) or '/' not in name:
+        raise StackError('%s must be a domain-prefixed extended resource name (e.g. nvidia.com/gpu.shared); got %r'
+                         % (where, name))
+    domain, path = name.split('/', 1)
+    if (not _DNS_SUBDOMAIN.match(domain) or not _QUALIFIED_PART.match(path) or len(path) > 63
+            or len(domain) > 253):
+        raise StackError('%s must be a domain-prefixed extended resource name (e.g. nvidia.com/gpu.shared); got %r'
+                         % (where, name))
+    if domain == 'kubernetes.io' or domain.endswith('.kubernetes.io'):
+        raise StackError('%s %s: an extended resource name must not be in the kubernetes.io domain' % (where, name))
+    if name.startswith('requests.'):
+        raise StackError('%s %s: an extended resource name must not have the requests. prefix' % (where, name))
+    return name
+
+
+def extended_class_name(resource):
+    """The DeviceClass name for an extended resource: '<path>.<domain>.extended.gpuops.io' (lower case; a cluster
+    object, one per name)."""
+    domain, path = resource.split('/', 1)
+    name = ('%s.%s.extended.gpuops.io' % (path, domain)).lower().replace('_', '-')
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise StackError('extended resource %s gives no valid DeviceClass name (%s)' % (resource, name))
+    return name
+
+
+def extended_resource_classes(specs, gates=None, minor=None, workload=(), var='extended_resources',
+                              workload_var='workload_resources', api_version='resource.k8s.io/v1'):
+    """DeviceClasses (resource.k8s.io/v1) whose spec.extendedResourceName is what the workloads ask for (KEP-5004).
+
+    Input: ``specs``, a list of dicts (the pool's extended_resources: name, kind, mig_profile, the CEL selectors
+    product_name, architecture, min_memory, and interval / mps_active_thread_percentage / mps_pinned_memory_limit for
+    the class's GpuConfig); ``gates``: the driver's feature gates as the release runs them (None skips the checks);
+    ``minor``: the cluster's Kubernetes minor (None: not checked); ``workload``: the names the pool's workloads ask
+    for (each must be mapped by the chart's class or a spec).
+    Output: a list of DeviceClass dicts (metadata holds the name only), in the order of ``specs``. StackError before
+    anything is rendered: a minor where the gate is off or absent (naming the minor, the gate and its stage), a name
+    mapped twice (the chart's nvidia.com/gpu included), a workload resource no class maps, and bad input by key."""
+    if not isinstance(specs, list):
+        raise StackError('%s must be a list of extended resources; got %r' % (var, specs))
+    if not isinstance(workload, (list, tuple)):
+        raise StackError('%s must be a list of extended resource names; got %r' % (workload_var, workload))
+    if (specs or workload) and minor is not None:
+        stage = extended_resource_stage(minor)
+        if stage is None or not stage[1]:
+            raise StackError(
+                '%s: Kubernetes 1.%d cannot back extended resources with DRA: its feature gate %s is %s (it is beta and '
+                'on by default from 1.36, GA from 1.37; k8s.io/kubernetes v1.37.2 pkg/features/kube_features.go), and '
+                'its API server drops a DeviceClass\'s spec.extendedResourceName without it; move the cluster to 1.36+ '
+                'or leave %s and %s empty'
+                % (var if specs else workload_var, minor, EXTENDED_RESOURCE_GATE,
+                   'absent' if stage is None else '%s and off by default' % stage[0], var, workload_var))
+    mapped = dict(CHART_EXTENDED_RESOURCES)
+    out = []
+    for i, raw in enumerate(specs):
+        where = '%s[%d]' % (var, i)
+        spec = validate_settings(raw, _EXTENDED_KEYS, where)
+        name = check_extended_resource_name(spec['name'], where + '.name')
+        if name in mapped:
+            if name in CHART_EXTENDED_RESOURCES:
+                raise StackError(
+                    '%s.name %s: the chart\'s DeviceClass %s already maps it (dra-driver-nvidia-gpu %s templates/'
+                    'deviceclass-gpu.yaml: extendedResourceName nvidia.com/gpu with resource.k8s.io/v1, and no chart '
+                    'value switches it off); two classes must not map one name (the scheduler would take the newer '
+                    'one). Whole GPUs need no entry here' % (where, name, mapped[name], CURRENT_CHART))
+            raise StackError('%s.name %s is mapped twice (also by %s); one class per extended resource'
+                             % (where, name, mapped[name]))
+        kind = spec['kind']
+        profile = spec['mig_profile']
+        if kind == 'mig' and not profile:
+            if not name.startswith(MIG_RESOURCE_PREFIX) or name == MIG_RESOURCE_PREFIX:
+                raise StackError('%s: kind mig needs mig_profile (e.g. 1g.10gb) or a name %s<profile>; got %s'
+                                 % (where, MIG_RESOURCE_PREFIX, name))
+            profile = name[len(MIG_RESOURCE_PREFIX):]
+        if kind != 'mig' and profile:
+            raise StackError('%s.mig_profile is for kind mig only; got kind %s' % (where, kind))
+        if kind != 'time-slicing' and spec['interval'] != 'Default':
+            raise StackError('%s.interval is for kind time-slicing only; got kind %s' % (where, kind))
+        if kind != 'mps' and (spec['mps_active_thread_percentage'] is not None or spec['mps_pinned_memory_limit']):
+            raise StackError('%s: mps_active_thread_percentage and mps_pinned_memory_limit are for kind mps only; got '
+                             'kind %s' % (where, kind))
+        for key in ('min_memory', 'mps_pinned_memory_limit'):
+            if spec[key] and not _QUANTITY.match(spec[key]):
+                raise StackError('%s.%s must be a Kubernetes quantity (e.g. 40Gi); got %r' % (where, key, spec[key]))
+        gate = {'time-slicing': 'TimeSlicingSettings', 'mps': 'MPSSupport'}.get(kind)
+        if gate and gates is not None and not gates.get(gate):
+            raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in '
+                             'feature_gates' % (where, kind, gate))
+        cls = extended_class_name(name)
+        if cls in mapped.values():
+            raise StackError('%s.name %s gives the DeviceClass name %s, which another entry has (names that differ in '
+                             'case only)' % (where, name, cls))
+        exprs = ["device.driver == '%s' && device.attributes['%s'].type == '%s'"
+                 % (DRIVER, DRIVER, 'mig' if kind == 'mig' else 'gpu')]
+        exprs += selectors(dict(spec, mig_profile=profile))
+        body = {'selectors': [{'cel': {'expression': e}} for e in exprs], 'extendedResourceName': name}
+        sharing = None
+        if kind == 'time-slicing':
+            sharing = {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': spec['interval']}}
+        elif kind == 'mps':
+            sharing = {'strategy': 'MPS'}
+            mps = {}
+            if spec['mps_active_thread_percentage'] is not None:
+                mps['defaultActiveThreadPercentage'] = spec['mps_active_thread_percentage']
+            if spec['mps_pinned_memory_limit']:
+                mps['defaultPinnedDeviceMemoryLimit'] = spec['mps_pinned_memory_limit']
+            if mps:
+                sharing['mpsConfig'] = mps
+        if sharing:
+            body['config'] = [{'opaque': {'driver': DRIVER, 'parameters': {
+                'apiVersion': CONFIG_API_VERSION, 'kind': GPU_CONFIG, 'sharing': sharing}}}]
+        mapped[name] = cls
+        out.append({'apiVersion': api_version, 'kind': 'DeviceClass', 'metadata': {'name': cls}, 'spec': body})
+    missing = []
+    for i, name in enumerate(workload):
+        check_extended_resource_name(name, '%s[%d]' % (workload_var, i))
+        if name not in mapped:
+            missing.append(name)
+    if missing:
+        raise StackError('%s: no DeviceClass maps %s, which the pool\'s workloads ask for; mapped: %s. Add %s to %s '
+                         '(kind gpu, time-slicing, mps or mig)'
+                         % (workload_var, ', '.join(missing), ', '.join(sorted(mapped)),
+                            'it' if len(missing) == 1 else 'them', var))
     return out
 
 

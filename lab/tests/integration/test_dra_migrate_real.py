@@ -1,0 +1,280 @@
+"""Playbook migrate_to_dra (issue #40) on the lab's real 1.37 control plane with kwok nodes: a Deployment whose pods
+ask plain ``nvidia.com/gpu: 1`` moves with its nodes from a device-plugin pool to a dra pool, node by node, and back,
+its pod template untouched, no replica lost (row DRAX-08 of docs/conformance/dra-driver-nvidia-gpu.md).
+
+* Two kwok nodes of this file's own (named with the pid, tainted with a key only its pods tolerate) start on a
+  time-slicing pool: the pool labels as gpu_node_labels records them, one device-plugin GPU each (allocatable
+  nvidia.com/gpu 1). A PodDisruptionBudget (maxUnavailable 1) covers the Deployment's two replicas; the drain goes
+  through the Eviction API, so the real disruption controller and API server decide.
+* kwok runs no DaemonSet, so a thread of this test does what the two plugins do when a node's pool labels switch:
+  on a node labelled strategy dra it takes the device plugin's GPU away (allocatable 0, as the kubelet shows once the
+  device plugin is gone) and publishes the node's ResourceSlice (lab/kube/dra_slices.py, the Python stand-in checked
+  against NVIDIA's gpu-kubelet-plugin v0.5.0 in test_dra_real.py); on a node back on the device-plugin pool it deletes
+  the slice and gives the GPU back.
+* nvidia.com/gpu is mapped by a DeviceClass as the chart's gpu.nvidia.com renders it (deviceclass-gpu.yaml, v0.5.0),
+  under a name of this file's own (the chart's release belongs to test_dra_real.py). The real scheduler backs the
+  pods' plain requests with the slices' devices there (DRAX-03).
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_migrate_real.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, VENV_BIN, play_json, wait_until as wait
+
+sys.path.insert(0, str(KUBE))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dra_slices  # noqa: E402  (lab/kube)
+from test_gpu_sharing_stack import T4  # noqa: E402
+from test_gpu_sharing_stack_real import failures, kwok_node  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+SUFFIX = '%d' % os.getpid()
+NODES = ['drax-mig-%s-%d' % (SUFFIX, i) for i in (1, 2)]
+NS = 'drax-mig-%s' % SUFFIX
+TAINT = 'gpuops.io/test-drax-mig-%s' % SUFFIX
+SELECT = {'gpuops.io/test-drax-mig': SUFFIX}
+TS_POOL, DRA_POOL = 'ts-%s' % SUFFIX, 'dra-%s' % SUFFIX
+TS = {'pool': TS_POOL, 'strategy': 'time-slicing', 'labels': {'nvidia.com/device-plugin.config': TS_POOL}}
+DRA = {'pool': DRA_POOL, 'strategy': 'dra'}
+CLASS = 'gpu-%s.drax-mig.lab.gpuops.io' % SUFFIX
+GROUP, VERSION = 'resource.k8s.io', 'v1'
+STRATEGY, POOL = 'gpuops.io/sharing-strategy', 'gpuops.io/sharing-pool'
+
+
+def pool_labels(side):
+    out = {STRATEGY: side['strategy'], POOL: side['pool']}
+    out.update(side.get('labels') or {'nvidia.com/gpu.deploy.device-plugin': 'false'})
+    return out
+
+
+class Plugins(threading.Thread):
+    """What the device plugin DaemonSet and the DRA kubelet plugin do on a node whose pool labels switched."""
+
+    def __init__(self, api, state_dir):
+        super().__init__(daemon=True)
+        self.api, self.state_dir, self.stop, self.error = api, state_dir, threading.Event(), None
+        self.hold = set()   # nodes whose DRA plugin does not come (a stopped move)
+
+    def run(self):
+        from kubernetes import client
+        core = client.CoreV1Api(self.api)
+        while not self.stop.is_set():
+            try:
+                for name in NODES:
+                    n = core.read_node(name)
+                    dra = (n.metadata.labels or {}).get(STRATEGY) == 'dra'
+                    gpus = (n.status.allocatable or {}).get('nvidia.com/gpu', '0')
+                    have = dra_slices.slices_of(self.api, name)
+                    if dra and gpus != '0':
+                        core.patch_node_status(name, {'status': {'allocatable': {'nvidia.com/gpu': '0'}}})
+                    if dra and not have and name not in self.hold:
+                        dra_slices.publish(self.api, name, 't4.json', self.state_dir)
+                    if not dra and have:
+                        for s in have:
+                            client.CustomObjectsApi(self.api).delete_cluster_custom_object(
+                                GROUP, VERSION, 'resourceslices', s['metadata']['name'])
+                    if not dra and gpus != '1':
+                        core.patch_node_status(name, {'status': {'allocatable': {'nvidia.com/gpu': '1'},
+                                                                 'capacity': {'nvidia.com/gpu': '1'}}})
+            except Exception as exc:  # reported by the test
+                self.error = exc
+            self.stop.wait(0.5)
+
+
+@pytest.fixture(scope='module')
+def lab(kube_real, tmp_path_factory):
+    from kubernetes import client
+    api = kube_real.api()
+    core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
+    co = client.CustomObjectsApi(api)
+    for name in NODES:
+        labels = dict(SELECT, **pool_labels(TS))
+        body = kwok_node(name, T4, labels=labels, resources={'nvidia.com/gpu': '1'})
+        record = dict((k, {'value': v, 'previous': None}) for k, v in labels.items() if k != 'kubernetes.io/hostname'
+                      and k in pool_labels(TS))
+        body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(record, sort_keys=True)
+        body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
+        core.create_node(body)
+    co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
+        'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
+        'spec': {'selectors': [{'cel': {'expression': "device.driver == 'gpu.nvidia.com' && "
+                                                      "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+                 'extendedResourceName': 'nvidia.com/gpu'}})
+    core.create_namespace({'metadata': {'name': NS}})
+    wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
+        NS, field_selector='metadata.name=default').items, 60)
+    plugins = Plugins(api, str(tmp_path_factory.mktemp('nvml')))
+    plugins.start()
+    app = {'app': 'drax-mig'}
+    policy.create_namespaced_pod_disruption_budget(NS, {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'gpu-app'},
+        'spec': {'maxUnavailable': 1, 'selector': {'matchLabels': app}}})
+    apps.create_namespaced_deployment(NS, {
+        'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': 'gpu-app'},
+        'spec': {'replicas': 2, 'selector': {'matchLabels': app}, 'template': {
+            'metadata': {'labels': app},
+            'spec': {'nodeSelector': SELECT, 'tolerations': [{'key': TAINT, 'operator': 'Exists'}],
+                     'terminationGracePeriodSeconds': 0,
+                     'containers': [{'name': 'main', 'image': 'registry.invalid/cuda-app:1',
+                                     'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}}}})
+    try:
+        yield {'kube': kube_real, 'core': core, 'apps': apps, 'co': co, 'plugins': plugins}
+    finally:
+        plugins.stop.set()
+        plugins.join(5)
+        core.delete_namespace(NS)
+        wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+        co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
+        for name in NODES:
+            for s in dra_slices.slices_of(api, name):
+                co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
+            core.delete_node(name)
+
+
+def migrate(lab, tmp_path, source, target, *args):
+    inv = tmp_path / 'inventory.yml'
+    inv.write_text(yaml.safe_dump({'all': {'hosts': dict((n, {}) for n in NODES), 'vars': {
+        'ansible_connection': 'local', 'ansible_python_interpreter': str(Path(VENV_BIN) / 'python')}}}))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_NOCOLOR='1',
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'build' / 'collections'), ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG,
+               PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
+    extra = {'gpuops_node_hosts': 'all', 'gpuops_kubeconfig': lab['kube'].kubeconfig, 'gpuops_migrate_from': source,
+             'gpuops_migrate_to': target, 'gpuops_migrate_poll_interval': 1, 'gpuops_migrate_drain_timeout': 120,
+             'gpuops_migrate_ready_timeout': 60}
+    p = subprocess.run([str(Path(VENV_BIN) / 'ansible-playbook'), '-i', str(inv),
+                        str(ROOT / 'playbooks' / 'migrate_to_dra.yml'), '-e', json.dumps(extra)] + list(args),
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    return p.returncode, play_json(p)
+
+
+def nodes_state(lab):
+    out = {}
+    for name in NODES:
+        n = lab['core'].read_node(name)
+        labels = n.metadata.labels or {}
+        out[name] = {'labels': dict((k, labels.get(k)) for k in (STRATEGY, POOL, 'nvidia.com/device-plugin.config',
+                                                                  'nvidia.com/gpu.deploy.device-plugin')),
+                     'unschedulable': bool(n.spec.unschedulable),
+                     'mark': (n.metadata.annotations or {}).get('gpuops.io/strategy-migration'),
+                     'rv': n.metadata.resource_version}
+    return out
+
+
+def app_pods(lab):
+    return [p for p in lab['core'].list_namespaced_pod(NS, label_selector='app=drax-mig').items
+            if not p.metadata.deletion_timestamp]
+
+
+def running_on(lab, dra):
+    """The Deployment's two pods Running on the two nodes, each backed by DRA (``dra``) or by the device plugin."""
+    pods = app_pods(lab)
+    if len(pods) != 2 or any(p.status.phase != 'Running' for p in pods):
+        return None
+    if sorted(p.spec.node_name for p in pods) != NODES:
+        return None
+    if any((p.status.extended_resource_claim_status is not None) != dra for p in pods):
+        return None
+    return pods
+
+
+def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
+    apps = lab['apps']
+    first = wait('the Deployment on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)
+    template = apps.read_namespaced_deployment('gpu-app', NS).spec.template.to_dict()
+    before = nodes_state(lab)
+
+    # check mode: the plan, nothing written
+    rc, doc = migrate(lab, tmp_path, TS, DRA, '--check')
+    assert rc == 0, failures(doc)
+    shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
+             for r in t['hosts'].values()]
+    assert shown == [['%s: migrate: pool %s (time-slicing) -> pool %s (dra)' % (n, TS_POOL, DRA_POOL) for n in NODES]]
+    assert nodes_state(lab) == before
+
+    t0 = time.time()
+    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    took = time.time() - t0
+    assert rc == 0, failures(doc)
+    assert lab['plugins'].error is None, lab['plugins'].error
+    after = nodes_state(lab)
+    for name in NODES:
+        assert after[name]['labels'] == {STRATEGY: 'dra', POOL: DRA_POOL, 'nvidia.com/device-plugin.config': None,
+                                         'nvidia.com/gpu.deploy.device-plugin': 'false'}, after
+        assert (after[name]['unschedulable'], after[name]['mark']) == (False, None)
+    pods = wait('the Deployment on DRA devices', lambda: running_on(lab, dra=True), 90)
+    assert not set(p.metadata.uid for p in pods) & set(p.metadata.uid for p in first)   # rescheduled, not kept
+    for p in pods:
+        claim = lab['co'].get_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims',
+                                                       p.status.extended_resource_claim_status.resource_claim_name)
+        [res] = claim['status']['allocation']['devices']['results']
+        assert (res['driver'], res['pool']) == ('gpu.nvidia.com', p.spec.node_name)
+    assert apps.read_namespaced_deployment('gpu-app', NS).spec.template.to_dict() == template
+    print('migrate to dra: %.1f s for %d nodes' % (took, len(NODES)))
+
+    # a re-run skips both nodes and writes nothing (the audit log: no write to a Node, a pod or an eviction)
+    start = lab['kube'].mark()
+    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    assert rc == 0, failures(doc)
+    writes = [w for w in lab['kube'].writes(start, lab['kube'].mark())
+              if ('/nodes/drax-mig-%s' % SUFFIX in w[1] and not w[1].split('?')[0].endswith('/status'))
+              or '/namespaces/%s/' % NS in w[1]]
+    assert writes == []
+    assert [v['labels'] for v in nodes_state(lab).values()] == [v['labels'] for v in after.values()]
+
+    # and back
+    rc, doc = migrate(lab, tmp_path, DRA, TS)
+    assert rc == 0, failures(doc)
+    back = nodes_state(lab)
+    for name in NODES:
+        assert back[name]['labels'] == {STRATEGY: 'time-slicing', POOL: TS_POOL,
+                                        'nvidia.com/device-plugin.config': TS_POOL,
+                                        'nvidia.com/gpu.deploy.device-plugin': None}, back
+        assert (back[name]['unschedulable'], back[name]['mark']) == (False, None)
+    wait('the Deployment back on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)
+    assert apps.read_namespaced_deployment('gpu-app', NS).spec.template.to_dict() == template
+    assert lab['plugins'].error is None, lab['plugins'].error
+
+
+def test_DRAX_08_a_move_that_stops_resumes_from_its_node(lab, tmp_path):
+    """The DRA plugin of the first node does not come within gpuops_migrate_ready_timeout: the move stops there with
+    that node switched, cordoned and marked, the second node untouched. Once the plugin is there, a re-run resumes the
+    first node (waits, uncordons, unmarks: not drained again) and moves the second; no replica lost."""
+    wait('the Deployment on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)
+    lab['plugins'].hold.add(NODES[0])
+    try:
+        rc, doc = migrate(lab, tmp_path, TS, DRA, '-e', 'gpuops_migrate_ready_timeout=4')
+    finally:
+        lab['plugins'].hold.discard(NODES[0])
+    assert rc != 0
+    [(task, dummy)] = failures(doc)
+    assert task == "Wait for the DRA driver's ResourceSlice of the node"
+    stopped = nodes_state(lab)
+    assert stopped[NODES[0]]['labels'][STRATEGY] == 'dra'
+    assert (stopped[NODES[0]]['unschedulable'], stopped[NODES[0]]['mark']) == (True, DRA_POOL)
+    assert stopped[NODES[1]]['labels'][STRATEGY] == 'time-slicing'
+    assert (stopped[NODES[1]]['unschedulable'], stopped[NODES[1]]['mark']) == (False, None)
+    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    assert rc == 0, failures(doc)
+    shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
+             for r in t['hosts'].values()]
+    assert shown[0][0].startswith('%s: resume: ' % NODES[0]) and shown[0][1].startswith('%s: migrate: ' % NODES[1])
+    drains = [h for play in doc['plays'] for t in play['tasks']
+              if t['task']['name'] == 'Mark, cordon and evict the GPU pods (PodDisruptionBudgets honoured)'
+              for h, r in t['hosts'].items() if not r.get('skipped')]
+    assert drains == [NODES[1]]
+    done = nodes_state(lab)
+    for name in NODES:
+        assert done[name]['labels'][STRATEGY] == 'dra'
+        assert (done[name]['unschedulable'], done[name]['mark']) == (False, None)
+    wait('the Deployment on DRA devices', lambda: running_on(lab, dra=True), 90)

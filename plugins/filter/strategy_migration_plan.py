@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter of playbook migrate_to_dra: what the migration does with each node (no cluster access)."""
+
+DOCUMENTATION = r'''
+name: strategy_migration_plan
+short_description: Each node's step of a move between a device-plugin pool and a dra pool
+version_added: 0.1.0
+description:
+  - From the Nodes read from the cluster, the hosts to move (C(host), C(node)) and the two pools, each node's step -
+    C(migrate) (on the source pool), C(resume) (on the target pool with the migration's mark, a run that stopped after
+    the switch), C(skip) (on the target pool already) - with the labels after the switch for role C(gpuops.k8s_gpu.gpu_node_labels)
+    and what shows the target's plugin serving the node; and every error (a node in neither pool or not in the
+    cluster, one side not a dra pool). Used by playbook C(gpuops.k8s_gpu.migrate_to_dra).
+positional: hosts, source, target
+options:
+  _input:
+    description: Node objects (C(resources) of C(kubernetes.core.k8s_info)).
+    type: list
+    elements: dict
+    required: true
+  hosts:
+    description: The hosts to move, in order, each C({host, node}).
+    type: list
+    elements: dict
+    required: true
+  source:
+    description: The pool the nodes leave - C(pool), C(strategy), C(labels) (its stack's node labels), C(resource).
+    type: dict
+    required: true
+  target:
+    description: The pool the nodes join, as O(source).
+    type: dict
+    required: true
+author: gpuops.k8s_gpu developers
+'''
+
+EXAMPLES = r'''
+- name: Plan the move
+  ansible.builtin.set_fact:
+    plan: "{{ nodes.resources | gpuops.k8s_gpu.strategy_migration_plan(hosts, {'pool': 'ts', 'strategy': 'time-slicing'},
+             {'pool': 'dra', 'strategy': 'dra'}) }}"
+'''
+
+RETURN = r'''
+_value:
+  description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(from), C(to)) and C(errors).
+  type: dict
+'''
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.strategy_migration import migration_plan
+
+
+def strategy_migration_plan(nodes, hosts, source, target):
+    if not isinstance(nodes, list) or not isinstance(hosts, list):
+        raise AnsibleFilterError('strategy_migration_plan: expected lists of nodes and hosts')
+    return migration_plan(nodes, hosts, source, target)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'strategy_migration_plan': strategy_migration_plan}

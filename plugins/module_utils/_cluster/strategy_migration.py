@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Moving a node between a device-plugin pool and a ``dra`` pool (issue #40, playbook migrate_to_dra.yml): what to do
+with one node, and the labels role gpu_node_labels (the one writer of Node labels) gives it.
+
+The node's pool is its labels (gpuops.io/sharing-strategy and gpuops.io/sharing-pool, recorded by gpu_node_labels in
+the gpuops.io/managed-labels annotation). The switch keeps every label the collection recorded that is not the source
+pool's (the GPU feature labels, extra labels), drops the source pool's labels (the strategy and pool labels and the
+source stack's labels) and sets the target pool's, recording them as the stack's (claimed), so a later
+gpu_node_labels_state=absent for the target pool removes them. A device plugin DaemonSet of the collection selects its
+pool label and the DRA kubelet plugin the strategy label dra: the switch moves the node from one to the other.
+"""
+
+import json
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+    POOL_LABEL, STRATEGY_LABEL,
+)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import (
+    DRIVER, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF,
+)
+
+RECORD_ANNOTATION = 'gpuops.io/managed-labels'
+MARK_ANNOTATION = 'gpuops.io/strategy-migration'
+# the labels every node of a dra pool carries besides the strategy and pool labels (DRA-12)
+DRA_STACK_LABELS = {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}
+DEFAULT_RESOURCE = 'nvidia.com/gpu'
+
+
+class MigrationError(Exception):
+    pass
+
+
+def _side(raw, var):
+    """A side of the migration: {pool, strategy, labels, resource}, checked."""
+    if not isinstance(raw, dict):
+        raise MigrationError('%s must be a dict with pool and strategy; got %r' % (var, raw))
+    unknown = sorted(set(raw) - {'pool', 'strategy', 'labels', 'resource'})
+    if unknown:
+        raise MigrationError('%s: unknown key(s) %s; allowed: pool, strategy, labels, resource'
+                             % (var, ', '.join(unknown)))
+    pool, strategy = raw.get('pool'), raw.get('strategy')
+    if not isinstance(pool, str) or not pool:
+        raise MigrationError('%s.pool must be the name of a sharing pool; got %r' % (var, pool))
+    if strategy not in gpu_strategy.STRATEGIES:
+        raise MigrationError('%s.strategy must be one of %s; got %r' % (var, ', '.join(gpu_strategy.STRATEGIES), strategy))
+    labels = raw.get('labels')
+    if labels is None:
+        labels = dict(DRA_STACK_LABELS) if strategy == 'dra' else {}
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise MigrationError('%s.labels must map label keys to string values (the pool stack\'s node labels); got %r'
+                             % (var, labels))
+    if STRATEGY_LABEL in labels or POOL_LABEL in labels:
+        raise MigrationError('%s.labels must not hold %s or %s (they come from strategy and pool)'
+                             % (var, STRATEGY_LABEL, POOL_LABEL))
+    resource = raw.get('resource', DEFAULT_RESOURCE)
+    if not isinstance(resource, str) or '/' not in resource:
+        raise MigrationError('%s.resource must be the extended resource the device plugin advertises (e.g. %s); got %r'
+                             % (var, DEFAULT_RESOURCE, resource))
+    return {'pool': pool, 'strategy': strategy, 'labels': labels, 'resource': resource}
+
+
+def check_sides(source, target):
+    """(source, target) checked: exactly one side is a dra pool, the other a device-plugin pool."""
+    src, dst = _side(source, 'gpuops_migrate_from'), _side(target, 'gpuops_migrate_to')
+    if (src['strategy'] == 'dra') == (dst['strategy'] == 'dra'):
+        raise MigrationError('one side of the migration must be a dra pool and the other a device-plugin pool; got '
+                             'gpuops_migrate_from.strategy %s and gpuops_migrate_to.strategy %s'
+                             % (src['strategy'], dst['strategy']))
+    if src['pool'] == dst['pool']:
+        raise MigrationError('gpuops_migrate_from.pool and gpuops_migrate_to.pool are both %s' % src['pool'])
+    return src, dst
+
+
+def _record(meta):
+    raw = (meta.get('annotations') or {}).get(RECORD_ANNOTATION) or ''
+    try:
+        rec = json.loads(raw) if raw else {}
+    except ValueError:
+        raise MigrationError('node %s: annotation %s is not the JSON object gpu_node_labels writes'
+                             % (meta.get('name'), RECORD_ANNOTATION))
+    return rec if isinstance(rec, dict) else {}
+
+
+def stacks_input(pool, node, labels):
+    """Role gpu_node_labels' gpu_node_labels_stacks for the switch of one node: the target pool's labels of the node
+    as a stack's (with gpu_node_labels_group empty, the node's labels are exactly these and each is recorded)."""
+    return {pool: {'node_labels': {node: dict(labels)}, 'node_label_defaults': {}}}
+
+
+def node_step(node, host, source, target):
+    """What the migration does with one node: {host, node, action, reason, plan, wait}.
+
+    ``node``: the live Node (dict, or None when it is not in the cluster); ``source``/``target``: the two sides (see
+    check_sides). ``action``: ``migrate`` (on the source pool: drain, switch, wait, uncordon), ``resume`` (already on
+    the target pool with the migration's mark: a run that stopped after the switch; wait and uncordon), ``skip`` (on
+    the target pool, no mark: migrated before). ``labels``: the node's labels after the switch, and ``stacks``: them
+    as role gpu_node_labels' gpu_node_labels_stacks (the one writer of Node labels). ``wait``: what shows the target's plugin serving the node - {kind: slice, driver} for dra, {kind:
+    resource, resource} for a device plugin. MigrationError for a node in neither pool or not in the cluster."""
+    src, dst = check_sides(source, target)
+    if not node:
+        raise MigrationError('%s: its node is not in the cluster (set gpuops_migrate_node_name for the host)' % host)
+    meta = node.get('metadata') or {}
+    name = meta.get('name')
+    labels = meta.get('labels') or {}
+    marked = MARK_ANNOTATION in (meta.get('annotations') or {})
+    now = (labels.get(STRATEGY_LABEL), labels.get(POOL_LABEL))
+    wait = ({'kind': 'slice', 'driver': DRIVER} if dst['strategy'] == 'dra'
+            else {'kind': 'resource', 'resource': dst['resource']})
+    out = {'host': host, 'node': name, 'wait': wait, 'from': src['pool'], 'to': dst['pool']}
+    if now == (dst['strategy'], dst['pool']):
+        out.update(action='resume' if marked else 'skip', labels=None, stacks=None,
+                   reason='on pool %s (strategy %s)%s' % (dst['pool'], dst['strategy'],
+                                                          ', the switch of a stopped run: uncordon' if marked else
+                                                          ' already: nothing to do'))
+        return out
+    if now != (src['strategy'], src['pool']):
+        raise MigrationError('%s: node %s is on pool %s (strategy %s), neither the source pool %s (%s) nor the target '
+                             'pool %s (%s); nothing was changed'
+                             % (host, name, now[1] or '-', now[0] or '-', src['pool'], src['strategy'], dst['pool'],
+                                dst['strategy']))
+    record = _record(meta)
+    drop = {STRATEGY_LABEL, POOL_LABEL} | set(src['labels'])
+    keep = dict((k, (e or {}).get('value')) for k, e in record.items()
+                if k not in drop and isinstance(e, dict) and e.get('value') is not None and labels.get(k) == e['value'])
+    want = dict(keep)
+    want.update(dst['labels'])
+    want[STRATEGY_LABEL] = dst['strategy']
+    want[POOL_LABEL] = dst['pool']
+    out.update(action='migrate', labels=want, stacks=stacks_input(dst['pool'], name, want),
+               reason='pool %s (%s) -> pool %s (%s)' % (src['pool'], src['strategy'], dst['pool'], dst['strategy']))
+    return out
+
+
+def migration_plan(nodes, hosts, source, target):
+    """Every host's step, in the order of ``hosts`` ([{host, node}]); ``nodes``: the live Nodes. Returns {'steps',
+    'errors'}: errors (a node in neither pool, not in the cluster, bad sides) stop the run before anything changes."""
+    by_name = dict(((n.get('metadata') or {}).get('name'), n) for n in nodes or [])
+    steps, errors = [], []
+    try:
+        check_sides(source, target)
+    except MigrationError as exc:
+        return {'steps': [], 'errors': [str(exc)]}
+    for h in hosts or []:
+        try:
+            steps.append(node_step(by_name.get(h['node']), h['host'], source, target))
+        except MigrationError as exc:
+            errors.append(str(exc))
+    return {'steps': steps, 'errors': errors}

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Playbook migrate_to_dra's plan (module_utils _cluster/strategy_migration.py; row DRAX-08): each node's step and the
+label plan gpu_node_labels_apply applies; lab/tests/integration/test_dra_migrate_real.py runs the playbook."""
+import json
+import re
+
+import pytest
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import strategy_migration as sm
+
+TS = {'pool': 'ts', 'strategy': 'time-slicing', 'labels': {'nvidia.com/device-plugin.config': 'ts'}}
+DRA = {'pool': 'dra', 'strategy': 'dra'}
+
+
+def node(name, strategy, pool, extra=None, marked=False, record=None):
+    labels = {'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': pool,
+              'nvidia.com/gpu.product': 'Tesla-T4'}
+    labels.update(extra or {})
+    if record is None:
+        record = dict((k, {'value': v, 'previous': None}) for k, v in labels.items())
+    ann = {'gpuops.io/managed-labels': json.dumps(record)}
+    if marked:
+        ann[sm.MARK_ANNOTATION] = 'dra'
+    return {'metadata': {'name': name, 'labels': labels, 'annotations': ann}, 'status': {'allocatable': {}}}
+
+
+def test_DRAX_08_step_per_node_and_the_label_switch():
+    nodes = [node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts'}),
+             node('n2', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false'}),
+             node('n3', 'dra', 'dra', marked=True)]
+    out = sm.migration_plan(nodes, [{'host': h, 'node': h} for h in ('n1', 'n2', 'n3')], TS, DRA)
+    assert out['errors'] == []
+    s1, s2, s3 = out['steps']
+    assert (s1['action'], s2['action'], s3['action']) == ('migrate', 'skip', 'resume')
+    assert s1['wait'] == {'kind': 'slice', 'driver': 'gpu.nvidia.com'} and s2['labels'] is None
+    # role gpu_node_labels' plan from the step (no inventory group: the stack's labels only)
+    static = cluster_plan.label_static_plan({}, {}, group='', stacks=s1['stacks'])
+    assert static['errors'] == []
+    [want] = static['nodes']
+    assert want['labels'] == s1['labels'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'dra',
+                              'nvidia.com/gpu.deploy.device-plugin': 'false', 'nvidia.com/gpu.product': 'Tesla-T4'}
+    assert want['node'] == 'n1' and want['pools'] == ['dra']
+    # what gpu_node_labels_apply then patches: the source stack's label removed, the record rewritten
+    live = cluster_plan.label_live_plan(static, nodes)
+    assert live['errors'] == []
+    [p] = live['nodes']
+    assert p['patch']['metadata']['labels'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'dra',
+                                                'nvidia.com/gpu.deploy.device-plugin': 'false',
+                                                'nvidia.com/device-plugin.config': None}
+    record = json.loads(p['patch']['metadata']['annotations']['gpuops.io/managed-labels'])
+    assert sorted(record) == ['gpuops.io/sharing-pool', 'gpuops.io/sharing-strategy',
+                              'nvidia.com/gpu.deploy.device-plugin', 'nvidia.com/gpu.product']
+
+
+def test_DRAX_08_and_back_waits_for_the_device_plugins_resource():
+    n = node('n1', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false'})
+    [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA, TS)['steps']
+    assert s['action'] == 'migrate' and s['wait'] == {'kind': 'resource', 'resource': 'nvidia.com/gpu'}
+    assert s['labels'] == {'gpuops.io/sharing-strategy': 'time-slicing',
+                                               'gpuops.io/sharing-pool': 'ts', 'nvidia.com/device-plugin.config': 'ts',
+                                               'nvidia.com/gpu.product': 'Tesla-T4'}
+
+
+@pytest.mark.parametrize('src,dst,match', [
+    (TS, dict(TS, pool='ts2'), 'one side of the migration must be a dra pool'),
+    (DRA, dict(DRA, pool='dra2'), 'one side of the migration must be a dra pool'),
+    (dict(TS, strategy='vgpu'), DRA, r'gpuops_migrate_from.strategy must be one of .*; got .vgpu.'),
+    (dict(TS, pool=''), DRA, 'gpuops_migrate_from.pool must be the name of a sharing pool'),
+    (TS, dict(DRA, labels={'gpuops.io/sharing-pool': 'x'}), 'gpuops_migrate_to.labels must not hold'),
+    (TS, dict(DRA, colour='red'), r'gpuops_migrate_to: unknown key\(s\) colour'),
+])
+def test_DRAX_08_bad_sides_refused_by_name(src, dst, match):
+    out = sm.migration_plan([], [], src, dst)
+    assert out['steps'] == [] and len(out['errors']) == 1
+    assert re.search(match, out['errors'][0]), out['errors']
+
+
+def test_DRAX_08_node_in_neither_pool_or_missing_refused():
+    out = sm.migration_plan([node('n1', 'mig', 'other')], [{'host': 'h1', 'node': 'n1'}, {'host': 'h2', 'node': 'gone'}],
+                            TS, DRA)
+    assert out['errors'] == [
+        'h1: node n1 is on pool other (strategy mig), neither the source pool ts (time-slicing) nor the target pool '
+        'dra (dra); nothing was changed',
+        'h2: its node is not in the cluster (set gpuops_migrate_node_name for the host)']
+
+
+def test_DRAX_08_drain_takes_the_pods_holding_dra_devices():
+    """gpu_node_drain (mode gpu) evicts the pods that hold DRA devices whatever their resources are named: a pod
+    with a ResourceClaim and a pod whose extended resource the scheduler backed with DRA; not a CPU pod."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
+
+    def pod(name, spec=None, status=None):
+        return {'metadata': {'name': name, 'namespace': 'ml', 'ownerReferences': [{'kind': 'ReplicaSet'}]},
+                'spec': dict({'containers': [{'name': 'c'}]}, **(spec or {})),
+                'status': dict({'phase': 'Running'}, **(status or {}))}
+    pods = [pod('claim', spec={'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}]}),
+            pod('extended', spec={'containers': [{'name': 'c', 'resources': {'limits': {'example.com/small-gpu': '1'}}}]},
+                status={'extendedResourceClaimStatus': {'resourceClaimName': 'extended-extended-resources-a',
+                                                        'requestMappings': [{'containerName': 'c',
+                                                                             'resourceName': 'example.com/small-gpu',
+                                                                             'requestName': 'container-0-request-0'}]}}),
+            pod('web')]
+    evict, wait, kept, refused = drain.select_pods(pods, 'gpu', drain.DEFAULT_GPU_RESOURCES)
+    assert [p['metadata']['name'] for p in evict] == ['claim', 'extended']
+    assert [p['metadata']['name'] for p in kept] == ['web'] and not wait and not refused
