@@ -370,6 +370,42 @@ def validate_definitions(defs):
     return None
 
 
+def prune(conv, defs, label_selector, kinds):
+    """After a present run: delete the objects of ``kinds`` ([{api_version, kind}]) that carry ``label_selector`` and
+    are not among ``defs`` - what a pool rendered before and no longer renders (a MIG manager switched off, a namespace
+    changed). Only objects this module applied (its hash annotation) go, as with state=absent; every namespace is
+    listed; a kind the cluster does not serve has nothing to prune. Returns conv.result()."""
+    want = set(ident(d) for d in defs)
+    for k in kinds:
+        probe = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': {'name': '-'}}
+        try:
+            res = conv.resource(probe)
+        except ConvergeError:
+            continue
+        try:
+            items = conv.client.get(res, label_selector=label_selector).to_dict().get('items') or []
+        except ApiException as e:
+            raise ConvergeError('listing %s %s with %s: API error %s %s' % (k['api_version'], k['kind'], label_selector,
+                                                                          e.status, e.reason))
+        for item in items:
+            meta = item.get('metadata') or {}
+            d = {'apiVersion': k['api_version'], 'kind': k['kind'],
+                 'metadata': dict({'name': meta.get('name')}, **({'namespace': meta['namespace']}
+                                                               if meta.get('namespace') else {}))}
+            if ident(d) in want or k['kind'] in conv.p['labels_only_kinds']:
+                continue
+            if not conv.managed(d, item):
+                continue
+            if not conv.check_mode:
+                try:
+                    conv.client.delete(res, name=d['metadata']['name'], namespace=meta.get('namespace'),
+                                       body={'propagationPolicy': 'Background'})
+                except NotFoundError:
+                    continue
+            conv.record(d, 'deleted', item, None)
+    return conv.result()
+
+
 def converge(conv, defs, state):
     """Run conv over defs (reverse order for absent). Raises ConvergeError naming the object on an API error."""
     order = defs if state == 'present' else list(reversed(defs))

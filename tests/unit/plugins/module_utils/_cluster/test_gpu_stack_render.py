@@ -250,3 +250,64 @@ def test_the_record_prefix_is_the_converge_modules_default():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import SHARED_USER_PREFIX
     from ansible_collections.gpuops.k8s_gpu.plugins.modules.k8s_converge import argument_spec
     assert SHARED_USER_PREFIX == USER_PREFIX == argument_spec()['user_annotation_prefix']['default']
+
+
+PRUNE_CASES = [
+    ('exclusive', {}), ('time-slicing', {'settings': {'time_slicing': {'replicas': 3}}}), ('mps', {}),
+    ('mig', {'facts': A100, 'settings': {'mig': {'devices': {'1g.10gb': 7}}}}),
+    ('mig', {'facts': A100, 'settings': {'mig': {'strategy': 'mixed', 'devices': {'1g.10gb': 2}, 'manager': False}}}),
+    ('gpushare', {'settings': GPUSHARE_OK}), ('gpushare', {'settings': GPUSHARE_OK, 'validation': {'enabled': True}}),
+    ('volcano', {'settings': {'volcano': {'version': '1.15', 'kube_version': 'v1.33.2'}}}),
+    ('hami', {'settings': {'hami': HAMI_OK}}),
+    ('gpu-manager', {'settings': {'gpu_manager': {'accept_unmaintained': True,
+                                                  'admission_image': 'reg.example/gpu-admission:47d56ae'}}}),
+]  # gpu-operator renders no pool object (the one release and its values are shared)
+
+
+@pytest.mark.parametrize('strategy,kw', PRUNE_CASES)
+def test_the_pools_objects_are_pruned_by_their_labels_over_every_kind_a_pool_renders(strategy, kw):
+    """Found by the lifecycle suite (lab/tests/integration/test_lifecycle_suite_real.py): a MIG pool switched to
+    manager: false kept NVIDIA's MIG manager DaemonSet and its RBAC running on its node. The render names what role
+    gpu_sharing_stack prunes after the apply (k8s_converge prune): the pool's own objects by their labels, over every
+    kind any strategy renders for a pool, so an object a setting no longer makes (of any kind) is found."""
+    out = render(strategy, **kw)
+    prune = out['prune']
+    assert prune['label_selector'] == ('app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-pool=p1,'
+                                       'gpuops.io/sharing-scope=pool')
+    wanted = set((k['api_version'], k['kind']) for k in prune['kinds'])
+    assert out['pool_manifests'], 'no pool object rendered: the test would prove nothing'
+    for m in out['pool_manifests']:
+        labels = m['metadata']['labels']
+        assert (m['apiVersion'], m['kind']) in wanted, m['kind']
+        assert all(labels.get(k) == v for k, v in (kv.split('=') for kv in prune['label_selector'].split(',')))
+    for m in out['shared_manifests'] + out['validation_manifests']:
+        assert m['metadata']['labels'].get('gpuops.io/sharing-scope') != 'pool', m['metadata']['name']
+
+
+def node_of(pool, strategy):
+    return {'metadata': {'name': 'n-' + pool, 'labels': {'gpuops.io/sharing-pool': pool,
+                                                         'gpuops.io/sharing-strategy': strategy}}}
+
+
+def test_a_runtime_class_only_the_leaving_pool_uses_is_not_kept_for_the_familys_recorded_pools():
+    """Found by the lifecycle suite: pool ex (exclusive) with runtime_class_name nvidia-x, beside time-slicing and mig
+    pools recorded on RuntimeClass nvidia; uninstalling ex kept nvidia-x for ever, because the family's other pools
+    (read from the nodes) made the role keep every shared object. A pool recorded on a RuntimeClass records itself on
+    each it uses, so only pools recorded on none (installed before records) still keep the shared objects."""
+    live_rcs = [rc_live('nvidia', ['ts', 'mig']), rc_live('nvidia-x', ['p1'])]
+    nodes = [node_of('ts', 'time-slicing'), node_of('mig', 'mig'), node_of('p1', 'exclusive')]
+    out = render('exclusive', settings={'nvidia': {'runtime_class_name': 'nvidia-x'}}, check_conflicts=False,
+                 live_runtime_classes=live_rcs, live_nodes=nodes)
+    assert out['other_pools'] == ['mig', 'ts'] and out['keep_shared'] is False
+    # a pool of the family recorded on no RuntimeClass (installed before records) keeps them
+    legacy = render('exclusive', settings={'nvidia': {'runtime_class_name': 'nvidia-x'}}, check_conflicts=False,
+                    live_runtime_classes=live_rcs, live_nodes=nodes + [node_of('old', 'mps')])
+    assert legacy['other_pools'] == ['mig', 'old', 'ts'] and legacy['keep_shared'] is True
+
+
+def test_other_strategies_keep_their_shared_objects_for_any_other_pool_of_the_strategy():
+    nodes = [node_of('h2', 'hami')]
+    out = render('hami', settings={'hami': HAMI_OK}, check_conflicts=False, live_nodes=nodes)
+    assert out['other_pools'] == ['h2'] and out['keep_shared'] is True
+    alone = render('hami', settings={'hami': HAMI_OK}, check_conflicts=False, live_nodes=[])
+    assert alone['keep_shared'] is False
