@@ -95,7 +95,7 @@ class Lab(object):
         try:
             result = k8s_converger.converge(conv, defs, state)
             if params.get('prune') and state == 'present':  # the module's order (k8s_converge main)
-                result = k8s_converger.prune(conv, defs, params['prune']['label_selector'], params['prune']['kinds'])
+                result = k8s_converger.prune(conv, defs, params['prune'])
             return result
         except k8s_converger.ConvergeError as e:
             raise Refused('k8s_converge: %s (%s)' % (e, conv.result()))

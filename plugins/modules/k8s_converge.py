@@ -100,13 +100,16 @@ options:
     default: false
   prune:
     description:
-      - With O(state=present), after the objects are applied, list the objects of O(prune.kinds) that carry every label
-        of O(prune.label_selector) (in every namespace) and delete those that are not among O(definitions) and carry
-        O(hash_annotation) - what a caller rendered before and no longer renders. Role M(gpuops.k8s_gpu.gpu_sharing_stack)
-        prunes a pool's own objects this way, so an object a changed setting drops (the MIG manager switched off) or
-        one left in the pool's previous namespace goes.
+      - With O(state=present), after the objects are applied, for each entry list the objects of its C(kinds) that
+        carry every label of its C(label_selector) (in every namespace) and delete those that are not among
+        O(definitions) and carry O(hash_annotation) - what a caller rendered before and no longer renders. Role
+        M(gpuops.k8s_gpu.gpu_sharing_stack) prunes a pool's own objects this way (the MIG manager switched off, the
+        pool's previous namespace) and the shared objects of HAMi, Volcano, gpushare and gpu-manager (gpu-admission's
+        registration mode changed).
       - A kind the cluster does not serve is skipped. Deleted objects are reported with action V(deleted).
-    type: dict
+    type: list
+    elements: dict
+    default: []
     suboptions:
       label_selector:
         description: Label selector (V(key=value) pairs joined by commas) of the objects to consider.
@@ -233,7 +236,7 @@ def argument_spec():
         user_labels=dict(type='dict', default={}),
         user_annotation_prefix=dict(type='str', default='user.gpuops.io/'),
         keep=dict(type='bool', default=False),
-        prune=dict(type='dict', options=dict(
+        prune=dict(type='list', elements='dict', default=[], options=dict(
             label_selector=dict(type='str', required=True),
             kinds=dict(type='list', elements='dict', required=True, options=dict(
                 api_version=dict(type='str', required=True),
@@ -270,8 +273,7 @@ def main():
     try:
         result = converge(conv, module.params['definitions'], module.params['state'])
         if module.params['prune'] and module.params['state'] == 'present':
-            result = prune(conv, module.params['definitions'], module.params['prune']['label_selector'],
-                           module.params['prune']['kinds'])
+            result = prune(conv, module.params['definitions'], module.params['prune'])
     except ConvergeError as e:
         module.fail_json(msg=str(e), **conv.result())
     for w in conv.warnings:

@@ -66,6 +66,9 @@ CHANGES = {
             ("mixed, no manager", {"mig": {"strategy": "mixed", "devices": {"1g.10gb": 2, "2g.20gb": 1},
                                            "manager": False}})],
     "exclusive": [("runtime class nvidia-x", {"nvidia": {"runtime_class_name": "nvidia-x"}})],
+    "gpu-manager": [("admission on a cluster IP", {"gpu_manager": dict(BASE["gpu-manager"]["gpu_manager"],
+                                                                      admission_registration="cluster-ip",
+                                                                      admission_cluster_ip="10.96.0.50")})],
     "hami": [("split 8", {"hami": {"device_split_count": 8}})],
     "gpu-operator": [("mps", {"gpu_operator": dict(BASE["gpu-operator"]["gpu_operator"], sharing="mps")})],
 }
@@ -210,10 +213,13 @@ def lifecycle_machine(lab):
     counter = [0]
 
     class Lifecycle(RuleBasedStateMachine):
+        logs = []  # each example's steps (printed; the test requires accepted and refused steps among them)
+
         def __init__(self):
             super().__init__()
             reset(lab)
             self.s = Steps(lab)
+            self.logs.append(self.s.log)
 
         def free(self, strategy):
             used = set(n for p in lab.pools.values() for n in p["nodes"])
@@ -317,3 +323,8 @@ def test_randomized_sequences(kube):
         max_examples=EXAMPLES, stateful_step_count=STEPS, derandomize=not SEED, database=None, deadline=None,
         print_blob=True, suppress_health_check=list(HealthCheck)))
     assert lab.pools == {}
+    steps = [line for log in machine.logs for line in log]
+    print("\n".join("example %d:\n  %s" % (i, "\n  ".join(log)) for i, log in enumerate(machine.logs)))
+    # a machine whose rules all returned early would prove nothing
+    accepted = [line for line in steps if not line.endswith(": refused")]
+    assert len(accepted) >= 2 * EXAMPLES, steps

@@ -370,11 +370,18 @@ def validate_definitions(defs):
     return None
 
 
-def prune(conv, defs, label_selector, kinds):
-    """After a present run: delete the objects of ``kinds`` ([{api_version, kind}]) that carry ``label_selector`` and
-    are not among ``defs`` - what a pool rendered before and no longer renders (a MIG manager switched off, a namespace
-    changed). Only objects this module applied (its hash annotation) go, as with state=absent; every namespace is
-    listed; a kind the cluster does not serve has nothing to prune. Returns conv.result()."""
+def prune(conv, defs, rules):
+    """After a present run: for each rule ({label_selector, kinds: [{api_version, kind}]}), delete the objects of its
+    kinds that carry its labels and are not among ``defs`` - what a caller rendered before and no longer renders (a
+    pool's MIG manager switched off, a strategy's shared objects of a changed registration mode, a previous namespace).
+    Only objects this module applied (its hash annotation) go, as with state=absent; every namespace is listed; a kind
+    the cluster does not serve has nothing to prune. Returns conv.result()."""
+    for rule in rules or []:
+        _prune(conv, defs, rule['label_selector'], rule['kinds'])
+    return conv.result()
+
+
+def _prune(conv, defs, label_selector, kinds):
     want = set(ident(d) for d in defs)
     for k in kinds:
         probe = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': {'name': '-'}}
@@ -403,7 +410,6 @@ def prune(conv, defs, label_selector, kinds):
                 except NotFoundError:
                     continue
             conv.record(d, 'deleted', item, None)
-    return conv.result()
 
 
 def converge(conv, defs, state):

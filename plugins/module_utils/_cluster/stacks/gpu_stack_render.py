@@ -11,7 +11,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
-    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
 
@@ -262,21 +262,34 @@ def _unrecorded(other_pools, family, live_runtime_classes):
     return [p for p in other_pools if p not in recorded]
 
 
-# Every kind a strategy renders among a pool's own objects (scope pool): role gpu_sharing_stack lists these by the
-# pool's labels after the apply and deletes what the render no longer makes (k8s_converge prune): an object a changed
-# setting drops (the MIG manager switched off) or one left in the pool's previous namespace. A unit test checks the
-# list against every strategy's pool objects.
+# Every kind a strategy renders among a pool's own objects (scope pool) and among the shared objects of the strategies
+# in SHARED_PRUNE: role gpu_sharing_stack lists these by their labels after the apply and deletes what the render no
+# longer makes (k8s_converge prune): an object a changed setting drops (the MIG manager switched off, gpu-admission's
+# registration mode changed) or one left in the previous namespace. Unit tests check the lists against every strategy.
 POOL_KINDS = (('v1', 'ConfigMap'), ('v1', 'ServiceAccount'), ('v1', 'Service'), ('apps/v1', 'DaemonSet'),
               ('apps/v1', 'Deployment'), ('rbac.authorization.k8s.io/v1', 'ClusterRole'),
               ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'), ('rbac.authorization.k8s.io/v1', 'Role'),
               ('rbac.authorization.k8s.io/v1', 'RoleBinding'))
+SHARED_KINDS = POOL_KINDS + (('admissionregistration.k8s.io/v1', 'MutatingWebhookConfiguration'),)
+# the strategies whose shared objects have fixed names and belong to the strategy alone, all of whose pools agree on
+# them (the pools' plan): the NVIDIA family's RuntimeClass is released by its records instead (stale_shared), the GPU
+# operator's and the DRA driver's shared objects are their Helm releases
+SHARED_PRUNE = ('gpushare', 'volcano', 'hami', 'gpu-manager')
 
 
-def pool_prune(pool):
-    """What k8s_converge prunes after a pool's apply: {label_selector, kinds}."""
-    selector = {'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: 'pool'}
-    return {'label_selector': ','.join('%s=%s' % kv for kv in sorted(selector.items())),
-            'kinds': [{'api_version': a, 'kind': k} for a, k in POOL_KINDS]}
+def _rule(labels, kinds):
+    return {'label_selector': ','.join('%s=%s' % kv for kv in sorted(labels.items())),
+            'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}
+
+
+def prune_rules(strategy, pool):
+    """What k8s_converge prunes after a pool's apply: [{label_selector, kinds}], the pool's own objects and, for the
+    strategies of SHARED_PRUNE, the strategy's shared objects."""
+    rules = [_rule({'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: 'pool'}, POOL_KINDS)]
+    if strategy in SHARED_PRUNE:
+        rules.append(_rule({'app.kubernetes.io/managed-by': MANAGED_BY, STACK_LABEL: strategy, SCOPE_LABEL: 'shared'},
+                           SHARED_KINDS))
+    return rules
 
 
 def _runtime_class_wait(validation, manifests):
@@ -392,7 +405,7 @@ def render(params):
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
         'stale_shared_manifests': stale,
-        'prune': pool_prune(pool),
+        'prune': [] if removing else prune_rules(strategy, pool),
         'validation_manifests': validation,
         # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator
         # creates its own after the Helm install): entry point ready waits for it before it applies them

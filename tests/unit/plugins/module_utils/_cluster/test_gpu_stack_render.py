@@ -271,17 +271,45 @@ def test_the_pools_objects_are_pruned_by_their_labels_over_every_kind_a_pool_ren
     gpu_sharing_stack prunes after the apply (k8s_converge prune): the pool's own objects by their labels, over every
     kind any strategy renders for a pool, so an object a setting no longer makes (of any kind) is found."""
     out = render(strategy, **kw)
-    prune = out['prune']
-    assert prune['label_selector'] == ('app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-pool=p1,'
-                                       'gpuops.io/sharing-scope=pool')
-    wanted = set((k['api_version'], k['kind']) for k in prune['kinds'])
+    rules = out['prune']
+    assert rules[0]['label_selector'] == ('app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-pool=p1,'
+                                         'gpuops.io/sharing-scope=pool')
     assert out['pool_manifests'], 'no pool object rendered: the test would prove nothing'
-    for m in out['pool_manifests']:
-        labels = m['metadata']['labels']
-        assert (m['apiVersion'], m['kind']) in wanted, m['kind']
-        assert all(labels.get(k) == v for k, v in (kv.split('=') for kv in prune['label_selector'].split(',')))
-    for m in out['shared_manifests'] + out['validation_manifests']:
-        assert m['metadata']['labels'].get('gpuops.io/sharing-scope') != 'pool', m['metadata']['name']
+    checks = [(rules[0], out['pool_manifests'])]
+    if strategy in ('gpushare', 'volcano', 'hami', 'gpu-manager'):
+        # the strategy's shared objects too (found by the suite: gpu-admission's DaemonSet stayed after its
+        # registration mode changed to cluster-ip); the NVIDIA family's RuntimeClass has its own release
+        assert len(rules) == 2 and rules[1]['label_selector'] == (
+            'app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-scope=shared,gpuops.io/sharing-stack=%s'
+            % strategy)
+        assert out['shared_manifests']
+        checks.append((rules[1], out['shared_manifests']))
+    else:
+        assert len(rules) == 1
+    for rule, manifests in checks:
+        wanted = set((k['api_version'], k['kind']) for k in rule['kinds'])
+        for m in manifests:
+            labels = m['metadata']['labels']
+            assert (m['apiVersion'], m['kind']) in wanted, m['kind']
+            assert all(labels.get(k) == v for k, v in (kv.split('=') for kv in rule['label_selector'].split(',')))
+    for m in out['validation_manifests'] + out['adopted_manifests']:
+        assert not any(all((m['metadata'].get('labels') or {}).get(k) == v for k, v in
+                           (kv.split('=') for kv in rule['label_selector'].split(','))) for rule in rules), m
+    assert render(strategy, check_conflicts=False, **kw)['prune'] == []  # removal prunes nothing
+
+
+def test_gpu_manager_admission_registration_change_prunes_the_other_modes_objects():
+    gm = {'accept_unmaintained': True, 'admission_image': 'reg.example/gpu-admission:47d56ae'}
+    host = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='host-network')})
+    ip = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='cluster-ip', admission_cluster_ip='10.96.0.50')})
+    ids = lambda out: set((m['kind'], m['metadata']['name']) for m in out['shared_manifests'])  # noqa: E731
+    gone = ids(host) - ids(ip)
+    assert ('DaemonSet', 'gpu-admission') in gone
+    selector = dict(kv.split('=') for kv in ip['prune'][1]['label_selector'].split(','))
+    kinds = set(k['kind'] for k in ip['prune'][1]['kinds'])
+    for m in host['shared_manifests']:
+        if (m['kind'], m['metadata']['name']) in gone:
+            assert m['kind'] in kinds and all(m['metadata']['labels'].get(k) == v for k, v in selector.items())
 
 
 def node_of(pool, strategy):

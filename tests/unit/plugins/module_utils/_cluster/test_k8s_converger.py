@@ -373,6 +373,7 @@ class Listing(FakeDynamic):
 
 POOL_SEL = 'gpuops.io/sharing-pool=p1,gpuops.io/sharing-scope=pool'
 POOL_KINDS = [{'api_version': 'v1', 'kind': 'ConfigMap'}, {'api_version': 'apps/v1', 'kind': 'DaemonSet'}]
+RULES = [{'label_selector': POOL_SEL, 'kinds': POOL_KINDS}]
 
 
 def pool_obj(kind, name, pool='p1', ns='kube-system'):
@@ -391,7 +392,7 @@ def test_prune_deletes_the_pool_objects_it_no_longer_renders_and_nothing_else():
     client.store[('ConfigMap', 'kube-system', 'site-cm')] = site
     conv = K.Converger(dict(PARAMS), client)
     K.converge(conv, [cfg, plugin], 'present')
-    out = K.prune(conv, [cfg, plugin], POOL_SEL, POOL_KINDS)
+    out = K.prune(conv, [cfg, plugin], RULES)
     assert out['deleted'] == 1 and out['changed']
     assert [o for o in out['objects'] if o['action'] == 'deleted'] == [
         {'kind': 'DaemonSet', 'namespace': 'kube-system', 'name': 'mig-manager-p1', 'action': 'deleted'}]
@@ -402,7 +403,7 @@ def test_prune_deletes_the_pool_objects_it_no_longer_renders_and_nothing_else():
     writes = len(client.writes)
     conv = K.Converger(dict(PARAMS), client)
     K.converge(conv, [cfg, plugin], 'present')
-    again = K.prune(conv, [cfg, plugin], POOL_SEL, POOL_KINDS)
+    again = K.prune(conv, [cfg, plugin], RULES)
     assert not again['changed'] and len(client.writes) == writes
 
 
@@ -414,7 +415,7 @@ def test_prune_finds_the_pool_objects_in_another_namespace():
     run(client, [old])
     conv = K.Converger(dict(PARAMS), client)
     K.converge(conv, [new], 'present')
-    out = K.prune(conv, [new], POOL_SEL, POOL_KINDS)
+    out = K.prune(conv, [new], RULES)
     assert ('DaemonSet', 'old', 'dp-p1') not in client.store and ('DaemonSet', 'new', 'dp-p1') in client.store
     assert out['deleted'] == 1
 
@@ -424,12 +425,12 @@ def test_prune_in_check_mode_writes_nothing():
     run(client, [pool_obj('DaemonSet', 'gone')])
     writes = len(client.writes)
     conv = K.Converger(dict(PARAMS), client, check_mode=True)
-    out = K.prune(conv, [], POOL_SEL, POOL_KINDS)
+    out = K.prune(conv, [], RULES)
     assert out['changed'] and out['deleted'] == 1 and len(client.writes) == writes
 
 
 def test_prune_skips_a_kind_the_cluster_does_not_serve():
     client = Listing(served=('ConfigMap',))
     conv = K.Converger(dict(PARAMS), client)
-    out = K.prune(conv, [], POOL_SEL, POOL_KINDS)
+    out = K.prune(conv, [], RULES)
     assert not out['changed'] and client.writes == []
