@@ -419,3 +419,22 @@ def check(lab, gpu_nodes):
         if strategies - expect:
             bad.append('report: %s (pool %s) shows strategies %s' % (entry['name'], pool, sorted(strategies)))
     return bad
+
+
+def daemonset_disagreements(lab, node_names):
+    """The managed DaemonSets whose status (kube-controller-manager's DaemonSet controller, upstream's own placement:
+    node selector, affinity, taints and the tolerations it adds) does not yet say the number of nodes ``lands_on``
+    places them on among ``node_names`` (the cluster's every node). Empty when the two agree."""
+    nodes = lab.nodes()
+    out = []
+    for key, ds in sorted(lab.managed().items()):
+        if key[0] != 'DaemonSet':
+            continue
+        want = sum(1 for n in node_names if lands_on(ds['spec']['template']['spec'], nodes[n]))
+        status = ds.get('status') or {}
+        if status.get('observedGeneration') != ds['metadata'].get('generation') \
+                or status.get('desiredNumberScheduled') != want:
+            out.append('%s/%s: the DaemonSet controller says %s nodes (generation %s observed %s), the invariant %d'
+                       % (key[1], key[2], status.get('desiredNumberScheduled'), ds['metadata'].get('generation'),
+                          status.get('observedGeneration'), want))
+    return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,18 @@ def reset(lab):
     assert lifecycle.check(lab, NODES) == []
 
 
+def agree_with_daemonset_controller(lab, every, timeout=90):
+    """The invariants' placement of the agents (lifecycle.lands_on) is upstream's: kube-controller-manager's DaemonSet
+    controller counts the same nodes for every managed DaemonSet (it acts asynchronously: waited for)."""
+    end = time.time() + timeout
+    while True:
+        bad = lifecycle.daemonset_disagreements(lab, every)
+        if not bad or time.time() > end:
+            break
+        time.sleep(1)
+    assert bad == [], bad
+
+
 def test_scripted_sequence(kube):
     lab = lifecycle.Lab(kube)
     s = Steps(lab)
@@ -152,6 +165,9 @@ def test_scripted_sequence(kube):
         assert s.do("add %s (%s)" % (name, strategy), lab.apply, name, pool(strategy, nodes), rerun=False)
     writes, changed = lab.rerun()
     assert (writes, changed) == ([], [])
+    # the invariants' placement of the agents is upstream's: the DaemonSet controller counts the same nodes
+    every = NODES + [lifecycle.CONTROL_PLANE]
+    agree_with_daemonset_controller(lab, every)
     # 2. change each setting that matters (HAMi's below: its two pools share the scheduler)
     for name, (strategy, nodes) in layout.items():
         for what, settings in CHANGES.get(strategy, []) if strategy != "hami" else []:
@@ -181,6 +197,7 @@ def test_scripted_sequence(kube):
     assert s.do("add op (gpu-operator)", lab.apply, "op", pool("gpu-operator", ["lcs-a3"]))
     for what, settings in CHANGES["gpu-operator"]:
         assert s.do("change op: %s" % what, lab.apply, "op", pool("gpu-operator", ["lcs-a3"], settings))
+    agree_with_daemonset_controller(lab, every)
     # 7. uninstall one, then all
     assert s.do("uninstall ham", lab.remove, "ham")
     for name in sorted(lab.pools):
