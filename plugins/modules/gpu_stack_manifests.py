@@ -208,6 +208,20 @@ stale_shared_manifests:
   returned: always
   type: list
   elements: dict
+prune:
+  description: What the role prunes after the apply (module M(gpuops.k8s_gpu.k8s_converge) option O(gpuops.k8s_gpu.k8s_converge#module:prune)) -
+    the pool's own objects, by their labels, over every kind a strategy renders for a pool, that this render no longer
+    makes (a MIG manager switched off, the pool's previous namespace).
+  returned: always
+  type: dict
+  contains:
+    label_selector:
+      description: The pool's labels, as a label selector.
+      type: str
+    kinds:
+      description: The kinds listed (C(api_version), C(kind)).
+      type: list
+      elements: dict
 adopted_manifests:
   description: Objects of another installation this stack changes (Volcano's scheduler ConfigMap); never deleted.
   returned: always
@@ -250,10 +264,18 @@ resources:
 other_pools:
   description:
     - Other pools whose nodes (in O(live_nodes)) carry the same strategy (for the NVIDIA strategies, any of V(exclusive),
-      V(time-slicing), V(mps), V(mig), which share one RuntimeClass); shared objects stay while there are any.
+      V(time-slicing), V(mps), V(mig), which share one RuntimeClass).
   returned: always
   type: list
   elements: str
+keep_shared:
+  description:
+    - Whether the role keeps the shared objects on removal whatever the records on them say (module
+      M(gpuops.k8s_gpu.k8s_converge) option O(gpuops.k8s_gpu.k8s_converge#module:keep)) - there are pools in RV(other_pools) for which the records
+      cannot decide - for the NVIDIA strategies, whose RuntimeClass names are each pool's setting, only pools recorded
+      on no RuntimeClass (installed before pools were recorded); for the other strategies any other pool.
+  returned: always
+  type: bool
 accounting:
   description: How the strategy accounts GPUs (V(whole-gpu), V(aliyun-gpu-mem), V(volcano-gpu-mem), V(tencent-vcuda), V(hami)).
   returned: always

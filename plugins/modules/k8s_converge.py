@@ -98,6 +98,37 @@ options:
       that were installed before users were recorded); this run's record is removed all the same.
     type: bool
     default: false
+  prune:
+    description:
+      - With O(state=present), after the objects are applied, for each entry list the objects of its C(kinds) that
+        carry every label of its C(label_selector) (in every namespace) and delete those that are not among
+        O(definitions) and carry O(hash_annotation) - what a caller rendered before and no longer renders. Role
+        M(gpuops.k8s_gpu.gpu_sharing_stack) prunes a pool's own objects this way (the MIG manager switched off, the
+        pool's previous namespace) and the shared objects of HAMi, Volcano, gpushare and gpu-manager (gpu-admission's
+        registration mode changed).
+      - A kind the cluster does not serve is skipped. Deleted objects are reported with action V(deleted).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      label_selector:
+        description: Label selector (V(key=value) pairs joined by commas) of the objects to consider.
+        type: str
+        required: true
+      kinds:
+        description: The kinds to list.
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          api_version:
+            description: API version of the kind.
+            type: str
+            required: true
+          kind:
+            description: The kind.
+            type: str
+            required: true
 notes:
   - Check mode sends read requests only.
   - Objects are handled in the given order for V(present) and in reverse order for V(absent).
@@ -187,7 +218,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import (
-    Converger, ConvergeError, converge, validate_definitions)
+    Converger, ConvergeError, converge, prune, validate_definitions)
 
 
 def argument_spec():
@@ -205,6 +236,11 @@ def argument_spec():
         user_labels=dict(type='dict', default={}),
         user_annotation_prefix=dict(type='str', default='user.gpuops.io/'),
         keep=dict(type='bool', default=False),
+        prune=dict(type='list', elements='dict', default=[], options=dict(
+            label_selector=dict(type='str', required=True),
+            kinds=dict(type='list', elements='dict', required=True, options=dict(
+                api_version=dict(type='str', required=True),
+                kind=dict(type='str', required=True))))),
     )
     return spec
 
@@ -236,6 +272,8 @@ def main():
     conv = Converger(module.params, client, check_mode=module.check_mode, diff=module._diff)
     try:
         result = converge(conv, module.params['definitions'], module.params['state'])
+        if module.params['prune'] and module.params['state'] == 'present':
+            result = prune(conv, module.params['definitions'], module.params['prune'])
     except ConvergeError as e:
         module.fail_json(msg=str(e), **conv.result())
     for w in conv.warnings:

@@ -370,6 +370,48 @@ def validate_definitions(defs):
     return None
 
 
+def prune(conv, defs, rules):
+    """After a present run: for each rule ({label_selector, kinds: [{api_version, kind}]}), delete the objects of its
+    kinds that carry its labels and are not among ``defs`` - what a caller rendered before and no longer renders (a
+    pool's MIG manager switched off, a strategy's shared objects of a changed registration mode, a previous namespace).
+    Only objects this module applied (its hash annotation) go, as with state=absent; every namespace is listed; a kind
+    the cluster does not serve has nothing to prune. Returns conv.result()."""
+    for rule in rules or []:
+        _prune(conv, defs, rule['label_selector'], rule['kinds'])
+    return conv.result()
+
+
+def _prune(conv, defs, label_selector, kinds):
+    want = set(ident(d) for d in defs)
+    for k in kinds:
+        probe = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': {'name': '-'}}
+        try:
+            res = conv.resource(probe)
+        except ConvergeError:
+            continue
+        try:
+            items = conv.client.get(res, label_selector=label_selector).to_dict().get('items') or []
+        except ApiException as e:
+            raise ConvergeError('listing %s %s with %s: API error %s %s' % (k['api_version'], k['kind'], label_selector,
+                                                                          e.status, e.reason))
+        for item in items:
+            meta = item.get('metadata') or {}
+            d = {'apiVersion': k['api_version'], 'kind': k['kind'],
+                 'metadata': dict({'name': meta.get('name')}, **({'namespace': meta['namespace']}
+                                                               if meta.get('namespace') else {}))}
+            if ident(d) in want or k['kind'] in conv.p['labels_only_kinds']:
+                continue
+            if not conv.managed(d, item):
+                continue
+            if not conv.check_mode:
+                try:
+                    conv.client.delete(res, name=d['metadata']['name'], namespace=meta.get('namespace'),
+                                       body={'propagationPolicy': 'Background'})
+                except NotFoundError:
+                    continue
+            conv.record(d, 'deleted', item, None)
+
+
 def converge(conv, defs, state):
     """Run conv over defs (reverse order for absent). Raises ConvergeError naming the object on an API error."""
     order = defs if state == 'present' else list(reversed(defs))

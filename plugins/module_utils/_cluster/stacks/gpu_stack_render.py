@@ -11,7 +11,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
-    POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
     validate_settings, validation_pod,
 )
 
@@ -246,6 +246,52 @@ def stale_shared(pool, shared, live_runtime_classes):
     return sorted(out, key=lambda d: d['metadata']['name'])
 
 
+def _unrecorded(other_pools, family, live_runtime_classes):
+    """The pools among ``other_pools`` (the family's other pools on the nodes) for which the shared objects are kept
+    whatever their records say. The NVIDIA family shares RuntimeClasses whose names are each pool's setting: a pool
+    recorded on any RuntimeClass records itself on every one it uses, so only pools recorded on none (installed before
+    records) keep them (else a RuntimeClass only the leaving pool used was kept for the family's other pools for
+    ever). The other strategies' shared objects have fixed names: every other pool of the strategy uses them."""
+    if family != gpu_stack_nvidia.NVIDIA_STRATEGIES:
+        return list(other_pools)
+    recorded = set()
+    for o in live_runtime_classes:
+        for k in ((o.get('metadata') or {}).get('annotations') or {}):
+            if k.startswith(SHARED_USER_PREFIX):
+                recorded.add(k[len(SHARED_USER_PREFIX):])
+    return [p for p in other_pools if p not in recorded]
+
+
+# Every kind a strategy renders among a pool's own objects (scope pool) and among the shared objects of the strategies
+# in SHARED_PRUNE: role gpu_sharing_stack lists these by their labels after the apply and deletes what the render no
+# longer makes (k8s_converge prune): an object a changed setting drops (the MIG manager switched off, gpu-admission's
+# registration mode changed) or one left in the previous namespace. Unit tests check the lists against every strategy.
+POOL_KINDS = (('v1', 'ConfigMap'), ('v1', 'ServiceAccount'), ('v1', 'Service'), ('apps/v1', 'DaemonSet'),
+              ('apps/v1', 'Deployment'), ('rbac.authorization.k8s.io/v1', 'ClusterRole'),
+              ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'), ('rbac.authorization.k8s.io/v1', 'Role'),
+              ('rbac.authorization.k8s.io/v1', 'RoleBinding'))
+SHARED_KINDS = POOL_KINDS + (('admissionregistration.k8s.io/v1', 'MutatingWebhookConfiguration'),)
+# the strategies whose shared objects have fixed names and belong to the strategy alone, all of whose pools agree on
+# them (the pools' plan): the NVIDIA family's RuntimeClass is released by its records instead (stale_shared), the GPU
+# operator's and the DRA driver's shared objects are their Helm releases
+SHARED_PRUNE = ('gpushare', 'volcano', 'hami', 'gpu-manager')
+
+
+def _rule(labels, kinds):
+    return {'label_selector': ','.join('%s=%s' % kv for kv in sorted(labels.items())),
+            'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}
+
+
+def prune_rules(strategy, pool):
+    """What k8s_converge prunes after a pool's apply: [{label_selector, kinds}], the pool's own objects and, for the
+    strategies of SHARED_PRUNE, the strategy's shared objects."""
+    rules = [_rule({'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: 'pool'}, POOL_KINDS)]
+    if strategy in SHARED_PRUNE:
+        rules.append(_rule({'app.kubernetes.io/managed-by': MANAGED_BY, STACK_LABEL: strategy, SCOPE_LABEL: 'shared'},
+                           SHARED_KINDS))
+    return rules
+
+
 def _runtime_class_wait(validation, manifests):
     """The RuntimeClass named by a validation workload and made by none of the stack's manifests, or None."""
     made = set(m['metadata']['name'] for m in manifests if m.get('kind') == 'RuntimeClass')
@@ -349,6 +395,7 @@ def render(params):
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
     stale = stale_shared(pool, scopes.get('shared', []), params.get('live_runtime_classes') or [])
+    keep_shared = bool(_unrecorded(other_pools, family, params.get('live_runtime_classes') or []))
     return {
         'strategy': strategy,
         'pool': pool,
@@ -358,6 +405,7 @@ def render(params):
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
         'stale_shared_manifests': stale,
+        'prune': [] if removing else prune_rules(strategy, pool),
         'validation_manifests': validation,
         # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator
         # creates its own after the Helm install): entry point ready waits for it before it applies them
@@ -369,6 +417,7 @@ def render(params):
         'resources': resources,
         'accounting': gpu_strategy.family(strategy),
         'other_pools': other_pools,
+        'keep_shared': keep_shared,
         'scheduler_name': scheduler_name,
         'runtime_class_name': pod_rc,
         'readiness': readiness,

@@ -250,3 +250,92 @@ def test_the_record_prefix_is_the_converge_modules_default():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import SHARED_USER_PREFIX
     from ansible_collections.gpuops.k8s_gpu.plugins.modules.k8s_converge import argument_spec
     assert SHARED_USER_PREFIX == USER_PREFIX == argument_spec()['user_annotation_prefix']['default']
+
+
+PRUNE_CASES = [
+    ('exclusive', {}), ('time-slicing', {'settings': {'time_slicing': {'replicas': 3}}}), ('mps', {}),
+    ('mig', {'facts': A100, 'settings': {'mig': {'devices': {'1g.10gb': 7}}}}),
+    ('mig', {'facts': A100, 'settings': {'mig': {'strategy': 'mixed', 'devices': {'1g.10gb': 2}, 'manager': False}}}),
+    ('gpushare', {'settings': GPUSHARE_OK}), ('gpushare', {'settings': GPUSHARE_OK, 'validation': {'enabled': True}}),
+    ('volcano', {'settings': {'volcano': {'version': '1.15', 'kube_version': 'v1.33.2'}}}),
+    ('hami', {'settings': {'hami': HAMI_OK}}),
+    ('gpu-manager', {'settings': {'gpu_manager': {'accept_unmaintained': True,
+                                                  'admission_image': 'reg.example/gpu-admission:47d56ae'}}}),
+]  # gpu-operator renders no pool object (the one release and its values are shared)
+
+
+@pytest.mark.parametrize('strategy,kw', PRUNE_CASES)
+def test_the_pools_objects_are_pruned_by_their_labels_over_every_kind_a_pool_renders(strategy, kw):
+    """Found by the lifecycle suite (lab/tests/integration/test_lifecycle_suite_real.py): a MIG pool switched to
+    manager: false kept NVIDIA's MIG manager DaemonSet and its RBAC running on its node. The render names what role
+    gpu_sharing_stack prunes after the apply (k8s_converge prune): the pool's own objects by their labels, over every
+    kind any strategy renders for a pool, so an object a setting no longer makes (of any kind) is found."""
+    out = render(strategy, **kw)
+    rules = out['prune']
+    assert rules[0]['label_selector'] == ('app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-pool=p1,'
+                                         'gpuops.io/sharing-scope=pool')
+    assert out['pool_manifests'], 'no pool object rendered: the test would prove nothing'
+    checks = [(rules[0], out['pool_manifests'])]
+    if strategy in ('gpushare', 'volcano', 'hami', 'gpu-manager'):
+        # the strategy's shared objects too (found by the suite: gpu-admission's DaemonSet stayed after its
+        # registration mode changed to cluster-ip); the NVIDIA family's RuntimeClass has its own release
+        assert len(rules) == 2 and rules[1]['label_selector'] == (
+            'app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-scope=shared,gpuops.io/sharing-stack=%s'
+            % strategy)
+        assert out['shared_manifests']
+        checks.append((rules[1], out['shared_manifests']))
+    else:
+        assert len(rules) == 1
+    for rule, manifests in checks:
+        wanted = set((k['api_version'], k['kind']) for k in rule['kinds'])
+        for m in manifests:
+            labels = m['metadata']['labels']
+            assert (m['apiVersion'], m['kind']) in wanted, m['kind']
+            assert all(labels.get(k) == v for k, v in (kv.split('=') for kv in rule['label_selector'].split(',')))
+    for m in out['validation_manifests'] + out['adopted_manifests']:
+        assert not any(all((m['metadata'].get('labels') or {}).get(k) == v for k, v in
+                           (kv.split('=') for kv in rule['label_selector'].split(','))) for rule in rules), m
+    assert render(strategy, check_conflicts=False, **kw)['prune'] == []  # removal prunes nothing
+
+
+def test_gpu_manager_admission_registration_change_prunes_the_other_modes_objects():
+    gm = {'accept_unmaintained': True, 'admission_image': 'reg.example/gpu-admission:47d56ae'}
+    host = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='host-network')})
+    ip = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='cluster-ip', admission_cluster_ip='10.96.0.50')})
+    ids = lambda out: set((m['kind'], m['metadata']['name']) for m in out['shared_manifests'])  # noqa: E731
+    gone = ids(host) - ids(ip)
+    assert ('DaemonSet', 'gpu-admission') in gone
+    selector = dict(kv.split('=') for kv in ip['prune'][1]['label_selector'].split(','))
+    kinds = set(k['kind'] for k in ip['prune'][1]['kinds'])
+    for m in host['shared_manifests']:
+        if (m['kind'], m['metadata']['name']) in gone:
+            assert m['kind'] in kinds and all(m['metadata']['labels'].get(k) == v for k, v in selector.items())
+
+
+def node_of(pool, strategy):
+    return {'metadata': {'name': 'n-' + pool, 'labels': {'gpuops.io/sharing-pool': pool,
+                                                         'gpuops.io/sharing-strategy': strategy}}}
+
+
+def test_a_runtime_class_only_the_leaving_pool_uses_is_not_kept_for_the_familys_recorded_pools():
+    """Found by the lifecycle suite: pool ex (exclusive) with runtime_class_name nvidia-x, beside time-slicing and mig
+    pools recorded on RuntimeClass nvidia; uninstalling ex kept nvidia-x for ever, because the family's other pools
+    (read from the nodes) made the role keep every shared object. A pool recorded on a RuntimeClass records itself on
+    each it uses, so only pools recorded on none (installed before records) still keep the shared objects."""
+    live_rcs = [rc_live('nvidia', ['ts', 'mig']), rc_live('nvidia-x', ['p1'])]
+    nodes = [node_of('ts', 'time-slicing'), node_of('mig', 'mig'), node_of('p1', 'exclusive')]
+    out = render('exclusive', settings={'nvidia': {'runtime_class_name': 'nvidia-x'}}, check_conflicts=False,
+                 live_runtime_classes=live_rcs, live_nodes=nodes)
+    assert out['other_pools'] == ['mig', 'ts'] and out['keep_shared'] is False
+    # a pool of the family recorded on no RuntimeClass (installed before records) keeps them
+    legacy = render('exclusive', settings={'nvidia': {'runtime_class_name': 'nvidia-x'}}, check_conflicts=False,
+                    live_runtime_classes=live_rcs, live_nodes=nodes + [node_of('old', 'mps')])
+    assert legacy['other_pools'] == ['mig', 'old', 'ts'] and legacy['keep_shared'] is True
+
+
+def test_other_strategies_keep_their_shared_objects_for_any_other_pool_of_the_strategy():
+    nodes = [node_of('h2', 'hami')]
+    out = render('hami', settings={'hami': HAMI_OK}, check_conflicts=False, live_nodes=nodes)
+    assert out['other_pools'] == ['h2'] and out['keep_shared'] is True
+    alone = render('hami', settings={'hami': HAMI_OK}, check_conflicts=False, live_nodes=[])
+    assert alone['keep_shared'] is False

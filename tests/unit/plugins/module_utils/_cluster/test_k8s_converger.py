@@ -353,3 +353,84 @@ def test_absent_of_an_unrecorded_legacy_shared_object_still_needs_the_hash_annot
     client = FakeDynamic([dict(RC)], served=('RuntimeClass',))
     out = run(client, [RC], state='absent', user='pool-a', **SHARED)
     assert out['objects'][0]['action'] == 'kept' and ('RuntimeClass', None, 'nvidia') in client.store
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# prune: a pool's objects it rendered before and no longer renders (found by the lifecycle suite: a MIG pool switched to
+# manager: false kept NVIDIA's MIG manager DaemonSet and its RBAC running on its node)
+class Listing(FakeDynamic):
+    """FakeDynamic that also lists by label selector (name None), every namespace at once as the client does."""
+
+    def get(self, res, name=None, namespace=None, label_selector=None):
+        if name is not None:
+            return FakeDynamic.get(self, res, name, namespace)
+        want = dict(kv.split('=', 1) for kv in (label_selector or '').split(',') if kv)
+        items = [o for (kind, ns, n), o in sorted(self.store.items(), key=lambda kv: (kv[0][0], kv[0][1] or '', kv[0][2]))
+                 if kind == res.kind and (namespace is None or ns == namespace)
+                 and all(((o['metadata'].get('labels') or {}).get(k)) == v for k, v in want.items())]
+        return Obj({'items': items})
+
+
+POOL_SEL = 'gpuops.io/sharing-pool=p1,gpuops.io/sharing-scope=pool'
+POOL_KINDS = [{'api_version': 'v1', 'kind': 'ConfigMap'}, {'api_version': 'apps/v1', 'kind': 'DaemonSet'}]
+RULES = [{'label_selector': POOL_SEL, 'kinds': POOL_KINDS}]
+
+
+def pool_obj(kind, name, pool='p1', ns='kube-system'):
+    api = 'apps/v1' if kind == 'DaemonSet' else 'v1'
+    return {'apiVersion': api, 'kind': kind, 'metadata': {'name': name, 'namespace': ns, 'labels': {
+        'gpuops.io/sharing-pool': pool, 'gpuops.io/sharing-scope': 'pool'}}, 'data': {'k': name}}
+
+
+def test_prune_deletes_the_pool_objects_it_no_longer_renders_and_nothing_else():
+    client = Listing(served=('ConfigMap', 'DaemonSet'))
+    plugin, manager, cfg = pool_obj('DaemonSet', 'dp-p1'), pool_obj('DaemonSet', 'mig-manager-p1'), pool_obj('ConfigMap', 'c')
+    other = pool_obj('DaemonSet', 'dp-p2', pool='p2')
+    run(client, [cfg, plugin, manager, other])
+    # a site's object with the pool's labels but not applied by the module (no hash annotation) is never pruned
+    site = pool_obj('ConfigMap', 'site-cm')
+    client.store[('ConfigMap', 'kube-system', 'site-cm')] = site
+    conv = K.Converger(dict(PARAMS), client)
+    K.converge(conv, [cfg, plugin], 'present')
+    out = K.prune(conv, [cfg, plugin], RULES)
+    assert out['deleted'] == 1 and out['changed']
+    assert [o for o in out['objects'] if o['action'] == 'deleted'] == [
+        {'kind': 'DaemonSet', 'namespace': 'kube-system', 'name': 'mig-manager-p1', 'action': 'deleted'}]
+    assert set(k for k in client.store) == {('ConfigMap', 'kube-system', 'c'), ('DaemonSet', 'kube-system', 'dp-p1'),
+                                            ('DaemonSet', 'kube-system', 'dp-p2'),
+                                            ('ConfigMap', 'kube-system', 'site-cm')}
+    # a re-run writes nothing
+    writes = len(client.writes)
+    conv = K.Converger(dict(PARAMS), client)
+    K.converge(conv, [cfg, plugin], 'present')
+    again = K.prune(conv, [cfg, plugin], RULES)
+    assert not again['changed'] and len(client.writes) == writes
+
+
+def test_prune_finds_the_pool_objects_in_another_namespace():
+    """The pool's namespace changed: its objects in the old one are no longer rendered."""
+    client = Listing(served=('ConfigMap', 'DaemonSet'))
+    old = pool_obj('DaemonSet', 'dp-p1', ns='old')
+    new = pool_obj('DaemonSet', 'dp-p1', ns='new')
+    run(client, [old])
+    conv = K.Converger(dict(PARAMS), client)
+    K.converge(conv, [new], 'present')
+    out = K.prune(conv, [new], RULES)
+    assert ('DaemonSet', 'old', 'dp-p1') not in client.store and ('DaemonSet', 'new', 'dp-p1') in client.store
+    assert out['deleted'] == 1
+
+
+def test_prune_in_check_mode_writes_nothing():
+    client = Listing(served=('ConfigMap', 'DaemonSet'))
+    run(client, [pool_obj('DaemonSet', 'gone')])
+    writes = len(client.writes)
+    conv = K.Converger(dict(PARAMS), client, check_mode=True)
+    out = K.prune(conv, [], RULES)
+    assert out['changed'] and out['deleted'] == 1 and len(client.writes) == writes
+
+
+def test_prune_skips_a_kind_the_cluster_does_not_serve():
+    client = Listing(served=('ConfigMap',))
+    conv = K.Converger(dict(PARAMS), client)
+    out = K.prune(conv, [], RULES)
+    assert not out['changed'] and client.writes == []

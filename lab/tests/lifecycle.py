@@ -1,0 +1,440 @@
+"""The day-2 lifecycle suite's driver and invariants (issue #37; lab/tests/integration/test_lifecycle_suite_real.py).
+
+Drives the collection's Python layer in this process, as the roles' modules call it, against a real API server:
+
+* ``apply``: role gpu_sharing_stack (present) then role gpu_node_labels with the stack's labels, as playbook cluster.yml
+  runs them (lab/tests/integration/test_gpu_sharing_stack.py stack_steps): filter stack_settings (the pool's settings
+  over the role's defaults), gpu_stack_live.queries + k8s_read (module k8s_objects_info), gpu_stack_render.render with
+  the module's argument spec (action gpu_stack_manifests), k8s_converger (module k8s_converge: the stack's objects with
+  the pool recorded as user, then the stale shared objects), the Volcano scheduler restart, then cluster_plan's
+  label_static_plan (filter node_labels_plan) and node_labels_apply.plan_and_apply (module gpu_node_labels_apply).
+  Role gpu_sharing_stack's ``ready`` entry point (validation pods, Helm release, the MIG manager's wait) is not run: no
+  pod runs on a kwok node and the suite installs no Helm chart (gpu_sharing_stack_helm_install: false).
+* ``remove``: tasks/absent.yml (the pool's objects; the shared ones unless another pool uses them), then the labels
+  with state absent; ``leave``: the labels of some of a pool's nodes only (a node leaving its pool's inventory group).
+
+The invariants (``check``) are read from the API server after every step; ``rerun`` applies every pool again and
+counts the writes the suite's own user sent (audit log) and the converger's and the label module's reports.
+The lab may import the collection; never the reverse.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_settings import PREFIX, role_options, stack_settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, node_labels_apply
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import (
+    k8s_access, k8s_converger, k8s_read, k8s_rest)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
+    gpu_stack_live, gpu_stack_render, gpu_stack_shared)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
+    OPERANDS_LABEL, OPERANDS_OFF)
+from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_converge
+
+POOL = 'gpuops.io/sharing-pool'
+STRATEGY = 'gpuops.io/sharing-strategy'
+RECORD = 'gpuops.io/managed-labels'
+USER_PREFIX = 'user.gpuops.io/'
+SCOPE = 'gpuops.io/sharing-scope'
+MANAGED = 'app.kubernetes.io/managed-by=gpuops.k8s_gpu'
+# node annotations the stacks' agents write (HAMi, Volcano), which uninstall clears
+AGENT_ANNOTATION_PREFIXES = ('hami.io/', 'volcano.sh/')
+# the GPU operator's operands follow nvidia.com/gpu.present=true unless the node carries deploy.operands=false
+# (gpu-operator v26.7.0 controllers/state_manager.go gpuStateLabels / hasOperandsDisabled; GPUOP-13)
+OPERATOR_PRESENT = 'nvidia.com/gpu.present'
+BACKUP_PREFIX = 'gpuops-backup-'
+# the lab's control-plane node (kubeadm's label and taint): control-plane agents of a stack (gpu-admission) go there
+CONTROL_PLANE = 'lcs-control-plane'
+CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane'
+
+
+class Refused(Exception):
+    """The collection refused a step before any write (StackError, a label plan error, a converge error)."""
+
+
+class Lab(object):
+    """One cluster as the collection sees it, and the suite's model of it: pools (name -> Pool)."""
+
+    def __init__(self, kube, user='lifecycle-suite'):
+        self.kube = kube
+        self.user = user
+        self.kubeconfig = kube.user(user)
+        self.auth = {'kubeconfig': self.kubeconfig, 'validate_certs': True}
+        self.api = k8s_access.api_client(self._params({}))
+        self.rest = k8s_rest.client_module(k8s_access.ApiClient)
+        self.core = self.rest.CoreV1Api(self.api)
+        self.apis = k8s_read.typed_apis(self.rest, self.api)
+        self.dynamic = k8s_access.get_client(self._params({}))
+        self.pools = {}      # name -> {'strategy', 'nodes', 'settings'}
+        self.renders = {}    # name -> the render of the pool's last present run
+        self.kinds = set()   # (apiVersion, kind) of every object any render made: what check lists
+        self.options = role_options()
+
+    # -- the modules' parameters -----------------------------------------------------------------------------------
+    def _params(self, extra):
+        spec = k8s_access.auth_arg_spec(lambda *a, **k: None)
+        out = dict((k, v.get('default')) for k, v in spec.items())
+        out.update(self.auth)
+        out.update(extra)
+        return out
+
+    def _converge(self, defs, state, **extra):
+        spec = k8s_converge.argument_spec()
+        params = dict((k, v.get('default')) for k, v in spec.items())
+        params.update(self.auth)
+        params.update(definitions=defs, state=state, **extra)
+        err = k8s_converger.validate_definitions(defs) or k8s_converge.check_user(params)
+        if err:
+            raise Refused(err)
+        conv = k8s_converger.Converger(params, self.dynamic)
+        try:
+            result = k8s_converger.converge(conv, defs, state)
+            if params.get('prune') and state == 'present':  # the module's order (k8s_converge main)
+                result = k8s_converger.prune(conv, defs, params['prune'])
+            return result
+        except k8s_converger.ConvergeError as e:
+            raise Refused('k8s_converge: %s (%s)' % (e, conv.result()))
+
+    def cfg(self, pool):
+        """The pool's settings as role gpu_sharing_stack works them out (tasks/settings.yml)."""
+        settings = dict((PREFIX + k, copy.deepcopy(v)) for k, v in pool['settings'].items())
+        settings.setdefault(PREFIX + 'helm_install', False)
+        return stack_settings(settings, options=self.options)
+
+    def render(self, name, pool, state):
+        cfg = self.cfg(pool)
+        settings = stack_settings(cfg, render=True)
+        namespace = cfg[PREFIX + 'namespace']
+        q = gpu_stack_live.queries(pool['strategy'], state=state, settings=settings, namespace=namespace)
+        live = k8s_read.read(self.apis, q['queries'], version=q['version'])
+        live['objects'] = k8s_read.project(live['objects'], {'nodes': ['metadata.labels', 'status.allocatable']})
+        args = {'strategy': pool['strategy'], 'pool': name, 'nodes': list(pool['nodes']),
+                'node_selector': cfg[PREFIX + 'node_selector'], 'namespace': namespace,
+                'registry': cfg[PREFIX + 'registry'], 'image_pull_secrets': cfg[PREFIX + 'image_pull_secrets'],
+                'settings': settings, 'facts': dict((n, pool['facts'][n]) for n in pool['nodes']),
+                'require_facts': True, 'check_conflicts': state == 'present',
+                'allow_mixed_accounting': cfg[PREFIX + 'allow_mixed_accounting'], 'live': live,
+                'validation': {'enabled': bool(cfg[PREFIX + 'validation']) or state == 'absent',
+                               'namespace': 'default',
+                               'image': cfg[PREFIX + 'validation_image']}}
+        checked = ArgumentSpecValidator(gpu_stack_render.argument_spec()).validate(args)
+        if checked.error_messages:
+            raise Refused('gpu_stack_manifests: %s' % checked.error_messages)
+        try:
+            return gpu_stack_render.render(checked.validated_parameters)
+        except StackError as e:
+            raise Refused(str(e))
+
+    def labels(self, stacks, state):
+        static = cluster_plan.label_static_plan({}, {}, group='', pools=[], state=state, stacks=stacks)
+        if static['errors']:
+            raise Refused('gpu_node_labels: %s' % '; '.join(static['errors']))
+        options = {'state': state, 'strategy_label': STRATEGY, 'record_annotation': RECORD, 'check_resources': True,
+                   'fail_on_missing_nodes': True}
+        plan, results = node_labels_apply.plan_and_apply(self.core, static, options)
+        if results is None:
+            raise Refused('gpu_node_labels refused, nothing was changed: %s' % '; '.join(plan['errors']))
+        return results
+
+    @staticmethod
+    def published(out, state):
+        """What role gpu_sharing_stack publishes for role gpu_node_labels (gpu_sharing_stack_rendered[pool])."""
+        return {'state': state, 'strategy': out['strategy'], 'namespace': out['namespace'],
+                'node_labels': out['node_labels'], 'node_label_defaults': out['node_label_defaults'],
+                'readiness': out['readiness'], 'validation_manifests': out['validation_manifests'],
+                'runtime_class_wait': out['runtime_class_wait'], 'helm': out['helm'], 'extender': out['extender']}
+
+    # -- the operations ----------------------------------------------------------------------------------------------
+    def plan(self, changed):
+        """The pools' plan of playbook cluster.yml over one inventory holding every pool of the model with ``changed``
+        (name -> pool, None: removed): filter sharing_pools' agreement checks (what pools of one strategy share must
+        agree; the GPU operator beside a mig pool with the MIG manager). Refused before anything is written."""
+        pools = dict(self.pools)
+        pools.update(changed)
+        ordered = [{'name': n, 'strategy': p['strategy'],
+                    'settings': dict((PREFIX + k, v) for k, v in p['settings'].items())}
+                   for n, p in sorted(pools.items()) if p is not None]
+        errors = gpu_stack_shared.conflicts(ordered) + gpu_stack_shared.operator_mix(ordered)
+        if errors:
+            raise Refused('sharing_pools: %s' % '; '.join(errors))
+
+    def apply_all(self, changed):
+        """Several pools changed in one run of cluster.yml (the plan first, then each pool)."""
+        self.plan(changed)
+        out = []
+        for name in sorted(changed):
+            out += self.apply(name, changed[name], planned=True)
+        return out
+
+    def apply(self, name, pool, planned=False):
+        """Roles gpu_sharing_stack and gpu_node_labels for one pool (present). Returns the writes each reported.
+        The model takes the pool only when the collection accepted it."""
+        if not planned:
+            self.plan({name: pool})
+        out = self.render(name, pool, 'present')
+        applied = self._converge(out['manifests'], 'present', user=name,
+                                 user_labels={'gpuops.io/sharing-scope': 'shared'}, prune=out.get('prune'))
+        changed = ['%s %s/%s' % (o['action'], o['kind'], o['name']) for o in applied['objects']
+                   if o.get('action') in ('created', 'updated', 'deleted')]
+        changed += ['record %s on %s/%s' % (u['user'], u['kind'], u['name']) for u in applied['users']]
+        if out['stale_shared_manifests']:
+            stale = self._converge(out['stale_shared_manifests'], 'absent', user=name, keep=out['keep_shared'])
+            changed += ['stale %s %s/%s' % (o['action'], o['kind'], o['name']) for o in stale['objects']
+                        if stale['changed']]
+        for r in out['restarts']:
+            hit = [o for o in applied['objects'] if o.get('kind') == r['when_changed']['kind']
+                   and o.get('namespace') == r['when_changed']['namespace']
+                   and o.get('name') == r['when_changed']['name'] and o.get('action') in ('created', 'updated')]
+            if hit:
+                changed.append('restart %s/%s' % (r['kind'], r['name']))
+                self._restart(r)
+        results = self.labels({name: self.published(out, 'present')}, 'present')
+        changed += ['labels %s' % r['node'] for r in results if r['changed']]
+        self.pools[name] = copy.deepcopy(pool)
+        self.renders[name] = out
+        self._seen(out)
+        return changed
+
+    def _restart(self, r):
+        body = {'spec': {'template': {'metadata': {'annotations': {r['annotation']: r['value']}}}}}
+        try:
+            self.dynamic.resources.get(api_version=r['api_version'], kind=r['kind']).patch(
+                body=body, name=r['name'], namespace=r['namespace'], content_type='application/merge-patch+json')
+        except Exception as e:  # absent: kubernetes.core's state=patched only warns
+            if getattr(e, 'status', None) != 404:
+                raise
+
+    def remove(self, name):
+        """tasks/absent.yml, then role gpu_node_labels with state absent (playbook uninstall.yml's order)."""
+        pool = self.pools[name]
+        out = self.render(name, pool, 'absent')
+        changed = []
+        gone = self._converge(out['pool_manifests'] + out['validation_manifests'], 'absent')
+        shared = self._converge(out['shared_manifests'] + out['stale_shared_manifests'], 'absent', user=name,
+                                keep=out['keep_shared'])
+        changed += [o['name'] for o in gone['objects'] + shared['objects'] if o.get('action') == 'deleted']
+        results = self.labels({name: self.published(out, 'absent')}, 'absent')
+        changed += ['labels %s' % r['node'] for r in results if r['changed']]
+        del self.pools[name]
+        self.renders.pop(name, None)
+        self._seen(out)
+        return changed
+
+    def leave(self, name, nodes):
+        """Nodes leave pool ``name``'s inventory group: role gpu_node_labels with state absent for those nodes (the
+        pool's stack rendered for them), then the pool applied again without them."""
+        pool = self.pools[name]
+        part = dict(pool, nodes=list(nodes))
+        out = self.render(name, part, 'absent')
+        results = self.labels({name: self.published(out, 'absent')}, 'absent')
+        rest = dict(pool, nodes=[n for n in pool['nodes'] if n not in nodes])
+        return ['labels %s' % r['node'] for r in results if r['changed']] + self.apply(name, rest, planned=True)
+
+    def _seen(self, out):
+        for m in out['manifests'] + out['pool_manifests'] + out['shared_manifests'] + out['stale_shared_manifests']:
+            if m['kind'] != 'Node':
+                self.kinds.add((m['apiVersion'], m['kind']))
+
+    def rerun(self):
+        """Every pool applied again: (writes the suite's user sent, what the modules reported changed)."""
+        start = self.kube.mark()
+        reported = []
+        for name in sorted(self.pools):
+            reported += ['%s: %s' % (name, c) for c in self.apply(name, self.pools[name], planned=True)]
+        writes = self.kube.writes(start, self.kube.mark(), user=self.user)
+        return writes, reported
+
+    def mark(self):
+        return self.kube.mark()
+
+    def writes_since(self, start):
+        return self.kube.writes(start, self.kube.mark(), user=self.user)
+
+    # -- reading the cluster ---------------------------------------------------------------------------------------------
+    def nodes(self):
+        return dict((n['metadata']['name'], n) for n in node_labels_apply.list_nodes(self.core))
+
+    def managed(self):
+        """Every object of the kinds the renders made that carries the collection's managed-by label."""
+        out = {}
+        for api_version, kind in sorted(self.kinds):
+            res = self.dynamic.resources.get(api_version=api_version, kind=kind)
+            for item in res.get(label_selector=MANAGED).to_dict().get('items') or []:
+                meta = item['metadata']
+                out[(kind, meta.get('namespace') or '', meta['name'])] = item
+        return out
+
+
+def ident(m):
+    return (m['kind'], m['metadata'].get('namespace') or '', m['metadata']['name'])
+
+
+# -- where a DaemonSet's pods go, as the scheduler and the DaemonSet controller decide it ---------------------------
+def _expr(e, labels):
+    op, key, values = e['operator'], e['key'], e.get('values') or []
+    if op == 'In':
+        return key in labels and labels[key] in values
+    if op == 'NotIn':
+        return key not in labels or labels[key] not in values
+    if op == 'Exists':
+        return key in labels
+    if op == 'DoesNotExist':
+        return key not in labels
+    if op in ('Gt', 'Lt'):
+        try:
+            v, w = int(labels[key]), int(values[0])
+        except (KeyError, ValueError, IndexError):
+            return False
+        return v > w if op == 'Gt' else v < w
+    raise AssertionError('unknown node selector operator %r' % op)
+
+
+def _tolerated(taint, tolerations):
+    for t in tolerations or []:
+        if t.get('effect') and t['effect'] != taint.get('effect'):
+            continue
+        if t.get('operator') == 'Exists' and (not t.get('key') or t['key'] == taint['key']):
+            return True
+        if t.get('key') == taint['key'] and (t.get('value') or '') == (taint.get('value') or ''):
+            return True
+    return False
+
+
+def lands_on(pod_spec, node):
+    """Whether a DaemonSet pod of ``pod_spec`` is placed on ``node``: nodeSelector, required node affinity (terms ORed,
+    expressions ANDed; matchFields on metadata.name) and NoSchedule/NoExecute taints, as
+    k8s.io/component-helpers scheduling/corev1/nodeaffinity and the DaemonSet controller's predicates decide."""
+    labels = (node.get('metadata') or {}).get('labels') or {}
+    for k, v in (pod_spec.get('nodeSelector') or {}).items():
+        if labels.get(k) != v:
+            return False
+    req = ((pod_spec.get('affinity') or {}).get('nodeAffinity') or {}) \
+        .get('requiredDuringSchedulingIgnoredDuringExecution')
+    if req:
+        fields = {'metadata.name': node['metadata']['name']}
+        terms = req.get('nodeSelectorTerms') or []
+        if not any((t.get('matchExpressions') or t.get('matchFields'))
+                   and all(_expr(e, labels) for e in t.get('matchExpressions') or [])
+                   and all(_expr(e, fields) for e in t.get('matchFields') or []) for t in terms):
+            return False
+    for taint in (node.get('spec') or {}).get('taints') or []:
+        if taint.get('effect') in ('NoSchedule', 'NoExecute') and not _tolerated(taint, pod_spec.get('tolerations')):
+            return False
+    return True
+
+
+# -- the invariants ---------------------------------------------------------------------------------------------------
+def check(lab, gpu_nodes):
+    """Every invariant, read from the API server; returns the list of violations (empty: all hold)."""
+    bad = []
+    nodes = lab.nodes()
+    member = {}
+    for name, pool in lab.pools.items():
+        for n in pool['nodes']:
+            if n in member:
+                bad.append('model: node %s in pools %s and %s' % (n, member[n], name))
+            member[n] = name
+    # 1. each GPU node carries its own pool's labels only; a node of no pool nothing of the collection or its agents
+    for n in gpu_nodes:
+        meta = nodes[n]['metadata']
+        labels, annotations = meta.get('labels') or {}, meta.get('annotations') or {}
+        if n in member:
+            pool = member[n]
+            want = dict(lab.renders[pool]['node_labels'].get(n) or {})
+            got = dict((k, labels.get(k)) for k in want)
+            if got != dict((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in want.items()):
+                bad.append('%s (pool %s): labels %s, the stack wants %s' % (n, pool, got, want))
+            record = json.loads(annotations.get(RECORD) or '{}')
+            recorded = set(record) if isinstance(record, dict) else set()
+            stray = sorted(k for k in labels if k.startswith('gpuops.io/') and k not in want and k not in recorded)
+            if stray:
+                bad.append('%s (pool %s): labels of no pool of it: %s' % (n, pool, stray))
+        else:
+            left = sorted(k for k in labels if k.startswith('gpuops.io/') or k == OPERANDS_LABEL
+                          or k.startswith('nvidia.com/device-plugin') or k.startswith('nvidia.com/mig.config')
+                          or k in ('gpushare', 'gpu'))
+            left += sorted(k for k in annotations if k.startswith(('gpuops.io/',) + AGENT_ANNOTATION_PREFIXES))
+            left += sorted(k for k in (nodes[n].get('status') or {}).get('allocatable') or {}
+                           if k.startswith(('aliyun.com/', 'volcano.sh/')))
+            if left:
+                bad.append('%s (no pool): still carries %s' % (n, left))
+    # 2. the agents: a node runs exactly its own pool's DaemonSets; the operator's operands only on its pools' nodes
+    live = lab.managed()
+    daemonsets = dict((k, v) for k, v in live.items() if k[0] == 'DaemonSet')
+    control = nodes.get(CONTROL_PLANE)
+    for n in gpu_nodes:
+        got = sorted(k for k, ds in daemonsets.items() if lands_on(ds['spec']['template']['spec'], nodes[n]))
+        # a pool's DaemonSets that run on the control plane (gpu-admission on the host network) are no node agents
+        want = sorted(ident(m) for m in lab.renders[member[n]]['manifests'] if m['kind'] == 'DaemonSet'
+                      and not (control and lands_on(m['spec']['template']['spec'], control))) \
+            if n in member else []
+        if got != want:
+            bad.append('%s (pool %s): runs DaemonSets %s, its pool has %s' % (n, member.get(n), got, want))
+    if any(p['strategy'] == 'gpu-operator' for p in lab.pools.values()):
+        for n in gpu_nodes:
+            labels = nodes[n]['metadata'].get('labels') or {}
+            operands = labels.get(OPERATOR_PRESENT) == 'true' and labels.get(OPERANDS_LABEL) != OPERANDS_OFF
+            mine = n in member and lab.pools[member[n]]['strategy'] == 'gpu-operator'
+            if n in member and operands != mine:
+                bad.append('%s (pool %s): the GPU operator\'s operands %s' % (
+                    n, member[n], 'land there' if operands else 'are kept off its own pool\'s node'))
+    # 3. the collection's objects are exactly the pools' renders; a shared object records exactly its pools
+    want = {}
+    for name, out in lab.renders.items():
+        for m in out['manifests']:
+            if m['kind'] != 'Node':
+                want.setdefault(ident(m), set())
+        for m in out['shared_manifests']:
+            want.setdefault(ident(m), set()).add(name)
+    missing = sorted(set(want) - set(live))
+    # the converger's backups of a site's objects it changed (Volcano's scheduler ConfigMap) stay: docs/uninstall.md
+    # and so does an adopted object of another installation, with the merged configuration (Volcano's scheduler
+    # ConfigMap; docs/sharing_stacks.md: state absent leaves it in place), but no pool's record on it
+    extra = sorted(k for k in set(live) - set(want) if not k[2].startswith(BACKUP_PREFIX)
+                   and ((live[k]['metadata'].get('labels') or {}).get(SCOPE) != 'adopted'
+                        or [a for a in live[k]['metadata'].get('annotations') or {} if a.startswith(USER_PREFIX)]))
+    if missing:
+        bad.append('objects of the pools missing: %s' % missing)
+    if extra:
+        bad.append('objects of no pool left: %s' % extra)
+    for key, users in want.items():
+        if key in live and users:
+            ann = live[key]['metadata'].get('annotations') or {}
+            got = set(k[len(USER_PREFIX):] for k in ann if k.startswith(USER_PREFIX))
+            if got != users:
+                bad.append('%s/%s/%s records users %s, the pools using it are %s' % (key + (sorted(got), sorted(users))))
+    # 4. the report agrees: no node of a pool is reported in conflict, no strategy other than its pool's
+    report = gpu_share_report_model.analyse([nodes[n] for n in gpu_nodes], [])
+    for entry in report['nodes']:
+        pool = member.get(entry['name'])
+        strategies = set(entry.get('strategies') or [])
+        if entry.get('conflicts'):
+            bad.append('report: %s (pool %s) in conflict: %s' % (entry['name'], pool, entry['conflicts']))
+        expect = {lab.pools[pool]['strategy']} if pool else set()
+        if strategies - expect:
+            bad.append('report: %s (pool %s) shows strategies %s' % (entry['name'], pool, sorted(strategies)))
+    return bad
+
+
+def daemonset_disagreements(lab, node_names):
+    """The managed DaemonSets whose status (kube-controller-manager's DaemonSet controller, upstream's own placement:
+    node selector, affinity, taints and the tolerations it adds) does not yet say the number of nodes ``lands_on``
+    places them on among ``node_names`` (the cluster's every node). Empty when the two agree."""
+    nodes = lab.nodes()
+    out = []
+    for key, ds in sorted(lab.managed().items()):
+        if key[0] != 'DaemonSet':
+            continue
+        want = sum(1 for n in node_names if lands_on(ds['spec']['template']['spec'], nodes[n]))
+        status = ds.get('status') or {}
+        if status.get('observedGeneration') != ds['metadata'].get('generation') \
+                or status.get('desiredNumberScheduled') != want:
+            out.append('%s/%s: the DaemonSet controller says %s nodes (generation %s observed %s), the invariant %d'
+                       % (key[1], key[2], status.get('desiredNumberScheduled'), ds['metadata'].get('generation'),
+                          status.get('observedGeneration'), want))
+    return out
