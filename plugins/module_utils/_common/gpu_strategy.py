@@ -56,8 +56,9 @@ _STACKS = {}  # type: dict[str, dict]
 
 def _props(title, family, resources, stack, settings, nvidia_plugin=False, scheduler_extender=False,
            runtime_class=False, default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True,
-           prefixes=(), node_status=(), node_annotations=()):
+           prefixes=(), node_status=(), node_annotations=(), shared_prune=False):
     props = {'title': title, 'family': family, 'resources': tuple(r[0] for r in resources),
+             'shared_prune': shared_prune,
              'nvidia_plugin': nvidia_plugin, 'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
              'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
              'node_labels': node_labels,
@@ -87,7 +88,7 @@ STRATEGY_MODEL = (
             ('aliyun.com/gpu-mem', 'GPU memory (gpushare)', 'GiB'),
             ('aliyun.com/gpu-count', 'GPUs (gpushare)', 'GPU'),
         ), 'gpushare', ('gpushare',), scheduler_extender=True, default_runtime=True, compute_mode='default',
-        prefixes=('aliyun.com/gpu',),
+        prefixes=('aliyun.com/gpu',), shared_prune=True,
         # the device plugin patches aliyun.com/gpu-count into the Node's status itself (AliyunContainerService/
         # gpushare-device-plugin pkg/gpu/nvidia/podmanager.go patchGPUCount, 45fb8b8; GSH-12)
         node_status=('aliyun.com/gpu-count',))),
@@ -99,6 +100,7 @@ STRATEGY_MODEL = (
             ('volcano.sh/vgpu-memory', 'vGPU memory (Volcano)', 'MiB'),
             ('volcano.sh/vgpu-cores', 'vGPU cores (Volcano)', '%'),
         ), 'volcano', ('volcano',), default_runtime=True, compute_mode='default', prefixes=('volcano.sh/',),
+        shared_prune=True,
         # gpu-share: volcano.sh/gpu-number patched into the Node's status (volcano-sh/devices pkg/plugin/nvidia/
         # kube_interactor.go PatchGPUResourceOnNode, v1.0.0); vGPU: the registration and handshake annotations and
         # the node lock (Project-HAMi/volcano-vgpu-device-plugin pkg/util/types.go, pkg/plugin/register.go, v1.12.0;
@@ -111,7 +113,7 @@ STRATEGY_MODEL = (
             ('nvidia.com/gpumem', 'vGPU memory (HAMi)', 'MiB'),
             ('nvidia.com/gpucores', 'vGPU cores (HAMi)', '%'),
             ('nvidia.com/gpumem-percentage', 'vGPU memory share (HAMi)', '%'),
-        ), 'hami', ('hami',), default_runtime=True, compute_mode='default',
+        ), 'hami', ('hami',), default_runtime=True, compute_mode='default', shared_prune=True,
         # the device plugin's registration and GPU pair scores, the scheduler's handshake, the node lock
         # (Project-HAMi/HAMi pkg/device/nvidia/device.go, pkg/device-plugin/nvidiadevice/nvinternal/plugin/
         # register.go, pkg/util/nodelock/nodelock.go, v2.10.0; HAMI-17)
@@ -121,7 +123,8 @@ STRATEGY_MODEL = (
         'gpu-manager', 'tencent-vcuda', (
             ('tencent.com/vcuda-core', 'vCUDA cores (gpu-manager, 100 per GPU)', 'core'),
             ('tencent.com/vcuda-memory', 'vCUDA memory (gpu-manager, 256 MiB units)', '256MiB'),
-        ), 'gpu_manager', ('gpu_manager',), compute_mode='default', prefixes=('tencent.com/vcuda',))),
+        ), 'gpu_manager', ('gpu_manager',), compute_mode='default', prefixes=('tencent.com/vcuda',),
+        shared_prune=True)),
     _entry('gpu-operator', _props(
         'GPU operator', WHOLE_GPU, (GPU, GPU_SHARED, MIG_DEVICES), 'operator', ('gpu_operator',),
         node_strategy=False, node_labels=False)),
@@ -150,6 +153,11 @@ LABELLED_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['node_labels
 DEFAULT_RUNTIME_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['default_runtime'])
 # want GPU compute mode Default on their nodes
 DEFAULT_COMPUTE_MODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['compute_mode'] == 'default')
+# the strategies whose shared objects have fixed names and belong to the strategy alone, all of whose pools agree on
+# them: role gpu_sharing_stack prunes what a changed setting drops among them (gpu_stack_render.prune_rules); the
+# NVIDIA family's RuntimeClass is released by its records instead, the operator's and the DRA driver's shared objects
+# are their Helm releases
+SHARED_PRUNE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['shared_prune'])
 DEFAULT_STRATEGY = 'exclusive'
 # every settings key of a pool (role gpu_sharing_stack's gpu_sharing_stack_<key>), in model order
 SETTINGS_KEYS = ()  # type: tuple[str, ...]

@@ -271,10 +271,9 @@ POOL_KINDS = (('v1', 'ConfigMap'), ('v1', 'ServiceAccount'), ('v1', 'Service'), 
               ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'), ('rbac.authorization.k8s.io/v1', 'Role'),
               ('rbac.authorization.k8s.io/v1', 'RoleBinding'))
 SHARED_KINDS = POOL_KINDS + (('admissionregistration.k8s.io/v1', 'MutatingWebhookConfiguration'),)
-# the strategies whose shared objects have fixed names and belong to the strategy alone, all of whose pools agree on
-# them (the pools' plan): the NVIDIA family's RuntimeClass is released by its records instead (stale_shared), the GPU
-# operator's and the DRA driver's shared objects are their Helm releases
-SHARED_PRUNE = ('gpushare', 'volcano', 'hami', 'gpu-manager')
+# the strategies whose shared objects are pruned (the registry's shared_prune; the NVIDIA family's RuntimeClass is
+# released by its records instead, stale_shared)
+SHARED_PRUNE = gpu_strategy.SHARED_PRUNE_STRATEGIES
 
 
 def _rule(labels, kinds):
