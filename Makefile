@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: all setup test test-only test-kube demo bench bench-scale lab-down clean help
+.PHONY: all setup test test-only test-kube demo bench bench-scale lab-down clean help generate
 all: help
 
 help:
@@ -15,6 +15,7 @@ help:
 	@echo "make bench     run the benchmarks, write docs/benchmarks.md"
 	@echo "make bench-scale SCALE_SIZES=100,1000,5000   the cluster layer on the real API server with that many kwok GPU nodes"
 	@echo "make lab-down  stop the lab containers/simulators (and dockerd if the lab started it)"
+	@echo "make generate  rewrite every file part generated from the homes in plugins/module_utils/_common (then commit)"
 
 setup:
 	@bash lab/bin/bootstrap.sh
@@ -25,6 +26,16 @@ test: setup
 
 test-only: setup
 	$(PY) lab/bin/run-tests.py $(STEPS)
+
+# Every restatement of a home (kube_versions.py, pins.py, platforms.py, gpu_strategy.py and the renderers' schemas):
+# the marked parts gen-from-model.py writes (argument_specs options and choices, module choices, the AWX survey,
+# roles' metadata platforms, Kubernetes ranges in the docs, the report's resource table), then the role READMEs and
+# docs/variables.md from the argument_specs. lab/tests/tooling (test_gen_from_model, test_gen_variables_doc) fails
+# while any is stale.
+generate: setup
+	$(PY) lab/bin/gen-from-model.py
+	$(PY) lab/bin/gen-role-readmes.py
+	$(PY) lab/bin/gen-variables-doc.py
 
 # The lab tests that run against the real control plane (lab/kube/real.py), at the minor KUBE_VERSION (1.37 or 1.34;
 # make test runs them at 1.37): builds that minor's programs once per machine, then one cluster for these files.

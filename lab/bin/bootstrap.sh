@@ -4,6 +4,7 @@
 #   - Debian packages from `main` (docker.io, debootstrap, golang, shellcheck, ...)
 #   - .venv       : Python 3.12, ansible 14 (ansible-core 2.21) + lab/test tools + the collection's needs
 #   - .venv-2.16  : Python 3.12, ansible-core 2.16 for sanity/units on the oldest supported release
+#   - .venv-eco   : Python 3.12, antsibull-docs and galaxy-importer (the ecosystem's checks on the built collection)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -95,6 +96,8 @@ make_venv() {  # make_venv LINK EXTRAS REQFILE...: LINK is the venv (a link into
 }
 make_venv .venv "kv=lab/requirements-kv.txt kv-legacy=lab/requirements-kv-legacy.txt" lab/requirements-dev.txt requirements.txt
 make_venv .venv-2.16 "" lab/requirements-2.16.txt requirements.txt
+# antsibull-docs and galaxy-importer (the `eco` step of make test): their own ansible-core and ansible-lint
+make_venv .venv-eco "" lab/requirements-eco.txt
 
 # The lab's bytecode cache for what Python imports from zip files, i.e. AnsiballZ payloads (lab/pyc_cache): a
 # module and a .pth file in the venv that runs the lab's modules on the controller. Written only when it differs,
@@ -109,6 +112,6 @@ install_pyc_cache() {  # install_pyc_cache VENV
 install_pyc_cache .venv
 if [ "$VENV_CACHE" != off ]; then   # this machine's old builds, never one this clone links to
   find "$VENV_CACHE" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' 2>/dev/null \
-    | while read -r old; do [ "$old" = "$(readlink .venv)" ] || [ "$old" = "$(readlink .venv-2.16)" ] || rm -rf "$old"; done
+    | while read -r old; do [ "$old" = "$(readlink .venv)" ] || [ "$old" = "$(readlink .venv-2.16)" ] || [ "$old" = "$(readlink .venv-eco)" ] || rm -rf "$old"; done
 fi
 log "ready: $("$ROOT/.venv/bin/ansible" --version | sed -n 1p); $("$ROOT/.venv-2.16/bin/ansible" --version | sed -n 1p)"

@@ -15,13 +15,27 @@ settings schemas (gpu_stack_render.all_settings_schemas()):
     only (argument_specs cannot say them). A schema with no description at all is left hand-written (and kept equal
     by tests/unit/plugins/module_utils/_cluster/test_gpu_stack_registry.py); one with some but not all is an error.
 
+  * the restatements of the other homes (issue #39 target 1), each line marked where it stands:
+    - ``choices`` lists of the strategy model (LISTS below: role argument_specs, module DOCUMENTATION, the AWX
+      survey), each line ending in the comment ``# make generate: gpu_strategy.<NAME>``;
+    - roles' meta/main.yml ``platforms`` (platforms.galaxy_platforms()), for every role that does not state
+      GenericLinux, under the comment line ``# make generate: platforms.galaxy_platforms()``;
+    - Kubernetes ranges in docs/*.md and docs/conformance/*.md, inline between ``<!-- gen:kube RANGE -->`` and
+      ``<!-- /gen -->`` (RANGE: supported, accepted, upstream, or scheduler-v1: from the first minor the collection
+      renders kubescheduler.config.k8s.io/v1 for), from kube_versions.py; the sentence keeps its separator
+      (``1.24-1.37``, ``1.25 through 1.37``, ``v1.24 to v1.37``).
+``make generate`` runs this and the README and variables generators (lab/bin/gen-role-readmes.py,
+lab/bin/gen-variables-doc.py), in that order.
+
 --root DIR reads and writes the files under DIR (tests); the model is always this checkout's. Lab tooling: imports
 the collection (through lab/bin/collections-path.sh), the collection never imports this.
 """
 import argparse
 import difflib
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -53,6 +67,131 @@ def load_model():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
     return gpu_strategy, gpu_stack_render
+
+
+def load_homes():
+    """(kube_versions, platforms) of this checkout (after load_model put the collection on sys.path)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions, platforms
+    return kube_versions, platforms
+
+
+# ---------------------------------------------------------------- choices lists of the strategy model
+
+# (file, the line that opens the option (stripped), the model's tuple): the first ``choices:`` line after the opening
+# line, before the option ends, is written ``choices: [..]  # make generate: gpu_strategy.NAME``
+LISTS = (
+    ('roles/gpu_sharing_stack/meta/argument_specs.yml', 'gpu_sharing_stack_strategy:', 'STRATEGIES'),
+    ('roles/gpu_node_sharing/meta/argument_specs.yml', 'gpu_node_sharing_strategy:', 'STRATEGIES'),
+    ('roles/gpu_node_sharing/meta/argument_specs.yml', 'gpu_node_sharing_compute_mode:', 'COMPUTE_MODE_SETTINGS'),
+    ('roles/gpu_node_labels/meta/argument_specs.yml', 'gpu_node_labels_pools:', 'LABELLED_STRATEGIES'),
+    ('plugins/modules/gpu_stack_manifests.py', 'strategy:', 'STRATEGIES'),
+    ('plugins/modules/gpu_doctor.py', 'strategy:', 'NODE_STRATEGIES'),
+    ('roles/awx_config/vars/main.yml', 'variable: gpuops_sharing_strategy', 'NODE_STRATEGIES'),
+)
+LIST_MARK = '  # make generate: gpu_strategy.'
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip(' '))
+
+
+def render_lists(text, rel, gs):
+    lines = text.split('\n')
+    for path, opener, name in LISTS:
+        if path != rel:
+            continue
+        starts = [i for i, line in enumerate(lines) if line.strip() == opener]
+        if not starts:
+            raise GenError('%s: no line %r (its choices are gpu_strategy.%s)' % (rel, opener, name))
+        i = starts[0]
+        # the option's own lines: deeper than its opener (a survey item's keys are as deep as its "variable:" line)
+        depth = _indent(lines[i]) if opener.endswith(':') else _indent(lines[i]) - 1
+        j = i + 1
+        while j < len(lines) and not lines[j].lstrip().startswith('choices:'):
+            if lines[j].strip() and _indent(lines[j]) <= depth:
+                j = len(lines)
+                break
+            j += 1
+        if j >= len(lines):
+            raise GenError('%s: no choices line after %r (its choices are gpu_strategy.%s)' % (rel, opener, name))
+        lines[j] = '%schoices: %s%s%s' % (' ' * _indent(lines[j]), scalar(list(getattr(gs, name))), LIST_MARK, name)
+    return '\n'.join(lines)
+
+
+# ---------------------------------------------------------------- roles' metadata platforms
+
+PLATFORMS_MARK = '# make generate: platforms.galaxy_platforms()'
+
+
+def render_platforms(text, rel, pf):
+    """meta/main.yml with galaxy_info.platforms written from platforms.galaxy_platforms(); a role stating
+    GenericLinux (one that installs nothing on the node) is left as it is."""
+    data = yaml.safe_load(text)
+    if data['galaxy_info'].get('platforms') == [{'name': 'GenericLinux', 'versions': ['all']}]:
+        return text
+    lines = text.split('\n')
+    try:
+        i = [n for n, line in enumerate(lines) if line.strip() == 'platforms:'][0]
+    except IndexError:
+        raise GenError('%s: no "platforms:" line' % rel)
+    pad = ' ' * _indent(lines[i])
+    start = i - 1 if i and lines[i - 1].strip() == PLATFORMS_MARK else i
+    end = i + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > len(pad)
+                                or lines[end].startswith(pad + '- ')):
+        end += 1
+    body = [pad + PLATFORMS_MARK, pad + 'platforms:']
+    for p in pf.galaxy_platforms():
+        body += ['%s  - name: %s' % (pad, p['name']), '%s    versions: %s' % (pad, scalar([str(v) for v in p['versions']]))]
+    lines[start:end] = body
+    out = '\n'.join(lines)
+    if yaml.safe_load(out)['galaxy_info']['platforms'] != pf.galaxy_platforms():
+        raise GenError('internal: the platforms written to %s do not read back' % rel)
+    return out
+
+
+# ---------------------------------------------------------------- Kubernetes ranges in the docs
+
+RANGE_RE = re.compile(r'<!-- gen:kube ([a-z0-9-]+) -->(.*?)<!-- /gen -->')
+
+
+def kube_ranges(kv):
+    return {
+        'supported': (kv.SUPPORTED_MIN_MINOR, kv.MAX_MINOR),
+        'accepted': (kv.MIN_MINOR, kv.MAX_MINOR),
+        'upstream': kv.UPSTREAM_SUPPORTED,
+        'scheduler-v1': (kv.SCHEDULER_CONFIG_RENDERED[0][0], kv.MAX_MINOR),
+    }
+
+
+def render_ranges(text, rel, kv):
+    ranges = kube_ranges(kv)
+
+    def sub(m):
+        if m.group(1) not in ranges:
+            raise GenError('%s: unknown range %r (known: %s)' % (rel, m.group(1), ', '.join(sorted(ranges))))
+        first, last = ranges[m.group(1)]
+        # the separator and the "v" the sentence uses stay (1.24-1.37, 1.25 through 1.37, v1.24 to v1.37)
+        old = re.match(r'^(v?)1\.\d+( to | through | - | \u2013 |-|\u2013)v?1\.\d+$', m.group(2))
+        if not old:
+            raise GenError('%s: %r between the markers of range %s is no range like 1.24-1.37' % (rel, m.group(2),
+                                                                                                 m.group(1)))
+        v, sep = old.group(1), old.group(2)
+        return '<!-- gen:kube %s -->%s1.%d%s%s1.%d<!-- /gen -->' % (m.group(1), v, first, sep, v, last)
+    return RANGE_RE.sub(sub, text)
+
+
+def generated_files(root):
+    """[(relative path, kind)] of the files with restatements, beyond the report doc and gpu_sharing_stack's options."""
+    out = [(path, 'lists') for path in sorted(set(p for p, _o, _n in LISTS))]
+    for path in sorted(glob.glob(os.path.join(root, 'roles', '*', 'meta', 'main.yml'))):
+        out.append((os.path.relpath(path, root), 'platforms'))
+    for pattern in ('docs/*.md', 'docs/conformance/*.md', 'README.md'):
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            with open(path, encoding='utf-8') as f:
+                if '<!-- gen:kube ' in f.read():
+                    out.append((os.path.relpath(path, root), 'ranges'))
+    return out
 
 
 # ---------------------------------------------------------------- the report's table
@@ -226,10 +365,22 @@ def main(argv=None):
     ap.add_argument('--root', default=HERE, help='read and write the files under this directory')
     args = ap.parse_args(argv)
     gs, render = load_model()
-    targets = ((REPORT_DOC, lambda t: render_report_doc(t, gs)), (ARGSPECS, lambda t: render_argspecs(t, gs, render)))
+    kv, pf = load_homes()
+    gens = {'lists': lambda t, rel: render_lists(t, rel, gs), 'platforms': lambda t, rel: render_platforms(t, rel, pf),
+            'ranges': lambda t, rel: render_ranges(t, rel, kv)}
+    targets = [(REPORT_DOC, lambda t: render_report_doc(t, gs)), (ARGSPECS, lambda t: render_argspecs(t, gs, render))]
+    for rel, kind in generated_files(args.root):
+        targets.append((rel, (lambda g, r: lambda t: g(t, r))(gens[kind], rel)))
+    # one file may have several generated parts (gpu_sharing_stack's argument_specs: options and choices)
+    merged = {}
+    for rel, gen in targets:
+        if rel in merged:
+            merged[rel] = (lambda a, b: lambda t: b(a(t)))(merged[rel], gen)
+        else:
+            merged[rel] = gen
     stale = []
     try:
-        for rel, gen in targets:
+        for rel, gen in merged.items():
             path = os.path.join(args.root, rel)
             with open(path, encoding='utf-8') as f:
                 text = f.read()

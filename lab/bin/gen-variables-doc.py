@@ -149,6 +149,8 @@ def markup(text):
             return '[%s](%s)' % (label.strip(), target) if kind == 'L' and target else label.strip()
         if kind == 'O' and '#' in body and ':' in body:
             body = body.rsplit(':', 1)[1]
+        if kind == 'P':  # P(gpuops.k8s_gpu.gpu_probe#role): the plugin's or role's name
+            body = body.split('#', 1)[0]
         return '`%s`' % body
     prev = None
     while prev != text:  # nested markup, innermost first

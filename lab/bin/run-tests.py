@@ -9,9 +9,9 @@ failed (a test that cannot run fails loudly), except in the sanity steps, whose 
 with nothing to check (SKIPS_ARE_RESULTS); those are the skipped the last line counts.
 
 Steps run in lanes: the lanes ``lab`` (pytest over lab/tests with pytest-xdist), ``checks`` (lint, sanity,
-units, collection build, then the benchmark smoke run and the README's demo) and ``molecule`` (the scenarios one
-after another) run at the same time, because their containers, emulators, apt repository servers and state
-directories never collide (each names its own; the demo and the benches serve their own apt repository). Steps
+units, collection build, antsibull-docs and Galaxy's importer on the tarball, then the benchmark smoke run and the
+README's demo) and ``molecule`` (the scenarios one after another) run at the same time, because their containers,
+emulators, apt repository servers and state directories never collide (each names its own; the demo and the benches serve their own apt repository). Steps
 put in the ``final`` lane would run alone after the others; none needs to today. A lane's steps run one after
 another. Output of concurrent steps goes to
 build/test-results/<step>.log and is printed whole when the step ends. ``--serial`` runs everything one
@@ -120,6 +120,12 @@ def steps(only=None):
         ('go-build', ['bash', 'lab/go/build-all.sh'], None, 'lab'),
         ('lab', lab_cmd(), 'lab.xml', 'lab'),
         ('collection-build', ['bash', 'lab/bin/collection-build-test.sh'], None, 'checks'),
+        # the ecosystem's own checks on the built tarball (lab/bin/eco-check.py, .venv-eco): antsibull-docs'
+        # lint-collection-docs --plugin-docs (what the Ansible docsite builds from) and Galaxy's importer with its
+        # ansible-lint (ansible-test off); in the checks lane, which ends first (measured 2026-11-29 alone on the
+        # 2-core machine at load 12 from other sessions: 91 s wall / 25 CPU-s and 290 s wall / 47 CPU-s)
+        ('antsibull-docs', [os.path.join(VENV, 'python'), 'lab/bin/eco-check.py', 'docs'], None, 'checks'),
+        ('galaxy-importer', [os.path.join(VENV, 'python'), 'lab/bin/eco-check.py', 'importer'], None, 'checks'),
     ]
     for name in molecule_scenarios():
         s.append(('molecule-' + name, ['bash', 'lab/docker/molecule.sh', 'test', '-s', name], None, 'molecule'))

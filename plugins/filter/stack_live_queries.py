@@ -8,7 +8,8 @@ name: stack_live_queries
 short_description: What a sharing stack reads from the cluster before it renders (the arguments of k8s_objects_info)
 version_added: 0.1.0
 description:
-  - The O(queries) and O(version) of one M(gpuops.k8s_gpu.k8s_objects_info) run for a pool's stack - the Nodes always;
+  - The O(gpuops.k8s_gpu.k8s_objects_info#module:queries) and O(gpuops.k8s_gpu.k8s_objects_info#module:version) of one
+    M(gpuops.k8s_gpu.k8s_objects_info) run for a pool's stack - the Nodes always;
     the RuntimeClasses for the strategies whose pods use RuntimeClass C(nvidia); Volcano's scheduler ConfigMap,
     kube-proxy's ConfigMap (gpushare's NodePort registration), HAMi's webhook TLS Secret and the API server version
     (HAMi's kube-scheduler image) where the strategy's settings do not already give them.

@@ -51,7 +51,7 @@ options:
         V(time-slicing), V(mps) and V(mig) run their pods with RuntimeClass C(nvidia) instead, so they need the nvidia
         runtime under that handler name, not as the default.
     type: str
-    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager]
+    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager]  # make generate: gpu_strategy.NODE_STRATEGIES
   checks:
     description: Run only these checks (default all).
     type: list

@@ -12,7 +12,7 @@ description:
   - Renders, for one node pool and one sharing O(strategy), the Kubernetes objects of the stack (device plugin,
     scheduler parts, RBAC, configuration), the node labels the pool's nodes need, optional validation workloads, and
     for V(gpu-operator) and V(dra) (NVIDIA's DRA driver) the values for C(kubernetes.core.helm).
-  - Pure and read-only; it talks to no cluster. Role M(gpuops.k8s_gpu.gpu_sharing_stack) applies the objects with
+  - Pure and read-only; it talks to no cluster. Role P(gpuops.k8s_gpu.gpu_sharing_stack#role) applies the objects with
     M(gpuops.k8s_gpu.k8s_converge); the node labels go to role C(gpuops.k8s_gpu.gpu_node_labels).
   - Checks the input before anything is rendered - strategy, settings (unknown keys, types, ranges such as time-slicing
     replicas >= 2), pinned image tags, the hardware facts of C(gpuops.k8s_gpu.gpu_info) (MPS needs compute capability
@@ -36,7 +36,7 @@ options:
     description: Sharing strategy of the pool.
     type: str
     required: true
-    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, gpu-operator, dra]
+    choices: [exclusive, time-slicing, mps, mig, gpushare, volcano, hami, gpu-manager, gpu-operator, dra]  # make generate: gpu_strategy.STRATEGIES
   pool:
     description: Name of the node pool (a DNS label); object names and the node label C(gpuops.io/sharing-pool) use it.
     type: str
@@ -197,7 +197,7 @@ pool_manifests:
 shared_manifests:
   description:
     - Cluster-wide objects shared by every pool of the same strategy (scheduler extender, HAMi scheduler).
-    - Role M(gpuops.k8s_gpu.gpu_sharing_stack) records the pool on each (annotation C(user.gpuops.io/<pool>)) and
+    - Role P(gpuops.k8s_gpu.gpu_sharing_stack#role) records the pool on each (annotation C(user.gpuops.io/<pool>)) and
       deletes one only when no other pool is recorded on it or in RV(other_pools).
   returned: always
   type: list
@@ -234,7 +234,7 @@ validation_manifests:
   elements: dict
 node_labels:
   description:
-    - Per node, the labels the stack needs. The stack never writes them itself - role M(gpuops.k8s_gpu.gpu_sharing_stack)
+    - Per node, the labels the stack needs. The stack never writes them itself - role P(gpuops.k8s_gpu.gpu_sharing_stack#role)
       publishes them and role C(gpuops.k8s_gpu.gpu_node_labels), the one writer of Node labels, sets them
       (C(gpu_node_labels_stacks)).
   returned: always

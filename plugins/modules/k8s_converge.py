@@ -18,7 +18,7 @@ description:
     definition are added (V(present)) or removed (V(absent)) with a JSON merge patch.
   - With O(state=absent), objects that exist are deleted, but only those carrying O(hash_annotation) (objects this
     module applied) unless O(delete_unmanaged=true).
-  - Used by role M(gpuops.k8s_gpu.gpu_sharing_stack); C(kubernetes.core.k8s) sends a write request per object on every
+  - Used by role P(gpuops.k8s_gpu.gpu_sharing_stack#role); C(kubernetes.core.k8s) sends a write request per object on every
     run, which this module avoids.
   - The connection is kubernetes.core's (see the connection options); the engine is in the collection's
     C(k8s_converger) module_utils.

@@ -24,7 +24,7 @@ description:
     changes nothing.
   - Refusals (unsupported version, malformed extender, unparsable or foreign file) name the option and the allowed
     values and happen before anything is written.
-  - Does not restart anything. The role M(gpuops.k8s_gpu.kube_scheduler_extender) runs C(rke up), restarts
+  - Does not restart anything. The role P(gpuops.k8s_gpu.kube_scheduler_extender#role) runs C(rke up), restarts
     C(rke2-server) or lets kubelet recreate the static pod.
 author:
   - gpuops.k8s_gpu developers (@gpuops)

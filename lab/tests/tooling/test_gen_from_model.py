@@ -1,5 +1,7 @@
-"""lab/bin/gen-from-model.py: the report's resource table and role gpu_sharing_stack's stack settings options are
-generated from the strategy model and the renderers' schemas; the committed files are what it writes."""
+"""lab/bin/gen-from-model.py (make generate): the report's resource table and role gpu_sharing_stack's stack settings
+options are generated from the strategy model and the renderers' schemas, and the restatements of the other homes
+(strategy choices, roles' metadata platforms, Kubernetes ranges in the docs) from gpu_strategy.py, platforms.py and
+kube_versions.py; the committed files are what it writes. The tests compare with the homes, not with literals."""
 import importlib.util
 import os
 import shutil
@@ -23,8 +25,15 @@ def run(root, *args):
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
 
 
+def load_gen():
+    spec = importlib.util.spec_from_file_location('gen_from_model', SCRIPT)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen
+
+
 def copy_tree(tmp_path):
-    for rel in (DOC, SPECS):
+    for rel in [DOC, SPECS] + [rel for rel, _kind in load_gen().generated_files(ROOT)]:
         os.makedirs(os.path.join(str(tmp_path), os.path.dirname(rel)), exist_ok=True)
         shutil.copy(os.path.join(ROOT, rel), os.path.join(str(tmp_path), rel))
     return tmp_path
@@ -83,9 +92,7 @@ def test_markers_missing_is_an_error(tmp_path):
 def test_a_schema_change_reaches_argument_specs(monkeypatch):
     """The direction of the generation: a changed schema entry (default, choices, description) is what argument_specs
     gets, and a key added to a schema without a description is refused by name."""
-    spec = importlib.util.spec_from_file_location('gen_from_model', SCRIPT)
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_gen()
     gs, render = gen.load_model()
     hami = render.gpu_stack_hami.HAMI_SCHEMA
     monkeypatch.setitem(hami, 'device_split_count', dict(hami['device_split_count'], default=11,
@@ -99,3 +106,76 @@ def test_a_schema_change_reaches_argument_specs(monkeypatch):
     monkeypatch.setitem(hami, 'new_key', dict(type=int, default=1))
     with pytest.raises(gen.GenError, match=r"gpu_stack_hami.SETTINGS\['hami'\]: new_key have no description"):
         gen.render_argspecs(read(ROOT, SPECS), gs, render)
+
+
+def _choices(rel, *keys):
+    with open(os.path.join(ROOT, rel)) as f:
+        text = f.read()
+    if rel.endswith('.py'):
+        text = text.split('DOCUMENTATION = r\'\'\'', 1)[1].split("\'\'\'", 1)[0]
+    node = yaml.safe_load(text)
+    for k in keys:
+        node = node[k]
+    return tuple(node['choices'])
+
+
+def test_the_generated_restatements_are_the_homes():
+    """What make generate wrote, read back and compared with the homes themselves (gpu_strategy, platforms,
+    kube_versions), not with literals."""
+    gen = load_gen()
+    gs, _render = gen.load_model()
+    kv, pf = gen.load_homes()
+    main = ('argument_specs', 'main', 'options')
+    assert _choices(SPECS, *main, 'gpu_sharing_stack_strategy') == gs.STRATEGIES
+    assert _choices('roles/gpu_node_sharing/meta/argument_specs.yml', *main, 'gpu_node_sharing_strategy') == gs.STRATEGIES
+    assert _choices('roles/gpu_node_sharing/meta/argument_specs.yml', *main,
+                    'gpu_node_sharing_compute_mode') == gs.COMPUTE_MODE_SETTINGS
+    assert _choices('roles/gpu_node_labels/meta/argument_specs.yml', *main, 'gpu_node_labels_pools', 'options',
+                    'strategy') == gs.LABELLED_STRATEGIES
+    assert _choices('plugins/modules/gpu_stack_manifests.py', 'options', 'strategy') == gs.STRATEGIES
+    assert _choices('plugins/modules/gpu_doctor.py', 'options', 'strategy') == gs.NODE_STRATEGIES
+    kinds = dict(gen.generated_files(ROOT))
+    platforms = [rel for rel, kind in kinds.items() if kind == 'platforms']
+    node_roles = []
+    for rel in platforms:
+        meta = yaml.safe_load(read(ROOT, rel))['galaxy_info']['platforms']
+        if meta != [{'name': 'GenericLinux', 'versions': ['all']}]:
+            assert meta == pf.galaxy_platforms(), rel
+            assert gen.PLATFORMS_MARK in read(ROOT, rel), rel
+            node_roles.append(rel.split('/')[1])
+    assert len(node_roles) >= 6, node_roles
+    docs = [rel for rel, kind in kinds.items() if kind == 'ranges']
+    assert 'docs/cluster.md' in docs and 'docs/conformance/kube-scheduler.md' in docs, docs
+    cluster = read(ROOT, 'docs/cluster.md')
+    assert '<!-- gen:kube scheduler-v1 -->1.%d \u2013 1.%d<!-- /gen -->' % (
+        kv.SCHEDULER_CONFIG_RENDERED[0][0], kv.MAX_MINOR) in cluster
+
+
+def test_a_new_minor_strategy_and_release_reach_every_restatement(monkeypatch):
+    """Kubernetes MAX_MINOR + 1, a new strategy and a new release of a known family: the generator writes them
+    everywhere it restates them (the files a maintainer no longer edits by hand)."""
+    gen = load_gen()
+    gs, _render = gen.load_model()
+    kv, pf = gen.load_homes()
+    new_minor = kv.MAX_MINOR + 1
+    monkeypatch.setattr(kv, 'MAX_MINOR', new_minor)
+    monkeypatch.setattr(kv, 'UPSTREAM_SUPPORTED', (kv.UPSTREAM_SUPPORTED[0] + 1, new_minor))
+    text = gen.render_ranges(read(ROOT, 'docs/cluster.md'), 'docs/cluster.md', kv)
+    assert '<!-- gen:kube scheduler-v1 -->1.%d \u2013 1.%d<!-- /gen -->' % (
+        kv.SCHEDULER_CONFIG_RENDERED[0][0], new_minor) in text
+    text = gen.render_ranges(read(ROOT, 'README.md'), 'README.md', kv)
+    assert '-->1.%d\u20131.%d<!--' % (kv.SUPPORTED_MIN_MINOR, new_minor) in text, 'README.md'
+    with pytest.raises(gen.GenError, match='unknown range'):
+        gen.render_ranges('<!-- gen:kube nosuch -->1.1-1.2<!-- /gen -->', 'x.md', kv)
+
+    monkeypatch.setattr(gs, 'STRATEGIES', gs.STRATEGIES + ('new-one',))
+    out = gen.render_lists(read(ROOT, SPECS), SPECS, gs)
+    assert yaml.safe_load(out)['argument_specs']['main']['options']['gpu_sharing_stack_strategy']['choices'][-1] == \
+        'new-one'
+
+    family = pf.SUPPORTED_FAMILIES[0]
+    monkeypatch.setitem(pf.FAMILIES, family, dict(pf.FAMILIES[family],
+                                                   versions=tuple(pf.FAMILIES[family]['versions']) + ('next',)))
+    rel = 'roles/nvidia_driver/meta/main.yml'
+    out = yaml.safe_load(gen.render_platforms(read(ROOT, rel), rel, pf))['galaxy_info']['platforms']
+    assert out == pf.galaxy_platforms() and 'next' in out[0]['versions'], out

@@ -11,13 +11,15 @@
 Used by the runtime module (refuse cdi on containerd < 1.7), the dra strategy (a node whose containerd cannot do CDI)
 and the doctor (CDI on or off as the node's containerd reads its config).
 """
+
+from __future__ import annotations
 import re
 
 CDI_MIN = (1, 7)        # the first release whose CRI plugin has enable_cdi / cdi_spec_dirs
 CDI_DEFAULT_ON = (2, 0)  # from this release on, enable_cdi defaults to true
 
 
-def parse_version(text):
+def parse_version(text: object) -> tuple[int, int, int] | None:
     """'1.6.20', 'v2.3.4', '1.7.27-1' or '2.0' as a (major, minor, patch) tuple; None when not a version."""
     m = re.match(r'^\s*v?(\d+)\.(\d+)(?:\.(\d+))?', str(text or ''))
     if not m:
@@ -25,13 +27,13 @@ def parse_version(text):
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def cdi_supported(version):
+def cdi_supported(version: object) -> bool | None:
     """True/False whether this containerd (a version string) can do CDI at all; None when the version is unknown."""
     v = parse_version(version)
     return None if v is None else v[:2] >= CDI_MIN
 
 
-def cdi_default(version):
+def cdi_default(version: object) -> bool | None:
     """enable_cdi's default for this containerd: False (1.7), True (2.0 on); None when unknown or without CDI."""
     v = parse_version(version)
     if v is None or v[:2] < CDI_MIN:
@@ -39,7 +41,7 @@ def cdi_default(version):
     return v[:2] >= CDI_DEFAULT_ON
 
 
-def cdi_effective(version, enable_cdi):
+def cdi_effective(version: object, enable_cdi: object) -> bool | str | None:
     """Whether this containerd injects CDI devices: 'unsupported' (before 1.7, whatever the file says), True or False
     (enable_cdi where a file sets it, else the release's default), None (version unknown and no file sets it)."""
     if cdi_supported(version) is False:
@@ -49,7 +51,7 @@ def cdi_effective(version, enable_cdi):
     return cdi_default(version)
 
 
-def unsupported_message(version, what):
+def unsupported_message(version: object, what: str) -> str:
     """Why ``what`` (e.g. 'cdi=true') cannot be had on containerd ``version`` (older than 1.7)."""
     return ('%s needs CDI in containerd, which containerd %s does not have: enable_cdi and cdi_spec_dirs exist in the '
             'CRI plugin from containerd %d.%d (off by default there; on by default from %d.%d), and %s reads a config '

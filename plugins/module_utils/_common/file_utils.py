@@ -6,12 +6,22 @@
 Every module that writes a file goes through these: read_text/read_bytes (the "before" of the diff),
 replace_file (back up when asked, then write atomically or delete), write_atomic and backup_copy."""
 
+from __future__ import annotations
+
 import os
 import shutil
 import tempfile
 import time
+from typing import Protocol
 
 from ansible.module_utils.common.text.converters import to_text
+
+
+class Mover(Protocol):
+    """What these helpers use of an AnsibleModule: its atomic_move."""
+
+    def atomic_move(self, src: str, dest: str, unsafe_writes: bool = False) -> None:
+        """Move src over dest atomically, keeping dest's mode and owner."""
 
 
 def read_bytes(path):
@@ -34,7 +44,7 @@ def read_text(path):
         return to_text(f.read(), errors='surrogate_or_strict')
 
 
-def write_atomic(module, path, data, mode=None, stage_dir=None):
+def write_atomic(module: Mover, path: str, data: bytes, mode: int | None = None, stage_dir: str | None = None) -> None:
     """Write data (bytes) to path through a temporary file and module.atomic_move.
 
     The temporary file lives next to path, or in stage_dir (created 0700) for directories whose every file a
@@ -62,7 +72,7 @@ def write_atomic(module, path, data, mode=None, stage_dir=None):
             os.unlink(tmp)
 
 
-def backup_copy(path, directory=None, dir_mode=0o700):
+def backup_copy(path: str, directory: str | None = None, dir_mode: int = 0o700) -> str:
     """Copy path to DIRECTORY/NAME.PID.TIMESTAMP~ (directory: the file's own by default, created with dir_mode) and
     return the copy's path. Tools that read every file of a drop-in folder (apt, CRI-O) need the copy outside it."""
     directory = directory or os.path.dirname(path)
@@ -74,7 +84,8 @@ def backup_copy(path, directory=None, dir_mode=0o700):
     return dest
 
 
-def replace_file(module, path, data, backup=False, backup_dir=None, stage_dir=None, mode=None, backup_dir_mode=0o700):
+def replace_file(module: Mover, path: str, data: bytes | None, backup: bool = False, backup_dir: str | None = None,
+                 stage_dir: str | None = None, mode: int | None = None, backup_dir_mode: int = 0o700) -> str | None:
     """Put data (bytes; None removes the file) at path, backing the current file up first when backup is true.
 
     The one "back up, then write atomically or delete" step of the modules; the caller has read the current

@@ -7,6 +7,8 @@ Facts come from NVIDIA's public documentation (CUDA compute capabilities, the MP
 MIG user guide). Nothing here talks to hardware.
 """
 
+from __future__ import annotations
+
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
@@ -74,13 +76,13 @@ PCI_ID_RANGES = (
 CONSUMER_GPU_RE = re.compile(r'GEFORCE|TITAN|\bRTX [2-5]0[5-9]0\b', re.IGNORECASE)
 
 
-def is_consumer_gpu(name):
+def is_consumer_gpu(name: str | None) -> bool:
     """Whether a GPU name (NVML's "NVIDIA GeForce RTX 4090" or the PCI database's "AD102 [GeForce RTX 4090]") is
     of the consumer class (CONSUMER_GPU_RE)."""
     return bool(CONSUMER_GPU_RE.search(name or ''))
 
 
-def architecture_from_pci_id(device_id):
+def architecture_from_pci_id(device_id: object) -> str:
     """Architecture of an NVIDIA PCI device id ('0x2330' or '2330'), or 'unknown'."""
     try:
         value = int(str(device_id), 16)
@@ -99,7 +101,7 @@ SHARING_STRATEGIES = NODE_STRATEGIES  # the node-level strategies of the strateg
 MPS_MIN_CC = (7, 0)
 
 
-def architecture_from_cc(major, minor):
+def architecture_from_cc(major: int | None, minor: int | None) -> str:
     """Best architecture name for a compute capability, or 'unknown'."""
     if major is None:
         return 'unknown'
@@ -110,14 +112,14 @@ def architecture_from_cc(major, minor):
     return name
 
 
-def architecture_name(nvml_arch, major=None, minor=None):
+def architecture_name(nvml_arch: object, major: int | None = None, minor: int | None = None) -> str:
     """Architecture name from NVML's enum, falling back to the compute capability."""
     if nvml_arch in ARCHITECTURES:
         return ARCHITECTURES[nvml_arch]
     return architecture_from_cc(major, minor)
 
 
-def mps_max_clients(major, minor):
+def mps_max_clients(major: int | None, minor: int | None) -> int:
     """Maximum MPS clients per GPU, or 0 when MPS is not supported for Kubernetes sharing."""
     if major is None:
         return 0
@@ -146,13 +148,14 @@ _P8 = {
 _P4 = {'1': ([0, 1, 2, 3], 1), '2': ([0, 2], 2), '4': ([0], 4)}
 
 
-def _row(name, pid, nvml, count, mem, slices, place):
+def _row(name: str, pid: int | None, nvml: str, count: int, mem: int, slices: int,
+         place: tuple[list[int], int]) -> dict:
     return {'name': name, 'id': pid, 'nvml_profile': 'NVML_GPU_INSTANCE_PROFILE_' + nvml,
             'nvml_profile_index': NVML_GPU_INSTANCE_PROFILES[nvml], 'max_instances': count, 'memory_gib': mem,
             'slices': slices, 'placements': list(place[0]), 'placement_size': place[1]}
 
 
-def _seven_slice(small, double, half, full):
+def _seven_slice(small: int, double: int, half: int, full: int) -> list[dict]:
     """The 7-compute-slice / 8-memory-slice table shared by A100, H100, H200, GH200, H20, B200, GB200, B300, GB300.
 
     Memory sizes in the names: 1g.<small>gb, 1g.<double>gb = 2g.<double>gb, 3g.<half>gb = 4g.<half>gb, 7g.<full>gb.
@@ -214,7 +217,7 @@ MIG_PRODUCTS = [
 ]  # type: list[tuple[str, list[int], list[tuple[str, ...]], list]]
 
 
-def pci_device_part(value):
+def pci_device_part(value: object) -> int | None:
     """The 16-bit PCI device id from NVML's pciDeviceId (device << 16 | vendor), a '0x2330' string or an int."""
     if value is None or isinstance(value, bool):
         return None
@@ -228,16 +231,16 @@ def pci_device_part(value):
     return value
 
 
-def _hex_device(value):
+def _hex_device(value: object) -> str:
     dev = pci_device_part(value)
     return 'unknown' if dev is None else '0x%04x' % dev
 
 
-def _tokens(name):
+def _tokens(name: object) -> set[str]:
     return set(t for t in re.split(r'[^A-Z0-9]+', str(name or '').upper()) if t)
 
 
-def mig_catalog_match(product_name=None, pci_device_id=None):
+def mig_catalog_match(product_name: str | None = None, pci_device_id: object = None) -> dict:
     """Which catalogue product a GPU is: ``{'product': key or None, 'matched_by': 'pci_device_id'|'name'|None}``.
 
     The PCI device id decides when the catalogue knows it; the name is only used when it does not (so GH200 never
@@ -257,14 +260,14 @@ def mig_catalog_match(product_name=None, pci_device_id=None):
     return {'product': None, 'matched_by': None}
 
 
-def mig_table(product):
+def mig_table(product: str | None) -> list[dict]:
     for key, dummy, dummy2, table in MIG_PRODUCTS:
         if key == product:
             return table
     return []
 
 
-def mig_profiles_for(product_name, pci_device_id=None):
+def mig_profiles_for(product_name: str | None, pci_device_id: object = None) -> list[dict]:
     """Known MIG profiles for a GPU (PCI device id first, product name second), as a list of dicts.
 
     Empty when the GPU is not in the catalogue. Each dict: name, id (nvidia-smi's GPU-instance profile id, None
@@ -281,7 +284,7 @@ def mig_profiles_for(product_name, pci_device_id=None):
     return out
 
 
-def mig_catalog_facts(product_name, pci_device_id, nvml_profiles):
+def mig_catalog_facts(product_name: str | None, pci_device_id: object, nvml_profiles: list | None) -> dict:
     """gpu_info's MIG profile keys for a MIG-capable GPU: NVML's profiles when it lists them, else the catalogue's.
 
     Returns ``mig_profiles``, ``mig_catalog`` (catalogue product or None), ``mig_catalog_match`` and, when neither
@@ -301,14 +304,14 @@ def mig_catalog_facts(product_name, pci_device_id, nvml_profiles):
     return out
 
 
-def label_value(text):
+def label_value(text: object) -> str:
     """Sanitise a string into a Kubernetes label value (the way GPU feature discovery does)."""
 
     value = re.sub(r'[^A-Za-z0-9._-]+', '-', str(text or '')).strip('-_.')
     return value[:63].rstrip('-_.')
 
 
-def sharing_capabilities(gpus):
+def sharing_capabilities(gpus: list[dict]) -> dict[str, dict]:
     """Which sharing strategies the hardware allows, with the reason when not."""
     # every node strategy of the model; mps and mig have hardware conditions (below)
     caps = dict((name, {'allowed': bool(gpus)}) for name in NODE_STRATEGIES)  # type: dict[str, dict]
@@ -353,16 +356,16 @@ _GFD_FAMILY = {1: 'tesla', 2: 'fermi', 3: 'kepler', 5: 'maxwell', 6: 'pascal', 9
                12: 'blackwell', 13: 'rubin'}
 
 
-def gfd_family(major, minor):
+def gfd_family(major: int | None, minor: int) -> str:
     """GPU feature discovery's family name for a compute capability ('undefined' for an unknown major)."""
     if major == 7:
         return 'volta' if minor < 5 else 'turing'
     if major == 8:
         return 'ampere' if minor < 9 else 'ada-lovelace'
-    return _GFD_FAMILY.get(major, 'undefined')
+    return 'undefined' if major is None else _GFD_FAMILY.get(major, 'undefined')
 
 
-def gfd_sanitise(text):
+def gfd_sanitise(text: object) -> str:
     """GPU feature discovery's product sanitising (internal/lm/resource.go sanitise, v0.20.0): characters other than
     letters, digits, '-', '_', '.' and space are dropped, then runs of white space become one '-'. Cut to a valid label
     value (63 characters; GFD does not cut, and a longer value would be refused by the API server)."""
@@ -371,7 +374,7 @@ def gfd_sanitise(text):
     return re.sub(r'^[^A-Za-z0-9]+|[^A-Za-z0-9]+$', '', value)
 
 
-def node_labels(gpus, driver_version=None, cuda_driver_version=None):
+def node_labels(gpus: list[dict], driver_version: str | None = None, cuda_driver_version: str | None = None) -> dict[str, str]:
     """Node labels in the names and values GPU feature discovery writes with --mig-strategy=none, from probed GPU
     facts. The whole-GPU labels describe the first GPU's product, as GFD describes one product (docs/conformance/
     gpu-feature-discovery.md GFD-01..05): count is the number of GPUs of that product, mig.capable is true when any

@@ -12,6 +12,10 @@ with their own resource names. Two families on one node do not see each other's 
 nvidia.com/gpu: 1 and a pod holding aliyun.com/gpu-mem: 8 land on the same GPU. So a node has one family.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 WHOLE_GPU = 'whole-gpu'
 
 # name -> properties. Order is the order users see in messages and documentation.
@@ -54,9 +58,11 @@ MIG_DEVICES = ('nvidia.com/mig-', 'MIG devices', 'MIG device')
 _STACKS = {}  # type: dict[str, dict]
 
 
-def _props(title, family, resources, stack, settings, nvidia_plugin=False, scheduler_extender=False,
-           runtime_class=False, default_runtime=False, compute_mode=None, node_strategy=True, node_labels=True,
-           prefixes=(), node_status=(), node_annotations=(), shared_prune=False):
+def _props(title: str, family: str, resources: tuple, stack: str, settings: tuple, nvidia_plugin: bool = False,
+           scheduler_extender: bool = False, runtime_class: bool = False, default_runtime: bool = False,
+           compute_mode: str | None = None, node_strategy: bool = True, node_labels: bool = True,
+           prefixes: tuple = (), node_status: tuple = (), node_annotations: tuple = (),
+           shared_prune: bool = False) -> tuple[dict, dict]:
     props = {'title': title, 'family': family, 'resources': tuple(r[0] for r in resources),
              'shared_prune': shared_prune,
              'nvidia_plugin': nvidia_plugin, 'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
@@ -67,7 +73,7 @@ def _props(title, family, resources, stack, settings, nvidia_plugin=False, sched
                    'prefixes': tuple(prefixes), 'family': family}
 
 
-def _entry(name, props_and_stack):
+def _entry(name: str, props_and_stack: tuple[dict, dict]) -> tuple[str, dict]:
     props, stack = props_and_stack
     _STACKS[name] = stack
     return name, props
@@ -163,7 +169,7 @@ DEFAULT_STRATEGY = 'exclusive'
 SETTINGS_KEYS = ()  # type: tuple[str, ...]
 # the GPU resources by exact name: name -> (strategy, description, unit); strategy None when strategies of two
 # families advertise it (nvidia.com/gpu: the whole-GPU strategies and HAMi). The report reads it
-RESOURCES = {}
+RESOURCES = {}  # type: dict[str, tuple[str | None, str, str]]
 _RESOURCE_FAMILY = {}   # exact name -> family of the first strategy that advertises it
 _PREFIX_FAMILY = []     # (prefix, family)
 for _name, _p in STRATEGY_MODEL:
@@ -183,24 +189,24 @@ COMPUTE_MODES = ('default', 'exclusive_process', 'prohibited')
 COMPUTE_MODE_SETTINGS = ('auto',) + COMPUTE_MODES + ('keep',)
 
 
-def strategy(name):
+def strategy(name: str) -> dict:
     """The properties of a strategy (KeyError for an unknown name)."""
     return _MODEL[name]
 
 
-def stack_info(name):
+def stack_info(name: str) -> dict:
     """The stack of a strategy: its renderer ('stack', plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py), its
     settings keys and its resources as (name, description, unit). KeyError for an unknown name."""
     return _STACKS[name]
 
 
-def titles(names):
+def titles(names: Iterable[str]) -> str:
     """The strategies' names as messages spell them, joined: 'gpushare, Volcano and HAMi'."""
     words = [_MODEL[n]['title'] for n in names]
     return ' and '.join([', '.join(words[:-1]), words[-1]]) if len(words) > 1 else ''.join(words)
 
 
-def node_compute_mode(name, setting='auto'):
+def node_compute_mode(name: str, setting: str = 'auto') -> str | None:
     """The compute mode to set on a node of strategy ``name``: the strategy's own for ``auto`` (None: leave it alone),
     None for ``keep``, else the mode ``setting`` names. ValueError for an unknown strategy or setting."""
     if name not in _MODEL:
@@ -212,7 +218,7 @@ def node_compute_mode(name, setting='auto'):
     return None if setting == 'keep' else setting
 
 
-def mig_config_name(devices, config_name=''):
+def mig_config_name(devices: dict | None, config_name: str = '') -> str:
     """The mig-parted config name of a mig pool: ``config_name`` when given, else one made of the geometry
     ({'1g.10gb': 2, '3g.40gb': 1} -> 'gpuops-1g-10gb-2-3g-40gb-1'). The stack's MIG manager selects it and role
     gpu_node_sharing writes it (filter gpu_strategy's mig_config_name): one name, computed here only."""
@@ -221,7 +227,7 @@ def mig_config_name(devices, config_name=''):
     return 'gpuops-' + '-'.join('%s-%s' % (k.replace('.', '-'), v) for k, v in sorted((devices or {}).items()))
 
 
-def resource_prefixes():
+def resource_prefixes() -> tuple[str, ...]:
     """The name prefixes that make a pod a GPU pod (the drain's default, gpu_sharing_drain): every resource and prefix
     of every strategy, in model order, less a name that another one already starts (nvidia.com/gpu covers
     nvidia.com/gpu.shared and HAMi's nvidia.com/gpumem; gpushare's prefix aliyun.com/gpu its two resources). Read from
@@ -234,19 +240,19 @@ def resource_prefixes():
     return tuple(n for n in names if not any(o != n and n.startswith(o) for o in names))
 
 
-def node_state(name):
+def node_state(name: str) -> dict:
     """What strategy ``name``'s agents leave on a Node: {'status': resource names they put into status.capacity and
     status.allocatable themselves, 'annotations': annotation names}; empty tuples for an unknown name."""
     props = _MODEL.get(name)
     return props['node_state'] if props else {'status': (), 'annotations': ()}
 
 
-def family(name):
+def family(name: str) -> str:
     """Accounting family of a strategy."""
     return _MODEL[name]['family']
 
 
-def resource_family(name):
+def resource_family(name: str) -> str | None:
     """Accounting family of an extended resource name, or None when it is not a GPU resource.
 
     nvidia.com/gpu is whole-GPU accounting (HAMi advertises it too, but a node whose strategy is already hami is not
@@ -259,7 +265,7 @@ def resource_family(name):
     return None
 
 
-def positive_quantity(value):
+def positive_quantity(value: object) -> bool:
     """True when a resource quantity is more than zero ('0', '', '0m', 0 are not)."""
     try:
         text = str(value).strip()
@@ -272,7 +278,7 @@ def positive_quantity(value):
         return bool(value)
 
 
-def foreign_resources(name, allocatable, current=None):
+def foreign_resources(name: str, allocatable: dict | None, current: str | None = None) -> list[tuple[str, object]]:
     """THE rule: memory-based and whole-GPU accounting never share a GPU.
 
     The GPU resources (name, quantity) of a node's allocatable that belong to another accounting family than strategy
@@ -290,7 +296,7 @@ def foreign_resources(name, allocatable, current=None):
     return out
 
 
-def families_conflict(names):
+def families_conflict(names: Iterable[str]) -> list[str]:
     """THE rule over strategies found on one node: the accounting families they use, when more than one (else [])."""
     fams = []
     for n in names:

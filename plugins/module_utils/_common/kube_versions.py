@@ -14,6 +14,8 @@ Upstream facts (docs/conformance/kube-scheduler.md, KEP-785 and the kube-schedul
     kube-scheduler still registers from 1.29; its Extender fields are unchanged through MAX_MINOR).
 """
 
+from __future__ import annotations
+
 import re
 
 # the oldest minor any part of the collection accepts (the scheduler extender, for legacy RKE1 clusters)
@@ -100,7 +102,7 @@ def scheduler_config_api(minor):
     return POLICY, 'v1'
 
 
-def scheduler_config_summary():
+def scheduler_config_summary() -> str:
     """'Policy below 1.23, <group>/v1beta3 for 1.23-1.24, <group>/v1 from 1.25': what scheduler_config_api renders."""
     parts = ['%s below 1.%d' % (POLICY, POLICY_LAST_MINOR + 1)]
     steps = list(reversed(SCHEDULER_CONFIG_RENDERED))

@@ -18,6 +18,8 @@ Each pin:
   conformance:  the conformance table that records what was read
 """
 
+from __future__ import annotations
+
 PINS = {
     'nvidia-device-plugin': dict(
         kind='image', repository='nvcr.io/nvidia/k8s-device-plugin', tag='v0.20.0',
@@ -71,18 +73,18 @@ PINS = {
 }
 
 
-def pin(name):
+def pin(name: str) -> dict:
     """The pin's dict; KeyError names the known pins."""
     if name not in PINS:
         raise KeyError('no pin %r; pins: %s' % (name, ', '.join(sorted(PINS))))
     return PINS[name]
 
 
-def tag(name):
+def tag(name: str) -> str:
     return pin(name)['tag']
 
 
-def ref(name):
+def ref(name: str) -> str:
     """What the collection writes: repository:tag for an image, the tag otherwise."""
     p = pin(name)
     return '%s:%s' % (p['repository'], p['tag']) if p['kind'] == 'image' else p['tag']

@@ -14,8 +14,11 @@ extra_config (managed keys only), has_disk, gpus (list of dicts: key, type 'dire
 device_id, device_ids, label, system_id).
 """
 
+from __future__ import annotations
+
 import math
 import re
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
 
@@ -79,7 +82,7 @@ class GpuError(Exception):
     """A problem with the input or the inventory; the message names the option or the object."""
 
 
-def normalize_pci_id(value, option):
+def normalize_pci_id(value: object, option: str) -> str:
     """'3B:00.0' / '0000:3b:00.0' -> '0000:3b:00.0' (vSphere's HostPciDevice.id format)."""
     text = str(value).strip().lower()
     m = _PCI_RE.match(text)
@@ -89,7 +92,7 @@ def normalize_pci_id(value, option):
     return '%s:%s:%s.%s' % (m.group(1) or '0000', m.group(2), m.group(3), m.group(4))
 
 
-def parse_device_id(value, option):
+def parse_device_id(value: object, option: str) -> int:
     """PCI device id from an int (its value) or a hex string ('0x20F1', '20f1') -> int."""
     if isinstance(value, bool):
         raise GpuError('%s: %r is not a PCI device id; expected a hex string such as 0x20F1' % (option, value))
@@ -103,17 +106,17 @@ def parse_device_id(value, option):
     return int(m.group(1), 16)
 
 
-def hex_id(value):
+def hex_id(value: int) -> str:
     return '0x%04x' % (value & 0xFFFF)
 
 
-def model_matches(model, device_name):
+def model_matches(model: str, device_name: str | None) -> bool:
     """Case-insensitive match of a model ('T4', 'A100 PCIe 40GB') as a whole word in a PCI device name."""
     pattern = r'(?<![a-z0-9])' + re.escape(model.strip().lower()) + r'(?![a-z0-9])'
     return re.search(pattern, (device_name or '').lower()) is not None
 
 
-def _mig_catalogue_memory_gb(device_id):
+def _mig_catalogue_memory_gb(device_id: int) -> int | None:
     """The memory of the whole-GPU MIG profile of a GPU the collection's MIG catalogue knows by PCI device id (the
     GPUs the table above lacks: A100/H100 variants, GH200, B200, B300, GB200, GB300, RTX PRO 6000), or None. It is
     the memory a VM can use, slightly under the board's, which is close enough for the MMIO size and memory rule."""
@@ -123,7 +126,7 @@ def _mig_catalogue_memory_gb(device_id):
     return None
 
 
-def gpu_memory_gb(device_id, device_name=None, override=None):
+def gpu_memory_gb(device_id: int, device_name: str | None = None, override: int | None = None) -> int | None:
     """GPU memory in GB: the override, else the table above, else the MIG catalogue's whole-GPU profile, else
     '<n>GB' in the name, else None."""
     if override:
@@ -139,14 +142,14 @@ def gpu_memory_gb(device_id, device_name=None, override=None):
     return None
 
 
-def next_power_of_two(value):
+def next_power_of_two(value: int) -> int:
     value = int(math.ceil(value))
     if value <= 1:
         return 1
     return 1 << (value - 1).bit_length()
 
 
-def mmio_size_gb(memories_gb):
+def mmio_size_gb(memories_gb: list[int]) -> int:
     """The MMIO rule: 64bitMMIOSizeGB = next power of two >= 2 x (sum of the GPUs' memory in GB).
 
     The GPU's large BAR (BAR1 on data-centre GPUs) is as large as its memory and must fit, power-of-two
@@ -160,14 +163,14 @@ def mmio_size_gb(memories_gb):
     return next_power_of_two(total * 2)
 
 
-def required_memory_mb(memories_gb, ratio):
+def required_memory_mb(memories_gb: list[int], ratio: float) -> int:
     """The memory rule: VM memory >= ratio x total GPU memory (GB taken as GiB, 1 GB = 1024 MB)."""
     return int(math.ceil(sum(memories_gb) * 1024 * ratio))
 
 
 # ------------------------------------------------------------------------------------------------ input
 
-def normalize_requests(gpus, passthrough_type, has_vm):
+def normalize_requests(gpus: list | None, passthrough_type: str, has_vm: bool) -> list[dict[str, Any]]:
     """Check and normalise the gpus option. Each entry has exactly one of pci_id, device_id, model."""
     out = []
     for i, item in enumerate(gpus or []):
@@ -181,8 +184,8 @@ def normalize_requests(gpus, passthrough_type, has_vm):
         given = [k for k in ('pci_id', 'device_id', 'model') if item.get(k) not in (None, '')]
         if len(given) != 1:
             raise GpuError('%s: give exactly one of pci_id, device_id, model (got %s)' % (opt, ', '.join(given) or 'none'))
-        req = {'index': i, 'option': opt, 'pci_id': None, 'device_id': None, 'model': None,
-               'count': item.get('count'), 'memory_gb': item.get('memory_gb'), 'custom_label': item.get('custom_label') or ''}
+        req: dict[str, Any] = {'index': i, 'option': opt, 'pci_id': None, 'device_id': None, 'model': None,
+                               'count': item.get('count'), 'memory_gb': item.get('memory_gb'), 'custom_label': item.get('custom_label') or ''}
         if given[0] == 'pci_id':
             req['pci_id'] = normalize_pci_id(item['pci_id'], opt + '.pci_id')
             if passthrough_type == 'dynamic' and has_vm:
@@ -217,11 +220,11 @@ def normalize_requests(gpus, passthrough_type, has_vm):
     return out
 
 
-def _describe(gpu):
+def _describe(gpu: dict) -> str:
     return '%s %s (%s)' % (gpu['id'], gpu['device_name'], hex_id(gpu['device_id']))
 
 
-def _matches(req, gpu):
+def _matches(req: dict, gpu: dict) -> bool:
     if req['pci_id']:
         return gpu['id'] == req['pci_id']
     if req['device_id'] is not None:
@@ -229,7 +232,7 @@ def _matches(req, gpu):
     return model_matches(req['model'], gpu['device_name'])
 
 
-def _what(req):
+def _what(req: dict) -> str:
     if req['pci_id']:
         return 'pci_id %s' % req['pci_id']
     if req['device_id'] is not None:
@@ -237,14 +240,14 @@ def _what(req):
     return 'model %r' % req['model']
 
 
-def _inventory(host_gpus):
-    models = {}
+def _inventory(host_gpus: list[dict]) -> str:
+    models: dict[tuple, list] = {}
     for g in host_gpus:
         models.setdefault((g['device_id'], g['device_name']), []).append(g['id'])
     return '; '.join('%s %s: %s' % (hex_id(k[0]), k[1], ', '.join(v)) for k, v in sorted(models.items())) or 'none'
 
 
-def parse_reserved(value):
+def parse_reserved(value: object) -> list[str]:
     """RESERVED_KEY's value -> sorted PCI ids (unparseable entries are dropped)."""
     out = set()
     for part in str(value or '').split(','):
@@ -258,12 +261,13 @@ def parse_reserved(value):
     return sorted(out)
 
 
-def _others(gpu, vm_name):
+def _others(gpu: dict, vm_name: str | None) -> list[str]:
     """VMs other than vm_name that hold the GPU or reserved it while waiting for a host reboot."""
     return sorted(set(v for v in list(gpu['attached_to']) + list(gpu.get('reserved_by') or []) if v != vm_name))
 
 
-def select_gpus(requests, host_gpus, host_name, vm_name=None, prefer_pending=False):
+def select_gpus(requests: list[dict], host_gpus: list[dict], host_name: str, vm_name: str | None = None,
+                prefer_pending: bool = False) -> list[tuple[dict, dict]]:
     """Pick host GPUs for the requests. Returns [(request, gpu), ...].
 
     With a VM (DirectPath): GPUs already on the VM are kept first, then the ones this VM's earlier run reserved
@@ -319,7 +323,7 @@ def select_gpus(requests, host_gpus, host_name, vm_name=None, prefer_pending=Fal
     return chosen
 
 
-def dynamic_targets(requests, host_gpus, host_name):
+def dynamic_targets(requests: list[dict], host_gpus: list[dict], host_name: str) -> list[dict[str, Any]]:
     """Dynamic DirectPath: one entry per device to add: {'device_ids', 'label', 'memory_gb', 'request', 'gpus'}.
 
     A model may match several device ids; all of them go into allowedDevice. The host must have at least as
@@ -343,7 +347,7 @@ def dynamic_targets(requests, host_gpus, host_name):
     return out
 
 
-def memory_of(chosen):
+def memory_of(chosen: list[tuple[dict, dict]]) -> list[int]:
     """GPU memory (GB) for each chosen (request, gpu); raises naming gpus[i].memory_gb when unknown."""
     out = []
     for req, g in chosen:
@@ -357,11 +361,11 @@ def memory_of(chosen):
 
 # ------------------------------------------------------------------------------------------------ VM plan
 
-def _bool_str(value):
+def _bool_str(value: object) -> str:
     return 'TRUE' if value else 'FALSE'
 
 
-def _same_value(current, wanted):
+def _same_value(current: object, wanted: str) -> bool:
     if current is None:
         return False
     if wanted.upper() in ('TRUE', 'FALSE'):
@@ -369,14 +373,14 @@ def _same_value(current, wanted):
     return str(current).strip() == wanted
 
 
-def gpu_label(dev):
+def gpu_label(dev: dict) -> str:
     if dev['type'] == 'directpath':
         return 'directpath:%s' % dev['id']
     ids = ','.join(hex_id(i) for i in dev.get('device_ids') or [])
     return 'dynamic:%s%s' % (ids, (':' + dev['label']) if dev.get('label') else '')
 
 
-def vm_state(vm):
+def vm_state(vm: dict) -> dict[str, Any]:
     """The managed settings of a VM dict, as shown in diff before/after and in the result."""
     return {
         'power_state': vm['power_state'],
@@ -389,7 +393,7 @@ def vm_state(vm):
     }
 
 
-def hide_hypervisor_decision(requested, gpu_names):
+def hide_hypervisor_decision(requested: object, gpu_names: list[str]) -> tuple[bool, str]:
     """(effective, reason) for hypervisor.cpuid.v0 = FALSE: the option as given, or with None by GPU class - only
     consumer GPUs (GeForce, TITAN: gpu_catalog.is_consumer_gpu) need the hypervisor hidden (their driver refused to
     start in a VM before R465); data-centre and workstation GPUs never did (docs/conformance/esxi_gpu_passthrough.md
@@ -404,7 +408,7 @@ def hide_hypervisor_decision(requested, gpu_names):
     return False, 'auto: data-centre GPU(s) %s never needed it' % (', '.join(names) or 'none chosen')
 
 
-def plan_vm(vm, wanted_gpus, params):
+def plan_vm(vm: dict, wanted_gpus: list[dict], params: dict) -> dict[str, Any]:
     """Compare a VM with what is wanted. Returns a plan dict:
 
     remove: VM device dicts to remove; add: wanted GPU dicts to add; extra_config: {key: value};
@@ -417,8 +421,9 @@ def plan_vm(vm, wanted_gpus, params):
     params: manage_gpus, hide_hypervisor, mmio_size_gb (0 = leave alone), firmware ('efi'|'keep'),
     secure_boot (bool), reserve_memory (bool), memory_mb (None or int).
     """
-    plan = {'remove': [], 'add': [], 'extra_config': {}, 'firmware': None, 'secure_boot': None,
-            'reservation_locked': None, 'memory_mb': None, 'changes': [], 'offline_changes': [], 'warnings': []}
+    plan: dict[str, Any] = {'remove': [], 'add': [], 'extra_config': {}, 'firmware': None, 'secure_boot': None,
+                            'reservation_locked': None, 'memory_mb': None, 'changes': [], 'offline_changes': [],
+                            'warnings': []}
     if params.get('manage_gpus', True):
         current = [d for d in vm['gpus'] if d.get('nvidia', True)]
         pending = list(wanted_gpus)
@@ -507,7 +512,7 @@ def plan_vm(vm, wanted_gpus, params):
     return plan
 
 
-def check_bios_to_efi(vm, plan, policy):
+def check_bios_to_efi(vm: dict, plan: dict, policy: str) -> str | None:
     """Switching a BIOS VM with an installed guest (it has a virtual disk) to EFI: 'fail' or 'warn'."""
     if plan['firmware'] != 'efi' or vm['firmware'] != 'bios' or not vm.get('has_disk'):
         return None
@@ -518,7 +523,7 @@ def check_bios_to_efi(vm, plan, policy):
     raise GpuError(text + '; set bios_to_efi=warn to switch anyway')
 
 
-def check_memory(memory_mb, gpu_memories_gb, ratio, policy, vm_name):
+def check_memory(memory_mb: int, gpu_memories_gb: list[int], ratio: float, policy: str, vm_name: str) -> str | None:
     """The memory rule: returns a warning text, None, or raises (policy 'fail')."""
     if policy == 'ignore' or not gpu_memories_gb:
         return None
@@ -532,6 +537,6 @@ def check_memory(memory_mb, gpu_memories_gb, ratio, policy, vm_name):
     raise GpuError(text + '; raise memory_mb, or set memory_check=warn or ignore')
 
 
-def full_reservation(vm):
+def full_reservation(vm: dict) -> bool:
     """vSphere powers on a VM with a DirectPath device only with its whole memory reserved."""
     return bool(vm['reservation_locked']) or (vm.get('reservation_mb') or 0) >= vm['memory_mb']

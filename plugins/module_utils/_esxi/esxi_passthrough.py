@@ -4,11 +4,15 @@
 """The engine of the esxi_gpu_passthrough module: input checks that need no vSphere, and the Runner that finds the
 host and VM, plans the changes (esxi_gpu) and applies them through vSphere (esxi_vsphere)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_gpu as eg
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_vsphere as ev
 
 
-def check_params(p):
+def check_params(p: dict) -> list[dict[str, Any]]:
     """Input errors that need no vSphere (raised before connecting)."""
     if p['scope'] in ('all', 'vm') and not p['name']:
         raise eg.GpuError('name: required with scope=%s (the VM to give GPUs to)' % p['scope'])
@@ -27,25 +31,25 @@ def check_params(p):
     return eg.normalize_requests(gpus, p['passthrough_type'], bool(p['name']))
 
 
-def public_gpu(g):
+def public_gpu(g: dict) -> dict[str, Any]:
     return dict(id=g['id'], device_id=eg.hex_id(g['device_id']), device_name=g['device_name'], capable=g['capable'],
                 enabled=g['enabled'], active=g['active'], attached_to=g['attached_to'], reserved_by=g.get('reserved_by') or [])
 
 
 class Runner(object):
-    def __init__(self, module, requests):
+    def __init__(self, module: Any, requests: list[dict]) -> None:
         self.module = module
         self.p = module.params
         self.requests = requests
-        self.si = None
-        self.tasks = []
-        self.changes = []
-        self.warnings = []
+        self.si: Any = None  # the pyVmomi ServiceInstance once connected
+        self.tasks: list = []
+        self.changes: list[str] = []
+        self.warnings: list[str] = []
         self.reconfigure_count = 0
-        self.result = {}
+        self.result: dict[str, Any] = {}
 
     # -------------------------------------------------------------- inventory
-    def find(self):
+    def find(self) -> tuple[Any, dict]:  # (the VM (None with scope host), the host)
         p = self.p
         vm = None
         if p['name']:
@@ -74,7 +78,7 @@ class Runner(object):
         return vm, host
 
     # -------------------------------------------------------------- planning (no changes)
-    def plan(self, vm, host):
+    def plan(self, vm: dict | None, host: dict) -> tuple[dict, dict | None]:
         p = self.p
         dynamic = p['passthrough_type'] == 'dynamic' and vm is not None
         if dynamic and ev.api_major(self.si) < 7:
@@ -182,7 +186,7 @@ class Runner(object):
         return host_plan, vm_plan
 
     # -------------------------------------------------------------- run
-    def run(self):
+    def run(self) -> dict[str, Any]:
         p = self.p
         self.si = ev.connect(p)
         try:
@@ -190,7 +194,7 @@ class Runner(object):
         finally:
             ev.disconnect(self.si)
 
-    def _run(self):
+    def _run(self) -> dict[str, Any]:
         p = self.p
         check = self.module.check_mode
         vm, host = self.find()
@@ -319,7 +323,7 @@ class Runner(object):
             result['diff'] = {'before': diff_before, 'after': diff_after}
         return result
 
-    def apply_vm(self, vm, host, plan, power_on_after=False):
+    def apply_vm(self, vm: dict, host: dict, plan: dict, power_on_after: bool = False) -> bool:
         """Reconfigure the VM; power_on_after: it was powered off for the host reboot and goes on again."""
         p = self.p
         system_ids = None

@@ -5,9 +5,12 @@
 VMs into the plain dicts of esxi_gpu.py, building one ConfigSpec from a plan, tasks, power and host reboot.
 Depends on nothing but pyVmomi (pyVim ships in the same package)."""
 
+from __future__ import annotations
+
 import ssl
 import time
 import traceback
+from typing import Any, Callable
 
 from ansible.module_utils.basic import env_fallback
 
@@ -23,7 +26,7 @@ except ImportError:
     HAS_PYVMOMI = False
 
 
-def connection_argument_spec():
+def connection_argument_spec() -> dict[str, dict]:
     return dict(
         hostname=dict(type='str', fallback=(env_fallback, ['VMWARE_HOST'])),
         username=dict(type='str', aliases=['user'], fallback=(env_fallback, ['VMWARE_USER'])),
@@ -37,12 +40,12 @@ class VSphereError(Exception):
     pass
 
 
-def fault_text(exc):
+def fault_text(exc: BaseException) -> str:
     msg = getattr(exc, 'msg', None) or getattr(exc, 'faultMessage', None) or str(exc)
     return '%s: %s' % (type(exc).__name__, msg)
 
 
-def connect(params):
+def connect(params: dict) -> Any:
     """Log in to vCenter or ESXi. Returns the ServiceInstance."""
     missing = [k for k in ('hostname', 'username', 'password') if not params.get(k)]
     if missing:
@@ -69,14 +72,14 @@ def connect(params):
         raise VSphereError('cannot connect to %s:%s: %s' % (params['hostname'], params['port'], exc))
 
 
-def disconnect(si):
+def disconnect(si: Any) -> None:
     try:
         Disconnect(si)
     except Exception:  # pylint: disable=broad-except
         pass
 
 
-def collect(si, objs, obj_type, props):
+def collect(si: Any, objs: list, obj_type: Any, props: list[str]) -> dict[Any, dict[str, Any]]:
     """RetrievePropertiesEx for many objects at once -> {obj: {prop: value}} (one round trip per page)."""
     if not objs:
         return {}
@@ -93,7 +96,7 @@ def collect(si, objs, obj_type, props):
     return out
 
 
-def find_by_name(si, obj_type, name, datacenter=None):
+def find_by_name(si: Any, obj_type: Any, name: str, datacenter: str | None = None) -> list:
     """All inventory objects of a type with this name (under a datacenter when given)."""
     content = si.content
     root = content.rootFolder
@@ -107,7 +110,7 @@ def find_by_name(si, obj_type, name, datacenter=None):
     return [o for o, p in collect(si, objs, obj_type, ['name']).items() if p.get('name') == name]
 
 
-def list_view(si, root, obj_type):
+def list_view(si: Any, root: Any, obj_type: Any) -> list:
     view = si.content.viewManager.CreateContainerView(root, [obj_type], True)
     try:
         return list(view.view)
@@ -115,14 +118,14 @@ def list_view(si, root, obj_type):
         view.DestroyView()
 
 
-def api_major(si):
+def api_major(si: Any) -> int:
     try:
         return int(str(si.content.about.apiVersion).split('.', 1)[0])
     except (ValueError, AttributeError):
         return 0
 
 
-def wait_task(task, timeout=3600):
+def wait_task(task: Any, timeout: float = 3600) -> Any:
     """Wait for a vSphere task; raise VSphereError with the fault text on error."""
     delay = 0.01
     end = time.time() + timeout
@@ -140,7 +143,7 @@ def wait_task(task, timeout=3600):
 
 # ------------------------------------------------------------------------------------------------ reading
 
-def _vm_gpu(dev):
+def _vm_gpu(dev: Any) -> dict[str, Any] | None:
     """A VirtualPCIPassthrough device -> dict, or None for other devices."""
     if not isinstance(dev, vim.vm.device.VirtualPCIPassthrough):
         return None
@@ -166,7 +169,7 @@ VM_PROPS = ['name', 'runtime.powerState', 'runtime.host', 'config.hardware.memor
             'config.memoryAllocation', 'config.extraConfig', 'guest.toolsRunningStatus']
 
 
-def read_vm(si, vm):
+def read_vm(si: Any, vm: Any) -> dict[str, Any]:
     p = collect(si, [vm], vim.VirtualMachine, VM_PROPS).get(vm, {})
     devices = p.get('config.hardware.device') or []
     gpus = [g for g in (_vm_gpu(d) for d in devices) if g and g['nvidia']]
@@ -193,11 +196,12 @@ HOST_PROPS = ['name', 'hardware.pciDevice', 'config.pciPassthruInfo', 'vm', 'par
               'runtime.inMaintenanceMode', 'runtime.connectionState']
 
 
-def read_host(si, host):
+def read_host(si: Any, host: Any) -> dict[str, Any]:
     """The host's NVIDIA GPUs with passthrough state and the VMs (on this host) holding them."""
     p = collect(si, [host], vim.HostSystem, HOST_PROPS).get(host, {})
     info = dict((x.id, x) for x in (p.get('config.pciPassthruInfo') or []))
-    attached, reserved = {}, {}
+    attached: dict[str, list] = {}
+    reserved: dict[str, list] = {}
     for vm, vp in collect(si, list(p.get('vm') or []), vim.VirtualMachine,
                           ['name', 'config.hardware.device', 'config.extraConfig']).items():
         for dev in vp.get('config.hardware.device') or []:
@@ -230,7 +234,7 @@ def read_host(si, host):
             'in_maintenance': bool(p.get('runtime.inMaintenanceMode')), 'gpus': gpus}
 
 
-def config_target(host_info):
+def config_target(host_info: dict) -> dict[str, str]:
     """{pci id: (systemId, name)} of the host's active passthrough devices (QueryConfigTarget)."""
     parent = host_info['parent']
     env = parent.environmentBrowser
@@ -247,7 +251,7 @@ def config_target(host_info):
 
 # ------------------------------------------------------------------------------------------------ changing
 
-def enable_passthrough(host_info, ids, apply_now=False):
+def enable_passthrough(host_info: dict, ids: list[str], apply_now: bool = False) -> None:
     """UpdatePassthruConfig; with apply_now (vSphere 7.0 API) the host applies it at once where the device allows it."""
     pss = host_info['_obj'].configManager.pciPassthruSystem
     extra = {'applyNow': True} if apply_now else {}
@@ -262,7 +266,7 @@ def enable_passthrough(host_info, ids, apply_now=False):
 MAINTENANCE_GRACE = 30
 
 
-def cancel_task(task):
+def cancel_task(task: Any) -> bool:
     """Cancel a vSphere task that is still queued or running (Task.CancelTask). Returns True when the cancel was
     accepted, False when the task had ended or the server refused (a task that is not cancelable)."""
     try:
@@ -274,7 +278,7 @@ def cancel_task(task):
         return False
 
 
-def powered_on_vms(si, host):
+def powered_on_vms(si: Any, host: Any) -> list:
     """Names of the VMs registered on the host that are powered on (what keeps it out of maintenance mode when
     they cannot be moved)."""
     vms = collect(si, [host], vim.HostSystem, ['vm']).get(host, {}).get('vm') or []
@@ -282,7 +286,7 @@ def powered_on_vms(si, host):
     return sorted(p.get('name') for p in props.values() if str(p.get('runtime.powerState')) == 'poweredOn')
 
 
-def enter_maintenance(si, host_info, timeout):
+def enter_maintenance(si: Any, host_info: dict, timeout: int) -> None:
     """EnterMaintenanceMode_Task bounded by `timeout` seconds (the vSphere API's own timeout: the task ends with a
     Timedout fault when it expires; 0 would mean no timeout and a host that keeps trying). When it fails or does not
     end in time the task is cancelled (Task.CancelTask) if it still runs, and the error names the powered-on VMs
@@ -308,7 +312,7 @@ def enter_maintenance(si, host_info, timeout):
                      else 'the VMs on the host could not be read')))
 
 
-def reboot_host(si, host_info, timeout, tasks, reconnect=None):
+def reboot_host(si: Any, host_info: dict, timeout: int, tasks: list, reconnect: Callable[[], Any] | None = None) -> tuple[Any, Any]:
     """Maintenance mode (if not in it), reboot, wait until it is back with a new boot time, leave maintenance.
 
     A standalone ESXi host ends the session when it reboots: with `reconnect` (a callable returning a new
@@ -346,7 +350,8 @@ def reboot_host(si, host_info, timeout, tasks, reconnect=None):
     return si, host
 
 
-def build_config_spec(plan, vm, host_info=None, system_ids=None, secure_boot=False):
+def build_config_spec(plan: dict, vm: dict, host_info: dict | None = None, system_ids: dict | None = None,
+                      secure_boot: bool = False) -> Any:
     """One ConfigSpec with every change of the plan."""
     spec = vim.vm.ConfigSpec()
     changes = []
@@ -360,7 +365,7 @@ def build_config_spec(plan, vm, host_info=None, system_ids=None, secure_boot=Fal
                 raise VSphereError('GPU %s on host %s is not an active passthrough device (QueryConfigTarget does not '
                                    'list it): reboot the host after enabling passthrough'
                                    % (want['id'], host_info['name'] if host_info else '?'))
-            backing = vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo(
+            backing: Any = vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo(
                 id=want['id'], deviceId=format(want['device_id'] & 0xFFFF, 'x'), systemId=system_id,
                 vendorId=NVIDIA_VENDOR_ID, deviceName=want.get('device_name') or '')
         else:
@@ -387,7 +392,7 @@ def build_config_spec(plan, vm, host_info=None, system_ids=None, secure_boot=Fal
     return spec
 
 
-def power_off(vm_info, timeout, tasks):
+def power_off(vm_info: dict, timeout: int, tasks: list) -> None:
     """Guest shutdown when VMware Tools run (waits up to timeout), otherwise a hard power-off."""
     vm = vm_info['_obj']
     if vm_info['tools_running']:
@@ -405,6 +410,6 @@ def power_off(vm_info, timeout, tasks):
     tasks.append('PowerOffVM_Task')
 
 
-def power_on(vm_info, timeout, tasks):
+def power_on(vm_info: dict, timeout: int, tasks: list) -> None:
     wait_task(vm_info['_obj'].PowerOnVM_Task(), timeout)
     tasks.append('PowerOnVM_Task')

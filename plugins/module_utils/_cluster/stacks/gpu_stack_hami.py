@@ -97,7 +97,8 @@ HAMI_SCHEMA = {
     'webhook_ca_bundle': dict(type=str, default='', description='Base64 PEM of the CA that signed the webhook certificate.'),
     'scheduler_port': dict(type=int, default=9443, min=1, max=65535, description='Port of the HAMi extender.'),
     'kube_version': dict(type=str, default='',
-                         description=("The cluster's Kubernetes version (v1.24 to v1.37); empty to read it from the API server.",
+                         description=("The cluster's Kubernetes version (v1.%d to v1.%d); empty to read it from the API server."
+                                      % KUBE_MINORS,
                                       'Selects the KubeSchedulerConfiguration API version and the kube-scheduler image tag.')),
     'extra_device_config': dict(type=dict, default={},
                                 description="More keys of HAMi's NVIDIA device configuration (e.g. gpuCorePolicy); keys HAMi does not read are refused."),
