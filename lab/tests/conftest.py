@@ -243,6 +243,11 @@ WEIGHT = {
     'integration/test_node_dra_real.py': 31, 'integration/test_node_runtime_real.py': 62,
     # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
     'integration/test_node_daemonset_real.py': 120,
+    # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue
+    # #41: the remediation loop on the real 1.37 and a private 1.34 control plane (2026-11-29, -p no:xdist, the machine
+    # shared)
+    'integration/test_dra_extended_real.py': 50, 'integration/test_dra_migrate_real.py': 170,
+    'integration/test_remediation_real.py': 130, 'simulators/test_nvml_sim_reset.py': 5,
 }
 
 
