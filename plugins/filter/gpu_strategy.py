@@ -56,7 +56,8 @@ _value:
       C(scheduler_extender), C(runtime_class), C(default_runtime) (nvidia must be the container runtime's default),
       C(compute_mode) (the GPU compute mode its nodes want, null to leave it alone), C(node_strategy),
       C(node_labels) and C(node_state) (I(status) - resources its agents put into a Node's status themselves -
-      and I(annotations) they set; role gpu_node_labels clears both with state absent).
+      and I(annotations) they set; role gpu_node_labels clears both with state absent), C(shared_prune) (role
+      gpu_sharing_stack deletes the strategy's shared objects a changed setting no longer renders).
     - With O(mig_devices) or O(mig_config_name), also the key mig_config_name, the mig-parted config name of the pool
       (V(gpuops-1g-10gb-7) for seven 1g.10gb devices).
   type: dict

@@ -141,7 +141,8 @@ def _yaml(*path):
 def test_every_strategy_has_every_attribute():
     keys = set(gs.strategy('exclusive'))
     assert keys == {'title', 'family', 'resources', 'nvidia_plugin', 'scheduler_extender', 'runtime_class',
-                    'default_runtime', 'compute_mode', 'node_strategy', 'node_labels', 'node_state'}
+                    'default_runtime', 'compute_mode', 'node_strategy', 'node_labels', 'node_state',
+                    'shared_prune'}
     for name in gs.STRATEGIES:
         assert set(gs.strategy(name)) == keys, name
         assert gs.strategy(name)['compute_mode'] in (None,) + gs.COMPUTE_MODES, name
