@@ -259,10 +259,21 @@ def scalar(value):
 def _wrapped(text, first, indent):
     """``text`` as a plain scalar after ``first`` (the key or '- '), wrapped at WIDTH; JSON-quoted when plain
     would not read back."""
-    if not _plain_ok(text):
-        return [first + json.dumps(text)]
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=' ' * indent, break_long_words=False,
-                         break_on_hyphens=False)
+    plain = _plain_ok(text)
+    lines = textwrap.wrap(text if plain else json.dumps(text), WIDTH, initial_indent=first,
+                          subsequent_indent=' ' * indent, break_long_words=False, break_on_hyphens=False)
+    if plain:
+        return lines
+    # a double-quoted scalar folds its line breaks into single spaces: kept only where it reads back as the text
+    # (else one long line, which yamllint then names)
+    doc = '\n'.join(line[len(first) - len(first.lstrip()):] if i == 0 else line for i, line in enumerate(lines))
+    try:
+        back = yaml.safe_load(doc)
+    except yaml.YAMLError:
+        back = None
+    value = back[0] if isinstance(back, list) and back else (next(iter(back.values())) if isinstance(back, dict)
+                                                              and back else None)
+    return lines if value == text else [first + json.dumps(text)]
 
 
 def description_lines(description, indent):
