@@ -4,7 +4,9 @@ with the node's real kubelet (as in test_node_device_plugin_real.py, whose Plugi
 pods hold one GPU each; module gpuops.k8s_gpu.gpu_device_allocations, run against that node's kubelet root directory,
 names each pod (by UID) with the GPU UUID its container was given; module gpuops.k8s_gpu.gpu_remediation, given those
 allocations, quarantines one GPU at node level and evicts only the pod that holds it - the other stays Running - and
-the release gives the node back with its own taint. Then (REM-15) the device plugin's own health check: restarted on
+the release gives the node back with its own taint. The reader also names the GPU of a time-slicing replica
+(<uuid>::<n>) and, with the node's GPU facts, the parent GPU of a MIG device, as the real kubelet records them. Then
+(REM-15) the device plugin's own health check: restarted on
 an inventory whose GPUs deliver Xid events (the simulator's xid_events), it marks the GPU of Xid 48 unhealthy and not
 the GPU of Xid 13 (an application error it ignores), and the real kubelet takes that GPU out of the Node's allocatable
 (its capacity stays); the pod already running is left alone.
@@ -166,10 +168,77 @@ def test_REM_13_REM_14_checkpoint_names_the_holders_and_only_the_holder_is_evict
          == [TAINT_KEY], 60)
 
 
+
+def start_holder(core, name):
+    """Create a holder pod; once it runs, (its UID, the device the container was given)."""
+    core.create_namespaced_pod(NS, holder_pod(name))
+    wait('pod %s Running with its GPU' % name, lambda: phase(core, name) == 'Running' and given_uuid(core, name), 120)
+    return core.read_namespaced_pod(name, NS).metadata.uid, given_uuid(core, name)
+
+
+def delete_pod(core, name):
+    core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+    wait('pod %s deleted' % name, lambda: phase(core, name) is None, 60)
+
+
+def test_REM_13_time_slicing_replica_ids_name_their_gpu(gpu_node):
+    """The collection's time-slicing config (2 replicas) given to the running plugin: the kubelet records the replica
+    id <uuid>::<n> for a new pod; the reader names the GPU of that UUID."""
+    core, plugin = gpu_node['core'], gpu_node['plugins'][0]
+    config, _env = render('time-slicing', {'time_slicing': {'replicas': 2}}, gpu_node['facts'])
+    plugin.reload(config)
+    try:
+        wait('nvidia.com/gpu allocatable %d' % (GPUS * 2), lambda: (
+            core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(GPUS * 2), 90)
+    except AssertionError:
+        raise AssertionError('allocatable %r\n%s' % (core.read_node(NAME).status.allocatable, plugin.tail()))
+    uid, given = start_holder(core, 'hold-ts')
+    assert given in gpu_node['uuids'], given
+    a = [x for x in allocations(gpu_node)['allocations'] if x['pod_uid'] == uid]
+    assert len(a) == 1 and a[0]['devices'] == [given], a
+    assert len(a[0]['device_ids']) == 1 and a[0]['device_ids'][0].startswith(given + '::'), a
+    delete_pod(core, 'hold-ts')
+
+
+def test_REM_13_mig_devices_name_their_parent_gpu(gpu_node, tmp_path):
+    """The same GPUs in MIG mode (seven 1g.10gb each) with the collection's mig config (strategy single): the kubelet
+    records the MIG UUID; the reader, given the node's GPU facts, names the parent GPU and the MIG device; without the
+    facts the MIG UUID is unmapped."""
+    core = gpu_node['core']
+    gpu_node['plugins'][0].stop()
+    inv = json.loads(json.dumps(gpu_node['inv']))
+    inv['gpus'] = [dict(g, mig_mode=True, mig_instances=[{'profile': '1g.10gb'}] * 7) for g in inv['gpus']]
+    inventory = tmp_path / 'mig.json'
+    inventory.write_text(json.dumps(inv))
+    facts = probe_facts(str(inventory), tmp_path / 'probe-state.json')
+    parent = dict((m['uuid'], g['uuid']) for g in facts['gpus'] for m in g.get('mig_devices') or [])
+    assert len(parent) == 7 * GPUS, facts['gpus'][0].keys()
+    config, env = render('mig', {'mig': {'strategy': 'single', 'devices': {'1g.10gb': 7}}}, facts)
+    plugin = Plugin(tmp_path, gpu_node['state'], str(inventory))
+    gpu_node['plugins'].append(plugin)
+    plugin.start(config, env)
+    try:
+        wait('nvidia.com/gpu allocatable %d' % (7 * GPUS), lambda: (
+            core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(7 * GPUS), 90)
+    except AssertionError:
+        raise AssertionError('allocatable %r\n%s' % (core.read_node(NAME).status.allocatable, plugin.tail()))
+    uid, mig = start_holder(core, 'hold-mig')
+    assert mig in parent, (mig, parent)
+    out = run_module(lab_collections_path(), 'gpuops.k8s_gpu.gpu_device_allocations', json.dumps({
+        'kubelet_root_dir': os.path.join(gpu_node['state'], 'var-lib', 'kubelet'), 'gpus': facts['gpus']}))
+    a = [x for x in out['allocations'] if x['pod_uid'] == uid]
+    assert len(a) == 1 and a[0]['device_ids'] == [mig] and a[0]['devices'] == sorted([parent[mig], mig]), a
+    bare = run_module(lab_collections_path(), 'gpuops.k8s_gpu.gpu_device_allocations', json.dumps({
+        'kubelet_root_dir': os.path.join(gpu_node['state'], 'var-lib', 'kubelet')}))
+    assert mig in bare['unmapped'], bare
+    delete_pod(core, 'hold-mig')
+    plugin.stop()
+
 def test_REM_15_the_device_plugin_marks_a_gpu_of_a_critical_xid_unhealthy(gpu_node, tmp_path):
     core = gpu_node['core']
     running = [p.metadata.name for p in core.list_namespaced_pod(NS).items if p.status.phase == 'Running']
-    gpu_node['plugins'][0].stop()
+    for p in gpu_node['plugins']:
+        p.stop()
     inv = json.loads(json.dumps(gpu_node['inv']))
     inv['gpus'][0]['xid_events'] = [13]     # Graphics Engine Exception: an application error, ignored
     inv['gpus'][1]['xid_events'] = [48]     # double-bit ECC error: critical
