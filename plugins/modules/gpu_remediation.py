@@ -101,11 +101,14 @@ options:
     description:
       - Device-plugin allocations of the node - C(namespace), C(name) and C(devices) (GPU UUIDs) per pod, as the
         kubelet's pod-resources API lists them - to find the pods that hold a GPU quarantined at node level.
+      - Or M(gpuops.k8s_gpu.gpu_device_allocations)'s RV(gpuops.k8s_gpu.gpu_device_allocations#module:allocations) (from
+        the kubelet's checkpoint) - C(pod_uid) and C(devices) per pod; the pods of the node (O(node)) give each UID its
+        namespace and name, and a UID of a pod gone since holds nothing.
     type: list
     elements: dict
 notes:
   - Needs get and patch on nodes, get and list on resourceslices and resourceclaims, get, create, patch and delete on
-    devicetaintrules, create on events and on pods/eviction.
+    devicetaintrules, create on events and on pods/eviction; list on pods when O(allocations) gives pod UIDs.
   - The repair itself (a GPU reset, a reboot) happens on the node, between a quarantine and a release; the role
     C(gpuops.k8s_gpu.gpu_remediation) and the playbook C(gpuops.k8s_gpu.remediate) run the whole loop.
 seealso:
@@ -202,6 +205,9 @@ def check_params(p):
     for uuid in p['uuids'] or []:
         if not UUID_RE.match(uuid):
             return 'uuids: %r is not a GPU UUID (GPU-... or MIG-...)' % uuid
+    error = plan.allocations_error(p.get('allocations'))
+    if error:
+        return error
     for name in ('dry_run_timeout', 'drain_timeout'):
         if p[name] < 0:
             return '%s: %s must be 0 or more' % (name, p[name])

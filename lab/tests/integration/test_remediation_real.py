@@ -384,12 +384,14 @@ def test_REM_07_simulator_fault_to_device_quarantine(lab, tmp_path):
 
 def _playbook(lab, tmp_path, inventory_json, kubeconfig, *extra):
     """playbooks/remediate.yml on one local host whose NVML is the simulator with ``inventory_json``; the node's
-    Kubernetes name is this file's kwok node; the kernel log is an empty file (no Xid); no nvidia-smi (no reset)."""
+    Kubernetes name is this file's kwok node; the kernel log is an empty file (no Xid); no nvidia-smi (no reset); the
+    kubelet root dir an empty directory (no device-plugin checkpoint: no allocations)."""
     import json
     import subprocess
     from conftest import ROOT, VENV_BIN, lab_collections_path
     (tmp_path / "inventory.json").write_text(json.dumps(inventory_json))
     (tmp_path / "dmesg.txt").write_text("")
+    (tmp_path / "kubelet").mkdir(exist_ok=True)    # the host's kubelet root dir: no device plugin, no checkpoint
     (tmp_path / "hosts.yml").write_text(json.dumps({"gpu_nodes": {"hosts": {"rem-host": {
         "ansible_connection": "local", "ansible_python_interpreter": os.path.join(VENV_BIN, "python"),
         "gpu_remediation_node_name": NODE}}}}))
@@ -400,6 +402,7 @@ def _playbook(lab, tmp_path, inventory_json, kubeconfig, *extra):
     cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), "playbooks/remediate.yml",
            "-e", json.dumps({"gpuops_become": False, "gpuops_k8s_kubeconfig": kubeconfig,
                              "gpu_remediation_kernel_log": str(tmp_path / "dmesg.txt"),
+                             "gpu_remediation_kubelet_root_dir": str(tmp_path / "kubelet"),
                              "gpu_remediation_dra_driver": DRIVER, "gpu_remediation_reset": False,
                              "gpu_remediation_dry_run_timeout": 0})] + list(extra)
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -251,13 +251,16 @@ class Remediator(object):
         resource of the node is not assumed - None (unknown)."""
         out = {}
         claims = None
+        pods = None
+        if any(a.get('pod_uid') and not a.get('name') for a in allocations or []):
+            pods = self.pods_on_node()
         for e in entries:
             if e['kind'] == 'dra':
                 if claims is None:
                     claims = self.claims()
                 out[e['uuid']] = plan.dra_holders(claims, tuple(e['device']))
             elif allocations is not None:
-                out[e['uuid']] = plan.device_plugin_holders(allocations, e['uuid'])
+                out[e['uuid']] = plan.device_plugin_holders(allocations, e['uuid'], pods)
             else:
                 out[e['uuid']] = None
         return out

@@ -161,7 +161,28 @@ def dra_holders(claims, device):
     return sorted(out)
 
 
-def device_plugin_holders(allocations, uuid):
-    """[(namespace, pod)] holding ``uuid`` in the kubelet's device-plugin allocations (the report's per-GPU holders:
-    [{'namespace', 'name', 'devices': [uuid, ...]}])."""
-    return sorted(set((a.get('namespace'), a.get('name')) for a in allocations or [] if uuid in (a.get('devices') or [])))
+def device_plugin_holders(allocations, uuid, pods=None):
+    """[(namespace, pod)] holding ``uuid`` in the kubelet's device-plugin allocations: entries with ``namespace``,
+    ``name`` and ``devices`` (GPU UUIDs), or with ``pod_uid`` and ``devices`` (module gpu_device_allocations, from the
+    kubelet's checkpoint) which ``pods`` (the node's Pod objects) name; a UID no pod of the node has (a pod gone since
+    the checkpoint was written) holds nothing."""
+    by_uid = dict(((p.get('metadata') or {}).get('uid'), p) for p in pods or [])
+    out = set()
+    for a in allocations or []:
+        if uuid not in (a.get('devices') or []):
+            continue
+        if a.get('name'):
+            out.add((a.get('namespace'), a.get('name')))
+        elif a.get('pod_uid') in by_uid:
+            meta = by_uid[a['pod_uid']].get('metadata') or {}
+            out.add((meta.get('namespace'), meta.get('name')))
+    return sorted(out)
+
+
+def allocations_error(allocations):
+    """The first allocation entry that names no pod (neither name nor pod_uid) or no devices list; None when fine."""
+    for i, a in enumerate(allocations or []):
+        if not isinstance(a, dict) or not (a.get('name') or a.get('pod_uid')) or not isinstance(a.get('devices'), list):
+            return ('allocations[%d]: %r needs name (and namespace) or pod_uid, and devices (a list of GPU UUIDs), as '
+                    'gpu_device_allocations returns them' % (i, a))
+    return None

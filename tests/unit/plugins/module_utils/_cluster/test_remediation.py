@@ -241,3 +241,32 @@ def test_REM_09_bad_input_is_named_before_anything_changes():
     assert 'is not a doctor finding' in gpu_remediation.check_params(dict(base, gpus={U0: {'findings': ['x']}}))
     assert "uuids: 'x' is not a GPU UUID" in gpu_remediation.check_params(dict(base, uuids=['x']))
     assert 'drain_timeout: -1 must be 0 or more' in gpu_remediation.check_params(dict(base, drain_timeout=-1))
+
+
+def test_REM_14_holders_from_the_checkpoint_by_pod_uid():
+    """gpu_device_allocations' entries (pod_uid, devices): the node's pods name them; a UID gone holds nothing."""
+    pods = [{'metadata': {'namespace': 'a', 'name': 'p0', 'uid': 'u0'}},
+            {'metadata': {'namespace': 'a', 'name': 'p1', 'uid': 'u1'}}]
+    allocs = [{'pod_uid': 'u0', 'devices': [U0]}, {'pod_uid': 'u1', 'devices': [U1]},
+              {'pod_uid': 'gone', 'devices': [U0]}]
+    assert plan.device_plugin_holders(allocs, U0, pods) == [('a', 'p0')]
+    assert plan.device_plugin_holders(allocs, U1, pods) == [('a', 'p1')]
+
+    class PodsApi(FakeApi):
+        def call(self, method, path, query=None, body=None, content_type=None):
+            if path == '/api/v1/pods':
+                assert query == [('fieldSelector', 'spec.nodeName=n1')]
+                return {'items': pods}
+            return FakeApi.call(self, method, path, query, body, content_type)
+    api = PodsApi(node(), [], [], served=True)
+    w, entries, diff, evicted, left = run(api)
+    w = rk.Remediator(api, 'n1', sleep=lambda s: None, clock=lambda: 1.0)
+    holders = w.holders(entries, allocs)
+    assert holders == {U0: [('a', 'p0')]}
+    assert w.drain(holders, 0) == (['a/p0'], []) and api.evicted == ['a/p0']
+
+
+@pytest.mark.parametrize('allocs', [[{'devices': [U0]}], [{'pod_uid': 'u0'}], [{'pod_uid': 'u0', 'devices': U0}]])
+def test_REM_14_an_allocation_without_a_pod_or_devices_is_refused(allocs):
+    assert plan.allocations_error(allocs).startswith('allocations[0]: ')
+    assert plan.allocations_error([{'pod_uid': 'u0', 'devices': [U0]}, {'namespace': 'a', 'name': 'p', 'devices': []}]) is None
