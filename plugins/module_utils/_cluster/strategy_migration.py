@@ -97,8 +97,9 @@ def node_step(node, host, source, target):
     check_sides). ``action``: ``migrate`` (on the source pool: drain, switch, wait, uncordon), ``resume`` (already on
     the target pool with the migration's mark: a run that stopped after the switch; wait and uncordon), ``skip`` (on
     the target pool, no mark: migrated before). ``labels``: the node's labels after the switch, and ``stacks``: them
-    as role gpu_node_labels' gpu_node_labels_stacks (the one writer of Node labels). ``wait``: what shows the target's plugin serving the node - {kind: slice, driver} for dra, {kind:
-    resource, resource} for a device plugin. MigrationError for a node in neither pool or not in the cluster."""
+    as role gpu_node_labels' gpu_node_labels_stacks (the one writer of Node labels). ``wait``: what shows the
+    target's plugin serving the node - {kind: slice, driver} for dra, {kind: resource, resource} for a device plugin.
+    MigrationError for a node in neither pool or not in the cluster."""
     src, dst = check_sides(source, target)
     if not node:
         raise MigrationError('%s: its node is not in the cluster (set gpuops_migrate_node_name for the host)' % host)

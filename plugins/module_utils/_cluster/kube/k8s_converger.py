@@ -392,13 +392,14 @@ def _prune(conv, defs, label_selector, kinds):
         try:
             items = conv.client.get(res, label_selector=label_selector).to_dict().get('items') or []
         except ApiException as e:
-            raise ConvergeError('listing %s %s with %s: API error %s %s' % (k['api_version'], k['kind'], label_selector,
-                                                                          e.status, e.reason))
+            raise ConvergeError('listing %s %s with %s: API error %s %s'
+                                % (k['api_version'], k['kind'], label_selector, e.status, e.reason))
         for item in items:
             meta = item.get('metadata') or {}
-            d = {'apiVersion': k['api_version'], 'kind': k['kind'],
-                 'metadata': dict({'name': meta.get('name')}, **({'namespace': meta['namespace']}
-                                                               if meta.get('namespace') else {}))}
+            named = {'name': meta.get('name')}
+            if meta.get('namespace'):
+                named['namespace'] = meta['namespace']
+            d = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': named}
             if ident(d) in want or k['kind'] in conv.p['labels_only_kinds']:
                 continue
             if not conv.managed(d, item):

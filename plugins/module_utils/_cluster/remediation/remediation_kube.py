@@ -327,7 +327,7 @@ def _evidence(findings):
 
 def _view(node, record):
     spec = node.get('spec') or {}
-    return {'taints': [t for t in spec.get('taints') or []], 'unschedulable': bool(spec.get('unschedulable')),
+    return {'taints': list(spec.get('taints') or []), 'unschedulable': bool(spec.get('unschedulable')),
             'rules': sorted(g['rule'] for g in (record.get('gpus') or {}).values() if g.get('rule')),
             'quarantined': sorted((record.get('gpus') or {}))}
 

@@ -27,7 +27,6 @@ EFFECTS = ('NoSchedule', 'NoExecute')
 MODES = ('auto', 'dra', 'node')
 
 
-
 class PlanError(Exception):
     pass
 

@@ -46,7 +46,7 @@ def test_DRAX_01_gate_stage_per_minor():
 
 
 @pytest.mark.parametrize('minor,words', [(34, 'Kubernetes 1.34 cannot back extended resources with DRA: its feature '
-                                               'gate DRAExtendedResource is alpha and off by default'),
+                                          'gate DRAExtendedResource is alpha and off by default'),
                                          (35, 'gate DRAExtendedResource is alpha and off by default'),
                                          (33, 'Kubernetes 1.33 cannot back extended resources with DRA: its feature '
                                               'gate DRAExtendedResource is absent')])

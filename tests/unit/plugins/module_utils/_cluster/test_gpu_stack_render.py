@@ -273,7 +273,7 @@ def test_the_pools_objects_are_pruned_by_their_labels_over_every_kind_a_pool_ren
     out = render(strategy, **kw)
     rules = out['prune']
     assert rules[0]['label_selector'] == ('app.kubernetes.io/managed-by=gpuops.k8s_gpu,gpuops.io/sharing-pool=p1,'
-                                         'gpuops.io/sharing-scope=pool')
+                                          'gpuops.io/sharing-scope=pool')
     assert out['pool_manifests'], 'no pool object rendered: the test would prove nothing'
     checks = [(rules[0], out['pool_manifests'])]
     if strategy in ('gpushare', 'volcano', 'hami', 'gpu-manager'):
@@ -302,7 +302,9 @@ def test_gpu_manager_admission_registration_change_prunes_the_other_modes_object
     gm = {'accept_unmaintained': True, 'admission_image': 'reg.example/gpu-admission:47d56ae'}
     host = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='host-network')})
     ip = render('gpu-manager', settings={'gpu_manager': dict(gm, admission_registration='cluster-ip', admission_cluster_ip='10.96.0.50')})
-    ids = lambda out: set((m['kind'], m['metadata']['name']) for m in out['shared_manifests'])  # noqa: E731
+
+    def ids(out):
+        return set((m['kind'], m['metadata']['name']) for m in out['shared_manifests'])
     gone = ids(host) - ids(ip)
     assert ('DaemonSet', 'gpu-admission') in gone
     selector = dict(kv.split('=') for kv in ip['prune'][1]['label_selector'].split(','))

@@ -185,7 +185,7 @@ def test_REM_02_REM_08_dra_quarantine_dry_run_then_effect_drain_only_holders_rer
     api.calls = []
     again = rk.Remediator(api, 'n1')
     assert again.release(keep=[U0])[0] == []
-    assert again.release() [0] == [] and api.calls == []
+    assert again.release()[0] == [] and api.calls == []
 
 
 def test_REM_05_node_level_fallback_keeps_the_sites_taint_and_cordon():

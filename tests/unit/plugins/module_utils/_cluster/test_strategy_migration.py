@@ -40,7 +40,8 @@ def test_DRAX_08_step_per_node_and_the_label_switch():
     assert static['errors'] == []
     [want] = static['nodes']
     assert want['labels'] == s1['labels'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'dra',
-                              'nvidia.com/gpu.deploy.device-plugin': 'false', 'nvidia.com/gpu.product': 'Tesla-T4'}
+                                              'nvidia.com/gpu.deploy.device-plugin': 'false',
+                                              'nvidia.com/gpu.product': 'Tesla-T4'}
     assert want['node'] == 'n1' and want['pools'] == ['dra']
     # what gpu_node_labels_apply then patches: the source stack's label removed, the record rewritten
     live = cluster_plan.label_live_plan(static, nodes)
@@ -59,8 +60,8 @@ def test_DRAX_08_and_back_waits_for_the_device_plugins_resource():
     [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA, TS)['steps']
     assert s['action'] == 'migrate' and s['wait'] == {'kind': 'resource', 'resource': 'nvidia.com/gpu'}
     assert s['labels'] == {'gpuops.io/sharing-strategy': 'time-slicing',
-                                               'gpuops.io/sharing-pool': 'ts', 'nvidia.com/device-plugin.config': 'ts',
-                                               'nvidia.com/gpu.product': 'Tesla-T4'}
+                           'gpuops.io/sharing-pool': 'ts', 'nvidia.com/device-plugin.config': 'ts',
+                           'nvidia.com/gpu.product': 'Tesla-T4'}
 
 
 @pytest.mark.parametrize('src,dst,match', [
