@@ -194,13 +194,15 @@ def _ldd(path):
     return libs
 
 
-def device_plugin_image(out, name, inventory):
+def device_plugin_image(out, name, inventory, nvml=True):
     """The NVIDIA device-plugin family's image (the pinned nvcr.io/nvidia/k8s-device-plugin name) FROM scratch:
     nvidia-device-plugin, gpu-feature-discovery and config-manager of the lab/go nvidia-device-plugin set
     (k8s-device-plugin v0.19.1 from the Go module proxy, cgo), the C library and loader they link (the machine's
     glibc, Debian's libc6), and the NVML simulator as libnvidia-ml.so.1 - the stand-in for the driver library NVIDIA's
     container runtime would mount from the host - with the GPU inventory it simulates at its default path
-    (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). Returns the archive's path."""
+    (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). nvml=False leaves the simulator library out
+    (the libraries it links stay): NVIDIA's container runtime injects it from the node's driver root (nvidia_toolkit)
+    into containers that ask for GPUs. Returns the archive's path."""
     progs = real.built_dir('nvidia-device-plugin')
     if not os.path.exists(NVML_SIM_LIB):
         subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
@@ -209,7 +211,8 @@ def device_plugin_image(out, name, inventory):
         files['usr/bin/' + p] = os.path.join(progs, p)
     for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB))):
         files[lib.lstrip('/')] = os.path.realpath(lib)
-    files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
+    if nvml:
+        files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
     dirs = set()
     for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
         d = os.path.dirname(arc)
