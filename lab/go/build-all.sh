@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build every program set of lab/go that `make test` uses, except the Kubernetes control plane's kube-* sets (step
 # kube-build builds the one version the run uses): the oracles (nvidia-ctk, containerd, crio, migprofile,
+# nvidia-container-runtime: the lab node's `nvidia` handler, its hook and nvidia-ctk of the toolkit v1.20.0,
 # nvidia-device-plugin: gpu-feature-discovery and the device plugin, kubelet-registrar), NVIDIA's DRA kubelet plugin
 # (dra-driver-nvidia-gpu, for the real-cluster DRA tests), the
 # vSphere simulator (vcsim), etcd and kwok. One step before the lab tests, so that a fresh machine compiles them

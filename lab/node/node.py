@@ -194,13 +194,15 @@ def _ldd(path):
     return libs
 
 
-def device_plugin_image(out, name, inventory):
+def device_plugin_image(out, name, inventory, nvml=True):
     """The NVIDIA device-plugin family's image (the pinned nvcr.io/nvidia/k8s-device-plugin name) FROM scratch:
     nvidia-device-plugin, gpu-feature-discovery and config-manager of the lab/go nvidia-device-plugin set
     (k8s-device-plugin v0.19.1 from the Go module proxy, cgo), the C library and loader they link (the machine's
     glibc, Debian's libc6), and the NVML simulator as libnvidia-ml.so.1 - the stand-in for the driver library NVIDIA's
     container runtime would mount from the host - with the GPU inventory it simulates at its default path
-    (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). Returns the archive's path."""
+    (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). nvml=False leaves the simulator library out
+    (the libraries it links stay): NVIDIA's container runtime injects it from the node's driver root (nvidia_toolkit)
+    into containers that ask for GPUs. Returns the archive's path."""
     progs = real.built_dir('nvidia-device-plugin')
     if not os.path.exists(NVML_SIM_LIB):
         subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
@@ -209,7 +211,8 @@ def device_plugin_image(out, name, inventory):
         files['usr/bin/' + p] = os.path.join(progs, p)
     for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB))):
         files[lib.lstrip('/')] = os.path.realpath(lib)
-    files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
+    if nvml:
+        files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
     dirs = set()
     for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
         d = os.path.dirname(arc)
@@ -226,6 +229,66 @@ def device_plugin_image(out, name, inventory):
     return oci_archive(os.path.join(out, 'k8s-device-plugin.tar'), name, entries,
                        {'Env': ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
                         'Entrypoint': ['nvidia-device-plugin']})
+
+
+# ------------------------------------------------------------------------------------- NVIDIA's container runtime
+# NVIDIA/nvidia-container-toolkit v1.20.0 (lab/go nvidia-container-runtime): the node's `nvidia` handler in CDI mode.
+# The runtime reads its config from the file NVIDIA_CTK_CONFIG_FILE_PATH names (api/config/v1/config.go of the
+# module; default /etc/nvidia-container-runtime/config.toml, the shared machine's): containerd is started with it set
+# (serve), and the shim and the runtime inherit containerd's environment.
+NVIDIA_RUNTIME_CONFIG = os.path.join('etc', 'nvidia-container-runtime', 'config.toml')   # under STATE
+NVIDIA_RUNTIME_LOG = '/var/log/nvidia-container-runtime.log'       # in the node: STATE/var-log/...
+NVIDIA_CDI_SPEC = '/var/run/cdi/nvidia.yaml'                       # in the node: STATE/run/cdi/nvidia.yaml
+TOOLKIT_PROGRAMS = ('nvidia-container-runtime', 'nvidia-cdi-hook', 'nvidia-ctk')
+NVIDIA_RUNTIME_TOML = '''# lab/node: NVIDIA's container runtime on this node (node.py nvidia_toolkit; NVIDIA_CTK_CONFIG_FILE_PATH)
+[nvidia-container-runtime]
+debug = "%(log)s"
+log-level = "debug"
+mode = "cdi"
+runtimes = ["%(runc)s"]
+
+[nvidia-container-runtime.modes.cdi]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["%(spec_dir)s"]
+annotation-prefixes = ["cdi.k8s.io/"]
+
+[nvidia-ctk]
+path = "%(ctk)s"
+'''
+
+
+def nvidia_toolkit(state, inventory):
+    """Make NVIDIA's container runtime usable on a running node (started with --nvidia-devices): a driver root
+    STATE/driver holding the NVML simulator as libnvidia-ml.so.<driver version of INVENTORY> (with an empty
+    libcuda.so.<version>: no CUDA here), the CDI spec that `nvidia-ctk cdi generate --mode=nvml` writes for it - run
+    in the node's mount namespace on the simulator, --dev-root / (the node's /dev with the lab's device nodes) - at
+    /var/run/cdi/nvidia.yaml, and the runtime's config (mode cdi, that spec directory, the node's runc as its
+    low-level runtime, debug log at /var/log/nvidia-container-runtime.log). Returns {program: path} of the toolkit's
+    binaries; the caller points the `nvidia` runtime's BinaryName at nvidia-container-runtime."""
+    progs_dir = real.built_dir('nvidia-container-runtime')
+    progs = {p: os.path.join(progs_dir, p) for p in TOOLKIT_PROGRAMS}
+    if not os.path.exists(NVML_SIM_LIB):
+        subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
+    with open(inventory) as f:
+        version = json.load(f)['driver_version']
+    lib = os.path.join(state, 'driver', 'usr', 'lib', 'x86_64-linux-gnu')
+    os.makedirs(lib, exist_ok=True)
+    shutil.copyfile(NVML_SIM_LIB, os.path.join(lib, 'libnvidia-ml.so.' + version))
+    open(os.path.join(lib, 'libcuda.so.' + version), 'wb').close()
+    os.makedirs(os.path.join(state, 'run', 'cdi'), exist_ok=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(NVML_SIM_LIB), NVML_SIM_INVENTORY=os.path.abspath(inventory),
+               NVML_SIM_STATE=os.path.join(state, 'nvml-sim-state.json'))
+    proc = subprocess.run(['nsenter', '-t', str(ns_pid(state)), '-m', progs['nvidia-ctk'], 'cdi', 'generate',
+                           '--mode=nvml', '--driver-root=%s' % os.path.join(state, 'driver'), '--dev-root=/',
+                           '--nvidia-cdi-hook-path=%s' % progs['nvidia-cdi-hook'], '--output=%s' % NVIDIA_CDI_SPEC],
+                          env=env, capture_output=True, text=True, timeout=120)
+    _write(os.path.join(state, 'logs', 'nvidia-ctk-cdi-generate.log'), proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError('nvidia-ctk cdi generate failed (%d): %s' % (proc.returncode, proc.stderr[-3000:]))
+    _write(os.path.join(state, NVIDIA_RUNTIME_CONFIG), NVIDIA_RUNTIME_TOML % {
+        'log': NVIDIA_RUNTIME_LOG, 'runc': os.path.join(state, 'bin', 'runc'),
+        'spec_dir': os.path.dirname(NVIDIA_CDI_SPEC), 'ctk': progs['nvidia-ctk']})
+    return progs
 
 
 # ------------------------------------------------------------------------------------------------------ cgroups
@@ -611,6 +674,9 @@ def serve(args):
         env = dict(os.environ)
         # containerd finds its shim on PATH: the lab's containerd-shim-runc-v2 2.3.4 before Debian's 1.6 one
         env['PATH'] = '%s:%s' % (os.path.dirname(progs['containerd-shim-runc-v2']), env.get('PATH', '/usr/bin:/bin'))
+        # NVIDIA's container runtime (nvidia_toolkit), run by the shim with containerd's environment, reads the
+        # node's config file, never the shared machine's /etc/nvidia-container-runtime
+        env['NVIDIA_CTK_CONFIG_FILE_PATH'] = os.path.join(state, NVIDIA_RUNTIME_CONFIG)
         start('containerd', [progs['containerd'], '--config', os.path.join(state, 'containerd.toml')], env)
         sock = '/run/containerd/containerd.sock'
         _wait('containerd socket', lambda: os.path.exists(sock), 60, procs)

@@ -8,10 +8,14 @@ nvidia.com/gpu (GPUs x replicas) come from it; a pod asking nvidia.com/gpu runs 
 its container sees the GPU the plugin allocated (NVIDIA_VISIBLE_DEVICES, the pool's deviceListStrategy envvar).
 
 The image under the mirrored pinned name is built here FROM scratch (lab/node/node.py device_plugin_image): the
-k8s-device-plugin v0.19.1 programs of lab/go (the proxy's newest; the collection pins v0.20.0), glibc, and the NVML
-simulator as libnvidia-ml.so.1 (the stand-in for the driver's library) with this test's inventory; it is imported
-into the node's containerd (no registry: lab/node/README.md). The `nvidia` handler of the node's containerd is added by
-the collection's container_runtime_config; its binary is a stand-in that runs runc (no nvidia-container-runtime).
+k8s-device-plugin v0.19.1 programs of lab/go (the proxy's newest; the collection pins v0.20.0), glibc, and this test's
+inventory for the NVML simulator - but NOT the simulator library: it is pulled through the mirror from the lab's
+registry. The `nvidia` handler of the node's containerd is added by the collection's container_runtime_config; its
+binary is NVIDIA's real nvidia-container-runtime 1.20.0 in CDI mode (lab/node/node.py nvidia_toolkit: the CDI spec
+nvidia-ctk generates on the simulator, whose library is the driver root's libnvidia-ml.so.<version>), so the
+plugin's container (NVIDIA_VISIBLE_DEVICES=all, as the collection renders it) gets libnvidia-ml and the device nodes
+injected by the toolkit, and a GPU pod gets the device node of the GPU the plugin allocated. What stays a stand-in:
+the driver (the NVML simulator; no CUDA) and the device nodes (mknod; opening one fails).
 Pods reach the API server through the node's CNI stand-in (lab/node/cni.py). GFD: not part of a device-plugin pool's
 render (the collection deploys it only through the gpu-operator's chart).
 
@@ -23,6 +27,7 @@ import datetime
 import json
 import os
 import sys
+import tarfile
 
 import pytest
 
@@ -44,7 +49,6 @@ TAINT_KEY = 'nvidia.com/gpu'
 MIRROR = 'mirror.gpuops.lab/nvcr'
 GPUS = 2
 REPLICAS = 3
-STANDIN = '#!/bin/sh\necho "$*" >> %(calls)s\nexec %(runc)s "$@"\n'
 
 
 def render(facts):
@@ -80,6 +84,19 @@ def delete(api, manifests):
                 raise
 
 
+def image_files(archive):
+    """The paths in the layers of an OCI image layout archive (node.py oci_archive)."""
+    names = []
+    with tarfile.open(archive) as oci:
+        index = json.load(oci.extractfile('index.json'))
+        blob = lambda desc: oci.extractfile('blobs/sha256/' + desc['digest'].split(':', 1)[1])  # noqa: E731
+        manifest = json.load(blob(index['manifests'][0]))
+        for layer in manifest['layers']:
+            with tarfile.open(fileobj=blob(layer)) as tar:
+                names += tar.getnames()
+    return names
+
+
 @pytest.fixture(scope='module')
 def ds_node(kube_real, tmp_path_factory):
     from kubernetes import client
@@ -97,7 +114,10 @@ def ds_node(kube_real, tmp_path_factory):
     # the image goes into the lab registry; the node's containerd knows the mirror's host as that registry
     registry = lab_registry.Registry(str(work / 'registry'))
     registry.start()
-    archive = lab_node.device_plugin_image(str(work), image, str(inventory))
+    archive = lab_node.device_plugin_image(str(work), image, str(inventory), nvml=False)
+    # no NVIDIA library in the image: the plugin's NVML can only come from NVIDIA's runtime (fails if it comes back)
+    files = image_files(archive)
+    assert 'usr/bin/nvidia-device-plugin' in files and not [f for f in files if 'libnvidia-ml' in f], files
     host, path = image.split('/', 1)
     registry.push(archive, *path.rsplit(':', 1))
     with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=GPUS,
@@ -107,7 +127,8 @@ def ds_node(kube_real, tmp_path_factory):
             NS, field_selector='metadata.name=default').items, 60)
         try:
             yield {'state': state, 'api': api, 'core': core, 'apps': apps, 'kube': kube_real, 'out': out,
-                   'image': image, 'uuids': sorted(g['uuid'] for g in inv['gpus'])}
+                   'image': image, 'uuids': sorted(g['uuid'] for g in inv['gpus']), 'inventory': str(inventory),
+                   'minors': {g['uuid']: g.get('minor_number', i) for i, g in enumerate(inv['gpus'])}}
         finally:
             delete(api, out['manifests'])
             core.delete_namespace(NS)
@@ -136,14 +157,12 @@ def test_nvidia_runtime_handler_from_the_collection(ds_node):
     state, core = ds_node['state'], ds_node['core']
     config = os.path.join(state, 'containerd.toml')
     containerd_dir = os.path.dirname(lab_node.programs(ds_node['kube'].version)['containerd'])
-    standin = os.path.join(state, 'bin', 'nvidia-container-runtime')
-    with open(standin, 'w') as f:
-        f.write(STANDIN % {'calls': os.path.join(state, 'logs', 'nvidia-runtime.calls'),
-                           'runc': os.path.join(state, 'bin', 'runc')})
-    os.chmod(standin, 0o755)
+    # NVIDIA's runtime, not a stand-in: the toolkit v1.20.0 build of lab/go, with the node's CDI spec for its GPUs
+    runtime = lab_node.nvidia_toolkit(state, ds_node['inventory'])['nvidia-container-runtime']
+    assert os.path.basename(os.path.dirname(runtime)).startswith('nvidia-container-runtime-'), runtime
     result = run_module(lab_collections_path(), 'gpuops.k8s_gpu.container_runtime_config',
                         'engine=containerd path=%s runtime_name=nvidia runtime_path=%s cdi=true backup=false'
-                        % (config, standin), env={'PATH': containerd_dir + os.pathsep + os.environ['PATH']})
+                        % (config, runtime), env={'PATH': containerd_dir + os.pathsep + os.environ['PATH']})
     assert result.get('changed') is True and not result.get('failed'), result
     lab_node.restart_containerd(state)
     wait('runtime handler nvidia in the Node status', lambda: 'nvidia' in [
@@ -197,6 +216,15 @@ def test_daemonset_pod_runs_on_the_real_node_and_its_plugin_publishes_allocatabl
     # the kubelet's registration socket of the plugin, in the node's device plugin directory
     socks = os.listdir(os.path.join(ds_node['state'], 'var-lib', 'kubelet', 'device-plugins'))
     assert 'nvidia-gpu.sock' in socks, socks
+    # the plugin's NVML is the simulator library the toolkit injected (the image has none): the runtime's own log
+    assert 'Creating CDI modifier for devices: [nvidia.com/gpu=all]' in runtime_msgs(ds_node['state'])
+
+
+def runtime_msgs(state):
+    """The messages of NVIDIA's runtime's own log on the node (node.py nvidia_toolkit: debug level)."""
+    path = os.path.join(state, 'var-log', os.path.basename(lab_node.NVIDIA_RUNTIME_LOG))
+    with open(path) as f:
+        return [json.loads(line).get('msg', '') for line in f if line.startswith('{')]
 
 
 def test_pod_asking_a_gpu_runs_and_sees_the_allocated_gpu(ds_node):
@@ -208,7 +236,8 @@ def test_pod_asking_a_gpu_runs_and_sees_the_allocated_gpu(ds_node):
                  'nodeSelector': {'kubernetes.io/hostname': NAME},
                  'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
                  'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
-                                 'command': ['sh', '-c', 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
+                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; '
+                                             'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
                                  'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}})
 
     def ended():
@@ -219,8 +248,16 @@ def test_pod_asking_a_gpu_runs_and_sees_the_allocated_gpu(ds_node):
     except AssertionError:
         raise AssertionError(pod_story(core, core.read_namespaced_pod('gpu', NS), NS))
     assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
-    line = core.read_namespaced_pod_log('gpu', NS).strip()
-    assert line.split('=', 1)[1] in ds_node['uuids'], line
+    lines = core.read_namespaced_pod_log('gpu', NS).splitlines()
+    # the plugin answered one GPU's UUID in NVIDIA_VISIBLE_DEVICES; NVIDIA's runtime turned it into that CDI device
+    # and injected its device node only (the other GPU's not), with the spec's common nodes nvidiactl, nvidia-uvm,
+    # nvidia-uvm-tools; the spec's env edit leaves NVIDIA_VISIBLE_DEVICES=void
+    asked = [m for m in runtime_msgs(ds_node['state']) if m.startswith('Creating CDI modifier for devices: [nvidia.com/gpu=GPU-')]
+    assert asked, runtime_msgs(ds_node['state'])[-30:]
+    uuid = asked[-1].split('=', 1)[1].rstrip(']')
+    assert uuid in ds_node['uuids'], asked
+    assert lines == sorted(['nvidia%d' % ds_node['minors'][uuid], 'nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']) + [
+        'NVIDIA_VISIBLE_DEVICES=void'], lines
 
 
 # ------------------------------------------------------------------------------------------------------ recording
@@ -241,7 +278,11 @@ def _run_to_end(core, name, spec, timeout=120):
 
 
 def _pod_spec(image, command, env, volumes):
+    # through the pool's RuntimeClass with NVIDIA_VISIBLE_DEVICES=all: NVIDIA's runtime injects the simulator library
+    # (the image has none)
+    env = dict(env, NVIDIA_VISIBLE_DEVICES='all')
     return {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'hostNetwork': True,
+            'runtimeClassName': RUNTIME_CLASS,
             'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
             'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
             'volumes': [{'name': n, 'hostPath': {'path': p, 'type': 'Directory'}} for n, p, _m in volumes],
