@@ -251,6 +251,8 @@ WEIGHT = {
     # issue #41 follow-up: device-plugin holders from the kubelet's checkpoint on a real node, the plugin's Xid marking
     # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s)
     'integration/test_remediation_device_plugin_real.py': 55,
+    # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
+    'integration/test_dra_migrate_node_real.py': 140,
 }
 
 

@@ -45,7 +45,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 _value:
-  description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(from), C(to)) and C(errors).
+  description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(leave), C(from), C(to)) and C(errors).
   type: dict
 '''
 

@@ -98,7 +98,9 @@ def node_step(node, host, source, target):
     the target pool with the migration's mark: a run that stopped after the switch; wait and uncordon), ``skip`` (on
     the target pool, no mark: migrated before). ``labels``: the node's labels after the switch, and ``stacks``: them
     as role gpu_node_labels' gpu_node_labels_stacks (the one writer of Node labels). ``wait``: what shows the
-    target's plugin serving the node - {kind: slice, driver} for dra, {kind: resource, resource} for a device plugin.
+    target's plugin serving the node - {kind: slice, driver} for dra, {kind: resource, resource} for a device plugin;
+    ``leave``: the same for the source's plugin, whose devices must be gone (no ResourceSlice of the driver on the
+    node; the resource's allocatable 0 or absent) before the node is uncordoned.
     MigrationError for a node in neither pool or not in the cluster."""
     src, dst = check_sides(source, target)
     if not node:
@@ -110,7 +112,13 @@ def node_step(node, host, source, target):
     now = (labels.get(STRATEGY_LABEL), labels.get(POOL_LABEL))
     wait = ({'kind': 'slice', 'driver': DRIVER} if dst['strategy'] == 'dra'
             else {'kind': 'resource', 'resource': dst['resource']})
-    out = {'host': host, 'node': name, 'wait': wait, 'from': src['pool'], 'to': dst['pool']}
+    # the source plugin's devices leave the node before it is uncordoned: the kubelet keeps a stopped DRA plugin's
+    # ResourceSlices 30 s (kubelet 1.37 pkg/kubelet/cm/dra/manager.go defaultWipingDelay) and a stopped device
+    # plugin's resource in the capacity 5 min (its allocatable drops to 0 at once: devicemanager PluginDisconnected;
+    # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
+    leave = ({'kind': 'slice', 'driver': DRIVER} if src['strategy'] == 'dra'
+             else {'kind': 'resource', 'resource': src['resource']})
+    out = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool']}
     if now == (dst['strategy'], dst['pool']):
         out.update(action='resume' if marked else 'skip', labels=None, stacks=None,
                    reason='on pool %s (strategy %s)%s' % (dst['pool'], dst['strategy'],

@@ -64,6 +64,24 @@ def test_DRAX_08_and_back_waits_for_the_device_plugins_resource():
                            'nvidia.com/gpu.product': 'Tesla-T4'}
 
 
+def test_DRAX_09_each_step_waits_for_the_source_plugin_to_leave():
+    """Found on a real lab node (lab/tests/integration/test_dra_migrate_node_real.py): the kubelet keeps a stopped DRA
+    plugin's ResourceSlices 30 s (kubelet 1.37 pkg/kubelet/cm/dra/manager.go defaultWipingDelay) and a stopped device
+    plugin's resource in the capacity 5 min (allocatable 0 at once: devicemanager PluginDisconnected). Uncordoning
+    before the source plugin's devices left lets both hand out the GPU; every step waits for them first."""
+    to_dra = sm.migration_plan([node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts'})],
+                               [{'host': 'h1', 'node': 'n1'}], TS, DRA)['steps'][0]
+    assert to_dra['leave'] == {'kind': 'resource', 'resource': 'nvidia.com/gpu'}
+    back = sm.migration_plan([node('n1', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false'})],
+                             [{'host': 'h1', 'node': 'n1'}], DRA, dict(TS, resource='nvidia.com/gpu.shared'))
+    assert back['steps'][0]['leave'] == {'kind': 'slice', 'driver': 'gpu.nvidia.com'}
+    assert back['steps'][0]['wait'] == {'kind': 'resource', 'resource': 'nvidia.com/gpu.shared'}
+    # a resumed node waits the same way; a skipped one too (nothing to wait for once it left)
+    resumed = sm.migration_plan([node('n1', 'dra', 'dra', marked=True)], [{'host': 'h1', 'node': 'n1'}], TS,
+                                DRA)['steps'][0]
+    assert (resumed['action'], resumed['leave']) == ('resume', {'kind': 'resource', 'resource': 'nvidia.com/gpu'})
+
+
 @pytest.mark.parametrize('src,dst,match', [
     (TS, dict(TS, pool='ts2'), 'one side of the migration must be a dra pool'),
     (DRA, dict(DRA, pool='dra2'), 'one side of the migration must be a dra pool'),
