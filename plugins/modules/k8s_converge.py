@@ -103,7 +103,7 @@ options:
       - With O(state=present), after the objects are applied, for each entry list the objects of its C(kinds) that
         carry every label of its C(label_selector) (in every namespace) and delete those that are not among
         O(definitions) and carry O(hash_annotation) - what a caller rendered before and no longer renders. Role
-        M(gpuops.k8s_gpu.gpu_sharing_stack) prunes a pool's own objects this way (the MIG manager switched off, the
+        P(gpuops.k8s_gpu.gpu_sharing_stack#role) prunes a pool's own objects this way (the MIG manager switched off, the
         pool's previous namespace) and the shared objects of HAMi, Volcano, gpushare and gpu-manager (gpu-admission's
         registration mode changed).
       - A kind the cluster does not serve is skipped. Deleted objects are reported with action V(deleted).
