@@ -444,11 +444,21 @@ def _alive(pid):
 # ------------------------------------------------------------------------------------------------------ objects
 def gpu_node(name, count, product, memory, cc, mig):
     """A kwok GPU node: GFD labels and nvidia.com/gpu capacity/allocatable as a real lab node published them for the
-    same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming both)."""
-    rec = load_recording()['shapes'][RECORDED_NODES[name]]
+    same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming both). A node of
+    GPU_NODES takes its recorded shape (RECORDED_NODES); any other name (the scale test's and the benchmarks' fleets)
+    the recorded shape whose labels are the tuple's, and no such shape fails, naming the shapes there are."""
+    shapes = load_recording()['shapes']
     want = {'nvidia.com/gpu.count': str(count), 'nvidia.com/gpu.product': product,
             'nvidia.com/gpu.memory': str(memory), 'nvidia.com/gpu.compute.major': str(cc[0]),
             'nvidia.com/gpu.compute.minor': str(cc[1]), 'nvidia.com/mig.capable': 'true' if mig else 'false'}
+    if name in RECORDED_NODES:
+        rec = shapes[RECORDED_NODES[name]]
+    else:
+        found = [r for r in shapes.values() if {k: r['labels'].get(k) for k in RECORDED_LABELS} == want]
+        if not found:
+            raise SystemExit('%s: no recorded shape has the labels %s (recorded: %s in %s)'
+                             % (name, want, ', '.join(sorted(shapes)), RECORDING))
+        rec = found[0]
     got = {k: rec['labels'].get(k) for k in RECORDED_LABELS}
     if got != want:
         raise SystemExit('GPU_NODES[%s] %s disagrees with the recording %s (%s)' % (name, want, got, RECORDING))
