@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -35,7 +34,7 @@ import node as lab_node  # noqa: E402  (lab/node)
 from test_dra_real import _collection_dra  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
-from test_node_dra_real import driver_libs  # noqa: E402
+from dra_node_plugin import DraPlugin  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-drax-node-%s' % SUFFIX
@@ -187,30 +186,13 @@ def dra_node(kube_real, tmp_path_factory):
     from kubernetes import client
     api = kube_real.api()
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    binary = dra_slices.plugin_binary()
     work = tmp_path_factory.mktemp('drax')
     with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=1) as state:
-        d = dra_slices.plugin_dirs(str(work))
-        driver_libs(d['driver'])
+        plugin = DraPlugin(kube_real, work, state, NAME, INVENTORY, feature_gates='TimeSlicingSettings=true')
         smi_log = work / 'nvidia-smi.log'
-        with open(os.path.join(d['driver'], 'usr', 'bin', 'nvidia-smi'), 'w') as f:
+        with open(os.path.join(plugin.dirs['driver'], 'usr', 'bin', 'nvidia-smi'), 'w') as f:
             f.write('#!/bin/sh\necho "$*" >> %s\nexit 0\n' % smi_log)
-        kubelet = os.path.join(state, 'var-lib', 'kubelet')
-        cdi = os.path.join(state, 'run', 'cdi')
-        os.makedirs(cdi, exist_ok=True)
-        env = dict(os.environ, NVML_SIM_INVENTORY=dra_slices.inventory_path(INVENTORY),
-                   NVML_SIM_STATE=str(work / 'nvml-sim-state.json'))
-        for k in ('NODE_NAME', 'NAMESPACE', 'CDI_ROOT', 'NVIDIA_DRIVER_ROOT', 'FEATURE_GATES', 'KUBECONFIG'):
-            env.pop(k, None)
-        cmd = [binary, '--kubeconfig', kube_real.kubeconfig, '--node-name', NAME,
-               '--image-name', 'gpuops.invalid/lab-none:v0.5.0', '--feature-gates', 'TimeSlicingSettings=true',
-               '--nvidia-driver-root', d['driver'], '--container-driver-root', d['driver'], '--host-root', d['host'],
-               '--nvidia-cdi-hook-path', str(work / 'nvidia-cdi-hook'), '--cdi-root', cdi,
-               '--kubelet-registrar-directory-path', os.path.join(kubelet, 'plugins_registry'),
-               '--kubelet-plugins-directory-path', os.path.join(kubelet, 'plugins'), '-v', '4']
-        log = open(work / 'plugin.log', 'ab')
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(work),
-                                env=env)
+        proc, cdi = plugin.start(), plugin.cdi
         classes = [device_class(CHART_GPU_CLASS, 'nvidia.com/gpu')] + _collection_dra().extended_resource_classes(
             EXTENDED, gates={'TimeSlicingSettings': True}, minor=37)
         for obj in classes:

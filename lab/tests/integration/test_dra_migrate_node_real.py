@@ -47,7 +47,7 @@ import dra_slices  # noqa: E402  (lab/kube)
 import node as lab_node  # noqa: E402  (lab/node)
 from test_gpu_sharing_stack_real import failures  # noqa: E402
 from test_node_device_plugin_real import Plugin  # noqa: E402
-from test_node_dra_real import driver_libs  # noqa: E402
+from dra_node_plugin import DraPlugin  # noqa: E402
 
 sys.path.insert(0, os.path.join(str(Path(__file__).resolve().parents[1]), 'oracles'))
 from oracle_util import build_nvml_sim, probe_facts  # noqa: E402
@@ -92,42 +92,6 @@ def dra_affinity():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
     assert gpu_stack_dra.STRATEGY_LABEL == STRATEGY
     return lambda labels: labels.get(STRATEGY) == 'dra'
-
-
-class DraPlugin(object):
-    """NVIDIA's gpu-kubelet-plugin v0.5.0 on the simulator, registered with the node's kubelet (as
-    test_dra_extended_real.py runs it)."""
-
-    def __init__(self, kube, work, state):
-        self.kube, self.work, self.state, self.proc = kube, work, state, None
-        self.dirs = dra_slices.plugin_dirs(str(work))
-        driver_libs(self.dirs['driver'])
-        self.log = work / 'dra-plugin.log'
-        self.cdi = os.path.join(state, 'run', 'cdi')
-        os.makedirs(self.cdi, exist_ok=True)
-
-    def start(self):
-        d, kubelet = self.dirs, os.path.join(self.state, 'var-lib', 'kubelet')
-        env = dict(os.environ, NVML_SIM_INVENTORY=dra_slices.inventory_path(INVENTORY),
-                   NVML_SIM_STATE=str(self.work / 'nvml-sim-state.json'))
-        for k in ('NODE_NAME', 'NAMESPACE', 'CDI_ROOT', 'NVIDIA_DRIVER_ROOT', 'FEATURE_GATES', 'KUBECONFIG'):
-            env.pop(k, None)
-        cmd = [dra_slices.plugin_binary(), '--kubeconfig', self.kube.kubeconfig, '--node-name', NAME,
-               '--image-name', 'gpuops.invalid/lab-none:v0.5.0',
-               '--nvidia-driver-root', d['driver'], '--container-driver-root', d['driver'], '--host-root', d['host'],
-               '--nvidia-cdi-hook-path', str(self.work / 'nvidia-cdi-hook'), '--cdi-root', self.cdi,
-               '--kubelet-registrar-directory-path', os.path.join(kubelet, 'plugins_registry'),
-               '--kubelet-plugins-directory-path', os.path.join(kubelet, 'plugins'), '-v', '4']
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, 'ab'), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=str(self.work), env=env)
-
-    def stop(self):
-        if self.proc is not None:
-            dra_slices.stop_plugin(self.proc)
-            self.proc = None
-
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
 
 
 class DaemonSets(threading.Thread):
@@ -192,7 +156,7 @@ def lab(kube_real, tmp_path_factory, collections_path):
         dra_work = work / 'dra'
         dra_work.mkdir()
         ds = DaemonSets(core, Plugin(dp_work, state, inventory), config, env, selector,
-                        DraPlugin(kube_real, dra_work, state), dra_affinity())
+                        DraPlugin(kube_real, dra_work, state, NAME, INVENTORY), dra_affinity())
         co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
             'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
             'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && device.attributes['%s'].type == "

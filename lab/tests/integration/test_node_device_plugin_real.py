@@ -104,16 +104,23 @@ class Plugin(object):
         return self.log.read_text()[-4000:] if self.log.exists() else ''
 
 
+def first_gpus(work, count, name='hgx-a100-80gb.json'):
+    """An inventory of the simulator's ``name`` with its first ``count`` GPUs, written as work/inventory.json."""
+    with open(os.path.join(INVENTORIES, name)) as f:
+        inv = json.load(f)
+    inv['gpus'] = inv['gpus'][:count]
+    inventory = work / 'inventory.json'
+    inventory.write_text(json.dumps(inv))
+    return inventory
+
+
 @pytest.fixture(scope='module')
 def gpu_node(kube_real, tmp_path_factory):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     work = tmp_path_factory.mktemp('dp')
-    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
-        inv = json.load(f)
-    inv['gpus'] = inv['gpus'][:GPUS]
-    inventory = work / 'inventory.json'
-    inventory.write_text(json.dumps(inv))
+    inventory = first_gpus(work, GPUS)
+    inv = json.loads(inventory.read_text())
     facts = probe_facts(str(inventory), work / 'probe-state.json')
     with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY) as state:
         plugin = Plugin(work, state, str(inventory))

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
-import subprocess
 import sys
 
 import pytest
 import yaml
 
 from conftest import KUBE, NODE_PY, real_node, wait_until as wait
+from dra_node_plugin import DraPlugin
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
@@ -47,27 +45,10 @@ def dra_node(kube_real, tmp_path_factory):
     from kubernetes import client
     api = kube_real.api()
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    binary = dra_slices.plugin_binary()
     work = tmp_path_factory.mktemp('dra')
     with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=1) as state:
-        d = dra_slices.plugin_dirs(str(work))
-        driver_libs(d['driver'])
-        kubelet = os.path.join(state, 'var-lib', 'kubelet')
-        cdi = os.path.join(state, 'run', 'cdi')
-        os.makedirs(cdi, exist_ok=True)
-        env = dict(os.environ, NVML_SIM_INVENTORY=dra_slices.inventory_path(INVENTORY),
-                   NVML_SIM_STATE=str(work / 'nvml-sim-state.json'))
-        for k in ('NODE_NAME', 'NAMESPACE', 'CDI_ROOT', 'NVIDIA_DRIVER_ROOT', 'FEATURE_GATES', 'KUBECONFIG'):
-            env.pop(k, None)
-        cmd = [binary, '--kubeconfig', kube_real.kubeconfig, '--node-name', NAME,
-               '--image-name', 'gpuops.invalid/lab-none:v0.5.0',
-               '--nvidia-driver-root', d['driver'], '--container-driver-root', d['driver'], '--host-root', d['host'],
-               '--nvidia-cdi-hook-path', str(work / 'nvidia-cdi-hook'), '--cdi-root', cdi,
-               '--kubelet-registrar-directory-path', os.path.join(kubelet, 'plugins_registry'),
-               '--kubelet-plugins-directory-path', os.path.join(kubelet, 'plugins'), '-v', '4']
-        log = open(work / 'plugin.log', 'ab')
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(work),
-                                env=env)
+        plugin = DraPlugin(kube_real, work, state, NAME, INVENTORY)
+        proc, kubelet, cdi = plugin.start(), plugin.kubelet, plugin.cdi
         co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
             'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
             'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && "
@@ -85,27 +66,6 @@ def dra_node(kube_real, tmp_path_factory):
             co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
             for s in slices(co):
                 co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
-
-
-def driver_libs(driver_root):
-    """The driver's libraries by their versioned names, which NodePrepareResources looks for to write the CDI spec's
-    mounts ('failed to locate "libcuda.so.": libcuda.so.535.183.01: not found' without them): the NVML simulator as
-    libnvidia-ml.so.VERSION, and as the stand-in of libcuda.so.VERSION (nothing loads it in the container: busybox)."""
-    with open(dra_slices.inventory_path(INVENTORY)) as f:
-        version = json.load(f)['driver_version']
-    lib = os.path.join(driver_root, 'usr', 'lib', 'x86_64-linux-gnu')
-    for name in ('libnvidia-ml.so.%s' % version, 'libcuda.so.%s' % version):
-        shutil.copy(os.path.join(lib, 'libnvidia-ml.so.1'), os.path.join(lib, name))
-    os.symlink('libcuda.so.%s' % version, os.path.join(lib, 'libcuda.so.1'))
-    # the device nodes under the driver root (the plugin's dev root): a claim's CDI device has no edits without them
-    # ('invalid CDI Spec: failed add device "<claim>-gpu-0": invalid device, empty device edits')
-    dev = os.path.join(driver_root, 'dev')
-    os.makedirs(os.path.join(dev, 'nvidia-caps'), exist_ok=True)
-    for name, major, minor in (('nvidiactl', 195, 255), ('nvidia0', 195, 0),
-                               ('nvidia-uvm', lab_node.NVIDIA_UVM_MAJOR, 0),
-                               ('nvidia-uvm-tools', lab_node.NVIDIA_UVM_MAJOR, 1)):
-        os.mknod(os.path.join(dev, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-    return version
 
 
 def slices(co):

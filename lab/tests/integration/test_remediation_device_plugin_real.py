@@ -26,8 +26,8 @@ from conftest import NODE_PY, ROOT, lab_collections_path, real_node, run_module,
 sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import node as lab_node  # noqa: E402  (lab/node)
-from oracle_util import INVENTORIES, build_nvml_sim, probe_facts  # noqa: E402
-from test_node_device_plugin_real import Plugin, render  # noqa: E402
+from oracle_util import build_nvml_sim, probe_facts  # noqa: E402
+from test_node_device_plugin_real import Plugin, first_gpus, render  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-rem-dp-%s' % SUFFIX
@@ -42,11 +42,8 @@ def gpu_node(kube_real, tmp_path_factory):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     work = tmp_path_factory.mktemp('remdp')
-    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
-        inv = json.load(f)
-    inv['gpus'] = inv['gpus'][:GPUS]
-    inventory = work / 'inventory.json'
-    inventory.write_text(json.dumps(inv))
+    inventory = first_gpus(work, GPUS)
+    inv = json.loads(inventory.read_text())
     build_nvml_sim()
     facts = probe_facts(str(inventory), work / 'probe-state.json')
     assert len(facts.get('gpus') or []) == GPUS, facts
