@@ -28,16 +28,14 @@ from __future__ import annotations
 import json
 import os
 import resource
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import (ANSIBLE_TESTS_CFG, KUBE, NODE_PY, PLAY_TIMEOUT, VENV_BIN, play_json, real_node, run_module,
+from conftest import (KUBE, NODE_PY, real_node, run_module,
                       wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
@@ -48,6 +46,7 @@ import node as lab_node  # noqa: E402  (lab/node)
 from test_gpu_sharing_stack_real import failures  # noqa: E402
 from test_node_device_plugin_real import Plugin  # noqa: E402
 from dra_node_plugin import DraPlugin  # noqa: E402
+from test_dra_migrate_real import migrate as migrate_playbook  # noqa: E402
 
 sys.path.insert(0, os.path.join(str(Path(__file__).resolve().parents[1]), 'oracles'))
 from oracle_util import build_nvml_sim, probe_facts  # noqa: E402
@@ -197,19 +196,8 @@ def lab(kube_real, tmp_path_factory, collections_path):
 
 
 def migrate(lab, tmp_path, source, target):
-    inv = tmp_path / 'inventory.yml'
-    inv.write_text(yaml.safe_dump({'all': {'hosts': {NAME: {}}, 'vars': {
-        'ansible_connection': 'local', 'ansible_python_interpreter': str(Path(VENV_BIN) / 'python')}}}))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_NOCOLOR='1',
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'build' / 'collections'), ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG,
-               PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
-    extra = {'gpuops_node_hosts': 'all', 'gpuops_kubeconfig': lab['kube'].kubeconfig, 'gpuops_migrate_from': source,
-             'gpuops_migrate_to': target, 'gpuops_migrate_poll_interval': 1, 'gpuops_migrate_drain_timeout': 120,
-             'gpuops_migrate_ready_timeout': 120}
-    p = subprocess.run([str(Path(VENV_BIN) / 'ansible-playbook'), '-i', str(inv),
-                        str(ROOT / 'playbooks' / 'migrate_to_dra.yml'), '-e', json.dumps(extra)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
-    return p.returncode, play_json(p)
+    """The playbook over this file's one real node (test_dra_migrate_real's run of it)."""
+    return migrate_playbook(lab, tmp_path, source, target, nodes=[NAME], ready_timeout=120)
 
 
 class Watch(threading.Thread):

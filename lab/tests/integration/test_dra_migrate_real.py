@@ -142,16 +142,17 @@ def lab(kube_real, tmp_path_factory):
             core.delete_node(name)
 
 
-def migrate(lab, tmp_path, source, target, *args):
+def migrate(lab, tmp_path, source, target, *args, nodes=None, ready_timeout=60):
+    """playbooks/migrate_to_dra.yml from ``source`` to ``target`` over ``nodes`` (default NODES); (rc, json)."""
     inv = tmp_path / 'inventory.yml'
-    inv.write_text(yaml.safe_dump({'all': {'hosts': dict((n, {}) for n in NODES), 'vars': {
+    inv.write_text(yaml.safe_dump({'all': {'hosts': dict((n, {}) for n in nodes or NODES), 'vars': {
         'ansible_connection': 'local', 'ansible_python_interpreter': str(Path(VENV_BIN) / 'python')}}}))
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_NOCOLOR='1',
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'build' / 'collections'), ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG,
                PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
     extra = {'gpuops_node_hosts': 'all', 'gpuops_kubeconfig': lab['kube'].kubeconfig, 'gpuops_migrate_from': source,
              'gpuops_migrate_to': target, 'gpuops_migrate_poll_interval': 1, 'gpuops_migrate_drain_timeout': 120,
-             'gpuops_migrate_ready_timeout': 60}
+             'gpuops_migrate_ready_timeout': ready_timeout}
     p = subprocess.run([str(Path(VENV_BIN) / 'ansible-playbook'), '-i', str(inv),
                         str(ROOT / 'playbooks' / 'migrate_to_dra.yml'), '-e', json.dumps(extra)] + list(args),
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
