@@ -457,6 +457,14 @@ def kube_real(tmp_path_factory):
         sh(os.path.join(VENV_BIN, 'python'), os.path.join(KUBE, 'real.py'), 'down', '--state', str(state), timeout=60)
 
 
+def new_namespace(core, name, timeout=60):
+    """Create namespace ``name`` and wait for its ``default`` ServiceAccount: the real ServiceAccount controller makes
+    it asynchronously and admission refuses pods until it exists (a test creating a pod at once races it)."""
+    core.create_namespace({'metadata': {'name': name}})
+    wait_until('ServiceAccount %s/default' % name, lambda: core.list_namespaced_service_account(
+        name, field_selector='metadata.name=default').items, timeout)
+
+
 def wait_until(what, fn, timeout=60):
     """Poll ``fn`` every 0.3 s until it returns something true and return that; fail naming ``what`` and the last
     answer after ``timeout`` seconds (the real control plane's controllers and kwok act asynchronously)."""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KUBE, ROOT, lab_collections_path, run_module, wait_until as wait
+from conftest import KUBE, ROOT, lab_collections_path, new_namespace, run_module, wait_until as wait
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -225,7 +225,7 @@ def dra(kube_real, release, tmp_path_factory):
         for p in procs.values():
             dra_slices.stop_plugin(p)
     nvml = {node: dra_slices.nvml_view(inv, str(work / node)) for node, inv in NODES.items()}
-    core.create_namespace({"metadata": {"name": NS}})
+    new_namespace(core, NS)
     for t in TEMPLATES.values():
         co.create_namespaced_custom_object(GROUP, VERSION, NS, "resourceclaimtemplates", copy.deepcopy(t))
     yield Dra(kube_real, published, nvml)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "lab" / "kube"))
 sys.path.insert(0, str(HERE))
 
 import faultproxy  # noqa: E402
-from conftest import run_module, wait_until  # noqa: E402
+from conftest import new_namespace, run_module, wait_until  # noqa: E402
 from test_gpu_node_labels import facts  # noqa: E402
 from test_gpu_sharing_stack import CASES, role_play  # noqa: E402
 from test_gpu_sharing_stack_real import (differences, failures, live_object, rendered, run_play,  # noqa: E402
@@ -351,7 +351,7 @@ def test_drain_with_the_api_server_gone_next_run_finishes_operator_cordon_kept(c
     kube, core = cl["kube"], cl["core"]
     node, ns = "fdr-%s" % SUFFIX, "faults-drain-%s" % SUFFIX
     cl["node"](node, labels={"gpuops.io/faults-drain": SUFFIX}, unschedulable=True)  # an operator's cordon
-    core.create_namespace({"metadata": {"name": ns}})
+    new_namespace(core, ns)
     try:
         for i in range(2):
             core.create_namespaced_pod(ns, {"metadata": {"name": "gpu-%d" % i}, "spec": {

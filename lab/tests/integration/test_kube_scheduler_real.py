@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import KUBE, VENV_BIN, run_module
+from conftest import KUBE, VENV_BIN, new_namespace, run_module
 
 MODULE = "gpuops.k8s_gpu.kube_scheduler_config"
 SUFFIX = "%d" % os.getpid()
@@ -142,7 +142,7 @@ def test_site_profile_merged_scheduler_calls_extender_and_it_binds(kube_real, ex
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     ns = "sched-real-%s" % SUFFIX
-    core.create_namespace({"metadata": {"name": ns}})
+    new_namespace(core, ns)
     try:
         core.create_namespaced_pod(ns, {"metadata": {"name": "share"}, "spec": {
             "schedulerName": SCHED, "nodeSelector": {"gpuops.io/sched-test": SUFFIX},
@@ -240,7 +240,7 @@ def test_gpu_admission_entry_called_for_vcuda_pods_only(kube_real, admission, tm
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     ns = "sched-gm-%s" % SUFFIX
-    core.create_namespace({"metadata": {"name": ns}})
+    new_namespace(core, ns)
 
     def pod(name, limits):
         c = {"name": "c", "image": "registry.example.com/cuda:12"}

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from conftest import KUBE, ROOT, VENV_BIN, KubeReal, sh, wait_until as wait
+from conftest import KUBE, ROOT, VENV_BIN, KubeReal, new_namespace, sh, wait_until as wait
 
 NS = 'real-smoke-%d' % os.getpid()
 USER = 'gpuops-test-real-smoke-%d' % os.getpid()
@@ -26,7 +26,7 @@ USER = 'gpuops-test-real-smoke-%d' % os.getpid()
 def cl(kube_real):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    core.create_namespace({'metadata': {'name': NS}})
+    new_namespace(core, NS)  # and its default ServiceAccount: a test creating pods first would race the controller
     yield kube_real
     core.delete_namespace(NS)
 
@@ -163,7 +163,10 @@ def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
     for n in nodes.values():
         assert [c.status for c in n.status.conditions if c.type == 'Ready'] == ['True'], n.metadata.name
         assert n.status.allocatable['nvidia.com/gpu'] == n.metadata.labels['nvidia.com/gpu.count']
+    # only the lab's kwok GPU nodes: other tests on the shared cluster add nodes of their own, and real lab nodes
+    # whose GFD writes the same product label (a T4 node of another test once made this DaemonSet want 3 pods)
     core.create_namespaced_pod(NS, {'metadata': {'name': 'eight'}, 'spec': {
+        'nodeSelector': {'gpuops.io/lab': 'real'},
         'tolerations': [{'key': 'kwok.x-k8s.io/node', 'operator': 'Exists'}],
         'containers': [{'name': 'c', 'image': 'registry.example.com/cuda:12', 'resources': {
             'limits': {'nvidia.com/gpu': '8'}}}]}})
@@ -174,7 +177,7 @@ def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
     ds = {'metadata': {'name': 't4-only'}, 'spec': {
         'selector': {'matchLabels': {'app': 't4-only'}},
         'template': {'metadata': {'labels': {'app': 't4-only'}}, 'spec': {
-            'nodeSelector': {'nvidia.com/gpu.product': 'Tesla-T4'},
+            'nodeSelector': {'nvidia.com/gpu.product': 'Tesla-T4', 'gpuops.io/lab': 'real'},
             'containers': [{'name': 'c', 'image': 'registry.example.com/x:1'}]}}}}
     apps.create_namespaced_daemon_set(NS, ds)
     wait('DaemonSet t4-only ready on both T4 nodes', lambda: (lambda d: d.status.number_ready == 2 and
