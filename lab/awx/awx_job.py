@@ -161,8 +161,26 @@ def inventory_script_data(inventory):
     return data
 
 
-def build_private_data_dir(pdd, project_src, inventory, extravars, envvars, settings):
-    """Lay out a private data dir as AWX does for a job (credential files are already under env/)."""
+def slice_script_data(data, number, count):
+    """The inventory script JSON of slice ``number`` of ``count`` (1-based), as AWX builds a sliced job's inventory
+    (ansible/awx 24.6.1, awx/main/models/inventory.py: get_script_data orders the enabled hosts by name and
+    get_sliced_hosts keeps hosts[number - 1::count]; every group stays, with its variables and children, but lists only
+    the slice's hosts, and _meta.hostvars holds only theirs). Slice jobs share nothing else (docs/job_slicing.md there)."""
+    if count < 2 or number < 1:
+        return data
+    keep = set(sorted(data['_meta']['hostvars'])[number - 1::count])
+    out = {}
+    for name, g in data.items():
+        if name == '_meta':
+            continue
+        out[name] = dict(g, hosts=[h for h in g.get('hosts', []) if h in keep])
+    out['_meta'] = {'hostvars': dict((h, v) for h, v in data['_meta']['hostvars'].items() if h in keep)}
+    return out
+
+
+def build_private_data_dir(pdd, project_src, inventory, extravars, envvars, settings, job_slice=None):
+    """Lay out a private data dir as AWX does for a job (credential files are already under env/); ``job_slice``
+    (number, count) gives the job the inventory of that slice, as AWX does for the jobs of a sliced job template."""
     os.makedirs(os.path.join(pdd, 'env'), exist_ok=True)
     os.makedirs(os.path.join(pdd, 'inventory'), exist_ok=True)
     # project/: the synced project (here: the collection's playbooks, as a project checkout has them)
@@ -171,7 +189,10 @@ def build_private_data_dir(pdd, project_src, inventory, extravars, envvars, sett
     # inventory/hosts: an executable script printing the inventory JSON
     inv = os.path.join(pdd, 'inventory', 'hosts')
     with open(inv, 'w') as f:
-        f.write('#! /usr/bin/env python3\n# -*- coding: utf-8 -*-\nprint(%r)\n' % json.dumps(inventory_script_data(inventory)))
+        data = inventory_script_data(inventory)
+        if job_slice:
+            data = slice_script_data(data, *job_slice)
+        f.write('#! /usr/bin/env python3\n# -*- coding: utf-8 -*-\nprint(%r)\n' % json.dumps(data))
     os.chmod(inv, stat.S_IRUSR | stat.S_IXUSR | stat.S_IWUSR)
     for name, data in (('extravars', extravars), ('envvars', envvars), ('settings', settings)):
         with open(os.path.join(pdd, 'env', name), 'w') as f:

@@ -348,3 +348,23 @@ def test_execution_environment_definition_has_the_collection_and_its_dependencie
     final = ' '.join(ee['additional_build_steps']['append_final'])
     assert 'ansible-galaxy collection install --offline' in final and tarball in final
     assert 'PIP_INDEX_URL' in ' '.join(ee['additional_build_steps']['prepend_base'])
+
+
+def test_only_the_node_template_is_sliced():
+    """Job slicing (docs/awx.md): the job_template task sets job_slice_count on every template, from
+    awx_config_node_job_slice_count for the templates marked `slice` and 1 for the others; only `node` is marked (its
+    playbook is the node layer alone: each host's work is its own), and the role refuses a count below 1."""
+    import jinja2
+    assert [n for n, t in TEMPLATES.items() if t.get('slice')] == ['node']
+    assert TEMPLATES['node']['playbook'] == 'playbooks/node.yml'
+    task = [v for _t, mod, v, _md in awx_tasks() if mod == 'job_template' and v.get('state') == 'present']
+    assert len(task) == 1, task
+    expr = task[0]['job_slice_count']
+    env = jinja2.Environment()
+    for name, jt in TEMPLATES.items():
+        got = env.from_string(expr).render(awx_config_node_job_slice_count='4', awx_config__job_template=jt)
+        assert got == ('4' if name == 'node' else '1'), (name, got)
+    checks = yaml.safe_load((ROLE / 'tasks' / 'main.yml').read_text())[0]['ansible.builtin.assert']['that']
+    assert 'awx_config_node_job_slice_count | int >= 1' in checks
+    specs = yaml.safe_load((ROLE / 'meta' / 'argument_specs.yml').read_text())['argument_specs']['main']['options']
+    assert specs['awx_config_node_job_slice_count'] == dict(specs['awx_config_node_job_slice_count'], type='int', default=1)

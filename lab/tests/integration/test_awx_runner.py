@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -102,17 +103,19 @@ def collection(tmp_path_factory):
     return glob.glob(str(out / '*.tar.gz'))[0]
 
 
-def make_job(pdd, lab, collection, answers):
+def make_job(pdd, lab, collection, answers, template='site', job_slice=None, job_id=1):
     cat = catalog()
-    jt = cat['awx_config__job_template_catalog']['site']
+    jt = cat['awx_config__job_template_catalog'][template]
     extravars = awx_job.survey_extra_vars(jt['survey'], answers)
     # AWX's meta variables for every job
-    extravars.update({'awx_job_id': 1, 'awx_job_template_name': 'gpuops site', 'awx_job_launch_type': 'manual',
-                      'tower_job_id': 1})
+    extravars.update({'awx_job_id': job_id, 'awx_job_template_name': 'gpuops %s' % template,
+                      'awx_job_launch_type': 'manual', 'tower_job_id': job_id})
     kube_type = cat['awx_config__kubeconfig_type_definition']
-    env, cred_extra, files = awx_job.inject_custom(kube_type, {'kubeconfig': Path(lab['emu']['kubeconfig']).read_text()},
-                                                   str(pdd))
-    assert not cred_extra
+    env, files = {}, {}
+    if 'kubeconfig' in jt['credentials']:   # the node template has no cluster credential
+        env, cred_extra, files = awx_job.inject_custom(
+            kube_type, {'kubeconfig': Path(lab['emu']['kubeconfig']).read_text()}, str(pdd))
+        assert not cred_extra
     collections_dir = pdd / 'requirements_collections'
     # --force and a collections path of its own: ansible-galaxy skips a collection it finds already installed in
     # ANSIBLE_COLLECTIONS_PATH (make test points that at the working tree), which would leave the project empty
@@ -126,14 +129,15 @@ def make_job(pdd, lab, collection, answers):
                 'ANSIBLE_HOST_KEY_CHECKING': 'False', 'ANSIBLE_FORCE_COLOR': 'False', 'AWX_PRIVATE_DATA_DIR': str(pdd),
                 'ANSIBLE_INVENTORY_UNPARSED_FAILED': 'True', 'ANSIBLE_PYTHON_INTERPRETER': '/usr/bin/python3',
                 'PATH': '%s:%s' % (VENV_BIN, os.environ['PATH'])})
-    awx_job.build_private_data_dir(str(pdd), str(ROOT), inventory(), extravars, env, {'job_timeout': 1800})
-    return {'extravars': extravars, 'env': env, 'files': files}
+    awx_job.build_private_data_dir(str(pdd), str(ROOT), inventory(), extravars, env, {'job_timeout': 1800},
+                                   job_slice=job_slice)
+    return {'extravars': extravars, 'env': env, 'files': files, 'playbook': jt['playbook']}
 
 
-def run(pdd, ident):
+def run(pdd, ident, playbook='playbooks/site.yml'):
     import ansible_runner  # the engine AWX uses
     t0 = time.monotonic()
-    r = ansible_runner.run(private_data_dir=str(pdd), playbook='playbooks/site.yml', ident=ident, quiet=True,
+    r = ansible_runner.run(private_data_dir=str(pdd), playbook=playbook, ident=ident, quiet=True,
                            timeout=1500)
     took = time.monotonic() - t0
     events = list(r.events)
@@ -148,12 +152,67 @@ def run(pdd, ident):
     return r, stats, failed, changed, took
 
 
-def test_site_job_template_runs_like_awx_twice(lab, collection, tmp_path):
+ANSWERS = {'gpuops_node_driver': 'false', 'gpuops_node_runtime': 'false'}
+
+
+@pytest.fixture(scope='module')
+def sliced(lab, collection, tmp_path_factory):
+    """The `node` job template launched with job_slice_count 2, as AWX runs a sliced job: two jobs at the same time,
+    each with its own private data dir and the inventory of its slice (lab/awx/awx_job.py slice_script_data)."""
+    cat = catalog()['awx_config__job_template_catalog']
+    assert cat['node'].get('slice') is True and not any(t.get('slice') for n, t in cat.items() if n != 'node')
+    jobs = {}
+    for number in (1, 2):
+        pdd = tmp_path_factory.mktemp('slice%d' % number)
+        job = make_job(pdd, lab, collection, ANSWERS, template='node', job_slice=(number, 2), job_id=10 + number)
+        jobs[number] = (pdd, job)
+    # each slice job in a process of its own (ansible-runner's command line, as AWX starts one per job): no
+    # threads here, because ansible-runner forks a pty for ansible-playbook, which is unsafe from a threaded process
+    procs = {}
+    for number, (pdd, job) in jobs.items():
+        procs[number] = subprocess.Popen(
+            [str(VENV_BIN / 'ansible-runner'), 'run', str(pdd), '-p', job['playbook'], '-i', 'slice%d' % number],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out = {}
+    for number, (pdd, _job) in jobs.items():
+        _o, err = procs[number].communicate(timeout=1500)
+        hosts = set(json.loads(sh(pdd / 'inventory' / 'hosts').stdout)['_meta']['hostvars'])
+        out[number] = (hosts, procs[number].returncode, err.decode(errors='replace')) + artifacts(pdd, 'slice%d' % number)
+    return out
+
+
+def artifacts(pdd, ident):
+    """status, rc, stats, failed and changed events of a job, read from its artifacts on disk as AWX reads them."""
+    art = pdd / 'artifacts' / ident
+    events = sorted((json.loads(p.read_text()) for p in (art / 'job_events').glob('*.json')),
+                    key=lambda e: e.get('counter', 0))
+    stats = [e for e in events if e.get('event') == 'playbook_on_stats'][-1]['event_data']
+    failed = [(e['event_data'].get('host'), e['event_data'].get('task'), e['event_data'].get('res', {}).get('msg'))
+              for e in events if e.get('event') in ('runner_on_failed', 'runner_on_unreachable')
+              and not e['event_data'].get('ignore_errors')]
+    changed = [(e['event_data'].get('host'), e['event_data'].get('task')) for e in events
+               if e.get('event') == 'runner_on_ok' and e['event_data'].get('res', {}).get('changed')]
+    return (art / 'status').read_text(), (art / 'rc').read_text(), stats, failed, changed
+
+
+def test_node_job_template_sliced_like_awx(lab, sliced):
+    """Each slice job sees only its slice of the inventory (hosts by name, every 2nd from its offset) and runs the
+    node layer on those hosts only, successfully."""
+    nodes = sorted(lab['nodes'])
+    for number, (hosts, exit_code, err, status, rc, stats, failed, changed) in sorted(sliced.items()):
+        assert hosts == set(nodes[number - 1::2]), (number, hosts)
+        assert (exit_code, status, rc, failed) == (0, 'successful', '0', []), err[-4000:]
+        assert set(stats['ok']) == hosts, stats
+        assert set(h for h, _t in changed) <= hosts, changed
+    assert set().union(*[v[0] for v in sliced.values()]) == set(nodes)
+
+
+def test_site_job_template_runs_like_awx_twice(lab, collection, tmp_path, sliced):
     pdd = tmp_path / 'pdd'
     pdd.mkdir()
     # The survey: the lab has no driver to install (containers cannot load a kernel module) and no NVIDIA apt
     # repository in this test; answering "false" exercises the survey's string booleans through the playbooks' | bool.
-    job = make_job(pdd, lab, collection, {'gpuops_node_driver': 'false', 'gpuops_node_runtime': 'false'})
+    job = make_job(pdd, lab, collection, ANSWERS)
     kubeconfig_file = job['env']['K8S_AUTH_KUBECONFIG']
     assert kubeconfig_file.startswith(str(pdd / 'env')) and oct(os.stat(kubeconfig_file).st_mode & 0o777) == '0o600'
     assert Path(kubeconfig_file).read_text() == Path(lab['emu']['kubeconfig']).read_text()
@@ -161,8 +220,11 @@ def test_site_job_template_runs_like_awx_twice(lab, collection, tmp_path):
     assert set(json.loads(hosts_script)['_meta']['hostvars']) == set(lab['nodes'])
 
     since = emulator_get(lab['emu'], '/_emulator/requests')['seq']
-    r1, stats1, failed1, _, took1 = run(pdd, 'run1')
+    r1, stats1, failed1, changed1, took1 = run(pdd, 'run1')
     assert (r1.status, r1.rc, failed1) == ('successful', 0, []), r1.stdout.read()[-8000:]
+    # the sliced node job (fixture `sliced`, before this job) left every node where one site job leaves it: this
+    # first site job changes nothing on the nodes, only the cluster (on the controller)
+    assert [(h, t) for h, t in changed1 if h in lab['nodes']] == [], changed1
     assert set(stats1['ok']) >= set(lab['nodes']) | {'localhost'}
     assert not stats1.get('failures') and not stats1.get('dark')
     # the cluster layer reached the emulator through the kubeconfig credential's K8S_AUTH_KUBECONFIG
@@ -175,7 +237,7 @@ def test_site_job_template_runs_like_awx_twice(lab, collection, tmp_path):
     # run 2: same job again (AWX makes a new private data dir per job; so do we)
     pdd2 = tmp_path / 'pdd2'
     pdd2.mkdir()
-    make_job(pdd2, lab, collection, {'gpuops_node_driver': 'false', 'gpuops_node_runtime': 'false'})
+    make_job(pdd2, lab, collection, ANSWERS)
     r2, stats2, failed2, changed2, took2 = run(pdd2, 'run2')
     assert (r2.status, r2.rc, failed2) == ('successful', 0, []), r2.stdout.read()[-8000:]
     assert not stats2.get('changed'), 'second run changed: %s' % changed2
