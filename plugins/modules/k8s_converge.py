@@ -83,6 +83,17 @@ options:
       - Must be a valid annotation name (at most 63 characters of letters, digits, V(-), V(_) and V(.), beginning and
         ending with a letter or digit). Labels-only kinds never carry it.
     type: str
+  known_users:
+    description:
+      - With O(user) and O(state=present), the users this run knows agree with it (for example every pool of the
+        inventory, whose pools of one strategy playbook C(cluster.yml) checks for the same shared settings before
+        role P(gpuops.k8s_gpu.gpu_sharing_stack#role) applies any).
+      - Before anything is written, a shared object that another user recorded itself on - one neither O(user) nor
+        in this list, such as a pool of another inventory, team or AWX job - and that this run would change fails the
+        run, naming the object, its other users and the fields that differ; nothing is changed. Without this option
+        (the default) no such check is made.
+    type: list
+    elements: str
   user_labels:
     description: With O(user), only the definitions whose C(metadata.labels) contain all of these are shared objects;
       by default all definitions are.
@@ -233,6 +244,7 @@ def argument_spec():
         backup=dict(type='bool', default=True),
         backup_namespace=dict(type='str'),
         user=dict(type='str'),
+        known_users=dict(type='list', elements='str'),
         user_labels=dict(type='dict', default={}),
         user_annotation_prefix=dict(type='str', default='user.gpuops.io/'),
         keep=dict(type='bool', default=False),

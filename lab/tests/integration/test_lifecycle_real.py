@@ -94,3 +94,34 @@ def test_lifecycle_two_pools_uninstall_one_move_its_node(kube, tmp_path):
     a, b = node(kube, A).metadata.labels, node(kube, B).metadata.labels
     assert (a[POOL], a[STRATEGY], b[POOL], b[STRATEGY]) == ("ham-a", "hami", "ts-b", "time-slicing")
     assert "gpu" not in b and a.get("gpu") == "on"
+
+
+def test_another_inventorys_pool_keeps_the_shared_objects_it_uses(kube, tmp_path):
+    """Issue #37, cross-inventory: pool ham-x of another inventory (it knows only itself) shares HAMi's objects with
+    this inventory's ham-a. ham-a's run with another shared setting (device_split_count) is refused before anything is
+    written, naming the objects, ham-x and the field; HAMi's objects keep ham-x's settings. Once ham-x is uninstalled
+    (its records go with it), ham-a's change goes through, and a re-run writes nothing."""
+    from kubernetes import client
+    cl = (kube, kube.kubeconfig)
+    c = "lc-node-c"
+    client.CoreV1Api(kube.api()).create_node(kwok_node(c, T4))
+    rc, result = run_play(cl, tmp_path, [pool("ham-x", "hami", c, gpu_sharing_stack_known_pools=["ham-x"])])
+    assert rc == 0, failures(result)
+    apps = client.AppsV1Api(kube.api())
+    before = apps.read_namespaced_deployment("hami-scheduler", "kube-system")
+    assert "user.gpuops.io/ham-x" in before.metadata.annotations and "user.gpuops.io/ham-a" in before.metadata.annotations
+    split8 = {"gpu_sharing_stack_hami": {"device_split_count": 8}}
+    rc, result = run_play(cl, tmp_path, [pool("ham-a", "hami", A, gpu_sharing_stack_known_pools=["ham-a"], **split8)])
+    assert rc != 0
+    msg = str(failures(result))
+    assert "Refusing to change shared objects that users this run does not know (ham-a)" in msg, msg
+    assert "(recorded users ham-x) would change in" in msg and "nothing was changed" in msg, msg
+    after = apps.read_namespaced_deployment("hami-scheduler", "kube-system")
+    assert after.metadata.resource_version == before.metadata.resource_version
+    # ham-x leaves (its inventory uninstalls it): ham-a may now change what only it uses
+    rc, result = run_play(cl, tmp_path, [pool("ham-x", "hami", c, state="absent")])
+    assert rc == 0, failures(result)
+    rc, result = run_play(cl, tmp_path, [pool("ham-a", "hami", A, gpu_sharing_stack_known_pools=["ham-a"], **split8)])
+    assert rc == 0, failures(result)
+    rc, result = run_play(cl, tmp_path, [pool("ham-a", "hami", A, gpu_sharing_stack_known_pools=["ham-a"], **split8)])
+    assert rc == 0 and changed(result) == [], failures(result)

@@ -67,6 +67,21 @@ def is_subset(want, have, prefix_lists=frozenset(), path=()):
     return _scalar_equal(want, have)
 
 
+def differing(want, have, prefix_lists=frozenset(), path=()):
+    """The dotted paths of want's fields that have lacks or holds with another value (is_subset's answer, named)."""
+    if isinstance(want, dict) and isinstance(have, dict):
+        out = []
+        for k, v in sorted(want.items()):
+            if k not in have:
+                out.append('.'.join(path + (k,)))
+            else:
+                out.extend(differing(v, have[k], prefix_lists, path + (k,)))
+        return out
+    if is_subset(want, have, prefix_lists, path):
+        return []
+    return ['.'.join(path) or '(the object)']
+
+
 def appended_lists(d):
     """The lists the API server may have appended to in the live copy of definition d (see POD_APPENDED_LISTS)."""
     return POD_APPENDED_LISTS if d.get('apiVersion') == 'v1' and d.get('kind') == 'Pod' else frozenset()
@@ -138,6 +153,42 @@ class Converger(object):
         prefix = self.p.get('user_annotation_prefix') or USER_PREFIX
         annotations = ((live or {}).get('metadata') or {}).get('annotations') or {}
         return sorted(k[len(prefix):] for k in annotations if k.startswith(prefix))
+
+    def foreign_users(self, live):
+        """The users recorded on ``live`` that this run does not speak for: not its own, not in 'known_users'."""
+        known = set(self.p.get('known_users') or []) | {self.p['user']}
+        return [u for u in self.users_of(live) if u not in known]
+
+    def check_shared(self, defs):
+        """Before anything is written (state=present, 'user' and 'known_users' given): refuse to change a shared
+        object on which users this run does not know recorded themselves (pools of another inventory, team or AWX
+        job that applied it with other settings: the last run would win, and each run would undo the other's). The
+        error names each object, its other users and the fields that would change."""
+        if not self.p.get('user') or self.p.get('known_users') is None:
+            return
+        problems = []
+        for d in defs:
+            if not self.shared(d) or d.get('kind') in self.p['labels_only_kinds']:
+                continue
+            live = self.get(self.resource(d), d)
+            foreign = self.foreign_users(live) if live is not None else []
+            if not foreign:
+                continue
+            want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
+            hash_path = 'metadata.annotations.%s' % self.p['hash_annotation']
+            paths = [x for x in differing(want, live, appended_lists(d)) if x != hash_path]
+            if not paths and is_subset(want, live, appended_lists(d)):
+                continue
+            kind, ns, name = ident(d)
+            problems.append('%s %s%s (recorded users %s) would change in %s' % (
+                kind, (ns + '/') if ns else '', name, ', '.join(foreign), ', '.join(paths[:8]) or 'its hash only'))
+        if problems:
+            raise ConvergeError(
+                'Refusing to change shared objects that users this run does not know (%s) recorded themselves on: %s. '
+                'Another inventory, team or AWX job applies them with other settings, and each run would undo the '
+                'other\'s. Give the pools that share them the same settings everywhere, or uninstall the other users '
+                'first (their records go with them); nothing was changed.'
+                % (', '.join(sorted(set(self.p.get('known_users') or []) | {self.p['user']})), '; '.join(problems)))
 
     def note_user(self, d, action):
         kind, ns, name = ident(d)
@@ -416,6 +467,11 @@ def _prune(conv, defs, label_selector, kinds):
 def converge(conv, defs, state):
     """Run conv over defs (reverse order for absent). Raises ConvergeError naming the object on an API error."""
     order = defs if state == 'present' else list(reversed(defs))
+    if state == 'present':
+        try:
+            conv.check_shared(defs)
+        except ApiException as e:
+            raise ConvergeError('reading the shared objects: API error %s %s: %s' % (e.status, e.reason, (e.body or '')[:1000]))
     for d in order:
         try:
             if state == 'present':

@@ -349,6 +349,41 @@ def test_an_object_deleted_by_a_concurrent_uninstall_is_applied_again_before_the
     assert users(client) == ['user.gpuops.io/pool-b'] and client.store[('RuntimeClass', None, 'nvidia')]['handler'] == 'nvidia'
 
 
+SCHED_CM = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'hami-scheduler', 'namespace': 'kube-system',
+            'labels': {'gpuops.io/sharing-scope': 'shared'}}, 'data': {'scale': '1'}}
+
+
+def test_a_shared_object_another_inventorys_pool_uses_is_not_changed_and_nothing_is_written():
+    """Issue 37 (cross-inventory): pool-x of another inventory applied the shared config with its settings and recorded
+    itself; this inventory's pool-a (knowing only pool-a, pool-b) would change it: refused before any write (its own
+    ConfigMap included), naming the object, the other user and the field."""
+    client = FakeDynamic(served=('ConfigMap',))
+    run(client, [SCHED_CM], user='pool-x', known_users=['pool-x'], **SHARED)
+    writes = len(client.writes)
+    mine = dict(SCHED_CM, data={'scale': '2'})
+    with pytest.raises(K.ConvergeError) as e:
+        run(client, [POOL_CM, mine], user='pool-a', known_users=['pool-a', 'pool-b'], **SHARED)
+    msg = str(e.value)
+    assert 'ConfigMap kube-system/hami-scheduler (recorded users pool-x) would change in data.scale' in msg, msg
+    assert 'nothing was changed' in msg and len(client.writes) == writes
+    assert client.store[('ConfigMap', 'kube-system', 'hami-scheduler')]['data'] == {'scale': '1'}
+    # the same settings: the pool records itself beside pool-x, nothing refused
+    same = run(client, [SCHED_CM], user='pool-a', known_users=['pool-a'], **SHARED)
+    assert same['users'][0]['action'] == 'registered'
+    assert users(client, 'ConfigMap', 'kube-system', 'hami-scheduler') == [
+        'user.gpuops.io/pool-a', 'user.gpuops.io/pool-x']
+    # a pool this run knows (same inventory, checked to agree) may change it; and without known_users no check is made
+    assert run(client, [mine], user='pool-a', known_users=['pool-a', 'pool-x'], **SHARED)['updated'] == 1
+    assert run(client, [SCHED_CM], user='pool-a', **SHARED)['updated'] == 1
+
+
+def test_differing_names_every_field_that_would_change():
+    want = {'metadata': {'name': 'a', 'labels': {'x': '1'}}, 'data': {'k': 'v', 'n': '1'}, 'spec': {'l': [1, 2]}}
+    have = {'metadata': {'name': 'a', 'labels': {'x': '2'}}, 'data': {'k': 'v'}, 'spec': {'l': [1, 3]}}
+    assert K.differing(want, have) == ['data.n', 'metadata.labels.x', 'spec.l']
+    assert K.differing(want, want) == []
+
+
 def test_absent_of_an_unrecorded_legacy_shared_object_still_needs_the_hash_annotation():
     client = FakeDynamic([dict(RC)], served=('RuntimeClass',))
     out = run(client, [RC], state='absent', user='pool-a', **SHARED)
