@@ -9,6 +9,7 @@ import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES, mig_config_name
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
@@ -676,3 +677,34 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
         node_state=inputs['node_state'], removing=inputs['removing'])
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'readiness': readiness(strategy, settings, nodes, ctx, facts)}
+
+
+class NvidiaStack(Stack):
+    """exclusive, time-slicing, mps and mig: NVIDIA's device plugin, one DaemonSet per pool. The four share the
+    RuntimeClass(es) their pools name, released by each pool's records; a mig pool with the MIG manager goes by the
+    nvidia.com/gpu.deploy.* labels the GPU operator also writes, and defaults its nodes' device-plugin deploy label."""
+    shared_by_records = True
+    asks_nvidia_gpu = True
+
+    def shared_family(self):
+        return tuple(NVIDIA_STRATEGIES)
+
+    def pod_runtime_class(self, settings, var):
+        return validate_settings(settings.get('nvidia'), NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
+
+    def follows_deploy_labels(self, settings, ctx):
+        return owns_deploy_labels(self.name, settings, ctx)
+
+    def pool_follows_deploy_labels(self, pool_settings):
+        if self.name != 'mig':
+            return False
+        own = pool_settings.get('gpu_sharing_stack_mig')
+        return bool((own if isinstance(own, dict) else {}).get('manager', True))
+
+    def node_label_defaults(self, settings, nodes, ctx):
+        return label_defaults(self.name, settings, nodes, ctx)
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry): one object per NVIDIA strategy."""
+    return NvidiaStack(name)
