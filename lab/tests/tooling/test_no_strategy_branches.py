@@ -23,7 +23,13 @@ SHARED_FILES = (
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_shared.py'),
     os.path.join(CLUSTER, 'cluster_plan.py'),
     os.path.join(CLUSTER, 'strategy_migration.py'),
+    os.path.join(CLUSTER, 'report', 'gpu_share_report_kube.py'),
+    os.path.join(CLUSTER, 'report', 'gpu_share_report_model.py'),
+    os.path.join('plugins', 'modules', 'gpu_doctor.py'),
 )
+# not yet listed: report/gpu_share_report_render.py (its gpushare memory table and gpu-manager's container column are
+# sections of the report's output keyed by those names) and remediation/ (its 'dra' is a remediation mode, a
+# DeviceTaintRule, not the strategy)
 # the one table that maps the model's stack names (some equal to strategy names) to their modules
 TABLE_OK = {os.path.join(CLUSTER, 'stacks', 'gpu_stack_registry.py')}
 OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)

@@ -25,6 +25,8 @@ What a Stack answers:
   live reads         live_queries, wants_version, merge_objects, merge_version (gpu_stack_live)
   GPU pods           pod_runtime_class, runtime_class_note, validation (the validation workload)
   migration          migration_labels, serving_sign (what shows its plugin serving a node, strategy_migration)
+  the share report   node_shows (a node's resources, labels and annotations show the strategy),
+                     accounting_conflicts (what the report says when its accounting meets others on one node)
 Restarts on change stay with each renderer (ctx.restarts, checksum annotations), which only it can compute.
 
 Plain Python, no Ansible imports.
@@ -35,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import RESOURCES
 
 
 def settings_of(settings: dict | None, key: str) -> dict:
@@ -178,3 +181,16 @@ class Stack(object):
     def serving_sign(self, resource: str) -> dict:
         """What shows this strategy's plugin serving a node: its extended resource ``resource`` in the allocatable."""
         return {'kind': 'resource', 'resource': resource}
+
+    # -- the share report (gpu_share_report_model)
+
+    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
+        """Whether a node shows this strategy: a resource above zero that the model gives to it alone (``resources``:
+        name -> quantity; ``registered``: the strategies whose registration_annotations the node carries)."""
+        return any(qty and (RESOURCES.get(name) or (None,))[0] == self.name for name, qty in resources.items())
+
+    def accounting_conflicts(self, strategies: list[str], whole: list[str]) -> list[str]:
+        """What the report says about this strategy's accounting beside the others of ``strategies`` on one node
+        (called when they are of several families; ``whole``: those of whole-GPU accounting); [] for nothing of its
+        own (the report then says it in general words)."""
+        return []

@@ -342,6 +342,15 @@ class GpushareStack(Stack):
         return [deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation',
                            namespace=val['namespace'], replicas=val['replicas'])]
 
+    def accounting_conflicts(self, strategies, whole):
+        out = []
+        if whole:
+            out.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
+                       'schedulers hand out the same GPUs' % ', '.join(whole))
+        if 'hami' in strategies:
+            out.append('HAMi vGPU accounting and gpushare gpu-mem accounting on the same node')
+        return out
+
 
 def stack(name):
     """The Stack of strategy ``name`` (gpu_stack_registry)."""

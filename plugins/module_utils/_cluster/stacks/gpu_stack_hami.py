@@ -38,6 +38,9 @@ DEVICE_CONFIG_KEYS = frozenset([
     'disableCoreLimit', 'migProfileAllowlist', 'gpuCorePolicy', 'runtimeClassName', 'deviceSplitCount',
     'deviceMemoryScaling', 'deviceCoreScaling', 'preConfiguredDeviceMemory', 'libCudaLogLevel', 'enableNumaTopology'])
 NODE_LABEL = 'gpu'
+# the device plugin's registration annotation on its Node: v2.10.0 and the older spelling (cluster_plan refuses a node
+# so registered to another accounting family; the share report reads the devices from it)
+REGISTRATION_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
 SCHEDULER = 'hami-scheduler'
 DEVICE_PLUGIN = 'hami-device-plugin'
 # pod template annotations of HAMi's chart (scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml at v2.10.0)
@@ -352,9 +355,7 @@ class HamiStack(Stack):
     server's version (the scheduler image follows the minor) and checks the webhook's TLS Secret exists."""
     shared = SHARED
     may_intercept_nvidia_gpu = True
-    # the registration annotation of the device plugin: v2.10.0 and the older spelling (cluster_plan refuses a node
-    # so registered to another accounting family)
-    registration_annotations = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
+    registration_annotations = REGISTRATION_ANNOTATIONS
     version_key = 'hami'
     version_on_removal = True
 
@@ -384,6 +385,10 @@ class HamiStack(Stack):
             return [{'key': 'hami_webhook_secret', 'kind': 'Secret', 'name': hami['webhook_tls_secret'],
                      'namespace': namespace or 'kube-system'}]
         return []
+
+    def node_shows(self, labels, annotations, resources, registered):
+        # registered by HAMi's device plugin (its nvidia.com/gpu is HAMi's then), or one of its own resources
+        return self.name in registered or super(HamiStack, self).node_shows(labels, annotations, resources, registered)
 
     def merge_objects(self, settings, objects, namespace, var):
         if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:

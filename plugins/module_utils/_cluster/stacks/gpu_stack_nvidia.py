@@ -26,6 +26,9 @@ MPS_CAPABLE_LABEL = 'nvidia.com/mps.capable'
 DEPLOY_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
 DEPLOY_MIG_MANAGER_LABEL = 'nvidia.com/gpu.deploy.mig-manager'
 PLUGIN_POD_APP = 'nvidia-device-plugin-daemonset'
+# the MIG device resources of the device plugin with MIG strategy mixed (k8s-device-plugin v0.20.0, nvidia.com/mig-<profile>)
+MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
+SHARING_LABEL = 'nvidia.com/gpu.sharing-strategy'
 NVIDIA_STRATEGIES = NVIDIA_PLUGIN_STRATEGIES  # from the strategy model (gpu_strategy)
 CDI_STRATEGIES = ('cdi-annotations', 'cdi-cri')
 CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
@@ -703,6 +706,37 @@ class NvidiaStack(Stack):
 
     def node_label_defaults(self, settings, nodes, ctx):
         return label_defaults(self.name, settings, nodes, ctx)
+
+    def node_shows(self, labels, annotations, resources, registered):
+        # which NVIDIA strategy the device plugin's resources and GFD's labels show: MIG devices (or nvidia.com/gpu
+        # with MIG strategy single), replicas (the sharing strategy label, else a replica count), else exclusive;
+        # nvidia.com/gpu on a node another stack registered (HAMi) is that stack's
+        shown = set()
+        for name, qty in resources.items():
+            if not qty:
+                continue
+            if MIG_RESOURCE.match(name):
+                shown.add('mig')
+            elif name == 'nvidia.com/gpu':
+                if registered:
+                    continue
+                if labels.get('nvidia.com/mig.strategy') == 'single':
+                    shown.add('mig')
+                    continue
+                sharing = labels.get(SHARING_LABEL)
+                try:
+                    replicas = int(labels.get('nvidia.com/gpu.replicas')) or 1
+                except (TypeError, ValueError):
+                    replicas = 1
+                if sharing in ('time-slicing', 'mps'):
+                    shown.add(sharing)
+                elif replicas > 1:
+                    shown.add('time-slicing')
+                else:
+                    shown.add('exclusive')
+            elif name == 'nvidia.com/gpu.shared':
+                shown.add('mps' if labels.get(SHARING_LABEL) == 'mps' else 'time-slicing')
+        return self.name in shown
 
 
 def stack(name):

@@ -330,6 +330,9 @@ class VolcanoStack(Stack):
             if CONF_KEY in data:
                 settings['volcano'] = dict(settings_of(settings, 'volcano'), existing_conf=data[CONF_KEY])
 
+    def accounting_conflicts(self, strategies, whole):
+        return ['Volcano GPU accounting and %s on the same node' % ', '.join(s for s in strategies if s != self.name)]
+
 
 def stack(name):
     """The Stack of strategy ``name`` (gpu_stack_registry)."""

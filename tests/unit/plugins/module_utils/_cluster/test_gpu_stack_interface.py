@@ -203,3 +203,46 @@ def test_migration_answers(name):
     else:
         assert s.migration_labels() == {}
         assert s.serving_sign('nvidia.com/gpu') == {'kind': 'resource', 'resource': 'nvidia.com/gpu'}
+
+
+HAMI_REG = {'hami.io/node-nvidia-register': 'GPU-1,10,32768,100,NVIDIA-A100,0,true:'}
+# (labels, annotations, resources) -> the strategies the node shows, as the report read them before
+SHOWN = [
+    ({}, {}, {'nvidia.com/gpu': 1}, ['exclusive']),
+    ({}, {}, {'nvidia.com/gpu': 0}, []),
+    ({'nvidia.com/gpu.replicas': '4'}, {}, {'nvidia.com/gpu': 4}, ['time-slicing']),
+    ({'nvidia.com/gpu.replicas': 'x'}, {}, {'nvidia.com/gpu': 4}, ['exclusive']),
+    ({'nvidia.com/gpu.sharing-strategy': 'mps'}, {}, {'nvidia.com/gpu': 4}, ['mps']),
+    ({'nvidia.com/gpu.sharing-strategy': 'time-slicing'}, {}, {'nvidia.com/gpu': 4}, ['time-slicing']),
+    ({'nvidia.com/gpu.sharing-strategy': 'mps'}, {}, {'nvidia.com/gpu.shared': 4}, ['mps']),
+    ({}, {}, {'nvidia.com/gpu.shared': 4}, ['time-slicing']),
+    ({'nvidia.com/mig.strategy': 'single'}, {}, {'nvidia.com/gpu': 7}, ['mig']),
+    ({}, {}, {'nvidia.com/mig-1g.10gb': 7, 'nvidia.com/gpu': 0}, ['mig']),
+    ({}, HAMI_REG, {'nvidia.com/gpu': 10}, ['hami']),
+    ({}, HAMI_REG, {}, ['hami']),
+    ({}, {}, {'nvidia.com/gpumem': 1000}, ['hami']),
+    ({}, {}, {'aliyun.com/gpu-mem': 32, 'aliyun.com/gpu-count': 1}, ['gpushare']),
+    ({}, {}, {'volcano.sh/vgpu-number': 10}, ['volcano']),
+    ({}, {}, {'tencent.com/vcuda-core': 100}, ['gpu-manager']),
+    ({}, {}, {'aliyun.com/gpu-mem': 32, 'nvidia.com/gpu': 1}, ['exclusive', 'gpushare']),
+]
+
+
+@pytest.mark.parametrize('labels,annotations,resources,want', SHOWN)
+def test_node_shows(labels, annotations, resources, want):
+    registered = [n for n in gs.STRATEGIES if any(a in annotations for a in reg.stack(n).registration_annotations)]
+    assert sorted(n for n in gs.STRATEGIES if reg.stack(n).node_shows(labels, annotations, resources, registered)) \
+        == want
+
+
+def test_accounting_conflicts_gpushare_and_volcano_have_their_own_words():
+    assert reg.stack('gpushare').accounting_conflicts(['exclusive', 'gpushare'], ['exclusive']) == [
+        'gpu-mem accounting (gpushare) and whole-GPU accounting (exclusive) on the same node: both schedulers hand '
+        'out the same GPUs']
+    assert reg.stack('gpushare').accounting_conflicts(['gpushare', 'hami'], []) == [
+        'HAMi vGPU accounting and gpushare gpu-mem accounting on the same node']
+    assert reg.stack('volcano').accounting_conflicts(['mig', 'volcano'], ['mig']) == [
+        'Volcano GPU accounting and mig on the same node']
+    for name in gs.STRATEGIES:
+        if name not in ('gpushare', 'volcano'):
+            assert reg.stack(name).accounting_conflicts(list(gs.STRATEGIES), ['exclusive']) == [], name
