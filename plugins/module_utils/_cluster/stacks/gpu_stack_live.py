@@ -14,18 +14,6 @@ Stack refuses (a HAMi webhook Secret that does not exist).
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_gpushare import KUBE_PROXY
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_volcano import (
-    CONF_KEY as VOLCANO_CONF_KEY, CONFIGMAP as VOLCANO_CONFIGMAP,
-)
-
-# kept for their readers: the default of gpu_sharing_stack_volcano.scheduler_configmap, its key, kube-proxy's config
-__all__ = ['queries', 'merge', 'VOLCANO_CONFIGMAP', 'VOLCANO_CONF_KEY', 'KUBE_PROXY']
-
-
-def _settings(settings, name):
-    value = (settings or {}).get(name)
-    return value if isinstance(value, dict) else {}
 
 
 def queries(strategy, state='present', settings=None, namespace='kube-system'):
