@@ -238,7 +238,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_p
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_remediation
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvidia_driver
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NODE_STRATEGIES, mig_partitioned
 
 LIB_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu/nvidia/current', '/usr/lib64', '/usr/lib',
             '/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/local/lib')
@@ -365,8 +365,9 @@ def main():
     wanted = set(p['checks'] or checks.CHECK_NAMES)
     health = bool(wanted & set(checks.HEALTH_CHECKS))
     log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'virtualization')) else None
-    # the GPU-instance profiles only matter to the mig strategy (elsewhere the catalogue answers the same)
-    facts = gather(mig_profiles=p['strategy'] == 'mig', health=health,
+    # the GPU-instance profiles only matter to the strategy that partitions GPUs (mig; elsewhere the catalogue answers
+    # the same)
+    facts = gather(mig_profiles=mig_partitioned(p['strategy']), health=health,
                    xid_wait_ms=p['xid_wait_ms'] if 'xid' in wanted else None, log_lines=log_lines,
                    run=module.run_command)
     extra = gather_extra(module, facts, log_lines)

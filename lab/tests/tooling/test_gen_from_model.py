@@ -94,7 +94,7 @@ def test_a_schema_change_reaches_argument_specs(monkeypatch):
     gets, and a key added to a schema without a description is refused by name."""
     gen = load_gen()
     gs, render = gen.load_model()
-    hami = render.gpu_stack_hami.HAMI_SCHEMA
+    hami = render.STACKS['hami'].HAMI_SCHEMA
     monkeypatch.setitem(hami, 'device_split_count', dict(hami['device_split_count'], default=11,
                                                          description='Tasks per GPU.'))
     monkeypatch.setitem(hami, 'node_scheduler_policy', dict(hami['node_scheduler_policy'],

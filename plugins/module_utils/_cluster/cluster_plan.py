@@ -18,7 +18,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
     foreign_resources, node_state,
 )
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import release_conflicts
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_shared import (
     conflicts as shared_conflicts, operator_mix,
 )
@@ -28,7 +28,6 @@ POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
 LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
 LABEL_PREFIX_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 RECORD_RE = re.compile(r'^\s*\{.*\}\s*$', re.S)
-HAMI_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
 _MISSING = object()
 
 
@@ -129,7 +128,9 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
         for p in ordered:
             p['facts'] = dict((k, v) for k, v in p['facts'].items() if k in renamed)
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
-    errors.extend(release_conflicts(ordered))
+    for stack in gpu_stack_registry.stacks():
+        # a stack's own agreement check of its pools (the DRA driver's release: gpu_stack_dra.release_conflicts)
+        errors.extend(stack.own_conflicts(ordered))
     if agreement:
         # what pools of one strategy share must agree, and the operator must be confinable: refused before a deploy,
         # not before an uninstall (removing the pools is how a site gets out of it)
@@ -159,19 +160,24 @@ def _dra_beside_device_plugin(ordered, pools, host_groups):
     GPU device plugin on one node (dra-driver-nvidia-gpu v0.5.0 templates/validation.yaml, gpuResourcesEnabledOverride)."""
     errors = []
     by_node = {}
+
+    def claims(pool):
+        stack = gpu_stack_registry.find(pool['strategy'])
+        return stack is not None and stack.claims_devices
+
     for p in ordered:
         for n in p['nodes']:
             by_node.setdefault(n, [])
             if p not in by_node[n]:
                 by_node[n].append(p)
     for p in ordered:
-        if p['strategy'] != 'dra':
+        if not claims(p):
             continue
         for h, n in zip(p['hosts'], p['nodes']):
-            others = [q for q in by_node.get(n, []) if q is not p and q['strategy'] != 'dra']
+            others = [q for q in by_node.get(n, []) if q is not p and not claims(q)]
             for g in host_groups.get(h) or []:
                 q = pools.get(g.lower().replace('_', '-'))
-                if q is not None and q is not p and q['strategy'] != 'dra' and q not in others:
+                if q is not None and q is not p and not claims(q) and q not in others:
                     others.append(q)
             for q in others:
                 errors.append('%s (node %s) is in dra pool %s and in pool %s (strategy %s): the DRA driver must not '
@@ -282,8 +288,9 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
                 strategy, strategy_pool = pool['strategy'], pool['name']
             pl = dict(_get(pool, 'labels') or {})
             pl[strategy_label] = pool['strategy']
-            if pool['strategy'] == 'gpushare':
-                pl['gpushare'] = 'true'
+            # the labels the strategy's agents select (gpushare's device plugin: gpushare=true)
+            stack = gpu_stack_registry.find(pool['strategy'])
+            pl.update(stack.pool_node_labels if stack is not None else {})
             if _get(pool, 'device_plugin_config'):
                 pl['nvidia.com/device-plugin.config'] = pool['device_plugin_config']
             for k, v in pl.items():
@@ -397,10 +404,12 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
                                      '(gpu-mem and whole-GPU accounting must not share GPUs); remove that device '
                                      'plugin first or set gpu_node_labels_check_resources=false'
                                      % (host, name, res, qty, wstrategy))
-                if (wstrategy in NODE_STRATEGIES and family(wstrategy) != family('hami')
-                        and any(a in annotations for a in HAMI_ANNOTATIONS)):
-                    my_errors.append('%s: node %s is registered with HAMi (annotation hami.io/node-nvidia-register); '
-                                     'refusing strategy %s' % (host, name, wstrategy))
+                # a node registered by a stack's agents (HAMi's device plugin) is not for another accounting
+                for reg in gpu_stack_registry.stacks():
+                    if (reg.registration_annotations and wstrategy in NODE_STRATEGIES and family(wstrategy) != reg.family
+                            and any(a in annotations for a in reg.registration_annotations)):
+                        my_errors.append('%s: node %s is registered with %s (annotation %s); refusing strategy %s'
+                                         % (host, name, reg.title, reg.registration_annotations[0], wstrategy))
         defaults = (want.get('defaults') or {}) if present else {}
         claimed = set(want.get('claimed') or []) if present else set()
         patch, newrecord, set_, removed, restored, kept = {}, {}, [], [], [], []

@@ -18,14 +18,10 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     POOL_LABEL, STRATEGY_LABEL,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import (
-    DRIVER, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF,
-)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
 RECORD_ANNOTATION = 'gpuops.io/managed-labels'
 MARK_ANNOTATION = 'gpuops.io/strategy-migration'
-# the labels every node of a dra pool carries besides the strategy and pool labels (DRA-12)
-DRA_STACK_LABELS = {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}
 DEFAULT_RESOURCE = 'nvidia.com/gpu'
 
 
@@ -48,7 +44,8 @@ def _side(raw, var):
         raise MigrationError('%s.strategy must be one of %s; got %r' % (var, ', '.join(gpu_strategy.STRATEGIES), strategy))
     labels = raw.get('labels')
     if labels is None:
-        labels = dict(DRA_STACK_LABELS) if strategy == 'dra' else {}
+        # the labels every node of a pool of the strategy carries besides the strategy and pool labels (DRA-12)
+        labels = dict(gpu_stack_registry.stack(strategy).migration_labels())
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise MigrationError('%s.labels must map label keys to string values (the pool stack\'s node labels); got %r'
                              % (var, labels))
@@ -63,9 +60,10 @@ def _side(raw, var):
 
 
 def check_sides(source, target):
-    """(source, target) checked: exactly one side is a dra pool, the other a device-plugin pool."""
+    """(source, target) checked: exactly one side is a dra pool (its Stack claims_devices), the other a device-plugin
+    pool."""
     src, dst = _side(source, 'gpuops_migrate_from'), _side(target, 'gpuops_migrate_to')
-    if (src['strategy'] == 'dra') == (dst['strategy'] == 'dra'):
+    if gpu_stack_registry.stack(src['strategy']).claims_devices == gpu_stack_registry.stack(dst['strategy']).claims_devices:
         raise MigrationError('one side of the migration must be a dra pool and the other a device-plugin pool; got '
                              'gpuops_migrate_from.strategy %s and gpuops_migrate_to.strategy %s'
                              % (src['strategy'], dst['strategy']))
@@ -110,14 +108,12 @@ def node_step(node, host, source, target):
     labels = meta.get('labels') or {}
     marked = MARK_ANNOTATION in (meta.get('annotations') or {})
     now = (labels.get(STRATEGY_LABEL), labels.get(POOL_LABEL))
-    wait = ({'kind': 'slice', 'driver': DRIVER} if dst['strategy'] == 'dra'
-            else {'kind': 'resource', 'resource': dst['resource']})
+    wait = gpu_stack_registry.stack(dst['strategy']).serving_sign(dst['resource'])
     # the source plugin's devices leave the node before it is uncordoned: the kubelet keeps a stopped DRA plugin's
     # ResourceSlices 30 s (kubelet 1.37 pkg/kubelet/cm/dra/manager.go defaultWipingDelay) and a stopped device
     # plugin's resource in the capacity 5 min (its allocatable drops to 0 at once: devicemanager PluginDisconnected;
     # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
-    leave = ({'kind': 'slice', 'driver': DRIVER} if src['strategy'] == 'dra'
-             else {'kind': 'resource', 'resource': src['resource']})
+    leave = gpu_stack_registry.stack(src['strategy']).serving_sign(src['resource'])
     out = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool']}
     if now == (dst['strategy'], dst['pool']):
         out.update(action='resume' if marked else 'skip', labels=None, stacks=None,

@@ -240,6 +240,14 @@ def resource_prefixes() -> tuple[str, ...]:
     return tuple(n for n in names if not any(o != n and n.startswith(o) for o in names))
 
 
+def mig_partitioned(name: str | None) -> bool:
+    """Whether a node of strategy ``name`` partitions its GPUs into MIG devices itself: a node-level strategy that
+    advertises MIG devices (mig; the GPU operator's MIG manager is a whole-cluster stack). The doctor reads the
+    GPU-instance profiles only for it. False for None or an unknown name."""
+    props = _MODEL.get(name) if name else None
+    return bool(props and props['node_strategy'] and MIG_DEVICES[0] in props['resources'])
+
+
 def node_state(name: str) -> dict:
     """What strategy ``name``'s agents leave on a Node: {'status': resource names they put into status.capacity and
     status.allocatable themselves, 'annotations': annotation names}; empty tuples for an unknown name."""

@@ -31,6 +31,9 @@ from decimal import Decimal, InvalidOperation
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_hami import REGISTRATION_ANNOTATIONS
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_nvidia import MIG_RESOURCE
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 GPUSHARE_COUNT = 'aliyun.com/gpu-count'
@@ -40,7 +43,7 @@ ANN_DEV = 'ALIYUN_COM_GPU_MEM_DEV'
 ANN_ASSIGNED = 'ALIYUN_COM_GPU_MEM_ASSIGNED'
 ANN_ASSUME_TIME = 'ALIYUN_COM_GPU_MEM_ASSUME_TIME'
 
-HAMI_NODE_REGISTER = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
+HAMI_NODE_REGISTER = REGISTRATION_ANNOTATIONS  # HAMi's device plugin (gpu_stack_hami, its one home)
 HAMI_POD_ALLOCATED = 'hami.io/vgpu-devices-allocated'
 HAMI_POD_NODE = 'hami.io/vgpu-node'
 
@@ -52,7 +55,6 @@ TKE_IDX_PREFIX = 'tencent.com/predicate-gpu-idx-'
 
 # resource name -> (strategy, description, unit): the strategy model's resources (gpu_strategy.RESOURCES)
 KNOWN_RESOURCES = RESOURCES
-MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
 # resources requested per device (HAMi, Volcano vGPU): the container's amount is this times the device count
 PER_DEVICE_RESOURCES = {
     'nvidia.com/gpu': ('nvidia.com/gpumem', 'nvidia.com/gpucores'),
@@ -304,56 +306,28 @@ def _label_int(labels, key):
 
 
 def node_strategies(node, resources):
-    """The sharing strategies a node's resources, labels and annotations show, sorted."""
+    """The sharing strategies a node's resources, labels and annotations show, sorted (each Stack's node_shows)."""
     meta = node.get('metadata') or {}
     labels = meta.get('labels') or {}
     annotations = meta.get('annotations') or {}
-    found = set()
-    hami = any(a in annotations for a in HAMI_NODE_REGISTER)
-    for name, qty in resources.items():
-        if not qty:
-            continue
-        if MIG_RESOURCE.match(name):
-            found.add('mig')
-        elif name == 'nvidia.com/gpu':
-            if hami:
-                found.add('hami')
-            elif labels.get('nvidia.com/mig.strategy') == 'single':
-                found.add('mig')
-            else:
-                sharing = labels.get('nvidia.com/gpu.sharing-strategy')
-                replicas = _label_int(labels, 'nvidia.com/gpu.replicas') or 1
-                if sharing in ('time-slicing', 'mps'):
-                    found.add(sharing)
-                elif replicas > 1:
-                    found.add('time-slicing')
-                else:
-                    found.add('exclusive')
-        elif name == 'nvidia.com/gpu.shared':
-            found.add('mps' if labels.get('nvidia.com/gpu.sharing-strategy') == 'mps' else 'time-slicing')
-        elif name in KNOWN_RESOURCES and KNOWN_RESOURCES[name][0]:
-            found.add(KNOWN_RESOURCES[name][0])
-    if hami:
-        found.add('hami')
-    return sorted(found)
+    stacks = gpu_stack_registry.stacks()
+    registered = [s.name for s in stacks if any(a in annotations for a in s.registration_annotations)]
+    return sorted(s.name for s in stacks if s.node_shows(labels, annotations, resources, registered))
 
 
 def node_conflicts(strategies):
     """Accounting conflicts: several schedulers count the same GPUs independently. DRA beside a device plugin is
     dra_conflicts' one message (with the devices published and the resource advertised), never a second one here."""
     conflicts = []
-    strategies = [s for s in strategies if s != 'dra']
+    # a strategy that claims devices (dra) is never counted here
+    strategies = [s for s in strategies if not getattr(gpu_stack_registry.find(s), 'claims_devices', False)]
     if not families_conflict(strategies):
         return conflicts
     whole = [s for s in strategies if s in WHOLE_GPU_STRATEGIES]
-    if 'gpushare' in strategies and whole:
-        conflicts.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
-                         'schedulers hand out the same GPUs' % ', '.join(whole))
-    if 'hami' in strategies and 'gpushare' in strategies:
-        conflicts.append('HAMi vGPU accounting and gpushare gpu-mem accounting on the same node')
-    if 'volcano' in strategies:
-        conflicts.append('Volcano GPU accounting and %s on the same node'
-                         % ', '.join(s for s in strategies if s != 'volcano'))
+    # each present strategy's own words, in the order of the strategy model
+    for stack in gpu_stack_registry.stacks():
+        if stack.name in strategies:
+            conflicts.extend(stack.accounting_conflicts(strategies, whole))
     if not conflicts:
         conflicts.append('several GPU accountings on the same node (%s): their schedulers hand out the same GPUs'
                          % ', '.join(strategies))
@@ -678,7 +652,8 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
         for c in entry['conflicts']:
             cluster_notes.append('node %s: %s' % (entry['name'], c))
         out_nodes.append(node_out)
-    gs_nodes = [n['gpushare'] for n in out_nodes if 'gpushare' in n]
+    # the nodes with a gpushare memory section (a key of the report's output, not a strategy decision)
+    gs_nodes = [n['gpushare'] for n in out_nodes if n.get('gpushare') is not None]
     cluster = {
         'nodes': len(out_nodes),
         'gpu_nodes': len([n for n in out_nodes if n['resources']]),

@@ -13,6 +13,7 @@ import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
 )
@@ -791,3 +792,49 @@ def validation_pod(ctx, name, namespace, image, claim, scheduler_name=None):
         spec['imagePullSecrets'] = ctx.pull_secrets()
     return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': ctx.meta(name, namespace=namespace, scope='validation'),
             'spec': spec}
+
+
+class DraStack(Stack):
+    """dra: NVIDIA's DRA driver, one Helm release (its pools' agreement: release_conflicts); devices are claimed, so
+    never beside a device plugin; its nodes carry the label that keeps the GPU operator's device plugin off; the render
+    reads the API server's version (claims go in the resource.k8s.io version the minor serves), for a removal too; a
+    validation workload asks for a claim."""
+    claims_devices = True
+    version_key = 'dra'
+    version_on_removal = True
+
+    def own_conflicts(self, pools):
+        return release_conflicts(pools)
+
+    def runtime_class_note(self, runtime_class_name):
+        if runtime_class_name:
+            return None
+        return ('GPU pods of this pool (strategy dra) ask for devices with a ResourceClaim (resourceClaims and '
+                'resources.claims; gpu_stack_dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
+                'driver hands the devices over as CDI devices, so no RuntimeClass and no default runtime is needed')
+
+    def validation(self, ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version=None):
+        # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
+        ns = val['namespace']
+        name = 'gpu-validate-dra-' + ctx.pool
+        # in the resource.k8s.io version the cluster's minor serves (the stack's render says which)
+        template = claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'),
+                                   api_version=claim_api_version or RESOURCE_API[0][1])[0]
+        template['metadata'] = ctx.meta(name, namespace=ns, scope='validation')
+        pod = validation_pod(ctx, name, ns, image, template, scheduler_name)
+        if runtime_class_name:
+            pod['spec']['runtimeClassName'] = runtime_class_name
+        return [template, pod]
+
+    def migration_labels(self):
+        # the labels every node of a dra pool carries besides the strategy and pool labels (DRA-12)
+        return {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}
+
+    def serving_sign(self, resource):
+        # the driver's ResourceSlices on the node
+        return {'kind': 'slice', 'driver': DRIVER}
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return DraStack(name)

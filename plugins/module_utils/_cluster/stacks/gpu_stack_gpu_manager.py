@@ -13,8 +13,10 @@ and verb is a row of docs/conformance/gpu-manager.md.
 """
 
 import re
+import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, validate_settings,
@@ -233,3 +235,17 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
+
+
+class GpuManagerStack(Stack):
+    """gpu-manager: gpu-admission, which every gpu-manager pool shares (SHARED)."""
+    shared = SHARED
+
+    def __init__(self, name):
+        super(GpuManagerStack, self).__init__(name)
+        self.shared_module = sys.modules[__name__]
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return GpuManagerStack(name)

@@ -4,6 +4,7 @@
 """Aliyun gpushare: scheduler extender (Deployment + Service + RBAC) and device plugin (DaemonSet + RBAC)."""
 
 import re
+import sys
 
 try:
     import yaml
@@ -12,9 +13,10 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
-    pod_spec_common, rbac_for, split_image, validate_settings,
+    pod_spec_common, quantity, rbac_for, split_image, validate_settings,
 )
 
 EXTENDER_IMAGE = pins.ref('gpushare-extender')
@@ -298,3 +300,58 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
+
+
+# kube-proxy's configuration (namespace, ConfigMap, key): its mode decides the extender's node-port registration
+KUBE_PROXY = ('kube-system', 'kube-proxy', 'config.conf')
+
+
+class GpushareStack(Stack):
+    """gpushare: the scheduler extender every gpushare pool shares (SHARED); its device plugin selects the node label
+    gpushare=true; the render reads kube-proxy's mode for the extender's node-port registration; the validation
+    workload is the binpack sample (several replicas on one GPU)."""
+    shared = SHARED
+    pool_node_labels = {NODE_LABEL: 'true'}
+
+    def __init__(self, name):
+        super(GpushareStack, self).__init__(name)
+        self.shared_module = sys.modules[__name__]
+
+    def live_queries(self, settings, present, namespace):
+        gpushare = settings_of(settings, 'gpushare')
+        if present and (gpushare.get('registration') or 'node-port') == 'node-port' \
+                and not gpushare.get('kube_proxy_mode'):
+            return [{'key': 'kube_proxy', 'kind': 'ConfigMap', 'name': KUBE_PROXY[1], 'namespace': KUBE_PROXY[0]}]
+        return []
+
+    def merge_objects(self, settings, objects, namespace, var):
+        if objects.get('kube_proxy'):
+            data = objects['kube_proxy'][0].get('data') or {}
+            settings['gpushare'] = dict(settings_of(settings, 'gpushare'), kube_proxy_config=data.get(KUBE_PROXY[2]) or '')
+
+    def validation(self, ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version=None):
+        # the seeds' binpack sample: several replicas sharing one GPU through aliyun.com/gpu-mem
+        spec = {'nodeSelector': ctx.pool_selector(),
+                'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                'containers': [{'name': 'binpack', 'image': image,
+                                'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}]}
+        if runtime_class_name:
+            spec['runtimeClassName'] = runtime_class_name
+        if ctx.image_pull_secrets:
+            spec['imagePullSecrets'] = ctx.pull_secrets()
+        return [deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation',
+                           namespace=val['namespace'], replicas=val['replicas'])]
+
+    def accounting_conflicts(self, strategies, whole):
+        out = []
+        if whole:
+            out.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
+                       'schedulers hand out the same GPUs' % ', '.join(whole))
+        if 'hami' in strategies:
+            out.append('HAMi vGPU accounting and gpushare gpu-mem accounting on the same node')
+        return out
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return GpushareStack(name)

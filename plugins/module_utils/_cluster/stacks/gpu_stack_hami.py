@@ -12,9 +12,11 @@ docs/conformance/hami.md.
 
 import json
 import re
+import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
     deployment,
@@ -36,6 +38,9 @@ DEVICE_CONFIG_KEYS = frozenset([
     'disableCoreLimit', 'migProfileAllowlist', 'gpuCorePolicy', 'runtimeClassName', 'deviceSplitCount',
     'deviceMemoryScaling', 'deviceCoreScaling', 'preConfiguredDeviceMemory', 'libCudaLogLevel', 'enableNumaTopology'])
 NODE_LABEL = 'gpu'
+# the device plugin's registration annotation on its Node: v2.10.0 and the older spelling (cluster_plan refuses a node
+# so registered to another accounting family; the share report reads the devices from it)
+REGISTRATION_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
 SCHEDULER = 'hami-scheduler'
 DEVICE_PLUGIN = 'hami-device-plugin'
 # pod template annotations of HAMi's chart (scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml at v2.10.0)
@@ -342,3 +347,56 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'scheduler_name': validate_settings(settings.get('hami'), HAMI_SCHEMA, ctx.var('hami'))['scheduler_name']}
+
+
+class HamiStack(Stack):
+    """HAMi: one scheduler, device config and webhook for every hami pool (SHARED); its webhook takes over every
+    nvidia.com/gpu pod of the cluster; its device plugin registers the Node (annotations); the render reads the API
+    server's version (the scheduler image follows the minor) and checks the webhook's TLS Secret exists."""
+    shared = SHARED
+    may_intercept_nvidia_gpu = True
+    registration_annotations = REGISTRATION_ANNOTATIONS
+    version_key = 'hami'
+    version_on_removal = True
+
+    def __init__(self, name):
+        super(HamiStack, self).__init__(name)
+        self.shared_module = sys.modules[__name__]
+
+    def intercepts_nvidia_gpu(self, settings):
+        return bool((settings.get('hami') or {}).get('webhook_tls_secret'))
+
+    def intercept_error(self, pool, others, var):
+        return ('Refusing %shami.webhook_tls_secret for pool %s: HAMi\'s webhook (v2.10.0) sends every pod '
+                'of the cluster that asks for nvidia.com/gpu to hami-scheduler and denies those with a '
+                'privileged container, so the pods of the other NVIDIA pool(s) %s would be scheduled by HAMi '
+                '(which knows only its own nodes) or refused. Leave the webhook out (HAMi pods then set '
+                'schedulerName themselves), or move those pools to hami'
+                % (var, pool, ', '.join(others)))
+
+    def intercept_warning(self, others, var):
+        # node labels do not say whether that HAMi pool runs the webhook; its next role run refuses it beside us
+        return ('pool(s) %s run HAMi: if HAMi\'s webhook is installed, it sends this pool\'s nvidia.com/gpu pods to '
+                'hami-scheduler; run the HAMi pool without %shami.webhook_tls_secret' % (', '.join(others), var))
+
+    def live_queries(self, settings, present, namespace):
+        hami = settings_of(settings, 'hami')
+        if present and hami.get('webhook_tls_secret'):
+            return [{'key': 'hami_webhook_secret', 'kind': 'Secret', 'name': hami['webhook_tls_secret'],
+                     'namespace': namespace or 'kube-system'}]
+        return []
+
+    def node_shows(self, labels, annotations, resources, registered):
+        # registered by HAMi's device plugin (its nvidia.com/gpu is HAMi's then), or one of its own resources
+        return self.name in registered or super(HamiStack, self).node_shows(labels, annotations, resources, registered)
+
+    def merge_objects(self, settings, objects, namespace, var):
+        if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:
+            raise StackError('%shami.webhook_tls_secret names Secret %s/%s, which does not exist; create a '
+                             'kubernetes.io/tls Secret (e.g. with cert-manager) first.'
+                             % (var, namespace or 'kube-system', settings_of(settings, 'hami')['webhook_tls_secret']))
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return HamiStack(name)

@@ -9,6 +9,7 @@ import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES, mig_config_name
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
@@ -25,6 +26,9 @@ MPS_CAPABLE_LABEL = 'nvidia.com/mps.capable'
 DEPLOY_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
 DEPLOY_MIG_MANAGER_LABEL = 'nvidia.com/gpu.deploy.mig-manager'
 PLUGIN_POD_APP = 'nvidia-device-plugin-daemonset'
+# the MIG device resources of the device plugin with MIG strategy mixed (k8s-device-plugin v0.20.0, nvidia.com/mig-<profile>)
+MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
+SHARING_LABEL = 'nvidia.com/gpu.sharing-strategy'
 NVIDIA_STRATEGIES = NVIDIA_PLUGIN_STRATEGIES  # from the strategy model (gpu_strategy)
 CDI_STRATEGIES = ('cdi-annotations', 'cdi-cri')
 CDI_FACT = 'nvidia_container_runtime_cdi_spec_ready'
@@ -676,3 +680,65 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
         node_state=inputs['node_state'], removing=inputs['removing'])
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'readiness': readiness(strategy, settings, nodes, ctx, facts)}
+
+
+class NvidiaStack(Stack):
+    """exclusive, time-slicing, mps and mig: NVIDIA's device plugin, one DaemonSet per pool. The four share the
+    RuntimeClass(es) their pools name, released by each pool's records; a mig pool with the MIG manager goes by the
+    nvidia.com/gpu.deploy.* labels the GPU operator also writes, and defaults its nodes' device-plugin deploy label."""
+    shared_by_records = True
+    asks_nvidia_gpu = True
+
+    def shared_family(self):
+        return tuple(NVIDIA_STRATEGIES)
+
+    def pod_runtime_class(self, settings, var):
+        return validate_settings(settings.get('nvidia'), NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
+
+    def follows_deploy_labels(self, settings, ctx):
+        return owns_deploy_labels(self.name, settings, ctx)
+
+    def pool_follows_deploy_labels(self, pool_settings):
+        if self.name != 'mig':
+            return False
+        own = pool_settings.get('gpu_sharing_stack_mig')
+        return bool((own if isinstance(own, dict) else {}).get('manager', True))
+
+    def node_label_defaults(self, settings, nodes, ctx):
+        return label_defaults(self.name, settings, nodes, ctx)
+
+    def node_shows(self, labels, annotations, resources, registered):
+        # which NVIDIA strategy the device plugin's resources and GFD's labels show: MIG devices (or nvidia.com/gpu
+        # with MIG strategy single), replicas (the sharing strategy label, else a replica count), else exclusive;
+        # nvidia.com/gpu on a node another stack registered (HAMi) is that stack's
+        shown = set()
+        for name, qty in resources.items():
+            if not qty:
+                continue
+            if MIG_RESOURCE.match(name):
+                shown.add('mig')
+            elif name == 'nvidia.com/gpu':
+                if registered:
+                    continue
+                if labels.get('nvidia.com/mig.strategy') == 'single':
+                    shown.add('mig')
+                    continue
+                sharing = labels.get(SHARING_LABEL)
+                try:
+                    replicas = int(labels.get('nvidia.com/gpu.replicas')) or 1
+                except (TypeError, ValueError):
+                    replicas = 1
+                if sharing in ('time-slicing', 'mps'):
+                    shown.add(sharing)
+                elif replicas > 1:
+                    shown.add('time-slicing')
+                else:
+                    shown.add('exclusive')
+            elif name == 'nvidia.com/gpu.shared':
+                shown.add('mps' if labels.get(SHARING_LABEL) == 'mps' else 'time-slicing')
+        return self.name in shown
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry): one object per NVIDIA strategy."""
+    return NvidiaStack(name)

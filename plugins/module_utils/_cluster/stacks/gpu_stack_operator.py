@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 import re
+import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
@@ -317,3 +319,38 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     """The one renderer signature (gpu_stack_render.STACKS); the GPU operator is a Helm release."""
     manifests, labels, resources, limits, helm = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
+
+
+class OperatorStack(Stack):
+    """The GPU operator: one Helm release for every gpu-operator pool (SHARED); its operands land on every node labelled
+    nvidia.com/gpu.present, so the nodes of the node-level pools carry confinement_labels; its pods name the operator's
+    RuntimeClass."""
+    shared = SHARED
+    asks_nvidia_gpu = True
+    places_on_every_gpu_node = True
+
+    def __init__(self, name):
+        super(OperatorStack, self).__init__(name)
+        self.shared_module = sys.modules[__name__]
+
+    def keep_off_labels(self, strategy):
+        return confinement_labels(strategy)
+
+    def deploy_label_conflict(self, mine, followers):
+        """The refusal of this strategy's pools ``mine`` beside pools whose agents go by the operator's deploy labels
+        (``followers``: mig pools with the MIG manager)."""
+        return ('gpu-operator pool(s) %s and mig pool(s) %s with the MIG manager cannot share a cluster: the mig pools\' '
+                'device plugin and MIG manager go by the nodes\' nvidia.com/gpu.deploy.device-plugin and '
+                'nvidia.com/gpu.deploy.mig-manager labels, which the GPU operator writes to run its own device plugin '
+                'and MIG manager there (or removes, with nvidia.com/gpu.deploy.operands=false); set '
+                'gpu_sharing_stack_mig.manager: false for %s (the node layer applies the geometry), or run MIG through '
+                'the gpu-operator pool (gpu_sharing_stack_gpu_operator.mig_manager)'
+                % (', '.join(mine), ', '.join(followers), ', '.join(followers)))
+
+    def pod_runtime_class(self, settings, var):
+        return validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var + 'gpu_operator')['runtime_class']
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return OperatorStack(name)

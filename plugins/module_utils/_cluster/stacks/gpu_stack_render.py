@@ -4,31 +4,21 @@
 """Render the GPU sharing stack of one node pool: input checks, conflict checks, per-strategy manifests."""
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
-    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_live, gpu_stack_nvidia,
-    gpu_stack_operator, gpu_stack_volcano,
-)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live, gpu_stack_registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
-    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name, deployment, quantity,
+    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name,
     validate_settings, validation_pod,
 )
 
-# The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']).
-# Each module has SETTINGS (settings key -> schema) and render_stack(ctx, strategy, settings, nodes, facts, inputs)
-# returning manifests, labels, resources, limits and optionally helm, scheduler_name, readiness. inputs: require_facts,
-# live_runtime_classes, cdi_spec_ready, node_state, live_nodes, cdi_enabled, removing (what the render knows beyond the
-# settings).
-STACKS = {
-    'nvidia': gpu_stack_nvidia,
-    'gpushare': gpu_stack_gpushare,
-    'volcano': gpu_stack_volcano,
-    'hami': gpu_stack_hami,
-    'gpu_manager': gpu_stack_gpu_manager,
-    'operator': gpu_stack_operator,
-    'dra': gpu_stack_dra,
-}
+# The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']):
+# the stack modules of gpu_stack_registry. Each module has SETTINGS (settings key -> schema) and render_stack(ctx,
+# strategy, settings, nodes, facts, inputs) returning manifests, labels, resources, limits and optionally helm,
+# scheduler_name, readiness. inputs: require_facts, live_runtime_classes, cdi_spec_ready, node_state, live_nodes,
+# cdi_enabled, removing (what the render knows beyond the settings). Everything else the render asks of a strategy it
+# asks of the strategy's Stack (gpu_stack_registry.stack(name), gpu_stack_base.Stack).
+STACKS = gpu_stack_registry.MODULES
 
 
 def stack_renderer(strategy):
@@ -66,25 +56,19 @@ VALIDATION_SCHEMA = {
 # operator creates RuntimeClass nvidia (operator.runtimeClass, gpu-operator v26.7.0 values.yaml and
 # assets/pre-requisites/0200_runtime_class.yaml); HAMi, Volcano, gpushare and gpu-manager run their device plugins
 # on the default runtime, so nvidia must be the default runtime there and a GPU pod needs no RuntimeClass
-# (pod_runtime_class below; the strategies' model is gpu_strategy.STRATEGY_MODEL).
+# (each Stack's pod_runtime_class; the strategies' model is gpu_strategy.STRATEGY_MODEL).
 
 
 def pod_runtime_class(strategy, settings, var):
     """The runtimeClassName a GPU pod of this strategy must set ('' when nvidia must be the default runtime)."""
-    if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES:
-        return validate_settings(settings.get('nvidia'), gpu_stack_nvidia.NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
-    if strategy == 'gpu-operator':
-        return validate_settings(settings.get('gpu_operator'), gpu_stack_operator.GPU_OPERATOR_SCHEMA,
-                                 var + 'gpu_operator')['runtime_class']
-    return ''
+    return gpu_stack_registry.stack(strategy).pod_runtime_class(settings, var)
 
 
 def runtime_class_note(strategy, runtime_class_name):
     """What users' own GPU pods of the pool need, in words (returned as a note and shown by the role)."""
-    if strategy == 'dra' and not runtime_class_name:
-        return ('GPU pods of this pool (strategy dra) ask for devices with a ResourceClaim (resourceClaims and '
-                'resources.claims; gpu_stack_dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
-                'driver hands the devices over as CDI devices, so no RuntimeClass and no default runtime is needed')
+    own = gpu_stack_registry.stack(strategy).runtime_class_note(runtime_class_name)
+    if own:
+        return own
     if runtime_class_name:
         return ('GPU pods of this pool must set runtimeClassName: %s (the validation pod does): without it, where nvidia '
                 'is not the default runtime, the container starts without its GPU (NVIDIA_VISIBLE_DEVICES is acted on by '
@@ -162,14 +146,19 @@ def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mi
 
 
 # strategies whose pods ask for nvidia.com/gpu from another device plugin than HAMi's
-NVIDIA_GPU_POOL_STRATEGIES = tuple(gpu_stack_nvidia.NVIDIA_STRATEGIES) + ('gpu-operator',)
+NVIDIA_GPU_POOL_STRATEGIES = gpu_stack_registry.names(lambda s: s.asks_nvidia_gpu)
+# strategies whose admission webhook may take over every pod that asks for nvidia.com/gpu
+NVIDIA_GPU_INTERCEPTORS = gpu_stack_registry.names(lambda s: s.may_intercept_nvidia_gpu)
 
 
 def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
     """HAMi's webhook (v2.10.0 pkg/scheduler/webhook.go) sends every pod of the cluster that asks for nvidia.com/gpu to
     hami-scheduler and denies such pods with a privileged container (pkg/device/nvidia/device.go MutateAdmission finds
     the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
-    Refuse the webhook beside another NVIDIA pool; without the webhook, pods opt in with schedulerName."""
+    Refuse the webhook beside another NVIDIA pool; without the webhook, pods opt in with schedulerName. The Stacks say
+    who may take pods over (may_intercept_nvidia_gpu, intercepts_nvidia_gpu) and whose pods ask (asks_nvidia_gpu)."""
+    me = gpu_stack_registry.stack(strategy)
+
     def pools(strategies):
         out = set()
         for o in live_nodes:
@@ -177,56 +166,30 @@ def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
             if labels.get(STRATEGY_LABEL) in strategies and labels.get(POOL_LABEL) not in (None, pool):
                 out.add('%s (%s)' % (labels[POOL_LABEL], labels[STRATEGY_LABEL]))
         return sorted(out)
-    if strategy == 'hami':
-        hs = settings.get('hami') or {}
-        if not hs.get('webhook_tls_secret'):
-            return
+    if me.may_intercept_nvidia_gpu:
+        if not me.intercepts_nvidia_gpu(settings):
+            return None
         others = pools(NVIDIA_GPU_POOL_STRATEGIES)
         if others:
-            raise StackError('Refusing %shami.webhook_tls_secret for pool %s: HAMi\'s webhook (v2.10.0) sends every pod '
-                             'of the cluster that asks for nvidia.com/gpu to hami-scheduler and denies those with a '
-                             'privileged container, so the pods of the other NVIDIA pool(s) %s would be scheduled by HAMi '
-                             '(which knows only its own nodes) or refused. Leave the webhook out (HAMi pods then set '
-                             'schedulerName themselves), or move those pools to hami'
-                             % (var, pool, ', '.join(others)))
-    elif strategy in NVIDIA_GPU_POOL_STRATEGIES:
-        others = pools(('hami',))
-        if others:
-            # node labels do not say whether that HAMi pool runs the webhook; its next role run refuses it beside us
-            return ('pool(s) %s run HAMi: if HAMi\'s webhook is installed, it sends this pool\'s nvidia.com/gpu pods to '
-                    'hami-scheduler; run the HAMi pool without %shami.webhook_tls_secret' % (', '.join(others), var))
+            raise StackError(me.intercept_error(pool, others, var))
+    elif me.asks_nvidia_gpu:
+        for name in NVIDIA_GPU_INTERCEPTORS:
+            others = pools((name,))
+            if others:
+                return gpu_stack_registry.stack(name).intercept_warning(others, var)
     return None
 
 
 def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name, claim_api_version=None):
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
-    sel = ctx.pool_selector()
-    if strategy == 'dra':
-        # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
-        name = 'gpu-validate-dra-' + ctx.pool
-        # in the resource.k8s.io version the cluster's minor serves (the stack's render says which)
-        template = gpu_stack_dra.claim_templates([{'name': name, 'kind': 'gpu'}], ns, var=ctx.var('validation'),
-                                                 api_version=claim_api_version or gpu_stack_dra.RESOURCE_API[0][1])[0]
-        template['metadata'] = ctx.meta(name, namespace=ns, scope='validation')
-        pod = gpu_stack_dra.validation_pod(ctx, name, ns, image, template, scheduler_name)
-        if runtime_class_name:
-            pod['spec']['runtimeClassName'] = runtime_class_name
-        return [template, pod]
-    if strategy == 'gpushare':
-        # the seeds' binpack sample: several replicas sharing one GPU through aliyun.com/gpu-mem
-        spec = {'nodeSelector': sel, 'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
-                'containers': [{'name': 'binpack', 'image': image,
-                                'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}]}
-        if runtime_class_name:
-            spec['runtimeClassName'] = runtime_class_name
-        if ctx.image_pull_secrets:
-            spec['imagePullSecrets'] = ctx.pull_secrets()
-        d = deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation', namespace=ns,
-                       replicas=val['replicas'])
-        return [d]
+    # a strategy's own workload (a claim for dra, gpushare's binpack sample), else a pod asking for the limits
+    stack = gpu_stack_registry.stack(strategy)
+    own = stack.validation(ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version)
+    if own is not None:
+        return own
     pod = validation_pod(ctx, 'gpu-validate-%s-%s' % (strategy, ctx.pool), ns, image, limits, scheduler_name)
-    pod['spec']['nodeSelector'] = sel
+    pod['spec']['nodeSelector'] = ctx.pool_selector()
     if runtime_class_name:
         pod['spec']['runtimeClassName'] = runtime_class_name
     return [pod]
@@ -246,13 +209,14 @@ def stale_shared(pool, shared, live_runtime_classes):
     return sorted(out, key=lambda d: d['metadata']['name'])
 
 
-def _unrecorded(other_pools, family, live_runtime_classes):
+def _unrecorded(other_pools, stack, live_runtime_classes):
     """The pools among ``other_pools`` (the family's other pools on the nodes) for which the shared objects are kept
-    whatever their records say. The NVIDIA family shares RuntimeClasses whose names are each pool's setting: a pool
-    recorded on any RuntimeClass records itself on every one it uses, so only pools recorded on none (installed before
-    records) keep them (else a RuntimeClass only the leaving pool used was kept for the family's other pools for
-    ever). The other strategies' shared objects have fixed names: every other pool of the strategy uses them."""
-    if family != gpu_stack_nvidia.NVIDIA_STRATEGIES:
+    whatever their records say. The NVIDIA family shares RuntimeClasses whose names are each pool's setting (its Stack
+    says shared_by_records): a pool recorded on any RuntimeClass records itself on every one it uses, so only pools
+    recorded on none (installed before records) keep them (else a RuntimeClass only the leaving pool used was kept for
+    the family's other pools for ever). The other strategies' shared objects have fixed names: every other pool of the
+    strategy uses them."""
+    if not stack.shared_by_records:
         return list(other_pools)
     recorded = set()
     for o in live_runtime_classes:
@@ -339,8 +303,10 @@ def render(params):
         if meta.get('name') in nodes and meta.get('name') not in node_state:
             node_state[meta['name']] = {'labels': meta.get('labels') or {},
                                         'allocatable': (obj.get('status') or {}).get('allocatable') or {}}
-    # pools that share this pool's shared objects; the NVIDIA strategies share one RuntimeClass among them all
-    family = gpu_stack_nvidia.NVIDIA_STRATEGIES if strategy in gpu_stack_nvidia.NVIDIA_STRATEGIES else (strategy,)
+    # pools that share this pool's shared objects (the Stack's shared_family: the NVIDIA strategies share one
+    # RuntimeClass among them all)
+    stack = gpu_stack_registry.stack(strategy)
+    family = stack.shared_family()
     other_pools = sorted(set(
         ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) for o in params.get('live_nodes') or []
         if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) in family
@@ -368,10 +334,13 @@ def render(params):
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
 
-    # keeps the GPU operator's operands off the pool's nodes; not for a pool whose own agents go by the operator's
-    # deploy labels (mig with the MIG manager): the pools' plan refuses that pool beside a gpu-operator pool
-    confine = {} if gpu_stack_nvidia.owns_deploy_labels(strategy, settings, ctx) else \
-        gpu_stack_operator.confinement_labels(strategy)
+    # keeps the agents of the stacks that land on every GPU node (the GPU operator's operands) off the pool's nodes;
+    # not for a pool whose own agents go by the operator's deploy labels (mig with the MIG manager): the pools' plan
+    # refuses that pool beside a gpu-operator pool
+    confine = {}
+    if not stack.follows_deploy_labels(settings, ctx):
+        for other in gpu_stack_registry.stacks():
+            confine.update(other.keep_off_labels(strategy))
     for node in nodes:
         lab = labels.setdefault(node, {})
         lab[STRATEGY_LABEL] = strategy
@@ -394,7 +363,7 @@ def render(params):
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
     stale = stale_shared(pool, scopes.get('shared', []), params.get('live_runtime_classes') or [])
-    keep_shared = bool(_unrecorded(other_pools, family, params.get('live_runtime_classes') or []))
+    keep_shared = bool(_unrecorded(other_pools, stack, params.get('live_runtime_classes') or []))
     return {
         'strategy': strategy,
         'pool': pool,
@@ -410,7 +379,7 @@ def render(params):
         # creates its own after the Helm install): entry point ready waits for it before it applies them
         'runtime_class_wait': _runtime_class_wait(validation, manifests),
         'node_labels': dict((n, labels[n]) for n in sorted(labels)),
-        'node_label_defaults': gpu_stack_nvidia.label_defaults(strategy, settings, nodes, ctx),
+        'node_label_defaults': stack.node_label_defaults(settings, nodes, ctx),
         'node_manifests': [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': n, 'labels': labels[n]}}
                            for n in sorted(labels)],
         'resources': resources,

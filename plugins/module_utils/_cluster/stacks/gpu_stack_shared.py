@@ -2,25 +2,18 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pools of one strategy share cluster objects (HAMi's scheduler, Volcano's configs, gpushare's extender,
-gpu-manager's admission, the GPU operator's release): each strategy module says in SHARED which of its settings and
-which pool variables enter them. Two pools of one strategy whose values of these differ would overwrite each other's
-objects on every run (the last pool wins; a re-run is never changed=0): conflicts() refuses them in the pools' plan,
-naming the pools and every setting that differs (strategy dra has its own check, gpu_stack_dra.release_conflicts)."""
+gpu-manager's admission, the GPU operator's release): each strategy's Stack (gpu_stack_registry) gives its module's
+SHARED, which says which of its settings and which pool variables enter them. Two pools of one strategy whose values
+of these differ would overwrite each other's objects on every run (the last pool wins; a re-run is never changed=0):
+conflicts() refuses them in the pools' plan, naming the pools and every setting that differs (a Stack may check its
+pools itself instead: own_conflicts, the DRA driver's release, gpu_stack_dra.release_conflicts)."""
 
 import json
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
-    gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_operator, gpu_stack_volcano,
-)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
-# strategy -> the module that owns its shared objects
-OWNERS = {
-    'hami': gpu_stack_hami,
-    'volcano': gpu_stack_volcano,
-    'gpushare': gpu_stack_gpushare,
-    'gpu-manager': gpu_stack_gpu_manager,
-    'gpu-operator': gpu_stack_operator,
-}
+# strategy -> the module that owns its shared objects (the Stacks that declare shared objects)
+OWNERS = dict((s.name, s.shared_module) for s in gpu_stack_registry.stacks() if s.shared is not None)
 
 
 def _text(value):
@@ -70,23 +63,20 @@ def operator_mix(pools):
     default): that pool's device plugin and MIG manager go by nvidia.com/gpu.deploy.device-plugin and
     .mig-manager, which the operator sets to deploy its own device plugin and MIG manager there, or removes with
     nvidia.com/gpu.deploy.operands=false (NVIDIA/gpu-operator v26.7.0 controllers/state_manager.go; GPUOP-13): the
-    operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone."""
-    operator = [p['name'] for p in pools if p.get('strategy') == 'gpu-operator']
-    if not operator:
-        return []
-    mig = []
-    for p in pools:
-        if p.get('strategy') != 'mig':
+    operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone.
+    The Stacks say which: places_on_every_gpu_node (the operator) and pool_follows_deploy_labels (mig, manager on)."""
+    errors = []
+    for stack in gpu_stack_registry.stacks():
+        if not stack.places_on_every_gpu_node:
             continue
-        own = (p.get('settings') or {}).get('gpu_sharing_stack_mig')
-        if (own if isinstance(own, dict) else {}).get('manager', True):
-            mig.append(p['name'])
-    if not mig:
-        return []
-    return ['gpu-operator pool(s) %s and mig pool(s) %s with the MIG manager cannot share a cluster: the mig pools\' '
-            'device plugin and MIG manager go by the nodes\' nvidia.com/gpu.deploy.device-plugin and '
-            'nvidia.com/gpu.deploy.mig-manager labels, which the GPU operator writes to run its own device plugin and '
-            'MIG manager there (or removes, with nvidia.com/gpu.deploy.operands=false); set '
-            'gpu_sharing_stack_mig.manager: false for %s (the node layer applies the geometry), or run MIG through '
-            'the gpu-operator pool (gpu_sharing_stack_gpu_operator.mig_manager)'
-            % (', '.join(operator), ', '.join(mig), ', '.join(mig))]
+        mine = [p['name'] for p in pools if p.get('strategy') == stack.name]
+        if not mine:
+            continue
+        followers = []
+        for p in pools:
+            other = gpu_stack_registry.find(p.get('strategy'))
+            if other is not None and other.pool_follows_deploy_labels(p.get('settings') or {}):
+                followers.append(p['name'])
+        if followers:
+            errors.append(stack.deploy_label_conflict(mine, followers))
+    return errors

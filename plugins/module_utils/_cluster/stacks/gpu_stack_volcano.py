@@ -9,6 +9,7 @@ v1.12.0) is listed in docs/conformance/volcano.md."""
 import copy
 import json
 import re
+import sys
 
 try:
     import yaml
@@ -18,6 +19,7 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     split_image, validate_settings,
@@ -303,3 +305,35 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'scheduler_name': 'volcano'}
+
+
+class VolcanoStack(Stack):
+    """Volcano: the scheduler ConfigMap it adopts and the vGPU device config every volcano pool shares (SHARED); the
+    render reads the scheduler's existing configuration and the API server's version."""
+    shared = SHARED
+    version_key = 'volcano'
+
+    def __init__(self, name):
+        super(VolcanoStack, self).__init__(name)
+        self.shared_module = sys.modules[__name__]
+
+    def live_queries(self, settings, present, namespace):
+        volcano = settings_of(settings, 'volcano')
+        if present and not volcano.get('existing_conf'):
+            return [{'key': 'volcano_conf', 'kind': 'ConfigMap', 'name': volcano.get('scheduler_configmap') or CONFIGMAP,
+                     'namespace': volcano.get('namespace') or 'volcano-system'}]
+        return []
+
+    def merge_objects(self, settings, objects, namespace, var):
+        if objects.get('volcano_conf'):
+            data = objects['volcano_conf'][0].get('data') or {}
+            if CONF_KEY in data:
+                settings['volcano'] = dict(settings_of(settings, 'volcano'), existing_conf=data[CONF_KEY])
+
+    def accounting_conflicts(self, strategies, whole):
+        return ['Volcano GPU accounting and %s on the same node' % ', '.join(s for s in strategies if s != self.name)]
+
+
+def stack(name):
+    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    return VolcanoStack(name)

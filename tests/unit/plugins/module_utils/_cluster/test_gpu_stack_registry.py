@@ -97,7 +97,7 @@ def test_settings_schema_and_argument_specs_cannot_drift(key):
 
 def test_a_changed_schema_is_caught(monkeypatch):
     """The drift test fails on a schema that disagrees with argument_specs (it cannot pass on nothing)."""
-    monkeypatch.setitem(render.gpu_stack_hami.HAMI_SCHEMA, 'device_split_count',
-                        dict(render.gpu_stack_hami.HAMI_SCHEMA['device_split_count'], default=11))
+    monkeypatch.setitem(render.STACKS['hami'].HAMI_SCHEMA, 'device_split_count',
+                        dict(render.STACKS['hami'].HAMI_SCHEMA['device_split_count'], default=11))
     with pytest.raises(AssertionError):
         test_settings_schema_and_argument_specs_cannot_drift('hami')

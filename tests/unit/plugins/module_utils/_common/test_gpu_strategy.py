@@ -258,7 +258,7 @@ def test_no_other_list_of_strategies_in_the_collection():
     import re
     names = '|'.join(re.escape(n) for n in gs.STRATEGIES)
     pattern = re.compile(r"""[\[(]\s*(['"])(%s)\1\s*,\s*(['"])(%s)\3""" % (names, names))
-    allowed = {('plugins/module_utils/_cluster/report/gpu_share_report_model.py', "if sharing in ('time-slicing', 'mps'):")}
+    allowed = {('plugins/module_utils/_cluster/stacks/gpu_stack_nvidia.py', "if sharing in ('time-slicing', 'mps'):")}
     found = []
     root = _root()
     for top in ('plugins', 'roles', 'playbooks'):
@@ -273,3 +273,11 @@ def test_no_other_list_of_strategies_in_the_collection():
                         if pattern.search(line) and (rel, line.strip()) not in allowed:
                             found.append((rel, line.strip()))
     assert found == []
+
+
+def test_mig_partitioned_only_mig():
+    """gpu_doctor reads the GPU-instance profiles for the strategy the model says partitions GPUs: mig only (the GPU
+    operator advertises MIG devices but is no node-level strategy)."""
+    assert [n for n in gs.STRATEGIES if gs.mig_partitioned(n)] == ['mig']
+    assert gs.mig_partitioned(None) is False and gs.mig_partitioned('') is False
+    assert gs.mig_partitioned('vgpu-magic') is False

@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Strategy name -> its Stack object (gpu_stack_base.Stack), built from the strategy model (gpu_strategy, the one home
+of the strategies): each strategy's stack module (gpu_strategy.stack_info(name)['stack'], the modules below) makes the
+object with its ``stack(name)``. The shared code asks these objects and names no strategy.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
+    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator,
+    gpu_stack_volcano,
+)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
+
+# the stack modules, by the name the strategy model gives each strategy's stack; each has SETTINGS, render_stack (the
+# one renderer signature, gpu_stack_render) and stack(name) -> Stack
+MODULES = {
+    'nvidia': gpu_stack_nvidia,
+    'gpushare': gpu_stack_gpushare,
+    'volcano': gpu_stack_volcano,
+    'hami': gpu_stack_hami,
+    'gpu_manager': gpu_stack_gpu_manager,
+    'operator': gpu_stack_operator,
+    'dra': gpu_stack_dra,
+}
+
+# every strategy of the model -> its Stack, in model order
+REGISTRY: dict[str, Stack] = dict(
+    (name, MODULES[gpu_strategy.stack_info(name)['stack']].stack(name)) for name in gpu_strategy.STRATEGIES)
+
+
+def stack(name: str) -> Stack:
+    """The Stack of strategy ``name`` (KeyError for an unknown one)."""
+    return REGISTRY[name]
+
+
+def find(name: object) -> Stack | None:
+    """The Stack of strategy ``name``, None for anything that is not a strategy (input not yet checked)."""
+    return REGISTRY.get(name) if isinstance(name, str) else None
+
+
+def stacks() -> list[Stack]:
+    """Every Stack, in the order of the strategy model."""
+    return list(REGISTRY.values())
+
+
+def names(predicate) -> tuple[str, ...]:
+    """The strategies whose Stack satisfies ``predicate`` (Stack -> bool), in model order."""
+    return tuple(name for name, s in REGISTRY.items() if predicate(s))
