@@ -259,6 +259,35 @@ def xids_from_log(lines):
     return out
 
 
+# The NVSwitch driver (part of nvidia.ko: kernel-open/nvidia/linux_nvswitch.c) prints each switch error as
+# "nvidia-<device name>: SXid (PCI:%04x:%02x:%02x.%x): %05d, <message>" (NVSWITCH_PRINT_SXID, device names
+# "nvswitch<n>"), the message "Fatal, Link %02d ..." or "Non-fatal, Link %02d ..." for the interrupt reports
+# (NVSWITCH_REPORT_FATAL / _NONFATAL) and "Fatal, Unexpected PRI error", or without that word for thermal and SOE
+# events (NVIDIA/open-gpu-kernel-modules 580.95.05: src/common/nvswitch/kernel/inc/common_nvswitch.h,
+# inc/intr_nvswitch.h, inc/error_nvswitch.h; docs/conformance/doctor-health.md DH-20)
+SXID_RE = re.compile(r'nvidia-(nvswitch\d+): SXid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\): '
+                     r'(\d+),\s*(.*)$')
+# an SXid message without "Fatal," that still stops the switch: over-temperature shutdown, the SOE micro-controller halted
+_SXID_STOPS = re.compile(r'Shutting Down|SOE HALTED|Watchdog', re.I)
+
+
+def sxids_from_log(lines):
+    """The NVSwitch SXid lines since the driver's last load: [{'switch', 'pci', 'sxid', 'fatal', 'text'}] (fatal: the
+    message starts "Fatal," or says the switch stops)."""
+    out = []  # type: list
+    for line in lines or []:
+        if DRIVER_LOAD_RE.search(line):
+            out = []
+            continue
+        m = SXID_RE.search(line)
+        if m:
+            text = m.group(4).strip()
+            fatal = text.lower().startswith('fatal,') or bool(_SXID_STOPS.search(text))
+            out.append({'switch': m.group(1), 'pci': m.group(2).lower(), 'sxid': int(m.group(3)), 'fatal': fatal,
+                        'text': text})
+    return out
+
+
 def kernel_headers_installed(root='/', release=None):
     release = release or os.uname()[2]
     return os.path.exists(_path(root, 'lib/modules/%s/build' % release))
