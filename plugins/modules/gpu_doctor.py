@@ -35,6 +35,11 @@ description:
     validation answers corrupted, critical); C(nvlink) (inactive NVLinks critical, replay, recovery or CRC error
     counters warning; GPUs without NVLink are not applicable); C(sxid) (NVSwitch SXid lines in the kernel log since
     the driver's last load, fatal critical, others warning)."
+  - "NVSwitch and NVLink5 systems: C(fabricmanager) also on an NVLink5 system (HGX B200/B300, GB200: an InfiniBand
+    device with SW_MNG in its VPD), where the C(ib_umad) kernel module must be loaded (C(fabricmanager_ib_umad_missing));
+    C(nvlink) counts all links down as a fault there. C(imex): the collection does not install IMEX (NVIDIA's DRA driver
+    runs the IMEX daemons of its ComputeDomains); a host C(nvidia-imex.service) enabled or running on a node of a DRA
+    pool (O(dra) given) is critical, one enabled but not running elsewhere a warning."
   - "Dynamic Resource Allocation, C(dra), for a node of a pool served by NVIDIA's DRA driver (O(dra) given): the API
     server serves C(resource.k8s.io/v1) (C(dra_api_not_served)); the driver's ResourceSlices exist for this node
     (C(dra_driver_not_publishing)) and cover every GPU NVML sees (C(dra_gpus_not_published)); no NVIDIA device plugin
@@ -63,7 +68,7 @@ options:
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
               vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, recovery_action, pending_reset, ecc,
-              memory_repair, throttle, pcie, fabric, temperature, power, inforom, nvlink, sxid,
+              memory_repair, throttle, pcie, fabric, temperature, power, inforom, nvlink, sxid, imex,
               virtualization, strategy, scheduler_config, extender, cluster_images, dra]
   cdi_required:
     description:
@@ -289,6 +294,11 @@ def gather_extra(module, facts, log_lines=None):
         # the dkms module name as registered (nvidia-srv, nvidia-current, nvidia) for the driver_not_loaded advice
         'dkms_module': nvidia_driver.dkms_state('/', os.uname()[2])['module'],
     }
+    if facts.get('node', {}).get('imex_unit') not in (None, 'not-found'):
+        systemctl = module.get_bin_path('systemctl')
+        if systemctl:
+            rc, out, err = module.run_command([systemctl, 'is-active', 'nvidia-imex.service'])
+            extra['imex_active'] = out.strip() or 'unknown'
     if facts.get('node', {}).get('fabricmanager_required'):
         systemctl = module.get_bin_path('systemctl')
         if systemctl and facts['node'].get('fabricmanager_unit') != 'not-found':

@@ -163,6 +163,8 @@ def check_fabricmanager(facts, extra):
     if not node.get('fabricmanager_required'):
         return []
     ev = ['NVSwitch devices: %d' % node.get('nvswitch_count', 0)]
+    if node.get('nvlink5'):
+        ev.append('NVLink5 system: an InfiniBand device carries SW_MNG in its VPD (HGX B200/B300, GB200)')
     unit = node.get('fabricmanager_unit')
     active = extra.get('fabricmanager_active')
     fm_version = extra.get('fabricmanager_version')
@@ -178,6 +180,13 @@ def check_fabricmanager(facts, extra):
         ev.append('nvidia-fabricmanager.service: %s (%s)' % (active, unit))
         return [finding('fabricmanager_inactive', 'critical',
                         'nvidia-fabricmanager is installed but not running: CUDA fails with error 802.', ev, remediation)]
+    if node.get('nvlink5') and node.get('ib_umad_loaded') is False:
+        ev.append('kernel module ib_umad: not loaded (/proc/modules)')
+        return [finding('fabricmanager_ib_umad_missing', 'critical',
+                        'NVLink5 system without the ib_umad kernel module: fabric manager cannot reach the NVLink '
+                        'switches through NVLSM, so the NVLink fabric does not come up (CUDA error 802).', ev,
+                        'Load it now (modprobe ib_umad) and at every boot (/etc/modules-load.d), then restart '
+                        'nvidia-fabricmanager; gpuops.k8s_gpu.nvidia_driver does both on NVLink5 systems.')]
     if fm_version and driver and fm_version != driver:
         ev.extend(['fabricmanager: %s' % fm_version, 'driver: %s' % driver])
         return [finding('fabricmanager_version', 'critical',
@@ -768,7 +777,8 @@ def check_nvlink(facts, extra):
     critical (NVIDIA's health validation: no inactive NVLink is tolerated). Replay, recovery or CRC errors counted since
     the driver loaded: warning (the link corrected them; Xid 74 reports the ones it could not)."""
     out = []
-    nvswitch = bool(facts.get('node', {}).get('nvswitch_count')) or bool(facts.get('nvml', {}).get('nvswitches'))
+    node = facts.get('node', {})
+    nvswitch = bool(node.get('nvswitch_count') or node.get('nvlink5') or facts.get('nvml', {}).get('nvswitches'))
     for g in facts.get('gpus', []):
         nv = (g.get('health') or {}).get('nvlink') or {}
         links = nv.get('links') or []
@@ -829,6 +839,32 @@ def check_sxid(facts, extra):
             'The switch corrected or contained these; watch whether they repeat, and reset the fabric (reboot) at the '
             'next drain if they do; a thermal SXid needs the chassis cooling checked.'))
     return out
+
+
+def check_imex(facts, extra):
+    """The host's nvidia-imex service. The collection does not install or run IMEX: on multi-node NVLink systems
+    (GB200/GB300 NVL72) NVIDIA's DRA driver starts the IMEX daemons of each ComputeDomain itself, and with a host
+    driver NVIDIA asks for the host unit to be disabled and masked. A host unit enabled on a node of a DRA pool
+    conflicts (critical); an enabled unit that is not active elsewhere is a warning."""
+    unit = facts.get('node', {}).get('imex_unit')
+    active = extra.get('imex_active')
+    if unit in (None, 'not-found'):
+        return []
+    ev = ['nvidia-imex.service: unit %s%s' % (unit, ', %s' % active if active else '')]
+    if extra.get('dra') and (unit == 'enabled' or active == 'active'):
+        return [finding(
+            'imex_host_service_with_dra', 'critical',
+            'The host\'s nvidia-imex service runs beside NVIDIA\'s DRA driver, which starts the IMEX daemons of each '
+            'ComputeDomain itself: the two compete for the IMEX channels.',
+            ev, 'Disable and mask it on every GPU node of the pool (systemctl disable --now nvidia-imex.service; '
+                'systemctl mask nvidia-imex.service), as NVIDIA\'s DRA prerequisites ask.')]
+    if unit == 'enabled' and active not in (None, 'active'):
+        return [finding(
+            'imex_inactive', 'warning',
+            'nvidia-imex.service is enabled but not running: multi-node NVLink memory sharing (IMEX channels) fails.',
+            ev, 'Read its log (journalctl -u nvidia-imex, /var/log/nvidia-imex.log), check /etc/nvidia-imex/nodes_config.cfg '
+                'lists the domain\'s nodes, and start it; or disable it where the node is in no multi-node NVLink domain.')]
+    return []
 
 
 def check_fabric(facts, extra):
@@ -1059,6 +1095,7 @@ CHECKS = (
     ('inforom', check_inforom),
     ('nvlink', check_nvlink),
     ('sxid', check_sxid),
+    ('imex', check_imex),
     ('virtualization', check_virtualization),
     ('strategy', check_strategy),
     ('scheduler_config', check_scheduler_config),

@@ -13,7 +13,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe, nvml_probe
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'real_h100_580')
-NEW_CHECKS = ['temperature', 'power', 'inforom', 'nvlink', 'sxid']
+NEW_CHECKS = ['temperature', 'power', 'inforom', 'nvlink', 'sxid', 'imex', 'fabricmanager']
 pynvml = nvml_probe.pynvml
 
 
@@ -64,7 +64,7 @@ def test_DH_21_real_h100_answers_give_no_finding(facts):
     assert sxids == []
     assert _found(facts, {'kernel_sxids': sxids}) == []
     assert set(NEW_CHECKS) <= set(dc.CHECK_NAMES)
-    assert set(NEW_CHECKS) - set(['sxid']) <= set(dc.HEALTH_CHECKS)
+    assert set(NEW_CHECKS) - set(['sxid', 'imex', 'fabricmanager']) <= set(dc.HEALTH_CHECKS)
 
 
 @pytest.mark.parametrize('mutate,expected', [
@@ -234,3 +234,61 @@ def test_DH_16_DH_17_DH_18_DH_19_probe_reads_temperature_power_inforom_and_nvlin
     monkeypatch.setattr(pynvml, 'nvmlDeviceGetTemperature', lambda h, s: 50)
     monkeypatch.setattr(pynvml, 'nvmlDeviceGetTemperatureThreshold', not_supported)
     assert nvml_probe.temperature('x') == {'gpu': 50, 'slowdown': None, 'shutdown': None}
+
+
+def _write(root, rel, data, mode='w'):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode == 'wb':
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+
+
+def test_DH_22_nvlink5_node_needs_fabricmanager_and_ib_umad(tmp_path):
+    """An NVLink5 system (an InfiniBand device with SW_MNG in its VPD, as NVIDIA's driver container detects it) has no
+    NVSwitch on the host's PCI bus: fabric manager is required all the same, and ib_umad must be loaded for it."""
+    _write(tmp_path, 'sys/class/infiniband/mlx5_0/device/vpd', b'\x82\x10PN:MCX750500B-0D00 SW_MNG\x78', 'wb')
+    _write(tmp_path, 'sys/class/infiniband/mlx5_1/device/vpd', b'\x82\x08CX7 NIC\x78', 'wb')
+    _write(tmp_path, 'proc/modules', 'mlx5_core 2412544 0 - Live 0x0\nnvidia 1 0 - Live 0x0\n')
+    _write(tmp_path, 'lib/systemd/system/nvidia-fabricmanager.service', '[Unit]\n')
+    node = node_probe.node_facts(str(tmp_path))
+    assert (node['nvlink5'], node['nvswitch_count'], node['fabricmanager_required']) == (True, 0, True)
+    assert (node['ib_umad_loaded'], node['fabricmanager_unit'], node['imex_unit']) == (False, 'disabled', 'not-found')
+    facts = {'node': node, 'gpus': [], 'nvml': {'driver_version': '580.95.05'}}
+    found = dc.diagnose(facts, {'fabricmanager_active': 'active', 'fabricmanager_version': '580.95.05'},
+                        checks=['fabricmanager'])
+    assert [(f['id'], f['severity']) for f in found] == [('fabricmanager_ib_umad_missing', 'critical')]
+    assert 'NVLink5 system' in found[0]['evidence'][1] and 'modprobe ib_umad' in found[0]['remediation']
+    node['ib_umad_loaded'] = True
+    assert dc.diagnose(facts, {'fabricmanager_active': 'active', 'fabricmanager_version': '580.95.05'},
+                       checks=['fabricmanager']) == []
+    assert [f['id'] for f in dc.diagnose(facts, {'fabricmanager_active': 'failed'}, checks=['fabricmanager'])] == \
+        ['fabricmanager_inactive']
+    # NVLink up: on an NVLink5 system every link of a GPU down is a fault (no NVSwitch on PCI to say so)
+    facts['gpus'] = [{'index': 0, 'name': 'NVIDIA B200', 'health': {'nvlink': _links(18, down=range(18))}}]
+    assert [f['id'] for f in dc.diagnose(facts, {}, checks=['nvlink'])] == ['nvlink_inactive']
+    # without SW_MNG: no NVLink5, no fabric manager needed
+    (tmp_path / 'sys/class/infiniband/mlx5_0/device/vpd').write_bytes(b'\x82\x08CX7 NIC\x78')
+    assert node_probe.node_facts(str(tmp_path))['fabricmanager_required'] is False
+
+
+@pytest.mark.parametrize('unit,active,dra,expected', [
+    ('not-found', None, None, []),
+    ('enabled', 'active', {'node_name': 'n1'}, [('imex_host_service_with_dra', 'critical')]),
+    ('disabled', 'active', {'node_name': 'n1'}, [('imex_host_service_with_dra', 'critical')]),
+    ('disabled', 'inactive', {'node_name': 'n1'}, []),        # disabled (masked) as NVIDIA asks for the DRA driver
+    ('enabled', 'active', None, []),
+    ('enabled', 'failed', None, [('imex_inactive', 'warning')]),
+])
+def test_DH_23_imex_is_checked_not_installed(tmp_path, unit, active, dra, expected):
+    facts = {'node': {'imex_unit': unit}, 'gpus': []}
+    extra = {'imex_active': active}
+    if dra:
+        extra['dra'] = dra
+    assert [(f['id'], f['severity']) for f in dc.diagnose(facts, extra, checks=['imex'])] == expected
+    if unit != 'not-found':
+        _write(tmp_path, 'lib/systemd/system/nvidia-imex.service', '[Unit]\n')
+        if unit == 'enabled':
+            _write(tmp_path, 'etc/systemd/system/multi-user.target.wants/nvidia-imex.service', '')
+        assert node_probe.node_facts(str(tmp_path))['imex_unit'] == unit
