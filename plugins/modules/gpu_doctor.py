@@ -32,9 +32,9 @@ description:
     failed, from NVML's fabric info); C(temperature) (GPU temperature at or past its slowdown threshold critical,
     within 5 C of it a warning); C(power) (power usage over the enforced limit beyond the reading's 5% tolerance
     critical, at the limit a warning, an enforced limit below the default info); C(inforom) (NVML's InfoROM
-    validation answers corrupted, critical); C(nvlink) (inactive NVLinks critical, replay, recovery or CRC error
-    counters warning; GPUs without NVLink are not applicable); C(sxid) (NVSwitch SXid lines in the kernel log since
-    the driver's last load, fatal critical, others warning)."
+    validation answers corrupted, critical); C(nvlink) (inactive NVLinks critical on NVSwitch systems, a warning
+    elsewhere, replay, recovery or CRC error counters warning; GPUs without NVLink are not applicable); C(sxid)
+    (NVSwitch SXid lines in the kernel log since the driver's last load, fatal critical, others warning)."
   - "NVSwitch and NVLink5 systems: C(fabricmanager) also on an NVLink5 system (HGX B200/B300, GB200: an InfiniBand
     device with SW_MNG in its VPD), where the C(ib_umad) kernel module must be loaded (C(fabricmanager_ib_umad_missing));
     C(nvlink) counts all links down as a fault there. C(imex): the collection does not install IMEX (NVIDIA's DRA driver

@@ -773,8 +773,9 @@ def check_inforom(facts, extra):
 
 def check_nvlink(facts, extra):
     """Per link state and error counters (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkErrorCounter). A GPU without
-    NVLink (NOT_SUPPORTED) is not applicable. Some links active and some not, or none active on an NVSwitch system:
-    critical (NVIDIA's health validation: no inactive NVLink is tolerated). Replay, recovery or CRC errors counted since
+    NVLink (NOT_SUPPORTED) is not applicable. Inactive links on an NVSwitch or NVLink5 system: critical (NVIDIA's
+    health validation: no inactive NVLink is tolerated); some links down on a board without NVSwitch (NVLink bridges):
+    warning (a link no bridge covers is down by design); all down there: not judged. Replay, recovery or CRC errors counted since
     the driver loaded: warning (the link corrected them; Xid 74 reports the ones it could not)."""
     out = []
     node = facts.get('node', {})
@@ -786,12 +787,16 @@ def check_nvlink(facts, extra):
             continue
         down = [lk['link'] for lk in links if not lk.get('active')]
         if down and (len(down) < len(links) or nvswitch):
+            # on a board with NVLink bridges (no NVSwitch) a link may be down because no bridge covers it
             out.append(finding(
-                'nvlink_inactive', 'critical',
-                '%s: %d of its %d NVLinks are not active: peer-to-peer traffic is slower or fails, and on an NVSwitch '
-                'system the fabric manager cannot use the GPU.' % (_gpu_label(g), len(down), len(links)),
+                'nvlink_inactive', 'critical' if nvswitch else 'warning',
+                '%s: %d of its %d NVLinks are not active: %s.' % (
+                    _gpu_label(g), len(down), len(links),
+                    'the NVLink fabric cannot use them (slower collectives, or no fabric registration)' if nvswitch
+                    else 'peer-to-peer traffic over them is gone, unless no NVLink bridge is meant to cover them'),
                 ['NVLink state: links %s inactive, %d active'
-                 % (', '.join(str(x) for x in down), len(links) - len(down))],
+                 % (', '.join(str(x) for x in down), len(links) - len(down)),
+                 'NVSwitch or NVLink5 system: %s' % ('yes' if nvswitch else 'no')],
                 'Drain the node and reset the GPU (nvidia-smi -r, or reboot); if the links stay down, reboot the node, '
                 'then have the baseboard or NVLink bridge serviced.'))
         errs = []

@@ -121,8 +121,13 @@ def test_DH_19_nvlink_state_and_error_counters(facts):
     assert dc.diagnose(facts, {}, checks=['nvlink']) == []
     _h(facts)['nvlink'] = _links(18, down=(3, 7))
     found = dc.diagnose(facts, {}, checks=['nvlink'])
+    # no NVSwitch: a link no NVLink bridge covers is down by design, so a warning only
+    assert [(f['id'], f['severity']) for f in found] == [('nvlink_inactive', 'warning')]
+    assert found[0]['evidence'] == ['NVLink state: links 3, 7 inactive, 16 active', 'NVSwitch or NVLink5 system: no']
+    facts['nvml']['nvswitches'] = ['00000000:c4:00.0']
+    found = dc.diagnose(facts, {}, checks=['nvlink'])
     assert [(f['id'], f['severity']) for f in found] == [('nvlink_inactive', 'critical')]
-    assert found[0]['evidence'] == ['NVLink state: links 3, 7 inactive, 16 active']
+    del facts['nvml']['nvswitches']
     _h(facts)['nvlink'] = _links(18, errors={2: {'replay': 4, 'crc_flit': 1}, 5: {'recovery': 1}})
     found = dc.diagnose(facts, {}, checks=['nvlink'])
     assert [(f['id'], f['severity']) for f in found] == [('nvlink_errors', 'warning')]
