@@ -29,7 +29,17 @@ description:
     C(throttle) (HW slowdown, thermal, power brake); C(pcie) (link width or generation below the maximum);
     C(virtualization) (passthrough or vGPU, from NVML's virtualization mode, and what that means for GPU resets);
     C(fabric) (NVLink fabric registration of Hopper and newer GPUs on NVSwitch systems not started, in progress or
-    failed, from NVML's fabric info)."
+    failed, from NVML's fabric info); C(temperature) (GPU temperature at or past its slowdown threshold critical,
+    within 5 C of it a warning); C(power) (power usage over the enforced limit beyond the reading's 5% tolerance
+    critical, at the limit a warning, an enforced limit below the default info); C(inforom) (NVML's InfoROM
+    validation answers corrupted, critical); C(nvlink) (inactive NVLinks critical on NVSwitch systems, a warning
+    elsewhere, replay, recovery or CRC error counters warning; GPUs without NVLink are not applicable); C(sxid)
+    (NVSwitch SXid lines in the kernel log since the driver's last load, fatal critical, others warning)."
+  - "NVSwitch and NVLink5 systems: C(fabricmanager) also on an NVLink5 system (HGX B200/B300, GB200: an InfiniBand
+    device with SW_MNG in its VPD), where the C(ib_umad) kernel module must be loaded (C(fabricmanager_ib_umad_missing));
+    C(nvlink) counts all links down as a fault there. C(imex): the collection does not install IMEX (NVIDIA's DRA driver
+    runs the IMEX daemons of its ComputeDomains); a host C(nvidia-imex.service) enabled or running on a node of a DRA
+    pool (O(dra) given) is critical, one enabled but not running elsewhere a warning."
   - "Dynamic Resource Allocation, C(dra), for a node of a pool served by NVIDIA's DRA driver (O(dra) given): the API
     server serves C(resource.k8s.io/v1) (C(dra_api_not_served)); the driver's ResourceSlices exist for this node
     (C(dra_driver_not_publishing)) and cover every GPU NVML sees (C(dra_gpus_not_published)); no NVIDIA device plugin
@@ -58,8 +68,8 @@ options:
     elements: str
     choices: [nouveau_loaded, secure_boot, driver, version_mismatch, fabricmanager, persistence,
               vmware_consumer_gpu, runtime, readiness, gpu_lost, xid, recovery_action, pending_reset, ecc,
-              memory_repair, throttle, pcie,
-              virtualization, fabric, strategy, scheduler_config, extender, cluster_images, dra]
+              memory_repair, throttle, pcie, fabric, temperature, power, inforom, nvlink, sxid, imex,
+              virtualization, strategy, scheduler_config, extender, cluster_images, dra]
   cdi_required:
     description:
       - The site runs the NVIDIA Container Toolkit in CDI mode (role variable C(nvidia_container_runtime_cdi)), so
@@ -68,7 +78,7 @@ options:
     default: false
   kernel_log:
     description:
-      - Where the kernel log is read for Xid lines and the hypervisor's name, the character device C(/dev/kmsg)
+      - Where the kernel log is read for Xid and SXid lines and the hypervisor's name, the character device C(/dev/kmsg)
         (read without blocking, needs root where C(kernel.dmesg_restrict) is 1) or a file of C(dmesg) output.
     type: path
     default: /dev/kmsg
@@ -275,6 +285,7 @@ def gather_extra(module, facts, log_lines=None):
     extra = {
         'kernel_log_readable': log_lines is not None,
         'kernel_xids': node_probe.xids_from_log(log_lines),
+        'kernel_sxids': node_probe.sxids_from_log(log_lines),
         'cdi_required': module.params['cdi_required'],
         'nvidia_taint': _read('/sys/module/nvidia/taint'),
         'nvml_library_version': nvml_library_version(),
@@ -283,6 +294,11 @@ def gather_extra(module, facts, log_lines=None):
         # the dkms module name as registered (nvidia-srv, nvidia-current, nvidia) for the driver_not_loaded advice
         'dkms_module': nvidia_driver.dkms_state('/', os.uname()[2])['module'],
     }
+    if facts.get('node', {}).get('imex_unit') not in (None, 'not-found'):
+        systemctl = module.get_bin_path('systemctl')
+        if systemctl:
+            rc, out, err = module.run_command([systemctl, 'is-active', 'nvidia-imex.service'])
+            extra['imex_active'] = out.strip() or 'unknown'
     if facts.get('node', {}).get('fabricmanager_required'):
         systemctl = module.get_bin_path('systemctl')
         if systemctl and facts['node'].get('fabricmanager_unit') != 'not-found':
@@ -364,7 +380,7 @@ def main():
         module.fail_json(msg='xid_wait_ms: %s is negative; allowed: 0 or more milliseconds' % p['xid_wait_ms'])
     wanted = set(p['checks'] or checks.CHECK_NAMES)
     health = bool(wanted & set(checks.HEALTH_CHECKS))
-    log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'virtualization')) else None
+    log_lines = node_probe.kernel_log('/', p['kernel_log']) if wanted & set(('xid', 'sxid', 'virtualization')) else None
     # the GPU-instance profiles only matter to the strategy that partitions GPUs (mig; elsewhere the catalogue answers
     # the same)
     facts = gather(mig_profiles=mig_partitioned(p['strategy']), health=health,

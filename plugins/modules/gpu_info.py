@@ -127,7 +127,10 @@ node:
   description:
     - Node facts around the GPUs; empty when O(node_facts=false).
     - C(nvswitch_count) counts NVSwitches found on PCI or behind the GPUs' NVLinks (NVML), whichever is more;
-      C(fabricmanager_required) is true when it is not zero.
+      C(fabricmanager_required) is true when it is not zero, or on an NVLink5 system (C(nvlink5), an InfiniBand
+      device with SW_MNG in its VPD, as HGX B200/B300 and GB200 have), where C(ib_umad_loaded) says whether the
+      kernel module fabric manager needs is loaded. C(imex_unit) is the state of C(nvidia-imex.service)
+      (V(not-found) without it).
   returned: always
   type: dict
   sample:
@@ -141,6 +144,9 @@ node:
     nvswitch_count: 6
     fabricmanager_required: true
     fabricmanager_unit: enabled
+    nvlink5: false
+    ib_umad_loaded: false
+    imex_unit: not-found
     container_runtimes:
       installed: [containerd, nvidia-container-runtime]
       containerd_version: 1.7.27

@@ -260,7 +260,6 @@ initramfs_command:
   elements: str
 '''
 
-import glob
 import os
 import re
 
@@ -320,10 +319,7 @@ PERSISTENCED_UNITS = ('etc/systemd/system/nvidia-persistenced.service', 'lib/sys
                       'usr/lib/systemd/system/nvidia-persistenced.service')
 
 
-def infiniband_vpds(root='/'):
-    """VPD contents of the InfiniBand devices (/sys/class/infiniband/*/device/vpd), bytes decoded loosely."""
-    paths = sorted(glob.glob(os.path.join(root, 'sys/class/infiniband/*/device/vpd')))
-    return [data.decode('latin-1') for data in (read_bytes(path) for path in paths) if data is not None]
+infiniband_vpds = node_probe.infiniband_vpds   # one home: node_probe (the doctor reads them too)
 
 
 def discover_installed(module):

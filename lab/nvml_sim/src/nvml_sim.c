@@ -48,6 +48,9 @@ typedef struct {
     int ecc_supported, ecc_cur, ecc_pend, display_mode, display_active, virt_mode;
     unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
     unsigned nvlinks;                    /* NVLinks to the NVSwitch fabric (0 = none) */
+    unsigned long long nvlink_inactive;  /* bit i: link i answers NVML_FEATURE_DISABLED */
+    unsigned long long nvlink_err[NVML_NVLINK_MAX_LINKS][NVML_NVLINK_ERROR_COUNT];   /* nvmlDeviceGetNvLinkErrorCounter */
+    int inforom_valid;                   /* nvmlDeviceValidateInforom: 1 SUCCESS, 0 CORRUPTED_INFOROM, -1 NOT_SUPPORTED */
     /* health: absent inventory keys answer NOT_SUPPORTED unless a default is noted */
     int rr_supported; unsigned rr_corr, rr_unc, rr_pending, rr_failure;
     int rr_hist_supported; unsigned rr_hist[5];          /* max, high, partial, low, none */
@@ -503,6 +506,34 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
     g->temp_slowdown = (int)json_int(json_get(o, "temperature_slowdown_c"), -1);
     g->temp_shutdown = (int)json_int(json_get(o, "temperature_shutdown_c"), -1);
     snprintf(g->inforom, sizeof g->inforom, "%s", json_str(json_get(o, "inforom_image_version"), ""));
+    /* nvmlDeviceValidateInforom: absent -> SUCCESS where the GPU has an InfoROM image (the real H100 on 580 answered
+     * success), NOT_SUPPORTED otherwise; false -> CORRUPTED_INFOROM; null -> NOT_SUPPORTED */
+    const jval *iv = json_get(o, "inforom_valid");
+    if (!iv) g->inforom_valid = g->inforom[0] ? 1 : -1;
+    else if (iv->type == J_NULL) g->inforom_valid = -1;
+    else if (iv->type == J_BOOL) g->inforom_valid = json_is_true(iv, 1);
+    else { logmsg("inventory: inforom_valid must be true, false or null"); *bad = 1; }
+    /* NVLink faults: "nvlink_inactive": [link, ...]; "nvlink_errors": {"<link>": {"replay": n, "recovery": n,
+     * "crc_flit": n, "crc_data": n, "ecc_data": n}} (absent counters 0) */
+    const jval *ni = json_get(o, "nvlink_inactive");
+    for (size_t i = 0; ni && ni->type == J_ARR && i < ni->n; i++) {
+        long long l = json_int(ni->items[i], -1);
+        if (l < 0 || l >= NVML_NVLINK_MAX_LINKS) { logmsg("inventory: bad link in nvlink_inactive"); *bad = 1; continue; }
+        g->nvlink_inactive |= 1ULL << l;
+    }
+    if (ni && ni->type != J_ARR) { logmsg("inventory: nvlink_inactive must be a list of link numbers"); *bad = 1; }
+    const jval *ne = json_get(o, "nvlink_errors");
+    static const char *const ctr_names[NVML_NVLINK_ERROR_COUNT] = { "replay", "recovery", "crc_flit", "crc_data", "ecc_data" };
+    for (size_t i = 0; ne && ne->type == J_OBJ && i < ne->n; i++) {
+        char *end = NULL;
+        long l = strtol(ne->keys[i], &end, 10);
+        if (!end || *end || l < 0 || l >= NVML_NVLINK_MAX_LINKS || ne->items[i]->type != J_OBJ) {
+            logmsg("inventory: nvlink_errors: bad link '%s'", ne->keys[i]); *bad = 1; continue;
+        }
+        for (int c = 0; c < NVML_NVLINK_ERROR_COUNT; c++)
+            g->nvlink_err[l][c] = (unsigned long long)json_int(json_get(ne->items[i], ctr_names[c]), 0);
+    }
+    if (ne && ne->type != J_OBJ) { logmsg("inventory: nvlink_errors must be an object keyed by link"); *bad = 1; }
     snprintf(g->gsp_fw, sizeof g->gsp_fw, "%s", json_str(json_get(o, "gsp_firmware_version"), ""));
     const jval *gm = json_get(o, "gsp_firmware_mode");
     g->gsp_mode[0] = g->gsp_mode[1] = -1;
@@ -1107,7 +1138,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int l
     if (!isActive) END(NVML_ERROR_INVALID_ARGUMENT);
     if (!gpu_links(R.g)) END(NVML_ERROR_NOT_SUPPORTED);
     if (link >= gpu_links(R.g)) END(NVML_ERROR_INVALID_ARGUMENT);
-    *isActive = NVML_FEATURE_ENABLED; END(NVML_SUCCESS);
+    *isActive = (R.g->nvlink_inactive >> link) & 1ULL ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED; END(NVML_SUCCESS);
+}
+/* Error counters per link (the inventory's nvlink_errors; 0 otherwise); NOT_SUPPORTED without NVLink, as the state */
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, nvmlNvLinkErrorCounter_t counter,
+                                                    unsigned long long *value) {
+    DEV_BEGIN(device, 0);
+    if (!value || (unsigned)counter >= NVML_NVLINK_ERROR_COUNT) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!gpu_links(R.g)) END(NVML_ERROR_NOT_SUPPORTED);
+    if (link >= gpu_links(R.g)) END(NVML_ERROR_INVALID_ARGUMENT);
+    *value = R.g->nvlink_err[link][counter]; END(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *t) {
     DEV_BEGIN(device, 0);
@@ -1325,6 +1365,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlT
 }
 EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *v, unsigned int len) {
     DEV_BEGIN(device, 0); if (!R.g->inforom[0]) END(NVML_ERROR_NOT_SUPPORTED); END(copy_str(v, len, R.g->inforom));
+}
+EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device) {
+    DEV_BEGIN(device, 0);
+    if (R.g->inforom_valid < 0) END(NVML_ERROR_NOT_SUPPORTED);
+    END(R.g->inforom_valid ? NVML_SUCCESS : NVML_ERROR_CORRUPTED_INFOROM);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, char *v) {
     DEV_BEGIN(device, 0); if (!R.g->gsp_fw[0]) END(NVML_ERROR_NOT_SUPPORTED); END(copy_str(v, NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, R.g->gsp_fw));

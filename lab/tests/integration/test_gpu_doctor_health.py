@@ -93,15 +93,30 @@ FAULTS = [
      'retired_pages_pending', 'warning'),
     ('DH_12_recovery_action', lambda g: g.update(recovery_action=1), 'gpu_recovery_action', 'critical'),
 ]
+DEEPER = [
+    ('DH_16_hot', lambda g: g.update(temperature_c=90), 'gpu_temperature_slowdown', 'critical'),
+    ('DH_16_warm', lambda g: g.update(temperature_c=85), 'gpu_temperature_high', 'warning'),
+    ('DH_17_over_power', lambda g: g.update(power_usage_mw=760000), 'gpu_power_over_limit', 'critical'),
+    ('DH_18_inforom_corrupted', lambda g: g.update(inforom_valid=False), 'inforom_corrupted', 'critical'),
+]
 
 
 @pytest.mark.parametrize('name,mutate,expected,severity', FAULTS, ids=[f[0] for f in FAULTS])
 def test_each_fault_is_found_on_the_simulator(collections_path, tmp_path, dmesg, name, mutate, expected, severity):
-    checks = ['gpu_lost', 'xid', 'recovery_action', 'ecc', 'memory_repair', 'throttle', 'pcie']
+    checks = ['gpu_lost', 'xid', 'recovery_action', 'ecc', 'memory_repair', 'throttle', 'pcie', 'temperature', 'power',
+              'inforom', 'nvlink', 'sxid']
     healthy = doctor(collections_path, tmp_path, _inventory(tmp_path), checks=checks, kernel_log=str(dmesg))
     assert healthy['findings'] == [], healthy['findings']
     res = doctor(collections_path, tmp_path, _inventory(tmp_path, mutate), checks=checks, kernel_log=str(dmesg))
     assert [(f['id'], f['severity']) for f in res['findings']] == [(expected, severity)]
+
+
+@pytest.mark.parametrize('name,mutate,expected,severity', DEEPER, ids=[f[0] for f in DEEPER])
+def test_DH_16_DH_17_DH_18_DH_21_temperature_power_inforom_on_the_simulator(collections_path, tmp_path, dmesg, name,
+                                                                           mutate, expected, severity):
+    """The real H100's answers (h100-real-580) give no finding with every new check (DH-21); each fault inventory
+    differs only in its fault and gives exactly its finding."""
+    test_each_fault_is_found_on_the_simulator(collections_path, tmp_path, dmesg, name, mutate, expected, severity)
 
 
 def test_xid_in_the_kernel_log_since_boot(collections_path, tmp_path, dmesg):
@@ -157,3 +172,28 @@ def test_DH_09_nvlink_fabric_registration_on_the_simulator(collections_path, tmp
         assert fabric[1] == {'state': 'completed', 'status': 10, 'status_text': 'Timeout'}
     a100 = doctor(collections_path, tmp_path, HGX, checks=['fabric'])
     assert a100['findings'] == [] and [g['health']['fabric'] for g in a100['probe']['gpus']] == [None] * 8
+
+
+def test_DH_19_nvlink_state_and_counters_on_the_simulator(collections_path, tmp_path):
+    """The HGX A100 board's NVLinks through the doctor: all 12 active and no errors is no finding; one link down and
+    counted replays on GPU 1 are; the real H100 (NOT_SUPPORTED) is not applicable (covered by the fault cases)."""
+    assert doctor(collections_path, tmp_path, HGX, checks=['nvlink'])['findings'] == []
+    data = json.load(open(HGX))
+    data['gpus'][1].update(nvlink_inactive=[3], nvlink_errors={'5': {'replay': 7}})
+    path = tmp_path / 'hgx-nvlink.json'
+    path.write_text(json.dumps(data))
+    res = doctor(collections_path, tmp_path, str(path), checks=['nvlink'])
+    assert [(f['id'], f['severity']) for f in res['findings']] == [('nvlink_inactive', 'critical'),
+                                                                    ('nvlink_errors', 'warning')]
+    assert res['findings'][1]['evidence'] == ['link 5: replay 7'] and 'GPU 1 ' in res['findings'][0]['summary']
+
+
+def test_DH_20_nvswitch_sxid_in_the_kernel_log(collections_path, tmp_path, dmesg):
+    """SXid lines as the 580 NVSwitch driver prints them (NVSWITCH_PRINT_SXID), after the real node's kernel log."""
+    with open(str(dmesg), 'a') as f:
+        f.write('[ 9001.000001] nvidia-nvswitch2: SXid (PCI:0000:c5:00.0): 12028, Fatal, Link 32 egress non-posted PRIV '
+                'error (First)\n'
+                '[ 9001.000002] nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 20034, Non-fatal, Link 08 LTSSM Fault Up\n')
+    res = doctor(collections_path, tmp_path, _inventory(tmp_path), checks=['sxid'], kernel_log=str(dmesg))
+    assert [(f['id'], f['severity']) for f in res['findings']] == [('nvswitch_sxid_fatal', 'critical'),
+                                                                    ('nvswitch_sxid', 'warning')]

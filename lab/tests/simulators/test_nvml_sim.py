@@ -765,3 +765,55 @@ def test_DH_06_fault_answers_and_xid_events(tmp_path):
         out(exc(n.nvmlDeviceGetGpuInstanceProfileInfo, h, 0))
     """, inv("hgx-a100-80gb"), tmp_path / "s2.json")
     assert r == ["NVMLError_NotSupported"]
+
+
+def test_DH_16_DH_17_DH_18_DH_19_health_answers_as_the_real_h100_and_as_faults(tmp_path):
+    """Temperature against its thresholds, power against the enforced limit, InfoROM validation and NVLink state and
+    error counters through the unmodified pynvml: h100-real-580 answers as the real H100 on 580 did (34 C of 89/95,
+    102.7 W of 700 W, InfoROM valid - pynvml raised nothing - and NVLink NOT_SUPPORTED); fault inventories change
+    only the fault, and nvml_probe reads each."""
+    real = json.loads((ROOT / "lab" / "realgpu" / "samples" / "h100-580" / "nvml-health.json").read_text())
+    smi = (ROOT / "lab" / "realgpu" / "samples" / "h100-580" / "nvidia-smi-q.txt").read_text()
+    assert re.search(r"Current Power Limit\s*:\s*700\.00 W", smi) and re.search(r"Default Power Limit\s*:\s*700\.00 W", smi)
+    code = """
+        import sys; sys.path.insert(0, %r)
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+        out({"temp": n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+             "power": [n.nvmlDeviceGetPowerUsage(h), n.nvmlDeviceGetEnforcedPowerLimit(h),
+                       n.nvmlDeviceGetPowerManagementDefaultLimit(h)],
+             "inforom": exc(n.nvmlDeviceValidateInforom, h),
+             "nvlink_state": exc(n.nvmlDeviceGetNvLinkState, h, 0),
+             "nvlink_errors": exc(n.nvmlDeviceGetNvLinkErrorCounter, h, 0, n.NVML_NVLINK_ERROR_DL_REPLAY),
+             "probe": {k: nvml_probe.gpu_health(h)[k] for k in ("temperature", "power", "inforom_valid", "nvlink")}})
+    """ % lab_collections_path()
+    r = run(code, inv("h100-real-580"), tmp_path / "s.json")
+    assert r["temp"] == real["temperature_gpu"] and r["power"] == [real["power_usage_mw"], 700000, 700000]
+    assert r["inforom"] == ["OK", None] and real["inforom_valid"] is None
+    assert r["nvlink_state"] == ["NVMLError_NotSupported"] == [real["nvlink_state_0"]["error"].split(":")[0]]
+    assert r["nvlink_errors"] == ["NVMLError_NotSupported"]
+    assert r["probe"] == {"temperature": {"gpu": 34, "slowdown": 89, "shutdown": 95},
+                          "power": {"usage_mw": 102716, "enforced_limit_mw": 700000, "default_limit_mw": 700000},
+                          "inforom_valid": True, "nvlink": {"applicable": False, "reason": "not_supported", "links": []}}
+    p = write_inv(tmp_path, "h100-real-580", lambda d: d["gpus"][0].update(inforom_valid=False, temperature_c=91,
+                                                                           power_usage_mw=760000))
+    r = run(code, p, tmp_path / "s2.json")
+    assert r["inforom"] == ["NVMLError_CorruptedInforom"] and r["probe"]["inforom_valid"] is False
+    assert r["probe"]["temperature"]["gpu"] == 91 and r["probe"]["power"]["usage_mw"] == 760000
+
+    def hgx(d):
+        d["gpus"][1].update(nvlink_inactive=[3], nvlink_errors={"5": {"replay": 7, "crc_flit": 2}})
+    p = write_inv(tmp_path, "hgx-a100-80gb", hgx, name="hgx.json")
+    r = run("""
+        import sys; sys.path.insert(0, %r)
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe
+        n.nvmlInit()
+        nv = [nvml_probe.nvlink_health(n.nvmlDeviceGetHandleByIndex(i)) for i in (0, 1)]
+        h = n.nvmlDeviceGetHandleByIndex(1)
+        out({"nv": nv, "past": exc(n.nvmlDeviceGetNvLinkErrorCounter, h, 12, 0),
+             "bad_counter": exc(n.nvmlDeviceGetNvLinkErrorCounter, h, 0, 9)})
+    """ % lab_collections_path(), p, tmp_path / "s3.json")
+    assert [lk["active"] for lk in r["nv"][0]["links"]] == [True] * 12
+    assert [lk["link"] for lk in r["nv"][1]["links"] if not lk["active"]] == [3]
+    assert r["nv"][1]["links"][5]["errors"] == {"replay": 7, "recovery": 0, "crc_flit": 2, "crc_data": 0}
+    assert (r["past"], r["bad_counter"]) == (["NVMLError_InvalidArgument"], ["NVMLError_InvalidArgument"])

@@ -163,6 +163,8 @@ def check_fabricmanager(facts, extra):
     if not node.get('fabricmanager_required'):
         return []
     ev = ['NVSwitch devices: %d' % node.get('nvswitch_count', 0)]
+    if node.get('nvlink5'):
+        ev.append('NVLink5 system: an InfiniBand device carries SW_MNG in its VPD (HGX B200/B300, GB200)')
     unit = node.get('fabricmanager_unit')
     active = extra.get('fabricmanager_active')
     fm_version = extra.get('fabricmanager_version')
@@ -178,6 +180,13 @@ def check_fabricmanager(facts, extra):
         ev.append('nvidia-fabricmanager.service: %s (%s)' % (active, unit))
         return [finding('fabricmanager_inactive', 'critical',
                         'nvidia-fabricmanager is installed but not running: CUDA fails with error 802.', ev, remediation)]
+    if node.get('nvlink5') and node.get('ib_umad_loaded') is False:
+        ev.append('kernel module ib_umad: not loaded (/proc/modules)')
+        return [finding('fabricmanager_ib_umad_missing', 'critical',
+                        'NVLink5 system without the ib_umad kernel module: fabric manager cannot reach the NVLink '
+                        'switches through NVLSM, so the NVLink fabric does not come up (CUDA error 802).', ev,
+                        'Load it now (modprobe ib_umad) and at every boot (/etc/modules-load.d), then restart '
+                        'nvidia-fabricmanager; gpuops.k8s_gpu.nvidia_driver does both on NVLink5 systems.')]
     if fm_version and driver and fm_version != driver:
         ev.extend(['fabricmanager: %s' % fm_version, 'driver: %s' % driver])
         return [finding('fabricmanager_version', 'critical',
@@ -663,6 +672,206 @@ def check_throttle(facts, extra):
     return out
 
 
+# ------------------------------------------------------------------- temperature, power, InfoROM, NVLink, NVSwitch
+# "near" the slowdown threshold: this project's margin (NVML has no warning threshold of its own; nvml.h names the
+# slowdown threshold the temperature "at which the GPU will begin HW slowdown" and shutdown the one at which it "will
+# shut down for HW protection"; NVIDIA's NVSentinel treats a GPU at or past its slowdown threshold as fatal)
+TEMPERATURE_NEAR_C = 5
+# nvml.h: nvmlDeviceGetPowerUsage is accurate to +/- 5% (Fermi, Kepler) and averaged over one second on Ampere and newer;
+# the power limiter holds that average at the enforced limit, so only a reading beyond this tolerance is over it
+POWER_TOLERANCE = 0.05
+
+
+def check_temperature(facts, extra):
+    """GPU temperature against the thresholds the GPU itself reports (nvmlDeviceGetTemperatureThreshold): at or past
+    slowdown critical (the hardware slows the clocks by half or more; at shutdown the GPU switches off), within
+    TEMPERATURE_NEAR_C below it a warning. A GPU without thresholds is not judged."""
+    out = []
+    for g in facts.get('gpus', []):
+        t = (g.get('health') or {}).get('temperature') or {}
+        temp, slow, shut = t.get('gpu'), t.get('slowdown'), t.get('shutdown')
+        if temp is None or not slow:
+            continue
+        ev = ['GPU temperature %s C; slowdown threshold %s C, shutdown threshold %s C (nvmlDeviceGetTemperatureThreshold)'
+              % (temp, slow, shut if shut is not None else 'not reported')]
+        fix = ('Check the cooling now: fans and their speed in the BMC, airflow and blanking panels, inlet temperature, '
+               'dust; move work off the GPU until it is below %d C. If it stays hot with the cooling in order, drain the '
+               'node and contact the system vendor (thermal paste, heat sink).' % (slow - TEMPERATURE_NEAR_C))
+        if temp >= slow:
+            at_shutdown = shut is not None and temp >= shut
+            out.append(finding(
+                'gpu_temperature_slowdown', 'critical',
+                '%s is at %s C, %s its %s threshold (%s C): %s.' % (
+                    _gpu_label(g), temp, 'at or past', 'shutdown' if at_shutdown else 'slowdown',
+                    shut if at_shutdown else slow,
+                    'the GPU switches itself off' if at_shutdown else 'the hardware slows its clocks'),
+                ev, fix))
+        elif temp >= slow - TEMPERATURE_NEAR_C:
+            out.append(finding(
+                'gpu_temperature_high', 'warning',
+                '%s is at %s C, within %d C of its slowdown threshold (%s C).'
+                % (_gpu_label(g), temp, TEMPERATURE_NEAR_C, slow),
+                ev, fix))
+    return out
+
+
+def _watts(mw):
+    return '%.1f W' % (mw / 1000.0)
+
+
+def check_power(facts, extra):
+    """Power usage against the enforced limit (nvmlDeviceGetEnforcedPowerLimit, every limiter counted): over it by
+    more than the reading's tolerance critical (the limiter does not hold the GPU), at it a warning (clocks capped:
+    expected under full load, not at low load); an enforced limit below the default limit is reported as info."""
+    out = []
+    for g in facts.get('gpus', []):
+        p = (g.get('health') or {}).get('power') or {}
+        usage, limit, default = p.get('usage_mw'), p.get('enforced_limit_mw'), p.get('default_limit_mw')
+        if usage is None or not limit:
+            continue
+        ev = ['power usage %s, enforced power limit %s, default limit %s' % (
+            _watts(usage), _watts(limit), _watts(default) if default else 'not reported')]
+        if usage > limit * (1 + POWER_TOLERANCE):
+            out.append(finding(
+                'gpu_power_over_limit', 'critical',
+                '%s draws %s, more than its enforced power limit of %s: the power limiter does not hold it.'
+                % (_gpu_label(g), _watts(usage), _watts(limit)),
+                ev, 'Drain the node and check the power supply and the GPU\'s power delivery (BMC sensors and event '
+                    'log); reset the GPU and, if it recurs, contact the system vendor.'))
+        elif usage >= limit:
+            out.append(finding(
+                'gpu_power_at_limit', 'warning',
+                '%s is at its enforced power limit (%s of %s): its clocks are capped (SW power cap).'
+                % (_gpu_label(g), _watts(usage), _watts(limit)),
+                ev, 'Expected while the GPU runs at full load; at low load check the power limit (nvidia-smi -q -d POWER) '
+                    'and what sets it below the board\'s default (nvidia-smi -pl, the BMC\'s out-of-band limit).'))
+        if default and limit < default:
+            out.append(finding(
+                'gpu_power_limit_reduced', 'info',
+                '%s has an enforced power limit of %s, below its default of %s: it runs slower under load.'
+                % (_gpu_label(g), _watts(limit), _watts(default)),
+                ev, 'If that is not intended, restore the limit (nvidia-smi -pl <watts>, or the BMC\'s power capping).'))
+    return out
+
+
+def check_inforom(facts, extra):
+    """nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM means the checksums of the GPU's InfoROM (which keeps the
+    ECC, page-retirement and row-remapping records and the error history) do not match."""
+    bad = [g for g in facts.get('gpus', []) if (g.get('health') or {}).get('inforom_valid') is False]
+    if not bad:
+        return []
+    return [finding(
+        'inforom_corrupted', 'critical',
+        'The InfoROM of %d GPU(s) is corrupted: the records of its memory errors and repairs cannot be trusted '
+        '(nvidia-smi warns "infoROM is corrupted").' % len(bad),
+        ['nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM for %s (InfoROM image %s)' % (
+            _gpu_label(g), (g.get('health') or {}).get('inforom_image') or 'unknown')
+         for g in bad],
+        'Drain the node, run nvidia-bug-report.sh and open a case with the system vendor or NVIDIA support: the InfoROM '
+        'is rewritten with the vendor\'s tools or the GPU is returned (NVIDIA\'s RMA process asks for the bug report).')]
+
+
+def check_nvlink(facts, extra):
+    """Per link state and error counters (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkErrorCounter). A GPU without
+    NVLink (NOT_SUPPORTED) is not applicable. Inactive links on an NVSwitch or NVLink5 system: critical (NVIDIA's
+    health validation: no inactive NVLink is tolerated); some links down on a board without NVSwitch (NVLink bridges):
+    warning (a link no bridge covers is down by design); all down there: not judged. Replay, recovery or CRC errors counted since
+    the driver loaded: warning (the link corrected them; Xid 74 reports the ones it could not)."""
+    out = []
+    node = facts.get('node', {})
+    nvswitch = bool(node.get('nvswitch_count') or node.get('nvlink5') or facts.get('nvml', {}).get('nvswitches'))
+    for g in facts.get('gpus', []):
+        nv = (g.get('health') or {}).get('nvlink') or {}
+        links = nv.get('links') or []
+        if not nv.get('applicable') or not links:
+            continue
+        down = [lk['link'] for lk in links if not lk.get('active')]
+        if down and (len(down) < len(links) or nvswitch):
+            # on a board with NVLink bridges (no NVSwitch) a link may be down because no bridge covers it
+            out.append(finding(
+                'nvlink_inactive', 'critical' if nvswitch else 'warning',
+                '%s: %d of its %d NVLinks are not active: %s.' % (
+                    _gpu_label(g), len(down), len(links),
+                    'the NVLink fabric cannot use them (slower collectives, or no fabric registration)' if nvswitch
+                    else 'peer-to-peer traffic over them is gone, unless no NVLink bridge is meant to cover them'),
+                ['NVLink state: links %s inactive, %d active'
+                 % (', '.join(str(x) for x in down), len(links) - len(down)),
+                 'NVSwitch or NVLink5 system: %s' % ('yes' if nvswitch else 'no')],
+                'Drain the node and reset the GPU (nvidia-smi -r, or reboot); if the links stay down, reboot the node, '
+                'then have the baseboard or NVLink bridge serviced.'))
+        errs = []
+        for lk in links:
+            counts = dict((k, v) for k, v in (lk.get('errors') or {}).items() if v)
+            if counts:
+                errs.append('link %s: %s' % (lk['link'], ', '.join('%s %s' % (k, counts[k]) for k in sorted(counts))))
+        if errs:
+            out.append(finding(
+                'nvlink_errors', 'warning',
+                '%s: NVLink error counters are not zero since the driver loaded (%d link(s)).' % (_gpu_label(g), len(errs)),
+                errs[:5] + (['... %d more' % (len(errs) - 5)] if len(errs) > 5 else []),
+                'The links corrected these (replays, recoveries, CRC); watch whether they grow (nvidia-smi nvlink -e). '
+                'Growing counts or Xid 74: drain, reset the GPU, and have the link serviced if they come back.'))
+    return out
+
+
+def check_sxid(facts, extra):
+    """NVSwitch errors (SXid) in the kernel log since the driver's last load (node_probe.sxids_from_log): fatal ones
+    critical - the switch's partition needs its GPUs and switches reset - others warning."""
+    fatal = [e for e in extra.get('kernel_sxids') or [] if e.get('fatal')]
+    other = [e for e in extra.get('kernel_sxids') or [] if not e.get('fatal')]
+
+    def lines(entries):
+        ev = ['kernel log: nvidia-%s: SXid (PCI:%s): %05d, %s' % (e['switch'], e['pci'], e['sxid'], e['text'])
+              for e in entries[:5]]
+        return ev + (['... %d more' % (len(entries) - 5)] if len(entries) > 5 else [])
+    out = []
+    if fatal:
+        out.append(finding(
+            'nvswitch_sxid_fatal', 'critical',
+            '%d fatal NVSwitch error(s) (SXid %s) since the driver loaded: the GPUs behind the switch cannot use the '
+            'NVLink fabric until the switch and its GPUs are reset.' % (
+                len(fatal), ', '.join(str(x) for x in sorted(set(e['sxid'] for e in fatal)))),
+            lines(fatal),
+            'Drain the node, then reset the NVSwitches and GPUs together (reboot the node; nvidia-fabricmanager '
+            'reconfigures the fabric when it starts); read nvidia-fabricmanager\'s log (/var/log/fabricmanager.log); '
+            'contact support if the same SXid returns.'))
+    if other:
+        out.append(finding(
+            'nvswitch_sxid', 'warning',
+            '%d non-fatal NVSwitch error(s) (SXid %s) since the driver loaded.' % (
+                len(other), ', '.join(str(x) for x in sorted(set(e['sxid'] for e in other)))),
+            lines(other),
+            'The switch corrected or contained these; watch whether they repeat, and reset the fabric (reboot) at the '
+            'next drain if they do; a thermal SXid needs the chassis cooling checked.'))
+    return out
+
+
+def check_imex(facts, extra):
+    """The host's nvidia-imex service. The collection does not install or run IMEX: on multi-node NVLink systems
+    (GB200/GB300 NVL72) NVIDIA's DRA driver starts the IMEX daemons of each ComputeDomain itself, and with a host
+    driver NVIDIA asks for the host unit to be disabled and masked. A host unit enabled on a node of a DRA pool
+    conflicts (critical); an enabled unit that is not active elsewhere is a warning."""
+    unit = facts.get('node', {}).get('imex_unit')
+    active = extra.get('imex_active')
+    if unit in (None, 'not-found'):
+        return []
+    ev = ['nvidia-imex.service: unit %s%s' % (unit, ', %s' % active if active else '')]
+    if extra.get('dra') and (unit == 'enabled' or active == 'active'):
+        return [finding(
+            'imex_host_service_with_dra', 'critical',
+            'The host\'s nvidia-imex service runs beside NVIDIA\'s DRA driver, which starts the IMEX daemons of each '
+            'ComputeDomain itself: the two compete for the IMEX channels.',
+            ev, 'Disable and mask it on every GPU node of the pool (systemctl disable --now nvidia-imex.service; '
+                'systemctl mask nvidia-imex.service), as NVIDIA\'s DRA prerequisites ask.')]
+    if unit == 'enabled' and active not in (None, 'active'):
+        return [finding(
+            'imex_inactive', 'warning',
+            'nvidia-imex.service is enabled but not running: multi-node NVLink memory sharing (IMEX channels) fails.',
+            ev, 'Read its log (journalctl -u nvidia-imex, /var/log/nvidia-imex.log), check /etc/nvidia-imex/nodes_config.cfg '
+                'lists the domain\'s nodes, and start it; or disable it where the node is in no multi-node NVLink domain.')]
+    return []
+
+
 def check_fabric(facts, extra):
     """NVLink fabric registration (nvmlDeviceGetGpuFabricInfo(V), Hopper and newer on NVSwitch systems): until the
     fabric manager has registered a GPU (state completed, status success) CUDA cannot use it (error 802, "system not
@@ -886,6 +1095,12 @@ CHECKS = (
     ('throttle', check_throttle),
     ('pcie', check_pcie),
     ('fabric', check_fabric),
+    ('temperature', check_temperature),
+    ('power', check_power),
+    ('inforom', check_inforom),
+    ('nvlink', check_nvlink),
+    ('sxid', check_sxid),
+    ('imex', check_imex),
     ('virtualization', check_virtualization),
     ('strategy', check_strategy),
     ('scheduler_config', check_scheduler_config),
@@ -895,7 +1110,8 @@ CHECKS = (
 )
 CHECK_NAMES = tuple(name for name, _f in CHECKS)
 # the checks that need each GPU's health answers from NVML
-HEALTH_CHECKS = ('recovery_action', 'pending_reset', 'ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric')
+HEALTH_CHECKS = ('recovery_action', 'pending_reset', 'ecc', 'memory_repair', 'throttle', 'pcie', 'virtualization', 'fabric',
+                 'temperature', 'power', 'inforom', 'nvlink')
 
 
 def diagnose(facts, extra=None, strategy=None, checks=None):

@@ -19,7 +19,8 @@ SEVERITY_RANK = {'critical': 2, 'warning': 1, 'info': 0}
 
 # The doctor's checks that speak about single GPUs, in the doctor's order
 GPU_CHECKS = (checks.check_gpu_lost, checks.check_xid, checks.check_recovery_action, checks.check_pending_reset,
-              checks.check_ecc, checks.check_memory_repair, checks.check_fabric)
+              checks.check_ecc, checks.check_memory_repair, checks.check_fabric, checks.check_temperature,
+              checks.check_power, checks.check_inforom, checks.check_nvlink)
 
 # repair actions, most demanding last: a GPU with several findings gets the most demanding one
 ACTIONS = ('reset', 'manual', 'reboot', 'rma')
@@ -32,6 +33,12 @@ FINDING_ACTIONS = {
     'fabric_registration_not_started': 'manual',
     'fabric_registration_in_progress': 'manual',
     'fabric_registration_failed': 'manual',
+    # cooling, power delivery and the InfoROM are a person's work (a reset changes none of them)
+    'gpu_temperature_slowdown': 'manual',
+    'gpu_temperature_high': 'manual',
+    'gpu_power_over_limit': 'manual',
+    'gpu_power_at_limit': 'manual',
+    'inforom_corrupted': 'manual',
 }
 # NVML recovery actions (nvml_probe.RECOVERY_ACTIONS) that a GPU reset satisfies; the others need a reboot or a person
 RESET_RECOVERY_ACTIONS = ('gpu_reset', 'drain_and_reset')

@@ -25,7 +25,7 @@ def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_m
     if with_node:
         # NVSwitches seen through the GPUs' NVLinks (NVML) count as well as those found on PCI
         node['nvswitch_count'] = max(node.get('nvswitch_count', 0), len(nvml_switches))
-        node['fabricmanager_required'] = node['nvswitch_count'] > 0
+        node['fabricmanager_required'] = node['nvswitch_count'] > 0 or bool(node.get('nvlink5'))
         node['nvswitch_bus_ids_nvml'] = nvml_switches
     source = 'nvml'
     if nvml['status'] != 'ok':

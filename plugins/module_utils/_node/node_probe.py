@@ -9,6 +9,7 @@ run_command): ``containerd --version``, for the containerd version.
 """
 
 import errno
+import glob
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import stat
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver_select import nvlink5_detected
 
 NVIDIA_VENDOR = '0x10de'
 PCI_CLASS_VGA = '0x0300'
@@ -259,6 +261,35 @@ def xids_from_log(lines):
     return out
 
 
+# The NVSwitch driver (part of nvidia.ko: kernel-open/nvidia/linux_nvswitch.c) prints each switch error as
+# "nvidia-<device name>: SXid (PCI:%04x:%02x:%02x.%x): %05d, <message>" (NVSWITCH_PRINT_SXID, device names
+# "nvswitch<n>"), the message "Fatal, Link %02d ..." or "Non-fatal, Link %02d ..." for the interrupt reports
+# (NVSWITCH_REPORT_FATAL / _NONFATAL) and "Fatal, Unexpected PRI error", or without that word for thermal and SOE
+# events (NVIDIA/open-gpu-kernel-modules 580.95.05: src/common/nvswitch/kernel/inc/common_nvswitch.h,
+# inc/intr_nvswitch.h, inc/error_nvswitch.h; docs/conformance/doctor-health.md DH-20)
+SXID_RE = re.compile(r'nvidia-(nvswitch\d+): SXid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\): '
+                     r'(\d+),\s*(.*)$')
+# an SXid message without "Fatal," that still stops the switch: over-temperature shutdown, the SOE micro-controller halted
+_SXID_STOPS = re.compile(r'Shutting Down|SOE HALTED|Watchdog', re.I)
+
+
+def sxids_from_log(lines):
+    """The NVSwitch SXid lines since the driver's last load: [{'switch', 'pci', 'sxid', 'fatal', 'text'}] (fatal: the
+    message starts "Fatal," or says the switch stops)."""
+    out = []  # type: list
+    for line in lines or []:
+        if DRIVER_LOAD_RE.search(line):
+            out = []
+            continue
+        m = SXID_RE.search(line)
+        if m:
+            text = m.group(4).strip()
+            fatal = text.lower().startswith('fatal,') or bool(_SXID_STOPS.search(text))
+            out.append({'switch': m.group(1), 'pci': m.group(2).lower(), 'sxid': int(m.group(3)), 'fatal': fatal,
+                        'text': text})
+    return out
+
+
 def kernel_headers_installed(root='/', release=None):
     release = release or os.uname()[2]
     return os.path.exists(_path(root, 'lib/modules/%s/build' % release))
@@ -392,6 +423,18 @@ def systemd_unit_state(root, unit):
     return 'disabled'
 
 
+def infiniband_vpds(root='/'):
+    """VPD contents of the InfiniBand devices (/sys/class/infiniband/*/device/vpd), bytes decoded loosely."""
+    out = []
+    for path in sorted(glob.glob(_path(root, 'sys/class/infiniband/*/device/vpd'))):
+        try:
+            with open(path, 'rb') as f:
+                out.append(f.read().decode('latin-1'))
+        except (IOError, OSError):
+            continue
+    return out
+
+
 def node_facts(root='/', log_lines=None, run=None):
     """The node's facts; ``log_lines``: the kernel log (kernel_log()) where the caller read it, for the hypervisor;
     ``run``: a command runner for the containerd version (container_runtimes())."""
@@ -399,6 +442,7 @@ def node_facts(root='/', log_lines=None, run=None):
     hv, hv_evidence = hypervisor_evidence(root, log_lines)
     gpus, switches = pci_devices(root)
     release = os.uname()[2]
+    nvlink5 = nvlink5_detected(infiniband_vpds(root))
     return {
         'kernel_release': release,
         'kernel_headers_installed': kernel_headers_installed(root, release),
@@ -411,8 +455,13 @@ def node_facts(root='/', log_lines=None, run=None):
         'pci_gpus': gpus,
         'nvswitches': switches,
         'nvswitch_count': len(switches),
-        'fabricmanager_required': len(switches) > 0,
+        # an NVLink5 system (HGX B200/B300, GB200: its NVSwitches are not PCI devices of the host) needs fabric manager
+        # too, and ib_umad loaded before it starts (docs/conformance/doctor-health.md DH-22)
+        'nvlink5': nvlink5,
+        'ib_umad_loaded': 'ib_umad' in modules,
+        'fabricmanager_required': len(switches) > 0 or nvlink5,
         'fabricmanager_unit': systemd_unit_state(root, 'nvidia-fabricmanager.service'),
+        'imex_unit': systemd_unit_state(root, 'nvidia-imex.service'),
         'persistenced_unit': systemd_unit_state(root, 'nvidia-persistenced.service'),
         'container_runtimes': container_runtimes(root, run),
     }

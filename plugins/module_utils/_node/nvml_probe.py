@@ -275,7 +275,94 @@ def gpu_health(handle):
     health['fabric'] = fabric_info(handle)
     health['gsp_firmware_version'] = _gsp_firmware_version(handle)
     health['recovery_action'] = recovery_action(handle)
+    health['temperature'] = temperature(handle)
+    health['power'] = power(handle)
+    health['inforom_valid'] = inforom_valid(handle)
+    health['inforom_image'] = _text(_health_call('nvmlDeviceGetInforomImageVersion', handle)[0])
+    health['nvlink'] = nvlink_health(handle)
     return health
+
+
+# nvml.h nvmlTemperatureSensors_t / nvmlTemperatureThresholds_t
+TEMPERATURE_GPU = 0
+THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN = 0, 1
+
+
+def temperature(handle):
+    """{'gpu', 'slowdown', 'shutdown'} in degrees C (nvmlDeviceGetTemperature, nvmlDeviceGetTemperatureThreshold;
+    a threshold the GPU does not answer is None), or None where the GPU has no temperature reading."""
+    gpu, err = _health_call('nvmlDeviceGetTemperature', handle, _const('NVML_TEMPERATURE_GPU', TEMPERATURE_GPU))
+    if gpu is None:
+        return None
+    out = {'gpu': int(gpu)}  # type: dict
+    for key, const, default in (('slowdown', 'NVML_TEMPERATURE_THRESHOLD_SLOWDOWN', THRESHOLD_SLOWDOWN),
+                                ('shutdown', 'NVML_TEMPERATURE_THRESHOLD_SHUTDOWN', THRESHOLD_SHUTDOWN)):
+        value, err = _health_call('nvmlDeviceGetTemperatureThreshold', handle, _const(const, default))
+        out[key] = None if value is None else int(value)
+    return out
+
+
+def power(handle):
+    """{'usage_mw', 'enforced_limit_mw', 'default_limit_mw'} (nvmlDeviceGetPowerUsage - averaged over one second on
+    Ampere and newer except GA100 - nvmlDeviceGetEnforcedPowerLimit, which counts every limiter including the
+    out-of-band one, nvmlDeviceGetPowerManagementDefaultLimit), or None where the GPU reads no power."""
+    usage, err = _health_call('nvmlDeviceGetPowerUsage', handle)
+    if usage is None:
+        return None
+    limit = _health_call('nvmlDeviceGetEnforcedPowerLimit', handle)[0]
+    default = _health_call('nvmlDeviceGetPowerManagementDefaultLimit', handle)[0]
+    return {'usage_mw': int(usage), 'enforced_limit_mw': None if limit is None else int(limit),
+            'default_limit_mw': None if default is None else int(default)}
+
+
+NVML_ERROR_CORRUPTED_INFOROM = 14
+
+
+def inforom_valid(handle):
+    """nvmlDeviceValidateInforom (reads the InfoROM from flash and verifies its checksums): True when it answers
+    success, False for NVML_ERROR_CORRUPTED_INFOROM, None where the GPU or the binding cannot answer."""
+    func = getattr(pynvml, 'nvmlDeviceValidateInforom', None)
+    if func is None:
+        return None
+    try:
+        func(handle)
+    except pynvml.NVMLError as exc:
+        if type(exc).__name__ == 'NVMLError_CorruptedInforom' or getattr(exc, 'value', None) == NVML_ERROR_CORRUPTED_INFOROM:
+            return False
+        return None
+    except (TypeError, AttributeError, ctypes.ArgumentError):
+        return None
+    return True
+
+
+# nvmlNvLinkErrorCounter_t (nvml.h): data link replay, recovery, flit CRC and data CRC counters
+NVLINK_ERROR_COUNTERS = (('replay', 0), ('recovery', 1), ('crc_flit', 2), ('crc_data', 3))
+
+
+def nvlink_health(handle):
+    """Each NVLink's state and error counters: {'applicable': True, 'links': [{'link', 'active', 'errors': {replay,
+    recovery, crc_flit, crc_data} (a counter the GPU does not answer is None)}]}; {'applicable': False, 'reason': ...,
+    'links': []} where the GPU answers NOT_SUPPORTED for link 0 (no NVLink: PCIe boards, a GPU passed through alone, as
+    the real H100 of the 580 capture) or the binding lacks the calls."""
+    if not hasattr(pynvml, 'nvmlDeviceGetNvLinkState'):
+        return {'applicable': False, 'reason': 'binding_lacks_call', 'links': []}
+    links = []
+    for link in range(getattr(pynvml, 'NVML_NVLINK_MAX_LINKS', MAX_NVLINKS)):
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError as exc:
+            if link == 0:
+                reason = 'not_supported' if type(exc).__name__ == 'NVMLError_NotSupported' else failure_reason(exc)
+                return {'applicable': False, 'reason': reason, 'links': []}
+            break   # INVALID_ARGUMENT: past the GPU's last link
+        except (TypeError, AttributeError, ctypes.ArgumentError):
+            return {'applicable': False, 'reason': 'binding_differs', 'links': []}
+        errors = {}
+        for name, counter in NVLINK_ERROR_COUNTERS:
+            value = _health_call('nvmlDeviceGetNvLinkErrorCounter', handle, link, counter)[0]
+            errors[name] = None if value is None else int(value)
+        links.append({'link': link, 'active': state == _const('NVML_FEATURE_ENABLED', 1), 'errors': errors})
+    return {'applicable': True, 'links': links}
 
 
 # nvml.h (570+): field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, values nvmlDeviceGpuRecoveryAction_t
