@@ -638,12 +638,19 @@ def down_state(state, timeout=30):
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
     # children (PDEATHSIG covers a killed supervisor; this covers anything still there)
+    killed = []
     if os.path.exists(os.path.join(state, 'pids')):
         for line in open(os.path.join(state, 'pids')):
             name, cpid = line.split()
             cpid = int(cpid)
             if _alive(cpid) and state in _cmdline(cpid):
                 os.kill(cpid, signal.SIGKILL)
+                killed.append(cpid)
+    # SIGKILL (ours, or PDEATHSIG's when the supervisor was killed) is delivered asynchronously: return once those
+    # processes are gone, so that a caller that looks right after `down` finds none of them (a test did, under load)
+    end = time.time() + 15
+    while [c for c in killed if _alive(c)] and time.time() < end:
+        time.sleep(0.05)
     os.unlink(pidfile)
     return True
 
