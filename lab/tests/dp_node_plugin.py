@@ -2,8 +2,10 @@
 process registered with a real lab node's kubelet (lab/node/node.py): what test_node_device_plugin_real.py and
 test_node_daemonset_real.py (the MIG shapes of its recording) run beside their nodes. It runs in a mount namespace of
 its own where /var/lib/kubelet/device-plugins is the node's (the kubelet's fixed socket directory) and /proc carries
-driver/nvidia-caps/mig-minors (as in lab/tests/oracles/test_device_plugin.py): a container's /proc has no
-driver/nvidia-caps (no NVIDIA kernel module here), which the plugin reads for MIG devices."""
+driver/nvidia-caps/mig-minors (as in lab/tests/oracles/test_device_plugin.py), which the NVIDIA kernel module
+writes and the plugin reads for MIG devices; there is no such module here, and the plugin as a pod of a real node
+fails on MIG GPUs with 'error getting device paths: missing MIG GPU instance capability path:
+/proc/driver/nvidia/capabilities/gpu0/mig/gi7/access'."""
 from __future__ import annotations
 
 import json

@@ -348,7 +348,8 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     Without MIG: GFD --mig-strategy=none, the plugin as a pod of the image with no config (exclusive). The MIG shapes
     (RECORDED_MIG): GFD with the shape's --mig-strategy, the plugin with the config and environment the collection
     renders for a MIG pool of that strategy (migStrategy single / mixed), run as a host process beside the node
-    (lab/tests/dp_node_plugin.py: its /proc carries driver/nvidia-caps/mig-minors, which a container's has not)."""
+    (lab/tests/dp_node_plugin.py: its /proc carries driver/nvidia-caps/mig-minors, the NVIDIA kernel module's file;
+    as a pod the plugin exits with 'missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/...')."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     import real  # noqa: E402  (lab/kube)
     from dp_node_plugin import Plugin  # lab/tests
