@@ -446,3 +446,12 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
         assert _extended(node['status']['allocatable']) == shape['allocatable'], name
         assert {k: v for k, v in node['metadata']['labels'].items() if k.startswith('nvidia.com/')
                 and k != 'nvidia.com/gpu.present'} == shape['labels'], name
+    # what reads those labels and resources - the collection's gpu_share_report - sees each recorded shape as what it
+    # runs: the exclusive plugin's GPUs (gpu.sharing-strategy=none, gpu.replicas=1), the MIG shapes as mig (single:
+    # nvidia.com/gpu with mig.strategy=single; mixed: nvidia.com/mig-<profile>), with the recorded capacity
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
+    nodes = [real.recorded_node('rec-' + shape, shape) for shape in sorted(got)]
+    report = gpu_share_report_model.analyse(nodes, [])
+    assert {n['name']: n['strategies'] for n in report['nodes']} == {
+        'rec-' + shape: ['mig' if rec.get('mig_strategy') else 'exclusive'] for shape, rec in got.items()}
