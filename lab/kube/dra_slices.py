@@ -13,6 +13,9 @@ name, driver gpu.nvidia.com; a full GPU `gpu-<minor>` unless MIG mode is on, the
 `gpu-<minor>-mig-<profile>-<giProfileId>-<placementStart>`. Attribute names, types and value formats are those of the
 plugin's source at v0.5.0 (docs/conformance/dra-driver-nvidia-gpu-lab.md, rows DRAL-*); the oracle test
 lab/tests/oracles/test_dra_kubelet_plugin.py runs the plugin itself on the same inventory and compares.
+For the inventories of LAB_NODES the devices are not computed: they are those NVIDIA's plugin published through a
+real lab node (RECORDING, RECORDED_INVENTORIES); the computed ones serve only an inventory not recorded, and
+lab/tests/integration/test_node_dra_real.py checks that they equal the recording on every recorded inventory.
 What this does not do: the plugin's CDI specs, NodePrepareResources (no kubelet calls it), pcieRoot/numaNode (they come
 from sysfs, which a simulated GPU does not have; the plugin leaves them out there too).
 Nothing here is part of the collection.
@@ -189,7 +192,7 @@ def devices(view):
 # What a real lab node's DRA plugin published (lab/tests/integration/test_node_dra_real.py records and checks it):
 # for these inventories the kwok nodes' slices carry the recorded devices, not the ones computed above.
 RECORDING = os.path.join(ROOT, 'lab', 'node', 'recordings', 'dra-slices.json')
-RECORDED_INVENTORIES = {'t4.json': 't4x1'}
+RECORDED_INVENTORIES = {'t4.json': 't4x1', 'hgx-a100-80gb.json': 'a100x8', 'h100-mig.json': 'h100x2-mig'}
 
 
 def recorded_devices(inventory):

@@ -19,8 +19,8 @@ and the supervisor stops its children, which also get SIGKILL from the kernel sh
     kube-scheduler (DIR/scheduler-config.yaml unless `serve` is given another), no leader election;
   * kwok managing the nodes annotated kwok.x-k8s.io/node=fake: they become Ready (lease heartbeats) and pods bound
     to them become Running and Ready; kwok's own stage files come from its module (lab/go/kwok/programs @file);
-  * unless --no-gpu-nodes: the lab's GPU nodes (GPU_NODES below): kwok nodes with nvidia.com/gpu capacity and the
-    GFD-style labels the node layer (gpu_info + gpu_node_labels) writes.
+  * unless --no-gpu-nodes: the lab's GPU nodes (GPU_NODES below): kwok nodes with every label gpu-feature-discovery
+    wrote and every extended resource the kubelet published on a real lab node of the same GPUs (RECORDING).
 Clients: DIR/kubeconfig is user gpuops-admin (group system:masters, a client certificate); `user` makes others, so
 that a test's writes can be counted by user name in the audit log.
 """
@@ -54,9 +54,10 @@ SERVICE_CIDR = '10.96.0.0/16'
 SERVICE_IP = '10.96.0.1'
 
 # The lab's GPU machines as kwok nodes: name -> (GPU count, product, memory MiB, compute capability, MIG capable).
-# Their GFD labels and nvidia.com/gpu capacity/allocatable are not written here: gpu_node takes them from the
-# recording of what a real lab node published for the same GPUs (RECORDING, made and checked by
-# lab/tests/integration/test_node_daemonset_real.py); the tuple names the shape, and the recording must agree with it.
+# Their labels and extended resources are not written here: gpu_node takes every GFD label and every extended
+# resource's capacity/allocatable from the recording of what a real lab node published for the same GPUs (RECORDING,
+# made and checked by lab/tests/integration/test_node_daemonset_real.py); the tuple names the shape, and the
+# recording must agree with it.
 GPU_NODES = {
     'kwok-t4-1': (1, 'Tesla-T4', 15360, (7, 5), False),
     'kwok-t4-2': (1, 'Tesla-T4', 15360, (7, 5), False),
@@ -66,16 +67,26 @@ GPU_NODES = {
 RECORDING = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'node', 'recordings',
                                           'gpu-nodes.json'))
 # recorded shape -> (NVML simulator inventory, GPU count): the GPUs a real lab node ran with when it was recorded
-RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8)}
+RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8),
+                   'a100x8-mig-single': ('hgx-a100-80gb.json', 8), 'h100x2-mig-mixed': ('h100-mig.json', 2)}
+# the MIG shapes: shape -> (MIG strategy of GFD and of the device plugin, the collection's gpu_sharing_stack_mig
+# devices, the MIG instances every GPU gets or None: the inventory's own). a100x8-mig-single is the geometry the
+# collection's MIG tests apply (seven 1g.10gb per GPU); h100x2-mig-mixed is h100-mig.json as it is (the inventory of
+# the DRA kwok node kwok-h100-1: GPU 0 3g.40gb + 2x 1g.10gb + a GPU instance without compute instance, GPU 1 MIG on
+# without instances).
+RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g.10gb'}] * 7),
+                'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None)}
 RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100x8', 'kwok-h100-1': 'h100x8'}
-# the GFD labels the kwok nodes carry (those the collection's node layer writes; GFD writes more)
-RECORDED_LABELS = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.memory',
-                   'nvidia.com/gpu.compute.major', 'nvidia.com/gpu.compute.minor', 'nvidia.com/mig.capable')
+# the GFD labels that name a shape (a GPU_NODES tuple, the scale fleets' tuples): those the collection's node layer
+# writes too. A kwok node carries every label of its recorded shape, not only these.
+SHAPE_LABELS = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.memory',
+                'nvidia.com/gpu.compute.major', 'nvidia.com/gpu.compute.minor', 'nvidia.com/mig.capable')
 
 
 def recorded_inventory(shape):
     """The simulator inventory of a recorded shape: the file's GPUs, the first one repeated (new UUID, serial, PCI
-    bus id, minor) up to the count when the file has fewer (the real H100's capture has one GPU)."""
+    bus id, minor) up to the count when the file has fewer (the real H100's capture has one GPU); a MIG shape's GPUs
+    with its MIG instances (RECORDED_MIG)."""
     name, count = RECORDED_SHAPES[shape]
     with open(os.path.join(os.path.dirname(RECORDING), '..', '..', 'nvml_sim', 'inventories', name)) as f:
         inv = json.load(f)
@@ -88,6 +99,9 @@ def recorded_inventory(shape):
         g['pci_bus_id'] = '00000000:%02X:00.0' % (0x10 + i)
         g['minor_number'] = i
         gpus.append(g)
+    mig = RECORDED_MIG.get(shape)
+    if mig and mig[2] is not None:
+        gpus = [dict(g, mig_mode=True, mig_instances=mig[2]) for g in gpus]
     inv['gpus'] = gpus
     return inv
 
@@ -443,10 +457,11 @@ def _alive(pid):
 
 # ------------------------------------------------------------------------------------------------------ objects
 def gpu_node(name, count, product, memory, cc, mig):
-    """A kwok GPU node: GFD labels and nvidia.com/gpu capacity/allocatable as a real lab node published them for the
-    same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming both). A node of
-    GPU_NODES takes its recorded shape (RECORDED_NODES); any other name (the scale test's and the benchmarks' fleets)
-    the recorded shape whose labels are the tuple's, and no such shape fails, naming the shapes there are."""
+    """A kwok GPU node: every label GFD wrote and every extended resource's capacity/allocatable the kubelet published
+    on a real lab node of the same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming
+    both). A node of GPU_NODES takes its recorded shape (RECORDED_NODES); any other name (the scale test's and the
+    benchmarks' fleets) the recorded shape without MIG devices whose labels are the tuple's, and no such shape fails,
+    naming the shapes there are."""
     shapes = load_recording()['shapes']
     want = {'nvidia.com/gpu.count': str(count), 'nvidia.com/gpu.product': product,
             'nvidia.com/gpu.memory': str(memory), 'nvidia.com/gpu.compute.major': str(cc[0]),
@@ -454,18 +469,27 @@ def gpu_node(name, count, product, memory, cc, mig):
     if name in RECORDED_NODES:
         rec = shapes[RECORDED_NODES[name]]
     else:
-        found = [r for r in shapes.values() if {k: r['labels'].get(k) for k in RECORDED_LABELS} == want]
+        found = [r for r in shapes.values() if not r.get('mig_strategy')
+                 and {k: r['labels'].get(k) for k in SHAPE_LABELS} == want]
         if not found:
             raise SystemExit('%s: no recorded shape has the labels %s (recorded: %s in %s)'
                              % (name, want, ', '.join(sorted(shapes)), RECORDING))
         rec = found[0]
-    got = {k: rec['labels'].get(k) for k in RECORDED_LABELS}
+    got = {k: rec['labels'].get(k) for k in SHAPE_LABELS}
     if got != want:
         raise SystemExit('GPU_NODES[%s] %s disagrees with the recording %s (%s)' % (name, want, got, RECORDING))
+    return recorded_node(name, rec)
+
+
+def recorded_node(name, rec):
+    """A kwok node of the recorded shape ``rec`` (a value of RECORDING's shapes, or its key): all its GFD labels, all
+    its extended resources."""
+    if isinstance(rec, str):
+        rec = load_recording()['shapes'][rec]
     # nvidia.com/gpu.present is NFD's/the operator's label, not GFD's (GFD-05): the lab's, as the node layer writes it
     labels = {'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
               'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'gpuops.io/lab': 'real'}
-    labels.update(got)
+    labels.update(rec['labels'])
     base = {'cpu': '64', 'memory': '512Gi', 'pods': '110'}
     return {'apiVersion': 'v1', 'kind': 'Node',
             'metadata': {'name': name, 'labels': labels, 'annotations': {KWOK_ANNOTATION: 'fake'}},

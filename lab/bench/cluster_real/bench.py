@@ -119,10 +119,17 @@ def kwok_node(i, pools, prefix='scale'):
         for k in ('capacity', 'allocatable'):
             doc['status'][k].pop('nvidia.com/gpu', None)
     if pool[1] == 'mig':
-        # the geometry applied: the device plugin (strategy single) advertises one nvidia.com/gpu per MIG device
-        devices = pool[4]['gpu_sharing_stack_mig']['devices']
+        # the geometry applied: what the kubelet of a real lab node published with NVIDIA's device plugin under the
+        # collection's config of that strategy on that geometry (lab/node/recordings/gpu-nodes.json)
+        mig_cfg = pool[4]['gpu_sharing_stack_mig']
+        shape = real.RECORDED_NODES[pool[2]] + '-mig-' + mig_cfg['strategy']
+        rec = real.load_recording()['shapes'].get(shape) or {}
+        if (rec.get('mig_devices'), rec.get('gpus')) != (mig_cfg['devices'], count):
+            raise SystemExit('pool %s: no recorded MIG shape %s with %s on %d GPUs (%s)'
+                             % (pool[0], shape, mig_cfg['devices'], count, real.RECORDING))
         for k in ('capacity', 'allocatable'):
-            doc['status'][k]['nvidia.com/gpu'] = str(count * sum(devices.values()))
+            doc['status'][k].pop('nvidia.com/gpu', None)
+            doc['status'][k].update(rec[k])
     doc['spec'] = {'taints': [dict(TAINT)]}
     return doc
 

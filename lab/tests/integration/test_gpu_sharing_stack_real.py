@@ -28,8 +28,16 @@ from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN, play_json  # noq
 from test_gpu_sharing_stack import (A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps,  # noqa: E402,F401
                                     task_results)
 
+sys.path.insert(0, str(ROOT / "lab" / "kube"))
+import real  # noqa: E402  (lab/kube)
+
 SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-stack-real-%s" % SUFFIX
+# the recorded shape of CASES["mig"]: eight A100s, seven 1g.10gb each, strategy single
+MIG_RECORDED = real.load_recording()["shapes"]["a100x8-mig-single"]
+assert (MIG_RECORDED["gpus"], MIG_RECORDED["mig_strategy"], MIG_RECORDED["mig_devices"]) == (
+    len(A100["gpus"]), CASES["mig"][2]["gpu_sharing_stack_mig"]["strategy"],
+    CASES["mig"][2]["gpu_sharing_stack_mig"]["devices"])
 MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
 
 
@@ -86,10 +94,12 @@ def cl(kube_real):
     for strategy in STRATEGIES:
         _node, facts, _extra = CASES[strategy]
         # the MIG node shows what NVIDIA's MIG manager and device plugin show once the geometry is applied (no pod runs
-        # on a kwok node): state success and the geometry's 8 x 7 MIG devices (the role waits for both: MIGM-14)
+        # on a kwok node): state success and the geometry's 8 x 7 MIG devices (the role waits for both: MIGM-14), as
+        # the kubelet of a real lab node published them with NVIDIA's plugin under the collection's single strategy
+        # on that geometry (lab/node/recordings/gpu-nodes.json, shape a100x8-mig-single)
         core.create_node(kwok_node(node_name(strategy), facts,
                                    {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None,
-                                   {"nvidia.com/gpu": "56"} if strategy == "mig" else None))
+                                   MIG_RECORDED["capacity"] if strategy == "mig" else None))
     # Volcano's own scheduler ConfigMap, as a Volcano install has it (the role merges into it)
     try:
         core.create_namespace({"metadata": {"name": "volcano-system"}})

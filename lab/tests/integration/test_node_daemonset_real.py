@@ -292,22 +292,67 @@ def _pod_spec(image, command, env, volumes):
 
 
 def _registered(state):
-    """The devices the kubelet's device manager holds for nvidia.com/gpu (its checkpoint)."""
+    """The devices the kubelet's device manager holds as healthy, by resource (its checkpoint; a stopped plugin's
+    devices leave it: they are unhealthy)."""
     path = os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')
     try:
         with open(path) as f:
-            return sorted(json.load(f)['Data']['RegisteredDevices'].get('nvidia.com/gpu') or [])
+            got = json.load(f)['Data']['RegisteredDevices'] or {}
     except (OSError, ValueError, KeyError):
-        return []
+        return {}
+    return {k: sorted(v) for k, v in got.items() if v}
+
+
+# Labels GFD writes that differ from run to run, left out of the recording (each is checked to be there):
+VARYING_LABELS = {'nvidia.com/gfd.timestamp': 'the time GFD labelled the node (Unix seconds): another in every run'}
+# The node's own resources, reported by the kubelet whatever runs on it: not recorded (the kwok nodes have their own)
+NODE_RESOURCES = ('cpu', 'memory', 'pods', 'ephemeral-storage')
+
+
+def _extended(resources):
+    return {k: v for k, v in (resources or {}).items() if k not in NODE_RESOURCES and not k.startswith('hugepages-')}
+
+
+def _expected_devices(inventory):
+    """The device IDs NVIDIA's plugin lists for these GPUs (deviceIDStrategy uuid): the GPUs' UUIDs, or for GPUs in
+    MIG mode their MIG devices' (a GPU instance with a compute instance) as gpu_info's facts list them."""
+    facts = probe_facts(inventory, inventory + '.probe-state.json')
+    ids = []
+    for g in facts['gpus']:
+        migs = g.get('mig_devices') or []
+        ids += [m['uuid'] for m in migs] if g.get('mig_current') else [g['uuid']]
+    return sorted(ids), facts
+
+
+def _render_mig(facts, strategy, devices):
+    """The device plugin config (the ConfigMap entry the node's label selects) and container environment the
+    collection renders for a MIG pool on this node."""
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    out = gpu_stack_render.render(dict(strategy='mig', pool=POOL + 'mig', nodes=[NAME], facts={NAME: facts},
+                                       registry=MIRROR, settings={'mig': {'strategy': strategy, 'devices': devices}}))
+    label = out['node_labels'][NAME]['nvidia.com/device-plugin.config']
+    cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
+    ctr = [c for c in daemonset(out)['spec']['template']['spec']['containers']
+           if c['name'] == 'nvidia-device-plugin-ctr'][0]
+    return cm['data'][label], dict((e['name'], e['value']) for e in ctr['env'] if 'value' in e)
 
 
 def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
-    """For each GPU shape of the lab's kwok nodes, the real node runs the image's gpu-feature-discovery (oneshot, in
-    a pod) and nvidia-device-plugin (a pod, exclusive: no config) on the simulator with those GPUs; what GFD labelled
-    and what the kubelet then publishes as nvidia.com/gpu capacity and allocatable equals the recording the kwok
-    nodes are made from (lab/kube/real.py gpu_node). GPUOPS_RECORD_NODES=1 writes it instead."""
+    """For each GPU shape recorded for the lab's kwok nodes (lab/kube/real.py RECORDED_SHAPES), the real node runs the
+    image's gpu-feature-discovery (oneshot, in a pod) and NVIDIA's device plugin on the simulator with those GPUs;
+    every label GFD wrote (but VARYING_LABELS) and every extended resource the kubelet then publishes (capacity and
+    allocatable) equal the recording the kwok nodes are made from (lab/kube/real.py gpu_node, recorded_node).
+    GPUOPS_RECORD_NODES=1 writes it instead.
+
+    Without MIG: GFD --mig-strategy=none, the plugin as a pod of the image with no config (exclusive). The MIG shapes
+    (RECORDED_MIG): GFD with the shape's --mig-strategy, the plugin with the config and environment the collection
+    renders for a MIG pool of that strategy (migStrategy single / mixed), run as a host process beside the node
+    (lab/tests/dp_node_plugin.py: its /proc carries driver/nvidia-caps/mig-minors, the NVIDIA kernel module's file;
+    as a pod the plugin exits with 'missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/...')."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     import real  # noqa: E402  (lab/kube)
+    from dp_node_plugin import Plugin  # lab/tests
     core, state, api = ds_node['core'], ds_node['state'], ds_node['api']
     # the pool's DaemonSet goes first: one plugin of nvidia.com/gpu per node
     delete(api, [daemonset(ds_node['out'])])
@@ -319,40 +364,69 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     dp_dir = '/var/lib/kubelet/device-plugins'
     got = {}
     for shape in sorted(real.RECORDED_SHAPES):
-        (rec / (shape + '.json')).write_text(json.dumps(real.recorded_inventory(shape)))
+        inventory = rec / (shape + '.json')
+        inventory.write_text(json.dumps(real.recorded_inventory(shape)))
+        mig = real.RECORDED_MIG.get(shape)
         env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
         _run_to_end(core, 'gfd-' + shape, _pod_spec(ds_node['image'], [
-            'gpu-feature-discovery', '--oneshot', '--no-timestamp', '--use-node-feature-api=false',
-            '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name', '--mig-strategy=none'],
-            env, [('rec', str(rec), '/rec')]))
+            'gpu-feature-discovery', '--oneshot', '--use-node-feature-api=false',
+            '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name',
+            '--mig-strategy=%s' % (mig[0] if mig else 'none')], env, [('rec', str(rec), '/rec')]))
         labels = dict(line.split('=', 1) for line in (rec / (shape + '.labels')).read_text().splitlines() if line)
-        uuids = sorted(g['uuid'] for g in real.recorded_inventory(shape)['gpus'])
-        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
-                                        'spec': dict(_pod_spec(ds_node['image'], ['nvidia-device-plugin'], env, [
-                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
-                                            restartPolicy='Always')})
+        for k in VARYING_LABELS:
+            assert labels.pop(k, '').isdigit(), (shape, k, labels)
+        uuids, facts = _expected_devices(str(inventory))
+        plugin = None
+        if mig:
+            work = tmp_path / ('dp-' + shape)
+            work.mkdir()
+            plugin = Plugin(work, state, str(inventory))
+            plugin.start(*_render_mig(facts, mig[0], mig[1]))
+        else:
+            core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
+                                            'spec': dict(_pod_spec(ds_node['image'], ['nvidia-device-plugin'], env, [
+                                                ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
+                                                restartPolicy='Always')})
         # this plugin's devices in the kubelet's device manager, then the Node status the kubelet publishes for them
         # (the previous shape's devices stay in the Node's capacity, unhealthy, until the kubelet's next status: the
         # status is read from a heartbeat after this plugin's devices were registered)
         try:
-            wait('the kubelet holds %s devices' % shape, lambda: _registered(state) == uuids, 90)
-            since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
-            wait('a Node status after %s registered' % shape, lambda: [
-                c for c in core.read_node(NAME).status.conditions
-                if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
-        except AssertionError:
-            raise AssertionError(pod_story(core, core.read_namespaced_pod('dp-' + shape, NS), NS))
-        status = core.read_node(NAME).status
+            try:
+                wait('the kubelet holds %s devices' % shape, lambda: sorted(
+                    d for v in _registered(state).values() for d in v) == uuids, 90)
+                since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+                wait('a Node status after %s registered' % shape, lambda: [
+                    c for c in core.read_node(NAME).status.conditions
+                    if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
+            except AssertionError:
+                raise AssertionError(plugin.tail() if plugin else pod_story(
+                    core, core.read_namespaced_pod('dp-' + shape, NS), NS))
+            resources = sorted(_registered(state))
+            status = core.read_node(NAME).status
+            capacity, allocatable = _extended(status.capacity), _extended(status.allocatable)
+            # an earlier shape's resource the kubelet still lists (its plugin stopped: no device allocatable) is not
+            # this shape's
+            stale = {k: allocatable.get(k) for k in capacity if k not in resources}
+            assert set(stale.values()) <= {'0'}, (shape, stale)
+        finally:
+            if plugin:
+                plugin.stop()
         got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
                       'labels': dict(sorted(labels.items())),
-                      'capacity': {'nvidia.com/gpu': status.capacity['nvidia.com/gpu']},
-                      'allocatable': {'nvidia.com/gpu': status.allocatable['nvidia.com/gpu']}}
-        core.delete_namespaced_pod('dp-' + shape, NS)
-        wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
-                                                      if p.metadata.name == 'dp-' + shape], 60)
-    doc = {'what': 'labels gpu-feature-discovery wrote and nvidia.com/gpu capacity/allocatable the kubelet published '
-                   'with nvidia-device-plugin (exclusive) on a real lab node (lab/node), k8s-device-plugin v0.19.1 on '
-                   'the NVML simulator; the kwok GPU nodes of lab/kube/real.py are made from it',
+                      'capacity': {k: capacity[k] for k in resources},
+                      'allocatable': {k: allocatable[k] for k in resources}}
+        if mig:
+            got[shape].update(mig_strategy=mig[0], mig_devices=mig[1])
+        if not mig:
+            core.delete_namespaced_pod('dp-' + shape, NS)
+            wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                          if p.metadata.name == 'dp-' + shape], 60)
+    doc = {'what': 'every label gpu-feature-discovery wrote (but the not_recorded ones) and every extended resource\'s '
+                   'capacity/allocatable the kubelet published with nvidia-device-plugin (exclusive; MIG shapes: '
+                   'the collection\'s mig config, migStrategy single/mixed) on a real lab node (lab/node), '
+                   'k8s-device-plugin v0.19.1 on the NVML simulator; the kwok GPU nodes of lab/kube/real.py are made '
+                   'from it',
+           'not_recorded': VARYING_LABELS,
            'regenerate': 'GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist '
                          'lab/tests/integration/test_node_daemonset_real.py',
            'shapes': got}
@@ -363,11 +437,21 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
             f.write('\n')
     assert real.load_recording() == doc, 'the real node now publishes other values: regenerate with %s' % doc[
         'regenerate']
-    # the kwok nodes are made from it (and their shapes agree with it: gpu_node refuses a drift)
+    # the kwok nodes are made from it, all of it: every GFD label and extended resource of their shape (and their
+    # shapes agree with it: gpu_node refuses a drift)
     for name, spec in sorted(real.GPU_NODES.items()):
         node = real.gpu_node(name, *spec)
         shape = got[real.RECORDED_NODES[name]]
-        assert node['status']['capacity']['nvidia.com/gpu'] == shape['capacity']['nvidia.com/gpu']
-        assert node['status']['allocatable']['nvidia.com/gpu'] == shape['allocatable']['nvidia.com/gpu']
-        assert {k: node['metadata']['labels'][k] for k in real.RECORDED_LABELS} == {
-            k: shape['labels'][k] for k in real.RECORDED_LABELS}, name
+        assert _extended(node['status']['capacity']) == shape['capacity'], name
+        assert _extended(node['status']['allocatable']) == shape['allocatable'], name
+        assert {k: v for k, v in node['metadata']['labels'].items() if k.startswith('nvidia.com/')
+                and k != 'nvidia.com/gpu.present'} == shape['labels'], name
+    # what reads those labels and resources - the collection's gpu_share_report - sees each recorded shape as what it
+    # runs: the exclusive plugin's GPUs (gpu.sharing-strategy=none, gpu.replicas=1), the MIG shapes as mig (single:
+    # nvidia.com/gpu with mig.strategy=single; mixed: nvidia.com/mig-<profile>), with the recorded capacity
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
+    nodes = [real.recorded_node('rec-' + shape, shape) for shape in sorted(got)]
+    report = gpu_share_report_model.analyse(nodes, [])
+    assert {n['name']: n['strategies'] for n in report['nodes']} == {
+        'rec-' + shape: ['mig' if rec.get('mig_strategy') else 'exclusive'] for shape, rec in got.items()}

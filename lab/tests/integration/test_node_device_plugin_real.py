@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 
 import pytest
@@ -30,8 +28,8 @@ from conftest import NODE_PY, ROOT, real_node, wait_until as wait
 sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import node as lab_node  # noqa: E402  (lab/node)
-from oracle_util import (INVENTORIES, PRIVATE_PROC, _collections_path, build_nvml_sim, go_set,  # noqa: E402
-                         mig_minors_lines, probe_facts, sim_env)
+from oracle_util import INVENTORIES, _collections_path, probe_facts  # noqa: E402
+from dp_node_plugin import Plugin  # noqa: E402  (lab/tests)
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-gpu-node-%s' % SUFFIX
@@ -39,10 +37,6 @@ NS = 'node-dp-real-%s' % SUFFIX
 TAINT_KEY = 'gpuops.io/test-node-dp-real-%s' % SUFFIX
 GPUS = 2     # two A100s of hgx-a100-80gb.json
 REPLICAS = 3
-# the plugin in its own mount namespace: the node's device plugin directory at the kubelet's fixed path
-SCRIPT = PRIVATE_PROC + (
-    'mount -t tmpfs gpuops-lab-dp /var/lib; mkdir -p /var/lib/kubelet/device-plugins; '
-    'mount --bind "$NODE_DP" /var/lib/kubelet/device-plugins; exec "$@"')
 
 
 def render(strategy, settings, facts):
@@ -57,51 +51,6 @@ def render(strategy, settings, facts):
           and m['metadata']['name'].startswith('nvidia-device-plugin-')][0]
     ctr = [c for c in ds['spec']['template']['spec']['containers'] if c['name'] == 'nvidia-device-plugin-ctr'][0]
     return cm['data'][label], dict((e['name'], e['value']) for e in ctr['env'] if 'value' in e)
-
-
-class Plugin(object):
-    """nvidia-device-plugin on the simulator, against the node's kubelet; SIGHUP makes it reload its config file."""
-
-    def __init__(self, work, node_state, inventory):
-        self.work, self.node_state, self.inventory = work, node_state, inventory
-        self.binary = os.path.join(go_set('nvidia-device-plugin'), 'nvidia-device-plugin')
-        self.config = work / 'config.yaml'
-        self.log = work / 'plugin.log'
-        self.proc = None
-
-    def start(self, config_text, env):
-        build_nvml_sim()
-        self.config.write_text(config_text)
-        with open(self.inventory) as f:
-            inv = json.load(f)
-        (self.work / 'mig-minors').write_text('\n'.join(mig_minors_lines(inv)) + '\n')
-        (self.work / 'realproc').mkdir(exist_ok=True)
-        e = sim_env(self.inventory, self.work / 'nvml-state.json')
-        e.update(env)
-        e.update(CONFIG_FILE=str(self.config), REALPROC=str(self.work / 'realproc'),
-                 MINORS=str(self.work / 'mig-minors'),
-                 NODE_DP=os.path.join(self.node_state, 'var-lib', 'kubelet', 'device-plugins'))
-        e.pop('NVIDIA_VISIBLE_DEVICES', None)
-        out = open(self.log, 'ab')
-        self.proc = subprocess.Popen(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh',
-                                      self.binary], env=e, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def reload(self, config_text):
-        self.config.write_text(config_text)
-        self.proc.send_signal(signal.SIGHUP)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-    def tail(self):
-        return self.log.read_text()[-4000:] if self.log.exists() else ''
 
 
 def first_gpus(work, count, name='hgx-a100-80gb.json'):

@@ -153,24 +153,70 @@ def test_claim_prepared_container_sees_device_and_unprepared_on_delete(dra_node)
     wait('the claim\'s CDI spec removed (NodeUnprepareResources)', lambda: not os.listdir(dra_node['cdi']), 30)
 
 
-def test_recording_of_the_slice_the_real_node_published(dra_node):
-    """The devices of the slice the plugin published through the real node (the T4) equal
-    lab/node/recordings/dra-slices.json, from which lab/kube/dra_slices.py publishes the kwok T4 nodes' slices.
-    GPUOPS_RECORD_NODES=1 writes it instead (the command: the file's `regenerate`)."""
-    got = wait('the slice', lambda: slices(dra_node['co']), 90)[0]['spec']['devices']
+def _uuids(view):
+    """The UUIDs the plugin's devices carry for an NVML view: whole GPUs without MIG mode, MIG devices of the others."""
+    return sorted(m['uuid'] for g in view['gpus'] for m in g['migs']) + sorted(
+        g['uuid'] for g in view['gpus'] if not g['mig'])
+
+
+def _quantities(devices):
+    from kubernetes.utils import parse_quantity
+    return [dict(d, capacity={k: parse_quantity(v['value']) for k, v in d['capacity'].items()}) for d in devices]
+
+
+def test_recording_of_the_slice_the_real_node_published(dra_node, kube_real, tmp_path):
+    """The devices of the slice the plugin published through the real node, for each inventory of the lab's kwok DRA
+    nodes (lab/kube/dra_slices.py LAB_NODES: the T4 of the fixture's plugin, then the plugin restarted on the node with
+    the A100s and with the H100s in MIG mode), equal lab/node/recordings/dra-slices.json, from which
+    lab/kube/dra_slices.py publishes the kwok nodes' slices. GPUOPS_RECORD_NODES=1 writes it instead (the command: the
+    file's `regenerate`). dra_slices.py's computed devices (from NVML, as the plugin's source does: what it publishes
+    for an inventory not recorded) equal the recording on each."""
+    co = dra_node['co']
+    assert sorted(set(dra_slices.LAB_NODES.values())) == sorted(dra_slices.RECORDED_INVENTORIES)
+    got = {}
+    for inventory, shape in sorted(dra_slices.RECORDED_INVENTORIES.items(), key=lambda kv: kv[0] != INVENTORY):
+        view = dra_slices.nvml_view(inventory, str(tmp_path))
+        plugin = None
+        if inventory != INVENTORY:
+            # the node's plugin, restarted on these GPUs: it replaces the node's slice (same pool, the node's name)
+            dra_slices.stop_plugin(dra_node['proc'])
+            work = tmp_path / shape
+            work.mkdir()
+            plugin = DraPlugin(kube_real, work, dra_node['state'], NAME, inventory)
+            plugin.start()
+        try:
+            try:
+                devices = wait('the slice of %s' % shape, lambda: [s['spec']['devices'] for s in slices(co) if sorted(
+                    d['attributes']['uuid']['string'] for d in s['spec']['devices']) == _uuids(view)], 90)[0]
+            except AssertionError:
+                raise AssertionError('%s\n%s' % (slices(co), plugin.log.read_text()[-4000:] if plugin else tail(
+                    dra_node)))
+        finally:
+            if plugin:
+                plugin.stop()
+        assert len(slices(co)) == 1
+        # recorded in name order: without DynamicMIG v0.5.0 lists the devices in Go map order (driver.go
+        # publishResources ranges over perGPUAllocatable.allocatablesMap), another order in each run
+        devices = sorted(devices, key=lambda d: d['name'])
+        got[shape] = {'inventory': inventory, 'devices': devices}
+        # the fallback, checked: the devices dra_slices.py computes for this inventory are the plugin's (capacities as
+        # quantities: the API server writes 16106127360 as 15Gi)
+        assert _quantities(dra_slices.devices(view)) == _quantities(devices), shape
     doc = {'what': 'the devices of the ResourceSlice NVIDIA\'s DRA kubelet plugin v0.5.0 published through a real lab '
                    'node (lab/node) on the NVML simulator; lab/kube/dra_slices.py publishes them for the kwok nodes of '
                    'the same inventory',
            'regenerate': 'GPUOPS_RECORD_NODES=1 .venv/bin/pytest -q -p no:xdist '
                          'lab/tests/integration/test_node_dra_real.py',
-           'shapes': {'t4x1': {'inventory': INVENTORY, 'devices': got}}}
+           'shapes': got}
     if os.environ.get('GPUOPS_RECORD_NODES') == '1':
         with open(dra_slices.RECORDING, 'w') as f:
             json.dump(doc, f, indent=1, sort_keys=True)
             f.write('\n')
     with open(dra_slices.RECORDING) as f:
         assert json.load(f) == doc, 'the real node now publishes another slice: regenerate with ' + doc['regenerate']
-    assert dra_slices.recorded_devices(INVENTORY) == got
-    # the kwok nodes' slice body for that inventory carries exactly these devices
-    body = dra_slices.resource_slice('kwok-t4-1', None, 'uid', dra_slices.recorded_devices(INVENTORY))
-    assert body['spec']['devices'] == got and body['spec']['pool']['name'] == 'kwok-t4-1'
+    # the kwok nodes' slice bodies carry exactly these devices, for every kwok DRA node of the lab
+    for node, inventory in sorted(dra_slices.LAB_NODES.items()):
+        devices = got[dra_slices.RECORDED_INVENTORIES[inventory]]['devices']
+        assert dra_slices.recorded_devices(inventory) == devices
+        body = dra_slices.resource_slice(node, None, 'uid', dra_slices.recorded_devices(inventory))
+        assert body['spec']['devices'] == devices and body['spec']['pool']['name'] == node

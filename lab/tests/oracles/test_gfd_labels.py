@@ -170,8 +170,9 @@ KWOK_INVENTORY = {'kwok-t4-1': 't4.json', 'kwok-t4-2': 't4.json', 'kwok-a100-1':
 
 
 def test_GFD_07_kwok_gpu_nodes_carry_gfd_labels(gfd, tmp_path):
-    """The labels the real-cluster lab gives its kwok GPU nodes ("what the node layer writes") are GFD's for the same
-    GPU. The H100 node has 8 GPUs, the real H100's inventory one: its count is not compared."""
+    """The labels the real-cluster lab gives its kwok GPU nodes (all those GFD wrote on a real lab node, recorded) are
+    every label GFD writes (--no-timestamp) for the same GPU. The H100 node has 8 GPUs, the real H100's inventory one:
+    its count is not compared."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     try:
         import real
@@ -188,6 +189,38 @@ def test_GFD_07_kwok_gpu_nodes_carry_gfd_labels(gfd, tmp_path):
         if gpus != spec[0]:
             keys.remove('nvidia.com/gpu.count')
         assert {k: labels[k] for k in keys} == {k: theirs.get(k) for k in keys}, name
+        # all of GFD's: none missing
+        assert sorted(set(theirs) - set(keys) - {'nvidia.com/gpu.count'}) == [], name
+
+
+def test_GFD_08_collection_labels_are_those_gfd_wrote_on_a_real_node(tmp_path):
+    """For every shape recorded from a real lab node (lab/node/recordings/gpu-nodes.json: GFD v0.19.1 in a pod of the
+    node, on the simulator), the labels the collection writes (gpu_info's facts on the same GPUs) have the values GFD
+    wrote there; gpu.present is not GFD's (GFD-05), and under --mig-strategy=single GFD's count, product and memory
+    are the MIG devices' while ours stay the whole GPUs' (GFD-06). A MIG shape also shows what GFD adds that the
+    collection does not write (its mig.strategy, the mixed strategy's per-profile labels)."""
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+    try:
+        import real
+    finally:
+        sys.path.pop(0)
+    shapes = real.load_recording()['shapes']
+    assert {k for k, v in shapes.items() if v.get('mig_strategy')} == set(real.RECORDED_MIG)
+    for shape, rec in sorted(shapes.items()):
+        inv = tmp_path / ('%s.json' % shape)
+        inv.write_text(json.dumps(real.recorded_inventory(shape)))
+        ours = dict(probe_facts(str(inv), tmp_path / ('%s-state.json' % shape))['labels'])
+        assert ours.pop('nvidia.com/gpu.present') == 'true'
+        differ = {k: (v, rec['labels'].get(k)) for k, v in ours.items() if rec['labels'].get(k) != v}
+        if rec.get('mig_strategy') == 'single':
+            assert sorted(differ) == ['nvidia.com/gpu.count', 'nvidia.com/gpu.memory', 'nvidia.com/gpu.product'], (
+                shape, differ)
+            assert rec['labels']['nvidia.com/gpu.product'].startswith(ours['nvidia.com/gpu.product'] + '-MIG-')
+        else:
+            assert differ == {}, shape
+        if rec.get('mig_strategy'):
+            assert rec['labels']['nvidia.com/mig.strategy'] == rec['mig_strategy']
+            assert 'nvidia.com/mig.strategy' not in ours
 
 
 def test_GFD_06_single_strategy_on_a_uniform_mig_node(gfd, catalog, tmp_path):
