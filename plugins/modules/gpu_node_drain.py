@@ -247,9 +247,11 @@ restore:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access, k8s_rest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
+
+# CoreV1Api as plain requests (k8s_rest) over the client of the one Kubernetes access layer (kube/)
+k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
 
 def main():
@@ -291,17 +293,17 @@ def main():
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if kube.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kube.KUBERNETES_IMPORT_ERROR)
+    if k8s_access.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
     try:
-        api = kube.build_client(p)
-    except kube.KubeError as e:
+        api = k8s_access.api_client(p)
+    except k8s_access.KubeError as e:
         no_config = str(e).startswith('cannot configure the Kubernetes client')
         if p['without_api'] == 'warn' and not p['kubeconfig'] and not p['host'] and no_config:
             module.warn('node %s was not cordoned or drained: %s' % (p['name'], e))
             module.exit_json(changed=False, node_found=False, actions=[], restore={})
         module.fail_json(msg=str(e))
-    worker = drain.Drainer(kube.k8s_client.CoreV1Api(api), check_mode=module.check_mode)
+    worker = drain.Drainer(k8s_client.CoreV1Api(api), check_mode=module.check_mode)
     try:
         if p['state'] == 'restored':
             found = worker.node(p['name']) is not None

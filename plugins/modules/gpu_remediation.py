@@ -183,7 +183,6 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_kube as rk
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
@@ -241,11 +240,11 @@ def main():
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if kube.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kube.KUBERNETES_IMPORT_ERROR)
+    if k8s_access.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
     try:
-        api = rk.RestApi(kube.build_client(p))
-    except kube.KubeError as e:
+        api = rk.RestApi(k8s_access.api_client(p))
+    except k8s_access.KubeError as e:
         module.fail_json(msg=str(e))
     worker = rk.Remediator(api, p['node'], check_mode=module.check_mode)
     result = {}

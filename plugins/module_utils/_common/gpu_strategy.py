@@ -14,6 +14,7 @@ nvidia.com/gpu: 1 and a pod holding aliyun.com/gpu-mem: 8 land on the same GPU. 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 WHOLE_GPU = 'whole-gpu'
@@ -52,6 +53,13 @@ WHOLE_GPU = 'whole-gpu'
 GPU = ('nvidia.com/gpu', 'GPUs', 'GPU')
 GPU_SHARED = ('nvidia.com/gpu.shared', 'shared GPU replicas', 'replica')
 MIG_DEVICES = ('nvidia.com/mig-', 'MIG devices', 'MIG device')
+# a MIG device resource of NVIDIA's device plugin with MIG strategy mixed: nvidia.com/mig-<profile>, `.shared` when
+# time-sliced (k8s-device-plugin v0.20.0); read by the nvidia stack and the share report
+MIG_RESOURCE = re.compile(r'^' + re.escape(MIG_DEVICES[0]) + r'(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
+# the name of NVIDIA's DRA driver (its ResourceSlices' spec.driver, its DeviceClass, the domain of its device
+# attributes; k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1 api.go GroupName; DRA-05): the dra stack, the share
+# report, remediation and the doctor read it
+NVIDIA_DRA_DRIVER = 'gpu.nvidia.com'
 
 
 # the stack of each strategy: name -> {'stack', 'settings', 'resources' (the triples), 'prefixes'} (stack_info)

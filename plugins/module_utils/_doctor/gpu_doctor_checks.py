@@ -21,7 +21,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver
     SelectionError, precompiled_module_packages,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
-    DEFAULT_RUNTIME_STRATEGIES, RUNTIME_CLASS_STRATEGIES, titles,
+    DEFAULT_RUNTIME_STRATEGIES, NVIDIA_DRA_DRIVER, RUNTIME_CLASS_STRATEGIES, titles,
 )
 
 SEVERITIES = ('critical', 'warning', 'info')
@@ -968,7 +968,7 @@ def check_virtualization(facts, extra):
 # driver gpu.nvidia.com publishes the node's GPUs (type gpu, attribute uuid) and MIG devices (type mig, parentUUID) in
 # ResourceSlices of resource.k8s.io/v1, and writes a CDI spec per prepared claim (kind k8s.gpu.nvidia.com/claim) that
 # the container runtime injects; the NVIDIA device plugin registers /var/lib/kubelet/device-plugins/nvidia-<name>.sock.
-DRA_DRIVER = 'gpu.nvidia.com'
+DRA_DRIVER = NVIDIA_DRA_DRIVER
 DRA_API = 'resource.k8s.io/v1'
 DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
 

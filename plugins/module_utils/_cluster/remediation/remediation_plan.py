@@ -15,14 +15,14 @@ record   one node annotation (RECORD_ANNOTATION, JSON) says what this loop made,
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import DRIVER
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_DRA_DRIVER
 
 RECORD_ANNOTATION = 'gpuops.io/gpu-remediation'
 TAINT_KEY = 'gpuops.io/gpu-unhealthy'
 MANAGED_BY = 'gpuops.k8s_gpu.gpu_remediation'
 DRA_API_GROUP = 'resource.k8s.io'
 DRA_API_VERSION = 'v1'
-DRA_DRIVER = DRIVER
+DRA_DRIVER = NVIDIA_DRA_DRIVER
 EFFECTS = ('NoSchedule', 'NoExecute')
 MODES = ('auto', 'dra', 'node')
 

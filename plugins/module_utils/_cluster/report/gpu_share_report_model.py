@@ -30,10 +30,8 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
-    RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
+    MIG_RESOURCE, NVIDIA_DRA_DRIVER, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_hami import REGISTRATION_ANNOTATIONS
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_nvidia import MIG_RESOURCE
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 GPUSHARE_COUNT = 'aliyun.com/gpu-count'
@@ -43,7 +41,8 @@ ANN_DEV = 'ALIYUN_COM_GPU_MEM_DEV'
 ANN_ASSIGNED = 'ALIYUN_COM_GPU_MEM_ASSIGNED'
 ANN_ASSUME_TIME = 'ALIYUN_COM_GPU_MEM_ASSUME_TIME'
 
-HAMI_NODE_REGISTER = REGISTRATION_ANNOTATIONS  # HAMi's device plugin (gpu_stack_hami, its one home)
+# HAMi's device plugin registers a node's GPUs in these annotations: read from its Stack (gpu_stack_hami, their home)
+HAMI_NODE_REGISTER = gpu_stack_registry.stack('hami').registration_annotations
 HAMI_POD_ALLOCATED = 'hami.io/vgpu-devices-allocated'
 HAMI_POD_NODE = 'hami.io/vgpu-node'
 
@@ -676,7 +675,6 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
 # the devices the scheduler gave it (devices.results[]: request, driver, pool, device) and status.reservedFor the pods
 # that use it. Attributes without a domain belong to the driver's domain (NVIDIA's gpu.nvidia.com: uuid, productName,
 # type gpu|mig, profile; docs/conformance/dra-driver-nvidia-gpu-lab.md).
-NVIDIA_DRA_DRIVER = 'gpu.nvidia.com'
 DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
 
 

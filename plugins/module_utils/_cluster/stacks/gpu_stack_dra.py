@@ -21,9 +21,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     leaf_paths,
 )
 
-# The driver's name, the API group of its opaque claim configuration and its kinds (api/nvidia.com/resource/v1beta1
-# api.go: GroupName, Version, GpuConfigKind, MigDeviceConfigKind; DRA-05).
-DRIVER = 'gpu.nvidia.com'
+# The driver's name (its home: gpu_strategy), the API group of its opaque claim configuration and its kinds
+# (api/nvidia.com/resource/v1beta1 api.go: GroupName, Version, GpuConfigKind, MigDeviceConfigKind; DRA-05).
+DRIVER = gpu_strategy.NVIDIA_DRA_DRIVER
 CONFIG_API_VERSION = 'resource.nvidia.com/v1beta1'
 GPU_CONFIG = 'GpuConfig'
 MIG_CONFIG = 'MigDeviceConfig'

@@ -8,7 +8,8 @@ import json
 import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_PLUGIN_STRATEGIES, mig_config_name
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
+    MIG_RESOURCE, NVIDIA_PLUGIN_STRATEGIES, mig_config_name)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
@@ -26,8 +27,6 @@ MPS_CAPABLE_LABEL = 'nvidia.com/mps.capable'
 DEPLOY_PLUGIN_LABEL = 'nvidia.com/gpu.deploy.device-plugin'
 DEPLOY_MIG_MANAGER_LABEL = 'nvidia.com/gpu.deploy.mig-manager'
 PLUGIN_POD_APP = 'nvidia-device-plugin-daemonset'
-# the MIG device resources of the device plugin with MIG strategy mixed (k8s-device-plugin v0.20.0, nvidia.com/mig-<profile>)
-MIG_RESOURCE = re.compile(r'^nvidia\.com/mig-(\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)(\.shared)?$')
 SHARING_LABEL = 'nvidia.com/gpu.sharing-strategy'
 NVIDIA_STRATEGIES = NVIDIA_PLUGIN_STRATEGIES  # from the strategy model (gpu_strategy)
 CDI_STRATEGIES = ('cdi-annotations', 'cdi-cri')

@@ -10,7 +10,7 @@ from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.module_utils._cluster.test_gpu_sharing_drain import (
     FakeCore, node, pod)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_drain
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 
 MARK = {'annotation': 'gpuops.io/driver-upgrade', 'value': '580.105.08'}
@@ -27,11 +27,11 @@ class FakeClientModule(object):
 @pytest.fixture
 def run(monkeypatch):
     capture_exit(monkeypatch)
-    monkeypatch.setattr(kube, 'KUBERNETES_IMPORT_ERROR', None)
-    monkeypatch.setattr(kube, 'build_client', lambda params: 'api')
+    monkeypatch.setattr(k8s_access, 'KUBERNETES_IMPORT_ERROR', None)
+    monkeypatch.setattr(k8s_access, 'api_client', lambda params: 'api')
 
     def _run(args, core):
-        monkeypatch.setattr(kube, 'k8s_client', FakeClientModule(core), raising=False)
+        monkeypatch.setattr(gpu_node_drain, 'k8s_client', FakeClientModule(core))
         with module_args(dict(args, host='https://k8s.invalid')):
             with pytest.raises(Exit) as e:
                 gpu_node_drain.main()
