@@ -1,9 +1,9 @@
 """The import rule between the wings of plugins/module_utils/_cluster (docs/layout.md, issue #39 target 4), checked like
 the layer rule (test_layout.py): parsed imports, absolute and relative, of every file under plugins/.
 
-Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (cluster_plan,
-gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside _cluster a wing imports
-its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
+Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
+label_plan, cluster_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
+_cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
 stack module (gpu_stack_<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).
 

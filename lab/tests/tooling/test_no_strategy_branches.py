@@ -22,6 +22,8 @@ SHARED_FILES = (
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_render.py'),
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_shared.py'),
     os.path.join(CLUSTER, 'cluster_plan.py'),
+    os.path.join(CLUSTER, 'pool_plan.py'),
+    os.path.join(CLUSTER, 'label_plan.py'),
     os.path.join(CLUSTER, 'strategy_migration.py'),
     os.path.join(CLUSTER, 'report', 'gpu_share_report_kube.py'),
     os.path.join(CLUSTER, 'report', 'gpu_share_report_model.py'),

@@ -13,7 +13,7 @@ typed models of the kubernetes client refuse a Node whose status lacks fields th
 """
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan
 
 MERGE_PATCH = 'application/merge-patch+json'
 JSON_PATCH = 'application/json-patch+json'
@@ -111,7 +111,7 @@ def list_nodes(api):
 
 def plan_and_apply(api, static, options, check_mode=False):
     """Role gpu_node_labels in one module run: read the Nodes, plan each node's patch from the static plan
-    (cluster_plan.label_live_plan with options: state, strategy_label, record_annotation, check_resources,
+    (label_plan.label_live_plan with options: state, strategy_label, record_annotation, check_resources,
     fail_on_missing_nodes), refuse any conflict before the first write, then patch the nodes that differ.
 
     Returns (plan, results): plan is label_live_plan's {nodes, errors}; results is None when the plan has errors
@@ -121,7 +121,7 @@ def plan_and_apply(api, static, options, check_mode=False):
         live = list_nodes(api)
     except Exception as e:  # ApiException or a connection error
         raise PatchError('reading the nodes failed: %s' % (getattr(e, 'reason', None) or e), [])
-    plan = cluster_plan.label_live_plan(static, live, **options)
+    plan = label_plan.label_live_plan(static, live, **options)
     if plan['errors']:
         return plan, None
     patches = [{'node': n['node'], 'patch': n['patch'], 'status_patch': n.get('status_patch') or [],
