@@ -17,6 +17,10 @@ Two generations of ApiClient are served (docs/conformance/kubernetes-core.md, K8
    ``response_deserialize``, which raises ApiException for it.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 JSON = 'application/json'
@@ -37,11 +41,12 @@ QUERY_NAMES = {
 IGNORED = ('_preload_content',)
 
 
-def _segment(value):
+def _segment(value: object) -> str:
     return quote(str(value), safe='')
 
 
-def request(api_client, method, path, query=None, body=None, content_type=None):
+def request(api_client: Any, method: str, path: str, query: list[tuple[str, Any]] | None = None, body: Any = None,
+            content_type: str | None = None) -> Any:
     """One request; the raw response (``.status``, ``.data``). An error status raises ApiException."""
     headers = {'Accept': JSON}
     if content_type:  # the typed APIs send none with a POST or DELETE body (the REST layer sends it as JSON)
@@ -63,11 +68,12 @@ def request(api_client, method, path, query=None, body=None, content_type=None):
 class CoreApi(object):
     """The calls of CoreV1Api, NodeV1Api and VersionApi that the collection makes, as plain requests."""
 
-    def __init__(self, api_client, send=request):
+    def __init__(self, api_client: Any, send: Callable[..., Any] = request) -> None:
         self.api_client = api_client
         self._send = send
 
-    def _call(self, method, path, kwargs, body=None, content_type=None):
+    def _call(self, method: str, path: str, kwargs: dict[str, Any], body: Any = None,
+              content_type: str | None = None) -> Any:
         query = []
         for key in sorted(kwargs):
             value = kwargs[key]
@@ -79,58 +85,58 @@ class CoreApi(object):
         return self._send(self.api_client, method, path, query, body, content_type)
 
     # Nodes
-    def read_node(self, name, **kwargs):
+    def read_node(self, name: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/nodes/%s' % _segment(name), kwargs)
 
-    def list_node(self, **kwargs):
+    def list_node(self, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/nodes', kwargs)
 
-    def patch_node(self, name, body, _content_type=None, **kwargs):
+    def patch_node(self, name: str, body: Any, _content_type: str | None = None, **kwargs: Any) -> Any:
         # as the client does: a list is a JSON patch, an object a strategic merge patch (Nodes are a built-in kind)
         ctype = _content_type or (JSON_PATCH if isinstance(body, list) else STRATEGIC_MERGE_PATCH)
         return self._call('PATCH', '/api/v1/nodes/%s' % _segment(name), kwargs, body, ctype)
 
-    def patch_node_status(self, name, body, _content_type=None, **kwargs):
+    def patch_node_status(self, name: str, body: Any, _content_type: str | None = None, **kwargs: Any) -> Any:
         ctype = _content_type or (JSON_PATCH if isinstance(body, list) else STRATEGIC_MERGE_PATCH)
         return self._call('PATCH', '/api/v1/nodes/%s/status' % _segment(name), kwargs, body, ctype)
 
     # Pods
-    def list_pod_for_all_namespaces(self, **kwargs):
+    def list_pod_for_all_namespaces(self, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/pods', kwargs)
 
-    def list_namespaced_pod(self, namespace, **kwargs):
+    def list_namespaced_pod(self, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/namespaces/%s/pods' % _segment(namespace), kwargs)
 
-    def delete_namespaced_pod(self, name, namespace, body=None, **kwargs):
+    def delete_namespaced_pod(self, name: str, namespace: str, body: Any = None, **kwargs: Any) -> Any:
         return self._call('DELETE', '/api/v1/namespaces/%s/pods/%s' % (_segment(namespace), _segment(name)), kwargs,
                           body)
 
-    def create_namespaced_pod_eviction(self, name, namespace, body, **kwargs):
+    def create_namespaced_pod_eviction(self, name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
         return self._call('POST', '/api/v1/namespaces/%s/pods/%s/eviction' % (_segment(namespace), _segment(name)),
                           kwargs, body)
 
     # ConfigMaps and Secrets
-    def read_namespaced_config_map(self, name, namespace, **kwargs):
+    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/namespaces/%s/configmaps/%s' % (_segment(namespace), _segment(name)), kwargs)
 
-    def list_namespaced_config_map(self, namespace, **kwargs):
+    def list_namespaced_config_map(self, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/namespaces/%s/configmaps' % _segment(namespace), kwargs)
 
-    def read_namespaced_secret(self, name, namespace, **kwargs):
+    def read_namespaced_secret(self, name: str, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/namespaces/%s/secrets/%s' % (_segment(namespace), _segment(name)), kwargs)
 
-    def list_namespaced_secret(self, namespace, **kwargs):
+    def list_namespaced_secret(self, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '/api/v1/namespaces/%s/secrets' % _segment(namespace), kwargs)
 
     # RuntimeClasses (node.k8s.io/v1)
-    def read_runtime_class(self, name, **kwargs):
+    def read_runtime_class(self, name: str, **kwargs: Any) -> Any:
         return self._call('GET', '/apis/node.k8s.io/v1/runtimeclasses/%s' % _segment(name), kwargs)
 
-    def list_runtime_class(self, **kwargs):
+    def list_runtime_class(self, **kwargs: Any) -> Any:
         return self._call('GET', '/apis/node.k8s.io/v1/runtimeclasses', kwargs)
 
     # /version/ (with the slash, as VersionApi.get_code sends it)
-    def get_code(self, **kwargs):
+    def get_code(self, **kwargs: Any) -> Any:
         return self._call('GET', '/version/', kwargs)
 
 
@@ -138,7 +144,7 @@ class CoreApi(object):
 CoreV1Api = NodeV1Api = VersionApi = CoreApi
 
 
-def client_module(api_client_class):
+def client_module(api_client_class: type | None) -> Any:
     """This module where kubernetes.client would be used for its typed APIs; None when the client is missing
     (``api_client_class``: k8s_access.ApiClient, None when ``kubernetes`` cannot be imported)."""
     import sys
