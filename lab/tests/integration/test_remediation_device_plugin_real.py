@@ -22,6 +22,9 @@ prefix from the lab registry) reading the GPU through the NVML simulator - fails
 reset (the errors persist: the GPU stays quarantined, the check's own lines in the message) and passes with the
 node's state, and only then is the GPU released. The plugin here is a host process (see test_node_device_plugin_real),
 so the test restarts it where the module, given device_plugin_selector, deletes the DaemonSet's pod (unit-tested).
+Then the role end to end (REM-11/16): playbooks/remediate.yml with this node as its inventory host runs the whole
+loop for a GPU with ECC errors - detect, quarantine, drain of the holder only, reset, doctor, validation pod,
+release - and a re-run changes nothing.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_remediation_device_plugin_real.py
 """
@@ -407,6 +410,112 @@ def test_REM_16_REM_17_restart_the_plugin_validate_on_the_gpu_then_release(gpu_n
     assert again.get('failed') is not True and again['changed'] is False and again['actions'] == [], again
     assert 'validation' not in again
     delete_pod(core, 'hold-good')
+
+
+def playbook(gpu_node, work, *extra):
+    """playbooks/remediate.yml (role gpu_remediation) with this real node as its inventory host: a local connection
+    whose NVML is the simulator of the node's device plugin (same inventory, same state), the node's kubelet root
+    directory (its device-plugin checkpoint), the lab's nvidia-smi for the reset, the lab's check as the validation
+    image through the mirror prefix. Returns ansible-playbook's output."""
+    from conftest import VENV_BIN
+    (work / 'dmesg.txt').write_text('')
+    (work / 'hosts.yml').write_text(json.dumps({'gpu_nodes': {'hosts': {'rem-dp-host': {
+        'ansible_connection': 'local', 'ansible_python_interpreter': os.path.join(VENV_BIN, 'python'),
+        'gpu_remediation_node_name': NAME}}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=lab_collections_path(),
+               ANSIBLE_CONFIG=os.path.join(ROOT, 'lab', 'ansible.cfg'), ANSIBLE_LOCALHOST_WARNING='0',
+               LD_LIBRARY_PATH=os.path.dirname(lab_node.NVML_SIM_LIB), NVML_SIM_LIB=lab_node.NVML_SIM_LIB,
+               NVML_SIM_INVENTORY=str(work / 'inventory.json'), NVML_SIM_STATE=str(work / 'nvml-state.json'))
+    volume = {'name': 'nvml', 'hostPath': {'path': str(work), 'type': 'Directory'}}
+    cmd = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(work / 'hosts.yml'), 'playbooks/remediate.yml',
+           '-e', json.dumps({
+               'gpuops_become': False, 'gpuops_k8s_kubeconfig': gpu_node['kubeconfig'],
+               'gpuops_mirror': {'registry': MIRROR},
+               'gpu_remediation_kernel_log': str(work / 'dmesg.txt'),
+               'gpu_remediation_kubelet_root_dir': os.path.join(gpu_node['state'], 'var-lib', 'kubelet'),
+               'gpu_remediation_nvidia_smi': os.path.join(ROOT, 'lab', 'nvml_sim', 'nvidia-smi'),
+               'gpu_remediation_reset_delay': 0, 'gpu_remediation_dry_run_timeout': 0,
+               'gpu_remediation_drain_timeout': 60,
+               'gpu_remediation_validate_image': CHECK_IMAGE, 'gpu_remediation_validate_command': ['gpu-check'],
+               'gpu_remediation_validate_namespace': NS, 'gpu_remediation_validate_timeout': 90,
+               'gpu_remediation_validate_volumes': [volume],
+               'gpu_remediation_validate_volume_mounts': [
+                   {'name': 'nvml', 'mountPath': '/etc/nvml-sim', 'readOnly': True},
+                   {'name': 'nvml', 'mountPath': '/var/lib/nvml-sim'}]})] + list(extra)
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def recap(out):
+    line = [x for x in out.splitlines() if x.startswith('rem-dp-host')][-1]
+    return dict(kv.split('=') for kv in line.split(':', 1)[1].split())
+
+
+def test_REM_11_REM_16_the_role_end_to_end_on_the_real_node(gpu_node, tmp_path):
+    """The whole loop from ansible-playbook for a device-plugin pool: the doctor finds volatile uncorrectable ECC
+    errors on one GPU through the simulator (no Xid: the plugin keeps it allocatable); the reader names the pods from
+    the kubelet's checkpoint; the node is quarantined (taint, cordon) and only the pod holding that GPU is evicted; the
+    lab's nvidia-smi resets it; the doctor finds it healthy; the validation pod on the repaired GPU passes; the GPU is
+    released. Check mode before writes nothing; a re-run on the healthy node changes nothing."""
+    core = gpu_node['core']
+    for p in gpu_node['plugins']:
+        p.stop()
+    for pod in core.list_namespaced_pod(NS).items:
+        core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+    wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+    wait('allocatable 0 with the plugin stopped', lambda: (
+        core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == '0', 90)
+    inv = json.loads(json.dumps(gpu_node['inv']))
+    inv['gpus'][1].update(ecc_errors={'uncorrected_volatile': 2, 'uncorrected_aggregate': 2})
+    bad, good = inv['gpus'][1]['uuid'], inv['gpus'][0]['uuid']
+    (tmp_path / 'inventory.json').write_text(json.dumps(inv))
+    os.symlink('nvml-state.json', str(tmp_path / 'state.json'))
+    plugin = Plugin(tmp_path, gpu_node['state'], str(tmp_path / 'inventory.json'))
+    gpu_node['plugins'].append(plugin)
+    config, env = render('exclusive', {}, gpu_node['facts'])
+    plugin.start(config, env)
+    try:
+        wait('nvidia.com/gpu allocatable %d' % GPUS, lambda: (
+            core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(GPUS), 90)
+    except AssertionError:
+        raise AssertionError('allocatable %r\n%s' % (core.read_node(NAME).status.allocatable, plugin.tail()))
+    held = dict(start_holder(core, n)[::-1] for n in ('hold-1', 'hold-2'))
+    holder = dict((uuid, [n for n in ('hold-1', 'hold-2') if given_uuid(core, n) == uuid][0]) for uuid in held)
+    assert sorted(holder) == sorted([bad, good]), holder
+
+    dry = playbook(gpu_node, tmp_path, '--check', '--diff')
+    assert recap(dry)['failed'] == '0', dry
+    node = core.read_node(NAME)
+    assert not node.spec.unschedulable and plan_record(node) is None
+    assert phase(core, holder[bad]) == 'Running'
+
+    out = playbook(gpu_node, tmp_path)
+    assert recap(out)['failed'] == '0' and int(recap(out)['changed']) >= 3, out
+    # only the holder of the failing GPU was evicted; the other runs on
+    wait('pod %s evicted' % holder[bad], lambda: phase(core, holder[bad]) is None, 60)
+    assert phase(core, holder[good]) == 'Running'
+    node = core.read_node(NAME)
+    assert not node.spec.unschedulable and [t.key for t in node.spec.taints or []] == [TAINT_KEY], node.spec.taints
+    assert plan_record(node) is None
+    reasons = [e.reason for e in core.list_namespaced_event('default', field_selector='involvedObject.name=%s' % NAME)
+               .items if e.source and e.source.component == 'gpuops.k8s_gpu.gpu_remediation']
+    assert 'GPUQuarantined' in reasons and 'GPUReleased' in reasons, reasons
+    with open(tmp_path / 'nvml-state.json') as f:
+        assert '"resets": 1' in f.read()
+    # the validation pod ran on the node (the kubelet's events of its container) and is gone
+    vname = 'gpuops-validate-%s-%s' % (NAME, bad.lower())
+    started = [e.reason for e in core.list_namespaced_event(NS, field_selector='involvedObject.name=%s' % vname).items]
+    assert 'Started' in started, started
+    assert not [p for p in core.list_namespaced_pod(NS).items if p.metadata.name.startswith('gpuops-validate-')]
+
+    again = playbook(gpu_node, tmp_path)
+    assert recap(again)['changed'] == '0' and recap(again)['failed'] == '0', again
+    delete_pod(core, holder[good])
+
+
+def plan_record(node):
+    return (node.metadata.annotations or {}).get('gpuops.io/gpu-remediation')
 
 
 def test_REM_16_dra_validation_objects_are_accepted_by_the_real_api_server(gpu_node):
