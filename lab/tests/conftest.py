@@ -252,8 +252,9 @@ WEIGHT = {
     # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s); with the restart
     # after the repair and the validation pod (REM-16/17) and the role end to end: 216 s wall, 159 CPU-s
     'integration/test_remediation_device_plugin_real.py': 215,
-    # #41: NVIDIA's DRA plugin's Xid taints on a real node (2026-11-29, -p no:xdist: 32 s wall, 20 CPU-s)
-    'integration/test_remediation_dra_xid_real.py': 35,
+    # #41: NVIDIA's DRA plugin's Xid taints and the DRA validation pod on a real node (2026-11-29, -p no:xdist: 50 s
+    # wall, 29 CPU-s)
+    'integration/test_remediation_dra_xid_real.py': 50,
     # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
     'integration/test_dra_migrate_node_real.py': 140,
 }

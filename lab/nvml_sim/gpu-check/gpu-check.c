@@ -2,7 +2,8 @@
  * what a site runs on a real GPU (NVIDIA's CUDA sample image nvcr.io/nvidia/k8s/cuda-sample:vectoradd-*, which needs
  * CUDA and a GPU). It reads the GPU through NVML (libnvidia-ml.so.1 - in the lab the NVML simulator) and fails when:
  *   - the GPU named by $GPUOPS_VALIDATE_UUID is not among the GPUs the container was given ($NVIDIA_VISIBLE_DEVICES,
- *     the device plugin's answer with deviceListStrategy envvar), unless that variable is unset (a DRA claim);
+ *     the device plugin's answer with deviceListStrategy envvar), unless that variable is unset or "void" (a DRA
+ *     claim: NVIDIA's DRA driver gives the devices through CDI and sets it to void);
  *   - NVML cannot initialise or does not find the GPU by its UUID (a GPU fallen off the bus);
  *   - the GPU reports volatile uncorrectable ECC errors, a pending page retirement or row remapping.
  * Prints one line per check; exit status 0 when all pass, 1 when a check fails, 2 on bad input.
@@ -33,7 +34,7 @@ int main(int argc, char **argv) {
     const char *uuid = argc > 1 ? argv[1] : getenv("GPUOPS_VALIDATE_UUID");
     const char *visible = getenv("NVIDIA_VISIBLE_DEVICES");
     if (!uuid || !*uuid) { fprintf(stderr, "gpu-check: no GPU UUID (argument or GPUOPS_VALIDATE_UUID)\n"); return 2; }
-    if (visible && !given(uuid, visible)) {
+    if (visible && strcmp(visible, "void") && !given(uuid, visible)) {
         printf("FAIL %s: not given to this container (NVIDIA_VISIBLE_DEVICES=%s)\n", uuid, visible);
         return 1;
     }

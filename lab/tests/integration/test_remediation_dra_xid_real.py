@@ -6,7 +6,10 @@ gpu.nvidia.com/xid=48:NoSchedule in the plugin's ResourceSlice on the real 1.37 
 application error the plugin skips) gpu.nvidia.com/xid=13 with effect None. The plugin never takes a taint back:
 after a reset (the lab's nvidia-smi on the plugin's simulator state) the taint stays until the plugin restarts, and
 the restarted plugin publishes the device without it (no Xid of before the reset is delivered again). The loop's own
-quarantine of that GPU is a DeviceTaintRule beside the plugin's taint (gpu_remediation, mode auto on 1.37).
+quarantine of that GPU is a DeviceTaintRule beside the plugin's taint (gpu_remediation, mode auto on 1.37); the
+release validates the GPU first (REM-16 in a DRA pool): a ResourceClaim selecting exactly that device by its uuid and
+tolerating the rule, scheduled by the real scheduler, prepared by the plugin (CDI), and the lab's check in the pod
+reading the GPU through the simulator.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_remediation_dra_xid_real.py
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -22,10 +26,12 @@ import pytest
 
 from conftest import KUBE, NODE_PY, ROOT, lab_collections_path, real_node, run_module, wait_until as wait
 from dra_node_plugin import DraPlugin
+from test_remediation_device_plugin_real import CHECK_IMAGE, MIRROR, check_image
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import node as lab_node  # noqa: E402  (lab/node)
+import registry as lab_registry  # noqa: E402  (lab/node)
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-rem-dra-xid-%s' % SUFFIX
@@ -33,6 +39,8 @@ TAINT_KEY = 'gpuops.io/test-rem-dra-xid-%s' % SUFFIX
 GROUP, VERSION = 'resource.k8s.io', 'v1'
 DRIVER = 'gpu.nvidia.com'
 GATES = 'NVMLDeviceHealthCheck=true'
+CLASS = 'gpuops-rem-xid-%s' % SUFFIX     # the validation claim's DeviceClass (cluster-scoped: this file's own)
+NS = 'rem-dra-xid-%s' % SUFFIX
 
 
 @pytest.fixture(scope='module')
@@ -47,14 +55,34 @@ def dra_node(kube_real, tmp_path_factory):
     inv['gpus'][1]['xid_events'] = [48]     # double-bit ECC error
     inventory = work / 'inventory.json'
     inventory.write_text(json.dumps(inv))
-    with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=2) as state:
+    os.symlink('nvml-sim-state.json', str(work / 'state.json'))   # the simulator's default state name in the pod
+    registry = lab_registry.Registry(str(work / 'registry'))
+    registry.start()
+    host, path = MIRROR.split('/', 1)
+    registry.push(check_image(work), path + '/gpu-check', CHECK_IMAGE.rsplit(':', 1)[1])
+    co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=2,
+                   extra=('--mirror', '%s=%s' % (host, registry.url))) as state:
         plugin = DraPlugin(kube_real, work, state, NAME, str(inventory), feature_gates=GATES)
+        # the second GPU's device node under the driver root (dra_node_plugin makes nvidia0): without it its CDI
+        # device has no edits and the kubelet cannot start a container with it
+        os.mknod(os.path.join(plugin.dirs['driver'], 'dev', 'nvidia1'), 0o666 | stat.S_IFCHR, os.makedev(195, 1))
         plugin.start()
+        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
+            'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
+            'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s'" % DRIVER}}]}})
+        core.create_namespace({'metadata': {'name': NS}})
+        wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
+            NS, field_selector='metadata.name=default').items, 60)
         try:
-            yield {'co': client.CustomObjectsApi(api), 'plugin': plugin, 'work': work, 'inventory': inventory,
+            yield {'co': co, 'core': core, 'plugin': plugin, 'work': work, 'inventory': inventory,
                    'kube': kube_real, 'bad': inv['gpus'][1]['uuid'], 'good': inv['gpus'][0]['uuid']}
         finally:
+            core.delete_namespace(NS)
+            wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+            co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
             plugin.stop()
+            registry.stop()
             for s in slices(client.CustomObjectsApi(api)):
                 client.CustomObjectsApi(api).delete_cluster_custom_object(GROUP, VERSION, 'resourceslices',
                                                                           s['metadata']['name'])
@@ -103,11 +131,25 @@ def test_REM_18_the_dra_plugin_taints_the_device_of_an_xid_and_keeps_it_until_a_
     plugin.stop()
     plugin.start()
     try:
-        wait('the device republished without the Xid 48 taint', lambda: taints(co).get(bad) == [], 90)
+        # no reset of the other GPU: its Xid 13 comes again (effect None)
+        wait('the device republished without the Xid 48 taint', lambda: taints(co) == {bad: [], good: want[good]}, 90)
     except AssertionError:
         raise AssertionError('taints %r\n%s' % (taints(co), plugin.log.read_text()[-4000:]))
-    assert taints(co)[good] == want[good]      # no reset of that GPU: its Xid 13 comes again (effect None)
 
+    # REM-16 in a DRA pool: the validation claim selects exactly that device by its uuid and tolerates the loop's
+    # rule; the real scheduler allocates it on this node, the plugin prepares it (CDI), the check passes, the release
+    volume = {'name': 'nvml', 'hostPath': {'path': str(dra_node['work']), 'type': 'Directory'}}
+    validate = {'image': CHECK_IMAGE, 'registry': MIRROR, 'command': ['gpu-check'], 'namespace': NS, 'timeout': 45,
+                'device_class': CLASS, 'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                'volumes': [volume], 'volume_mounts': [{'name': 'nvml', 'mountPath': '/etc/nvml-sim', 'readOnly': True},
+                                                       {'name': 'nvml', 'mountPath': '/var/lib/nvml-sim'}]}
     rel = run_module(lab_collections_path(), 'gpuops.k8s_gpu.gpu_remediation', json.dumps({
-        'kubeconfig': kc, 'node': NAME, 'state': 'released'}))
-    assert rel.get('failed') is not True and rel['released'] == [bad], rel
+        'kubeconfig': kc, 'node': NAME, 'state': 'released', 'validate': validate}))
+    assert rel.get('failed') is not True and rel['released'] == [bad], (rel.get('msg'), [
+        (e.involved_object.name, e.reason, e.message) for e in dra_node['core'].list_namespaced_event(NS).items])
+    v = rel['validation'][bad]
+    assert v['passed'] is True and 'PASS %s' % bad in v['log'], v
+    assert 'create validation ResourceClaim %s/%s for GPU %s' % (NS, v['pod'], bad) in rel['actions'], rel['actions']
+    core = dra_node['core']
+    wait('the validation pod and claim deleted', lambda: not core.list_namespaced_pod(NS).items and not dra_node[
+        'co'].list_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims')['items'], 60)
