@@ -104,7 +104,7 @@ def taints(co):
     return out
 
 
-def test_REM_18_the_dra_plugin_taints_the_device_of_an_xid_and_keeps_it_until_a_restart(dra_node):
+def test_REM_16_REM_18_the_dra_plugin_taints_the_device_of_an_xid_and_keeps_it_until_a_restart(dra_node):
     co, plugin, bad, good = dra_node['co'], dra_node['plugin'], dra_node['bad'], dra_node['good']
     want = {bad: [('gpu.nvidia.com/xid', '48', 'NoSchedule')], good: [('gpu.nvidia.com/xid', '13', 'None')]}
     try:
