@@ -249,8 +249,12 @@ WEIGHT = {
     'integration/test_dra_extended_real.py': 50, 'integration/test_dra_migrate_real.py': 170,
     'integration/test_remediation_real.py': 130, 'simulators/test_nvml_sim_reset.py': 5,
     # issue #41 follow-up: device-plugin holders from the kubelet's checkpoint on a real node, the plugin's Xid marking
-    # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s)
-    'integration/test_remediation_device_plugin_real.py': 55,
+    # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s); with the restart
+    # after the repair and the validation pod (REM-16/17) and the role end to end: 216 s wall, 159 CPU-s
+    'integration/test_remediation_device_plugin_real.py': 215,
+    # #41: NVIDIA's DRA plugin's Xid taints and the DRA validation pod on a real node (2026-11-29, -p no:xdist: 50 s
+    # wall, 29 CPU-s)
+    'integration/test_remediation_dra_xid_real.py': 50,
     # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
     'integration/test_dra_migrate_node_real.py': 140,
 }
