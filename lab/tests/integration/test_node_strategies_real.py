@@ -221,7 +221,7 @@ def test_exclusive_pool_publishes_whole_gpus_and_a_pod_gets_two(st_node):
                                                           pod_story(core, pool_pods(core, out)[0], 'kube-system')))
         assert core.read_node(NAME).status.capacity['nvidia.com/gpu'] == str(GPUS)
         init_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system', container='config-manager-init')
-        assert "Updating to config: exclusive" in init_log or 'exclusive' in init_log, init_log[-2000:]
+        assert 'Successfully updated to config: exclusive' in init_log, init_log[-2000:]
         plugin_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system',
                                                   container='nvidia-device-plugin-ctr')
         assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in plugin_log, plugin_log[-3000:]
