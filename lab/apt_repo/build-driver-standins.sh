@@ -15,6 +15,12 @@
 #     linux-signatures-nvidia-<KREL> (version of the kernel, 6.8.0-45.45+1: Canonical's signed precompiled modules,
 #     named after `uname -r` of the kernel they are built for, as NVIDIA's precompiled driver container installs
 #     them)  the modules Depend: nvidia-kernel-common-580-server
+#   Branch changes (issue 38): the server packages of 570 (570.195.03-0ubuntu0.24.04.1) and an older 580
+#     (580.82.07-0ubuntu0.24.04.1) in the same shapes (no precompiled modules), and every branch's packages
+#     Provide, Conflict with and Replace the virtual names that all branches share, as Ubuntu's debian/control
+#     writes them (canonical/nvidia-graphics-drivers, debian/control, 515-server @003cef0f): nvidia-dkms-kernel,
+#     nvidia-utils + nvidia-smi, libnvidia-compute, nvidia-compute-utils + nvidia-persistenced, nvidia-headless,
+#     nvidia-kernel-common; so apt removes one branch's packages when it installs another's.
 #   TRANSITIONAL: nvidia-headless-535-server, nvidia-dkms-535-server, nvidia-utils-535-server,
 #     nvidia-compute-utils-535-server, libnvidia-compute-535-server at 580.95.05-0ubuntu0.24.04.1, each depending
 #     on its 580 counterpart (what Ubuntu 24.04 did to the 535 server branch).
@@ -27,8 +33,8 @@ ARCH=amd64
 DRV=580.95.05-0ubuntu0.24.04.1
 KMOD=6.8.0-45.45+1
 
-mkpkg() {  # name version depends [unit]
-  local name=$1 V=$2 deps=$3 d=$OUT/pkg/$1
+mkpkg() {  # name version depends [unit]; VIRT: virtual names the package Provides, Conflicts with and Replaces
+  local name=$1 V=$2 deps=$3 d=$OUT/pkg/$1_$2
   mkdir -p "$d/DEBIAN" "$d/usr/share/doc/$name"
   cat > "$d/DEBIAN/control" <<CTL
 Package: $name
@@ -43,6 +49,9 @@ Description: LAB STAND-IN for Ubuntu's $name - NOT NVIDIA OR CANONICAL SOFTWARE
  dependency shape as Ubuntu's package, ships only this notice.
 CTL
   [ -n "$deps" ] || sed -i '/^Depends: *$/d' "$d/DEBIAN/control"
+  if [ -n "${VIRT:-}" ]; then
+    printf 'Provides: %s\nConflicts: %s\nReplaces: %s\n' "$VIRT" "$VIRT" "$VIRT" >> "$d/DEBIAN/control"
+  fi
   printf 'LAB STAND-IN package (gpuops.k8s_gpu). Not NVIDIA or Canonical software.\n' \
     > "$d/usr/share/doc/$name/README.lab-stand-in"
   if [ "${4:-}" = unit ]; then
@@ -63,15 +72,25 @@ UNIT
   dpkg-deb --root-owner-group --build "$d" "$OUT/${name}_${V}_${ARCH}.deb" >/dev/null
 }
 
+server_branch() {  # branch version: the server packages of one driver version
+  local B=$1 V=$2 F
+  VIRT=nvidia-kernel-common mkpkg nvidia-kernel-common-$B-server "$V" ""
+  VIRT=libnvidia-compute mkpkg libnvidia-compute-$B-server "$V" ""
+  VIRT="nvidia-utils, nvidia-smi" mkpkg nvidia-utils-$B-server "$V" "libnvidia-compute-$B-server (= $V)"
+  VIRT="nvidia-compute-utils, nvidia-persistenced" \
+    mkpkg nvidia-compute-utils-$B-server "$V" "libnvidia-compute-$B-server (= $V)" unit
+  for F in "" -open; do
+    VIRT=nvidia-dkms-kernel mkpkg nvidia-dkms-$B-server$F "$V" "nvidia-kernel-common-$B-server (= $V)"
+    mkpkg nvidia-headless-no-dkms-$B-server$F "$V" "libnvidia-compute-$B-server (= $V), nvidia-kernel-common-$B-server (= $V)"
+    VIRT=nvidia-headless \
+      mkpkg nvidia-headless-$B-server$F "$V" "nvidia-dkms-$B-server$F (= $V), nvidia-headless-no-dkms-$B-server$F (= $V)"
+  done
+}
 B=580
-mkpkg nvidia-kernel-common-$B-server "$DRV" ""
-mkpkg libnvidia-compute-$B-server "$DRV" ""
-mkpkg nvidia-utils-$B-server "$DRV" "libnvidia-compute-$B-server (= $DRV)"
-mkpkg nvidia-compute-utils-$B-server "$DRV" "libnvidia-compute-$B-server (= $DRV)" unit
+server_branch $B "$DRV"
+server_branch 580 580.82.07-0ubuntu0.24.04.1
+server_branch 570 570.195.03-0ubuntu0.24.04.1
 for F in "" -open; do
-  mkpkg nvidia-dkms-$B-server$F "$DRV" "nvidia-kernel-common-$B-server (= $DRV)"
-  mkpkg nvidia-headless-no-dkms-$B-server$F "$DRV" "libnvidia-compute-$B-server (= $DRV), nvidia-kernel-common-$B-server (= $DRV)"
-  mkpkg nvidia-headless-$B-server$F "$DRV" "nvidia-dkms-$B-server$F (= $DRV), nvidia-headless-no-dkms-$B-server$F (= $DRV)"
   mkpkg linux-modules-nvidia-$B-server$F-$KREL "$KMOD" "nvidia-kernel-common-$B-server (>= 580.95.05)"
 done
 mkpkg linux-objects-nvidia-$B-server-$KREL "$KMOD" ""

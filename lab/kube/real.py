@@ -20,7 +20,8 @@ and the supervisor stops its children, which also get SIGKILL from the kernel sh
   * kwok managing the nodes annotated kwok.x-k8s.io/node=fake: they become Ready (lease heartbeats) and pods bound
     to them become Running and Ready; kwok's own stage files come from its module (lab/go/kwok/programs @file);
   * unless --no-gpu-nodes: the lab's GPU nodes (GPU_NODES below): kwok nodes with every label gpu-feature-discovery
-    wrote and every extended resource the kubelet published on a real lab node of the same GPUs (RECORDING).
+    wrote and every extended resource the kubelet published on a real lab node of the same GPUs (RECORDING), and
+    the MIG ones (MIG_NODES: a recorded MIG shape each, its MIG devices as the kubelet published them).
 Clients: DIR/kubeconfig is user gpuops-admin (group system:masters, a client certificate); `user` makes others, so
 that a test's writes can be counted by user name in the audit log.
 """
@@ -77,6 +78,10 @@ RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 
 RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g.10gb'}] * 7),
                 'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None)}
 RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100x8', 'kwok-h100-1': 'h100x8'}
+# The lab's MIG machines as kwok nodes, each of a recorded MIG shape (RECORDED_MIG): every GFD label of the shape's
+# strategy and the MIG devices the kubelet published with NVIDIA's plugin under the collection's MIG config (single:
+# nvidia.com/gpu 56; mixed: nvidia.com/mig-<profile>). For tests that read MIG nodes: nothing about them is painted.
+MIG_NODES = {'kwok-a100-mig-1': 'a100x8-mig-single', 'kwok-h100-mig-1': 'h100x2-mig-mixed'}
 # the GFD labels that name a shape (a GPU_NODES tuple, the scale fleets' tuples): those the collection's node layer
 # writes too. A kwok node carries every label of its recorded shape, not only these.
 SHAPE_LABELS = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.memory',
@@ -612,8 +617,9 @@ def up(args):
         raise
     if not args.no_gpu_nodes:
         try:
-            create_nodes(state, [gpu_node(n, *spec) for n, spec in sorted(GPU_NODES.items())])
-            wait_nodes_ready(state, GPU_NODES, timeout=args.timeout)
+            create_nodes(state, [gpu_node(n, *spec) for n, spec in sorted(GPU_NODES.items())]
+                         + [recorded_node(n, shape) for n, shape in sorted(MIG_NODES.items())])
+            wait_nodes_ready(state, sorted(GPU_NODES) + sorted(MIG_NODES), timeout=args.timeout)
         except Exception:
             down_state(state)
             raise

@@ -178,7 +178,8 @@ def build_images(out, version='1.37'):
 
 
 NVML_SIM_LIB = os.path.join(ROOT, 'lab', '.build', 'nvml_sim', 'libnvidia-ml.so.1')   # lab/nvml_sim/build.sh
-DEVICE_PLUGIN_PROGRAMS = ('nvidia-device-plugin', 'gpu-feature-discovery', 'config-manager')
+DEVICE_PLUGIN_PROGRAMS = ('nvidia-device-plugin', 'gpu-feature-discovery', 'config-manager', 'mps-control-daemon')
+IMAGE_MOUNT_PROGRAMS = ('/bin/mount', '/bin/umount')
 
 
 def _ldd(path):
@@ -196,9 +197,9 @@ def _ldd(path):
 
 def device_plugin_image(out, name, inventory, nvml=True):
     """The NVIDIA device-plugin family's image (the pinned nvcr.io/nvidia/k8s-device-plugin name) FROM scratch:
-    nvidia-device-plugin, gpu-feature-discovery and config-manager of the lab/go nvidia-device-plugin set
-    (k8s-device-plugin v0.19.1 from the Go module proxy, cgo), the C library and loader they link (the machine's
-    glibc, Debian's libc6), and the NVML simulator as libnvidia-ml.so.1 - the stand-in for the driver library NVIDIA's
+    nvidia-device-plugin, gpu-feature-discovery, config-manager and mps-control-daemon of the lab/go
+    nvidia-device-plugin set (k8s-device-plugin v0.19.1 from the Go module proxy, cgo), the C library and loader
+    they link (the machine's glibc, Debian's libc6), and the NVML simulator as libnvidia-ml.so.1 - the stand-in for the driver library NVIDIA's
     container runtime would mount from the host - with the GPU inventory it simulates at its default path
     (/etc/nvml-sim/inventory.json; its state under /var/lib/nvml-sim). nvml=False leaves the simulator library out
     (the libraries it links stay): NVIDIA's container runtime injects it from the node's driver root (nvidia_toolkit)
@@ -209,7 +210,12 @@ def device_plugin_image(out, name, inventory, nvml=True):
     files = {}
     for p in DEVICE_PLUGIN_PROGRAMS:
         files['usr/bin/' + p] = os.path.join(progs, p)
-    for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB))):
+    # mount and umount (Debian's util-linux): `mps-control-daemon mount-shm` runs them (k8s.io/mount-utils), as
+    # upstream's image (a UBI base) has them
+    for p in IMAGE_MOUNT_PROGRAMS:
+        files['usr/bin/' + os.path.basename(p)] = p
+    for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB) + [
+            lib for p in IMAGE_MOUNT_PROGRAMS for lib in _ldd(p)])):
         files[lib.lstrip('/')] = os.path.realpath(lib)
     if nvml:
         files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
@@ -661,6 +667,11 @@ def serve(args):
         for m in NODE_MOUNTS:
             src, dst = m.split(':')
             subprocess.run(['mount', '--bind', os.path.join(state, src), dst], check=True)
+        # /run shared, as on a node whose init is systemd (every mount shared): a hostPath volume under it with
+        # mountPropagation Bidirectional (the MPS control daemon's /run/nvidia/mps) needs it (containerd: `path ...
+        # is mounted on "/run" but it is not a shared mount`). The namespace's mounts are private to the host's (unshare
+        # --propagation private), so this peer group is the node's own: nothing reaches the machine's mounts.
+        subprocess.run(['mount', '--make-rshared', '/run'], check=True)
         # the node's /dev: the host's devtmpfs under an overlay whose upper layer is STATE/dev-upper, so the device
         # nodes the lab makes (NVIDIA's, below) exist in the node only; pts, shm and mqueue fresh instances
         subprocess.run(['mount', '-t', 'overlay', 'gpuops-node-dev', '-o', 'lowerdir=/dev,upperdir=%s,workdir=%s' % (

@@ -210,7 +210,7 @@ WEIGHT = {
     'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
-    'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 88,
+    'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 190,
     'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 50,
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
@@ -236,21 +236,27 @@ WEIGHT = {
     # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
     'integration/test_lifecycle_real.py': 90,
     # the lifecycle suite in process on a private 1.37 control plane (2026-11-29, -p no:xdist: 50 s at load 4-7,
-    # 82-176 s at load 10-15)
-    'integration/test_lifecycle_suite_real.py': 80,
+    # 82-176 s at load 10-15; with dra pools and the ready step 236 s at load 15, 27 CPU-s)
+    'integration/test_lifecycle_suite_real.py': 110,
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 40, 'integration/test_node_runtime_real.py': 62,
     # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
     'integration/test_node_daemonset_real.py': 90,
+    # the collection's exclusive and mps pools on a real node (issue #36, 2026-11-29, -p no:xdist, the machine shared)
+    'integration/test_node_strategies_real.py': 90,
     # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue
     # #41: the remediation loop on the real 1.37 and a private 1.34 control plane (2026-11-29, -p no:xdist, the machine
     # shared)
     'integration/test_dra_extended_real.py': 50, 'integration/test_dra_migrate_real.py': 170,
     'integration/test_remediation_real.py': 130, 'simulators/test_nvml_sim_reset.py': 5,
     # issue #41 follow-up: device-plugin holders from the kubelet's checkpoint on a real node, the plugin's Xid marking
-    # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s)
-    'integration/test_remediation_device_plugin_real.py': 55,
+    # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s); with the restart
+    # after the repair and the validation pod (REM-16/17) and the role end to end: 216 s wall, 159 CPU-s
+    'integration/test_remediation_device_plugin_real.py': 215,
+    # #41: NVIDIA's DRA plugin's Xid taints and the DRA validation pod on a real node (2026-11-29, -p no:xdist: 50 s
+    # wall, 29 CPU-s)
+    'integration/test_remediation_dra_xid_real.py': 50,
     # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
     'integration/test_dra_migrate_node_real.py': 140,
 }

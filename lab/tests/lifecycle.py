@@ -31,7 +31,10 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube impor
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
     gpu_stack_live, gpu_stack_render, gpu_stack_shared)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+    StackError, stack_readiness)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import (
+    DRIVER as DRA_DRIVER, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
     OPERANDS_LABEL, OPERANDS_OFF)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_converge
@@ -73,6 +76,10 @@ class Lab(object):
         self.pools = {}      # name -> {'strategy', 'nodes', 'settings'}
         self.renders = {}    # name -> the render of the pool's last present run
         self.kinds = set()   # (apiVersion, kind) of every object any render made: what check lists
+        self.validated = {}  # name -> the validation workloads the pool's ready step applied
+        self.readiness = {}  # name -> stack_readiness' answer of the pool's last ready step (the MIG manager's wait)
+        self.dra_devices = None  # node -> the devices NVIDIA's DRA kubelet plugin publishes for it (the test's)
+        self.mig_manager = None  # a stand-in for NVIDIA's MIG manager on kwok nodes (the test's), called by ready
         self.options = role_options()
 
     # -- the modules' parameters -----------------------------------------------------------------------------------
@@ -198,6 +205,45 @@ class Lab(object):
         self.pools[name] = copy.deepcopy(pool)
         self.renders[name] = out
         self._seen(out)
+        changed += self.ready(name, out)
+        return changed
+
+    def ready(self, name, out):
+        """Role gpu_sharing_stack's ``ready`` entry point (tasks/ready.yml) for a pool its main entry point rendered:
+        the Helm release is not installed (gpu_sharing_stack_helm_install: false, the suite's setting: no chart runs on
+        kwok); the RuntimeClass the validation workloads name is read (one read: the role's bounded wait), and a pool
+        whose RuntimeClass is missing is refused before they are applied; the validation workloads are applied with
+        k8s_converge (no user, as the role does); the MIG manager's wait reads the pool's nodes (label selector on the
+        pool label) and evaluates filter stack_readiness on them, once ``mig_manager`` (the test's stand-in for the
+        MIG manager and the device plugin's resources on kwok nodes) has acted. Returns the writes reported."""
+        pub = self.published(out, 'present')
+        assert pub['helm'] is None or self.cfg(self.pools[name])[PREFIX + 'helm_install'] is False
+        changed = []
+        manifests = pub['validation_manifests']
+        if manifests and pub['runtime_class_wait']:
+            rcs = self.dynamic.resources.get(api_version='node.k8s.io/v1', kind='RuntimeClass')
+            if not [i for i in rcs.get().to_dict().get('items') or []
+                    if i['metadata']['name'] == pub['runtime_class_wait']]:
+                raise Refused('ready: RuntimeClass %s, which the validation workloads name, does not exist; the '
+                              'validation workloads were not applied' % pub['runtime_class_wait'])
+        if manifests:
+            applied = self._converge(manifests, 'present')
+            changed += ['validation %s %s/%s' % (o['action'], o['kind'], o['name']) for o in applied['objects']
+                        if o.get('action') in ('created', 'updated', 'deleted')]
+        self.validated[name] = manifests
+        self._seen({'manifests': manifests, 'pool_manifests': [], 'shared_manifests': [],
+                    'stale_shared_manifests': []})
+        if pub['readiness']:
+            if self.mig_manager is not None:
+                self.mig_manager(self, name, pub['readiness'])
+            nodes = [n for n in self.nodes().values()
+                     if ((n['metadata'].get('labels') or {}).get(POOL) == name)]
+            state = stack_readiness(nodes, pub['readiness'], pool=name, namespace=pub['namespace'])
+            self.readiness[name] = state
+            if not state['ready']:
+                raise Refused('ready: %s' % state['msg'])
+        else:
+            self.readiness.pop(name, None)
         return changed
 
     def _restart(self, r):
@@ -222,6 +268,8 @@ class Lab(object):
         changed += ['labels %s' % r['node'] for r in results if r['changed']]
         del self.pools[name]
         self.renders.pop(name, None)
+        self.validated.pop(name, None)
+        self.readiness.pop(name, None)
         self._seen(out)
         return changed
 
@@ -236,7 +284,8 @@ class Lab(object):
         return ['labels %s' % r['node'] for r in results if r['changed']] + self.apply(name, rest, planned=True)
 
     def _seen(self, out):
-        for m in out['manifests'] + out['pool_manifests'] + out['shared_manifests'] + out['stale_shared_manifests']:
+        for m in out['manifests'] + out['pool_manifests'] + out['shared_manifests'] + out['stale_shared_manifests'] \
+                + (out.get('validation_manifests') or []):
             if m['kind'] != 'Node':
                 self.kinds.add((m['apiVersion'], m['kind']))
 
@@ -254,6 +303,46 @@ class Lab(object):
 
     def writes_since(self, start):
         return self.kube.writes(start, self.kube.mark(), user=self.user)
+
+    # -- the DRA driver's kubelet plugin on kwok nodes (the suite installs no Helm release) -----------------------
+    def dra_release(self):
+        """The Helm values of the one DRA driver release the dra pools share (None: no dra pool)."""
+        for name in sorted(self.renders):
+            if self.pools[name]['strategy'] == 'dra':
+                return self.renders[name]['helm']['values']
+        return None
+
+    def dra_plugin(self, admin):
+        """Plays the driver's kubelet plugin DaemonSet for kwok nodes (no kubelet runs one there): the nodes its pods
+        land on (the chart's kubeletPlugin values as the collection renders them: nodeSelector, affinity,
+        tolerations; ``dra_plugin_nodes``) publish their ResourceSlice (``dra_devices``, NVIDIA's recorded devices),
+        every other node has none (the plugin is gone, and with it its slices). ``admin``: an ApiClient of another
+        user than the suite's (these writes are the driver's, not the collection's)."""
+        from kubernetes import client
+        co = client.CustomObjectsApi(admin)
+        nodes = self.nodes()
+        want = dra_plugin_nodes(self, nodes)
+        have = {}
+        for item in co.list_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices',
+                                                  field_selector='spec.driver=%s' % DRA_DRIVER)['items']:
+            have.setdefault(item['spec'].get('nodeName'), []).append(item['metadata']['name'])
+        for node, names in have.items():
+            if node not in want:
+                for n in names:
+                    co.delete_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices', n)
+        for node in sorted(want - set(have)):
+            co.create_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices', {
+                'apiVersion': 'resource.k8s.io/v1', 'kind': 'ResourceSlice',
+                'metadata': {'generateName': '00000-%s-%s-' % (DRA_DRIVER, node),
+                             'ownerReferences': [{'apiVersion': 'v1', 'kind': 'Node', 'name': node, 'controller': True,
+                                                  'uid': nodes[node]['metadata']['uid']}]},
+                'spec': {'driver': DRA_DRIVER, 'nodeName': node,
+                         'pool': {'name': node, 'generation': 1, 'resourceSliceCount': 1},
+                         'devices': self.dra_devices(node)}})
+
+    def slices(self):
+        return self.dynamic.resources.get(api_version='resource.k8s.io/v1', kind='ResourceSlice').get(
+            field_selector='spec.driver=%s' % DRA_DRIVER).to_dict().get('items') or []
 
     # -- reading the cluster ---------------------------------------------------------------------------------------------
     def nodes(self):
@@ -328,6 +417,23 @@ def lands_on(pod_spec, node):
     return True
 
 
+def dra_plugin_spec(values):
+    """The pod placement of the DRA driver's kubelet plugin DaemonSet from the chart values the collection renders
+    (dra-driver-nvidia-gpu v0.5.0 templates/kubeletplugin.yaml: kubeletPlugin.nodeSelector, .affinity, .tolerations)."""
+    plugin = (values or {}).get('kubeletPlugin') or {}
+    return {'nodeSelector': plugin.get('nodeSelector') or {}, 'affinity': plugin.get('affinity') or {},
+            'tolerations': plugin.get('tolerations') or []}
+
+
+def dra_plugin_nodes(lab, nodes):
+    """The nodes the DRA driver's kubelet plugin lands on (none without a dra pool: no release)."""
+    values = lab.dra_release()
+    if values is None:
+        return set()
+    spec = dra_plugin_spec(values)
+    return set(n for n, node in nodes.items() if lands_on(spec, node))
+
+
 # -- the invariants ---------------------------------------------------------------------------------------------------
 def check(lab, gpu_nodes):
     """Every invariant, read from the API server; returns the list of violations (empty: all hold)."""
@@ -355,7 +461,8 @@ def check(lab, gpu_nodes):
             if stray:
                 bad.append('%s (pool %s): labels of no pool of it: %s' % (n, pool, stray))
         else:
-            left = sorted(k for k in labels if k.startswith('gpuops.io/') or k == OPERANDS_LABEL
+            left = sorted(k for k in labels if k.startswith('gpuops.io/') or k in (OPERANDS_LABEL,
+                                                                                     OPERATOR_DEVICE_PLUGIN_LABEL)
                           or k.startswith('nvidia.com/device-plugin') or k.startswith('nvidia.com/mig.config')
                           or k in ('gpushare', 'gpu'))
             left += sorted(k for k in annotations if k.startswith(('gpuops.io/',) + AGENT_ANNOTATION_PREFIXES))
@@ -379,14 +486,27 @@ def check(lab, gpu_nodes):
         for n in gpu_nodes:
             labels = nodes[n]['metadata'].get('labels') or {}
             operands = labels.get(OPERATOR_PRESENT) == 'true' and labels.get(OPERANDS_LABEL) != OPERANDS_OFF
-            mine = n in member and lab.pools[member[n]]['strategy'] == 'gpu-operator'
+            # a dra pool's node keeps the operator's operands but its device plugin (the DRA driver may use the
+            # operator's driver container; gpu_stack_operator confinement_labels, gpu_stack_dra DRA-12)
+            strategy = lab.pools[member[n]]['strategy'] if n in member else None
+            mine = strategy in ('gpu-operator', 'dra')
             if n in member and operands != mine:
                 bad.append('%s (pool %s): the GPU operator\'s operands %s' % (
                     n, member[n], 'land there' if operands else 'are kept off its own pool\'s node'))
+            if strategy == 'dra' and labels.get(OPERATOR_DEVICE_PLUGIN_LABEL) != OPERATOR_DEVICE_PLUGIN_OFF:
+                bad.append('%s (pool %s, dra): the GPU operator\'s device plugin lands there (%s=%r)' % (
+                    n, member[n], OPERATOR_DEVICE_PLUGIN_LABEL, labels.get(OPERATOR_DEVICE_PLUGIN_LABEL)))
+    # 2b. the DRA driver's kubelet plugin (the one release's values) lands exactly on the dra pools' nodes
+    dra_nodes = set(n for n in gpu_nodes if n in member and lab.pools[member[n]]['strategy'] == 'dra')
+    plugin = dra_plugin_nodes(lab, nodes) & set(gpu_nodes)
+    if plugin != dra_nodes:
+        bad.append('the DRA kubelet plugin lands on %s, the dra pools hold %s' % (sorted(plugin), sorted(dra_nodes)))
+    if control and lab.dra_release() is not None and CONTROL_PLANE in dra_plugin_nodes(lab, {CONTROL_PLANE: control}):
+        bad.append('the DRA kubelet plugin lands on the control-plane node')
     # 3. the collection's objects are exactly the pools' renders; a shared object records exactly its pools
     want = {}
     for name, out in lab.renders.items():
-        for m in out['manifests']:
+        for m in out['manifests'] + lab.validated.get(name, []):
             if m['kind'] != 'Node':
                 want.setdefault(ident(m), set())
         for m in out['shared_manifests']:
@@ -418,6 +538,14 @@ def check(lab, gpu_nodes):
         expect = {lab.pools[pool]['strategy']} if pool else set()
         if strategies - expect:
             bad.append('report: %s (pool %s) shows strategies %s' % (entry['name'], pool, sorted(strategies)))
+    # 5. the report's DRA part counts, per node, the devices the driver's slices publish: every dra node's, no other
+    if lab.dra_devices is not None:
+        dra = gpu_share_report_model.analyse_dra({'served': True, 'slices': lab.slices(), 'claims': []}, [],
+                                                 report_nodes=list(gpu_nodes))
+        got = dict((n, v['devices']) for n, v in dra['nodes'].items())
+        want_dev = dict((n, {DRA_DRIVER: len(lab.dra_devices(n))}) for n in sorted(dra_nodes))
+        if got != want_dev:
+            bad.append('report (DRA): devices per node %s, the dra pools\' nodes publish %s' % (got, want_dev))
     return bad
 
 

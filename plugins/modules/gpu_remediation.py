@@ -106,7 +106,89 @@ options:
         namespace and name, and a UID of a pod gone since holds nothing.
     type: list
     elements: dict
+  resource:
+    description: The device plugin's extended resource of the GPUs (for O(device_plugin_selector) and O(validate)).
+    type: str
+    default: nvidia.com/gpu
+  device_plugin_selector:
+    description:
+      - With O(state=released), a label selector of the device plugin's pods. NVIDIA's device plugin never lists a GPU
+        it marked unhealthy as healthy again (only a restart does); when the Node's allocatable of O(resource) is below
+        its capacity, the plugin's pods on the node are deleted (their DaemonSet starts new ones) before the
+        validation, and the module waits up to O(device_plugin_timeout) seconds for allocatable to equal capacity
+        (RV(device_plugin)). Empty - no restart.
+    type: str
+    default: ''
+  device_plugin_timeout:
+    description: Seconds to wait for the allocatable to return after the device plugin's restart.
+    type: int
+    default: 120
+  validate:
+    description:
+      - With O(state=released), a validation workload per GPU to be released, before it is released; a GPU whose
+        validation fails stays quarantined and the module fails saying why (RV(validation)).
+      - At node level (a device-plugin pool) a pod bound to the node (C(spec.nodeName), so the cordon and the
+        NoSchedule taints do not keep it off) asks every free unit of O(resource), so the repaired GPU is among
+        them; in a DRA pool a ResourceClaim selects exactly that device by its C(uuid) attribute and tolerates the
+        loop's own device taint. The container gets C(GPUOPS_VALIDATE_UUID), the GPU's UUID.
+      - The pod (and claim) are deleted once the verdict is in; a pod of that name that is not this module's is
+        refused.
+    type: dict
+    suboptions:
+      image:
+        description:
+          - The image of the check, pinned (a tag other than latest, or a digest). On a real GPU NVIDIA's CUDA sample
+            (V(nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0), through the site's mirror).
+        type: str
+        required: true
+      command:
+        description: The container command; unset or empty - the image's own.
+        type: list
+        elements: str
+      namespace:
+        description: The namespace of the validation pod.
+        type: str
+        default: default
+      timeout:
+        description: Seconds to wait for the pod to end; no verdict by then is a failed validation.
+        type: int
+        default: 300
+      device_class:
+        description: The DeviceClass of the DRA claim.
+        type: str
+        default: gpu.nvidia.com
+      tolerations:
+        description: More tolerations of the pod (the loop's own taint is always tolerated).
+        type: list
+        elements: dict
+        default: []
+      runtime_class:
+        description: The pod's runtimeClassName (for example the NVIDIA runtime's); unset or empty - none.
+        type: str
+      pull_secrets:
+        description: Image pull secrets of the pod.
+        type: list
+        elements: str
+        default: []
+      volumes:
+        description: Volumes of the pod (for example a hostPath the site's check reads).
+        type: list
+        elements: dict
+        default: []
+      volume_mounts:
+        description: Volume mounts of the check's container.
+        type: list
+        elements: dict
+        default: []
+      registry:
+        description:
+          - The mirror prefix the image is pulled through (the collection's C(gpuops_mirror.registry)) - it replaces
+            the image's registry host and keeps its path, as for the stacks' images; empty - the image as given.
+        type: str
+        default: ''
 notes:
+  - With O(validate) it also needs create, get and delete on pods (and resourceclaims in a DRA pool) in its namespace
+    and get on pods/log; with O(device_plugin_selector) list and delete on pods.
   - Needs get and patch on nodes, get and list on resourceslices and resourceclaims, get, create, patch and delete on
     devicetaintrules, create on events and on pods/eviction; list on pods when O(allocations) gives pod UIDs.
   - The repair itself (a GPU reset, a reboot) happens on the node, between a quarantine and a release; the role
@@ -172,6 +254,14 @@ released:
   returned: state=released
   type: list
   elements: str
+device_plugin:
+  description: The device plugin's restart - C(restarted) (the pods deleted), C(before) and C(after) (capacity, allocatable of O(resource)).
+  returned: state=released and O(device_plugin_selector) set and a node-level GPU to release
+  type: dict
+validation:
+  description: Per GPU validated - C(passed) (None in check mode), C(why), C(log) (the pod's last lines), C(pod).
+  returned: state=released and O(validate) set and a GPU to release
+  type: dict
 events:
   description: The Events left on the Node (reason, message, type).
   returned: always
@@ -186,6 +276,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_kube as rk
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_common as stack_common
 
 UUID_RE = re.compile(r'^(GPU|MIG)-[0-9A-Za-z-]+$')
 
@@ -207,8 +298,11 @@ def check_params(p):
     error = plan.allocations_error(p.get('allocations'))
     if error:
         return error
-    for name in ('dry_run_timeout', 'drain_timeout'):
-        if p[name] < 0:
+    error = plan.validate_settings_error(p.get('validate'))
+    if error:
+        return error
+    for name in ('dry_run_timeout', 'drain_timeout', 'device_plugin_timeout'):
+        if p.get(name, 0) < 0:
             return '%s: %s must be 0 or more' % (name, p[name])
     return None
 
@@ -227,6 +321,22 @@ def main():
         drain=dict(type='bool', default=True),
         drain_timeout=dict(type='int', default=300),
         allocations=dict(type='list', elements='dict'),
+        resource=dict(type='str', default='nvidia.com/gpu'),
+        device_plugin_selector=dict(type='str', default=''),
+        device_plugin_timeout=dict(type='int', default=120),
+        validate=dict(type='dict', options=dict(
+            image=dict(type='str', required=True),
+            command=dict(type='list', elements='str'),
+            namespace=dict(type='str', default='default'),
+            timeout=dict(type='int', default=300),
+            device_class=dict(type='str', default=plan.DRA_DRIVER),
+            tolerations=dict(type='list', elements='dict', default=[]),
+            runtime_class=dict(type='str'),
+            pull_secrets=dict(type='list', elements='str', default=[], no_log=False),
+            registry=dict(type='str', default=''),
+            volumes=dict(type='list', elements='dict', default=[]),
+            volume_mounts=dict(type='list', elements='dict', default=[]),
+        )),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
@@ -250,7 +360,18 @@ def main():
     result = {}
     try:
         if p['state'] == 'released':
-            released, diff = worker.release(p['uuids'] or None, keep=sorted(p['gpus'] or {}))
+            keep = sorted(p['gpus'] or {})
+            pending = worker.to_release(p['uuids'] or None, keep=keep)
+            if pending and p['device_plugin_selector'] and any(e['kind'] == 'node' for e in pending):
+                result['device_plugin'] = worker.restart_device_plugin(
+                    p['device_plugin_selector'], p['resource'], p['device_plugin_timeout'])
+            if pending and p['validate']:
+                settings = dict(p['validate'], resource=p['resource'], image=stack_common.mirror_image(
+                    p['validate']['image'], p['validate']['registry'], 'validate.image'))
+                result['validation'] = worker.validate(pending, settings)
+                failed = sorted(u for u, v in result['validation'].items() if v['passed'] is False)
+                keep = sorted(set(keep) | set(failed))
+            released, diff = worker.release(p['uuids'] or None, keep=keep)
             result['released'] = released
         else:
             unhealthy = dict((u, e['findings']) for u, e in p['gpus'].items())
@@ -265,7 +386,7 @@ def main():
                                 'hold it are unknown and none was evicted' % uuid)
             result.update(plan=entries, dry_runs=worker.dry_runs, evicted=evicted, pods_left=left,
                           holders=dict((u, None if v is None else ['%s/%s' % x for x in v]) for u, v in holders.items()))
-    except plan.PlanError as e:
+    except (plan.PlanError, stack_common.StackError) as e:
         module.fail_json(msg=str(e), changed=bool(worker.actions), actions=worker.actions)
     except Exception as e:  # ApiException or a connection error: name the node
         module.fail_json(msg='Kubernetes API call for node %s failed: %s' % (p['node'], e),
@@ -273,6 +394,12 @@ def main():
     out = dict(changed=bool(worker.actions), actions=worker.actions, events=worker.events, **result)
     if module._diff:
         out['diff'] = diff
+    failed = dict((u, v) for u, v in (result.get('validation') or {}).items() if v['passed'] is False)
+    if failed:
+        module.fail_json(msg='validation failed, the GPU%s stay%s quarantined: %s' % (
+            's' if len(failed) > 1 else '', '' if len(failed) > 1 else 's',
+            '; '.join('%s: %s%s' % (u, v['why'], ' (log: %s)' % ' | '.join(v['log'].strip().splitlines()[-6:])
+                                    if v['log'].strip() else '') for u, v in sorted(failed.items()))), **out)
     if result.get('pods_left'):
         module.fail_json(msg='pods still hold a quarantined GPU after %ss (a PodDisruptionBudget refused their '
                          'eviction): %s; the GPUs stay quarantined' % (p['drain_timeout'], ', '.join(result['pods_left'])),

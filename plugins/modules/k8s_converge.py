@@ -18,6 +18,10 @@ description:
     definition are added (V(present)) or removed (V(absent)) with a JSON merge patch.
   - With O(state=absent), objects that exist are deleted, but only those carrying O(hash_annotation) (objects this
     module applied) unless O(delete_unmanaged=true).
+  - A Pod (V(v1)) this module applied (it carries O(hash_annotation)) whose spec differs in a field no update may
+    change (anything but the containers' images, C(activeDeadlineSeconds), added tolerations and
+    C(terminationGracePeriodSeconds)) is deleted without a grace period and created again, since the API server
+    refuses such an update; any other Pod is only updated.
   - Used by role P(gpuops.k8s_gpu.gpu_sharing_stack#role); C(kubernetes.core.k8s) sends a write request per object on every
     run, which this module avoids.
   - The connection is kubernetes.core's (see the connection options); the engine is in the collection's
@@ -32,8 +36,9 @@ options:
     description:
       - Kubernetes objects (dictionaries with C(apiVersion), C(kind), C(metadata.name), and C(metadata.namespace) for
         namespaced kinds).
-      - Quantities should be strings (V("1"), not V(1)), as the API server returns them; numbers are compared by
-        their string form anyway.
+      - Quantities should be strings in the form the API server stores (V("1"), not V(1); V("3k"), not V("3000")).
+        Numbers are compared by their string form, so another form of the same quantity is applied again on every
+        run.
     type: list
     elements: dict
     required: true

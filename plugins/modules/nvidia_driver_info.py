@@ -248,6 +248,17 @@ branch_check:
   description: Whether the installed driver belongs to O(branch) (and O(version)), and why; null without both.
   returned: always
   type: dict
+branch_change:
+  description:
+    - With O(branch) (not with O(select), not with the runfile method), what must go before the driver of
+      O(branch) (and O(version)) replaces the installed one, in either direction (C(direction) is C(fresh),
+      C(none), C(up) or C(down), from C(from) to C(to)).
+    - C(release_holds) the dpkg holds on the installed version's packages, C(release_versionlocks) (RHEL) the
+      names locked at that version, C(old_branch_lock) (RHEL 10) the old branch's versionlock pattern when the list
+      holds it, C(remove_first) the CUDA repository's pinning package of another branch, C(allow_downgrade) whether
+      the package manager must be allowed to downgrade.
+  returned: always
+  type: dict
 driver_packages_installed:
   description: With O(discover_installed), the installed NVIDIA packages at the installed driver's version.
   returned: always
@@ -412,13 +423,26 @@ def main():
         ok, why = sel.verify_installed(p['branch'], p['version'], decided['installed_upstream'])
         branch_check = {'ok': ok, 'message': why}
     discovered = []
+    wants_change = bool(p['branch'] and p['method'] != 'runfile' and not p['select'])
+    all_installed = discover_installed(module) if (p['discover_installed'] or wants_change) else {}
     if p['discover_installed']:
-        discovered = sel.installed_driver_packages(discover_installed(module), decided['installed_upstream'])
+        discovered = sel.installed_driver_packages(all_installed, decided['installed_upstream'])
         extra = [n for n in discovered if n not in versions]
         if extra:
             # their hold selections join the others (to release them); RV(packages) keeps the names asked for
             _more_versions, more_selections, _family = read_packages(module, extra)
             selections.update(more_selections)
+    change = None
+    if wants_change:
+        # another branch or version installed now: its holds, version locks and pinning package go first
+        # (nvidia_driver_select.branch_change); the role's names for the new branch may not be installed at all
+        now = decided['installed_upstream'] or sel.installed_driver_version(all_installed)
+        old = [n for n in sel.installed_driver_packages(all_installed, now) if n not in selections]
+        if old and family == 'Debian':
+            selections.update(read_packages(module, old)[1])
+        lock_list = read_bytes('/etc/dnf/plugins/versionlock.list') if family == 'RedHat' else None
+        change = sel.branch_change(now, p['branch'], p['version'], all_installed, selections,
+                                   p['os_family'] or family, to_native(lock_list) if lock_list else None)
     module.exit_json(changed=False, container={'detected': container, 'evidence': evidence},
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
                      loaded_version=loaded_version, packages=versions, selections=selections,
@@ -426,7 +450,7 @@ def main():
                      installed_version=installed, runfile_versions=obs['runfile_versions'],
                      nvswitch_count=len(switches), selection=selection, nvlink5=nvlink5,
                      persistenced_dropin=sel.persistenced_dropin(unit), branch_check=branch_check,
-                     driver_packages_installed=discovered,
+                     driver_packages_installed=discovered, branch_change=change,
                      **decided)
 
 

@@ -3,7 +3,9 @@ module gpuops.lab/go/nvidia-device-plugin
 go 1.26.0
 
 tool (
+	github.com/NVIDIA/k8s-device-plugin/cmd/config-manager
 	github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery
+	github.com/NVIDIA/k8s-device-plugin/cmd/mps-control-daemon
 	github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin
 )
 
@@ -32,6 +34,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/moby/sys/capability v0.4.0 // indirect
+	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -69,6 +72,7 @@ require (
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect
 	k8s.io/kubelet v0.35.4 // indirect
+	k8s.io/mount-utils v0.35.4 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/node-feature-discovery v0.18.3 // indirect

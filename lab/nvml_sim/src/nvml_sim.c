@@ -1410,7 +1410,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsign
 }
 
 /* Event sets: the inventory's xid_events are Xids that happen while a client waits; each set delivers each GPU's
- * list once, in order. With nothing left the wait answers TIMEOUT at once (the real one waits timeoutms). */
+ * list once, in order. With nothing left the wait answers TIMEOUT at once (the real one waits timeoutms). The Xids
+ * happened before any reset of their GPU: a set that registers the GPU after a reset (state resets > 0) gets none of
+ * them - NVML delivers events that happen after the registration only, so a device plugin restarted after the
+ * repair does not see the old Xid again. */
 #define EVSET_MAGIC 0x45565354U
 struct nvmlEventSet_st { unsigned magic; unsigned long long types[SIM_MAX_GPUS]; unsigned delivered[SIM_MAX_GPUS]; };
 EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
@@ -1424,7 +1427,9 @@ EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long 
     DEV_BEGIN(device, 0);
     if (!set || set->magic != EVSET_MAGIC) END(NVML_ERROR_INVALID_ARGUMENT);
     if (types & ~R.g->event_types) END(NVML_ERROR_NOT_SUPPORTED);
-    set->types[R.gpu] |= types; END(NVML_SUCCESS);
+    set->types[R.gpu] |= types;
+    if (R.s->resets) set->delivered[R.gpu] = R.g->nxid;      /* the Xids were before the reset */
+    END(NVML_SUCCESS);
 }
 static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData_t *data) {
     SYS_BEGIN_N(fn);

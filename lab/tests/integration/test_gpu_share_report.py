@@ -24,6 +24,7 @@ Nothing here skips: a missing tool or a control plane that does not start is a f
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -39,6 +40,9 @@ MINE = "gpuops.io/share-report"
 ML, TEAM_B = "ml-%s" % S, "team-b-%s" % S
 TAINT = {"key": MINE, "value": S, "effect": "NoSchedule"}
 
+MIG_MIXED = json.loads((ROOT / "lab" / "node" / "recordings" / "gpu-nodes.json").read_text())["shapes"][
+    "h100x2-mig-mixed"]
+assert MIG_MIXED["capacity"] == {"nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-3g.40gb": "1"}, MIG_MIXED["capacity"]
 HAMI_REGISTER = ("GPU-aaaa-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:"
                  "GPU-aaaa-1,10,15360,100,NVIDIA-Tesla T4,0,true,1,hami-core:")
 
@@ -91,9 +95,9 @@ NODES = [
     node("ts-1", "10.0.0.21", {"nvidia.com/gpu": "8"},
          {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing",
           "nvidia.com/gpu.count": "2"}),
-    # MIG mixed
-    node("mig-1", "10.0.0.31", {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"},
-         {"nvidia.com/mig.strategy": "mixed"}),
+    # MIG mixed: the recorded shape h100x2-mig-mixed (what a real lab node published with NVIDIA's plugin under the
+    # collection's mixed strategy: 2x 1g.10gb and a 3g.40gb; every GFD label of it), not painted
+    node("mig-1", "10.0.0.31", MIG_MIXED["capacity"], MIG_MIXED["labels"]),
     # HAMi: 2 GPUs, 10 vGPUs each
     node("hami-1", "10.0.0.41", {"nvidia.com/gpu": "20"}, annotations={"hami.io/node-nvidia-register": HAMI_REGISTER}),
     # Volcano gpu-share: 2 GPUs, 32768 MiB total
@@ -294,8 +298,9 @@ def test_time_slicing_mig_volcano_totals(full):
                                                  "unit": "GPU"}
     mig = nodes["mig-1"]
     assert mig["strategies"] == ["mig"]
-    assert mig["resources"]["nvidia.com/mig-1g.10gb"]["allocated"] == 2
-    assert mig["resources"]["nvidia.com/mig-3g.40gb"]["percent"] == 50
+    assert mig["resources"]["nvidia.com/mig-1g.10gb"] == {"allocatable": 2, "allocated": 2, "free": 0, "percent": 100,
+                                                          "unit": "MIG device"}
+    assert mig["resources"]["nvidia.com/mig-3g.40gb"]["allocated"] == 1
     vc = nodes["vc-1"]
     assert vc["strategies"] == ["volcano"]
     g = {x["index"]: x for x in vc["gpus"]}
@@ -347,7 +352,7 @@ def test_table_like_kubectl_inspect_gpushare(full):
     assert lines[i + 1] == "23/76 (30%)"
     rows = [ln.split() for ln in lines]
     assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/8", "37%"] in rows
-    assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/2", "50%"] in rows
+    assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/1", "100%"] in rows
     assert ["nvidia.com/gpu", "8/29", "(27%)"] in rows
     assert any(ln.startswith("CONFLICT %s:" % n("bad-1")) for ln in lines)
     waiting = [ln for ln in lines if ln.startswith("Pods requesting GPU resources without a node: ")]

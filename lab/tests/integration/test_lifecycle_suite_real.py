@@ -40,9 +40,14 @@ from test_gpu_sharing_stack_real import VOLCANO_SCHEDULER, kwok_node  # noqa: E4
 
 import lifecycle  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "lab" / "kube"))
+import dra_slices  # noqa: E402
+
 T4_NODES = ["lcs-t%d" % i for i in range(1, 9)]
 A100_NODES = ["lcs-a%d" % i for i in range(1, 4)]
 NODES = T4_NODES + A100_NODES
+# NVIDIA's DRA kubelet plugin's devices, as it published them on a real lab node for these inventories
+DRA_INVENTORY = dict([(n, "t4.json") for n in T4_NODES] + [(n, "hgx-a100-80gb.json") for n in A100_NODES])
 FACTS = dict([(n, T4) for n in T4_NODES] + [(n, A100) for n in A100_NODES])
 
 # strategy -> the settings of a pool of it (role variable names without the gpu_sharing_stack_ prefix)
@@ -57,7 +62,16 @@ BASE = {
     "gpu-manager": {"gpu_manager": {"accept_unmaintained": True,
                                     "admission_image": "registry.example.com/tkestack/gpu-admission:47d56ae"}},
     "gpu-operator": {"gpu_operator": {"chart_path": "/srv/charts/gpu-operator-v26.7.0.tgz", "sharing": "time-slicing"}},
+    # the DRA driver's release is rendered, not installed (helm_install false): the suite plays its kubelet plugin
+    "dra": {"dra": {"chart_path": "/srv/charts/dra-driver-nvidia-gpu-v0.5.0.tgz", "chart_version": "0.5.0",
+                    "assume_cdi_enabled": True, "claim_namespace": "lcs-claims",
+                    "claim_templates": [{"name": "lcs-gpu", "kind": "gpu"}]}},
 }
+# the ready step's validation workloads for every strategy but gpu-operator (its RuntimeClass comes from the operator,
+# which does not run here: the role's wait would fail; test_gpu_sharing_stack_real covers that wait)
+for _s, _v in BASE.items():
+    if _s != "gpu-operator":
+        _v["validation"] = True
 STRATEGIES = sorted(BASE)
 # settings changes that matter per strategy: (description, settings)
 CHANGES = {
@@ -72,12 +86,28 @@ CHANGES = {
                                                                       admission_cluster_ip="10.96.0.50")})],
     "hami": [("split 8", {"hami": {"device_split_count": 8}})],
     "gpu-operator": [("mps", {"gpu_operator": dict(BASE["gpu-operator"]["gpu_operator"], sharing="mps")})],
+    "dra": [("claim templates: a T4 by product, a shared claim", {"validation": True, "dra": dict(
+        BASE["dra"]["dra"], claim_templates=[{"name": "lcs-t4", "kind": "gpu", "product_name": "Tesla T4"},
+                                             {"name": "lcs-shared", "kind": "gpu", "shared": True}])})],
 }
+for _s, _changes in CHANGES.items():
+    for _what, _settings in _changes:
+        _settings.setdefault("validation", _s != "gpu-operator")
 
 
 def pool(strategy, nodes, settings=None):
     return {"strategy": strategy, "nodes": list(nodes), "facts": FACTS,
             "settings": dict(BASE[strategy] if settings is None else settings)}
+
+
+def own_claims(name, settings):
+    """A dra pool's settings with claim names of its own (two dra pools may not render one claim into one
+    namespace: the pools' plan refuses it, gpu_stack_dra.claim_name_conflicts)."""
+    if not settings or "dra" not in settings:
+        return settings
+    ds = dict(settings["dra"], claim_templates=[dict(t, name="%s-%s" % (name, t["name"].split("-", 2)[-1]))
+                                                for t in settings["dra"]["claim_templates"]])
+    return dict(settings, dra=ds)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +124,7 @@ def kube(tmp_path_factory):
         cp["spec"] = {"taints": [{"key": lifecycle.CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]}
         core.create_node(cp)
         core.create_namespace({"metadata": {"name": "volcano-system"}})
+        core.create_namespace({"metadata": {"name": "lcs-claims"}})
         core.create_namespaced_config_map("volcano-system", {
             "metadata": {"name": "volcano-scheduler-configmap"},
             "data": {"volcano-scheduler.conf": yaml.safe_dump(VOLCANO_CONF)}})
@@ -115,6 +146,14 @@ class Steps(object):
         self.log = []
         self.refusals = []
 
+    def agents(self):
+        """What the agents of the stacks do on kwok nodes once a step is done (the suite's stand-ins, not the
+        collection): the DRA kubelet plugin publishes or withdraws its slices; the kubelet drops the MIG devices of a
+        node whose device plugin is gone."""
+        admin = self.lab.kube.api()
+        self.lab.dra_plugin(admin)
+        drop_mig_resources(self.lab, admin)
+
     def do(self, what, fn, *args, rerun=True):
         start = self.lab.mark()
         try:
@@ -126,6 +165,7 @@ class Steps(object):
             self.log.append("%s: refused" % what)
             return False
         self.log.append("%s: %d writes reported" % (what, len(reported)))
+        self.agents()
         bad = lifecycle.check(self.lab, NODES)
         assert bad == [], "after %s:\n  %s\nsteps:\n  %s" % (what, "\n  ".join(bad), "\n  ".join(self.log))
         if rerun:
@@ -139,7 +179,49 @@ def reset(lab):
     """Uninstall every pool (the last step of each sequence, and the start of each example)."""
     for name in sorted(lab.pools):
         lab.remove(name)
+    Steps(lab).agents()
     assert lifecycle.check(lab, NODES) == []
+
+
+def dra_devices(node):
+    return dra_slices.recorded_devices(DRA_INVENTORY[node])
+
+
+def mig_manager(lab, name, readiness):
+    """NVIDIA's MIG manager and device plugin on kwok nodes, for the ready step's wait: each node of the pool reports
+    the geometry applied (nvidia.com/mig.config.state=success, as mig-manager writes it) and publishes the MIG devices
+    the readiness asks for (what the device plugin's kubelet registration would advertise). Written by the admin, not
+    the suite's user (these writes are the agents')."""
+    from kubernetes import client
+    core = client.CoreV1Api(lab.kube.api())
+    strategy = (lab.pools[name]["settings"].get("mig") or {}).get("strategy")
+    for n in readiness["nodes"]:
+        # GFD's MIG strategy label beside mig-manager's state (the report reads it: nvidia.com/gpu of MIG strategy single)
+        core.patch_node(n, {"metadata": {"labels": {readiness["label"]: readiness["value"], GFD_MIG_STRATEGY: strategy}}})
+        res = (readiness.get("allocatable") or {}).get(n) or {}
+        if res:
+            core.patch_node_status(n, {"status": {"capacity": res, "allocatable": res}})
+            lab.mig_resources = getattr(lab, "mig_resources", {})
+            lab.mig_resources.setdefault(n, set()).update(res)
+
+
+GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
+
+
+def drop_mig_resources(lab, admin):
+    """The kubelet once a node's device plugin is gone: the MIG devices it advertised leave the node's status (on
+    kwok nodes the suite does it). A node still in a pool whose MIG manager published them keeps them."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin)
+    keep = set(n for name, st in lab.readiness.items() for n in lab.pools[name]["nodes"])
+    for n, res in list(getattr(lab, "mig_resources", {}).items()):
+        if n in keep:
+            continue
+        body = [{"op": "remove", "path": "/status/%s/%s" % (f, r.replace("~", "~0").replace("/", "~1"))}
+                for f in ("capacity", "allocatable") for r in sorted(res)]
+        core.patch_node_status(n, body)
+        core.patch_node(n, {"metadata": {"labels": {GFD_MIG_STRATEGY: None}}})
+        del lab.mig_resources[n]
 
 
 def agree_with_daemonset_controller(lab, every, timeout=90):
@@ -154,17 +236,28 @@ def agree_with_daemonset_controller(lab, every, timeout=90):
     assert bad == [], bad
 
 
+def new_lab(kube, user):
+    lab = lifecycle.Lab(kube, user=user)
+    lab.dra_devices = dra_devices
+    lab.mig_manager = mig_manager
+    return lab
+
+
 def test_scripted_sequence(kube):
-    lab = lifecycle.Lab(kube)
+    lab = new_lab(kube, "lifecycle-suite")
     s = Steps(lab)
     # 1. one pool of each strategy, each on a node of its own; two HAMi pools (they share the scheduler)
     layout = {"ex": ("exclusive", ["lcs-t1"]), "ts": ("time-slicing", ["lcs-t2"]), "mps": ("mps", ["lcs-t3"]),
               "mig": ("mig", ["lcs-a1"]), "gsh": ("gpushare", ["lcs-a2"]), "vol": ("volcano", ["lcs-t4"]),
-              "ham": ("hami", ["lcs-t5"]), "ham2": ("hami", ["lcs-t6"]), "gm": ("gpu-manager", ["lcs-t7"])}
+              "ham": ("hami", ["lcs-t5"]), "ham2": ("hami", ["lcs-t6"]), "gm": ("gpu-manager", ["lcs-t7"]),
+              "dr": ("dra", ["lcs-t8"])}
     for name, (strategy, nodes) in layout.items():
         assert s.do("add %s (%s)" % (name, strategy), lab.apply, name, pool(strategy, nodes), rerun=False)
     writes, changed = lab.rerun()
     assert (writes, changed) == ([], [])
+    # the ready step ran: the MIG manager's wait saw the geometry the stand-in reported; validation workloads applied
+    assert lab.readiness["mig"]["ready"] is True, lab.readiness
+    assert sorted(n for n, v in lab.validated.items() if v) == sorted(layout), lab.validated
     # the invariants' placement of the agents is upstream's: the DaemonSet controller counts the same nodes
     every = NODES + [lifecycle.CONTROL_PLANE]
     agree_with_daemonset_controller(lab, every)
@@ -184,10 +277,12 @@ def test_scripted_sequence(kube):
     assert s.do("move lcs-t2 to ex", lab.apply, "ex", pool("exclusive", ["lcs-t1", "lcs-t2"],
                                                            lab.pools["ex"]["settings"]))
     assert s.do("lcs-t2 leaves ex", lab.leave, "ex", ["lcs-t2"])
-    # 4. add nodes: ham gets lcs-t2 and lcs-t8
-    assert s.do("add nodes to ham2", lab.apply, "ham2", dict(lab.pools["ham2"], nodes=["lcs-t6", "lcs-t2", "lcs-t8"]))
-    # 5. migrate pools to another strategy, through no stack: vol -> time-slicing, mps -> hami, gm -> gpushare
-    for name, target in (("vol", "time-slicing"), ("mps", "exclusive"), ("gm", "gpushare")):
+    # 4. add nodes: ham2 gets lcs-t2
+    assert s.do("add nodes to ham2", lab.apply, "ham2", dict(lab.pools["ham2"], nodes=["lcs-t6", "lcs-t2"]))
+    # 5. migrate pools to another strategy (a direct apply is refused before any write where the model forbids it,
+    # else through no stack): vol -> time-slicing, mps -> dra (a second dra pool: one release), gm -> gpushare, dr
+    # (dra) -> exclusive
+    for name, target in (("vol", "time-slicing"), ("mps", "dra"), ("gm", "gpushare"), ("dr", "exclusive")):
         nodes = lab.pools[name]["nodes"]
         s.do("migrate %s to %s directly" % (name, target), lab.apply, name, pool(target, nodes))
         if lab.pools[name]["strategy"] != target:
@@ -252,7 +347,7 @@ def lifecycle_machine(lab):
             name = "r%d-%s" % (counter[0], strategy.replace("gpu-", "g"))
             # a new pool of a strategy takes the settings the strategy's pools already agree on
             same = [p for p in lab.pools.values() if p["strategy"] == strategy]
-            settings = dict(same[0]["settings"]) if same else None
+            settings = own_claims(name, dict(same[0]["settings"]) if same else dict(BASE[strategy]))
             self.s.do("add %s on %s" % (name, nodes), lab.apply, name, pool(strategy, nodes, settings))
 
         @precondition(lambda self: any(p["strategy"] in CHANGES for p in lab.pools.values()))
@@ -262,6 +357,7 @@ def lifecycle_machine(lab):
                              label="pool")
             strategy = lab.pools[name]["strategy"]
             what, settings = data.draw(st.sampled_from(CHANGES[strategy]), label="change")
+            settings = own_claims(name, settings)
             if strategy == "hami":  # the pools of a strategy change together, in one run (they share the scheduler)
                 changed = dict((n, dict(p, settings=settings)) for n, p in lab.pools.items() if p["strategy"] == strategy)
                 self.s.do("change %s: %s" % (sorted(changed), what), lab.apply_all, changed)
@@ -291,7 +387,7 @@ def lifecycle_machine(lab):
             if strategy == old["strategy"] or not all(fits(strategy, n) for n in old["nodes"]):
                 return
             same = [p for p in lab.pools.values() if p["strategy"] == strategy]
-            target = pool(strategy, old["nodes"], dict(same[0]["settings"]) if same else None)
+            target = pool(strategy, old["nodes"], own_claims(name, dict(same[0]["settings"]) if same else None))
             # directly (refused before any write, or done), else through no stack
             if not self.s.do("migrate %s to %s directly" % (name, strategy), lab.apply, name, target):
                 self.s.do("uninstall %s" % name, lab.remove, name)
@@ -331,7 +427,7 @@ def test_randomized_sequences(kube):
     """The operations as a hypothesis state machine; every step checks the invariants and a re-run (Steps.do)."""
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
-    lab = lifecycle.Lab(kube, user="lifecycle-suite-random")
+    lab = new_lab(kube, "lifecycle-suite-random")
     machine = lifecycle_machine(lab)
     if SEED:
         import hypothesis

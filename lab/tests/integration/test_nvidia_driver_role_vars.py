@@ -181,3 +181,40 @@ def test_DRV_23_nvlink5_refusal_asserted_right_after_the_selection(state, refusa
     assert ok is passes, (state, refusal, ok)
     # the assert module validates fail_msg even when it passes: it must be a string, never None
     assert render(spec['fail_msg'], **ctx) == (refusal or '')
+
+
+@pytest.mark.parametrize('method, version, want', [
+    ('cuda_repo', '', ['nvidia-open=570.*', 'libnvidia-compute-580=570.*']),
+    ('cuda_repo', '570.195.03', ['nvidia-open=570.195.03*', 'libnvidia-compute-580=570.195.03*']),
+    ('distro', '', ['nvidia-open', 'libnvidia-compute-580'])])
+def test_DRV_40_cuda_repo_specs_carry_the_branch(method, version, want):
+    """NVIDIA's CUDA repository keeps its names across branches (nvidia-open, cuda-drivers): without the branch in
+    the spec a node on 580 asked for 570 had every name installed, so apt never ran and only the branch check failed
+    after the fact. The spec carries the branch, so the first read finds them missing and apt installs 570
+    (allowed to downgrade by branch_change). Ubuntu's and Debian's own names need no suffix (Ubuntu's carry the
+    branch in the name; Debian has one branch per release)."""
+    specs = render('{{ nvidia_driver__apt_specs }}', nvidia_driver__selection=selection(False),
+                   nvidia_driver_method=method, nvidia_driver_branch='570', nvidia_driver_version=version)
+    assert specs[:2] == want, specs
+
+
+def test_DRV_37_branch_change_released_before_the_install():
+    """The holds, version locks and the old pinning package of the version being replaced go before the driver's
+    install; apt and dnf may downgrade when branch_change says so."""
+    tasks = _tasks('present.yml')
+    install = _index(tasks, lambda t: t.get('name') == 'Install the driver packages', 'installing the driver')
+    for what in ('release_holds', 'remove_first', 'release_versionlocks', 'old_branch_lock'):
+        i = _index(tasks, lambda t, w=what: 'nvidia_driver__change.%s' % w in str(t), what)
+        assert i < install, (what, i, install)
+    main = [t for t in _tasks('main.yml') if t.get('name') == 'Read the driver state of the node'][0]
+    assert 'nvidia_driver_branch' in main['gpuops.k8s_gpu.nvidia_driver_info']['branch']
+    apt = [t for t in _tasks('install-apt.yml') if t.get('name') == 'Install the driver packages, pinned'][0]
+    assert 'nvidia_driver__change.allow_downgrade' in apt['ansible.builtin.apt']['allow_downgrade']
+    dnf = [t for t in _tasks('install-dnf.yml') if t.get('name') == 'Install the pinned driver version'][0]
+    assert 'nvidia_driver__change.allow_downgrade' in dnf['ansible.builtin.dnf']['allow_downgrade']
+    for down in (True, False):
+        got = render('{{ nvidia_driver__change.allow_downgrade | default(false) | bool }}',
+                     nvidia_driver__before={'branch_change': {'allow_downgrade': down}})
+        assert got is down
+    assert render('{{ nvidia_driver__change.release_holds | default([]) }}',
+                  nvidia_driver__before={'branch_change': None}) == []

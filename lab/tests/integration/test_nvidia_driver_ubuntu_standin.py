@@ -159,3 +159,54 @@ def test_DRV_25_bad_flavour_fails_before_anything_changes(node):
     msg = ' | '.join(failures(doc))
     assert 'nvidia_driver_kernel_module_type' in msg and 'auto, open, proprietary' in msg, msg
     assert installed(node) == before
+
+
+DRV570 = '570.195.03-0ubuntu0.24.04.1'
+DRV580_OLD = '580.82.07-0ubuntu0.24.04.1'
+
+
+def nvidia_installed(node):
+    return dict((p, v) for p, v in installed(node).items() if 'nvidia' in p)
+
+
+def test_DRV_37_branch_change_both_ways_and_a_downgrade_with_the_roles_holds(node):
+    """Issue 38: a node the role converged (its driver packages held) moves 580 -> 570 -> 580, then down to an older
+    580 version. Ubuntu's branches Conflict with each other's virtual names, so apt must remove the held packages of
+    the old branch: before the role released its own holds first, apt refused ("Held packages were changed"), and a
+    lower version of the same names needs apt's --allow-downgrades."""
+    name = node['name']
+    # start from a converged 580 node with dkms (the role's own holds), whatever the tests before left
+    dexec(name, 'apt-mark', 'unhold', *sorted(held(node)))
+    leftover = sorted(nvidia_installed(node))
+    if leftover:
+        dexec(name, 'apt-get', 'purge', '-y', '-q', *leftover)
+    common = dict(nvidia_driver_kernel_module_type='open', nvidia_driver_ubuntu_precompiled='false')
+    rc, doc = run_role(node, **common)
+    assert rc == 0, failures(doc)
+    assert nvidia_installed(node).get('nvidia-dkms-580-server-open') == DRV, nvidia_installed(node)
+    assert 'libnvidia-compute-580-server' in held(node)
+
+    # down to branch 570 (past its end of life, so accepted by name)
+    rc, doc = run_role(node, nvidia_driver_branch='570', nvidia_driver_accept_eol_branch='570', **common)
+    assert rc == 0, (failures(doc), task_results(doc, 'Install the driver packages, pinned'))
+    have = nvidia_installed(node)
+    assert have.get('libnvidia-compute-570-server') == DRV570 and have.get('nvidia-dkms-570-server-open') == DRV570, have
+    assert not [p for p in have if '-580-' in p], have
+    assert {'libnvidia-compute-570-server', 'nvidia-dkms-570-server-open'} <= held(node)
+    report = json.loads(dexec(name, 'cat', '/var/lib/gpuops/nvidia-driver.json').stdout)
+    assert report['version'] == '570.195.03'
+
+    # back up to 580
+    rc, doc = run_role(node, **common)
+    assert rc == 0, (failures(doc), task_results(doc, 'Install the driver packages, pinned'))
+    have = nvidia_installed(node)
+    assert have.get('libnvidia-compute-580-server') == DRV and not [p for p in have if '-570-' in p], have
+    assert {'libnvidia-compute-580-server', 'nvidia-dkms-580-server-open'} <= held(node)
+
+    # an older version of the same branch: the same names at a lower version
+    rc, doc = run_role(node, nvidia_driver_version='580.82.07', **common)
+    assert rc == 0, (failures(doc), task_results(doc, 'Install the driver packages, pinned'))
+    have = nvidia_installed(node)
+    assert have.get('libnvidia-compute-580-server') == DRV580_OLD, have
+    assert have.get('nvidia-dkms-580-server-open') == DRV580_OLD, have
+    assert {'libnvidia-compute-580-server', 'nvidia-dkms-580-server-open'} <= held(node)

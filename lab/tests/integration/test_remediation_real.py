@@ -404,6 +404,9 @@ def _playbook(lab, tmp_path, inventory_json, kubeconfig, *extra):
                              "gpu_remediation_kernel_log": str(tmp_path / "dmesg.txt"),
                              "gpu_remediation_kubelet_root_dir": str(tmp_path / "kubelet"),
                              "gpu_remediation_dra_driver": DRIVER, "gpu_remediation_reset": False,
+                             # a kwok node runs no container: the validation pod is proved on a real node
+                             # (test_remediation_device_plugin_real.py, REM-16)
+                             "gpu_remediation_validate": False,
                              "gpu_remediation_dry_run_timeout": 0})] + list(extra)
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -153,16 +153,34 @@ def test_audit_log_records_every_request_of_the_reads_group(cl):
 
 
 def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
-    """kwok's GPU nodes are Ready with their GPU capacity; the scheduler places a pod asking for 8 GPUs on an 8-GPU
-    node, kwok runs it; the DaemonSet controller places one pod on each node of the selector and nowhere else."""
+    """kwok's GPU nodes, MIG ones included (real.MIG_NODES), are Ready with the extended resources and labels of their
+    recorded shape (lab/node/recordings/gpu-nodes.json: what a real lab node published); the scheduler places a pod
+    asking for 8 GPUs on a node with 8 whole GPUs or more, kwok runs it; the DaemonSet controller places one pod on
+    each node of the selector and nowhere else."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+    import real  # noqa: E402  (lab/kube)
     from kubernetes import client
     core = client.CoreV1Api(cl.api())
     apps = client.AppsV1Api(cl.api())
     nodes = {n.metadata.name: n for n in core.list_node(label_selector='gpuops.io/lab=real').items}
-    assert set(nodes) >= {'kwok-t4-1', 'kwok-t4-2', 'kwok-a100-1', 'kwok-h100-1'}
-    for n in nodes.values():
-        assert [c.status for c in n.status.conditions if c.type == 'Ready'] == ['True'], n.metadata.name
-        assert n.status.allocatable['nvidia.com/gpu'] == n.metadata.labels['nvidia.com/gpu.count']
+    shapes = dict(real.RECORDED_NODES, **real.MIG_NODES)
+    assert set(nodes) >= set(shapes) == {'kwok-t4-1', 'kwok-t4-2', 'kwok-a100-1', 'kwok-h100-1', 'kwok-a100-mig-1',
+                                         'kwok-h100-mig-1'}
+    recorded = real.load_recording()['shapes']
+    for name, shape in sorted(shapes.items()):
+        n, rec = nodes[name], recorded[shape]
+        assert [c.status for c in n.status.conditions if c.type == 'Ready'] == ['True'], name
+        assert {k: n.status.allocatable.get(k) for k in rec['allocatable']} == rec['allocatable'], name
+        assert {k: n.metadata.labels.get(k) for k in rec['labels']} == rec['labels'], name
+    # the MIG nodes as the recording has them: single - nvidia.com/gpu counts MIG devices (8 x 7); mixed - one
+    # resource per profile, no nvidia.com/gpu
+    assert nodes['kwok-a100-mig-1'].status.allocatable['nvidia.com/gpu'] == '56'
+    assert nodes['kwok-a100-mig-1'].metadata.labels['nvidia.com/mig.strategy'] == 'single'
+    mixed = nodes['kwok-h100-mig-1']
+    assert 'nvidia.com/gpu' not in mixed.status.allocatable and mixed.metadata.labels['nvidia.com/mig.strategy'] == 'mixed'
+    assert {k: v for k, v in mixed.status.allocatable.items() if k.startswith('nvidia.com/mig-')} == {
+        'nvidia.com/mig-1g.10gb': '2', 'nvidia.com/mig-3g.40gb': '1'}
     # only the lab's kwok GPU nodes: other tests on the shared cluster add nodes of their own, and real lab nodes
     # whose GFD writes the same product label (a T4 node of another test once made this DaemonSet want 3 pods)
     core.create_namespaced_pod(NS, {'metadata': {'name': 'eight'}, 'spec': {
@@ -173,7 +191,7 @@ def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
     pod = wait('pod eight Running and Ready', lambda: (lambda p: p if p.status.phase == 'Running' and any(
         c.type == 'Ready' and c.status == 'True' for c in p.status.conditions or []) else None)(
         core.read_namespaced_pod('eight', NS)))
-    assert pod.spec.node_name in ('kwok-a100-1', 'kwok-h100-1')
+    assert pod.spec.node_name in ('kwok-a100-1', 'kwok-h100-1', 'kwok-a100-mig-1')
     ds = {'metadata': {'name': 't4-only'}, 'spec': {
         'selector': {'matchLabels': {'app': 't4-only'}},
         'template': {'metadata': {'labels': {'app': 't4-only'}}, 'spec': {

@@ -104,3 +104,16 @@ def test_REM_12_in_use_is_tried_again_within_the_bound(tmp_path):
     out = module(tmp_path, "gpu_reset", uuids=[u], nvidia_smi=SMI, tries=2, delay=0)
     assert out["failed"] is True and out["results"][0] == dict(out["results"][0], result="in_use", tries=2)
     assert list(doctor(tmp_path)["remediation"]) == [u]
+
+
+def test_REM_17_xids_of_before_a_reset_are_not_delivered_after_it(tmp_path):
+    """An Xid the NVML events delivered before the reset is not delivered again to a client that registers after it
+    (NVML sends only events that happen after the registration): a device plugin restarted after the repair lists the
+    GPU healthy, and the doctor's second run no longer names it for that Xid."""
+    u = inventory(tmp_path, xid_events=[48])
+    before = doctor(tmp_path)["remediation"]
+    assert list(before) == [u] and [f["id"] for f in before[u]["findings"]] == ["xid_48"], before
+    assert doctor(tmp_path)["remediation"] == before          # not reset yet: every new event set gets it again
+    out = module(tmp_path, "gpu_reset", uuids=[u], nvidia_smi=SMI, delay=0)
+    assert out.get("failed") is not True and out["changed"] is True, out
+    assert doctor(tmp_path)["remediation"] == {}

@@ -296,6 +296,10 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
             # what the pool's stack agents wrote on the node and left behind (their DaemonSets are gone by now):
             # the next strategy of the node would be refused over it (foreign resources, HAMi's registration)
             left = _left_node_state(want.get('strategy'), record, labels, strategy_label)
+            for lab in left['labels']:
+                if lab in labels and lab not in (metadata.get('labels') or {}):
+                    metadata.setdefault('labels', {})[lab] = None
+                    cleared.append('label ' + lab)
             for ann in left['annotations']:
                 if ann in annotations:
                     metadata.setdefault('annotations', {})[ann] = None
@@ -330,9 +334,10 @@ def _left_node_state(pool_strategy, record, labels, strategy_label):
     ours = _get(entry, 'value')
     if ours in STRATEGIES and labels.get(strategy_label) == ours and ours not in names:
         names.append(ours)
-    out = {'status': [], 'annotations': []}
+    out = {'status': [], 'annotations': [], 'labels': []}
     for n in names:
         st = node_state(n)
+        out['labels'].extend(x for x in st.get('labels') or () if x not in out['labels'])
         out['status'].extend(r for r in st['status'] if r not in out['status'])
         out['annotations'].extend(a for a in st['annotations'] if a not in out['annotations'])
     return out

@@ -46,7 +46,10 @@ WHOLE_GPU = 'whole-gpu'
 
 #   node_state:        what its agents write on a Node outside the kubelet's device plugin registration, which
 #                      outlives them: {'status': resources they patch into status.capacity and status.allocatable
-#                      themselves (the kubelet never removes them), 'annotations': annotations they set}. Role
+#                      themselves (the kubelet never removes them), 'annotations': annotations they set, 'labels':
+#                      node labels they set (mig: NVIDIA's MIG manager reports its state in nvidia.com/mig.config.state,
+#                      gpu_stack_nvidia MIG_STATE_LABEL, what the ready step waits for; the lifecycle suite found it
+#                      left after uninstall)}. Role
 #                      gpu_node_labels clears them with state absent (node_state below)
 
 # resources that several strategies advertise: declared once
@@ -70,13 +73,14 @@ def _props(title: str, family: str, resources: tuple, stack: str, settings: tupl
            scheduler_extender: bool = False, runtime_class: bool = False, default_runtime: bool = False,
            compute_mode: str | None = None, node_strategy: bool = True, node_labels: bool = True,
            prefixes: tuple = (), node_status: tuple = (), node_annotations: tuple = (),
-           shared_prune: bool = False) -> tuple[dict, dict]:
+           shared_prune: bool = False, node_agent_labels: tuple = ()) -> tuple[dict, dict]:
     props = {'title': title, 'family': family, 'resources': tuple(r[0] for r in resources),
              'shared_prune': shared_prune,
              'nvidia_plugin': nvidia_plugin, 'scheduler_extender': scheduler_extender, 'runtime_class': runtime_class,
              'default_runtime': default_runtime, 'compute_mode': compute_mode, 'node_strategy': node_strategy,
              'node_labels': node_labels,
-             'node_state': {'status': tuple(node_status), 'annotations': tuple(node_annotations)}}
+             'node_state': {'status': tuple(node_status), 'annotations': tuple(node_annotations),
+                            'labels': tuple(node_agent_labels)}}
     return props, {'stack': stack, 'settings': tuple(settings), 'resources': tuple(resources),
                    'prefixes': tuple(prefixes), 'family': family}
 
@@ -96,7 +100,8 @@ STRATEGY_MODEL = (
     _entry('mps', _props(
         'mps', WHOLE_GPU, (GPU, GPU_SHARED), 'nvidia', ('nvidia', 'mps'), nvidia_plugin=True, runtime_class=True)),
     _entry('mig', _props(
-        'mig', WHOLE_GPU, (GPU, MIG_DEVICES), 'nvidia', ('nvidia', 'mig'), nvidia_plugin=True, runtime_class=True)),
+        'mig', WHOLE_GPU, (GPU, MIG_DEVICES), 'nvidia', ('nvidia', 'mig'), nvidia_plugin=True, runtime_class=True,
+        node_agent_labels=('nvidia.com/mig.config.state',))),
     _entry('gpushare', _props(
         'gpushare', 'aliyun-gpu-mem', (
             ('aliyun.com/gpu-mem', 'GPU memory (gpushare)', 'GiB'),
@@ -258,9 +263,10 @@ def mig_partitioned(name: str | None) -> bool:
 
 def node_state(name: str) -> dict:
     """What strategy ``name``'s agents leave on a Node: {'status': resource names they put into status.capacity and
-    status.allocatable themselves, 'annotations': annotation names}; empty tuples for an unknown name."""
+    status.allocatable themselves, 'annotations': annotation names, 'labels': label names}; empty tuples for an
+    unknown name."""
     props = _MODEL.get(name)
-    return props['node_state'] if props else {'status': (), 'annotations': ()}
+    return props['node_state'] if props else {'status': (), 'annotations': (), 'labels': ()}
 
 
 def family(name: str) -> str:

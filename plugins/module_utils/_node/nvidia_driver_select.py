@@ -489,6 +489,84 @@ def installed_driver_packages(versions, upstream):
     return out
 
 
+# Names of the packages that carry the NVIDIA driver's own version (epoch and revision aside), across the
+# distributions' and NVIDIA's packaging; used to tell which driver version a node has when the role's names for the
+# requested branch are not installed (Ubuntu names its packages after the branch: nvidia-headless-570-server).
+_DRIVER_VERSIONED = re.compile(r'^(nvidia-|libnvidia-|libcuda|cuda-drivers|kmod-nvidia|xserver-xorg-video-nvidia|'
+                               r'firmware-nvidia)')
+
+
+def _version_tuple(v):
+    return tuple(int(x) for x in re.findall(r'[0-9]+', v or ''))
+
+
+def installed_driver_version(versions):
+    """The upstream driver version most of the installed NVIDIA driver packages carry ({name: package version}),
+    or None. Only versions of a driver branch (three digits, then a dot) count: nvidia-container-toolkit's 1.x and
+    the like are never taken for a driver."""
+    counts = {}   # type: dict
+    for name, ver in (versions or {}).items():
+        if not _DRIVER_VERSIONED.match(name):
+            continue
+        v = ver.split(':', 1)[1] if ':' in ver else ver
+        m = re.match(r'^([0-9]{3}\.[0-9]+(?:\.[0-9]+)?)', v)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    if not counts:
+        return None
+    return sorted(counts, key=lambda k: (counts[k], _version_tuple(k)))[-1]
+
+
+def branch_change(installed_upstream, branch, version, installed_versions, selections, family,
+                  versionlock_list=None):
+    """What must go before the packages of another driver branch or version are installed.
+
+    installed_upstream: the driver version installed now (installed_driver_version), None on a fresh node.
+    branch, version: what the role was asked for. installed_versions: {name: version} of the installed NVIDIA
+    packages; selections: dpkg's {name: selection}. family: Debian, Ubuntu or RedHat.
+    versionlock_list: /etc/dnf/plugins/versionlock.list (RHEL).
+
+    Returns {'direction': 'fresh'|'none'|'up'|'down', 'from', 'to', 'release_holds' (dpkg holds on the installed
+    version's packages: the role's own holds, which apt will not change: Ubuntu's packages of every branch Conflict
+    with the virtual names all branches Provide, so installing 580's removes 570's; Debian and NVIDIA's repository
+    keep the names and change the version), 'release_versionlocks' (RHEL: the installed version's names, locked at
+    that version), 'old_branch_lock' (RHEL 10: '*nvidia*<old branch>*' when the versionlock list holds entries of it),
+    'remove_first' (apt: the CUDA repository's pinning package of another branch), 'allow_downgrade',
+    'downgrade_specs' (apt, down to nvidia_driver_version: every installed package of the driver's version at the
+    requested one, 'name=<version>*': apt takes the newest candidate for a dependency, which an exact
+    '(= <version>)' of the packages asked for then cannot meet, so a downgrade names them all)}.
+    """
+    branch = str(branch or '')
+    out = {'direction': 'fresh', 'from': installed_upstream, 'to': version or branch, 'release_holds': [],
+           'release_versionlocks': [], 'old_branch_lock': None, 'remove_first': [], 'allow_downgrade': False,
+           'downgrade_specs': []}
+    if not installed_upstream or not branch:
+        return out
+    old_branch = installed_upstream.split('.')[0]
+    if version:
+        have, want = _version_tuple(installed_upstream), _version_tuple(version)
+    else:
+        have, want = (_branch_int(old_branch),), (_branch_int(branch),)
+    if have == want:
+        out['direction'] = 'none'
+        return out
+    out['direction'] = 'up' if want > have else 'down'
+    out['allow_downgrade'] = out['direction'] == 'down'
+    old = installed_driver_packages(installed_versions, installed_upstream)
+    out['release_holds'] = [n for n in old if (selections or {}).get(n) == 'hold']
+    if out['direction'] == 'down' and version and family != 'RedHat':
+        out['downgrade_specs'] = ['%s=%s*' % (n, version) for n in old]
+    if family == 'RedHat':
+        out['release_versionlocks'] = old
+        if old_branch != branch:
+            pattern = '*nvidia*%s*' % old_branch
+            out['old_branch_lock'] = pattern if versionlock_covers(versionlock_list, pattern) else None
+    if old_branch != branch:
+        out['remove_first'] = sorted(n for n in (installed_versions or {})
+                                     if n.startswith('nvidia-driver-pinning-') and n != 'nvidia-driver-pinning-%s' % branch)
+    return out
+
+
 def runfile_module_flags(branch, flavour):
     """The runfile's kernel module choice: --kernel-module-type from R560, -m=kernel-open / -m=kernel before."""
     if _branch_int(branch) >= 560:

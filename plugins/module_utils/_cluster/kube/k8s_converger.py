@@ -10,6 +10,7 @@ patch of labels for labels-only kinds) only when the desired fields are not alre
 import copy
 import hashlib
 import json
+import time
 
 try:
     from kubernetes.client.rest import ApiException
@@ -80,6 +81,26 @@ def differing(want, have, prefix_lists=frozenset(), path=()):
     if is_subset(want, have, prefix_lists, path):
         return []
     return ['.'.join(path) or '(the object)']
+
+
+# The fields of a Pod's spec an update may change (k8s.io/kubernetes pkg/apis/core/validation ValidatePodUpdate:
+# "pod updates may not change fields other than spec.containers[*].image, spec.initContainers[*].image,
+# spec.activeDeadlineSeconds, spec.tolerations (only additions to existing tolerations),
+# spec.terminationGracePeriodSeconds"; kube-apiserver v1.37.2 answers 422 with that message).
+POD_MUTABLE_FIELDS = ('tolerations', 'activeDeadlineSeconds', 'terminationGracePeriodSeconds')
+
+
+def pod_update_allowed(want, live):
+    """Whether the API server accepts an update of a Pod from spec ``live`` to spec ``want`` (as far as want says):
+    want agrees with live on every field but the mutable ones (containers' and init containers' images, the fields
+    of POD_MUTABLE_FIELDS)."""
+    rest = dict((k, v) for k, v in want.items() if k not in POD_MUTABLE_FIELDS)
+    for field in ('containers', 'initContainers'):
+        if isinstance(rest.get(field), list) and isinstance(live.get(field), list) \
+                and len(rest[field]) == len(live[field]):
+            rest[field] = [dict(w, image=h['image']) if isinstance(w, dict) and isinstance(h, dict) and 'image' in h
+                           else w for w, h in zip(rest[field], live[field])]
+    return is_subset({'spec': rest}, {'spec': live}, POD_APPENDED_LISTS)
 
 
 def appended_lists(d):
@@ -330,9 +351,46 @@ class Converger(object):
         if live is not None and self.p['backup'] and self.p['hash_annotation'] and \
                 self.p['hash_annotation'] not in ((live.get('metadata') or {}).get('annotations') or {}):
             self.backup(res, d, live)
-        after = want if self.check_mode else self.apply(res, d)
+        if live is not None and self.replaces(d, live):
+            after = want if self.check_mode else self.replace(res, d, live)
+        else:
+            after = want if self.check_mode else self.apply(res, d)
         self.record(d, 'created' if live is None else 'updated', live, after)
         return after
+
+    def replaces(self, d, live):
+        """Whether ``d`` must replace ``live`` instead of updating it: a Pod (v1) this module applied (its hash
+        annotation) whose spec differs, since kube-apiserver refuses a change of a Pod's spec but for a few fields
+        (pod updates may not change fields other than spec.containers[*].image, ...: 422; the validation workloads of
+        role gpu_sharing_stack after a changed RuntimeClass name or MIG geometry). A Pod the module did not apply is
+        never replaced (the apply then fails with the API server's message)."""
+        if d.get('apiVersion') != 'v1' or d.get('kind') != 'Pod':
+            return False
+        annotations = (live.get('metadata') or {}).get('annotations') or {}
+        if not self.p['hash_annotation'] or self.p['hash_annotation'] not in annotations:
+            return False
+        return not pod_update_allowed(d.get('spec') or {}, live.get('spec') or {})
+
+    def replace(self, res, d, live):
+        """Delete ``live`` (this uid only, no grace period: the object is gone at once) and create ``d``."""
+        kind, ns, name = ident(d)
+        body = {'gracePeriodSeconds': 0, 'propagationPolicy': 'Background'}
+        if (live.get('metadata') or {}).get('uid'):
+            body['preconditions'] = {'uid': live['metadata']['uid']}
+        try:
+            self.client.delete(res, name=name, namespace=ns, body=body)
+        except NotFoundError:
+            pass
+        for _attempt in range(50):
+            if self.get(res, d) is None:
+                break
+            time.sleep(0.2)
+        else:
+            raise ConvergeError('%s %s/%s: still there 10 s after its deletion (to replace it: a Pod\'s spec cannot be '
+                                'changed)' % (kind, ns, name))
+        want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
+        self.create_once(res, want, name, ns)
+        return self.get(res, d)
 
     def apply(self, res, d):
         kind, ns, name = ident(d)

@@ -39,6 +39,12 @@ class RestApi(object):
         data = getattr(response, 'data', b'') or b'{}'
         return json.loads(data.decode('utf-8') if isinstance(data, bytes) else data)
 
+    def text(self, path, query=None):
+        """A GET whose answer is text (a pod's log)."""
+        response = self._send(self.api_client, 'GET', path, list(query or []), None, None)
+        data = getattr(response, 'data', b'') or b''
+        return data.decode('utf-8', 'replace') if isinstance(data, bytes) else data
+
 
 def _status(exc):
     return getattr(exc, 'status', None)
@@ -286,6 +292,131 @@ class Remediator(object):
                 return evicted, ['%s/%s' % p for p in pending]
             self.sleep(poll)
 
+    # ------------------------------------------------------------------------------------------------ after the repair
+    def restart_device_plugin(self, selector, resource, timeout, poll=2):
+        """NVIDIA's device plugin (v0.19.1) never lists a GPU it marked unhealthy as healthy again (REM-17): when the
+        Node's allocatable of ``resource`` is below its capacity, delete the plugin's pods on this node (``selector``,
+        a label selector; their DaemonSet starts new ones, which list every GPU healthy) and wait until allocatable
+        equals capacity or ``timeout``. Returns {'restarted': [pods], 'before': (capacity, allocatable), 'after': ...};
+        nothing is done when allocatable already equals capacity."""
+        def counts():
+            st = (self.node() or {}).get('status') or {}
+            return (str((st.get('capacity') or {}).get(resource, '0')), str((st.get('allocatable') or {}).get(resource, '0')))
+        before = counts()
+        out = {'restarted': [], 'before': list(before), 'after': list(before)}
+        if before[0] == before[1] or not selector:
+            return out
+        pods = self.api.call('GET', '/api/v1/pods', [('fieldSelector', 'spec.nodeName=%s' % self.node_name),
+                                                     ('labelSelector', selector)]).get('items') or []
+        for p in pods:
+            meta = p.get('metadata') or {}
+            self._write('delete device plugin pod %s/%s (it lists a repaired GPU healthy only after a restart)' % (
+                meta.get('namespace'), meta.get('name')), 'DELETE',
+                '/api/v1/namespaces/%s/pods/%s' % (meta.get('namespace'), meta.get('name')))
+            out['restarted'].append('%s/%s' % (meta.get('namespace'), meta.get('name')))
+        if self.check_mode or not pods:
+            return out
+        end = self.clock() + timeout
+        while True:
+            now = counts()
+            out['after'] = list(now)
+            if now[0] == now[1] or self.clock() >= end:
+                return out
+            self.sleep(poll)
+
+    def validate(self, entries, settings, poll=2):
+        """Run each GPU's validation workload (remediation_plan.validation_objects) in ``settings['namespace']`` and
+        wait for its verdict; the objects are deleted afterwards. ``entries``: [{'uuid', 'kind', 'device'}] of the
+        record. Returns {uuid: {'passed', 'why', 'log', 'pod'}}; check mode runs nothing and passes nothing."""
+        results = {}
+        ns = settings['namespace']
+        resource = settings.get('resource') or 'nvidia.com/gpu'
+        for e in entries:
+            count = 1
+            if e['kind'] != 'dra':
+                count = plan.free_units(self.node(), self.pods_on_node(), resource)
+                if count == 0:
+                    results[e['uuid']] = {'passed': False, 'pod': None, 'log': '', 'why': (
+                        'node %s has no free %s for the validation pod (the device plugin may still list the GPU '
+                        'unhealthy, or other pods hold every unit)' % (self.node_name, resource))}
+                    continue
+            objs = plan.validation_objects(
+                e, self.node_name, ns, settings['image'], settings.get('command'), resource, count,
+                settings.get('device_class') or plan.DRA_DRIVER, settings.get('tolerations') or [],
+                settings.get('runtime_class'), settings.get('pull_secrets') or [], settings.get('volumes') or [],
+                settings.get('volume_mounts') or [])
+            pod = objs[-1]
+            name = pod['metadata']['name']
+            for o in objs:
+                self._delete_validation(o, wait=True)
+                self._write('create validation %s %s/%s for GPU %s' % (o['kind'], ns, name, e['uuid']), 'POST',
+                            _validation_path(o, ns), o)
+            if self.check_mode:
+                results[e['uuid']] = {'passed': None, 'pod': name, 'log': '', 'why': 'check mode: not run'}
+                continue
+            end = self.clock() + settings['timeout']
+            while True:
+                try:
+                    live = self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (ns, name))
+                except Exception as exc:
+                    if _status(exc) != 404:
+                        raise
+                    live = {}
+                verdict, why = plan.validation_verdict(live)
+                if verdict != 'running':
+                    break
+                if self.clock() >= end:
+                    verdict, why = 'failed', 'no verdict within %ss: %s' % (settings['timeout'], why)
+                    break
+                self.sleep(poll)
+            log = ''
+            try:
+                log = self.api.text('/api/v1/namespaces/%s/pods/%s/log' % (ns, name), [('tailLines', '20')])
+            except Exception:  # pylint: disable=broad-except
+                log = ''   # no log: the container never started
+            results[e['uuid']] = {'passed': verdict == 'passed', 'why': why, 'log': log[-2000:], 'pod': name}
+            for o in reversed(objs):
+                self._delete_validation(o)
+        return results
+
+    def _delete_validation(self, obj, wait=False):
+        """Delete a validation object left from an earlier run (of ours: its managed-by label) or made now."""
+        ns = obj['metadata']['namespace']
+        path = '%s/%s' % (_validation_path(obj, ns), obj['metadata']['name'])
+        if self.check_mode:
+            return
+        try:
+            live = self.api.call('GET', path)
+        except Exception as exc:
+            if _status(exc) == 404:
+                return
+            raise
+        if ((live.get('metadata') or {}).get('labels') or {}).get('app.kubernetes.io/managed-by') != plan.MANAGED_BY:
+            raise plan.PlanError('%s %s/%s exists and is not managed by %s: refusing to replace it' % (
+                obj['kind'], ns, obj['metadata']['name'], plan.MANAGED_BY))
+        self._write('delete validation %s %s/%s' % (obj['kind'], ns, obj['metadata']['name']), 'DELETE', path,
+                    {'apiVersion': 'v1', 'kind': 'DeleteOptions', 'gracePeriodSeconds': 0})
+        end = self.clock() + 60
+        while wait and self.clock() < end:
+            try:
+                self.api.call('GET', path)
+            except Exception as exc:
+                if _status(exc) == 404:
+                    return
+                raise
+            self.sleep(1)
+
+    def to_release(self, uuids=None, keep=()):
+        """[{'uuid', 'kind', 'device'}] of the recorded GPUs a release of ``uuids`` (all when None) would give back,
+        ``keep`` left out."""
+        node = self.node()
+        if node is None:
+            raise plan.PlanError('node %s: no such Node in the cluster' % self.node_name)
+        gpus = plan.read_record(node).get('gpus') or {}
+        chosen = sorted(gpus) if uuids is None else [u for u in uuids if u in gpus]
+        return [{'uuid': u, 'kind': gpus[u].get('kind'), 'device': gpus[u].get('device')}
+                for u in chosen if u not in set(keep)]
+
     def release(self, uuids=None, keep=()):
         """Take back what the record says this loop made for ``uuids`` (all when None), except the GPUs of ``keep``
         (those the doctor still finds unhealthy)."""
@@ -316,6 +447,12 @@ class Remediator(object):
                 if record['gpus'][uuid].get('rule') else 'node quarantine of this GPU ended'))
         after = ch['record'] or {}
         return ch['released'], {'before': _view(node, record), 'after': _after_view(node, after, body)}
+
+
+def _validation_path(obj, namespace):
+    if obj['kind'] == 'ResourceClaim':
+        return '/apis/%s/%s/namespaces/%s/resourceclaims' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION, namespace)
+    return '/api/v1/namespaces/%s/pods' % namespace
 
 
 def _evidence(findings):

@@ -185,3 +185,152 @@ def allocations_error(allocations):
             return ('allocations[%d]: %r needs name (and namespace) or pod_uid, and devices (a list of GPU UUIDs), as '
                     'gpu_device_allocations returns them' % (i, a))
     return None
+
+
+# ------------------------------------------------------------------------------------------------ validate (step 6)
+VALIDATION_LABEL = 'gpuops.io/gpu-validation'
+UUID_ENV = 'GPUOPS_VALIDATE_UUID'
+UNSCHEDULABLE_TAINT = 'node.kubernetes.io/unschedulable'
+POD_DONE = ('Succeeded', 'Failed')
+# container states that do not get better by waiting (the kubelet keeps retrying them, the validation would not end)
+STUCK_REASONS = ('ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CreateContainerError',
+                 'CreateContainerConfigError', 'RunContainerError')
+
+
+def validation_name(node, uuid):
+    """The validation pod's (and claim's) name: like the rule's, prefixed gpuops-validate-."""
+    return ('gpuops-validate-' + rule_name(node, uuid)[len('gpuops-'):])[:253].strip('-.')
+
+
+def free_units(node_obj, pods, resource):
+    """How many units of the extended ``resource`` the node's allocatable has left: allocatable minus what the
+    node's pods that have not ended ask for (containers' requests, else limits; the largest init container's if
+    larger - the kubelet's effective request). 0 when the node publishes none."""
+    try:
+        allocatable = int((((node_obj or {}).get('status') or {}).get('allocatable') or {}).get(resource) or 0)
+    except (TypeError, ValueError):
+        return 0
+    used = 0
+    for p in pods or []:
+        if (p.get('status') or {}).get('phase') in POD_DONE:
+            continue
+        spec = p.get('spec') or {}
+
+        def ask(c):
+            res = c.get('resources') or {}
+            v = (res.get('requests') or {}).get(resource, (res.get('limits') or {}).get(resource, 0))
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                return 0
+        used += max([sum(ask(c) for c in spec.get('containers') or [])]
+                    + [ask(c) for c in spec.get('initContainers') or []])
+    return max(allocatable - used, 0)
+
+
+def _validation_container(uuid, image, command, limits=None, claims=None, mounts=()):
+    ctr = {'name': 'validate', 'image': image, 'imagePullPolicy': 'IfNotPresent',
+           'env': [{'name': UUID_ENV, 'value': uuid}], 'resources': {}}
+    if command:
+        ctr['command'] = list(command)
+    if mounts:
+        ctr['volumeMounts'] = [dict(m) for m in mounts]
+    if limits:
+        ctr['resources']['limits'] = limits
+    if claims:
+        ctr['resources']['claims'] = claims
+    return ctr
+
+
+def validation_objects(entry, node, namespace, image, command=None, resource='nvidia.com/gpu', count=1,
+                       device_class=DRA_DRIVER, tolerations=(), runtime_class=None, pull_secrets=(), volumes=(),
+                       volume_mounts=()):
+    """The objects of one GPU's validation workload (step 6): [ResourceClaim (DRA only), Pod]. The only branch on the
+    quarantine's kind.
+
+    node level (device-plugin pool): the pod is bound to the node (spec.nodeName: the cordon and NoSchedule taints do
+    not apply, the kubelet admits it and its device manager allocates) and asks ``count`` units of ``resource`` -
+    every free unit of the node, so the repaired GPU, the one the plugin lists again, is among them; the check
+    command finds the GPU by ``GPUOPS_VALIDATE_UUID`` in what it was given (NVIDIA_VISIBLE_DEVICES).
+    dra: a ResourceClaim for exactly that device (CEL on the driver's uuid attribute), tolerating the loop's own
+    device taint (the rule stays until the release); the scheduler allocates it, the pod is kept to the node by node
+    affinity and tolerates the cordon."""
+    name = validation_name(node, entry['uuid'])
+    labels = {'app.kubernetes.io/managed-by': MANAGED_BY, VALIDATION_LABEL: _label_value(entry['uuid'])}
+    meta = {'name': name, 'namespace': namespace, 'labels': labels}
+    spec = {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'terminationGracePeriodSeconds': 5,
+            'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists'}] + [dict(t) for t in tolerations or []]}
+    if runtime_class:
+        spec['runtimeClassName'] = runtime_class
+    if pull_secrets:
+        spec['imagePullSecrets'] = [{'name': s} for s in pull_secrets]
+    if volumes:
+        spec['volumes'] = [dict(v) for v in volumes]
+    out = []
+    if entry['kind'] == 'dra':
+        driver, _pool, _dev = entry['device']
+        cel = 'device.driver == "%s" && device.attributes["%s"].uuid == "%s"' % (driver, driver, entry['uuid'])
+        out.append({'apiVersion': '%s/%s' % (DRA_API_GROUP, DRA_API_VERSION), 'kind': 'ResourceClaim',
+                    'metadata': dict(meta, labels=dict(labels)),
+                    'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {
+                        'deviceClassName': device_class, 'allocationMode': 'ExactCount', 'count': 1,
+                        'selectors': [{'cel': {'expression': cel}}],
+                        'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists'}]}}]}}})
+        spec['tolerations'].append({'key': UNSCHEDULABLE_TAINT, 'operator': 'Exists', 'effect': 'NoSchedule'})
+        spec['affinity'] = {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [
+            {'matchFields': [{'key': 'metadata.name', 'operator': 'In', 'values': [node]}]}]}}}
+        spec['resourceClaims'] = [{'name': 'gpu', 'resourceClaimName': name}]
+        spec['containers'] = [_validation_container(entry['uuid'], image, command, claims=[{'name': 'gpu'}],
+                                                    mounts=volume_mounts)]
+    else:
+        spec['nodeName'] = node
+        spec['containers'] = [_validation_container(entry['uuid'], image, command, limits={resource: str(count)},
+                                                    mounts=volume_mounts)]
+    out.append({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec})
+    return out
+
+
+def validation_verdict(pod):
+    """('passed'|'failed'|'running', why) of a validation pod: Succeeded passes; Failed (the check's exit status, or
+    the kubelet's refusal such as OutOfnvidia.com/gpu or UnexpectedAdmissionError) and a container stuck in a state
+    waiting cannot mend (STUCK_REASONS) fail, with the reason."""
+    st = (pod or {}).get('status') or {}
+    phase = st.get('phase')
+    if phase == 'Succeeded':
+        return 'passed', 'the validation pod succeeded'
+    statuses = st.get('containerStatuses') or []
+    if phase == 'Failed':
+        for c in statuses:
+            term = (c.get('state') or {}).get('terminated') or {}
+            if term:
+                return 'failed', 'the check exited %s (%s)%s' % (
+                    term.get('exitCode'), term.get('reason') or 'Error',
+                    ': %s' % term['message'][:300] if term.get('message') else '')
+        return 'failed', 'the pod failed: %s%s' % (st.get('reason') or 'Failed',
+                                                   ' - %s' % st['message'][:300] if st.get('message') else '')
+    for c in statuses:
+        wait = (c.get('state') or {}).get('waiting') or {}
+        if wait.get('reason') in STUCK_REASONS:
+            return 'failed', 'the container cannot start: %s%s' % (
+                wait['reason'], ' - %s' % wait['message'][:300] if wait.get('message') else '')
+    return 'running', 'the pod is %s' % (phase or 'not yet started')
+
+
+def validate_settings_error(v):
+    """The first bad key of the module's ``validate`` option, named; None when fine."""
+    if not v:
+        return None
+    if not isinstance(v.get('image'), str) or not re.match(r'^[A-Za-z0-9][A-Za-z0-9._/:@-]*$', v['image'] or ''):
+        return 'validate.image: %r is not a container image reference' % (v.get('image'),)
+    ref = v['image'].rsplit('/', 1)[-1]
+    if '@' not in ref and (':' not in ref or ref.endswith(':latest')):
+        return 'validate.image: %r must pin a tag other than latest, or a digest' % v['image']
+    if v.get('command') is not None and (not isinstance(v['command'], list) or not all(
+            isinstance(x, str) for x in v['command'])):
+        return 'validate.command: %r must be a list of strings (the container command)' % (v['command'],)
+    for key in ('timeout',):
+        if not isinstance(v.get(key), int) or v[key] <= 0:
+            return 'validate.%s: %r must be a positive number of seconds' % (key, v.get(key))
+    if not re.match(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', v.get('namespace') or '') or len(v['namespace']) > 63:
+        return 'validate.namespace: %r is not a namespace name' % (v.get('namespace'),)
+    return None

@@ -349,11 +349,37 @@ def config_checksum(*config_maps):
     return hashlib.sha256(text.encode('utf-8')).hexdigest()
 
 
+_DECIMAL_SUFFIXES = (('E', 18), ('P', 15), ('T', 12), ('G', 9), ('M', 6), ('k', 3))
+_BINARY_SUFFIXES = (('Ei', 60), ('Pi', 50), ('Ti', 40), ('Gi', 30), ('Mi', 20), ('Ki', 10))
+_QUANTITY_TEXT = re.compile(r'^([0-9]+)(|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)$')
+
+
 def quantity(value):
-    """Resource quantities as the API server returns them (strings)."""
+    """Resource quantities as the API server returns them (strings): an integer quantity in its canonical form, as
+    kube-apiserver stores it (k8s.io/apimachinery pkg/api/resource quantity.go CanonicalizeBytes: decimal SI with
+    the largest exponent, a multiple of 3, that keeps the mantissa an integer - 3000 is stored as 3k -, binary SI
+    with the largest power of 1024 that divides the value - 1024Mi is stored as 1Gi). A re-run then compares equal to
+    the live object instead of writing it again. Other forms (fractions, milli, exponents) are returned as given."""
     if isinstance(value, bool):
         raise StackError('quantity must not be a boolean')
-    return str(value)
+    text = str(value)
+    m = _QUANTITY_TEXT.match(text)
+    if not m:
+        return text
+    number, suffix = int(m.group(1)), m.group(2)
+    if number == 0:
+        return '0'
+    if suffix.endswith('i'):
+        n = number << dict(_BINARY_SUFFIXES)[suffix]
+        for name, shift in _BINARY_SUFFIXES:
+            if n % (1 << shift) == 0:
+                return '%d%s' % (n >> shift, name)
+        return '%d' % n
+    n = number * 10 ** dict(_DECIMAL_SUFFIXES).get(suffix, 0)
+    for name, exp in _DECIMAL_SUFFIXES:
+        if n % 10 ** exp == 0:
+            return '%d%s' % (n // 10 ** exp, name)
+    return '%d' % n
 
 
 def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, annotations=None):

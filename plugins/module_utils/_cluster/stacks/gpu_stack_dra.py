@@ -422,8 +422,11 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
     manifests, labels, resources, limits, helm, claim_api = render(
         ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
         cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
+    # the pool's claim templates and shared claims (scope pool) in the version they are rendered in: one dropped from
+    # claim_templates is pruned after the apply (the lifecycle suite found it left in the cluster for ever)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm,
-            'claim_api_version': claim_api}
+            'claim_api_version': claim_api,
+            'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')]}
 
 
 def _release_view(settings):
@@ -458,6 +461,26 @@ def release_conflicts(pools):
     return ['dra pools %s share one Helm release of NVIDIA\'s DRA driver (its DeviceClasses are cluster objects), so '
             'the settings of that release must be the same in each; they differ in %s'
             % (', '.join(n for n, dummy in views), '; '.join(differ))]
+
+
+def claim_name_conflicts(pools):
+    """Errors for dra pools that render a ResourceClaimTemplate or ResourceClaim of one name into one namespace
+    (gpu_sharing_stack_dra.claim_templates, claim_namespace): the object carries one pool's label, so each pool's run
+    would take it over (a re-run is never changed=0) and one pool's uninstall or prune would delete the other's. Found
+    by the lifecycle suite (two dra pools with the same settings)."""
+    seen = {}
+    for p in pools:
+        if p.get('strategy') != 'dra':
+            continue
+        ds = (p.get('settings') or {}).get('gpu_sharing_stack_dra')
+        ds = ds if isinstance(ds, dict) else {}
+        ns = ds.get('claim_namespace') or ''
+        for t in ds.get('claim_templates') or []:
+            if isinstance(t, dict) and t.get('name'):
+                seen.setdefault((ns, t['name']), []).append(p['name'])
+    return ['dra pools %s render the claim %s/%s each (gpu_sharing_stack_dra.claim_templates in one '
+            'claim_namespace): one object cannot belong to two pools; give each pool its own claim names'
+            % (', '.join(names), ns, name) for (ns, name), names in sorted(seen.items()) if len(names) > 1]
 
 
 def json_text(value):
@@ -804,7 +827,7 @@ class DraStack(Stack):
     version_on_removal = True
 
     def own_conflicts(self, pools):
-        return release_conflicts(pools)
+        return release_conflicts(pools) + claim_name_conflicts(pools)
 
     def runtime_class_note(self, runtime_class_name):
         if runtime_class_name:

@@ -245,10 +245,12 @@ def _rule(labels, kinds):
             'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}
 
 
-def prune_rules(strategy, pool):
-    """What k8s_converge prunes after a pool's apply: [{label_selector, kinds}], the pool's own objects and, for the
-    strategies of SHARED_PRUNE, the strategy's shared objects."""
-    rules = [_rule({'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: 'pool'}, POOL_KINDS)]
+def prune_rules(strategy, pool, kinds=()):
+    """What k8s_converge prunes after a pool's apply: [{label_selector, kinds}], the pool's own objects (POOL_KINDS and
+    the stack's own ``kinds``: (apiVersion, kind) pairs its render returns as prune_kinds) and, for the strategies of
+    SHARED_PRUNE, the strategy's shared objects."""
+    own = POOL_KINDS + tuple(tuple(k) for k in kinds if tuple(k) not in POOL_KINDS)
+    rules = [_rule({'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: 'pool'}, own)]
     if strategy in SHARED_PRUNE:
         rules.append(_rule({'app.kubernetes.io/managed-by': MANAGED_BY, STACK_LABEL: strategy, SCOPE_LABEL: 'shared'},
                            SHARED_KINDS))
@@ -373,7 +375,7 @@ def render(params):
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
         'stale_shared_manifests': stale,
-        'prune': [] if removing else prune_rules(strategy, pool),
+        'prune': [] if removing else prune_rules(strategy, pool, out.get('prune_kinds') or ()),
         'validation_manifests': validation,
         # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator
         # creates its own after the Helm install): entry point ready waits for it before it applies them

@@ -149,3 +149,33 @@ def test_DRV_28_select_wants_the_nvlink5_packages_on_an_nvlink5_system(monkeypat
     assert nv['unpinned'] == ['nvlsm', 'infiniband-diags'] and nv['pinned'] == ['libnvsdm']
     res, touched = _run_select(monkeypatch, capsys, {'method': 'cuda_repo'}, ['0x2901'], vpds=['PN MCX75310'])
     assert res['selection']['packages']['nvlink5']['wanted'] is False
+
+
+def test_DRV_37_first_read_says_what_a_branch_change_must_release(monkeypatch, capsys):
+    """Ubuntu node on 570 with the role's holds, role asked for 580: the role's names for 580 are not installed,
+    so the installed driver comes from the NVIDIA packages that are there, and their holds are what goes first."""
+    import json
+    from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+    v570 = '570.195.03-0ubuntu0.24.04.1'
+    have = {'nvidia-headless-570-server': v570, 'libnvidia-compute-570-server': v570, 'nvidia-dkms-570-server': v570}
+    monkeypatch.setattr(mod, 'discover_installed', lambda module: dict(have))
+
+    def fake_read(module, names):
+        versions = dict((n, have[n]) for n in names if n in have)
+        return versions, dict((n, 'hold') for n in versions), 'Debian'
+    monkeypatch.setattr(mod, 'read_packages', fake_read)
+    monkeypatch.setattr(mod.node_probe, 'pci_devices', lambda root: ([], []))
+    args = {'packages': ['nvidia-headless-580-server', 'libnvidia-compute-580-server'], 'kernel_module': 'skip',
+            'driver_package': 'libnvidia-compute-580-server', 'branch': '580', 'os_family': 'Ubuntu'}
+    with module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    change = res['branch_change']
+    assert change['direction'] == 'up' and change['from'] == '570.195.03', change
+    assert change['release_holds'] == sorted(have), change
+    # without a branch (the role's other reads) nothing is computed
+    with module_args(dict(args, branch='')):
+        with pytest.raises(SystemExit):
+            mod.main()
+    assert json.loads(capsys.readouterr().out)['branch_change'] is None

@@ -526,6 +526,22 @@ def test_DRA_04_dra_pools_with_different_release_settings_refused_naming_pools_a
                                   {'name': 'y', 'strategy': 'mig', 'settings': {'gpu_sharing_stack_registry': 'r'}}]) == []
 
 
+def test_two_dra_pools_rendering_one_claim_name_into_one_namespace_are_refused():
+    """Found by the lifecycle suite: two dra pools with the same claim templates each took the one ResourceClaimTemplate
+    over on every run (a re-run wrote it twice), and one pool's uninstall would delete the other's. The pools' plan
+    refuses it (Stack.own_conflicts); other names, or another namespace, are fine."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+
+    def pool(name, ns, names):
+        return {'name': name, 'strategy': 'dra', 'settings': {'gpu_sharing_stack_dra': {
+            'claim_namespace': ns, 'claim_templates': [{'name': n} for n in names]}}}
+    [err] = gpu_stack_registry.find('dra').own_conflicts([pool('a', 'ml', ['gpu', 'a-only']), pool('b', 'ml', ['gpu'])])
+    assert err.startswith('dra pools a, b render the claim ml/gpu each'), err
+    assert dra.claim_name_conflicts([pool('a', 'ml', ['gpu']), pool('b', 'ops', ['gpu'])]) == []
+    assert dra.claim_name_conflicts([pool('a', 'ml', ['gpu-a']), pool('b', 'ml', ['gpu-b'])]) == []
+    assert dra.claim_name_conflicts([pool('a', 'ml', ['gpu']), dict(pool('b', 'ml', ['gpu']), strategy='mig')]) == []
+
+
 def test_DRA_12_dra_nodes_keep_the_gpu_operators_device_plugin_off():
     """NVIDIA/gpu-operator v26.7.0 runs its device plugin where nvidia.com/gpu.deploy.device-plugin is "true" and sets
     the label only where a node has none: every node of a dra pool carries "false"; state absent removes it."""

@@ -261,6 +261,14 @@ PRUNE_CASES = [
     ('hami', {'settings': {'hami': HAMI_OK}}),
     ('gpu-manager', {'settings': {'gpu_manager': {'accept_unmaintained': True,
                                                   'admission_image': 'reg.example/gpu-admission:47d56ae'}}}),
+    # the lifecycle suite's dra pools: a claim template dropped from claim_templates stayed in the cluster
+    ('dra', {'settings': {'dra': {'chart_path': '/c/dra.tgz', 'chart_version': '0.5.0', 'kube_version': 'v1.33.2',
+                                  'kube_dra_enabled': True, 'assume_cdi_enabled': True, 'claim_namespace': 'ml',
+                                  'claim_templates': [{'name': 'g'}, {'name': 's', 'shared': True}]}},
+             'validation': {'enabled': True}}),
+    ('dra', {'settings': {'dra': {'chart_path': '/c/dra.tgz', 'chart_version': '0.5.0', 'kube_version': 'v1.37.2',
+                                  'assume_cdi_enabled': True, 'claim_namespace': 'ml',
+                                  'claim_templates': [{'name': 'g'}]}}}),
 ]  # gpu-operator renders no pool object (the one release and its values are shared)
 
 

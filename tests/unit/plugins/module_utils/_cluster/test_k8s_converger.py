@@ -211,7 +211,51 @@ def test_K8S_10_K8S_11_a_pod_that_lacks_a_wanted_entry_is_still_applied(change):
         live['spec']['volumes'].reverse()                                # same entries, wanted one not first
     client = FakeDynamic([live], served=('Pod',))
     result = run(client, [POD])
-    assert result['updated'] == 1 and client.writes == [('patch', 'Pod', 'gpu-validate', 'application/apply-patch+yaml')]
+    if change == 'toleration':  # an update may add tolerations
+        assert result['updated'] == 1 and client.writes == [
+            ('patch', 'Pod', 'gpu-validate', 'application/apply-patch+yaml')]
+    else:  # volumes and mounts cannot change in place (422): the pod is replaced
+        assert result['updated'] == 1 and client.writes == [('delete', 'Pod', 'gpu-validate', None),
+                                                            ('create', 'Pod', 'gpu-validate', None)]
+
+
+@pytest.mark.parametrize('change, replaced', [
+    ('runtimeClassName', True), ('resources', True), ('image', False), ('activeDeadlineSeconds', False)])
+def test_a_changed_pod_spec_replaces_the_pod_the_module_applied(change, replaced):
+    """A validation pod whose spec changed in a field no update may change (the lifecycle suite's ready step after
+    a changed RuntimeClass name: 422 'pod updates may not change fields other than ...') is deleted and created again;
+    a change an update may make (an image, activeDeadlineSeconds) is applied in place."""
+    live = admitted(K.with_hash(POD, PARAMS['hash_annotation']))
+    live['metadata']['uid'] = 'u1'
+    want = copy.deepcopy(POD)
+    if change == 'runtimeClassName':
+        want['spec']['runtimeClassName'] = 'nvidia-x'
+    elif change == 'resources':
+        want['spec']['containers'][0]['resources'] = {'limits': {'nvidia.com/mig-3g.40gb': '1'}}
+    elif change == 'image':
+        want['spec']['containers'][0]['image'] = 'cuda:2'
+    else:
+        want['spec']['activeDeadlineSeconds'] = 600
+    client = FakeDynamic([live], served=('Pod',))
+    result = run(client, [want])
+    assert result['updated'] == 1
+    if replaced:
+        assert client.writes == [('delete', 'Pod', 'gpu-validate', None), ('create', 'Pod', 'gpu-validate', None)]
+        stored = client.store[('Pod', 'ns', 'gpu-validate')]
+        assert stored['spec'] == want['spec'] and PARAMS['hash_annotation'] in stored['metadata']['annotations']
+    else:
+        assert client.writes == [('patch', 'Pod', 'gpu-validate', 'application/apply-patch+yaml')]
+    # check mode writes nothing
+    client = FakeDynamic([live], served=('Pod',))
+    assert run(client, [want], check_mode=True)['updated'] == 1 and client.writes == []
+
+
+def test_a_pod_the_module_did_not_apply_is_never_replaced():
+    live = admitted(POD)  # no hash annotation: a user's pod of that name
+    want = dict(POD, spec=dict(POD['spec'], runtimeClassName='nvidia-x'))
+    client = FakeDynamic([live], served=('Pod', 'ConfigMap'))
+    run(client, [want])
+    assert [w[:2] for w in client.writes] == [('create', 'ConfigMap'), ('patch', 'Pod')]  # its backup, then the apply
 
 
 def test_K8S_10_K8S_11_other_kinds_keep_exact_list_lengths():

@@ -257,3 +257,22 @@ def test_HAMI_17_absent_clears_what_the_stack_agents_left_on_the_node_so_another
     absent_clears('hami', {'nvidia.com/gpu': '0'},
                   {'hami.io/node-nvidia-register': 'GPU-1,10,15360,100,NVIDIA-Tesla T4,0,true:',
                    'hami.io/node-handshake': 'Reported now', 'hami.io/node-nvidia-score': '[]'})
+
+
+def test_absent_clears_the_mig_managers_state_label_and_keeps_other_labels():
+    """Found by the lifecycle suite's ready step (lab/tests/integration/test_lifecycle_suite_real.py): NVIDIA's MIG
+    manager reports the geometry in nvidia.com/mig.config.state (what the ready step waits for) and the label outlived
+    the mig pool's uninstall. State absent removes it, and only it (a site's own labels stay)."""
+    api = StatusCore({'n': {'metadata': {'name': 'n', 'labels': {'team': 'ml'}, 'annotations': {}},
+                            'status': {'capacity': {'cpu': '8'}, 'allocatable': {'cpu': '8'}}}})
+    plan, results = L.plan_and_apply(api, static(('n', 'n', 'mig', {SL: 'mig'})), OPTIONS)
+    assert not plan['errors'] and results[0]['changed']
+    api.nodes['n']['metadata']['labels']['nvidia.com/mig.config.state'] = 'success'  # the MIG manager's report
+    plan, results = L.plan_and_apply(api, static(('n', 'n', 'mig', {})), dict(OPTIONS, state='absent'))
+    assert results[0]['cleared'] == ['label nvidia.com/mig.config.state']
+    assert api.nodes['n']['metadata']['labels'] == {'team': 'ml'}
+    assert L.plan_and_apply(api, static(('n', 'n', 'mig', {})), dict(OPTIONS, state='absent'))[1] == []
+    # a pool of another strategy leaves the label alone (it is not its agents')
+    api.nodes['n']['metadata']['labels'].update({SL: 'time-slicing', 'nvidia.com/mig.config.state': 'success'})
+    plan, results = L.plan_and_apply(api, static(('n', 'n', 'time-slicing', {})), dict(OPTIONS, state='absent'))
+    assert 'nvidia.com/mig.config.state' in api.nodes['n']['metadata']['labels']

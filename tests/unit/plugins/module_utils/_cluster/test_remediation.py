@@ -270,3 +270,201 @@ def test_REM_14_holders_from_the_checkpoint_by_pod_uid():
 def test_REM_14_an_allocation_without_a_pod_or_devices_is_refused(allocs):
     assert plan.allocations_error(allocs).startswith('allocations[0]: ')
     assert plan.allocations_error([{'pod_uid': 'u0', 'devices': [U0]}, {'namespace': 'a', 'name': 'p', 'devices': []}]) is None
+
+
+# ------------------------------------------------------------------------------------------------ validate, restart
+VALIDATE = {'image': 'gpuops.lab/gpu-check:1', 'command': ['gpu-check'], 'namespace': 'ops', 'timeout': 30,
+            'resource': 'nvidia.com/gpu'}
+
+
+def _gpu_pod(name, n, phase='Running'):
+    return {'metadata': {'namespace': 'a', 'name': name}, 'status': {'phase': phase},
+            'spec': {'containers': [{'resources': {'limits': {'nvidia.com/gpu': str(n)}}}]}}
+
+
+def test_REM_16_free_units_and_the_validation_objects_per_kind():
+    n = {'status': {'allocatable': {'nvidia.com/gpu': '4'}, 'capacity': {'nvidia.com/gpu': '4'}}}
+    init = {'metadata': {}, 'status': {}, 'spec': {
+        'containers': [{'resources': {'requests': {'nvidia.com/gpu': 1}}}],
+        'initContainers': [{'resources': {'limits': {'nvidia.com/gpu': 2}}}]}}
+    pods = [_gpu_pod('p0', 1), _gpu_pod('p1', 2, 'Succeeded'), init]
+    assert plan.free_units(n, pods, 'nvidia.com/gpu') == 1            # 4 - 1 - max(1, init 2); the ended pod frees
+    assert plan.free_units({}, [], 'nvidia.com/gpu') == 0
+    node_entry = {'uuid': U0, 'kind': 'node', 'device': None}
+    objs = plan.validation_objects(node_entry, 'n1', 'ops', 'img:1', ['gpu-check'], count=3,
+                                   tolerations=[{'key': 'site', 'operator': 'Exists'}], runtime_class='nvidia',
+                                   volumes=[{'name': 'd', 'hostPath': {'path': '/x'}}],
+                                   volume_mounts=[{'name': 'd', 'mountPath': '/y'}])
+    assert [o['kind'] for o in objs] == ['Pod']
+    spec = objs[0]['spec']
+    assert spec['nodeName'] == 'n1' and 'affinity' not in spec and spec['runtimeClassName'] == 'nvidia'
+    ctr = spec['containers'][0]
+    assert ctr['resources'] == {'limits': {'nvidia.com/gpu': '3'}} and ctr['command'] == ['gpu-check']
+    assert {'name': plan.UUID_ENV, 'value': U0} in ctr['env'] and ctr['volumeMounts'] == [{'name': 'd', 'mountPath': '/y'}]
+    assert spec['volumes'] == [{'name': 'd', 'hostPath': {'path': '/x'}}]
+    assert spec['tolerations'] == [{'key': plan.TAINT_KEY, 'operator': 'Exists'}, {'key': 'site', 'operator': 'Exists'}]
+    assert objs[0]['metadata']['name'] == 'gpuops-validate-n1-' + U0.lower()
+    assert objs[0]['metadata']['labels']['app.kubernetes.io/managed-by'] == plan.MANAGED_BY
+    dra = plan.validation_objects({'uuid': U1, 'kind': 'dra', 'device': ['gpu.nvidia.com', 'n1', 'gpu-1']}, 'n1',
+                                  'ops', 'img:1')
+    claim, pod = dra
+    req = claim['spec']['devices']['requests'][0]['exactly']
+    assert claim['kind'] == 'ResourceClaim' and req['deviceClassName'] == 'gpu.nvidia.com' and req['count'] == 1
+    assert req['selectors'][0]['cel']['expression'] == \
+        'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].uuid == "%s"' % U1
+    assert req['tolerations'] == [{'key': plan.TAINT_KEY, 'operator': 'Exists'}]       # the rule stays till release
+    assert 'nodeName' not in pod['spec'] and pod['spec']['resourceClaims'] == [
+        {'name': 'gpu', 'resourceClaimName': claim['metadata']['name']}]
+    assert pod['spec']['affinity']['nodeAffinity']['requiredDuringSchedulingIgnoredDuringExecution'][
+        'nodeSelectorTerms'][0]['matchFields'][0] == {'key': 'metadata.name', 'operator': 'In', 'values': ['n1']}
+    assert {'key': plan.UNSCHEDULABLE_TAINT, 'operator': 'Exists', 'effect': 'NoSchedule'} in pod['spec']['tolerations']
+    assert 'command' not in pod['spec']['containers'][0]            # the image's own (the CUDA sample)
+
+
+def test_REM_16_verdicts():
+    assert plan.validation_verdict({'status': {'phase': 'Succeeded'}})[0] == 'passed'
+    v = plan.validation_verdict({'status': {'phase': 'Failed', 'containerStatuses': [
+        {'state': {'terminated': {'exitCode': 1, 'reason': 'Error'}}}]}})
+    assert v == ('failed', 'the check exited 1 (Error)')
+    v = plan.validation_verdict({'status': {'phase': 'Failed', 'reason': 'UnexpectedAdmissionError',
+                                            'message': 'Allocate failed'}})
+    assert v == ('failed', 'the pod failed: UnexpectedAdmissionError - Allocate failed')
+    v = plan.validation_verdict({'status': {'phase': 'Pending', 'containerStatuses': [
+        {'state': {'waiting': {'reason': 'ImagePullBackOff', 'message': 'not found'}}}]}})
+    assert v == ('failed', 'the container cannot start: ImagePullBackOff - not found')
+    assert plan.validation_verdict({'status': {'phase': 'Pending'}})[0] == 'running'
+    assert plan.validation_verdict({})[0] == 'running'
+
+
+def test_REM_16_bad_validate_settings_are_named():
+    base = {'gpus': {}, 'uuids': [], 'dry_run_timeout': 15, 'drain_timeout': 300, 'device_plugin_timeout': 120}
+    assert gpu_remediation.check_params(dict(base, validate=dict(VALIDATE))) is None
+    assert 'must pin a tag other than latest' in gpu_remediation.check_params(
+        dict(base, validate=dict(VALIDATE, image='nvcr.io/nvidia/k8s/cuda-sample')))
+    assert 'must pin a tag other than latest' in gpu_remediation.check_params(
+        dict(base, validate=dict(VALIDATE, image='busybox:latest')))
+    assert "validate.timeout: 0 must be a positive" in gpu_remediation.check_params(
+        dict(base, validate=dict(VALIDATE, timeout=0)))
+    assert "validate.namespace: 'Ops' is not a namespace" in gpu_remediation.check_params(
+        dict(base, validate=dict(VALIDATE, namespace='Ops')))
+    assert 'device_plugin_timeout: -1' in gpu_remediation.check_params(dict(base, device_plugin_timeout=-1))
+
+
+class ClusterApi(FakeApi):
+    """FakeApi with pods: the validation pod ends as ``verdict`` says ('Succeeded', 'Failed') once read ``after``
+    times; the device plugin's pod, deleted, comes back and the node's allocatable returns to its capacity."""
+
+    def __init__(self, n, verdict='Succeeded', after=2, pods=(), **kw):
+        FakeApi.__init__(self, n, **kw)
+        self.pods = dict(((p['metadata']['namespace'], p['metadata']['name']), p) for p in pods)
+        self.verdict, self.after, self.reads = verdict, after, 0
+
+    def text(self, path, query=None):
+        return 'GPU %s: NVIDIA A100\nPASS %s\n' % (U0, U0) if self.verdict == 'Succeeded' else 'FAIL volatile ECC: 2\n'
+
+    def call(self, method, path, query=None, body=None, content_type=None):
+        if path == '/api/v1/pods':
+            items = list(self.pods.values())
+            sel = dict(query or []).get('labelSelector')
+            if sel:
+                k, v = sel.split('=')
+                items = [p for p in items if (p['metadata'].get('labels') or {}).get(k) == v]
+            return {'items': copy.deepcopy(items)}
+        if path.startswith('/api/v1/namespaces/') and '/pods' in path and not path.endswith('/events'):
+            if method != 'GET':
+                self.calls.append((method, path))
+            parts = path.split('/')
+            ns = parts[4]
+            if method == 'POST':
+                pod = copy.deepcopy(body)
+                pod['status'] = {'phase': 'Pending'}
+                self.pods[(ns, pod['metadata']['name'])] = pod
+                return pod
+            key = (ns, parts[6])
+            if key not in self.pods:
+                raise ApiError(404)
+            if method == 'DELETE':
+                gone = self.pods.pop(key)
+                if (gone['metadata'].get('labels') or {}).get('app') == 'plugin':
+                    self.node['status']['allocatable'] = dict(self.node['status']['capacity'])
+                return {}
+            pod = self.pods[key]
+            if (pod['metadata'].get('labels') or {}).get(plan.VALIDATION_LABEL):
+                self.reads += 1
+                if self.reads >= self.after:
+                    pod['status'] = {'phase': self.verdict, 'containerStatuses': [] if self.verdict == 'Succeeded' else [
+                        {'state': {'terminated': {'exitCode': 1, 'reason': 'Error'}}}]}
+            return copy.deepcopy(pod)
+        return FakeApi.call(self, method, path, query, body, content_type)
+
+
+def _quarantined(api):
+    w = rk.Remediator(api, 'n1', sleep=lambda s: None, clock=lambda: 1000.0)
+    w.quarantine(BAD, 'node', 'NoSchedule', 'gpu.nvidia.com', 5)
+    api.calls = []
+
+
+def test_REM_16_REM_17_restart_the_plugin_validate_then_release():
+    n = node()
+    n['status'] = {'capacity': {'nvidia.com/gpu': '2'}, 'allocatable': {'nvidia.com/gpu': '1'}}
+    plugin_pod = {'metadata': {'namespace': 'kube-system', 'name': 'nvidia-device-plugin-x', 'labels': {'app': 'plugin'}},
+                  'spec': {'containers': [{}]}, 'status': {'phase': 'Running'}}
+    api = ClusterApi(n, pods=[plugin_pod, _gpu_pod('other', 1)])
+    _quarantined(api)
+    w = rk.Remediator(api, 'n1', sleep=lambda s: None, clock=lambda: 1000.0)
+    pending = w.to_release(keep=[])
+    assert pending == [{'uuid': U0, 'kind': 'node', 'device': None}]
+    # REM-17: allocatable below capacity: the plugin's pod on the node is deleted, allocatable comes back
+    out = w.restart_device_plugin('app=plugin', 'nvidia.com/gpu', 10)
+    assert out == {'restarted': ['kube-system/nvidia-device-plugin-x'], 'before': ['2', '1'], 'after': ['2', '2']}
+    # REM-16: the validation pod asks the one free GPU (the other pod holds one), passes, is deleted
+    res = w.validate(pending, dict(VALIDATE))
+    assert res[U0]['passed'] is True and 'PASS' in res[U0]['log'], res
+    name = plan.validation_name('n1', U0)
+    assert ('POST', '/api/v1/namespaces/ops/pods') in api.calls
+    assert ('DELETE', '/api/v1/namespaces/ops/pods/%s' % name) in api.calls and ('ops', name) not in api.pods
+    released, _diff = w.release(keep=[])
+    assert released == [U0]
+    # a re-run on the healthy node: nothing to release, so no restart, no validation, no write
+    api.calls = []
+    w2 = rk.Remediator(api, 'n1', sleep=lambda s: None, clock=lambda: 1000.0)
+    assert w2.to_release() == [] and w2.restart_device_plugin('app=plugin', 'nvidia.com/gpu', 10)['restarted'] == []
+    assert api.calls == [] and w2.actions == []
+
+
+def test_REM_16_a_failed_validation_keeps_the_quarantine_and_says_why():
+    n = node()
+    n['status'] = {'capacity': {'nvidia.com/gpu': '2'}, 'allocatable': {'nvidia.com/gpu': '2'}}
+    api = ClusterApi(n, verdict='Failed')
+    _quarantined(api)
+    clock = iter(range(1000, 2000))
+    w = rk.Remediator(api, 'n1', sleep=lambda s: None, clock=lambda: float(next(clock)))
+    res = w.validate(w.to_release(), dict(VALIDATE))
+    assert res[U0]['passed'] is False and res[U0]['why'] == 'the check exited 1 (Error)' and 'FAIL' in res[U0]['log']
+    # no free unit at all: failed before any pod is made
+    n2 = node()
+    n2['status'] = {'capacity': {'nvidia.com/gpu': '2'}, 'allocatable': {'nvidia.com/gpu': '1'}}
+    api2 = ClusterApi(n2, pods=[_gpu_pod('other', 1)])
+    _quarantined(api2)
+    w2 = rk.Remediator(api2, 'n1', sleep=lambda s: None, clock=lambda: 1000.0)
+    res2 = w2.validate(w2.to_release(), dict(VALIDATE))
+    assert res2[U0]['passed'] is False and 'has no free nvidia.com/gpu' in res2[U0]['why'] and api2.calls == []
+    # no verdict in time
+    api3 = ClusterApi(node(), after=10 ** 6)
+    api3.node['status'] = {'allocatable': {'nvidia.com/gpu': '1'}}
+    _quarantined(api3)
+    clock3 = iter(range(0, 10 ** 6, 7))
+    w3 = rk.Remediator(api3, 'n1', sleep=lambda s: None, clock=lambda: float(next(clock3)))
+    assert w3.validate(w3.to_release(), dict(VALIDATE))[U0]['why'].startswith('no verdict within 30s')
+    # a pod of that name that is not ours is refused
+    api4 = ClusterApi(n, pods=[{'metadata': {'namespace': 'ops', 'name': plan.validation_name('n1', U0)}}])
+    _quarantined(api4)
+    w4 = rk.Remediator(api4, 'n1', sleep=lambda s: None, clock=lambda: 1000.0)
+    with pytest.raises(plan.PlanError, match='is not managed by'):
+        w4.validate(w4.to_release(), dict(VALIDATE))
+    # check mode: nothing made, nothing passed
+    api5 = ClusterApi(n)
+    _quarantined(api5)
+    w5 = rk.Remediator(api5, 'n1', check_mode=True, sleep=lambda s: None, clock=lambda: 1000.0)
+    res5 = w5.validate(w5.to_release(), dict(VALIDATE))
+    assert res5[U0]['passed'] is None and api5.calls == [] and w5.actions[0].startswith('create validation Pod')

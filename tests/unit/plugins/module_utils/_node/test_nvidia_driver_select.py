@@ -542,3 +542,90 @@ def test_DRV_36_nvlink5_loads_ib_umad_before_fabric_manager(detected, fabricmana
     system; nothing loads ib_umad by itself, and the role never did (issue 38)."""
     s = select(family='Ubuntu', method='cuda_repo', nvlink5=detected, fabricmanager=fabricmanager, gpus=[B200])
     assert s['packages']['nvlink5']['kernel_modules'] == modules
+
+
+# Branch changes in both directions (issue 38, "beyond the list"). Ubuntu's -server packages of every branch Conflict
+# with the virtual names all branches Provide (libnvidia-compute, nvidia-dkms-kernel, nvidia-kernel-common,
+# nvidia-utils, nvidia-headless, nvidia-compute-utils: canonical/nvidia-graphics-drivers, debian/control, 515-server
+# @003cef0f), so installing 580's packages makes apt remove 570's; the role's holds on them must go first.
+U570 = '570.195.03-0ubuntu0.24.04.1'
+U580 = '580.95.05-0ubuntu0.24.04.1'
+UBUNTU_570 = {'nvidia-headless-570-server': U570, 'nvidia-dkms-570-server': U570,
+              'nvidia-utils-570-server': U570, 'libnvidia-compute-570-server': U570,
+              'nvidia-compute-utils-570-server': U570, 'nvidia-kernel-common-570-server': U570,
+              'nvidia-container-toolkit': '1.17.8-1'}
+UBUNTU_580 = dict((k.replace('570', '580'), U580) for k in UBUNTU_570 if '570' in k)
+UBUNTU_580['nvidia-container-toolkit'] = '1.17.8-1'
+
+
+def test_DRV_37_installed_driver_version_when_the_role_names_another_branch():
+    # the role's version package for 580 (libnvidia-compute-580-server) is not installed on a 570 node: the
+    # installed driver is read from whatever NVIDIA packages are there; the toolkit's 1.x is never a driver
+    assert sel.installed_driver_version(UBUNTU_570) == '570.195.03'
+    assert sel.installed_driver_version({'nvidia-container-toolkit': '1.17.8-1', 'bash': '5.2'}) is None
+    assert sel.installed_driver_version({'nvidia-driver': '3:580.65.06-1.el9', 'kmod-nvidia-open-dkms':
+                                         '3:580.65.06-1.el9', 'nvidia-driver-cuda': '3:580.65.06-1.el9'}) == '580.65.06'
+
+
+@pytest.mark.parametrize('have, branch, direction, allow_downgrade', [
+    (UBUNTU_570, '580', 'up', False), (UBUNTU_580, '570', 'down', True)])
+def test_DRV_37_ubuntu_branch_change_releases_the_old_branchs_holds(have, branch, direction, allow_downgrade):
+    held = dict((k, 'hold') for k in have if k != 'nvidia-container-toolkit')
+    held['nvidia-container-toolkit'] = 'hold'   # not the driver's: never released here
+    now = sel.installed_driver_version(have)
+    change = sel.branch_change(now, branch, '', have, held, 'Ubuntu')
+    assert change['direction'] == direction and change['allow_downgrade'] is allow_downgrade, change
+    old = sorted(k for k in have if k != 'nvidia-container-toolkit')
+    assert change['release_holds'] == old, change
+    assert change['release_versionlocks'] == [] and change['old_branch_lock'] is None
+
+
+def test_DRV_37_same_branch_releases_nothing_and_fresh_node_has_nothing_to_release():
+    held = dict((k, 'hold') for k in UBUNTU_580)
+    same = sel.branch_change('580.95.05', '580', '', UBUNTU_580, held, 'Ubuntu')
+    assert same['direction'] == 'none' and same['release_holds'] == [] and not same['allow_downgrade']
+    fresh = sel.branch_change(None, '580', '', {}, {}, 'Ubuntu')
+    assert fresh['direction'] == 'fresh' and fresh['release_holds'] == []
+
+
+@pytest.mark.parametrize('now, version, direction', [
+    ('535.247.01', '535.216.03', 'down'), ('535.216.03', '535.247.01', 'up'), ('535.247.01', '535.247.01', 'none')])
+def test_DRV_38_debian_version_change_within_a_branch(now, version, direction):
+    # Debian keeps the names (nvidia-driver, nvidia-kernel-dkms) and changes the version: the holds of the installed
+    # version are released, and a lower version needs apt's --allow-downgrades
+    have = {'nvidia-driver': now + '-1', 'nvidia-kernel-dkms': now + '-1', 'libnvidia-ml1': now + '-1'}
+    change = sel.branch_change(now, '535', version, have, dict((k, 'hold') for k in have), 'Debian')
+    assert change['direction'] == direction
+    assert change['allow_downgrade'] is (direction == 'down')
+    assert change['release_holds'] == ([] if direction == 'none' else sorted(have))
+    # down: every installed package of the driver's version is asked for at the requested one (apt would keep the
+    # newer dependencies that the packages asked for need at exactly the lower version)
+    assert change['downgrade_specs'] == ([n + '=' + version + '*' for n in sorted(have)] if direction == 'down' else [])
+
+
+@pytest.mark.parametrize('now, branch', [('570.195.03', '580'), ('580.65.06', '570')])
+def test_DRV_39_rhel_branch_change_releases_version_locks_and_the_old_branch_pattern(now, branch):
+    # the role version-locks the driver's names at the installed version (community.general.yum_versionlock) and on
+    # RHEL 10 the branch pattern '*nvidia*<b>*' (NVIDIA's version-locking guide): dnf would keep the old version
+    have = {'nvidia-driver': '3:%s-1.el10' % now, 'kmod-nvidia-open-dkms': '3:%s-1.el10' % now,
+            'libnvidia-ml': '3:%s-1.el10' % now}
+    old_branch = now.split('.')[0]
+    lock_list = ('# Added by versionlock on Mon Nov 23\nnvidia-driver-3:%s-1.el10.*\nkmod-nvidia-open-dkms-3:%s-1.el10.*\n'
+                 % (now, now))
+    change = sel.branch_change(now, branch, '', have, {}, 'RedHat', lock_list)
+    assert change['release_versionlocks'] == sorted(have)
+    assert change['old_branch_lock'] == '*nvidia*%s*' % old_branch
+    assert change['allow_downgrade'] is (int(branch) < int(old_branch))
+    # no entries of the old pattern in the list (RHEL 8/9 module streams): nothing to delete
+    assert sel.branch_change(now, branch, '', have, {}, 'RedHat', '')['old_branch_lock'] is None
+
+
+def test_DRV_40_cuda_repo_branch_change_removes_the_old_pinning_package():
+    # NVIDIA's CUDA repository (apt): one pinning package per branch (nvidia-driver-pinning-<b>, version-locking
+    # guide); the old branch's would keep apt on it
+    have = {'nvidia-open': '580.95.05-1', 'libnvidia-compute-580': '580.95.05-1',
+            'nvidia-driver-pinning-580': '580.95.05-1'}
+    down = sel.branch_change('580.95.05', '570', '', have, {'nvidia-open': 'hold'}, 'Ubuntu')
+    assert down['remove_first'] == ['nvidia-driver-pinning-580'] and down['allow_downgrade'] is True
+    assert down['release_holds'] == ['nvidia-open']
+    assert sel.branch_change('580.95.05', '580', '', have, {}, 'Ubuntu')['remove_first'] == []

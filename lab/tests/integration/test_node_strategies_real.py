@@ -1,0 +1,322 @@
+"""The collection's own device-plugin DaemonSets of the strategies `exclusive` and `mps` on a real node (issue #36),
+the way test_node_daemonset_real runs the time-slicing one: each pool rendered by gpu_stack_render.render (what the
+role's gpu_stack_manifests action runs), its images rewritten through the mirror prefix (gpuops_mirror.registry),
+applied on the lab's real control plane, its pods run by a real lab node (lab/node/node.py: kubelet, containerd 2.3.4,
+runc) through the pool's RuntimeClass, whose `nvidia` handler the collection's container_runtime_config adds with
+NVIDIA's real nvidia-container-runtime 1.20.0 in CDI mode (node.py nvidia_toolkit) - the image pulled from the lab's
+registry through the mirror's name.
+
+exclusive: the plugin publishes nvidia.com/gpu = the GPUs (capacity and allocatable), and a pod asking two gets the
+device nodes of two GPUs.
+
+mps: what runs and what cannot. The pool's config (config-manager, from the node's nvidia.com/device-plugin.config
+label) reaches both DaemonSets; the MPS control daemon (k8s-device-plugin v0.19.1 `mps-control-daemon`) starts by
+setting the GPUs' compute mode with `nvidia-smi -c EXCLUSIVE_PROCESS`, then runs `nvidia-cuda-mps-control -d`: both
+are programs of NVIDIA's driver (the node's driver root is the NVML simulator: neither is there, and Debian's main
+archive has no nvidia-cuda-mps), so the daemon exits naming nvidia-smi; the plugin, with MPS sharing in its config,
+checks the daemon's health with nvidia-cuda-mps-control before it registers and exits naming it: no nvidia.com/gpu is
+published. Both exact errors are asserted (a change in either shows here). GFD, run on the node with the pool's MPS
+config (the pool's own ConfigMap), writes the MPS labels (gpu.sharing-strategy=mps, gpu.replicas, the -SHARED
+product), asserted against what the collection's report reads.
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_strategies_real.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import NODE_PY, ROOT, lab_collections_path, real_node, run_module, wait_until as wait
+
+sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
+sys.path.insert(0, os.path.dirname(NODE_PY))
+import node as lab_node  # noqa: E402  (lab/node)
+import registry as lab_registry  # noqa: E402  (lab/node)
+from oracle_util import INVENTORIES, probe_facts  # noqa: E402
+
+SUFFIX = '%d' % os.getpid()
+NAME = 'lab-st-node-%s' % SUFFIX
+NS = 'node-st-real-%s' % SUFFIX
+RUNTIME_CLASS = 'nvidia-st-%s' % SUFFIX
+TAINT_KEY = 'nvidia.com/gpu'
+MIRROR = 'mirror.gpuops.lab/nvcr'
+GPUS = 2
+MPS_REPLICAS = 3
+
+
+def render(facts, strategy, settings):
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    return gpu_stack_render.render(dict(
+        strategy=strategy, pool='st%s%s' % (strategy[:3], SUFFIX), nodes=[NAME], facts={NAME: facts},
+        registry=MIRROR, settings=dict(settings, nvidia={'runtime_class_name': RUNTIME_CLASS})))
+
+
+def daemonsets(out):
+    return {m['metadata']['name']: m for m in out['manifests'] if m['kind'] == 'DaemonSet'}
+
+
+def apply(api, manifests):
+    from kubernetes import utils
+    for m in manifests:
+        utils.create_from_dict(api, m)
+
+
+def delete(api, manifests):
+    from kubernetes import client, dynamic
+    dyn = dynamic.DynamicClient(api)
+    for m in reversed(manifests):
+        res = dyn.resources.get(api_version=m['apiVersion'], kind=m['kind'])
+        try:
+            res.delete(name=m['metadata']['name'], namespace=m['metadata'].get('namespace'))
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        except Exception as exc:  # pylint: disable=broad-except  (dynamic client's NotFoundError)
+            if getattr(exc, 'status', None) != 404:
+                raise
+
+
+def pod_story(core, pod, ns):
+    events = [(e.reason, e.message) for e in core.list_namespaced_event(
+        ns, field_selector='involvedObject.name=%s' % pod.metadata.name).items]
+    logs = {}
+    for c in (pod.spec.init_containers or []) + pod.spec.containers:
+        try:
+            logs[c.name] = core.read_namespaced_pod_log(pod.metadata.name, ns, container=c.name)[-1500:]
+        except Exception as exc:  # pylint: disable=broad-except
+            logs[c.name] = str(exc)[:300]
+    return 'status %s\nevents %s\nlogs %s' % (pod.status, events, json.dumps(logs, indent=1))
+
+
+def pool_pods(core, out, name=None):
+    pods = core.list_namespaced_pod('kube-system', label_selector='gpuops.io/sharing-pool=%s' % out['pool']).items
+    return [p for p in pods if name is None or p.metadata.name.startswith(name + '-')]
+
+
+def runtime_msgs(state):
+    path = os.path.join(state, 'var-log', os.path.basename(lab_node.NVIDIA_RUNTIME_LOG))
+    with open(path) as f:
+        return [json.loads(line).get('msg', '') for line in f if line.startswith('{')]
+
+
+@pytest.fixture(scope='module')
+def st_node(kube_real, tmp_path_factory):
+    """One real node with two A100s (the simulator), the lab registry holding the device-plugin image under the
+    mirrored pinned name, and the collection's `nvidia` runtime handler on the node's containerd."""
+    from kubernetes import client
+    api = kube_real.api()
+    core = client.CoreV1Api(api)
+    work = tmp_path_factory.mktemp('st')
+    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
+        inv = json.load(f)
+    inv['gpus'] = inv['gpus'][:GPUS]
+    inventory = work / 'inventory.json'
+    inventory.write_text(json.dumps(inv))
+    facts = probe_facts(str(inventory), work / 'probe-state.json')
+    image = daemonsets(render(facts, 'exclusive', {}))['nvidia-device-plugin-st%s%s' % ('exc', SUFFIX)][
+        'spec']['template']['spec']['containers'][0]['image']
+    registry = lab_registry.Registry(str(work / 'registry'))
+    registry.start()
+    archive = lab_node.device_plugin_image(str(work), image, str(inventory), nvml=False)
+    host, path = image.split('/', 1)
+    registry.push(archive, *path.rsplit(':', 1))
+    try:
+        with real_node(kube_real, tmp_path_factory.mktemp('node'), NAME, TAINT_KEY, nvidia_devices=GPUS,
+                       extra=('--mirror', '%s=%s' % (host, registry.url))) as state:
+            config = os.path.join(state, 'containerd.toml')
+            containerd_dir = os.path.dirname(lab_node.programs(kube_real.version)['containerd'])
+            runtime = lab_node.nvidia_toolkit(state, str(inventory))['nvidia-container-runtime']
+            result = run_module(lab_collections_path(), 'gpuops.k8s_gpu.container_runtime_config',
+                                'engine=containerd path=%s runtime_name=nvidia runtime_path=%s cdi=true backup=false'
+                                % (config, runtime), env={'PATH': containerd_dir + os.pathsep + os.environ['PATH']})
+            assert result.get('changed') is True and not result.get('failed'), result
+            lab_node.restart_containerd(state)
+            wait('runtime handler nvidia in the Node status', lambda: 'nvidia' in [
+                h.name for h in core.read_node(NAME).status.runtime_handlers or []], 60)
+            core.create_namespace({'metadata': {'name': NS}})
+            wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
+                NS, field_selector='metadata.name=default').items, 60)
+            try:
+                yield {'state': state, 'api': api, 'core': core, 'facts': facts, 'image': image,
+                       'uuids': sorted(g['uuid'] for g in inv['gpus']),
+                       'minors': {g['uuid']: g.get('minor_number', i) for i, g in enumerate(inv['gpus'])}}
+            finally:
+                core.delete_namespace(NS)
+                wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
+    finally:
+        registry.stop()
+
+
+def deploy(st, out):
+    """Apply the pool's manifests as rendered and label the node as gpu_node_labels would."""
+    apply(st['api'], out['manifests'])
+    st['core'].patch_node(NAME, {'metadata': {'labels': out['node_labels'][NAME]}})
+
+
+def undeploy(st, out):
+    core = st['core']
+    delete(st['api'], out['manifests'])
+    core.patch_node(NAME, {'metadata': {'labels': {k: None for k in out['node_labels'][NAME]}}})
+    wait('the pods of pool %s gone' % out['pool'], lambda: not pool_pods(core, out), 90)
+
+
+def run_pod(core, name, spec, timeout=120):
+    core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': spec})
+
+    def ended():
+        p = core.read_namespaced_pod(name, NS)
+        return p if p.status.phase in ('Succeeded', 'Failed') else None
+    try:
+        p = wait('pod %s ended' % name, ended, timeout)
+    except AssertionError:
+        raise AssertionError(pod_story(core, core.read_namespaced_pod(name, NS), NS))
+    assert p.status.phase == 'Succeeded', pod_story(core, p, NS)
+    return core.read_namespaced_pod_log(name, NS)
+
+
+def pod_spec(command, gpus=0, env=None, volumes=()):
+    spec = {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'runtimeClassName': RUNTIME_CLASS,
+            'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
+            'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+            'volumes': [v for v, _m in volumes],
+            'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
+                            'command': command, 'env': [{'name': k, 'value': v} for k, v in sorted((env or {}).items())],
+                            'volumeMounts': [m for _v, m in volumes]}]}
+    if gpus:
+        spec['containers'][0]['resources'] = {'limits': {'nvidia.com/gpu': str(gpus)}}
+    return spec
+
+
+def test_exclusive_pool_publishes_whole_gpus_and_a_pod_gets_two(st_node):
+    """exclusive: the DaemonSet's pod Running on the real node, nvidia.com/gpu capacity = allocatable = the GPUs
+    (no replicas), the config-manager chose the pool's `exclusive` config; a pod asking 2 sees both GPUs' device
+    nodes (NVIDIA's runtime turned the plugin's two UUIDs into those CDI devices)."""
+    core = st_node['core']
+    out = render(st_node['facts'], 'exclusive', {})
+    assert out['node_labels'][NAME]['nvidia.com/device-plugin.config'] == 'exclusive', out['node_labels']
+    ds = daemonsets(out)
+    assert list(ds) == ['nvidia-device-plugin-' + out['pool']], list(ds)
+    assert (core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') in (None, '0')
+    deploy(st_node, out)
+    try:
+        def running():
+            pods = pool_pods(core, out)
+            ok = len(pods) == 1 and pods[0].status.phase == 'Running' and all(
+                c.ready for c in pods[0].status.container_statuses or [])
+            return pods[0] if ok else None
+        try:
+            pod = wait('the exclusive DaemonSet pod Running', running, 180)
+        except AssertionError:
+            raise AssertionError('\n'.join(pod_story(core, p, 'kube-system') for p in pool_pods(core, out)) or 'none')
+        assert pod.spec.node_name == NAME and pod.spec.runtime_class_name == RUNTIME_CLASS
+        try:
+            wait('nvidia.com/gpu allocatable %d' % GPUS, lambda: (
+                core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(GPUS), 90)
+        except AssertionError:
+            raise AssertionError('allocatable %s\n%s' % (core.read_node(NAME).status.allocatable,
+                                                          pod_story(core, pool_pods(core, out)[0], 'kube-system')))
+        assert core.read_node(NAME).status.capacity['nvidia.com/gpu'] == str(GPUS)
+        init_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system', container='config-manager-init')
+        assert 'Successfully updated to config: exclusive' in init_log, init_log[-2000:]
+        plugin_log = core.read_namespaced_pod_log(pod.metadata.name, 'kube-system',
+                                                  container='nvidia-device-plugin-ctr')
+        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in plugin_log, plugin_log[-3000:]
+        lines = run_pod(core, 'excl', pod_spec(['sh', '-c', 'ls /dev | grep nvidia'], gpus=2)).splitlines()
+        assert lines == sorted(['nvidia%d' % st_node['minors'][u] for u in st_node['uuids']]
+                               + ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']), lines
+        asked = [m for m in runtime_msgs(st_node['state'])
+                 if m.startswith('Creating CDI modifier for devices: [nvidia.com/gpu=GPU-')]
+        assert asked and sorted(asked[-1].split('[', 1)[1].rstrip(']').replace('nvidia.com/gpu=', '').split(
+            ' ')) == st_node['uuids'], asked
+        core.delete_namespaced_pod('excl', NS)
+    finally:
+        undeploy(st_node, out)
+    # the plugin gone: its devices leave the allocatable (0), the kubelet keeps the resource name in capacity
+    wait('nvidia.com/gpu allocatable 0 after the pool is gone', lambda: (
+        core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') in (None, '0'), 90)
+
+
+
+# What stops the MPS pool on this node (k8s-device-plugin v0.19.1): both programs are NVIDIA driver userspace, which
+# nvidia-ctk's CDI spec mounts from the driver root on a real node; the lab's driver root is the NVML simulator.
+MPS_DAEMON_ERROR = ('Failed to start MPS daemon: error setting compute mode EXCLUSIVE_PROCESS: error running '
+                    'nvidia-smi: exec: "nvidia-smi": executable file not found in $PATH')
+MPS_PLUGIN_ERROR = ('Failed to start plugin: error waiting for MPS daemon: error checking MPS daemon health: failed to '
+                    'start NVIDIA MPS command: exec: "nvidia-cuda-mps-control": executable file not found in $PATH')
+
+
+def container_status(pod, name):
+    return [c for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or [])
+            if c.name == name][0]
+
+
+def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
+    """mps: the rendered pool (plugin DaemonSet + MPS control daemon DaemonSet, node labels mps.capable and the
+    `mps` config) applied; on the real node the daemon pod's mount-shm init container mounts the MPS shm (exit 0; it
+    needs a shared /run: node.py), both config-manager inits select `mps`, the plugin runs with the pool's MPS sharing
+    (replicas, mpsRoot) - and then the daemon and the plugin each stop at an NVIDIA driver program the node has not
+    (MPS_DAEMON_ERROR, MPS_PLUGIN_ERROR): no nvidia.com/gpu is allocatable. GFD on the node with the pool's config
+    labels the node as an MPS node: gpu.sharing-strategy=mps, gpu.replicas, the product with -SHARED."""
+    core = st_node['core']
+    out = render(st_node['facts'], 'mps', {'mps': {'replicas': MPS_REPLICAS}})
+    labels = out['node_labels'][NAME]
+    assert labels['nvidia.com/device-plugin.config'] == 'mps' and labels['nvidia.com/mps.capable'] == 'true', labels
+    ds = daemonsets(out)
+    assert sorted(ds) == ['nvidia-device-plugin-' + out['pool'], 'nvidia-mps-control-daemon-' + out['pool']], list(ds)
+    config = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith(
+        '-configs')][0]['data']['mps']
+    deploy(st_node, out)
+    try:
+        def logs(prefix, container):
+            pods = pool_pods(core, out, prefix + out['pool'])
+            if len(pods) != 1:
+                return ''
+            try:
+                return core.read_namespaced_pod_log(pods[0].metadata.name, 'kube-system', container=container)
+            except Exception:  # pylint: disable=broad-except  (not started yet)
+                return ''
+
+        def story():
+            return '\n'.join(pod_story(core, p, 'kube-system') for p in pool_pods(core, out)) or 'no pod'
+        try:
+            daemon_log = wait('the MPS daemon stops at nvidia-smi', lambda: (lambda t: t if MPS_DAEMON_ERROR in t
+                              else '')(logs('nvidia-mps-control-daemon-', 'mps-control-daemon-ctr')), 150)
+            plugin_log = wait('the plugin stops at nvidia-cuda-mps-control', lambda: (lambda t: t if MPS_PLUGIN_ERROR
+                              in t else '')(logs('nvidia-device-plugin-', 'nvidia-device-plugin-ctr')), 60)
+        except AssertionError as exc:
+            raise AssertionError('%s\n%s' % (exc, story()))
+        # what ran before: the pool's MPS sharing reached both (config-manager, from the node's label)
+        for prefix in ('nvidia-mps-control-daemon-', 'nvidia-device-plugin-'):
+            assert 'Successfully updated to config: mps' in logs(prefix, 'config-manager-init'), story()
+        assert '"replicas": %d' % MPS_REPLICAS in daemon_log and '"replicas": %d' % MPS_REPLICAS in plugin_log
+        assert '"mpsRoot": "/run/nvidia/mps"' in plugin_log, plugin_log[-3000:]
+        daemon_pod = pool_pods(core, out, 'nvidia-mps-control-daemon-' + out['pool'])[0]
+        shm = container_status(daemon_pod, 'mps-control-daemon-mounts').state.terminated
+        assert shm is not None and shm.exit_code == 0, story()
+        # nothing registered: no nvidia.com/gpu allocatable (the exclusive test's name may stay in capacity, at 0)
+        assert (core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') in (None, '0'), story()
+        # GFD (not part of a device-plugin pool's render) with the pool's MPS config, on the node's GPUs, through
+        # the pool's RuntimeClass
+        rec = tmp_path / 'gfd'
+        rec.mkdir()
+        os.chmod(rec, 0o755)
+        (rec / 'product_name').write_text('lab\n')
+        (rec / 'config.yaml').write_text(config)
+        spec = pod_spec(['gpu-feature-discovery', '--oneshot', '--use-node-feature-api=false',
+                         '--output-file=/rec/labels', '--machine-type-file=/rec/product_name',
+                         '--config-file=/rec/config.yaml'], env={'NVIDIA_VISIBLE_DEVICES': 'all'},
+                        volumes=[({'name': 'rec', 'hostPath': {'path': str(rec), 'type': 'Directory'}},
+                                  {'name': 'rec', 'mountPath': '/rec'})])
+        spec['containers'][0].update(image=st_node['image'], imagePullPolicy='IfNotPresent')
+        run_pod(core, 'gfd-mps', spec)
+        gfd = dict(line.split('=', 1) for line in (rec / 'labels').read_text().splitlines() if line)
+        want = {'nvidia.com/gpu.sharing-strategy': 'mps', 'nvidia.com/gpu.replicas': str(MPS_REPLICAS),
+                'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB-SHARED', 'nvidia.com/gpu.count': str(GPUS)}
+        assert {k: gfd.get(k) for k in want} == want, gfd
+        core.delete_namespaced_pod('gfd-mps', NS)
+    finally:
+        undeploy(st_node, out)
