@@ -752,15 +752,20 @@ def is_extended_resource(name):
 
 
 def _quantity_int(value):
-    """An integer quantity ('2', 2, '2.0' is not an integer in Kubernetes' sense; '2000m' is 2) or None."""
+    """An integer quantity or None: the API server parses the quantity and asks for a whole value
+    (k8s.io/apimachinery resource.Quantity; '2', 2, '2000m' and '3k' (3000, the form it stores 3000 in) are integers,
+    '2.5' and '1500m' are not)."""
     text = str(value).strip()
-    m = re.match(r"^(\d+)(m?)$", text)
+    m = re.match(r"^(\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$", text)
     if not m:
         return None
     n = int(m.group(1))
-    if m.group(2) == "m":
+    suffix = m.group(2) or ""
+    if suffix == "m":
         return n // 1000 if n % 1000 == 0 else None
-    return n
+    scale = {"": 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
+             "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}[suffix]
+    return n * scale
 
 
 def _validate_resources(res, path, causes):

@@ -86,7 +86,7 @@ def pod_story(core, pod, ns):
     logs = {}
     for c in (pod.spec.init_containers or []) + pod.spec.containers:
         try:
-            logs[c.name] = core.read_namespaced_pod_log(pod.metadata.name, ns, container=c.name)[-1500:]
+            logs[c.name] = (core.read_namespaced_pod_log(pod.metadata.name, ns, container=c.name) or "")[-1500:]
         except Exception as exc:  # pylint: disable=broad-except
             logs[c.name] = str(exc)[:300]
     return 'status %s\nevents %s\nlogs %s' % (pod.status, events, json.dumps(logs, indent=1))
@@ -276,7 +276,8 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
             if len(pods) != 1:
                 return ''
             try:
-                return core.read_namespaced_pod_log(pods[0].metadata.name, 'kube-system', container=container)
+                # the client answers None for an empty log (a container that has not written yet)
+                return core.read_namespaced_pod_log(pods[0].metadata.name, 'kube-system', container=container) or ''
             except Exception:  # pylint: disable=broad-except  (not started yet)
                 return ''
 
