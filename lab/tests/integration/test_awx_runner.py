@@ -140,13 +140,7 @@ def run(pdd, ident, playbook='playbooks/site.yml'):
     r = ansible_runner.run(private_data_dir=str(pdd), playbook=playbook, ident=ident, quiet=True,
                            timeout=1500)
     took = time.monotonic() - t0
-    events = list(r.events)
-    stats = [e for e in events if e.get('event') == 'playbook_on_stats'][-1]['event_data']
-    failed = [(e['event_data'].get('host'), e['event_data'].get('task'), e['event_data'].get('res', {}).get('msg'))
-              for e in events if e.get('event') in ('runner_on_failed', 'runner_on_unreachable')
-              and not e['event_data'].get('ignore_errors')]
-    changed = [(e['event_data'].get('host'), e['event_data'].get('task')) for e in events
-               if e.get('event') == 'runner_on_ok' and e['event_data'].get('res', {}).get('changed')]
+    stats, failed, changed = summary(list(r.events))
     print('%s: status=%s rc=%s %.0fs stats=%s' % (ident, r.status, r.rc, took, json.dumps(
         dict((k, stats.get(k)) for k in ('ok', 'changed', 'failures', 'dark', 'skipped')))))
     return r, stats, failed, changed, took
@@ -186,13 +180,18 @@ def artifacts(pdd, ident):
     art = pdd / 'artifacts' / ident
     events = sorted((json.loads(p.read_text()) for p in (art / 'job_events').glob('*.json')),
                     key=lambda e: e.get('counter', 0))
+    return ((art / 'status').read_text(), (art / 'rc').read_text()) + summary(events)
+
+
+def summary(events):
+    """The playbook_on_stats data, the failed (host, task, msg) and the changed (host, task) of a job's events."""
     stats = [e for e in events if e.get('event') == 'playbook_on_stats'][-1]['event_data']
     failed = [(e['event_data'].get('host'), e['event_data'].get('task'), e['event_data'].get('res', {}).get('msg'))
               for e in events if e.get('event') in ('runner_on_failed', 'runner_on_unreachable')
               and not e['event_data'].get('ignore_errors')]
     changed = [(e['event_data'].get('host'), e['event_data'].get('task')) for e in events
                if e.get('event') == 'runner_on_ok' and e['event_data'].get('res', {}).get('changed')]
-    return (art / 'status').read_text(), (art / 'rc').read_text(), stats, failed, changed
+    return stats, failed, changed
 
 
 def test_node_job_template_sliced_like_awx(lab, sliced):
