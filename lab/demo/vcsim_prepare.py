@@ -9,10 +9,13 @@ their own where the simulator has enough. Idempotent: a VM that already has the 
 """
 import json
 import sys
+from pathlib import Path
 
 from pyVim.connect import Disconnect, SmartConnect
-from pyVim.task import WaitForTask
 from pyVmomi import vim
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vcsim"))
+from vcsim_task import wait_task  # noqa: E402
 
 
 def main():
@@ -38,7 +41,7 @@ def main():
             free.remove(pick)
             old, host = pick.name, pick.runtime.host.name
             used_hosts.add(host)
-            WaitForTask(pick.Rename_Task(newName=name))
+            wait_task(pick.Rename_Task(newName=name))
             print('%s: was %s (host %s)' % (name, old, host))
     finally:
         Disconnect(si)

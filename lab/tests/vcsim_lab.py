@@ -3,6 +3,7 @@ Lab code only; nothing of the collection imports it."""
 import json
 import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from pyVmomi import vim
 
 ROOT = Path(__file__).resolve().parents[2]
 VCSIM = ROOT / "lab" / "vcsim"
+sys.path.insert(0, str(VCSIM))
+from vcsim_task import wait_task  # noqa: E402,F401  (re-exported for the tests)
 
 
 class VcSim:

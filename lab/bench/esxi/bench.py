@@ -24,10 +24,11 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1].parent / "vcsim"))
 from _common import Stat  # noqa: E402
 from pyVim.connect import Disconnect, SmartConnect  # noqa: E402
-from pyVim.task import WaitForTask  # noqa: E402
 from pyVmomi import vim  # noqa: E402
+from vcsim_task import wait_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -79,8 +80,8 @@ def make_vms(si, count):
                                  deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="add", fileOperation="create",
                                                                                device=disk)])
         task = dc.vmFolder.CreateVM_Task(config=spec, pool=host.parent.resourcePool, host=host)
-        WaitForTask(task)
-        WaitForTask(task.info.result.PowerOnVM_Task())
+        wait_task(task)
+        wait_task(task.info.result.PowerOnVM_Task())
         out.append(("bench-vm%02d" % i, host.name, free[host.name].pop(0)))
     return out
 

@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyVim.task import WaitForTask
 from pyVmomi import vim
 
 from conftest import PLAY_TIMEOUT, run_playbook
-from vcsim_lab import start_vcsim, stop_vcsim
+from vcsim_lab import start_vcsim, stop_vcsim, wait_task
 
 ROOT = Path(__file__).resolve().parents[3]
 VCSIM = ROOT / "lab" / "vcsim"
@@ -49,7 +48,7 @@ def make_vms(sim):
                                      files=vim.vm.FileInfo(vmPathName="[LocalDS_0]"),
                                      deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="add", fileOperation="create",
                                                                                    device=disk)])
-            WaitForTask(dc.vmFolder.CreateVM_Task(config=spec, pool=host.parent.resourcePool, host=host))
+            wait_task(dc.vmFolder.CreateVM_Task(config=spec, pool=host.parent.resourcePool, host=host))
 
 
 def start_sim(tmp_path_factory, model, extra=()):
@@ -321,7 +320,7 @@ def test_powered_on_vm(vcenter, collections_path):
     host = vcenter.all(vim.HostSystem)[0].name
     name = vm_on(vcenter, host, 2)
     vm = vcenter.vm(name)
-    WaitForTask(vm.PowerOnVM_Task())
+    wait_task(vm.PowerOnVM_Task())
     args = dict(name=name, gpus=[{"model": "T4"}], memory_mb=32 * GB, host_reboot=True, bios_to_efi="warn")
     before = snapshot(vm)
     msg = failed(run(vcenter, collections_path, **args), "powered on", "power_cycle=true")
@@ -344,10 +343,10 @@ def test_powered_on_vm(vcenter, collections_path):
     res = ok(run(vcenter, collections_path, power_cycle=True, **args))
     assert res["changed"] is False and res["power_cycled"] is False and res["tasks"] == []
     # locking the reservation alone is allowed on a running VM: no power cycle
-    WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(memoryReservationLockedToMax=False)))
+    wait_task(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(memoryReservationLockedToMax=False)))
     res = ok(run(vcenter, collections_path, **args))
     assert res["changes"] == ["lock the memory reservation to the VM memory"] and res["power_cycled"] is False
-    WaitForTask(vm.PowerOffVM_Task())
+    wait_task(vm.PowerOffVM_Task())
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -602,7 +601,7 @@ def test_ESX_13_maintenance_mode_blocked_by_a_running_vm_is_bounded_and_named(es
     rebooted, and the host is not left entering maintenance mode."""
     host = esx4.all(vim.HostSystem)[0]
     name, running = vm_on(esx4, host.name, 2), vm_on(esx4, host.name, 3)
-    WaitForTask(esx4.vm(running).PowerOnVM_Task())
+    wait_task(esx4.vm(running).PowerOnVM_Task())
     boot0 = host.runtime.bootTime
     args = dict(name=name, gpus=[{"model": "A100"}], memory_mb=64 * GB, bios_to_efi="warn", host_reboot=True,
                 host_reboot_timeout=2)
@@ -613,7 +612,7 @@ def test_ESX_13_maintenance_mode_blocked_by_a_running_vm_is_bounded_and_named(es
         assert host.runtime.inMaintenanceMode is False and host.runtime.bootTime == boot0
         assert pci_devices(esx4.vm(name)) == []
     finally:
-        WaitForTask(esx4.vm(running).PowerOffVM_Task())
+        wait_task(esx4.vm(running).PowerOffVM_Task())
     # the VM off: the same call goes through
     res = ok(run(esx4, collections_path, **args))
     assert res["host"]["rebooted"] is True and len(pci_devices(esx4.vm(name))) == 1

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from pyVim.connect import Disconnect, SmartConnect
-from pyVim.task import WaitForTask
 from pyVmomi import vim, vmodl
 
-from vcsim_lab import start_vcsim, stop_vcsim
+from vcsim_lab import start_vcsim, stop_vcsim, wait_task
 
 ROOT = Path(__file__).resolve().parents[3]
 VCSIM = ROOT / "lab" / "vcsim"
@@ -61,7 +60,7 @@ def any_model(request):
 # ---------------------------------------------------------------- helpers
 
 def reconfig(vm, spec):
-    WaitForTask(vm.ReconfigVM_Task(spec=spec))
+    wait_task(vm.ReconfigVM_Task(spec=spec))
 
 
 def host_gpus(host):
@@ -73,7 +72,7 @@ def passthru(host):
 
 
 def reboot(host, force=False):
-    WaitForTask(host.RebootHost_Task(force=force))
+    wait_task(host.RebootHost_Task(force=force))
 
 
 def activate(host, device_id):
@@ -208,9 +207,9 @@ def test_passthru_enable_needs_reboot(vcenter):
     with pytest.raises(vim.fault.InvalidState):  # not in maintenance mode and not forced
         reboot(host)
     assert passthru(host)[t4[0]].passthruActive is False
-    WaitForTask(host.EnterMaintenanceMode_Task(timeout=0))
+    wait_task(host.EnterMaintenanceMode_Task(timeout=0))
     reboot(host)
-    WaitForTask(host.ExitMaintenanceMode_Task(timeout=0))
+    wait_task(host.ExitMaintenanceMode_Task(timeout=0))
     p = passthru(host)
     assert (p[t4[0]].passthruEnabled, p[t4[0]].passthruActive) == (True, True)
     assert p[t4[1]].passthruActive is False
@@ -382,15 +381,15 @@ def test_gap_power_on_without_full_memory_reservation(vcenter):
                                    memoryAllocation=vim.ResourceAllocationInfo(reservation=0),
                                    deviceChange=[add_device_spec(directpath_device(info))]))
     assert vm.config.memoryAllocation.reservation == 0 and not vm.config.memoryReservationLockedToMax
-    WaitForTask(vm.PowerOnVM_Task())  # real vSphere: fault, simulator: succeeds
+    wait_task(vm.PowerOnVM_Task())  # real vSphere: fault, simulator: succeeds
     assert vm.runtime.powerState == "poweredOn"
-    WaitForTask(vm.PowerOffVM_Task())
+    wait_task(vm.PowerOffVM_Task())
 
 
 def test_gap_pci_device_change_while_powered_on(vcenter):
     """Real vSphere does not hot-add or hot-remove PCI passthrough devices. The simulator does both."""
     vm = vcenter.vm("DC0_C0_RP0_VM6")
-    WaitForTask(vm.PowerOnVM_Task())
+    wait_task(vm.PowerOnVM_Task())
     try:
         reconfig(vm, vim.vm.ConfigSpec(deviceChange=[add_device_spec(dynamic_device(T4))]))
         devs = pci_devices(vm)
@@ -399,7 +398,7 @@ def test_gap_pci_device_change_while_powered_on(vcenter):
             vim.vm.device.VirtualDeviceSpec(operation="remove", device=devs[0])]))
         assert pci_devices(vm) == []
     finally:
-        WaitForTask(vm.PowerOffVM_Task())
+        wait_task(vm.PowerOffVM_Task())
 
 
 def test_gap_secure_boot_and_mmio_checks(vcenter):
@@ -408,14 +407,14 @@ def test_gap_secure_boot_and_mmio_checks(vcenter):
     vm = vcenter.vm("DC0_C0_RP0_VM7")
     with pytest.raises(vim.fault.InvalidVmConfig):
         reconfig(vm, vim.vm.ConfigSpec(firmware="bios", bootOptions=vim.vm.BootOptions(efiSecureBootEnabled=True)))
-    WaitForTask(vm.PowerOnVM_Task())
+    wait_task(vm.PowerOnVM_Task())
     try:
         reconfig(vm, vim.vm.ConfigSpec(firmware="efi", bootOptions=vim.vm.BootOptions(efiSecureBootEnabled=True),
                                        extraConfig=[vim.option.OptionValue(key="pciPassthru.64bitMMIOSizeGB",
                                                                            value="not-a-number")]))
         assert vm.config.firmware == "efi" and vm.config.bootOptions.efiSecureBootEnabled is True
     finally:
-        WaitForTask(vm.PowerOffVM_Task())
+        wait_task(vm.PowerOffVM_Task())
 
 
 # ---------------------------------------------------------------- Ansible against the simulator
