@@ -57,6 +57,32 @@ def skipped_cases(path):
             if case.find('skipped') is not None and case.find('failure') is None and case.find('error') is None]
 
 
+def failed_cases(path):
+    """['classname::name: first line of the failure'] of every failed or erroring case of a JUnit XML file."""
+    out = []
+    for case in ET.parse(path).iter('testcase'):
+        bad = case.find('failure')
+        if bad is None:
+            bad = case.find('error')
+        if bad is not None:
+            msg = (bad.get('message') or bad.text or '').strip().splitlines()
+            out.append('%s::%s: %s' % (case.get('classname'), case.get('name'), (msg[0] if msg else '')[:300]))
+    return out
+
+
+def machine_cpu():
+    """(busy, total) CPU seconds of the whole machine since boot (/proc/stat): what every process used, the node
+    containers' included, which a step's own wait4 does not see."""
+    try:
+        with open('/proc/stat') as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf('SC_CLK_TCK')
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields) - idle) / hz, sum(fields) / hz
+
+
 def molecule_scenarios():
     names = []
     for path in sorted(glob.glob(os.path.join(ROOT, 'molecule', '*', 'molecule.yml'))):
@@ -261,12 +287,13 @@ def main():
     # the collections symlink once, before steps that all read it start at the same time
     subprocess.check_call(['bash', 'lab/bin/collections-path.sh'], cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.time()
+    cpu0 = machine_cpu()
     rows = {}
     try:
         run_all(args, todo, rows, env)
     finally:
         kube_real_down(env)
-    return report(todo, rows, time.time() - wall, args)
+    return report(todo, rows, time.time() - wall, args, cpu0)
 
 
 def run_all(args, todo, rows, env):
@@ -302,7 +329,7 @@ def run_all(args, todo, rows, env):
         run_lane(lanes.get('final', []))
 
 
-def report(todo, rows, wall, args):
+def report(todo, rows, wall, args, cpu0=None):
     total_pass = total_fail = total_skip = 0
     print('\n%-28s %7s %7s %7s %9s %9s  %s' % ('step', 'passed', 'failed', 'skipped', 'seconds', 'cpu-s', 'note'))
     for name, _cmd, _junit, _lane in todo:
@@ -312,6 +339,16 @@ def report(todo, rows, wall, args):
         total_skip += sk
         print('%-28s %7d %7d %7d %9.1f %9.1f  %s' % (name, p, f, sk, took, cpu, note))
     print('wall: %.1f s%s' % (wall, ' (serial)' if args.serial else ' (lanes run concurrently; see the seconds per step)'))
+    cpu1 = machine_cpu()
+    if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
+        busy, total = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        print('machine: %.0f CPU-s busy of %.0f (%.0f%%, %d cores; every process, node containers included)'
+              % (busy, total, 100.0 * busy / total, os.cpu_count() or 0))
+    # the failing tests by name, last: CI shows the end of this output
+    for name, _cmd, junit, _lane in todo:
+        if junit and rows.get(name, (0, 0, 0))[2] and os.path.exists(os.path.join(RESULTS, junit)):
+            for line in failed_cases(os.path.join(RESULTS, junit))[:20]:
+                print('FAILED %s: %s' % (name, line))
     # the closing line; skipped tests that are results (SKIPS_ARE_RESULTS) are shown, the others are counted as failed
     print('tests: %d passed, %d failed, %d skipped' % (total_pass, total_fail, total_skip))
     return 1 if total_fail else 0

@@ -51,3 +51,25 @@ def test_the_last_line_counts_skips_and_ci_reads_it(capsys):
     import re
     pattern = re.search(r"grep -E '([^']+)'", ci).group(1)
     assert re.match(pattern, last) and re.match(pattern, "tests: 8 passed, 0 failed")
+
+
+def test_the_report_names_each_failing_test_before_the_last_line(tmp_path, monkeypatch, capsys):
+    """CI shows the end of the output only: the failing tests are named there, above the closing line."""
+    monkeypatch.setattr(RT, "RESULTS", str(tmp_path))
+    (tmp_path / "m.xml").write_text("""<?xml version="1.0"?><testsuites><testsuite name="s">
+<testcase classname="integration.test_x" name="ok"/>
+<testcase classname="integration.test_x" name="breaks"><failure message="AttributeError: no info&#10;more">tb</failure></testcase>
+<testcase classname="integration.test_y" name="setup"><error message="fixture failed">tb</error></testcase>
+</testsuite></testsuites>""")
+
+    class Args:
+        serial = False
+    todo = [("lab-molecule-lane", [], "m.xml", "molecule")]
+    busy, total = RT.machine_cpu()
+    rc = RT.report(todo, {"lab-molecule-lane": ("lab-molecule-lane", 1, 2, 0, 1.0, 1.0, "")}, 2.0, Args(),
+                   (busy - 10, total - 20))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 1 and out[-1] == "tests: 1 passed, 2 failed, 0 skipped"
+    assert "FAILED lab-molecule-lane: integration.test_x::breaks: AttributeError: no info" in out
+    assert "FAILED lab-molecule-lane: integration.test_y::setup: fixture failed" in out
+    assert any(line.startswith("machine: ") and "CPU-s busy of" in line for line in out), out
