@@ -116,6 +116,23 @@ def mig_published(shape_name, strategy, devices):
             'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
 
 
+# strategy -> what a real lab node recorded of its node agents: the extended resources the kubelet published with
+# them (gpu-nodes.json: NVIDIA's device plugin v0.19.1 without a config, as the collection's exclusive pool runs it,
+# lab/tests/integration/test_node_strategies_real.py). MIG: mig_published; DRA: lab/node/recordings/dra-slices.json.
+RECORDED_AGENTS = {'exclusive': 'nvidia-device-plugin v0.19.1 (no config): the shape\'s nvidia.com/gpu'}
+# the strategies whose node agents no real lab node recorded: a lab test publishes nothing for them
+NOT_RECORDED = ('time-slicing', 'mps', 'gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+
+
+def agents_published(shape_name, strategy):
+    """The extended resources a pool's node agents published on a real node of the shape ({'capacity',
+    'allocatable'}), or None where no real node recorded that strategy's agents (NOT_RECORDED)."""
+    if strategy not in RECORDED_AGENTS:
+        return None
+    rec = shape(shape_name)
+    return {'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
+
+
 def painted_mig(strategy, allocatable):
     """PAINTED['nvidia-device-plugin (MIG geometries not recorded)']: the MIG devices the collection's readiness asks
     for, as a device plugin would advertise them, for a geometry no real node recorded."""

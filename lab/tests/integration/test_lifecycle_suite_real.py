@@ -156,6 +156,7 @@ class Steps(object):
         admin = self.lab.kube.api()
         self.lab.dra_plugin(admin)
         drop_mig_resources(self.lab, admin)
+        device_plugins(self.lab, admin)
 
     def do(self, what, fn, *args, rerun=True):
         start = self.lab.mark()
@@ -236,6 +237,30 @@ def drop_mig_resources(lab, admin):
         del lab.mig_resources[n]
 
 
+def device_plugins(lab, admin):
+    """The kubelet with the device plugin of a pool whose node agents a real lab node recorded
+    (gpu_kwok_nodes.RECORDED_AGENTS: exclusive): the node publishes the recorded nvidia.com/gpu while it is in such a
+    pool, and no longer once it left (a resource the MIG stand-in publishes stays). Other strategies' agents: not
+    recorded, nothing published (gpu_kwok_nodes.NOT_RECORDED)."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin)
+    member = dict((n, p["strategy"]) for p in lab.pools.values() for n in p["nodes"])
+    lab.dp_resources = getattr(lab, "dp_resources", {})
+    for n in NODES:
+        pub = gpu_kwok_nodes.agents_published(SHAPES[n], member.get(n))
+        had = lab.dp_resources.get(n)
+        if pub and not had:
+            core.patch_node_status(n, {"status": pub})
+            lab.dp_resources[n] = set(pub["capacity"])
+        elif had and not pub:
+            mig = getattr(lab, "mig_resources", {}).get(n) or set()
+            body = [{"op": "remove", "path": "/status/%s/%s" % (f, r.replace("~", "~0").replace("/", "~1"))}
+                    for f in ("capacity", "allocatable") for r in sorted(had - mig)]
+            if body:
+                core.patch_node_status(n, body)
+            del lab.dp_resources[n]
+
+
 def agree_with_daemonset_controller(lab, every, timeout=90):
     """The invariants' placement of the agents (lifecycle.lands_on) is upstream's: kube-controller-manager's DaemonSet
     controller counts the same nodes for every managed DaemonSet (it acts asynchronously: waited for)."""
@@ -246,6 +271,11 @@ def agree_with_daemonset_controller(lab, every, timeout=90):
             break
         time.sleep(1)
     assert bad == [], bad
+
+
+def kube_node(kube, name):
+    from kubernetes import client
+    return client.CoreV1Api(kube.api()).read_node(name)
 
 
 def new_lab(kube, user):
@@ -272,6 +302,8 @@ def test_scripted_sequence(kube):
     # and it saw what a real node published under that geometry (the recording), not what the readiness asked for
     assert ("mig", "lcs-a1", "a100x8-mig-single") in lab.mig_published, lab.mig_published
     assert sorted(n for n, v in lab.validated.items() if v) == sorted(layout), lab.validated
+    # the exclusive pool's node publishes what NVIDIA's device plugin published on a real node of its GPUs
+    assert kube_node(kube, "lcs-t1").status.allocatable.get("nvidia.com/gpu") == "1"
     # the invariants' placement of the agents is upstream's: the DaemonSet controller counts the same nodes
     every = NODES + [lifecycle.CONTROL_PLANE]
     agree_with_daemonset_controller(lab, every)

@@ -176,3 +176,16 @@ def test_bare_nodes_come_from_the_recording():
         == rec['a100x8-mig-single']['capacity']
     assert gpu_kwok_nodes.mig_published('a100x8', 'single', {'3g.40gb': 2}) is None
     assert not [k for k in gpu_kwok_nodes.plain_node('cp')['metadata']['labels'] if k.startswith('nvidia.com/')]
+
+
+def test_every_strategy_says_whether_a_real_node_recorded_its_agents():
+    """Each strategy of the model is recorded (gpu_kwok_nodes.RECORDED_AGENTS; mig: the recorded MIG shapes; dra:
+    lab/node/recordings/dra-slices.json) or listed as not recorded (NOT_RECORDED): no strategy is left unsaid."""
+    import gpu_kwok_nodes
+    from test_no_strategy_branches import strategy_names
+    said = set(gpu_kwok_nodes.RECORDED_AGENTS) | set(gpu_kwok_nodes.NOT_RECORDED) | {'mig', 'dra'}
+    assert set(strategy_names()) == said, (sorted(set(strategy_names()) - said), sorted(said - set(strategy_names())))
+    assert not set(gpu_kwok_nodes.RECORDED_AGENTS) & set(gpu_kwok_nodes.NOT_RECORDED)
+    t4 = gpu_kwok_nodes.agents_published('t4x1', 'exclusive')
+    assert t4 == {'capacity': {'nvidia.com/gpu': '1'}, 'allocatable': {'nvidia.com/gpu': '1'}}, t4
+    assert [s for s in gpu_kwok_nodes.NOT_RECORDED if gpu_kwok_nodes.agents_published('t4x1', s)] == []
