@@ -238,6 +238,8 @@ WEIGHT = {
     # the lifecycle suite in process on a private 1.37 control plane (2026-11-29, -p no:xdist: 50 s at load 4-7,
     # 82-176 s at load 10-15; with dra pools and the ready step 236 s at load 15, 27 CPU-s)
     'integration/test_lifecycle_suite_real.py': 110,
+    # the scan for GPU nodes painted by hand in lab tests (issue #36, 2026-11-29: 1 CPU-s, 5-14 s wall shared)
+    'tooling/test_no_painted_nodes.py': 8,
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 40, 'integration/test_node_runtime_real.py': 62,

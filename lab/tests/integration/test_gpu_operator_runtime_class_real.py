@@ -24,7 +24,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node, run_play  # noqa: E402
+from test_gpu_sharing_stack_real import failures, run_play  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_kwok_nodes import bare_node  # noqa: E402
 
 SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-op-rc-%s" % SUFFIX
@@ -38,7 +41,8 @@ NS = "op-rc-check-%s" % SUFFIX
 def cl(kube_real):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    core.create_node(kwok_node(NODE, T4))
+    # a T4 machine as a real lab node published it (recorded shape t4x1), before its stack
+    core.create_node(bare_node(NODE, "t4x1", facts=T4))
     core.create_namespace({"metadata": {"name": NS}})
     yield kube_real, kube_real.user(USER)
     node = client.NodeV1Api(kube_real.api())

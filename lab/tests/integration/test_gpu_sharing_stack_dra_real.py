@@ -26,8 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import (  # noqa: E402
-    failures, kwok_node, live_object, mark_task, rendered, run_play, task_results, wait_marks,
+    failures, live_object, mark_task, rendered, run_play, task_results, wait_marks,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_kwok_nodes import bare_node  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
@@ -92,7 +95,8 @@ def block(name, v, check=False):
 def run(kube_real, tmp_path_factory):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    core.create_node(kwok_node(NODE, T4))
+    # a T4 machine as a real lab node published it (recorded shape t4x1), before its stack
+    core.create_node(bare_node(NODE, "t4x1", facts=T4))
     core.create_namespace({"metadata": {"name": CLAIMS}})
     cl = (kube_real, kube_real.user(USER))
     tmp = tmp_path_factory.mktemp("dra-role")

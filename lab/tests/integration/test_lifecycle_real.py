@@ -23,11 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import private_kube  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node, run_play, task_results  # noqa: E402
+from test_gpu_sharing_stack_real import failures, run_play, task_results  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_kwok_nodes import bare_node  # noqa: E402
 
 A, B = "lc-node-a", "lc-node-b"
+# the nodes: Tesla T4 machines as a real lab node of shape t4x1 published them (lab/tests/gpu_kwok_nodes.py)
+SHAPE = "t4x1"
 POOL = "gpuops.io/sharing-pool"
 STRATEGY = "gpuops.io/sharing-strategy"
+# painted (gpu_kwok_nodes.PAINTED["HAMi device plugin"]): no real lab node runs HAMi's device plugin yet
 HAMI_REGISTRATION = {"hami.io/node-nvidia-register": "GPU-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:",
                      "hami.io/node-handshake": "Reported 2026-11-29 03:00:00", "hami.io/node-nvidia-score": "[]"}
 
@@ -38,7 +44,7 @@ def kube(tmp_path_factory):
         from kubernetes import client
         core = client.CoreV1Api(k.api())
         for n in (A, B):
-            core.create_node(kwok_node(n, T4))
+            core.create_node(bare_node(n, SHAPE, facts=T4))
         yield k
 
 
@@ -104,7 +110,7 @@ def test_another_inventorys_pool_keeps_the_shared_objects_it_uses(kube, tmp_path
     from kubernetes import client
     cl = (kube, kube.kubeconfig)
     c = "lc-node-c"
-    client.CoreV1Api(kube.api()).create_node(kwok_node(c, T4))
+    client.CoreV1Api(kube.api()).create_node(bare_node(c, SHAPE, facts=T4))
     rc, result = run_play(cl, tmp_path, [pool("ham-x", "hami", c, gpu_sharing_stack_known_pools=["ham-x"])])
     assert rc == 0, failures(result)
     apps = client.AppsV1Api(kube.api())

@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 from conftest import private_kube, wait_until  # noqa: E402
 from test_gpu_sharing_stack import A100, GPUSHARE_IMAGES, T4, VOLCANO_CONF  # noqa: E402
-from test_gpu_sharing_stack_real import VOLCANO_SCHEDULER, kwok_node  # noqa: E402
+from test_gpu_sharing_stack_real import VOLCANO_SCHEDULER  # noqa: E402
+
+import gpu_kwok_nodes  # noqa: E402
 
 import lifecycle  # noqa: E402
 
@@ -46,9 +48,12 @@ import dra_slices  # noqa: E402
 T4_NODES = ["lcs-t%d" % i for i in range(1, 9)]
 A100_NODES = ["lcs-a%d" % i for i in range(1, 4)]
 NODES = T4_NODES + A100_NODES
-# NVIDIA's DRA kubelet plugin's devices, as it published them on a real lab node for these inventories
-DRA_INVENTORY = dict([(n, "t4.json") for n in T4_NODES] + [(n, "hgx-a100-80gb.json") for n in A100_NODES])
 FACTS = dict([(n, T4) for n in T4_NODES] + [(n, A100) for n in A100_NODES])
+# the nodes as a real lab node of the same GPUs published them (lab/tests/gpu_kwok_nodes.py; FACTS must agree)
+SHAPES = dict([(n, "t4x1") for n in T4_NODES] + [(n, "a100x8") for n in A100_NODES])
+# NVIDIA's DRA kubelet plugin's devices, as it published them on a real lab node of the shape's inventory
+# (lab/node/recordings/dra-slices.json)
+DRA_INVENTORY = dict((n, gpu_kwok_nodes.shape(SHAPES[n])["inventory"]) for n in NODES)
 
 # strategy -> the settings of a pool of it (role variable names without the gpu_sharing_stack_ prefix)
 BASE = {
@@ -116,13 +121,11 @@ def kube(tmp_path_factory):
         from kubernetes import client
         core = client.CoreV1Api(k.api())
         for n in NODES:
-            core.create_node(kwok_node(n, FACTS[n]))
+            core.create_node(gpu_kwok_nodes.bare_node(n, SHAPES[n], facts=FACTS[n]))
         # a control-plane node, as kubeadm labels and taints it: where control-plane agents (gpu-admission) go
-        cp = kwok_node(lifecycle.CONTROL_PLANE, T4, {lifecycle.CONTROL_PLANE_LABEL: ""})
-        for key in ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product"):
-            cp["metadata"]["labels"].pop(key)
-        cp["spec"] = {"taints": [{"key": lifecycle.CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]}
-        core.create_node(cp)
+        core.create_node(gpu_kwok_nodes.plain_node(
+            lifecycle.CONTROL_PLANE, {lifecycle.CONTROL_PLANE_LABEL: ""},
+            [{"key": lifecycle.CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]))
         core.create_namespace({"metadata": {"name": "volcano-system"}})
         core.create_namespace({"metadata": {"name": "lcs-claims"}})
         core.create_namespaced_config_map("volcano-system", {
@@ -153,6 +156,7 @@ class Steps(object):
         admin = self.lab.kube.api()
         self.lab.dra_plugin(admin)
         drop_mig_resources(self.lab, admin)
+        device_plugins(self.lab, admin)
 
     def do(self, what, fn, *args, rerun=True):
         start = self.lab.mark()
@@ -184,28 +188,37 @@ def reset(lab):
 
 
 def dra_devices(node):
-    return dra_slices.recorded_devices(DRA_INVENTORY[node])
+    devices = dra_slices.recorded_devices(DRA_INVENTORY[node])
+    assert devices, "no recorded DRA devices for %s (%s) in %s" % (node, DRA_INVENTORY[node], dra_slices.RECORDING)
+    return devices
 
 
 def mig_manager(lab, name, readiness):
     """NVIDIA's MIG manager and device plugin on kwok nodes, for the ready step's wait: each node of the pool reports
-    the geometry applied (nvidia.com/mig.config.state=success, as mig-manager writes it) and publishes the MIG devices
-    the readiness asks for (what the device plugin's kubelet registration would advertise). Written by the admin, not
-    the suite's user (these writes are the agents')."""
+    the geometry applied (nvidia.com/mig.config.state=success, as mig-manager writes it: painted,
+    gpu_kwok_nodes.PAINTED["nvidia-mig-manager"]) and publishes the MIG devices and GFD's MIG strategy label that a
+    real lab node of its GPUs published under that geometry (gpu_kwok_nodes.mig_published: the recording). A geometry
+    no real node recorded publishes what the readiness asks for (gpu_kwok_nodes.painted_mig, painted:
+    PAINTED["nvidia-device-plugin (MIG geometries not recorded)"]); lab.mig_published says which. Written by the
+    admin, not the suite's user (these writes are the agents')."""
     from kubernetes import client
     core = client.CoreV1Api(lab.kube.api())
-    strategy = (lab.pools[name]["settings"].get("mig") or {}).get("strategy")
+    mig = lab.pools[name]["settings"].get("mig") or {}
+    strategy = mig.get("strategy")
+    lab.mig_resources = getattr(lab, "mig_resources", {})
+    lab.mig_published = getattr(lab, "mig_published", [])
     for n in readiness["nodes"]:
-        # GFD's MIG strategy label beside mig-manager's state (the report reads it: nvidia.com/gpu of MIG strategy single)
-        core.patch_node(n, {"metadata": {"labels": {readiness["label"]: readiness["value"], GFD_MIG_STRATEGY: strategy}}})
-        res = (readiness.get("allocatable") or {}).get(n) or {}
-        if res:
-            core.patch_node_status(n, {"status": {"capacity": res, "allocatable": res}})
-            lab.mig_resources = getattr(lab, "mig_resources", {})
-            lab.mig_resources.setdefault(n, set()).update(res)
+        pub = gpu_kwok_nodes.mig_published(SHAPES[n], strategy, mig.get("devices"))
+        if pub is None:
+            pub = gpu_kwok_nodes.painted_mig(strategy, (readiness.get("allocatable") or {}).get(n) or {})
+        lab.mig_published.append((name, n, pub["shape"]))
+        core.patch_node(n, {"metadata": {"labels": dict(pub["labels"], **{readiness["label"]: readiness["value"]})}})
+        if pub["capacity"]:
+            core.patch_node_status(n, {"status": {"capacity": pub["capacity"], "allocatable": pub["allocatable"]}})
+            lab.mig_resources.setdefault(n, set()).update(pub["capacity"])
 
 
-GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
+GFD_MIG_STRATEGY = gpu_kwok_nodes.GFD_MIG_STRATEGY
 
 
 def drop_mig_resources(lab, admin):
@@ -224,6 +237,30 @@ def drop_mig_resources(lab, admin):
         del lab.mig_resources[n]
 
 
+def device_plugins(lab, admin):
+    """The kubelet with the device plugin of a pool whose node agents a real lab node recorded
+    (gpu_kwok_nodes.RECORDED_AGENTS: exclusive): the node publishes the recorded nvidia.com/gpu while it is in such a
+    pool, and no longer once it left (a resource the MIG stand-in publishes stays). Other strategies' agents: not
+    recorded, nothing published (gpu_kwok_nodes.NOT_RECORDED)."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin)
+    member = dict((n, p["strategy"]) for p in lab.pools.values() for n in p["nodes"])
+    lab.dp_resources = getattr(lab, "dp_resources", {})
+    for n in NODES:
+        pub = gpu_kwok_nodes.agents_published(SHAPES[n], member.get(n))
+        had = lab.dp_resources.get(n)
+        if pub and not had:
+            core.patch_node_status(n, {"status": pub})
+            lab.dp_resources[n] = set(pub["capacity"])
+        elif had and not pub:
+            mig = getattr(lab, "mig_resources", {}).get(n) or set()
+            body = [{"op": "remove", "path": "/status/%s/%s" % (f, r.replace("~", "~0").replace("/", "~1"))}
+                    for f in ("capacity", "allocatable") for r in sorted(had - mig)]
+            if body:
+                core.patch_node_status(n, body)
+            del lab.dp_resources[n]
+
+
 def agree_with_daemonset_controller(lab, every, timeout=90):
     """The invariants' placement of the agents (lifecycle.lands_on) is upstream's: kube-controller-manager's DaemonSet
     controller counts the same nodes for every managed DaemonSet (it acts asynchronously: waited for)."""
@@ -234,6 +271,11 @@ def agree_with_daemonset_controller(lab, every, timeout=90):
             break
         time.sleep(1)
     assert bad == [], bad
+
+
+def kube_node(kube, name):
+    from kubernetes import client
+    return client.CoreV1Api(kube.api()).read_node(name)
 
 
 def new_lab(kube, user):
@@ -257,7 +299,11 @@ def test_scripted_sequence(kube):
     assert (writes, changed) == ([], [])
     # the ready step ran: the MIG manager's wait saw the geometry the stand-in reported; validation workloads applied
     assert lab.readiness["mig"]["ready"] is True, lab.readiness
+    # and it saw what a real node published under that geometry (the recording), not what the readiness asked for
+    assert ("mig", "lcs-a1", "a100x8-mig-single") in lab.mig_published, lab.mig_published
     assert sorted(n for n, v in lab.validated.items() if v) == sorted(layout), lab.validated
+    # the exclusive pool's node publishes what NVIDIA's device plugin published on a real node of its GPUs
+    assert kube_node(kube, "lcs-t1").status.allocatable.get("nvidia.com/gpu") == "1"
     # the invariants' placement of the agents is upstream's: the DaemonSet controller counts the same nodes
     every = NODES + [lifecycle.CONTROL_PLANE]
     agree_with_daemonset_controller(lab, every)

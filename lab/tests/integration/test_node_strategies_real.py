@@ -315,7 +315,7 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
         spec['containers'][0].update(image=st_node['image'], imagePullPolicy='IfNotPresent')
         run_pod(core, 'gfd-mps', spec)
         gfd = dict(line.split('=', 1) for line in (rec / 'labels').read_text().splitlines() if line)
-        want = {'nvidia.com/gpu.sharing-strategy': 'mps', 'nvidia.com/gpu.replicas': str(MPS_REPLICAS),
+        want = {'nvidia.com/gpu.sharing-strategy': 'mps', 'nvidia.com/gpu.replicas': str(MPS_REPLICAS),  # expected, not written
                 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB-SHARED', 'nvidia.com/gpu.count': str(GPUS)}
         assert {k: gfd.get(k) for k in want} == want, gfd
         core.delete_namespaced_pod('gfd-mps', NS)

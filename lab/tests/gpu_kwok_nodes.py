@@ -1,0 +1,140 @@
+"""GPU kwok nodes for lab tests, made from what a real lab node published (issue #36): the one place a lab test gets a
+GPU kwok node or writes what a GPU node's agents publish. Nothing here is written from probe facts.
+
+* ``bare_node``: a GPU machine before its sharing stack. Of the recorded shape's labels (lab/node/recordings/
+  gpu-nodes.json, made by lab/tests/integration/test_node_daemonset_real.py on a real lab node: kubelet, containerd,
+  NVIDIA's device plugin and GFD on the NVML simulator) it carries those the collection's node layer writes too
+  (lab/kube/real.py SHAPE_LABELS, and nvidia.com/gpu.present), and no GPU resource: no device plugin runs yet (gpushare
+  refuses a node that already advertises nvidia.com/gpu).
+* ``mig_published``: what NVIDIA's device plugin and GFD published on a real node once a MIG geometry was applied
+  (the recorded MIG shapes, lab/kube/real.py RECORDED_MIG); None where no real node recorded that geometry.
+* ``PAINTED``: what lab tests still write on GPU nodes by hand because no real node recorded it: each entry names the
+  agent, what is written and where. The tooling test lab/tests/tooling/test_no_painted_nodes.py lists the test files
+  still painting GPU nodes (its allow-list only shrinks).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_KUBE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'kube')
+if _KUBE not in sys.path:
+    sys.path.insert(0, _KUBE)
+
+import real  # noqa: E402  lab/kube/real.py: the recording and the shapes
+
+PRESENT = 'nvidia.com/gpu.present'
+GFD_MIG_STRATEGY = 'nvidia.com/mig.strategy'
+
+# agent -> (what lab tests write by hand, where, why no recording gives it)
+PAINTED = {
+    'nvidia-mig-manager': ('the label nvidia.com/mig.config.state=success once a geometry is applied',
+                           'lab/tests/integration/test_lifecycle_suite_real.py mig_manager',
+                           'no real lab node runs the MIG manager (no MIG reconfiguration on the NVML simulator)'),
+    'nvidia-device-plugin (MIG geometries not recorded)': (
+        'the MIG devices a geometry other than a recorded one (lab/kube/real.py RECORDED_MIG) publishes, and GFD\'s '
+        'nvidia.com/mig.strategy label, taken from the readiness the collection asks for',
+        'lab/tests/integration/test_lifecycle_suite_real.py mig_manager (via painted_mig)',
+        'the recording has a100x8-mig-single (1g.10gb x 7, single) and h100x2-mig-mixed only'),
+    'HAMi device plugin': ('the node registration annotations hami.io/node-nvidia-register, node-handshake, '
+                           'node-nvidia-score', 'lab/tests/integration/test_lifecycle_real.py HAMI_REGISTRATION',
+                           'HAMi\'s device plugin does not run on a real lab node yet'),
+}
+
+
+def shape(name):
+    """The recorded shape ``name`` (a key of the recording's shapes); an unknown name fails, naming the shapes."""
+    shapes = real.load_recording()['shapes']
+    if name not in shapes:
+        raise KeyError('no recorded shape %r (recorded: %s in %s)' % (name, ', '.join(sorted(shapes)), real.RECORDING))
+    return shapes[name]
+
+
+def agrees(facts, shape_name):
+    """Fails when the probe facts a test hands the collection (gpu_sharing_stack_facts) describe other GPUs than the
+    recorded shape its node is made of: GPU count and memory."""
+    rec = shape(shape_name)['labels']
+    gpus = facts['gpus']
+    got = (str(len(gpus)), str(gpus[0].get('memory_total_mib')))
+    want = (rec['nvidia.com/gpu.count'], rec['nvidia.com/gpu.memory'])
+    if got != want:
+        raise AssertionError('facts %s (count, memory MiB) disagree with the recorded shape %s %s'
+                             % (got, shape_name, want))
+
+
+def bare_node(name, shape_name, facts=None, labels=None):
+    """A kwok node of the recorded shape before its stack: the recorded labels the node layer writes too, no GPU
+    resource. ``facts``: the probe facts the test gives the collection for it (checked against the shape);
+    ``labels``: more labels (not GPU ones: those come from the recording)."""
+    if facts is not None:
+        agrees(facts, shape_name)
+    node = real.recorded_node(name, shape(shape_name))
+    rec = shape(shape_name)
+    keep = set(real.SHAPE_LABELS) | {PRESENT}
+    # gpuops.io/lab=real marks the shared cluster's own nodes (lab/kube/real.py); a test's node is no such node and
+    # carries no gpuops.io/ label before the collection writes one
+    node['metadata']['labels'] = dict((k, v) for k, v in node['metadata']['labels'].items()
+                                      if (not k.startswith('nvidia.com/') or k in keep) and k != 'gpuops.io/lab')
+    for field in ('capacity', 'allocatable'):
+        for r in rec[field]:
+            node['status'][field].pop(r)
+    node['metadata']['labels'].update(labels or {})
+    return node
+
+
+def plain_node(name, labels=None, taints=None):
+    """A kwok node without GPUs (a control-plane node): the recorded nodes' base, no nvidia.com label or resource."""
+    node = bare_node(name, 't4x1')
+    node['metadata']['labels'] = dict((k, v) for k, v in node['metadata']['labels'].items()
+                                      if not k.startswith('nvidia.com/'))
+    node['metadata']['labels'].update(labels or {})
+    if taints:
+        node['spec'] = {'taints': list(taints)}
+    return node
+
+
+def mig_shape(shape_name, strategy, devices):
+    """The recorded MIG shape of the same GPUs as ``shape_name`` for a MIG strategy and the collection's devices
+    (profile -> instances per GPU), or None."""
+    inventory = shape(shape_name)['inventory']
+    for name, (strat, devs, _instances) in sorted(real.RECORDED_MIG.items()):
+        rec = shape(name)
+        if strat == strategy and devs == devices and rec['inventory'] == inventory \
+                and rec['gpus'] == shape(shape_name)['gpus']:
+            return name
+    return None
+
+
+def mig_published(shape_name, strategy, devices):
+    """What the device plugin and GFD published on a real node of ``shape_name``'s GPUs under this MIG geometry:
+    {'labels': {GFD's mig.strategy}, 'capacity': ..., 'allocatable': ...}, or None where no real node recorded it."""
+    name = mig_shape(shape_name, strategy, devices)
+    if name is None:
+        return None
+    rec = shape(name)
+    return {'shape': name, 'labels': {GFD_MIG_STRATEGY: rec['labels'][GFD_MIG_STRATEGY]},
+            'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
+
+
+# strategy -> what a real lab node recorded of its node agents: the extended resources the kubelet published with
+# them (gpu-nodes.json: NVIDIA's device plugin v0.19.1 without a config, as the collection's exclusive pool runs it,
+# lab/tests/integration/test_node_strategies_real.py). MIG: mig_published; DRA: lab/node/recordings/dra-slices.json.
+RECORDED_AGENTS = {'exclusive': 'nvidia-device-plugin v0.19.1 (no config): the shape\'s nvidia.com/gpu'}
+# the strategies whose node agents no real lab node recorded: a lab test publishes nothing for them
+NOT_RECORDED = ('time-slicing', 'mps', 'gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+
+
+def agents_published(shape_name, strategy):
+    """The extended resources a pool's node agents published on a real node of the shape ({'capacity',
+    'allocatable'}), or None where no real node recorded that strategy's agents (NOT_RECORDED)."""
+    if strategy not in RECORDED_AGENTS:
+        return None
+    rec = shape(shape_name)
+    return {'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
+
+
+def painted_mig(strategy, allocatable):
+    """PAINTED['nvidia-device-plugin (MIG geometries not recorded)']: the MIG devices the collection's readiness asks
+    for, as a device plugin would advertise them, for a geometry no real node recorded."""
+    return {'shape': None, 'labels': {GFD_MIG_STRATEGY: strategy},
+            'capacity': dict(allocatable), 'allocatable': dict(allocatable)}
