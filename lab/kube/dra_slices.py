@@ -34,12 +34,13 @@ VENV_PY = os.path.join(ROOT, '.venv', 'bin', 'python')
 
 DRIVER = 'gpu.nvidia.com'          # main.go DriverName
 API = 'resource.k8s.io/v1'
-# The lab's kwok GPU nodes (lab/kube/real.py GPU_NODES) and the NVML simulator inventory each one's slice comes from.
+# The lab's kwok DRA nodes (lab/kube/real.py DRA_NODES: no device plugin, no nvidia.com/gpu) and the NVML simulator
+# inventory each one's slice comes from (that of the node's recorded shape, real.RECORDED_SHAPES).
 LAB_NODES = {
-    'kwok-t4-1': 't4.json',
-    'kwok-t4-2': 't4.json',
-    'kwok-a100-1': 'hgx-a100-80gb.json',
-    'kwok-h100-1': 'h100-mig.json',   # GPU 0: MIG 3g.40gb + 2x 1g.10gb (+ a GI without CI: no device); GPU 1: MIG on, none
+    'kwok-dra-t4-1': 't4.json',
+    'kwok-dra-t4-2': 't4.json',
+    'kwok-dra-a100-1': 'hgx-a100-80gb.json',
+    'kwok-dra-h100-1': 'h100-mig.json',  # GPU 0: MIG 3g.40gb + 2x 1g.10gb (+ a GI without CI: no device); GPU 1: MIG on
 }
 
 # go-nvlib v0.12.0 pkg/nvlib/device/device.go GetBrandAsString / GetArchitectureAsString, by pynvml's constant name

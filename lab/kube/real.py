@@ -73,7 +73,7 @@ RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 
 # the MIG shapes: shape -> (MIG strategy of GFD and of the device plugin, the collection's gpu_sharing_stack_mig
 # devices, the MIG instances every GPU gets or None: the inventory's own). a100x8-mig-single is the geometry the
 # collection's MIG tests apply (seven 1g.10gb per GPU); h100x2-mig-mixed is h100-mig.json as it is (the inventory of
-# the DRA kwok node kwok-h100-1: GPU 0 3g.40gb + 2x 1g.10gb + a GPU instance without compute instance, GPU 1 MIG on
+# the DRA kwok node kwok-dra-h100-1: GPU 0 3g.40gb + 2x 1g.10gb + a GPU instance without compute instance, GPU 1 MIG on
 # without instances).
 RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g.10gb'}] * 7),
                 'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None)}
@@ -82,6 +82,15 @@ RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100
 # strategy and the MIG devices the kubelet published with NVIDIA's plugin under the collection's MIG config (single:
 # nvidia.com/gpu 56; mixed: nvidia.com/mig-<profile>). For tests that read MIG nodes: nothing about them is painted.
 MIG_NODES = {'kwok-a100-mig-1': 'a100x8-mig-single', 'kwok-h100-mig-1': 'h100x2-mig-mixed'}
+# The lab's DRA machines as kwok nodes (issue #36, section 3), each of a recorded shape: a node of a dra pool runs
+# NVIDIA's DRA kubelet plugin and neither the device plugin nor GFD (the dra stack keeps them off), so it carries the
+# labels the collection's node layer writes (SHAPE_LABELS, nvidia.com/gpu.present), no nvidia.com/* extended
+# resource, and the ResourceSlice the plugin publishes (lab/kube/dra_slices.py LAB_NODES: the same inventory). They
+# used to be the device-plugin nodes above: kwok-t4-1 published nvidia.com/gpu and a slice of the same GPU, and
+# kwok-h100-1 (8 whole H100s) the slice of two H100s in MIG mode - nodes that cannot exist. Label gpuops.io/lab is
+# 'real-dra', so a test selecting the device-plugin nodes (gpuops.io/lab=real) never sees them.
+DRA_NODES = {'kwok-dra-t4-1': 't4x1', 'kwok-dra-t4-2': 't4x1', 'kwok-dra-a100-1': 'a100x8',
+             'kwok-dra-h100-1': 'h100x2-mig-mixed'}
 # the GFD labels that name a shape (a GPU_NODES tuple, the scale fleets' tuples): those the collection's node layer
 # writes too. A kwok node carries every label of its recorded shape, not only these.
 SHAPE_LABELS = ('nvidia.com/gpu.count', 'nvidia.com/gpu.product', 'nvidia.com/gpu.memory',
@@ -501,6 +510,18 @@ def recorded_node(name, rec):
             'status': {'capacity': dict(base, **rec['capacity']), 'allocatable': dict(base, **rec['allocatable'])}}
 
 
+def dra_node(name, shape):
+    """A kwok node of a dra pool (DRA_NODES): the node layer's labels of the recorded ``shape``, no extended resource."""
+    rec = load_recording()['shapes'][shape]
+    labels = {'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
+              'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'gpuops.io/lab': 'real-dra'}
+    labels.update((k, rec['labels'][k]) for k in SHAPE_LABELS if k in rec['labels'])
+    base = {'cpu': '64', 'memory': '512Gi', 'pods': '110'}
+    return {'apiVersion': 'v1', 'kind': 'Node',
+            'metadata': {'name': name, 'labels': labels, 'annotations': {KWOK_ANNOTATION: 'fake'}},
+            'status': {'capacity': dict(base), 'allocatable': dict(base)}}
+
+
 def api_client(kubeconfig_path):
     from kubernetes import client, config
     return client.ApiClient(configuration=_conf(kubeconfig_path, config, client))
@@ -618,8 +639,9 @@ def up(args):
     if not args.no_gpu_nodes:
         try:
             create_nodes(state, [gpu_node(n, *spec) for n, spec in sorted(GPU_NODES.items())]
-                         + [recorded_node(n, shape) for n, shape in sorted(MIG_NODES.items())])
-            wait_nodes_ready(state, sorted(GPU_NODES) + sorted(MIG_NODES), timeout=args.timeout)
+                         + [recorded_node(n, shape) for n, shape in sorted(MIG_NODES.items())]
+                         + [dra_node(n, shape) for n, shape in sorted(DRA_NODES.items())])
+            wait_nodes_ready(state, sorted(GPU_NODES) + sorted(MIG_NODES) + sorted(DRA_NODES), timeout=args.timeout)
         except Exception:
             down_state(state)
             raise

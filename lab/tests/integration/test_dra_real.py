@@ -61,7 +61,7 @@ def _collection_dra():
 
 
 # The ResourceClaimTemplates users write (issue #32), rendered by the collection (gpu_stack_dra.claim_templates, the
-# renderer of strategy dra's claim_templates): a full GPU, a MIG profile that kwok-h100-1 has, a GPU shared by
+# renderer of strategy dra's claim_templates): a full GPU, a MIG profile that kwok-dra-h100-1 has, a GPU shared by
 # time-slicing and by MPS (the driver's GpuConfig; the scheduler does not read opaque config, the plugin applies it
 # at prepare time). The sharing kinds need the driver's alpha gates, given here as the pool would switch them on.
 SPECS = [
@@ -277,7 +277,7 @@ def test_DRAL_11_what_the_plugin_needs_to_start(dra, tmp_path):
     import subprocess
     binary = dra_slices.plugin_binary()
     d = dra_slices.plugin_dirs(str(tmp_path))
-    base = [binary, "--kubeconfig", dra.kube.kubeconfig, "--node-name", "kwok-t4-1", "--cdi-root", d["cdi"],
+    base = [binary, "--kubeconfig", dra.kube.kubeconfig, "--node-name", "kwok-dra-t4-1", "--cdi-root", d["cdi"],
             "--kubelet-registrar-directory-path", d["registry"], "--kubelet-plugins-directory-path", d["plugins"]]
 
     def run(*extra):
@@ -314,9 +314,9 @@ def test_DRAL_01_plugin_publishes_one_slice_per_kwok_gpu_node(dra):
         assert [(o["kind"], o["name"], o.get("controller")) for o in s["metadata"]["ownerReferences"]] == [
             ("Node", node, True)]
         assert sorted(d["name"] for d in spec["devices"]) == _devices(dra.nvml[node]), node
-    h100 = sorted(d["name"] for d in dra.published["kwok-h100-1"]["spec"]["devices"])
+    h100 = sorted(d["name"] for d in dra.published["kwok-dra-h100-1"]["spec"]["devices"])
     assert h100 == ["gpu-0-mig-1g10gb-19-4", "gpu-0-mig-1g10gb-19-5", "gpu-0-mig-3g40gb-9-0"]
-    assert len(dra.published["kwok-a100-1"]["spec"]["devices"]) == 8
+    assert len(dra.published["kwok-dra-a100-1"]["spec"]["devices"]) == 8
 
 
 def _quantity_bytes(text):
@@ -341,17 +341,17 @@ def _normal(spec):
 def test_DRAL_02_attributes_and_capacities_the_stand_in_matches(dra):
     """Attribute names, types and values as the plugin publishes them (the plugin's own output on the NVML simulator),
     and lab/kube/dra_slices.py gives the same spec for the same inventory."""
-    t4 = next(d for d in dra.published["kwok-t4-1"]["spec"]["devices"])
+    t4 = next(d for d in dra.published["kwok-dra-t4-1"]["spec"]["devices"])
     assert t4["attributes"] == {
-        "type": {"string": "gpu"}, "uuid": {"string": dra.nvml["kwok-t4-1"]["gpus"][0]["uuid"]},
+        "type": {"string": "gpu"}, "uuid": {"string": dra.nvml["kwok-dra-t4-1"]["gpus"][0]["uuid"]},
         "productName": {"string": "Tesla T4"}, "brand": {"string": "Tesla"}, "architecture": {"string": "Turing"},
         "cudaComputeCapability": {"version": "7.5.0"}, "driverVersion": {"version": "535.183.1"},
         "cudaDriverVersion": {"version": "12.2.0"}, "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"}}
     assert _quantity_bytes(t4["capacity"]["memory"]["value"]) == 15360 << 20
-    mig = dra.device("kwok-h100-1", "gpu-0-mig-3g40gb-9-0")
+    mig = dra.device("kwok-dra-h100-1", "gpu-0-mig-3g40gb-9-0")
     assert {k: v for k, v in mig["attributes"].items() if k in ("type", "profile", "parentUUID", "productName")} == {
         "type": {"string": "mig"}, "profile": {"string": "3g.40gb"}, "productName": {"string": "NVIDIA H100 80GB HBM3"},
-        "parentUUID": {"string": dra.nvml["kwok-h100-1"]["gpus"][0]["uuid"]}}
+        "parentUUID": {"string": dra.nvml["kwok-dra-h100-1"]["gpus"][0]["uuid"]}}
     assert sorted(mig["capacity"]) == ["copyEngines", "decoders", "encoders", "jpegEngines", "memory",
                                        "memorySlice0", "memorySlice1", "memorySlice2", "memorySlice3",
                                        "multiprocessors", "ofaEngines"]
@@ -363,17 +363,17 @@ def test_DRAL_02_attributes_and_capacities_the_stand_in_matches(dra):
 
 def test_DRAL_02_stand_in_publishes_what_the_plugin_publishes(dra, tmp_path):
     """lab/kube/dra_slices.py publish (the stand-in, without the Go program) on a kwok node of its own with the
-    inventory of kwok-h100-1: the server holds the same devices as the plugin's slice for kwok-h100-1, owned by the
+    inventory of kwok-dra-h100-1: the server holds the same devices as the plugin's slice for kwok-dra-h100-1, owned by the
     node; a second publish replaces it (one slice per node, as the plugin keeps it)."""
     node = "dra-standin-%s" % SUFFIX
     dra.core.create_node({"metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"}}})
     try:
-        first = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
-        again = dra_slices.publish(dra.api, node, NODES["kwok-h100-1"], str(tmp_path))
+        first = dra_slices.publish(dra.api, node, NODES["kwok-dra-h100-1"], str(tmp_path))
+        again = dra_slices.publish(dra.api, node, NODES["kwok-dra-h100-1"], str(tmp_path))
         [held] = dra_slices.slices_of(dra.api, node)
         assert held["metadata"]["name"] == again["metadata"]["name"] != first["metadata"]["name"]
         assert held["metadata"]["ownerReferences"][0]["name"] == node
-        ours, theirs = _normal(held["spec"]), _normal(dra.published["kwok-h100-1"]["spec"])
+        ours, theirs = _normal(held["spec"]), _normal(dra.published["kwok-dra-h100-1"]["spec"])
         for spec in (ours, theirs):
             spec.pop("nodeName")
             spec["pool"].pop("name")
@@ -400,7 +400,7 @@ def test_DRAL_04_mig_profile_template_gets_that_mig_device(dra):
     dra.pod("mig", {"gpu": ("template", TEMPLATES["mig"]["metadata"]["name"])})
     dra.running("mig")
     [(_req, _driver, pool, device)] = dra.allocation("mig")
-    assert pool == "kwok-h100-1" and device in ("gpu-0-mig-1g10gb-19-4", "gpu-0-mig-1g10gb-19-5")
+    assert pool == "kwok-dra-h100-1" and device in ("gpu-0-mig-1g10gb-19-4", "gpu-0-mig-1g10gb-19-5")
     assert dra.device(pool, device)["attributes"]["profile"] == {"string": "1g.10gb"}
 
 
@@ -420,8 +420,8 @@ def test_DRAL_05_cel_on_product_and_memory(dra):
     for name in cel:
         dra.running("cel-" + name)
     pools = {name: dra.allocation("cel-" + name)[0][2] for name in cel}
-    assert pools == {"a100": "kwok-a100-1", "t4": pools["t4"], "big": "kwok-a100-1"}
-    assert pools["t4"] in ("kwok-t4-1", "kwok-t4-2")
+    assert pools == {"a100": "kwok-dra-a100-1", "t4": pools["t4"], "big": "kwok-dra-a100-1"}
+    assert pools["t4"] in ("kwok-dra-t4-1", "kwok-dra-t4-2")
 
 
 def test_DRAL_06_two_pods_share_one_claim(dra):
@@ -515,7 +515,7 @@ def test_DRAL_09_report_shows_what_the_scheduler_allocated(dra, collections_path
     shared = by_name["shared"]
     assert sorted(p["name"] for p in shared["pods"]) == ["shared-a", "shared-b"] and shared["shared"] is True
     [dev] = shared["devices"]
-    assert dev["node"] == dev["pool"] == "kwok-a100-1" and dev["product"] == "NVIDIA A100-SXM4-80GB"
+    assert dev["node"] == dev["pool"] == "kwok-dra-a100-1" and dev["product"] == "NVIDIA A100-SXM4-80GB"
     assert dev["uuid"] == dra.device(dev["pool"], dev["device"])["attributes"]["uuid"]["string"]
     mig_claim = [c for c in rep["claims"] if any(p["name"] == "mig" for p in c["pods"])][0]
     assert mig_claim["devices"][0]["profile"] == "1g.10gb" and mig_claim["devices"][0]["uuid"].startswith("MIG-")

@@ -205,6 +205,31 @@ def test_kwok_gpu_nodes_scheduler_and_daemonset(cl):
     assert sorted(p.spec.node_name for p in pods) == ['kwok-t4-1', 'kwok-t4-2']
 
 
+def test_dra_kwok_nodes_are_dra_nodes_only(cl):
+    """The kwok nodes of dra pools (real.DRA_NODES; issue #36 section 3) are Ready, carry the node layer's labels of
+    their recorded shape and no nvidia.com/* extended resource (no device plugin runs beside NVIDIA's DRA kubelet
+    plugin), and the slice the lab publishes for each (dra_slices.LAB_NODES) comes from its shape's inventory: before,
+    kwok-t4-1 published nvidia.com/gpu and a DRA slice of the same GPU, and kwok-h100-1 (8 whole H100s) the slice of
+    two H100s in MIG mode."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+    import dra_slices  # noqa: E402  (lab/kube)
+    import real  # noqa: E402  (lab/kube)
+    from kubernetes import client
+    core = client.CoreV1Api(cl.api())
+    nodes = {n.metadata.name: n for n in core.list_node(label_selector='gpuops.io/lab=real-dra').items}
+    assert set(nodes) == set(real.DRA_NODES) == set(dra_slices.LAB_NODES)
+    assert not set(real.DRA_NODES) & (set(real.GPU_NODES) | set(real.MIG_NODES))
+    recorded = real.load_recording()['shapes']
+    for name, shape in sorted(real.DRA_NODES.items()):
+        n, rec = nodes[name], recorded[shape]
+        assert [c.status for c in n.status.conditions if c.type == 'Ready'] == ['True'], name
+        assert [k for k in n.status.allocatable if k.startswith('nvidia.com/')] == [], name
+        assert {k: n.metadata.labels.get(k) for k in real.SHAPE_LABELS} == {
+            k: rec['labels'].get(k) for k in real.SHAPE_LABELS}, name
+        assert dra_slices.LAB_NODES[name] == real.RECORDED_SHAPES[shape][0], name
+
+
 def test_up_down_leaves_no_process(tmp_path):
     """A second control plane in its own state directory: `down` stops the supervisor and every program it started."""
     state = tmp_path / 'cp'

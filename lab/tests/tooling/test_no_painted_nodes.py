@@ -41,7 +41,7 @@ PAINTING = {
     'lab/tests/integration/test_dra_extended_real.py': 'kwok_node, and nvidia.com/gpu capacities',
     'lab/tests/integration/test_dra_kube133_real.py': 'kwok_node',
     'lab/tests/integration/test_dra_migrate_real.py': 'kwok_node, GFD labels and nvidia.com/gpu capacities',
-    'lab/tests/integration/test_dra_real.py': 'kwok_node: device-plugin and DRA node at once (issue #36 section 3)',
+    'lab/tests/integration/test_dra_real.py': 'kwok_node: the role test\'s node from probe facts',
     'lab/tests/integration/test_faults_real.py': 'its gpu_node: nvidia.com/gpu capacity written by hand',
     'lab/tests/integration/test_gpu_node_drain_real.py': 'GFD labels and nvidia.com/gpu written by hand',
     'lab/tests/integration/test_gpu_node_labels.py': 'GFD labels written by hand (the label role\'s own tests)',
