@@ -16,12 +16,14 @@ Run: .venv/bin/pytest -q lab/tests/oracles/test_nvidia_ctk.py
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
+from conftest import run_role_on_localhost
 from oracle_util import (NVIDIA_RUNTIME, PRIVATE_PROC, ROOT, RUNTIME_FIXTURES, cap_minor, dig, go_program,
                          mig_minors_lines, read_toml, run_ours, without)
 
@@ -522,3 +524,78 @@ def test_NCT_17_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inve
     assert {k: v for k, v in devices.items() if k != 'all'} == want
     assert sorted(devices['all']) == sorted(every)
     assert [n['path'] for n in spec['containerEdits']['deviceNodes']] == ['/dev/nvidiactl']
+
+
+# ------------------------------------------------------------------------------------- the role's CDI spec (NCT-25)
+def ctk_wrapper(tmp_path, ctk, root, minors, inventory, state):
+    """A program that the role runs as nvidia_container_runtime_ctk: the real nvidia-ctk 1.20.0 on the NVML simulator
+    (the inventory), with the driver root made here and, in a private mount namespace, our mig-minors (run_generate);
+    the role's own arguments (`cdi generate --output=...`) are passed on, `--mode=nvml --driver-root=...` added."""
+    realproc = tmp_path / 'realproc'
+    realproc.mkdir(exist_ok=True)
+    env = {'LD_LIBRARY_PATH': os.path.join(ROOT, 'lab', '.build', 'nvml_sim'), 'NVML_SIM_INVENTORY': str(inventory),
+           'NVML_SIM_STATE': str(state), 'REALPROC': str(realproc), 'MINORS': str(minors)}
+    wrapper = tmp_path / 'bin' / 'nvidia-ctk'
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text('#!/bin/sh\n' + ''.join('export %s=%s\n' % (k, shlex.quote(v)) for k, v in env.items()) +
+                       'exec unshare --mount --propagation private sh -c %s sh %s "$@" --mode=nvml --driver-root=%s\n'
+                       % (shlex.quote(PRIVATE_PROC + 'exec "$@"'), shlex.quote(ctk), shlex.quote(str(root))))
+    os.chmod(str(wrapper), 0o755)
+    return wrapper
+
+
+def run_role_cdi(collections_path, tmp_path, wrapper, spec):
+    """Role nvidia_container_runtime with a toolkit that has no refresh units (an empty unit dir): it runs the
+    wrapper's `cdi generate` into a scratch file and installs the spec when it differs. Returns the tasks' results."""
+    variables = {
+        'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
+        'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi_spec': True,
+        'nvidia_container_runtime_containerd_config': str(tmp_path / 'containerd' / 'config.toml'),
+        'nvidia_container_runtime_containerd_config_version': '2',
+        'nvidia_container_runtime_containerd_dropin': str(tmp_path / 'containerd' / 'conf.d' / '99-nvidia.toml'),
+        'nvidia_container_runtime_ctk': str(wrapper),
+        'nvidia_container_runtime_cdi_unit_dirs': [str(tmp_path / 'units')],
+        'nvidia_container_runtime_cdi_spec_path': str(spec)}
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'nvidia_container_runtime', variables)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['localhost']) for p in doc['plays']
+                for t in p['tasks'] if 'localhost' in t['hosts'])
+
+
+INSTALL = 'Install the generated spec when it differs (a changed driver gives a changed spec)'
+
+
+def test_NCT_25_role_installs_exactly_what_nvidia_ctk_generates_rerun_writes_nothing(ctk, nvml_sim, collections_path,
+                                                                                     tmp_path):
+    """The collection writes no CDI spec of its own and post-processes none: with the toolkit's refresh units (1.18+)
+    nvidia-ctk writes /var/run/cdi/nvidia.yaml itself (NCT-10); without them the role runs `nvidia-ctk cdi generate`
+    and installs its output (NCT-05). So the spec the role installs must be nvidia-ctk's, byte for byte (the table of
+    differences on purpose is empty), on the NVML simulator (h100-mig: MIG devices on GPU 0); a re-run writes nothing.
+    (A driver change giving a new spec: NCT-05, with a stand-in that names files as nvidia-ctk does.)"""
+    with open(os.path.join(INVENTORIES, 'h100-mig.json')) as f:
+        inv = json.load(f)
+    root, minors = driver_root(tmp_path, inv)
+    (tmp_path / 'units').mkdir()
+    (tmp_path / 'containerd' / 'conf.d').mkdir(parents=True)
+    inventory = tmp_path / 'inventory.json'
+    inventory.write_text(json.dumps(inv))
+    wrapper = ctk_wrapper(tmp_path, ctk, root, minors, inventory, tmp_path / 'state.json')
+    spec = tmp_path / 'cdi' / 'nvidia.yaml'
+
+    tasks = run_role_cdi(collections_path, tmp_path, wrapper, spec)
+    assert tasks[INSTALL]['changed'] is True
+    oracle = tmp_path / 'oracle.yaml'
+    proc = subprocess.run([str(wrapper), 'cdi', 'generate', '--output=%s' % oracle], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = oracle.read_bytes()
+    assert spec.read_bytes() == want
+    doc = yaml.safe_load(want)
+    assert doc['kind'] == 'nvidia.com/gpu' and {'all', '0:0', '0:1'} <= {d['name'] for d in doc['devices']}
+    # the whole document, parsed: the edits every device shares are nvidia-ctk's driver files of this driver root
+    assert any(m['hostPath'].endswith('libcuda.so.%s' % inv['driver_version'])
+               for m in doc['containerEdits'].get('mounts', [])), doc['containerEdits']
+    assert os.listdir(str(spec.parent)) == ['nvidia.yaml']   # no scratch file where a runtime loads specs
+    mtime = spec.stat().st_mtime_ns
+    tasks = run_role_cdi(collections_path, tmp_path, wrapper, spec)
+    assert tasks[INSTALL]['changed'] is False and spec.stat().st_mtime_ns == mtime
