@@ -214,7 +214,7 @@ WEIGHT = {
     'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 50,
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
-    'integration/test_nvidia_container_runtime_cdi.py': 46, 'integration/test_mig_change.py': 120,
+    'integration/test_nvidia_container_runtime_cdi.py': 75, 'integration/test_mig_change.py': 120,
     # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
     'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 27,
@@ -233,6 +233,9 @@ WEIGHT = {
     # issue #37 (2026-11-29, -p no:xdist, the machine shared): a private 1.33 control plane (34 s with its start), the
     # operator's RuntimeClass wait on the shared cluster
     'integration/test_dra_kube133_real.py': 35, 'integration/test_gpu_operator_runtime_class_real.py': 40,
+    # issue #38 (2026-11-29, -p no:xdist, the machine shared): nvidia-ctk over the whole output and the role's CDI spec
+    # with the real nvidia-ctk (two role runs)
+    'oracles/test_nvidia_ctk.py': 45,
     # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
     'integration/test_lifecycle_real.py': 90,
     # the lifecycle suite in process on a private 1.37 control plane (2026-11-29, -p no:xdist: 50 s at load 4-7,

@@ -3,23 +3,27 @@ Go module proxy by lab/go/build.sh nvidia-ctk).
 
 1. `nvidia-ctk runtime configure --runtime=docker|containerd|crio` and the collection's container_runtime_config
    module get the same input files (the module's unit-test fixtures, tests/unit/plugins/module_utils/fixtures/runtime,
-   and bare containerd files of config versions 2 and 3) with the same asks (set as default or not, CDI or not): the
-   runtime, its binary, the default runtime and CDI must come out the same, and every other key must be kept by both.
-   Where the two differ on purpose the test asserts each side's answer (docs/lab.md "Oracles" says who is right).
+   and bare containerd files of config versions 2 and 3) with the same asks (set as default or not, CDI or not). The
+   WHOLE output of both is compared key by key (containerd: the configuration the main file and its imports make
+   together), and the difference must be exactly the table INTENDED below: every difference there is on purpose, with
+   who is right and its effect (docs/lab.md "Oracles"); any other difference fails.
 2. `nvidia-ctk cdi generate --mode=nvml` against the NVML simulator (lab/nvml_sim: each inventory without MIG mode) and
    a driver root made here: the spec's kind and device names are what the collection relies on (kind
    nvidia.com/gpu; one device per GPU by index and by UUID, and "all").
 
 Run: .venv/bin/pytest -q lab/tests/oracles/test_nvidia_ctk.py
 """
+import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
+from conftest import run_role_on_localhost
 from oracle_util import (NVIDIA_RUNTIME, PRIVATE_PROC, ROOT, RUNTIME_FIXTURES, cap_minor, dig, go_program,
                          mig_minors_lines, read_toml, run_ours, without)
 
@@ -42,6 +46,126 @@ def configure(ctk, *args):
     proc = subprocess.run([ctk, 'runtime', 'configure'] + list(args), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
+
+
+# ------------------------------------------------------------------------------------------------- whole output
+ABSENT = '<absent>'
+
+
+def flat(doc, prefix=()):
+    """{key path: leaf value} of a parsed document (lists are leaves; an empty table is a leaf {})."""
+    out = {}
+    for k, v in doc.items():
+        if isinstance(v, dict) and v:
+            out.update(flat(v, prefix + (k,)))
+        else:
+            out[prefix + (k,)] = v
+    return out
+
+
+def whole_diff(ours, theirs):
+    """{key path: (module's value, nvidia-ctk's value)} for every key where the two documents differ."""
+    fo, ft = flat(ours), flat(theirs)
+    return {k: (fo.get(k, ABSENT), ft.get(k, ABSENT)) for k in set(fo) | set(ft) if fo.get(k, ABSENT) != ft.get(k, ABSENT)}
+
+
+def merged(a, b):
+    """b merged into a, table by table (containerd 2.x's merge of an imported file; for the files compared here
+    containerd 1.x's replacement of a plugin's table gives the same: nvidia-ctk's drop-in holds a copy of the main
+    file's whole CRI table, the module's drop-in is written only when the main file has none)."""
+    out = json.loads(json.dumps(a))
+    for k, v in b.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def containerd_effective(main, under):
+    """The configuration containerd makes of main and the files it imports that lie under the directory under (the
+    tests' own; a fixture's other imports, e.g. /etc/containerd/certs.d/*.toml, are not this machine's to read)."""
+    doc = read_toml(main)
+    for pattern in doc.get('imports', []):
+        if str(pattern).startswith(str(under)):
+            for f in sorted(glob.glob(pattern)):
+                doc = merged(doc, read_toml(f))
+    return doc
+
+
+class Intended:
+    """One difference on purpose: on cases where applies(case) holds, the key path (a function of the case) has the
+    module's value ours(case) and nvidia-ctk's theirs(case) (ABSENT: no such key). why: who is right and the effect."""
+
+    def __init__(self, name, engine, applies, path, ours, theirs, why):
+        self.name, self.engine, self.applies, self.path = name, engine, applies, path
+        self.ours, self.theirs, self.why = ours, theirs, why
+
+
+def _cri(c, *rest):
+    return ('plugins', CRI[c['version']]) + rest
+
+
+def _nvidia_fallback(key, value):
+    return Intended(
+        'containerd-nvidia-%s' % key, 'containerd', lambda c: c['mode'] == 'dropin',
+        lambda c: _cri(c, 'containerd', 'runtimes', 'nvidia', key), lambda c: ABSENT, lambda c: value,
+        'no runc table to copy (a bare file): nvidia-ctk falls back to writing this key with containerd\'s own default '
+        '(GetDefaultRuntimeOptions, pkg/config/engine/containerd/config.go), the module leaves it to containerd: '
+        'no effect')
+
+
+INTENDED = [
+    Intended('docker-args', 'docker', lambda c: True, lambda c: ('runtimes', 'nvidia', 'args'),
+             lambda c: ABSENT, lambda c: [],
+             'nvidia-ctk writes "args": [] (pkg/config/engine/docker/docker.go); Docker reads a runtime\'s arguments '
+             'from "runtimeArgs", not "args": no effect; the module writes only "path" (and runtimeArgs when asked)'),
+    Intended('containerd-imports', 'containerd', lambda c: True, lambda c: ('imports',),
+             lambda c: (c['before'].get('imports', []) + [c['ours_dropin']] if c['mode'] == 'dropin'
+                        else c['before'].get('imports', ABSENT)),
+             lambda c: c['before'].get('imports', []) + [c['theirs_glob']],
+             'nvidia-ctk always writes its drop-in (a copy of the main file\'s whole CRI table) and imports every '
+             '*.toml of the drop-in\'s directory; the module edits the main file when it configures the CRI plugin '
+             '(no import) and otherwise imports the one drop-in it owns: the same configuration takes effect '
+             '(both right; with nvidia-ctk any other *.toml put in that directory is loaded too)'),
+    Intended('containerd-cdi-spec-dirs', 'containerd', lambda c: c['cdi'] and 'cdi_spec_dirs' not in dig(
+                 c['before'], ['plugins', CRI[c['version']]], {}),
+             lambda c: _cri(c, 'cdi_spec_dirs'), lambda c: ['/etc/cdi', '/var/run/cdi'], lambda c: ABSENT,
+             'with CDI the module writes cdi_spec_dirs too (containerd\'s own default dirs, explicit, where the '
+             'role\'s nvidia_container_runtime_cdi_spec_dirs can change them); nvidia-ctk sets enable_cdi alone: no '
+             'effect with the defaults'),
+    Intended('containerd-runc-in-dropin', 'containerd', lambda c: c['mode'] == 'dropin',
+             lambda c: _cri(c, 'containerd', 'runtimes', 'runc', 'runtime_type'),
+             lambda c: 'io.containerd.runc.v2', lambda c: ABSENT,
+             'the module\'s drop-in names runc too: containerd 1.x replaces its built-in runtimes map (with runc) by '
+             'a file\'s as soon as the file names a runtime; containerd 2.x merges and keeps runc either way (NCT-20)'),
+    _nvidia_fallback('privileged_without_host_devices', False),
+    _nvidia_fallback('runtime_engine', ''),
+    _nvidia_fallback('runtime_root', ''),
+    Intended('crio-inherit-default-runtime', 'crio', lambda c: 'inherit_default_runtime' in c['base_runtime'],
+             lambda c: ('crio', 'runtime', 'runtimes', 'nvidia', 'inherit_default_runtime'),
+             lambda c: ABSENT, lambda c: c['base_runtime']['inherit_default_runtime'],
+             'nvidia-ctk copies the default runtime\'s whole table, inherit_default_runtime too; set to true, CRI-O '
+             'would give the NVIDIA runtime the default runtime\'s runtime_path (cri-o docs/crio.conf.5.md): the '
+             'module never copies it (CRI-O\'s default false)'),
+]
+
+
+def intended(engine, case):
+    """The differences the table INTENDED allows for this case: {key path: (module's value, nvidia-ctk's value)}."""
+    out = {}
+    for d in INTENDED:
+        if d.engine == engine and d.applies(case):
+            ours, theirs = d.ours(case), d.theirs(case)
+            if ours != theirs:
+                out[tuple(d.path(case))] = (ours, theirs)
+    return out
+
+
+def test_NCT_24_intended_differences_are_named_once_explained_and_documented():
+    """Each difference on purpose has one name, a reason, and is listed in docs/lab.md's Oracles section."""
+    names = [d.name for d in INTENDED]
+    assert len(names) == len(set(names)) and all(len(d.why) > 40 for d in INTENDED)
+    with open(os.path.join(ROOT, 'docs', 'lab.md')) as f:
+        oracles = f.read().split('\n## Oracles\n', 1)[1].split('\n## ', 1)[0]
+    assert [n for n in names if '`%s`' % n not in oracles] == []
 
 
 # ------------------------------------------------------------------------------------------------------------ docker
@@ -69,6 +193,8 @@ def test_NCT_11_docker_daemon_json_same_runtime_default_and_other_keys(ctk, tmp_
     configure(ctk, '--runtime=docker', '--config=%s' % theirs, '--nvidia-runtime-path=%s' % NVIDIA_RUNTIME,
               *(['--set-as-default'] if default else []))
     o, t = json.loads(ours.read_text()), json.loads(theirs.read_text())
+    # the whole daemon.json: only the differences of the table INTENDED
+    assert whole_diff(o, t) == intended('docker', {})
     assert o['runtimes']['nvidia']['path'] == t['runtimes']['nvidia']['path'] == NVIDIA_RUNTIME
     assert o.get('default-runtime') == t.get('default-runtime') == ('nvidia' if default else before.get('default-runtime'))
     # every other key (mirrors, log options, other runtimes, ...) kept, by both
@@ -120,6 +246,12 @@ CONTAINERD_INPUTS = {
     'v3-site': os.path.join(RUNTIME_FIXTURES, 'containerd-2.x-v3-site.toml'),
     'v2-bare': 'version = 2\n',
     'v3-bare': 'version = 3\n',
+    # a site's runc with settings of its own (hardening, a base spec, a runc root): both copy them (NCT-23)
+    'v3-runc-site': ('version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]\n'
+                     'runtime_type = "io.containerd.runc.v2"\nprivileged_without_host_devices = true\n'
+                     'base_runtime_spec = "/etc/containerd/base-spec.json"\ncgroup_writable = true\n'
+                     '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]\n'
+                     'BinaryName = "/opt/runc/bin/runc"\nRoot = "/run/site-runc"\nSystemdCgroup = true\n'),
 }
 
 
@@ -173,6 +305,12 @@ def test_NCT_14_containerd_same_runtime_default_cdi_and_other_keys(ctk, containe
               '--drop-in-config=%s' % theirs_dropin, *(['--set-as-default'] if default else []),
               *(['--cdi.enabled'] if cdi else []))
     o_main, t_main = read_toml(sides['ours'] / 'config.toml'), read_toml(sides['theirs'] / 'config.toml')
+    # the whole configuration each side makes (main file and the drop-in it imports): only the differences of the
+    # table INTENDED
+    case = {'version': version, 'mode': mode, 'cdi': cdi, 'before': before, 'ours_dropin': str(ours_dropin),
+            'theirs_glob': str(sides['theirs'] / 'conf.d' / '*.toml')}
+    assert whole_diff(containerd_effective(sides['ours'] / 'config.toml', tmp_path),
+                      containerd_effective(sides['theirs'] / 'config.toml', tmp_path)) == intended('containerd', case)
     t_rt = read_toml(theirs_dropin)
     o_rt = read_toml(ours_dropin) if mode == 'dropin' else o_main
     assert t_rt['version'] == version
@@ -254,13 +392,11 @@ def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_pat
     assert o_rt['runtime_type'] == t_rt['runtime_type'] == 'oci'
     assert dig(o, ['crio', 'runtime', 'default_runtime']) == dig(t, ['crio', 'runtime', 'default_runtime']) == (
         'nvidia' if default else None)
-    # the options the module copies from the default runtime (crun) are nvidia-ctk's values
-    assert {k: t_rt[k] for k in o_rt} == o_rt
-    # on purpose different: nvidia-ctk copies crun's whole table; the rest are CRI-O's defaults for a runtime
-    # (docs/lab.md, Oracles), which the module leaves to CRI-O
-    assert {k: v for k, v in t_rt.items() if k not in o_rt} == {
-        'container_min_memory': '', 'inherit_default_runtime': False, 'privileged_without_host_devices': False,
-        'runtime_config_path': ''}
+    # the whole drop-in: only the differences of the table INTENDED (both copy the default runtime's, crun's, table)
+    base = read_toml(src)['crio']['runtime']['runtimes']['crun']
+    assert whole_diff(o, t) == intended('crio', {'base_runtime': base})
+    assert {k: v for k, v in o_rt.items() if k not in ('runtime_path', 'runtime_type')} == {
+        k: v for k, v in base.items() if k not in ('runtime_path', 'runtime_type', 'inherit_default_runtime')}
     # both leave crio.conf as it was
     for side in ('ours', 'theirs'):
         assert (tmp_path / side / 'crio.conf').read_bytes() == open(src, 'rb').read()
@@ -388,3 +524,78 @@ def test_NCT_17_cdi_generate_on_the_nvml_simulator(ctk, nvml_sim, tmp_path, inve
     assert {k: v for k, v in devices.items() if k != 'all'} == want
     assert sorted(devices['all']) == sorted(every)
     assert [n['path'] for n in spec['containerEdits']['deviceNodes']] == ['/dev/nvidiactl']
+
+
+# ------------------------------------------------------------------------------------- the role's CDI spec (NCT-25)
+def ctk_wrapper(tmp_path, ctk, root, minors, inventory, state):
+    """A program that the role runs as nvidia_container_runtime_ctk: the real nvidia-ctk 1.20.0 on the NVML simulator
+    (the inventory), with the driver root made here and, in a private mount namespace, our mig-minors (run_generate);
+    the role's own arguments (`cdi generate --output=...`) are passed on, `--mode=nvml --driver-root=...` added."""
+    realproc = tmp_path / 'realproc'
+    realproc.mkdir(exist_ok=True)
+    env = {'LD_LIBRARY_PATH': os.path.join(ROOT, 'lab', '.build', 'nvml_sim'), 'NVML_SIM_INVENTORY': str(inventory),
+           'NVML_SIM_STATE': str(state), 'REALPROC': str(realproc), 'MINORS': str(minors)}
+    wrapper = tmp_path / 'bin' / 'nvidia-ctk'
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text('#!/bin/sh\n' + ''.join('export %s=%s\n' % (k, shlex.quote(v)) for k, v in env.items()) +
+                       'exec unshare --mount --propagation private sh -c %s sh %s "$@" --mode=nvml --driver-root=%s\n'
+                       % (shlex.quote(PRIVATE_PROC + 'exec "$@"'), shlex.quote(ctk), shlex.quote(str(root))))
+    os.chmod(str(wrapper), 0o755)
+    return wrapper
+
+
+def run_role_cdi(collections_path, tmp_path, wrapper, spec):
+    """Role nvidia_container_runtime with a toolkit that has no refresh units (an empty unit dir): it runs the
+    wrapper's `cdi generate` into a scratch file and installs the spec when it differs. Returns the tasks' results."""
+    variables = {
+        'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
+        'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi_spec': True,
+        'nvidia_container_runtime_containerd_config': str(tmp_path / 'containerd' / 'config.toml'),
+        'nvidia_container_runtime_containerd_config_version': '2',
+        'nvidia_container_runtime_containerd_dropin': str(tmp_path / 'containerd' / 'conf.d' / '99-nvidia.toml'),
+        'nvidia_container_runtime_ctk': str(wrapper),
+        'nvidia_container_runtime_cdi_unit_dirs': [str(tmp_path / 'units')],
+        'nvidia_container_runtime_cdi_spec_path': str(spec)}
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'nvidia_container_runtime', variables)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['localhost']) for p in doc['plays']
+                for t in p['tasks'] if 'localhost' in t['hosts'])
+
+
+INSTALL = 'Install the generated spec when it differs (a changed driver gives a changed spec)'
+
+
+def test_NCT_25_role_installs_exactly_what_nvidia_ctk_generates_rerun_writes_nothing(ctk, nvml_sim, collections_path,
+                                                                                     tmp_path):
+    """The collection writes no CDI spec of its own and post-processes none: with the toolkit's refresh units (1.18+)
+    nvidia-ctk writes /var/run/cdi/nvidia.yaml itself (NCT-10); without them the role runs `nvidia-ctk cdi generate`
+    and installs its output (NCT-05). So the spec the role installs must be nvidia-ctk's, byte for byte (the table of
+    differences on purpose is empty), on the NVML simulator (h100-mig: MIG devices on GPU 0); a re-run writes nothing.
+    (A driver change giving a new spec: NCT-05, with a stand-in that names files as nvidia-ctk does.)"""
+    with open(os.path.join(INVENTORIES, 'h100-mig.json')) as f:
+        inv = json.load(f)
+    root, minors = driver_root(tmp_path, inv)
+    (tmp_path / 'units').mkdir()
+    (tmp_path / 'containerd' / 'conf.d').mkdir(parents=True)
+    inventory = tmp_path / 'inventory.json'
+    inventory.write_text(json.dumps(inv))
+    wrapper = ctk_wrapper(tmp_path, ctk, root, minors, inventory, tmp_path / 'state.json')
+    spec = tmp_path / 'cdi' / 'nvidia.yaml'
+
+    tasks = run_role_cdi(collections_path, tmp_path, wrapper, spec)
+    assert tasks[INSTALL]['changed'] is True
+    oracle = tmp_path / 'oracle.yaml'
+    proc = subprocess.run([str(wrapper), 'cdi', 'generate', '--output=%s' % oracle], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = oracle.read_bytes()
+    assert spec.read_bytes() == want
+    doc = yaml.safe_load(want)
+    assert doc['kind'] == 'nvidia.com/gpu' and {'all', '0:0', '0:1'} <= {d['name'] for d in doc['devices']}
+    # the whole document, parsed: the edits every device shares are nvidia-ctk's driver files of this driver root
+    assert any(m['hostPath'].endswith('libcuda.so.%s' % inv['driver_version'])
+               for m in doc['containerEdits'].get('mounts', [])), doc['containerEdits']
+    assert os.listdir(str(spec.parent)) == ['nvidia.yaml']   # no scratch file where a runtime loads specs
+    mtime = spec.stat().st_mtime_ns
+    tasks = run_role_cdi(collections_path, tmp_path, wrapper, spec)
+    assert tasks[INSTALL]['changed'] is False and spec.stat().st_mtime_ns == mtime

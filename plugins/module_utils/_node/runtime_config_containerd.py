@@ -89,6 +89,10 @@ def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cd
                 setk(opath, 'SystemdCgroup', runc, raw=True)
         else:
             setk(opath, 'SystemdCgroup', bool(systemd_cgroup))
+        if name != 'runc':
+            for sub, key, value, raw in runc_settings(doc, version):
+                if doc.get_raw(rpath + sub, key) is None:
+                    setk(rpath + sub, key, value, raw=raw)
         if set_as_default:
             setk(containerd, 'default_runtime_name', name)
         elif val(containerd, 'default_runtime_name') == name:
@@ -102,6 +106,32 @@ def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cd
         if doc.remove_tables(rpath):
             changes.append('%s removed' % toml_path(rpath))
     return changes
+
+
+# the runc runtime's keys that are the NVIDIA runtime's own (the shim type and the binary; SystemdCgroup follows
+# the systemd_cgroup option above)
+OWN_KEYS = ((), 'runtime_type'), (('options',), 'BinaryName'), (('options',), 'SystemdCgroup')
+
+
+def runc_settings(doc, version):
+    """[(sub-path, key, value, raw)] of every other key of the runc runtime's table and its options table. The NVIDIA
+    runtime wraps runc, so it gets runc's settings (privileged_without_host_devices, base_runtime_spec, snapshotter,
+    cgroup_writable, pod_annotations, options.Root, ...) where it sets none of its own: what `nvidia-ctk runtime
+    configure` does (NVIDIA/nvidia-container-toolkit v1.20.0, pkg/config/engine/containerd/config.go, AddRuntime
+    copies the low-level runtime's whole table), docs/conformance/nvidia-container-toolkit.md NCT-23. A Go template
+    expression (config.toml.tmpl) is copied as it is written."""
+    out = []
+    for sub in ([], ['options']):
+        t = doc.table(runtime_path(version, 'runc') + sub)
+        for k in (t.keys if t is not None else []):
+            if len(k[0]) != 1 or (tuple(sub), k[0][0]) in OWN_KEYS:
+                continue
+            key = k[0][0]
+            try:
+                out.append((sub, key, doc.get(t.path, key), False))
+            except TomlEditError:
+                out.append((sub, key, doc.get_raw(t.path, key), True))
+    return out
 
 
 def render_dropin(version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs):

@@ -17,10 +17,13 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_confi
 
 DEFAULT_DROPIN = '/etc/crio/crio.conf.d/99-nvidia.toml'
 DEFAULT_RUNTIME = 'crun'
-# options of the default runtime's table that the NVIDIA runtime shares (it wraps the same low-level runtime and
-# is watched by the same monitor); runtime_path and runtime_type are the runtime's own
-COPIED_OPTIONS = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'monitor_env',
-                  'allowed_annotations')
+# the NVIDIA runtime wraps the same low-level runtime and is watched by the same monitor: it gets every option of the
+# default runtime's table (runtime_root, monitor_*, allowed_annotations, privileged_without_host_devices, ...), as
+# nvidia-ctk copies the whole table (NVIDIA/nvidia-container-toolkit v1.20.0, pkg/config/engine/crio/crio.go;
+# docs/conformance/cri-o.md CRIO-02, CRIO-09), except its own runtime_path and runtime_type, and
+# inherit_default_runtime, which would make CRI-O replace the runtime's path by the default runtime's (cri-o/cri-o
+# v1.36.3, docs/crio.conf.5.md)
+NOT_COPIED = ('runtime_path', 'runtime_type', 'inherit_default_runtime')
 HEADER = '# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
 
 
@@ -48,7 +51,7 @@ def effective(texts):
             if len(t.path) == 4 and t.path[:3] == ['crio', 'runtime', 'runtimes']:
                 opts = runtimes.setdefault(t.path[3], {})
                 for k in t.keys:
-                    if len(k[0]) == 1 and k[0][0] in COPIED_OPTIONS + ('runtime_path',):
+                    if len(k[0]) == 1:
                         try:
                             opts[k[0][0]] = doc.get(t.path, k[0][0])
                         except TomlEditError as e:
@@ -72,9 +75,9 @@ def render_dropin(name, binary, set_as_default, others):
         doc.set(['crio', 'runtime'], 'default_runtime', name)
     doc.set(path, 'runtime_path', binary)
     doc.set(path, 'runtime_type', 'oci')
-    for key in COPIED_OPTIONS:
-        if key in base:
-            doc.set(path, key, base[key])
+    for key, value in base.items():
+        if key not in NOT_COPIED:
+            doc.set(path, key, value)
     return doc.text()
 
 

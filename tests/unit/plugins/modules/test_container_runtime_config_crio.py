@@ -134,3 +134,18 @@ def test_CRIO_06_bad_input_before_any_write(tmp_path, capsys):
     (tmp_path / 'crio.conf.d' / '20-broken.conf').write_text('[crio.runtime\n')
     res = run(capsys, args)
     assert res['failed'] is True and 'nothing was changed' in res['msg'] and not os.path.exists(args['path'])
+
+
+def test_CRIO_09_every_option_of_the_default_runtime_but_inherit_default_runtime(tmp_path, capsys):
+    """nvidia-ctk copies the default runtime's whole table (v1.20.0, pkg/config/engine/crio/crio.go): a site's
+    privileged_without_host_devices on crun holds for GPU pods too (before CRIO-09 only runtime_root, monitor_* and
+    allowed_annotations were copied). inherit_default_runtime is not copied: CRI-O would replace the NVIDIA runtime's
+    runtime_path by crun's (cri-o docs/crio.conf.5.md)."""
+    args = layout(tmp_path, site=SITE + '\n[crio.runtime.runtimes.crun]\nprivileged_without_host_devices = true\n'
+                                        'inherit_default_runtime = true\ncontainer_min_memory = "12MiB"\n')
+    run(capsys, args)
+    nv = crio_view(args)['crio']['runtime']['runtimes']['nvidia']
+    assert nv['privileged_without_host_devices'] is True and nv['container_min_memory'] == '12MiB'
+    assert nv['runtime_path'] == NV and nv['runtime_type'] == 'oci'
+    assert 'inherit_default_runtime' not in nv
+    assert run(capsys, args)['changed'] is False

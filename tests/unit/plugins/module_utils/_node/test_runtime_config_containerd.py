@@ -47,28 +47,85 @@ def test_config_default_v2_inline_keeps_every_other_key():
     assert rc.detect_version(doc) == 2
     assert rc.choose_mode('auto', doc, 2) == 'inline'  # the file configures the CRI plugin: no drop-in
     changes = rc.apply_runtime(doc, 2, 'nvidia', NV, True, None, True, CDI)
-    assert len(changes) == 6
     before, after = flat(loads(src)), flat(loads(doc.text()))
     cri = ('plugins', 'io.containerd.grpc.v1.cri')
+    runc, nvidia = cri + ('containerd', 'runtimes', 'runc'), cri + ('containerd', 'runtimes', 'nvidia')
+    # the runc runtime's settings (the file's defaults here), copied: NCT-23
+    copied = {nvidia + k[len(runc):]: v for k, v in before.items() if k[:len(runc)] == runc}
+    assert len(copied) == 21
     expected = dict(before)
+    expected.update(copied)
     expected.update({
-        cri + ('containerd', 'runtimes', 'nvidia', 'runtime_type'): 'io.containerd.runc.v2',
-        cri + ('containerd', 'runtimes', 'nvidia', 'options', 'BinaryName'): NV,
-        cri + ('containerd', 'runtimes', 'nvidia', 'options', 'SystemdCgroup'): False,
+        nvidia + ('runtime_type',): 'io.containerd.runc.v2',
+        nvidia + ('options', 'BinaryName'): NV,
+        nvidia + ('options', 'SystemdCgroup'): False,
         cri + ('containerd', 'default_runtime_name'): 'nvidia',
         cri + ('enable_cdi',): True,
         cri + ('cdi_spec_dirs',): CDI,
     })
     assert after == expected
+    assert len(changes) == 6 + 18  # runc's 21 keys less runtime_type, BinaryName, SystemdCgroup (set above)
     # only added lines and the changed default_runtime_name line differ
     delta = list(difflib.ndiff(src.splitlines(), doc.text().splitlines()))
     assert [line[2:] for line in delta if line.startswith('- ')] == ['      default_runtime_name = "runc"']
-    assert [line[2:] for line in delta if line.startswith('+ ') and line.strip() != '+'] == [
+    added = [line[2:] for line in delta if line.startswith('+ ') and line.strip() != '+']
+    assert added[:5] == [
         '    enable_cdi = true', '    cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]', '      default_runtime_name = "nvidia"',
         '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]',
-        '          runtime_type = "io.containerd.runc.v2"',
-        '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]',
-        '            BinaryName = "/usr/bin/nvidia-container-runtime"', '            SystemdCgroup = false']
+        '          runtime_type = "io.containerd.runc.v2"']
+    assert '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]' in added
+    assert '            BinaryName = "/usr/bin/nvidia-container-runtime"' in added
+    assert '            SystemdCgroup = false' in added and len(added) == 7 + 1 + 18
+
+
+RUNC_SITE = """version = 3
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  privileged_without_host_devices = true # hardening: privileged pods get no host devices
+  base_runtime_spec = "/etc/containerd/base-spec.json"
+  cgroup_writable = true
+  pod_annotations = [
+    "io.kubernetes.cri-o.Devices",
+  ]
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+  BinaryName = "/opt/runc/bin/runc"
+  Root = "/run/site-runc"
+  SystemdCgroup = true
+"""
+
+
+def test_NCT_23_nvidia_runtime_gets_runcs_settings_kept_on_rerun_and_its_own_win():
+    """nvidia-ctk copies the runc runtime's whole table into the NVIDIA runtime's (v1.20.0,
+    pkg/config/engine/containerd/config.go): a site's hardening or base spec on runc applies to GPU pods too. Before
+    NCT-23 the module copied SystemdCgroup alone, so privileged GPU pods got every host device on such a node."""
+    doc = TomlDocument(RUNC_SITE)
+    rc.apply_runtime(doc, 3, 'nvidia', NV, False, None, False, CDI)
+    rt = loads(doc.text())['plugins']['io.containerd.cri.v1.runtime']['containerd']['runtimes']
+    assert rt['nvidia'] == {
+        'runtime_type': 'io.containerd.runc.v2', 'privileged_without_host_devices': True,
+        'base_runtime_spec': '/etc/containerd/base-spec.json', 'cgroup_writable': True,
+        'pod_annotations': ['io.kubernetes.cri-o.Devices'],
+        # BinaryName is the runtime's own: never runc's binary
+        'options': {'BinaryName': NV, 'Root': '/run/site-runc', 'SystemdCgroup': True}}
+    once = doc.text()
+    assert rc.apply_runtime(TomlDocument(once), 3, 'nvidia', NV, False, None, False, CDI) == []
+    # a setting the NVIDIA runtime already has is the user's: kept, not overwritten by runc's
+    mine = once.replace('privileged_without_host_devices = true', 'privileged_without_host_devices = false', 2)
+    mine = mine.replace('privileged_without_host_devices = false', 'privileged_without_host_devices = true', 1)
+    doc = TomlDocument(mine)
+    assert rc.apply_runtime(doc, 3, 'nvidia', NV, False, None, False, CDI) == []
+    assert loads(doc.text())['plugins']['io.containerd.cri.v1.runtime']['containerd']['runtimes']['nvidia'][
+        'privileged_without_host_devices'] is False
+
+
+def test_NCT_23_template_expression_copied_as_written():
+    src = ('{{ template "base" . }}\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+           '  runtime_type = "io.containerd.runc.v2"\n  runtime_root = "{{ .NodeConfig.Root }}"\n')
+    doc = TomlDocument(src)
+    rc.apply_runtime(doc, 2, 'nvidia', NV, False, None, False, CDI, add_runc=False)
+    assert doc.get_raw(rc.runtime_path(2, 'nvidia'), 'runtime_root') == '"{{ .NodeConfig.Root }}"'
 
 
 def test_config_default_idempotent_and_absent_round_trip():
