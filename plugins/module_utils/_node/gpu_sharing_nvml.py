@@ -188,7 +188,7 @@ class NvmlBackend(object):
                 gi = arr[i]
                 info = nv.nvmlGpuInstanceGetInfo(gi)
                 entry: dict[str, Any] = {'id': int(info.id), 'profile': prof['name'], 'profile_id': pid,
-                         'start': int(info.placement.start), 'size': int(info.placement.size), 'cis': []}
+                                         'start': int(info.placement.start), 'size': int(info.placement.size), 'cis': []}
                 for cpid, slices, cname in self._ci_profiles(gi):
                     carr = (nv.c_nvmlComputeInstance_t * _MAX_INSTANCES)()
                     ccount = ctypes.c_uint(_MAX_INSTANCES)

@@ -360,9 +360,9 @@ def container_runtimes(root: str = '/', run: Callable[..., Any] | None = None) -
     found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
                    if any(os.path.exists(_path(root, p)) for p in paths))
     info: dict[str, Any] = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
-            'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
-            'containerd_enable_cdi': None, 'containerd_version': containerd_version(root, run),
-            'cdi_specs': cdi_specs(root)}
+                            'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
+                            'containerd_enable_cdi': None, 'containerd_version': containerd_version(root, run),
+                            'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:

@@ -102,7 +102,7 @@ def dkms_state(root: str, kernel_release: str, version: str | None = None) -> di
     no NVIDIA dkms source is registered. With version, only that version is considered.
     """
     state: dict[str, Any] = {'module': None, 'version': None, 'registered': False, 'installed_for_kernel': False,
-             'kernel': kernel_release}
+                             'kernel': kernel_release}
     for name in DKMS_NAMES:
         base = _path(root, 'var/lib/dkms/%s' % name)
         try:

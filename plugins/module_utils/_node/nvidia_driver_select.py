@@ -546,8 +546,8 @@ def branch_change(installed_upstream: str | None, branch: str | int | None, vers
     """
     branch = str(branch or '')
     out: dict[str, Any] = {'direction': 'fresh', 'from': installed_upstream, 'to': version or branch, 'release_holds': [],
-           'release_versionlocks': [], 'old_branch_lock': None, 'remove_first': [], 'allow_downgrade': False,
-           'downgrade_specs': []}
+                           'release_versionlocks': [], 'old_branch_lock': None, 'remove_first': [], 'allow_downgrade': False,
+                           'downgrade_specs': []}
     if not installed_upstream or not branch:
         return out
     old_branch = installed_upstream.split('.')[0]
