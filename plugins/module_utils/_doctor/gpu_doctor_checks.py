@@ -7,7 +7,11 @@ Each finding: id, severity (critical / warning / info), summary, evidence, remed
 The facts are gpu_info's result plus a few extras the doctor gathers (see gpu_doctor.py).
 """
 
+from __future__ import annotations
+
 import re
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
@@ -36,23 +40,23 @@ _RUNTIME_NEEDS = ('The NVIDIA device plugin stacks (%s) run their pods with Runt
 BINDINGS_UNUSABLE = ('bindings_missing', 'bindings_outdated')
 
 
-def finding(check_id, severity, summary, evidence, remediation):
+def finding(check_id: str, severity: str, summary: str, evidence: list[str], remediation: str) -> dict[str, Any]:
     return {'id': check_id, 'severity': severity, 'summary': summary, 'evidence': evidence,
             'remediation': remediation}
 
 
-def _gpu_names(facts):
+def _gpu_names(facts: dict[str, Any]) -> list[str]:
     names = [g.get('name') for g in facts.get('gpus', []) if g.get('name')]
     if not names:
         names = [g.get('name') for g in facts.get('node', {}).get('pci_gpus', []) if g.get('name')]
     return names
 
 
-def _has_gpu(facts):
+def _has_gpu(facts: dict[str, Any]) -> bool:
     return bool(facts.get('gpus')) or bool(facts.get('node', {}).get('pci_gpus'))
 
 
-def check_nouveau(facts, extra):
+def check_nouveau(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     node = facts.get('node', {})
     if node.get('nouveau_loaded'):
         return [finding(
@@ -65,7 +69,7 @@ def check_nouveau(facts, extra):
     return []
 
 
-def _precompiled_advice(kernel_release, extra):
+def _precompiled_advice(kernel_release: str, extra: dict[str, Any]) -> str:
     """The signed precompiled module packages for the running kernel (named after `uname -r`, as the nvidia_driver
     role installs them): the branch from the installed libnvidia-ml where there is one, both kernel module flavours."""
     version = extra.get('nvml_library_version') or ''
@@ -79,7 +83,7 @@ def _precompiled_advice(kernel_release, extra):
     return 'open kernel modules: %s; proprietary: %s' % (' '.join(opn), ' '.join(prop))
 
 
-def check_secure_boot(facts, extra):
+def check_secure_boot(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     node = facts.get('node', {})
     if node.get('secure_boot') != 'enabled' or not _has_gpu(facts):
         return []
@@ -105,7 +109,7 @@ def check_secure_boot(facts, extra):
     return []
 
 
-def check_driver_loaded(facts, extra):
+def check_driver_loaded(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     status = facts.get('nvml', {}).get('status')
     if status == 'driver_not_loaded' and _has_gpu(facts):
         ev = ['NVML: Driver Not Loaded',
@@ -136,7 +140,7 @@ def check_driver_loaded(facts, extra):
     return []
 
 
-def check_version_mismatch(facts, extra):
+def check_version_mismatch(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     nvml = facts.get('nvml', {})
     module_version = facts.get('node', {}).get('nvidia_module_version')
     lib_version = extra.get('nvml_library_version')
@@ -158,7 +162,7 @@ def check_version_mismatch(facts, extra):
     return []
 
 
-def check_fabricmanager(facts, extra):
+def check_fabricmanager(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     node = facts.get('node', {})
     if not node.get('fabricmanager_required'):
         return []
@@ -195,7 +199,7 @@ def check_fabricmanager(facts, extra):
     return []
 
 
-def check_persistence(facts, extra):
+def check_persistence(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     off = [str(g.get('index')) for g in facts.get('gpus', []) if g.get('persistence_mode') is False]
     if not off or facts.get('source') != 'nvml':
         return []
@@ -210,7 +214,7 @@ def check_persistence(facts, extra):
         'gpuops.k8s_gpu.gpu_sharing (persistence_mode: true).')]
 
 
-def check_vmware_consumer_gpu(facts, extra):
+def check_vmware_consumer_gpu(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     node = facts.get('node', {})
     if node.get('hypervisor') != 'vmware':
         return []
@@ -226,10 +230,10 @@ def check_vmware_consumer_gpu(facts, extra):
         '(gpuops.k8s_gpu.esxi_gpu_passthrough does this).')]
 
 
-def check_runtime(facts, extra, strategy=None):
+def check_runtime(facts: dict[str, Any], extra: dict[str, Any], strategy: str | None = None) -> list[dict[str, Any]]:
     rt = facts.get('node', {}).get('container_runtimes', {})
     installed = rt.get('installed', [])
-    out = []
+    out: list[dict[str, Any]] = []
     if not _has_gpu(facts):
         return out
     if 'docker' in installed and rt.get('docker_nvidia_runtime') is not True:
@@ -261,7 +265,7 @@ def check_runtime(facts, extra, strategy=None):
     return out
 
 
-def check_strategy(facts, extra, strategy=None):
+def check_strategy(facts: dict[str, Any], extra: dict[str, Any], strategy: str | None = None) -> list[dict[str, Any]]:
     if not strategy or facts.get('nvml', {}).get('status') in BINDINGS_UNUSABLE:
         return []   # without the binding the GPUs are unknown: nvml_bindings_unusable says so
     caps = facts.get('sharing', {}).get(strategy)
@@ -277,7 +281,7 @@ def check_strategy(facts, extra, strategy=None):
         'Choose another strategy for this node pool, or move the node to a pool whose strategy its GPUs support.')]
 
 
-def check_scheduler_config(facts, extra):
+def check_scheduler_config(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """The scheduler's config document against the cluster's Kubernetes version."""
     doc = extra.get('scheduler_config')
     minor = _minor(extra.get('kubernetes_version'))
@@ -306,7 +310,7 @@ def check_scheduler_config(facts, extra):
     return []
 
 
-def check_extender(facts, extra):
+def check_extender(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for url, error in sorted((extra.get('extender_probes') or {}).items()):
         if error:
@@ -324,11 +328,11 @@ def check_extender(facts, extra):
     return out
 
 
-def _commits(fixes):
+def _commits(fixes: Iterable[tuple[str, str, str]]) -> str:
     return ', '.join('%s@%s (%s)' % f for f in fixes)
 
 
-def check_cluster_images(facts, extra):
+def check_cluster_images(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Images known to fail; the lists live with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_*_TAGS)."""
     out = []
     build = ('git clone the repository, git checkout that commit (or a later one), docker build with its Dockerfile, '
@@ -357,7 +361,8 @@ def check_cluster_images(facts, extra):
 ENGINES = ('docker', 'containerd', 'cri-o', 'rke2', 'k3s')
 
 
-def _runtime_class_needed(rt, installed, strategy, extra):
+def _runtime_class_needed(rt: dict[str, Any], installed: list[str], strategy: str | None,
+                          extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue #27 item 1: the NVIDIA device plugin stacks (strategy model: runtime_class) start GPU pods through
     RuntimeClass nvidia; where nvidia is not the engine's default runtime and the site does not use CDI, a pod
     without runtimeClassName: nvidia gets no GPU from the runtime."""
@@ -384,7 +389,7 @@ def _runtime_class_needed(rt, installed, strategy, extra):
         '(nvidia_container_runtime_cdi: true).')]
 
 
-def check_readiness(facts, extra, strategy=None):
+def check_readiness(facts: dict[str, Any], extra: dict[str, Any], strategy: str | None = None) -> list[dict[str, Any]]:
     """What a GPU pod needs on the node whatever the strategy: a container engine, the NVIDIA Container Toolkit,
     the nvidia runtime in CRI-O's config, and a CDI spec where the site runs the toolkit in CDI mode."""
     if not _has_gpu(facts):
@@ -462,13 +467,14 @@ XID_UNKNOWN = ('critical', 'an Xid the doctor has no guidance for',
 # Xid 154 "GPU recovery action changed from 0x<n> (<label>) to 0x<n> (<label>)": the driver's own summary of what the
 # other Xids need (catalogue: XID_154). Label -> what to do; a label not listed is treated as a reboot.
 XID_154 = 154
-RECOVERY_LABELS = {
+_REBOOT_FIX = 'drain the node and reboot it'
+RECOVERY_LABELS: dict[str, str | None] = {
     'none': None,
     'drain p2p': 'stop the peer-to-peer work on the GPU (drain the node) until the driver reports None again',
     'drain and reset': 'drain the node, then reset the GPU (nvidia-smi -r with no process on it)',
     'gpu reset required': 'drain the node and reset the GPU (nvidia-smi -r with no process on it, or reboot; '
                           'a VM reboot where it is passed through)',
-    'node reboot required': 'drain the node and reboot it',
+    'node reboot required': _REBOOT_FIX,
 }
 _RECOVERY_CHANGE = re.compile(r'recovery action changed from\s+\S+\s*\(([^)]*)\)\s*to\s+\S+\s*\(([^)]*)\)', re.I)
 # nvidia-smi / NVML: 60 or more retired pages is NVIDIA's RMA threshold for page retirement (pre-Ampere)
@@ -476,11 +482,11 @@ RETIRED_PAGES_RMA = 60
 SEVERE_CLOCK_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
 
 
-def _gpu_label(g):
+def _gpu_label(g: dict[str, Any]) -> str:
     return 'GPU %s (%s, %s)' % (g.get('index'), g.get('name') or 'unknown', g.get('pci_bus_id') or 'bus unknown')
 
 
-def check_gpu_lost(facts, extra):
+def check_gpu_lost(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     lost = [g for g in facts.get('gpus', []) if g.get('error') == 'gpu_lost']
     if facts.get('nvml', {}).get('status') == 'gpu_lost':
         lost = lost or [{'index': '?'}]
@@ -494,7 +500,7 @@ def check_gpu_lost(facts, extra):
         'guest is not possible); check power, cooling and PCIe seating; RMA the GPU if it recurs (Xid 79).')]
 
 
-def _xid_154(kernel_xids, nvml_events):
+def _xid_154(kernel_xids: list[dict[str, Any]], nvml_events: list[dict[str, Any]]) -> tuple[str, str, str]:
     """(severity, what, fix) for Xid 154 from the last recovery action each GPU's kernel log line names: info when
     every GPU is back to None, else critical with the advice of the most demanding label (an unknown label or an NVML
     event without one counts as a reboot)."""
@@ -511,15 +517,15 @@ def _xid_154(kernel_xids, nvml_events):
         return ('info', 'GPU recovery action changed, and is back to None', 'nothing')
     order = list(RECOVERY_LABELS)
     worst = max(pending.values(), key=lambda v: order.index(v.lower()) if v.lower() in order else len(order))
-    fix = RECOVERY_LABELS.get(worst.lower()) or RECOVERY_LABELS['node reboot required']
+    fix = RECOVERY_LABELS.get(worst.lower()) or _REBOOT_FIX
     return ('critical', 'GPU recovery action required by the driver: %s'
             % ', '.join('%s on %s' % (v, k) for k, v in sorted(pending.items())), fix)
 
 
-def check_xid(facts, extra):
+def check_xid(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Xids from the kernel log since boot, the driver's last load or the GPU's last recovery (node_probe.xids_from_log)
     and from NVML's event wait."""
-    seen = {}
+    seen: dict[int, list[str]] = {}
     for e in extra.get('kernel_xids') or []:
         where = e['pci'] + ''.join(' %s:%02d' % (label, e[key]) for key, label in
                                    (('gpu_instance', 'GPU-I'), ('compute_instance', 'GPU-CI')) if key in e)
@@ -550,16 +556,16 @@ RECOVERY_ACTION_FIX = {
 }
 
 
-def check_recovery_action(facts, extra):
+def check_recovery_action(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """NVML's GPU recovery action (570+): anything but none means the driver wants the GPU drained, reset or the
     node rebooted before it runs work again (NVIDIA's device plugin marks such a GPU unhealthy)."""
-    owed = [(g, (g.get('health') or {}).get('recovery_action')) for g in facts.get('gpus', [])]
-    owed = [(g, a) for g, a in owed if a and a != 'none']
+    asked = [(g, (g.get('health') or {}).get('recovery_action')) for g in facts.get('gpus', [])]
+    owed: list[tuple[dict[str, Any], str]] = [(g, a) for g, a in asked if a and a != 'none']
     if not owed:
         return []
-    fixes = []
+    fixes: list[str] = []
     for dummy, a in owed:
-        fix = RECOVERY_ACTION_FIX.get(a, RECOVERY_LABELS['node reboot required'])
+        fix = RECOVERY_ACTION_FIX.get(a) or _REBOOT_FIX
         if fix not in fixes:
             fixes.append(fix)
     return [finding(
@@ -571,7 +577,7 @@ def check_recovery_action(facts, extra):
         '; '.join(f[0].upper() + f[1:] for f in fixes) + '. Read the Xids in the kernel log for the cause.')]
 
 
-def check_pending_reset(facts, extra):
+def check_pending_reset(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """A MIG or ECC mode change that waits for a GPU reset (nvmlDeviceGetMigMode / nvmlDeviceGetEccMode: current
     differs from pending): the GPU runs in the old mode until it is reset or the node reboots."""
     owed = []
@@ -592,7 +598,7 @@ def check_pending_reset(facts, extra):
         'the GPU is passed through); gpuops.k8s_gpu.gpu_sharing does this for the MIG mode of a mig pool.')]
 
 
-def check_ecc(facts, extra):
+def check_ecc(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for g in facts.get('gpus', []):
         h = g.get('health') or {}
@@ -614,7 +620,7 @@ def check_ecc(facts, extra):
     return out
 
 
-def check_memory_repair(facts, extra):
+def check_memory_repair(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Row remapping (Ampere and newer) and page retirement (older GPUs)."""
     out = []
     for g in facts.get('gpus', []):
@@ -657,7 +663,7 @@ def check_memory_repair(facts, extra):
     return out
 
 
-def check_throttle(facts, extra):
+def check_throttle(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for g in facts.get('gpus', []):
         reasons = (g.get('health') or {}).get('clocks_event_reasons') or []
@@ -682,7 +688,7 @@ TEMPERATURE_NEAR_C = 5
 POWER_TOLERANCE = 0.05
 
 
-def check_temperature(facts, extra):
+def check_temperature(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """GPU temperature against the thresholds the GPU itself reports (nvmlDeviceGetTemperatureThreshold): at or past
     slowdown critical (the hardware slows the clocks by half or more; at shutdown the GPU switches off), within
     TEMPERATURE_NEAR_C below it a warning. A GPU without thresholds is not judged."""
@@ -715,11 +721,11 @@ def check_temperature(facts, extra):
     return out
 
 
-def _watts(mw):
+def _watts(mw: float) -> str:
     return '%.1f W' % (mw / 1000.0)
 
 
-def check_power(facts, extra):
+def check_power(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Power usage against the enforced limit (nvmlDeviceGetEnforcedPowerLimit, every limiter counted): over it by
     more than the reading's tolerance critical (the limiter does not hold the GPU), at it a warning (clocks capped:
     expected under full load, not at low load); an enforced limit below the default limit is reported as info."""
@@ -754,7 +760,7 @@ def check_power(facts, extra):
     return out
 
 
-def check_inforom(facts, extra):
+def check_inforom(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM means the checksums of the GPU's InfoROM (which keeps the
     ECC, page-retirement and row-remapping records and the error history) do not match."""
     bad = [g for g in facts.get('gpus', []) if (g.get('health') or {}).get('inforom_valid') is False]
@@ -771,7 +777,7 @@ def check_inforom(facts, extra):
         'is rewritten with the vendor\'s tools or the GPU is returned (NVIDIA\'s RMA process asks for the bug report).')]
 
 
-def check_nvlink(facts, extra):
+def check_nvlink(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """Per link state and error counters (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkErrorCounter). A GPU without
     NVLink (NOT_SUPPORTED) is not applicable. Inactive links on an NVSwitch or NVLink5 system: critical (NVIDIA's
     health validation: no inactive NVLink is tolerated); some links down on a board without NVSwitch (NVLink bridges):
@@ -814,13 +820,13 @@ def check_nvlink(facts, extra):
     return out
 
 
-def check_sxid(facts, extra):
+def check_sxid(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """NVSwitch errors (SXid) in the kernel log since the driver's last load (node_probe.sxids_from_log): fatal ones
     critical - the switch's partition needs its GPUs and switches reset - others warning."""
     fatal = [e for e in extra.get('kernel_sxids') or [] if e.get('fatal')]
     other = [e for e in extra.get('kernel_sxids') or [] if not e.get('fatal')]
 
-    def lines(entries):
+    def lines(entries: list[dict[str, Any]]) -> list[str]:
         ev = ['kernel log: nvidia-%s: SXid (PCI:%s): %05d, %s' % (e['switch'], e['pci'], e['sxid'], e['text'])
               for e in entries[:5]]
         return ev + (['... %d more' % (len(entries) - 5)] if len(entries) > 5 else [])
@@ -846,7 +852,7 @@ def check_sxid(facts, extra):
     return out
 
 
-def check_imex(facts, extra):
+def check_imex(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """The host's nvidia-imex service. The collection does not install or run IMEX: on multi-node NVLink systems
     (GB200/GB300 NVL72) NVIDIA's DRA driver starts the IMEX daemons of each ComputeDomain itself, and with a host
     driver NVIDIA asks for the host unit to be disabled and masked. A host unit enabled on a node of a DRA pool
@@ -872,7 +878,7 @@ def check_imex(facts, extra):
     return []
 
 
-def check_fabric(facts, extra):
+def check_fabric(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """NVLink fabric registration (nvmlDeviceGetGpuFabricInfo(V), Hopper and newer on NVSwitch systems): until the
     fabric manager has registered a GPU (state completed, status success) CUDA cannot use it (error 802, "system not
     yet initialized"). Not started: critical; in progress: warning (it finishes on its own after fabricmanager
@@ -918,7 +924,7 @@ def check_fabric(facts, extra):
     return out
 
 
-def check_pcie(facts, extra):
+def check_pcie(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for g in facts.get('gpus', []):
         h = g.get('health') or {}
@@ -938,10 +944,10 @@ def check_pcie(facts, extra):
     return out
 
 
-def check_virtualization(facts, extra):
+def check_virtualization(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """What the hypervisor means for MIG changes and GPU resets."""
-    modes = sorted(set((g.get('health') or {}).get('virtualization_mode') for g in facts.get('gpus', []))
-                   - set([None, 'none']))
+    modes = sorted(set(m for m in ((g.get('health') or {}).get('virtualization_mode') for g in facts.get('gpus', []))
+                       if m is not None and m != 'none'))
     hv = facts.get('node', {}).get('hypervisor')
     if not modes:
         return []
@@ -973,13 +979,13 @@ DRA_API = 'resource.k8s.io/v1'
 DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
 
 
-def _slice_attr(device, name):
+def _slice_attr(device: dict[str, Any], name: str) -> str | None:
     attrs = device.get('attributes') or {}
     value = attrs.get(name, attrs.get('%s/%s' % (DRA_DRIVER, name))) or {}
     return value.get('string') if isinstance(value, dict) else None
 
 
-def check_dra(facts, extra):
+def check_dra(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """A node of a DRA pool (module option dra): the API served, the driver's ResourceSlices for this node covering its
     GPUs, no NVIDIA device plugin beside the driver, CDI not switched off in containerd."""
     dra = extra.get('dra')
@@ -1013,7 +1019,7 @@ def check_dra(facts, extra):
                 'the node carries the labels its nodeSelector asks for, and the driver root the chart names '
                 '(nvidiaDriverRoot: / for a host driver, /run/nvidia/driver for the GPU operator\'s).'))
         else:
-            published = set()
+            published: set[str] = set()
             for d in devices:
                 published.update(x for x in (_slice_attr(d, 'uuid'), _slice_attr(d, 'parentUUID')) if x)
             missing = ['%s (%s)' % (g.get('uuid'), g.get('name')) for g in facts.get('gpus', [])
@@ -1042,7 +1048,7 @@ def check_dra(facts, extra):
     return out
 
 
-def _dra_cdi(rt):
+def _dra_cdi(rt: dict[str, Any]) -> list[dict[str, Any]]:
     """containerd's CDI as the node's release reads its config (docs/conformance/containerd.md CTD-01..CTD-04): none
     before 1.7 (enable_cdi is not a key there), off unless enable_cdi = true on 1.7, on unless enable_cdi = false from
     2.0; with the release unknown only an explicit enable_cdi = false is reported."""
@@ -1076,7 +1082,7 @@ def _dra_cdi(rt):
     return []
 
 
-CHECKS = (
+CHECKS: tuple[tuple[str, Callable[..., list[dict[str, Any]]]], ...] = (
     ('nouveau_loaded', check_nouveau),
     ('secure_boot', check_secure_boot),
     ('driver', check_driver_loaded),
@@ -1114,10 +1120,11 @@ HEALTH_CHECKS = ('recovery_action', 'pending_reset', 'ecc', 'memory_repair', 'th
                  'temperature', 'power', 'inforom', 'nvlink')
 
 
-def diagnose(facts, extra=None, strategy=None, checks=None):
+def diagnose(facts: dict[str, Any], extra: dict[str, Any] | None = None, strategy: str | None = None,
+             checks: Collection[str] | None = None) -> list[dict[str, Any]]:
     """Run the checks and return findings sorted by severity (critical first)."""
     extra = extra or {}
-    found = []
+    found: list[dict[str, Any]] = []
     for name, func in CHECKS:
         if checks and name not in checks:
             continue
@@ -1129,7 +1136,7 @@ def diagnose(facts, extra=None, strategy=None, checks=None):
     return sorted(found, key=lambda f: (order[f['severity']], f['id']))
 
 
-def render_table(host, findings):
+def render_table(host: str, findings: list[dict[str, Any]]) -> str:
     """A readable table of findings for one host."""
     if not findings:
         return '%s: no problem found' % host

@@ -4,7 +4,10 @@
 """The doctor as a node health gate: gpu_doctor's result and gpuops_doctor_gate -> the node's verdict (a host fact,
 gpuops_doctor_verdict), which the pool planning (cluster_plan.sharing_pools) reads to leave gated nodes out."""
 
-from collections.abc import Mapping
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 GATE_MODES = ('enforce', 'warn', 'off')
 DEFAULT_GATE = 'enforce'
@@ -14,13 +17,13 @@ class GateError(ValueError):
     pass
 
 
-def check_gate(gate):
+def check_gate(gate: str) -> str:
     if gate not in GATE_MODES:
         raise GateError('gpuops_doctor_gate is %r; allowed: %s' % (gate, ', '.join(GATE_MODES)))
     return gate
 
 
-def verdict(result, gate=DEFAULT_GATE):
+def verdict(result: Mapping[str, Any] | None, gate: str = DEFAULT_GATE) -> dict[str, Any]:
     """{'gate', 'gated', 'healthy', 'critical', 'warning', 'message'} from a gpu_doctor result (or a skipped task)."""
     check_gate(gate)
     result = result or {}
@@ -45,7 +48,7 @@ def verdict(result, gate=DEFAULT_GATE):
             'critical': critical, 'warning': warning, 'info': info, 'message': message}
 
 
-def health_column(v):
+def health_column(v: Mapping[str, Any] | None) -> str:
     """The report's health cell of a node: 'ok', 'warning', 'CRITICAL (gated)', 'CRITICAL' or '-' (not diagnosed)."""
     if not v or not v.get('ran'):
         return '-'
@@ -61,7 +64,7 @@ REPORT_NOTES = {
 }
 
 
-def health_notes(v):
+def health_notes(v: Mapping[str, Any] | None) -> list[str]:
     """The report's notes for a node's verdict (doctor findings that concern the pods placed on it)."""
     if not v or not v.get('ran'):
         return []
@@ -69,10 +72,10 @@ def health_notes(v):
     return [REPORT_NOTES[i] for i in ids if i in REPORT_NOTES]
 
 
-def health_by_node(hosts, hostvars):
+def health_by_node(hosts: Iterable[str] | None, hostvars: Any) -> dict[str, dict[str, Any]]:
     """{Kubernetes node name: verdict} for the hosts that carry a verdict (gpuops_doctor_verdict); the node name is
     gpu_node_labels_node_name, else the inventory name, as the pool planning names nodes."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for h in hosts or []:
         try:
             hv = hostvars[h]
@@ -92,7 +95,7 @@ def health_by_node(hosts, hostvars):
     return out
 
 
-def apply_health(report, node_health):
+def apply_health(report: dict[str, Any], node_health: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
     """Each node's health cell (gpu_doctor_gate.health_column) from its doctor verdict (the host fact
     gpuops_doctor_verdict, keyed by Kubernetes node name), and the doctor's notes that concern the node's pods.
     Nodes without a verdict read '-' (not diagnosed); a report without node_health has no health column."""

@@ -10,8 +10,11 @@ repair   what the findings need: a GPU reset, a node (or VM) reboot, an RMA or a
 The cluster side (quarantine, drain, release) is _cluster/remediation.
 """
 
+from __future__ import annotations
+
 import copy
 import re
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as checks
 
@@ -49,13 +52,14 @@ class PlanError(ValueError):
     pass
 
 
-def _pci_key(text):
+def _pci_key(text: object) -> tuple[int, ...] | None:
     """(domain, bus, device) of '00000000:07:00.0' (NVML) or '0000:07:00' (the kernel's Xid line)."""
     m = _PCI.match(str(text or '').strip())
     return tuple(int(x, 16) for x in m.groups()) if m else None
 
 
-def _one_gpu(facts, extra, gpu):
+def _one_gpu(facts: dict[str, Any], extra: dict[str, Any] | None,
+             gpu: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """facts and extra as the doctor would see them on a node with only this GPU."""
     f = copy.deepcopy(facts)
     f['gpus'] = [gpu]
@@ -69,17 +73,18 @@ def _one_gpu(facts, extra, gpu):
     return f, e
 
 
-def gpu_findings(facts, extra=None, severity='critical'):
+def gpu_findings(facts: dict[str, Any], extra: dict[str, Any] | None = None,
+                 severity: str = 'critical') -> dict[str, list[dict[str, Any]]]:
     """{uuid: [finding]} for each GPU with a finding at or above ``severity`` (the doctor's own findings, run one GPU
     at a time). GPUs without a UUID cannot be quarantined by device and are left out."""
     if severity not in SEVERITY_RANK:
         raise PlanError('severity: %r is not one of %s' % (severity, ', '.join(SEVERITY_RANK)))
-    out = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for g in facts.get('gpus') or []:
         if not g.get('uuid'):
             continue
         f, e = _one_gpu(facts, extra, g)
-        found = []
+        found: list[dict[str, Any]] = []
         for check in GPU_CHECKS:
             found.extend(check(f, e))
         found = [x for x in found if SEVERITY_RANK[x['severity']] >= SEVERITY_RANK[severity]]
@@ -88,11 +93,12 @@ def gpu_findings(facts, extra=None, severity='critical'):
     return out
 
 
-def assess(facts, extra=None, severity='critical', allow_reboot=False):
+def assess(facts: dict[str, Any], extra: dict[str, Any] | None = None, severity: str = 'critical',
+           allow_reboot: bool = False) -> dict[str, dict[str, Any]]:
     """{uuid: {'index', 'pci_bus_id', 'findings', 'repair'}} of the GPUs that need the loop (gpu_doctor's
     ``remediation`` return value)."""
     by_uuid = dict((g.get('uuid'), g) for g in facts.get('gpus') or [])
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for uuid, found in gpu_findings(facts, extra, severity).items():
         g = by_uuid[uuid]
         out[uuid] = {'index': g.get('index'), 'pci_bus_id': g.get('pci_bus_id'), 'findings': found,
@@ -100,7 +106,7 @@ def assess(facts, extra=None, severity='critical', allow_reboot=False):
     return out
 
 
-def _action_of(finding, gpu):
+def _action_of(finding: dict[str, Any], gpu: dict[str, Any]) -> str:
     fid = finding['id']
     if fid in FINDING_ACTIONS:
         return FINDING_ACTIONS[fid]
@@ -120,7 +126,7 @@ def _action_of(finding, gpu):
     return 'reset'
 
 
-def repair(findings, gpu, allow_reboot=False):
+def repair(findings: list[dict[str, Any]], gpu: dict[str, Any], allow_reboot: bool = False) -> dict[str, Any]:
     """What the GPU needs: {'action', 'allowed', 'why'}.
 
     action: reset (nvidia-smi -r on the node), reboot (the node), vm_reboot (passthrough: the guest cannot reset the

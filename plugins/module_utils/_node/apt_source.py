@@ -3,9 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """apt helpers of the modules: deb822 source text, OpenPGP key formats, package specs, installed packages (dpkg)."""
 
+from __future__ import annotations
+
 import base64
 import fnmatch
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 ARMOR_BEGIN = b'-----BEGIN PGP PUBLIC KEY BLOCK-----'
 ARMOR_END = b'-----END PGP PUBLIC KEY BLOCK-----'
@@ -18,14 +22,15 @@ class AptSourceError(Exception):
     """Bad input; the message names the option and what is allowed."""
 
 
-def check_name(name):
+def check_name(name: str) -> str:
     if not _NAME_RE.match(name or ''):
         raise AptSourceError('name %r must be a plain file name (letters, digits, "_", ".", "-"); the source is '
                              'written to /etc/apt/sources.list.d/<name>.sources' % (name,))
     return name
 
 
-def render_deb822(uris, suites, components, keyring, architectures=None, comment=None):
+def render_deb822(uris: Sequence[str], suites: Sequence[str], components: Sequence[str] | None, keyring: str,
+                  architectures: Sequence[str] | None = None, comment: str | None = None) -> str:
     """The text of a deb822 .sources file (Types: deb), signed by one keyring file."""
     if not uris:
         raise AptSourceError('uris must name at least one repository URL')
@@ -53,7 +58,7 @@ def render_deb822(uris, suites, components, keyring, architectures=None, comment
     return '\n'.join(lines) + '\n'
 
 
-def key_format(data):
+def key_format(data: bytes) -> str | None:
     """'armored', 'binary' (an OpenPGP packet stream) or None for anything else (an HTML error page, ...)."""
     stripped = data.lstrip()
     if stripped.startswith(ARMOR_BEGIN) and ARMOR_END in stripped:
@@ -64,7 +69,7 @@ def key_format(data):
     return None
 
 
-def dearmor(data):
+def dearmor(data: bytes) -> bytes:
     """The binary packets of an ASCII-armored public key block (what `gpg --dearmor` writes)."""
     text = data.decode('ascii', 'replace').replace('\r\n', '\n')
     start = text.find(ARMOR_BEGIN.decode())
@@ -84,7 +89,7 @@ def dearmor(data):
         raise AptSourceError('the armored key does not decode: %s' % e)
 
 
-def keyring_bytes(data, keyring):
+def keyring_bytes(data: bytes, keyring: str) -> bytes:
     """The bytes to store at keyring for the downloaded key data, in the format apt expects from its extension.
 
     apt reads a signed-by file ending in .asc as ASCII-armored and any other as binary OpenPGP packets; a key in
@@ -102,7 +107,7 @@ def keyring_bytes(data, keyring):
     return dearmor(data) if fmt == 'armored' else data
 
 
-def parse_package_specs(specs, option='packages'):
+def parse_package_specs(specs: Iterable[str], option: str = 'packages') -> list[tuple[str, str | None]]:
     """['name', 'name=version-glob'] -> [(name, version or None)]; anything else is refused (naming option)."""
     out = []
     for spec in specs:
@@ -114,7 +119,7 @@ def parse_package_specs(specs, option='packages'):
     return out
 
 
-def missing_packages(specs, installed):
+def missing_packages(specs: Sequence[str], installed: Mapping[str, str]) -> list[str]:
     """The specs whose package is not installed, or installed at a version that does not match the spec.
 
     installed is {name: version} of the installed packages; a version matches as ansible.builtin.apt matches it
@@ -128,7 +133,7 @@ def missing_packages(specs, installed):
     return missing
 
 
-def parse_dpkg_query(text):
+def parse_dpkg_query(text: str | None) -> dict[str, str]:
     """Output of dpkg-query -W -f '${Package}\\t${db:Status-Abbrev}\\t${Version}\\n' -> {name: version}.
 
     Only installed packages are returned (second letter of the status abbreviation is 'i');
@@ -145,7 +150,7 @@ def parse_dpkg_query(text):
     return out
 
 
-def dpkg_installed(module, names):
+def dpkg_installed(module: Any, names: Iterable[str]) -> dict[str, str] | None:
     """{name: version} of the installed packages among names, read with dpkg-query; None when the node has no
     dpkg-query (not Debian/Ubuntu)."""
     dpkg_query = module.get_bin_path('dpkg-query')
@@ -162,11 +167,11 @@ _ONE_LINE_RE = re.compile(r'^\s*(deb|deb-src)\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+
 DISABLED_MARK = '# disabled by gpuops.k8s_gpu (another source of this URI): '
 
 
-def _norm_uri(uri, arch):
+def _norm_uri(uri: str, arch: str | None) -> str:
     return uri.replace('$(ARCH)', arch or '$(ARCH)').rstrip('/')
 
 
-def one_line_entries(text):
+def one_line_entries(text: str | None) -> list[tuple[int, str, str, str | None]]:
     """[(line index, uri, suite, signed-by or None)] of the deb lines of a .list file (apt's one-line format)."""
     out = []
     for i, line in enumerate((text or '').split('\n')):
@@ -182,10 +187,10 @@ def one_line_entries(text):
     return out
 
 
-def deb822_stanzas(text):
+def deb822_stanzas(text: str | None) -> list[tuple[int | None, int, dict[str, str]]]:
     """[(first line, last line, {field lower-case: value})] of a .sources file (fields folded onto one line)."""
     stanzas = []
-    cur, start, last_key = {}, None, None  # type: (dict, int | None, str | None)
+    cur, start, last_key = {}, None, None  # type: (dict[str, str], int | None, str | None)
     lines = (text or '').split('\n')
     for i, line in enumerate(lines + ['']):
         if not line.strip():
@@ -207,7 +212,8 @@ def deb822_stanzas(text):
     return stanzas
 
 
-def conflicting_sources(files, uris, suites, keyring, arch):
+def conflicting_sources(files: Iterable[tuple[str, str]], uris: Iterable[str], suites: Iterable[str], keyring: str,
+                        arch: str | None) -> list[tuple[str, str, list[Any], list[str | None]]]:
     """Entries of other source files (files: [(path, text)]) for one of uris + suites whose Signed-By is not
     keyring - apt then refuses every source ("Conflicting values set for option Signed-By").
 
@@ -215,7 +221,8 @@ def conflicting_sources(files, uris, suites, keyring, arch):
     wanted = set((_norm_uri(u, arch), s) for u in uris for s in suites)
     out = []
     for path, text in files:
-        hits, keys = [], []
+        hits: list[Any] = []  # line indexes (one-line) or (first, last) stanzas (deb822)
+        keys: list[str | None] = []
         if path.endswith('.sources'):
             for first, last, f in deb822_stanzas(text):
                 if f.get('enabled', 'yes').lower() == 'no' or 'deb' not in f.get('types', '').split():
@@ -236,7 +243,7 @@ def conflicting_sources(files, uris, suites, keyring, arch):
     return out
 
 
-def disable_entries(text, kind, hits):
+def disable_entries(text: str, kind: str, hits: list[Any]) -> str | None:
     """text with the conflicting entries disabled: one-line entries commented out, deb822 stanzas "Enabled: no";
     None when nothing else would be left in the file (it is then removed)."""
     lines = text.split('\n')

@@ -18,8 +18,12 @@ is the GPU's index (``0``) or ``<gpu index>:<mig index>``. A MIG device and an i
 (gpu_info: ``gpus[].index``, ``uuid``, ``mig_devices[].index``, ``uuid``) to name their GPU.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 CHECKPOINT = os.path.join('device-plugins', 'kubelet_internal_checkpoint')
 DEFAULT_PREFIX = 'nvidia.com/'
@@ -29,11 +33,11 @@ class CheckpointError(Exception):
     pass
 
 
-def checkpoint_path(root_dir):
+def checkpoint_path(root_dir: str) -> str:
     return os.path.join(root_dir, CHECKPOINT)
 
 
-def read(root_dir):
+def read(root_dir: str) -> dict[str, Any] | None:
     """The checkpoint's decoded JSON; None when the kubelet has written none (no device plugin ever registered)."""
     path = checkpoint_path(root_dir)
     try:
@@ -52,7 +56,7 @@ def read(root_dir):
     return data
 
 
-def device_ids(value):
+def device_ids(value: Any) -> list[Any]:
     """The ids of one entry's DeviceIDs: {numa: [ids]} (kubelet 1.20 and later) or [ids] (before)."""
     if isinstance(value, dict):
         out = []  # type: list
@@ -62,9 +66,9 @@ def device_ids(value):
     return list(value or [])
 
 
-def gpu_index(gpus):
+def gpu_index(gpus: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
     """{device id or MIG UUID: GPU UUID} from gpu_info's gpus: an index id, a MIG index id, a MIG UUID."""
-    out = {}
+    out: dict[str, str] = {}
     for g in gpus or []:
         uuid = g.get('uuid')
         if not uuid:
@@ -79,7 +83,7 @@ def gpu_index(gpus):
     return out
 
 
-def map_id(device_id, index):
+def map_id(device_id: str, index: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(GPU UUID or None, device UUID or None) for one device plugin id; a replica suffix ``::n`` is dropped."""
     base = device_id.split('::', 1)[0]
     if base.startswith('GPU-'):
@@ -90,7 +94,8 @@ def map_id(device_id, index):
     return parent, None
 
 
-def allocations(data, gpus=None, prefix=DEFAULT_PREFIX):
+def allocations(data: Mapping[str, Any] | None, gpus: Iterable[Mapping[str, Any]] | None = None,
+                prefix: str = DEFAULT_PREFIX) -> tuple[list[dict[str, Any]], list[str]]:
     """(allocations, unmapped): per pod, ``pod_uid``, ``containers``, ``resources``, ``device_ids`` (as the plugin
     named them) and ``devices`` (the GPU UUIDs, and the MIG UUIDs, they are on) for the resources starting with
     ``prefix``; ``unmapped``: device ids no GPU could be named for (a MIG UUID or an index without ``gpus``)."""
@@ -122,7 +127,7 @@ def allocations(data, gpus=None, prefix=DEFAULT_PREFIX):
     return out, sorted(unmapped)
 
 
-def registered(data, prefix=DEFAULT_PREFIX):
+def registered(data: Mapping[str, Any] | None, prefix: str = DEFAULT_PREFIX) -> dict[str, list[str]]:
     """{resource: [device ids]} the kubelet had registered from the plugins, for the resources of ``prefix``."""
     reg = ((data or {}).get('Data') or {}).get('RegisteredDevices') or {}
     return dict((r, sorted(ids or [])) for r, ids in reg.items() if r.startswith(prefix))

@@ -6,14 +6,21 @@
 Shared by gpu_info and gpu_doctor (modules cannot import each other).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_probe, nvml_probe
 
 
-def gather(mig_profiles=True, with_node=True, root='/', health=False, xid_wait_ms=None, log_lines=None, run=None):
+def gather(mig_profiles: bool = True, with_node: bool = True, root: str = '/', health: bool = False,
+           xid_wait_ms: int | None = None, log_lines: list[str] | None = None,
+           run: Callable[..., Any] | None = None) -> dict[str, Any]:
     """All facts gpu_info returns; the doctor adds each GPU's health, NVML's Xid events and the kernel log. ``run``
     (a module's run_command) lets the node probe ask containerd its version."""
-    asked = {}
+    asked: dict[str, Any] = {}
     if health:
         asked['include_health'] = True
     if xid_wait_ms is not None:

@@ -12,8 +12,12 @@ remediation.md REM-06, REM-10.
 ``run`` is ``module.run_command``-like: run(argv) -> (rc, stdout, stderr); ``sleep`` is replaceable in tests.
 """
 
+from __future__ import annotations
+
 import re
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 RESET_OK = 'reset'
 IN_USE = 'in_use'
@@ -30,7 +34,7 @@ class ResetError(ValueError):
     pass
 
 
-def classify(rc, out, err):
+def classify(rc: int, out: str | None, err: str | None) -> str:
     """RESET_OK, IN_USE, NOT_SUPPORTED or ERROR for one ``nvidia-smi -r`` answer."""
     text = '%s\n%s' % (out or '', err or '')
     if rc == 0 and _OK_RE.search(text):
@@ -42,12 +46,12 @@ def classify(rc, out, err):
     return RESET_OK if rc == 0 else ERROR
 
 
-def compute_apps(run, nvidia_smi):
+def compute_apps(run: Callable[..., Any], nvidia_smi: str) -> dict[str, list[tuple[str, str]]]:
     """{gpu uuid: [(pid, name)]} of the compute processes nvidia-smi lists; raises ResetError when it cannot."""
     rc, out, err = run([nvidia_smi, '--query-compute-apps=gpu_uuid,pid,process_name', '--format=csv,noheader'])
     if rc != 0:
         raise ResetError('%s --query-compute-apps failed (rc=%s): %s' % (nvidia_smi, rc, (err or out).strip()))
-    apps = {}  # type: dict
+    apps: dict[str, list[tuple[str, str]]] = {}
     for line in (out or '').splitlines():
         parts = [p.strip() for p in line.split(',')]
         if len(parts) >= 3 and parts[0].startswith('GPU-'):
@@ -55,7 +59,9 @@ def compute_apps(run, nvidia_smi):
     return apps
 
 
-def reset_gpus(run, uuids, nvidia_smi='nvidia-smi', tries=3, delay=5, check_mode=False, sleep=time.sleep):
+def reset_gpus(run: Callable[..., Any], uuids: Sequence[str], nvidia_smi: str = 'nvidia-smi', tries: int = 3,
+               delay: float = 5, check_mode: bool = False,
+               sleep: Callable[[float], Any] = time.sleep) -> list[dict[str, Any]]:
     """Reset each GPU of ``uuids``: refused up front when a compute process runs on it; ``tries`` attempts, ``delay``
     seconds apart, while nvidia-smi answers that the GPU is in use; none more after "not supported" or another error.
 

@@ -18,8 +18,11 @@ Nothing here talks to hardware: errors are raised as :class:`SharingError` with 
 entry, the value and what is allowed.
 """
 
-import re
+from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_plan import (  # noqa: F401 pylint: disable=unused-import
     SharingError, canonical_profile_name, filter_matches, normalize_profile_name, parse_pci_device_id, parse_profile_name,
@@ -32,7 +35,7 @@ _ENTRY_KEYS = ('devices', 'device-filter', 'mig-enabled', 'mig-devices')
 KNOWN_ATTRIBUTES = ('me', 'me.all', 'gfx')
 
 
-def _profile_key(where, name):
+def _profile_key(where: str, name: str) -> str:
     try:
         parsed = parse_profile_name(name)
     except ValueError as exc:
@@ -52,7 +55,7 @@ def _profile_key(where, name):
     return parsed['name']
 
 
-def _entry_devices(where, value):
+def _entry_devices(where: str, value: Any) -> str | list[int]:
     if value is None:
         raise SharingError("%s: 'devices' is required; use 'all' or a list of GPU indexes" % where)
     if isinstance(value, str):
@@ -63,7 +66,7 @@ def _entry_devices(where, value):
         value = [value]
     if not isinstance(value, (list, tuple)) or not value:
         raise SharingError("%s: devices %r is not allowed; use 'all' or a non-empty list of GPU indexes" % (where, value))
-    out = []
+    out: list[int] = []
     for item in value:
         if isinstance(item, bool):
             raise SharingError("%s: device %r is not a GPU index; use integers >= 0" % (where, item))
@@ -78,7 +81,7 @@ def _entry_devices(where, value):
     return out
 
 
-def _entry_bool(where, value):
+def _entry_bool(where: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -89,7 +92,7 @@ def _entry_bool(where, value):
     raise SharingError("%s: mig-enabled %r is not allowed; use true or false" % (where, value))
 
 
-def _entry_mig_devices(where, value, enabled):
+def _entry_mig_devices(where: str, value: Any, enabled: bool) -> dict[str, int]:
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -98,7 +101,7 @@ def _entry_mig_devices(where, value, enabled):
     if value and not enabled:
         raise SharingError("%s: mig-devices %r given with mig-enabled false; MIG devices need mig-enabled true"
                            % (where, dict(value)))
-    out = {}
+    out: dict[str, int] = {}
     for name, count in value.items():
         prof = _profile_key(where, name)
         if isinstance(count, bool):
@@ -117,7 +120,7 @@ def _entry_mig_devices(where, value, enabled):
     return out
 
 
-def parse_mig_config(config, name):
+def parse_mig_config(config: Any, name: str | None) -> list[dict[str, Any]]:
     """Validate a mig-parted document and return the entries of the config ``name``.
 
     Each returned entry: ``{'devices': 'all' | [int], 'device_filter': [(int, full)] | None,
@@ -174,14 +177,14 @@ def parse_mig_config(config, name):
     return out
 
 
-def assign_entries(entries, gpus):
+def assign_entries(entries: Iterable[Mapping[str, Any]], gpus: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
     """Map GPU index -> entry for the GPUs of ``gpus`` (dicts with 'index', 'pci_device_id').
 
     ``gpus`` are all the node's GPUs: device indexes are checked against them. Raises when an index is out
     of range or two entries select the same GPU.
     """
     indexes = [g['index'] for g in gpus]
-    result = {}  # type: dict
+    result: dict[int, Mapping[str, Any]] = {}
     for entry in entries:
         if entry['devices'] == 'all':
             wanted = indexes
@@ -201,7 +204,7 @@ def assign_entries(entries, gpus):
     return result
 
 
-def describe_indexes(indexes):
+def describe_indexes(indexes: Sequence[int]) -> str:
     if not indexes:
         return 'no GPUs'
     if list(indexes) == list(range(len(indexes))):
@@ -209,7 +212,7 @@ def describe_indexes(indexes):
     return 'GPU indexes %s' % ', '.join(str(i) for i in indexes)
 
 
-def select_gpus(selection, gpus):
+def select_gpus(selection: Any, gpus: Sequence[Mapping[str, Any]]) -> list[int]:
     """Resolve the ``gpus`` option ('all', indexes, UUIDs) against the node's GPUs; returns a list of indexes."""
     if selection is None:
         selection = ['all']
@@ -217,7 +220,7 @@ def select_gpus(selection, gpus):
         selection = [selection]
     indexes = [g['index'] for g in gpus]
     by_uuid = dict((str(g.get('uuid')).lower(), g['index']) for g in gpus if g.get('uuid'))
-    out = []
+    out: list[int] = []
     for item in selection:
         text = str(item).strip()
         if text.lower() == 'all':

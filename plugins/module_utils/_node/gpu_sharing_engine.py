@@ -7,7 +7,11 @@ Works on a backend object (see gpu_sharing_nvml.NvmlBackend) so it can be unit t
 Everything is validated before the first change; a refusal raises SharingError and changes nothing.
 """
 
+from __future__ import annotations
+
 import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_config as config
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_sharing_mps as mps_util
@@ -18,16 +22,16 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_c
 class ApplyError(Exception):
     """A change failed half way; ``done`` lists what was applied before."""
 
-    def __init__(self, msg, done):
+    def __init__(self, msg: str, done: list[str]) -> None:
         super(ApplyError, self).__init__(msg)
         self.done = done
 
 
-def label(gpu):
+def label(gpu: Mapping[str, Any]) -> str:
     return 'GPU %s (%s)' % (gpu['index'], gpu.get('name') or 'unknown')
 
 
-def public_state(gpu):
+def public_state(gpu: Mapping[str, Any]) -> dict[str, Any]:
     """What the module returns about a GPU (and what diffs compare)."""
     cc = gpu.get('compute_capability')
     return {
@@ -45,14 +49,14 @@ def public_state(gpu):
     }
 
 
-def _mig_capable_list(gpus):
+def _mig_capable_list(gpus: Iterable[Mapping[str, Any]]) -> str:
     caps = ['%s (%s)' % (g['index'], g.get('name')) for g in gpus if g.get('mig_capable')]
     return ', '.join(caps) if caps else 'none'
 
 
-def desired_mig(params, all_gpus, selected):
+def desired_mig(params: Mapping[str, Any], all_gpus: Sequence[Mapping[str, Any]], selected: Iterable[int]) -> dict[int, dict[str, Any]]:
     """GPU index -> {'enabled': bool, 'devices': {profile: count} or None (leave the geometry)}."""
-    out = {}
+    out: dict[int, dict[str, Any]] = {}
     if params.get('mig_config') is not None:
         entries = config.parse_mig_config(params['mig_config'], params.get('mig_config_name'))
         assigned = config.assign_entries(entries, all_gpus)
@@ -66,9 +70,9 @@ def desired_mig(params, all_gpus, selected):
     return out
 
 
-def validate(params, all_gpus):
+def validate(params: Mapping[str, Any], all_gpus: Sequence[Mapping[str, Any]]) -> tuple[list[int], dict[int, dict[str, Any]], dict[str, Any] | None, list[str]]:
     """Check the whole request against the node. Returns (selected indexes, mig wishes, mps settings, warnings)."""
-    warnings = []
+    warnings: list[str] = []
     selected = config.select_gpus(params.get('gpus'), all_gpus)
     by_index = dict((g['index'], g) for g in all_gpus)
     mig = desired_mig(params, all_gpus, selected)
@@ -89,7 +93,7 @@ def validate(params, all_gpus):
         elif want['devices']:
             warnings.append('%s: no MIG profile table is known while MIG is disabled; the profiles %s are checked '
                             'once MIG mode is active' % (label(gpu), ', '.join(sorted(want['devices']))))
-    mps = None
+    mps: dict[str, Any] | None = None
     if params.get('mps') is not None:
         mps = dict(mps_util.MPS_DEFAULTS)
         mps.update(dict((k, v) for k, v in params['mps'].items() if v is not None))
@@ -104,7 +108,7 @@ def validate(params, all_gpus):
     return selected, mig, mps, warnings
 
 
-def _pending_warning(gpu):
+def _pending_warning(gpu: Mapping[str, Any]) -> str:
     return ('%s: MIG mode change is pending (current %s, pending %s); it takes effect after a GPU reset '
             '(nvidia-smi -r -i %s with no processes on the GPU) or a reboot, which this module does not do. '
             'The MIG geometry is applied when this task runs again after that.'
@@ -112,9 +116,9 @@ def _pending_warning(gpu):
                'enabled' if gpu.get('mig_pending') else 'disabled', gpu['index']))
 
 
-def plan_gpu(gpu, params, want_mig):
+def plan_gpu(gpu: Mapping[str, Any], params: Mapping[str, Any], want_mig: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Operations for one GPU, in execution order. Each op: dict(kind, action text, ...)."""
-    ops = []
+    ops: list[dict[str, Any]] = []
     idx = gpu['index']
     pm = params.get('persistence_mode')
     if pm is not None and gpu.get('persistence_mode') != pm:
@@ -143,14 +147,14 @@ def plan_gpu(gpu, params, want_mig):
     return ops
 
 
-def _geometry_ops(gpu, wanted):
+def _geometry_ops(gpu: Mapping[str, Any], wanted: Mapping[str, int]) -> list[dict[str, Any]]:
     plan = planner.plan_geometry(gpu, gpu.get('mig_instances') or [], wanted, gpu['mig_profiles'])
     if not plan['changed']:
         return []
     return [{'kind': 'geometry', 'value': wanted, 'plan': plan, 'action': None}]
 
 
-def op_actions(op):
+def op_actions(op: Mapping[str, Any]) -> list[str]:
     if op['kind'] == 'geometry':
         return list(op['plan']['actions'])
     if op.get('action'):
@@ -158,7 +162,7 @@ def op_actions(op):
     return []
 
 
-def predict(gpu, ops):
+def predict(gpu: Mapping[str, Any], ops: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The GPU state after ``ops`` (used for check mode and for the diff's 'after' in check mode)."""
     after = copy.deepcopy(public_state(gpu))
     for op in ops:
@@ -177,14 +181,14 @@ def predict(gpu, ops):
     return after
 
 
-def _after_layout(gpu, plan):
+def _after_layout(gpu: Mapping[str, Any], plan: Mapping[str, Any]) -> list[tuple[str, int | None]]:
     kept = [(g['profile'], g.get('start')) for g in gpu.get('mig_instances') or []
             if g['id'] not in [d[0] for d in plan['destroy_gis']]]
     layout = kept + list(plan['create_gis'])
     return sorted(layout, key=lambda x: (x[1] if x[1] is not None else 99, x[0]))
 
 
-def execute_gpu(backend, gpu, ops, done):
+def execute_gpu(backend: Any, gpu: Mapping[str, Any], ops: Iterable[Mapping[str, Any]], done: list[str]) -> bool:
     """Apply ``ops`` to one GPU; appends action texts to ``done``. Returns True when MIG became active now."""
     idx = gpu['index']
     activated = False
@@ -202,7 +206,7 @@ def execute_gpu(backend, gpu, ops, done):
     return activated
 
 
-def apply_geometry(backend, gpu, plan, done):
+def apply_geometry(backend: Any, gpu: Mapping[str, Any], plan: Mapping[str, Any], done: list[str]) -> None:
     idx = gpu['index']
     profiles = gpu['mig_profiles']
     texts = iter(plan['actions'])
@@ -225,7 +229,7 @@ def apply_geometry(backend, gpu, plan, done):
         done.append(text)
 
 
-def _call(done, text, func, *args, **kwargs):
+def _call(done: list[str], text: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run one change; on success append ``text`` to ``done`` (unless record=False), on failure raise ApplyError."""
     try:
         result = func(*args)
@@ -236,7 +240,7 @@ def _call(done, text, func, *args, **kwargs):
     return result
 
 
-def run(backend, params, check_mode):
+def run(backend: Any, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
     """Plan and (unless check_mode) apply the GPU part. Returns a result dict (without the MPS file part).
 
     Raises SharingError (nothing changed) or ApplyError (something failed after changes).
@@ -244,19 +248,19 @@ def run(backend, params, check_mode):
     all_gpus = backend.gpus()
     selected, mig, mps, warnings = validate(params, all_gpus)
     by_index = dict((g['index'], g) for g in all_gpus)
-    plans = {}
+    plans: dict[int, list[dict[str, Any]]] = {}
     for idx in selected:
         plans[idx] = plan_gpu(by_index[idx], params, mig.get(idx))
     if not check_mode:
         wait_until_idle(backend, [by_index[i] for i in selected if _touches_mig(plans[i])],
                         params.get('mig_busy_timeout') or 0)
-    actions = []
+    actions: list[str] = []
     for idx in selected:
         for op in plans[idx]:
             actions.extend(op_actions(op))
     before = [public_state(by_index[i]) for i in selected]
-    done = []  # type: list
-    after_gpus = []
+    done: list[str] = []
+    after_gpus: list[dict[str, Any]] = []
     for idx in selected:
         gpu, ops = by_index[idx], plans[idx]
         deferred = [op for op in ops if op['kind'] == 'geometry_deferred']
@@ -292,12 +296,12 @@ def run(backend, params, check_mode):
     return result
 
 
-def _touches_mig(ops):
+def _touches_mig(ops: Iterable[Mapping[str, Any]]) -> bool:
     """True when the ops destroy or create MIG instances or change MIG mode (what running processes lose)."""
     return any(op['kind'] in ('geometry', 'mig_mode') for op in ops)
 
 
-def wait_until_idle(backend, gpus, timeout):
+def wait_until_idle(backend: Any, gpus: Sequence[Mapping[str, Any]], timeout: float) -> None:
     """Refuse (SharingError, nothing changed) when a GPU whose MIG state is about to change runs processes.
 
     Waits up to ``timeout`` seconds for them to end, polling every 2 s. ``backend.processes(index)`` lists the PIDs
@@ -325,14 +329,14 @@ def wait_until_idle(backend, gpus, timeout):
         sleep(2)
 
 
-def mig_mismatches(gpu, want):
+def mig_mismatches(gpu: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
     """What differs between one GPU (backend dict) and its wanted MIG state; an empty list when it matches.
 
     ``want``: ``{'enabled': bool, 'devices': {profile: count} or None}`` (see desired_mig). Checks the MIG mode
     (current and pending), that the MIG devices are exactly the wanted ones, and that no GPU instance lacks its
     full-size compute instance (as after a reboot: MIG on, no MIG devices).
     """
-    out = []
+    out: list[str] = []
     lab = label(gpu)
     if not gpu.get('mig_capable'):
         if want['enabled']:
@@ -358,7 +362,7 @@ def mig_mismatches(gpu, want):
     return out
 
 
-def verify(backend, params):
+def verify(backend: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     """Compare the node with the wanted MIG state without changing anything.
 
     Returns ``{'mig_match': bool, 'mismatches': [str], 'mismatched_gpus': [dict], 'gpus': [public state]}``;
@@ -368,8 +372,8 @@ def verify(backend, params):
     all_gpus = backend.gpus()
     selected, mig, dummy, dummy2 = validate(params, all_gpus)
     by_index = dict((g['index'], g) for g in all_gpus)
-    mismatches = []
-    mismatched = []
+    mismatches: list[str] = []
+    mismatched: list[dict[str, Any]] = []
     for idx in selected:
         if idx in mig:
             found = mig_mismatches(by_index[idx], mig[idx])

@@ -9,7 +9,11 @@ finds its pipes and logs through ``CUDA_MPS_PIPE_DIRECTORY`` / ``CUDA_MPS_LOG_DI
 ``quit`` on its standard input, and MPS needs compute capability 7.0 (Volta) or newer.
 """
 
+from __future__ import annotations
+
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import MPS_MIN_CC
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_config import SharingError
@@ -30,7 +34,7 @@ _SAFE_PATH_RE = re.compile(r'^/[A-Za-z0-9._/@+-]*$')
 _USER_RE = re.compile(r'^[a-z_][a-z0-9_-]*[$]?$')
 
 
-def check_compute_capability(gpus):
+def check_compute_capability(gpus: Iterable[Mapping[str, Any]]) -> None:
     """Refuse MPS when a GPU is older than Volta. ``gpus``: dicts with index, name, compute_capability (major, minor)."""
     bad = []
     for g in gpus:
@@ -44,12 +48,12 @@ def check_compute_capability(gpus):
                            'Leave such GPUs out with the gpus option.' % ('; '.join(bad), MPS_MIN_CC[0], MPS_MIN_CC[1]))
 
 
-def parse_pinned_limits(value, device_count):
+def parse_pinned_limits(value: Any, device_count: int) -> list[tuple[int, str]]:
     """'0=2G,1=4096M' (or a list of such items) -> [(0, '2G'), (1, '4096M')], validated."""
     if value is None or value == '' or value == []:
         return []
     items = value if isinstance(value, (list, tuple)) else str(value).split(',')
-    out = []  # type: list
+    out: list[tuple[int, str]] = []
     for item in items:
         text = str(item).strip()
         if not text:
@@ -70,7 +74,7 @@ def parse_pinned_limits(value, device_count):
     return out
 
 
-def validate(mps, device_count):
+def validate(mps: Mapping[str, Any], device_count: int) -> list[tuple[int, str]]:
     """Check the ``mps`` option (defaults applied); returns the pinned limits list."""
     pct = mps.get('active_thread_percentage')
     if pct is not None and not 1 <= int(pct) <= 100:
@@ -87,7 +91,8 @@ def validate(mps, device_count):
     return parse_pinned_limits(mps.get('pinned_device_mem_limit'), device_count)
 
 
-def render_unit(mps, limits, visible_devices=None):
+def render_unit(mps: Mapping[str, Any], limits: Iterable[tuple[int, str]],
+                visible_devices: Sequence[str] | None = None) -> str:
     """The systemd unit text for the MPS control daemon."""
     ctl = mps['control_binary']
     pipe = mps['pipe_directory']

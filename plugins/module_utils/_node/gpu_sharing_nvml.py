@@ -7,8 +7,12 @@
 the plain dicts it returns, so it can be tested with a stand-in backend.
 """
 
+from __future__ import annotations
+
 import ctypes
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import mig_profiles_for
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_sharing_config import canonical_profile_name
@@ -29,27 +33,27 @@ _MAX_PLACEMENTS = 32
 _MAX_INSTANCES = 32
 
 
-def _text(value):
+def _text(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode('utf-8', 'replace')
     return value
 
 
-def _profile_name(raw):
+def _profile_name(raw: Any) -> str:
     name = _text(raw) or ''
     if not name.strip():
         return ''
     return canonical_profile_name(name)
 
 
-def _ci_profile_name(raw):
+def _ci_profile_name(raw: Any) -> str:
     name = (_text(raw) or '').strip()
     if name.upper().startswith('MIG '):
         name = name[4:]
     return name.strip().lower()
 
 
-def nvml_error_text(exc):
+def nvml_error_text(exc: BaseException) -> str:
     """'Insufficient Resources (insufficient_resources)'-style text for an NVML exception."""
     return '%s (%s)' % (exc, failure_reason(exc) if failure_reason(exc) != 'error' else type(exc).__name__)
 
@@ -57,39 +61,39 @@ def nvml_error_text(exc):
 class NvmlBackend(object):
     """Thin, stateless wrapper: every method looks the GPU up again by index."""
 
-    def __init__(self, nvml=None):
+    def __init__(self, nvml: Any = None) -> None:
         self.nvml = nvml if nvml is not None else pynvml
 
     # -- session -------------------------------------------------------------------------------------
-    def init(self):
+    def init(self) -> None:
         self.nvml.nvmlInit()
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         try:
             self.nvml.nvmlShutdown()
         except self.nvml.NVMLError:
             pass
 
-    def _handle(self, index):
+    def _handle(self, index: int) -> Any:
         return self.nvml.nvmlDeviceGetHandleByIndex(index)
 
-    def _optional(self, func, *args):
+    def _optional(self, func: Callable[..., Any], *args: Any) -> Any:
         try:
             return func(*args)
         except self.nvml.NVMLError:
             return None
 
     # -- reading -------------------------------------------------------------------------------------
-    def count(self):
+    def count(self) -> int:
         return self.nvml.nvmlDeviceGetCount()
 
-    def gpus(self):
+    def gpus(self) -> list[dict[str, Any]]:
         return [self.gpu(i) for i in range(self.count())]
 
-    def gpu(self, index):
+    def gpu(self, index: int) -> dict[str, Any]:
         nv = self.nvml
         h = self._handle(index)
-        gpu = {'index': index, 'name': _text(nv.nvmlDeviceGetName(h)), 'uuid': _text(nv.nvmlDeviceGetUUID(h))}
+        gpu: dict[str, Any] = {'index': index, 'name': _text(nv.nvmlDeviceGetName(h)), 'uuid': _text(nv.nvmlDeviceGetUUID(h))}
         pci = self._optional(nv.nvmlDeviceGetPciInfo, h)
         gpu['pci_device_id'] = int(pci.pciDeviceId) if pci is not None else None
         cc = self._optional(nv.nvmlDeviceGetCudaComputeCapability, h)
@@ -117,7 +121,7 @@ class NvmlBackend(object):
                 gpu['mig_instances'] = self._instances(h, profiles)
         return gpu
 
-    def _placements(self, handle, profile_id):
+    def _placements(self, handle: Any, profile_id: int) -> tuple[list[int] | None, int | None]:
         nv = self.nvml
         arr = (nv.c_nvmlGpuInstancePlacement_t * _MAX_PLACEMENTS)()
         count = ctypes.c_uint(_MAX_PLACEMENTS)
@@ -129,9 +133,9 @@ class NvmlBackend(object):
         size = int(arr[0].size) if count.value else None
         return starts, size
 
-    def _nvml_profiles(self, handle):
+    def _nvml_profiles(self, handle: Any) -> dict[str, dict[str, Any]]:
         nv = self.nvml
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for idx in range(getattr(nv, 'NVML_GPU_INSTANCE_PROFILE_COUNT', 0)):
             try:
                 info = nv.nvmlDeviceGetGpuInstanceProfileInfo(handle, idx)
@@ -146,9 +150,9 @@ class NvmlBackend(object):
                          'placements': starts, 'placement_size': size}
         return out
 
-    def _catalog_profiles(self, handle, name, pci_device_id=None):
+    def _catalog_profiles(self, handle: Any, name: str, pci_device_id: int | None = None) -> dict[str, dict[str, Any]]:
         """Profiles from the catalogue (MIG off); placements from NVML where it answers, else the catalogue's."""
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for p in mig_profiles_for(name, pci_device_id):
             starts, size = (None, None)
             if p['id'] is not None:
@@ -160,10 +164,10 @@ class NvmlBackend(object):
                               'placements': starts, 'placement_size': size}
         return out
 
-    def _ci_profiles(self, gi):
+    def _ci_profiles(self, gi: Any) -> list[tuple[int, int, str]]:
         """Compute-instance profiles of a GPU instance: list of (profile id, slices, name)."""
         nv = self.nvml
-        out = []
+        out: list[tuple[int, int, str]] = []
         for idx in range(getattr(nv, 'NVML_COMPUTE_INSTANCE_PROFILE_COUNT', 0)):
             try:
                 info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, idx, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
@@ -172,10 +176,10 @@ class NvmlBackend(object):
             out.append((int(info.id), int(info.sliceCount), _ci_profile_name(getattr(info, 'name', b''))))
         return out
 
-    def _instances(self, handle, profiles):
+    def _instances(self, handle: Any, profiles: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         nv = self.nvml
         by_id = dict((p['id'], p) for p in profiles.values())
-        out = []
+        out: list[dict[str, Any]] = []
         for pid, prof in sorted(by_id.items()):
             arr = (nv.c_nvmlGpuInstance_t * _MAX_INSTANCES)()
             count = ctypes.c_uint(_MAX_INSTANCES)
@@ -183,8 +187,8 @@ class NvmlBackend(object):
             for i in range(count.value):
                 gi = arr[i]
                 info = nv.nvmlGpuInstanceGetInfo(gi)
-                entry = {'id': int(info.id), 'profile': prof['name'], 'profile_id': pid,
-                         'start': int(info.placement.start), 'size': int(info.placement.size), 'cis': []}
+                entry: dict[str, Any] = {'id': int(info.id), 'profile': prof['name'], 'profile_id': pid,
+                                         'start': int(info.placement.start), 'size': int(info.placement.size), 'cis': []}
                 for cpid, slices, cname in self._ci_profiles(gi):
                     carr = (nv.c_nvmlComputeInstance_t * _MAX_INSTANCES)()
                     ccount = ctypes.c_uint(_MAX_INSTANCES)
@@ -199,11 +203,11 @@ class NvmlBackend(object):
         out.sort(key=lambda g: g['id'])
         return out
 
-    def processes(self, index):
+    def processes(self, index: int) -> list[int]:
         """PIDs of the compute and graphics processes on the GPU (and, for root, on its MIG devices)."""
         nv = self.nvml
         h = self._handle(index)
-        pids = set()  # type: set
+        pids: set[int] = set()
         for name in ('nvmlDeviceGetComputeRunningProcesses', 'nvmlDeviceGetGraphicsRunningProcesses'):
             func = getattr(nv, name, None)
             if func is None:
@@ -215,30 +219,30 @@ class NvmlBackend(object):
         return sorted(pids)
 
     # -- changing ------------------------------------------------------------------------------------
-    def set_persistence_mode(self, index, enabled):
+    def set_persistence_mode(self, index: int, enabled: bool) -> None:
         nv = self.nvml
         nv.nvmlDeviceSetPersistenceMode(self._handle(index), nv.NVML_FEATURE_ENABLED if enabled else nv.NVML_FEATURE_DISABLED)
 
-    def set_compute_mode(self, index, mode):
+    def set_compute_mode(self, index: int, mode: str) -> None:
         self.nvml.nvmlDeviceSetComputeMode(self._handle(index), COMPUTE_MODE_VALUES[mode])
 
-    def set_mig_mode(self, index, enabled):
+    def set_mig_mode(self, index: int, enabled: bool) -> bool:
         """Returns True when the new mode is active now, False when it waits for a GPU reset."""
         nv = self.nvml
         mode = nv.NVML_DEVICE_MIG_ENABLE if enabled else nv.NVML_DEVICE_MIG_DISABLE
         activation = nv.nvmlDeviceSetMigMode(self._handle(index), mode)
         return activation == nv.NVML_SUCCESS
 
-    def destroy_compute_instance(self, index, gi_id, ci_id):
+    def destroy_compute_instance(self, index: int, gi_id: int, ci_id: int) -> None:
         nv = self.nvml
         gi = nv.nvmlDeviceGetGpuInstanceById(self._handle(index), gi_id)
         nv.nvmlComputeInstanceDestroy(nv.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id))
 
-    def destroy_gpu_instance(self, index, gi_id):
+    def destroy_gpu_instance(self, index: int, gi_id: int) -> None:
         nv = self.nvml
         nv.nvmlGpuInstanceDestroy(nv.nvmlDeviceGetGpuInstanceById(self._handle(index), gi_id))
 
-    def create_gpu_instance(self, index, profile, start=None):
+    def create_gpu_instance(self, index: int, profile: dict[str, Any], start: int | None = None) -> int:
         """Create a GI of ``profile`` (dict) at ``start`` (or where NVML chooses); returns its id."""
         nv = self.nvml
         h = self._handle(index)
@@ -251,7 +255,7 @@ class NvmlBackend(object):
             gi = nv.nvmlDeviceCreateGpuInstance(h, profile['id'])
         return int(nv.nvmlGpuInstanceGetInfo(gi).id)
 
-    def create_full_compute_instance(self, index, gi_id, gi_slices):
+    def create_full_compute_instance(self, index: int, gi_id: int, gi_slices: int) -> int:
         """Create the compute instance that spans the whole GI; returns its id."""
         nv = self.nvml
         gi = nv.nvmlDeviceGetGpuInstanceById(self._handle(index), gi_id)

@@ -20,6 +20,10 @@ Data shapes used throughout:
 """
 
 import re
+# type comments, not annotations: role gpu_node_sharing runs this file at boot with gpu_node_sharing_mig_persist_python
+# (/usr/bin/python3, which may be older than the modules' Python: 3.6 on EL 8), where PEP 563 is not available
+from collections.abc import Iterable, Mapping, Sequence  # noqa: F401 (used in type comments)
+from typing import Any  # noqa: F401 (used in type comments)
 
 
 class SharingError(Exception):
@@ -31,6 +35,7 @@ _ATTR_RE = re.compile(r'^[a-z][a-z0-9.]*$')
 
 
 def normalize_profile_name(name):
+    # type: (object) -> str
     """'MIG 1g.10gb' / '1G.10GB' -> '1g.10gb'. Returns the cleaned string (not validated)."""
     text = str(name).strip()
     if text.upper().startswith('MIG '):
@@ -39,6 +44,7 @@ def normalize_profile_name(name):
 
 
 def parse_profile_name(name):
+    # type: (object) -> dict[str, Any]
     """Parse a MIG profile name the way mig-parted does (go-nvlib's parseMigProfile).
 
     Grammar: ``[<C>c.]<G>g.<GB>gb`` optionally followed by ``+attr[,attr...]`` or ``-attr[,attr...]`` (not both);
@@ -60,7 +66,7 @@ def parse_profile_name(name):
     g = int(match.group(2))
     c = int(match.group(1)) if match.group(1) is not None else g
     gb = int(match.group(3))
-    attrs = []
+    attrs = []  # type: list[str]
     if len(parts) == 2:
         for attr in parts[1].split(','):
             if not _ATTR_RE.match(attr) or attr.endswith('.'):
@@ -75,6 +81,7 @@ def parse_profile_name(name):
 
 
 def canonical_profile_name(name):
+    # type: (object) -> str
     """The canonical form of a MIG profile name, or the normalised text when it does not parse."""
     try:
         return parse_profile_name(name)['name']
@@ -83,6 +90,7 @@ def canonical_profile_name(name):
 
 
 def parse_pci_device_id(value, where):
+    # type: (object, str) -> tuple[int, bool]
     """'0x20B210DE' -> (0x20B210DE, True); '0x20B2' -> (0x20B2, False) (device part only)."""
     text = str(value).strip()
     try:
@@ -95,6 +103,7 @@ def parse_pci_device_id(value, where):
 
 
 def filter_matches(filters, pci_device_id):
+    # type: (Iterable[tuple[int, bool]] | None, int | None) -> bool
     """Whether a GPU with PCI id ``pci_device_id`` passes an entry's device-filter ([(id, full)] or None)."""
     if filters is None:
         return True
@@ -109,29 +118,34 @@ def filter_matches(filters, pci_device_id):
 
 
 def _label(gpu):
+    # type: (Mapping[str, Any]) -> str
     return 'GPU %s (%s)' % (gpu.get('index'), gpu.get('name') or 'unknown')
 
 
 def _size_key(profile):
+    # type: (Mapping[str, Any]) -> tuple[int, int, int, str]
     return (-(profile.get('placement_size') or 0), -(profile.get('slices') or 0), -(profile.get('memory_mib') or 0),
             profile['name'])
 
 
 def compute_slice_total(profiles):
+    # type: (Mapping[str, Mapping[str, Any]]) -> int
     """Compute slices of the GPU: the largest profile's slices (7 on A100/H100, 4 on A30)."""
     return max([p.get('slices') or 0 for p in profiles.values()] or [0])
 
 
 def fit_placements(items, profiles, occupied=0):
+    # type: (Iterable[str], Mapping[str, Mapping[str, Any]], int) -> list[tuple[str, int | None]] | None
     """Place ``items`` (profile names) into free memory slices; ``occupied`` is a bitmask of used slices.
 
     Returns a list of (name, start) in largest-first order, or None when they do not fit. Profiles without
     placement data are returned with start None (NVML chooses).
     """
     order = sorted(items, key=lambda n: _size_key(profiles[n]))
-    result = []
+    result = []  # type: list[tuple[str, int | None]]
 
     def place(pos, mask):
+        # type: (int, int) -> bool
         if pos == len(order):
             return True
         prof = profiles[order[pos]]
@@ -159,6 +173,7 @@ def fit_placements(items, profiles, occupied=0):
 
 
 def validate_geometry(gpu, wanted, profiles):
+    # type: (Mapping[str, Any], Mapping[str, int], Mapping[str, Mapping[str, Any]]) -> None
     """Refuse a geometry the GPU cannot hold. ``wanted``: {profile name: count}; ``profiles``: name -> profile."""
     label = _label(gpu)
     allowed = ', '.join(sorted(profiles, key=lambda n: (profiles[n].get('slices') or 0, n))) or 'none'
@@ -176,7 +191,7 @@ def validate_geometry(gpu, wanted, profiles):
     if total and used > total:
         raise SharingError("%s: MIG geometry %s needs %d compute slices; this GPU has %d"
                            % (label, format_geometry(wanted), used, total))
-    items = []
+    items = []  # type: list[str]
     for name, count in wanted.items():
         items.extend([name] * count)
     if fit_placements(items, profiles) is None:
@@ -185,6 +200,7 @@ def validate_geometry(gpu, wanted, profiles):
 
 
 def format_geometry(counts):
+    # type: (Mapping[str, int]) -> str
     """{'1g.10gb': 2, '3g.40gb': 1} -> '1x 3g.40gb + 2x 1g.10gb' (stable order)."""
     if not counts:
         return 'no MIG devices'
@@ -192,8 +208,9 @@ def format_geometry(counts):
 
 
 def geometry_of(instances):
+    # type: (Iterable[Mapping[str, Any]]) -> dict[str, int]
     """Current GIs -> {profile name: count} of GIs that have exactly one full-size CI."""
-    out = {}  # type: dict
+    out = {}  # type: dict[str, int]
     for gi in instances:
         if is_complete(gi):
             out[gi['profile']] = out.get(gi['profile'], 0) + 1
@@ -201,8 +218,9 @@ def geometry_of(instances):
 
 
 def describe_instances(instances):
+    # type: (Iterable[Mapping[str, Any]]) -> list[str]
     """Current GIs -> a stable, comparable description (used in diffs)."""
-    out = []
+    out = []  # type: list[str]
     for gi in sorted(instances, key=lambda g: (g.get('start') if g.get('start') is not None else 99, g['id'])):
         cis = [c.get('name') or str(c.get('profile_id')) for c in gi.get('cis', [])]
         out.append('%s@%s [%s]' % (gi['profile'], gi.get('start'), ', '.join(cis) if cis else 'no compute instance'))
@@ -210,17 +228,20 @@ def describe_instances(instances):
 
 
 def is_complete(gi):
+    # type: (Mapping[str, Any]) -> bool
     cis = gi.get('cis') or []
     return len(cis) == 1 and bool(cis[0].get('full'))
 
 
 def _mask(gi):
+    # type: (Mapping[str, Any]) -> int
     if gi.get('start') is None or not gi.get('size'):
         return 0
     return ((1 << gi['size']) - 1) << gi['start']
 
 
 def plan_geometry(gpu, instances, wanted, profiles):
+    # type: (Mapping[str, Any], Sequence[Mapping[str, Any]], Mapping[str, int], Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     """Plan the change of one GPU from ``instances`` to ``wanted`` ({profile: count}).
 
     Returns a dict with lists ``destroy_cis`` [(gi id, ci id, ci name)], ``destroy_gis`` [(gi id, profile, start)],
@@ -228,16 +249,16 @@ def plan_geometry(gpu, instances, wanted, profiles):
     creation order (largest first), and ``actions`` (text); ``changed`` is False when nothing is to be done.
     """
     idx = gpu.get('index')
-    by_profile = {}  # type: dict
+    by_profile = {}  # type: dict[str, list[Mapping[str, Any]]]
     for gi in instances:
         by_profile.setdefault(gi['profile'], []).append(gi)
-    keep = []
+    keep = []  # type: list[Mapping[str, Any]]
     for name, gis in by_profile.items():
         count = wanted.get(name, 0)
         # prefer GIs that are already complete, then the ones with the fewest CIs to clean up
         ranked = sorted(gis, key=lambda g: (not is_complete(g), len(g.get('cis') or []), g['id']))
         keep.extend(ranked[:count])
-    missing = []
+    missing = []  # type: list[str]
     for name, count in wanted.items():
         have = len([g for g in keep if g['profile'] == name])
         missing.extend([name] * (count - have))
@@ -255,7 +276,7 @@ def plan_geometry(gpu, instances, wanted, profiles):
         if placed is None:
             raise SharingError("GPU %s: MIG geometry %s does not fit (no valid placement)" % (idx, format_geometry(wanted)))
     kept_ids = set(g['id'] for g in keep)
-    plan = {'destroy_cis': [], 'destroy_gis': [], 'fix_gis': [], 'create_gis': placed, 'actions': []}
+    plan = {'destroy_cis': [], 'destroy_gis': [], 'fix_gis': [], 'create_gis': placed, 'actions': []}  # type: dict[str, Any]
     actions = plan['actions']
     for gi in sorted(instances, key=lambda g: g['id']):
         if gi['id'] in kept_ids and is_complete(gi):

@@ -8,6 +8,8 @@ Only files are read here; nothing is executed, except through a ``run`` callable
 run_command): ``containerd --version``, for the containerd version.
 """
 
+from __future__ import annotations
+
 import errno
 import glob
 import json
@@ -15,6 +17,8 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable, Iterable
+from typing import Any, overload
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions
@@ -28,11 +32,19 @@ PCI_IDS_PATHS = ('usr/share/misc/pci.ids', 'usr/share/hwdata/pci.ids', 'usr/shar
 SECURE_BOOT_VAR = 'sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c'
 
 
-def _path(root, rel):
+def _path(root: str | None, rel: str) -> str:
     return os.path.join(root or '/', rel.lstrip('/'))
 
 
-def _read(root, rel, default=None):
+@overload
+def _read(root: str | None, rel: str) -> str | None: ...
+
+
+@overload
+def _read(root: str | None, rel: str, default: str) -> str: ...
+
+
+def _read(root: str | None, rel: str, default: str | None = None) -> str | None:
     try:
         with open(_path(root, rel), 'r') as f:
             return f.read().strip()
@@ -40,7 +52,7 @@ def _read(root, rel, default=None):
         return default
 
 
-def _read_bytes(root, rel):
+def _read_bytes(root: str | None, rel: str) -> bytes | None:
     try:
         with open(_path(root, rel), 'rb') as f:
             return f.read()
@@ -48,10 +60,10 @@ def _read_bytes(root, rel):
         return None
 
 
-def pci_names(root='/', device_ids=None):
+def pci_names(root: str = '/', device_ids: Iterable[str] | None = None) -> dict[str, str]:
     """Names of NVIDIA devices from the pci.ids database: {'0x1eb8': 'TU104GL [Tesla T4]'}."""
     wanted = set(d.lower() for d in device_ids) if device_ids else None
-    names = {}
+    names: dict[str, str] = {}
     for rel in PCI_IDS_PATHS:
         path = _path(root, rel)
         if not os.path.exists(path):
@@ -76,10 +88,10 @@ def pci_names(root='/', device_ids=None):
     return names
 
 
-def pci_devices(root='/'):
+def pci_devices(root: str = '/') -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """NVIDIA PCI functions from sysfs: GPUs (VGA / 3D controller) and NVSwitches (bridge)."""
     base = _path(root, 'sys/bus/pci/devices')
-    gpus, switches = [], []  # type: (list, list)
+    gpus, switches = [], []  # type: (list[dict[str, Any]], list[dict[str, Any]])
     try:
         entries = sorted(os.listdir(base))
     except OSError:
@@ -90,7 +102,7 @@ def pci_devices(root='/'):
             continue
         pclass = (_read(root, 'sys/bus/pci/devices/%s/class' % addr, '') or '').lower()
         klass = pclass[:6] if pclass.startswith('0x') else pclass
-        dev = {
+        dev: dict[str, Any] = {
             'pci_bus_id': addr,
             'pci_device_id': (_read(root, 'sys/bus/pci/devices/%s/device' % addr, '') or '').lower(),
             'pci_class': klass,
@@ -110,13 +122,13 @@ def pci_devices(root='/'):
     return gpus, switches
 
 
-def loaded_modules(root='/'):
+def loaded_modules(root: str = '/') -> set[str]:
     """Names of loaded kernel modules (from /proc/modules)."""
     text = _read(root, 'proc/modules', '') or ''
     return set(line.split(' ', 1)[0] for line in text.splitlines() if line)
 
 
-def driver_version_from_proc(root='/'):
+def driver_version_from_proc(root: str = '/') -> str | None:
     """Kernel module version from /proc/driver/nvidia/version, or None."""
     text = _read(root, 'proc/driver/nvidia/version')
     if not text:
@@ -125,7 +137,7 @@ def driver_version_from_proc(root='/'):
     return m.group(1) if m else None
 
 
-def secure_boot(root='/'):
+def secure_boot(root: str = '/') -> str:
     """'enabled', 'disabled' or 'unsupported' (legacy BIOS / no efivars)."""
     data = _read_bytes(root, SECURE_BOOT_VAR)
     if data is None:
@@ -150,7 +162,7 @@ _CLOCKSOURCES = (('kvm-clock', 'kvm'), ('hyperv_clocksource', 'hyperv'), ('xen',
 CLOCKSOURCES_FILE = 'sys/devices/system/clocksource/clocksource0/available_clocksource'
 
 
-def hypervisor_evidence(root='/', log_lines=None):
+def hypervisor_evidence(root: str = '/', log_lines: Iterable[str] | None = None) -> tuple[str | None, str]:
     """(hypervisor, evidence): DMI vendor, /sys/hypervisor/type, the kernel log's "Hypervisor detected", the
     paravirtual clock source, else 'unknown' when the CPU's hypervisor flag is set; (None, ...) on bare metal."""
     cpuinfo = _read(root, 'proc/cpuinfo', '') or ''
@@ -180,7 +192,7 @@ def hypervisor_evidence(root='/', log_lines=None):
     return None, 'bare metal (no CPU hypervisor flag)'
 
 
-def hypervisor(root='/', log_lines=None):
+def hypervisor(root: str = '/', log_lines: Iterable[str] | None = None) -> str | None:
     """Which hypervisor the node runs under (None on bare metal)."""
     return hypervisor_evidence(root, log_lines)[0]
 
@@ -193,7 +205,7 @@ _DMESG_PREFIX = re.compile(r'^\[\s*\d+\.\d+\]\s?')
 XID_RE = re.compile(r'NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+),\s*(.*)$')
 
 
-def kernel_log(root='/', path=None, limit=200000):
+def kernel_log(root: str = '/', path: str | None = None, limit: int = 200000) -> list[str] | None:
     """The kernel log's messages since boot, as far as the ring buffer holds them: /dev/kmsg read without blocking
     (one record per read; needs root where kernel.dmesg_restrict is 1), or a file of dmesg output. None when it
     cannot be read."""
@@ -202,7 +214,7 @@ def kernel_log(root='/', path=None, limit=200000):
         fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    records = []  # type: list
+    records: list[str] = []
     try:
         if stat.S_ISCHR(os.fstat(fd).st_mode):
             while len(records) < limit:
@@ -235,14 +247,14 @@ DRIVER_LOAD_RE = re.compile(r'NVRM: loading NVIDIA ')
 _RECOVERED_RE = re.compile(r'recovery action changed from .* to\s+\S+\s*\(\s*None\s*\)\s*$', re.I)
 
 
-def xids_from_log(lines):
+def xids_from_log(lines: Iterable[str] | None) -> list[dict[str, Any]]:
     """The NVRM Xid lines of a kernel log that still count: [{'pci', 'xid', 'text'}] (other NVRM lines, like the
     FBHUB one an H100 logs at boot, are no Xid).
 
     Only those after the driver's last load (a reload after ``modprobe -r`` re-initialises every GPU), and per GPU
     only those from its last Xid 154 whose new recovery action is None on (that line itself is kept: the doctor
     reports it as information), so a GPU that was reset as advised loses the finding without a reboot."""
-    out = []  # type: list
+    out: list[dict[str, Any]] = []
     for line in lines or []:
         if DRIVER_LOAD_RE.search(line):
             out = []
@@ -252,7 +264,7 @@ def xids_from_log(lines):
             pci, xid, text = m.group(1).lower(), int(m.group(4)), m.group(5).strip()
             if xid == 154 and _RECOVERED_RE.search(text):
                 out = [e for e in out if e['pci'] != pci]
-            entry = {'pci': pci, 'xid': xid, 'text': text}
+            entry: dict[str, Any] = {'pci': pci, 'xid': xid, 'text': text}
             if m.group(2) is not None:   # MIG: the GPU instance (and compute instance) the driver attributed it to
                 entry['gpu_instance'] = int(m.group(2))
                 if m.group(3) is not None:
@@ -273,10 +285,10 @@ SXID_RE = re.compile(r'nvidia-(nvswitch\d+): SXid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa
 _SXID_STOPS = re.compile(r'Shutting Down|SOE HALTED|Watchdog', re.I)
 
 
-def sxids_from_log(lines):
+def sxids_from_log(lines: Iterable[str] | None) -> list[dict[str, Any]]:
     """The NVSwitch SXid lines since the driver's last load: [{'switch', 'pci', 'sxid', 'fatal', 'text'}] (fatal: the
     message starts "Fatal," or says the switch stops)."""
-    out = []  # type: list
+    out: list[dict[str, Any]] = []
     for line in lines or []:
         if DRIVER_LOAD_RE.search(line):
             out = []
@@ -290,7 +302,7 @@ def sxids_from_log(lines):
     return out
 
 
-def kernel_headers_installed(root='/', release=None):
+def kernel_headers_installed(root: str = '/', release: str | None = None) -> bool:
     release = release or os.uname()[2]
     return os.path.exists(_path(root, 'lib/modules/%s/build' % release))
 
@@ -306,7 +318,7 @@ _RUNTIME_BINARIES = {
 }
 
 
-def parse_containerd_version(text):
+def parse_containerd_version(text: str | None) -> tuple[int, int, int] | None:
     """The release in ``containerd --version``'s output as a (major, minor, patch) tuple, or None.
 
     containerd prints "containerd <package> <version> <revision>": Debian's 1.6.20 "containerd
@@ -319,7 +331,7 @@ def parse_containerd_version(text):
     return None
 
 
-def containerd_version(root='/', run=None):
+def containerd_version(root: str = '/', run: Callable[..., Any] | None = None) -> str | None:
     """The version of the node's containerd as 'major.minor.patch', or None when there is none, no ``run`` was given
     (nothing is executed without it) or the output is not understood. The binary is the containerd on PATH (on the
     running system, root '/', as container_runtime_config finds it), else the first of its usual paths that exists.
@@ -342,15 +354,15 @@ CONTAINERD_CONFIGS = (('etc/containerd/config.toml', 'etc/containerd/conf.d/99-n
                       + tuple(p.lstrip('/') for p in kube_distributions.containerd_rendered_configs()))
 
 
-def container_runtimes(root='/', run=None):
+def container_runtimes(root: str = '/', run: Callable[..., Any] | None = None) -> dict[str, Any]:
     """Container runtimes installed, and how docker is configured for NVIDIA; containerd_version with ``run``
     (containerd_version())."""
     found = sorted(name for name, paths in _RUNTIME_BINARIES.items()
                    if any(os.path.exists(_path(root, p)) for p in paths))
-    info = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
-            'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
-            'containerd_enable_cdi': None, 'containerd_version': containerd_version(root, run),
-            'cdi_specs': cdi_specs(root)}
+    info: dict[str, Any] = {'installed': found, 'docker_nvidia_runtime': None, 'docker_default_runtime': None,
+                            'containerd_nvidia_runtime': None, 'containerd_default_runtime': None, 'crio_nvidia_runtime': None,
+                            'containerd_enable_cdi': None, 'containerd_version': containerd_version(root, run),
+                            'cdi_specs': cdi_specs(root)}
     daemon = _read(root, 'etc/docker/daemon.json')
     if daemon is not None:
         try:
@@ -385,18 +397,18 @@ def container_runtimes(root='/', run=None):
         crio += [_read(root, 'etc/crio/crio.conf.d/' + n) for n in sorted(os.listdir(_path(root, 'etc/crio/crio.conf.d')))]
     except OSError:
         pass
-    crio = [t for t in crio if t is not None]
-    if crio:
-        info['crio_nvidia_runtime'] = any(re.search(r'crio\.runtime\.runtimes\.["\']?nvidia["\']?\]', t) for t in crio)
+    crio_texts = [t for t in crio if t is not None]
+    if crio_texts:
+        info['crio_nvidia_runtime'] = any(re.search(r'crio\.runtime\.runtimes\.["\']?nvidia["\']?\]', t) for t in crio_texts)
     return info
 
 
 CDI_DIRS = ('etc/cdi', 'var/run/cdi')
 
 
-def cdi_specs(root='/'):
+def cdi_specs(root: str = '/') -> list[str]:
     """CDI spec files that name NVIDIA devices (kind nvidia.com/gpu), in the directories the toolkit writes to."""
-    found = []
+    found: list[str] = []
     for d in CDI_DIRS:
         try:
             names = sorted(os.listdir(_path(root, d)))
@@ -408,7 +420,7 @@ def cdi_specs(root='/'):
     return found
 
 
-def systemd_unit_state(root, unit):
+def systemd_unit_state(root: str, unit: str) -> str:
     """'enabled' / 'disabled' / 'not-found' from unit files (no systemctl call)."""
     found = False
     for d in ('etc/systemd/system', 'lib/systemd/system', 'usr/lib/systemd/system'):
@@ -423,9 +435,9 @@ def systemd_unit_state(root, unit):
     return 'disabled'
 
 
-def infiniband_vpds(root='/'):
+def infiniband_vpds(root: str = '/') -> list[str]:
     """VPD contents of the InfiniBand devices (/sys/class/infiniband/*/device/vpd), bytes decoded loosely."""
-    out = []
+    out: list[str] = []
     for path in sorted(glob.glob(_path(root, 'sys/class/infiniband/*/device/vpd'))):
         try:
             with open(path, 'rb') as f:
@@ -435,7 +447,7 @@ def infiniband_vpds(root='/'):
     return out
 
 
-def node_facts(root='/', log_lines=None, run=None):
+def node_facts(root: str = '/', log_lines: Iterable[str] | None = None, run: Callable[..., Any] | None = None) -> dict[str, Any]:
     """The node's facts; ``log_lines``: the kernel log (kernel_log()) where the caller read it, for the hypervisor;
     ``run``: a command runner for the containerd version (container_runtimes())."""
     modules = loaded_modules(root)

@@ -7,9 +7,13 @@ Everything that reads the node lives in observe(); everything that decides lives
 nvidia_driver_info glues the two together; unit tests call plan() with hand-made observations.
 """
 
+from __future__ import annotations
+
 import glob
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms
 
@@ -29,11 +33,11 @@ DKMS_MODULE_DIRS = ('updates/dkms', 'extra')
 LIB_DIRS = ('usr/lib/x86_64-linux-gnu', 'usr/lib/aarch64-linux-gnu', 'usr/lib64', 'usr/lib')
 
 
-def _path(root, rel):
+def _path(root: str, rel: str) -> str:
     return os.path.join(root, rel.lstrip('/'))
 
 
-def _read(root, rel):
+def _read(root: str, rel: str) -> str | None:
     try:
         with open(_path(root, rel), 'r') as f:
             return f.read()
@@ -41,7 +45,7 @@ def _read(root, rel):
         return None
 
 
-def upstream_version(version):
+def upstream_version(version: str | None) -> str | None:
     """NVIDIA's version from a package version: drop the epoch and the distribution revision.
 
     '535.309.01-0+deb12u1' -> '535.309.01'; '3:535.183.01-1.el9' -> '535.183.01';
@@ -56,9 +60,9 @@ def upstream_version(version):
     return m.group(1) if m else v
 
 
-def parse_dpkg_selections(text):
+def parse_dpkg_selections(text: str | None) -> dict[str, str]:
     """Output of dpkg --get-selections -> {name: selection}."""
-    out = {}
+    out: dict[str, str] = {}
     for line in (text or '').splitlines():
         parts = line.split()
         if len(parts) == 2:
@@ -66,9 +70,9 @@ def parse_dpkg_selections(text):
     return out
 
 
-def parse_rpm_query(text):
+def parse_rpm_query(text: str | None) -> dict[str, str]:
     """Output of rpm -q --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' -> {name: version}."""
-    out = {}
+    out: dict[str, str] = {}
     for line in (text or '').splitlines():
         parts = line.split('\t')
         if len(parts) == 2 and parts[1].strip():
@@ -76,9 +80,9 @@ def parse_rpm_query(text):
     return out
 
 
-def detect_container(root='/', detect_virt=None):
+def detect_container(root: str = '/', detect_virt: str | None = None) -> tuple[bool, list[str]]:
     """(is_container, evidence list). detect_virt is systemd-detect-virt --container's answer or None."""
-    evidence = []
+    evidence: list[str] = []
     if detect_virt and detect_virt.strip() not in ('', 'none'):
         evidence.append('systemd-detect-virt --container: %s' % detect_virt.strip())
     for marker in ('.dockerenv', 'run/.containerenv'):
@@ -91,14 +95,14 @@ def detect_container(root='/', detect_virt=None):
     return bool(evidence), evidence
 
 
-def dkms_state(root, kernel_release, version=None):
+def dkms_state(root: str, kernel_release: str, version: str | None = None) -> dict[str, Any]:
     """Which NVIDIA dkms module is registered and whether it is installed for kernel_release.
 
     Returns {'module', 'version', 'registered', 'installed_for_kernel', 'kernel'}; 'module' is None when
     no NVIDIA dkms source is registered. With version, only that version is considered.
     """
-    state = {'module': None, 'version': None, 'registered': False, 'installed_for_kernel': False,
-             'kernel': kernel_release}
+    state: dict[str, Any] = {'module': None, 'version': None, 'registered': False, 'installed_for_kernel': False,
+                             'kernel': kernel_release}
     for name in DKMS_NAMES:
         base = _path(root, 'var/lib/dkms/%s' % name)
         try:
@@ -122,7 +126,7 @@ def dkms_state(root, kernel_release, version=None):
     return state
 
 
-def dkms_install_advice(module=None):
+def dkms_install_advice(module: str | None = None) -> str:
     """The dkms command that builds the NVIDIA module for the running kernel, with the module name as registered
     (dkms_state()['module']); without it, the names the driver packages use, so the advice never fails on a node
     whose packages register another name (nvidia-srv on Ubuntu's proprietary -server drivers)."""
@@ -132,9 +136,9 @@ def dkms_install_advice(module=None):
             'Ubuntu\'s -server drivers, nvidia-current for Debian\'s, nvidia otherwise')
 
 
-def nvml_library_versions(root='/'):
+def nvml_library_versions(root: str = '/') -> list[str]:
     """Versions of libnvidia-ml.so.<version> files in the usual library directories (runfile installs)."""
-    found = set()
+    found: set[str] = set()
     for d in LIB_DIRS:
         for p in glob.glob(os.path.join(_path(root, d), 'libnvidia-ml.so.*.*')):
             m = re.search(r'libnvidia-ml\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$', p)
@@ -143,13 +147,13 @@ def nvml_library_versions(root='/'):
     return sorted(found)
 
 
-def module_version_from_sys(root='/'):
+def module_version_from_sys(root: str = '/') -> str | None:
     """Version of the loaded nvidia kernel module from /sys/module/nvidia/version, or None."""
     text = _read(root, 'sys/module/nvidia/version')
     return text.strip() if text and text.strip() else None
 
 
-def plan(params, obs):
+def plan(params: Mapping[str, Any], obs: Mapping[str, Any]) -> dict[str, Any]:
     """Decide what the role has to do.
 
     params: kernel_module (auto|required|skip), fabricmanager (auto|always|never), version (upstream or ''),
@@ -165,7 +169,7 @@ def plan(params, obs):
     if fm_mode not in FABRICMANAGER_MODES:
         raise ValueError('fabricmanager must be one of %s, got %r' % (', '.join(FABRICMANAGER_MODES), fm_mode))
 
-    warnings = []
+    warnings: list[str] = []
     container = bool(obs.get('container'))
     if mode == 'skip':
         effective, reason = 'skip', 'nvidia_driver_kernel_module is skip'

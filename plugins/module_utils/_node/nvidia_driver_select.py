@@ -8,9 +8,13 @@ docs/conformance/nvidia-driver.md cite them row by row. Nothing here reads the n
 in what it observed (PCI device ids, os-release, kernel release, Secure Boot) and returns the result.
 """
 
+from __future__ import annotations
+
 import datetime
 import fnmatch
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import platforms
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import architecture_from_pci_id
@@ -65,18 +69,18 @@ class SelectionError(ValueError):
     """A variable combination the role refuses before changing anything."""
 
 
-def _branch_int(branch):
+def _branch_int(branch: str | int | None) -> int:
     return int(branch) if branch and str(branch).isdigit() else 0
 
 
-def _month_end(ym):
+def _month_end(ym: str) -> datetime.date:
     year, month = [int(x) for x in ym.split('-')]
     if month == 12:
         return datetime.date(year, 12, 31)
     return datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)
 
 
-def branch_status(branch, today):
+def branch_status(branch: str | int | None, today: datetime.date) -> dict[str, Any]:
     """{'branch', 'known', 'type', 'eol', 'source', 'supported'} for a branch on date today."""
     info = BRANCHES.get(str(branch))
     if info is None:
@@ -90,11 +94,11 @@ def branch_status(branch, today):
             'source': info['source'], 'supported': supported}
 
 
-def supported_branches(today):
+def supported_branches(today: datetime.date) -> list[str]:
     return sorted(b for b in BRANCHES if branch_status(b, today)['supported'])
 
 
-def check_branch(branch, accept_eol, today):
+def check_branch(branch: str | int | None, accept_eol: object, today: datetime.date) -> dict[str, Any]:
     """The branch's status; raises SelectionError for an EOL or unknown branch unless accept_eol names it."""
     if not re.match(r'^[0-9]{3}$', str(branch or '')):
         raise SelectionError('nvidia_driver_branch must be a three-digit driver branch, got %r; supported now: %s'
@@ -117,11 +121,12 @@ def check_branch(branch, accept_eol, today):
         % (branch, ', '.join(supported_branches(today)), branch))
 
 
-def _arch_index(arch):
-    return ARCH_ORDER.index(arch) if arch in ARCH_ORDER else None
+def _arch_index(arch: str) -> int:
+    """arch: one of ARCH_ORDER (the callers keep only those)."""
+    return ARCH_ORDER.index(arch)
 
 
-def decide_flavour(flavour, branch, archs):
+def decide_flavour(flavour: str, branch: str | int | None, archs: Iterable[str]) -> tuple[str, str]:
     """(flavour 'open'|'proprietary', reason) for the requested flavour, branch and the GPUs' architectures.
 
     Raises SelectionError for impossible pairs: open before Turing or before R515, proprietary on Grace Hopper
@@ -184,12 +189,12 @@ def decide_flavour(flavour, branch, archs):
         branch, OPEN_DEFAULT_FROM_BRANCH)
 
 
-def check_os(family, major):
+def check_os(family: str | None, major: str | int | None) -> None:
     """Refuse what the role cannot install on, before anything changes."""
     if family not in SUPPORTED_FAMILIES:
         raise SelectionError('gpuops.k8s_gpu.nvidia_driver supports %s, not %s'
                              % (', '.join(SUPPORTED_FAMILIES), family))
-    if family == 'RedHat' and _branch_int(major) and int(major) < 8:
+    if family == 'RedHat' and _branch_int(major) and _branch_int(major) < 8:
         raise SelectionError('RHEL/CentOS %s is not supported: it is past its end of maintenance and NVIDIA\'s '
                              'current driver branches are not packaged for it; use RHEL 8, 9 or 10' % major)
 
@@ -198,15 +203,15 @@ _KERNEL_ABI = re.compile(r'^\d+\.\d+\.\d+-\d+-(.+)$')           # 6.8.0-45-gener
 _VERSIONED_IMAGE = re.compile(r'^linux-image-(?:unsigned-)?\d')   # linux-image-6.8.0-45-generic: not a metapackage
 
 
-def parse_dpkg_depends(out):
+def parse_dpkg_depends(out: str | None) -> dict[str, list[str]]:
     """dpkg-query -W -f '${Package}\t${db:Status-Abbrev}\t${Depends}\n' output -> {installed package: [the
     package names it depends on]} (version constraints and alternatives dropped)."""
-    found = {}
+    found: dict[str, list[str]] = {}
     for line in (out or '').splitlines():
         parts = line.split('\t')
         if len(parts) != 3 or parts[1][1:2] != 'i':   # 'ii ' / 'hi ' (held): installed
             continue
-        names = []
+        names: list[str] = []
         for dep in parts[2].split(','):
             for alt in dep.split('|'):
                 name = alt.strip().split(' ')[0].split(':')[0]
@@ -216,7 +221,7 @@ def parse_dpkg_depends(out):
     return found
 
 
-def ubuntu_kernel_flavour(installed_depends, kernel_release):
+def ubuntu_kernel_flavour(installed_depends: Mapping[str, Sequence[str]] | None, kernel_release: str | None) -> str | None:
     """The kernel flavour metapackage's name without ``linux-image-`` (generic, generic-hwe-24.04, aws, ...) that
     carries the running kernel's flavour forward, or None.
 
@@ -235,7 +240,8 @@ def ubuntu_kernel_flavour(installed_depends, kernel_release):
     return metas[0][len('linux-image-'):] if metas else None
 
 
-def precompiled_module_packages(branch, opn, kernel_release, machine, kernel_flavour=None):
+def precompiled_module_packages(branch: str | int | None, opn: bool, kernel_release: str, machine: str | None,
+                                kernel_flavour: str | None = None) -> list[str]:
     """Canonical's signed precompiled module packages for the running kernel (NVIDIA's precompiled driver container,
     ubuntu24.04/precompiled/nvidia-driver `_install_driver`): named after `uname -r` itself, so that HWE kernels
     (flavour metapackages -generic-hwe-22.04/-24.04), arm64 -64k kernels and a running ABI that is not the
@@ -262,7 +268,7 @@ def precompiled_module_packages(branch, opn, kernel_release, machine, kernel_fla
     return names
 
 
-def _fm_names(branch, family, method):
+def _fm_names(branch: str | int | None, family: str | None, method: str) -> list[str]:
     """fabricmanager and NSCQ packages (NVIDIA's driver container; CUDA repository names change at R580)."""
     b = _branch_int(branch)
     if family == 'RedHat':
@@ -275,7 +281,7 @@ def _fm_names(branch, family, method):
     return ['nvidia-fabricmanager-%s' % branch, 'libnvidia-nscq-%s' % branch]
 
 
-def _nvlink5_names(branch, family, method, machine):
+def _nvlink5_names(branch: str | int | None, family: str | None, method: str, machine: str | None) -> tuple[list[str], list[str]]:
     """(pinned, unpinned) packages for NVLink5 systems: libnvsdm (x86_64 only) pinned, nvlsm and infiniband-diags.
 
     From NVIDIA's driver container (gpu-driver-container @06a208ca: ubuntu24.04/precompiled/nvidia-driver,
@@ -285,7 +291,7 @@ def _nvlink5_names(branch, family, method, machine):
     b = _branch_int(branch)
     if b < 570 or (family in ('Debian', 'Ubuntu') and method == 'distro'):   # not in their archives: nvlink5_refusal
         return [], []
-    pinned = []
+    pinned: list[str] = []
     if machine in ('x86_64', 'amd64'):
         pinned = ['libnvsdm'] if b >= 580 else ['libnvsdm-%s' % branch]
     return pinned, ['nvlsm', 'infiniband-diags']
@@ -294,14 +300,15 @@ def _nvlink5_names(branch, family, method, machine):
 NVLINK5_KERNEL_MODULES = ('ib_umad',)
 
 
-def nvlink5_wanted(detected, fabricmanager='auto'):
+def nvlink5_wanted(detected: object, fabricmanager: str = 'auto') -> bool:
     """Whether the NVLink5 packages belong on this node: an NVLink5 system was detected and fabricmanager is not
     switched off (nvidia_driver_fabricmanager never). Decided from the detection on every run, not from whether
     this run installs the driver, so that a node converged by an older release gains them too."""
     return bool(detected) and fabricmanager != 'never'
 
 
-def secure_boot_refusal(family, method, precompiled, secure_boot, mok_enrolled=False):
+def secure_boot_refusal(family: str | None, method: str, precompiled: bool, secure_boot: str | None,
+                        mok_enrolled: bool = False) -> str | None:
     """Why the role refuses this node before installing anything, or None: Secure Boot is on and the chosen method
     builds the NVIDIA kernel modules on the node (DKMS on Ubuntu without the precompiled modules, Debian, RHEL and
     NVIDIA's CUDA repository; the runfile) - modules nobody signed, which a kernel booted with Secure Boot refuses
@@ -310,7 +317,7 @@ def secure_boot_refusal(family, method, precompiled, secure_boot, mok_enrolled=F
     if secure_boot != 'enabled' or precompiled or mok_enrolled:
         return None
     builder = 'the runfile' if method == 'runfile' else 'DKMS'
-    ways = []
+    ways: list[str] = []
     if family == 'Ubuntu' and method == 'distro':
         ways.append('nvidia_driver_ubuntu_precompiled: auto or "true" (Canonical\'s signed precompiled modules)')
     elif family == 'Ubuntu':
@@ -325,7 +332,7 @@ def secure_boot_refusal(family, method, precompiled, secure_boot, mok_enrolled=F
             'Nothing was installed. Ways out: %s.' % (method, family, builder, '; '.join(ways)))
 
 
-def nvlink5_refusal(family, method, branch, machine, wanted):
+def nvlink5_refusal(family: str | None, method: str, branch: str | int | None, machine: str | None, wanted: bool) -> str | None:
     """Why the role refuses this node before installing anything, or None: an NVLink5 system (HGX B200/B300)
     whose NVLink5 packages are wanted but cannot come from the chosen method.
 
@@ -348,8 +355,8 @@ def nvlink5_refusal(family, method, branch, machine, wanted):
             % (family, ' and '.join(missing), family, ' and '.join(missing)))
 
 
-def package_plan(family, major, method, branch, flavour, precompiled=False, kernel_release='', machine='x86_64',
-                 kernel_flavour=None):
+def package_plan(family: str | None, major: str | int | None, method: str, branch: str | int | None, flavour: str, precompiled: bool = False,
+                 kernel_release: str = '', machine: str | None = 'x86_64', kernel_flavour: str | None = None) -> dict[str, Any]:
     """Package names for one node.
 
     Returns {'pinned': [...] (installed at the driver's version, held), 'unpinned': [...] (installed, not version
@@ -361,7 +368,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     b = _branch_int(branch)
     opn = flavour == 'open'
     plan = {'pinned': [], 'unpinned': [], 'version_package': None, 'dnf_module_stream': None,
-            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}  # type: dict
+            'versionlock_pattern': None, 'apt_pin_branch': None, 'branch_lock': None}  # type: dict[str, Any]
     if method == 'runfile':
         plan['runfile_kernel_module_type'] = 'open' if opn else 'proprietary'
     elif family == 'Ubuntu' and method == 'distro':
@@ -414,7 +421,7 @@ def package_plan(family, major, method, branch, flavour, precompiled=False, kern
     return plan
 
 
-def parse_dnf_enabled_stream(text, module='nvidia-driver'):
+def parse_dnf_enabled_stream(text: str | None, module: str = 'nvidia-driver') -> str | None:
     """The enabled stream of a dnf module from `dnf module list --enabled <module>` output, or None."""
     for line in (text or '').splitlines():
         parts = line.split()
@@ -423,7 +430,7 @@ def parse_dnf_enabled_stream(text, module='nvidia-driver'):
     return None
 
 
-def versionlock_covers(list_text, pattern):
+def versionlock_covers(list_text: str | None, pattern: str | None) -> bool:
     """Whether dnf's versionlock list (/etc/dnf/plugins/versionlock.list) already holds entries that the branch's
     pattern ('*nvidia*580*') added: then `dnf versionlock add` is not run again (it would add the same entries)."""
     if not pattern:
@@ -435,12 +442,12 @@ def versionlock_covers(list_text, pattern):
     return False
 
 
-def module_stream_reset(current, wanted):
+def module_stream_reset(current: str | None, wanted: str | None) -> bool:
     """Whether `dnf module reset nvidia-driver` must run: another stream of the module is enabled."""
     return bool(current and wanted and ('nvidia-driver:%s' % current) != wanted)
 
 
-def apt_pin_file(branch, version=''):
+def apt_pin_file(branch: str | int | None, version: str | None = '') -> str:
     """The apt preferences that keep NVIDIA's CUDA repository on one driver branch (or version)."""
     pin = ('%s*' % version) if version else ('%s.*' % branch)
     return ('# Managed by gpuops.k8s_gpu.nvidia_driver: the NVIDIA driver stays on branch %s.\n'
@@ -449,7 +456,7 @@ def apt_pin_file(branch, version=''):
             'Pin-Priority: 1000\n' % (branch, pin))
 
 
-def persistenced_dropin(unit_text, binary='/usr/bin/nvidia-persistenced'):
+def persistenced_dropin(unit_text: str | None, binary: str = '/usr/bin/nvidia-persistenced') -> str | None:
     """A systemd drop-in that runs nvidia-persistenced with persistence mode on, or None when not needed.
 
     Ubuntu's unit starts the daemon with --no-persistence-mode, so persistence stays off although the daemon
@@ -470,18 +477,18 @@ def persistenced_dropin(unit_text, binary='/usr/bin/nvidia-persistenced'):
             '[Service]\nExecStart=\nExecStart=%s\n' % ' '.join(args))
 
 
-def nvlink5_detected(vpd_texts):
+def nvlink5_detected(vpd_texts: Iterable[str | None]) -> bool:
     """NVLink5 system (HGX B200/B300, GB200): an InfiniBand device whose VPD carries SW_MNG (NVIDIA's driver
     container checks /sys/class/infiniband/*/device/vpd the same way). vpd_texts: list of VPD contents."""
     return any('SW_MNG' in (t or '') for t in vpd_texts)
 
 
-def installed_driver_packages(versions, upstream):
+def installed_driver_packages(versions: Mapping[str, str] | None, upstream: str | None) -> list[str]:
     """The installed packages at the driver's upstream version among versions ({name: package version}): what
     is really installed, so it is what gets held (a transitional package pulls another branch's names)."""
     if not upstream:
         return []
-    out = []
+    out: list[str] = []
     for name, ver in sorted((versions or {}).items()):
         v = ver.split(':', 1)[1] if ':' in ver else ver
         if v == upstream or v.startswith(upstream + '-') or v.startswith(upstream + '.'):
@@ -496,15 +503,15 @@ _DRIVER_VERSIONED = re.compile(r'^(nvidia-|libnvidia-|libcuda|cuda-drivers|kmod-
                                r'firmware-nvidia)')
 
 
-def _version_tuple(v):
+def _version_tuple(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r'[0-9]+', v or ''))
 
 
-def installed_driver_version(versions):
+def installed_driver_version(versions: Mapping[str, str] | None) -> str | None:
     """The upstream driver version most of the installed NVIDIA driver packages carry ({name: package version}),
     or None. Only versions of a driver branch (three digits, then a dot) count: nvidia-container-toolkit's 1.x and
     the like are never taken for a driver."""
-    counts = {}   # type: dict
+    counts: dict[str, int] = {}
     for name, ver in (versions or {}).items():
         if not _DRIVER_VERSIONED.match(name):
             continue
@@ -517,8 +524,9 @@ def installed_driver_version(versions):
     return sorted(counts, key=lambda k: (counts[k], _version_tuple(k)))[-1]
 
 
-def branch_change(installed_upstream, branch, version, installed_versions, selections, family,
-                  versionlock_list=None):
+def branch_change(installed_upstream: str | None, branch: str | int | None, version: str | None,
+                  installed_versions: Mapping[str, str] | None, selections: Mapping[str, str] | None, family: str | None,
+                  versionlock_list: str | None = None) -> dict[str, Any]:
     """What must go before the packages of another driver branch or version are installed.
 
     installed_upstream: the driver version installed now (installed_driver_version), None on a fresh node.
@@ -537,9 +545,9 @@ def branch_change(installed_upstream, branch, version, installed_versions, selec
     '(= <version>)' of the packages asked for then cannot meet, so a downgrade names them all)}.
     """
     branch = str(branch or '')
-    out = {'direction': 'fresh', 'from': installed_upstream, 'to': version or branch, 'release_holds': [],
-           'release_versionlocks': [], 'old_branch_lock': None, 'remove_first': [], 'allow_downgrade': False,
-           'downgrade_specs': []}
+    out: dict[str, Any] = {'direction': 'fresh', 'from': installed_upstream, 'to': version or branch, 'release_holds': [],
+                           'release_versionlocks': [], 'old_branch_lock': None, 'remove_first': [], 'allow_downgrade': False,
+                           'downgrade_specs': []}
     if not installed_upstream or not branch:
         return out
     old_branch = installed_upstream.split('.')[0]
@@ -567,14 +575,14 @@ def branch_change(installed_upstream, branch, version, installed_versions, selec
     return out
 
 
-def runfile_module_flags(branch, flavour):
+def runfile_module_flags(branch: str | int | None, flavour: str) -> list[str]:
     """The runfile's kernel module choice: --kernel-module-type from R560, -m=kernel-open / -m=kernel before."""
     if _branch_int(branch) >= 560:
         return ['--kernel-module-type=%s' % flavour]
     return ['-m=kernel-open' if flavour == 'open' else '-m=kernel']
 
 
-def verify_installed(branch, version, installed_upstream):
+def verify_installed(branch: str | int | None, version: str | None, installed_upstream: str | None) -> tuple[bool, str]:
     """(ok, message): the installed driver belongs to the requested branch (and version)."""
     if not installed_upstream:
         return False, 'no installed NVIDIA driver version could be read'
@@ -589,7 +597,7 @@ def verify_installed(branch, version, installed_upstream):
     return True, 'driver %s matches branch %s' % (installed_upstream, branch)
 
 
-def select(params, obs, today=None):
+def select(params: Mapping[str, Any], obs: Mapping[str, Any], today: datetime.date | None = None) -> dict[str, Any]:
     """Everything the role needs to know before it changes anything, or SelectionError.
 
     params: branch, version, kernel_module_type, accept_eol_branch, method, precompiled (auto|true|false),

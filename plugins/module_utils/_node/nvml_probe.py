@@ -3,8 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Probe NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``). No subprocess on this path."""
 
+from __future__ import annotations
+
 import ctypes
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog import (
     architecture_name,
@@ -32,18 +36,18 @@ FAILURE_REASONS = {
 }
 
 
-def _text(value):
+def _text(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode('utf-8', 'replace')
     return value
 
 
-def failure_reason(exc):
+def failure_reason(exc: BaseException) -> str:
     """Map an NVML exception to a short, stable reason string."""
     return FAILURE_REASONS.get(type(exc).__name__, 'error')
 
 
-def _optional(func, *args):
+def _optional(func: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
     """Call an NVML getter; return (value, None) or (None, reason) when the GPU cannot answer."""
     try:
         return func(*args), None
@@ -51,7 +55,7 @@ def _optional(func, *args):
         return None, failure_reason(exc)
 
 
-def _call(name, *args):
+def _call(name: str, *args: Any) -> tuple[Any, str | None]:
     """Call the NVML getter called name; (value, None), or (None, reason) when the GPU cannot answer or the
     installed binding has no such call (an old pynvml, e.g. Ubuntu 22.04's python3-pynvml)."""
     func = getattr(pynvml, name, None)
@@ -60,7 +64,7 @@ def _call(name, *args):
     return _optional(func, *args)
 
 
-def _health_call(name, *args):
+def _health_call(name: str, *args: Any) -> tuple[Any, str | None]:
     """_call for the health answers, which are optional: a binding whose call takes other arguments (Debian's
     python3-pynvml 11.525) answers (None, 'binding_differs') instead of failing the whole probe."""
     try:
@@ -69,7 +73,7 @@ def _health_call(name, *args):
         return None, 'binding_differs'
 
 
-def _gsp_firmware_version(handle):
+def _gsp_firmware_version(handle: Any) -> Any:
     """nvidia-ml-py returns the version; older bindings (Debian's 11.525) want a buffer to fill."""
     value, err = _health_call('nvmlDeviceGetGspFirmwareVersion', handle)
     if err != 'binding_differs':
@@ -79,11 +83,11 @@ def _gsp_firmware_version(handle):
     return _text(buf.value) if err is None and buf.value else None
 
 
-def _const(name, default):
+def _const(name: str, default: Any) -> Any:
     return getattr(pynvml, name, default)
 
 
-def bindings_version():
+def bindings_version() -> str | None:
     """Version of the installed NVML Python binding distribution (nvidia-ml-py or pynvml), or None."""
     try:
         from importlib import metadata as importlib_metadata
@@ -97,7 +101,7 @@ def bindings_version():
     return None
 
 
-def _memory_total(handle):
+def _memory_total(handle: Any) -> int:
     """Total memory in bytes; prefer the v2 structure (it needs its version field, pynvml sets it)."""
     try:
         return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2).total
@@ -105,8 +109,8 @@ def _memory_total(handle):
         return pynvml.nvmlDeviceGetMemoryInfo(handle).total
 
 
-def _mig_devices(handle):
-    devices = []  # type: list
+def _mig_devices(handle: Any) -> list[dict[str, Any]]:
+    devices: list[dict[str, Any]] = []
     count, err = _call('nvmlDeviceGetMaxMigDeviceCount', handle)
     if err or not count:
         return devices
@@ -115,7 +119,7 @@ def _mig_devices(handle):
             mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
         except pynvml.NVMLError:
             continue  # NOT_FOUND: that slot is empty
-        entry = {'index': i}  # type: dict
+        entry: dict[str, Any] = {'index': i}
         entry['uuid'] = _text(_call('nvmlDeviceGetUUID', mh)[0])
         entry['name'] = _text(_call('nvmlDeviceGetName', mh)[0])
         entry['gpu_instance_id'] = _call('nvmlDeviceGetGpuInstanceId', mh)[0]
@@ -130,10 +134,10 @@ def _mig_devices(handle):
     return devices
 
 
-def _mig_profiles(handle):
+def _mig_profiles(handle: Any) -> list[dict[str, Any]]:
     """GPU-instance profiles the driver reports. Drivers of branch 580 answer them with MIG disabled too (a real H100,
     docs/conformance/doctor-health.md); drivers that refuse leave the list empty and the catalogue answers."""
-    profiles = []
+    profiles: list[dict[str, Any]] = []
     count = getattr(pynvml, 'NVML_GPU_INSTANCE_PROFILE_COUNT', 0)
     for idx in range(count):
         try:
@@ -159,9 +163,9 @@ NVLINK_DEVICE_TYPE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TY
 MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS
 
 
-def _nvlinks(handle):
+def _nvlinks(handle: Any) -> tuple[int, set[str]]:
     """(active link count, set of NVSwitch PCI bus ids those links lead to)."""
-    active, switches = 0, set()  # type: (int, set)
+    active, switches = 0, set()  # type: (int, set[str])
     if not hasattr(pynvml, 'nvmlDeviceGetNvLinkState'):
         return active, switches
     for link in range(getattr(pynvml, 'NVML_NVLINK_MAX_LINKS', MAX_NVLINKS)):
@@ -191,7 +195,7 @@ FABRIC_STATES = {0: 'not_supported', 1: 'not_started', 2: 'in_progress', 3: 'com
 _FABRIC_V = ('c_nvmlGpuFabricInfo_v2_t', 'c_nvmlGpuFabricInfoV_t')
 
 
-def fabric_info(handle):
+def fabric_info(handle: Any) -> dict[str, Any] | None:
     """The GPU's NVLink fabric registration: {'state', 'status' (NVML return code; judged only when completed),
     'status_text'}, or None where the GPU or the binding cannot answer (NOT_SUPPORTED: no fabric, pre-Hopper).
     The binding hands the structure to the C call as given, so it is passed by reference here."""
@@ -230,13 +234,13 @@ VIRTUALIZATION_MODES = {0: 'none', 1: 'passthrough', 2: 'vgpu', 3: 'host_vgpu', 
 XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 
 
-def clock_event_reason_names(mask):
+def clock_event_reason_names(mask: int) -> list[str]:
     return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
 
 
-def gpu_health(handle):
+def gpu_health(handle: Any) -> dict[str, Any]:
     """Read-only health answers of one GPU (None where the GPU or the binding cannot answer)."""
-    health = {}
+    health: dict[str, Any] = {}
     ecc, err = _health_call('nvmlDeviceGetEccMode', handle)
     health['ecc_enabled'] = None if ecc is None else ecc[0] == _const('NVML_FEATURE_ENABLED', 1)
     # the mode the GPU takes at its next reset (nvmlDeviceGetEccMode's pending value)
@@ -264,7 +268,7 @@ def gpu_health(handle):
     if reasons is None and err == 'binding_lacks_call':
         reasons, err = _health_call('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
     health['clocks_event_reasons'] = None if reasons is None else clock_event_reason_names(int(reasons))
-    pcie = {}
+    pcie: dict[str, Any] = {}
     for key, call in (('gen', 'nvmlDeviceGetCurrPcieLinkGeneration'), ('width', 'nvmlDeviceGetCurrPcieLinkWidth'),
                       ('max_gen', 'nvmlDeviceGetMaxPcieLinkGeneration'), ('max_width', 'nvmlDeviceGetMaxPcieLinkWidth'),
                       ('gpu_max_gen', 'nvmlDeviceGetGpuMaxPcieLinkGeneration'), ('replay', 'nvmlDeviceGetPcieReplayCounter')):
@@ -288,13 +292,13 @@ TEMPERATURE_GPU = 0
 THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN = 0, 1
 
 
-def temperature(handle):
+def temperature(handle: Any) -> dict[str, Any] | None:
     """{'gpu', 'slowdown', 'shutdown'} in degrees C (nvmlDeviceGetTemperature, nvmlDeviceGetTemperatureThreshold;
     a threshold the GPU does not answer is None), or None where the GPU has no temperature reading."""
     gpu, err = _health_call('nvmlDeviceGetTemperature', handle, _const('NVML_TEMPERATURE_GPU', TEMPERATURE_GPU))
     if gpu is None:
         return None
-    out = {'gpu': int(gpu)}  # type: dict
+    out: dict[str, Any] = {'gpu': int(gpu)}
     for key, const, default in (('slowdown', 'NVML_TEMPERATURE_THRESHOLD_SLOWDOWN', THRESHOLD_SLOWDOWN),
                                 ('shutdown', 'NVML_TEMPERATURE_THRESHOLD_SHUTDOWN', THRESHOLD_SHUTDOWN)):
         value, err = _health_call('nvmlDeviceGetTemperatureThreshold', handle, _const(const, default))
@@ -302,7 +306,7 @@ def temperature(handle):
     return out
 
 
-def power(handle):
+def power(handle: Any) -> dict[str, Any] | None:
     """{'usage_mw', 'enforced_limit_mw', 'default_limit_mw'} (nvmlDeviceGetPowerUsage - averaged over one second on
     Ampere and newer except GA100 - nvmlDeviceGetEnforcedPowerLimit, which counts every limiter including the
     out-of-band one, nvmlDeviceGetPowerManagementDefaultLimit), or None where the GPU reads no power."""
@@ -318,7 +322,7 @@ def power(handle):
 NVML_ERROR_CORRUPTED_INFOROM = 14
 
 
-def inforom_valid(handle):
+def inforom_valid(handle: Any) -> bool | None:
     """nvmlDeviceValidateInforom (reads the InfoROM from flash and verifies its checksums): True when it answers
     success, False for NVML_ERROR_CORRUPTED_INFOROM, None where the GPU or the binding cannot answer."""
     func = getattr(pynvml, 'nvmlDeviceValidateInforom', None)
@@ -339,14 +343,14 @@ def inforom_valid(handle):
 NVLINK_ERROR_COUNTERS = (('replay', 0), ('recovery', 1), ('crc_flit', 2), ('crc_data', 3))
 
 
-def nvlink_health(handle):
+def nvlink_health(handle: Any) -> dict[str, Any]:
     """Each NVLink's state and error counters: {'applicable': True, 'links': [{'link', 'active', 'errors': {replay,
     recovery, crc_flit, crc_data} (a counter the GPU does not answer is None)}]}; {'applicable': False, 'reason': ...,
     'links': []} where the GPU answers NOT_SUPPORTED for link 0 (no NVLink: PCIe boards, a GPU passed through alone, as
     the real H100 of the 580 capture) or the binding lacks the calls."""
     if not hasattr(pynvml, 'nvmlDeviceGetNvLinkState'):
         return {'applicable': False, 'reason': 'binding_lacks_call', 'links': []}
-    links = []
+    links: list[dict[str, Any]] = []
     for link in range(getattr(pynvml, 'NVML_NVLINK_MAX_LINKS', MAX_NVLINKS)):
         try:
             state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
@@ -357,7 +361,7 @@ def nvlink_health(handle):
             break   # INVALID_ARGUMENT: past the GPU's last link
         except (TypeError, AttributeError, ctypes.ArgumentError):
             return {'applicable': False, 'reason': 'binding_differs', 'links': []}
-        errors = {}
+        errors: dict[str, Any] = {}
         for name, counter in NVLINK_ERROR_COUNTERS:
             value = _health_call('nvmlDeviceGetNvLinkErrorCounter', handle, link, counter)[0]
             errors[name] = None if value is None else int(value)
@@ -371,7 +375,7 @@ RECOVERY_ACTIONS = {0: 'none', 1: 'gpu_reset', 2: 'node_reboot', 3: 'drain_p2p',
                     5: 'recover_imex_domain', 6: 'bus_reset', 7: 'system_reboot'}
 
 
-def recovery_action(handle):
+def recovery_action(handle: Any) -> str | None:
     """The driver's GPU recovery action (nvmlDeviceGetFieldValues, NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; what
     nvidia-smi -q prints as "GPU Recovery Action"): 'none', 'gpu_reset', 'node_reboot', ... or 'unknown_<n>'; None
     where the driver (before 570), the GPU or the binding cannot answer."""
@@ -387,7 +391,8 @@ def recovery_action(handle):
     return RECOVERY_ACTIONS.get(code, 'unknown_%d' % code)
 
 
-def xid_events(handles, wait_ms=100, limit=64):
+def xid_events(handles: Sequence[tuple[int, Any]], wait_ms: int = 100,
+               limit: int = 64) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Critical Xid events NVML delivers while it is asked: one event set for all GPUs, ``wait_ms`` for the first event.
 
     NVML reports only events that happen after the registration, so this sees an Xid storm going on now; the
@@ -398,7 +403,7 @@ def xid_events(handles, wait_ms=100, limit=64):
         event_set = pynvml.nvmlEventSetCreate()
     except pynvml.NVMLError as exc:
         return None, failure_reason(exc)
-    events, registered = [], 0  # type: (list, int)
+    events, registered = [], 0  # type: (list[dict[str, Any]], int)
     try:
         for index, handle in handles:
             try:
@@ -425,10 +430,11 @@ def xid_events(handles, wait_ms=100, limit=64):
     return events, None
 
 
-def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=False, profile_cache=None):
+def probe_gpu(index: int, include_mig_profiles: bool = True, switches: set[str] | None = None,
+              include_health: bool = False, profile_cache: dict[Any, Any] | None = None) -> dict[str, Any]:
     """Facts for one GPU by NVML index. ``profile_cache``: {(name, PCI device id, MIG on): profiles} shared by the GPUs
     of one probe, so identical GPUs in the same MIG mode are asked once (the profiles are the model's)."""
-    gpu = {'index': index}
+    gpu: dict[str, Any] = {'index': index}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     except pynvml.NVMLError as exc:
@@ -482,7 +488,7 @@ def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=Fa
         gpu['mig_current'] = mig[0] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_pending'] = mig[1] == _const('NVML_DEVICE_MIG_ENABLE', 1)
         gpu['mig_devices'] = _mig_devices(handle) if gpu['mig_current'] else []
-        profiles = []
+        profiles: list[dict[str, Any]] = []
         if include_mig_profiles:
             # with MIG off a driver may not answer the profiles (before 580) while the same model with MIG on does
             key = (gpu['name'], pci.pciDeviceId if pci is not None else None, gpu['mig_current'])
@@ -501,13 +507,13 @@ def probe_gpu(index, include_mig_profiles=True, switches=None, include_health=Fa
 COMPUTE_MODES = {0: 'default', 1: 'exclusive_thread', 2: 'prohibited', 3: 'exclusive_process'}
 
 
-def _compute_mode_name(value):
+def _compute_mode_name(value: int | None) -> str | None:
     if value is None:
         return None
     return COMPUTE_MODES.get(value, 'unknown_%s' % value)
 
 
-def probe(include_mig_profiles=True, include_health=False, xid_wait_ms=None):
+def probe(include_mig_profiles: bool = True, include_health: bool = False, xid_wait_ms: int | None = None) -> dict[str, Any]:
     """Probe every GPU NVML sees. ``include_health``: each GPU gets ``health`` (gpu_health); ``xid_wait_ms``: the
     result gets ``xid_events`` (NVML events during that wait; None when NVML cannot deliver them).
 
@@ -515,7 +521,7 @@ def probe(include_mig_profiles=True, include_health=False, xid_wait_ms=None):
     Never raises for NVML errors: a node without a driver is a normal case for this collection.
     """
     result = {'status': 'ok', 'driver_version': None, 'cuda_driver_version': None, 'nvml_version': None,
-              'gpus': [], 'error': None, 'nvswitches': [], 'bindings_version': None}  # type: dict
+              'gpus': [], 'error': None, 'nvswitches': [], 'bindings_version': None}  # type: dict[str, Any]
     if not HAS_PYNVML:
         result['status'] = 'bindings_missing'
         result['error'] = 'Python module pynvml (PyPI package nvidia-ml-py) is not installed'
@@ -544,7 +550,8 @@ def probe(include_mig_profiles=True, include_health=False, xid_wait_ms=None):
             pass
 
 
-def _probe_initialised(result, include_mig_profiles, include_health=False, xid_wait_ms=None):
+def _probe_initialised(result: dict[str, Any], include_mig_profiles: bool, include_health: bool = False,
+                       xid_wait_ms: int | None = None) -> dict[str, Any]:
     result['driver_version'] = _text(_call('nvmlSystemGetDriverVersion')[0])
     result['nvml_version'] = _text(_call('nvmlSystemGetNVMLVersion')[0])
     cuda, err = _call('nvmlSystemGetCudaDriverVersion')
@@ -556,12 +563,12 @@ def _probe_initialised(result, include_mig_profiles, include_health=False, xid_w
         result['status'] = failure_reason(exc)
         result['error'] = str(exc)
         return result
-    switches, cache = set(), {}  # type: (set, dict)
+    switches, cache = set(), {}  # type: (set[str], dict[Any, Any])
     for i in range(count):
         result['gpus'].append(probe_gpu(i, include_mig_profiles, switches, include_health, cache))
     result['nvswitches'] = sorted(switches)
     if xid_wait_ms is not None:
-        handles = []
+        handles: list[tuple[int, Any]] = []
         for gpu in result['gpus']:
             if not gpu.get('error'):
                 handles.append((gpu['index'], pynvml.nvmlDeviceGetHandleByIndex(gpu['index'])))

@@ -13,7 +13,11 @@ Three ways to apply them:
   the main config does not configure the CRI plugin itself; ``auto`` picks ``dropin`` in exactly that case;
 * ``template``: edit an RKE2 / k3s ``config.toml.tmpl`` like ``inline`` (Go template lines are kept).
 """
+from __future__ import annotations
+
 import fnmatch
+from collections.abc import Iterable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
     TomlDocument, TomlEditError, toml_path)
@@ -28,15 +32,15 @@ class ContainerdConfigError(Exception):
     """The containerd config cannot be changed safely."""
 
 
-def cri_path(version):
+def cri_path(version: int) -> list[str]:
     return ['plugins', CRI_PLUGIN[version]]
 
 
-def runtime_path(version, name):
+def runtime_path(version: int, name: str) -> list[str]:
     return cri_path(version) + ['containerd', 'runtimes', name]
 
 
-def detect_version(doc, default=None):
+def detect_version(doc: TomlDocument, default: int | None = None) -> Any:
     """The config version written in the file (2, 3 or 4); default when the file has none."""
     try:
         v = doc.get([], 'version')
@@ -50,24 +54,25 @@ def detect_version(doc, default=None):
     return v
 
 
-def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs, state='present',
-                  add_runc=True):
+def apply_runtime(doc: TomlDocument, version: int, name: str, binary: str, set_as_default: bool,
+                  systemd_cgroup: bool | None, cdi: bool, cdi_spec_dirs: Iterable[str], state: str = 'present',
+                  add_runc: bool = True) -> list[str]:
     """Edit doc (a TomlDocument) in place; returns a list of changes.
 
     containerd replaces its built-in runtimes map (with runc) by the file's as soon as the file names any
     runtime, so with add_runc the runc runtime is written too when the document has none (checked in the
     lab: Debian's shipped config.toml plus an nvidia table alone left containerd without runc). Templates
     (add_runc=False) get runc from RKE2's / k3s's base template."""
-    changes = []
+    changes: list[str] = []
     rpath = runtime_path(version, name)
     opath = rpath + ['options']
     containerd = cri_path(version) + ['containerd']
 
-    def setk(path, key, value, raw=False):
+    def setk(path: list[str], key: str, value: Any, raw: bool = False) -> None:
         if doc.set(path, key, value, raw=raw):
             changes.append('%s.%s = %s' % (toml_path(path), key, value if raw else repr(value)))
 
-    def val(path, key):
+    def val(path: list[str], key: str) -> Any:
         try:
             return doc.get(path, key)
         except TomlEditError:  # a template expression
@@ -83,10 +88,10 @@ def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cd
         setk(opath, 'BinaryName', binary)
         if systemd_cgroup is None:
             # follow the runc runtime, as kubelet's cgroup driver must match on both
-            runc = doc.get_raw(runtime_path(version, 'runc') + ['options'], 'SystemdCgroup')
-            if runc is not None and doc.get_raw(opath, 'SystemdCgroup') is None:
+            runc_cgroup = doc.get_raw(runtime_path(version, 'runc') + ['options'], 'SystemdCgroup')
+            if runc_cgroup is not None and doc.get_raw(opath, 'SystemdCgroup') is None:
                 # raw copy: a template's "{{ .SystemdCgroup }}" stays a template expression
-                setk(opath, 'SystemdCgroup', runc, raw=True)
+                setk(opath, 'SystemdCgroup', runc_cgroup, raw=True)
         else:
             setk(opath, 'SystemdCgroup', bool(systemd_cgroup))
         if name != 'runc':
@@ -113,17 +118,19 @@ def apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cd
 OWN_KEYS = ((), 'runtime_type'), (('options',), 'BinaryName'), (('options',), 'SystemdCgroup')
 
 
-def runc_settings(doc, version):
+def runc_settings(doc: TomlDocument, version: int) -> list[tuple[list[str], str, Any, bool]]:
     """[(sub-path, key, value, raw)] of every other key of the runc runtime's table and its options table. The NVIDIA
     runtime wraps runc, so it gets runc's settings (privileged_without_host_devices, base_runtime_spec, snapshotter,
     cgroup_writable, pod_annotations, options.Root, ...) where it sets none of its own: what `nvidia-ctk runtime
     configure` does (NVIDIA/nvidia-container-toolkit v1.20.0, pkg/config/engine/containerd/config.go, AddRuntime
     copies the low-level runtime's whole table), docs/conformance/nvidia-container-toolkit.md NCT-23. A Go template
     expression (config.toml.tmpl) is copied as it is written."""
-    out = []
+    out: list[tuple[list[str], str, Any, bool]] = []
     for sub in ([], ['options']):
         t = doc.table(runtime_path(version, 'runc') + sub)
-        for k in (t.keys if t is not None else []):
+        if t is None:
+            continue
+        for k in t.keys:
             if len(k[0]) != 1 or (tuple(sub), k[0][0]) in OWN_KEYS:
                 continue
             key = k[0][0]
@@ -134,7 +141,8 @@ def runc_settings(doc, version):
     return out
 
 
-def render_dropin(version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs):
+def render_dropin(version: int, name: str, binary: str, set_as_default: bool, systemd_cgroup: bool | None, cdi: bool,
+                  cdi_spec_dirs: Iterable[str]) -> str:
     """Complete text of the drop-in file (owned by the collection)."""
     doc = TomlDocument('# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
                        'version = %d\n' % version)
@@ -142,17 +150,17 @@ def render_dropin(version, name, binary, set_as_default, systemd_cgroup, cdi, cd
     return doc.text()
 
 
-def imports_cover(imports, path):
+def imports_cover(imports: Iterable[str], path: str) -> bool:
     return any(i == path or fnmatch.fnmatchcase(path, i) for i in imports)
 
 
-def ensure_import(doc, dropin_path, version):
+def ensure_import(doc: TomlDocument, dropin_path: str, version: int) -> list[str]:
     """Make sure the root table imports dropin_path; returns a list of changes."""
     try:
         imports = doc.get([], 'imports', None)
     except TomlEditError as e:
         raise ContainerdConfigError('cannot read "imports": %s' % e)
-    changes = []
+    changes: list[str] = []
     if doc.get([], 'version') is None:
         doc.set([], 'version', version)
         changes.append('version = %d' % version)
@@ -166,7 +174,7 @@ def ensure_import(doc, dropin_path, version):
     return changes
 
 
-def remove_import(doc, dropin_path):
+def remove_import(doc: TomlDocument, dropin_path: str) -> list[str]:
     """Remove dropin_path itself (not a glob that covers it) from the root table's imports; returns a list of changes.
 
     The "imports" key goes when nothing else is left in it; every other entry stays."""
@@ -188,7 +196,7 @@ def remove_import(doc, dropin_path):
     return ['imports -= %s' % dropin_path]
 
 
-def choose_mode(mode, doc, version):
+def choose_mode(mode: str, doc: TomlDocument, version: int) -> str:
     """Resolve mode auto: dropin unless the main config configures the CRI plugin itself."""
     if mode != 'auto':
         return mode

@@ -12,6 +12,11 @@ CRI-O 1.31; runc before). NVIDIA's own ``nvidia-ctk runtime configure --runtime=
 /etc/crio/crio.conf.d/99-nvidia.toml, copying the default runtime's options and then setting runtime_path and
 runtime_type.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
     TomlDocument, TomlEditError)
 
@@ -31,11 +36,11 @@ class CrioConfigError(Exception):
     """The CRI-O configuration cannot be merged safely."""
 
 
-def effective(texts):
+def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, dict[str, Any]]]:
     """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]),
     a later file's option winning."""
     default = None
-    runtimes = {}  # type: dict
+    runtimes: dict[str, dict[str, Any]] = {}
     for path, text in texts:
         try:
             doc = TomlDocument(text or '')
@@ -59,12 +64,12 @@ def effective(texts):
     return default, runtimes
 
 
-def render_dropin(name, binary, set_as_default, others):
+def render_dropin(name: str, binary: str, set_as_default: bool, others: Iterable[tuple[str, str | None]]) -> str:
     """Text of the drop-in: the runtime's table (with the default runtime's shared options from the other files,
     others: [(path, text)] in CRI-O's order) and, when asked, the default runtime."""
     default, runtimes = effective(others)
     # the low-level runtime the NVIDIA runtime wraps: the default one, unless that is this runtime itself
-    base = {}
+    base: dict[str, Any] = {}
     for cand in (default, DEFAULT_RUNTIME, 'runc'):
         if cand and cand != name and cand in runtimes:
             base = runtimes[cand]
@@ -81,7 +86,7 @@ def render_dropin(name, binary, set_as_default, others):
     return doc.text()
 
 
-def default_elsewhere(name, others):
+def default_elsewhere(name: str, others: Iterable[tuple[str, str | None]]) -> str | None:
     """The default runtime that the other files set, when it names this runtime (to be reset), else None."""
     default, _runtimes = effective(others)
     return default if default == name else None

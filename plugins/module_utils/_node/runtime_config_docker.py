@@ -2,16 +2,20 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Merge an OCI runtime into Docker's /etc/docker/daemon.json, keeping every other key."""
+from __future__ import annotations
+
 import copy
 import json
 import re
+from collections.abc import Sequence
+from typing import Any
 
 
 class DaemonJsonError(Exception):
     """daemon.json cannot be merged safely."""
 
 
-def _indent_of(text):
+def _indent_of(text: str) -> int | str:
     """The indentation the file uses (spaces or a tab), 2 spaces when it cannot be told."""
     m = re.search(r'\n([ \t]+)"', text)
     if not m:
@@ -20,8 +24,9 @@ def _indent_of(text):
     return '\t' if ws.startswith('\t') else len(ws)
 
 
-def merge_daemon_json(text, runtime_name='nvidia', runtime_path='nvidia-container-runtime', runtime_args=None,
-                      set_as_default=False, state='present'):
+def merge_daemon_json(text: str | None, runtime_name: str = 'nvidia', runtime_path: str = 'nvidia-container-runtime',
+                      runtime_args: Sequence[str] | None = None, set_as_default: bool = False,
+                      state: str = 'present') -> tuple[str | None, list[str]]:
     """Return (new_text, changes) for daemon.json text.
 
     changes is a list of human-readable strings; empty when the file already is as wanted, in which case
@@ -29,6 +34,7 @@ def merge_daemon_json(text, runtime_name='nvidia', runtime_path='nvidia-containe
     touched; all other keys, their order and values are kept. Keys inside the runtime's own entry other than
     `path` (and `runtimeArgs` when runtime_args is given) are kept too.
     """
+    data: Any
     if text is None or not text.strip():
         data = {}
     else:

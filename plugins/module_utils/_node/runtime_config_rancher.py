@@ -19,6 +19,8 @@ pkg/agent/templates; RKE2 builds its agent from k3s's packages):
 So the collection writes template tables only for a runtime the base does not render, and the default runtime
 into config.yaml.
 """
+from __future__ import annotations
+
 import re
 
 DETECTED_RUNTIMES = {'nvidia': 'nvidia-container-runtime',
@@ -33,20 +35,20 @@ class RancherConfigError(Exception):
     """config.yaml cannot be edited safely."""
 
 
-def base_renders_runtime(name, binary):
+def base_renders_runtime(name: str, binary: str) -> bool:
     """True when RKE2's / k3s's runtime detection finds this runtime (name and binary) on its own."""
     wanted = DETECTED_RUNTIMES.get(name)
     return wanted is not None and binary in ['%s/%s' % (d, wanted) for d in DETECT_DIRS]
 
 
-def template_uses_base(text):
+def template_uses_base(text: str | None) -> bool:
     """True when the template renders k3s's base template (or its ExtraRuntimes loop), or is missing/empty
     (RKE2 / k3s then render the base template alone)."""
     text = text or ''
     return not text.strip() or bool(_BASE_RE.search(text)) or '.ExtraRuntimes' in text
 
 
-def _strip_comment(value):
+def _strip_comment(value: str | None) -> str:
     if value is None:
         return ''
     if value[:1] in ('"', "'"):
@@ -56,16 +58,16 @@ def _strip_comment(value):
     return re.sub(r'\s+#.*$', '', value).strip()
 
 
-def _unquote(value):
+def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in ('"', "'"):
         return value[1:-1]
     return value
 
 
-def _top_level_keys(text):
+def _top_level_keys(text: str | None) -> tuple[list[str], list[tuple[int, str, str | None]]]:
     """[(index of line, key, raw value)] of the top-level keys of a block-style YAML mapping."""
     lines = (text or '').split('\n')
-    out = []  # type: list
+    out: list[tuple[int, str, str | None]] = []
     for i, line in enumerate(lines):
         if not line.strip() or line.lstrip().startswith('#') or line[:1] in (' ', '\t', '-'):
             continue
@@ -81,7 +83,7 @@ def _top_level_keys(text):
     return lines, out
 
 
-def yaml_get(text, key):
+def yaml_get(text: str | None, key: str) -> str | None:
     """The scalar value of a top-level key of config.yaml, None when absent."""
     lines, keys = _top_level_keys(text)
     found = [k for k in keys if k[1] == key]
@@ -95,7 +97,7 @@ def yaml_get(text, key):
     return _unquote(raw)
 
 
-def yaml_set(text, key, value):
+def yaml_set(text: str | None, key: str, value: str) -> str | None:
     """config.yaml text with the top-level key set to the string value; every other line kept."""
     current = yaml_get(text, key)
     if current == value:
@@ -112,7 +114,7 @@ def yaml_set(text, key, value):
     return body + new + '\n'
 
 
-def yaml_remove(text, key):
+def yaml_remove(text: str | None, key: str) -> str | None:
     """config.yaml text without the top-level key (a scalar); unchanged when absent."""
     if yaml_get(text, key) is None:
         return text

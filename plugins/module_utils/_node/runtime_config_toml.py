@@ -13,7 +13,10 @@ Not supported (a clear TomlEditError is raised rather than guessing): a table th
 that is also defined through dotted keys or an inline table in a parent table, and arrays of tables on
 the path of a table the editor has to touch.
 """
+from __future__ import annotations
+
 import re
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -26,7 +29,7 @@ _HEADER = re.compile(r'^\s*\[')
 _ESCAPES = {'b': '\b', 't': '\t', 'n': '\n', 'f': '\f', 'r': '\r', '"': '"', '\\': '\\'}
 
 
-def _parse_key(text, pos, stop_chars):
+def _parse_key(text: str, pos: int, stop_chars: str) -> tuple[list[str], int]:
     """Parse a (dotted) key starting at pos. Returns (list of parts, position after the key)."""
     parts = []
     n = len(text)
@@ -61,9 +64,9 @@ def _parse_key(text, pos, stop_chars):
         raise TomlEditError('invalid key near %r' % text[pos:pos + 20])
 
 
-def _parse_basic_string(text, pos):
+def _parse_basic_string(text: str, pos: int) -> tuple[str, int]:
     """Parse a one-line basic string ("...") at pos. Returns (value, position after the closing quote)."""
-    out = []  # type: list
+    out: list[str] = []
     i = pos + 1
     n = len(text)
     while i < n:
@@ -91,7 +94,7 @@ def _parse_basic_string(text, pos):
     raise TomlEditError('unterminated string')
 
 
-def toml_string(value):
+def toml_string(value: str) -> str:
     """A TOML basic string for value."""
     out = ['"']
     for c in value:
@@ -111,7 +114,7 @@ def toml_string(value):
     return ''.join(out)
 
 
-def toml_key(part):
+def toml_key(part: str) -> str:
     """A key part, bare when possible, quoted otherwise."""
     bare = _BARE.match(part)
     if bare and bare.end() == len(part):
@@ -119,11 +122,11 @@ def toml_key(part):
     return toml_string(part)
 
 
-def toml_path(parts):
+def toml_path(parts: Sequence[str]) -> str:
     return '.'.join(toml_key(p) for p in parts)
 
 
-def toml_value(value):
+def toml_value(value: Any) -> str:
     """TOML text for a str, bool, int or list of those."""
     if isinstance(value, bool):
         return 'true' if value else 'false'
@@ -136,7 +139,7 @@ def toml_value(value):
     raise TypeError('cannot write %r as TOML' % (value,))
 
 
-def parse_value(text):
+def parse_value(text: str) -> Any:
     """Parse the simple TOML values this collection reads: strings, booleans, integers, arrays of those.
 
     Returns the Python value, or raises TomlEditError for anything else (floats, dates, inline tables).
@@ -148,7 +151,7 @@ def parse_value(text):
     return value
 
 
-def _skip_ws(text, pos, newlines=False):
+def _skip_ws(text: str, pos: int, newlines: bool = False) -> int:
     n = len(text)
     while pos < n:
         c = text[pos]
@@ -162,7 +165,7 @@ def _skip_ws(text, pos, newlines=False):
     return pos
 
 
-def _parse_value(text, pos):
+def _parse_value(text: str, pos: int) -> tuple[Any, int]:
     pos = _skip_ws(text, pos)
     if text.startswith('"""', pos) or text.startswith("'''", pos):
         q = text[pos:pos + 3]
@@ -184,7 +187,7 @@ def _parse_value(text, pos):
             raise TomlEditError('unterminated literal string')
         return text[pos + 1:end], end + 1
     if c == '[':
-        items = []  # type: list
+        items: list[Any] = []
         pos += 1
         while True:
             pos = _skip_ws(text, pos, newlines=True)
@@ -206,7 +209,7 @@ def _parse_value(text, pos):
     raise TomlEditError('unsupported value %r' % text[pos:pos + 20])
 
 
-def _value_end(lines, idx, col):
+def _value_end(lines: list[str], idx: int, col: int) -> int:
     """Index of the last line of a value that starts on lines[idx] at column col."""
     depth = 0
     i = idx
@@ -255,18 +258,18 @@ def _value_end(lines, idx, col):
 class Table(object):
     """One [table] of the document: its header line and the keys defined in it."""
 
-    def __init__(self, path, header, array=False):
+    def __init__(self, path: list[str], header: int, array: bool = False) -> None:
         self.path = path          # list of key parts; [] for the root table
         self.header = header      # index of the header line, -1 for the root table
         self.array = array
         self.end: Any = None      # index one past the last line of the table (an int once parsed)
-        self.keys = []            # (key parts, first line, last line, column of the value)
+        self.keys: list[tuple[list[str], int, int, int]] = []  # (key parts, first line, last line, column of the value)
 
 
 class TomlDocument(object):
     """Lines of a TOML (or TOML template) text with an index of tables and keys."""
 
-    def __init__(self, text, append_only=False):
+    def __init__(self, text: str, append_only: bool = False) -> None:
         self.append_only = append_only  # new tables only at the end (templates: never inside a Go {{ if }})
         self.newline = '\r\n' if '\r\n' in text else '\n'
         self.lines = text.replace('\r\n', '\n').split('\n')
@@ -276,7 +279,7 @@ class TomlDocument(object):
         self._index()
 
     # ---------------------------------------------------------------- reading
-    def _index(self):
+    def _index(self) -> None:
         self.tables = [Table([], -1)]
         i = 0
         lines = self.lines
@@ -314,20 +317,20 @@ class TomlDocument(object):
             i = last + 1
         self.tables[-1].end = len(lines)
 
-    def text(self):
+    def text(self) -> str:
         out = self.newline.join(self.lines)
         if self.trailing_newline and self.lines:
             out += self.newline
         return out
 
-    def table(self, path):
+    def table(self, path: Sequence[str]) -> Table | None:
         """The table defined with a header for path (not arrays of tables), or None."""
         for t in self.tables:
             if t.path == list(path) and not t.array:
                 return t
         return None
 
-    def has_table_under(self, prefix):
+    def has_table_under(self, prefix: Sequence[str]) -> bool:
         """True when a header or a dotted key defines something at or under prefix."""
         prefix = list(prefix)
         for t in self.tables:
@@ -336,7 +339,7 @@ class TomlDocument(object):
                     return True
         return False
 
-    def _find_key(self, path, key):
+    def _find_key(self, path: Sequence[str], key: str) -> tuple[Table | None, tuple[list[str], int, int, int] | None]:
         t = self.table(path)
         if t is None:
             return None, None
@@ -345,22 +348,22 @@ class TomlDocument(object):
                 return t, k
         return t, None
 
-    def get(self, path, key, default=None):
+    def get(self, path: Sequence[str], key: str, default: Any = None) -> Any:
         """The parsed value of key in table path, default when absent."""
         t, k = self._find_key(path, key)
         if k is None:
             return default
         return parse_value(self._value_text(k))
 
-    def get_raw(self, path, key):
+    def get_raw(self, path: Sequence[str], key: str) -> str | None:
         """The value text of key in table path (e.g. a Go template expression), None when absent."""
         t, k = self._find_key(path, key)
         return None if k is None else self._value_text(k).strip()
 
-    def _value_text(self, k):
+    def _value_text(self, k: tuple[list[str], int, int, int]) -> str:
         return '\n'.join([self.lines[k[1]][k[3]:]] + self.lines[k[1] + 1:k[2] + 1])
 
-    def _check_not_inline(self, path):
+    def _check_not_inline(self, path: Sequence[str]) -> None:
         """Refuse to edit a table that a parent defines by a dotted key or an inline table."""
         path = list(path)
         for t in self.tables:
@@ -374,7 +377,7 @@ class TomlDocument(object):
                                         'edit it by hand' % (toml_path(path), toml_path(full), k[1] + 1))
 
     # ---------------------------------------------------------------- writing
-    def ensure_table(self, path):
+    def ensure_table(self, path: Sequence[str]) -> Table | None:
         """Return the table for path, appending a header at the end of the document when missing."""
         t = self.table(path)
         if t is not None:
@@ -407,13 +410,13 @@ class TomlDocument(object):
         self._index()
         return self.table(path)
 
-    def _keys_indented(self):
+    def _keys_indented(self) -> bool:
         return any(self.lines[k[1]][:1] in (' ', '\t') for t in self.tables[1:] for k in t.keys)
 
-    def _indented(self):
+    def _indented(self) -> bool:
         return any(self.lines[t.header][:1] in (' ', '\t') for t in self.tables[1:])
 
-    def set(self, path, key, value, raw=False):
+    def set(self, path: Sequence[str], key: str, value: Any, raw: bool = False) -> bool:
         """Set key = value in table path (created when missing). Returns True when the text changed.
 
         With raw=True, value is written as it is (a Go template expression of a config.toml.tmpl)."""
@@ -447,6 +450,8 @@ class TomlDocument(object):
             self.lines[k[1]:k[2] + 1] = ['%s %s%s' % (first[:k[3]].rstrip(), new_value, comment)]
             self._index()
             return True
+        if t is None:  # not reached: the root table always exists and ensure_table made path's (or raised)
+            raise TomlEditError('table %s cannot be written' % toml_path(path))
         # insert after the table's last key (or right after its header)
         if t.keys:
             last = t.keys[-1]
@@ -465,7 +470,7 @@ class TomlDocument(object):
         self._index()
         return True
 
-    def remove_key(self, path, key):
+    def remove_key(self, path: Sequence[str], key: str) -> bool:
         t, k = self._find_key(path, key)
         if k is None:
             return False
@@ -473,7 +478,7 @@ class TomlDocument(object):
         self._index()
         return True
 
-    def remove_tables(self, prefix):
+    def remove_tables(self, prefix: Sequence[str]) -> bool:
         """Remove the table at prefix and every table below it. Returns True when something was removed."""
         prefix = list(prefix)
         if not any(t.path[:len(prefix)] == prefix for t in self.tables[1:]):

@@ -13,7 +13,11 @@ PACKAGE_REVISION), so one pin "1.20.0-1" names the same release in both formats:
 dnf name-1.20.0-1.
 """
 
+from __future__ import annotations
+
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins, platforms
 
@@ -104,7 +108,7 @@ def install_plan(os_family, major, machine, base_url, version, packages, repo_ur
     yum_repository settings (signed metadata and signed packages). Every broken rule is listed in 'errors'."""
     errors = []
 
-    def attempt(func, *args):
+    def attempt(func: Callable[..., Any], *args: Any) -> Any:
         try:
             return func(*args)
         except ToolkitRepoError as exc:

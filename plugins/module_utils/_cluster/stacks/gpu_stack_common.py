@@ -10,6 +10,7 @@ import json
 import os
 import re
 import tarfile
+from typing import Any
 
 MANAGED_BY = 'gpuops.k8s_gpu'
 LABEL_PREFIX = 'gpuops.io/'
@@ -57,7 +58,9 @@ def chart_yaml_version(path):
             with tarfile.open(path) as tar:
                 for member in tar.getmembers():
                     if member.name.count('/') == 1 and member.name.endswith('/Chart.yaml'):
-                        text = tar.extractfile(member).read().decode('utf-8')
+                        # None for a member that is not a file (a directory named Chart.yaml): not readable
+                        data = tar.extractfile(member)
+                        text = data.read().decode('utf-8') if data is not None else None
                         break
     except (IOError, OSError, tarfile.TarError):
         return None
@@ -210,7 +213,7 @@ def validate_settings(settings, schema, var_name):
     if unknown:
         raise StackError('%s has unknown key(s) %s; allowed keys: %s'
                          % (var_name, ', '.join(unknown), ', '.join(sorted(schema))))
-    out = {}
+    out: dict[str, Any] = {}
     for key, spec in schema.items():
         name = '%s.%s' % (var_name, key)
         value = settings.get(key, copy.deepcopy(spec.get('default')))
@@ -409,7 +412,7 @@ def stack_readiness(nodes, readiness, pool='', namespace='', retries=None, delay
     if not readiness:
         return {'ready': True, 'done': True, 'failed': [], 'states': {}, 'waiting': {}, 'msg': ''}
     label = readiness['label']
-    states = {}
+    states: dict[Any, Any] = {}  # node name (from the API: str) -> label value
     seen = {}
     for obj in nodes or []:
         meta = obj.get('metadata') or {}
