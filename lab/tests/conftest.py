@@ -207,14 +207,17 @@ WEIGHT = {
     # 2026-11-24: 720-785 s with -n 2, against 419-428 s for test_upgrade_driver.py)
     'integration/test_upgrade_driver.py': 428, 'integration/test_upgrade_driver_stops.py': 785,
     'integration/test_gpu_sharing_stack.py': 379,
-    'integration/test_esxi_gpu_passthrough.py': 273, 'integration/test_playbooks.py': 240,
+    'integration/test_esxi_gpu_passthrough.py': 273,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,
     'integration/test_gpu_stack_nvidia_lab.py': 144, 'integration/test_kube_scheduler_config.py': 142,
-    'integration/test_gpu_sharing_sim.py': 104, 'integration/test_nvidia_driver_ubuntu_standin.py': 190,
+    'integration/test_gpu_sharing_sim.py': 104,
     'simulators/test_vcsim.py': 82, 'integration/test_gpu_node_labels.py': 50,
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 75, 'integration/test_mig_change.py': 120,
+    # 2026-11-29 (session 19, docs/lab.md "Session 19"): node.yml five times instead of ten, one syntax-check and one
+    # --list-tags run (about -38 % of 240); the Ubuntu stand-in with pipelining (397 s wall against 794 back to back)
+    'integration/test_playbooks.py': 150, 'integration/test_nvidia_driver_ubuntu_standin.py': 110,
     # the real control plane's files (2026-11-26, -p no:xdist, the machine loaded; the cluster's start counted once)
     'integration/test_gpu_sharing_stack_real.py': 240, 'integration/test_kube_scheduler_real.py': 30,
     'simulators/test_kube_real.py': 30, 'integration/test_gpu_node_drain_real.py': 27,

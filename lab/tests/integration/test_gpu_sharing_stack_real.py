@@ -88,7 +88,11 @@ def kwok_node(name, facts, labels=None, resources=None):
 
 
 @pytest.fixture(scope="module")
-def cl(kube_real):
+def cl(kube_real, collections_path):
+    """The kwok nodes of every strategy, Volcano's own objects, this test's user. collections_path: the plays below find
+    the collection in build/collections, which that fixture makes (lab/bin/collections-path.sh) - run alone, this file
+    failed every play without it ("the role 'gpuops.k8s_gpu.gpu_sharing_stack' was not found")."""
+    assert Path(collections_path) == ROOT / "build" / "collections", collections_path
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     for strategy in STRATEGIES:

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import ROOT, sh
+from conftest import ANSIBLE_TESTS_CFG, ROOT, sh
 
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
@@ -61,8 +61,11 @@ def node(tmp_path_factory, collections_path):
             'ansible_python_interpreter': '/usr/bin/python3', 'gpuops_become': False,
             'nvidia_driver_verify': False, 'nvidia_driver_reboot': False}}}}
         (tmp / 'hosts.yml').write_text(yaml.safe_dump(inventory))
+        # pipelining: one `docker exec` per module run instead of four (temporary directory, copy, run, clean up);
+        # the suite's ansible settings (lab/ansible-tests.cfg: the controller's result polling)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-                   ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_HOST_KEY_CHECKING='0')
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS='1', ANSIBLE_HOST_KEY_CHECKING='0', ANSIBLE_PIPELINING='1',
+                   ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG)
         yield {'name': name, 'tmp': tmp, 'env': env, 'krel': krel}
     finally:
         subprocess.run([os.path.join(DOCKER_DIR, 'node.sh'), 'down', name], capture_output=True, timeout=300)

@@ -83,10 +83,14 @@ def sim_env(inventory, state):
 # ------------------------------------------------------------------------------------------------ structure
 
 @pytest.mark.parametrize('inventory', ['inventory/lab/hosts.yml', 'inventory/example/hosts.yml'])
-@pytest.mark.parametrize('name', ['site'] + LAYERS + ['doctor'])
-def test_syntax_check(collections_path, name, inventory):
-    proc = playbook(collections_path, '-i', inventory, '--syntax-check', 'playbooks/%s.yml' % name)
+def test_syntax_check(collections_path, inventory):
+    """site.yml, every layer and doctor.yml pass --syntax-check with the inventory: one ansible-playbook run checks
+    them all (it stops with an error at the first one that fails) and names each one it checked."""
+    names = ['site'] + LAYERS + ['doctor']
+    proc = playbook(collections_path, '-i', inventory, '--syntax-check', *['playbooks/%s.yml' % n for n in names])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    checked = [line.split('playbook: ', 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith('playbook: ')]
+    assert checked == ['playbooks/%s.yml' % n for n in names], proc.stdout
 
 
 def test_site_imports_the_layers_in_order():
@@ -94,14 +98,27 @@ def test_site_imports_the_layers_in_order():
     assert [p['ansible.builtin.import_playbook'] for p in site] == [x + '.yml' for x in LAYERS]
 
 
+_TAGS = {}
+
+
 def list_tags(collections_path, name, inventory='inventory/example/hosts.yml'):
-    proc = playbook(collections_path, '-i', inventory, '--list-tags', 'playbooks/%s.yml' % name)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    tags = set()
-    for line in proc.stdout.splitlines():
-        if 'TAGS: [' in line:
-            tags.update(t.strip() for t in line.split('TAGS: [', 1)[1].rstrip(']').split(',') if t.strip())
-    return tags
+    """The tags `--list-tags` shows for playbooks/<name>.yml. One ansible-playbook run lists site.yml and every layer
+    (a section per playbook, each starting with its `playbook:` line); the sections are kept for the other tests."""
+    key = (collections_path, inventory)
+    if key not in _TAGS:
+        names = ['site'] + LAYERS
+        proc = playbook(collections_path, '-i', inventory, '--list-tags', *['playbooks/%s.yml' % n for n in names])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        sections, current = {}, None
+        for line in proc.stdout.splitlines():
+            if line.startswith('playbook: '):
+                current = sections.setdefault(line.split('playbook: ', 1)[1].strip(), set())
+            elif 'TAGS: [' in line:
+                assert current is not None, proc.stdout
+                current.update(t.strip() for t in line.split('TAGS: [', 1)[1].rstrip(']').split(',') if t.strip())
+        assert sorted(sections) == sorted('playbooks/%s.yml' % n for n in names), proc.stdout
+        _TAGS[key] = sections
+    return _TAGS[key]['playbooks/%s.yml' % name]
 
 
 def test_site_has_every_contract_tag(collections_path):
@@ -152,8 +169,10 @@ def test_node_play_batches_and_role_order():
                             'gpuops_node_sharing | default(true) | bool']
 
 
-def node_layer_probe_only(collections_path, tmp_path, env, *extra, min_gpus=None):
-    hosts = dict((h, {}) for h in ('n1', 'n2', 'n3'))
+def node_layer_probe_only(collections_path, tmp_path, env, *extra, min_gpus=None, hosts=None):
+    """node.yml on local hosts (n1..n3, or ``hosts``: {name: host vars}) with the driver, runtime and sharing layers
+    switched off: the probe, the doctor gate and the play's batches."""
+    hosts = hosts or dict((h, {}) for h in ('n1', 'n2', 'n3'))
     if min_gpus:
         hosts['n2'] = {'gpu_probe_min_gpus': min_gpus}
     inv = local_inventory(tmp_path, [], groups={'gpu_nodes': {'hosts': hosts}},
@@ -163,9 +182,23 @@ def node_layer_probe_only(collections_path, tmp_path, env, *extra, min_gpus=None
     return playbook(collections_path, '-i', inv, 'playbooks/node.yml', *extra, env=env, json_out=True)
 
 
-def test_node_layer_rolls_in_batches_and_stops_on_the_first_failure(collections_path, tmp_path, simulator):
+# The doctor gate's settings and a dra pool's node, one per host of one node.yml run (the gate and the pool's strategy
+# are host variables: the same reading as -e, one run instead of four); the run also shows the default batch.
+GATE_HOSTS = {'gate-enforce': {'gpuops_doctor_gate': 'enforce'}, 'gate-warn': {'gpuops_doctor_gate': 'warn'},
+              'gate-off': {'gpuops_doctor_gate': 'off'},
+              'dra-node': {'gpuops_sharing_strategy': 'dra', 'nvidia_container_runtime_cdi': True}}
+
+
+@pytest.fixture(scope='module')
+def gate_run(collections_path, tmp_path_factory, simulator):
+    tmp_path = tmp_path_factory.mktemp('gate-run')
     env = sim_env('t4', tmp_path / 'state.json')
-    proc, doc = node_layer_probe_only(collections_path, tmp_path, env)
+    return node_layer_probe_only(collections_path, tmp_path, env, hosts=json.loads(json.dumps(GATE_HOSTS)))
+
+
+def test_node_layer_rolls_in_batches_and_stops_on_the_first_failure(collections_path, tmp_path, simulator, gate_run):
+    env = sim_env('t4', tmp_path / 'state.json')
+    proc, doc = gate_run                     # node.yml without gpuops_node_serial
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(doc['plays']) == 1            # default: one batch ("100%")
     proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_node_serial=1')
@@ -441,16 +474,17 @@ def test_node_sharing_state_absent_puts_back_the_compute_mode_it_set_then_change
         (tmp_path / 'state.json').read_text()) == state
 
 
-def test_node_layer_records_the_doctor_gate(collections_path, tmp_path, simulator):
+def test_node_layer_records_the_doctor_gate(collections_path, tmp_path, simulator, gate_run):
     """node.yml runs the doctor after the driver and runtime layers and records gpuops_doctor_verdict; enforce gates a
-    node exactly when it has a critical finding, warn never gates, off skips the doctor, another value is refused."""
-    env = sim_env('t4', tmp_path / 'state.json')
+    node exactly when it has a critical finding, warn never gates, off skips the doctor, another value is refused
+    before anything runs on the node."""
+    proc, doc = gate_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
     for gate in ('enforce', 'warn', 'off'):
-        proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_doctor_gate=' + gate)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')['n1']
+        host = 'gate-' + gate
+        doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')[host]
         verdict = task_results(doc, "Record the doctor's verdict as a host fact (cluster.yml leaves gated nodes out of "
-                                    "their pools)")['n1']['ansible_facts']['gpuops_doctor_verdict']
+                                    "their pools)")[host]['ansible_facts']['gpuops_doctor_verdict']
         assert verdict['gate'] == gate
         if gate == 'off':
             assert doctor.get('skipped') is True and verdict['ran'] is False and verdict['gated'] is False
@@ -458,20 +492,23 @@ def test_node_layer_records_the_doctor_gate(collections_path, tmp_path, simulato
         critical = [f['id'] for f in doctor['findings'] if f['severity'] == 'critical']
         assert verdict['critical'] == critical
         assert verdict['gated'] is (gate == 'enforce' and bool(critical))
+    env = sim_env('t4', tmp_path / 'state.json')
     proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_doctor_gate=strict')
     assert proc.returncode != 0
     assert 'gpuops_doctor_gate is strict; allowed: enforce, warn, off' in json.dumps(doc)
+    # refused first: no fact gathering, no probe on any node
+    assert task_results(doc, "Gather the node's facts (OS family, distribution, architecture) for every role of the "
+                             "layer") == {}
+    assert task_results(doc, 'Probe the GPUs') == {}
 
 
-def test_node_layer_doctor_gate_on_a_dra_node(collections_path, tmp_path, simulator):
+def test_node_layer_doctor_gate_on_a_dra_node(collections_path, tmp_path, simulator, gate_run):
     """A node of a dra pool goes through node.yml's doctor gate: dra is a pool strategy, not one of gpu_doctor's node
     strategies, so the gate omits it (as doctor.yml does); with nvidia_container_runtime_cdi the CDI check runs. Found
     by make demo's dra pool: the gate failed the node with 'value of strategy must be one of: ..., got: dra'."""
-    env = sim_env('t4', tmp_path / 'state.json')
-    proc, doc = node_layer_probe_only(collections_path, tmp_path, env, '-e', 'gpuops_sharing_strategy=dra',
-                                      '-e', 'nvidia_container_runtime_cdi=true')
+    proc, doc = gate_run                     # host dra-node: gpuops_sharing_strategy dra, nvidia_container_runtime_cdi
     assert proc.returncode == 0, json.dumps(doc.get('stats'))[-3000:] + proc.stderr[-3000:]
-    doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')['n1']
+    doctor = task_results(doc, 'Diagnose the node after the driver and runtime layers (the gate of its pool)')['dra-node']
     assert not doctor.get('failed'), doctor.get('msg')
     # the runtime layer is off here, so no CDI spec: the finding shows cdi_required reached the doctor
     assert 'cdi_spec_missing' in [f['id'] for f in doctor['findings']], doctor['findings']
