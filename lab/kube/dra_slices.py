@@ -98,6 +98,7 @@ for i in range(N.nvmlDeviceGetCount()):
                     break
             g['migs'].append({
                 'uuid': s(N.nvmlDeviceGetUUID(md)), 'gi_profile_id': prof.id, 'name': s(getattr(prof, 'name', b'')),
+                'gi_id': gii.id, 'ci_id': N.nvmlDeviceGetComputeInstanceId(md),
                 'start': gii.placement.start, 'size': gii.placement.size,
                 'multiprocessors': prof.multiprocessorCount, 'copyEngines': prof.copyEngineCount,
                 'decoders': prof.decoderCount, 'encoders': prof.encoderCount, 'jpegEngines': prof.jpegCount,

@@ -2,7 +2,15 @@
 host process registered with a real lab node's kubelet (lab/node/node.py): what test_node_dra_real.py,
 test_dra_extended_real.py and test_dra_migrate_node_real.py run on their nodes. The plugin's kubelet registry and
 plugin directories and the CDI root are the node's; its driver root, nvidia-cdi-hook stand-in and simulator library
-are lab/kube/dra_slices.py's plugin_dirs under the caller's work directory."""
+are lab/kube/dra_slices.py's plugin_dirs under the caller's work directory.
+
+On an inventory with a GPU in MIG mode the plugin runs in a mount namespace of its own whose /proc carries what the
+NVIDIA kernel module writes and its MIG prepare path reads (dra-driver-nvidia-gpu v0.5.0, cmd/gpu-kubelet-plugin/
+cdi.go GetDevNodesForMigDevice, internal/common/nvcaps.go ParseNVCapDeviceInfo / GetDeviceMajor): the capability
+files driver/nvidia/capabilities/gpu<minor>/mig/gi<G>/access and .../gi<G>/ci<C>/access ('DeviceFileMinor: N',
+'DeviceFileMode: 292', 'DeviceFileModify: 1'), and a devices file whose character devices list nvidia-caps. Without
+them NodePrepareResources fails: 'failed to construct MIG device DeviceNode edits: failed to parse GI capabilities
+file /proc/driver/nvidia/capabilities/gpu0/mig/gi12/access: open ...: no such file or directory'."""
 from __future__ import annotations
 
 import json
@@ -18,6 +26,54 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import dra_slices  # noqa: E402  (lab/kube)
 import node as lab_node  # noqa: E402  (lab/node)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'oracles'))
+from oracle_util import cap_minor  # noqa: E402  (the lab's numbering of the capability minors, as mig-minors)
+
+# the plugin in its own mount namespace, /proc a tmpfs with links to a fresh procfs ($REALPROC) but for driver/ and
+# devices, copied from $NVPROC (needs root: fails, never skips, without it)
+PRIVATE_PROC = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
+                'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver /proc/devices; '
+                'cp -r "$NVPROC/driver" /proc/driver; cp "$NVPROC/devices" /proc/devices; exec "$@"')
+
+
+def mig_inventory(inventory):
+    with open(dra_slices.inventory_path(inventory)) as f:
+        return any(g.get('mig_mode') for g in json.load(f)['gpus'])
+
+
+def nvidia_proc(root, inventory):
+    """Under ``root``: driver/nvidia/capabilities as the NVIDIA kernel module writes it for the inventory's GPUs (the
+    mig config and monitor capabilities; every GPU instance and compute instance capability of each GPU's MIG slots,
+    numbered as the lab's mig-minors: lab/tests/oracles/oracle_util.py cap_minor) and devices: this host's
+    /proc/devices with nvidia-frontend (195), nvidia-uvm and nvidia-caps (lab/node/node.py's majors) among its
+    character devices, as on a host with the driver loaded."""
+    with open(dra_slices.inventory_path(inventory)) as f:
+        gpus = json.load(f)['gpus']
+    caps = os.path.join(root, 'driver', 'nvidia', 'capabilities')
+
+    def access(path, minor):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write('DeviceFileMinor: %d\nDeviceFileMode: 292\nDeviceFileModify: 1\n' % minor)
+    access(os.path.join(caps, 'mig', 'config'), 1)
+    access(os.path.join(caps, 'mig', 'monitor'), 2)
+    for i, g in enumerate(gpus):
+        minor = g.get('minor_number', i)
+        for gi in range(15):
+            access(os.path.join(caps, 'gpu%d' % minor, 'mig', 'gi%d' % gi, 'access'), cap_minor(minor, gi))
+            for ci in range(8):
+                access(os.path.join(caps, 'gpu%d' % minor, 'mig', 'gi%d' % gi, 'ci%d' % ci, 'access'),
+                       cap_minor(minor, gi, ci))
+    with open('/proc/devices') as f:
+        lines = f.read().splitlines()
+    ours = {195: 'nvidia-frontend', lab_node.NVIDIA_UVM_MAJOR: 'nvidia-uvm', lab_node.NVIDIA_CAPS_MAJOR: 'nvidia-caps'}
+    block = lines.index('Block devices:')
+    chars = [ln for ln in lines[1:block] if ln.strip() and int(ln.split()[0]) not in ours]
+    chars += ['%3d %s' % kv for kv in ours.items()]
+    chars.sort(key=lambda ln: int(ln.split()[0]))
+    with open(os.path.join(root, 'devices'), 'w') as f:
+        f.write('\n'.join(['Character devices:'] + chars + [''] + lines[block:]) + '\n')
 
 
 def driver_libs(driver_root, inventory):
@@ -71,6 +127,13 @@ class DraPlugin(object):
                 '--nvidia-cdi-hook-path', str(self.work / 'nvidia-cdi-hook'), '--cdi-root', self.cdi,
                 '--kubelet-registrar-directory-path', os.path.join(self.kubelet, 'plugins_registry'),
                 '--kubelet-plugins-directory-path', os.path.join(self.kubelet, 'plugins'), '-v', '4']
+        if mig_inventory(self.inventory):
+            nvproc, realproc = self.work / 'nvidia-proc', self.work / 'realproc'
+            if not nvproc.exists():
+                nvidia_proc(str(nvproc), self.inventory)
+            realproc.mkdir(exist_ok=True)
+            env.update(NVPROC=str(nvproc), REALPROC=str(realproc))
+            cmd = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', PRIVATE_PROC, 'sh'] + cmd
         with open(self.log, 'ab') as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          cwd=str(self.work), env=env)

@@ -12,7 +12,9 @@ counts it once.
   under a name with this file's pid: the chart's release belongs to test_dra_real.py on the shared cluster.
 * The node is a real one (conftest.real_node: kubelet + containerd + runc) with gpu-kubelet-plugin v0.5.0 on the NVML
   simulator (as test_node_dra_real.py), its TimeSlicingSettings gate on, and an nvidia-smi of the lab's that records
-  the calls the plugin makes (there is no GPU: the call is what the driver would do to one).
+  the calls the plugin makes (there is no GPU: the call is what the driver would do to one). The last test restarts
+  the plugin on the node with h100-mig.json (a plain nvidia.com/mig-1g.10gb pod prepared on a MIG device), then the
+  T4 one again.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_extended_real.py
 """
@@ -24,17 +26,19 @@ import sys
 
 import pytest
 
-from conftest import KUBE, NODE_PY, private_kube, real_node, run_module, wait_until as wait
+from conftest import KUBE, NODE_PY, lab_collections_path, private_kube, real_node, run_module, wait_until as wait
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
 import node as lab_node  # noqa: E402  (lab/node)
+import yaml  # noqa: E402
+lab_collections_path(importable=True)   # test_gpu_sharing_stack_dra_real imports the collection's Python at import
 from test_dra_real import _collection_dra  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
-from dra_node_plugin import DraPlugin  # noqa: E402
+from dra_node_plugin import DraPlugin, cap_minor  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-drax-node-%s' % SUFFIX
@@ -201,12 +205,13 @@ def dra_node(kube_real, tmp_path_factory):
         wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
             NS, field_selector='metadata.name=default').items, 60)
         try:
-            yield {'state': state, 'core': core, 'co': co, 'proc': proc, 'log': work / 'plugin.log', 'cdi': cdi,
-                   'smi_log': smi_log, 'kube': kube_real}
+            dra = {'state': state, 'core': core, 'co': co, 'proc': proc, 'log': work / 'plugin.log', 'cdi': cdi,
+                   'smi_log': smi_log, 'kube': kube_real, 'plugin': plugin}
+            yield dra
         finally:
             core.delete_namespace(NS)
             wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
-            dra_slices.stop_plugin(proc)
+            dra_slices.stop_plugin(dra['proc'] if 'dra' in locals() else proc)
             for obj in classes:
                 co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', obj['metadata']['name'])
             for s in slices(co):
@@ -223,8 +228,9 @@ def tail(dra):
     return dra['log'].read_text()[-4000:] if dra['log'].exists() else ''
 
 
-def run_pod(dra, name, resource):
-    """A pod asking ``resource: 1`` in its limits (no ResourceClaim in its spec), Running on the node; returns it."""
+def run_pod(dra, name, resource, script='ls /dev | grep nvidia'):
+    """A pod asking ``resource: 1`` in its limits (no ResourceClaim in its spec), Running on the node; returns it.
+    Its container runs ``script`` then prints done."""
     core = dra['core']
     core.create_namespaced_pod(NS, {
         'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name},
@@ -232,7 +238,7 @@ def run_pod(dra, name, resource):
                  'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
                  'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
                  'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
-                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; echo done; sleep 3600'],
+                                 'command': ['sh', '-c', script + '; echo done; sleep 3600'],
                                  'resources': {'limits': {resource: '1'}}}]}})
 
     def running():
@@ -347,7 +353,7 @@ def test_DRAX_04_mig_profile_pods_get_mig_devices_of_that_profile(dra_node, coll
     """nvidia.com/mig-1g.10gb maps to the collection's MIG class (CEL on type mig and the profile): on a kwok node whose
     ResourceSlice is the H100 MIG inventory's (lab/kube/dra_slices.py: GPU 0 with a 3g.40gb and two 1g.10gb devices),
     the real scheduler gives two plain mig-1g.10gb pods the two 1g.10gb devices and leaves a third Pending; the report
-    counts each once. (kwok runs the pods: no container here; the real node's inventory has no MIG.)"""
+    counts each once. (kwok runs the pods: no container here; the real node's MIG pod is the test below.)"""
     core, co = dra_node['core'], dra_node['co']
     api = dra_node['kube'].api()
     body = kwok_node(MIG_NODE, T4)
@@ -395,3 +401,70 @@ def test_DRAX_04_mig_profile_pods_get_mig_devices_of_that_profile(dra_node, coll
         for s in dra_slices.slices_of(api, MIG_NODE):
             co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
         core.delete_node(MIG_NODE)
+
+
+MIG_INVENTORY = 'h100-mig.json'
+
+
+def test_DRAX_04_mig_pod_on_the_real_node_sees_its_mig_device(dra_node, collections_path, tmp_path):
+    """The real node's plugin restarted on h100-mig.json (GPU 0 in MIG mode: a 3g.40gb and two 1g.10gb devices; the
+    plugin in a /proc of its own with the kernel module's capability files, lab/tests/dra_node_plugin.py): a plain
+    nvidia.com/mig-1g.10gb: 1 pod gets a 1g.10gb MIG device through the collection's class; the kubelet's
+    NodePrepareResources makes the plugin write the claim's CDI spec with the parent GPU's /dev/nvidia0 and the MIG
+    device's two capability nodes /dev/nvidia-caps/nvidia-cap<GI minor> and nvidia-cap<CI minor> (cdi.go
+    GetDevNodesForMigDevice, v0.5.0; the minors those of the device's GPU and compute instance ids), containerd
+    injects them and the container sees exactly those; the report counts the device once, as its profile."""
+    co, kube = dra_node['co'], dra_node['kube']
+    view = dra_slices.nvml_view(MIG_INVENTORY, str(tmp_path))
+    migs = dict((m['uuid'], dict(m, parent_minor=g['minor'])) for g in view['gpus'] for m in g['migs'])
+    assert sorted(m['name'] for m in migs.values()) == ['MIG 1g.10gb', 'MIG 1g.10gb', 'MIG 3g.40gb'], view
+    dra_slices.stop_plugin(dra_node['proc'])
+    work = tmp_path / 'mig'
+    work.mkdir()
+    plugin = DraPlugin(kube, work, dra_node['state'], NAME, MIG_INVENTORY)
+    plugin.start()
+    try:
+        try:
+            wait('the slice of the MIG devices', lambda: [s for s in slices(co) if sorted(
+                d['attributes']['uuid']['string'] for d in s['spec']['devices']) == sorted(migs)], 90)
+        except AssertionError:
+            raise AssertionError('%s\n%s' % (slices(co), plugin.log.read_text()[-4000:]))
+        log_of = dict(dra_node, log=plugin.log)
+        pod = run_pod(log_of, 'mig', 'nvidia.com/mig-1g.10gb',
+                      'ls /dev | grep nvidia; ls /dev/nvidia-caps; env | grep NVIDIA_')
+        st, claim = pod_claim(dra_node, pod)
+        assert [(m.container_name, m.resource_name) for m in st.request_mappings] == [('main', 'nvidia.com/mig-1g.10gb')]
+        [req] = claim['spec']['devices']['requests']
+        assert req['exactly']['deviceClassName'] == 'mig-1g.10gb.nvidia.com.extended.gpuops.io'
+        [res] = claim['status']['allocation']['devices']['results']
+        assert (res['driver'], res['pool']) == (DRIVER, NAME)
+        [dev] = [d for s in slices(co) for d in s['spec']['devices'] if d['name'] == res['device']]
+        assert dev['attributes']['type'] == {'string': 'mig'} and dev['attributes']['profile'] == {'string': '1g.10gb'}
+        mig = migs[dev['attributes']['uuid']['string']]
+        gi, ci = cap_minor(mig['parent_minor'], mig['gi_id']), cap_minor(mig['parent_minor'], mig['gi_id'], mig['ci_id'])
+        # the claim's CDI spec (NodePrepareResources): the parent's device node and the MIG device's two cap nodes
+        [spec_file] = os.listdir(dra_node['cdi'])
+        with open(os.path.join(dra_node['cdi'], spec_file)) as f:
+            spec = yaml.safe_load(f)
+        [cdev] = spec['devices']
+        nodes = cdev['containerEdits']['deviceNodes']
+        assert [n['path'] for n in nodes] == ['/dev/nvidia%d' % mig['parent_minor'], '/dev/nvidia-caps/nvidia-cap%d'
+                                              % gi, '/dev/nvidia-caps/nvidia-cap%d' % ci], cdev
+        assert [(n['type'], n['major'], n['minor'], n['fileMode']) for n in nodes[1:]] == [
+            ('c', lab_node.NVIDIA_CAPS_MAJOR, m, 0o444) for m in (gi, ci)], cdev
+        lines = container_devices(dra_node, 'mig')
+        assert 'nvidia%d' % mig['parent_minor'] in lines and 'nvidia-caps' in lines, lines
+        assert sorted(ln for ln in lines if ln.startswith('nvidia-cap') and ln != 'nvidia-caps') == sorted(
+            ['nvidia-cap%d' % gi, 'nvidia-cap%d' % ci]), lines
+        assert 'NVIDIA_VISIBLE_DEVICES=void' in lines, lines
+        rep = report(dra_node, collections_path)
+        [node] = [n for n in rep['nodes'] if n['name'] == NAME]
+        assert not [k for k in node['resources'] if k.startswith('nvidia.com/')], node['resources']
+        assert node['dra'] == {'devices': {DRIVER: 3}, 'allocated': {DRIVER: 1}}, node['dra']
+        [c] = rep['dra']['claims']
+        assert (c['name'], c['extended_resources']) == (claim['metadata']['name'], ['nvidia.com/mig-1g.10gb'])
+        assert [(d['node'], d['device'], d['profile']) for d in c['devices']] == [(NAME, res['device'], '1g.10gb')]
+        end_pod(dra_node, 'mig', claim['metadata']['name'])
+    finally:
+        plugin.stop()
+        dra_node['proc'] = dra_node['plugin'].start()
