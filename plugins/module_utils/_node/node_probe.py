@@ -37,11 +37,13 @@ def _path(root: str | None, rel: str) -> str:
 
 
 @overload
-def _read(root: str | None, rel: str) -> str | None: ...
+def _read(root: str | None, rel: str) -> str | None:
+    ...
 
 
 @overload
-def _read(root: str | None, rel: str, default: str) -> str: ...
+def _read(root: str | None, rel: str, default: str) -> str:
+    ...
 
 
 def _read(root: str | None, rel: str, default: str | None = None) -> str | None:
