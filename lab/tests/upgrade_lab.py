@@ -184,6 +184,7 @@ def make_lab(tmp_path_factory, collections_path, tag, kube_real):
                    ANSIBLE_PIPELINING='1', PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')))
         ctx = {'inventory': str(inv_path), 'env': env, 'containers': containers, 'tmp': tmp}
         setup(ctx)
+        snapshot(ctx)
         cl = Cluster(kube_real)
         ctx['emu'] = cl
         try:
@@ -206,19 +207,46 @@ def playbook(ctx, path, *extra):
     return proc.returncode, doc
 
 
-def setup(ctx, hosts=None):
-    """Every node (or only ``hosts``) on OLD through the collection's role, no fault injected; every node then
-    reports OLD."""
-    for host, name in ctx['containers'].items():
-        if hosts is None or host in hosts:
-            dexec(name, 'rm', '-f', '/etc/gpuops-lab/report-driver-version')
-    limit = ['--limit', ','.join(hosts)] if hosts is not None else []
-    if hosts is None or hosts:
-        rc, doc = playbook(ctx, os.path.join(ROOT, 'lab', 'upgrade', 'setup.yml'), '-e', 'lab_start_driver_version=%s' % OLD,
-                           *limit)
-        assert rc == 0, json.dumps(doc.get('stats'), indent=1) + failures(doc)
+def setup(ctx):
+    """Every node on OLD through the collection's role (lab/upgrade/setup.yml), no fault injected; every node then
+    reports and has installed OLD."""
+    rc, doc = playbook(ctx, os.path.join(ROOT, 'lab', 'upgrade', 'setup.yml'), '-e', 'lab_start_driver_version=%s' % OLD)
+    assert rc == 0, json.dumps(doc.get('stats'), indent=1) + failures(doc)
     for host in ctx['containers']:
-        assert reported_version(ctx, host) == OLD
+        assert reported_version(ctx, host) == OLD and installed_versions(ctx, host) == [OLD], host
+
+
+# What a roll (the nvidia_driver role, the stand-in installer, the NVML simulator) and a test's fault injection change
+# on a node, relative to /: the stand-in's library, programs and log, the simulator's inventory and state, the role's
+# download directory and report, the lab's fault files. snapshot() keeps them as the role left them on OLD (make_lab);
+# restore() puts them back - what the role produces on OLD, without running it again (measured in docs/lab.md: the
+# role's pass to OLD was most of stand_down()). Anything else a roll changed makes restore() fail, naming it.
+RESTORED = ('etc/nvml-sim', 'var/lib/nvml-sim', 'etc/gpuops-lab', 'var/lib/gpuops', 'var/cache/gpuops',
+            'usr/bin/nvidia-uninstall', 'usr/bin/nvidia-persistenced', 'var/log/gpuops-lab-nvidia-installer.log',
+            'etc/systemd/system/nvidia-persistenced.service')
+LIBS = 'usr/lib/x86_64-linux-gnu/libnvidia-ml.so.5*'   # the stand-in's libnvidia-ml.so.<version> (installed_versions)
+SNAPSHOT, STAMP = '/var/tmp/gpuops-lab-old.tar', '/var/tmp/gpuops-lab-old.stamp'
+# scratch of Ansible and the OS that a roll writes and nothing reads back (other mounts are outside find -xdev)
+SCRATCH = ('/proc', '/sys', '/dev', '/run', '/tmp', '/var/tmp', '/root/.ansible')
+
+
+def snapshot(ctx):
+    """Keep on every node what RESTORED and LIBS hold now (every node on OLD through the role)."""
+    script = 'set -e; cd /; tar -cpf %s $(for p in %s %s; do [ -e "$p" ] && echo "$p"; done); touch %s' % (
+        SNAPSHOT, ' '.join(RESTORED), LIBS, STAMP)
+    for name in ctx['containers'].values():
+        dexec(name, 'sh', '-c', script)
+
+
+def restore(ctx):
+    """Every node back to what snapshot() kept; fails naming any other file changed since."""
+    prune = ' -o '.join('-path %s' % p for p in SCRATCH)
+    allowed = ' | '.join(['/' + p + ' | /' + p + '/*' for p in RESTORED] + ['/' + LIBS])
+    script = ('set -e; cd /; for f in $(find / -xdev \\( %s \\) -prune -o ! -type d -newer %s -print); do '
+              'case "$f" in %s) ;; *) echo "restore: $f changed since the snapshot and is not restored" >&2; '
+              'exit 3;; esac; done; rm -rf %s %s; tar -xpf %s' % (prune, STAMP, allowed, ' '.join(RESTORED), LIBS, SNAPSHOT))
+    for name in ctx['containers'].values():
+        dexec(name, 'sh', '-c', script)
 
 
 def failures(doc):
@@ -346,11 +374,11 @@ def stand_down(lab):
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
-    for name in lab['containers'].values():
-        dexec(name, 'rm', '-f', '/etc/gpuops-lab/report-driver-version', '/etc/gpuops-lab/drop-mig-instances')
-    sh(os.path.join(ROOT, 'lab', 'nvml_sim', 'install.sh'), lab['containers'][NODES[1][0]], MIG_INVENTORY)
-    # the role runs again only where the last roll changed something (a node still on OLD is already set up)
-    setup(lab, [h for h, _i, _n in NODES if reported_version(lab, h) != OLD or installed_versions(lab, h) != [OLD]])
+    # every node as the role left it on OLD in make_lab (the fault files, the simulator's inventory and state too);
+    # a pass of the role back to OLD would take the runfile path every roll takes to NEW, at the cost of a roll
+    restore(lab)
+    for host in lab['containers']:
+        assert reported_version(lab, host) == OLD and installed_versions(lab, host) == [OLD], host
     reseed_pods(emu)
     wait_until('only the train and dp pods left', lambda: all(
         o.startswith(('train-', 'dp-')) for _n, o in k8s_pods(emu)) and len(k8s_pods(emu)) == 2 * len(NODES), 60)

@@ -3,9 +3,10 @@ node 2 when its GPU jobs outlive their wait (UPG-03, with a GPU-pods-only drain 
 its MIG devices are gone after the "reboot" (UPG-04), when an eviction is refused by a PodDisruptionBudget (UPG-01)
 and when a pod a finalizer holds outlives the drain timeout (UPG-02): node 2 stays cordoned (with its driver untouched
 when the drain stopped it), node 1 rolled, node 3 untouched. A node an operator cordoned before the roll stays
-cordoned after its upgrade (UPG-09). One lab for the six tests, each starting from stand_down(); the order keeps the
-re-installs stand_down() needs few (UPG-04 ends with every node back on the old driver). test_upgrade_driver.py has
-its own lab and runs on another xdist worker at the same time. The doctor gate (issue #30): a critical finding after the
+cordoned after its upgrade (UPG-09). One lab for the tests, each starting from stand_down(), which puts every node back
+as the role left it on the old driver in make_lab (upgrade_lab.restore(), a snapshot of what a roll changes; it fails
+naming anything else a roll changed), so the order of the tests costs nothing. test_upgrade_driver.py has its own lab
+and runs on another xdist worker at the same time. The doctor gate (issue #30): a critical finding after the
 "reboot" (a failed row remapping in the simulator) stops the roll at node 2 too, and so does a node that goes down for
 its new driver and never comes back (issue #31; last, as it halts node 2's container and starts it again).
 
@@ -40,7 +41,7 @@ def running(emu, owner):
 def stops_at_node_2_after_its_reboot(lab, undo, *expected):
     """The roll with a fault set on node 2 (``undo`` clears it once the roll ends, failed or not) stops at node 2
     after its "reboot" onto the new driver, with a failure that names every one of ``expected``; node 2 stays
-    cordoned on the new driver, node 3 untouched. Ends with every node back on the old driver (stand_down)."""
+    cordoned on the new driver, node 3 untouched."""
     since = lab['emu'].mark()
     try:
         rc, doc = upgrade(lab)
@@ -52,7 +53,6 @@ def stops_at_node_2_after_its_reboot(lab, undo, *expected):
         assert text in msg, msg
     assert_stopped_at_node_2(lab, doc, since, roll(NODES[1][2])[:3], None)
     assert reported_version(lab, NODES[1][0]) == NEW
-    stand_down(lab)
 
 
 def test_UPG_03_gpu_pods_only_drain_and_wait_for_jobs_timeout_stops_the_roll(lab):
