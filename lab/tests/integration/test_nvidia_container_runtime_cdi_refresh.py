@@ -60,7 +60,9 @@ def test_NCT_10_refresh_units_enabled_spec_present_rerun_unchanged(tmp_path, nod
     changed, tasks = run_role(tmp_path, name, url)
     assert changed > 0
     assert not tasks['Enable and start the toolkit\'s CDI refresh path unit (regenerates the spec after driver changes)'].get('skipped')
-    assert tasks['Generate the CDI spec with nvidia-ctk into a scratch file (toolkit without refresh units)'].get('skipped')
+    assert tasks['Generate the CDI spec with nvidia-ctk into the scratch directory (toolkit without refresh units)'].get(
+        'skipped')
+    assert tasks['Make a scratch directory for the generated spec'].get('skipped')
     res = tasks['Tell the cluster layer whether a CDI spec exists']
     assert (res.get('ansible_facts') or res)['nvidia_container_runtime_cdi_spec_ready'] is True
     assert dexec(name, 'dpkg-query', '-W', '-f', '${Version}', 'nvidia-container-toolkit-base').stdout == STANDIN_VERSION

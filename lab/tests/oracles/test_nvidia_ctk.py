@@ -546,7 +546,7 @@ def ctk_wrapper(tmp_path, ctk, root, minors, inventory, state):
 
 def run_role_cdi(collections_path, tmp_path, wrapper, spec):
     """Role nvidia_container_runtime with a toolkit that has no refresh units (an empty unit dir): it runs the
-    wrapper's `cdi generate` into a scratch file and installs the spec when it differs. Returns the tasks' results."""
+    wrapper's `cdi generate` into a scratch directory and installs the spec when it differs. Returns the tasks' results."""
     variables = {
         'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
         'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi_spec': True,
