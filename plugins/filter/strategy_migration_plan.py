@@ -13,7 +13,7 @@ description:
     the switch), C(skip) (on the target pool already) - with the labels after the switch for role C(gpuops.k8s_gpu.gpu_node_labels)
     and what shows the target's plugin serving the node; and every error (a node in neither pool or not in the
     cluster, one side not a dra pool). Used by playbook C(gpuops.k8s_gpu.migrate_to_dra).
-positional: hosts, source, target
+positional: hosts, source, target, accept_capacity_loss
 options:
   _input:
     description: Node objects (C(resources) of C(kubernetes.core.k8s_info)).
@@ -33,6 +33,13 @@ options:
     description: The pool the nodes join, as O(source).
     type: dict
     required: true
+  accept_capacity_loss:
+    description:
+      - Move a node although it then holds fewer pods - a device plugin that shares each GPU N ways (time-slicing,
+        MPS; GFD's C(nvidia.com/gpu.replicas)) runs N pods per GPU, a dra pool one claim per device. Without it such a
+        node is an error naming the numbers.
+    type: bool
+    default: false
 author: gpuops.k8s_gpu developers
 '''
 
@@ -45,7 +52,8 @@ EXAMPLES = r'''
 
 RETURN = r'''
 _value:
-  description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(leave), C(from), C(to)) and C(errors).
+  description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(leave), C(from), C(to),
+    C(capacity) - C(resource), C(before), C(after), C(replicas) when the move holds fewer pods, else null) and C(errors).
   type: dict
 '''
 
@@ -54,10 +62,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.strategy_migration import migration_plan
 
 
-def strategy_migration_plan(nodes, hosts, source, target):
+def strategy_migration_plan(nodes, hosts, source, target, accept_capacity_loss=False):
     if not isinstance(nodes, list) or not isinstance(hosts, list):
         raise AnsibleFilterError('strategy_migration_plan: expected lists of nodes and hosts')
-    return migration_plan(nodes, hosts, source, target)
+    if not isinstance(accept_capacity_loss, bool):
+        raise AnsibleFilterError('gpuops_migrate_accept_capacity_loss must be true or false; got %r' % (accept_capacity_loss,))
+    return migration_plan(nodes, hosts, source, target, accept_capacity_loss)
 
 
 class FilterModule(object):

@@ -189,6 +189,49 @@ def running_on(lab, dra):
     return pods
 
 
+def test_DRAX_10_a_move_that_holds_fewer_pods_is_refused_before_anything_changes(lab, tmp_path):
+    """A node of the time-slicing pool whose device plugin shares its GPU 2 ways (GFD's nvidia.com/gpu.replicas=2,
+    nvidia.com/gpu 2): under DRA the same pods get one GPU between them - the playbook refuses at its plan, naming the
+    numbers, and writes nothing to the node (labels, annotations, cordon, taints); with gpuops_migrate_accept_capacity_loss in check mode the plan shows the
+    accepted loss and still writes nothing."""
+    name = 'drax-mig-%s-shared' % SUFFIX
+    labels = pool_labels(TS)
+    body = kwok_node(name, T4, labels=dict(labels, **{'nvidia.com/gpu.replicas': '2'}),
+                     resources={'nvidia.com/gpu': '2'})
+    body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(
+        dict((k, {'value': v, 'previous': None}) for k, v in labels.items()), sort_keys=True)
+    body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
+    lab['core'].create_node(body)
+    try:
+        def seen():
+            # what the playbook would write (the controllers add beta.kubernetes.io/os and the not-ready taint, kwok
+            # updates the status)
+            n = lab['core'].read_node(name)
+            ours = ('gpuops.io/', 'nvidia.com/')
+            return ({k: v for k, v in (n.metadata.labels or {}).items() if k.startswith(ours)},
+                    {k: v for k, v in (n.metadata.annotations or {}).items() if k.startswith(ours)},
+                    n.spec.unschedulable, [t.key for t in n.spec.taints or [] if t.key.startswith(ours)])
+
+        before = seen()
+        rc, doc = migrate(lab, tmp_path, TS, DRA, nodes=[name])
+        assert rc != 0
+        [(task, msg)] = failures(doc)
+        assert task == 'Refuse the move before anything changes', (task, msg)
+        assert ('node %s shares each GPU 2 ways on pool %s (nvidia.com/gpu.replicas=2): nvidia.com/gpu 2' % (name, TS_POOL)
+                in msg and 'the same pods get 1' in msg), msg
+        rc, doc = migrate(lab, tmp_path, TS, DRA, '--check', '-e', 'gpuops_migrate_accept_capacity_loss=true',
+                          nodes=[name])
+        assert rc == 0, failures(doc)
+        shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
+                 for r in t['hosts'].values()]
+        assert shown[0] == ['%s: migrate: pool %s (time-slicing) -> pool %s (dra), nvidia.com/gpu 2 -> 1 pods (accepted)'
+                            % (name, TS_POOL, DRA_POOL)], shown
+        # nothing written by the playbook (kwok's own status updates change the resourceVersion)
+        assert seen() == before and not before[2]
+    finally:
+        lab['core'].delete_node(name)
+
+
 def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
     apps = lab['apps']
     first = wait('the Deployment on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)

@@ -21,6 +21,9 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
 RECORD_ANNOTATION = 'gpuops.io/managed-labels'
+# GFD's label of how many ways a device plugin shares each GPU (time-slicing, MPS; k8s-device-plugin v0.19.1
+# internal/lm/resource.go): docs/conformance GFD-07, recorded on the lab's real nodes
+REPLICAS_LABEL = 'nvidia.com/gpu.replicas'
 MARK_ANNOTATION = 'gpuops.io/strategy-migration'
 DEFAULT_RESOURCE = 'nvidia.com/gpu'
 
@@ -88,7 +91,33 @@ def stacks_input(pool, node, labels):
     return {pool: {'node_labels': {node: dict(labels)}, 'node_label_defaults': {}}}
 
 
-def node_step(node, host, source, target):
+def _int(value):
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def capacity_change(node, src, dst):
+    """{resource, before, after, replicas} when moving ``node`` from the device-plugin side ``src`` to the dra side
+    ``dst`` takes pods away, else None. A device plugin that shares each GPU N ways (time-slicing, MPS: GFD's
+    nvidia.com/gpu.replicas) advertises N units per GPU, and N pods run on one GPU; under DRA the scheduler makes one
+    claim per pod and a device goes to one claim (docs/sharing_stacks.md, "Sharing"), so the same pods get one GPU
+    each: the node holds N times fewer of them."""
+    if not gpu_stack_registry.stack(dst['strategy']).claims_devices:
+        return None
+    meta = node.get('metadata') or {}
+    replicas = _int((meta.get('labels') or {}).get(REPLICAS_LABEL))
+    before = _int(((node.get('status') or {}).get('allocatable') or {}).get(src['resource']))
+    if not replicas or replicas <= 1 or not before:
+        return None
+    after = max(before // replicas, 1)
+    if after >= before:
+        return None
+    return {'resource': src['resource'], 'before': before, 'after': after, 'replicas': replicas}
+
+
+def node_step(node, host, source, target, accept_capacity_loss=False):
     """What the migration does with one node: {host, node, action, reason, plan, wait}.
 
     ``node``: the live Node (dict, or None when it is not in the cluster); ``source``/``target``: the two sides (see
@@ -99,7 +128,9 @@ def node_step(node, host, source, target):
     target's plugin serving the node - {kind: slice, driver} for dra, {kind: resource, resource} for a device plugin;
     ``leave``: the same for the source's plugin, whose devices must be gone (no ResourceSlice of the driver on the
     node; the resource's allocatable 0 or absent) before the node is uncordoned.
-    MigrationError for a node in neither pool or not in the cluster."""
+    ``capacity``: {resource, before, after, replicas} when the move holds fewer pods on the node (capacity_change),
+    else None; such a move is refused unless ``accept_capacity_loss``.
+    MigrationError for a node in neither pool or not in the cluster, or a capacity loss not accepted."""
     src, dst = check_sides(source, target)
     if not node:
         raise MigrationError('%s: its node is not in the cluster (set gpuops_migrate_node_name for the host)' % host)
@@ -114,7 +145,8 @@ def node_step(node, host, source, target):
     # plugin's resource in the capacity 5 min (its allocatable drops to 0 at once: devicemanager PluginDisconnected;
     # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
     leave = gpu_stack_registry.stack(src['strategy']).serving_sign(src['resource'])
-    out = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool']}
+    out = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool'],
+           'capacity': None}
     if now == (dst['strategy'], dst['pool']):
         out.update(action='resume' if marked else 'skip', labels=None, stacks=None,
                    reason='on pool %s (strategy %s)%s' % (dst['pool'], dst['strategy'],
@@ -126,6 +158,16 @@ def node_step(node, host, source, target):
                              'pool %s (%s); nothing was changed'
                              % (host, name, now[1] or '-', now[0] or '-', src['pool'], src['strategy'], dst['pool'],
                                 dst['strategy']))
+    capacity = capacity_change(node, src, dst)
+    if capacity and not accept_capacity_loss:
+        raise MigrationError(
+            '%s: node %s shares each GPU %d ways on pool %s (%s=%d): %s %d; on the dra pool %s each pod\'s claim takes '
+            'a whole device, so the same pods get %d - set gpuops_migrate_accept_capacity_loss: true to move it '
+            'anyway, or give the pods that must share a GPU one ResourceClaim (claim_templates with shared: true); '
+            'nothing was changed'
+            % (host, name, capacity['replicas'], src['pool'], REPLICAS_LABEL, capacity['replicas'], capacity['resource'],
+               capacity['before'], dst['pool'], capacity['after']))
+    out['capacity'] = capacity
     record = _record(meta)
     drop = {STRATEGY_LABEL, POOL_LABEL} | set(src['labels'])
     keep = dict((k, (e or {}).get('value')) for k, e in record.items()
@@ -135,13 +177,17 @@ def node_step(node, host, source, target):
     want[STRATEGY_LABEL] = dst['strategy']
     want[POOL_LABEL] = dst['pool']
     out.update(action='migrate', labels=want, stacks=stacks_input(dst['pool'], name, want),
-               reason='pool %s (%s) -> pool %s (%s)' % (src['pool'], src['strategy'], dst['pool'], dst['strategy']))
+               reason='pool %s (%s) -> pool %s (%s)%s' % (
+                   src['pool'], src['strategy'], dst['pool'], dst['strategy'],
+                   ', %s %d -> %d pods (accepted)' % (capacity['resource'], capacity['before'], capacity['after'])
+                   if capacity else ''))
     return out
 
 
-def migration_plan(nodes, hosts, source, target):
+def migration_plan(nodes, hosts, source, target, accept_capacity_loss=False):
     """Every host's step, in the order of ``hosts`` ([{host, node}]); ``nodes``: the live Nodes. Returns {'steps',
-    'errors'}: errors (a node in neither pool, not in the cluster, bad sides) stop the run before anything changes."""
+    'errors'}: errors (a node in neither pool, not in the cluster, bad sides, a capacity loss not accepted) stop the
+    run before anything changes."""
     by_name = dict(((n.get('metadata') or {}).get('name'), n) for n in nodes or [])
     steps, errors = [], []
     try:
@@ -150,7 +196,7 @@ def migration_plan(nodes, hosts, source, target):
         return {'steps': [], 'errors': [str(exc)]}
     for h in hosts or []:
         try:
-            steps.append(node_step(by_name.get(h['node']), h['host'], source, target))
+            steps.append(node_step(by_name.get(h['node']), h['host'], source, target, accept_capacity_loss))
         except MigrationError as exc:
             errors.append(str(exc))
     return {'steps': steps, 'errors': errors}

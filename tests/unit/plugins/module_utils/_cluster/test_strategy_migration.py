@@ -124,3 +124,49 @@ def test_DRAX_08_drain_takes_the_pods_holding_dra_devices():
     evict, wait, kept, refused = drain.select_pods(pods, 'gpu', drain.DEFAULT_GPU_RESOURCES)
     assert [p['metadata']['name'] for p in evict] == ['claim', 'extended']
     assert [p['metadata']['name'] for p in kept] == ['web'] and not wait and not refused
+
+
+def shared(name, replicas, allocatable, resource='nvidia.com/gpu'):
+    n = node(name, 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts',
+                                          'nvidia.com/gpu.replicas': str(replicas)})
+    n['status']['allocatable'] = {resource: str(allocatable)}
+    return n
+
+
+def test_DRAX_10_a_move_that_holds_fewer_pods_is_refused_unless_accepted():
+    """Time-slicing 4 ways on one T4: 4 pods ran on the node; under DRA each pod's claim takes the whole GPU: 1."""
+    hosts = [{'host': 'h1', 'node': 'n1'}]
+    out = sm.migration_plan([shared('n1', 4, 4)], hosts, TS, DRA)
+    assert out['steps'] == []
+    [err] = out['errors']
+    assert 'h1: node n1 shares each GPU 4 ways on pool ts (nvidia.com/gpu.replicas=4): nvidia.com/gpu 4' in err
+    assert 'the same pods get 1' in err and 'gpuops_migrate_accept_capacity_loss' in err and 'nothing was changed' in err
+    [s] = sm.migration_plan([shared('n1', 4, 4)], hosts, TS, DRA, accept_capacity_loss=True)['steps']
+    assert s['action'] == 'migrate' and s['capacity'] == {'resource': 'nvidia.com/gpu', 'before': 4, 'after': 1,
+                                                          'replicas': 4}
+    assert s['reason'].endswith('nvidia.com/gpu 4 -> 1 pods (accepted)')
+    # the resource the pool's pods ask for (renamed by the device plugin: nvidia.com/gpu.shared), 8 GPUs x 2
+    ts_shared = dict(TS, resource='nvidia.com/gpu.shared')
+    [s] = sm.migration_plan([shared('n1', 2, 16, 'nvidia.com/gpu.shared')], hosts, ts_shared, DRA,
+                            accept_capacity_loss=True)['steps']
+    assert s['capacity'] == {'resource': 'nvidia.com/gpu.shared', 'before': 16, 'after': 8, 'replicas': 2}
+
+
+@pytest.mark.parametrize('replicas,allocatable', [('1', '1'), (None, '1'), ('4', None), ('x', '4'), ('4', '0'),
+                                                  ('4', '1')])
+def test_DRAX_10_no_loss_no_refusal(replicas, allocatable):
+    """One pod per GPU before (replicas 1, or no GFD label), or nothing advertised: nothing to accept."""
+    n = node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts'})
+    if replicas is not None:
+        n['metadata']['labels']['nvidia.com/gpu.replicas'] = replicas
+    if allocatable is not None:
+        n['status']['allocatable'] = {'nvidia.com/gpu': allocatable}
+    out = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], TS, DRA)
+    assert out['errors'] == [] and out['steps'][0]['capacity'] is None
+
+
+def test_DRAX_10_back_to_the_device_plugin_never_loses():
+    """From a dra pool to a time-slicing pool the device plugin gives N units per GPU: no loss, no question."""
+    n = node('n1', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false', 'nvidia.com/gpu.replicas': '4'})
+    [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA, TS)['steps']
+    assert s['action'] == 'migrate' and s['capacity'] is None
