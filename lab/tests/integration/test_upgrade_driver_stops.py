@@ -217,6 +217,9 @@ def test_a_node_that_never_comes_back_after_its_upgrade_stops_the_roll(lab):
         assert_stopped_at_node_2(lab, doc, since, roll(n2)[:3], None)
         assert k8s_nodes(emu)[n2]['metadata']['annotations'].get('gpuops.io/driver-upgrade') == NEW
     finally:
+        # the container may still be shutting down (systemd halts it after the roll gave up on it; slow under load):
+        # started before it stopped, it would stop right after (seen: "not running (state: exited)")
+        sh('timeout', '180', 'docker', 'wait', name, check=False)
         sh('docker', 'start', name)
         sh(os.path.join(DOCKER_DIR, 'node.sh'), 'wait', name, '120')
         dexec(name, 'rm', '-f', '/etc/gpuops-lab/never-come-back')
