@@ -2,7 +2,7 @@
 
 pyVim's WaitForTask reads ``task.info.name.info.name`` whenever it sees the task still running; the simulator names
 its tasks with methods pyVmomi does not know (an ``UnknownManagedMethod`` without ``info``), so WaitForTask raises
-AttributeError whenever the machine is loaded enough that the first poll finds the task running (CI of stop 45:
+AttributeError whenever the machine is loaded enough that the first poll finds the task running (CI of stop 44:
 lab/bench/esxi/bench.py, CreateVM_Task). This wait reads only the state, and raises the task's fault as WaitForTask
 does. Nothing of the collection imports it (the collection has its own wait in module_utils/_esxi/esxi_vsphere.py).
 """
