@@ -510,16 +510,28 @@ def recorded_node(name, rec):
             'status': {'capacity': dict(base, **rec['capacity']), 'allocatable': dict(base, **rec['allocatable'])}}
 
 
+def layer_node(name, rec, lab=None):
+    """A kwok node of the recorded shape ``rec`` (or its key) as the collection's node layer leaves it, before any
+    sharing stack: recorded_node less every GFD label but SHAPE_LABELS and nvidia.com/gpu.present, and less every
+    extended resource; ``lab``: its gpuops.io/lab label (none: a test's node)."""
+    if isinstance(rec, str):
+        rec = load_recording()['shapes'][rec]
+    node = recorded_node(name, rec)
+    keep = set(SHAPE_LABELS) | {'nvidia.com/gpu.present'}
+    labels = dict((k, v) for k, v in node['metadata']['labels'].items()
+                  if (not k.startswith('nvidia.com/') or k in keep) and k != 'gpuops.io/lab')
+    if lab:
+        labels['gpuops.io/lab'] = lab
+    node['metadata']['labels'] = labels
+    for field in ('capacity', 'allocatable'):
+        for r in rec[field]:
+            node['status'][field].pop(r)
+    return node
+
+
 def dra_node(name, shape):
-    """A kwok node of a dra pool (DRA_NODES): the node layer's labels of the recorded ``shape``, no extended resource."""
-    rec = load_recording()['shapes'][shape]
-    labels = {'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64',
-              'type': 'kwok', 'nvidia.com/gpu.present': 'true', 'gpuops.io/lab': 'real-dra'}
-    labels.update((k, rec['labels'][k]) for k in SHAPE_LABELS if k in rec['labels'])
-    base = {'cpu': '64', 'memory': '512Gi', 'pods': '110'}
-    return {'apiVersion': 'v1', 'kind': 'Node',
-            'metadata': {'name': name, 'labels': labels, 'annotations': {KWOK_ANNOTATION: 'fake'}},
-            'status': {'capacity': dict(base), 'allocatable': dict(base)}}
+    """A kwok node of a dra pool (DRA_NODES): layer_node, no extended resource (the DRA plugin publishes a slice)."""
+    return layer_node(name, shape, lab='real-dra')
 
 
 def api_client(kubeconfig_path):

@@ -23,7 +23,6 @@ if _KUBE not in sys.path:
 
 import real  # noqa: E402  lab/kube/real.py: the recording and the shapes
 
-PRESENT = 'nvidia.com/gpu.present'
 GFD_MIG_STRATEGY = 'nvidia.com/mig.strategy'
 
 # agent -> (what lab tests write by hand, where, why no recording gives it)
@@ -68,16 +67,7 @@ def bare_node(name, shape_name, facts=None, labels=None):
     ``labels``: more labels (not GPU ones: those come from the recording)."""
     if facts is not None:
         agrees(facts, shape_name)
-    node = real.recorded_node(name, shape(shape_name))
-    rec = shape(shape_name)
-    keep = set(real.SHAPE_LABELS) | {PRESENT}
-    # gpuops.io/lab=real marks the shared cluster's own nodes (lab/kube/real.py); a test's node is no such node and
-    # carries no gpuops.io/ label before the collection writes one
-    node['metadata']['labels'] = dict((k, v) for k, v in node['metadata']['labels'].items()
-                                      if (not k.startswith('nvidia.com/') or k in keep) and k != 'gpuops.io/lab')
-    for field in ('capacity', 'allocatable'):
-        for r in rec[field]:
-            node['status'][field].pop(r)
+    node = real.layer_node(name, shape(shape_name))
     node['metadata']['labels'].update(labels or {})
     return node
 
