@@ -69,7 +69,8 @@ RECORDING = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file
                                           'gpu-nodes.json'))
 # recorded shape -> (NVML simulator inventory, GPU count): the GPUs a real lab node ran with when it was recorded
 RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8),
-                   'a100x8-mig-single': ('hgx-a100-80gb.json', 8), 'h100x2-mig-mixed': ('h100-mig.json', 2)}
+                   'a100x8-mig-single': ('hgx-a100-80gb.json', 8), 'h100x2-mig-mixed': ('h100-mig.json', 2),
+                   'a100x2-time-slicing': ('hgx-a100-80gb.json', 2), 'a100x2-mps': ('hgx-a100-80gb.json', 2)}
 # the MIG shapes: shape -> (MIG strategy of GFD and of the device plugin, the collection's gpu_sharing_stack_mig
 # devices, the MIG instances every GPU gets or None: the inventory's own). a100x8-mig-single is the geometry the
 # collection's MIG tests apply (seven 1g.10gb per GPU); h100x2-mig-mixed is h100-mig.json as it is (the inventory of
@@ -77,6 +78,13 @@ RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 
 # without instances).
 RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g.10gb'}] * 7),
                 'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None)}
+# the shared pools: shape -> (strategy, replicas): GFD with the pool's config the collection renders and what the
+# kubelet published with the pool's device plugin - time-slicing: the collection's own DaemonSet's plugin on the
+# real node (GPUs x replicas); mps: nothing (the shape's not_published: the plugin stops at the MPS daemon's health
+# check, nvidia-cuda-mps-control being NVIDIA driver userspace the lab's driver root, the NVML simulator, has not).
+# Made by the same run as the others (test_node_daemonset_real.py: its node runs the time-slicing pool of 2 A100s
+# with 3 replicas).
+RECORDED_SHARING = {'a100x2-time-slicing': ('time-slicing', 3), 'a100x2-mps': ('mps', 3)}
 RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100x8', 'kwok-h100-1': 'h100x8'}
 # The lab's MIG machines as kwok nodes, each of a recorded MIG shape (RECORDED_MIG): every GFD label of the shape's
 # strategy and the MIG devices the kubelet published with NVIDIA's plugin under the collection's MIG config (single:
@@ -474,8 +482,8 @@ def gpu_node(name, count, product, memory, cc, mig):
     """A kwok GPU node: every label GFD wrote and every extended resource's capacity/allocatable the kubelet published
     on a real lab node of the same GPUs (RECORDING); the shape's tuple must agree with it (a drift fails here, naming
     both). A node of GPU_NODES takes its recorded shape (RECORDED_NODES); any other name (the scale test's and the
-    benchmarks' fleets) the recorded shape without MIG devices whose labels are the tuple's, and no such shape fails,
-    naming the shapes there are."""
+    benchmarks' fleets) the recorded shape without MIG devices or sharing whose labels are the tuple's, and no such
+    shape fails, naming the shapes there are."""
     shapes = load_recording()['shapes']
     want = {'nvidia.com/gpu.count': str(count), 'nvidia.com/gpu.product': product,
             'nvidia.com/gpu.memory': str(memory), 'nvidia.com/gpu.compute.major': str(cc[0]),
@@ -483,7 +491,7 @@ def gpu_node(name, count, product, memory, cc, mig):
     if name in RECORDED_NODES:
         rec = shapes[RECORDED_NODES[name]]
     else:
-        found = [r for r in shapes.values() if not r.get('mig_strategy')
+        found = [r for r in shapes.values() if not r.get('mig_strategy') and not r.get('sharing_strategy')
                  and {k: r['labels'].get(k) for k in SHAPE_LABELS} == want]
         if not found:
             raise SystemExit('%s: no recorded shape has the labels %s (recorded: %s in %s)'

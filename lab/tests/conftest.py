@@ -252,7 +252,7 @@ WEIGHT = {
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 40, 'integration/test_node_runtime_real.py': 62,
     # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
-    'integration/test_node_daemonset_real.py': 90,
+    'integration/test_node_daemonset_real.py': 130,
     # the collection's exclusive and mps pools on a real node (issue #36, 2026-11-29, -p no:xdist, the machine shared)
     'integration/test_node_strategies_real.py': 90,
     # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue

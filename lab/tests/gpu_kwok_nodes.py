@@ -6,6 +6,8 @@ GPU kwok node or writes what a GPU node's agents publish. Nothing here is writte
   NVIDIA's device plugin and GFD on the NVML simulator) it carries those the collection's node layer writes too
   (lab/kube/real.py SHAPE_LABELS, and nvidia.com/gpu.present), and no GPU resource: no device plugin runs yet (gpushare
   refuses a node that already advertises nvidia.com/gpu).
+* ``agents_node``/``agents_published``: a node whose pool's agents run (exclusive, time-slicing; mps: GFD's labels,
+  no resource), every GFD label and extended resource as the real node published them (RECORDED_AGENTS).
 * ``mig_published``: what NVIDIA's device plugin and GFD published on a real node once a MIG geometry was applied
   (the recorded MIG shapes, lab/kube/real.py RECORDED_MIG); None where no real node recorded that geometry.
 * ``PAINTED``: what lab tests still write on GPU nodes by hand because no real node recorded it: each entry names the
@@ -106,21 +108,63 @@ def mig_published(shape_name, strategy, devices):
             'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
 
 
-# strategy -> what a real lab node recorded of its node agents: the extended resources the kubelet published with
-# them (gpu-nodes.json: NVIDIA's device plugin v0.19.1 without a config, as the collection's exclusive pool runs it,
-# lab/tests/integration/test_node_strategies_real.py). MIG: mig_published; DRA: lab/node/recordings/dra-slices.json.
-RECORDED_AGENTS = {'exclusive': 'nvidia-device-plugin v0.19.1 (no config): the shape\'s nvidia.com/gpu'}
+# strategy -> what a real lab node recorded of its node agents (gpu-nodes.json, test_node_daemonset_real.py): the
+# labels GFD wrote and the extended resources the kubelet published with them. exclusive: NVIDIA's device plugin
+# v0.19.1 without a config, as the collection's exclusive pool runs it (test_node_strategies_real.py), on every plain
+# shape; time-slicing and mps: the shapes of lab/kube/real.py RECORDED_SHARING (2 A100s, 3 replicas, the config the
+# collection renders). MIG: mig_published; DRA: lab/node/recordings/dra-slices.json.
+RECORDED_AGENTS = {
+    'exclusive': 'nvidia-device-plugin v0.19.1 (no config): the shape\'s nvidia.com/gpu',
+    'time-slicing': 'the collection\'s own time-slicing DaemonSet on a real node (a100x2-time-slicing): GFD\'s '
+                    'gpu.replicas=3, gpu.sharing-strategy=time-slicing, the -SHARED product, nvidia.com/gpu = GPUs x 3',
+    'mps': 'GFD with the pool\'s MPS config (a100x2-mps): gpu.replicas, gpu.sharing-strategy=mps, the -SHARED product; '
+           'no extended resource: the plugin stops at the MPS daemon\'s health check (the shape\'s not_published)',
+}
 # the strategies whose node agents no real lab node recorded: a lab test publishes nothing for them
-NOT_RECORDED = ('time-slicing', 'mps', 'gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+NOT_RECORDED = ('gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+
+
+def agents_shape(shape_name, strategy):
+    """The recorded shape of ``shape_name``'s GPUs whose agents are those of ``strategy``'s pool, or None: exclusive -
+    the plain shape itself; time-slicing, mps - the shape of real.RECORDED_SHARING of that strategy on the same
+    inventory and GPU count (``shape_name`` may be that shape)."""
+    if strategy not in RECORDED_AGENTS:
+        return None
+    rec = shape(shape_name)
+    if strategy == 'exclusive':
+        return shape_name if not rec.get('mig_strategy') and not rec.get('sharing_strategy') else None
+    for name in sorted(real.RECORDED_SHARING):
+        other = shape(name)
+        if other.get('sharing_strategy') == strategy and (other['inventory'], other['gpus']) == (
+                rec['inventory'], rec['gpus']):
+            return name
+    return None
 
 
 def agents_published(shape_name, strategy):
     """The extended resources a pool's node agents published on a real node of the shape ({'capacity',
-    'allocatable'}), or None where no real node recorded that strategy's agents (NOT_RECORDED)."""
-    if strategy not in RECORDED_AGENTS:
+    'allocatable'}), or None where no real node recorded that strategy's agents on those GPUs (NOT_RECORDED, or
+    another shape)."""
+    name = agents_shape(shape_name, strategy)
+    if name is None:
         return None
-    rec = shape(shape_name)
+    rec = shape(name)
     return {'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
+
+
+def agents_node(name, shape_name, strategy, labels=None):
+    """A kwok node of ``shape_name``'s GPUs with its pool's agents running, all of it from the recording: every label
+    GFD wrote and every extended resource the kubelet published with the pool's device plugin (agents_shape), plus
+    the node layer's nvidia.com/gpu.present; ``labels``: more labels (not GPU ones). No recording: KeyError naming
+    what there is."""
+    found = agents_shape(shape_name, strategy)
+    if found is None:
+        raise KeyError('no real node recorded the %s agents on the GPUs of %s (recorded: %s; not recorded: %s)'
+                       % (strategy, shape_name, ', '.join(sorted(RECORDED_AGENTS)), ', '.join(NOT_RECORDED)))
+    node = real.recorded_node(name, shape(found))
+    node['metadata']['labels'].pop('gpuops.io/lab')
+    node['metadata']['labels'].update(labels or {})
+    return node
 
 
 def painted_mig(strategy, allocatable):

@@ -3,8 +3,9 @@ once for every node of a dra pool (the served group versions, the DRA driver's R
 allocatable) and each node's doctor judges its own part.
 
 Three hosts, all on this machine (connection local, the NVML simulator with a T4): two in a dra pool, kwok nodes of
-their own - one with its slice published by lab/kube/dra_slices.py (the stand-in of NVIDIA's kubelet plugin, checked
-against the plugin in test_dra_real.py), one with no slice and a device plugin's nvidia.com/gpu - and one host of no
+their own, made from what a real lab node published (lab/tests/gpu_kwok_nodes.py) - one with its slice published by
+lab/kube/dra_slices.py (the stand-in of NVIDIA's kubelet plugin, checked against the plugin in test_dra_real.py), one
+with no slice and NVIDIA's exclusive device plugin running beside (its recorded nvidia.com/gpu) - and one host of no
 dra pool. The requests are counted from the API server's audit log, by this test's own user: one list of slices and
 one list of nodes for the whole play, not one per node.
 
@@ -25,20 +26,12 @@ from conftest import ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, ROOT, VENV_BIN
 
 sys.path.insert(0, str(KUBE))
 import dra_slices  # noqa: E402  (lab/kube)
+from gpu_kwok_nodes import agents_node, bare_node, plain_node  # noqa: E402
 
 SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-doctor-dra-%s" % SUFFIX
 GOOD, BARE, OTHER = ("docdra-%s-%s" % (n, SUFFIX) for n in ("good", "bare", "other"))
 SIM = os.path.join(ROOT, "lab", ".build", "nvml_sim")
-
-
-def node(name, labels, allocatable=None):
-    res = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    res.update(allocatable or {})
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": dict({"type": "kwok"}, **labels),
-                         "annotations": {"kwok.x-k8s.io/node": "fake"}},
-            "status": {"capacity": dict(res), "allocatable": dict(res)}}
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +47,11 @@ def doctor(kube_real, tmp_path_factory, collections_path):
     api = kube_real.api()
     core = client.CoreV1Api(api)
     dra = {"gpuops.io/sharing-strategy": "dra"}
-    core.create_node(node(GOOD, dra))
-    core.create_node(node(BARE, dra, {"nvidia.com/gpu": "1"}))
-    core.create_node(node(OTHER, {}))
+    # the recorded T4 node (lab/node/recordings): GOOD as the node layer leaves it (its slice below); BARE with
+    # NVIDIA's exclusive device plugin (and GFD) running beside DRA, as a real node published them; OTHER no GPU
+    core.create_node(bare_node(GOOD, "t4x1", labels=dra))
+    core.create_node(agents_node(BARE, "t4x1", "exclusive", labels=dra))
+    core.create_node(plain_node(OTHER))
     tmp = tmp_path_factory.mktemp("doctor-dra")
     try:
         dra_slices.publish(api, GOOD, "t4.json", str(tmp))

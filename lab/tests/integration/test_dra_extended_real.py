@@ -37,7 +37,8 @@ import yaml  # noqa: E402
 lab_collections_path(importable=True)   # test_gpu_sharing_stack_dra_real imports the collection's Python at import
 from test_dra_real import _collection_dra  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
+from test_gpu_sharing_stack_real import failures, live_object, rendered, run_play, task_results  # noqa: E402
+from gpu_kwok_nodes import bare_node  # noqa: E402  (recorded nodes before their stack)
 from dra_node_plugin import DraPlugin, cap_minor  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
@@ -142,7 +143,7 @@ def test_DRAX_03_role_applies_the_classes_reruns_and_removes(kube_real, tmp_path
     created with its GpuConfig and name, a re-run changes nothing, state absent removes it."""
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    core.create_node(kwok_node(ROLE_NODE, T4))
+    core.create_node(bare_node(ROLE_NODE, 't4x1', facts=T4))
     try:
         cl = (kube_real, kube_real.kubeconfig)
         rc, result = run_play(cl, tmp_path, [{'name': 'present', 'block': stack_steps(role_vars())}])
@@ -171,7 +172,7 @@ def test_DRAX_02_gate_alpha_off_on_1_34_and_the_name_dropped(tmp_path_factory):
         assert feature_metric(kube) == ('ALPHA', 0)
         assert round_trip(kube, 'drax-probe-%s' % SUFFIX) is None
         # the role refuses the pool there, naming the minor and the gate, and writes nothing
-        client.CoreV1Api(kube.api()).create_node(kwok_node(ROLE_NODE, T4))
+        client.CoreV1Api(kube.api()).create_node(bare_node(ROLE_NODE, 't4x1', facts=T4))
         user = 'gpuops-test-drax-%s' % SUFFIX
         kc = kube.user(user, reads=True)
         start = kube.mark()
@@ -308,8 +309,9 @@ def test_DRAX_03_and_DRAX_07_plain_gpu_pod_gets_a_dra_device_counted_once(dra_no
     assert 'nvidia.com/gpu' not in node['resources'], node['resources']
     assert node['dra'] == {'devices': {DRIVER: 1}, 'allocated': {DRIVER: 1}}
     [rec] = node['pods']
-    assert rec['requests'] == {'nvidia.com/gpu': 1}
-    assert rec['dra_extended'] == {'claim': claim['metadata']['name'], 'resources': {'nvidia.com/gpu': 1}}
+    assert rec['requests'] == {'nvidia.com/gpu': 1}  # expected, not written
+    assert rec['dra_extended'] == {  # expected, not written
+        'claim': claim['metadata']['name'], 'resources': {'nvidia.com/gpu': 1}}  # expected, not written
     assert (res['cluster']['resources'].get('nvidia.com/gpu') or {}).get('allocated', 0) == 0, res['cluster']
     [c] = res['dra']['claims']
     assert (c['name'], c['state'], c['extended_resources']) == (claim['metadata']['name'], 'allocated',
@@ -356,7 +358,9 @@ def test_DRAX_04_mig_profile_pods_get_mig_devices_of_that_profile(dra_node, coll
     counts each once. (kwok runs the pods: no container here; the real node's MIG pod is the test below.)"""
     core, co = dra_node['core'], dra_node['co']
     api = dra_node['kube'].api()
-    body = kwok_node(MIG_NODE, T4)
+    # the node of the slice's GPUs (the recorded h100x2-mig-mixed shape, as the lab's kwok-dra-h100-1): it was a T4
+    # node publishing an H100 MIG slice, a node that cannot exist
+    body = bare_node(MIG_NODE, 'h100x2-mig-mixed')
     body['spec'] = {'taints': [{'key': TAINT_KEY, 'effect': 'NoSchedule'}]}
     core.create_node(body)
     try:

@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import private_kube  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node, live_object, rendered, run_play, task_results  # noqa: E402
+from test_gpu_sharing_stack_real import failures, live_object, rendered, run_play, task_results  # noqa: E402
+from gpu_kwok_nodes import bare_node  # noqa: E402  (the recorded T4 node before its stack)
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
@@ -41,7 +42,7 @@ def kube133(tmp_path_factory):
     with private_kube(tmp_path_factory.mktemp("kube-133"), "1.33") as kube:
         from kubernetes import client
         core = client.CoreV1Api(kube.api())
-        core.create_node(kwok_node(NODE, T4))
+        core.create_node(bare_node(NODE, "t4x1", facts=T4))
         core.create_namespace({"metadata": {"name": CLAIMS}})
         yield kube
 

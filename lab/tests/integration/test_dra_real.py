@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_dra_real import chart_dir, helm_on_path  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node, run_play, task_results  # noqa: E402
+from test_gpu_sharing_stack_real import failures, run_play, task_results  # noqa: E402
+from gpu_kwok_nodes import bare_node  # noqa: E402  (the recorded T4 node before its stack)
 
 SUFFIX = "%d" % os.getpid()
 NS = "dra-lab-%s" % SUFFIX
@@ -186,7 +187,7 @@ def release(kube_real, tmp_path_factory):
     """The DRA driver's release installed through the role (real helm install), then the same run again."""
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
-    core.create_node(kwok_node(ROLE_NODE, T4))
+    core.create_node(bare_node(ROLE_NODE, "t4x1", facts=T4))
     rel = Release(kube_real, tmp_path_factory.mktemp("dra-release"))
     with helm_on_path():
         try:

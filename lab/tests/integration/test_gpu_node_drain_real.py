@@ -18,6 +18,7 @@ import os
 import pytest
 
 from conftest import run_module, wait_until as wait
+from gpu_kwok_nodes import agents_node
 
 SUFFIX = "%d" % os.getpid()
 NODE = "drain-%s" % SUFFIX
@@ -32,12 +33,9 @@ def lab(kube_real):
     from kubernetes import client
     api = kube_real.api()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "4"}
-    core.create_node({"metadata": {"name": NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                   "labels": {"kubernetes.io/hostname": NODE, "nvidia.com/gpu.present": "true",
-                                              "nvidia.com/gpu.deploy.device-plugin": "true",
-                                              "gpuops.io/drain-test": SUFFIX}},
-                      "status": {"capacity": res, "allocatable": dict(res)}})
+    # an A100 node of an exclusive pool as a real lab node published it (GFD's labels, the plugin's nvidia.com/gpu 8)
+    core.create_node(agents_node(NODE, "a100x8", "exclusive", labels={
+        "nvidia.com/gpu.deploy.device-plugin": "true", "gpuops.io/drain-test": SUFFIX}))
     core.create_namespace({"metadata": {"name": NS}})
     apps.create_namespaced_deployment(NS, {"metadata": {"name": "gpu-app"}, "spec": {
         "replicas": 2, "selector": {"matchLabels": {"app": "gpu-app"}},

@@ -17,7 +17,9 @@ plugin's container (NVIDIA_VISIBLE_DEVICES=all, as the collection renders it) ge
 injected by the toolkit, and a GPU pod gets the device node of the GPU the plugin allocated. What stays a stand-in:
 the driver (the NVML simulator; no CUDA) and the device nodes (mknod; opening one fails).
 Pods reach the API server through the node's CNI stand-in (lab/node/cni.py). GFD: not part of a device-plugin pool's
-render (the collection deploys it only through the gpu-operator's chart).
+render (the collection deploys it only through the gpu-operator's chart). The last test records what the node
+published (GFD's labels and the kubelet's extended resources) for each recorded shape - the time-slicing pool of this
+file among them - into lab/node/recordings/gpu-nodes.json, from which the lab's kwok GPU nodes are made.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_daemonset_real.py
 """
@@ -338,6 +340,135 @@ def _render_mig(facts, strategy, devices):
     return cm['data'][label], dict((e['name'], e['value']) for e in ctr['env'] if 'value' in e)
 
 
+def _config(out):
+    """The device plugin config of the rendered pool on this node: the ConfigMap entry its node label selects."""
+    label = out['node_labels'][NAME]['nvidia.com/device-plugin.config']
+    cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
+    return cm['data'][label]
+
+
+def _gfd(core, image, rec, shape, args, env):
+    """GFD's labels for a shape: gpu-feature-discovery --oneshot in a pod of the node (VARYING_LABELS checked and
+    left out)."""
+    _run_to_end(core, 'gfd-' + shape, _pod_spec(image, [
+        'gpu-feature-discovery', '--oneshot', '--use-node-feature-api=false',
+        '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name'] + args,
+        env, [('rec', str(rec), '/rec')]))
+    labels = dict(line.split('=', 1) for line in (rec / (shape + '.labels')).read_text().splitlines() if line)
+    for k in VARYING_LABELS:
+        assert labels.pop(k, '').isdigit(), (shape, k, labels)
+    return dict(sorted(labels.items()))
+
+
+def _published(core, state, want, story):
+    """Once the kubelet's device manager holds exactly the devices ``want`` (resource -> sorted IDs), the extended
+    resources of a Node status the kubelet wrote after it: (capacity, allocatable) of the registered resources; an
+    earlier plugin's resource still listed must have no device allocatable."""
+    try:
+        wait('the kubelet holds %s' % want, lambda: _registered(state) == want, 90)
+        since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+        wait('a Node status after the devices registered', lambda: [
+            c for c in core.read_node(NAME).status.conditions
+            if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
+    except AssertionError as exc:
+        raise AssertionError('%s (held: %s)\n%s' % (exc, _registered(state), story()))
+    resources = sorted(_registered(state))
+    assert resources == sorted(want), (resources, want)
+    status = core.read_node(NAME).status
+    capacity, allocatable = _extended(status.capacity), _extended(status.allocatable)
+    stale = {k: allocatable.get(k) for k in capacity if k not in resources}
+    assert set(stale.values()) <= {'0'}, (want, stale)
+    return {k: capacity[k] for k in resources}, {k: allocatable[k] for k in resources}
+
+
+def _render_mps(facts):
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    return gpu_stack_render.render(dict(
+        strategy='mps', pool=POOL + 'mps', nodes=[NAME], facts={NAME: facts}, registry=MIRROR,
+        settings={'mps': {'replicas': REPLICAS}, 'nvidia': {'runtime_class_name': RUNTIME_CLASS}}))
+
+
+def _sharing_shapes(ds_node, core, state, rec, only):
+    """The shared pools' shapes (real.RECORDED_SHARING) on this node's GPUs (2 A100s): GFD with the pool's config the
+    collection renders, and what the kubelet published - time-slicing: with this file's pool DaemonSet running (its
+    plugin, the config-manager's config; GPUs x replicas devices); mps: NVIDIA's plugin in a pod with the pool's MPS
+    config stops at the MPS daemon's health check (MPS_PLUGIN_ERROR: nvidia-cuda-mps-control is driver userspace the
+    simulator's driver root has not) and registers nothing: no extended resource, recorded as such (not_published)."""
+    import real  # noqa: E402  (lab/kube)
+    from test_node_strategies_real import MPS_PLUGIN_ERROR  # the exact error, asserted there on the MPS pool too
+    with open(ds_node['inventory']) as f:
+        inventory = json.load(f)
+    got = {}
+    for shape, (strategy, replicas) in sorted(real.RECORDED_SHARING.items()):
+        if strategy != only:
+            continue
+        # the recorded shape is this node's GPUs, and the pool's replicas those of the recording
+        assert real.recorded_inventory(shape) == inventory, shape
+        assert (real.RECORDED_SHAPES[shape], replicas) == (('hgx-a100-80gb.json', GPUS), REPLICAS), shape
+        (rec / (shape + '.json')).write_text(json.dumps(inventory))
+        out = ds_node['out'] if strategy == 'time-slicing' else _render_mps(_expected_devices(
+            str(rec / (shape + '.json')))[1])
+        (rec / (shape + '.yaml')).write_text(_config(out))
+        env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
+        labels = _gfd(core, ds_node['image'], rec, shape, ['--config-file=/rec/%s.yaml' % shape], env)
+        got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
+                      'labels': labels, 'sharing_strategy': strategy, 'replicas': replicas}
+        if strategy == 'time-slicing':
+            # the pool's own DaemonSet (applied by the test above): its plugin's devices, <uuid>::<replica>
+            want = {'nvidia.com/gpu': sorted(  # expected, not written
+                '%s::%d' % (u, i) for u in ds_node['uuids'] for i in range(replicas))}
+            got[shape]['capacity'], got[shape]['allocatable'] = _published(
+                core, state, want, lambda: '\n'.join(pod_story(core, p, 'kube-system') for p in ds_pods(core)))
+            continue
+        # the plugin as the pool's DaemonSet runs it: the environment the collection renders for its container
+        # (MPS_ROOT among it; the config file is the pool's entry, not the config-manager's copy), /mps its root
+        ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'
+              and m['metadata']['name'] == 'nvidia-device-plugin-' + out['pool']][0]
+        ctr = [c for c in ds['spec']['template']['spec']['containers'] if c['name'] == 'nvidia-device-plugin-ctr'][0]
+        env = dict(env, **dict((e['name'], e['value']) for e in ctr['env'] if 'value' in e
+                               and e['name'] != 'CONFIG_FILE'))
+        assert 'MPS_ROOT' in env, ctr['env']
+        (rec / 'mps').mkdir()
+        name = 'dp-' + shape
+        dp_dir = '/var/lib/kubelet/device-plugins'
+        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name},
+                                        'spec': _pod_spec(ds_node['image'], [
+                                            'nvidia-device-plugin', '--config-file=/rec/%s.yaml' % shape], env, [
+                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir),
+                                            ('mps', str(rec / 'mps'), '/mps')])})
+
+        def log():
+            try:
+                return core.read_namespaced_pod_log(name, NS) or ''
+            except Exception:  # pylint: disable=broad-except  (not started yet)
+                return ''
+        try:
+            text = wait('the plugin stops at nvidia-cuda-mps-control', lambda: (
+                lambda t: t if MPS_PLUGIN_ERROR in t else '')(log()), 120)
+        except AssertionError as exc:
+            raise AssertionError('%s\n%s' % (exc, pod_story(core, core.read_namespaced_pod(name, NS), NS)))
+        assert '"replicas": %d' % replicas in text, text[-3000:]
+        # the plugin's pod still there (it retries every 30 s), nothing of these GPUs registered, and in a Node status
+        # after its error no extended resource allocatable (an earlier plugin's stays listed at 0 until the kubelet's
+        # grace period ends): nothing published
+        since = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+        wait('a Node status after the plugin stopped', lambda: [
+            c for c in core.read_node(NAME).status.conditions
+            if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
+        uuids = set(g['uuid'] for g in inventory['gpus'])
+        held = [d for v in _registered(state).values() for d in v if d.split('::')[0] in uuids]
+        allocatable = _extended(core.read_node(NAME).status.allocatable)
+        assert held == [] and set(allocatable.values()) <= {'0'}, (held, allocatable)
+        assert core.read_namespaced_pod(name, NS).status.phase == 'Running'
+        got[shape]['capacity'], got[shape]['allocatable'] = {}, {}
+        got[shape]['not_published'] = ('nvidia-device-plugin with the pool\'s MPS config: %s' % MPS_PLUGIN_ERROR)
+        core.delete_namespaced_pod(name, NS)
+        wait('pod %s gone' % name, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                if p.metadata.name == name], 60)
+    return got
+
+
 def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     """For each GPU shape recorded for the lab's kwok nodes (lab/kube/real.py RECORDED_SHAPES), the real node runs the
     image's gpu-feature-discovery (oneshot, in a pod) and NVIDIA's device plugin on the simulator with those GPUs;
@@ -349,32 +480,29 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     (RECORDED_MIG): GFD with the shape's --mig-strategy, the plugin with the config and environment the collection
     renders for a MIG pool of that strategy (migStrategy single / mixed), run as a host process beside the node
     (lab/tests/dp_node_plugin.py: its /proc carries driver/nvidia-caps/mig-minors, the NVIDIA kernel module's file;
-    as a pod the plugin exits with 'missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/...')."""
+    as a pod the plugin exits with 'missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/...').
+    The shared pools (RECORDED_SHARING, _sharing_shapes): time-slicing while this file's pool DaemonSet still runs
+    (GPUs x replicas), mps after the others (GFD's MPS labels; the plugin stops at the MPS daemon: nothing published,
+    its error kept in the shape's not_published)."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     import real  # noqa: E402  (lab/kube)
     from dp_node_plugin import Plugin  # lab/tests
     core, state, api = ds_node['core'], ds_node['state'], ds_node['api']
-    # the pool's DaemonSet goes first: one plugin of nvidia.com/gpu per node
-    delete(api, [daemonset(ds_node['out'])])
-    wait('the pool DaemonSet pod gone', lambda: not ds_pods(core), 60)
     rec = tmp_path / 'rec'
     rec.mkdir()
     os.chmod(rec, 0o755)
     (rec / 'product_name').write_text('lab\n')   # GFD's machine type (the host's DMI otherwise)
+    # the time-slicing pool while its DaemonSet runs, then the DaemonSet goes: one plugin of nvidia.com/gpu per node
+    got = _sharing_shapes(ds_node, core, state, rec, 'time-slicing')
+    delete(api, [daemonset(ds_node['out'])])
+    wait('the pool DaemonSet pod gone', lambda: not ds_pods(core), 60)
     dp_dir = '/var/lib/kubelet/device-plugins'
-    got = {}
-    for shape in sorted(real.RECORDED_SHAPES):
+    for shape in sorted(set(real.RECORDED_SHAPES) - set(real.RECORDED_SHARING)):
         inventory = rec / (shape + '.json')
         inventory.write_text(json.dumps(real.recorded_inventory(shape)))
         mig = real.RECORDED_MIG.get(shape)
         env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
-        _run_to_end(core, 'gfd-' + shape, _pod_spec(ds_node['image'], [
-            'gpu-feature-discovery', '--oneshot', '--use-node-feature-api=false',
-            '--output-file=/rec/%s.labels' % shape, '--machine-type-file=/rec/product_name',
-            '--mig-strategy=%s' % (mig[0] if mig else 'none')], env, [('rec', str(rec), '/rec')]))
-        labels = dict(line.split('=', 1) for line in (rec / (shape + '.labels')).read_text().splitlines() if line)
-        for k in VARYING_LABELS:
-            assert labels.pop(k, '').isdigit(), (shape, k, labels)
+        labels = _gfd(core, ds_node['image'], rec, shape, ['--mig-strategy=%s' % (mig[0] if mig else 'none')], env)
         uuids, facts = _expected_devices(str(inventory))
         plugin = None
         if mig:
@@ -421,9 +549,12 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
             core.delete_namespaced_pod('dp-' + shape, NS)
             wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
                                                           if p.metadata.name == 'dp-' + shape], 60)
+    got.update(_sharing_shapes(ds_node, core, state, rec, 'mps'))
     doc = {'what': 'every label gpu-feature-discovery wrote (but the not_recorded ones) and every extended resource\'s '
                    'capacity/allocatable the kubelet published with nvidia-device-plugin (exclusive; MIG shapes: '
-                   'the collection\'s mig config, migStrategy single/mixed) on a real lab node (lab/node), '
+                   'the collection\'s mig config, migStrategy single/mixed; sharing shapes: GFD and the plugin '
+                   'with the config the collection renders for the pool, time-slicing from the pool\'s own '
+                   'DaemonSet, mps: nothing published, see not_published) on a real lab node (lab/node), '
                    'k8s-device-plugin v0.19.1 on the NVML simulator; the kwok GPU nodes of lab/kube/real.py are made '
                    'from it',
            'not_recorded': VARYING_LABELS,
@@ -448,10 +579,13 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
                 and k != 'nvidia.com/gpu.present'} == shape['labels'], name
     # what reads those labels and resources - the collection's gpu_share_report - sees each recorded shape as what it
     # runs: the exclusive plugin's GPUs (gpu.sharing-strategy=none, gpu.replicas=1), the MIG shapes as mig (single:
-    # nvidia.com/gpu with mig.strategy=single; mixed: nvidia.com/mig-<profile>), with the recorded capacity
+    # nvidia.com/gpu with mig.strategy=single; mixed: nvidia.com/mig-<profile>), with the recorded capacity; the
+    # time-slicing pool as time-slicing (GFD's gpu.sharing-strategy and gpu.replicas with the plugin's 6); the MPS
+    # node, which publishes no resource, as no pool at all
     lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
     nodes = [real.recorded_node('rec-' + shape, shape) for shape in sorted(got)]
     report = gpu_share_report_model.analyse(nodes, [])
     assert {n['name']: n['strategies'] for n in report['nodes']} == {
-        'rec-' + shape: ['mig' if rec.get('mig_strategy') else 'exclusive'] for shape, rec in got.items()}
+        'rec-' + shape: ['mig'] if rec.get('mig_strategy') else ['time-slicing'] if rec.get('sharing_strategy') ==
+        'time-slicing' else [] if rec.get('sharing_strategy') == 'mps' else ['exclusive'] for shape, rec in got.items()}

@@ -198,7 +198,8 @@ def test_GFD_08_collection_labels_are_those_gfd_wrote_on_a_real_node(tmp_path):
     node, on the simulator), the labels the collection writes (gpu_info's facts on the same GPUs) have the values GFD
     wrote there; gpu.present is not GFD's (GFD-05), and under --mig-strategy=single GFD's count, product and memory
     are the MIG devices' while ours stay the whole GPUs' (GFD-06). A MIG shape also shows what GFD adds that the
-    collection does not write (its mig.strategy, the mixed strategy's per-profile labels)."""
+    collection does not write (its mig.strategy, the mixed strategy's per-profile labels); a shared pool's shape (time-
+    slicing, mps: GFD with the pool's config) what GFD renames (the -SHARED product) and adds (strategy, replicas)."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     try:
         import real
@@ -206,13 +207,22 @@ def test_GFD_08_collection_labels_are_those_gfd_wrote_on_a_real_node(tmp_path):
         sys.path.pop(0)
     shapes = real.load_recording()['shapes']
     assert {k for k, v in shapes.items() if v.get('mig_strategy')} == set(real.RECORDED_MIG)
+    assert {k for k, v in shapes.items() if v.get('sharing_strategy')} == set(real.RECORDED_SHARING)
     for shape, rec in sorted(shapes.items()):
         inv = tmp_path / ('%s.json' % shape)
         inv.write_text(json.dumps(real.recorded_inventory(shape)))
         ours = dict(probe_facts(str(inv), tmp_path / ('%s-state.json' % shape))['labels'])
         assert ours.pop('nvidia.com/gpu.present') == 'true'
         differ = {k: (v, rec['labels'].get(k)) for k, v in ours.items() if rec['labels'].get(k) != v}
-        if rec.get('mig_strategy') == 'single':
+        if rec.get('sharing_strategy'):
+            # a shared pool (real.RECORDED_SHARING): GFD with the pool's config renames the product (-SHARED) and
+            # says the strategy and replicas; the collection's labels stay the GPUs'
+            assert sorted(differ) == ['nvidia.com/gpu.product'], (shape, differ)
+            assert rec['labels']['nvidia.com/gpu.product'] == ours['nvidia.com/gpu.product'] + '-SHARED', shape
+            assert (rec['labels']['nvidia.com/gpu.sharing-strategy'], rec['labels']['nvidia.com/gpu.replicas']) == (
+                rec['sharing_strategy'], str(rec['replicas'])), shape
+            assert (rec['sharing_strategy'], rec['replicas']) == real.RECORDED_SHARING[shape], shape
+        elif rec.get('mig_strategy') == 'single':
             assert sorted(differ) == ['nvidia.com/gpu.count', 'nvidia.com/gpu.memory', 'nvidia.com/gpu.product'], (
                 shape, differ)
             assert rec['labels']['nvidia.com/gpu.product'].startswith(ours['nvidia.com/gpu.product'] + '-MIG-')

@@ -34,16 +34,18 @@ EXPECTED = '# expected, not written'
 # are made from the recording)
 PAINTED_FACTORY = ('test_gpu_sharing_stack_real', 'kwok_node')
 
-# file -> what it still paints (2026-11-29, issue #36: shrink it)
+# file -> what it still paints, and why no recording gives it (2026-11-29, issue #36: shrink it; 14 files that day,
+# 9 after test_gpu_node_drain_real, test_dra_kube133_real, test_dra_real, test_doctor_dra_real and
+# test_dra_extended_real took their nodes from the recording (gpu_kwok_nodes))
 PAINTING = {
-    'lab/tests/upgrade_lab.py': 'its own kwok_node: nvidia.com/gpu capacity by hand',
-    'lab/tests/integration/test_doctor_dra_real.py': 'a device plugin\'s nvidia.com/gpu written on a DRA node',
-    'lab/tests/integration/test_dra_extended_real.py': 'kwok_node, and nvidia.com/gpu capacities',
-    'lab/tests/integration/test_dra_kube133_real.py': 'kwok_node',
-    'lab/tests/integration/test_dra_migrate_real.py': 'kwok_node, GFD labels and nvidia.com/gpu capacities',
-    'lab/tests/integration/test_dra_real.py': 'kwok_node: the role test\'s node from probe facts',
+    'lab/tests/upgrade_lab.py': 'its own kwok_node: nvidia.com/gpu 1 on the kwok twins of its three docker nodes (T4, '
+                                'an H100 with 3g.40gb x 2, a P100); only the T4 is a recorded shape (t4x1): no real lab '
+                                'node ran the P100 or that MIG geometry',
+    'lab/tests/integration/test_dra_migrate_real.py': 'kwok_node and its Plugins thread: a time-slicing pool on T4 kwok '
+                                                      'nodes whose nvidia.com/gpu (1 <-> 0) and DRA slice switch with '
+                                                      'the pool labels; no real node recorded a time-slicing pool on a '
+                                                      'T4 (DRAX-10\'s node is the recorded a100x2-time-slicing)',
     'lab/tests/integration/test_faults_real.py': 'its gpu_node: nvidia.com/gpu capacity written by hand',
-    'lab/tests/integration/test_gpu_node_drain_real.py': 'GFD labels and nvidia.com/gpu written by hand',
     'lab/tests/integration/test_gpu_node_labels.py': 'GFD labels written by hand (the label role\'s own tests)',
     'lab/tests/integration/test_gpu_share_report.py': 'report fixtures: GPU labels and resources by hand',
     'lab/tests/integration/test_gpu_sharing_stack_real.py': 'kwok_node (its definition) and the MIG node\'s state',
@@ -187,3 +189,39 @@ def test_every_strategy_says_whether_a_real_node_recorded_its_agents():
     t4 = gpu_kwok_nodes.agents_published('t4x1', 'exclusive')
     assert t4 == {'capacity': {'nvidia.com/gpu': '1'}, 'allocatable': {'nvidia.com/gpu': '1'}}, t4
     assert [s for s in gpu_kwok_nodes.NOT_RECORDED if gpu_kwok_nodes.agents_published('t4x1', s)] == []
+
+
+def test_shared_pools_come_from_the_recording():
+    """The time-slicing and MPS agents are the recorded a100x2 shapes' (test_node_daemonset_real.py): the node a test
+    gets carries every GFD label and extended resource of the shape and nothing of the lab's own; the MPS node
+    publishes no resource and says why; another shape's GPUs get none (no recording on them)."""
+    import gpu_kwok_nodes
+    import real
+    rec = real.load_recording()['shapes']
+    assert set(real.RECORDED_SHARING) <= set(rec), sorted(rec)
+    node = gpu_kwok_nodes.agents_node('n', 'a100x2-time-slicing', 'time-slicing', labels={'x': 'y'})
+    labels = node['metadata']['labels']
+    assert dict((k, v) for k, v in labels.items() if k.startswith('nvidia.com/') and k != 'nvidia.com/gpu.present') \
+        == rec['a100x2-time-slicing']['labels']
+    assert labels['x'] == 'y' and 'gpuops.io/lab' not in labels
+    ts = gpu_kwok_nodes.agents_published('a100x2-time-slicing', 'time-slicing')
+    assert ts == {'capacity': {'nvidia.com/gpu': '6'}, 'allocatable': {'nvidia.com/gpu': '6'}}, ts
+    assert labels['nvidia.com/gpu.replicas'] == '3' and labels['nvidia.com/gpu.count'] == '2'
+    assert gpu_kwok_nodes.agents_published('a100x2-mps', 'mps') == {'capacity': {}, 'allocatable': {}}
+    assert 'nvidia-cuda-mps-control' in rec['a100x2-mps']['not_published']
+    assert rec['a100x2-mps']['labels']['nvidia.com/gpu.sharing-strategy'] == 'mps'
+    for shape in ('t4x1', 'a100x8'):
+        assert gpu_kwok_nodes.agents_published(shape, 'time-slicing') is None, shape
+        try:
+            gpu_kwok_nodes.agents_node('n', shape, 'mps')
+        except KeyError as e:
+            assert shape in str(e)
+        else:
+            raise AssertionError('an mps node of %s was made without a recording' % shape)
+    # a fleet's node (real.gpu_node by its labels) never takes a shared pool's shape: its agents are not the fleet's
+    try:
+        real.gpu_node('scale-x', 2, 'NVIDIA-A100-SXM4-80GB-SHARED', 81920, (8, 0), True)
+    except SystemExit as e:
+        assert 'no recorded shape' in str(e), e
+    else:
+        raise AssertionError('a scale node took the recorded time-slicing shape')
