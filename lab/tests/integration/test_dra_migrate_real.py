@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
 from test_gpu_sharing_stack import T4  # noqa: E402
 from test_gpu_sharing_stack_real import failures, kwok_node  # noqa: E402
+from gpu_kwok_nodes import agents_node  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 SUFFIX = '%d' % os.getpid()
@@ -49,6 +50,8 @@ TS = {'pool': TS_POOL, 'strategy': 'time-slicing', 'labels': {'nvidia.com/device
 DRA = {'pool': DRA_POOL, 'strategy': 'dra'}
 CLASS = 'gpu-%s.drax-mig.lab.gpuops.io' % SUFFIX
 GROUP, VERSION = 'resource.k8s.io', 'v1'
+# the time-slicing node DRAX-10 moves: as a real lab node published it (lab/node/recordings/gpu-nodes.json)
+SHARED_SHAPE = 'a100x2-time-slicing'
 STRATEGY, POOL = 'gpuops.io/sharing-strategy', 'gpuops.io/sharing-pool'
 
 
@@ -190,14 +193,18 @@ def running_on(lab, dra):
 
 
 def test_DRAX_10_a_move_that_holds_fewer_pods_is_refused_before_anything_changes(lab, tmp_path):
-    """A node of the time-slicing pool whose device plugin shares its GPU 2 ways (GFD's nvidia.com/gpu.replicas=2,
-    nvidia.com/gpu 2): under DRA the same pods get one GPU between them - the playbook refuses at its plan, naming the
-    numbers, and writes nothing to the node (labels, annotations, cordon, taints); with gpuops_migrate_accept_capacity_loss in check mode the plan shows the
-    accepted loss and still writes nothing."""
+    """A node of the time-slicing pool whose device plugin shares each GPU N ways - the node a real lab node recorded
+    with the collection's time-slicing DaemonSet (gpu_kwok_nodes.agents_node, shape a100x2-time-slicing: 2 A100s,
+    GFD's nvidia.com/gpu.replicas=3, nvidia.com/gpu 6): under DRA the same pods get one GPU each (6 -> 2) - the
+    playbook refuses at its plan, naming the numbers, and writes nothing to the node (labels, annotations, cordon,
+    taints); with gpuops_migrate_accept_capacity_loss in check mode the plan shows the accepted loss and still writes
+    nothing."""
     name = 'drax-mig-%s-shared' % SUFFIX
     labels = pool_labels(TS)
-    body = kwok_node(name, T4, labels=dict(labels, **{'nvidia.com/gpu.replicas': '2'}),
-                     resources={'nvidia.com/gpu': '2'})
+    body = agents_node(name, SHARED_SHAPE, 'time-slicing', labels=labels)
+    replicas = int(body['metadata']['labels']['nvidia.com/gpu.replicas'])
+    gpus = int(body['status']['allocatable']['nvidia.com/gpu'])
+    assert (replicas, gpus, body['metadata']['labels']['nvidia.com/gpu.count']) == (3, 6, '2'), body
     body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(
         dict((k, {'value': v, 'previous': None}) for k, v in labels.items()), sort_keys=True)
     body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
@@ -217,15 +224,16 @@ def test_DRAX_10_a_move_that_holds_fewer_pods_is_refused_before_anything_changes
         assert rc != 0
         [(task, msg)] = failures(doc)
         assert task == 'Refuse the move before anything changes', (task, msg)
-        assert ('node %s shares each GPU 2 ways on pool %s (nvidia.com/gpu.replicas=2): nvidia.com/gpu 2' % (name, TS_POOL)
-                in msg and 'the same pods get 1' in msg), msg
+        assert ('node %s shares each GPU %d ways on pool %s (nvidia.com/gpu.replicas=%d): nvidia.com/gpu %d'
+                % (name, replicas, TS_POOL, replicas, gpus) in msg and 'the same pods get %d ' % (gpus // replicas)
+                in msg), msg
         rc, doc = migrate(lab, tmp_path, TS, DRA, '--check', '-e', 'gpuops_migrate_accept_capacity_loss=true',
                           nodes=[name])
         assert rc == 0, failures(doc)
         shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
                  for r in t['hosts'].values()]
-        assert shown[0] == ['%s: migrate: pool %s (time-slicing) -> pool %s (dra), nvidia.com/gpu 2 -> 1 pods (accepted)'
-                            % (name, TS_POOL, DRA_POOL)], shown
+        assert shown[0] == ['%s: migrate: pool %s (time-slicing) -> pool %s (dra), nvidia.com/gpu %d -> %d pods '
+                            '(accepted)' % (name, TS_POOL, DRA_POOL, gpus, gpus // replicas)], shown
         # nothing written by the playbook (kwok's own status updates change the resourceVersion)
         assert seen() == before and not before[2]
     finally:
