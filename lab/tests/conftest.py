@@ -263,11 +263,14 @@ WEIGHT = {
     # issue #41 follow-up: device-plugin holders from the kubelet's checkpoint on a real node, the plugin's Xid marking
     # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s); with the restart
     # after the repair and the validation pod (REM-16/17) and the role end to end: 216 s wall, 159 CPU-s
+    # session 20 (2026-11-29, docs/lab.md): the NVML simulator's event wait sleeps its timeout, the plugin no longer
+    # spins: 146 -> 70 CPU-s; wall at load 15-19 unchanged (387 / 396 s: waits for pods and plugins), so the weight stays
     'integration/test_remediation_device_plugin_real.py': 215,
     # #41: NVIDIA's DRA plugin's Xid taints and the DRA validation pod on a real node (2026-11-29, -p no:xdist: 50 s
     # wall, 29 CPU-s)
     'integration/test_remediation_dra_xid_real.py': 50,
     # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
+    # (session 20: 67 -> 37 CPU-s, the device plugin's spin gone; 209 / 231 s wall at load 15-19)
     'integration/test_dra_migrate_node_real.py': 140,
 }
 

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -1410,7 +1411,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsign
 }
 
 /* Event sets: the inventory's xid_events are Xids that happen while a client waits; each set delivers each GPU's
- * list once, in order. With nothing left the wait answers TIMEOUT at once (the real one waits timeoutms). The Xids
+ * list once, in order. With nothing left the wait answers TIMEOUT after timeoutms, as the real one does (an H100 with
+ * driver 580: TIMEOUT after 200 ms, docs/conformance/doctor-health.md DH-06), sleeping without the lock: the health
+ * loops of NVIDIA's device plugin v0.19.1 (internal/rm/health.go) and DRA plugin v0.5.0 (device_health.go) call
+ * Wait(5000) again at once on TIMEOUT, so an answer at once made each of them spin a CPU for as long as it ran. The
  * happened before any reset of their GPU: a set that registers the GPU after a reset (state resets > 0) gets none of
  * them - NVML delivers events that happen after the registration only, so a device plugin restarted after the
  * repair does not see the old Xid again. */
@@ -1431,7 +1435,7 @@ EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long 
     if (R.s->resets) set->delivered[R.gpu] = R.g->nxid;      /* the Xids were before the reset */
     END(NVML_SUCCESS);
 }
-static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData_t *data) {
+static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) {
     SYS_BEGIN_N(fn);
     if (!set || set->magic != EVSET_MAGIC || !data) END(NVML_ERROR_INVALID_ARGUMENT);
     for (unsigned i = 0; i < g_ngpus; i++) {
@@ -1442,10 +1446,13 @@ static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData
         data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFU;
         END(NVML_SUCCESS);
     }
-    END(NVML_ERROR_TIMEOUT);
+    UNLOCK();
+    struct timespec left = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+    return NVML_ERROR_TIMEOUT;
 }
-EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { (void)ms; return event_wait(__func__, set, data); }
-EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { (void)ms; return event_wait(__func__, set, data); }
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { return event_wait(__func__, set, data, ms); }
+EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { return event_wait(__func__, set, data, ms); }
 EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     SYS_BEGIN();
     if (!set || set->magic != EVSET_MAGIC) END(NVML_ERROR_INVALID_ARGUMENT);

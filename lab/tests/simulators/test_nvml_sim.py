@@ -750,13 +750,20 @@ def test_DH_06_fault_answers_and_xid_events(tmp_path):
                 xids.append(n.nvmlEventSetWait_v2(es, 10).eventData)
             except n.NVMLError as e:
                 xids.append(type(e).__name__); break
+        # nothing left: TIMEOUT after the timeout, as the real one (not at once: a health loop would spin a CPU)
+        import time
+        t0, c0 = time.monotonic(), time.process_time()
+        late = exc(n.nvmlEventSetWait_v2, es, 300)
+        waited = [late, time.monotonic() - t0, time.process_time() - c0]
         n.nvmlEventSetFree(es)
-        out({"xids": xids, "rows": list(n.nvmlDeviceGetRemappedRows(h)), "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h),
+        out({"xids": xids, "waited": waited, "rows": list(n.nvmlDeviceGetRemappedRows(h)), "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h),
              "width": n.nvmlDeviceGetCurrPcieLinkWidth(h), "sbe": len(n.nvmlDeviceGetRetiredPages(h, 0)),
              "dbe": len(n.nvmlDeviceGetRetiredPages(h, 1)), "pending": n.nvmlDeviceGetRetiredPagesPendingStatus(h),
              "mig_off_profiles_elsewhere": None})
     """, p, tmp_path / "s.json")
     assert r["xids"] == [79, 48, "NVMLError_Timeout"]
+    late, wall, cpu = r["waited"]
+    assert late == ["NVMLError_Timeout"] and 0.29 <= wall < 5 and cpu < 0.1, r["waited"]
     assert r["rows"] == [0, 2, 1, 0] and r["reasons"] == 0x48 and r["width"] == 8
     assert (r["sbe"], r["dbe"], r["pending"]) == (3, 1, 1)
     # GPUs of other inventories keep refusing GI profile info with MIG off (as older drivers)
