@@ -10,7 +10,8 @@
 #    build/ansible_collections/gpuops/k8s_gpu/ (a real copy: ansible-test resolves the real cwd);
 # 2. writes ansible-test's pip bootstrap script into ~/.ansible/test/cache (lab/ansible_test/prepare_offline.py),
 #    so nothing is fetched from ci-files.testing.ansible.com; packages come from PyPI with pip;
-# 3. runs `ansible-test <kind> --local --python 3.12 --requirements --color no` there (sanity also --junit);
+# 3. runs `ansible-test <kind> --local --python 3.12 --requirements --color no` there (sanity also --junit; units
+#    with --num-workers 1 unless given another count);
 # 4. writes build/test-results/<venv>-<kind>.xml (JUnit) and .txt (summary) and .log (full output).
 # Exit status: non-zero when ansible-test fails, a test fails, a sanity test did not run (missing tool/venv),
 # a default sanity test has no result, or units collected no tests.
@@ -77,7 +78,13 @@ if [ "$KIND" = sanity ]; then
   log "sanity tests: $(tr '\n' ' ' < "$EXPECTED")"
   "$ANSIBLE_TEST" sanity "${COMMON[@]}" --junit -v "$@" 2>&1 | tee "$LOG" || rc=$?
 else
-  "$ANSIBLE_TEST" units "${COMMON[@]}" -v "$@" 2>&1 | tee "$LOG" || rc=$?
+  # One pytest-xdist worker, not ansible-test's `-n auto` (two here): each worker collects and imports every test
+  # module again, and ansible-test forks every test from its worker anyway (its ansible_forked plugin), so a second
+  # worker only buys wall time on a machine the whole of make test keeps busy. Measured back to back (docs/lab.md,
+  # "Session 20"): CPU of the units step, not wall, is what make test's run time follows. A caller's --num-workers wins.
+  WORKERS=(--num-workers 1)
+  for a in "$@"; do case "$a" in --num-workers|--num-workers=*) WORKERS=() ;; esac; done
+  "$ANSIBLE_TEST" units "${COMMON[@]}" "${WORKERS[@]}" -v "$@" 2>&1 | tee "$LOG" || rc=$?
 fi
 cd "$ROOT"
 log "ansible-test $KIND exited $rc after $(( $(date +%s) - start ))s"
