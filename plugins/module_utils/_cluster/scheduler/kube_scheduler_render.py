@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any
+from typing import Any, Union
 
 YAML_IMPORT_ERROR: ImportError | None
 try:
@@ -67,7 +67,8 @@ class SchedulerConfigError(Exception):
 
 
 # a Kubernetes version as the options give it ('v1.29.4', '1.29') or parsed ((1, 29))
-Version = str | tuple[int, ...]
+# (a runtime alias: Union, as ansible-test's pylint checks module_utils as Python 3.9 code, where str | tuple fails)
+Version = Union[str, tuple[int, ...]]
 # a normalized extender (normalize_extenders: snake_case keys) and a rendered document (upstream field names)
 Extender = dict[str, Any]
 Document = dict[str, Any]
