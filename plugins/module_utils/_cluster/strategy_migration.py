@@ -18,6 +18,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     POOL_LABEL, STRATEGY_LABEL,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_count
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
 RECORD_ANNOTATION = 'gpuops.io/managed-labels'
@@ -91,7 +92,8 @@ def stacks_input(pool, node, labels):
     return {pool: {'node_labels': {node: dict(labels)}, 'node_label_defaults': {}}}
 
 
-def _int(value):
+def _label_int(value):
+    """A label's whole number (GFD's nvidia.com/gpu.replicas: '4'); None when absent or not one."""
     try:
         return int(str(value))
     except (TypeError, ValueError):
@@ -107,8 +109,8 @@ def capacity_change(node, src, dst):
     if not gpu_stack_registry.stack(dst['strategy']).claims_devices:
         return None
     meta = node.get('metadata') or {}
-    replicas = _int((meta.get('labels') or {}).get(REPLICAS_LABEL))
-    before = _int(((node.get('status') or {}).get('allocatable') or {}).get(src['resource']))
+    replicas = _label_int((meta.get('labels') or {}).get(REPLICAS_LABEL))
+    before = parse_count(((node.get('status') or {}).get('allocatable') or {}).get(src['resource']))
     if not replicas or replicas <= 1 or not before:
         return None
     after = max(before // replicas, 1)

@@ -10,9 +10,13 @@ remediation_plan's; this file only reads and writes.
 client's ApiException does.
 """
 
+from __future__ import annotations
+
 import datetime
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
@@ -24,33 +28,49 @@ DRY_RUN_CONDITION = 'EvictionInProgress'
 EVENT_NAMESPACE = 'default'
 MERGE_PATCH = 'application/merge-patch+json'
 
+Query = Sequence[tuple[str, Any]]
+# (namespace, pod name)
+PodRef = tuple[str, str]
+
+
+class Api(Protocol):
+    """What the Remediator calls: RestApi, or the unit tests' fake."""
+
+    def call(self, method: str, path: str, query: Query | None = None, body: Any = None,
+             content_type: str | None = None) -> Any:
+        ...
+
+    def text(self, path: str, query: Query | None = None) -> str:
+        ...
+
 
 class RestApi(object):
     """JSON requests over the ApiClient (k8s_rest.request)."""
 
-    def __init__(self, api_client, send=k8s_rest.request):
+    def __init__(self, api_client: Any, send: Callable[..., Any] = k8s_rest.request) -> None:
         self.api_client = api_client
         self._send = send
 
-    def call(self, method, path, query=None, body=None, content_type=None):
+    def call(self, method: str, path: str, query: Query | None = None, body: Any = None,
+             content_type: str | None = None) -> Any:
         if body is not None and content_type is None:
             content_type = k8s_rest.JSON
         response = self._send(self.api_client, method, path, list(query or []), body, content_type)
         data = getattr(response, 'data', b'') or b'{}'
         return json.loads(data.decode('utf-8') if isinstance(data, bytes) else data)
 
-    def text(self, path, query=None):
+    def text(self, path: str, query: Query | None = None) -> str:
         """A GET whose answer is text (a pod's log)."""
         response = self._send(self.api_client, 'GET', path, list(query or []), None, None)
         data = getattr(response, 'data', b'') or b''
-        return data.decode('utf-8', 'replace') if isinstance(data, bytes) else data
+        return data.decode('utf-8', 'replace') if isinstance(data, bytes) else str(data)
 
 
-def _status(exc):
+def _status(exc: BaseException) -> int | None:
     return getattr(exc, 'status', None)
 
 
-def now_rfc3339(clock=None):
+def now_rfc3339(clock: Callable[[], float] | None = None) -> str:
     t = datetime.datetime.fromtimestamp(clock() if clock else time.time(), tz=datetime.timezone.utc)
     return t.strftime('%Y-%m-%dT%H:%M:%SZ')
 
@@ -59,18 +79,19 @@ class Remediator(object):
     """One run on one node. ``actions`` lists what was (or, in check mode, would be) written; ``diff`` the node's
     taints, cordon and the rules before and after."""
 
-    def __init__(self, api, node, check_mode=False, sleep=time.sleep, clock=time.time):
+    def __init__(self, api: Api, node: str, check_mode: bool = False, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time) -> None:
         self.api = api
         self.node_name = node
         self.check_mode = check_mode
         self.sleep = sleep
         self.clock = clock
-        self.actions = []
-        self.events = []
-        self.dry_runs = {}
+        self.actions: list[str] = []
+        self.events: list[dict[str, str]] = []
+        self.dry_runs: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------------------------------------ reads
-    def node(self):
+    def node(self) -> dict[str, Any] | None:
         try:
             return self.api.call('GET', '/api/v1/nodes/%s' % self.node_name)
         except Exception as e:
@@ -78,7 +99,7 @@ class Remediator(object):
                 return None
             raise
 
-    def dra_served(self):
+    def dra_served(self) -> bool:
         """Whether resource.k8s.io/v1 serves devicetaintrules (REM-01 at 1.37, REM-03: not at 1.34)."""
         try:
             res = self.api.call('GET', '/apis/%s/%s' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION))
@@ -88,7 +109,7 @@ class Remediator(object):
             raise
         return any(r.get('name') == 'devicetaintrules' for r in res.get('resources') or [])
 
-    def slices(self, driver):
+    def slices(self, driver: str) -> list[dict[str, Any]]:
         try:
             return self.api.call('GET', SLICES, [('fieldSelector', 'spec.driver=%s' % driver)]).get('items') or []
         except Exception as e:
@@ -96,7 +117,7 @@ class Remediator(object):
                 return []
             raise
 
-    def rule(self, name):
+    def rule(self, name: str) -> dict[str, Any] | None:
         try:
             return self.api.call('GET', '%s/%s' % (RULES, name))
         except Exception as e:
@@ -104,21 +125,21 @@ class Remediator(object):
                 return None
             raise
 
-    def claims(self):
+    def claims(self) -> list[dict[str, Any]]:
         return self.api.call('GET', CLAIMS).get('items') or []
 
-    def pods_on_node(self):
+    def pods_on_node(self) -> list[dict[str, Any]]:
         return self.api.call('GET', '/api/v1/pods', [('fieldSelector', 'spec.nodeName=%s' % self.node_name)]).get(
             'items') or []
 
     # ------------------------------------------------------------------------------------------------ writes
-    def _write(self, action, method, path, body=None, content_type=None):
+    def _write(self, action: str, method: str, path: str, body: Any = None, content_type: str | None = None) -> Any:
         self.actions.append(action)
         if self.check_mode:
             return None
         return self.api.call(method, path, body=body, content_type=content_type)
 
-    def event(self, reason, message, kind='Normal'):
+    def event(self, reason: str, message: str, kind: str = 'Normal') -> None:
         """An Event on the Node (core/v1), as kubectl describe node shows it: like the kubelet's node events its
         involvedObject uid is the node's name, which kubectl's node describer looks the events up by
         (k8s.io/kubectl v0.37.2 pkg/describe/describe.go)."""
@@ -135,10 +156,10 @@ class Remediator(object):
             'source': {'component': plan.MANAGED_BY}, 'reportingComponent': plan.MANAGED_BY,
             'reportingInstance': plan.MANAGED_BY})
 
-    def _patch_node(self, action, body):
+    def _patch_node(self, action: str, body: dict[str, Any]) -> Any:
         return self._write(action, 'PATCH', '/api/v1/nodes/%s' % self.node_name, body, k8s_rest.STRATEGIC_MERGE_PATCH)
 
-    def apply_rule(self, name, device, effect, reason, dry_run_timeout):
+    def apply_rule(self, name: str, device: Sequence[str], effect: str, reason: str, dry_run_timeout: float) -> bool:
         """Create the rule with effect None and wait for the controller's dry-run count, then set ``effect``. An
         existing rule of ours with the effect asked is left alone; one that is not ours is refused."""
         current = self.rule(name)
@@ -158,7 +179,7 @@ class Remediator(object):
                     {'spec': {'taint': {'effect': effect}}}, MERGE_PATCH)
         return True
 
-    def wait_dry_run(self, name, timeout):
+    def wait_dry_run(self, name: str, timeout: float) -> str | None:
         """The device-taint-eviction controller's count for an effect None rule (condition EvictionInProgress,
         reason NoEffect): its message, or None when it did not come within ``timeout`` seconds."""
         if self.check_mode or timeout <= 0:
@@ -174,13 +195,13 @@ class Remediator(object):
                 return None
             self.sleep(1)
 
-    def delete_rule(self, name):
+    def delete_rule(self, name: str) -> bool:
         if self.rule(name) is None:
             return False
         self._write('delete DeviceTaintRule %s' % name, 'DELETE', '%s/%s' % (RULES, name))
         return True
 
-    def evict(self, namespace, name):
+    def evict(self, namespace: str, name: str) -> bool:
         """True when the pod is on its way out or gone, False when a PodDisruptionBudget refused it (429)."""
         try:
             self._write('evict pod %s/%s' % (namespace, name), 'POST',
@@ -197,7 +218,9 @@ class Remediator(object):
             raise
 
     # ------------------------------------------------------------------------------------------------ the loop's steps
-    def quarantine(self, unhealthy, mode, effect, driver, dry_run_timeout, repairs=None):
+    def quarantine(self, unhealthy: dict[str, list[dict[str, Any]]], mode: str, effect: str, driver: str,
+                   dry_run_timeout: float, repairs: dict[str, Any] | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
         """Quarantine the GPUs of ``unhealthy`` ({uuid: [finding]}); returns the plan entries."""
         node = self.node()
         if node is None:
@@ -207,7 +230,7 @@ class Remediator(object):
         slices = self.slices(driver) if served or mode == 'dra' else []
         entries = plan.quarantine_plan(self.node_name, unhealthy, slices, served, mode, driver)
         gpus = dict(record.get('gpus') or {})
-        changed_gpus = []
+        changed_gpus: list[str] = []
         for e in entries:
             reason = '-'.join(e['why'][:2])
             if e['kind'] == 'dra':
@@ -222,7 +245,7 @@ class Remediator(object):
         changes = plan.node_changes(node, record, [e['kind'] for e in entries])
         new_record = dict(record, gpus=gpus)
         spec = node.get('spec') or {}
-        body = {}
+        body: dict[str, Any] = {}
         if changes['add_taint']:
             taints = list(spec.get('taints') or []) + [plan.node_taint('-'.join(
                 sorted(set(w for e in entries if e['kind'] == 'node' for w in e['why'])))[:63])]
@@ -251,13 +274,14 @@ class Remediator(object):
                 plan.MANAGED_BY, ', '.join(g['why']), '; '.join(g['evidence'])[:400]), 'Warning')
         return entries, {'before': _view(node, record), 'after': _after_view(node, new_record, body)}
 
-    def holders(self, entries, allocations=None):
+    def holders(self, entries: list[dict[str, Any]], allocations: list[dict[str, Any]] | None = None
+                ) -> dict[str, list[PodRef] | None]:
         """{uuid: [(namespace, pod)]}: DRA claims for a rule's device; device-plugin allocations (when given) for a
         node-level GPU. A node-level GPU without allocations: every running pod on the node that holds any GPU
         resource of the node is not assumed - None (unknown)."""
-        out = {}
-        claims = None
-        pods = None
+        out: dict[str, list[PodRef] | None] = {}
+        claims: list[dict[str, Any]] | None = None
+        pods: list[dict[str, Any]] | None = None
         if any(a.get('pod_uid') and not a.get('name') for a in allocations or []):
             pods = self.pods_on_node()
         for e in entries:
@@ -271,17 +295,19 @@ class Remediator(object):
                 out[e['uuid']] = None
         return out
 
-    def drain(self, holders, timeout, poll=2):
+    def drain(self, holders: dict[str, list[PodRef] | None], timeout: float, poll: float = 2
+              ) -> tuple[list[str], list[str]]:
         """Evict the pods of ``holders`` through the Eviction API (PodDisruptionBudgets honoured) until they are gone
         or ``timeout``; returns (evicted, left)."""
         pods = sorted(set(p for v in holders.values() if v for p in v))
-        evicted, pending = [], list(pods)
+        evicted: list[str] = []
+        pending = list(pods)
         if self.check_mode:
             self.actions.extend('evict pod %s/%s' % p for p in pods)
-            return pods, []
+            return ['%s/%s' % p for p in pods], []
         end = self.clock() + timeout
         while True:
-            still = []
+            still: list[PodRef] = []
             for ns, name in pending:
                 if self.evict(ns, name):
                     evicted.append('%s/%s' % (ns, name))
@@ -293,17 +319,18 @@ class Remediator(object):
             self.sleep(poll)
 
     # ------------------------------------------------------------------------------------------------ after the repair
-    def restart_device_plugin(self, selector, resource, timeout, poll=2):
+    def restart_device_plugin(self, selector: str | None, resource: str, timeout: float, poll: float = 2
+                              ) -> dict[str, list[str]]:
         """NVIDIA's device plugin (v0.19.1) never lists a GPU it marked unhealthy as healthy again (REM-17): when the
         Node's allocatable of ``resource`` is below its capacity, delete the plugin's pods on this node (``selector``,
         a label selector; their DaemonSet starts new ones, which list every GPU healthy) and wait until allocatable
         equals capacity or ``timeout``. Returns {'restarted': [pods], 'before': (capacity, allocatable), 'after': ...};
         nothing is done when allocatable already equals capacity."""
-        def counts():
+        def counts() -> tuple[str, str]:
             st = (self.node() or {}).get('status') or {}
             return (str((st.get('capacity') or {}).get(resource, '0')), str((st.get('allocatable') or {}).get(resource, '0')))
         before = counts()
-        out = {'restarted': [], 'before': list(before), 'after': list(before)}
+        out: dict[str, list[str]] = {'restarted': [], 'before': list(before), 'after': list(before)}
         if before[0] == before[1] or not selector:
             return out
         pods = self.api.call('GET', '/api/v1/pods', [('fieldSelector', 'spec.nodeName=%s' % self.node_name),
@@ -324,11 +351,12 @@ class Remediator(object):
                 return out
             self.sleep(poll)
 
-    def validate(self, entries, settings, poll=2):
+    def validate(self, entries: list[dict[str, Any]], settings: dict[str, Any], poll: float = 2
+                 ) -> dict[str, dict[str, Any]]:
         """Run each GPU's validation workload (remediation_plan.validation_objects) in ``settings['namespace']`` and
         wait for its verdict; the objects are deleted afterwards. ``entries``: [{'uuid', 'kind', 'device'}] of the
         record. Returns {uuid: {'passed', 'why', 'log', 'pod'}}; check mode runs nothing and passes nothing."""
-        results = {}
+        results: dict[str, dict[str, Any]] = {}
         ns = settings['namespace']
         resource = settings.get('resource') or 'nvidia.com/gpu'
         for e in entries:
@@ -379,7 +407,7 @@ class Remediator(object):
                 self._delete_validation(o)
         return results
 
-    def _delete_validation(self, obj, wait=False):
+    def _delete_validation(self, obj: dict[str, Any], wait: bool = False) -> None:
         """Delete a validation object left from an earlier run (of ours: its managed-by label) or made now."""
         ns = obj['metadata']['namespace']
         path = '%s/%s' % (_validation_path(obj, ns), obj['metadata']['name'])
@@ -406,7 +434,7 @@ class Remediator(object):
                 raise
             self.sleep(1)
 
-    def to_release(self, uuids=None, keep=()):
+    def to_release(self, uuids: Iterable[str] | None = None, keep: Iterable[str] = ()) -> list[dict[str, Any]]:
         """[{'uuid', 'kind', 'device'}] of the recorded GPUs a release of ``uuids`` (all when None) would give back,
         ``keep`` left out."""
         node = self.node()
@@ -417,7 +445,8 @@ class Remediator(object):
         return [{'uuid': u, 'kind': gpus[u].get('kind'), 'device': gpus[u].get('device')}
                 for u in chosen if u not in set(keep)]
 
-    def release(self, uuids=None, keep=()):
+    def release(self, uuids: Iterable[str] | None = None, keep: Iterable[str] = ()
+                ) -> tuple[list[str], dict[str, dict[str, Any]]]:
         """Take back what the record says this loop made for ``uuids`` (all when None), except the GPUs of ``keep``
         (those the doctor still finds unhealthy)."""
         node = self.node()
@@ -431,7 +460,7 @@ class Remediator(object):
         for name in ch['rules']:
             self.delete_rule(name)
         spec = node.get('spec') or {}
-        body = {}
+        body: dict[str, Any] = {}
         if ch['untaint']:
             body.setdefault('spec', {})['taints'] = [t for t in spec.get('taints') or [] if t.get('key') != plan.TAINT_KEY]
         if ch['uncordon']:
@@ -449,27 +478,27 @@ class Remediator(object):
         return ch['released'], {'before': _view(node, record), 'after': _after_view(node, after, body)}
 
 
-def _validation_path(obj, namespace):
+def _validation_path(obj: dict[str, Any], namespace: str) -> str:
     if obj['kind'] == 'ResourceClaim':
         return '/apis/%s/%s/namespaces/%s/resourceclaims' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION, namespace)
     return '/api/v1/namespaces/%s/pods' % namespace
 
 
-def _evidence(findings):
-    out = []
+def _evidence(findings: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
     for f in findings:
         out.extend(f.get('evidence') or [])
     return out[:8]
 
 
-def _view(node, record):
+def _view(node: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     spec = node.get('spec') or {}
     return {'taints': list(spec.get('taints') or []), 'unschedulable': bool(spec.get('unschedulable')),
             'rules': sorted(g['rule'] for g in (record.get('gpus') or {}).values() if g.get('rule')),
             'quarantined': sorted((record.get('gpus') or {}))}
 
 
-def _after_view(node, record, body):
+def _after_view(node: dict[str, Any], record: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
     spec = dict(node.get('spec') or {})
     spec.update(body.get('spec') or {})
     return _view({'spec': spec}, record or {})

@@ -12,9 +12,14 @@ record   one node annotation (RECORD_ANNOTATION, JSON) says what this loop made,
          evidence) and since when; release removes exactly that, never a taint or cordon it did not make.
 """
 
+from __future__ import annotations
+
 import json
 import re
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_count
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import NVIDIA_DRA_DRIVER
 
 RECORD_ANNOTATION = 'gpuops.io/gpu-remediation'
@@ -32,7 +37,8 @@ class PlanError(Exception):
 
 
 # ------------------------------------------------------------------------------------------------ quarantine plan
-def device_of(slices, uuid, driver=DRA_DRIVER, node=None):
+def device_of(slices: list[dict[str, Any]] | None, uuid: str, driver: str = DRA_DRIVER,
+              node: str | None = None) -> tuple[str, str | None, str | None] | None:
     """(driver, pool, device) of the ResourceSlice device whose attribute uuid is ``uuid`` (on ``node`` when given);
     None when no slice of ``driver`` publishes it (a device-plugin node)."""
     for s in slices or []:
@@ -46,13 +52,13 @@ def device_of(slices, uuid, driver=DRA_DRIVER, node=None):
     return None
 
 
-def rule_name(node, uuid):
+def rule_name(node: str, uuid: str) -> str:
     """The DeviceTaintRule's name: the node and the UUID's tail, lowercase (a DNS subdomain of at most 253)."""
     tail = re.sub(r'[^a-z0-9-]', '-', uuid.lower())
     return ('gpuops-%s-%s' % (re.sub(r'[^a-z0-9.-]', '-', node.lower()), tail))[:253].strip('-.')
 
 
-def device_taint_rule(name, device, effect, reason):
+def device_taint_rule(name: str, device: Sequence[str | None], effect: str, reason: object) -> dict[str, Any]:
     driver, pool, dev = device
     return {'apiVersion': '%s/%s' % (DRA_API_GROUP, DRA_API_VERSION), 'kind': 'DeviceTaintRule',
             'metadata': {'name': name, 'labels': {'app.kubernetes.io/managed-by': MANAGED_BY}},
@@ -60,19 +66,20 @@ def device_taint_rule(name, device, effect, reason):
                      'taint': {'key': TAINT_KEY, 'value': _label_value(reason), 'effect': effect}}}
 
 
-def _label_value(text):
+def _label_value(text: object) -> str:
     v = re.sub(r'[^A-Za-z0-9_.-]', '-', str(text))[:63].strip('-_.')
     return v or 'unhealthy'
 
 
-def quarantine_plan(node, unhealthy, slices, dra_served, mode='auto', driver=DRA_DRIVER):
+def quarantine_plan(node: str, unhealthy: dict[str, list[dict[str, Any]]], slices: list[dict[str, Any]] | None,
+                    dra_served: bool, mode: str = 'auto', driver: str = DRA_DRIVER) -> list[dict[str, Any]]:
     """[{'uuid', 'kind': 'dra'|'node', 'device', 'rule', 'why'}] for the unhealthy GPUs of ``node``.
 
     ``unhealthy``: {uuid: [finding]}. mode auto: DRA where a slice of ``driver`` publishes the UUID and the server
     serves DeviceTaintRule (``dra_served``), else the node; dra: refuse a GPU that cannot be tainted by device."""
     if mode not in MODES:
         raise PlanError('mode: %r is not one of %s' % (mode, ', '.join(MODES)))
-    out = []
+    out: list[dict[str, Any]] = []
     for uuid in sorted(unhealthy):
         why = [f['id'] for f in unhealthy[uuid]]
         device = device_of(slices, uuid, driver, node) if mode != 'node' else None
@@ -88,11 +95,11 @@ def quarantine_plan(node, unhealthy, slices, dra_served, mode='auto', driver=DRA
     return out
 
 
-def node_taint(reason):
+def node_taint(reason: object) -> dict[str, str]:
     return {'key': TAINT_KEY, 'value': _label_value(reason), 'effect': 'NoSchedule'}
 
 
-def read_record(node_obj):
+def read_record(node_obj: dict[str, Any] | None) -> dict[str, Any]:
     """The loop's record on a Node (RECORD_ANNOTATION), {} when none; a record that is not ours is refused."""
     text = (((node_obj or {}).get('metadata') or {}).get('annotations') or {}).get(RECORD_ANNOTATION)
     if not text:
@@ -106,11 +113,12 @@ def read_record(node_obj):
     return rec
 
 
-def write_record(rec):
+def write_record(rec: dict[str, Any]) -> str:
     return json.dumps(rec, sort_keys=True, separators=(',', ':'))
 
 
-def node_changes(node_obj, record, quarantine_kinds):
+def node_changes(node_obj: dict[str, Any] | None, record: dict[str, Any],
+                 quarantine_kinds: Iterable[str]) -> dict[str, bool]:
     """What the node itself needs for a record: (taints to add, cordon?) for a quarantine, given the GPUs quarantined
     at node level. A taint or cordon the site made stays the site's: the record says only what this loop made."""
     spec = (node_obj or {}).get('spec') or {}
@@ -122,7 +130,8 @@ def node_changes(node_obj, record, quarantine_kinds):
             'site_tainted': has_taint and not record.get('tainted')}
 
 
-def release_changes(node_obj, record, uuids=None):
+def release_changes(node_obj: dict[str, Any] | None, record: dict[str, Any],
+                    uuids: Iterable[str] | None = None) -> dict[str, Any]:
     """What releasing ``uuids`` (all recorded GPUs when None) takes back: {'rules': [names], 'untaint', 'uncordon',
     'record': the record left (None when empty)}. Only what the record says this loop made."""
     gpus = dict(record.get('gpus') or {})
@@ -144,10 +153,10 @@ def release_changes(node_obj, record, uuids=None):
 
 
 # ------------------------------------------------------------------------------------------------ who holds the GPU
-def dra_holders(claims, device):
+def dra_holders(claims: list[dict[str, Any]] | None, device: Sequence[str | None]) -> list[tuple[str, str]]:
     """[(namespace, pod)] of the pods a DRA device is allocated to (claims' status.allocation and reservedFor)."""
     driver, pool, dev = device
-    out = set()
+    out: set[tuple[str, str]] = set()
     for c in claims or []:
         st = c.get('status') or {}
         results = ((st.get('allocation') or {}).get('devices') or {}).get('results') or []
@@ -156,32 +165,35 @@ def dra_holders(claims, device):
         ns = (c.get('metadata') or {}).get('namespace')
         for ref in st.get('reservedFor') or []:
             if ref.get('resource') == 'pods' and not ref.get('apiGroup'):
-                out.add((ns, ref.get('name')))
+                out.add((ns or '', ref.get('name') or ''))
     return sorted(out)
 
 
-def device_plugin_holders(allocations, uuid, pods=None):
+def device_plugin_holders(allocations: list[dict[str, Any]] | None, uuid: str,
+                          pods: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """[(namespace, pod)] holding ``uuid`` in the kubelet's device-plugin allocations: entries with ``namespace``,
     ``name`` and ``devices`` (GPU UUIDs), or with ``pod_uid`` and ``devices`` (module gpu_device_allocations, from the
     kubelet's checkpoint) which ``pods`` (the node's Pod objects) name; a UID no pod of the node has (a pod gone since
     the checkpoint was written) holds nothing."""
     by_uid = dict(((p.get('metadata') or {}).get('uid'), p) for p in pods or [])
-    out = set()
+    out: set[tuple[str, str]] = set()
     for a in allocations or []:
         if uuid not in (a.get('devices') or []):
             continue
         if a.get('name'):
-            out.add((a.get('namespace'), a.get('name')))
+            out.add((a.get('namespace') or '', a['name']))
         elif a.get('pod_uid') in by_uid:
             meta = by_uid[a['pod_uid']].get('metadata') or {}
-            out.add((meta.get('namespace'), meta.get('name')))
+            out.add((meta.get('namespace') or '', meta.get('name') or ''))
     return sorted(out)
 
 
-def allocations_error(allocations):
-    """The first allocation entry that names no pod (neither name nor pod_uid) or no devices list; None when fine."""
+def allocations_error(allocations: list[Any] | None) -> str | None:
+    """The first allocation entry that names no pod (neither name and namespace nor pod_uid) or no devices list; None
+    when fine."""
     for i, a in enumerate(allocations or []):
-        if not isinstance(a, dict) or not (a.get('name') or a.get('pod_uid')) or not isinstance(a.get('devices'), list):
+        if (not isinstance(a, dict) or not (a.get('name') or a.get('pod_uid')) or not isinstance(a.get('devices'), list)
+                or (a.get('name') and not a.get('namespace'))):
             return ('allocations[%d]: %r needs name (and namespace) or pod_uid, and devices (a list of GPU UUIDs), as '
                     'gpu_device_allocations returns them' % (i, a))
     return None
@@ -197,18 +209,18 @@ STUCK_REASONS = ('ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrIma
                  'CreateContainerConfigError', 'RunContainerError')
 
 
-def validation_name(node, uuid):
+def validation_name(node: str, uuid: str) -> str:
     """The validation pod's (and claim's) name: like the rule's, prefixed gpuops-validate-."""
     return ('gpuops-validate-' + rule_name(node, uuid)[len('gpuops-'):])[:253].strip('-.')
 
 
-def free_units(node_obj, pods, resource):
+def free_units(node_obj: dict[str, Any] | None, pods: list[dict[str, Any]] | None, resource: str) -> int:
     """How many units of the extended ``resource`` the node's allocatable has left: allocatable minus what the
     node's pods that have not ended ask for (containers' requests, else limits; the largest init container's if
-    larger - the kubelet's effective request). 0 when the node publishes none."""
-    try:
-        allocatable = int((((node_obj or {}).get('status') or {}).get('allocatable') or {}).get(resource) or 0)
-    except (TypeError, ValueError):
+    larger - the kubelet's effective request). 0 when the node publishes none. The amounts are Kubernetes quantities
+    (kube/quantity.py): the API server writes 2000 units as "2k"."""
+    allocatable = parse_count((((node_obj or {}).get('status') or {}).get('allocatable') or {}).get(resource) or 0)
+    if allocatable is None:
         return 0
     used = 0
     for p in pods or []:
@@ -216,19 +228,19 @@ def free_units(node_obj, pods, resource):
             continue
         spec = p.get('spec') or {}
 
-        def ask(c):
+        def ask(c: dict[str, Any]) -> int:
             res = c.get('resources') or {}
             v = (res.get('requests') or {}).get(resource, (res.get('limits') or {}).get(resource, 0))
-            try:
-                return int(v)
-            except (TypeError, ValueError):
-                return 0
+            return parse_count(v) or 0
         used += max([sum(ask(c) for c in spec.get('containers') or [])]
                     + [ask(c) for c in spec.get('initContainers') or []])
     return max(allocatable - used, 0)
 
 
-def _validation_container(uuid, image, command, limits=None, claims=None, mounts=()):
+def _validation_container(uuid: str, image: str, command: Sequence[str] | None, limits: dict[str, str] | None = None,
+                          claims: list[dict[str, str]] | None = None,
+                          mounts: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    ctr: dict[str, Any]
     ctr = {'name': 'validate', 'image': image, 'imagePullPolicy': 'IfNotPresent',
            'env': [{'name': UUID_ENV, 'value': uuid}], 'resources': {}}
     if command:
@@ -242,9 +254,12 @@ def _validation_container(uuid, image, command, limits=None, claims=None, mounts
     return ctr
 
 
-def validation_objects(entry, node, namespace, image, command=None, resource='nvidia.com/gpu', count=1,
-                       device_class=DRA_DRIVER, tolerations=(), runtime_class=None, pull_secrets=(), volumes=(),
-                       volume_mounts=()):
+def validation_objects(entry: dict[str, Any], node: str, namespace: str, image: str,
+                       command: Sequence[str] | None = None, resource: str = 'nvidia.com/gpu', count: int = 1,
+                       device_class: str = DRA_DRIVER, tolerations: Iterable[dict[str, Any]] | None = (),
+                       runtime_class: str | None = None, pull_secrets: Iterable[str] | None = (),
+                       volumes: Iterable[dict[str, Any]] | None = (),
+                       volume_mounts: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """The objects of one GPU's validation workload (step 6): [ResourceClaim (DRA only), Pod]. The only branch on the
     quarantine's kind.
 
@@ -258,6 +273,7 @@ def validation_objects(entry, node, namespace, image, command=None, resource='nv
     name = validation_name(node, entry['uuid'])
     labels = {'app.kubernetes.io/managed-by': MANAGED_BY, VALIDATION_LABEL: _label_value(entry['uuid'])}
     meta = {'name': name, 'namespace': namespace, 'labels': labels}
+    spec: dict[str, Any]
     spec = {'restartPolicy': 'Never', 'automountServiceAccountToken': False, 'terminationGracePeriodSeconds': 5,
             'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists'}] + [dict(t) for t in tolerations or []]}
     if runtime_class:
@@ -266,7 +282,7 @@ def validation_objects(entry, node, namespace, image, command=None, resource='nv
         spec['imagePullSecrets'] = [{'name': s} for s in pull_secrets]
     if volumes:
         spec['volumes'] = [dict(v) for v in volumes]
-    out = []
+    out: list[dict[str, Any]] = []
     if entry['kind'] == 'dra':
         driver, _pool, _dev = entry['device']
         cel = 'device.driver == "%s" && device.attributes["%s"].uuid == "%s"' % (driver, driver, entry['uuid'])
@@ -290,7 +306,7 @@ def validation_objects(entry, node, namespace, image, command=None, resource='nv
     return out
 
 
-def validation_verdict(pod):
+def validation_verdict(pod: dict[str, Any] | None) -> tuple[str, str]:
     """('passed'|'failed'|'running', why) of a validation pod: Succeeded passes; Failed (the check's exit status, or
     the kubelet's refusal such as OutOfnvidia.com/gpu or UnexpectedAdmissionError) and a container stuck in a state
     waiting cannot mend (STUCK_REASONS) fail, with the reason."""
@@ -316,7 +332,7 @@ def validation_verdict(pod):
     return 'running', 'the pod is %s' % (phase or 'not yet started')
 
 
-def validate_settings_error(v):
+def validate_settings_error(v: dict[str, Any] | None) -> str | None:
     """The first bad key of the module's ``validate`` option, named; None when fine."""
     if not v:
         return None

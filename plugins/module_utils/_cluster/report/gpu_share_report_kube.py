@@ -7,15 +7,22 @@ serves resource.k8s.io/v1 (Dynamic Resource Allocation), ResourceClaims and Reso
 The connection comes from k8s_access (kubernetes.core's client). The DRA part costs one discovery request and one
 paginated list of each kind, whatever the number of nodes."""
 
+from __future__ import annotations
+
 import json
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
 
+# the client's error with an HTTP status (every Exception where the client is missing: then nothing is listed)
+ApiError: type[Exception]
 try:
     from kubernetes.client.rest import ApiException
+    ApiError = ApiException
 except ImportError:
-    ApiException = Exception
+    ApiError = Exception
 # CoreV1Api as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
 k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
@@ -23,13 +30,13 @@ KUBERNETES_IMPORT_ERROR = k8s_access.KUBERNETES_IMPORT_ERROR
 KubeError = k8s_access.KubeError
 
 
-def build_client(params):
+def build_client(params: dict[str, Any]) -> Any:
     """The ApiClient of the collection's one Kubernetes access layer (k8s_access, on kubernetes.core)."""
     return k8s_access.api_client(params)
 
 
-def _list_all(call, what, **kwargs):
-    items = []
+def _list_all(call: Callable[..., Any], what: str, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     token = None
     while True:
         args = dict(kwargs, limit=500, _preload_content=False)
@@ -38,8 +45,8 @@ def _list_all(call, what, **kwargs):
         try:
             response = call(**args)
         except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
-            if isinstance(e, ApiException) and getattr(e, 'status', None):
-                raise KubeError('listing %s failed: %s %s %s' % (what, e.status, getattr(e, 'reason', ''),
+            if isinstance(e, ApiError) and getattr(e, 'status', None):
+                raise KubeError('listing %s failed: %s %s %s' % (what, getattr(e, 'status'), getattr(e, 'reason', ''),
                                                                  (getattr(e, 'body', '') or '')[:500]))
             raise KubeError('listing %s failed: %s' % (what, e))
         data = json.loads(response.data)
@@ -49,10 +56,11 @@ def _list_all(call, what, **kwargs):
             return items
 
 
-def read_cluster(api_client, node_selector=None, nodes=None, namespace=None):
+def read_cluster(api_client: Any, node_selector: str | None = None, nodes: list[str] | None = None,
+                 namespace: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(nodes, pods) as plain dicts in API field names. Pods that finished are filtered out by the server."""
     core = k8s_client.CoreV1Api(api_client)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if node_selector:
         kwargs['label_selector'] = node_selector
     node_items = _list_all(core.list_node, 'nodes', **kwargs)
@@ -77,32 +85,32 @@ DRA_PREFIX = '/apis/%s/%s' % (DRA_GROUP, DRA_VERSION)
 class ResourceApi(k8s_rest.CoreApi):
     """The resource.k8s.io/v1 list calls the report makes, as plain requests (k8s_rest)."""
 
-    def list_resource_claim_for_all_namespaces(self, **kwargs):
+    def list_resource_claim_for_all_namespaces(self, **kwargs: Any) -> Any:
         return self._call('GET', DRA_PREFIX + '/resourceclaims', kwargs)
 
-    def list_namespaced_resource_claim(self, namespace, **kwargs):
+    def list_namespaced_resource_claim(self, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '%s/namespaces/%s/resourceclaims' % (DRA_PREFIX, k8s_rest.quote(namespace, safe='')),
                           kwargs)
 
-    def list_resource_slice(self, **kwargs):
+    def list_resource_slice(self, **kwargs: Any) -> Any:
         return self._call('GET', DRA_PREFIX + '/resourceslices', kwargs)
 
 
-def dra_served(api_client, send=None):
+def dra_served(api_client: Any, send: Callable[..., Any] | None = None) -> bool:
     """Whether the API server serves resource.k8s.io/v1: one discovery request (GET /apis/resource.k8s.io).
     404 means not served (Kubernetes before 1.34 without the beta APIs, or the group switched off)."""
     send = send or k8s_rest.request
     try:
         response = send(api_client, 'GET', '/apis/%s' % DRA_GROUP)
     except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
-        if isinstance(e, ApiException) and getattr(e, 'status', None) == 404:
+        if isinstance(e, ApiError) and getattr(e, 'status', None) == 404:
             return False
         raise KubeError('discovery of %s failed: %s %s' % (DRA_GROUP, getattr(e, 'status', '') or '', e))
     data = json.loads(response.data)
     return any(v.get('version') == DRA_VERSION for v in data.get('versions') or [])
 
 
-def read_dra(api_client, namespace=None, send=None):
+def read_dra(api_client: Any, namespace: str | None = None, send: Callable[..., Any] | None = None) -> dict[str, Any]:
     """{'served': bool, 'claims': [...], 'slices': [...], 'error': str or None} for the report's DRA part.
 
     Not served: no list request at all. A list the credentials may not make (403) is reported in ``error`` (the rest of
@@ -110,7 +118,7 @@ def read_dra(api_client, namespace=None, send=None):
     if not dra_served(api_client, send):
         return {'served': False, 'claims': [], 'slices': [], 'error': None}
     api = ResourceApi(api_client, send) if send else ResourceApi(api_client)
-    out = {'served': True, 'claims': [], 'slices': [], 'error': None}
+    out: dict[str, Any] = {'served': True, 'claims': [], 'slices': [], 'error': None}
     try:
         if namespace:
             out['claims'] = _list_all(lambda **kw: api.list_namespaced_resource_claim(namespace, **kw),

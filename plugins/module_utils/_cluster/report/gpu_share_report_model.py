@@ -25,12 +25,16 @@ Sources of truth, per sharing strategy:
   pod annotations ``tencent.com/predicate-gpu-idx-<container>``.
 """
 
+from __future__ import annotations
+
 import json
-import re
-from decimal import Decimal, InvalidOperation
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from typing import Any, TypedDict
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     MIG_RESOURCE, NVIDIA_DRA_DRIVER, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_quantity
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
@@ -63,36 +67,32 @@ PER_DEVICE_RESOURCES = {
 
 ACTIVE_PHASES_EXCLUDED = ('Succeeded', 'Failed')
 
-_SUFFIXES = {
-    'Ki': Decimal(1024), 'Mi': Decimal(1024 ** 2), 'Gi': Decimal(1024 ** 3), 'Ti': Decimal(1024 ** 4),
-    'Pi': Decimal(1024 ** 5), 'Ei': Decimal(1024 ** 6),
-    'n': Decimal('1e-9'), 'u': Decimal('1e-6'), 'm': Decimal('1e-3'), '': Decimal(1),
-    'k': Decimal(10 ** 3), 'M': Decimal(10 ** 6), 'G': Decimal(10 ** 9), 'T': Decimal(10 ** 12),
-    'P': Decimal(10 ** 15), 'E': Decimal(10 ** 18),
-}
-_QUANTITY = re.compile(r'^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$')
+# Node, Pod, ResourceClaim, ResourceSlice objects as the API answers them, and the report's parts (the module's JSON)
+KubeObject = dict[str, Any]
+Amounts = dict[str, Decimal]
 
 
-def parse_quantity(value):
-    """A Kubernetes quantity ('8', '500m', '16Gi', 3) as a Decimal; ValueError when it is not one."""
-    if value is None:
-        raise ValueError('empty quantity')
-    if isinstance(value, bool):
-        raise ValueError('not a quantity: %r' % (value,))
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match:
-        raise ValueError('not a quantity: %r' % (value,))
-    number, suffix = match.group(1), match.group(2) or ''
-    try:
-        return Decimal(number) * _SUFFIXES[suffix]
-    except InvalidOperation:
-        raise ValueError('not a quantity: %r' % (value,))
+class HamiDevice(TypedDict):
+    """A GPU of HAMi's node register annotation (parse_hami_node_register)."""
+    uuid: str
+    split: int
+    memory_mib: int
+    cores: int
+    type: Any
+    index: int
+    health: bool
 
 
-def number(value):
+class HamiPodDevice(TypedDict):
+    """A device HAMi allocated to a pod's container (parse_hami_pod_devices)."""
+    container: int
+    uuid: str
+    type: str
+    memory_mib: int
+    cores: int
+
+
+def number(value: Decimal | None) -> int | float | None:
     """A Decimal as int when whole, float otherwise (JSON-friendly)."""
     if value is None:
         return None
@@ -101,22 +101,22 @@ def number(value):
     return float(value)
 
 
-def percent(used, total):
+def percent(used: Decimal | int, total: Decimal | int | None) -> int | None:
     """Whole percent, rounded down like kubectl-inspect-gpushare; None when there is no total."""
     if not total:
         return None
     return int(Decimal(used) * 100 / Decimal(total))
 
 
-def is_gpu_resource(name):
+def is_gpu_resource(name: str) -> bool:
     return name in KNOWN_RESOURCES or bool(MIG_RESOURCE.match(name)) or name.startswith('nvidia.com/')
 
 
-def _container_amounts(container, notes, where):
+def _container_amounts(container: KubeObject, notes: list[str], where: str) -> Amounts:
     res = container.get('resources') or {}
     requests = res.get('requests') or {}
     limits = res.get('limits') or {}
-    out = {}
+    out: Amounts = {}
     for name in set(requests) | set(limits):
         if not is_gpu_resource(name):
             continue
@@ -134,7 +134,7 @@ def _container_amounts(container, notes, where):
     return out
 
 
-def pod_requests(pod, notes=None):
+def pod_requests(pod: KubeObject, notes: list[str] | None = None) -> Amounts:
     """Effective GPU resource requests of a pod, the way the scheduler computes them.
 
     Extended resources have requests == limits (a limit alone implies the request). The pod's request is the sum over
@@ -144,11 +144,11 @@ def pod_requests(pod, notes=None):
     notes = notes if notes is not None else []
     spec = pod.get('spec') or {}
     where = pod_key(pod)
-    total = {}
+    total: Amounts = {}
     for c in spec.get('containers') or []:
         for k, v in _container_amounts(c, notes, where).items():
             total[k] = total.get(k, Decimal(0)) + v
-    init_max = {}
+    init_max: Amounts = {}
     for c in spec.get('initContainers') or []:
         amounts = _container_amounts(c, notes, where)
         if c.get('restartPolicy') == 'Always':
@@ -178,7 +178,7 @@ def pod_requests(pod, notes=None):
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = 'resource.kubernetes.io/extended-resource-claim'
 
 
-def dra_extended(pod):
+def dra_extended(pod: KubeObject) -> tuple[str | None, Amounts]:
     """(claim name, {resource: amount}) of the pod's extended resources that the scheduler backed with DRA devices
     (status.extendedResourceClaimStatus), the amounts from the pod's requests; (None, {}) when there are none."""
     st = (pod.get('status') or {}).get('extendedResourceClaimStatus') or {}
@@ -189,17 +189,17 @@ def dra_extended(pod):
     return st['resourceClaimName'], dict((k, v) for k, v in requests.items() if k in names)
 
 
-def pod_key(pod):
+def pod_key(pod: KubeObject) -> str:
     meta = pod.get('metadata') or {}
     return '%s/%s' % (meta.get('namespace') or 'default', meta.get('name'))
 
 
-def pod_counts(pod):
+def pod_counts(pod: KubeObject) -> bool:
     """Whether a pod holds resources: everything except Succeeded and Failed pods."""
     return ((pod.get('status') or {}).get('phase') or 'Pending') not in ACTIVE_PHASES_EXCLUDED
 
 
-def _int_list(text):
+def _int_list(text: object) -> list[int]:
     """'0' / '0,1' / ' 2 ' -> [0] / [0, 1] / [2]; ValueError otherwise."""
     items = [p.strip() for p in str(text).split(',') if p.strip()]
     if not items:
@@ -207,7 +207,7 @@ def _int_list(text):
     return [int(p) for p in items]
 
 
-def parse_hami_node_register(text):
+def parse_hami_node_register(text: str | None) -> tuple[list[HamiDevice], str | None]:
     """Devices from HAMi's node register annotation.
 
     Two forms are known: ``UUID,count,devmem,devcore,type,numa,health[,index[,mode]]:`` entries joined with ``:``, and
@@ -217,7 +217,7 @@ def parse_hami_node_register(text):
     text = (text or '').strip()
     if not text:
         return [], None
-    devices = []
+    devices: list[HamiDevice] = []
     if text.startswith('['):
         try:
             data = json.loads(text)
@@ -245,6 +245,7 @@ def parse_hami_node_register(text):
         if len(items) < 5:
             return [], 'entry %d (%r) has fewer than 5 fields' % (pos, entry)
         try:
+            dev: HamiDevice
             dev = {'uuid': items[0], 'split': int(items[1]), 'memory_mib': int(items[2]), 'cores': int(items[3]),
                    'type': items[4], 'index': pos, 'health': True}
             if len(items) > 6:
@@ -257,12 +258,12 @@ def parse_hami_node_register(text):
     return devices, None
 
 
-def parse_hami_pod_devices(text):
+def parse_hami_pod_devices(text: str | None) -> tuple[list[HamiPodDevice], str | None]:
     """HAMi's ``hami.io/vgpu-devices-allocated``: ``UUID,Type,MemMiB,Cores:`` per device, ``;`` between containers.
 
     Returns (list of {container, uuid, type, memory_mib, cores}, error).
     """
-    out = []
+    out: list[HamiPodDevice] = []
     for cpos, part in enumerate((text or '').split(';')):
         for entry in [e for e in part.split(':') if e.strip()]:
             items = entry.split(',')
@@ -276,7 +277,7 @@ def parse_hami_pod_devices(text):
     return out, None
 
 
-def node_address(node):
+def node_address(node: KubeObject) -> str:
     addresses = (node.get('status') or {}).get('addresses') or []
     for kind in ('InternalIP', 'ExternalIP', 'Hostname'):
         for a in addresses:
@@ -285,8 +286,8 @@ def node_address(node):
     return ''
 
 
-def _quantities(mapping, notes, where):
-    out = {}
+def _quantities(mapping: dict[str, Any] | None, notes: list[str], where: str) -> Amounts:
+    out: Amounts = {}
     for k, v in (mapping or {}).items():
         if not is_gpu_resource(k):
             continue
@@ -297,14 +298,15 @@ def _quantities(mapping, notes, where):
     return out
 
 
-def _label_int(labels, key):
+def _label_int(labels: dict[str, str], key: str) -> int | None:
+    value = labels.get(key)
     try:
-        return int(labels.get(key))
+        return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 
 
-def node_strategies(node, resources):
+def node_strategies(node: KubeObject, resources: Amounts) -> list[str]:
     """The sharing strategies a node's resources, labels and annotations show, sorted (each Stack's node_shows)."""
     meta = node.get('metadata') or {}
     labels = meta.get('labels') or {}
@@ -314,10 +316,10 @@ def node_strategies(node, resources):
     return sorted(s.name for s in stacks if s.node_shows(labels, annotations, resources, registered))
 
 
-def node_conflicts(strategies):
+def node_conflicts(strategies: Iterable[str]) -> list[str]:
     """Accounting conflicts: several schedulers count the same GPUs independently. DRA beside a device plugin is
     dra_conflicts' one message (with the devices published and the resource advertised), never a second one here."""
-    conflicts = []
+    conflicts: list[str] = []
     # a strategy that claims devices (dra) is never counted here
     strategies = [s for s in strategies if not getattr(gpu_stack_registry.find(s), 'claims_devices', False)]
     if not families_conflict(strategies):
@@ -334,8 +336,9 @@ def node_conflicts(strategies):
 
 
 class _Gpu(object):
-    def __init__(self, index, uuid=None, memory_total=None, memory_unit=None, cores_total=None, gpu_type=None,
-                 split=None):
+    def __init__(self, index: int | None, uuid: str | None = None, memory_total: Decimal | None = None,
+                 memory_unit: str | None = None, cores_total: Decimal | None = None, gpu_type: Any = None,
+                 split: int | None = None) -> None:
         self.index = index
         self.uuid = uuid
         self.memory_total = memory_total
@@ -345,9 +348,10 @@ class _Gpu(object):
         self.split = split
         self.memory_allocated = Decimal(0)
         self.cores_allocated = Decimal(0)
-        self.holders = []
+        self.holders: list[dict[str, Any]] = []
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any]
         out = {'index': self.index, 'uuid': self.uuid, 'type': self.type,
                'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
                'memory_unit': self.memory_unit,
@@ -361,34 +365,41 @@ class _Gpu(object):
         return out
 
 
-def _gpu_for(gpus, index=None, uuid=None, make=None):
+def _gpu_for(gpus: list[_Gpu], index: int | None = None, uuid: str | None = None) -> _Gpu | None:
+    """The GPU of ``gpus`` with ``uuid`` (when given), else with ``index``; None when there is none."""
     for g in gpus:
         if (uuid is not None and g.uuid == uuid) or (uuid is None and index is not None and g.index == index):
             return g
-    if make is None:
-        return None
-    g = make()
-    gpus.append(g)
+    return None
+
+
+def _gpu_made(gpus: list[_Gpu], make: Callable[[], _Gpu], index: int | None = None, uuid: str | None = None) -> _Gpu:
+    """_gpu_for's GPU, or a new one (``make``) added to ``gpus``."""
+    g = _gpu_for(gpus, index, uuid)
+    if g is None:
+        g = make()
+        gpus.append(g)
     return g
 
 
-def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
+def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_unit: str = 'GiB',
+            restricted: bool = False) -> dict[str, Any]:
     """The whole report (without table/report text) from lists of Node and Pod dicts.
 
     With ``restricted`` (the nodes were filtered), pods on nodes outside the list are left out instead of being
     reported as held by an unknown node.
     """
-    notes = []
-    report_nodes = []
-    by_name = {}
+    notes: list[str] = []
+    report_nodes: list[dict[str, Any]] = []
+    by_name: dict[str, dict[str, Any]] = {}
     for node in sorted(nodes, key=lambda n: (n.get('metadata') or {}).get('name') or ''):
         meta = node.get('metadata') or {}
-        name = meta.get('name')
+        name: str = meta.get('name') or ''
         status = node.get('status') or {}
         where = 'node %s' % name
         capacity = _quantities(status.get('capacity'), notes, where)
         allocatable = _quantities(status.get('allocatable'), notes, where)
-        entry = {
+        entry: dict[str, Any] = {
             'name': name, 'address': node_address(node), 'node': node, 'capacity': capacity,
             'allocatable': allocatable, 'allocated': {}, 'gpus': [], 'pods': [], 'notes': [],
             'pending_memory': Decimal(0), 'gpushare_used': Decimal(0), 'derived': {},
@@ -431,8 +442,8 @@ def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
         if replicas and replicas > 1:
             entry['replicas'] = replicas
 
-    unscheduled = []
-    report_pods = []
+    unscheduled: list[dict[str, Any]] = []
+    report_pods: list[dict[str, Any]] = []
     for pod in sorted(pods, key=pod_key):
         if not pod_counts(pod):
             continue
@@ -446,7 +457,7 @@ def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
         node_name = spec.get('nodeName')
         if restricted and node_name and node_name not in by_name:
             continue
-        rec = {
+        rec: dict[str, Any] = {
             'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'), 'node': node_name,
             'phase': (pod.get('status') or {}).get('phase') or 'Pending',
             'requests': dict((k, number(v)) for k, v in sorted(requests.items())),
@@ -457,39 +468,40 @@ def analyse(nodes, pods, gpushare_memory_unit='GiB', restricted=False):
             # held as DRA devices (the claim is in the report's DRA part), not from a device plugin's allocatable
             rec['dra_extended'] = {'claim': claim, 'resources': dict((k, number(v)) for k, v in sorted(backed.items()))}
         report_pods.append(rec)
-        entry = by_name.get(node_name) if node_name else None
-        if entry is None:
+        on_node = by_name.get(node_name) if node_name else None
+        if on_node is None:
             if node_name:
                 rec['note'] = 'node %s is not in the report' % node_name
             unscheduled.append(rec)
             continue
-        entry['pods'].append(rec)
+        on_node['pods'].append(rec)
         for k, v in requests.items():
             if k in backed:
                 continue
-            entry['allocated'][k] = entry['allocated'].get(k, Decimal(0)) + v
-        _place_gpushare(entry, rec, annotations, requests, gpushare_memory_unit)
-        _place_volcano(entry, rec, annotations, requests)
-        _place_hami(entry, rec, hami_alloc)
-        _place_tke(entry, rec, annotations)
+            on_node['allocated'][k] = on_node['allocated'].get(k, Decimal(0)) + v
+        _place_gpushare(on_node, rec, annotations, requests, gpushare_memory_unit)
+        _place_volcano(on_node, rec, annotations, requests)
+        _place_hami(on_node, rec, hami_alloc)
+        _place_tke(on_node, rec, annotations)
 
     for entry in report_nodes:
         entry['conflicts'] = node_conflicts(entry['strategies'])
     return _finish(report_nodes, report_pods, unscheduled, notes, gpushare_memory_unit)
 
 
-def _holder(rec, **extra):
+def _holder(rec: dict[str, Any], **extra: Any) -> dict[str, Any]:
     h = {'namespace': rec['namespace'], 'pod': rec['name'], 'phase': rec['phase']}
     h.update(extra)
     return h
 
 
-def _place_gpushare(entry, rec, annotations, requests, unit):
+def _place_gpushare(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str], requests: Amounts,
+                    unit: str) -> None:
     mem = requests.get(GPUSHARE_MEM)
     if mem is None and ANN_IDX not in annotations:
         return
     assigned = annotations.get(ANN_ASSIGNED)
-    info = {'assigned': None if assigned is None else str(assigned).strip().lower() == 'true'}
+    info: dict[str, Any] = {'assigned': None if assigned is None else str(assigned).strip().lower() == 'true'}
     if ANN_POD in annotations:
         try:
             ann_mem = parse_quantity(annotations[ANN_POD])
@@ -524,7 +536,7 @@ def _place_gpushare(entry, rec, annotations, requests, unit):
         entry['notes'].append('%s/%s holds GPUs %s; its %s %s are split evenly between them in this report' % (
             rec['namespace'], rec['name'], ','.join(str(i) for i in indexes), number(mem), unit))
     for i in indexes:
-        gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i, memory_unit=unit))
+        gpu = _gpu_made(entry['gpus'], lambda: _Gpu(i, memory_unit=unit), index=i)
         gpu.memory_allocated += share
         gpu.holders.append(_holder(rec, memory=number(share), resource=GPUSHARE_MEM, assigned=info['assigned']))
         rec['gpus'].append({'index': i, 'resource': GPUSHARE_MEM, 'memory': number(share), 'memory_unit': unit})
@@ -533,7 +545,7 @@ def _place_gpushare(entry, rec, annotations, requests, unit):
                 i, rec['namespace'], rec['name']))
 
 
-def _place_volcano(entry, rec, annotations, requests):
+def _place_volcano(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str], requests: Amounts) -> None:
     mem = requests.get(VOLCANO_GPU_MEM)
     if mem is None:
         return
@@ -550,13 +562,13 @@ def _place_volcano(entry, rec, annotations, requests):
         return
     share = mem / len(indexes)
     for i in indexes:
-        gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i, memory_unit='MiB'))
+        gpu = _gpu_made(entry['gpus'], lambda: _Gpu(i, memory_unit='MiB'), index=i)
         gpu.memory_allocated += share
         gpu.holders.append(_holder(rec, memory=number(share), resource=VOLCANO_GPU_MEM))
         rec['gpus'].append({'index': i, 'resource': VOLCANO_GPU_MEM, 'memory': number(share), 'memory_unit': 'MiB'})
 
 
-def _place_hami(entry, rec, text):
+def _place_hami(entry: dict[str, Any], rec: dict[str, Any], text: str | None) -> None:
     if not text:
         return
     devices, error = parse_hami_pod_devices(text)
@@ -569,8 +581,8 @@ def _place_hami(entry, rec, text):
         if gpu is None:
             entry['notes'].append('%s/%s holds HAMi device %s which the node does not register' % (
                 rec['namespace'], rec['name'], d['uuid']))
-            gpu = _gpu_for(entry['gpus'], uuid=d['uuid'], make=lambda: _Gpu(None, uuid=d['uuid'], memory_unit='MiB',
-                                                                            gpu_type=d['type']))
+            gpu = _Gpu(None, uuid=d['uuid'], memory_unit='MiB', gpu_type=d['type'])
+            entry['gpus'].append(gpu)
         gpu.memory_allocated += d['memory_mib']
         gpu.cores_allocated += d['cores']
         gpu.holders.append(_holder(rec, memory=d['memory_mib'], cores=d['cores'], container=d['container'],
@@ -579,7 +591,7 @@ def _place_hami(entry, rec, text):
                             'memory_unit': 'MiB', 'cores': d['cores']})
 
 
-def _place_tke(entry, rec, annotations):
+def _place_tke(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str]) -> None:
     for key in sorted(annotations):
         if not key.startswith(TKE_IDX_PREFIX):
             continue
@@ -590,13 +602,14 @@ def _place_tke(entry, rec, annotations):
                 rec['namespace'], rec['name'], key, annotations[key]))
             continue
         for i in indexes:
-            gpu = _gpu_for(entry['gpus'], index=i, make=lambda: _Gpu(i))
+            gpu = _gpu_made(entry['gpus'], lambda: _Gpu(i), index=i)
             gpu.holders.append(_holder(rec, resource='gpu-manager', container=key[len(TKE_IDX_PREFIX):]))
             rec['gpus'].append({'index': i, 'resource': 'gpu-manager'})
 
 
-def _resource_rows(allocatable, allocated, derived=None):
-    rows = {}
+def _resource_rows(allocatable: Amounts, allocated: Amounts, derived: Amounts | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
     derived = derived or {}
     for name in sorted(set(allocatable) | set(allocated)):
         total = allocatable.get(name)
@@ -617,9 +630,11 @@ def _resource_rows(allocatable, allocated, derived=None):
     return rows
 
 
-def _finish(report_nodes, report_pods, unscheduled, notes, unit):
-    cluster_alloc, cluster_used = {}, {}
-    out_nodes = []
+def _finish(report_nodes: list[dict[str, Any]], report_pods: list[dict[str, Any]],
+            unscheduled: list[dict[str, Any]], notes: list[str], unit: str) -> dict[str, Any]:
+    cluster_alloc: Amounts = {}
+    cluster_used: Amounts = {}
+    out_nodes: list[dict[str, Any]] = []
     cluster_notes = list(notes)
     for entry in report_nodes:
         gpus = sorted(entry['gpus'], key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid or ''))
@@ -631,7 +646,7 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
         for k, v in entry['allocated'].items():
             cluster_used[k] = cluster_used.get(k, Decimal(0)) + v
         resources = _resource_rows(entry['allocatable'], entry['allocated'], entry['derived'])
-        node_out = {
+        node_out: dict[str, Any] = {
             'name': entry['name'], 'address': entry['address'], 'strategies': entry['strategies'],
             'conflicts': entry['conflicts'], 'resources': resources,
             'gpus': [g.as_dict() for g in gpus],
@@ -653,7 +668,7 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
         out_nodes.append(node_out)
     # the nodes with a gpushare memory section (a key of the report's output, not a strategy decision)
     gs_nodes = [n['gpushare'] for n in out_nodes if n.get('gpushare') is not None]
-    cluster = {
+    cluster: dict[str, Any] = {
         'nodes': len(out_nodes),
         'gpu_nodes': len([n for n in out_nodes if n['resources']]),
         'resources': _resource_rows(cluster_alloc, cluster_used),
@@ -678,7 +693,7 @@ def _finish(report_nodes, report_pods, unscheduled, notes, unit):
 DEVICE_PLUGIN_RESOURCE = 'nvidia.com/gpu'
 
 
-def _attr(device, driver, name):
+def _attr(device: dict[str, Any], driver: str | None, name: str) -> Any:
     """The value of a device attribute (unqualified or qualified with the driver's domain), whatever its type."""
     attrs = device.get('attributes') or {}
     value = attrs.get(name, attrs.get('%s/%s' % (driver, name)))
@@ -690,9 +705,11 @@ def _attr(device, driver, name):
     return None
 
 
-def _index_slices(slices):
+def _index_slices(slices: list[KubeObject] | None
+                  ) -> tuple[dict[tuple[Any, Any, Any], dict[str, Any]], dict[str, dict[str | None, int]]]:
     """{(driver, pool, device): device view} and {node: {driver: device count}} from ResourceSlices."""
-    devices, per_node = {}, {}
+    devices: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    per_node: dict[str, dict[str | None, int]] = {}
     for s in slices or []:
         spec = s.get('spec') or {}
         driver = spec.get('driver')
@@ -709,10 +726,10 @@ def _index_slices(slices):
     return devices, per_node
 
 
-def _claim_users(pods):
+def _claim_users(pods: list[KubeObject] | None) -> dict[tuple[str, str | None], list[KubeObject]]:
     """{(namespace, claim name): [pod]} from the pods' claim references (spec.resourceClaims[].resourceClaimName, and
     status.resourceClaimStatuses[].resourceClaimName for the claims the controller made from a template)."""
-    users = {}
+    users: dict[tuple[str, str | None], list[KubeObject]] = {}
     for pod in pods or []:
         if not pod_counts(pod):
             continue
@@ -725,13 +742,13 @@ def _claim_users(pods):
     return users
 
 
-def _pod_view(pod):
+def _pod_view(pod: KubeObject) -> dict[str, Any]:
     meta = pod.get('metadata') or {}
     return {'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'),
             'node': (pod.get('spec') or {}).get('nodeName'), 'phase': (pod.get('status') or {}).get('phase') or 'Pending'}
 
 
-def _unschedulable_reason(pods):
+def _unschedulable_reason(pods: list[KubeObject]) -> str | None:
     """The scheduler's reason from the first of ``pods`` whose PodScheduled condition is False."""
     for pod in pods:
         for c in (pod.get('status') or {}).get('conditions') or []:
@@ -740,7 +757,8 @@ def _unschedulable_reason(pods):
     return None
 
 
-def analyse_dra(dra, pods, report_nodes=None, restricted=False):
+def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, report_nodes: list[str] | None = None,
+                restricted: bool = False) -> dict[str, Any]:
     """The report's DRA part from read_dra's answer ({'served', 'claims', 'slices', 'error'}) and the pods.
 
     Returns {'served', 'claims': [...], 'nodes': {node: {'devices': {driver: n}, 'allocated': {driver: n}}},
@@ -749,8 +767,8 @@ def analyse_dra(dra, pods, report_nodes=None, restricted=False):
     whether it is shared (more than one pod), and for a pending claim the scheduler's reason from its pods' PodScheduled
     condition. With ``restricted``, allocated claims whose devices are all on nodes outside ``report_nodes`` are left
     out (pending claims have no node and stay)."""
-    out = {'served': bool(dra and dra.get('served')), 'claims': [], 'nodes': {}, 'notes': []}
-    if not out['served']:
+    out: dict[str, Any] = {'served': bool(dra and dra.get('served')), 'claims': [], 'nodes': {}, 'notes': []}
+    if not dra or not out['served']:
         return out
     if dra.get('error'):
         out['notes'].append('DRA: %s; ResourceClaims and ResourceSlices are not in this report' % dra['error'])
@@ -761,7 +779,7 @@ def analyse_dra(dra, pods, report_nodes=None, restricted=False):
         if wanted is None or node in wanted:
             out['nodes'][node] = {'devices': dict(counts), 'allocated': {}}
     users = _claim_users(pods)
-    pods_by_uid = {}
+    pods_by_uid: dict[str, KubeObject] = {}
     for pod in pods or []:
         uid = (pod.get('metadata') or {}).get('uid')
         if uid:
@@ -773,15 +791,15 @@ def analyse_dra(dra, pods, report_nodes=None, restricted=False):
         status = claim.get('status') or {}
         alloc = status.get('allocation')
         waiting = users.get((ns, name), [])
-        holders = []
+        holders: list[dict[str, Any]] = []
         for ref in status.get('reservedFor') or []:
             if ref.get('resource') not in (None, 'pods'):
                 holders.append({'namespace': ns, 'name': ref.get('name'), 'resource': ref.get('resource')})
                 continue
-            pod = pods_by_uid.get(ref.get('uid'))
-            holders.append(_pod_view(pod) if pod else {'namespace': ns, 'name': ref.get('name'), 'node': None,
-                                                       'phase': None})
-        entry = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
+            held = pods_by_uid.get(ref.get('uid'))
+            holders.append(_pod_view(held) if held else {'namespace': ns, 'name': ref.get('name'), 'node': None,
+                                                         'phase': None})
+        entry: dict[str, Any] = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
         if (meta.get('annotations') or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == 'true':
             # the scheduler's claim for a pod's plain extended resource requests: which resources it backs
             entry['extended_resources'] = sorted(set(
@@ -819,7 +837,7 @@ def analyse_dra(dra, pods, report_nodes=None, restricted=False):
     return out
 
 
-def dra_conflicts(node_out, dra_nodes):
+def dra_conflicts(node_out: dict[str, Any], dra_nodes: dict[str, dict[str, Any]]) -> list[str]:
     """A node where NVIDIA's DRA driver publishes devices and the device plugin advertises nvidia.com/gpu: both hand
     out the same GPUs (the DRA driver must not run beside the device plugin)."""
     published = (dra_nodes.get(node_out['name']) or {}).get('devices') or {}
@@ -831,7 +849,8 @@ def dra_conflicts(node_out, dra_nodes):
     return []
 
 
-def add_dra(report, dra, pods, restricted=False):
+def add_dra(report: dict[str, Any], dra: dict[str, Any] | None, pods: list[KubeObject] | None,
+            restricted: bool = False) -> dict[str, Any]:
     """Attach the DRA part to an analyse() report: report['dra'], each node's 'dra' (published and allocated devices
     per driver), the device-plugin-beside-DRA conflicts (node and cluster notes), and in the cluster totals the nodes
     with NVIDIA DRA devices among the GPU nodes and the number of claims (all, pending)."""

@@ -6,12 +6,20 @@
 The output depends only on the analysis (no timestamps), so an unchanged cluster gives an unchanged report file.
 """
 
+from __future__ import annotations
+
 import html
+from typing import Any
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 
+# the analysis gpu_share_report_model.analyze returns: the module's JSON result
+Report = dict[str, Any]
+# a block of the Markdown and HTML writers: (h1|h2|h3|p, text), (ul, [text]) or (table, ([head], [[cell]]))
+Block = tuple[str, Any]
 
-def fmt(value):
+
+def fmt(value: object) -> str:
     """12 -> '12', 2.5 -> '2.5', 1/3 -> '0.33', None -> '-'."""
     if value is None:
         return '-'
@@ -21,11 +29,11 @@ def fmt(value):
     return str(value)
 
 
-def fmt_pct(value):
+def fmt_pct(value: int | None) -> str:
     return '-' if value is None else '%d%%' % value
 
 
-def _columns(rows):
+def _columns(rows: list[list[str]]) -> list[str]:
     """Left-aligned columns separated by two spaces (like Go's tabwriter in kubectl plugins)."""
     widths = [0] * max(len(r) for r in rows)
     for r in rows:
@@ -38,7 +46,7 @@ def _columns(rows):
     return lines
 
 
-def _gpushare_table(report):
+def _gpushare_table(report: Report) -> list[str]:
     nodes = [n for n in report['nodes'] if 'gpushare' in n]
     if not nodes:
         return []
@@ -73,7 +81,7 @@ def _gpushare_table(report):
     return lines
 
 
-def _resource_table(report):
+def _resource_table(report: Report) -> list[str]:
     health = any('health' in n for n in report['nodes'])
     rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT'] + (['HEALTH'] if health else [])]
     for n in report['nodes']:
@@ -94,14 +102,14 @@ def _resource_table(report):
     return lines
 
 
-def _claim_pods(c):
+def _claim_pods(c: dict[str, Any]) -> str:
     return ','.join('%s/%s' % (p['namespace'], p['name']) for p in c['pods']) or '-'
 
 
-def _dra_rows(report):
+def _dra_rows(report: Report) -> list[list[str]]:
     """One row per device of an allocated claim, one per pending claim: claim, state, node, driver, pool, device,
     uuid, product (with the MIG profile), pods."""
-    rows = []
+    rows: list[list[str]] = []
     for c in (report.get('dra') or {}).get('claims') or []:
         name = '%s/%s' % (c['namespace'], c['name'])
         if c['state'] != 'allocated' or not c['devices']:
@@ -116,7 +124,7 @@ def _dra_rows(report):
     return rows
 
 
-def _dra_table(report):
+def _dra_table(report: Report) -> list[str]:
     rows = _dra_rows(report)
     if not rows:
         return []
@@ -127,10 +135,10 @@ def _dra_table(report):
     return lines
 
 
-def table(report):
+def table(report: Report) -> str:
     """The readable table: the gpushare part first (as kubectl-inspect-gpushare prints it), then every other GPU
     resource per node, then the DRA claims (resource.k8s.io), then conflicts and unscheduled pods."""
-    parts = []
+    parts: list[str] = []
     gs = _gpushare_table(report)
     if gs:
         parts.append('\n'.join(gs))
@@ -140,7 +148,7 @@ def table(report):
     dt = _dra_table(report)
     if dt:
         parts.append('\n'.join(dt))
-    extra = []
+    extra: list[str] = []
     for n in report['nodes']:
         for c in n['conflicts']:
             extra.append('CONFLICT %s: %s' % (n['name'], c))
@@ -154,8 +162,8 @@ def table(report):
     return '\n\n'.join(parts) + '\n'
 
 
-def _amount(h):
-    bits = []
+def _amount(h: dict[str, Any]) -> str:
+    bits: list[str] = []
     if h.get('memory') is not None:
         bits.append('mem %s' % fmt(h['memory']))
     if h.get('cores') is not None:
@@ -167,17 +175,17 @@ def _amount(h):
     return ', '.join(bits)
 
 
-def _holders(g):
+def _holders(g: dict[str, Any]) -> list[str]:
     return ['%s/%s (%s)' % (h['namespace'], h['pod'], _amount(h)) if _amount(h) else '%s/%s' % (h['namespace'], h['pod'])
             for h in g['holders']]
 
 
-def _requests(p):
+def _requests(p: dict[str, Any]) -> str:
     return ', '.join('%s=%s' % (k, fmt(v)) for k, v in sorted(p['requests'].items()))
 
 
-def _pod_gpus(p):
-    out = []
+def _pod_gpus(p: dict[str, Any]) -> str:
+    out: list[str] = []
     for g in p['gpus']:
         if g.get('pending'):
             out.append('pending')
@@ -188,9 +196,9 @@ def _pod_gpus(p):
     return ', '.join(out)
 
 
-def _sections(report):
+def _sections(report: Report) -> list[Block]:
     """The report as (kind, payload) blocks shared by the Markdown and HTML writers."""
-    blocks = [('h1', 'GPU share report')]
+    blocks: list[Block] = [('h1', 'GPU share report')]
     cl = report['cluster']
     blocks.append(('p', '%d node(s), %d with GPU resources; %d pod(s) hold GPU resources, %d without a node.' % (
         cl['nodes'], cl['gpu_nodes'], cl['pods'], cl['unscheduled_pods'])))
@@ -263,12 +271,12 @@ def _sections(report):
     return blocks
 
 
-def _md_cell(text):
+def _md_cell(text: object) -> str:
     return str(text).replace('|', '\\|').replace('\n', ' ')
 
 
-def markdown(report):
-    out = []
+def markdown(report: Report) -> str:
+    out: list[str] = []
     for kind, payload in _sections(report):
         if kind == 'h1':
             out.append('# %s\n' % payload)
@@ -288,7 +296,7 @@ def markdown(report):
     return '\n'.join(out)
 
 
-def html_report(report):
+def html_report(report: Report) -> str:
     esc = html.escape
     out = ['<!DOCTYPE html>', '<html lang="en">', '<head>', '<meta charset="utf-8">', '<title>GPU share report</title>',
            '<style>body{font-family:sans-serif}table{border-collapse:collapse;margin:0.5em 0}'
@@ -309,7 +317,7 @@ def html_report(report):
     return '\n'.join(out)
 
 
-def render(report, fmt_name):
+def render(report: Report, fmt_name: str) -> str:
     if fmt_name == 'html':
         return html_report(report)
     return markdown(report)

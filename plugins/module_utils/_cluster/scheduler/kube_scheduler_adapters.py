@@ -16,12 +16,15 @@ Each function takes the parsed document and returns (new document, notes); it ne
 The directory that holds the config file is mounted (not the file): files are replaced by rename, and a file bind
 mount would keep showing the old inode to a running container.
 """
+from __future__ import annotations
+
 import copy
 import posixpath
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import (
-    SchedulerConfigError, api_for_version, parse_version)
+    SchedulerConfigError, Version, api_for_version, parse_version)
 
 VOLUME_NAME = 'gpuops-scheduler-config'
 CHECKSUM_KEY = 'gpuops.io/scheduler-config-checksum'
@@ -32,8 +35,13 @@ OWN_DIRS = KD.OWN_DIRS   # _common/kube_distributions.py
 # flags kube-scheduler dropped in 1.23 (with the Policy API): left in place they stop it from starting
 POLICY_FLAGS = ('policy-config-file', 'policy-configmap', 'policy-configmap-namespace', 'use-legacy-policy-config')
 
+# a distribution's file as YAML gives it (cluster.yml, config.yaml, a static Pod manifest, a ClusterConfiguration)
+Doc = Any
+# (the document after the change, notes)
+Changed = tuple[Any, list[str]]
 
-def check_config_path(config_path):
+
+def check_config_path(config_path: object) -> str:
     if not isinstance(config_path, str) or not config_path.startswith('/') or config_path.endswith('/') \
             or posixpath.normpath(config_path) != config_path:
         raise SchedulerConfigError("config_path: %r must be an absolute, normalized file path" % (config_path,))
@@ -43,21 +51,22 @@ def check_config_path(config_path):
     return posixpath.dirname(config_path)
 
 
-def _config_below_123(other):
+def _config_below_123(other: str) -> SchedulerConfigError:
     return SchedulerConfigError(
         "kube-scheduler already runs with --config=%s; below Kubernetes 1.23 this module registers the extenders "
         "with --policy-config-file, which kube-scheduler ignores next to --config. Add the extenders to %s "
         "instead (mode=scheduler_config with config_path=%s on a 1.23+ cluster) or remove --config" % (other, other, other))
 
 
-def flag_plan(version, config_path, current):
+def flag_plan(version: Version, config_path: str, current: dict[str, str]
+              ) -> tuple[dict[str, str], list[str], list[str]]:
     """current: dict flag -> value of kube-scheduler's present flags. Returns (set dict, remove list, notes).
 
     The flag that carries the extender file is set only when it is missing or already names config_path: a value
     naming another file is the site's own configuration, never replaced (defect 13) - resolve_config_path() turns
     it into the file to merge into, and this refusal is the guard when that step was skipped."""
     api = api_for_version(version)
-    notes = []
+    notes: list[str] = []
     flag = api['flag']
     if flag == 'policy-config-file' and current.get('config'):
         raise _config_below_123(current['config'])
@@ -76,17 +85,17 @@ def flag_plan(version, config_path, current):
     return {'policy-config-file': config_path}, [], notes
 
 
-def current_flags(mode, doc):
+def current_flags(mode: str, doc: Doc) -> dict[str, str]:
     """The kube-scheduler flags that name a scheduler configuration file (--config, --policy-config-file) in a
     distribution's file: mode is rke1_cluster_yml, rke2_config or kubeadm_manifest. {} when none is set."""
-    found = {}
+    found: dict[str, str] = {}
     if not isinstance(doc, dict):
         return found
     if mode == 'rke1_cluster_yml':
         services = doc.get('services')
         scheduler = services.get('scheduler') if isinstance(services, dict) else None
         args = scheduler.get('extra_args') if isinstance(scheduler, dict) else None
-        pairs = [(str(k), str(v)) for k, v in args.items()] if isinstance(args, dict) else []
+        pairs: list[tuple[str, str | None]] = [(str(k), str(v)) for k, v in args.items()] if isinstance(args, dict) else []
     elif mode == 'rke2_config':
         pairs = [_split_flag(str(a)) for a in _as_list(doc.get('kube-scheduler-arg'), 'kube-scheduler-arg')]
     else:
@@ -101,7 +110,8 @@ def current_flags(mode, doc):
     return found
 
 
-def resolve_config_path(version, flags, config_path, explicit=False):
+def resolve_config_path(version: Version, flags: dict[str, str], config_path: str, explicit: bool = False
+                        ) -> tuple[str, bool, list[str]]:
     """Where the extenders go, given kube-scheduler's current flags (current_flags()): returns
     (path, site_owned, notes).
 
@@ -127,7 +137,7 @@ def resolve_config_path(version, flags, config_path, explicit=False):
                            "in charge" % (current, flag)]
 
 
-def _covered(mount_paths, config_path):
+def _covered(mount_paths: list[Any], config_path: str) -> bool:
     """Whether one of the container paths already shows config_path (the file itself or a parent directory)."""
     for path in mount_paths:
         path = str(path).rstrip('/') or '/'
@@ -136,7 +146,7 @@ def _covered(mount_paths, config_path):
     return False
 
 
-def rke1_version_check(doc, version):
+def rke1_version_check(doc: dict[str, Any], version: Version) -> list[str]:
     """cluster.yml's kubernetes_version must have the minor the extender file is rendered for: a Policy flag on a
     1.23+ cluster (or --config on an older one) stops kube-scheduler. Returns notes."""
     declared = doc.get('kubernetes_version')
@@ -156,14 +166,14 @@ def rke1_version_check(doc, version):
     return []
 
 
-def _split_flag(arg):
+def _split_flag(arg: str) -> tuple[str, str | None]:
     text = arg[2:] if arg.startswith('--') else arg
     key, sep, value = text.partition('=')
     return key, (value if sep else None)
 
 
 # ---------------------------------------------------------------------------------------------------- RKE1
-def rke1_cluster_yml(doc, version, config_path, checksum=None):
+def rke1_cluster_yml(doc: Doc, version: Version, config_path: str, checksum: str | None = None) -> Changed:
     if not isinstance(doc, dict):
         raise SchedulerConfigError("cluster.yml is not a mapping; is path an RKE1 cluster.yml?")
     if 'nodes' not in doc and 'services' not in doc:
@@ -219,7 +229,7 @@ def rke1_cluster_yml(doc, version, config_path, checksum=None):
 
 
 # ---------------------------------------------------------------------------------------------------- RKE2
-def _as_list(value, key):
+def _as_list(value: object, key: str) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -229,7 +239,7 @@ def _as_list(value, key):
     raise SchedulerConfigError("config.yaml: %s must be a list of strings (or one string)" % key)
 
 
-def rke2_config(doc, version, config_path):
+def rke2_config(doc: Doc, version: Version, config_path: str) -> Changed:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -265,7 +275,8 @@ def rke2_config(doc, version, config_path):
 
 
 # ---------------------------------------------------------------------------------------------------- kubeadm
-def kubeadm_manifest(doc, version, config_path, checksum=None, container='kube-scheduler'):
+def kubeadm_manifest(doc: Doc, version: Version, config_path: str, checksum: str | None = None,
+                     container: str = 'kube-scheduler') -> Changed:
     if not isinstance(doc, dict) or doc.get('kind') != 'Pod':
         raise SchedulerConfigError("the kube-scheduler manifest is not a Pod (kind %r)" % (doc.get('kind') if isinstance(doc, dict) else doc,))
     directory = check_config_path(config_path)
@@ -317,7 +328,7 @@ def kubeadm_manifest(doc, version, config_path, checksum=None, container='kube-s
     return new, notes
 
 
-def _upsert_named(items, item):
+def _upsert_named(items: list[Any], item: dict[str, Any]) -> None:
     for i, cur in enumerate(items):
         if isinstance(cur, dict) and cur.get('name') == item['name']:
             items[i] = item
@@ -325,7 +336,7 @@ def _upsert_named(items, item):
     items.append(item)
 
 
-def kubeadm_cluster_configuration(doc, version, config_path):
+def kubeadm_cluster_configuration(doc: Doc, version: Version, config_path: str) -> Changed:
     """kubeadm's ClusterConfiguration (the kubeadm-config ConfigMap's data.ClusterConfiguration)."""
     if not isinstance(doc, dict) or doc.get('kind') != 'ClusterConfiguration':
         raise SchedulerConfigError("cluster_configuration is not a kubeadm ClusterConfiguration (kind %r)"
@@ -342,13 +353,14 @@ def kubeadm_cluster_configuration(doc, version, config_path):
     if not isinstance(sched, dict):
         raise SchedulerConfigError("cluster_configuration: scheduler is not a mapping")
     as_list = api.endswith('v1beta4')
-    args = sched.get('extraArgs')
+    # a list of name/value (v1beta4) or a mapping, as the document has it
+    args: Any = sched.get('extraArgs')
     if args is None:
         args = sched['extraArgs'] = [] if as_list else {}
     if as_list:
         if not isinstance(args, list):
             raise SchedulerConfigError("cluster_configuration: scheduler.extraArgs must be a list of name/value in %s" % api)
-        current = dict((a.get('name'), str(a.get('value', ''))) for a in args if isinstance(a, dict))
+        current = dict((str(a.get('name')), str(a.get('value', ''))) for a in args if isinstance(a, dict))
     else:
         if not isinstance(args, dict):
             raise SchedulerConfigError("cluster_configuration: scheduler.extraArgs must be a mapping in %s" % api)
@@ -379,12 +391,12 @@ def kubeadm_cluster_configuration(doc, version, config_path):
 OUR_FLAGS = ('config', 'policy-config-file')
 
 
-def _drop_empty(mapping, key):
-    if key in mapping and mapping[key] in ({}, [], None):
+def _drop_empty(mapping: dict[str, Any] | None, key: str) -> None:
+    if mapping is not None and key in mapping and mapping[key] in ({}, [], None):
         del mapping[key]
 
 
-def rke1_cluster_yml_absent(doc, config_path):
+def rke1_cluster_yml_absent(doc: Doc, config_path: str) -> Changed:
     if not isinstance(doc, dict):
         raise SchedulerConfigError("cluster.yml is not a mapping; is path an RKE1 cluster.yml?")
     directory = check_config_path(config_path)
@@ -410,7 +422,7 @@ def rke1_cluster_yml_absent(doc, config_path):
     return new, []
 
 
-def rke2_config_absent(doc, config_path):
+def rke2_config_absent(doc: Doc, config_path: str) -> Changed:
     if doc is None:
         return None, []
     if not isinstance(doc, dict):
@@ -429,7 +441,7 @@ def rke2_config_absent(doc, config_path):
     return new, []
 
 
-def kubeadm_manifest_absent(doc, config_path, container='kube-scheduler'):
+def kubeadm_manifest_absent(doc: Doc, config_path: str, container: str = 'kube-scheduler') -> Changed:
     if not isinstance(doc, dict) or doc.get('kind') != 'Pod':
         raise SchedulerConfigError("the kube-scheduler manifest is not a Pod (kind %r)" % (doc.get('kind') if isinstance(doc, dict) else doc,))
     check_config_path(config_path)
@@ -454,7 +466,7 @@ def kubeadm_manifest_absent(doc, config_path, container='kube-scheduler'):
     return new, []
 
 
-def kubeadm_cluster_configuration_absent(doc, config_path):
+def kubeadm_cluster_configuration_absent(doc: Doc, config_path: str) -> Changed:
     if not isinstance(doc, dict) or doc.get('kind') != 'ClusterConfiguration':
         raise SchedulerConfigError("cluster_configuration is not a kubeadm ClusterConfiguration (kind %r)"
                                    % (doc.get('kind') if isinstance(doc, dict) else doc,))

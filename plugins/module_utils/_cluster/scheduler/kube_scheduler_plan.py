@@ -5,8 +5,12 @@
 
 plan() reads through injectable functions (read, exists, sha256), so the unit tests run it on fixture files."""
 
+from __future__ import annotations
+
 import hashlib
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_adapters as A
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
@@ -20,12 +24,13 @@ DEFAULT_PATHS = KD.SCHEDULER_DEFAULT_PATHS
 CONFIG_DIRS = A.OWN_DIRS
 
 
-def _sha256(path):
+def _sha256(path: str) -> str:
     with open(path, 'rb') as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def plan(params, read=read_text, exists=os.path.exists, sha256=_sha256):
+def plan(params: dict[str, Any], read: Callable[[str], str | None] = read_text,
+         exists: Callable[[str], bool] = os.path.exists, sha256: Callable[[str], str] = _sha256) -> dict[str, Any]:
     """Everything the module decides, without writing: returns a dict (see main). Raises SchedulerConfigError."""
     mode = params['mode']
     absent = params.get('state') == 'absent'
@@ -44,6 +49,7 @@ def plan(params, read=read_text, exists=os.path.exists, sha256=_sha256):
         config_path = CONFIG_DIRS[distribution] + '/' + name
     A.check_config_path(config_path)
     eol = R.eol_note(version)
+    result: dict[str, Any]
     result = {'kind': api['kind'], 'api_version': api['apiVersion'], 'flag': api['flag'], 'config_path': config_path,
               'notes': [eol] if eol else []}
 
@@ -110,7 +116,8 @@ def plan(params, read=read_text, exists=os.path.exists, sha256=_sha256):
     return result
 
 
-def _plan_discover(params, result, read, distribution, config_path):
+def _plan_discover(params: dict[str, Any], result: dict[str, Any], read: Callable[[str], str | None],
+                   distribution: str | None, config_path: str) -> dict[str, Any]:
     """mode=discover: read the distribution's file, return the flags naming a config file and where the extenders go."""
     if not distribution:
         raise R.SchedulerConfigError("distribution: required with mode=discover; allowed values: rke1, rke2, kubeadm")
@@ -119,7 +126,7 @@ def _plan_discover(params, result, read, distribution, config_path):
     if not path:
         raise R.SchedulerConfigError("path: required with mode=discover and distribution=rke1 (the cluster.yml that `rke up` reads)")
     old = R.load(read(path), 'yaml', path)
-    notes = []
+    notes: list[str] = []
     if distribution == 'rke1':
         if old is None:
             raise R.SchedulerConfigError("path: %s does not exist or is empty; the RKE1 cluster.yml must exist" % path)
@@ -136,7 +143,8 @@ def _plan_discover(params, result, read, distribution, config_path):
     return result
 
 
-def _plan_absent(params, result, mode, path, text, old, fmt, config_path):
+def _plan_absent(params: dict[str, Any], result: dict[str, Any], mode: str, path: str, text: str | None, old: Any,
+                 fmt: str, config_path: str) -> dict[str, Any]:
     """state=absent: the document without what the module adds; result['delete'] when the file goes."""
     delete = False
     if mode == 'scheduler_config':

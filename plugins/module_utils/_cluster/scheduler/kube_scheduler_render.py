@@ -11,10 +11,14 @@ The Kubernetes versions, the API windows and the one version parser live in _com
 below 1.23, v1beta3 for 1.23-1.24 and v1 from 1.25; SUPPORTED_MIN_MINOR-MAX_MINOR is the supported range, MIN_MINOR
 up to it stays accepted for legacy (RKE1) clusters and every result says they are end of life.
 """
+from __future__ import annotations
+
 import copy
 import json
 import re
+from typing import Any, Union
 
+YAML_IMPORT_ERROR: ImportError | None
 try:
     import yaml
     HAS_YAML = True
@@ -62,7 +66,15 @@ class SchedulerConfigError(Exception):
     """A refused input; the message names the option, the value and what is allowed."""
 
 
-def parse_version(value, option='kubernetes_version'):
+# a Kubernetes version as the options give it ('v1.29.4', '1.29') or parsed ((1, 29))
+# (a runtime alias: Union, as ansible-test's pylint checks module_utils as Python 3.9 code, where str | tuple fails)
+Version = Union[str, tuple[int, ...]]
+# a normalized extender (normalize_extenders: snake_case keys) and a rendered document (upstream field names)
+Extender = dict[str, Any]
+Document = dict[str, Any]
+
+
+def parse_version(value: object, option: str = 'kubernetes_version') -> tuple[int, int]:
     """'v1.29.4', '1.29', '1.29.4-rke2r1' -> (1, 29). Refuses versions outside MIN_MINOR-MAX_MINOR."""
     parsed = KV.parse(value)
     if not parsed:
@@ -76,7 +88,7 @@ def parse_version(value, option='kubernetes_version'):
     return major, minor
 
 
-def eol_note(version):
+def eol_note(version: Version) -> str | None:
     """A note for minors below the supported range (accepted only for legacy clusters), else None."""
     minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
     if minor < SUPPORTED_MIN_MINOR:
@@ -85,7 +97,7 @@ def eol_note(version):
     return None
 
 
-def api_for_version(version):
+def api_for_version(version: Version) -> dict[str, str]:
     """The document kind and apiVersion this collection renders for a Kubernetes version."""
     minor = parse_version(version)[1] if not isinstance(version, tuple) else version[1]
     kind, api = KV.scheduler_config_api(minor)
@@ -94,16 +106,16 @@ def api_for_version(version):
     return {'kind': KSC, 'apiVersion': api, 'flag': 'config', 'format': 'yaml'}
 
 
-def kubeconfig_for(distribution, kubeconfig=None):
+def kubeconfig_for(distribution: str | None, kubeconfig: str | None = None) -> str:
     if kubeconfig:
         return kubeconfig
-    if distribution not in KUBECONFIGS:
+    if distribution is None or distribution not in KUBECONFIGS:
         raise SchedulerConfigError("distribution: %r is not known; allowed values: %s (or set kubeconfig)"
                                    % (distribution, ', '.join(sorted(KUBECONFIGS))))
     return KUBECONFIGS[distribution]
 
 
-def parse_duration(value, where):
+def parse_duration(value: object, where: str) -> int:
     """'30s', '1m', '500ms', '1.5s' -> nanoseconds (int)."""
     m = _DURATION_RE.match(str(value).strip())
     if not m:
@@ -115,14 +127,14 @@ def parse_duration(value, where):
     return ns
 
 
-def _format_duration(ns):
+def _format_duration(ns: int) -> str:
     for unit in ('h', 'm', 's'):
         if ns % _DURATION_NS[unit] == 0:
             return '%d%s' % (ns // _DURATION_NS[unit], unit)
     return '%dms' % (ns // _DURATION_NS['ms']) if ns % _DURATION_NS['ms'] == 0 else '%dns' % ns
 
 
-def _bool(value, where, key):
+def _bool(value: object, where: str, key: str) -> bool | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -130,7 +142,7 @@ def _bool(value, where, key):
     raise SchedulerConfigError("%s.%s: %r is not a boolean; allowed values: true, false" % (where, key, value))
 
 
-def _verb(value, where, key):
+def _verb(value: object, where: str, key: str) -> str | None:
     if value is None or value == '':
         return None
     if not isinstance(value, str) or not re.match(r'^[A-Za-z0-9][-A-Za-z0-9_./]*$', value):
@@ -138,7 +150,7 @@ def _verb(value, where, key):
     return value
 
 
-def normalize_extenders(extenders, option='extenders'):
+def normalize_extenders(extenders: object, option: str = 'extenders') -> list[Extender]:
     """Validate the user's extender list (snake_case keys) and return normalized dicts.
 
     Rules follow kube-scheduler's validation: urlPrefix is an http(s) URL, unique; weight is a positive integer
@@ -148,10 +160,10 @@ def normalize_extenders(extenders, option='extenders'):
     if not isinstance(extenders, list) or not extenders:
         raise SchedulerConfigError("%s: must be a non-empty list of extenders (each a dict with at least url_prefix "
                                    "and one of filter_verb, prioritize_verb, preempt_verb, bind_verb)" % option)
-    out = []
-    seen = set()
-    binders = []
-    all_resources = {}   # kube-scheduler refuses a managed resource name listed by two extenders
+    out: list[Extender] = []
+    seen: set[str] = set()
+    binders: list[str] = []
+    all_resources: dict[str, str] = {}   # kube-scheduler refuses a managed resource name listed by two extenders
     for index, ext in enumerate(extenders):
         where = '%s[%d]' % (option, index)
         if not isinstance(ext, dict):
@@ -167,7 +179,7 @@ def normalize_extenders(extenders, option='extenders'):
         if url in seen:
             raise SchedulerConfigError("%s.url_prefix: %s is listed twice; each extender needs its own url_prefix" % (where, url))
         seen.add(url)
-        norm = {'url_prefix': url}
+        norm: Extender = {'url_prefix': url}
         for key in ('filter_verb', 'prioritize_verb', 'preempt_verb', 'bind_verb'):
             verb = _verb(ext.get(key), where, key)
             if verb:
@@ -195,8 +207,8 @@ def normalize_extenders(extenders, option='extenders'):
         resources = ext.get('managed_resources') or []
         if not isinstance(resources, list):
             raise SchedulerConfigError("%s.managed_resources: must be a list of names or of dicts with name and ignored_by_scheduler" % where)
-        names = []
-        norm_res = []
+        names: list[str] = []
+        norm_res: list[dict[str, Any]] = []
         for rindex, res in enumerate(resources):
             rwhere = '%s.managed_resources[%d]' % (where, rindex)
             if isinstance(res, str):
@@ -224,9 +236,9 @@ def normalize_extenders(extenders, option='extenders'):
     return out
 
 
-def render_extender(ext, kind):
+def render_extender(ext: Extender, kind: str) -> Document:
     """A normalized extender as a Policy or KubeSchedulerConfiguration entry (upstream field names)."""
-    doc = {'urlPrefix': ext['url_prefix']}
+    doc: Document = {'urlPrefix': ext['url_prefix']}
     for key, field in (('filter_verb', 'filterVerb'), ('prioritize_verb', 'prioritizeVerb'),
                        ('preempt_verb', 'preemptVerb'), ('bind_verb', 'bindVerb'), ('weight', 'weight')):
         if key in ext:
@@ -243,7 +255,7 @@ def render_extender(ext, kind):
     return doc
 
 
-def render(version, extenders, kubeconfig=None):
+def render(version: Version, extenders: object, kubeconfig: str | None = None) -> Document:
     """A fresh document for the version: Policy (no kubeconfig: the flag --kubeconfig stays in charge) or
     KubeSchedulerConfiguration with clientConnection.kubeconfig."""
     api = api_for_version(version)
@@ -257,12 +269,13 @@ def render(version, extenders, kubeconfig=None):
             'extenders': [render_extender(e, KSC) for e in norm]}
 
 
-def served(api_version, minor):
+def served(api_version: object, minor: int) -> bool:
     """Whether kube-scheduler 1.<minor> reads the component config apiVersion (SERVED_WINDOWS)."""
-    return KV.scheduler_config_served(api_version, minor)
+    return KV.scheduler_config_served(str(api_version), minor)
 
 
-def merge(existing, version, extenders, kubeconfig=None, source='the existing config', site_owned=False):
+def merge(existing: object, version: Version, extenders: object, kubeconfig: str | None = None,
+          source: str = 'the existing config', site_owned: bool = False) -> tuple[Document, list[str]]:
     """Merge our extenders into an existing document (dict or None) and return (document, notes).
 
     Every other key is kept: other extenders (matched by urlPrefix), profiles, leaderElection, predicates,
@@ -276,7 +289,7 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
     profiles would need a conversion), and its clientConnection is kept (ours is only added when it has none).
     """
     fresh = render(version, extenders, kubeconfig)
-    notes = []
+    notes: list[str] = []
     if existing is None or existing == {}:
         return fresh, notes
     if not isinstance(existing, dict):
@@ -323,7 +336,7 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
                 break
         else:
             current.append(ext)
-    owners = {}
+    owners: dict[Any, Any] = {}
     for ext in current:
         for res in (ext.get('managedResources') or []) if isinstance(ext, dict) else []:
             name = res.get('name') if isinstance(res, dict) else None
@@ -332,14 +345,14 @@ def merge(existing, version, extenders, kubeconfig=None, source='the existing co
                                            "extenders (%s, %s); kube-scheduler refuses that"
                                            % (source, name, owners[name], ext.get('urlPrefix')))
             owners[name] = ext.get('urlPrefix')
-    binders = [e.get('urlPrefix') for e in current if isinstance(e, dict) and e.get('bindVerb')]
+    binders = [str(e.get('urlPrefix')) for e in current if isinstance(e, dict) and e.get('bindVerb')]
     if len(binders) > 1:
         raise SchedulerConfigError("extenders: after merging, %s would have %d extenders with bindVerb (%s); kube-scheduler "
                                    "allows one" % (source, len(binders), ', '.join(binders)))
     return doc, notes
 
 
-def load(text, fmt, source):
+def load(text: str | None, fmt: str, source: str) -> Any:
     """Parse YAML (a single document) or JSON text; '' -> None."""
     if text is None or not text.strip():
         return None
@@ -353,13 +366,14 @@ def load(text, fmt, source):
     return docs[0] if docs else None
 
 
-def dump(doc, fmt):
+def dump(doc: object, fmt: str) -> str:
     if fmt == 'json':
         return json.dumps(doc, indent=2) + '\n'
     return yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=1000)
 
 
-def remove_extenders(existing, url_prefixes, source='the existing config'):
+def remove_extenders(existing: object, url_prefixes: list[str], source: str = 'the existing config'
+                     ) -> tuple[Document | None, bool]:
     """Remove the extenders whose urlPrefix is one of url_prefixes (state=absent); every other key stays.
 
     Returns (document, only_skeleton): only_skeleton is True when nothing is left but what render() writes besides

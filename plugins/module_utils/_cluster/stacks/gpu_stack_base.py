@@ -122,6 +122,14 @@ class Stack(object):
         """Whether the pool's own agents go by labels another stack writes (then that stack cannot be kept off)."""
         return False
 
+    def deploy_label_conflict(self, mine: list[str], followers: list[str]) -> str:
+        """The refusal of this stack's pools ``mine`` beside the pools ``followers``, whose agents go by node labels
+        this stack writes (sharing_pools' operator_mix, for a stack that places_on_every_gpu_node): its own words
+        where it has them (the GPU operator's), these otherwise."""
+        return ('%s pool(s) %s and pool(s) %s cannot share a cluster: the agents of %s go by node labels that %s '
+                'writes on every GPU node' % (self.name, ', '.join(mine), ', '.join(followers), ', '.join(followers),
+                                              self.name))
+
     def pool_follows_deploy_labels(self, pool_settings: dict) -> bool:
         """follows_deploy_labels for a pool of sharing_pools (settings: role variable name -> value)."""
         return False

@@ -8,6 +8,9 @@ nodes of the GPU device plugin, and what users write (ResourceClaimTemplates tha
 Every fact here was read at the chart release named in CHARTS (docs/conformance/dra-driver-nvidia-gpu.md, rows DRA-*).
 """
 
+from __future__ import annotations
+
+from typing import Any
 import json
 import re
 
@@ -61,7 +64,7 @@ _GATES_0_5 = {
     'HostManagedIMEXDaemon': ('alpha', False), 'DRAListTypeAttributes': ('alpha', False),
     'ConsumableShares': ('alpha', False),
 }
-CHARTS = {
+CHARTS: dict[tuple[int, int], dict[str, Any]] = {
     (0, 5): {
         'tag': 'v0.5.0',
         # Chart.yaml kubeVersion ">=1.32.0-0" (DRA-02)
@@ -111,7 +114,7 @@ DOCUMENTED_VALUE_KEYS = frozenset([
     'kubeletPlugin.affinity', 'kubeletPlugin.tolerations', 'logVerbosity',
 ])
 
-DRA_SCHEMA = {
+DRA_SCHEMA: dict[str, dict[str, Any]] = {
     'chart_path': dict(type=str, default='', description=(
         'Local chart (.tgz or directory) on the controller; required for this strategy.',)),
     'chart_version': dict(type=str, default='', description=(
@@ -468,7 +471,7 @@ def claim_name_conflicts(pools):
     (gpu_sharing_stack_dra.claim_templates, claim_namespace): the object carries one pool's label, so each pool's run
     would take it over (a re-run is never changed=0) and one pool's uninstall or prune would delete the other's. Found
     by the lifecycle suite (two dra pools with the same settings)."""
-    seen = {}
+    seen: dict[tuple[str, str], list[str]] = {}
     for p in pools:
         if p.get('strategy') != 'dra':
             continue
@@ -609,7 +612,7 @@ def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v
         if gate and gates is not None and not gates.get(gate):
             raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in the '
                              'pool\'s feature_gates' % (where, kind, gate))
-        request = {'deviceClassName': MIG_CLASS if kind == 'mig' else GPU_CLASS}
+        request: dict[str, Any] = {'deviceClassName': MIG_CLASS if kind == 'mig' else GPU_CLASS}
         if spec['count'] != 1:
             request['count'] = spec['count']
         sel = selectors(spec)

@@ -12,6 +12,9 @@ gpu_sharing_stack_gpu_manager.accept_unmaintained is true, and the refusal names
 and verb is a row of docs/conformance/gpu-manager.md.
 """
 
+from __future__ import annotations
+
+from typing import Any
 import re
 import sys
 
@@ -122,12 +125,14 @@ def _admission(ctx, gm, var):
     image = ctx.image(gm['admission_image'] or 'docker.io/tkestack/gpu-admission:unset', var + '.admission_image')
     host_network = gm['admission_registration'] == 'host-network'
     listen = '%s:%d' % ('127.0.0.1' if host_network else '0.0.0.0', gm['admission_port'])
+    container: dict[str, Any]
     container = {'name': name, 'image': image,
                  'command': [ADMISSION_BINARY, '--address=' + listen, '--v=%d' % gm['admission_log_level'],
                              '--logtostderr=true'],
                  'ports': [{'name': 'http', 'containerPort': gm['admission_port'], 'protocol': 'TCP'}],
                  'securityContext': {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}}}
-    spec = {'serviceAccountName': name, 'priorityClassName': 'system-cluster-critical', 'containers': [container]}
+    spec: dict[str, Any] = {'serviceAccountName': name, 'priorityClassName': 'system-cluster-critical',
+                            'containers': [container]}
     pod_spec_common(ctx, spec, CONTROL_PLANE_TOLERATIONS)
     if host_network:
         # kube-scheduler runs on the host network of each control-plane node and calls 127.0.0.1:3456 (upstream's

@@ -10,6 +10,9 @@ non-NVIDIA devices.  What upstream requires (Project-HAMi/HAMi, charts/hami at v
 docs/conformance/hami.md.
 """
 
+from __future__ import annotations
+
+from typing import Any
 import json
 import re
 import sys
@@ -229,7 +232,7 @@ def render(ctx, settings, nodes, facts):
                # pkg/util/leaderelection: leader when the holder identity starts with its host name; HAMI-13)
                '--leader-elect=true', '--leader-elect-resource-name=%s' % hs['scheduler_name'],
                '--leader-elect-resource-namespace=%s' % ctx.namespace]
-    ext_mounts = [{'name': 'device-config', 'mountPath': '/device-config.yaml', 'subPath': 'device-config.yaml'}]
+    ext_mounts: list[dict[str, Any]] = [{'name': 'device-config', 'mountPath': '/device-config.yaml', 'subPath': 'device-config.yaml'}]
     volumes = [{'name': 'scheduler-config', 'configMap': {'name': SCHEDULER}},
                {'name': 'device-config', 'configMap': {'name': dev_cm}}]
     if webhook:

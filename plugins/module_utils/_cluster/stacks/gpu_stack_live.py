@@ -43,8 +43,8 @@ def merge(params, live, var='gpu_sharing_stack_'):
     for stack in gpu_stack_registry.stacks():
         stack.merge_objects(settings, objects, out.get('namespace') or 'kube-system', var)
     version = ((live or {}).get('version') or {}).get('gitVersion')
-    stack = gpu_stack_registry.find(out.get('strategy'))
-    if version and stack is not None:
-        stack.merge_version(settings, version)
+    chosen = gpu_stack_registry.find(out.get('strategy'))
+    if version and chosen is not None:
+        chosen.merge_version(settings, version)
     out['settings'] = settings
     return out

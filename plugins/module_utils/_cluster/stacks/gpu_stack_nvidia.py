@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA k8s-device-plugin stacks: exclusive, time-slicing, MPS, MIG (with mig-parted config)."""
 
+from __future__ import annotations
+
+from typing import Any
 import copy
 import json
 import re
@@ -374,7 +377,7 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     resources = ['nvidia.com/gpu']
     limits = {'nvidia.com/gpu': '1'}
     extra = []
-    node_labels = {}
+    node_labels: dict[str, dict[str, str]] = {}
     mps = None
     mig = None
     if strategy == 'exclusive':
@@ -459,6 +462,7 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
                {'name': 'available-configs', 'configMap': {'name': base + '-configs'}},
                {'name': 'config', 'emptyDir': {}}]
     # config-manager makes /config/config.yaml a symlink into /available-configs: whoever reads it mounts both
+    mounts: list[dict[str, Any]]
     mounts = [{'name': 'device-plugin', 'mountPath': '/var/lib/kubelet/device-plugins'},
               {'name': 'cdi-root', 'mountPath': '/var/run/cdi'},
               {'name': 'available-configs', 'mountPath': '/available-configs'},

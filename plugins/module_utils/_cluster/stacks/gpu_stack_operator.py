@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA GPU operator: Helm values for kubernetes.core.helm with a local chart (.tgz) path."""
 
+from __future__ import annotations
+
+from typing import Any
 import hashlib
 import json
 import os
@@ -31,7 +34,7 @@ _REPOS_OLD = {
     'nodeStatusExporter': 'nvcr.io/nvidia/cloud-native',
 }
 _REPOS_NEW = dict(_REPOS_OLD, validator='nvcr.io/nvidia', nodeStatusExporter='nvcr.io/nvidia')
-CHARTS = {
+CHARTS: dict[tuple[int, int], dict[str, Any]] = {
     (24, 9): {'tag': 'v24.9.2', 'device_plugin': (0, 17, 0), 'repositories': _REPOS_OLD, 'default_runtime': True, 'cdi_default': True,
               'cdi_enabled_default': False, 'outdated': True},
     (25, 3): {'tag': 'v25.3.4', 'device_plugin': (0, 17, 4), 'repositories': _REPOS_OLD, 'default_runtime': False, 'cdi_default': True,
@@ -293,7 +296,7 @@ def render(ctx, settings, nodes, facts):
     undocumented = [p for p in leaf_paths(values) if p not in DOCUMENTED_VALUE_KEYS]
     if undocumented:
         raise StackError('internal: gpu-operator values %s are not in the documented key list' % ', '.join(undocumented))
-    labels = {}
+    labels: dict[str, dict[str, str]] = {}
     for node in nodes:
         labels[node] = {}
         if go['sharing'] != 'none':

@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render the GPU sharing stack of one node pool: input checks, conflict checks, per-strategy manifests."""
 
+from __future__ import annotations
+
+from typing import Any
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live, gpu_stack_registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
@@ -310,7 +313,7 @@ def render(params):
     stack = gpu_stack_registry.stack(strategy)
     family = stack.shared_family()
     other_pools = sorted(set(
-        ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) for o in params.get('live_nodes') or []
+        str(((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL)) for o in params.get('live_nodes') or []
         if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) in family
         and ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) not in (None, pool)))
     if params.get('check_conflicts', True):
@@ -361,7 +364,7 @@ def render(params):
         check_name(val['namespace'], var + 'validation.namespace')
         validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc,
                                  out.get('claim_api_version'))
-    scopes = {}
+    scopes: dict[str, Any] = {}
     for m in manifests:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
     stale = stale_shared(pool, scopes.get('shared', []), params.get('live_runtime_classes') or [])

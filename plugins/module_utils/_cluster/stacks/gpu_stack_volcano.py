@@ -6,6 +6,9 @@
 What upstream requires (volcano-sh/volcano v1.15.1, volcano-sh/devices v1.0.0, Project-HAMi/volcano-vgpu-device-plugin
 v1.12.0) is listed in docs/conformance/volcano.md."""
 
+from __future__ import annotations
+
+from typing import Any
 import copy
 import json
 import re
@@ -79,7 +82,7 @@ KUBE_COMPAT = {(1, 10): (21, 30), (1, 11): (21, 31), (1, 12): (21, 32), (1, 13):
                (1, 15): (23, 35)}
 
 # Volcano's default scheduler configuration (volcano-scheduler.conf of the release manifests)
-DEFAULT_CONF = {
+DEFAULT_CONF: dict[str, Any] = {
     'actions': 'enqueue, allocate, backfill',
     'tiers': [
         {'plugins': [{'name': 'priority'}, {'name': 'gang', 'enablePreemptable': False}, {'name': 'conformance'}]},
@@ -202,7 +205,7 @@ def render(ctx, settings, nodes, facts):
             raise StackError('%s.existing_conf (the live %s) is not YAML: %s' % (var, CONF_KEY, e))
         if not isinstance(existing, dict):
             raise StackError('%s.existing_conf must be a YAML mapping with actions and tiers' % var)
-    dropped = []
+    dropped: list[str] = []
     conf = scheduler_conf(version, vs['mode'], existing, dropped)
     for key in dropped:
         ctx.warn('%s: removed %s: true from the live %s: volcano-scheduler exits when it is on beside %s'

@@ -246,7 +246,7 @@ class ApiErr(Exception):
 
 
 def test_read_dra_not_served_beta_only_forbidden_and_errors(monkeypatch):
-    monkeypatch.setattr(kube, 'ApiException', ApiErr)
+    monkeypatch.setattr(kube, 'ApiError', ApiErr)
     send = Recorder({'/apis/resource.k8s.io': ApiErr(404, 'Not Found')})
     assert kube.read_dra(None, send=send) == {'served': False, 'claims': [], 'slices': [], 'error': None}
     assert len(send.calls) == 1

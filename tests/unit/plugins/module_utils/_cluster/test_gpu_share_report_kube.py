@@ -39,7 +39,7 @@ def test_list_all_errors(monkeypatch):
     class Boom(Exception):
         status, reason, body = 403, 'Forbidden', 'nodes is forbidden'
 
-    monkeypatch.setattr(kube, 'ApiException', Boom)
+    monkeypatch.setattr(kube, 'ApiError', Boom)
 
     def denied(**kwargs):
         raise Boom()

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import quantity as q
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
 
 
@@ -25,20 +26,6 @@ def pod(name, node_name, limits=None, requests=None, phase='Running', annotation
         s['nodeName'] = node_name
     return {'metadata': {'name': name, 'namespace': ns, 'annotations': annotations or {}}, 'spec': s,
             'status': {'phase': phase}}
-
-
-@pytest.mark.parametrize('text, expected', [
-    ('8', Decimal(8)), (3, Decimal(3)), ('500m', Decimal('0.5')), ('1Gi', Decimal(1024 ** 3)),
-    ('1k', Decimal(1000)), ('1.5', Decimal('1.5')), ('1e3', Decimal(1000)), ('2E', Decimal(2 * 10 ** 18)),
-])
-def test_parse_quantity(text, expected):
-    assert m.parse_quantity(text) == expected
-
-
-@pytest.mark.parametrize('text', ['', 'abc', '1Xi', None, True, '1 Gi'])
-def test_parse_quantity_rejects(text):
-    with pytest.raises(ValueError):
-        m.parse_quantity(text)
 
 
 def test_number_and_percent():
@@ -93,8 +80,8 @@ def test_pod_counts(phase, counts):
 ])
 def test_node_strategies(res, labels, annotations, expected):
     n = node('n', res, labels, annotations)
-    q = dict((k, m.parse_quantity(v)) for k, v in res.items() if m.is_gpu_resource(k))
-    assert m.node_strategies(n, q) == expected
+    amounts = dict((k, q.parse_quantity(v)) for k, v in res.items() if m.is_gpu_resource(k))
+    assert m.node_strategies(n, amounts) == expected
 
 
 def test_node_conflicts():

@@ -136,3 +136,26 @@ def test_uninstall_is_not_refused_over_disagreeing_pools():
           'b': {'group_names': ['gpu_nodes', 'pool_b'], 'gpuops_sharing_strategy': 'hami'}}
     assert sharing_pools(groups, hv, settings=POOL_SETTINGS)['errors']
     assert sharing_pools(groups, hv, settings=POOL_SETTINGS, agreement=False)['errors'] == []
+
+
+def test_every_stack_words_a_deploy_label_conflict(monkeypatch):
+    """Found typing the _cluster wing (issue #39): operator_mix asks the stack that places_on_every_gpu_node for
+    deploy_label_conflict, which only the GPU operator's Stack had: any other such stack raised AttributeError. The
+    Stack interface has it now (the operator keeps its own words)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_base, gpu_stack_registry
+
+    class Everywhere(gpu_stack_base.Stack):
+        places_on_every_gpu_node = True
+
+    class Follower(gpu_stack_base.Stack):
+        def pool_follows_deploy_labels(self, pool_settings):
+            return True
+
+    # two strategies of the model, with these stacks in place of their own
+    stacks = {'hami': Everywhere('hami'), 'mig': Follower('mig')}
+    monkeypatch.setattr(gpu_stack_registry, 'stacks', lambda: list(stacks.values()))
+    monkeypatch.setattr(gpu_stack_registry, 'find', stacks.get)
+    [err] = shared.operator_mix([{'name': 'p1', 'strategy': 'hami'}, {'name': 'p2', 'strategy': 'mig'}])
+    assert err.startswith('hami pool(s) p1 and pool(s) p2 cannot share a cluster')
+    monkeypatch.undo()
+    assert 'gpu-operator' in gpu_stack_registry.stack('gpu-operator').deploy_label_conflict(['a'], ['b'])

@@ -468,3 +468,28 @@ def test_REM_16_a_failed_validation_keeps_the_quarantine_and_says_why():
     w5 = rk.Remediator(api5, 'n1', check_mode=True, sleep=lambda s: None, clock=lambda: 1000.0)
     res5 = w5.validate(w5.to_release(), dict(VALIDATE))
     assert res5[U0]['passed'] is None and api5.calls == [] and w5.actions[0].startswith('create validation Pod')
+
+
+def test_REM_14_an_allocation_with_a_name_needs_its_namespace():
+    """Found typing remediation/ (issue #39): an entry with a name and no namespace passed the check, and the holders
+    of a GPU, sorted as (namespace, name), then compared None with a namespace: TypeError. Refused up front now."""
+    allocs = [{'name': 'p1', 'devices': [U0]}, {'namespace': 'a', 'name': 'p2', 'devices': [U0]}]
+    assert plan.allocations_error(allocs).startswith('allocations[0]: ')
+    assert plan.device_plugin_holders(allocs[1:], U0) == [('a', 'p2')]
+
+
+def test_REM_04_check_mode_reports_the_evicted_pods_as_a_real_run_does():
+    """Found typing remediation/ (issue #39): in check mode drain gave (namespace, name) pairs, a real run
+    'namespace/name' strings (the module's RV evicted: a list of str); both give the strings now."""
+    w = rk.Remediator(FakeApi(node(), [SLICE], CLAIMS), 'n1', check_mode=True, sleep=lambda s: None,
+                      clock=lambda: 1000.0)
+    assert w.drain({U0: [('a', 'p0')], U1: None}, 0) == (['a/p0'], [])
+    assert w.actions == ['evict pod a/p0']
+
+
+def test_REM_16_free_units_reads_quantities():
+    """The API server writes an extended resource's 1000 units as "1k" (kube/quantity.py): it was read as no unit
+    free, and the validation pod was not run."""
+    n = {'status': {'allocatable': {'nvidia.com/gpu': '1k'}}}
+    pods = [{'spec': {'containers': [{'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}, 'status': {}}]
+    assert plan.free_units(n, pods, 'nvidia.com/gpu') == 999

@@ -170,3 +170,16 @@ def test_DRAX_10_back_to_the_device_plugin_never_loses():
     n = node('n1', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false', 'nvidia.com/gpu.replicas': '4'})
     [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA, TS)['steps']
     assert s['action'] == 'migrate' and s['capacity'] is None
+
+
+@pytest.mark.parametrize('allocatable,before,after', [('2k', 2000, 8), ('1k', 1000, 4), ('1e3', 1000, 4)])
+def test_DRAX_10_allocatable_read_as_a_quantity(allocatable, before, after):
+    """The API server writes a quantity in its canonical form, the largest suffix without a fraction: a device plugin
+    sharing 8 GPUs 250 ways advertises nvidia.com/gpu 2000, which the Node holds as "2k" (k8s.io/apimachinery
+    pkg/api/resource, v0.37.2: "1000" is canonical "1k"). Read as a plain integer it was no count, and the move that
+    leaves 8 pods of 2000 went ahead unasked; read as a quantity (kube/quantity.py) it is refused unless accepted."""
+    hosts = [{'host': 'h1', 'node': 'n1'}]
+    out = sm.migration_plan([shared('n1', 250, allocatable)], hosts, TS, DRA)
+    assert out['steps'] == [] and len(out['errors']) == 1
+    [s] = sm.migration_plan([shared('n1', 250, allocatable)], hosts, TS, DRA, accept_capacity_loss=True)['steps']
+    assert s['capacity'] == {'resource': 'nvidia.com/gpu', 'before': before, 'after': after, 'replicas': 250}
