@@ -248,6 +248,7 @@ WEIGHT = {
     'integration/test_lifecycle_suite_real.py': 110,
     # the scan for GPU nodes painted by hand in lab tests (issue #36, 2026-11-29: 1 CPU-s, 5-14 s wall shared)
     'tooling/test_no_painted_nodes.py': 8,
+    'tooling/test_role_pass_includes.py': 1,
     # real nodes (lab/node: kubelet, containerd, runc), 2026-11-29, -p no:xdist, the machine shared
     'simulators/test_node_real.py': 24, 'integration/test_node_device_plugin_real.py': 60,
     'integration/test_node_dra_real.py': 40, 'integration/test_node_runtime_real.py': 62,

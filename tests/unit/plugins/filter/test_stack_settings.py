@@ -110,3 +110,28 @@ def test_templated_settings_are_validated_as_plain_data_without_deep_copies():
     assert out['gpu_sharing_stack_volcano'] == {'version': '1.15'}
     assert out == f({'gpu_sharing_stack_mps': {'replicas': 4}, 'gpu_sharing_stack_image_pull_secrets': ['regcred']},
                     variables={'gpu_sharing_stack_volcano': {'version': '1.15'}})
+
+
+def test_argument_specs_are_read_once_per_process_and_file_version(tmp_path, monkeypatch):
+    """A role pass calls the filter three times in one worker (settings.yml): the 800-line argument_specs.yml is parsed
+    once (libyaml's loader: the Python one took 0.12 CPU-s a parse), the same options as a plain safe_load, and read
+    again when the file changes; a default handed out is a copy (the cache is not changed through a result)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.filter import stack_settings as mod
+    path = os.path.join(ROOT, 'roles', 'gpu_sharing_stack', 'meta', 'argument_specs.yml')
+    assert mod.role_options(path) == _yaml('roles', 'gpu_sharing_stack', 'meta', 'argument_specs.yml')[
+        'argument_specs']['main']['options']
+    loads = []
+    real_load = yaml.load
+    monkeypatch.setattr(yaml, 'load', lambda stream, Loader: loads.append(Loader) or real_load(stream, Loader=Loader))
+    copy = tmp_path / 'argument_specs.yml'
+    copy.write_text(open(path).read())
+    first = mod.role_options(str(copy))
+    assert mod.role_options(str(copy)) is first and len(loads) == 1
+    assert loads[0] is getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+    out = f({}, options=first)
+    out['gpu_sharing_stack_image_pull_secrets'].append('x')
+    assert first['gpu_sharing_stack_image_pull_secrets'].get('default') in (None, [])
+    text = copy.read_text().replace("default: kube-system", "default: gpu-system", 1)
+    assert text != copy.read_text()
+    copy.write_text(text + '\n# changed\n')
+    assert mod.role_options(str(copy))['gpu_sharing_stack_namespace']['default'] == 'gpu-system' and len(loads) == 2
