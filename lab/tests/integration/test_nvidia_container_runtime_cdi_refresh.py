@@ -118,8 +118,10 @@ def _toolkit_units():
 def _driver_files(name, version, minors):
     """What a driver package leaves on the node for nvidia-ctk and the units: the version's libcuda and libnvidia-ml
     (empty files: no CUDA here), /dev/nvidiactl and /dev/nvidia<minor>, and nvidia.ko in the running kernel's
-    modules.dep (written last, as depmod does when the package installs the module: the path unit's trigger; written in
-    place - see NCT-26 for a rename)."""
+    modules.dep and modules.dep.bin (written last, as depmod writes them when the package installs the module: a
+    temporary file renamed over each; the path unit's trigger. systemd 252 does not fire a PathChanged on a rename
+    while another PathChanged of the unit names a file that does not exist - modules.dep.bin here - so both are
+    written, as depmod does; NCT-26)."""
     lib = '/usr/lib/x86_64-linux-gnu'
     dexec(name, 'sh', '-ec', 'rm -f %s/libcuda.so.5* %s/libnvidia-ml.so.5* && touch %s/libcuda.so.%s %s/libnvidia-ml.so.%s'
           % (lib, lib, lib, version, lib, version))
@@ -127,7 +129,9 @@ def _driver_files(name, version, minors):
                         ['[ -e /dev/nvidia%d ] || mknod -m 666 /dev/nvidia%d c 195 %d' % (m, m, m) for m in minors])
     dexec(name, 'sh', '-ec', nodes)
     dexec(name, 'sh', '-ec', 'd=/lib/modules/$(uname -r); mkdir -p $d/updates/dkms && '
-          'printf "updates/dkms/nvidia.ko: # %s\\nkernel/drivers/net/dummy.ko:\\n" > $d/modules.dep' % version)
+          'printf "updates/dkms/nvidia.ko: # %s\\nkernel/drivers/net/dummy.ko:\\n" > $d/modules.dep.tmp && '
+          'printf "binary index of %s\\n" > $d/modules.dep.bin.tmp && '
+          'mv $d/modules.dep.tmp $d/modules.dep && mv $d/modules.dep.bin.tmp $d/modules.dep.bin' % (version, version))
 
 
 @pytest.fixture(scope='module')
