@@ -217,6 +217,8 @@ WEIGHT = {
     'integration/test_gpu_info_sim.py': 60, 'simulators/test_kube_emulator.py': 52,
     'integration/test_gpu_share_report.py': 22, 'integration/test_mig_persistence.py': 48,
     'integration/test_nvidia_container_runtime_cdi.py': 75, 'integration/test_mig_change.py': 120,
+    # 2026-11-29 (session 20): the stand-in units' test and NVIDIA's own units with the real nvidia-ctk (NCT-26), 69 s
+    'integration/test_nvidia_container_runtime_cdi_refresh.py': 70,
     # 2026-11-29 (session 19, docs/lab.md "Session 19"): node.yml five times instead of ten, one syntax-check and one
     # --list-tags run (about -38 % of 240); the Ubuntu stand-in with pipelining (397 s wall against 794 back to back)
     'integration/test_playbooks.py': 150, 'integration/test_nvidia_driver_ubuntu_standin.py': 110,

@@ -145,6 +145,13 @@ INTENDED = [
              'nvidia-ctk copies the default runtime\'s whole table, inherit_default_runtime too; set to true, CRI-O '
              'would give the NVIDIA runtime the default runtime\'s runtime_path (cri-o docs/crio.conf.5.md): the '
              'module never copies it (CRI-O\'s default false)'),
+    Intended('crio-platform-runtime-paths', 'crio', lambda c: 'platform_runtime_paths' in c['base_runtime'],
+             lambda c: ('crio', 'runtime', 'runtimes', 'nvidia', 'platform_runtime_paths'),
+             lambda c: ABSENT, lambda c: c['base_runtime']['platform_runtime_paths'],
+             'nvidia-ctk copies the default runtime\'s whole table, its platform_runtime_paths too: CRI-O runs the '
+             'path a matching image platform names INSTEAD of runtime_path (cri-o v1.34.0 internal/oci/oci.go '
+             'PlatformRuntimePath, server/container_create.go), so the NVIDIA runtime would be bypassed (crun run '
+             'directly, no GPU) for those images; the module never copies it'),
 ]
 
 
@@ -154,7 +161,10 @@ def intended(engine, case):
     for d in INTENDED:
         if d.engine == engine and d.applies(case):
             ours, theirs = d.ours(case), d.theirs(case)
-            if ours != theirs:
+            if ours != theirs and isinstance(theirs, dict) and ours is ABSENT:
+                # a whole sub-table one side leaves out: its leaves, as whole_diff compares them
+                out.update((tuple(d.path(case)) + k, (ABSENT, v)) for k, v in flat(theirs).items())
+            elif ours != theirs:
                 out[tuple(d.path(case))] = (ours, theirs)
     return out
 
@@ -371,9 +381,35 @@ def read_toml_text(tmp_path, text):
 
 
 # ------------------------------------------------------------------------------------------------------------- CRI-O
+def _subtables_as_tables(src, tmp_path):
+    """The sub-tables fixture with default_annotations written as a [crio.runtime.runtimes.crun.default_annotations]
+    table and platform_runtime_paths as dotted keys instead of inline tables (both valid TOML, same values)."""
+    text = open(src).read()
+    lines = text.split('\n')
+    out = []
+    for line in lines:
+        if line.startswith('platform_runtime_paths = '):
+            out += ['platform_runtime_paths.%s = %s' % (k.strip(), v.strip()) for k, v in
+                    (p.split('=') for p in line.split('{', 1)[1].rstrip('}').split(','))]
+        elif line.startswith('default_annotations = '):
+            table = line.split('{', 1)[1].rstrip('}')
+        else:
+            out.append(line)
+    out += ['[crio.runtime.runtimes.crun.default_annotations]'] + [p.strip() for p in table.split(',')] + ['']
+    path = tmp_path / 'crio-subtables-as-tables.conf'
+    path.write_text('\n'.join(out))
+    return str(path)
+
+
+@pytest.mark.parametrize('source', ['crio-1.36-default.conf', 'crio-1.36-crun-subtables.conf', 'as-tables'])
 @pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
-def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_path, default):
-    src = os.path.join(RUNTIME_FIXTURES, 'crio-1.36-default.conf')
+def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_path, default, source):
+    """Also with the default runtime's sub-tables (CRIO-10): platform_runtime_paths and default_annotations as
+    `crio config` writes them (inline tables) and as a table / dotted keys."""
+    if source == 'as-tables':
+        src = _subtables_as_tables(os.path.join(RUNTIME_FIXTURES, 'crio-1.36-crun-subtables.conf'), tmp_path)
+    else:
+        src = os.path.join(RUNTIME_FIXTURES, source)
     out = {}
     for side in ('ours', 'theirs'):
         d = tmp_path / side
@@ -396,7 +432,14 @@ def test_NCT_16_crio_dropin_same_runtime_default_and_copied_options(ctk, tmp_pat
     base = read_toml(src)['crio']['runtime']['runtimes']['crun']
     assert whole_diff(o, t) == intended('crio', {'base_runtime': base})
     assert {k: v for k, v in o_rt.items() if k not in ('runtime_path', 'runtime_type')} == {
-        k: v for k, v in base.items() if k not in ('runtime_path', 'runtime_type', 'inherit_default_runtime')}
+        k: v for k, v in base.items() if k not in ('runtime_path', 'runtime_type', 'inherit_default_runtime',
+                                                   'platform_runtime_paths')}
+    if source != 'crio-1.36-default.conf':
+        # the sub-table both copy, parsed: the same annotations as crun's
+        assert o_rt['default_annotations'] == t_rt['default_annotations'] == {
+            'io.kubernetes.cri-o.Devices': '', 'run.oci.keep_original_groups': '1'}
+        assert t_rt['platform_runtime_paths'] == base['platform_runtime_paths'] and \
+            'platform_runtime_paths' not in o_rt
     # both leave crio.conf as it was
     for side in ('ours', 'theirs'):
         assert (tmp_path / side / 'crio.conf').read_bytes() == open(src, 'rb').read()

@@ -822,9 +822,10 @@ def check_nvlink(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str,
 
 def check_sxid(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
     """NVSwitch errors (SXid) in the kernel log since the driver's last load (node_probe.sxids_from_log): fatal ones
-    critical - the switch's partition needs its GPUs and switches reset - others warning."""
+    critical - the switch's partition needs its GPUs and switches reset - others warning; the end of a thermal event
+    (severity 'ended') gives no finding of its own (its start did)."""
     fatal = [e for e in extra.get('kernel_sxids') or [] if e.get('fatal')]
-    other = [e for e in extra.get('kernel_sxids') or [] if not e.get('fatal')]
+    other = [e for e in extra.get('kernel_sxids') or [] if not e.get('fatal') and e.get('severity') != 'ended']
 
     def lines(entries: list[dict[str, Any]]) -> list[str]:
         ev = ['kernel log: nvidia-%s: SXid (PCI:%s): %05d, %s' % (e['switch'], e['pci'], e['sxid'], e['text'])

@@ -277,19 +277,46 @@ def xids_from_log(lines: Iterable[str] | None) -> list[dict[str, Any]]:
 
 # The NVSwitch driver (part of nvidia.ko: kernel-open/nvidia/linux_nvswitch.c) prints each switch error as
 # "nvidia-<device name>: SXid (PCI:%04x:%02x:%02x.%x): %05d, <message>" (NVSWITCH_PRINT_SXID, device names
-# "nvswitch<n>"), the message "Fatal, Link %02d ..." or "Non-fatal, Link %02d ..." for the interrupt reports
-# (NVSWITCH_REPORT_FATAL / _NONFATAL) and "Fatal, Unexpected PRI error", or without that word for thermal and SOE
-# events (NVIDIA/open-gpu-kernel-modules 580.95.05: src/common/nvswitch/kernel/inc/common_nvswitch.h,
-# inc/intr_nvswitch.h, inc/error_nvswitch.h; docs/conformance/doctor-health.md DH-20)
+# "nvswitch<n>"). The interrupt reports start the message with the driver's own word for the severity: "Fatal, ..."
+# (NVSWITCH_REPORT_FATAL, _PRI_ERROR_FATAL, "Fatal, Unexpected PRI error", "Fatal, unhandled interrupt in ...",
+# "Fatal, Firmware initialization failure ..."), "Non-fatal, ..." (NVSWITCH_REPORT_NONFATAL, _NONFATAL_LINK,
+# _PRI_ERROR_NONFATAL) or "Correctable, ..." (NVSWITCH_REPORT_CORRECTABLE, _CORRECTABLE_DEVICE_DATA/_LINK_DATA). The
+# thermal, SOE, cable (CCI), TNVL and link-training events have no such word: their severity is in what the message
+# says the switch did (NVIDIA/open-gpu-kernel-modules 580.95.05: src/common/nvswitch/kernel/inc/common_nvswitch.h,
+# inc/intr_nvswitch.h, inc/error_nvswitch.h, ls10/therm_ls10.c, ls10/soe_ls10.c, ls10/heartbeat_ls10.c,
+# lr10/soe_lr10.c, cci/, ls10/tnvl_ls10.c; docs/conformance/doctor-health.md DH-20, DH-24).
 SXID_RE = re.compile(r'nvidia-(nvswitch\d+): SXid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\): '
                      r'(\d+),\s*(.*)$')
-# an SXid message without "Fatal," that still stops the switch: over-temperature shutdown, the SOE micro-controller halted
-_SXID_STOPS = re.compile(r'Shutting Down|SOE HALTED|Watchdog', re.I)
+# the driver's word at the start of the message
+_SXID_WORD = re.compile(r'^(Fatal|Non-fatal|Correctable),', re.I)
+# a message without the word that says the switch (or its SOE management controller, or its cables' thermal
+# protection) stopped: over-temperature shutdown ("TSENSE/PMGR OVERT Threshold reached. Shutting Down", "OSFP Thermal
+# Overt Activated", "OSFP Thermal SOE Heartbeat Shutdown"), the SOE halted or its watchdog fired, or it never started
+# ("SOE init failed(n)", "Failed to boot SOE(n)", "Failed to reset SOE(n)", "SOE reset timeout error(n)")
+_SXID_STOPS = re.compile(r'Shutting Down|Heartbeat Shutdown|Overt Activated|SOE HALTED|SOE Watchdog|SOE init failed|'
+                         r'Failed to (?:boot|reset) SOE|SOE reset timeout', re.I)
+# the end of a thermal event the driver reported when it started ("Thermal slowdown Disengaged[ | ...]", "OSFP Thermal
+# Warn/Overt Deactivated", the temperature line printed with THERMAL_EVENT_END): no finding of its own
+_SXID_ENDS = re.compile(r'Disengaged|Deactivated', re.I)
+
+
+def sxid_severity(text: str) -> str:
+    """The severity of one SXid message by the driver's own word, else by what the message says happened: 'fatal',
+    'non-fatal', 'correctable', 'ended' (a thermal event's end) or 'event' (a wordless event that stopped nothing:
+    thermal slowdown, SOE command timeouts, cable module or link-training failures, TNVL)."""
+    m = _SXID_WORD.match(text)
+    if m:
+        return m.group(1).lower()
+    if _SXID_STOPS.search(text):
+        return 'fatal'
+    if _SXID_ENDS.search(text):
+        return 'ended'
+    return 'event'
 
 
 def sxids_from_log(lines: Iterable[str] | None) -> list[dict[str, Any]]:
-    """The NVSwitch SXid lines since the driver's last load: [{'switch', 'pci', 'sxid', 'fatal', 'text'}] (fatal: the
-    message starts "Fatal," or says the switch stops)."""
+    """The NVSwitch SXid lines since the driver's last load: [{'switch', 'pci', 'sxid', 'severity', 'fatal', 'text'}]
+    (severity: sxid_severity; fatal: severity 'fatal')."""
     out: list[dict[str, Any]] = []
     for line in lines or []:
         if DRIVER_LOAD_RE.search(line):
@@ -298,9 +325,9 @@ def sxids_from_log(lines: Iterable[str] | None) -> list[dict[str, Any]]:
         m = SXID_RE.search(line)
         if m:
             text = m.group(4).strip()
-            fatal = text.lower().startswith('fatal,') or bool(_SXID_STOPS.search(text))
-            out.append({'switch': m.group(1), 'pci': m.group(2).lower(), 'sxid': int(m.group(3)), 'fatal': fatal,
-                        'text': text})
+            severity = sxid_severity(text)
+            out.append({'switch': m.group(1), 'pci': m.group(2).lower(), 'sxid': int(m.group(3)),
+                        'severity': severity, 'fatal': severity == 'fatal', 'text': text})
     return out
 
 

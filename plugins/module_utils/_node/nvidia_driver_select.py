@@ -443,8 +443,23 @@ def versionlock_covers(list_text: str | None, pattern: str | None) -> bool:
 
 
 def module_stream_reset(current: str | None, wanted: str | None) -> bool:
-    """Whether `dnf module reset nvidia-driver` must run: another stream of the module is enabled."""
+    """Whether another stream of the nvidia-driver module is enabled than the one wanted (the stream must switch)."""
     return bool(current and wanted and ('nvidia-driver:%s' % current) != wanted)
+
+
+def module_stream_switch(current: str | None, wanted: str | None) -> list[str] | None:
+    """The command that moves an enabled nvidia-driver stream to the wanted one, or None when none is needed.
+
+    NVIDIA's driver installation guide (R580, R590, R595 "Advanced Options", "Switching between Driver Module
+    Flavors", RHEL 8/9 and Rocky/Oracle/Alma 8/9): ``dnf -y module switch-to nvidia-driver:<stream> --allowerasing``.
+    dnf's ``module switch-to`` resets the module, enables the new stream and distro-syncs the installed packages to
+    it, so a LOWER branch's packages replace the installed newer ones (a ``dnf module reset`` followed by ``dnf module
+    install`` left the newer packages installed: dnf never downgrades on install) - the same for a higher branch or
+    another flavour. --allowerasing lets dnf remove the packages of the old stream that conflict with the new one
+    (kmod-nvidia-latest-dkms against kmod-nvidia-open-dkms)."""
+    if not module_stream_reset(current, wanted):
+        return None
+    return ['dnf', '-y', 'module', 'switch-to', str(wanted), '--allowerasing']
 
 
 def apt_pin_file(branch: str | int | None, version: str | None = '') -> str:
@@ -660,6 +675,8 @@ def select(params: Mapping[str, Any], obs: Mapping[str, Any], today: datetime.da
         'runfile_flags': runfile_module_flags(branch, flavour) if method == 'runfile' else [],
         'dnf_module_current': obs.get('dnf_module_current'),
         'dnf_module_reset': module_stream_reset(obs.get('dnf_module_current'), plan.get('dnf_module_stream')),
+        # NVIDIA's way to move an enabled stream, up, DOWN or to the other flavour (argv), or None
+        'dnf_module_switch': module_stream_switch(obs.get('dnf_module_current'), plan.get('dnf_module_stream')),
         # the branch lock that goes in before the driver: apt (pinning package + apt preferences) or dnf versionlock
         'branch_lock': plan['branch_lock'],
         'branch_lock_present': (versionlock_covers(obs.get('versionlock_list'), plan['versionlock_pattern'])

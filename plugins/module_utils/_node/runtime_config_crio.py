@@ -23,12 +23,16 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_confi
 DEFAULT_DROPIN = '/etc/crio/crio.conf.d/99-nvidia.toml'
 DEFAULT_RUNTIME = 'crun'
 # the NVIDIA runtime wraps the same low-level runtime and is watched by the same monitor: it gets every option of the
-# default runtime's table (runtime_root, monitor_*, allowed_annotations, privileged_without_host_devices, ...), as
-# nvidia-ctk copies the whole table (NVIDIA/nvidia-container-toolkit v1.20.0, pkg/config/engine/crio/crio.go;
-# docs/conformance/cri-o.md CRIO-02, CRIO-09), except its own runtime_path and runtime_type, and
-# inherit_default_runtime, which would make CRI-O replace the runtime's path by the default runtime's (cri-o/cri-o
-# v1.36.3, docs/crio.conf.5.md)
-NOT_COPIED = ('runtime_path', 'runtime_type', 'inherit_default_runtime')
+# default runtime's table (runtime_root, monitor_*, allowed_annotations, privileged_without_host_devices, ...) and its
+# sub-tables (default_annotations, written by CRI-O's `crio config` as an inline table, or as a [...default_annotations]
+# table or dotted keys by hand), as nvidia-ctk copies the whole table (NVIDIA/nvidia-container-toolkit v1.20.0,
+# pkg/config/engine/crio/crio.go GetDefaultRuntimeOptions: options.Copy() of the whole subtree; docs/conformance/
+# cri-o.md CRIO-02, CRIO-09, CRIO-10), except its own runtime_path and runtime_type, inherit_default_runtime, which
+# would make CRI-O replace the runtime's path by the default runtime's (cri-o/cri-o v1.36.3, docs/crio.conf.5.md), and
+# platform_runtime_paths: the low-level runtime's binary per image platform, which CRI-O runs INSTEAD of runtime_path
+# for a matching image (cri-o/cri-o v1.34.0 internal/oci/oci.go PlatformRuntimePath, server/container_create.go) -
+# copied, the NVIDIA runtime would be bypassed for those images (nvidia-ctk copies it: an intended difference, NCT-24)
+NOT_COPIED = ('runtime_path', 'runtime_type', 'inherit_default_runtime', 'platform_runtime_paths')
 HEADER = '# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
 
 
@@ -38,7 +42,9 @@ class CrioConfigError(Exception):
 
 def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, dict[str, Any]]]:
     """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]),
-    a later file's option winning."""
+    a later file's option winning. A sub-table of a runtime (``[crio.runtime.runtimes.<name>.<option>]``, dotted keys
+    ``<option>.<key> = ...`` or an inline table, as CRI-O's ``crio config`` writes one) is one option whose value is
+    a dict, merged key by key over the files as the other options are."""
     default = None
     runtimes: dict[str, dict[str, Any]] = {}
     for path, text in texts:
@@ -53,14 +59,32 @@ def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, d
                 for k in t.keys:
                     if k[0] == ['default_runtime']:
                         default = doc.get(t.path, 'default_runtime')
-            if len(t.path) == 4 and t.path[:3] == ['crio', 'runtime', 'runtimes']:
-                opts = runtimes.setdefault(t.path[3], {})
-                for k in t.keys:
-                    if len(k[0]) == 1:
-                        try:
-                            opts[k[0][0]] = doc.get(t.path, k[0][0])
-                        except TomlEditError as e:
-                            raise CrioConfigError('%s: %s' % (path, e))
+            if len(t.path) < 4 or t.path[:3] != ['crio', 'runtime', 'runtimes']:
+                continue
+            if len(t.path) > 5:
+                raise CrioConfigError('%s: [%s] is nested deeper than CRI-O reads a runtime\'s options (cri-o '
+                                      'pkg/config/config.go RuntimeHandler); edit it by hand' % (path, '.'.join(t.path)))
+            opts = runtimes.setdefault(t.path[3], {})
+            if len(t.path) == 5 and not isinstance(opts.get(t.path[4]), dict):
+                opts[t.path[4]] = {}
+            for k in t.keys:
+                rel = t.path[4:] + k[0]   # the option's path under the runtime's table
+                try:
+                    value = doc.key_value(k)
+                except TomlEditError as e:
+                    raise CrioConfigError('%s: %s' % (path, e))
+                if len(rel) > 2 or (len(rel) == 2 and isinstance(value, dict)):
+                    raise CrioConfigError('%s: %s is nested deeper than CRI-O reads a runtime\'s options (cri-o '
+                                          'pkg/config/config.go RuntimeHandler); edit it by hand'
+                                          % (path, '.'.join(t.path + k[0])))
+                if len(rel) == 2:
+                    if not isinstance(opts.get(rel[0]), dict):
+                        opts[rel[0]] = {}
+                    opts[rel[0]][rel[1]] = value
+                elif isinstance(value, dict) and isinstance(opts.get(rel[0]), dict):
+                    opts[rel[0]].update(value)
+                else:
+                    opts[rel[0]] = value
     return default, runtimes
 
 
@@ -81,7 +105,17 @@ def render_dropin(name: str, binary: str, set_as_default: bool, others: Iterable
     doc.set(path, 'runtime_path', binary)
     doc.set(path, 'runtime_type', 'oci')
     for key, value in base.items():
-        if key not in NOT_COPIED:
+        if key in NOT_COPIED:
+            continue
+        if isinstance(value, dict):
+            # a sub-table (default_annotations): its own [crio.runtime.runtimes.<name>.<option>] table
+            doc.ensure_table(path + [key])
+            for sub, subvalue in value.items():
+                if isinstance(subvalue, dict):
+                    raise CrioConfigError('%s.%s.%s is nested deeper than CRI-O reads a runtime\'s options; edit it '
+                                          'by hand' % ('.'.join(path), key, sub))
+                doc.set(path + [key], sub, subvalue)
+        else:
             doc.set(path, key, value)
     return doc.text()
 

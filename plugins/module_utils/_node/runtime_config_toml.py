@@ -209,6 +209,51 @@ def _parse_value(text: str, pos: int) -> tuple[Any, int]:
     raise TomlEditError('unsupported value %r' % text[pos:pos + 20])
 
 
+def parse_inline_table(text: str) -> dict[str, Any]:
+    """Parse an inline table (``{ "linux/arm64" = "/usr/bin/crun", k.sub = 1 }``, as CRI-O's own ``crio config``
+    writes platform_runtime_paths and default_annotations) of the simple values parse_value reads, nested inline
+    tables and dotted keys. Raises TomlEditError for anything else."""
+    pos = _skip_ws(text, 0)
+    value, pos = _parse_inline_table(text, pos)
+    rest = text[pos:].strip()
+    if rest and not rest.startswith('#'):
+        raise TomlEditError('unexpected text after inline table: %r' % rest[:20])
+    return value
+
+
+def _parse_inline_table(text: str, pos: int) -> tuple[dict[str, Any], int]:
+    if text[pos:pos + 1] != '{':
+        raise TomlEditError('not an inline table: %r' % text[pos:pos + 20])
+    out: dict[str, Any] = {}
+    pos += 1
+    while True:
+        pos = _skip_ws(text, pos)
+        if text[pos:pos + 1] == '}' and not out:
+            return out, pos + 1
+        parts, pos = _parse_key(text, pos, '=')
+        pos = _skip_ws(text, pos + 1)
+        if text[pos:pos + 1] == '{':
+            value, pos = _parse_inline_table(text, pos)
+        else:
+            value, pos = _parse_value(text, pos)
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise TomlEditError('key %s defined twice in an inline table' % toml_path(parts))
+        if parts[-1] in node:
+            raise TomlEditError('key %s defined twice in an inline table' % toml_path(parts))
+        node[parts[-1]] = value
+        pos = _skip_ws(text, pos)
+        c = text[pos:pos + 1]
+        if c == ',':
+            pos += 1
+        elif c == '}':
+            return out, pos + 1
+        else:
+            raise TomlEditError('invalid inline table near %r' % text[pos:pos + 20])
+
+
 def _value_end(lines: list[str], idx: int, col: int) -> int:
     """Index of the last line of a value that starts on lines[idx] at column col."""
     depth = 0
@@ -359,6 +404,13 @@ class TomlDocument(object):
         """The value text of key in table path (e.g. a Go template expression), None when absent."""
         t, k = self._find_key(path, key)
         return None if k is None else self._value_text(k).strip()
+
+    def key_value(self, k: tuple[list[str], int, int, int]) -> Any:
+        """The parsed value of one key entry of a table (Table.keys), an inline table as a dict."""
+        text = self._value_text(k)
+        if text.strip().startswith('{'):
+            return parse_inline_table(text)
+        return parse_value(text)
 
     def _value_text(self, k: tuple[list[str], int, int, int]) -> str:
         return '\n'.join([self.lines[k[1]][k[3]:]] + self.lines[k[1] + 1:k[2] + 1])

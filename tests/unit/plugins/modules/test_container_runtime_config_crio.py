@@ -149,3 +149,38 @@ def test_CRIO_09_every_option_of_the_default_runtime_but_inherit_default_runtime
     assert nv['runtime_path'] == NV and nv['runtime_type'] == 'oci'
     assert 'inherit_default_runtime' not in nv
     assert run(capsys, args)['changed'] is False
+
+
+@pytest.mark.parametrize('form', ['inline', 'table', 'dotted'])
+def test_CRIO_10_the_default_runtimes_sub_tables_copied_but_platform_runtime_paths(tmp_path, capsys, form):
+    """nvidia-ctk copies the default runtime's whole subtree (v1.20.0 pkg/config/engine/crio/crio.go
+    GetDefaultRuntimeOptions: options.Copy()), its sub-tables too: default_annotations (cri-o v1.34.0 RuntimeHandler,
+    map[string]string) reaches the NVIDIA runtime in every TOML form (`crio config` writes an inline table). Before,
+    the module skipped [crio.runtime.runtimes.crun.<sub>] tables and dotted keys and failed on an inline table.
+    platform_runtime_paths is never copied: CRI-O would run crun's path for a matching image platform instead of the
+    NVIDIA runtime (cri-o internal/oci/oci.go PlatformRuntimePath)."""
+    crun = {
+        'inline': 'default_annotations = {"run.oci.keep_original_groups" = "1", "a.b/c" = ""}\n'
+                  'platform_runtime_paths = {"linux/arm64" = "/usr/local/bin/crun-arm64"}\n',
+        'table': 'runtime_root = "/run/crun"\n\n[crio.runtime.runtimes.crun.default_annotations]\n'
+                 '"run.oci.keep_original_groups" = "1"\n"a.b/c" = ""\n\n'
+                 '[crio.runtime.runtimes.crun.platform_runtime_paths]\n"linux/arm64" = "/usr/local/bin/crun-arm64"\n',
+        'dotted': 'default_annotations."run.oci.keep_original_groups" = "1"\ndefault_annotations."a.b/c" = ""\n'
+                  'platform_runtime_paths."linux/arm64" = "/usr/local/bin/crun-arm64"\n'}[form]
+    args = layout(tmp_path, site=SITE + '\n[crio.runtime.runtimes.crun]\n' + crun)
+    res = run(capsys, args)
+    assert res['changed'] is True, res
+    view = crio_view(args)['crio']['runtime']['runtimes']
+    nv = view['nvidia']
+    assert nv['default_annotations'] == {'run.oci.keep_original_groups': '1', 'a.b/c': ''}
+    assert view['crun']['platform_runtime_paths'] == {'linux/arm64': '/usr/local/bin/crun-arm64'}
+    assert 'platform_runtime_paths' not in nv and nv['runtime_path'] == NV
+    assert run(capsys, args)['changed'] is False
+
+
+def test_CRIO_10_sub_tables_merged_over_files_and_too_deep_refused():
+    texts = [('crio.conf', '[crio.runtime.runtimes.crun]\ndefault_annotations = {"a" = "1", "b" = "2"}\n'),
+             ('10-site.conf', '[crio.runtime.runtimes.crun.default_annotations]\nb = "3"\n')]
+    assert crio.effective(texts)[1]['crun']['default_annotations'] == {'a': '1', 'b': '3'}
+    with pytest.raises(crio.CrioConfigError, match='nested deeper'):
+        crio.effective([('x.conf', '[crio.runtime.runtimes.crun.default_annotations.x]\ny = "1"\n')])

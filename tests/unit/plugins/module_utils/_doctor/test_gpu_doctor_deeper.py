@@ -168,12 +168,91 @@ def test_DH_20_sxid_lines_since_the_last_driver_load():
     assert got[0]['text'] == 'Non-fatal, Link 08 LTSSM Fault Up (First)'
     # the Xid line is no SXid; the kernel's /dev/kmsg prefix is removed as for Xids
     assert node_probe.sxids_from_log(['6,1234,99,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 22013, Non-fatal, x']) \
-        == [{'switch': 'nvswitch0', 'pci': '0000:05:00.0', 'sxid': 22013, 'fatal': False, 'text': 'Non-fatal, x'}]
+        == [{'switch': 'nvswitch0', 'pci': '0000:05:00.0', 'sxid': 22013, 'severity': 'non-fatal', 'fatal': False,
+             'text': 'Non-fatal, x'}]
     found = dc.diagnose({'gpus': []}, {'kernel_sxids': got}, checks=['sxid'])
     assert [(f['id'], f['severity']) for f in found] == [('nvswitch_sxid_fatal', 'critical'), ('nvswitch_sxid', 'warning')]
     assert 'SXid 19, 10004, 11004' in found[0]['summary']
     assert found[0]['evidence'][0] == ('kernel log: nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 11004, Fatal, Link 02 '
                                        'ingress invalid ACL')
+
+
+# Every form of an SXid message in NVIDIA/open-gpu-kernel-modules 580.95.05 (src/common/nvswitch/kernel: the macros
+# of inc/intr_nvswitch.h and inc/error_nvswitch.h, and each direct NVSWITCH_PRINT_SXID call's format string), as the
+# driver prints it, with the severity the doctor must give it (DH-20, DH-24). Every line carries the SAME SXid number:
+# the severity comes from the message, never from a table of numbers.
+_SXID_FORMS = [
+    # (source, message as printed, severity)
+    ('intr_nvswitch.h NVSWITCH_REPORT_FATAL', 'Fatal, Link 32 egress non-posted PRIV error (First)', 'fatal'),
+    ('intr_nvswitch.h NVSWITCH_REPORT_FATAL', 'Fatal, Link 02 ingress invalid ACL', 'fatal'),
+    ('intr_nvswitch.h NVSWITCH_REPORT_PRI_ERROR_FATAL', 'Fatal, PRI error, instance=1, chiplet=0', 'fatal'),
+    ('intr_nvswitch.h NVSWITCH_UNHANDLED_CHECK', 'Fatal, unhandled interrupt in _nvswitch_service_nvldl_fatal_ls10(4521)',
+     'fatal'),
+    ('ls10/intr_ls10.c, lr10/intr_lr10.c', 'Fatal, Unexpected PRI error', 'fatal'),
+    ('ls10/ls10.c', 'Fatal, Firmware initialization failure (0x1/0x0, 0x0, 0x0, 0x0/0x0, 0x0, 0x0, 0x0, 0x0', 'fatal'),
+    ('intr_nvswitch.h NVSWITCH_REPORT_NONFATAL', 'Non-fatal, Link 08 LTSSM Fault Up (First)', 'non-fatal'),
+    ('intr_nvswitch.h NVSWITCH_REPORT_PRI_ERROR_NONFATAL', 'Non-fatal, PRI error, instance=3, chiplet=1', 'non-fatal'),
+    ('error_nvswitch.h NVSWITCH_REPORT_NONFATAL_LINK', 'Non-fatal, Link 17 MINION Link DLREQ interrupt', 'non-fatal'),
+    ('intr_nvswitch.h NVSWITCH_REPORT_CORRECTABLE', 'Correctable, Link 05 RX Short Error Rate (First)', 'correctable'),
+    ('error_nvswitch.h NVSWITCH_REPORT_CORRECTABLE_DEVICE_DATA', 'Correctable, soe DMEM ECC', 'correctable'),
+    ('error_nvswitch.h NVSWITCH_REPORT_CORRECTABLE_LINK_DATA', 'Correctable, Link 11 NVLW ECC', 'correctable'),
+    ('ls10/therm_ls10.c THERMAL_SHUTDOWN', 'TSENSE OVERT Threshold reached. Shutting Down', 'fatal'),
+    ('ls10/therm_ls10.c PMGR shutdown', 'PMGR OVERT Threshold reached. Shutting Down', 'fatal'),
+    ('ls10/heartbeat_ls10.c', 'OSFP Thermal Overt Activated', 'fatal'),
+    ('ls10/heartbeat_ls10.c', 'OSFP Thermal SOE Heartbeat Shutdown', 'fatal'),
+    ('ls10/soe_ls10.c, lr10/soe_lr10.c', 'SOE HALTED', 'fatal'),
+    ('ls10/soe_ls10.c, lr10/soe_lr10.c', 'SOE Watchdog error', 'fatal'),
+    ('ls10/soe_ls10.c', 'SOE init Failed(0)', 'fatal'),
+    ('ls10/soe_ls10.c', 'SOE init failed(4)', 'fatal'),
+    ('lr10/soe_lr10.c', 'Failed to boot SOE(2)', 'fatal'),
+    ('lr10/soe_lr10.c', 'Failed to reset SOE(1)', 'fatal'),
+    ('lr10/soe_lr10.c', 'SOE reset timeout error(0)', 'fatal'),
+    ('ls10/therm_ls10.c THERMAL_EVENT_START', 'NVSWITCH Temperature 96C | TSENSE WARN Threshold 95C', 'event'),
+    ('ls10/therm_ls10.c', 'Thermal Slowdown Engaged | Temp higher than WARN Threshold', 'event'),
+    ('ls10/therm_ls10.c', 'Thermal Slowdown Engaged | PMGR WARN Threshold reached', 'event'),
+    ('ls10/therm_ls10.c', 'Thermal Slowdown Engaged | Links Thermal Mode ON', 'event'),
+    ('ls10/therm_ls10.c THERMAL_SHUTDOWN (printed before the Shutting Down line)',
+     'NVSWITCH Temperature 111C | OVERT Threshold 110C', 'event'),
+    ('ls10/heartbeat_ls10.c', 'OSFP Thermal Warn Activated', 'event'),
+    ('ls10/soe_ls10.c, lr10/soe_lr10.c', 'SOE EXTERR', 'event'),
+    ('ls10/soe_ls10.c, lr10/soe_lr10.c', 'Failed to register SOE events', 'event'),
+    ('flcn/flcn_call_hal_nvswitch.c', 'Failed to post command to SOE. Data {0x00000001, 0x00000002, 0x00000003, '
+     '0x00000004, 0x00000005, 0x00000006}', 'event'),
+    ('flcn/flcn_call_hal_nvswitch.c', 'Timed out while waiting for SOE command completion. Data {0x00000001, '
+     '0x00000002, 0x00000003, 0x00000004, 0x00000005, 0x00000006}', 'event'),
+    ('cci/cables/cci_error.c', 'Module 3 boot failure', 'event'),
+    ('cci/cables/cci_error.c', 'Module 3 Image A recovery failure', 'event'),
+    ('cci/cables/cci_common.c', 'Module 3 faulty', 'event'),
+    ('cci/cables/cci_common.c', 'Failed to re-enable ALI for module 3 links.', 'event'),
+    ('cci/cci_nvswitch.c', 'Failed to init CCI(1)', 'event'),
+    ('ls10/cci_ls10.c', 'Module 3 access error', 'event'),
+    ('ls10/link_ls10.c', 'ALI Training failure. Info 0x0000000', 'event'),
+    ('ls10/tnvl_ls10.c', 'TNVL mode is locked', 'event'),
+    ('nvswitch.c', 'IO failure', 'event'),
+    ('ls10/therm_ls10.c THERMAL_EVENT_END', 'Thermal slowdown Disengaged', 'ended'),
+    ('ls10/therm_ls10.c THERMAL_EVENT_END', 'Thermal Slowdown Disengaged | Links Thermal Mode OFF', 'ended'),
+    ('ls10/heartbeat_ls10.c', 'OSFP Thermal Warn Deactivated', 'ended'),
+    ('ls10/heartbeat_ls10.c', 'OSFP Thermal Overt Deactivated', 'ended'),
+]
+
+
+@pytest.mark.parametrize('source,message,severity', _SXID_FORMS, ids=['%02d' % i for i in range(len(_SXID_FORMS))])
+def test_DH_24_every_sxid_form_classified_by_the_drivers_word(source, message, severity):
+    line = '[  99.000000] nvidia-nvswitch3: SXid (PCI:0000:c4:00.0): 12028, %s' % message
+    got = node_probe.sxids_from_log([node_probe._DMESG_PREFIX.sub('', line)])
+    assert got == [{'switch': 'nvswitch3', 'pci': '0000:c4:00.0', 'sxid': 12028, 'severity': severity,
+                    'fatal': severity == 'fatal', 'text': message}], source
+    found = [(f['id'], f['severity']) for f in dc.diagnose({'gpus': []}, {'kernel_sxids': got}, checks=['sxid'])]
+    assert found == {'fatal': [('nvswitch_sxid_fatal', 'critical')], 'ended': []}.get(
+        severity, [('nvswitch_sxid', 'warning')]), source
+
+
+def test_DH_24_the_sxid_number_never_decides():
+    """The same message gives the same severity under any SXid number, and the same number gives each message's own."""
+    for number in (1, 19, 10004, 12028, 20034, 99999):
+        for dummy, message, severity in _SXID_FORMS:
+            got = node_probe.sxids_from_log(['nvidia-nvswitch0: SXid (PCI:0000:05:00.0): %05d, %s' % (number, message)])
+            assert got[0]['severity'] == severity, (number, message)
 
 
 def test_new_gpu_findings_reach_the_remediation_loop_with_a_persons_action(facts):

@@ -291,6 +291,46 @@ def test_DRV_11_cuda_repo_apt_names_and_pin_file():
     assert select(method='distro', gpus=[H100])['apt_pin_file'] is None
 
 
+@pytest.mark.parametrize('current,branch,gpus,wanted', [
+    ('595-open', '580', 'H100', 'nvidia-driver:580-open'),    # DOWN a branch (the case "not tried" before)
+    ('580-open', '595', 'H100', 'nvidia-driver:595-open'),    # up
+    ('580-dkms', '580', 'H100', 'nvidia-driver:580-open'),    # the other flavour, same branch
+    ('595-open', '580', 'V100', 'nvidia-driver:580-dkms'),    # down and to proprietary
+])
+def test_DRV_41_rhel_stream_switched_as_nvidia_does_in_either_direction(current, branch, gpus, wanted):
+    """NVIDIA's driver installation guide (R580/R590/R595 "Advanced Options", RHEL 8/9): `dnf -y module switch-to
+    nvidia-driver:<stream> --allowerasing`. dnf's switch-to distro-syncs to the new stream, so a lower branch's
+    packages replace the newer ones; the role's former `dnf module reset` + `dnf module install @stream` never
+    downgraded (dnf keeps a newer installed package on install)."""
+    out = select(family='RedHat', major='9', branch=branch, gpus=[{'H100': H100, 'V100': V100}[gpus]],
+                 dnf_module_current=current)
+    assert out['packages']['dnf_module_stream'] == wanted
+    assert out['dnf_module_switch'] == ['dnf', '-y', 'module', 'switch-to', wanted, '--allowerasing']
+    assert out['dnf_module_reset'] is True
+
+
+def test_DRV_41_no_switch_on_the_same_stream_nor_without_streams():
+    assert select(family='RedHat', major='9', gpus=[H100], dnf_module_current='580-open')['dnf_module_switch'] is None
+    assert select(family='RedHat', major='9', gpus=[H100])['dnf_module_switch'] is None
+    assert select(family='RedHat', major='10', gpus=[H100], dnf_module_current='580-open')['dnf_module_switch'] is None
+    assert select(family='Ubuntu', major='24', gpus=[H100])['dnf_module_switch'] is None
+
+
+def test_DRV_41_the_role_runs_the_switch_and_no_bare_reset():
+    """The role's dnf path runs the plan's switch command (and no `dnf module reset` of its own that would leave a
+    newer branch installed)."""
+    import yaml
+    path = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..', 'roles', 'nvidia_driver', 'tasks',
+                        'install-dnf.yml')
+    with open(path) as f:
+        tasks = yaml.safe_load(f)
+    switch = [t for t in tasks if 'dnf_module_switch' in str(t.get('ansible.builtin.command', {}).get('argv'))]
+    assert len(switch) == 1 and switch[0]['when'] == 'nvidia_driver__selection.selection.dnf_module_switch is not none'
+    assert not [t for t in tasks if 'reset' in str(t.get('ansible.builtin.command', {}).get('argv'))]
+    names = [t['name'] for t in tasks]
+    assert names.index(switch[0]['name']) < names.index("Install the driver's dnf module stream")
+
+
 def test_DRV_12_rhel_module_streams_and_reset():
     out = select(family='RedHat', major='9', gpus=[H100])
     assert out['packages']['dnf_module_stream'] == 'nvidia-driver:580-open'

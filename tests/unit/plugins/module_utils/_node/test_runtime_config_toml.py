@@ -137,3 +137,17 @@ def test_empty_document():
 def test_invalid_documents_raise(bad):
     with pytest.raises(TomlEditError):
         TomlDocument(bad)
+
+
+def test_CRIO_10_inline_tables_as_crio_config_writes_them():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_toml import (
+        TomlDocument, TomlEditError, parse_inline_table)
+    assert parse_inline_table('{"linux/arm64" = "/a","linux/riscv64" = "/b"}') == {'linux/arm64': '/a',
+                                                                                   'linux/riscv64': '/b'}
+    assert parse_inline_table('{ }') == {} and parse_inline_table('{a.b = 1, c = {d = true}} # x') == {
+        'a': {'b': 1}, 'c': {'d': True}}
+    for bad in ('{a = 1', '{a = 1,, }', '{a = 1} x', '{a = 1, a = 2}', '[1]'):
+        with pytest.raises(TomlEditError):
+            parse_inline_table(bad)
+    doc = TomlDocument('[t]\nm = {"k" = "v"}\nn = 3\n')
+    assert [doc.key_value(k) for k in doc.table(['t']).keys] == [{'k': 'v'}, 3]
