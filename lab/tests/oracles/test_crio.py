@@ -74,3 +74,28 @@ def test_CRIO_08_cdi_has_no_switch(crio, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r'^# cdi_spec_dirs = \[\n#\s+"/etc/cdi",\n#\s+"/var/run/cdi",\n# \]', proc.stdout, re.M), proc.stdout
     assert 'enable_cdi' not in proc.stdout and 'enable-cdi' not in proc.stdout
+
+
+def test_CRIO_10_subtables_as_crio_reads_them(crio, tmp_path):
+    """CRIO-10 read back by CRI-O itself: over a crio.conf whose default runtime (crun) has both map options written
+    the way `crio config` writes them (inline tables), CRI-O v1.34.0 shows the module's nvidia runtime with crun's
+    default_annotations and without crun's platform_runtime_paths (which would run crun's binary for those images),
+    and every other setting as before."""
+    (tmp_path / 'crio.conf.d').mkdir()
+    shutil.copy(os.path.join(RUNTIME_FIXTURES, 'crio-1.36-crun-subtables.conf'), tmp_path / 'crio.conf')
+    before = crio_config(crio, tmp_path)
+    crun_before = before['crio']['runtime']['runtimes']['crun']
+    # the fixture's maps are what CRI-O itself reads: the comparison below is not between two empty maps
+    assert crun_before['default_annotations'] == {'io.kubernetes.cri-o.Devices': '', 'run.oci.keep_original_groups': '1'}
+    assert set(crun_before['platform_runtime_paths']) == {'linux/arm64', 'linux/riscv64'}
+    dropin = tmp_path / 'crio.conf.d' / '99-nvidia.toml'
+    res = run_ours({'engine': 'crio', 'path': str(dropin), 'crio_config': str(tmp_path / 'crio.conf'),
+                    'crio_config_dir': str(tmp_path / 'crio.conf.d'), 'set_as_default': False, 'backup': False})
+    assert not res.get('failed'), res
+    after = crio_config(crio, tmp_path)
+    nvidia = after['crio']['runtime']['runtimes']['nvidia']
+    assert nvidia['runtime_path'] == NVIDIA_RUNTIME
+    assert nvidia['default_annotations'] == crun_before['default_annotations']
+    assert not nvidia.get('platform_runtime_paths')
+    assert {k: nvidia.get(k) for k in SHARED} == {k: crun_before.get(k) for k in SHARED}
+    assert without(after, ['crio', 'runtime', 'runtimes', 'nvidia']) == without(before, ['crio', 'runtime', 'runtimes', 'nvidia'])
