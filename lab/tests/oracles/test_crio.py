@@ -99,3 +99,33 @@ def test_CRIO_10_subtables_as_crio_reads_them(crio, tmp_path):
     assert not nvidia.get('platform_runtime_paths')
     assert {k: nvidia.get(k) for k in SHARED} == {k: crun_before.get(k) for k in SHARED}
     assert without(after, ['crio', 'runtime', 'runtimes', 'nvidia']) == without(before, ['crio', 'runtime', 'runtimes', 'nvidia'])
+
+
+def test_CRIO_11_a_site_dropin_replaces_the_default_runtime(crio, tmp_path):
+    """CRIO-11: CRI-O v1.34.0 reads a drop-in that names the default runtime as that runtime's whole entry (its options
+    from crio.conf are not kept: a site's `[crio.runtime.runtimes.crun]` with one option leaves crun with that option
+    only), while plain options such as cgroup_manager merge option by option. The module's nvidia runtime then copies
+    crun as CRI-O reads it (it merged option by option before: runtime_root, monitor_path and the annotations of
+    crio.conf's crun, which CRI-O no longer had)."""
+    (tmp_path / 'crio.conf.d').mkdir()
+    shutil.copy(os.path.join(RUNTIME_FIXTURES, 'crio-1.36-crun-subtables.conf'), tmp_path / 'crio.conf')
+    (tmp_path / 'crio.conf.d' / '10-site.conf').write_text(
+        '[crio.runtime]\ncgroup_manager = "cgroupfs"\n\n[crio.runtime.runtimes.crun]\nmonitor_cgroup = "pod"\n')
+    before = crio_config(crio, tmp_path)
+    rt = before['crio']['runtime']
+    crun = rt['runtimes']['crun']
+    # what CRI-O itself made of the two files: crun is only the drop-in's; the plain option merged
+    assert crun.get('monitor_cgroup') == 'pod' and not crun.get('runtime_root') and not crun.get('monitor_path')
+    assert not crun.get('default_annotations') and not crun.get('allowed_annotations')
+    assert rt.get('cgroup_manager') == 'cgroupfs' and rt.get('default_runtime', 'crun') == 'crun'
+    dropin = tmp_path / 'crio.conf.d' / '99-nvidia.toml'
+    res = run_ours({'engine': 'crio', 'path': str(dropin), 'crio_config': str(tmp_path / 'crio.conf'),
+                    'crio_config_dir': str(tmp_path / 'crio.conf.d'), 'set_as_default': False, 'backup': False})
+    assert not res.get('failed'), res
+    after = crio_config(crio, tmp_path)
+    nvidia = after['crio']['runtime']['runtimes']['nvidia']
+    assert nvidia['runtime_path'] == NVIDIA_RUNTIME
+    copied = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations',
+              'default_annotations', 'privileged_without_host_devices', 'runtime_config_path', 'container_min_memory')
+    assert {k: nvidia.get(k) for k in copied} == {k: crun.get(k) for k in copied}
+    assert without(after, ['crio', 'runtime', 'runtimes', 'nvidia']) == without(before, ['crio', 'runtime', 'runtimes', 'nvidia'])

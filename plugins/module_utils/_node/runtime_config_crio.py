@@ -6,7 +6,8 @@
 Facts (docs/conformance/cri-o.md): CRI-O reads /etc/crio/crio.conf first and then every file of
 /etc/crio/crio.conf.d in lexical order, a later file's option winning over an earlier one's (cri-o
 docs/crio.conf.d.5.md), so a drop-in that names only the runtime's options leaves every other setting alone -
-unlike containerd's imports, which replace a plugin's whole table. Runtimes are ``[crio.runtime.runtimes.<name>]``
+unlike containerd's imports, which replace a plugin's whole table; but a file that names a runtime replaces that
+runtime's whole entry (CRIO-11, as CRI-O v1.34.0 reads its files). Runtimes are ``[crio.runtime.runtimes.<name>]``
 with ``runtime_path`` and ``runtime_type`` (``oci``); the default is ``crio.runtime.default_runtime`` (crun since
 CRI-O 1.31; runc before). NVIDIA's own ``nvidia-ctk runtime configure --runtime=crio`` writes
 /etc/crio/crio.conf.d/99-nvidia.toml, copying the default runtime's options and then setting runtime_path and
@@ -41,10 +42,14 @@ class CrioConfigError(Exception):
 
 
 def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, dict[str, Any]]]:
-    """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]),
-    a later file's option winning. A sub-table of a runtime (``[crio.runtime.runtimes.<name>.<option>]``, dotted keys
-    ``<option>.<key> = ...`` or an inline table, as CRI-O's ``crio config`` writes one) is one option whose value is
-    a dict, merged key by key over the files as the other options are."""
+    """(default runtime name, {runtime: {option: value}}) of CRI-O's files read in its order (texts: [(path, text)]).
+    ``default_runtime`` is a plain option: a later file's value wins. A runtime is not: a file that names a runtime
+    (its table or one of its sub-tables) REPLACES that runtime's whole entry, options and sub-tables, with what the
+    file says of it - CRI-O decodes each file into its runtimes map, whose entry for the name is made anew (cri-o
+    v1.34.0 `crio config` over crio.conf and a drop-in that sets one option of crun: crun's other options read back
+    empty; docs/conformance/cri-o.md CRIO-11). A sub-table of a runtime (``[crio.runtime.runtimes.<name>.<option>]``,
+    dotted keys ``<option>.<key> = ...`` or an inline table, as CRI-O's ``crio config`` writes one) is one option whose
+    value is a dict, merged key by key within its file."""
     default = None
     runtimes: dict[str, dict[str, Any]] = {}
     for path, text in texts:
@@ -52,6 +57,7 @@ def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, d
             doc = TomlDocument(text or '')
         except TomlEditError as e:
             raise CrioConfigError('%s: %s' % (path, e))
+        named: set[str] = set()   # the runtimes this file names: their entries start anew
         for t in doc.tables:
             if t.array:
                 continue
@@ -64,7 +70,10 @@ def effective(texts: Iterable[tuple[str, str | None]]) -> tuple[Any, dict[str, d
             if len(t.path) > 5:
                 raise CrioConfigError('%s: [%s] is nested deeper than CRI-O reads a runtime\'s options (cri-o '
                                       'pkg/config/config.go RuntimeHandler); edit it by hand' % (path, '.'.join(t.path)))
-            opts = runtimes.setdefault(t.path[3], {})
+            if t.path[3] not in named:
+                named.add(t.path[3])
+                runtimes[t.path[3]] = {}
+            opts = runtimes[t.path[3]]
             if len(t.path) == 5 and not isinstance(opts.get(t.path[4]), dict):
                 opts[t.path[4]] = {}
             for k in t.keys:

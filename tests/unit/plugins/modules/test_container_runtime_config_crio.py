@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """CRI-O (docs/conformance/cri-o.md): the drop-in merged next to files written from CRI-O's own defaults, read back
-the way CRI-O reads its files (crio.conf first, then crio.conf.d in lexical order, a later option winning).
+the way CRI-O reads its files (crio.conf first, then crio.conf.d in lexical order, a later option winning; a file
+that names a runtime replaces that runtime: CRIO-11).
 CRI-O itself is not packaged in Debian 12's main archive, so it is not run here."""
 import json
 import os
@@ -37,13 +38,16 @@ def layout(tmp_path, site=SITE):
 
 
 def crio_view(args):
-    """The configuration CRI-O ends up with: every file in its order, merged option by option."""
+    """The configuration CRI-O ends up with: every file in its order, merged option by option, except that a file
+    naming a runtime replaces that runtime's whole entry (CRIO-11, as CRI-O v1.34.0 reads its files)."""
     merged = {}
 
-    def merge(into, new):
+    def merge(into, new, path=()):
         for k, v in new.items():
-            if isinstance(v, dict) and isinstance(into.get(k), dict):
-                merge(into[k], v)
+            if path == ('crio', 'runtime', 'runtimes'):
+                into[k] = v
+            elif isinstance(v, dict) and isinstance(into.get(k), dict):
+                merge(into[k], v, path + (k,))
             else:
                 into[k] = v
     files = [args['crio_config']] + [os.path.join(args['crio_config_dir'], n)
@@ -81,12 +85,21 @@ def test_CRIO_01_dropin_in_crio_conf_d(tmp_path, capsys):
 
 
 def test_CRIO_02_copies_the_default_runtimes_options(tmp_path, capsys):
-    args = layout(tmp_path, site=SITE + '\n[crio.runtime.runtimes.crun]\nmonitor_path = "/opt/conmon"\n')
+    args = layout(tmp_path)
     run(capsys, args)
-    nv = crio_view(args)['crio']['runtime']['runtimes']['nvidia']
+    view = crio_view(args)['crio']['runtime']['runtimes']
+    nv = view['nvidia']
     assert nv['runtime_root'] == '/run/crun' and nv['monitor_cgroup'] == 'system.slice'
-    assert nv['monitor_path'] == '/opt/conmon'   # the later file wins, as in CRI-O
     assert nv['allowed_annotations'] == ['io.containers.trace-syscall']
+    assert {k: v for k, v in nv.items() if k not in ('runtime_path', 'runtime_type')} == {
+        k: v for k, v in view['crun'].items() if k not in crio.NOT_COPIED}
+    # a later file that names crun replaces it, as CRI-O reads it (CRIO-11): the NVIDIA runtime follows
+    (tmp_path / 'crio.conf.d' / '10-site.conf').write_text(SITE + '\n[crio.runtime.runtimes.crun]\nmonitor_path = "/opt/conmon"\n')
+    run(capsys, args)
+    view = crio_view(args)['crio']['runtime']['runtimes']
+    assert view['crun'] == {'monitor_path': '/opt/conmon'}
+    assert view['nvidia'] == {'runtime_path': '/usr/bin/nvidia-container-runtime', 'runtime_type': 'oci',
+                              'monitor_path': '/opt/conmon'}
 
 
 def test_CRIO_03_default_runtime_when_asked(tmp_path, capsys):
@@ -181,6 +194,27 @@ def test_CRIO_10_the_default_runtimes_sub_tables_copied_but_platform_runtime_pat
 def test_CRIO_10_sub_tables_merged_over_files_and_too_deep_refused():
     texts = [('crio.conf', '[crio.runtime.runtimes.crun]\ndefault_annotations = {"a" = "1", "b" = "2"}\n'),
              ('10-site.conf', '[crio.runtime.runtimes.crun.default_annotations]\nb = "3"\n')]
-    assert crio.effective(texts)[1]['crun']['default_annotations'] == {'a': '1', 'b': '3'}
+    # CRI-O replaces a runtime a later file names (CRIO-11): crun is then only what 10-site.conf says of it
+    assert crio.effective(texts)[1]['crun'] == {'default_annotations': {'b': '3'}}
+    # within one file the runtime's table and its sub-table make one entry
+    one_file = [('crio.conf', '[crio.runtime.runtimes.crun]\nmonitor_path = "/m"\n'
+                              '[crio.runtime.runtimes.crun.default_annotations]\na = "1"\n')]
+    assert crio.effective(one_file)[1]['crun'] == {'monitor_path': '/m', 'default_annotations': {'a': '1'}}
     with pytest.raises(crio.CrioConfigError, match='nested deeper'):
         crio.effective([('x.conf', '[crio.runtime.runtimes.crun.default_annotations.x]\ny = "1"\n')])
+
+
+def test_CRIO_11_a_later_file_that_names_a_runtime_replaces_it():
+    """CRI-O v1.34.0 read back (lab/tests/oracles/test_crio.py::test_CRIO_11_a_site_dropin_replaces_the_default_runtime):
+    a drop-in that sets one option of crun leaves crun with that option only; other runtimes and default_runtime are
+    kept; the NVIDIA runtime then copies crun as CRI-O reads it."""
+    texts = [('crio.conf', '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\n'
+                           'runtime_root = "/run/crun"\nmonitor_path = "/usr/libexec/crio/conmon"\n'
+                           '[crio.runtime.runtimes.runc]\nruntime_root = "/run/runc"\n'),
+             ('10-site.conf', '[crio.runtime.runtimes.crun]\nmonitor_cgroup = "pod"\n'),
+             ('20-other.conf', '[crio.runtime]\ncgroup_manager = "cgroupfs"\n')]
+    default, runtimes = crio.effective(texts)
+    assert default == 'crun'
+    assert runtimes == {'crun': {'monitor_cgroup': 'pod'}, 'runc': {'runtime_root': '/run/runc'}}
+    text = crio.render_dropin('nvidia', '/usr/bin/nvidia-container-runtime', False, texts)
+    assert 'monitor_cgroup = "pod"' in text and 'runtime_root' not in text and 'monitor_path' not in text
