@@ -47,23 +47,29 @@ def node(tmp_path_factory):
         sh(SERVE, 'stop', check=False, env=env)
 
 
-def run_role(tmp_path, name, url):
+def role_run(tmp_path, name, host, role_vars):
+    """Role nvidia_container_runtime with role_vars on node container ``name`` (inventory host ``host``): (the host's
+    changed count, {task name: its result})."""
     inv = tmp_path / 'hosts.yml'
-    inv.write_text(yaml.safe_dump({'all': {'hosts': {'cdir-1': {
+    inv.write_text(yaml.safe_dump({'all': {'hosts': {host: {
         'ansible_host': name, 'ansible_connection': 'community.docker.docker',
         'ansible_python_interpreter': '/usr/bin/python3'}}}}))
     play = tmp_path / 'play.yml'
     play.write_text(yaml.safe_dump([{'hosts': 'all', 'gather_facts': True, 'roles': [
-        {'role': 'gpuops.k8s_gpu.nvidia_container_runtime', 'vars': {
-            'gpuops_mirror': {'apt': url}, 'nvidia_container_runtime_version': STANDIN_VERSION,
-            'nvidia_container_runtime_engines': ['containerd'], 'nvidia_container_runtime_restart': False,
-            'nvidia_container_runtime_containerd_config_version': '2', 'nvidia_container_runtime_cdi': True}}]}]))
+        {'role': 'gpuops.k8s_gpu.nvidia_container_runtime', 'vars': role_vars}]}]))
     collections = sh('bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')).stdout.strip()
     proc, doc = run_playbook(inv, play, ansible_env(collections))
     assert proc.returncode == 0, json.dumps(doc)[-4000:]
-    tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['cdir-1']) for p in doc['plays']
-                 for t in p['tasks'] if 'cdir-1' in t['hosts'])
-    return doc['stats']['cdir-1']['changed'], tasks
+    tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts'][host]) for p in doc['plays']
+                 for t in p['tasks'] if host in t['hosts'])
+    return doc['stats'][host]['changed'], tasks
+
+
+def run_role(tmp_path, name, url):
+    return role_run(tmp_path, name, 'cdir-1', {
+        'gpuops_mirror': {'apt': url}, 'nvidia_container_runtime_version': STANDIN_VERSION,
+        'nvidia_container_runtime_engines': ['containerd'], 'nvidia_container_runtime_restart': False,
+        'nvidia_container_runtime_containerd_config_version': '2', 'nvidia_container_runtime_cdi': True})
 
 
 def test_NCT_10_refresh_units_enabled_spec_present_rerun_unchanged(tmp_path, node):
@@ -149,22 +155,10 @@ def real_node():
 
 
 def _run_role_real(tmp_path, name):
-    inv = tmp_path / 'hosts.yml'
-    inv.write_text(yaml.safe_dump({'all': {'hosts': {'cdiu-1': {
-        'ansible_host': name, 'ansible_connection': 'community.docker.docker',
-        'ansible_python_interpreter': '/usr/bin/python3'}}}}))
-    play = tmp_path / 'play.yml'
-    play.write_text(yaml.safe_dump([{'hosts': 'all', 'gather_facts': True, 'roles': [
-        {'role': 'gpuops.k8s_gpu.nvidia_container_runtime', 'vars': {
-            'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
-            'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi_spec': True,
-            'nvidia_container_runtime_containerd_config_version': '2'}}]}]))
-    collections = sh('bash', os.path.join(ROOT, 'lab', 'bin', 'collections-path.sh')).stdout.strip()
-    proc, doc = run_playbook(inv, play, ansible_env(collections))
-    assert proc.returncode == 0, json.dumps(doc)[-4000:]
-    tasks = dict((t['task']['name'].split(' : ', 1)[-1], t['hosts']['cdiu-1']) for p in doc['plays']
-                 for t in p['tasks'] if 'cdiu-1' in t['hosts'])
-    return doc['stats']['cdiu-1']['changed'], tasks
+    return role_run(tmp_path, name, 'cdiu-1', {
+        'nvidia_container_runtime_install': False, 'nvidia_container_runtime_engines': ['containerd'],
+        'nvidia_container_runtime_restart': False, 'nvidia_container_runtime_cdi_spec': True,
+        'nvidia_container_runtime_containerd_config_version': '2'})
 
 
 def _oracle(name):

@@ -76,6 +76,19 @@ def test_CRIO_08_cdi_has_no_switch(crio, tmp_path):
     assert 'enable_cdi' not in proc.stdout and 'enable-cdi' not in proc.stdout
 
 
+def module_dropin(crio, tmp_path):
+    """The module's drop-in (not the default runtime) over tmp_path's crio.conf and crio.conf.d, read back by CRI-O:
+    (CRI-O's whole configuration, its nvidia runtime)."""
+    res = run_ours({'engine': 'crio', 'path': str(tmp_path / 'crio.conf.d' / '99-nvidia.toml'),
+                    'crio_config': str(tmp_path / 'crio.conf'), 'crio_config_dir': str(tmp_path / 'crio.conf.d'),
+                    'set_as_default': False, 'backup': False})
+    assert not res.get('failed'), res
+    after = crio_config(crio, tmp_path)
+    nvidia = after['crio']['runtime']['runtimes']['nvidia']
+    assert nvidia['runtime_path'] == NVIDIA_RUNTIME
+    return after, nvidia
+
+
 def test_CRIO_10_subtables_as_crio_reads_them(crio, tmp_path):
     """CRIO-10 read back by CRI-O itself: over a crio.conf whose default runtime (crun) has both map options written
     the way `crio config` writes them (inline tables), CRI-O v1.34.0 shows the module's nvidia runtime with crun's
@@ -88,13 +101,7 @@ def test_CRIO_10_subtables_as_crio_reads_them(crio, tmp_path):
     # the fixture's maps are what CRI-O itself reads: the comparison below is not between two empty maps
     assert crun_before['default_annotations'] == {'io.kubernetes.cri-o.Devices': '', 'run.oci.keep_original_groups': '1'}
     assert set(crun_before['platform_runtime_paths']) == {'linux/arm64', 'linux/riscv64'}
-    dropin = tmp_path / 'crio.conf.d' / '99-nvidia.toml'
-    res = run_ours({'engine': 'crio', 'path': str(dropin), 'crio_config': str(tmp_path / 'crio.conf'),
-                    'crio_config_dir': str(tmp_path / 'crio.conf.d'), 'set_as_default': False, 'backup': False})
-    assert not res.get('failed'), res
-    after = crio_config(crio, tmp_path)
-    nvidia = after['crio']['runtime']['runtimes']['nvidia']
-    assert nvidia['runtime_path'] == NVIDIA_RUNTIME
+    after, nvidia = module_dropin(crio, tmp_path)
     assert nvidia['default_annotations'] == crun_before['default_annotations']
     assert not nvidia.get('platform_runtime_paths')
     assert {k: nvidia.get(k) for k in SHARED} == {k: crun_before.get(k) for k in SHARED}
@@ -118,13 +125,7 @@ def test_CRIO_11_a_site_dropin_replaces_the_default_runtime(crio, tmp_path):
     assert crun.get('monitor_cgroup') == 'pod' and not crun.get('runtime_root') and not crun.get('monitor_path')
     assert not crun.get('default_annotations') and not crun.get('allowed_annotations')
     assert rt.get('cgroup_manager') == 'cgroupfs' and rt.get('default_runtime', 'crun') == 'crun'
-    dropin = tmp_path / 'crio.conf.d' / '99-nvidia.toml'
-    res = run_ours({'engine': 'crio', 'path': str(dropin), 'crio_config': str(tmp_path / 'crio.conf'),
-                    'crio_config_dir': str(tmp_path / 'crio.conf.d'), 'set_as_default': False, 'backup': False})
-    assert not res.get('failed'), res
-    after = crio_config(crio, tmp_path)
-    nvidia = after['crio']['runtime']['runtimes']['nvidia']
-    assert nvidia['runtime_path'] == NVIDIA_RUNTIME
+    after, nvidia = module_dropin(crio, tmp_path)
     copied = ('runtime_root', 'monitor_path', 'monitor_cgroup', 'monitor_exec_cgroup', 'allowed_annotations',
               'default_annotations', 'privileged_without_host_devices', 'runtime_config_path', 'container_min_memory')
     assert {k: nvidia.get(k) for k in copied} == {k: crun.get(k) for k in copied}
