@@ -710,18 +710,23 @@ def down_state(state, timeout=30):
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
     # children (PDEATHSIG covers a killed supervisor; this covers anything still there)
-    killed = []
+    children = []
     if os.path.exists(os.path.join(state, 'pids')):
         for line in open(os.path.join(state, 'pids')):
             name, cpid = line.split()
             cpid = int(cpid)
+            children.append(cpid)
             if _alive(cpid) and state in _cmdline(cpid):
                 os.kill(cpid, signal.SIGKILL)
-                killed.append(cpid)
-    # SIGKILL (ours, or PDEATHSIG's when the supervisor was killed) is delivered asynchronously: return once those
-    # processes are gone, so that a caller that looks right after `down` finds none of them (a test did, under load)
+
+    def exiting(c):
+        # still ours: its command line names the state, or is already empty (a process whose memory is released in
+        # the middle of its exit reads an empty cmdline while it is not yet a zombie; a test found one so, under load)
+        return _alive(c) and (state in _cmdline(c) or _cmdline(c) == '')
+    # SIGTERM from the supervisor, SIGKILL (ours, or PDEATHSIG's when the supervisor was killed) are delivered
+    # asynchronously: return once every child is gone, so that a caller that looks right after `down` finds none
     end = time.time() + 15
-    while [c for c in killed if _alive(c)] and time.time() < end:
+    while [c for c in children if exiting(c)] and time.time() < end:
         time.sleep(0.05)
     os.unlink(pidfile)
     return True
