@@ -74,6 +74,25 @@ def bare_node(name, shape_name, facts=None, labels=None):
     return node
 
 
+def bare_sharing_node(name, sharing_shape, facts=None, labels=None):
+    """A kwok node of the GPUs of a recorded time-slicing/MPS shape (real.RECORDED_SHARING: two A100s) before its
+    stack, as bare_node: the shape's labels the node layer writes, no GPU resource; but the product label GFD writes
+    without sharing, taken from the recorded plain shape of the same inventory (GFD appends -SHARED to the product
+    only while a sharing config is active; the recording has no plain two-A100 shape)."""
+    if sharing_shape not in real.RECORDED_SHARING:
+        raise KeyError('%r is no recorded sharing shape (recorded: %s)'
+                       % (sharing_shape, ', '.join(sorted(real.RECORDED_SHARING))))
+    node = bare_node(name, sharing_shape, facts=facts, labels=labels)
+    rec = shape(sharing_shape)
+    plain = [n for n, other in sorted(real.load_recording()['shapes'].items())
+             if other['inventory'] == rec['inventory'] and not other.get('sharing_strategy')
+             and not other.get('mig_strategy')]
+    if not plain:
+        raise KeyError('no recorded plain shape of the inventory %s' % rec['inventory'])
+    node['metadata']['labels']['nvidia.com/gpu.product'] = shape(plain[0])['labels']['nvidia.com/gpu.product']
+    return node
+
+
 def plain_node(name, labels=None, taints=None):
     """A kwok node without GPUs (a control-plane node): the recorded nodes' base, no nvidia.com label or resource."""
     node = bare_node(name, 't4x1')
@@ -141,15 +160,29 @@ def agents_shape(shape_name, strategy):
     return None
 
 
-def agents_published(shape_name, strategy):
+def agents_published(shape_name, strategy, replicas=None):
     """The extended resources a pool's node agents published on a real node of the shape ({'capacity',
     'allocatable'}), or None where no real node recorded that strategy's agents on those GPUs (NOT_RECORDED, or
-    another shape)."""
+    another shape). ``replicas``: the pool's time-slicing/MPS replicas; the recording holds one count
+    (real.RECORDED_SHARING), so another count is not recorded (None)."""
     name = agents_shape(shape_name, strategy)
     if name is None:
         return None
+    if replicas is not None and name in real.RECORDED_SHARING and real.RECORDED_SHARING[name][1] != replicas:
+        return None
     rec = shape(name)
     return {'capacity': dict(rec['capacity']), 'allocatable': dict(rec['allocatable'])}
+
+
+def agents_labels(shape_name, strategy, replicas=None):
+    """The labels GFD wrote on a real node of the shape's GPUs with ``strategy``'s agents running (every nvidia.com/
+    label of the recorded agents shape but nvidia.com/gpu.present, which the node layer writes), or None where no real
+    node recorded them (as agents_published, ``replicas`` included)."""
+    if agents_published(shape_name, strategy, replicas=replicas) is None:
+        return None
+    rec = shape(agents_shape(shape_name, strategy))
+    return dict((k, v) for k, v in rec['labels'].items()
+                if k.startswith('nvidia.com/') and k != 'nvidia.com/gpu.present')
 
 
 def agents_node(name, shape_name, strategy, labels=None):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -34,7 +35,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     StackError, stack_readiness)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import (
-    DRIVER as DRA_DRIVER, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF)
+    DRIVER as DRA_DRIVER, GPU_CLASS as DRA_GPU_CLASS, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
     OPERANDS_LABEL, OPERANDS_OFF)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_converge
@@ -78,6 +79,8 @@ class Lab(object):
         self.kinds = set()   # (apiVersion, kind) of every object any render made: what check lists
         self.validated = {}  # name -> the validation workloads the pool's ready step applied
         self.readiness = {}  # name -> stack_readiness' answer of the pool's last ready step (the MIG manager's wait)
+        self.bound = {}      # validation pod uid -> the node the scheduler bound it to (a bound pod stays there)
+        self.outcomes = {}   # pool -> [(pod, outcome, detail)] of its validation pods after the last step
         self.dra_devices = None  # node -> the devices NVIDIA's DRA kubelet plugin publishes for it (the test's)
         self.mig_manager = None  # a stand-in for NVIDIA's MIG manager on kwok nodes (the test's), called by ready
         self.options = role_options()
@@ -322,6 +325,17 @@ class Lab(object):
         co = client.CustomObjectsApi(admin)
         nodes = self.nodes()
         want = dra_plugin_nodes(self, nodes)
+        # the release's DeviceClass gpu.nvidia.com, which the validation claims name (the chart's
+        # templates/deviceclass-gpu.yaml at v0.5.0: the driver's devices of type gpu), while a dra pool has a release
+        classes = [c['metadata']['name'] for c in co.list_cluster_custom_object(
+            'resource.k8s.io', 'v1', 'deviceclasses')['items']]
+        if self.dra_release() is not None and DRA_GPU_CLASS not in classes:
+            co.create_cluster_custom_object('resource.k8s.io', 'v1', 'deviceclasses', {
+                'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass', 'metadata': {'name': DRA_GPU_CLASS},
+                'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && device.attributes['%s'].type"
+                                                              " == 'gpu'" % (DRA_DRIVER, DRA_DRIVER)}}]}})
+        elif self.dra_release() is None and DRA_GPU_CLASS in classes:
+            co.delete_cluster_custom_object('resource.k8s.io', 'v1', 'deviceclasses', DRA_GPU_CLASS)
         have = {}
         for item in co.list_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices',
                                                   field_selector='spec.driver=%s' % DRA_DRIVER)['items']:
@@ -566,3 +580,170 @@ def daemonset_disagreements(lab, node_names):
                        % (key[1], key[2], status.get('desiredNumberScheduled'), ds['metadata'].get('generation'),
                           status.get('observedGeneration'), want))
     return out
+
+
+# -- the validation workloads as the real scheduler and kwok's pod stages treat them --------------------------------
+DEFAULT_SCHEDULER = 'default-scheduler'  # the lab's kube-scheduler runs this profile only (lab/kube/real.py)
+SCHEDULED, REFUSED, NO_SCHEDULER = 'scheduled', 'refused', 'no scheduler'
+
+
+def _quantity(v):
+    from kubernetes.utils.quantity import parse_quantity
+    return parse_quantity(str(v))
+
+
+def _pod_requests(pod):
+    out = {}
+    for c in (pod.get('spec') or {}).get('containers') or []:
+        res = c.get('resources') or {}
+        for k, v in (res.get('requests') or res.get('limits') or {}).items():
+            if '/' in k:  # extended resources only: what the stacks' agents publish
+                out[k] = out.get(k, 0) + _quantity(v)
+    return out
+
+
+def validation_pods(lab, admin):
+    """pool -> the live pods of its validation workloads (a Pod by name; a Deployment's pods by its selector), each
+    with the workload it belongs to; terminating pods left out."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin)
+    out = {}
+    for name, manifests in lab.validated.items():
+        for m in manifests or []:
+            ns = m['metadata'].get('namespace') or 'default'
+            if m['kind'] == 'Pod':
+                items = core.list_namespaced_pod(ns, field_selector='metadata.name=%s' % m['metadata']['name']).items
+            elif m['kind'] == 'Deployment':
+                sel = ','.join('%s=%s' % kv for kv in sorted(m['spec']['selector']['matchLabels'].items()))
+                items = core.list_namespaced_pod(ns, label_selector=sel).items
+            else:
+                continue
+            for p in items:
+                if p.metadata.deletion_timestamp is None:
+                    out.setdefault(name, []).append((m, admin.sanitize_for_serialization(p)))
+    return out
+
+
+def _validation_state(lab, admin):
+    """(undecided, violations, outcomes) of every pool's validation pods: see validation_invariant."""
+    nodes = lab.nodes()
+    pods = validation_pods(lab, admin)
+    from kubernetes import client
+    every = [admin.sanitize_for_serialization(p) for p in client.CoreV1Api(admin).list_pod_for_all_namespaces().items]
+    used = {}
+    for p in every:
+        spec = p.get('spec') or {}
+        if spec.get('nodeName') and (p.get('status') or {}).get('phase') not in ('Succeeded', 'Failed'):
+            for r, q in _pod_requests(p).items():
+                used.setdefault(spec['nodeName'], {}).setdefault(r, 0)
+                used[spec['nodeName']][r] += q
+    slices = set(s['spec'].get('nodeName') for s in lab.slices())
+    undecided, bad, outcomes = [], [], {}
+    for name, found in sorted(pods.items()):
+        pool = lab.pools[name]
+        for m, pod in found:
+            spec, status, meta = pod['spec'], pod.get('status') or {}, pod['metadata']
+            what = 'validation pod %s/%s (pool %s, %s)' % (meta.get('namespace'), meta['name'], name, pool['strategy'])
+            sched = spec.get('schedulerName') or DEFAULT_SCHEDULER
+            cond = [c for c in status.get('conditions') or [] if c.get('type') == 'PodScheduled']
+            node = spec.get('nodeName')
+            if sched != DEFAULT_SCHEDULER:
+                # no scheduler of that name runs in the lab (the stack's scheduler is a Deployment on kwok nodes):
+                # kube-scheduler leaves the pod alone - not bound, and no PodScheduled condition of its writing
+                if node or cond:
+                    bad.append('%s: schedulerName %s, which no scheduler here serves, yet bound to %s / %s'
+                               % (what, sched, node, cond))
+                outcomes.setdefault(name, []).append((meta['name'], NO_SCHEDULER, sched))
+                continue
+            req = _pod_requests(pod)
+            claims = bool(spec.get('resourceClaims'))
+            # the pool's nodes with room for the pod: extended resources published less what bound pods use, and
+            # for a claim the driver's slices on the node (the DRA stand-in publishes whole GPUs)
+            room = []
+            short = {}
+            for n in pool['nodes']:
+                alloc = (nodes[n].get('status') or {}).get('allocatable') or {}
+                lack = [r for r, q in sorted(req.items())
+                        if _quantity(alloc.get(r, '0')) - used.get(n, {}).get(r, 0) < q]
+                for r in lack:
+                    short[r] = short.get(r, 0) + 1
+                if not lack and (not claims or n in slices):
+                    room.append(n)
+            if node:
+                uid = meta['uid']
+                if uid not in lab.bound:
+                    # bound since the last look: by the scheduler, onto a node of the pool that publishes it (the
+                    # room computed now counts the pod itself as a user)
+                    if node not in pool['nodes']:
+                        bad.append('%s: bound to %s, which is no node of the pool %s' % (what, node, pool['nodes']))
+                    alloc = (nodes[node].get('status') or {}).get('allocatable') or {}
+                    lacking = [r for r, q in req.items() if _quantity(alloc.get(r, '0')) < q]
+                    if lacking or (claims and node not in slices):
+                        bad.append('%s: bound to %s, which publishes no %s' % (
+                            what, node, lacking or 'ResourceSlice of %s' % DRA_DRIVER))
+                    lab.bound[uid] = node
+                elif lab.bound[uid] != node:
+                    bad.append('%s: moved from %s to %s' % (what, lab.bound[uid], node))
+                # kwok's pod-ready stage (kustomize/stage/pod/fast): Running; Succeeded is for Job pods only
+                if status.get('phase') != 'Running':
+                    undecided.append('%s on %s: phase %s, kwok gives Running' % (what, node, status.get('phase')))
+                    continue
+                outcomes.setdefault(name, []).append((meta['name'], SCHEDULED, node))
+                continue
+            if room:
+                undecided.append('%s: not bound although %s of its pool have room (%s)' % (
+                    what, room, cond[0].get('message') if cond else 'no PodScheduled condition yet'))
+                continue
+            if not cond or cond[0].get('status') != 'False' or cond[0].get('reason') != 'Unschedulable':
+                undecided.append('%s: no Unschedulable condition yet (%s)' % (what, cond))
+                continue
+            msg = cond[0].get('message') or ''
+            # the scheduler's reason (its NodeResourcesFit filter: "<n> Insufficient <resource>"), per resource
+            # counted over the pool's nodes; a claim without room: the DRA plugin's refusal
+            want = ['%d Insufficient %s' % (c, r) for r, c in sorted(short.items())]
+            if claims and not short:
+                want = ['cannot allocate all claims']
+            missing = [w for w in want if w not in msg]
+            if missing or not want:
+                bad.append('%s: refused with %r, expected %s' % (what, msg, want or 'no refusal (room on the pool)'))
+            outcomes.setdefault(name, []).append((meta['name'], REFUSED, msg))
+    for name in lab.validated:
+        want = sum(1 if m['kind'] == 'Pod' else int((m['spec'].get('replicas') or 1))
+                   for m in lab.validated[name] or [] if m['kind'] in ('Pod', 'Deployment'))
+        got = len(pods.get(name, []))
+        if got != want:
+            undecided.append('pool %s: %d validation pods, its workloads make %d' % (name, got, want))
+    return undecided, bad, outcomes
+
+
+def validation_invariant(lab, admin, timeout=60):
+    """The pools' validation pods as the lab's kube-scheduler and kwok decide them, once they have (waited for, up to
+    ``timeout``); returns the violations. A pod whose pool has a node with room for it (the extended resources the
+    node publishes, less what pods bound there use; for a claim the DRA driver's slices) is bound to such a node of its
+    pool and Running (kwok's pod-ready stage); a pod bound earlier stays where it was; a pod without room is refused by
+    the scheduler with its reason ("<n> Insufficient <resource>" counted over the pool's nodes); a pod naming a
+    scheduler that does not run here is left alone. ``lab.outcomes``: pool -> [(pod, outcome, node or reason)]."""
+    end = time.time() + timeout
+    while True:
+        undecided, bad, outcomes = _validation_state(lab, admin)
+        if bad or not undecided or time.time() > end:
+            break
+        time.sleep(1)
+    lab.outcomes = outcomes
+    return bad + ['undecided after %d s: %s' % (timeout, u) for u in undecided]
+
+
+def wait_terminated(lab, admin, timeout=60):
+    """The kubelet's part of a pod's deletion, which kwok's pod-delete stage plays: a deleted validation pod that was
+    bound to a node is gone once kwok has finished it. Waited for, so the invariants see the cluster at rest."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin)
+    end = time.time() + timeout
+    while True:
+        left = [p.metadata.name for p in core.list_pod_for_all_namespaces(label_selector=MANAGED).items
+                if p.metadata.deletion_timestamp is not None]
+        if not left:
+            return
+        if time.time() > end:
+            raise AssertionError('pods still terminating after %d s: %s' % (timeout, left))
+        time.sleep(0.5)

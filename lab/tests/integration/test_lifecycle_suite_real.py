@@ -21,6 +21,7 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_lifecycle_suite_
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -47,10 +48,17 @@ import dra_slices  # noqa: E402
 
 T4_NODES = ["lcs-t%d" % i for i in range(1, 9)]
 A100_NODES = ["lcs-a%d" % i for i in range(1, 4)]
-NODES = T4_NODES + A100_NODES
-FACTS = dict([(n, T4) for n in T4_NODES] + [(n, A100) for n in A100_NODES])
+# two machines of two A100s: the GPUs a real lab node ran the collection's time-slicing and MPS pools on (3 replicas,
+# lab/kube/real.py RECORDED_SHARING), so a pool of those strategies there publishes what that node published
+A100X2_NODES = ["lcs-s1", "lcs-s2"]
+NODES = T4_NODES + A100_NODES + A100X2_NODES
+A100X2 = dict(A100, gpus=A100["gpus"][:2], sharing=dict(A100["sharing"], mig=dict(
+    A100["sharing"]["mig"], gpus=[0, 1], profiles=dict((k, v) for k, v in A100["sharing"]["mig"]["profiles"].items()
+                                                       if k in ("0", "1")))))
+FACTS = dict([(n, T4) for n in T4_NODES] + [(n, A100) for n in A100_NODES] + [(n, A100X2) for n in A100X2_NODES])
 # the nodes as a real lab node of the same GPUs published them (lab/tests/gpu_kwok_nodes.py; FACTS must agree)
-SHAPES = dict([(n, "t4x1") for n in T4_NODES] + [(n, "a100x8") for n in A100_NODES])
+SHAPES = dict([(n, "t4x1") for n in T4_NODES] + [(n, "a100x8") for n in A100_NODES]
+              + [(n, "a100x2-time-slicing") for n in A100X2_NODES])
 # NVIDIA's DRA kubelet plugin's devices, as it published them on a real lab node of the shape's inventory
 # (lab/node/recordings/dra-slices.json)
 DRA_INVENTORY = dict((n, gpu_kwok_nodes.shape(SHAPES[n])["inventory"]) for n in NODES)
@@ -58,8 +66,9 @@ DRA_INVENTORY = dict((n, gpu_kwok_nodes.shape(SHAPES[n])["inventory"]) for n in 
 # strategy -> the settings of a pool of it (role variable names without the gpu_sharing_stack_ prefix)
 BASE = {
     "exclusive": {},
-    "time-slicing": {"time_slicing": {"replicas": 4}},
-    "mps": {"mps": {"replicas": 4}},
+    # the replicas a real node recorded (RECORDED_SHARING): on lcs-s1/lcs-s2 the agents publish what it published
+    "time-slicing": {"time_slicing": {"replicas": 3}},
+    "mps": {"mps": {"replicas": 3}},
     "mig": {"mig": {"strategy": "single", "devices": {"1g.10gb": 7}}},
     "gpushare": {"gpushare": GPUSHARE_IMAGES},
     "volcano": {"volcano": {"version": "1.15", "accept_untested_kubernetes": True}},
@@ -89,7 +98,8 @@ CHANGES = {
     "gpu-manager": [("admission on a cluster IP", {"gpu_manager": dict(BASE["gpu-manager"]["gpu_manager"],
                                                                       admission_registration="cluster-ip",
                                                                       admission_cluster_ip="10.96.0.50")})],
-    "hami": [("split 8", {"hami": {"device_split_count": 8}})],
+    "hami": [("split 8", {"hami": {"device_split_count": 8}}),
+             ("memory scaling 1.5", {"hami": {"device_split_count": 8, "device_memory_scaling": 1.5}})],
     "gpu-operator": [("mps", {"gpu_operator": dict(BASE["gpu-operator"]["gpu_operator"], sharing="mps")})],
     "dra": [("claim templates: a T4 by product, a shared claim", {"validation": True, "dra": dict(
         BASE["dra"]["dra"], claim_templates=[{"name": "lcs-t4", "kind": "gpu", "product_name": "Tesla T4"},
@@ -115,13 +125,23 @@ def own_claims(name, settings):
     return dict(settings, dra=ds)
 
 
+def bare(n):
+    if n in A100X2_NODES:
+        return gpu_kwok_nodes.bare_sharing_node(n, SHAPES[n], facts=FACTS[n])
+    return gpu_kwok_nodes.bare_node(n, SHAPES[n], facts=FACTS[n])
+
+
+# the labels each node has before any stack (what GFD's labels fall back to once a pool's agents left)
+BARE_LABELS = dict((n, bare(n)["metadata"]["labels"]) for n in NODES)
+
+
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory):
     with private_kube(tmp_path_factory.mktemp("kube-lifecycle-suite"), "1.37") as k:
         from kubernetes import client
         core = client.CoreV1Api(k.api())
         for n in NODES:
-            core.create_node(gpu_kwok_nodes.bare_node(n, SHAPES[n], facts=FACTS[n]))
+            core.create_node(bare(n))
         # a control-plane node, as kubeadm labels and taints it: where control-plane agents (gpu-admission) go
         core.create_node(gpu_kwok_nodes.plain_node(
             lifecycle.CONTROL_PLANE, {lifecycle.CONTROL_PLANE_LABEL: ""},
@@ -157,6 +177,7 @@ class Steps(object):
         self.lab.dra_plugin(admin)
         drop_mig_resources(self.lab, admin)
         device_plugins(self.lab, admin)
+        lifecycle.wait_terminated(self.lab, admin)
 
     def do(self, what, fn, *args, rerun=True):
         start = self.lab.mark()
@@ -170,7 +191,7 @@ class Steps(object):
             return False
         self.log.append("%s: %d writes reported" % (what, len(reported)))
         self.agents()
-        bad = lifecycle.check(self.lab, NODES)
+        bad = lifecycle.check(self.lab, NODES) + lifecycle.validation_invariant(self.lab, self.lab.kube.api())
         assert bad == [], "after %s:\n  %s\nsteps:\n  %s" % (what, "\n  ".join(bad), "\n  ".join(self.log))
         if rerun:
             writes, changed = self.lab.rerun()
@@ -244,21 +265,45 @@ def device_plugins(lab, admin):
     recorded, nothing published (gpu_kwok_nodes.NOT_RECORDED)."""
     from kubernetes import client
     core = client.CoreV1Api(admin)
-    member = dict((n, p["strategy"]) for p in lab.pools.values() for n in p["nodes"])
+    member = dict((n, p) for p in lab.pools.values() for n in p["nodes"])
     lab.dp_resources = getattr(lab, "dp_resources", {})
     for n in NODES:
-        pub = gpu_kwok_nodes.agents_published(SHAPES[n], member.get(n))
+        p = member.get(n) or {}
+        strategy = p.get("strategy")
+        # the pool's replicas: the recording holds one count (another count publishes nothing: not recorded)
+        replicas = ((p.get("settings") or {}).get((strategy or "").replace("-", "_")) or {}).get("replicas") \
+            if strategy in ("time-slicing", "mps") else None
+        pub = gpu_kwok_nodes.agents_published(SHAPES[n], strategy, replicas=replicas)
+        if pub is not None:
+            pub = dict(pub, labels=gpu_kwok_nodes.agents_labels(SHAPES[n], strategy, replicas=replicas))
         had = lab.dp_resources.get(n)
-        if pub and not had:
-            core.patch_node_status(n, {"status": pub})
-            lab.dp_resources[n] = set(pub["capacity"])
-        elif had and not pub:
+        if had is not None and had != pub:
             mig = getattr(lab, "mig_resources", {}).get(n) or set()
             body = [{"op": "remove", "path": "/status/%s/%s" % (f, r.replace("~", "~0").replace("/", "~1"))}
-                    for f in ("capacity", "allocatable") for r in sorted(had - mig)]
+                    for f in ("capacity", "allocatable") for r in sorted(set(had["capacity"]) - mig)]
             if body:
                 core.patch_node_status(n, body)
+            # GFD's labels go with the agents: the node layer's own (bare_node's) come back, the others leave; a
+            # label the collection records as its own (the recorded node had the collection's, e.g. mps.capable)
+            # is the collection's to write
+            bare, own = BARE_LABELS[n], collection_labels(core, n)
+            core.patch_node(n, {"metadata": {"labels": dict((k, bare.get(k)) for k in had["labels"] if k not in own)}})
             del lab.dp_resources[n]
+            had = None
+        if pub is not None and had is None:
+            if pub["capacity"]:
+                core.patch_node_status(n, {"status": {"capacity": pub["capacity"],
+                                                      "allocatable": pub["allocatable"]}})
+            own = collection_labels(core, n)
+            core.patch_node(n, {"metadata": {"labels": dict((k, v) for k, v in pub["labels"].items()
+                                                            if k not in own)}})
+            lab.dp_resources[n] = pub
+
+
+def collection_labels(core, name):
+    """The labels the collection recorded as its own on the node (gpuops.io/managed-labels)."""
+    record = json.loads((core.read_node(name).metadata.annotations or {}).get(lifecycle.RECORD) or "{}")
+    return set(record) if isinstance(record, dict) else set()
 
 
 def agree_with_daemonset_controller(lab, every, timeout=90):
@@ -271,6 +316,24 @@ def agree_with_daemonset_controller(lab, every, timeout=90):
             break
         time.sleep(1)
     assert bad == [], bad
+
+
+# the validation pods after the adds (pool -> {(outcome, node)}): scheduled where a real node of the pool's GPUs
+# published the resource (exclusive: t4x1; time-slicing with 3 replicas: a100x2; MIG single 1g.10gb x7: a100x8;
+# dra: the recorded slice), refused by the scheduler where nothing is published (mps: the recording publishes no
+# resource; gpushare, gpu-manager: not recorded), left alone where the pod names a scheduler that does not run here
+# (Volcano's, HAMi's: their schedulers are Deployments on kwok nodes)
+VALIDATION_AFTER_ADDS = {
+    "ex": [("scheduled", "lcs-t1")], "ts": [("scheduled", "lcs-s1")], "mig": [("scheduled", "lcs-a1")],
+    "dr": [("scheduled", "lcs-t8")], "mps": [("refused", "")], "gsh": [("refused", "")], "gm": [("refused", "")],
+    "vol": [("no scheduler", "volcano")], "ham": [("no scheduler", "hami-scheduler")],
+    "ham2": [("no scheduler", "hami-scheduler")]}
+
+
+def client_objects(kube, plural, namespace):
+    from kubernetes import client
+    return client.CustomObjectsApi(kube.api()).list_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, plural)["items"]
 
 
 def kube_node(kube, name):
@@ -289,7 +352,7 @@ def test_scripted_sequence(kube):
     lab = new_lab(kube, "lifecycle-suite")
     s = Steps(lab)
     # 1. one pool of each strategy, each on a node of its own; two HAMi pools (they share the scheduler)
-    layout = {"ex": ("exclusive", ["lcs-t1"]), "ts": ("time-slicing", ["lcs-t2"]), "mps": ("mps", ["lcs-t3"]),
+    layout = {"ex": ("exclusive", ["lcs-t1"]), "ts": ("time-slicing", ["lcs-s1"]), "mps": ("mps", ["lcs-s2"]),
               "mig": ("mig", ["lcs-a1"]), "gsh": ("gpushare", ["lcs-a2"]), "vol": ("volcano", ["lcs-t4"]),
               "ham": ("hami", ["lcs-t5"]), "ham2": ("hami", ["lcs-t6"]), "gm": ("gpu-manager", ["lcs-t7"]),
               "dr": ("dra", ["lcs-t8"])}
@@ -304,6 +367,19 @@ def test_scripted_sequence(kube):
     assert sorted(n for n, v in lab.validated.items() if v) == sorted(layout), lab.validated
     # the exclusive pool's node publishes what NVIDIA's device plugin published on a real node of its GPUs
     assert kube_node(kube, "lcs-t1").status.allocatable.get("nvidia.com/gpu") == "1"
+    # the validation pods as the real scheduler placed them and kwok ran them (Steps.do checked each against the
+    # nodes' published resources; here the outcome per pool is pinned)
+    got = dict((name, sorted(set((o, d if o != lifecycle.REFUSED else "") for _p, o, d in outs)))
+               for name, outs in lab.outcomes.items())
+    assert got == VALIDATION_AFTER_ADDS, got
+    reasons = dict((name, outs[0][2]) for name, outs in lab.outcomes.items() if outs[0][1] == lifecycle.REFUSED)
+    for name, resource in (("mps", "nvidia.com/gpu"), ("gsh", "aliyun.com/gpu-mem"),
+                           ("gm", "tencent.com/vcuda-core")):
+        assert "1 Insufficient %s" % resource in reasons[name], reasons
+    # the dra pool's claim: allocated by the scheduler from the slice the driver's stand-in published for lcs-t8
+    claims = [c for c in client_objects(kube, "resourceclaims", "default")
+              if c["metadata"]["name"].startswith("gpu-validate-dra-dr")]
+    assert [r["pool"] for c in claims for r in c["status"]["allocation"]["devices"]["results"]] == ["lcs-t8"], claims
     # the invariants' placement of the agents is upstream's: the DaemonSet controller counts the same nodes
     every = NODES + [lifecycle.CONTROL_PLANE]
     agree_with_daemonset_controller(lab, every)
@@ -318,17 +394,21 @@ def test_scripted_sequence(kube):
     assert "hami pools ham, ham2 share" in s.refusals[-1][1]
     assert s.do("change ham and ham2: split 8", lab.apply_all,
                 {"ham": pool("hami", ["lcs-t5"], split8), "ham2": pool("hami", ["lcs-t6"], split8)})
+    # HAMi's memory scaling (deviceMemoryScaling in its device config, which both pools share)
+    scaling = CHANGES["hami"][1][1]
+    assert s.do("change ham and ham2: memory scaling 1.5", lab.apply_all,
+                {"ham": pool("hami", ["lcs-t5"], scaling), "ham2": pool("hami", ["lcs-t6"], scaling)})
     # 3. move a node between pools: ts's node leaves (ts keeps no node: uninstall), joins ex
     assert s.do("uninstall ts", lab.remove, "ts")
-    assert s.do("move lcs-t2 to ex", lab.apply, "ex", pool("exclusive", ["lcs-t1", "lcs-t2"],
+    assert s.do("move lcs-s1 to ex", lab.apply, "ex", pool("exclusive", ["lcs-t1", "lcs-s1"],
                                                            lab.pools["ex"]["settings"]))
-    assert s.do("lcs-t2 leaves ex", lab.leave, "ex", ["lcs-t2"])
-    # 4. add nodes: ham2 gets lcs-t2
-    assert s.do("add nodes to ham2", lab.apply, "ham2", dict(lab.pools["ham2"], nodes=["lcs-t6", "lcs-t2"]))
+    assert s.do("lcs-s1 leaves ex", lab.leave, "ex", ["lcs-s1"])
+    # 4. add nodes: ham2 gets lcs-s1 and lcs-t2
+    assert s.do("add nodes to ham2", lab.apply, "ham2", dict(lab.pools["ham2"], nodes=["lcs-t6", "lcs-s1", "lcs-t2"]))
     # 5. migrate pools to another strategy (a direct apply is refused before any write where the model forbids it,
-    # else through no stack): vol -> time-slicing, mps -> dra (a second dra pool: one release), gm -> gpushare, dr
+    # else through no stack): vol -> time-slicing, gsh -> dra (a second dra pool: one release), gm -> gpushare, dr
     # (dra) -> exclusive
-    for name, target in (("vol", "time-slicing"), ("mps", "dra"), ("gm", "gpushare"), ("dr", "exclusive")):
+    for name, target in (("vol", "time-slicing"), ("gsh", "dra"), ("gm", "gpushare"), ("dr", "exclusive")):
         nodes = lab.pools[name]["nodes"]
         s.do("migrate %s to %s directly" % (name, target), lab.apply, name, pool(target, nodes))
         if lab.pools[name]["strategy"] != target:
@@ -361,7 +441,11 @@ SEED = os.environ.get("GPUOPS_LIFECYCLE_SEED")
 
 
 def fits(strategy, node):
-    return strategy != "mig" or FACTS[node] is A100
+    """mig: the 8-A100 machines (the recorded geometries); dra: not the two-A100 machines (NVIDIA's DRA plugin was
+    recorded on the inventories of the 8-GPU and T4 machines only, lab/node/recordings/dra-slices.json)."""
+    if strategy == "mig":
+        return FACTS[node] is A100
+    return strategy != "dra" or node not in A100X2_NODES
 
 
 def lifecycle_machine(lab):
