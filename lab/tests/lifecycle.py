@@ -26,7 +26,8 @@ import time
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_settings import PREFIX, role_options, stack_settings
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan, node_labels_apply
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
+    cluster_plan, gpu_sharing_drain, node_labels_apply, strategy_migration)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import (
     k8s_access, k8s_converger, k8s_read, k8s_rest)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
@@ -140,8 +141,8 @@ class Lab(object):
         except StackError as e:
             raise Refused(str(e))
 
-    def labels(self, stacks, state):
-        static = cluster_plan.label_static_plan({}, {}, group='', pools=[], state=state, stacks=stacks)
+    def labels(self, stacks, state, **role_vars):
+        static = cluster_plan.label_static_plan({}, {}, group='', pools=[], state=state, stacks=stacks, **role_vars)
         if static['errors']:
             raise Refused('gpu_node_labels: %s' % '; '.join(static['errors']))
         options = {'state': state, 'strategy_label': STRATEGY, 'record_annotation': RECORD, 'check_resources': True,
@@ -286,6 +287,72 @@ class Lab(object):
         rest = dict(pool, nodes=[n for n in pool['nodes'] if n not in nodes])
         return ['labels %s' % r['node'] for r in results if r['changed']] + self.apply(name, rest, planned=True)
 
+    def switch_nodes(self, src, dst, nodes, serial=1, stop_after_switch=False, accept_capacity_loss=False,
+                     settle=None, timeout=60):
+        """Playbook migrate_to_dra.yml for ``nodes`` from pool ``src`` to pool ``dst`` (one of them dra), in process as
+        its tasks call the collection: filter strategy_migration_plan over the live nodes (refused before any write),
+        then ``serial`` nodes at a time: module gpu_node_drain (mark, cordon, evict the GPU pods), role
+        gpu_node_labels with the step's stacks (gfd_labels, require_facts and check_capabilities off, as the play
+        sets them), the waits for the target's plugin and for the source's to be gone (``settle``: the test's
+        stand-ins of the plugins act first), gpu_node_drain state restored. ``stop_after_switch``: the run stops
+        after the first node's switch (as a run that failed in a wait does: the node stays cordoned and marked).
+        The model moves each switched node to ``dst``. Returns {'changed', 'evicted' (node -> pods), 'steps'}."""
+        drain = gpu_sharing_drain
+        source = {'pool': src, 'strategy': self.pools[src]['strategy']}
+        target = {'pool': dst, 'strategy': self.pools[dst]['strategy']}
+        plan = strategy_migration.migration_plan(list(self.nodes().values()), [{'host': n, 'node': n} for n in nodes],
+                                                 source, target, accept_capacity_loss)
+        if plan['errors']:
+            raise Refused('migrate_to_dra refused, nothing was changed: %s' % '; '.join(plan['errors']))
+        worker = drain.Drainer(self.core, check_mode=False)
+        out = {'changed': [], 'evicted': {}, 'steps': [(s['node'], s['action']) for s in plan['steps']]}
+        steps = plan['steps']
+        for i in range(0, len(steps), serial):
+            batch = [s for s in steps[i:i + serial] if s['action'] != 'skip']
+            restores = {}
+            for step in batch:
+                if step['action'] != 'migrate':
+                    continue
+                res = worker.drain(step['node'], 'gpu', drain.default_gpu_resources(), timeout, 1,
+                                   mark={'annotation': strategy_migration.MARK_ANNOTATION, 'value': step['to']},
+                                   pause_gpu_clients=False)
+                restores[step['node']] = res.get('restore')
+                out['evicted'][step['node']] = list(res.get('evicted') or [])
+                results = self.labels(step['stacks'], 'present', gfd_labels=False, require_facts=False,
+                                      check_capabilities=False)
+                out['changed'] += ['labels %s' % r['node'] for r in results if r['changed']]
+                self.pools[src] = dict(self.pools[src], nodes=[n for n in self.pools[src]['nodes'] if n != step['node']])
+                self.pools[dst] = dict(self.pools[dst], nodes=self.pools[dst]['nodes'] + [step['node']])
+                if stop_after_switch:
+                    return out
+            if settle is not None:
+                settle()
+            for step in batch:
+                self._wait_plugins(step, timeout)
+                restore = restores.get(step['node']) or {'mark': strategy_migration.MARK_ANNOTATION}
+                worker.restore(step['node'], restore)
+            out['changed'] += ['uncordon %s' % s['node'] for s in batch]
+        return out
+
+    def _wait_plugins(self, step, timeout):
+        """The play's two waits: the target's plugin serves the node, the source's devices are gone."""
+        end = time.time() + timeout
+        while True:
+            node = self.nodes()[step['node']]
+            alloc = (node.get('status') or {}).get('allocatable') or {}
+            slices = [s for s in self.slices() if s['spec'].get('nodeName') == step['node']]
+
+            def serving(sign):
+                if sign['kind'] == 'slice':
+                    return bool(slices)
+                return int(str(alloc.get(sign['resource'], '0')) or 0) > 0
+            if serving(step['wait']) and not serving(step['leave']):
+                return
+            if time.time() > end:
+                raise AssertionError('migrate_to_dra: %s: the target plugin serves %s, the source %s after %d s'
+                                     % (step['node'], serving(step['wait']), serving(step['leave']), timeout))
+            time.sleep(0.5)
+
     def _seen(self, out):
         for m in out['manifests'] + out['pool_manifests'] + out['shared_manifests'] + out['stale_shared_manifests'] \
                 + (out.get('validation_manifests') or []):
@@ -425,10 +492,24 @@ def lands_on(pod_spec, node):
                    and all(_expr(e, labels) for e in t.get('matchExpressions') or [])
                    and all(_expr(e, fields) for e in t.get('matchFields') or []) for t in terms):
             return False
+    tolerations = list(pod_spec.get('tolerations') or []) + DAEMONSET_TOLERATIONS
     for taint in (node.get('spec') or {}).get('taints') or []:
-        if taint.get('effect') in ('NoSchedule', 'NoExecute') and not _tolerated(taint, pod_spec.get('tolerations')):
+        if taint.get('effect') in ('NoSchedule', 'NoExecute') and not _tolerated(taint, tolerations):
             return False
     return True
+
+
+# the tolerations the DaemonSet controller adds to every DaemonSet pod (kubernetes v1.37.0
+# pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations): a cordoned node
+# (node.kubernetes.io/unschedulable) keeps its DaemonSet pods; network-unavailable only for host-network pods (left out)
+DAEMONSET_TOLERATIONS = [
+    {'key': 'node.kubernetes.io/not-ready', 'operator': 'Exists', 'effect': 'NoExecute'},
+    {'key': 'node.kubernetes.io/unreachable', 'operator': 'Exists', 'effect': 'NoExecute'},
+    {'key': 'node.kubernetes.io/disk-pressure', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node.kubernetes.io/memory-pressure', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node.kubernetes.io/pid-pressure', 'operator': 'Exists', 'effect': 'NoSchedule'},
+    {'key': 'node.kubernetes.io/unschedulable', 'operator': 'Exists', 'effect': 'NoSchedule'},
+]
 
 
 def dra_plugin_spec(values):

@@ -330,6 +330,61 @@ VALIDATION_AFTER_ADDS = {
     "ham2": [("no scheduler", "hami-scheduler")]}
 
 
+def gpu_pods_on(kube, nodes):
+    """namespace/name of the pods bound to ``nodes`` that hold a GPU (an extended resource or a claim), not finished."""
+    from kubernetes import client
+    api = kube.api()
+    out = []
+    for p in client.CoreV1Api(api).list_pod_for_all_namespaces().items:
+        pod = api.sanitize_for_serialization(p)
+        if pod["spec"].get("nodeName") in nodes and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed") \
+                and (lifecycle._pod_requests(pod) or pod["spec"].get("resourceClaims")):
+            out.append("%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"]))
+    return sorted(out)
+
+
+def evictions(kube, start):
+    """namespace/name of every pod evicted since the mark, by any user (audit log)."""
+    out = []
+    for verb, uri, code in kube.writes(start, kube.mark()):
+        parts = uri.split("?")[0].split("/")
+        if verb == "create" and parts[-1] == "eviction" and code in (200, 201):
+            out.append("%s/%s" % (parts[-4], parts[-2]))
+    return sorted(out)
+
+
+# Found by the suite (2026-11-29), not fixed here (plugins/module_utils/_cluster/strategy_migration.py, issue #40's):
+# migrate_to_dra's switch of an exclusive pool's node to a dra pool keeps two labels of the source pool's stack, which
+# the dra pool's stack does not give the node, and a move back does not set them: NVIDIA's device plugin config
+# label nvidia.com/device-plugin.config=<config> and the GPU operator's confinement nvidia.com/gpu.deploy.operands=false
+# (so the operator's operands stay off the node until cluster.yml runs with the inventory that followed; the switch
+# drops only the strategy and pool labels and the side's `labels`, default Stack.migration_labels()). cluster.yml
+# then puts them right: the follow-up run may relabel these keys and no other.
+SWITCH_LEFTOVERS = {"nvidia.com/device-plugin.config", "nvidia.com/gpu.deploy.operands"}
+
+
+def switch_and_follow(lab, steps, src, dst, nodes, serial=None):
+    """A run of migrate_to_dra.yml for ``nodes`` (one batch), then cluster.yml with the inventory that followed: the
+    source pool without them (uninstalled when none is left), the target pool with them. The switch must have left
+    each moved node as the target pool's stack wants it: the follow-up run changes none of its labels."""
+    out = lab.switch_nodes(src, dst, nodes, serial=serial or len(nodes), settle=steps.agents)
+    lab.last_switch = out
+    reported = list(out["changed"])
+    # the source pool keeps a node (the suite does not empty it: the render refuses a pool with neither nodes nor a
+    # node selector, also for its removal - docs/lab.md)
+    assert lab.pools[src]["nodes"], lab.pools[src]
+    before = dict((n, lab.nodes()[n]["metadata"].get("labels") or {}) for n in nodes)
+    follow = lab.apply_all({src: lab.pools[src], dst: lab.pools[dst]})
+    after = dict((n, lab.nodes()[n]["metadata"].get("labels") or {}) for n in nodes)
+    diff = dict((n, dict((k, (before[n].get(k), after[n].get(k))) for k in set(before[n]) | set(after[n])
+                         if before[n].get(k) != after[n].get(k))) for n in nodes)
+    lab.switch_relabelled = sorted(set(k for d in diff.values() for k in d))
+    # the follow-up run may only put right what SWITCH_LEFTOVERS names (a defect the suite found, not fixed here)
+    assert set(lab.switch_relabelled) <= SWITCH_LEFTOVERS, "cluster.yml after the switch relabelled %s: %s" % (
+        nodes, diff)
+    return reported + follow
+
+
 def client_objects(kube, plural, namespace):
     from kubernetes import client
     return client.CustomObjectsApi(kube.api()).list_namespaced_custom_object(
@@ -419,7 +474,32 @@ def test_scripted_sequence(kube):
     for what, settings in CHANGES["gpu-operator"]:
         assert s.do("change op: %s" % what, lab.apply, "op", pool("gpu-operator", ["lcs-a3"], settings))
     agree_with_daemonset_controller(lab, every)
-    # 7. uninstall one, then all
+    # 7. the per-node switch of playbook migrate_to_dra.yml: ex (exclusive) gets lcs-t3 and lcs-t2 (which leaves
+    # ham2), then two of its nodes move to the dra pool gsh node by node - a run that stops after the first node's
+    # switch (the node stays cordoned and marked), the run again (lcs-t1 resumed, lcs-t3 migrated, one batch of two) -
+    # then the inventory follows (cluster.yml with those nodes in gsh) and the invariants hold; the operator pool
+    # beside them keeps its operands
+    assert s.do("lcs-t2 leaves ham2", lab.leave, "ham2", ["lcs-t2"])
+    assert s.do("add lcs-t3, lcs-t2 to ex", lab.apply, "ex", dict(lab.pools["ex"], nodes=["lcs-t1", "lcs-t3", "lcs-t2"]))
+    moved = ["lcs-t1", "lcs-t3"]
+    holding = gpu_pods_on(kube, moved)
+    assert holding, "no pod holds a GPU of %s: the drain would prove nothing" % moved
+    start = lab.mark()
+    first = lab.switch_nodes("ex", "gsh", moved, stop_after_switch=True)
+    assert first["steps"] == [("lcs-t1", "migrate"), ("lcs-t3", "migrate")], first
+    assert kube_node(kube, "lcs-t1").spec.unschedulable is True
+    assert s.do("migrate_to_dra ex -> gsh resumed, serial 2", switch_and_follow, lab, s, "ex", "gsh", moved)
+    evicted = sorted(p for n in moved for p in (first["evicted"].get(n) or []) + (lab.last_switch["evicted"].get(n)
+                                                                                   or []))
+    # the drains selected every pod that held a GPU of their node, and nothing else was evicted in the cluster
+    assert evicted == sorted(holding), (evicted, holding)
+    assert evictions(kube, start) == sorted(holding), evictions(kube, start)
+    assert lab.last_switch["steps"] == [("lcs-t1", "resume"), ("lcs-t3", "migrate")], lab.last_switch
+    # the defect SWITCH_LEFTOVERS names, as it shows here (a GPU operator pool is beside them): this fails once fixed
+    assert lab.switch_relabelled == sorted(SWITCH_LEFTOVERS), lab.switch_relabelled
+    assert lab.pools["ex"]["nodes"] == ["lcs-t2"] and sorted(lab.pools["gsh"]["nodes"]) == ["lcs-a2", "lcs-t1",
+                                                                                              "lcs-t3"], lab.pools
+    # 8. uninstall one, then all
     assert s.do("uninstall ham", lab.remove, "ham")
     for name in sorted(lab.pools):
         assert s.do("uninstall %s" % name, lab.remove, name)
@@ -522,6 +602,30 @@ def lifecycle_machine(lab):
             if not self.s.do("migrate %s to %s directly" % (name, strategy), lab.apply, name, target):
                 self.s.do("uninstall %s" % name, lab.remove, name)
                 self.s.do("install %s as %s" % (name, strategy), lab.apply, name, target)
+
+        @precondition(lambda self: {"exclusive", "dra"} <= set(p["strategy"] for p in lab.pools.values()))
+        @rule(data=st.data())
+        def switch_nodes(self, data):
+            """Playbook migrate_to_dra.yml between an exclusive pool and a dra pool, either way, some of the source's
+            nodes in batches of a drawn size, then cluster.yml with the inventory that followed."""
+            pair = data.draw(st.sampled_from(sorted((a, b) for a, pa in lab.pools.items() for b, pb in lab.pools.items()
+                                                    if {pa["strategy"], pb["strategy"]} == {"exclusive", "dra"})),
+                             label="from, to")
+            src, dst = pair
+            movable = [n for n in lab.pools[src]["nodes"] if fits(lab.pools[dst]["strategy"], n)]
+            keep = len(lab.pools[src]["nodes"]) - 1  # the source keeps a node (switch_and_follow)
+            if not movable or keep < 1:
+                return
+            nodes = data.draw(st.lists(st.sampled_from(movable), min_size=1, max_size=min(2, keep, len(movable)),
+                                       unique=True), label="nodes")
+            serial = data.draw(st.integers(min_value=1, max_value=len(nodes)), label="serial")
+            holding = gpu_pods_on(lab.kube, nodes)
+            start = lab.mark()
+            if self.s.do("migrate_to_dra %s -> %s: %s, serial %d" % (src, dst, nodes, serial), switch_and_follow,
+                         lab, self.s, src, dst, nodes, serial):
+                # the drain selected every pod holding a GPU of the nodes, and nothing else was evicted
+                got = sorted(p for v in lab.last_switch["evicted"].values() for p in v)
+                assert got == holding == evictions(lab.kube, start), (got, holding, evictions(lab.kube, start))
 
         @precondition(lambda self: lab.pools)
         @rule(data=st.data())
