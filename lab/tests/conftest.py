@@ -246,8 +246,9 @@ WEIGHT = {
     # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
     'integration/test_lifecycle_real.py': 90,
     # the lifecycle suite in process on a private 1.37 control plane (2026-11-29, -p no:xdist: 50 s at load 4-7,
-    # 82-176 s at load 10-15; with dra pools and the ready step 236 s at load 15, 27 CPU-s)
-    'integration/test_lifecycle_suite_real.py': 110,
+    # 82-176 s at load 10-15; with dra pools and the ready step 236 s at load 15, 27 CPU-s; with the validation pods
+    # checked and the per-node switch of migrate_to_dra: 230 s at load 11-14, 42.5 CPU-s)
+    'integration/test_lifecycle_suite_real.py': 150,
     # the scan for GPU nodes painted by hand in lab tests (issue #36, 2026-11-29: 1 CPU-s, 5-14 s wall shared)
     'tooling/test_no_painted_nodes.py': 8,
     'tooling/test_role_pass_includes.py': 1,

@@ -603,15 +603,32 @@ def lifecycle_machine(lab):
                 self.s.do("uninstall %s" % name, lab.remove, name)
                 self.s.do("install %s as %s" % (name, strategy), lab.apply, name, target)
 
-        @precondition(lambda self: {"exclusive", "dra"} <= set(p["strategy"] for p in lab.pools.values()))
-        @rule(data=st.data())
-        def switch_nodes(self, data):
-            """Playbook migrate_to_dra.yml between an exclusive pool and a dra pool, either way, some of the source's
-            nodes in batches of a drawn size, then cluster.yml with the inventory that followed."""
-            pair = data.draw(st.sampled_from(sorted((a, b) for a, pa in lab.pools.items() for b, pb in lab.pools.items()
-                                                    if {pa["strategy"], pb["strategy"]} == {"exclusive", "dra"})),
-                             label="from, to")
-            src, dst = pair
+        def pool_of(self, strategy, size, data):
+            """A pool of ``strategy`` with at least ``size`` nodes: one there is, else a new one on free nodes (an add
+            step), else None."""
+            have = sorted(n for n, p in lab.pools.items() if p["strategy"] == strategy and len(p["nodes"]) >= size)
+            if have:
+                return data.draw(st.sampled_from(have), label="%s pool" % strategy)
+            free = self.free(strategy)
+            if len(free) < size or [p for p in lab.pools.values() if p["strategy"] == strategy]:
+                return None
+            counter[0] += 1
+            name = "r%d-%s" % (counter[0], strategy)
+            if not self.s.do("add %s on %s" % (name, free[:size]), lab.apply, name,
+                             pool(strategy, free[:size], own_claims(name, dict(BASE[strategy])))):
+                return None
+            return name
+
+        @rule(back=st.booleans(), data=st.data())
+        def switch_nodes(self, back, data):
+            """Playbook migrate_to_dra.yml between an exclusive pool and a dra pool (back: dra -> exclusive), some of
+            the source's nodes in batches of a drawn size, then cluster.yml with the inventory that followed (the
+            pools are made first where there are none: the rule always has something to move)."""
+            strategies = ("dra", "exclusive") if back else ("exclusive", "dra")
+            src = self.pool_of(strategies[0], 2, data)
+            dst = self.pool_of(strategies[1], 1, data) if src else None
+            if not src or not dst:
+                return
             movable = [n for n in lab.pools[src]["nodes"] if fits(lab.pools[dst]["strategy"], n)]
             keep = len(lab.pools[src]["nodes"]) - 1  # the source keeps a node (switch_and_follow)
             if not movable or keep < 1:
@@ -675,3 +692,5 @@ def test_randomized_sequences(kube):
     # a machine whose rules all returned early would prove nothing
     accepted = [line for line in steps if not line.endswith(": refused")]
     assert len(accepted) >= 2 * EXAMPLES, steps
+    # the per-node switch ran (the fixed profile draws it; a soak run more often)
+    assert [line for line in accepted if line.startswith("migrate_to_dra ")], steps
