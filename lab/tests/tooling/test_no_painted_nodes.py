@@ -225,3 +225,33 @@ def test_shared_pools_come_from_the_recording():
         assert 'no recorded shape' in str(e), e
     else:
         raise AssertionError('a scale node took the recorded time-slicing shape')
+
+
+def test_shared_pools_publish_only_the_recorded_replicas():
+    """The lifecycle suite's two-A100 machines (issue #37): bare_sharing_node is the recorded sharing shape as the node
+    layer leaves it, with GFD's product of the same inventory's plain shape (no -SHARED, no replicas, no resource);
+    agents_published/agents_labels give the recording for its replica count only, and nothing for another."""
+    import gpu_kwok_nodes
+    import real
+    rec = real.load_recording()['shapes']
+    node = gpu_kwok_nodes.bare_sharing_node('n', 'a100x2-time-slicing')
+    labels = node['metadata']['labels']
+    assert labels['nvidia.com/gpu.product'] == rec['a100x8']['labels']['nvidia.com/gpu.product'], labels
+    assert not labels['nvidia.com/gpu.product'].endswith('-SHARED')
+    assert labels['nvidia.com/gpu.count'] == '2' and 'nvidia.com/gpu.replicas' not in labels, labels
+    assert not [r for r in node['status']['allocatable'] if r.startswith('nvidia.com/')], node['status']
+    try:
+        gpu_kwok_nodes.bare_sharing_node('n', 'a100x8')
+    except KeyError as e:
+        assert 'a100x8' in str(e)
+    else:
+        raise AssertionError('a plain shape was taken as a sharing shape')
+    replicas = real.RECORDED_SHARING['a100x2-time-slicing'][1]
+    assert gpu_kwok_nodes.agents_published('a100x2-time-slicing', 'time-slicing', replicas=replicas) \
+        == gpu_kwok_nodes.agents_published('a100x2-time-slicing', 'time-slicing')
+    assert gpu_kwok_nodes.agents_published('a100x2-time-slicing', 'time-slicing', replicas=replicas + 1) is None
+    assert gpu_kwok_nodes.agents_labels('a100x2-time-slicing', 'mps', replicas=replicas + 1) is None
+    ts = gpu_kwok_nodes.agents_labels('a100x2-time-slicing', 'time-slicing', replicas=replicas)
+    assert ts == dict((k, v) for k, v in rec['a100x2-time-slicing']['labels'].items()
+                      if k.startswith('nvidia.com/') and k != 'nvidia.com/gpu.present'), ts
+    assert gpu_kwok_nodes.agents_labels('a100x2-time-slicing', 'mps')['nvidia.com/gpu.sharing-strategy'] == 'mps'
