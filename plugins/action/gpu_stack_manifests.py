@@ -11,6 +11,11 @@ so delegate_to and the connection do not matter; check mode renders the same as 
 the documentation and as a fallback when it is executed directly.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
@@ -24,7 +29,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 INVENTORY_OPTIONS = ('facts', 'node_strategies', 'cdi_spec_ready', 'cdi_enabled')
 
 
-def with_inventory_vars(params, hostvars):
+def with_inventory_vars(params: dict[str, Any], hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """params with the pool's host variables read from the inventory (filter pool_host_vars over params['nodes']),
     the entries already in params winning: what role gpu_sharing_stack templated into the task's arguments before
     (every node's facts, once more per pool), read here in the controller process instead. A new dict."""
@@ -44,7 +49,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp  # no effect
 

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbooks/report.yml: the doctor's verdicts of the GPU nodes, by Kubernetes node name."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: doctor_health
 short_description: The doctor's verdicts of hosts, by Kubernetes node name, for the share report's health column
@@ -35,13 +37,16 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor.gpu_doctor_gate import health_by_node
 
 
-def doctor_health(hosts, hostvars):
+def doctor_health(hosts: Any, hostvars: Any) -> Any:
     return health_by_node(hosts, hostvars)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'doctor_health': doctor_health}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbooks node.yml and upgrade_driver.yml: the doctor's verdict on a node (the pool gate)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: doctor_verdict
 short_description: The doctor's verdict on a node, for the pool gate
@@ -35,12 +37,15 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor.gpu_doctor_gate import GateError, verdict
 
 
-def doctor_verdict(result, gate='enforce'):
+def doctor_verdict(result: Any, gate: str = 'enforce') -> Any:
     try:
         return verdict(result, gate)
     except GateError as exc:
@@ -48,5 +53,5 @@ def doctor_verdict(result, gate='enforce'):
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'doctor_verdict': doctor_verdict}

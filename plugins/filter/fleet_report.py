@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbooks/report.yml: the fleet report's lines, one pass over the hosts' GPU facts."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: fleet_report
 short_description: The fleet report of playbooks/report.yml, one line per host, from the hosts' GPU facts
@@ -38,6 +40,9 @@ _value:
   elements: str
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 FORMAT = '%-16s %-6s %4s  %-24s %-12s %9s  %-4s %-4s %-5s'
@@ -46,14 +51,14 @@ MODEL_WIDTH = 24
 _MISSING = object()
 
 
-def _host_facts(hostvars, host):
+def _host_facts(hostvars: Any, host: str) -> Any:
     try:
         return hostvars[host]['gpu_probe_facts']
     except (KeyError, TypeError):
         return None
 
 
-def _key(facts, host, *path):
+def _key(facts: Any, host: str, *path: str) -> Any:
     value = facts
     for k in path:
         try:
@@ -64,7 +69,7 @@ def _key(facts, host, *path):
     return value
 
 
-def _int(value):
+def _int(value: Any) -> int:
     """An integer as Jinja's int filter makes it (a float or numeric text truncated; anything else 0)."""
     try:
         if isinstance(value, str):
@@ -77,7 +82,7 @@ def _int(value):
             return 0
 
 
-def _models(gpus):
+def _models(gpus: Any) -> list[str]:
     """The GPU models, first seen first, case-insensitively unique ('?' for a GPU without a name)."""
     out, seen = [], set()
     for g in gpus or []:
@@ -90,11 +95,11 @@ def _models(gpus):
     return out
 
 
-def _truncate(text, length=MODEL_WIDTH, end='~'):
+def _truncate(text: str, length: int = MODEL_WIDTH, end: str = '~') -> str:
     return text if len(text) <= length else text[:length - len(end)] + end
 
 
-def host_line(host, facts):
+def host_line(host: str, facts: Any) -> str:
     """The report's line of one host (``facts``: its gpu_probe_facts, or None/empty when it has none)."""
     if not facts:
         return FORMAT % (host, '-', '-', 'not probed', '-', '-', '-', '-', '-')
@@ -109,7 +114,7 @@ def host_line(host, facts):
                      _key(facts, host, 'nvml', 'status'))
 
 
-def fleet_report(hosts, hostvars):
+def fleet_report(hosts: Any, hostvars: Any) -> list[str]:
     """The report's lines: the header, one line per host of ``hosts`` in that order, and '' (the text's last newline,
     as splitting the former template's output gave)."""
     if isinstance(hosts, str) or not hasattr(hosts, '__iter__'):
@@ -118,5 +123,5 @@ def fleet_report(hosts, hostvars):
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'fleet_report': fleet_report}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter: the properties of a GPU sharing strategy from the collection's one strategy model, for roles and playbooks."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: gpu_strategy
 short_description: The properties of a GPU sharing strategy (the collection's strategy model)
@@ -63,6 +65,9 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
@@ -70,7 +75,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 )
 
 
-def gpu_strategy(name, compute_mode_setting=None, mig_devices=None, mig_config_name=None):
+def gpu_strategy(name: Any, compute_mode_setting: str | None = None, mig_devices: Any = None,
+                 mig_config_name: str | None = None) -> dict[str, Any]:
     if name not in STRATEGIES:
         raise AnsibleFilterError('gpu_strategy: %r is not a strategy; allowed: %s' % (name, ', '.join(STRATEGIES)))
     out = dict(strategy(name))
@@ -90,5 +96,5 @@ def gpu_strategy(name, compute_mode_setting=None, mig_devices=None, mig_config_n
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'gpu_strategy': gpu_strategy}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_node_labels: what to patch on each node, from its plan and the Node objects of the cluster."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: node_labels_patch
 short_description: What to patch on each GPU node, from the label plan and the Node objects read from the cluster
@@ -61,15 +63,20 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_live_plan
 
 
-def node_labels_patch(plan, live, state='present', strategy_label='gpuops.io/sharing-strategy',
-                      record_annotation='gpuops.io/managed-labels', check_resources=True, fail_on_missing_nodes=True):
+def node_labels_patch(plan: dict[str, Any], live: list[dict[str, Any]] | None, state: str = 'present',
+                      strategy_label: str = 'gpuops.io/sharing-strategy',
+                      record_annotation: str = 'gpuops.io/managed-labels', check_resources: bool = True,
+                      fail_on_missing_nodes: bool = True) -> dict[str, Any]:
     return label_live_plan(plan, live, state=state, strategy_label=strategy_label, record_annotation=record_annotation,
                            check_resources=check_resources, fail_on_missing_nodes=fail_on_missing_nodes)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'node_labels_patch': node_labels_patch}

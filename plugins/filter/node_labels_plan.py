@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_node_labels: the labels every node of the group should carry (no cluster access)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: node_labels_plan
 short_description: Desired labels of every GPU node and every input error, without reading the cluster
@@ -74,17 +76,22 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_static_plan
 
 
-def node_labels_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,
-                     require_facts=True, extra=None, strategy_label='gpuops.io/sharing-strategy',
-                     check_capabilities=True, stacks=None):
+def node_labels_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], group: str = 'gpu_nodes',
+                     pools: list[dict[str, Any]] | None = None, state: str = 'present', gfd_labels: bool = True,
+                     require_facts: bool = True, extra: dict[str, Any] | None = None,
+                     strategy_label: str = 'gpuops.io/sharing-strategy', check_capabilities: bool = True,
+                     stacks: Any = None) -> dict[str, Any]:
     return label_static_plan(groups, hostvars, group=group, pools=pools, state=state, gfd_labels=gfd_labels,
                              require_facts=require_facts, extra=extra, strategy_label=strategy_label,
                              check_capabilities=check_capabilities, stacks=stacks)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'node_labels_plan': node_labels_plan}

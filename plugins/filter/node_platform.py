@@ -4,6 +4,8 @@
 """Filter of the node roles: the node's distribution family, package manager and per-family vars files, computed
 once from ansible_facts (module_utils/_common/platforms.py)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: node_platform
 short_description: The node's distribution family, package manager and per-family vars files
@@ -35,9 +37,12 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.platforms import node_platform
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'node_platform': node_platform}

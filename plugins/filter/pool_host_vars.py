@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: what it reads from the inventory about a pool's nodes, each host read once."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: pool_host_vars
 short_description: The inventory variables role gpu_sharing_stack reads about a pool's nodes
@@ -35,9 +37,12 @@ _value:
 '''
 
 # the filter is cluster_plan's function itself (hosts, hostvars)
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'pool_host_vars': pool_host_vars}

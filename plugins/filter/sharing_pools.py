@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of the cluster-layer playbooks: the sharing pools of the GPU nodes (planning in Python, called once per run)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: sharing_pools
 short_description: The sharing pools of the GPU nodes, from the inventory
@@ -68,13 +70,16 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools as _plan
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',
-                  agreement=True):
+def sharing_pools(groups: Any, hostvars: Any, node_group: str = 'gpu_nodes', layer_groups: list[str] | None = None,
+                  settings: list[str] | None = None, facts: str = 'all', agreement: bool = True) -> dict[str, Any]:
     if not hasattr(groups, 'get'):
         raise AnsibleFilterError('sharing_pools: expected the groups mapping, got %s' % type(groups).__name__)
     try:
@@ -85,5 +90,5 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'sharing_pools': sharing_pools}

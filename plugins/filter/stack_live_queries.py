@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: what a pool's stack reads from the cluster before it renders, in one module run."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: stack_live_queries
 short_description: What a sharing stack reads from the cluster before it renders (the arguments of k8s_objects_info)
@@ -52,13 +54,17 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_live import queries
 
 
-def stack_live_queries(strategy, state='present', settings=None, namespace='kube-system'):
+def stack_live_queries(strategy: Any, state: str = 'present', settings: dict[str, Any] | None = None,
+                       namespace: str = 'kube-system') -> dict[str, Any]:
     return queries(strategy, state=state, settings=settings or {}, namespace=namespace)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'stack_live_queries': stack_live_queries}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: whether a stack is ready, from the Node objects of its pool."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: stack_readiness
 short_description: Whether a GPU sharing stack is ready, from the Node objects of its pool
@@ -60,15 +62,19 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     stack_readiness as _readiness,
 )
 
 
-def stack_readiness(nodes, readiness, pool='', namespace='', retries=None, delay=None):
+def stack_readiness(nodes: list[dict[str, Any]] | None, readiness: dict[str, Any] | None, pool: str = '',
+                    namespace: str = '', retries: Any = None, delay: Any = None) -> dict[str, Any]:
     return _readiness(nodes, readiness, pool=pool, namespace=namespace, retries=retries, delay=delay)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'stack_readiness': stack_readiness}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of role gpu_sharing_stack: a pool's settings as one dict, defaulted once from the role's argument_specs."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: stack_settings
 short_description: A pool's settings of role gpu_sharing_stack as one dict
@@ -47,6 +49,9 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import os
 from collections.abc import Mapping
 
@@ -63,17 +68,17 @@ ARGUMENT_SPECS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 
                               'meta', 'argument_specs.yml')
 
 
-def pool_setting_names():
+def pool_setting_names() -> tuple[str, ...]:
     """The role's variable names of a pool's settings: the pool-wide ones, then one per settings key of the model."""
     return tuple(PREFIX + n for n in POOL_WIDE[:4] + SETTINGS_KEYS + POOL_WIDE[4:])
 
 
 # (path, mtime_ns, size) -> the options of that file: a role pass calls the filter three times in one worker process
 # (settings.yml: the names twice, then the settings), and the file is 800 lines
-_OPTIONS_CACHE = {}
+_OPTIONS_CACHE: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
-def role_options(path=ARGUMENT_SPECS):
+def role_options(path: str = ARGUMENT_SPECS) -> dict[str, Any]:
     """The options of the main entry point of the role's meta/argument_specs.yml (read once per process and file
     version; libyaml's loader when PyYAML has it: 12 ms against 120 ms for this file)."""
     import yaml
@@ -87,7 +92,7 @@ def role_options(path=ARGUMENT_SPECS):
     return _OPTIONS_CACHE[key]
 
 
-def _spec(options, names):
+def _spec(options: dict[str, Any], names: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The argument spec of the pool settings, one level deep (the settings' own keys are the render's)."""
     out = {}
     for name in names:
@@ -98,7 +103,7 @@ def _spec(options, names):
     return out
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """``value`` as plain dicts and lists (each mapping and sequence copied once). The settings come from templating:
     Ansible's lazy containers, whose deep copy (ArgumentSpecValidator copies what it validates) also copies their
     templar with every variable of the task - at 5,000 inventory hosts, minutes and gigabytes per pool."""
@@ -109,7 +114,8 @@ def _plain(value):
     return value
 
 
-def stack_settings(settings, variables=None, render=False, options=None):
+def stack_settings(settings: Any, variables: dict[str, Any] | None = None, render: bool = False,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
     if render:
         return dict((key, (settings or {}).get(PREFIX + key) or {}) for key in SETTINGS_KEYS)
     if not isinstance(settings, dict):
@@ -138,5 +144,5 @@ def stack_settings(settings, variables=None, render=False, options=None):
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'stack_settings': stack_settings}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbook migrate_to_dra: what the migration does with each node (no cluster access)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: strategy_migration_plan
 short_description: Each node's step of a move between a device-plugin pool and a dra pool
@@ -57,12 +59,16 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.strategy_migration import migration_plan
 
 
-def strategy_migration_plan(nodes, hosts, source, target, accept_capacity_loss=False):
+def strategy_migration_plan(nodes: list[dict[str, Any]] | None, hosts: list[dict[str, Any]] | None, source: Any, target: Any,
+                            accept_capacity_loss: bool = False) -> dict[str, Any]:
     if not isinstance(nodes, list) or not isinstance(hosts, list):
         raise AnsibleFilterError('strategy_migration_plan: expected lists of nodes and hosts')
     if not isinstance(accept_capacity_loss, bool):
@@ -71,5 +77,5 @@ def strategy_migration_plan(nodes, hosts, source, target, accept_capacity_loss=F
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'strategy_migration_plan': strategy_migration_plan}

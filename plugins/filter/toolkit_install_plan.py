@@ -4,6 +4,8 @@
 """Filter of role nvidia_container_runtime: where the NVIDIA Container Toolkit comes from on this node (apt or dnf),
 and the pinned package specs (the decisions in module_utils/_node/runtime_toolkit_repo.py)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: toolkit_install_plan
 short_description: How the NVIDIA Container Toolkit is installed on a node (apt or dnf, repository, pinned packages)
@@ -59,15 +61,19 @@ _value:
   type: dict
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_toolkit_repo import install_plan
 
 
-def toolkit_install_plan(facts, base_url, version='', packages=None, repo_url='', key_url=''):
+def toolkit_install_plan(facts: dict[str, Any], base_url: str, version: str = '', packages: list[str] | None = None,
+                         repo_url: str = '', key_url: str = '') -> Any:
     facts = facts or {}
     return install_plan(facts.get('os_family') or 'unknown', facts.get('distribution_major_version'),
                         facts.get('architecture', 'x86_64'), base_url, version, packages or [], repo_url, key_url)
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'toolkit_install_plan': toolkit_install_plan}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter of playbook cluster.yml: the GPU nodes this run has no GPU facts for."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: unprobed_hosts
 short_description: The hosts that have no gpu_probe_facts
@@ -36,9 +38,12 @@ _value:
 '''
 
 # the filter is cluster_plan's function itself (hosts, hostvars)
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'unprobed_hosts': unprobed_hosts}

@@ -3,6 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter: which pods still hold a node (the rule of module gpu_node_drain, for playbooks that list pods themselves)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: upgrade_pods_left
 short_description: Pods that still hold a node after a drain or while waiting for jobs
@@ -40,12 +42,15 @@ _value:
   elements: str
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.gpu_sharing_drain import pods_holding
 
 
-def upgrade_pods_left(pods, ignore_daemonsets=True):
+def upgrade_pods_left(pods: list[dict[str, Any]], ignore_daemonsets: bool = True) -> list[str]:
     if not isinstance(pods, list):
         raise AnsibleFilterError('upgrade_pods_left: expected a list of pods, got %s' % type(pods).__name__)
     # the rule module gpu_node_drain applies (one implementation)
@@ -53,5 +58,5 @@ def upgrade_pods_left(pods, ignore_daemonsets=True):
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'upgrade_pods_left': upgrade_pods_left}

@@ -4,6 +4,8 @@
 """Filter of role nvidia_driver (entry point upgrade_check): what is wrong with a GPU node after a driver upgrade
 (the decisions in Python, the role reports them)."""
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 name: upgrade_verify
 short_description: What is wrong with a GPU node after a driver upgrade
@@ -48,10 +50,13 @@ _value:
   elements: str
 '''
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 
-def mig_geometry_problems(check):
+def mig_geometry_problems(check: Any) -> list[str]:
     """Word M(gpuops.k8s_gpu.gpu_sharing)'s O(mig_verify) result for the roll's report: one sentence per GPU that differs.
 
     The comparison is the module's (``mismatched_gpus``); this only says it in the playbook's words.
@@ -78,13 +83,13 @@ def mig_geometry_problems(check):
     return problems
 
 
-def _fmt(counts):
+def _fmt(counts: dict[str, int]) -> str:
     if not counts:
         return 'none'
     return ', '.join('%sx %s' % (counts[k], k) for k in sorted(counts))
 
 
-def upgrade_verify(after, expect):
+def upgrade_verify(after: Any, expect: Any) -> list[str]:
     """One sentence per problem of the node after the upgrade; [] when it is what ``expect`` says."""
     if not isinstance(after, dict) or not isinstance(expect, dict):
         raise AnsibleFilterError('upgrade_verify: expected gpu_info\'s result and a dict of expectations')
@@ -107,5 +112,5 @@ def upgrade_verify(after, expect):
 
 
 class FilterModule(object):
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {'upgrade_verify': upgrade_verify}

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: apt_signed_repo
@@ -164,6 +166,9 @@ existing_sources:
             action: removed, backup: /etc/apt/gpuops-backups/nvidia-container-toolkit.list.2026-11-24@00:00:00~}]
 '''
 
+from collections.abc import Iterable
+from typing import Any
+
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -175,7 +180,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils 
 SOURCES_DIR = '/etc/apt/sources.list.d'
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         name=dict(type='str', required=True),
         state=dict(type='str', default='present', choices=['present', 'absent']),
@@ -194,21 +199,21 @@ def argument_spec():
     )
 
 
-def _mode_wrong(path):
+def _mode_wrong(path: str) -> bool:
     try:
         return (os.stat(path).st_mode & 0o7777) != 0o644
     except OSError:
         return False
 
 
-def http_get(module, url, timeout):
+def http_get(module: AnsibleModule, url: str, timeout: float) -> Any:
     # imported here: ansible.module_utils.urls (http.client, ssl, ...) costs ~50 ms per run, and a converged node
     # never downloads the key again
     from ansible.module_utils.urls import fetch_url
     return fetch_url(module, url, timeout=timeout)
 
 
-def fetch_key(module, url):
+def fetch_key(module: AnsibleModule, url: str) -> bytes:
     if url.startswith('file://'):
         data = read_bytes(url[len('file://'):])
         if data is None:
@@ -221,7 +226,7 @@ def fetch_key(module, url):
     return resp.read()
 
 
-def dpkg_arch(module):
+def dpkg_arch(module: AnsibleModule) -> str | None:
     dpkg = module.get_bin_path('dpkg')
     if not dpkg:
         return None
@@ -229,7 +234,7 @@ def dpkg_arch(module):
     return out.strip() if rc == 0 and out.strip() else None
 
 
-def other_sources(sources_file):
+def other_sources(sources_file: str) -> Any:
     """[(path, text)] of apt's other source files."""
     apt_dir = os.path.dirname(SOURCES_DIR)
     paths = [os.path.join(apt_dir, 'sources.list')]
@@ -246,7 +251,7 @@ def other_sources(sources_file):
     return out
 
 
-def plan_existing(module, p, sources_file, keyring):
+def plan_existing(module: AnsibleModule, p: dict[str, Any], sources_file: str, keyring: str) -> Any:
     """[(path, old text, new text or None, signed-by values)] for the conflicting sources; fails for fail."""
     files = other_sources(sources_file)
     texts = dict(files)
@@ -260,19 +265,19 @@ def plan_existing(module, p, sources_file, keyring):
             for path, kind, hits, keys in found]
 
 
-def backup_dir():
+def backup_dir() -> str:
     """/etc/apt/gpuops-backups/: apt reads sources.list.d, so a backup there would be a source."""
     return os.path.join(os.path.dirname(SOURCES_DIR), 'gpuops-backups')
 
 
-def read_installed(module, names):
+def read_installed(module: AnsibleModule, names: Iterable[str]) -> dict[str, Any]:
     installed = apt_source.dpkg_installed(module, names)
     if installed is None:
         module.fail_json(msg='dpkg-query was not found: apt_signed_repo manages Debian/Ubuntu nodes only')
     return installed
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            required_if=[('state', 'present', ('uris', 'key_url'))])
     p = module.params
@@ -294,7 +299,7 @@ def main():
     sources_file = os.path.join(SOURCES_DIR, p['name'] + '.sources')
     old_source = read_bytes(sources_file)
     old_key = read_bytes(keyring)
-    diff = dict(before={}, after={})
+    diff: dict[str, Any] = dict(before={}, after={})
     result = dict(changed=False, sources_file=sources_file, keyring=keyring, source_changed=False,
                   keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[],
                   existing_sources=[])

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: container_runtime_config
@@ -236,6 +238,8 @@ config_backup_file:
   type: str
 '''
 
+from typing import Any
+
 import os
 import re
 
@@ -263,13 +267,13 @@ DEFAULT_PATHS = {'docker': '/etc/docker/daemon.json', 'containerd': '/etc/contai
                  'crio': CRIO_DROPIN}
 
 
-def crio_backup_dir(conf_dir):
+def crio_backup_dir(conf_dir: str) -> str:
     """Where a CRI-O drop-in is backed up: CRI-O reads every file below crio.conf.d (any name, sub directories too),
     so a backup next to the drop-in would be read as configuration."""
     return os.path.join(os.path.dirname(os.path.normpath(conf_dir)), 'gpuops-backups')
 
 
-def containerd_version(module):
+def containerd_version(module: AnsibleModule) -> str | None:
     """The release of the containerd on PATH ('major.minor.patch', from `containerd --version`), or None."""
     binary = module.get_bin_path('containerd')
     if not binary:
@@ -279,12 +283,12 @@ def containerd_version(module):
     return '%d.%d.%d' % version if version else None
 
 
-def containerd_major(module):
+def containerd_major(module: AnsibleModule) -> int | None:
     version = containerd_version(module)
     return int(version.split('.')[0]) if version else None
 
 
-def refuse_cdi_without_support(module, p, result):
+def refuse_cdi_without_support(module: AnsibleModule, p: dict[str, Any], result: dict[str, Any]) -> None:
     """cdi=true on a containerd older than 1.7 (no enable_cdi in its CRI plugin; it ignores the key): refused before
     anything changes (docs/conformance/containerd.md CTD-01, CTD-03). RKE2 / k3s (mode=template) bring their own
     containerd, which is not the one on PATH, and are not asked."""
@@ -298,7 +302,7 @@ def refuse_cdi_without_support(module, p, result):
                          **result)
 
 
-def plan_containerd(module, p, before):
+def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None) -> tuple[Any, ...]:
     """Return (mode, version, main_after, dropin_before, dropin_after, changes)."""
     mode = p['mode']
     text = before
@@ -352,7 +356,7 @@ def plan_containerd(module, p, before):
     return mode, version, doc.text(), None, None, changes
 
 
-def plan_crio(module, p, before):
+def plan_crio(module: AnsibleModule, p: dict[str, Any], before: str | None) -> tuple[str | None, list[str]]:
     """Return (after, changes): the drop-in's text (None: removed) and what changes. CRI-O's other files are read,
     never written."""
     others = []
@@ -386,7 +390,7 @@ def plan_crio(module, p, before):
     return after, changes
 
 
-def plan_template(module, p, before):
+def plan_template(module: AnsibleModule, p: dict[str, Any], before: str | None) -> tuple[list[tuple[Any, ...]], Any, list[str]]:
     """RKE2 / k3s config.toml.tmpl and config.yaml. Return ([(path, before, after, backup key)], version, changes)."""
     text = before or ''
     uses_base = template_uses_base(text)
@@ -433,6 +437,8 @@ def plan_template(module, p, before):
                     doc.remove_tables(containerd)  # added by an earlier release of this module; the base has it
                     changes.append('%s removed (the base template defines it)' % toml_path(containerd))
         elif uses_base:
+            # present and the base does not render the runtime: needs_tables, so a missing version was refused above
+            assert version is not None
             rpath = runtime_path(version, p['runtime_name'])
             changes += apply_runtime(doc, version, p['runtime_name'], p['runtime_path'], False,
                                      p['systemd_cgroup'], False, p['cdi_spec_dirs'], add_runc=False)
@@ -446,10 +452,10 @@ def plan_template(module, p, before):
                                      add_runc=False)
     except (TomlEditError, ContainerdConfigError) as e:
         module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
-    after = doc.text()
+    after: str | None = doc.text()
     if before is None and after == RKE2_TEMPLATE_HEAD:
         after = None  # RKE2 / k3s render the base template alone when there is no template
-    files = [(p['path'], before, after, 'backup_file')]
+    files: list[tuple[Any, str | None, str | None, str]] = [(p['path'], before, after, 'backup_file')]
     cfg = p['distribution_config']
     if cfg:
         try:
@@ -472,7 +478,7 @@ def plan_template(module, p, before):
     return files, version, changes
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             engine=dict(type='str', required=True, choices=['docker', 'containerd', 'crio']),

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: esxi_gpu_passthrough
@@ -384,6 +386,8 @@ power_cycled:
   sample: false
 '''
 
+from typing import Any
+
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -393,7 +397,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi import esxi_v
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._esxi.esxi_passthrough import Runner, check_params
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     spec = ev.connection_argument_spec()
     spec.update(
         name=dict(type='str'),
@@ -429,7 +433,7 @@ def argument_spec():
     return spec
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
         supports_check_mode=True,

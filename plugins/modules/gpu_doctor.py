@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_doctor
@@ -221,6 +223,8 @@ remediation:
   type: dict
 '''
 
+from typing import Any
+
 import glob
 import json
 import os
@@ -257,7 +261,7 @@ LIB_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu/nvidia/curre
 DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins'   # k8s.io/kubelet pkg/apis/deviceplugin/v1beta1 DevicePluginPath
 
 
-def _read(path):
+def _read(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read().strip()
@@ -265,7 +269,7 @@ def _read(path):
         return None
 
 
-def nvml_library_version():
+def nvml_library_version() -> str | None:
     """Version of the installed libnvidia-ml (from the file name the .so.1 link resolves to)."""
     for d in LIB_DIRS:
         link = os.path.join(d, 'libnvidia-ml.so.1')
@@ -281,7 +285,7 @@ def nvml_library_version():
     return None
 
 
-def gather_extra(module, facts, log_lines=None):
+def gather_extra(module: AnsibleModule, facts: dict[str, Any], log_lines: Any = None) -> dict[str, Any]:
     extra = {
         'kernel_log_readable': log_lines is not None,
         'kernel_xids': node_probe.xids_from_log(log_lines),
@@ -312,7 +316,7 @@ def gather_extra(module, facts, log_lines=None):
     return extra
 
 
-def probe_url(url, timeout=3.0):
+def probe_url(url: str, timeout: float = 3.0) -> str | None:
     """None when a TCP connection to the URL's host and port succeeds, else the error text."""
     parsed = urlparse(url)
     if parsed.scheme not in ('http', 'https') or not parsed.hostname:
@@ -326,7 +330,7 @@ def probe_url(url, timeout=3.0):
         return str(exc)
 
 
-def cluster_extra(module):
+def cluster_extra(module: AnsibleModule) -> dict[str, Any]:
     extra = {}
     p = module.params
     if p['kubernetes_version']:
@@ -350,7 +354,7 @@ def cluster_extra(module):
     return extra
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             strategy=dict(type='str', choices=list(NODE_STRATEGIES)),

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_info
@@ -172,7 +174,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.gpu_facts import gather
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             mig_profiles=dict(type='bool', default=True),

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_node_drain
@@ -254,7 +256,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu
 k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
 
-def main():
+def main() -> None:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         name=dict(type='str', required=True),

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_node_labels_apply
@@ -147,7 +149,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube impor
 k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
 
-def main():
+def main() -> None:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         patches=dict(type='list', elements='dict'),
@@ -186,7 +188,8 @@ def main():
                                  nodes=plan['nodes'], errors=plan['errors'], results=[])
             extra['nodes'] = plan['nodes']
         else:
-            results = labels.apply(api, p['patches'], check_mode=module.check_mode)
+            # required_one_of: without a plan the patches are given (an empty list ended the run above)
+            results = labels.apply(api, p['patches'] or [], check_mode=module.check_mode)
     except labels.PatchError as e:
         module.fail_json(msg=str(e), results=e.results, changed=any(r['changed'] for r in e.results))
     if not module._diff:

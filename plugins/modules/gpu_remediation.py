@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_remediation
@@ -269,6 +271,8 @@ events:
   elements: dict
 '''
 
+from typing import Any
+
 import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
@@ -281,7 +285,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 UUID_RE = re.compile(r'^(GPU|MIG)-[0-9A-Za-z-]+$')
 
 
-def check_params(p):
+def check_params(p: dict[str, Any]) -> str | None:
     """The first bad input, named, before anything is read or written; None when all is well."""
     for uuid, entry in sorted((p['gpus'] or {}).items()):
         if not UUID_RE.match(uuid):
@@ -307,7 +311,7 @@ def check_params(p):
     return None
 
 
-def main():
+def main() -> None:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         node=dict(type='str', required=True),
@@ -357,7 +361,7 @@ def main():
     except k8s_access.KubeError as e:
         module.fail_json(msg=str(e))
     worker = rk.Remediator(api, p['node'], check_mode=module.check_mode)
-    result = {}
+    result: dict[str, Any] = {}
     try:
         if p['state'] == 'released':
             keep = sorted(p['gpus'] or {})
@@ -369,8 +373,8 @@ def main():
                 settings = dict(p['validate'], resource=p['resource'], image=stack_common.mirror_image(
                     p['validate']['image'], p['validate']['registry'], 'validate.image'))
                 result['validation'] = worker.validate(pending, settings)
-                failed = sorted(u for u, v in result['validation'].items() if v['passed'] is False)
-                keep = sorted(set(keep) | set(failed))
+                failed_uuids = sorted(u for u, v in result['validation'].items() if v['passed'] is False)
+                keep = sorted(set(keep) | set(failed_uuids))
             released, diff = worker.release(p['uuids'] or None, keep=keep)
             result['released'] = released
         else:

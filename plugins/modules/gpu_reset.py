@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_reset
@@ -80,7 +82,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import gpu_reset
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             uuids=dict(type='list', elements='str', required=True),

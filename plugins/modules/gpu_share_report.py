@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_share_report
@@ -290,6 +292,8 @@ backup_file:
   type: str
 '''
 
+from typing import Any
+
 import os
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
@@ -303,7 +307,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         nodes=dict(type='list', elements='str'),
@@ -319,7 +323,7 @@ def argument_spec():
     return spec
 
 
-def check_params(module):
+def check_params(module: AnsibleModule) -> int:
     """Refuse bad input before the cluster is contacted."""
     p = module.params
     kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
@@ -341,7 +345,7 @@ def check_params(module):
     return int(p['report_mode'], 8)
 
 
-def write_report(module, path, content, mode):
+def write_report(module: AnsibleModule, path: str, content: str, mode: int) -> tuple[bool, dict[str, Any], str | None]:
     """(changed, diff, backup_file) for writing content to path; nothing is written in check mode."""
     before = read_text(path)
     diff = {'before': before or '', 'after': content, 'before_header': path, 'after_header': path}
@@ -357,7 +361,7 @@ def write_report(module, path, content, mode):
     return changed, diff, backup_file
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     mode = check_params(module)
     if kube.KUBERNETES_IMPORT_ERROR:

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: gpu_sharing
@@ -307,6 +309,8 @@ diff:
   elements: dict
 '''
 
+from typing import Any
+
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -331,7 +335,7 @@ MPS_SPEC = dict(
 )
 
 
-def manage_mps(module, mps, result):
+def manage_mps(module: AnsibleModule, mps: dict[str, Any], result: dict[str, Any]) -> None:
     """Write or remove the MPS unit and create its directories. Updates ``result`` in place."""
     path = mps['unit_path']
     result['mps_unit_path'] = path
@@ -369,7 +373,7 @@ def manage_mps(module, mps, result):
                            'before': current or '', 'after': want or ''})
 
 
-def verify(module, backend):
+def verify(module: AnsibleModule, backend: Any) -> None:
     """O(mig_verify): compare, never change; exits the module."""
     if module.params['mig_config'] is None and module.params['mig_mode'] is None:
         backend.shutdown()
@@ -388,7 +392,7 @@ def verify(module, backend):
     module.exit_json(changed=False, **result)
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             gpus=dict(type='list', elements='str', default=['all']),

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: k8s_converge
@@ -228,6 +230,8 @@ warnings_list:
   elements: str
 '''
 
+from typing import Any
+
 import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
@@ -237,7 +241,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_c
     Converger, ConvergeError, converge, prune, validate_definitions)
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         definitions=dict(type='list', elements='dict', required=True),
@@ -265,7 +269,7 @@ def argument_spec():
 USER_NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')
 
 
-def check_user(params):
+def check_user(params: dict[str, Any]) -> str | None:
     """None, or the error for a user or prefix that cannot form an annotation name."""
     if params.get('user') is not None and not USER_NAME.match(params['user']):
         return ('user must be a valid annotation name (at most 63 letters, digits, "-", "_" or ".", beginning and '
@@ -275,7 +279,7 @@ def check_user(params):
     return None
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     error = validate_definitions(module.params['definitions']) or check_user(module.params)
     if error:

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: k8s_objects_info
@@ -112,6 +114,8 @@ version:
   sample: {"gitVersion": "v1.34.2", "major": "1", "minor": "34"}
 '''
 
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
@@ -122,7 +126,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube impor
 k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     spec = k8s_access.auth_arg_spec(env_fallback)
     spec.update(
         queries=dict(type='list', elements='dict', default=[], options=dict(
@@ -139,7 +143,7 @@ def argument_spec():
     return spec
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     queries = [dict((k, v) for k, v in q.items() if v is not None) for q in p['queries']]

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: kube_scheduler_config
@@ -283,6 +285,8 @@ notes:
   elements: str
 '''
 
+from typing import Any
+
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -307,7 +311,7 @@ EXTENDER_SPEC = dict(
 )
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         mode=dict(type='str', required=True, choices=['scheduler_config', 'rke1_cluster_yml', 'rke2_config',
                                                       'kubeadm_manifest', 'kubeadm_configmap', 'discover']),
@@ -327,7 +331,7 @@ def argument_spec():
     )
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     if not R.HAS_YAML:
         module.fail_json(msg=missing_required_lib('PyYAML'), exception=R.YAML_IMPORT_ERROR)

@@ -3,6 +3,8 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from __future__ import annotations
+
 DOCUMENTATION = r'''
 ---
 module: nvidia_driver_info
@@ -271,6 +273,8 @@ initramfs_command:
   elements: str
 '''
 
+from typing import Any
+
 import os
 import re
 
@@ -284,7 +288,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import node_p
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_bytes
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         kernel_module=dict(type='str', choices=list(nd.KERNEL_MODULE_MODES), default='auto'),
         fabricmanager=dict(type='str', choices=list(nd.FABRICMANAGER_MODES), default='auto'),
@@ -307,7 +311,7 @@ def argument_spec():
     )
 
 
-def read_packages(module, names):
+def read_packages(module: AnsibleModule, names: list[str]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
     """({name: version}, {name: selection}, os_family) for the installed packages among names."""
     versions = apt_source.dpkg_installed(module, names)
     if versions is not None:
@@ -333,7 +337,7 @@ PERSISTENCED_UNITS = ('etc/systemd/system/nvidia-persistenced.service', 'lib/sys
 infiniband_vpds = node_probe.infiniband_vpds   # one home: node_probe (the doctor reads them too)
 
 
-def discover_installed(module):
+def discover_installed(module: AnsibleModule) -> dict[str, Any]:
     """{name: version} of the installed packages whose name looks like the NVIDIA driver's."""
     pattern = re.compile(r'(nvidia|libcuda|libnv)')
     dpkg_query = module.get_bin_path('dpkg-query')
@@ -352,7 +356,7 @@ def discover_installed(module):
     return {}
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     gpus, switches = node_probe.pci_devices('/')

@@ -20,8 +20,12 @@ tried again until the timeout; a 404 means gone), or are plain deletions when ev
 when the API no longer has it or has another pod (another UID) under its name.
 """
 
+from __future__ import annotations
+
 import json
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 
@@ -37,7 +41,7 @@ CLIENT_DEPLOY_LABELS = (
 PAUSED = 'paused-for-mig-change'
 
 
-def default_gpu_resources():
+def default_gpu_resources() -> tuple[str, ...]:
     """The extended resources that make a pod a GPU pod, as name prefixes: those of every sharing strategy of the
     strategy model (gpu_strategy.resource_prefixes), read when called."""
     return gpu_strategy.resource_prefixes()
@@ -57,18 +61,18 @@ REFUSED_UNMANAGED = 'Pods that declare no controller (set force to evict them)'
 FINISHED_PHASES = ('Succeeded', 'Failed')
 
 
-def pause_labels(node_labels):
+def pause_labels(node_labels: dict[str, str] | None) -> dict[str, str]:
     """{label: value} that pauses the GPU clients: only labels the node carries, ``false`` stays ``false``."""
     node_labels = node_labels or {}
     return dict((k, 'false' if node_labels[k] == 'false' else PAUSED) for k in CLIENT_DEPLOY_LABELS if k in node_labels)
 
 
-def restore_labels(original):
+def restore_labels(original: dict[str, str] | None) -> dict[str, str]:
     """{label: value} that gives the GPU clients back: ``true``, except a label that said ``false``."""
     return dict((k, 'false' if v == 'false' else 'true') for k, v in (original or {}).items())
 
 
-def _requests_gpu(pod, prefixes):
+def _requests_gpu(pod: dict[str, Any], prefixes: Iterable[str]) -> bool:
     """A GPU pod: it requests or limits a resource named with one of ``prefixes``, or holds DRA devices - a
     ResourceClaim in spec.resourceClaims, or extended resources the scheduler backed with DRA
     (status.extendedResourceClaimStatus, Kubernetes 1.36+; DRAX-08): a claim's devices are the node's, so a move off
@@ -85,33 +89,35 @@ def _requests_gpu(pod, prefixes):
     return False
 
 
-def _owner_kind(pod):
+def _owner_kind(pod: dict[str, Any]) -> str | None:
     for ref in (pod.get('metadata') or {}).get('ownerReferences') or []:
         if ref.get('controller'):
             return ref.get('kind')
     return None
 
 
-def _has_local_storage(pod):
+def _has_local_storage(pod: dict[str, Any]) -> bool:
     return any('emptyDir' in (v or {}) for v in (pod.get('spec') or {}).get('volumes') or [])
 
 
-def _finished(pod):
+def _finished(pod: dict[str, Any]) -> bool:
     return (pod.get('status') or {}).get('phase') in FINISHED_PHASES
 
 
-def pod_name(pod):
+def pod_name(pod: dict[str, Any]) -> str:
     meta = pod.get('metadata') or {}
     return '%s/%s' % (meta.get('namespace'), meta.get('name'))
 
 
-def is_client_pod(pod, paused_keys):
+def is_client_pod(pod: dict[str, Any], paused_keys: Iterable[str]) -> bool:
     """A pod of a GPU client DaemonSet the pause removes: its nodeSelector names a paused deploy label."""
     selector = (pod.get('spec') or {}).get('nodeSelector') or {}
     return any(k in selector for k in paused_keys)
 
 
-def select_pods(pods, mode, prefixes, paused_keys=(), ignore_daemonsets=True, delete_emptydir_data=True, force=True):
+def select_pods(pods: list[dict[str, Any]], mode: str, prefixes: Iterable[str], paused_keys: Iterable[str] = (),
+                ignore_daemonsets: bool = True, delete_emptydir_data: bool = True, force: bool = True
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """Split the node's pods into (evict, wait_for, kept, refused) lists; ``refused`` is [(reason, pod)].
 
     ``mode``: ``gpu`` evicts pods that request or limit a resource whose name starts with one of ``prefixes``;
@@ -121,7 +127,10 @@ def select_pods(pods, mode, prefixes, paused_keys=(), ignore_daemonsets=True, de
     kept; selected pods already being deleted are waited for; an emptyDir volume is refused unless ``delete_emptydir_data``, a
     pod without a controller unless ``force`` (kubectl's filters, pkg/drain/filters.go); the rest is evicted.
     """
-    evict, wait, kept, refused = [], [], [], []
+    evict: list[dict[str, Any]] = []
+    wait: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
+    refused: list[tuple[str, dict[str, Any]]] = []
     for pod in pods:
         meta = pod.get('metadata') or {}
         if _finished(pod):
@@ -153,7 +162,7 @@ def select_pods(pods, mode, prefixes, paused_keys=(), ignore_daemonsets=True, de
     return evict, wait, kept, refused
 
 
-def pods_holding(pods, ignore_daemonsets=True):
+def pods_holding(pods: list[dict[str, Any]], ignore_daemonsets: bool = True) -> list[str]:
     """``namespace/name`` of the pods that still hold a node, sorted: not finished, not mirror pods, and not DaemonSet
     pods when ``ignore_daemonsets``; a pod being deleted still holds it."""
     left = []
@@ -167,7 +176,7 @@ def pods_holding(pods, ignore_daemonsets=True):
     return sorted(left)
 
 
-def _api_message(error):
+def _api_message(error: Any) -> str:
     """The Status message of an ApiException (its body), else its text."""
     try:
         return json.loads(error.body).get('message') or str(error)
@@ -178,7 +187,8 @@ def _api_message(error):
 class DrainError(Exception):
     """The node could not be drained; ``done`` lists what was changed before."""
 
-    def __init__(self, msg, done=None, restore=None, pods_left=None):
+    def __init__(self, msg: str, done: list[str] | None = None, restore: dict[str, Any] | None = None,
+                 pods_left: list[str] | None = None) -> None:
         super(DrainError, self).__init__(msg)
         self.done = done or []
         self.restore = restore
@@ -188,18 +198,19 @@ class DrainError(Exception):
 class Drainer(object):
     """API calls of gpu_node_drain (a CoreV1Api-like object: k8s_rest.CoreApi). ``sleep``/``clock`` are replaceable in tests."""
 
-    def __init__(self, core, check_mode=False, sleep=time.sleep, clock=time.monotonic):
+    def __init__(self, core: Any, check_mode: bool = False, sleep: Callable[[float], Any] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.core = core
         self.check_mode = check_mode
         self.sleep = sleep
         self.clock = clock
-        self.actions = []
-        self.refusals = {}
+        self.actions: list[str] = []
+        self.refusals: dict[str, str] = {}
 
-    def _json(self, response):
+    def _json(self, response: Any) -> Any:
         return json.loads(response.data)
 
-    def node(self, name):
+    def node(self, name: str) -> dict[str, Any] | None:
         """The Node as a dict, None when the cluster has no such node."""
         try:
             return self._json(self.core.read_node(name, _preload_content=False))
@@ -208,18 +219,18 @@ class Drainer(object):
                 return None
             raise
 
-    def pods_on(self, name, selector=None):
+    def pods_on(self, name: str, selector: str | None = None) -> list[dict[str, Any]]:
         kwargs = {'field_selector': 'spec.nodeName=%s' % name, '_preload_content': False}
         if selector:
             kwargs['label_selector'] = selector
         return self._json(self.core.list_pod_for_all_namespaces(**kwargs)).get('items') or []
 
-    def patch_node(self, name, body, action):
+    def patch_node(self, name: str, body: dict[str, Any], action: str) -> None:
         self.actions.append(action)
         if not self.check_mode:
             self.core.patch_node(name, body, _preload_content=False)
 
-    def evict(self, pod, grace_period=None, disable_eviction=False):
+    def evict(self, pod: dict[str, Any], grace_period: Any = None, disable_eviction: bool = False) -> bool:
         """True when the pod is on its way out (or gone); False when a disruption budget refused it (429)."""
         meta = pod['metadata']
         delete_options = {} if grace_period is None else {'gracePeriodSeconds': int(grace_period)}
@@ -228,8 +239,8 @@ class Drainer(object):
                 self.core.delete_namespaced_pod(meta['name'], meta['namespace'], body=dict(delete_options),
                                                 _preload_content=False)
             else:
-                body = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
-                        'metadata': {'name': meta['name'], 'namespace': meta['namespace']}}
+                body: dict[str, Any] = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
+                                        'metadata': {'name': meta['name'], 'namespace': meta['namespace']}}
                 if delete_options:
                     body['deleteOptions'] = delete_options
                 self.core.create_namespaced_pod_eviction(meta['name'], meta['namespace'], body, _preload_content=False)
@@ -243,14 +254,14 @@ class Drainer(object):
                 return False
             raise
 
-    def mark(self, name, node, mark):
+    def mark(self, name: str, node: dict[str, Any], mark: dict[str, Any]) -> None:
         """Set the annotation ``mark['annotation']`` to ``mark['value']`` (its own patch; nothing when it is set)."""
         annotations = (node.get('metadata') or {}).get('annotations') or {}
         key, value = mark['annotation'], str(mark['value'])
         if annotations.get(key) != value:
             self.patch_node(name, {'metadata': {'annotations': {key: value}}}, 'mark node %s: %s=%s' % (name, key, value))
 
-    def wait_for_pods(self, name, wait, poll):
+    def wait_for_pods(self, name: str, wait: dict[str, Any], poll: float) -> list[str]:
         """Wait until no pod of ``wait['pod_selector']`` holds the node; returns the pods that still do at the end."""
         deadline = self.clock() + max(0, int(wait['timeout']))
         while True:
@@ -259,9 +270,11 @@ class Drainer(object):
                 return left
             self.sleep(poll)
 
-    def drain(self, name, mode, prefixes, timeout, poll, pod_selector=None, wait_for=None, mark=None,
-              pause_gpu_clients=True, ignore_daemonsets=True, delete_emptydir_data=True, force=True,
-              disable_eviction=False, grace_period=None):
+    def drain(self, name: str, mode: str, prefixes: Iterable[str], timeout: Any, poll: float,
+              pod_selector: str | None = None, wait_for: dict[str, Any] | None = None,
+              mark: dict[str, Any] | None = None, pause_gpu_clients: bool = True, ignore_daemonsets: bool = True,
+              delete_emptydir_data: bool = True, force: bool = True, disable_eviction: bool = False,
+              grace_period: Any = None) -> dict[str, Any]:
         """Mark, cordon, pause the GPU clients, wait for the jobs, evict the selected pods and wait for them and the
         clients to be gone.
 
@@ -288,10 +301,10 @@ class Drainer(object):
         if flips:
             self.patch_node(name, {'metadata': {'labels': flips}}, 'pause GPU clients on %s: %s' % (
                 name, ', '.join('%s=%s' % kv for kv in sorted(flips.items()))))
-        restore = {'uncordon': cordoned_here, 'labels': original}
+        restore: dict[str, Any] = {'uncordon': cordoned_here, 'labels': original}
         if mark:
             restore['mark'] = mark['annotation']
-        waited_jobs = []
+        waited_jobs: list[str] = []
         if wait_for and wait_for.get('pod_selector'):
             waited_jobs = self.wait_for_pods(name, wait_for, poll)
             if waited_jobs and not self.check_mode and wait_for.get('on_timeout') == 'stop':
@@ -310,7 +323,7 @@ class Drainer(object):
                   'evicted': [pod_name(p) for p in evict], 'waited_for': [pod_name(p) for p in wait],
                   'kept': [pod_name(p) for p in kept], 'jobs_left': waited_jobs, 'pods_left': []}
         if refused:
-            reasons = []
+            reasons: list[str] = []
             for reason in [REFUSED_DAEMONSET, REFUSED_LOCAL_STORAGE, REFUSED_UNMANAGED]:
                 names = [pod_name(p) for r, p in refused if r == reason]
                 if names:
@@ -325,7 +338,7 @@ class Drainer(object):
         watched = dict((pod_name(p), (p.get('metadata') or {}).get('uid')) for p in evict + wait)
         verb = 'delete' if disable_eviction else 'evict'
         while True:
-            still = []
+            still: list[dict[str, Any]] = []
             for pod in pending:
                 if self.evict(pod, grace_period, disable_eviction):
                     self.actions.append('%s pod %s' % (verb, pod_name(pod)))
@@ -347,7 +360,7 @@ class Drainer(object):
                                  done=list(self.actions), restore=restore, pods_left=left)
             self.sleep(poll)
 
-    def restore(self, name, restore):
+    def restore(self, name: str, restore: dict[str, Any]) -> None:
         """Give the GPU clients back (labels), uncordon when this drain cordoned the node, then remove the mark.
 
         ``restore`` is what drain() returned; without ``uncordon`` (a run that resumes a stopped one and did not

@@ -10,10 +10,13 @@ Plain Python over plain data (``groups``, ``hostvars`` as in pool_plan). No Ansi
 ``cluster_plan``.
 """
 
+from __future__ import annotations
+
 import json
 import re
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     NODE_STRATEGIES, STRATEGIES, family, foreign_resources, node_state,
@@ -27,14 +30,14 @@ LABEL_PREFIX_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-
 RECORD_RE = re.compile(r'^\s*\{.*\}\s*$', re.S)
 
 
-def label_value(value):
+def label_value(value: Any) -> str:
     """A label value as text: booleans lower case ('true'), everything else str()."""
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
 
 
-def stack_node_labels(stacks):
+def stack_node_labels(stacks: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The node labels the sharing stacks need, per Kubernetes node name, from the stacks' render results.
 
     ``stacks``: pool name -> the stack's render result (module gpu_stack_manifests: ``node_labels`` and
@@ -42,7 +45,9 @@ def stack_node_labels(stacks):
     gpu_sharing_stack_rendered. Returns ({node: {'labels', 'defaults', 'pools'}}, errors). A default label (set only
     when the node has none, e.g. nvidia.com/gpu.deploy.device-plugin that mig-manager pauses) is never a plain label.
     """
-    out, errors, owner = {}, [], {}
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    owner: dict[tuple[str, str], str] = {}
     if not isinstance(stacks, Mapping):
         return out, ['gpu_node_labels_stacks must be a mapping of pool name to the stack\'s render result; got %s'
                      % type(stacks).__name__]
@@ -70,9 +75,11 @@ def stack_node_labels(stacks):
     return out, errors
 
 
-def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,
-                      require_facts=True, extra=None, strategy_label='gpuops.io/sharing-strategy',
-                      check_capabilities=True, stacks=None):
+def label_static_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], group: str = 'gpu_nodes',
+                      pools: list[dict[str, Any]] | None = None, state: str = 'present', gfd_labels: bool = True,
+                      require_facts: bool = True, extra: dict[str, Any] | None = None,
+                      strategy_label: str = 'gpuops.io/sharing-strategy', check_capabilities: bool = True,
+                      stacks: Any = None) -> dict[str, Any]:
     """Desired labels per host of ``group``, and every input error, without reading the cluster.
 
     ``stacks``: pool name -> render result of the pool's sharing stack (see stack_node_labels): the labels the stacks
@@ -84,14 +91,16 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
     state=absent removes them)."""
     pools = list(pools or [])
     present = state == 'present'
-    out_nodes, errors, names = [], [], []
+    out_nodes: list[dict[str, Any]] = []
+    errors: list[str] = []
+    names: list[str] = []
     members = list(groups.get(group) or []) if group else []
     if group and group not in groups:
         errors.append('gpu_node_labels_group: inventory group %s does not exist' % group)
     stack_labels, stack_errors = stack_node_labels(stacks or {})
     if present:
         errors.extend(stack_errors)
-    pool_hosts = []
+    pool_hosts: list[set[str]] = []
     for pool in pools:
         if pool['name'] in names:
             errors.append('gpu_node_labels_pools: pool name %s is used twice' % pool['name'])
@@ -99,7 +108,7 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
         pgroup = _get(pool, 'group') or ''
         if pgroup and pgroup not in groups:
             errors.append('gpu_node_labels_pools: pool %s: inventory group %s does not exist' % (pool['name'], pgroup))
-        hosts = _pool_hosts(pool, groups)
+        hosts: Collection[str] = _pool_hosts(pool, groups)
         pool_hosts.append(set(hosts))
         for h in hosts:
             if h not in members:
@@ -107,7 +116,10 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
                               % (pool['name'], h, group))
     for h in members:
         hv = hostvars[h]
-        labels, owner, my_errors, my_pools = {}, {}, [], []
+        labels: dict[str, Any] = {}
+        owner: dict[str, str] = {}
+        my_errors: list[str] = []
+        my_pools: list[str] = []
         strategy, strategy_pool = '', ''
         facts = _get(hv, 'gpu_probe_facts') or {}
         if present and gfd_labels:
@@ -130,8 +142,8 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
             pl = dict(_get(pool, 'labels') or {})
             pl[strategy_label] = pool['strategy']
             # the labels the strategy's agents select (gpushare's device plugin: gpushare=true)
-            stack = gpu_stack_registry.find(pool['strategy'])
-            pl.update(stack.pool_node_labels if stack is not None else {})
+            found = gpu_stack_registry.find(pool['strategy'])
+            pl.update(found.pool_node_labels if found is not None else {})
             if _get(pool, 'device_plugin_config'):
                 pl['nvidia.com/device-plugin.config'] = pool['device_plugin_config']
             for k, v in pl.items():
@@ -171,7 +183,8 @@ def label_static_plan(groups, hostvars, group='gpu_nodes', pools=None, state='pr
     return {'nodes': out_nodes, 'errors': errors}
 
 
-def _merge_stack(host, stack, labels, owner, errors):
+def _merge_stack(host: str, stack: dict[str, Any], labels: dict[str, Any], owner: dict[str, str],
+                 errors: list[str]) -> None:
     """Add a stack's labels to a node's desired labels; a label a pool set to another value is an error."""
     for k, sv in sorted((stack.get('labels') or {}).items()):
         if k in owner and labels[k] != sv:
@@ -182,7 +195,7 @@ def _merge_stack(host, stack, labels, owner, errors):
         labels.pop(k, None)
 
 
-def _clean_labels(host, labels, errors):
+def _clean_labels(host: str, labels: dict[str, Any], errors: list[str]) -> dict[str, str]:
     clean = {}
     for k, v in labels.items():
         sv = label_value(v)
@@ -199,17 +212,19 @@ def _clean_labels(host, labels, errors):
     return clean
 
 
-def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sharing-strategy',
-                    record_annotation='gpuops.io/managed-labels', check_resources=True, fail_on_missing_nodes=True):
+def label_live_plan(static: dict[str, Any], live: list[dict[str, Any]] | None, state: str = 'present',
+                    strategy_label: str = 'gpuops.io/sharing-strategy', record_annotation: str = 'gpuops.io/managed-labels',
+                    check_resources: bool = True, fail_on_missing_nodes: bool = True) -> dict[str, Any]:
     """What to patch on each node, from the static plan and the Node objects read from the cluster.
 
     Returns {'nodes': [{host, node, found, changed, strategy, pools, patch, set, removed, restored, kept}],
     'errors': [...]}. The patch is a JSON merge patch on metadata only (labels and the record annotation)."""
-    by_name = {}
+    by_name: dict[str, dict[str, Any]] = {}
     for obj in live or []:
         by_name[obj['metadata']['name']] = obj
     present = state == 'present'
-    out_nodes, errors = [], []
+    out_nodes: list[dict[str, Any]] = []
+    errors: list[str] = []
     for want in static['nodes']:
         host, name = want['host'], want['node']
         if name not in by_name:
@@ -222,7 +237,8 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
         meta = obj.get('metadata') or {}
         labels = meta.get('labels') or {}
         annotations = meta.get('annotations') or {}
-        record, my_errors = {}, []
+        record: dict[str, Any] = {}
+        my_errors = []
         raw = annotations.get(record_annotation) or ''
         if raw:
             if RECORD_RE.match(raw):
@@ -253,7 +269,12 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
                                          % (host, name, reg.title, reg.registration_annotations[0], wstrategy))
         defaults = (want.get('defaults') or {}) if present else {}
         claimed = set(want.get('claimed') or []) if present else set()
-        patch, newrecord, set_, removed, restored, kept = {}, {}, [], [], [], []
+        patch: dict[str, Any] = {}
+        newrecord: dict[str, Any] = {}
+        set_: list[str] = []
+        removed: list[str] = []
+        restored: list[str] = []
+        kept: list[str] = []
         for k, v in desired.items():
             current = labels.get(k)
             previous = _get(record[k], 'previous') if k in record else current
@@ -286,12 +307,13 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
                     (removed if prev is None else restored).append(k)
             else:
                 kept.append(k)
-        metadata = {'name': name}
+        metadata: dict[str, Any] = {'name': name}
         if patch:
             metadata['labels'] = patch
         if newrecord != record:
             metadata['annotations'] = {record_annotation: json.dumps(newrecord, sort_keys=True) if newrecord else None}
-        cleared, status_patch = [], []
+        cleared: list[str] = []
+        status_patch: list[dict[str, Any]] = []
         if not present:
             # what the pool's stack agents wrote on the node and left behind (their DaemonSets are gone by now):
             # the next strategy of the node would be refused over it (foreign resources, HAMi's registration)
@@ -319,22 +341,22 @@ def label_live_plan(static, live, state='present', strategy_label='gpuops.io/sha
     return {'nodes': out_nodes, 'errors': errors}
 
 
-def _pointer(name):
+def _pointer(name: str) -> str:
     """A key as a JSON pointer token (RFC 6901: ~ as ~0, / as ~1)."""
     return name.replace('~', '~0').replace('/', '~1')
 
 
-def _left_node_state(pool_strategy, record, labels, strategy_label):
+def _left_node_state(pool_strategy: Any, record: Any, labels: dict[str, Any], strategy_label: str) -> dict[str, list[str]]:
     """The node state (gpu_strategy.node_state) of the strategies the collection gave the node: the pool's, and the
     one its record says it wrote as the strategy label (while the label still has that value)."""
-    names = []
+    names: list[str] = []
     if pool_strategy in STRATEGIES:
         names.append(pool_strategy)
     entry = record.get(strategy_label) if isinstance(record, Mapping) else None
     ours = _get(entry, 'value')
     if ours in STRATEGIES and labels.get(strategy_label) == ours and ours not in names:
         names.append(ours)
-    out = {'status': [], 'annotations': [], 'labels': []}
+    out: dict[str, list[str]] = {'status': [], 'annotations': [], 'labels': []}
     for n in names:
         st = node_state(n)
         out['labels'].extend(x for x in st.get('labels') or () if x not in out['labels'])

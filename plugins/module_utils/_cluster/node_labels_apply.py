@@ -12,6 +12,10 @@ CoreV1Api-like object, so the unit tests use a fake. Responses are read as raw J
 typed models of the kubernetes client refuse a Node whose status lacks fields they require.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan
 
@@ -20,12 +24,12 @@ JSON_PATCH = 'application/json-patch+json'
 
 
 class PatchError(Exception):
-    def __init__(self, msg, results):
+    def __init__(self, msg: str, results: list[dict[str, Any]]) -> None:
         super(PatchError, self).__init__(msg)
         self.results = results
 
 
-def _meta(obj):
+def _meta(obj: Any) -> dict[str, dict[str, Any]]:
     """labels and annotations of a Node as returned by the client (object or dict)."""
     if obj is None:
         return {'labels': {}, 'annotations': {}}
@@ -37,9 +41,9 @@ def _meta(obj):
     return {'labels': dict(meta.get('labels') or {}), 'annotations': dict(meta.get('annotations') or {})}
 
 
-def check_patches(patches):
+def check_patches(patches: list[Any]) -> list[str]:
     """Problems with the patches, before any request: a list of messages (empty when all is well)."""
-    problems = []
+    problems: list[str] = []
     for i, item in enumerate(patches):
         node = item.get('node') if isinstance(item, dict) else None
         patch = item.get('patch') if isinstance(item, dict) else None
@@ -57,7 +61,7 @@ def check_patches(patches):
     return problems
 
 
-def check_plan(plan):
+def check_plan(plan: Any) -> list[str]:
     """Problems with a static label plan (node_labels_plan's output), before any request."""
     if not isinstance(plan, dict) or not isinstance(plan.get('nodes'), list):
         return ['plan must be the output of the filter gpuops.k8s_gpu.node_labels_plan (a dict with a nodes list)']
@@ -70,17 +74,17 @@ def check_plan(plan):
     return problems
 
 
-def apply(api, patches, check_mode=False):
+def apply(api: Any, patches: list[dict[str, Any]], check_mode: bool = False) -> list[dict[str, Any]]:
     """Patch each node; returns one result per patch: {node, changed, diff: {before, after}}.
 
     A failed request raises PatchError naming the node, with the results of the nodes done before it.
     """
-    results = []
+    results: list[dict[str, Any]] = []
     for item in patches:
         node = item['node']
         meta = item['patch']['metadata']
         body = {'metadata': dict((k, v) for k, v in meta.items() if k in ('labels', 'annotations'))}
-        kwargs = {'_content_type': MERGE_PATCH, '_preload_content': False}
+        kwargs: dict[str, Any] = {'_content_type': MERGE_PATCH, '_preload_content': False}
         if check_mode:
             kwargs['dry_run'] = 'All'
         status_ops = item.get('status_patch') or []
@@ -92,7 +96,7 @@ def apply(api, patches, check_mode=False):
             if status_ops:
                 # what the stack's agents patched into the Node's status (gpu_strategy.node_state): a JSON patch on
                 # the status subresource, each entry removed only where the read found it
-                skw = {'_content_type': JSON_PATCH, '_preload_content': False}
+                skw: dict[str, Any] = {'_content_type': JSON_PATCH, '_preload_content': False}
                 if check_mode:
                     skw['dry_run'] = 'All'
                 api.patch_node_status(node, status_ops, **skw)
@@ -104,12 +108,13 @@ def apply(api, patches, check_mode=False):
     return results
 
 
-def list_nodes(api):
+def list_nodes(api: Any) -> list[dict[str, Any]]:
     """Every Node of the cluster, as dicts (one list request, raw JSON)."""
     return k8s_read.body(api.list_node(_preload_content=False)).get('items') or []
 
 
-def plan_and_apply(api, static, options, check_mode=False):
+def plan_and_apply(api: Any, static: dict[str, Any], options: dict[str, Any],
+                   check_mode: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """Role gpu_node_labels in one module run: read the Nodes, plan each node's patch from the static plan
     (label_plan.label_live_plan with options: state, strategy_label, record_annotation, check_resources,
     fail_on_missing_nodes), refuse any conflict before the first write, then patch the nodes that differ.

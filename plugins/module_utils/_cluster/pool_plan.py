@@ -9,9 +9,12 @@ Plain Python over plain data: ``groups`` (group -> host names) and ``hostvars`` 
 filter plugins pass Ansible's hostvars, read once per host). No Ansible imports. One of the plans of ``cluster_plan``.
 """
 
+from __future__ import annotations
+
 import re
 
 from collections.abc import Mapping
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     DEFAULT_STRATEGY, EXTENDER_STRATEGIES, LABELLED_STRATEGIES, STRATEGIES,
@@ -27,7 +30,7 @@ POOL_NAME_RE = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
 _MISSING = object()
 
 
-def _get(mapping, key, default=None):
+def _get(mapping: Any, key: Any, default: Any = None) -> Any:
     try:
         return mapping[key]
     except (KeyError, TypeError):
@@ -38,8 +41,9 @@ def _get(mapping, key, default=None):
 SHARING_POOLS_FACTS = ('all', 'renamed')
 
 
-def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',
-                  agreement=True):
+def sharing_pools(groups: Mapping[str, Any], hostvars: Mapping[str, Any], node_group: str = 'gpu_nodes',
+                  layer_groups: list[str] | None = None, settings: list[str] | None = None, facts: str = 'all',
+                  agreement: bool = True) -> dict[str, Any]:
     """The sharing pools of the GPU nodes.
 
     A node's pool is its gpuops_sharing_pool variable, else the one group it is in, below ``node_group``, that is not a
@@ -59,8 +63,11 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
     layer = set(LAYER_GROUPS) | set([node_group]) | set(layer_groups or [])
     members = list(groups.get(node_group) or [])
     member_set = set(members)
-    group_sets = {}
-    pools, errors, unprobed, host_groups = {}, [], [], {}
+    group_sets: dict[str, bool] = {}
+    pools: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    unprobed: list[str] = []
+    host_groups: dict[str, list[str]] = {}
     renamed = set()
     for h in members:
         hv = hostvars[h]
@@ -143,14 +150,15 @@ def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, s
             'needs_extender': any(p['strategy'] in EXTENDER_STRATEGIES for p in ordered)}
 
 
-def _dra_beside_device_plugin(ordered, pools, host_groups):
+def _dra_beside_device_plugin(ordered: list[dict[str, Any]], pools: dict[str, dict[str, Any]],
+                              host_groups: dict[str, list[str]]) -> list[str]:
     """A node of a dra pool that is also in a pool of a device plugin (a pool group it is in besides its
     gpuops_sharing_pool, or another host naming the same Kubernetes node): NVIDIA's DRA driver must not run beside the
     GPU device plugin on one node (dra-driver-nvidia-gpu v0.5.0 templates/validation.yaml, gpuResourcesEnabledOverride)."""
-    errors = []
-    by_node = {}
+    errors: list[str] = []
+    by_node: dict[str, list[dict[str, Any]]] = {}
 
-    def claims(pool):
+    def claims(pool: dict[str, Any]) -> bool:
         stack = gpu_stack_registry.find(pool['strategy'])
         return stack is not None and stack.claims_devices
 
@@ -175,19 +183,19 @@ def _dra_beside_device_plugin(ordered, pools, host_groups):
     return errors
 
 
-def _pool_hosts(pool, groups):
+def _pool_hosts(pool: Any, groups: Mapping[str, Any]) -> list[str]:
     hosts = list(_get(pool, 'nodes') or [])
     if _get(pool, 'group'):
         hosts += list(groups.get(pool['group']) or [])
     return hosts
 
 
-def pool_host_vars(nodes, hostvars):
+def pool_host_vars(nodes: list[str] | None, hostvars: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """What role gpu_sharing_stack reads from the inventory about a pool's nodes, each host read once: for every node
     name that is an inventory host, its gpu_probe_facts, gpu_sharing_stack_strategy and
     nvidia_container_runtime_cdi_spec_ready and nvidia_container_runtime_cdi (only those defined). Returns {'facts',
     'node_strategies', 'cdi_spec_ready', 'cdi_enabled'}."""
-    out = {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}, 'cdi_enabled': {}}
+    out: dict[str, dict[str, Any]] = {'facts': {}, 'node_strategies': {}, 'cdi_spec_ready': {}, 'cdi_enabled': {}}
     keys = (('facts', 'gpu_probe_facts'), ('node_strategies', 'gpu_sharing_stack_strategy'),
             ('cdi_spec_ready', 'nvidia_container_runtime_cdi_spec_ready'), ('cdi_enabled', 'nvidia_container_runtime_cdi'))
     for node in nodes or []:
@@ -201,6 +209,6 @@ def pool_host_vars(nodes, hostvars):
     return out
 
 
-def unprobed_hosts(hosts, hostvars):
+def unprobed_hosts(hosts: list[str] | None, hostvars: Mapping[str, Any]) -> list[str]:
     """The hosts of ``hosts`` that have no gpu_probe_facts, in order."""
     return [h for h in hosts or [] if _get(hostvars[h], 'gpu_probe_facts', _MISSING) is _MISSING]

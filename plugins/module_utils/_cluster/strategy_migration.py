@@ -12,7 +12,10 @@ gpu_node_labels_state=absent for the target pool removes them. A device plugin D
 pool label and the DRA kubelet plugin the strategy label dra: the switch moves the node from one to the other.
 """
 
+from __future__ import annotations
+
 import json
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
@@ -33,7 +36,7 @@ class MigrationError(Exception):
     pass
 
 
-def _side(raw, var):
+def _side(raw: Any, var: str) -> dict[str, Any]:
     """A side of the migration: {pool, strategy, labels, resource}, checked."""
     if not isinstance(raw, dict):
         raise MigrationError('%s must be a dict with pool and strategy; got %r' % (var, raw))
@@ -63,7 +66,7 @@ def _side(raw, var):
     return {'pool': pool, 'strategy': strategy, 'labels': labels, 'resource': resource}
 
 
-def check_sides(source, target):
+def check_sides(source: Any, target: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(source, target) checked: exactly one side is a dra pool (its Stack claims_devices), the other a device-plugin
     pool."""
     src, dst = _side(source, 'gpuops_migrate_from'), _side(target, 'gpuops_migrate_to')
@@ -76,7 +79,7 @@ def check_sides(source, target):
     return src, dst
 
 
-def _record(meta):
+def _record(meta: dict[str, Any]) -> dict[str, Any]:
     raw = (meta.get('annotations') or {}).get(RECORD_ANNOTATION) or ''
     try:
         rec = json.loads(raw) if raw else {}
@@ -86,13 +89,13 @@ def _record(meta):
     return rec if isinstance(rec, dict) else {}
 
 
-def stacks_input(pool, node, labels):
+def stacks_input(pool: str, node: str | None, labels: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Role gpu_node_labels' gpu_node_labels_stacks for the switch of one node: the target pool's labels of the node
     as a stack's (with gpu_node_labels_group empty, the node's labels are exactly these and each is recorded)."""
     return {pool: {'node_labels': {node: dict(labels)}, 'node_label_defaults': {}}}
 
 
-def _label_int(value):
+def _label_int(value: Any) -> int | None:
     """A label's whole number (GFD's nvidia.com/gpu.replicas: '4'); None when absent or not one."""
     try:
         return int(str(value))
@@ -100,7 +103,7 @@ def _label_int(value):
         return None
 
 
-def capacity_change(node, src, dst):
+def capacity_change(node: dict[str, Any], src: dict[str, Any], dst: dict[str, Any]) -> dict[str, Any] | None:
     """{resource, before, after, replicas} when moving ``node`` from the device-plugin side ``src`` to the dra side
     ``dst`` takes pods away, else None. A device plugin that shares each GPU N ways (time-slicing, MPS: GFD's
     nvidia.com/gpu.replicas) advertises N units per GPU, and N pods run on one GPU; under DRA the scheduler makes one
@@ -119,7 +122,8 @@ def capacity_change(node, src, dst):
     return {'resource': src['resource'], 'before': before, 'after': after, 'replicas': replicas}
 
 
-def node_step(node, host, source, target, accept_capacity_loss=False):
+def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
+              accept_capacity_loss: bool = False) -> dict[str, Any]:
     """What the migration does with one node: {host, node, action, reason, plan, wait}.
 
     ``node``: the live Node (dict, or None when it is not in the cluster); ``source``/``target``: the two sides (see
@@ -147,8 +151,8 @@ def node_step(node, host, source, target, accept_capacity_loss=False):
     # plugin's resource in the capacity 5 min (its allocatable drops to 0 at once: devicemanager PluginDisconnected;
     # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
     leave = gpu_stack_registry.stack(src['strategy']).serving_sign(src['resource'])
-    out = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool'],
-           'capacity': None}
+    out: dict[str, Any] = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool'],
+                           'capacity': None}
     if now == (dst['strategy'], dst['pool']):
         out.update(action='resume' if marked else 'skip', labels=None, stacks=None,
                    reason='on pool %s (strategy %s)%s' % (dst['pool'], dst['strategy'],
@@ -186,12 +190,14 @@ def node_step(node, host, source, target, accept_capacity_loss=False):
     return out
 
 
-def migration_plan(nodes, hosts, source, target, accept_capacity_loss=False):
+def migration_plan(nodes: list[dict[str, Any]] | None, hosts: list[dict[str, Any]] | None, source: Any, target: Any,
+                   accept_capacity_loss: bool = False) -> dict[str, Any]:
     """Every host's step, in the order of ``hosts`` ([{host, node}]); ``nodes``: the live Nodes. Returns {'steps',
     'errors'}: errors (a node in neither pool, not in the cluster, bad sides, a capacity loss not accepted) stop the
     run before anything changes."""
     by_name = dict(((n.get('metadata') or {}).get('name'), n) for n in nodes or [])
-    steps, errors = [], []
+    steps: list[dict[str, Any]] = []
+    errors: list[str] = []
     try:
         check_sides(source, target)
     except MigrationError as exc:

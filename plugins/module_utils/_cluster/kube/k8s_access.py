@@ -25,10 +25,14 @@ Environment: GPUOPS_K8S_RETRIES (retries per request, default 10 as client-go), 
 request, default 120).
 """
 
+from __future__ import annotations
+
 import os
 import random
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 CORE_IMPORT_ERROR = None
 try:
@@ -46,10 +50,11 @@ except ImportError:
     ApiClient = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 
-    class ApiException(Exception):
+    # the stand-in when the kubernetes client is missing (mypy takes the client's, an import it does not follow)
+    class ApiException(Exception):  # type: ignore[no-redef]
         status = reason = body = headers = None
 
-        def __init__(self, status=None, reason=None, http_resp=None):
+        def __init__(self, status: Any = None, reason: Any = None, http_resp: Any = None) -> None:
             super(ApiException, self).__init__(reason)
             self.status, self.reason = status, reason
 
@@ -66,7 +71,7 @@ except ImportError:
 
 # Names, types, aliases and environment variables as kubernetes.core's AUTH_ARG_SPEC (args_common.py); validate_certs
 # defaults to true here.  proxy_headers and persist_config are not offered.
-AUTH_ARG_SPEC = dict(
+AUTH_ARG_SPEC: dict[str, dict[str, Any]] = dict(
     kubeconfig=dict(type='raw', fallback=('K8S_AUTH_KUBECONFIG',)),
     context=dict(type='str', fallback=('K8S_AUTH_CONTEXT',)),
     host=dict(type='str', fallback=('K8S_AUTH_HOST',)),
@@ -88,7 +93,7 @@ class KubeError(Exception):
     """A failure reaching or talking to the API server, with a message fit for the user."""
 
 
-def auth_arg_spec(env_fallback):
+def auth_arg_spec(env_fallback: Callable[..., Any]) -> dict[str, dict[str, Any]]:
     """AUTH_ARG_SPEC (a fresh copy) with Ansible's env_fallback function filled in."""
     spec = {}
     for name, opts in AUTH_ARG_SPEC.items():
@@ -100,7 +105,7 @@ def auth_arg_spec(env_fallback):
     return spec
 
 
-def check_kubeconfig(value):
+def check_kubeconfig(value: Any) -> tuple[str | dict | None, str | None]:
     """(kubeconfig, error): a path (``~`` expanded; every file of a path list must exist), a dict, or None."""
     if value is None or value == '':
         return None, None
@@ -115,17 +120,17 @@ def check_kubeconfig(value):
     return os.pathsep.join(paths), None
 
 
-def connection_kwargs(params):
+def connection_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     """The connection options that are set, as get_api_client takes them."""
     return dict((name, params[name]) for name in AUTH_ARG_SPEC if params.get(name) is not None)
 
 
-def _missing_core():
+def _missing_core() -> KubeError:
     return KubeError('the kubernetes.core collection is needed to reach the Kubernetes API '
                      '(ansible-galaxy collection install kubernetes.core): %s' % (CORE_IMPORT_ERROR or '').strip())
 
 
-def _kwargs(params):
+def _kwargs(params: dict[str, Any]) -> dict[str, Any]:
     kubeconfig, error = check_kubeconfig(params.get('kubeconfig'))
     if error:
         raise KubeError(error)
@@ -135,14 +140,15 @@ def _kwargs(params):
     return kwargs
 
 
-def _config_error(kwargs, e):
+def _config_error(kwargs: dict[str, Any], e: Exception) -> KubeError:
     kubeconfig = kwargs.get('kubeconfig')
     default = 'default: K8S_AUTH_KUBECONFIG, KUBECONFIG, ~/.kube/config or the in-cluster service account'
     where = '(dict)' if isinstance(kubeconfig, dict) else (kubeconfig or default)
     return KubeError('cannot configure the Kubernetes client from kubeconfig %s: %s' % (where, e))
 
 
-def get_client(params, get_api_client=None, core=None, api_client_class=None, dynamic_client_class=None):
+def get_client(params: dict[str, Any], get_api_client: Callable[..., Any] | None = None, core: Any = None,
+               api_client_class: Any = None, dynamic_client_class: Any = None) -> Any:
     """A kubernetes DynamicClient for the connection options in params, with the retry policy on every request.
 
     Built as kubernetes.core's get_api_client builds it (its configuration steps, K8SDynamicClient and LazyDiscoverer),
@@ -173,7 +179,7 @@ def get_client(params, get_api_client=None, core=None, api_client_class=None, dy
     return client
 
 
-def api_client(params, core=None, api_client_class=None):
+def api_client(params: dict[str, Any], core: Any = None, api_client_class: Any = None) -> Any:
     """A plain kubernetes ApiClient (for k8s_rest's requests) with kubernetes.core's configuration.
 
     Same options, environment variables, kubeconfig / in-cluster order and impersonation headers as get_client, but
@@ -210,7 +216,7 @@ DEFAULT_MAX_RETRIES = 10
 DEFAULT_MAX_TOTAL = 120.0
 
 
-def _env_number(name, default, cast):
+def _env_number(name: str, default: float, cast: Callable[[str], float]) -> float:
     value = os.environ.get(name)
     if value in (None, ''):
         return default
@@ -223,11 +229,11 @@ def _env_number(name, default, cast):
     return number
 
 
-def _is_eviction(url):
+def _is_eviction(url: str) -> bool:
     return url.split('?', 1)[0].rstrip('/').endswith('/eviction')
 
 
-def _header(headers, name):
+def _header(headers: Any, name: str) -> Any:
     if not headers:
         return None
     getter = getattr(headers, 'get', None)
@@ -241,7 +247,7 @@ def _header(headers, name):
     return value
 
 
-def retry_after_seconds(value):
+def retry_after_seconds(value: Any) -> float | None:
     """Seconds of a Retry-After header (an integer of seconds, as the API server sends it); None when absent or not
     a number (an HTTP date is not sent by kube-apiserver and counts as absent)."""
     if value is None:
@@ -253,13 +259,13 @@ def retry_after_seconds(value):
     return max(seconds, 0.0)
 
 
-def _connection_not_opened(error):
+def _connection_not_opened(error: BaseException) -> bool:
     """True when the request never reached the server: the connection could not be opened."""
     names = set(type(e).__name__ for e in _causes(error))
     return bool(names & set(['NewConnectionError', 'ConnectTimeoutError', 'ConnectionRefusedError', 'NameResolutionError']))
 
 
-def _connection_dropped(error):
+def _connection_dropped(error: BaseException) -> bool:
     """True for a connection dropped or reset while the request was on its way or its answer was."""
     names = set(type(e).__name__ for e in _causes(error))
     return bool(names & set(['ProtocolError', 'ConnectionResetError', 'ConnectionAbortedError', 'BrokenPipeError',
@@ -267,9 +273,10 @@ def _connection_dropped(error):
                              'SSLZeroReturnError', 'MaxRetryError', 'ConnectionError']))
 
 
-def _causes(error):
+def _causes(error: BaseException) -> list[BaseException]:
     """The error and the errors it wraps (urllib3's reason / original_error, exception chaining, exception args)."""
-    out, todo = [], [error]
+    out: list[BaseException] = []
+    todo: list[Any] = [error]
     while todo and len(out) < 16:
         e = todo.pop(0)
         if not isinstance(e, BaseException) or any(e is o for o in out):
@@ -287,8 +294,9 @@ class RetryPolicy(object):
     delay), which the lab's fault tests compare with the proxy's record.
     """
 
-    def __init__(self, max_retries=None, max_total=None, base_delay=0.5, max_delay=8.0, sleep=time.sleep,
-                 clock=time.monotonic, jitter=None):
+    def __init__(self, max_retries: int | None = None, max_total: float | None = None, base_delay: float = 0.5,
+                 max_delay: float = 8.0, sleep: Callable[[float], Any] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, jitter: Callable[[], float] | None = None) -> None:
         self.max_retries = _env_number('GPUOPS_K8S_RETRIES', DEFAULT_MAX_RETRIES, int) \
             if max_retries is None else max_retries
         self.max_total = _env_number('GPUOPS_K8S_RETRY_TOTAL', DEFAULT_MAX_TOTAL, float) \
@@ -298,15 +306,15 @@ class RetryPolicy(object):
         self.sleep = sleep
         self.clock = clock
         self.jitter = jitter if jitter is not None else random.random
-        self.log = []
+        self.log: list[dict[str, Any]] = []
 
-    def backoff(self, attempt):
+    def backoff(self, attempt: int) -> float:
         """Delay before retry ``attempt`` (1, 2, ...) when the server named none: exponential, capped, with jitter."""
         delay = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
         return delay * (0.5 + self.jitter() / 2)
 
     @staticmethod
-    def idempotent(method, content_type, url):
+    def idempotent(method: str | None, content_type: str | None, url: str) -> bool:
         method = (method or '').upper()
         if method in IDEMPOTENT_METHODS:
             return True
@@ -314,7 +322,8 @@ class RetryPolicy(object):
             return (content_type or '').split(';')[0].strip() != NON_IDEMPOTENT_PATCH
         return method == 'POST' and _is_eviction(url)
 
-    def decide(self, method, url, content_type, status=None, retry_after=None, error=None):
+    def decide(self, method: str | None, url: str, content_type: str | None, status: int | None = None,
+               retry_after: float | None = None, error: BaseException | None = None) -> tuple[bool, float | None, str]:
         """(retry, delay or None, why): what to do with one failed attempt (an HTTP status or a connection error)."""
         if error is not None:
             if _connection_not_opened(error):
@@ -332,16 +341,16 @@ class RetryPolicy(object):
             return True, retry_after, 'HTTP %s' % status
         return False, None, 'HTTP %s' % status
 
-    def describe(self, method, url):
+    def describe(self, method: str, url: str) -> str:
         return '%s %s' % (method, _path(url))
 
 
-def _short(error):
+def _short(error: BaseException) -> str:
     text = str(error)
     return (type(error).__name__ + ': ' + text)[:300]
 
 
-def _path(url):
+def _path(url: str) -> str:
     if '://' in url:
         url = '/' + url.split('://', 1)[1].split('/', 1)[-1] if '/' in url.split('://', 1)[1] else '/'
     return url
@@ -354,22 +363,23 @@ class RetriesExhausted(ApiException):
     ``may_have_landed``: True when a non-idempotent request may have been run by the server (re-read before resending).
     """
 
-    def __init__(self, status, reason, body=None, headers=None, may_have_landed=False):
+    def __init__(self, status: int, reason: str, body: Any = None, headers: Any = None,
+                 may_have_landed: bool = False) -> None:
         ApiException.__init__(self, status=status, reason=reason)
         self.body = body
         self.headers = headers
         self.may_have_landed = may_have_landed
 
-    def __str__(self):
+    def __str__(self) -> str:
         return '(%s) %s' % (self.status, self.reason)
 
 
-def _response_status(result):
+def _response_status(result: Any) -> Any:
     """The HTTP status of what rest_client.request returned (client 37 returns errors instead of raising)."""
     return getattr(result, 'status', None)
 
 
-def _response_headers(result):
+def _response_headers(result: Any) -> Any:
     getheaders = getattr(result, 'getheaders', None)
     if getheaders is not None:
         try:
@@ -379,7 +389,7 @@ def _response_headers(result):
     return getattr(result, 'headers', None)
 
 
-def _discard(result):
+def _discard(result: Any) -> None:
     """Read and release the body of an answer that will be retried, so that its connection goes back to the pool."""
     raw = getattr(result, 'response', result)
     for name in ('drain_conn', 'release_conn'):
@@ -391,7 +401,7 @@ def _discard(result):
                 pass
 
 
-def _body_of(result):
+def _body_of(result: Any) -> Any:
     read = getattr(result, 'read', None)
     if read is not None and getattr(result, 'data', None) is None:
         try:
@@ -404,11 +414,11 @@ def _body_of(result):
     return data
 
 
-def retrying_request(request, policy):
+def retrying_request(request: Callable[..., Any], policy: RetryPolicy) -> Callable[..., Any]:
     """rest_client.request wrapped by ``policy``: the kubernetes client's REST layer, both generations (client 24 to
     36 raise ApiException for an error status, 37 and later return the response)."""
 
-    def wrapped(method, url, *args, **kwargs):
+    def wrapped(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         headers = kwargs.get('headers')
         if headers is None and len(args) >= 2 and isinstance(args[1], dict):  # client 24 to 36: query_params, headers
             headers = args[1]
@@ -417,7 +427,7 @@ def retrying_request(request, policy):
         content_type = _header(headers, 'Content-Type')
         start = policy.clock()
         attempt = 0
-        answers = []
+        answers: list[str] = []
         while True:
             status = error = result = None
             resp_headers = body = None
@@ -460,39 +470,40 @@ def retrying_request(request, policy):
                                'delay': round(wait, 3), 'attempt': attempt})
             policy.sleep(wait)
 
-    wrapped.gpuops_retry_policy = policy
+    setattr(wrapped, 'gpuops_retry_policy', policy)
     return wrapped
 
 
-def _give_up_message(policy, method, url, answers, start, landed, limit=False, next_wait=None):
+def _give_up_message(policy: RetryPolicy, method: str, url: str, answers: list[str], start: float, landed: bool,
+                     limit: bool = False, next_wait: float | None = None) -> str:
     elapsed = policy.clock() - start
     what = policy.describe(method, url)
-    seen = []
+    seen: list[list[Any]] = []
     for answer in answers:
         if seen and seen[-1][0] == answer:
             seen[-1][1] += 1
         else:
             seen.append([answer, 1])
-    seen = '; '.join(a if n == 1 else '%s (x%d)' % (a, n) for a, n in seen[-3:])
+    said = '; '.join(a if n == 1 else '%s (x%d)' % (a, n) for a, n in seen[-3:])
     if limit:
         return ('%s failed %d time(s) in %.1f s (%s); gave up: the retry limits are %d retries and %g s per request '
                 '(next wait %.1f s; GPUOPS_K8S_RETRIES, GPUOPS_K8S_RETRY_TOTAL). The API server is overloaded or '
                 'unreachable; run again when it answers'
-                % (what, len(answers), elapsed, seen, policy.max_retries, policy.max_total, next_wait or 0))
+                % (what, len(answers), elapsed, said, policy.max_retries, policy.max_total, next_wait or 0))
     if landed:
         return ('%s: %s; not sent again: the server may have run it (a %s is not idempotent). Run again: the next run '
-                'reads what is there first' % (what, seen, method))
-    return '%s failed after %d attempt(s) in %.1f s: %s' % (what, len(answers), elapsed, seen)
+                'reads what is there first' % (what, said, method))
+    return '%s failed after %d attempt(s) in %.1f s: %s' % (what, len(answers), elapsed, said)
 
 
-def no_urllib3_retries():
+def no_urllib3_retries() -> Any:
     """A urllib3 Retry that retries nothing (the collection's policy is the only one); None without urllib3."""
     if _Urllib3Retry is None:
         return None
     return _Urllib3Retry(total=False, redirect=5, raise_on_status=False)
 
 
-def install_retries(client, policy=None):
+def install_retries(client: Any, policy: RetryPolicy | None = None) -> RetryPolicy | None:
     """Wrap the REST layer of a kubernetes ApiClient (or of the ApiClient inside a DynamicClient) with the retry policy
     and switch off urllib3's own retries under it; the policy (its ``log``) is returned. A second call does nothing."""
     api = getattr(client, 'client', client)  # DynamicClient -> ApiClient

@@ -7,22 +7,26 @@ Works on a kubernetes DynamicClient (k8s_access.get_client); reads first, writes
 patch of labels for labels-only kinds) only when the desired fields are not already live.
 """
 
+from __future__ import annotations
+
 import copy
 import hashlib
 import json
 import time
+from typing import Any
 
 try:
     from kubernetes.client.rest import ApiException
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 except ImportError:  # reported by the module through k8s_access.KUBERNETES_IMPORT_ERROR
-    class ApiException(Exception):
+    # stand-ins (mypy takes the client's names, an import it does not follow)
+    class ApiException(Exception):  # type: ignore[no-redef]
         status = reason = body = None
 
-    class NotFoundError(Exception):
+    class NotFoundError(Exception):  # type: ignore[no-redef]
         pass
 
-    class ResourceNotFoundError(Exception):
+    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
         pass
 
 
@@ -36,7 +40,7 @@ class ConvergeError(Exception):
 NOISY_METADATA = ('managedFields', 'resourceVersion', 'uid', 'creationTimestamp', 'generation', 'selfLink')
 
 
-def _scalar_equal(want, have):
+def _scalar_equal(want: Any, have: Any) -> bool:
     if isinstance(want, bool) or isinstance(have, bool):
         return want is have
     if isinstance(want, (int, float)) or isinstance(have, (int, float)):
@@ -52,7 +56,8 @@ POD_APPENDED_LISTS = frozenset([('spec', 'tolerations'), ('spec', 'volumes'), ('
                                 ('spec', 'initContainers', 'volumeMounts')])
 
 
-def is_subset(want, have, prefix_lists=frozenset(), path=()):
+def is_subset(want: Any, have: Any, prefix_lists: frozenset[tuple[str, ...]] = frozenset(),
+              path: tuple[str, ...] = ()) -> bool:
     """True when every field of want is in have with the same value (lists: same length, element-wise; a list whose
     path (field names from the top, list positions left out) is in prefix_lists: want's elements start have)."""
     if isinstance(want, dict):
@@ -68,7 +73,8 @@ def is_subset(want, have, prefix_lists=frozenset(), path=()):
     return _scalar_equal(want, have)
 
 
-def differing(want, have, prefix_lists=frozenset(), path=()):
+def differing(want: Any, have: Any, prefix_lists: frozenset[tuple[str, ...]] = frozenset(),
+              path: tuple[str, ...] = ()) -> list[str]:
     """The dotted paths of want's fields that have lacks or holds with another value (is_subset's answer, named)."""
     if isinstance(want, dict) and isinstance(have, dict):
         out = []
@@ -90,7 +96,7 @@ def differing(want, have, prefix_lists=frozenset(), path=()):
 POD_MUTABLE_FIELDS = ('tolerations', 'activeDeadlineSeconds', 'terminationGracePeriodSeconds')
 
 
-def pod_update_allowed(want, live):
+def pod_update_allowed(want: dict[str, Any], live: dict[str, Any]) -> bool:
     """Whether the API server accepts an update of a Pod from spec ``live`` to spec ``want`` (as far as want says):
     want agrees with live on every field but the mutable ones (containers' and init containers' images, the fields
     of POD_MUTABLE_FIELDS)."""
@@ -103,12 +109,12 @@ def pod_update_allowed(want, live):
     return is_subset({'spec': rest}, {'spec': live}, POD_APPENDED_LISTS)
 
 
-def appended_lists(d):
+def appended_lists(d: dict[str, Any]) -> frozenset[tuple[str, ...]]:
     """The lists the API server may have appended to in the live copy of definition d (see POD_APPENDED_LISTS)."""
     return POD_APPENDED_LISTS if d.get('apiVersion') == 'v1' and d.get('kind') == 'Pod' else frozenset()
 
 
-def desired_hash(obj, annotation):
+def desired_hash(obj: dict[str, Any], annotation: str) -> str:
     o = copy.deepcopy(obj)
     meta = o.get('metadata') or {}
     if annotation in (meta.get('annotations') or {}):
@@ -118,14 +124,14 @@ def desired_hash(obj, annotation):
     return hashlib.sha256(json.dumps(o, sort_keys=True, separators=(',', ':')).encode('utf-8')).hexdigest()[:20]
 
 
-def with_hash(obj, annotation):
+def with_hash(obj: dict[str, Any], annotation: str) -> dict[str, Any]:
     o = copy.deepcopy(obj)
     h = desired_hash(o, annotation)
     o.setdefault('metadata', {}).setdefault('annotations', {})[annotation] = h
     return o
 
 
-def clean(obj):
+def clean(obj: dict[str, Any] | None) -> dict[str, Any]:
     if not obj:
         return {}
     o = copy.deepcopy(obj)
@@ -136,23 +142,23 @@ def clean(obj):
     return o
 
 
-def ident(d):
+def ident(d: dict[str, Any]) -> tuple[Any, Any, Any]:
     meta = d.get('metadata') or {}
     return d.get('kind'), meta.get('namespace'), meta.get('name')
 
 
 class Converger(object):
-    def __init__(self, params, client, check_mode=False, diff=False):
+    def __init__(self, params: dict[str, Any], client: Any, check_mode: bool = False, diff: bool = False) -> None:
         self.client = client
         self.p = params
         self.check_mode = check_mode
         self.diff = diff
         self.counts = dict(created=0, updated=0, deleted=0, unchanged=0)
-        self.objects = []
-        self.diffs = []
-        self.backups = []
-        self.warnings = []
-        self.users = []
+        self.objects: list[dict[str, Any]] = []
+        self.diffs: list[dict[str, Any]] = []
+        self.backups: list[str] = []
+        self.warnings: list[str] = []
+        self.users: list[dict[str, Any]] = []
 
     # Objects several runs share (a strategy's RuntimeClass, shared by every pool of the NVIDIA family): each run that
     # applies one records its user (params 'user', e.g. the pool) in an annotation of its own, prefix
@@ -161,33 +167,33 @@ class Converger(object):
     # other user is recorded and 'keep' is false, with the resourceVersion it decided on as a precondition: a user
     # recorded meanwhile (a concurrent run of another inventory, team or AWX slice) makes the delete fail (409) and the
     # decision is taken again. 'user_labels' picks the definitions that carry this record (all when empty).
-    def user_key(self):
+    def user_key(self) -> str | None:
         return (self.p.get('user_annotation_prefix') or USER_PREFIX) + self.p['user'] if self.p.get('user') else None
 
-    def shared(self, d):
+    def shared(self, d: dict[str, Any]) -> bool:
         if not self.p.get('user'):
             return False
         labels = (d.get('metadata') or {}).get('labels') or {}
         return all(labels.get(k) == str(v) for k, v in (self.p.get('user_labels') or {}).items())
 
-    def users_of(self, live):
+    def users_of(self, live: dict[str, Any] | None) -> list[str]:
         prefix = self.p.get('user_annotation_prefix') or USER_PREFIX
         annotations = ((live or {}).get('metadata') or {}).get('annotations') or {}
         return sorted(k[len(prefix):] for k in annotations if k.startswith(prefix))
 
-    def foreign_users(self, live):
+    def foreign_users(self, live: dict[str, Any]) -> list[str]:
         """The users recorded on ``live`` that this run does not speak for: not its own, not in 'known_users'."""
         known = set(self.p.get('known_users') or []) | {self.p['user']}
         return [u for u in self.users_of(live) if u not in known]
 
-    def check_shared(self, defs):
+    def check_shared(self, defs: list[dict[str, Any]]) -> None:
         """Before anything is written (state=present, 'user' and 'known_users' given): refuse to change a shared
         object on which users this run does not know recorded themselves (pools of another inventory, team or AWX
         job that applied it with other settings: the last run would win, and each run would undo the other's). The
         error names each object, its other users and the fields that would change."""
         if not self.p.get('user') or self.p.get('known_users') is None:
             return
-        problems = []
+        problems: list[str] = []
         for d in defs:
             if not self.shared(d) or d.get('kind') in self.p['labels_only_kinds']:
                 continue
@@ -211,11 +217,11 @@ class Converger(object):
                 'first (their records go with them); nothing was changed.'
                 % (', '.join(sorted(set(self.p.get('known_users') or []) | {self.p['user']})), '; '.join(problems)))
 
-    def note_user(self, d, action):
+    def note_user(self, d: dict[str, Any], action: str) -> None:
         kind, ns, name = ident(d)
         self.users.append({'kind': kind, 'namespace': ns, 'name': name, 'user': self.p['user'], 'action': action})
 
-    def register(self, res, d, live):
+    def register(self, res: Any, d: dict[str, Any], live: dict[str, Any] | None) -> None:
         """Record this run's user on ``d`` (``live``: the object as the apply left it, None if it is not there)."""
         kind, ns, name = ident(d)
         key = self.user_key()
@@ -236,7 +242,7 @@ class Converger(object):
         raise ConvergeError('%s %s%s was deleted three times while this run recorded its user %s on it'
                             % (kind, (ns + '/') if ns else '', name, self.p['user']))
 
-    def release(self, res, d, live):
+    def release(self, res: Any, d: dict[str, Any], live: dict[str, Any] | None) -> None:
         """state=absent for a shared object: delete it when no other user is recorded (and not 'keep'), else remove
         this run's record. The decision is made on one read and the delete carries that read's resourceVersion; this
         run writes nothing to the object before it (its own write would make the object's controller write too, and
@@ -278,21 +284,22 @@ class Converger(object):
                 live = self.get(res, d)  # changed since this run read it (a user recorded meanwhile?): decide again
         raise ConvergeError('%s changed five times while this run decided whether to delete it; nothing deleted' % where)
 
-    def resource(self, d):
+    def resource(self, d: dict[str, Any]) -> Any:
         try:
             return self.client.resources.get(api_version=d['apiVersion'], kind=d['kind'])
         except ResourceNotFoundError:
             raise ConvergeError('the cluster does not serve %s %s (needed for %s); install its CRD first'
                                 % (d['apiVersion'], d['kind'], ident(d)[2]))
 
-    def get(self, res, d):
+    def get(self, res: Any, d: dict[str, Any]) -> dict[str, Any] | None:
         kind, ns, name = ident(d)
         try:
             return self.client.get(res, name=name, namespace=ns if res.namespaced else None).to_dict()
         except NotFoundError:
             return None
 
-    def record(self, d, action, before=None, after=None):
+    def record(self, d: dict[str, Any], action: str, before: dict[str, Any] | None = None,
+               after: dict[str, Any] | None = None) -> None:
         kind, ns, name = ident(d)
         self.counts[action] += 1
         self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': action})
@@ -301,7 +308,7 @@ class Converger(object):
             self.diffs.append({'before_header': label, 'after_header': label,
                                'before': clean(before), 'after': clean(after)})
 
-    def backup(self, res, d, live):
+    def backup(self, res: Any, d: dict[str, Any], live: dict[str, Any]) -> None:
         kind, ns, name = ident(d)
         bns = self.p['backup_namespace'] or (ns if res.namespaced else 'kube-system')
         bname = ('gpuops-backup-%s-%s' % (kind.lower(), name))[:253]
@@ -319,7 +326,7 @@ class Converger(object):
             self.create_once(cm_res, body, bname, bns)
         self.backups.append('%s/%s' % (bns, bname))
 
-    def create_once(self, res, body, name, namespace):
+    def create_once(self, res: Any, body: dict[str, Any], name: str, namespace: str | None) -> None:
         """POST a new object so that it exists once: a create is not idempotent, so the retry policy (k8s_access)
         does not resend one that may have landed (connection lost after sending: status 0). Re-read then: there
         means it landed; absent means send it again, once. A conflict (409, already exists: an earlier try that
@@ -338,12 +345,13 @@ class Converger(object):
                     if attempt == 2 or e.status == 409:
                         raise
 
-    def present(self, d):
+    def present(self, d: dict[str, Any]) -> dict[str, Any] | None:
         res = self.resource(d)
         kind, ns, name = ident(d)
         live = self.get(res, d)
         if kind in self.p['labels_only_kinds']:
-            return self.labels(res, d, live, present=True)
+            self.labels(res, d, live, present=True)
+            return None
         want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
         if live is not None and is_subset(want, live, appended_lists(d)):
             self.record(d, 'unchanged')
@@ -358,7 +366,7 @@ class Converger(object):
         self.record(d, 'created' if live is None else 'updated', live, after)
         return after
 
-    def replaces(self, d, live):
+    def replaces(self, d: dict[str, Any], live: dict[str, Any]) -> bool:
         """Whether ``d`` must replace ``live`` instead of updating it: a Pod (v1) this module applied (its hash
         annotation) whose spec differs, since kube-apiserver refuses a change of a Pod's spec but for a few fields
         (pod updates may not change fields other than spec.containers[*].image, ...: 422; the validation workloads of
@@ -371,10 +379,10 @@ class Converger(object):
             return False
         return not pod_update_allowed(d.get('spec') or {}, live.get('spec') or {})
 
-    def replace(self, res, d, live):
+    def replace(self, res: Any, d: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] | None:
         """Delete ``live`` (this uid only, no grace period: the object is gone at once) and create ``d``."""
         kind, ns, name = ident(d)
-        body = {'gracePeriodSeconds': 0, 'propagationPolicy': 'Background'}
+        body: dict[str, Any] = {'gracePeriodSeconds': 0, 'propagationPolicy': 'Background'}
         if (live.get('metadata') or {}).get('uid'):
             body['preconditions'] = {'uid': live['metadata']['uid']}
         try:
@@ -392,14 +400,14 @@ class Converger(object):
         self.create_once(res, want, name, ns)
         return self.get(res, d)
 
-    def apply(self, res, d):
+    def apply(self, res: Any, d: dict[str, Any]) -> dict[str, Any]:
         kind, ns, name = ident(d)
         want = with_hash(d, self.p['hash_annotation']) if self.p['hash_annotation'] else copy.deepcopy(d)
         return self.client.patch(res, body=want, name=name, namespace=ns if res.namespaced else None,
                                  content_type='application/apply-patch+yaml', field_manager=self.p['field_manager'],
                                  force_conflicts=True).to_dict()
 
-    def labels(self, res, d, live, present):
+    def labels(self, res: Any, d: dict[str, Any], live: dict[str, Any] | None, present: bool) -> None:
         kind, ns, name = ident(d)
         want = (d.get('metadata') or {}).get('labels') or {}
         if live is None:
@@ -430,7 +438,7 @@ class Converger(object):
         self.record(d, 'updated' if present else 'deleted', before,
                     {'metadata': {'name': name, 'labels': (after.get('metadata') or {}).get('labels') or {}}})
 
-    def absent(self, d):
+    def absent(self, d: dict[str, Any]) -> None:
         res = self.resource(d)
         kind, ns, name = ident(d)
         live = self.get(res, d)
@@ -450,7 +458,7 @@ class Converger(object):
                 pass
         self.record(d, 'deleted', live, None)
 
-    def managed(self, d, live):
+    def managed(self, d: dict[str, Any], live: dict[str, Any]) -> bool:
         """Whether absent may delete ``live``: applied by this module (its hash annotation), or delete_unmanaged."""
         kind, ns, name = ident(d)
         annotations = (live.get('metadata') or {}).get('annotations') or {}
@@ -461,7 +469,7 @@ class Converger(object):
             return False
         return True
 
-    def result(self):
+    def result(self) -> dict[str, Any]:
         r = dict(changed=bool(self.counts['created'] or self.counts['updated'] or self.counts['deleted'] or self.backups
                               or self.users),
                  objects=self.objects, backups=self.backups, warnings_list=self.warnings, users=self.users, **self.counts)
@@ -470,7 +478,7 @@ class Converger(object):
         return r
 
 
-def validate_definitions(defs):
+def validate_definitions(defs: list[dict[str, Any]]) -> str | None:
     """None, or the error for the first definition without apiVersion, kind or metadata.name."""
     for i, d in enumerate(defs):
         kind, ns, name = ident(d)
@@ -479,7 +487,7 @@ def validate_definitions(defs):
     return None
 
 
-def prune(conv, defs, rules):
+def prune(conv: Converger, defs: list[dict[str, Any]], rules: list[dict[str, Any]] | None) -> dict[str, Any]:
     """After a present run: for each rule ({label_selector, kinds: [{api_version, kind}]}), delete the objects of its
     kinds that carry its labels and are not among ``defs`` - what a caller rendered before and no longer renders (a
     pool's MIG manager switched off, a strategy's shared objects of a changed registration mode, a previous namespace).
@@ -490,7 +498,7 @@ def prune(conv, defs, rules):
     return conv.result()
 
 
-def _prune(conv, defs, label_selector, kinds):
+def _prune(conv: Converger, defs: list[dict[str, Any]], label_selector: str, kinds: list[dict[str, str]]) -> None:
     want = set(ident(d) for d in defs)
     for k in kinds:
         probe = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': {'name': '-'}}
@@ -505,10 +513,10 @@ def _prune(conv, defs, label_selector, kinds):
                                 % (k['api_version'], k['kind'], label_selector, e.status, e.reason))
         for item in items:
             meta = item.get('metadata') or {}
-            named = {'name': meta.get('name')}
+            named: dict[str, Any] = {'name': meta.get('name')}
             if meta.get('namespace'):
                 named['namespace'] = meta['namespace']
-            d = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': named}
+            d: dict[str, Any] = {'apiVersion': k['api_version'], 'kind': k['kind'], 'metadata': named}
             if ident(d) in want or k['kind'] in conv.p['labels_only_kinds']:
                 continue
             if not conv.managed(d, item):
@@ -522,7 +530,7 @@ def _prune(conv, defs, label_selector, kinds):
             conv.record(d, 'deleted', item, None)
 
 
-def converge(conv, defs, state):
+def converge(conv: Converger, defs: list[dict[str, Any]], state: str) -> dict[str, Any]:
     """Run conv over defs (reverse order for absent). Raises ConvergeError naming the object on an API error."""
     order = defs if state == 'present' else list(reversed(defs))
     if state == 'present':

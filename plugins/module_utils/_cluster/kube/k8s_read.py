@@ -12,7 +12,10 @@ reads); anything else is refused before any request. Secrets come back without t
 Pure logic on ApiClient-like objects (the typed API classes are passed in), so the unit tests use fakes.
 """
 
+from __future__ import annotations
+
 import json
+from typing import Any
 
 # (apiVersion, kind) -> (typed API class name, read method, list method, namespaced)
 KINDS = {
@@ -29,13 +32,13 @@ class ReadError(Exception):
     """A request failed for another reason than "not found"."""
 
 
-def kinds_text():
+def kinds_text() -> str:
     return ', '.join('%s %s' % (k, a) for a, k in sorted(KINDS, key=lambda ak: ak[1]))
 
 
-def check_queries(queries):
+def check_queries(queries: list[Any] | None) -> list[str]:
     """Problems with the queries, before any request: a list of messages (empty when all is well)."""
-    problems = []
+    problems: list[str] = []
     keys = set()
     for i, q in enumerate(queries or []):
         if not isinstance(q, dict):
@@ -70,7 +73,7 @@ def check_queries(queries):
     return problems
 
 
-def body(resp):
+def body(resp: Any) -> Any:
     """The JSON document of a raw response (_preload_content=False): its .data decoded; a dict passes through."""
     data = getattr(resp, 'data', resp)
     if isinstance(data, bytes):
@@ -78,17 +81,17 @@ def body(resp):
     return json.loads(data) if isinstance(data, str) else data
 
 
-def _status(e):
+def _status(e: BaseException) -> Any:
     return getattr(e, 'status', None)
 
 
-def _hide(kind, obj):
+def _hide(kind: str, obj: Any) -> Any:
     if kind == 'Secret' and isinstance(obj, dict):
         obj = dict((k, v) for k, v in obj.items() if k not in SECRET_HIDDEN)
     return obj
 
 
-def read_one(apis, q):
+def read_one(apis: dict[str, Any], q: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
     """(resources, api_found) for one query: a named object gives a list of zero or one; otherwise the list."""
     kind_key = (q.get('api_version') or 'v1', q['kind'])
     api_name, read_m, list_m, namespaced = KINDS[kind_key]
@@ -98,7 +101,7 @@ def read_one(apis, q):
         if q.get('name'):
             items = [body(getattr(api, read_m)(q['name'], *ns, _preload_content=False))]
         else:
-            kwargs = {'_preload_content': False}
+            kwargs: dict[str, Any] = {'_preload_content': False}
             if q.get('label_selectors'):
                 kwargs['label_selector'] = ','.join(q['label_selectors'])
             items = body(getattr(api, list_m)(*ns, **kwargs)).get('items') or []
@@ -107,7 +110,7 @@ def read_one(apis, q):
             # a named object that does not exist, or (for a list) an API the server does not serve
             return [], bool(q.get('name'))
         raise ReadError('reading %s %s%s failed: %s' % (
-            q['kind'], (q.get('namespace') + '/') if q.get('namespace') else '', q.get('name') or '(list)',
+            q['kind'], (q['namespace'] + '/') if q.get('namespace') else '', q.get('name') or '(list)',
             getattr(e, 'reason', None) or e))
     out = []
     for obj in items:
@@ -119,15 +122,16 @@ def read_one(apis, q):
     return out, True
 
 
-def read(apis, queries, version=False):
+def read(apis: dict[str, Any], queries: list[dict[str, Any]] | None, version: bool = False) -> dict[str, Any]:
     """{objects: {key: [resource, ...]}, api_found: {key: bool}, version: {...} (when asked)}.
 
     apis: typed API objects by class name (CoreV1Api, NodeV1Api, VersionApi) over one ApiClient.
     """
-    objects, found = {}, {}
+    objects: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, bool] = {}
     for q in queries or []:
         objects[q['key']], found[q['key']] = read_one(apis, q)
-    result = {'objects': objects, 'api_found': found}
+    result: dict[str, Any] = {'objects': objects, 'api_found': found}
     if version:
         try:
             result['version'] = body(apis['VersionApi'].get_code(_preload_content=False))
@@ -136,7 +140,8 @@ def read(apis, queries, version=False):
     return result
 
 
-def project(objects, fields):
+def project(objects: dict[str, list[dict[str, Any]]],
+            fields: dict[str, list[str]] | None) -> dict[str, list[dict[str, Any]]]:
     """objects ({key: [resource, ...]}, as read() returns them) with the resources of each key named in ``fields``
     cut down to the dotted paths listed for it (e.g. {'nodes': ['metadata.labels', 'status.allocatable']}); apiVersion,
     kind and metadata.name are always kept, a path a resource does not have is left out, keys not in ``fields`` are
@@ -151,9 +156,9 @@ def project(objects, fields):
         wanted = [p.split('.') for p in ['apiVersion', 'kind', 'metadata.name'] + list(paths)]
         cut = []
         for obj in out[key]:
-            small = {}
+            small: dict[str, Any] = {}
             for path in wanted:
-                src = obj
+                src: Any = obj
                 for part in path:
                     if not isinstance(src, dict) or part not in src:
                         break
@@ -168,7 +173,7 @@ def project(objects, fields):
     return out
 
 
-def check_fields(fields, queries):
+def check_fields(fields: dict[str, Any] | None, queries: list[Any] | None) -> list[str]:
     """Problems with the fields option (a list of messages): every key must be a query's key, every path a string."""
     keys = set(q.get('key') for q in queries or [] if isinstance(q, dict))
     problems = []
@@ -181,6 +186,6 @@ def check_fields(fields, queries):
     return problems
 
 
-def typed_apis(client_module, api_client):
+def typed_apis(client_module: Any, api_client: Any) -> dict[str, Any]:
     """The typed APIs read() uses, over one ApiClient (client_module: k8s_rest, or a fake in tests)."""
     return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))

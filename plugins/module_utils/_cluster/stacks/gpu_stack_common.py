@@ -4,6 +4,8 @@
 """Shared helpers for the GPU sharing stack renderers (gpu_stack_*): errors, settings validation,
 images through the collection's mirror, common metadata, scheduling constraints."""
 
+from __future__ import annotations
+
 import copy
 import hashlib
 import json
@@ -11,6 +13,14 @@ import os
 import re
 import tarfile
 from typing import Any
+
+# the record shapes the stacks pass around, named for what they hold (plain dicts, as the API server and the role
+# variables give them): a rendered or live Kubernetes object, and a pool's settings (settings key -> its block)
+Manifest = dict[str, Any]
+Settings = dict[str, Any]
+# what a strategy module's render() gives its render_stack(): the manifests, the node labels (node -> {label: value}),
+# the extended resources the pool's pods ask for, and a GPU pod's limits (resource -> quantity)
+Rendered = tuple[list[Manifest], dict[str, dict[str, str]], list[str], dict[str, Any]]
 
 MANAGED_BY = 'gpuops.k8s_gpu'
 LABEL_PREFIX = 'gpuops.io/'
@@ -47,7 +57,7 @@ class StackError(Exception):
 CHART_VERSION = re.compile(r'v?(\d+)\.(\d+)\.(\d+)')
 
 
-def chart_yaml_version(path):
+def chart_yaml_version(path: str) -> str | None:
     """version: of the chart's Chart.yaml (a .tgz or an unpacked directory), or None when it cannot be read."""
     text = None
     try:
@@ -70,7 +80,8 @@ def chart_yaml_version(path):
     return m.group(1) if m else None
 
 
-def chart_family(text, charts, var, chart, example):
+def chart_family(text: Any, charts: dict[tuple[int, int], Any], var: str, chart: str,
+                 example: str) -> tuple[tuple[int, int], str]:
     """(family key (major, minor), 'vX.Y.Z') of the chart version ``text`` of a Helm-installed stack: ``charts`` is the
     renderer's table by release family, ``chart`` the chart's name in messages, ``example`` the pinned release. A text
     that is no version, or a family the table does not have, is refused naming ``var`` and what to set."""
@@ -88,8 +99,9 @@ def chart_family(text, charts, var, chart, example):
 class Ctx(object):
     """What every renderer needs: pool, namespace, images, pull secrets, warnings."""
 
-    def __init__(self, pool, namespace, strategy, registry='', image_pull_secrets=None, node_selector=None,
-                 var_prefix='gpu_sharing_stack_'):
+    def __init__(self, pool: str, namespace: str, strategy: str, registry: str | None = '',
+                 image_pull_secrets: list[str] | None = None, node_selector: dict[str, str] | None = None,
+                 var_prefix: str = 'gpu_sharing_stack_') -> None:
         self.pool = pool
         self.namespace = namespace
         self.strategy = strategy
@@ -97,45 +109,46 @@ class Ctx(object):
         self.image_pull_secrets = list(image_pull_secrets or [])
         self.node_selector = dict(node_selector or {})
         self.var_prefix = var_prefix
-        self.warnings = []
-        self.notes = []
-        self.images = []
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
+        self.images: list[str] = []
         # set by renderers: the scheduler extender URL kube-scheduler must use (gpushare); True while removing
-        self.extender_url = None
+        self.extender_url: str | None = None
         # set by renderers: the whole extender entry for role kube_scheduler_extender (gpu-manager's gpu-admission)
-        self.extender = None
+        self.extender: dict[str, Any] | None = None
         self.removing = False
         # workloads of others that read a config of ours once per process: restart them when it changes
-        self.restarts = []
+        self.restarts: list[dict[str, Any]] = []
 
-    def var(self, name):
+    def var(self, name: str) -> str:
         return self.var_prefix + name
 
-    def warn(self, msg):
+    def warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def note(self, msg):
+    def note(self, msg: str) -> None:
         if msg not in self.notes:
             self.notes.append(msg)
 
-    def image(self, ref, var_name):
+    def image(self, ref: Any, var_name: str) -> str:
         """Pinned image reference through the mirror; remembers every image used."""
         out = mirror_image(ref, self.registry, var_name)
         if out not in self.images:
             self.images.append(out)
         return out
 
-    def pull_secrets(self):
+    def pull_secrets(self) -> list[dict[str, str]]:
         return [{'name': s} for s in self.image_pull_secrets]
 
-    def pool_selector(self):
+    def pool_selector(self) -> dict[str, str]:
         """Node selector of the pool's DaemonSets: the pool label set on its nodes plus any user selector."""
         sel = {POOL_LABEL: self.pool}
         sel.update(self.node_selector)
         return sel
 
-    def meta(self, name, namespace=True, scope='pool', labels=None, annotations=None):
+    def meta(self, name: str, namespace: str | bool = True, scope: str = 'pool', labels: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None) -> dict[str, Any]:
         lab = {
             'app.kubernetes.io/managed-by': MANAGED_BY,
             'app.kubernetes.io/part-of': 'gpu-sharing-stack',
@@ -145,7 +158,7 @@ class Ctx(object):
         if scope == 'pool':
             lab[POOL_LABEL] = self.pool
         lab.update(labels or {})
-        m = {'name': name, 'labels': lab}
+        m: dict[str, Any] = {'name': name, 'labels': lab}
         if namespace:
             m['namespace'] = namespace if isinstance(namespace, str) else self.namespace
         if annotations:
@@ -153,14 +166,14 @@ class Ctx(object):
         return m
 
 
-def check_name(value, var_name):
+def check_name(value: Any, var_name: str) -> str:
     if not isinstance(value, str) or not _DNS_LABEL.match(value):
         raise StackError('%s must be a DNS label (lowercase letters, digits and "-", at most 63 characters); got %r'
                          % (var_name, value))
     return value
 
 
-def split_image(ref):
+def split_image(ref: str) -> tuple[str | None, str, str | None, str | None]:
     """(registry-or-None, path, tag-or-None, digest-or-None) of an image reference."""
     digest = None
     if '@' in ref:
@@ -175,7 +188,7 @@ def split_image(ref):
     return None, ref, tag, digest
 
 
-def mirror_image(ref, registry, var_name):
+def mirror_image(ref: Any, registry: str, var_name: str) -> str:
     """Pinned image reference, rewritten to the mirror prefix when one is set.
 
     The mirror prefix replaces the source registry host and keeps the repository path:
@@ -200,7 +213,7 @@ def mirror_image(ref, registry, var_name):
     return out
 
 
-def validate_settings(settings, schema, var_name):
+def validate_settings(settings: Any, schema: dict[str, Any], var_name: str) -> dict[str, Any]:
     """Apply defaults and check a settings dict against a schema.
 
     schema: {key: dict(type=int|float|bool|str|list|dict, default=..., choices=[...], min=..., max=...)}
@@ -231,7 +244,7 @@ def validate_settings(settings, schema, var_name):
     return out
 
 
-def _coerce(value, kind, name):
+def _coerce(value: Any, kind: type, name: str) -> Any:
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -263,41 +276,43 @@ def _coerce(value, kind, name):
     return value
 
 
-def hostpath_volume(name, path, kind=None):
+def hostpath_volume(name: str, path: str, kind: str | None = None) -> dict[str, Any]:
     hp = {'path': path}
     if kind:
         hp['type'] = kind
     return {'name': name, 'hostPath': hp}
 
 
-def node_name_env():
+def node_name_env() -> dict[str, Any]:
     return {'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}}
 
 
-def service_account(ctx, name, scope='pool', namespace=True):
+def service_account(ctx: Ctx, name: str, scope: str = 'pool', namespace: str | bool = True) -> Manifest:
     return {'apiVersion': 'v1', 'kind': 'ServiceAccount', 'metadata': ctx.meta(name, namespace=namespace, scope=scope)}
 
 
-def cluster_role(ctx, name, rules, scope='pool'):
+def cluster_role(ctx: Ctx, name: str, rules: list[dict[str, Any]], scope: str = 'pool') -> Manifest:
     return {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole',
             'metadata': ctx.meta(name, namespace=False, scope=scope), 'rules': rules}
 
 
-def cluster_role_binding(ctx, name, role, sa_name, scope='pool', namespace=None):
+def cluster_role_binding(ctx: Ctx, name: str, role: str, sa_name: str, scope: str = 'pool',
+                         namespace: str | None = None) -> Manifest:
     return {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
             'metadata': ctx.meta(name, namespace=False, scope=scope),
             'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': role},
             'subjects': [{'kind': 'ServiceAccount', 'name': sa_name, 'namespace': namespace or ctx.namespace}]}
 
 
-def rbac_for(ctx, name, rules, scope='pool', namespace=None):
+def rbac_for(ctx: Ctx, name: str, rules: list[dict[str, Any]], scope: str = 'pool',
+             namespace: str | None = None) -> list[Manifest]:
     """ServiceAccount + ClusterRole + ClusterRoleBinding of one component (least privilege: rules as given)."""
     ns = namespace or ctx.namespace
     return [service_account(ctx, name, scope=scope, namespace=ns), cluster_role(ctx, name, rules, scope=scope),
             cluster_role_binding(ctx, name, name, name, scope=scope, namespace=ns)]
 
 
-def pod_spec_common(ctx, spec, tolerations=None):
+def pod_spec_common(ctx: Ctx, spec: dict[str, Any], tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Add pull secrets and tolerations to a pod spec (in place) and return it."""
     if ctx.image_pull_secrets:
         spec['imagePullSecrets'] = ctx.pull_secrets()
@@ -306,12 +321,14 @@ def pod_spec_common(ctx, spec, tolerations=None):
     return spec
 
 
-def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, annotations=None, pod_labels=None):
+def daemonset(ctx: Ctx, name: str, app_label: str, pod_spec: dict[str, Any], scope: str = 'pool',
+              namespace: str | None = None, annotations: dict[str, str] | None = None,
+              pod_labels: dict[str, str] | None = None) -> Manifest:
     """DaemonSet; pod_labels are added to the pod template only (labels other components select pods by)."""
     sel = {'app.kubernetes.io/name': app_label}
     if scope == 'pool':
         sel[POOL_LABEL] = ctx.pool
-    tmpl_meta = {'labels': dict(sel)}
+    tmpl_meta: dict[str, Any] = {'labels': dict(sel)}
     tmpl_meta['labels'].update(pod_labels or {})
     if annotations:
         tmpl_meta['annotations'] = dict(annotations)
@@ -322,11 +339,12 @@ def daemonset(ctx, name, app_label, pod_spec, scope='pool', namespace=None, anno
                      'template': {'metadata': tmpl_meta, 'spec': pod_spec}}}
 
 
-def deployment(ctx, name, app_label, pod_spec, scope='shared', namespace=None, replicas=1, strategy=None,
-               annotations=None):
+def deployment(ctx: Ctx, name: str, app_label: str, pod_spec: dict[str, Any], scope: str = 'shared',
+               namespace: str | None = None, replicas: int = 1, strategy: str | None = None,
+               annotations: dict[str, str] | None = None) -> Manifest:
     sel = {'app.kubernetes.io/name': app_label}
-    spec = {'replicas': replicas, 'selector': {'matchLabels': sel},
-            'template': {'metadata': {'labels': dict(sel)}, 'spec': pod_spec}}
+    spec: dict[str, Any] = {'replicas': replicas, 'selector': {'matchLabels': sel},
+                            'template': {'metadata': {'labels': dict(sel)}, 'spec': pod_spec}}
     if annotations:
         spec['template']['metadata']['annotations'] = dict(annotations)
     if strategy:
@@ -336,7 +354,7 @@ def deployment(ctx, name, app_label, pod_spec, scope='shared', namespace=None, r
             'spec': spec}
 
 
-def config_map(ctx, name, data, scope='pool', namespace=None):
+def config_map(ctx: Ctx, name: str, data: dict[str, Any], scope: str = 'pool', namespace: str | None = None) -> Manifest:
     for k, v in data.items():
         if not isinstance(v, str):
             raise StackError('internal: ConfigMap %s key %s is not a string' % (name, k))
@@ -344,7 +362,7 @@ def config_map(ctx, name, data, scope='pool', namespace=None):
             'data': dict(data)}
 
 
-def config_checksum(*config_maps):
+def config_checksum(*config_maps: Manifest) -> str:
     """sha256 of the data of the given ConfigMap manifests, for a pod template annotation: a changed config changes
     the template, so the DaemonSet or Deployment rolls its pods (the programs read their config once, at start; a
     subPath mount never sees an update). Upstream's charts do the same with checksum/... annotations."""
@@ -357,7 +375,7 @@ _BINARY_SUFFIXES = (('Ei', 60), ('Pi', 50), ('Ti', 40), ('Gi', 30), ('Mi', 20), 
 _QUANTITY_TEXT = re.compile(r'^([0-9]+)(|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)$')
 
 
-def quantity(value):
+def quantity(value: Any) -> str:
     """Resource quantities as the API server returns them (strings): an integer quantity in its canonical form, as
     kube-apiserver stores it (k8s.io/apimachinery pkg/api/resource quantity.go CanonicalizeBytes: decimal SI with
     the largest exponent, a multiple of 3, that keeps the mantissa an integer - 3000 is stored as 3k -, binary SI
@@ -385,11 +403,12 @@ def quantity(value):
     return '%d' % n
 
 
-def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, annotations=None):
-    spec = {'restartPolicy': 'Never',
-            'containers': [{'name': 'cuda', 'image': image,
-                            'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}],
-            'tolerations': [dict(GPU_TOLERATION)]}
+def validation_pod(ctx: Ctx, name: str, namespace: str, image: str, limits: dict[str, Any],
+                   scheduler_name: str | None = None, annotations: dict[str, str] | None = None) -> Manifest:
+    spec: dict[str, Any] = {'restartPolicy': 'Never',
+                            'containers': [{'name': 'cuda', 'image': image,
+                                            'resources': {'limits': dict((k, quantity(v)) for k, v in limits.items())}}],
+                            'tolerations': [dict(GPU_TOLERATION)]}
     if scheduler_name:
         spec['schedulerName'] = scheduler_name
     if ctx.image_pull_secrets:
@@ -400,7 +419,8 @@ def validation_pod(ctx, name, namespace, image, limits, scheduler_name=None, ann
     return {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec}
 
 
-def stack_readiness(nodes, readiness, pool='', namespace='', retries=None, delay=None, var='gpu_sharing_stack_'):
+def stack_readiness(nodes: list[Manifest] | None, readiness: dict[str, Any] | None, pool: str = '', namespace: str = '',
+                    retries: Any = None, delay: Any = None, var: str = 'gpu_sharing_stack_') -> dict[str, Any]:
     """Whether a stack is ready, from the Node objects of its pool and its ``readiness`` (gpu_stack_manifests: the
     node ``label`` that must reach ``value`` on every node of ``nodes``; ``failed_value`` means its owner gave up; with
     ``config_label``/``config_value`` the node must carry the configuration asked for, and with ``allocatable`` (node ->

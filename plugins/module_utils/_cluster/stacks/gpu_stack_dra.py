@@ -10,6 +10,7 @@ Every fact here was read at the chart release named in CHARTS (docs/conformance/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 import json
 import re
@@ -20,6 +21,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Settings
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
     leaf_paths,
 )
@@ -189,13 +191,14 @@ RELEASE_POOL_VARIABLES = ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image
 CDI_SETTING = 'nvidia_container_runtime_cdi'
 
 
-def chart_release(ds, var):
+def chart_release(ds: dict[str, Any], var: str) -> tuple[tuple[int, int], str]:
     """(family key, version text) of the driver's chart: chart_version, else the chart's Chart.yaml."""
     text = ds['chart_version'] or chart_yaml_version(ds['chart_path']) or ''
     return chart_family(text, CHARTS, var, 'dra-driver-nvidia-gpu', CURRENT_CHART)
 
 
-def feature_gates(gates, chart, var, warn):
+def feature_gates(gates: dict[str, Any] | None, chart: dict[str, Any], var: str,
+                  warn: Callable[[str], None]) -> dict[str, bool]:
     """The featureGates value for the chart: the pool's settings checked against the release's gates. Unknown gates,
     mutually exclusive gates and a gate without the gate it needs are refused by name; alpha gates switched on are
     warned about by name. Only the gates the pool sets are passed on (the others keep the driver's default)."""
@@ -205,7 +208,7 @@ def feature_gates(gates, chart, var, warn):
         if name not in known:
             raise StackError('%s.feature_gates: %s is not a feature gate of dra-driver-nvidia-gpu %s; allowed: %s'
                              % (var, name, chart['tag'], ', '.join(sorted(known))))
-        value = gates[name]
+        value = (gates or {})[name]
         if not isinstance(value, bool):
             raise StackError('%s.feature_gates.%s must be true or false; got %r' % (var, name, value))
         out[name] = value
@@ -225,7 +228,7 @@ def feature_gates(gates, chart, var, warn):
     return out
 
 
-def resource_api(minor):
+def resource_api(minor: int) -> str | None:
     """The resource.k8s.io apiVersion a Kubernetes minor serves newest (None below 1.32)."""
     for first, api in RESOURCE_API:
         if minor >= first:
@@ -233,7 +236,8 @@ def resource_api(minor):
     return None
 
 
-def kube_window(ds, var, chart, warn, removing=False):
+def kube_window(ds: dict[str, Any], var: str, chart: dict[str, Any], warn: Callable[[str], None],
+                removing: bool = False) -> int | None:
     """The cluster's minor, checked against the DRA window: 1.34+ (DRA GA); 1.32/1.33 only with kube_dra_enabled (the
     cluster's DynamicResourceAllocation gates and runtime-config shown enabled); below the chart's kubeVersion
     refused. None while removing without a version."""
@@ -269,7 +273,7 @@ def kube_window(ds, var, chart, warn, removing=False):
     return minor
 
 
-def containerd_without_cdi(nodes, facts):
+def containerd_without_cdi(nodes: list[str], facts: dict[str, Any] | None) -> list[str]:
     """'<node> runs containerd <version>' for each node whose probe facts (gpu_probe_facts: node.container_runtimes.
     containerd_version) name a containerd older than 1.7, which has no CDI (docs/conformance/containerd.md CTD-01)."""
     out = []
@@ -281,7 +285,8 @@ def containerd_without_cdi(nodes, facts):
     return out
 
 
-def check_cdi(ctx, ds, nodes, cdi_enabled, facts=None):
+def check_cdi(ctx: Ctx, ds: dict[str, Any], nodes: list[str], cdi_enabled: dict[str, Any] | None,
+              facts: dict[str, Any] | None = None) -> None:
     """The DRA driver's kubelet plugin hands devices to containers as CDI devices (it writes its specs into
     /var/run/cdi, CDI_ROOT of templates/kubeletplugin.yaml; DRA-07): the container runtime of every node must have CDI
     on, which role nvidia_container_runtime sets with nvidia_container_runtime_cdi. A node whose probe shows a
@@ -316,9 +321,9 @@ def check_cdi(ctx, ds, nodes, cdi_enabled, facts=None):
                          'hands devices to containers as CDI devices): %s' % (ctx.pool, '; '.join(problems)))
 
 
-def _image_values(ctx, chart, version, var):
+def _image_values(ctx: Ctx, chart: dict[str, Any], version: str, var: str) -> dict[str, Any]:
     """image.repository through the mirror (the tag stays the chart's own, v + appVersion) and pull secrets."""
-    values = {}
+    values: dict[str, Any] = {}
     source = '%s:%s' % (chart['image_repository'], version)
     ref = ctx.image(source, var + '.image')
     if ctx.registry:
@@ -329,7 +334,10 @@ def _image_values(ctx, chart, version, var):
     return values
 
 
-def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_enabled=None, removing=False):
+def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any],
+           node_state: dict[str, dict[str, Any]] | None = None, live_nodes: list[Manifest] | None = None,
+           cdi_enabled: dict[str, Any] | None = None, removing: bool = False
+           ) -> tuple[list[Manifest], dict[str, dict[str, str]], list[str], dict[str, Any], dict[str, Any], str]:
     """(manifests, labels, resources, limits, helm, claim_api_version) of a dra pool: the driver's Helm release (values
     for the chart release), the pool's ResourceClaimTemplates when the pool names a claim_namespace, and the
     resource.k8s.io version claims are rendered in (the cluster's minor; v1 while removing without a version)."""
@@ -383,7 +391,8 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
     if undocumented:
         raise StackError('internal: dra-driver-nvidia-gpu values %s are not in the documented key list'
                          % ', '.join(undocumented))
-    claim_api = resource_api(minor) if minor is not None else RESOURCE_API[0][1]
+    # kube_window gives a minor of 1.32 or later (the chart's kubeVersion), which resource_api always answers
+    claim_api = (resource_api(minor) if minor is not None else None) or RESOURCE_API[0][1]
     manifests = []
     if ds['claim_templates']:
         if not ds['claim_namespace']:
@@ -420,7 +429,8 @@ def render(ctx, settings, nodes, facts, node_state=None, live_nodes=None, cdi_en
 SETTINGS = {'dra': DRA_SCHEMA}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS); the DRA driver is a Helm release."""
     manifests, labels, resources, limits, helm, claim_api = render(
         ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
@@ -432,7 +442,7 @@ def render_stack(ctx, strategy, settings, nodes, facts, inputs):
             'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')]}
 
 
-def _release_view(settings):
+def _release_view(settings: dict[str, Any]) -> dict[str, Any]:
     """What of a pool's settings (sharing_pools' 'settings': variable name -> value) goes into the shared release:
     {name: value}, the dra keys with the role's defaults filled in, the pool variables as given (None: not set)."""
     dra = settings.get('gpu_sharing_stack_dra')
@@ -445,7 +455,7 @@ def _release_view(settings):
     return out
 
 
-def release_conflicts(pools):
+def release_conflicts(pools: list[dict[str, Any]]) -> list[str]:
     """Errors for dra pools whose settings of the shared Helm release differ: ``pools`` is sharing_pools' list
     ({name, strategy, settings}); only the settings sharing_pools was asked to copy are compared. One error naming the
     pools and each key that differs, with every pool's value."""
@@ -466,7 +476,7 @@ def release_conflicts(pools):
             % (', '.join(n for n, dummy in views), '; '.join(differ))]
 
 
-def claim_name_conflicts(pools):
+def claim_name_conflicts(pools: list[dict[str, Any]]) -> list[str]:
     """Errors for dra pools that render a ResourceClaimTemplate or ResourceClaim of one name into one namespace
     (gpu_sharing_stack_dra.claim_templates, claim_namespace): the object carries one pool's label, so each pool's run
     would take it over (a re-run is never changed=0) and one pool's uninstall or prune would delete the other's. Found
@@ -486,12 +496,13 @@ def claim_name_conflicts(pools):
             % (', '.join(names), ns, name) for (ns, name), names in sorted(seen.items()) if len(names) > 1]
 
 
-def json_text(value):
+def json_text(value: Any) -> str:
     """A setting's value as compact, key-sorted text (for messages)."""
     return json.dumps(value, sort_keys=True, separators=(',', ':'))
 
 
-def check_device_plugin_nodes(ctx, nodes, node_state, live_nodes):
+def check_device_plugin_nodes(ctx: Ctx, nodes: list[str], node_state: dict[str, dict[str, Any]] | None,
+                              live_nodes: list[Manifest] | None) -> None:
     """Refuse a node of the pool that a device-plugin pool holds (its pool label) or where a device plugin already
     advertises a GPU resource: the DRA driver must not run beside the GPU device plugin on one node (the chart's
     gpuResourcesEnabledOverride, until KEP 5004 is GA). allow_mixed_accounting does not lift this."""
@@ -541,11 +552,11 @@ _CLAIM_KEYS = {
 }
 
 
-def _cel_string(value):
+def _cel_string(value: str) -> str:
     return "'%s'" % value.replace('\\', '\\\\').replace("'", "\\'")
 
 
-def selectors(spec):
+def selectors(spec: dict[str, Any]) -> list[str]:
     """The CEL expressions that select the device a claim spec asks for (on the attributes of DRA-06)."""
     attr = "device.attributes['%s']" % DRIVER
     out = []
@@ -563,7 +574,8 @@ def selectors(spec):
     return out
 
 
-def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v1', var='claim_templates'):
+def claim_templates(specs: Any, namespace: str, gates: dict[str, bool] | None = None,
+                    api_version: str = 'resource.k8s.io/v1', var: str = 'claim_templates') -> list[Manifest]:
     """ResourceClaimTemplates (resource.k8s.io/v1 by default) for NVIDIA's DRA driver, one per spec.
 
     Input: ``specs``, a list of dicts, each with
@@ -649,7 +661,7 @@ def claim_templates(specs, namespace, gates=None, api_version='resource.k8s.io/v
     return out
 
 
-def extended_resource_stage(minor):
+def extended_resource_stage(minor: int) -> tuple[str, bool] | None:
     """(stage, on by default) of the DRAExtendedResource gate on a Kubernetes minor; None where the gate is absent."""
     for first, stage, default in EXTENDED_RESOURCE_STAGES:
         if minor >= first:
@@ -672,7 +684,7 @@ _QUALIFIED_PART = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
 _DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 
 
-def check_extended_resource_name(name, where):
+def check_extended_resource_name(name: Any, where: str) -> str:
     """An extended resource name as the API server takes it for a DeviceClass's extendedResourceName (k8s.io/kubernetes
     v1.37.2 pkg/apis/resource/validation; its messages seen on the lab's 1.37 server, DRAX-02): a domain-prefixed
     name, not in the kubernetes.io domain, without the requests. prefix."""
@@ -691,7 +703,7 @@ def check_extended_resource_name(name, where):
     return name
 
 
-def extended_class_name(resource):
+def extended_class_name(resource: str) -> str:
     """The DeviceClass name for an extended resource: '<path>.<domain>.extended.gpuops.io' (lower case; a cluster
     object, one per name)."""
     domain, path = resource.split('/', 1)
@@ -701,8 +713,10 @@ def extended_class_name(resource):
     return name
 
 
-def extended_resource_classes(specs, gates=None, minor=None, workload=(), var='extended_resources',
-                              workload_var='workload_resources', api_version='resource.k8s.io/v1'):
+def extended_resource_classes(specs: Any, gates: dict[str, bool] | None = None, minor: int | None = None,
+                              workload: Any = (), var: str = 'extended_resources',
+                              workload_var: str = 'workload_resources',
+                              api_version: str = 'resource.k8s.io/v1') -> list[Manifest]:
     """DeviceClasses (resource.k8s.io/v1) whose spec.extendedResourceName is what the workloads ask for (KEP-5004).
 
     Input: ``specs``, a list of dicts (the pool's extended_resources: name, kind, mig_profile, the CEL selectors
@@ -801,7 +815,8 @@ def extended_resource_classes(specs, gates=None, minor=None, workload=(), var='e
     return out
 
 
-def validation_pod(ctx, name, namespace, image, claim, scheduler_name=None):
+def validation_pod(ctx: Ctx, name: str, namespace: str, image: str, claim: Manifest,
+                   scheduler_name: str | None = None) -> Manifest:
     """A Pod that runs the CUDA sample on a device of ``claim`` (a ResourceClaimTemplate or ResourceClaim from
     claim_templates): its container names the claim in resources.claims, not nvidia.com/gpu."""
     ref = {'name': 'gpu'}
@@ -829,17 +844,18 @@ class DraStack(Stack):
     version_key = 'dra'
     version_on_removal = True
 
-    def own_conflicts(self, pools):
+    def own_conflicts(self, pools: list[dict]) -> list[str]:
         return release_conflicts(pools) + claim_name_conflicts(pools)
 
-    def runtime_class_note(self, runtime_class_name):
+    def runtime_class_note(self, runtime_class_name: str) -> str | None:
         if runtime_class_name:
             return None
         return ('GPU pods of this pool (strategy dra) ask for devices with a ResourceClaim (resourceClaims and '
                 'resources.claims; gpu_stack_dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
                 'driver hands the devices over as CDI devices, so no RuntimeClass and no default runtime is needed')
 
-    def validation(self, ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version=None):
+    def validation(self, ctx: Any, settings: dict, limits: dict, scheduler_name: str | None, val: dict, image: str,
+                   runtime_class_name: str, claim_api_version: str | None = None) -> list[dict] | None:
         # a claim, not nvidia.com/gpu: a template for one full GPU of the pool's driver, and the pod that uses it
         ns = val['namespace']
         name = 'gpu-validate-dra-' + ctx.pool
@@ -852,15 +868,15 @@ class DraStack(Stack):
             pod['spec']['runtimeClassName'] = runtime_class_name
         return [template, pod]
 
-    def migration_labels(self):
+    def migration_labels(self) -> dict[str, str]:
         # the labels every node of a dra pool carries besides the strategy and pool labels (DRA-12)
         return {OPERATOR_DEVICE_PLUGIN_LABEL: OPERATOR_DEVICE_PLUGIN_OFF}
 
-    def serving_sign(self, resource):
+    def serving_sign(self, resource: str) -> dict:
         # the driver's ResourceSlices on the node
         return {'kind': 'slice', 'driver': DRIVER}
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return DraStack(name)

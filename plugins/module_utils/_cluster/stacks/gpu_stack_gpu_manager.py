@@ -24,6 +24,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Rendered, Settings
 
 # upstream's git tags are vX.Y.Z, but hack/build.sh tags the image with the VERSION file's content, which has no v
 # (VERSION at v1.1.5 is 1.1.5; gpu-manager.yaml there names tkestack/gpu-manager:1.0.3)
@@ -98,13 +99,13 @@ ADMISSION_RULES = [
 ]
 
 
-def admission_url(gm):
+def admission_url(gm: dict[str, Any]) -> str:
     """The urlPrefix kube-scheduler must use for gpu-admission."""
     host = gm['admission_cluster_ip'] if gm['admission_registration'] == 'cluster-ip' else '127.0.0.1'
     return 'http://%s:%d%s' % (host, gm['admission_port'], ADMISSION_PATH)
 
 
-def extender_entry(gm):
+def extender_entry(gm: dict[str, Any]) -> dict[str, Any]:
     """gpu-admission's entry for kube_scheduler_extender_extenders (module kube_scheduler_config's extenders)."""
     return {
         'url_prefix': admission_url(gm),
@@ -118,7 +119,7 @@ def extender_entry(gm):
     }
 
 
-def _admission(ctx, gm, var):
+def _admission(ctx: Ctx, gm: dict[str, Any], var: str) -> list[Manifest]:
     name = 'gpu-admission'
     out = rbac_for(ctx, name, ADMISSION_RULES, scope='shared')
     # removal deletes by name: an earlier run's image need not be known
@@ -155,7 +156,7 @@ def _admission(ctx, gm, var):
     return out
 
 
-def render(ctx, settings, nodes, facts):
+def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]) -> Rendered:
     var = ctx.var('gpu_manager')
     gm = validate_settings(settings.get('gpu_manager'), GPU_MANAGER_SCHEMA, var)
     if not ctx.removing:
@@ -192,12 +193,12 @@ def render(ctx, settings, nodes, facts):
     flags = ' '.join(f for f in (gm['extra_flags'].strip(),
                                  '--container-runtime-endpoint=%s' % gm['container_runtime_endpoint'],
                                  '--cgroup-driver=%s' % gm['cgroup_driver']) if f)
-    container = {'name': 'gpu-manager', 'image': image,
-                 'env': [{'name': 'LOG_LEVEL', 'value': str(gm['log_level'])},
-                         {'name': 'EXTRA_FLAGS', 'value': flags}, node_name_env()],
-                 'ports': [{'name': 'metrics', 'containerPort': 5678, 'protocol': 'TCP'}],
-                 'securityContext': {'privileged': True},
-                 'volumeMounts': [{'name': n, 'mountPath': p} for n, p, dummy, dummy2 in mounts]}
+    container: dict[str, Any] = {'name': 'gpu-manager', 'image': image,
+                                 'env': [{'name': 'LOG_LEVEL', 'value': str(gm['log_level'])},
+                                         {'name': 'EXTRA_FLAGS', 'value': flags}, node_name_env()],
+                                 'ports': [{'name': 'metrics', 'containerPort': 5678, 'protocol': 'TCP'}],
+                                 'securityContext': {'privileged': True},
+                                 'volumeMounts': [{'name': n, 'mountPath': p} for n, p, dummy, dummy2 in mounts]}
     container['volumeMounts'][6]['readOnly'] = True
     container['volumeMounts'][7]['readOnly'] = True
     selector = ctx.pool_selector()
@@ -236,7 +237,8 @@ SHARED = {'settings': 'gpu_manager',
           'objects': "gpu-admission, gpu-manager's scheduler extender"}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
@@ -246,11 +248,11 @@ class GpuManagerStack(Stack):
     """gpu-manager: gpu-admission, which every gpu-manager pool shares (SHARED)."""
     shared = SHARED
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super(GpuManagerStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return GpuManagerStack(name)

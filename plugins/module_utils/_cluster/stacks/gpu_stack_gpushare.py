@@ -3,8 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Aliyun gpushare: scheduler extender (Deployment + Service + RBAC) and device plugin (DaemonSet + RBAC)."""
 
+from __future__ import annotations
+
 import re
 import sys
+from typing import Any
 
 try:
     import yaml
@@ -18,6 +21,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, quantity, rbac_for, split_image, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
 
 EXTENDER_IMAGE = pins.ref('gpushare-extender')
 PLUGIN_IMAGE = pins.ref('gpushare-device-plugin')
@@ -99,7 +103,7 @@ GRPC_DEVICE_LIMIT = 65536
 _IPV4 = re.compile(r'^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$')
 
 
-def _known_bad(image, table):
+def _known_bad(image: str, table: dict[str, str]) -> str | None:
     dummy, path, tag, dummy2 = split_image(image)
     for key, reason in table.items():
         kpath, ktag = key.rsplit(':', 1)
@@ -108,21 +112,21 @@ def _known_bad(image, table):
     return None
 
 
-def known_bad_extender(image):
+def known_bad_extender(image: str) -> str | None:
     """Reason string when the image is a known-bad extender tag (any registry/mirror prefix), else None."""
     return _known_bad(image, KNOWN_BAD_EXTENDER_TAGS)
 
 
-def known_bad_plugin(image):
+def known_bad_plugin(image: str) -> str | None:
     """Reason string when the image is a known-bad device plugin tag (any registry/mirror prefix), else None."""
     return _known_bad(image, KNOWN_BAD_PLUGIN_TAGS)
 
 
-def fix_commits_text():
+def fix_commits_text() -> str:
     return '; '.join('%s@%s (%s)' % c for c in EXTENDER_FIX_COMMITS + PLUGIN_FIX_COMMITS)
 
 
-def _proxy_mode(config_text):
+def _proxy_mode(config_text: Any) -> str:
     """mode: of a KubeProxyConfiguration (the kube-proxy ConfigMap's config.conf), '' when absent or unreadable."""
     if not config_text or not HAS_YAML:
         return ''
@@ -134,7 +138,7 @@ def _proxy_mode(config_text):
     return mode if isinstance(mode, str) else ''
 
 
-def extender_url(gs):
+def extender_url(gs: dict[str, Any]) -> str:
     """The URL kube-scheduler must use for the extender (role kube_scheduler_extender's url_prefix)."""
     if gs['registration'] == 'cluster-ip':
         host, port = gs['extender_cluster_ip'], gs['extender_port']
@@ -145,7 +149,7 @@ def extender_url(gs):
     return 'http://%s:%d/gpushare-scheduler' % (host, port)
 
 
-def _devices_per_node(facts_one, unit):
+def _devices_per_node(facts_one: dict[str, Any] | None, unit: str) -> int:
     total = 0
     for g in (facts_one or {}).get('gpus') or []:
         mib = g.get('memory_total_mib') or 0
@@ -153,7 +157,7 @@ def _devices_per_node(facts_one, unit):
     return total
 
 
-def render(ctx, settings, nodes, facts):
+def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]) -> Rendered:
     gs = validate_settings(settings.get('gpushare'), GPUSHARE_SCHEMA, ctx.var('gpushare'))
     var = ctx.var('gpushare')
     bad = []
@@ -194,7 +198,8 @@ def render(ctx, settings, nodes, facts):
     ext_image = ctx.image(gs['extender_image'], var + '.extender_image')
     plugin_image = ctx.image(gs['device_plugin_image'], var + '.device_plugin_image')
     if gs['memory_unit'] == 'MiB':
-        worst = max([(_devices_per_node(facts.get(n), 'MiB'), n) for n in nodes] or [(0, None)])
+        sizes: list[tuple[int, str | None]] = [(_devices_per_node(facts.get(n), 'MiB'), n) for n in nodes]
+        worst = max(sizes or [(0, None)])
         if worst[0] > GRPC_DEVICE_LIMIT:
             ctx.warn('%s.memory_unit MiB makes %s advertise %d fake devices, beyond what fits in the kubelet\'s 4 MiB '
                      'gRPC message (about %d): the device plugin fails to register. Use GiB.'
@@ -296,7 +301,8 @@ SHARED = {'settings': 'gpushare',
           'objects': "gpushare's scheduler extender (gpushare-schd-extender and its registration)"}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
@@ -313,23 +319,24 @@ class GpushareStack(Stack):
     shared = SHARED
     pool_node_labels = {NODE_LABEL: 'true'}
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super(GpushareStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
-    def live_queries(self, settings, present, namespace):
+    def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
         gpushare = settings_of(settings, 'gpushare')
         if present and (gpushare.get('registration') or 'node-port') == 'node-port' \
                 and not gpushare.get('kube_proxy_mode'):
             return [{'key': 'kube_proxy', 'kind': 'ConfigMap', 'name': KUBE_PROXY[1], 'namespace': KUBE_PROXY[0]}]
         return []
 
-    def merge_objects(self, settings, objects, namespace, var):
+    def merge_objects(self, settings: dict, objects: dict, namespace: str, var: str) -> None:
         if objects.get('kube_proxy'):
             data = objects['kube_proxy'][0].get('data') or {}
             settings['gpushare'] = dict(settings_of(settings, 'gpushare'), kube_proxy_config=data.get(KUBE_PROXY[2]) or '')
 
-    def validation(self, ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version=None):
+    def validation(self, ctx: Any, settings: dict, limits: dict, scheduler_name: str | None, val: dict, image: str,
+                   runtime_class_name: str, claim_api_version: str | None = None) -> list[dict] | None:
         # the seeds' binpack sample: several replicas sharing one GPU through aliyun.com/gpu-mem
         spec = {'nodeSelector': ctx.pool_selector(),
                 'tolerations': [{'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}],
@@ -342,7 +349,7 @@ class GpushareStack(Stack):
         return [deployment(ctx, 'gpushare-binpack-' + ctx.pool, 'gpushare-binpack', spec, scope='validation',
                            namespace=val['namespace'], replicas=val['replicas'])]
 
-    def accounting_conflicts(self, strategies, whole):
+    def accounting_conflicts(self, strategies: list[str], whole: list[str]) -> list[str]:
         out = []
         if whole:
             out.append('gpu-mem accounting (gpushare) and whole-GPU accounting (%s) on the same node: both '
@@ -352,6 +359,6 @@ class GpushareStack(Stack):
         return out
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return GpushareStack(name)

@@ -25,6 +25,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     deployment,
     hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
 
 HAMI_IMAGE = pins.ref('hami')
 # HAMi's chart takes the kube-scheduler tag from the cluster's own version (v1.31.1+k3s1 -> v1.31.1); so do we.
@@ -113,8 +114,8 @@ HAMI_SCHEMA = {
 }
 
 
-def _device_config(hs, var):
-    nv = {
+def _device_config(hs: dict[str, Any], var: str) -> dict[str, Any]:
+    nv: dict[str, Any] = {
         'resourceCountName': 'nvidia.com/gpu',
         'resourceMemoryName': 'nvidia.com/gpumem',
         'resourceMemoryPercentageName': 'nvidia.com/gpumem-percentage',
@@ -138,7 +139,7 @@ def _device_config(hs, var):
     return {'nvidia': nv}
 
 
-def image_version(ref):
+def image_version(ref: str) -> tuple[int, int, int] | None:
     """(major, minor, patch) of an image tag like v2.10.0 or 2.5.1-rc1, None for digests or other tags."""
     tag = split_image(ref)[2]
     m = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?', tag or '')
@@ -147,7 +148,7 @@ def image_version(ref):
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def kube_version(text, var):
+def kube_version(text: Any, var: str) -> tuple[int, str | None]:
     """(minor, stripped version or None) of a Kubernetes version: v1.31.1+k3s1 -> (31, 'v1.31.1'); 1.31 -> (31, None)."""
     parsed = kube_versions.parse(text or '', strict=False)
     if not parsed or parsed[0] != 1:
@@ -161,14 +162,14 @@ def kube_version(text, var):
     return minor, full
 
 
-def _scheduler_config(hs, minor, https, namespace):
+def _scheduler_config(hs: dict[str, Any], minor: int, https: bool, namespace: str) -> dict[str, Any]:
     api = kube_versions.scheduler_config_api(minor)[1]
     # the strategy model's resources and HAMi's request-only nvidia.com/priority
     managed = [{'name': n, 'ignoredByScheduler': True} for n in
                gpu_strategy.strategy('hami')['resources'] + ('nvidia.com/priority',)]
-    ext = {'urlPrefix': '%s://127.0.0.1:%d' % ('https' if https else 'http', hs['scheduler_port']),
-           'filterVerb': 'filter', 'bindVerb': 'bind', 'nodeCacheCapable': True, 'weight': 1,
-           'httpTimeout': '30s', 'enableHTTPS': https, 'managedResources': managed}
+    ext: dict[str, Any] = {'urlPrefix': '%s://127.0.0.1:%d' % ('https' if https else 'http', hs['scheduler_port']),
+                           'filterVerb': 'filter', 'bindVerb': 'bind', 'nodeCacheCapable': True, 'weight': 1,
+                           'httpTimeout': '30s', 'enableHTTPS': https, 'managedResources': managed}
     if https:
         ext['tlsConfig'] = {'insecure': True}
     # leader election on, on a Lease of its own (scheduler_name in the stack's namespace), as HAMi's chart
@@ -178,7 +179,7 @@ def _scheduler_config(hs, minor, https, namespace):
             'profiles': [{'schedulerName': hs['scheduler_name']}], 'extenders': [ext]}
 
 
-def render(ctx, settings, nodes, facts):
+def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]) -> Rendered:
     var = ctx.var('hami')
     hs = validate_settings(settings.get('hami'), HAMI_SCHEMA, var)
     minor, full = kube_version(hs['kube_version'], var)
@@ -345,7 +346,8 @@ SHARED = {'settings': 'hami', 'keys': tuple(HAMI_SCHEMA),
           'objects': "HAMi's scheduler (hami-scheduler Deployment, its scheduler and device ConfigMaps, its webhook)"}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS); HAMi's pods name its scheduler."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
@@ -362,14 +364,14 @@ class HamiStack(Stack):
     version_key = 'hami'
     version_on_removal = True
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super(HamiStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
-    def intercepts_nvidia_gpu(self, settings):
+    def intercepts_nvidia_gpu(self, settings: dict) -> bool:
         return bool((settings.get('hami') or {}).get('webhook_tls_secret'))
 
-    def intercept_error(self, pool, others, var):
+    def intercept_error(self, pool: str, others: list[str], var: str) -> str:
         return ('Refusing %shami.webhook_tls_secret for pool %s: HAMi\'s webhook (v2.10.0) sends every pod '
                 'of the cluster that asks for nvidia.com/gpu to hami-scheduler and denies those with a '
                 'privileged container, so the pods of the other NVIDIA pool(s) %s would be scheduled by HAMi '
@@ -377,29 +379,29 @@ class HamiStack(Stack):
                 'schedulerName themselves), or move those pools to hami'
                 % (var, pool, ', '.join(others)))
 
-    def intercept_warning(self, others, var):
+    def intercept_warning(self, others: list[str], var: str) -> str:
         # node labels do not say whether that HAMi pool runs the webhook; its next role run refuses it beside us
         return ('pool(s) %s run HAMi: if HAMi\'s webhook is installed, it sends this pool\'s nvidia.com/gpu pods to '
                 'hami-scheduler; run the HAMi pool without %shami.webhook_tls_secret' % (', '.join(others), var))
 
-    def live_queries(self, settings, present, namespace):
+    def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
         hami = settings_of(settings, 'hami')
         if present and hami.get('webhook_tls_secret'):
             return [{'key': 'hami_webhook_secret', 'kind': 'Secret', 'name': hami['webhook_tls_secret'],
                      'namespace': namespace or 'kube-system'}]
         return []
 
-    def node_shows(self, labels, annotations, resources, registered):
+    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
         # registered by HAMi's device plugin (its nvidia.com/gpu is HAMi's then), or one of its own resources
         return self.name in registered or super(HamiStack, self).node_shows(labels, annotations, resources, registered)
 
-    def merge_objects(self, settings, objects, namespace, var):
+    def merge_objects(self, settings: dict, objects: dict, namespace: str, var: str) -> None:
         if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:
             raise StackError('%shami.webhook_tls_secret names Secret %s/%s, which does not exist; create a '
                              'kubernetes.io/tls Secret (e.g. with cert-manager) first.'
                              % (var, namespace or 'kube-system', settings_of(settings, 'hami')['webhook_tls_secret']))
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return HamiStack(name)

@@ -12,14 +12,19 @@ Volcano's existing_conf, gpushare's kube_proxy_config, HAMi's, Volcano's and DRA
 Stack refuses (a HAMi webhook Secret that does not exist).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
 
-def queries(strategy, state='present', settings=None, namespace='kube-system'):
+def queries(strategy: Any, state: str = 'present', settings: dict[str, Any] | None = None,
+            namespace: str = 'kube-system') -> dict[str, Any]:
     """{queries: [...], version: bool} for k8s_objects_info."""
     present = state == 'present'
-    out = [{'key': 'nodes', 'kind': 'Node'}]
+    out: list[dict[str, Any]] = [{'key': 'nodes', 'kind': 'Node'}]
     stack = gpu_stack_registry.find(strategy)
     if stack is None:
         return {'queries': out, 'version': False}
@@ -30,7 +35,7 @@ def queries(strategy, state='present', settings=None, namespace='kube-system'):
     return {'queries': out, 'version': bool(stack.wants_version(settings, present))}
 
 
-def merge(params, live, var='gpu_sharing_stack_'):
+def merge(params: dict[str, Any], live: dict[str, Any] | None, var: str = 'gpu_sharing_stack_') -> dict[str, Any]:
     """params with live's answers filled in (a new dict; params is not changed). live: k8s_objects_info's result."""
     objects = (live or {}).get('objects') or {}
     out = dict(params)

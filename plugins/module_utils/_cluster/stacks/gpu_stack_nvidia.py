@@ -20,6 +20,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     cluster_role_binding, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
     split_image, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Rendered, Settings
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
@@ -119,17 +120,17 @@ MIG_SCHEMA = {
 }
 
 
-def _plugin_config(nv, mig_strategy='none', sharing=None):
-    cfg = {'version': 'v1',
-           'flags': {'migStrategy': mig_strategy, 'failOnInitError': nv['fail_on_init_error'],
-                     'plugin': {'passDeviceSpecs': nv['pass_device_specs'],
-                                'deviceListStrategy': [nv['device_list_strategy']]}}}
+def _plugin_config(nv: dict[str, Any], mig_strategy: str = 'none', sharing: dict[str, Any] | None = None) -> dict[str, Any]:
+    cfg: dict[str, Any] = {'version': 'v1',
+                           'flags': {'migStrategy': mig_strategy, 'failOnInitError': nv['fail_on_init_error'],
+                                     'plugin': {'passDeviceSpecs': nv['pass_device_specs'],
+                                                'deviceListStrategy': [nv['device_list_strategy']]}}}
     if sharing:
         cfg['sharing'] = sharing
     return cfg
 
 
-def resource_name_problem(name, full=True):
+def resource_name_problem(name: Any, full: bool = True) -> str | None:
     """None when the device plugin takes ``name`` as the name of a shared resource, else why not. The plugin puts
     nvidia.com/ before a name without it; ``full`` asks for the full name (the collection's own settings, whose name
     it also hands to the validation pod)."""
@@ -146,7 +147,7 @@ def resource_name_problem(name, full=True):
     return None
 
 
-def _check_replicated(where, rr):
+def _check_replicated(where: str, rr: Any) -> None:
     if not isinstance(rr, dict):
         raise StackError('%s must be a dictionary with resources; got %r' % (where, rr))
     for key in ('renameByDefault', 'failRequestsGreaterThanOne'):
@@ -172,7 +173,7 @@ def _check_replicated(where, rr):
             raise StackError('%s.devices must be "all", a positive count or a list of GPU indexes/UUIDs; got %r' % (at, dev))
 
 
-def check_plugin_config(where, cfg, strategy):
+def check_plugin_config(where: str, cfg: dict[str, Any], strategy: str) -> None:
     """Refuse a device plugin configuration (an extra config) that the plugin would refuse at start, naming the key."""
     flags = cfg.get('flags') or {}
     if not isinstance(flags, dict):
@@ -207,18 +208,18 @@ def check_plugin_config(where, cfg, strategy):
                              'the mixed MIG strategy (use none or single)' % where)
 
 
-def _replicated(settings):
+def _replicated(settings: dict[str, Any]) -> dict[str, Any]:
     return {'renameByDefault': settings['rename_by_default'],
             'failRequestsGreaterThanOne': settings['fail_requests_greater_than_one'],
             'resources': [{'name': settings['resource_name'], 'replicas': settings['replicas']}]}
 
 
-def _to_yaml_text(obj):
+def _to_yaml_text(obj: Any) -> str:
     # JSON is valid YAML; sorted keys keep the text stable between runs (zero writes on re-run).
     return json.dumps(obj, indent=2, sort_keys=True) + '\n'
 
 
-def _config_manager(image, oneshot, default_config, process):
+def _config_manager(image: str, oneshot: bool, default_config: str, process: str) -> dict[str, Any]:
     env = [
         {'name': 'ONESHOT', 'value': 'true' if oneshot else 'false'},
         {'name': 'KUBECONFIG', 'value': ''},
@@ -243,15 +244,15 @@ def _config_manager(image, oneshot, default_config, process):
                              {'name': 'config', 'mountPath': '/config'}]}
 
 
-def _check_resource_name(var, name):
+def _check_resource_name(var: str, name: Any) -> None:
     problem = resource_name_problem(name)
     if problem:
         raise StackError('%s.resource_name %r %s' % (var, name, problem))
 
 
-def _check_facts(ctx, strategy, nodes, facts, require_facts):
+def _check_facts(ctx: Ctx, strategy: str, nodes: list[str], facts: dict[str, Any], require_facts: bool) -> None:
     """MPS/MIG need hardware support: refuse with the node, GPU and reason from gpu_info's facts."""
-    problems = []
+    problems: list[str] = []
     for node in nodes:
         f = facts.get(node)
         if not f:
@@ -266,14 +267,14 @@ def _check_facts(ctx, strategy, nodes, facts, require_facts):
         raise StackError('%s=%s is not possible on pool %s: %s' % (ctx.var('strategy'), strategy, ctx.pool, '; '.join(problems)))
 
 
-def image_version(ref):
+def image_version(ref: str) -> tuple[int, ...] | None:
     """(major, minor, patch) of an image tag such as v0.20.0 or v0.15.0-ubuntu20.04; None when it has none."""
     tag = split_image(ref)[2] or ''
     m = re.match(r'^v?(\d+)\.(\d+)\.(\d+)', tag)
     return tuple(int(x) for x in m.groups()) if m else None
 
 
-def _all_configs_flags(configs):
+def _all_configs_flags(configs: dict[str, dict[str, Any]]) -> tuple[bool, bool, bool]:
     """(any migStrategy other than none, any volume-mounts strategy, any passDeviceSpecs) over every named config.
 
     The config-manager sidecar switches between the ConfigMap's configs when a node's label changes, so the pod must
@@ -294,7 +295,7 @@ def _all_configs_flags(configs):
     return mig, vol, specs
 
 
-def plugin_security_context(configs):
+def plugin_security_context(configs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The device plugin container's securityContext, as upstream's chart derives it (nvidia-device-plugin.securityContext):
     privileged for passDeviceSpecs (compatWithCPUManager), CAP_SYS_ADMIN added for MIG (NVIDIA_MIG_MONITOR_DEVICES=all)
     or the volume-mounts list strategy, otherwise no privilege escalation and every capability dropped."""
@@ -306,7 +307,7 @@ def plugin_security_context(configs):
     return {'allowPrivilegeEscalation': False, 'capabilities': {'drop': ['ALL']}}
 
 
-def _check_cdi(ctx, nv, nodes, cdi_spec_ready):
+def _check_cdi(ctx: Ctx, nv: dict[str, Any], nodes: list[str], cdi_spec_ready: dict[str, Any] | None) -> None:
     """CDI list strategies need a CDI spec on every node: refuse unless the runtime role reported it (or the user asserts it)."""
     if nv['assume_cdi_spec_ready']:
         ctx.warn('%s.assume_cdi_spec_ready is true: the nodes are not checked for a CDI specification' % ctx.var('nvidia'))
@@ -318,7 +319,7 @@ def _check_cdi(ctx, nv, nodes, cdi_spec_ready):
     known = cdi_spec_ready or {}
     missing = [n for n in nodes if n not in known]
     notready = [n for n in nodes if n in known and known[n] is not True]
-    problems = []
+    problems: list[str] = []
     if notready:
         problems.append('%s report %s=%s (run playbooks/node.yml with nvidia_container_runtime_cdi: true on them)'
                         % (', '.join(notready), CDI_FACT, ', '.join(str(known[n]) for n in notready)))
@@ -331,7 +332,7 @@ def _check_cdi(ctx, nv, nodes, cdi_spec_ready):
                          % (var, ctx.pool, '; '.join(problems)))
 
 
-def runtime_class(name):
+def runtime_class(name: str) -> Manifest:
     """The RuntimeClass the device plugin pods name (handler = the nvidia runtime the runtime role configures)."""
     return {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'handler': 'nvidia',
             'metadata': {'name': name, 'labels': {
@@ -339,7 +340,8 @@ def runtime_class(name):
                 STACK_LABEL: RUNTIME_CLASS_STACK, SCOPE_LABEL: 'shared'}}}
 
 
-def _runtime_class(ctx, nv, live_runtime_classes, removing):
+def _runtime_class(ctx: Ctx, nv: dict[str, Any], live_runtime_classes: list[Manifest] | None,
+                   removing: bool) -> list[Manifest]:
     """[RuntimeClass] to apply (or remove), or [] when it is not ours to manage."""
     name = nv['runtime_class_name']
     if not name:
@@ -365,8 +367,10 @@ def _runtime_class(ctx, nv, live_runtime_classes, removing):
     return [runtime_class(name)]
 
 
-def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runtime_classes=None, cdi_spec_ready=None,
-           node_state=None, removing=False):
+def render(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+           require_facts: bool = True, live_runtime_classes: list[Manifest] | None = None,
+           cdi_spec_ready: dict[str, Any] | None = None, node_state: dict[str, dict[str, Any]] | None = None,
+           removing: bool = False) -> Rendered:
     """Return (manifests, node_labels, resource_names, validation_limits)."""
     nv = validate_settings(settings.get('nvidia'), NVIDIA_SCHEMA, ctx.var('nvidia'))
     image = ctx.image(nv['image'], ctx.var('nvidia') + '.image')
@@ -376,7 +380,7 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     sharing = None
     resources = ['nvidia.com/gpu']
     limits = {'nvidia.com/gpu': '1'}
-    extra = []
+    extra: list[Manifest] = []
     node_labels: dict[str, dict[str, str]] = {}
     mps = None
     mig = None
@@ -505,7 +509,7 @@ def render(ctx, strategy, settings, nodes, facts, require_facts=True, live_runti
     return manifests, node_labels, resources, limits
 
 
-def owns_deploy_labels(strategy, settings, ctx):
+def owns_deploy_labels(strategy: str, settings: Settings, ctx: Ctx) -> bool:
     """Whether the pool's own agents go by NVIDIA's nvidia.com/gpu.deploy.* labels (mig with the MIG manager: its
     device plugin selects DEPLOY_PLUGIN_LABEL, the manager DEPLOY_MIG_MANAGER_LABEL), which the GPU operator also
     writes and removes."""
@@ -514,7 +518,7 @@ def owns_deploy_labels(strategy, settings, ctx):
     return validate_settings(settings.get('mig'), MIG_SCHEMA, ctx.var('mig'))['manager']
 
 
-def label_defaults(strategy, settings, nodes, ctx):
+def label_defaults(strategy: str, settings: Settings, nodes: list[str], ctx: Ctx) -> dict[str, dict[str, str]]:
     """Node labels set only where a node has none: with the MIG manager, nvidia.com/gpu.deploy.device-plugin, which
     mig-manager sets to paused-for-mig-change while it reconfigures (node -> {label: value})."""
     if strategy != 'mig':
@@ -525,7 +529,8 @@ def label_defaults(strategy, settings, nodes, ctx):
     return dict((node, {DEPLOY_PLUGIN_LABEL: 'true'}) for node in sorted(nodes))
 
 
-def readiness(strategy, settings, nodes, ctx, facts=None):
+def readiness(strategy: str, settings: Settings, nodes: list[str], ctx: Ctx,
+              facts: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """For MIG with the manager: what each node must show before the stack is ready. The MIG manager's state label
     must say success, but a success is also what the node says from the previous geometry until the manager has seen
     the new nvidia.com/mig.config (its watch reacts after the label is written, and sets pending first): so the node's
@@ -538,7 +543,7 @@ def readiness(strategy, settings, nodes, ctx, facts=None):
     if not mig['manager'] or not nodes:
         return None
     devices = mig['devices'] or {}
-    allocatable = {}
+    allocatable: dict[str, dict[str, str]] = {}
     for node in sorted(nodes):
         gpus = len((((facts or {}).get(node) or {}).get('sharing') or {}).get('mig', {}).get('profiles') or {})
         if not gpus:
@@ -552,7 +557,8 @@ def readiness(strategy, settings, nodes, ctx, facts=None):
             'allocatable': allocatable}
 
 
-def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=None):
+def _mps_daemon(ctx: Ctx, nv: dict[str, Any], image: str, mps: dict[str, Any], cfg_name: str, base: str,
+                any_mig: bool = False, annotations: dict[str, str] | None = None) -> Manifest:
     root = mps['mps_root']
     mounts = [{'name': 'mps-root', 'mountPath': '/mps'}, {'name': 'mps-shm', 'mountPath': '/dev/shm'},
               {'name': 'available-configs', 'mountPath': '/available-configs'},
@@ -560,11 +566,11 @@ def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=
     init_mounts = {'name': 'mps-control-daemon-mounts', 'image': image, 'command': ['mps-control-daemon', 'mount-shm'],
                    'securityContext': {'privileged': True},
                    'volumeMounts': [{'name': 'mps-root', 'mountPath': '/mps', 'mountPropagation': 'Bidirectional'}]}
-    daemon = {'name': 'mps-control-daemon-ctr', 'image': image, 'command': ['mps-control-daemon'],
-              'env': [node_name_env(), {'name': 'CONFIG_FILE', 'value': '/config/config.yaml'},
-                      {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
-                      {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'}],
-              'securityContext': {'privileged': True}, 'volumeMounts': mounts}
+    daemon: dict[str, Any] = {'name': 'mps-control-daemon-ctr', 'image': image, 'command': ['mps-control-daemon'],
+                              'env': [node_name_env(), {'name': 'CONFIG_FILE', 'value': '/config/config.yaml'},
+                                      {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+                                      {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'}],
+                              'securityContext': {'privileged': True}, 'volumeMounts': mounts}
     if any_mig:
         daemon['env'].insert(2, {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'})
     selector = ctx.pool_selector()
@@ -585,7 +591,8 @@ def _mps_daemon(ctx, nv, image, mps, cfg_name, base, any_mig=False, annotations=
                      annotations=annotations)
 
 
-def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
+def _mig(ctx: Ctx, mig: dict[str, Any], nodes: list[str], facts: dict[str, Any],
+         runtime_class_name: str = '') -> tuple[list[Manifest], str, list[str], dict[str, str]]:
     devices = mig['devices']
     var = ctx.var('mig')
     if not devices:
@@ -625,7 +632,8 @@ def _mig(ctx, mig, nodes, facts, runtime_class_name=''):
     return out, name, resources, limits
 
 
-def _mig_manager(ctx, mig, cm_name, runtime_class_name, checksum=''):
+def _mig_manager(ctx: Ctx, mig: dict[str, Any], cm_name: str, runtime_class_name: str,
+                 checksum: str = '') -> list[Manifest]:
     """NVIDIA's MIG manager (k8s-mig-manager), with the API access its reconfigure flow really uses."""
     image = ctx.image(mig['manager_image'], ctx.var('mig') + '.manager_image')
     mgr = 'nvidia-mig-manager-' + ctx.pool
@@ -675,7 +683,8 @@ def _mig_manager(ctx, mig, cm_name, runtime_class_name, checksum=''):
 SETTINGS = {'nvidia': NVIDIA_SCHEMA, 'time_slicing': TIME_SLICING_SCHEMA, 'mps': MPS_SCHEMA, 'mig': MIG_SCHEMA}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS): exclusive, time-slicing, mps and mig."""
     manifests, labels, resources, limits = render(
         ctx, strategy, settings, nodes, facts, inputs['require_facts'],
@@ -692,25 +701,25 @@ class NvidiaStack(Stack):
     shared_by_records = True
     asks_nvidia_gpu = True
 
-    def shared_family(self):
+    def shared_family(self) -> tuple[str, ...]:
         return tuple(NVIDIA_STRATEGIES)
 
-    def pod_runtime_class(self, settings, var):
+    def pod_runtime_class(self, settings: dict, var: str) -> str:
         return validate_settings(settings.get('nvidia'), NVIDIA_SCHEMA, var + 'nvidia')['runtime_class_name']
 
-    def follows_deploy_labels(self, settings, ctx):
+    def follows_deploy_labels(self, settings: dict, ctx: Any) -> bool:
         return owns_deploy_labels(self.name, settings, ctx)
 
-    def pool_follows_deploy_labels(self, pool_settings):
+    def pool_follows_deploy_labels(self, pool_settings: dict) -> bool:
         if self.name != 'mig':
             return False
         own = pool_settings.get('gpu_sharing_stack_mig')
         return bool((own if isinstance(own, dict) else {}).get('manager', True))
 
-    def node_label_defaults(self, settings, nodes, ctx):
+    def node_label_defaults(self, settings: dict, nodes: list[str], ctx: Any) -> dict[str, dict[str, str]]:
         return label_defaults(self.name, settings, nodes, ctx)
 
-    def node_shows(self, labels, annotations, resources, registered):
+    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
         # which NVIDIA strategy the device plugin's resources and GFD's labels show: MIG devices (or nvidia.com/gpu
         # with MIG strategy single), replicas (the sharing strategy label, else a replica count), else exclusive;
         # nvidia.com/gpu on a node another stack registered (HAMi) is that stack's
@@ -728,7 +737,7 @@ class NvidiaStack(Stack):
                     continue
                 sharing = labels.get(SHARING_LABEL)
                 try:
-                    replicas = int(labels.get('nvidia.com/gpu.replicas')) or 1
+                    replicas = int(labels.get('nvidia.com/gpu.replicas', '')) or 1
                 except (TypeError, ValueError):
                     replicas = 1
                 if sharing in ('time-slicing', 'mps'):
@@ -742,6 +751,6 @@ class NvidiaStack(Stack):
         return self.name in shown
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry): one object per NVIDIA strategy."""
     return NvidiaStack(name)

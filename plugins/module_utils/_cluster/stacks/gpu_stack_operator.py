@@ -17,6 +17,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Settings
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
@@ -146,7 +147,7 @@ GPU_OPERATOR_SCHEMA = {
 _UNRELEASED = re.compile(r'^(v?1\.0\.0-devel|v?0\.0\.0-git-.*)$')
 
 
-def chart_release(go, var):
+def chart_release(go: dict[str, Any], var: str) -> tuple[tuple[int, int], str]:
     """(family key, version text) of the chart: chart_version, else the chart's Chart.yaml, else the file name."""
     text = go['chart_version']
     if not text:
@@ -165,9 +166,9 @@ def chart_release(go, var):
     return chart_family(text, CHARTS, var, 'gpu-operator', CURRENT_CHART)
 
 
-def leaf_paths(values, prefix=''):
+def leaf_paths(values: dict[str, Any], prefix: str = '') -> list[str]:
     """Dotted paths of the leaves of a values dict (dicts under *.data are leaves)."""
-    out = []
+    out: list[str] = []
     for k, v in values.items():
         p = prefix + k
         if isinstance(v, dict) and v and not p.endswith('.data'):
@@ -189,7 +190,7 @@ OPERANDS_LABEL = 'nvidia.com/gpu.deploy.operands'
 OPERANDS_OFF = 'false'
 
 
-def confinement_labels(strategy):
+def confinement_labels(strategy: str) -> dict[str, str]:
     """The labels that keep the GPU operator's operands off a node of a pool of ``strategy``: every node-level
     strategy (its own device plugin on the node; gpu-operator and dra are whole-cluster stacks, see above)."""
     return {OPERANDS_LABEL: OPERANDS_OFF} if gpu_strategy.strategy(strategy)['node_strategy'] else {}
@@ -204,13 +205,14 @@ def confinement_labels(strategy):
 DEVICE_PLUGIN_CONFIG_PREFIX = 'gpuops-device-plugin-config-'
 
 
-def device_plugin_config_name(data):
+def device_plugin_config_name(data: dict[str, str]) -> str:
     """The ConfigMap name for the device plugin config ``data`` (config name -> text): prefix + content hash."""
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode('utf-8')).hexdigest()
     return DEVICE_PLUGIN_CONFIG_PREFIX + digest[:10]
 
 
-def render(ctx, settings, nodes, facts):
+def render(ctx: Ctx, settings: Settings, nodes: list[str],
+           facts: dict[str, Any]) -> tuple[list[Manifest], dict[str, dict[str, str]], list[str], dict[str, Any], dict[str, Any]]:
     var = ctx.var('gpu_operator')
     go = validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var)
     check_name(go['namespace'], var + '.namespace')
@@ -228,11 +230,11 @@ def render(ctx, settings, nodes, facts):
                                        '.'.join(str(x) for x in MPS_FAIL_REQUESTS_HONOURED), CURRENT_CHART, CURRENT_CHART))
     if go['sharing'] != 'none' and go['mig_strategy'] == 'mixed':
         raise StackError('%s.sharing %s cannot be combined with %s.mig_strategy mixed' % (var, go['sharing'], var))
-    values = {'driver': {'enabled': go['driver_enabled']}, 'toolkit': {'enabled': go['toolkit_enabled']},
-              'devicePlugin': {'enabled': True}, 'nfd': {'enabled': go['nfd_enabled']},
-              'migManager': {'enabled': go['mig_manager']},
-              # always set: the chart's own default is single, so "none" has to be said
-              'mig': {'strategy': go['mig_strategy']}}
+    values: dict[str, Any] = {'driver': {'enabled': go['driver_enabled']}, 'toolkit': {'enabled': go['toolkit_enabled']},
+                              'devicePlugin': {'enabled': True}, 'nfd': {'enabled': go['nfd_enabled']},
+                              'migManager': {'enabled': go['mig_manager']},
+                              # always set: the chart's own default is single, so "none" has to be said
+                              'mig': {'strategy': go['mig_strategy']}}
     if go['default_runtime'] is not None:
         if not chart['default_runtime']:
             raise StackError('%s.default_runtime has no effect with gpu-operator chart %s (operator.defaultRuntime was '
@@ -282,13 +284,13 @@ def render(ctx, settings, nodes, facts):
     for path, (repo, _image, when) in sorted(CHART_IMAGES[chart_key].items()):
         if not enabled[when] or path in chart['repositories'] or not (ctx.registry or (pull and path not in _NO_PULL_SECRETS)):
             continue
-        node = values
+        entry = values
         for part in path.split('.'):
-            node = node.setdefault(part, {})
+            entry = entry.setdefault(part, {})
         if ctx.registry:
-            node['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
+            entry['repository'] = ctx.registry + '/' + repo.split('/', 1)[1]
         if pull and path not in _NO_PULL_SECRETS:
-            node['imagePullSecrets'] = list(pull)
+            entry['imagePullSecrets'] = list(pull)
     if ctx.registry:
         values['node-feature-discovery'] = {'image': {'repository': ctx.registry + '/nfd/node-feature-discovery'}}
     if pull:
@@ -318,7 +320,8 @@ SHARED = {'settings': 'gpu_operator', 'keys': tuple(k for k in GPU_OPERATOR_SCHE
           'objects': "the GPU operator's one Helm release (its ClusterPolicy is one per cluster)"}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS); the GPU operator is a Helm release."""
     manifests, labels, resources, limits, helm = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
@@ -332,14 +335,14 @@ class OperatorStack(Stack):
     asks_nvidia_gpu = True
     places_on_every_gpu_node = True
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super(OperatorStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
-    def keep_off_labels(self, strategy):
+    def keep_off_labels(self, strategy: str) -> dict[str, str]:
         return confinement_labels(strategy)
 
-    def deploy_label_conflict(self, mine, followers):
+    def deploy_label_conflict(self, mine: list[str], followers: list[str]) -> str:
         """The refusal of this strategy's pools ``mine`` beside pools whose agents go by the operator's deploy labels
         (``followers``: mig pools with the MIG manager)."""
         return ('gpu-operator pool(s) %s and mig pool(s) %s with the MIG manager cannot share a cluster: the mig pools\' '
@@ -350,10 +353,10 @@ class OperatorStack(Stack):
                 'the gpu-operator pool (gpu_sharing_stack_gpu_operator.mig_manager)'
                 % (', '.join(mine), ', '.join(followers), ', '.join(followers)))
 
-    def pod_runtime_class(self, settings, var):
+    def pod_runtime_class(self, settings: dict, var: str) -> str:
         return validate_settings(settings.get('gpu_operator'), GPU_OPERATOR_SCHEMA, var + 'gpu_operator')['runtime_class']
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return OperatorStack(name)

@@ -8,6 +8,8 @@ object with its ``stack(name)``. The shared code asks these objects and names no
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
     gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator,
@@ -47,6 +49,6 @@ def stacks() -> list[Stack]:
     return list(REGISTRY.values())
 
 
-def names(predicate) -> tuple[str, ...]:
+def names(predicate: Callable[[Stack], object]) -> tuple[str, ...]:
     """The strategies whose Stack satisfies ``predicate`` (Stack -> bool), in model order."""
     return tuple(name for name, s in REGISTRY.items() if predicate(s))

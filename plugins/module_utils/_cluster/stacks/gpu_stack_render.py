@@ -5,15 +5,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live, gpu_stack_registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
-    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, StackError, check_name,
-    validate_settings, validation_pod,
+    MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, Manifest, Settings,
+    StackError, check_name, validate_settings, validation_pod,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
 
 # The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']):
 # the stack modules of gpu_stack_registry. Each module has SETTINGS (settings key -> schema) and render_stack(ctx,
@@ -24,20 +27,20 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 STACKS = gpu_stack_registry.MODULES
 
 
-def stack_renderer(strategy):
+def stack_renderer(strategy: str) -> ModuleType:
     """The renderer module of a strategy (KeyError for an unknown one)."""
     return STACKS[gpu_strategy.stack_info(strategy)['stack']]
 
 
-def settings_schema(strategy):
+def settings_schema(strategy: str) -> dict[str, dict[str, dict[str, Any]]]:
     """The settings a strategy reads: settings key -> schema (the renderer's SETTINGS, the keys the model names)."""
     module = stack_renderer(strategy)
     return dict((key, module.SETTINGS[key]) for key in gpu_strategy.stack_info(strategy)['settings'])
 
 
-def all_settings_schemas():
+def all_settings_schemas() -> dict[str, dict[str, dict[str, Any]]]:
     """Every settings key of every strategy -> its schema (role gpu_sharing_stack's gpu_sharing_stack_<key>)."""
-    out = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for name in STRATEGIES:
         out.update(settings_schema(name))
     return out
@@ -62,12 +65,12 @@ VALIDATION_SCHEMA = {
 # (each Stack's pod_runtime_class; the strategies' model is gpu_strategy.STRATEGY_MODEL).
 
 
-def pod_runtime_class(strategy, settings, var):
+def pod_runtime_class(strategy: str, settings: Settings, var: str) -> str:
     """The runtimeClassName a GPU pod of this strategy must set ('' when nvidia must be the default runtime)."""
     return gpu_stack_registry.stack(strategy).pod_runtime_class(settings, var)
 
 
-def runtime_class_note(strategy, runtime_class_name):
+def runtime_class_note(strategy: str, runtime_class_name: str) -> str:
     """What users' own GPU pods of the pool need, in words (returned as a note and shown by the role)."""
     own = gpu_stack_registry.stack(strategy).runtime_class_note(runtime_class_name)
     if own:
@@ -80,7 +83,7 @@ def runtime_class_note(strategy, runtime_class_name):
             '(nvidia_container_runtime_set_as_default: true); its device plugin needs it too' % strategy)
 
 
-def argument_spec():
+def argument_spec() -> dict[str, dict[str, Any]]:
     """The task arguments of gpuops.k8s_gpu.gpu_stack_manifests: one definition for the module (AnsibleModule) and its
     action plugin (ArgumentSpecValidator on the controller). A new dict on every call: the list and dict defaults end
     up in the validated parameters and must not be shared between runs."""
@@ -114,9 +117,10 @@ def argument_spec():
 # (gpu_strategy.family, gpu_strategy.foreign_resources).
 
 
-def check_conflicts(strategy, pool, nodes, node_state, node_strategies, allow_mixed, var):
+def check_conflicts(strategy: str, pool: str, nodes: list[str], node_state: dict[str, dict[str, Any]] | None,
+                    node_strategies: dict[str, str] | None, allow_mixed: bool, var: str) -> None:
     """Refuse two strategies on one pool, a node in two pools, and two GPU accountings on one node."""
-    problems = []
+    problems: list[str] = []
     for node, other in sorted((node_strategies or {}).items()):
         if other and other != strategy:
             problems.append('%s is set to %s but the pool %s uses %s (two strategies on one pool)'
@@ -154,7 +158,8 @@ NVIDIA_GPU_POOL_STRATEGIES = gpu_stack_registry.names(lambda s: s.asks_nvidia_gp
 NVIDIA_GPU_INTERCEPTORS = gpu_stack_registry.names(lambda s: s.may_intercept_nvidia_gpu)
 
 
-def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
+def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live_nodes: list[Manifest],
+                              var: str) -> str | None:
     """HAMi's webhook (v2.10.0 pkg/scheduler/webhook.go) sends every pod of the cluster that asks for nvidia.com/gpu to
     hami-scheduler and denies such pods with a privileged container (pkg/device/nvidia/device.go MutateAdmission finds
     the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
@@ -162,7 +167,7 @@ def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
     who may take pods over (may_intercept_nvidia_gpu, intercepts_nvidia_gpu) and whose pods ask (asks_nvidia_gpu)."""
     me = gpu_stack_registry.stack(strategy)
 
-    def pools(strategies):
+    def pools(strategies: tuple[str, ...]) -> list[str]:
         out = set()
         for o in live_nodes:
             labels = (o.get('metadata') or {}).get('labels') or {}
@@ -183,7 +188,8 @@ def _check_hami_webhook_scope(strategy, pool, settings, live_nodes, var):
     return None
 
 
-def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_class_name, claim_api_version=None):
+def _validation(ctx: Ctx, strategy: str, settings: Settings, limits: dict[str, Any], scheduler_name: str | None,
+                val: dict[str, Any], runtime_class_name: str, claim_api_version: str | None = None) -> list[Manifest]:
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     # a strategy's own workload (a claim for dra, gpushare's binpack sample), else a pod asking for the limits
@@ -198,7 +204,7 @@ def _validation(ctx, strategy, settings, limits, scheduler_name, val, runtime_cl
     return [pod]
 
 
-def stale_shared(pool, shared, live_runtime_classes):
+def stale_shared(pool: str, shared: list[Manifest], live_runtime_classes: list[Manifest]) -> list[Manifest]:
     """The RuntimeClasses the pool recorded itself on (SHARED_USER_PREFIX) that it no longer uses: its
     runtime_class_name changed, or the site's RuntimeClass is named now. The role releases them (its record goes; the
     object too when no other pool uses it), so an unused RuntimeClass does not live on for a pool's old record."""
@@ -212,7 +218,7 @@ def stale_shared(pool, shared, live_runtime_classes):
     return sorted(out, key=lambda d: d['metadata']['name'])
 
 
-def _unrecorded(other_pools, stack, live_runtime_classes):
+def _unrecorded(other_pools: list[str], stack: Stack, live_runtime_classes: list[Manifest]) -> list[str]:
     """The pools among ``other_pools`` (the family's other pools on the nodes) for which the shared objects are kept
     whatever their records say. The NVIDIA family shares RuntimeClasses whose names are each pool's setting (its Stack
     says shared_by_records): a pool recorded on any RuntimeClass records itself on every one it uses, so only pools
@@ -243,12 +249,12 @@ SHARED_KINDS = POOL_KINDS + (('admissionregistration.k8s.io/v1', 'MutatingWebhoo
 SHARED_PRUNE = gpu_strategy.SHARED_PRUNE_STRATEGIES
 
 
-def _rule(labels, kinds):
+def _rule(labels: dict[str, str], kinds: tuple[tuple[str, ...], ...]) -> dict[str, Any]:
     return {'label_selector': ','.join('%s=%s' % kv for kv in sorted(labels.items())),
             'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}
 
 
-def prune_rules(strategy, pool, kinds=()):
+def prune_rules(strategy: str, pool: str, kinds: Iterable[Iterable[str]] = ()) -> list[dict[str, Any]]:
     """What k8s_converge prunes after a pool's apply: [{label_selector, kinds}], the pool's own objects (POOL_KINDS and
     the stack's own ``kinds``: (apiVersion, kind) pairs its render returns as prune_kinds) and, for the strategies of
     SHARED_PRUNE, the strategy's shared objects."""
@@ -260,7 +266,7 @@ def prune_rules(strategy, pool, kinds=()):
     return rules
 
 
-def _runtime_class_wait(validation, manifests):
+def _runtime_class_wait(validation: list[Manifest], manifests: list[Manifest]) -> str | None:
     """The RuntimeClass named by a validation workload and made by none of the stack's manifests, or None."""
     made = set(m['metadata']['name'] for m in manifests if m.get('kind') == 'RuntimeClass')
     for obj in validation:
@@ -273,7 +279,7 @@ def _runtime_class_wait(validation, manifests):
     return None
 
 
-def render(params):
+def render(params: dict[str, Any]) -> dict[str, Any]:
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
     allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool), live (the result
@@ -342,7 +348,7 @@ def render(params):
     # keeps the agents of the stacks that land on every GPU node (the GPU operator's operands) off the pool's nodes;
     # not for a pool whose own agents go by the operator's deploy labels (mig with the MIG manager): the pools' plan
     # refuses that pool beside a gpu-operator pool
-    confine = {}
+    confine: dict[str, str] = {}
     if not stack.follows_deploy_labels(settings, ctx):
         for other in gpu_stack_registry.stacks():
             confine.update(other.keep_off_labels(strategy))
@@ -359,7 +365,7 @@ def render(params):
         pod_rc = val['runtime_class_name']
     if not removing:
         ctx.note(runtime_class_note(strategy, pod_rc))
-    validation = []
+    validation: list[Manifest] = []
     if val['enabled']:
         check_name(val['namespace'], var + 'validation.namespace')
         validation = _validation(ctx, strategy, settings, limits, scheduler_name, val, pod_rc,

@@ -8,7 +8,10 @@ of these differ would overwrite each other's objects on every run (the last pool
 conflicts() refuses them in the pools' plan, naming the pools and every setting that differs (a Stack may check its
 pools itself instead: own_conflicts, the DRA driver's release, gpu_stack_dra.release_conflicts)."""
 
+from __future__ import annotations
+
 import json
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
 
@@ -16,11 +19,11 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 OWNERS = dict((s.name, s.shared_module) for s in gpu_stack_registry.stacks() if s.shared is not None)
 
 
-def _text(value):
+def _text(value: Any) -> str:
     return 'unset' if value is None else json.dumps(value, sort_keys=True, separators=(',', ':'))
 
 
-def view(strategy, settings):
+def view(strategy: str, settings: dict[str, Any]) -> dict[str, Any]:
     """{name: value} of what a pool (sharing_pools' 'settings': variable name -> value) puts into its strategy's shared
     objects: the strategy's shared keys with the role's defaults filled in, the pool variables as given (None: unset)."""
     module = OWNERS[strategy]
@@ -29,7 +32,7 @@ def view(strategy, settings):
     var = 'gpu_sharing_stack_' + shared['settings']
     own = settings.get(var)
     own = own if isinstance(own, dict) else {}
-    out = {}
+    out: dict[str, Any] = {}
     for key in shared['keys']:
         out['%s.%s' % (var, key)] = own.get(key, schema[key]['default'])
     for name in shared['pool_variables']:
@@ -37,10 +40,10 @@ def view(strategy, settings):
     return out
 
 
-def conflicts(pools):
+def conflicts(pools: list[dict[str, Any]]) -> list[str]:
     """One error per strategy whose pools (sharing_pools' list of {name, strategy, settings}) differ in a shared
     setting, naming the pools, each setting and every pool's value."""
-    errors = []
+    errors: list[str] = []
     for strategy in sorted(OWNERS):
         mine = [p for p in pools if p.get('strategy') == strategy]
         if len(mine) < 2:
@@ -58,14 +61,14 @@ def conflicts(pools):
     return errors
 
 
-def operator_mix(pools):
+def operator_mix(pools: list[dict[str, Any]]) -> list[str]:
     """Errors for a gpu-operator pool beside a mig pool with the MIG manager (gpu_sharing_stack_mig.manager, on by
     default): that pool's device plugin and MIG manager go by nvidia.com/gpu.deploy.device-plugin and
     .mig-manager, which the operator sets to deploy its own device plugin and MIG manager there, or removes with
     nvidia.com/gpu.deploy.operands=false (NVIDIA/gpu-operator v26.7.0 controllers/state_manager.go; GPUOP-13): the
     operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone.
     The Stacks say which: places_on_every_gpu_node (the operator) and pool_follows_deploy_labels (mig, manager on)."""
-    errors = []
+    errors: list[str] = []
     for stack in gpu_stack_registry.stacks():
         if not stack.places_on_every_gpu_node:
             continue

@@ -27,6 +27,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
     GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     split_image, validate_settings,
 )
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
 
 DEVICE_PLUGIN_IMAGE = pins.ref('volcano-device-plugin')
 VGPU_DEVICE_PLUGIN_IMAGE = pins.ref('volcano-vgpu-device-plugin')
@@ -78,8 +79,8 @@ KNOWN_BAD_DEVICE_PLUGIN = {'volcano-device-plugin': ('v1.0.0',)}
 
 # Volcano's own Kubernetes compatibility table (README.md, "Kubernetes compatibility", volcano-sh/volcano v1.15.1):
 # Volcano minor -> (oldest, newest) Kubernetes minor marked exactly compatible.
-KUBE_COMPAT = {(1, 10): (21, 30), (1, 11): (21, 31), (1, 12): (21, 32), (1, 13): (23, 33), (1, 14): (23, 34),
-               (1, 15): (23, 35)}
+KUBE_COMPAT: dict[tuple[int, ...], tuple[int, int]] = {(1, 10): (21, 30), (1, 11): (21, 31), (1, 12): (21, 32), (1, 13): (23, 33), (1, 14): (23, 34),
+                                                       (1, 15): (23, 35)}
 
 # Volcano's default scheduler configuration (volcano-scheduler.conf of the release manifests)
 DEFAULT_CONF: dict[str, Any] = {
@@ -92,7 +93,7 @@ DEFAULT_CONF: dict[str, Any] = {
 }
 
 
-def parse_version(text, var):
+def parse_version(text: Any, var: str) -> tuple[int, ...]:
     m = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?$', str(text).strip())
     if not m:
         raise StackError('%s must be a Volcano version like 1.8 or v1.15.1; got %r' % (var, text))
@@ -101,7 +102,8 @@ def parse_version(text, var):
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
-def scheduler_conf(version, mode, existing=None, dropped=None):
+def scheduler_conf(version: tuple[int, ...], mode: str, existing: dict[str, Any] | None = None,
+                   dropped: list[str] | None = None) -> dict[str, Any]:
     """Scheduler configuration with GPU sharing switched on, keeping every other plugin and argument of `existing`.
 
     Volcano <= 1.8.2: predicates plugin argument predicate.GPUSharingEnable.
@@ -144,7 +146,7 @@ def scheduler_conf(version, mode, existing=None, dropped=None):
     return conf
 
 
-def _check_kubernetes(ctx, vs, version, var):
+def _check_kubernetes(ctx: Ctx, vs: dict[str, Any], version: tuple[int, ...], var: str) -> None:
     """Refuse a Kubernetes minor that Volcano's compatibility table does not list for the Volcano release."""
     if not vs['kube_version'] or ctx.removing:
         return
@@ -166,7 +168,7 @@ def _check_kubernetes(ctx, vs, version, var):
                      'deploy anyway' % (var, msg, var))
 
 
-def _check_known_bad(ctx, vs, image_ref, var):
+def _check_known_bad(ctx: Ctx, vs: dict[str, Any], image_ref: str, var: str) -> None:
     """gpu-share's device plugin v1.0.0 fails Allocate for pods with fields newer than Kubernetes 1.18."""
     _host, path, tag, _digest = split_image(image_ref)
     if tag not in KNOWN_BAD_DEVICE_PLUGIN.get(path.rsplit('/', 1)[-1], ()) or ctx.removing:
@@ -184,7 +186,7 @@ def _check_known_bad(ctx, vs, image_ref, var):
                      '%s.device_plugin_image' % (var, var))
 
 
-def render(ctx, settings, nodes, facts):
+def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]) -> Rendered:
     var = ctx.var('volcano')
     vs = validate_settings(settings.get('volcano'), VOLCANO_SCHEMA, var)
     version = parse_version(vs['version'], var + '.version')
@@ -303,7 +305,8 @@ SHARED = {'settings': 'volcano',
           'objects': "Volcano's scheduler configuration (volcano-scheduler-configmap, volcano-vgpu-device-config)"}
 
 
-def render_stack(ctx, strategy, settings, nodes, facts, inputs):
+def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
+                 inputs: dict[str, Any]) -> dict[str, Any]:
     """The one renderer signature (gpu_stack_render.STACKS); Volcano's pods name schedulerName volcano."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
@@ -316,27 +319,27 @@ class VolcanoStack(Stack):
     shared = SHARED
     version_key = 'volcano'
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super(VolcanoStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
-    def live_queries(self, settings, present, namespace):
+    def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
         volcano = settings_of(settings, 'volcano')
         if present and not volcano.get('existing_conf'):
             return [{'key': 'volcano_conf', 'kind': 'ConfigMap', 'name': volcano.get('scheduler_configmap') or CONFIGMAP,
                      'namespace': volcano.get('namespace') or 'volcano-system'}]
         return []
 
-    def merge_objects(self, settings, objects, namespace, var):
+    def merge_objects(self, settings: dict, objects: dict, namespace: str, var: str) -> None:
         if objects.get('volcano_conf'):
             data = objects['volcano_conf'][0].get('data') or {}
             if CONF_KEY in data:
                 settings['volcano'] = dict(settings_of(settings, 'volcano'), existing_conf=data[CONF_KEY])
 
-    def accounting_conflicts(self, strategies, whole):
+    def accounting_conflicts(self, strategies: list[str], whole: list[str]) -> list[str]:
         return ['Volcano GPU accounting and %s on the same node' % ', '.join(s for s in strategies if s != self.name)]
 
 
-def stack(name):
+def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""
     return VolcanoStack(name)
