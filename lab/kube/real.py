@@ -70,14 +70,19 @@ RECORDING = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file
 # recorded shape -> (NVML simulator inventory, GPU count): the GPUs a real lab node ran with when it was recorded
 RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8),
                    'a100x8-mig-single': ('hgx-a100-80gb.json', 8), 'h100x2-mig-mixed': ('h100-mig.json', 2),
-                   'a100x2-time-slicing': ('hgx-a100-80gb.json', 2), 'a100x2-mps': ('hgx-a100-80gb.json', 2)}
+                   'a100x2-time-slicing': ('hgx-a100-80gb.json', 2), 'a100x2-mps': ('hgx-a100-80gb.json', 2),
+                   'p100x1': ('p100.json', 1), 'h100x1-mig-single': ('h100-mig.json', 1)}
 # the MIG shapes: shape -> (MIG strategy of GFD and of the device plugin, the collection's gpu_sharing_stack_mig
 # devices, the MIG instances every GPU gets or None: the inventory's own). a100x8-mig-single is the geometry the
 # collection's MIG tests apply (seven 1g.10gb per GPU); h100x2-mig-mixed is h100-mig.json as it is (the inventory of
 # the DRA kwok node kwok-dra-h100-1: GPU 0 3g.40gb + 2x 1g.10gb + a GPU instance without compute instance, GPU 1 MIG on
-# without instances).
+# without instances); h100x1-mig-single is the MIG node of the driver-upgrade lab (lab/upgrade/nvml-h100-mig.json: one
+# H100, 3g.40gb at placements 0 and 4, the pool's gpu_node_sharing_mig_devices {'3g.40gb': 2}) under the single
+# strategy.
 RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g.10gb'}] * 7),
-                'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None)}
+                'h100x2-mig-mixed': ('mixed', {'3g.40gb': 1, '1g.10gb': 2}, None),
+                'h100x1-mig-single': ('single', {'3g.40gb': 2}, [{'profile': '3g.40gb', 'placement': 0},
+                                                                {'profile': '3g.40gb', 'placement': 4}])}
 # the shared pools: shape -> (strategy, replicas): GFD with the pool's config the collection renders and what the
 # kubelet published with the pool's device plugin - time-slicing: the collection's own DaemonSet's plugin on the
 # real node (GPUs x replicas); mps: nothing (the shape's not_published: the plugin stops at the MPS daemon's health

@@ -10,9 +10,15 @@ GPU kwok node or writes what a GPU node's agents publish. Nothing here is writte
   no resource), every GFD label and extended resource as the real node published them (RECORDED_AGENTS).
 * ``mig_published``: what NVIDIA's device plugin and GFD published on a real node once a MIG geometry was applied
   (the recorded MIG shapes, lab/kube/real.py RECORDED_MIG); None where no real node recorded that geometry.
+  ``mig_node``: a whole kwok node of a recorded MIG shape (every GFD label, the MIG devices).
 * ``PAINTED``: what lab tests still write on GPU nodes by hand because no real node recorded it: each entry names the
-  agent, what is written and where. The tooling test lab/tests/tooling/test_no_painted_nodes.py lists the test files
-  still painting GPU nodes (its allow-list only shrinks).
+  agent, what is written and every file that writes it ('; '-separated). The painted_* functions (painted_mig,
+  painted_mig_state) are those stand-ins; a file calling one must be named in PAINTED. The tooling test
+  lab/tests/tooling/test_no_painted_nodes.py checks both and lists the test files still painting GPU nodes (its
+  allow-list only shrinks).
+* ``NOT_RECORDED``/``NOT_BUILT``: the strategies whose node agents no real lab node runs, and why: the Go module
+  proxy, the lab's only source of Go programs, refuses each of their modules with "403 Forbidden ... This module
+  version is not available." (the exact answers below, and in docs/lab.md).
 """
 from __future__ import annotations
 
@@ -26,12 +32,19 @@ if _KUBE not in sys.path:
 import real  # noqa: E402  lab/kube/real.py: the recording and the shapes
 
 GFD_MIG_STRATEGY = 'nvidia.com/mig.strategy'
+# the MIG manager's state label (its values: pending, rebooting, success, failed)
+MIG_STATE = 'nvidia.com/mig.config.state'
 
 # agent -> (what lab tests write by hand, where, why no recording gives it)
 PAINTED = {
-    'nvidia-mig-manager': ('the label nvidia.com/mig.config.state=success once a geometry is applied',
-                           'lab/tests/integration/test_lifecycle_suite_real.py mig_manager',
-                           'no real lab node runs the MIG manager (no MIG reconfiguration on the NVML simulator)'),
+    'nvidia-mig-manager': ('the label nvidia.com/mig.config.state=success once a geometry is applied (painted_mig_state)',
+                           'lab/tests/integration/test_lifecycle_suite_real.py mig_manager; '
+                           'lab/tests/integration/test_gpu_sharing_stack_real.py stack_node; '
+                           'lab/bench/cluster_real/bench.py kwok_node',
+                           'no real lab node runs the MIG manager (no MIG reconfiguration on the NVML simulator), and '
+                           'it cannot be built here: the Go module proxy answers `go mod download -json '
+                           'github.com/NVIDIA/mig-parted@v0.13.0` (and @v0.12.1) with "403 Forbidden ... This module '
+                           'version is not available"'),
     'nvidia-device-plugin (MIG geometries not recorded)': (
         'the MIG devices a geometry other than a recorded one (lab/kube/real.py RECORDED_MIG) publishes, and GFD\'s '
         'nvidia.com/mig.strategy label, taken from the readiness the collection asks for',
@@ -39,7 +52,8 @@ PAINTED = {
         'the recording has a100x8-mig-single (1g.10gb x 7, single) and h100x2-mig-mixed only'),
     'HAMi device plugin': ('the node registration annotations hami.io/node-nvidia-register, node-handshake, '
                            'node-nvidia-score', 'lab/tests/integration/test_lifecycle_real.py HAMI_REGISTRATION',
-                           'HAMi\'s device plugin does not run on a real lab node yet'),
+                           'HAMi\'s device plugin does not run on a real lab node: it cannot be built here (NOT_BUILT '
+                           '\'hami\')'),
 }
 
 
@@ -141,6 +155,27 @@ RECORDED_AGENTS = {
 }
 # the strategies whose node agents no real lab node recorded: a lab test publishes nothing for them
 NOT_RECORDED = ('gpushare', 'volcano', 'hami', 'gpu-manager', 'gpu-operator')
+# why: none of their node agents can be built here from the Go module proxy (the lab's only source of Go programs).
+# Strategy -> (the module and versions asked, the proxy's exact answer), checked 2026-11-29 with `go mod download -json
+# <module>@<version>` from an empty directory (GOPROXY=https://proxy.golang.org,direct, GOFLAGS=-mod=mod); docs/lab.md
+# says the same. A version of `latest` means the proxy has no version list of the module at all.
+_FORBIDDEN = '403 Forbidden\n\tserver response: This module version is not available.'
+NOT_BUILT = {
+    'gpushare': ('github.com/AliyunContainerService/gpushare-device-plugin@latest',
+                 'reading https://proxy.golang.org/github.com/%21aliyun%21container%21service/gpushare-device-plugin'
+                 '/@v/list: ' + _FORBIDDEN),
+    'volcano': ('github.com/volcano-sh/devices@v1.10.0 (and volcano.sh/k8s-device-plugin@latest)',
+                'reading https://proxy.golang.org/github.com/volcano-sh/devices/@v/v1.10.0.info: ' + _FORBIDDEN),
+    'hami': ('github.com/Project-HAMi/HAMi@v2.7.1+incompatible (and @v2.6.1+incompatible)',
+             'reading https://proxy.golang.org/github.com/%21project-%21h%21a%21mi/%21h%21a%21mi/@v/'
+             'v2.7.1+incompatible.info: ' + _FORBIDDEN),
+    'gpu-manager': ('github.com/tkestack/gpu-manager@latest',
+                    'reading https://proxy.golang.org/github.com/tkestack/gpu-manager/@v/list: ' + _FORBIDDEN),
+    'gpu-operator': ('github.com/NVIDIA/gpu-operator@v26.7.0 (its MIG manager: github.com/NVIDIA/mig-parted@v0.13.0, '
+                     '@v0.12.1, the same answer)',
+                     'reading https://proxy.golang.org/github.com/%21n%21v%21i%21d%21i%21a/gpu-operator/@v/'
+                     'v26.7.0.info: ' + _FORBIDDEN),
+}
 
 
 def agents_shape(shape_name, strategy):
@@ -205,3 +240,23 @@ def painted_mig(strategy, allocatable):
     for, as a device plugin would advertise them, for a geometry no real node recorded."""
     return {'shape': None, 'labels': {GFD_MIG_STRATEGY: strategy},
             'capacity': dict(allocatable), 'allocatable': dict(allocatable)}
+
+
+def mig_node(name, shape_name, labels=None):
+    """A kwok node of the recorded MIG shape ``shape_name`` (lab/kube/real.py RECORDED_MIG) once its geometry is
+    applied: every label GFD wrote and every MIG device the kubelet published with NVIDIA's plugin under the
+    collection's MIG config; ``labels``: more labels (not GPU ones). The MIG manager's own state label is not in it
+    (painted_mig_state: no recording gives it)."""
+    if shape_name not in real.RECORDED_MIG:
+        raise KeyError('%s is no recorded MIG shape (recorded: %s)' % (shape_name, ', '.join(sorted(real.RECORDED_MIG))))
+    node = real.recorded_node(name, shape(shape_name))
+    node['metadata']['labels'].pop('gpuops.io/lab')
+    node['metadata']['labels'].update(labels or {})
+    return node
+
+
+def painted_mig_state():
+    """PAINTED['nvidia-mig-manager']: the label NVIDIA's MIG manager writes once it applied the geometry the node's
+    nvidia.com/mig.config names. No real lab node runs the MIG manager, so this one label is written by hand; each file
+    that calls this is named in PAINTED['nvidia-mig-manager'] (lab/tests/tooling/test_no_painted_nodes.py checks it)."""
+    return {MIG_STATE: 'success'}

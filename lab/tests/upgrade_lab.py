@@ -24,6 +24,9 @@ import yaml
 
 from conftest import ROOT, sh, wait_until
 
+import gpu_kwok_nodes  # lab/tests: the recorded GPU kwok nodes
+from gpu_kwok_nodes import real  # lab/kube/real.py
+
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 DOCKER_DIR = os.path.join(ROOT, 'lab', 'docker')
 STAND_IN = os.path.join(ROOT, 'lab', 'upgrade', 'nvidia-runfile-stand-in.sh')
@@ -75,12 +78,32 @@ def bare_pod(name, node, labels=None, phase=None):
             'spec': pod_spec(node), '_phase': phase}
 
 
-def kwok_node(node):
-    res = {'nvidia.com/gpu': '1', 'cpu': '16', 'memory': '64Gi', 'pods': '110'}
-    return {'apiVersion': 'v1', 'kind': 'Node',
-            'metadata': {'name': node, 'labels': {'kubernetes.io/hostname': node},
-                         'annotations': {'kwok.x-k8s.io/node': 'fake'}},
-            'spec': {'taints': [TAINT]}, 'status': {'capacity': res, 'allocatable': dict(res)}}
+# inventory -> the recorded shape of the same GPUs (lab/node/recordings/gpu-nodes.json, lab/tests/gpu_kwok_nodes.py):
+# the T4 and the P100 as NVIDIA's device plugin serves them (exclusive), the H100 with its two 3g.40gb under the MIG
+# pool's single strategy (the collection's default) as a real lab node published it with that geometry applied
+KWOK_SHAPES = {'t4': 't4x1', 'p100': 'p100x1', MIG_INVENTORY: 'h100x1-mig-single'}
+
+
+def kwok_node(node, inventory):
+    """The kwok twin of a docker node: what a real lab node of the same GPUs published (every GFD label, the device
+    plugin's extended resources), with this lab's taint."""
+    shape = KWOK_SHAPES[inventory]
+    # the twin's GPUs are the docker node's: the same simulator inventory, or for the MIG node the same GPUs with the
+    # same MIG instances (a drift of either file fails here)
+    if inventory == MIG_INVENTORY:
+        with open(MIG_INVENTORY) as f:
+            ours = json.load(f)['gpus']
+        rec = real.recorded_inventory(shape)['gpus']
+        assert [(g['name'], g['mig_instances']) for g in ours] == [(g['name'], g['mig_instances']) for g in rec], (
+            shape, ours, rec)
+    else:
+        assert gpu_kwok_nodes.shape(shape)['inventory'] == inventory + '.json', (shape, inventory)
+    if shape in real.RECORDED_MIG:
+        doc = gpu_kwok_nodes.mig_node(node, shape)
+    else:
+        doc = gpu_kwok_nodes.agents_node(node, shape, 'exclusive')
+    doc['spec'] = {'taints': [TAINT]}
+    return doc
 
 
 class Cluster(object):
@@ -115,8 +138,8 @@ def owner_name(pod):
 
 
 def seed(cl):
-    for _h, _inv, node in NODES:
-        cl.core.create_node(kwok_node(node))
+    for _h, inv, node in NODES:
+        cl.core.create_node(kwok_node(node, inv))
     cl.core.create_namespace({'metadata': {'name': NS}})
     wait_until('ServiceAccount default in %s' % NS, lambda: [
         s for s in cl.core.list_namespaced_service_account(NS).items if s.metadata.name == 'default'])

@@ -64,6 +64,8 @@ def _load(name, path):
 
 
 real = _load('gpuops_lab_kube_real', REAL)
+# the one place GPU kwok nodes' stand-ins are named (lab/tests/gpu_kwok_nodes.py PAINTED)
+gpu_kwok_nodes = _load('gpuops_lab_gpu_kwok_nodes', os.path.join(ROOT, 'lab', 'tests', 'gpu_kwok_nodes.py'))
 # gpu_info's facts as the cluster benchmarks give them, plus what the fleet report prints (source, NVML status and driver)
 NVML = {'source': 'nvml', 'nvml': {'status': 'ok', 'driver_version': '580.95.05'}}
 A100 = dict(_load('gpuops_bench_cluster', os.path.join(ROOT, 'lab', 'bench', 'cluster', 'bench.py')).A100, **NVML)
@@ -79,10 +81,11 @@ POOLS = [
     ('pool-ts', 'time-slicing', 'kwok-t4-1', T4,
      {'gpu_sharing_stack_time_slicing': {'replicas': 4, 'rename_by_default': False}}, {}),
     ('pool-mps', 'mps', 'kwok-t4-1', T4, {'gpu_sharing_stack_mps': {'replicas': 8}}, {}),
-    # what NVIDIA's MIG manager writes once it applied the geometry (no pod runs on a kwok node); kwok_node publishes
-    # the geometry's MIG devices as the device plugin would (the role waits for both: MIGM-14)
+    # what NVIDIA's MIG manager writes once it applied the geometry (no pod runs on a kwok node): painted,
+    # gpu_kwok_nodes.PAINTED['nvidia-mig-manager'] (no real lab node runs the MIG manager); kwok_node publishes the
+    # geometry's MIG devices as the device plugin published them on a real lab node (the role waits for both: MIGM-14)
     ('pool-mig', 'mig', 'kwok-a100-1', A100, {'gpu_sharing_stack_mig': {'strategy': 'single', 'devices': {'1g.10gb': 7}}},
-     {'nvidia.com/mig.config.state': 'success'}),
+     gpu_kwok_nodes.painted_mig_state()),
     ('pool-gpushare', 'gpushare', 'kwok-a100-1', A100, {'gpu_sharing_stack_gpushare': GPUSHARE_IMAGES}, {}),
     # Volcano 1.15's compatibility table ends at Kubernetes 1.35: a site on 1.37 accepts the untested version
     ('pool-volcano', 'volcano', 'kwok-t4-1', T4,

@@ -2,15 +2,19 @@
 ask plain ``nvidia.com/gpu: 1`` moves with its nodes from a device-plugin pool to a dra pool, node by node, and back,
 its pod template untouched, no replica lost (row DRAX-08 of docs/conformance/dra-driver-nvidia-gpu.md).
 
-* Two kwok nodes of this file's own (named with the pid, tainted with a key only its pods tolerate) start on a
-  time-slicing pool: the pool labels as gpu_node_labels records them, one device-plugin GPU each (allocatable
-  nvidia.com/gpu 1). A PodDisruptionBudget (maxUnavailable 1) covers the Deployment's two replicas; the drain goes
+* Two kwok nodes of this file's own (named with the pid, tainted with a key only its pods tolerate) start on an
+  exclusive pool: the pool labels as gpu_node_labels records them, one device-plugin GPU each - the recorded T4 node
+  (gpu_kwok_nodes: the labels the node layer writes, and allocatable nvidia.com/gpu 1 as NVIDIA's device plugin
+  published it on a real lab node of that T4, shape t4x1). They used to be a time-slicing pool whose nodes advertised
+  one GPU and no nvidia.com/gpu.replicas label: a state no time-slicing pool publishes (its plugin shares each GPU
+  replicas ways, GFD says so; DRAX-10's node is such a pool, recorded). A PodDisruptionBudget (maxUnavailable 1) covers the Deployment's two replicas; the drain goes
   through the Eviction API, so the real disruption controller and API server decide.
 * kwok runs no DaemonSet, so a thread of this test does what the two plugins do when a node's pool labels switch:
   on a node labelled strategy dra it takes the device plugin's GPU away (allocatable 0, as the kubelet shows once the
-  device plugin is gone) and publishes the node's ResourceSlice (lab/kube/dra_slices.py, the Python stand-in checked
+  device plugin is gone: test_node_daemonset_real and test_node_strategies_real see it on a real node) and publishes
+  the node's ResourceSlice (lab/kube/dra_slices.py, the Python stand-in checked
   against NVIDIA's gpu-kubelet-plugin v0.5.0 in test_dra_real.py); on a node back on the device-plugin pool it deletes
-  the slice and gives the GPU back.
+  the slice and gives the GPU back (the recorded resources again).
 * nvidia.com/gpu is mapped by a DeviceClass as the chart's gpu.nvidia.com renders it (deviceclass-gpu.yaml, v0.5.0),
   under a name of this file's own (the chart's release belongs to test_dra_real.py). The real scheduler backs the
   pods' plain requests with the slices' devices there (DRAX-03).
@@ -36,8 +40,8 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dra_slices  # noqa: E402  (lab/kube)
 from test_gpu_sharing_stack import T4  # noqa: E402
-from test_gpu_sharing_stack_real import failures, kwok_node  # noqa: E402
-from gpu_kwok_nodes import agents_node  # noqa: E402
+from test_gpu_sharing_stack_real import failures  # noqa: E402
+from gpu_kwok_nodes import agents_node, agents_published, bare_node  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 SUFFIX = '%d' % os.getpid()
@@ -47,6 +51,13 @@ TAINT = 'gpuops.io/test-drax-mig-%s' % SUFFIX
 SELECT = {'gpuops.io/test-drax-mig': SUFFIX}
 TS_POOL, DRA_POOL = 'ts-%s' % SUFFIX, 'dra-%s' % SUFFIX
 TS = {'pool': TS_POOL, 'strategy': 'time-slicing', 'labels': {'nvidia.com/device-plugin.config': TS_POOL}}
+EX_POOL = 'ex-%s' % SUFFIX
+EX = {'pool': EX_POOL, 'strategy': 'exclusive', 'labels': {}}
+# the nodes DRAX-08 moves: the recorded T4 (lab/node/recordings/gpu-nodes.json) and what NVIDIA's device plugin
+# published on it, without a config (the exclusive pool's plugin)
+NODE_SHAPE = 't4x1'
+PUBLISHED = agents_published(NODE_SHAPE, 'exclusive')
+assert PUBLISHED == {'capacity': {'nvidia.com/gpu': '1'}, 'allocatable': {'nvidia.com/gpu': '1'}}, PUBLISHED  # expected, not written
 DRA = {'pool': DRA_POOL, 'strategy': 'dra'}
 CLASS = 'gpu-%s.drax-mig.lab.gpuops.io' % SUFFIX
 GROUP, VERSION = 'resource.k8s.io', 'v1'
@@ -57,7 +68,7 @@ STRATEGY, POOL = 'gpuops.io/sharing-strategy', 'gpuops.io/sharing-pool'
 
 def pool_labels(side):
     out = {STRATEGY: side['strategy'], POOL: side['pool']}
-    out.update(side.get('labels') or {'nvidia.com/gpu.deploy.device-plugin': 'false'})
+    out.update(side['labels'] if 'labels' in side else {'nvidia.com/gpu.deploy.device-plugin': 'false'})
     return out
 
 
@@ -77,19 +88,19 @@ class Plugins(threading.Thread):
                 for name in NODES:
                     n = core.read_node(name)
                     dra = (n.metadata.labels or {}).get(STRATEGY) == 'dra'
-                    gpus = (n.status.allocatable or {}).get('nvidia.com/gpu', '0')
+                    mine = dict((k, (n.status.allocatable or {}).get(k, '0')) for k in PUBLISHED['allocatable'])
                     have = dra_slices.slices_of(self.api, name)
-                    if dra and gpus != '0':
-                        core.patch_node_status(name, {'status': {'allocatable': {'nvidia.com/gpu': '0'}}})
+                    gone = dict.fromkeys(PUBLISHED['allocatable'], '0')
+                    if dra and mine != gone:
+                        core.patch_node_status(name, {'status': {'allocatable': gone}})
                     if dra and not have and name not in self.hold:
                         dra_slices.publish(self.api, name, 't4.json', self.state_dir)
                     if not dra and have:
                         for s in have:
                             client.CustomObjectsApi(self.api).delete_cluster_custom_object(
                                 GROUP, VERSION, 'resourceslices', s['metadata']['name'])
-                    if not dra and gpus != '1':
-                        core.patch_node_status(name, {'status': {'allocatable': {'nvidia.com/gpu': '1'},
-                                                                 'capacity': {'nvidia.com/gpu': '1'}}})
+                    if not dra and mine != PUBLISHED['allocatable']:
+                        core.patch_node_status(name, {'status': dict(PUBLISHED)})
             except Exception as exc:  # reported by the test
                 self.error = exc
             self.stop.wait(0.5)
@@ -102,10 +113,12 @@ def lab(kube_real, tmp_path_factory):
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
     co = client.CustomObjectsApi(api)
     for name in NODES:
-        labels = dict(SELECT, **pool_labels(TS))
-        body = kwok_node(name, T4, labels=labels, resources={'nvidia.com/gpu': '1'})
+        labels = dict(SELECT, **pool_labels(EX))
+        # the recorded T4 node before its stack (its labels the node layer's, gpu_kwok_nodes.bare_node); the Plugins
+        # thread publishes what the exclusive pool's device plugin published on it
+        body = bare_node(name, NODE_SHAPE, facts=T4, labels=labels)
         record = dict((k, {'value': v, 'previous': None}) for k, v in labels.items() if k != 'kubernetes.io/hostname'
-                      and k in pool_labels(TS))
+                      and k in pool_labels(EX))
         body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(record, sort_keys=True)
         body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
         core.create_node(body)
@@ -247,15 +260,15 @@ def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
     before = nodes_state(lab)
 
     # check mode: the plan, nothing written
-    rc, doc = migrate(lab, tmp_path, TS, DRA, '--check')
+    rc, doc = migrate(lab, tmp_path, EX, DRA, '--check')
     assert rc == 0, failures(doc)
     shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
              for r in t['hosts'].values()]
-    assert shown == [['%s: migrate: pool %s (time-slicing) -> pool %s (dra)' % (n, TS_POOL, DRA_POOL) for n in NODES]]
+    assert shown == [['%s: migrate: pool %s (exclusive) -> pool %s (dra)' % (n, EX_POOL, DRA_POOL) for n in NODES]]
     assert nodes_state(lab) == before
 
     t0 = time.time()
-    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    rc, doc = migrate(lab, tmp_path, EX, DRA)
     took = time.time() - t0
     assert rc == 0, failures(doc)
     assert lab['plugins'].error is None, lab['plugins'].error
@@ -276,7 +289,7 @@ def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
 
     # a re-run skips both nodes and writes nothing (the audit log: no write to a Node, a pod or an eviction)
     start = lab['kube'].mark()
-    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    rc, doc = migrate(lab, tmp_path, EX, DRA)
     assert rc == 0, failures(doc)
     writes = [w for w in lab['kube'].writes(start, lab['kube'].mark())
               if ('/nodes/drax-mig-%s' % SUFFIX in w[1] and not w[1].split('?')[0].endswith('/status'))
@@ -285,12 +298,12 @@ def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
     assert [v['labels'] for v in nodes_state(lab).values()] == [v['labels'] for v in after.values()]
 
     # and back
-    rc, doc = migrate(lab, tmp_path, DRA, TS)
+    rc, doc = migrate(lab, tmp_path, DRA, EX)
     assert rc == 0, failures(doc)
     back = nodes_state(lab)
     for name in NODES:
-        assert back[name]['labels'] == {STRATEGY: 'time-slicing', POOL: TS_POOL,
-                                        'nvidia.com/device-plugin.config': TS_POOL,
+        assert back[name]['labels'] == {STRATEGY: 'exclusive', POOL: EX_POOL,
+                                        'nvidia.com/device-plugin.config': None,
                                         'nvidia.com/gpu.deploy.device-plugin': None}, back
         assert (back[name]['unschedulable'], back[name]['mark']) == (False, None)
     wait('the Deployment back on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)
@@ -305,7 +318,7 @@ def test_DRAX_08_a_move_that_stops_resumes_from_its_node(lab, tmp_path):
     wait('the Deployment on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)
     lab['plugins'].hold.add(NODES[0])
     try:
-        rc, doc = migrate(lab, tmp_path, TS, DRA, '-e', 'gpuops_migrate_ready_timeout=4')
+        rc, doc = migrate(lab, tmp_path, EX, DRA, '-e', 'gpuops_migrate_ready_timeout=4')
     finally:
         lab['plugins'].hold.discard(NODES[0])
     assert rc != 0
@@ -314,9 +327,9 @@ def test_DRAX_08_a_move_that_stops_resumes_from_its_node(lab, tmp_path):
     stopped = nodes_state(lab)
     assert stopped[NODES[0]]['labels'][STRATEGY] == 'dra'
     assert (stopped[NODES[0]]['unschedulable'], stopped[NODES[0]]['mark']) == (True, DRA_POOL)
-    assert stopped[NODES[1]]['labels'][STRATEGY] == 'time-slicing'
+    assert stopped[NODES[1]]['labels'][STRATEGY] == 'exclusive'
     assert (stopped[NODES[1]]['unschedulable'], stopped[NODES[1]]['mark']) == (False, None)
-    rc, doc = migrate(lab, tmp_path, TS, DRA)
+    rc, doc = migrate(lab, tmp_path, EX, DRA)
     assert rc == 0, failures(doc)
     shown = [r.get('msg') for play in doc['plays'] for t in play['tasks'] if t['task']['name'] == 'Show the plan'
              for r in t['hosts'].values()]

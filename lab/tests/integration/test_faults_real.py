@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 
 import faultproxy  # noqa: E402
 from conftest import new_namespace, run_module, wait_until  # noqa: E402
+from gpu_kwok_nodes import agents_node  # noqa: E402
 from test_gpu_node_labels import facts  # noqa: E402
 from test_gpu_sharing_stack import CASES, role_play  # noqa: E402
 from test_gpu_sharing_stack_real import (differences, failures, live_object, rendered, run_play,  # noqa: E402
@@ -59,12 +60,13 @@ def proxy(kube, kc, name, **kw):
 
 
 def gpu_node(name, labels=None, unschedulable=False):
-    res = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **SITE, **(labels or {})),
-                         "annotations": dict({"kwok.x-k8s.io/node": "fake"}, **SITE_ANN)},
-            "spec": {"unschedulable": True} if unschedulable else {},
-            "status": {"capacity": res, "allocatable": dict(res)}}
+    """A T4 machine whose GPU NVIDIA's device plugin serves, as a real lab node published it (gpu_kwok_nodes.
+    agents_node: shape t4x1, exclusive - GFD's labels, nvidia.com/gpu 1), with the site's own labels and annotations
+    (the tests check that no run takes them away)."""
+    node = agents_node(name, "t4x1", "exclusive", labels=dict(SITE, **(labels or {})))
+    node["metadata"]["annotations"].update(SITE_ANN)
+    node["spec"] = {"unschedulable": True} if unschedulable else {}
+    return node
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +152,8 @@ LABEL_NODES = 3
 
 
 def labels_inventory(prefix):
-    hosts = dict(("%s-%d" % (prefix, i), {"gpu_probe_facts": facts("Tesla-T4", 15360, 2)})
+    # the probe facts of the nodes' GPUs (gpu_node: one T4)
+    hosts = dict(("%s-%d" % (prefix, i), {"gpu_probe_facts": facts("Tesla-T4", 15360, 1)})
                  for i in range(LABEL_NODES))
     return {"all": {"hosts": {"localhost": {"ansible_connection": "local"}},
                     "children": {"gpu_nodes": {"hosts": hosts}}}}

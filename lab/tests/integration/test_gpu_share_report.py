@@ -43,6 +43,12 @@ TAINT = {"key": MINE, "value": S, "effect": "NoSchedule"}
 MIG_MIXED = json.loads((ROOT / "lab" / "node" / "recordings" / "gpu-nodes.json").read_text())["shapes"][
     "h100x2-mig-mixed"]
 assert MIG_MIXED["capacity"] == {"nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-3g.40gb": "1"}, MIG_MIXED["capacity"]
+# time-slicing: the recorded shape a100x2-time-slicing (two A100s under the collection's time-slicing pool with 3
+# replicas, as a real lab node published it: GFD's labels, nvidia.com/gpu 6)
+TIME_SLICED = json.loads((ROOT / "lab" / "node" / "recordings" / "gpu-nodes.json").read_text())["shapes"][
+    "a100x2-time-slicing"]
+assert (TIME_SLICED["capacity"], TIME_SLICED["replicas"], TIME_SLICED["gpus"]) == ({"nvidia.com/gpu": "6"}, 3, 2), (
+    TIME_SLICED["capacity"])
 HAMI_REGISTER = ("GPU-aaaa-0,10,15360,100,NVIDIA-Tesla T4,0,true,0,hami-core:"
                  "GPU-aaaa-1,10,15360,100,NVIDIA-Tesla T4,0,true,1,hami-core:")
 
@@ -91,10 +97,8 @@ NODES = [
     # gpushare: 2 x T4 (15 GiB each)
     node("gs-1", "10.0.0.11", {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}, {"gpushare": "true"}),
     node("gs-2", "10.0.0.12", {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}, {"gpushare": "true"}),
-    # time-slicing: 2 GPUs x 4 replicas
-    node("ts-1", "10.0.0.21", {"nvidia.com/gpu": "8"},
-         {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing",
-          "nvidia.com/gpu.count": "2"}),
+    # time-slicing: 2 GPUs x 3 replicas, the recorded shape a100x2-time-slicing (every GFD label of it), not painted
+    node("ts-1", "10.0.0.21", TIME_SLICED["capacity"], TIME_SLICED["labels"]),
     # MIG mixed: the recorded shape h100x2-mig-mixed (what a real lab node published with NVIDIA's plugin under the
     # collection's mixed strategy: 2x 1g.10gb and a 3g.40gb; every GFD label of it), not painted
     node("mig-1", "10.0.0.31", MIG_MIXED["capacity"], MIG_MIXED["labels"]),
@@ -119,7 +123,7 @@ PODS = [
     # time-slicing pods: 3 replicas (one via an init container bigger than the app container)
     pod("ts-a", "ts-1", {"nvidia.com/gpu": "1"}),
     pod("ts-b", "ts-1", {"nvidia.com/gpu": "1"}, init={"nvidia.com/gpu": "2"}),
-    pod("ts-done", "ts-1", {"nvidia.com/gpu": "4"}, phase="Succeeded"),
+    pod("ts-done", "ts-1", {"nvidia.com/gpu": "3"}, phase="Succeeded"),
     # MIG pods
     pod("mig-a", "mig-1", {"nvidia.com/mig-1g.10gb": "2"}),
     pod("mig-b", "mig-1", {"nvidia.com/mig-3g.40gb": "1"}),
@@ -293,8 +297,8 @@ def test_time_slicing_mig_volcano_totals(full):
     nodes = by_name(full)
     ts = nodes["ts-1"]
     assert ts["strategies"] == ["time-slicing"]
-    assert ts["replicas"] == 4 and ts["physical_gpus"] == 2
-    assert ts["resources"]["nvidia.com/gpu"] == {"allocatable": 8, "allocated": 3, "free": 5, "percent": 37,
+    assert ts["replicas"] == 3 and ts["physical_gpus"] == 2
+    assert ts["resources"]["nvidia.com/gpu"] == {"allocatable": 6, "allocated": 3, "free": 3, "percent": 50,
                                                  "unit": "GPU"}
     mig = nodes["mig-1"]
     assert mig["strategies"] == ["mig"]
@@ -333,8 +337,8 @@ def test_conflicts_cluster_and_unscheduled(full):
     cl = full["cluster"]
     # other tests' pods without a node count too (the module lists them from the whole cluster): see the docstring
     assert cl["nodes"] == 8 and cl["gpu_nodes"] == 7 and cl["unscheduled_pods"] == len(full["unscheduled"]) >= 1
-    # nvidia.com/gpu: ts-1 8 + hami-1 20 + bad-1 1 = 29 allocatable; 3 + 4 + 1 allocated (wait-a has no node)
-    assert cl["resources"]["nvidia.com/gpu"] == {"allocatable": 29, "allocated": 8, "free": 21, "percent": 27,
+    # nvidia.com/gpu: ts-1 6 + hami-1 20 + bad-1 1 = 27 allocatable; 3 + 4 + 1 allocated (wait-a has no node)
+    assert cl["resources"]["nvidia.com/gpu"] == {"allocatable": 27, "allocated": 8, "free": 19, "percent": 29,
                                                  "unit": "GPU"}
     assert by_name(full)["cpu-1"]["resources"] == {}
     assert "web" not in [p["name"] for p in full["pods"]]
@@ -351,9 +355,9 @@ def test_table_like_kubectl_inspect_gpushare(full):
     i = lines.index("Allocated/Total GPU Memory In Cluster:")
     assert lines[i + 1] == "23/76 (30%)"
     rows = [ln.split() for ln in lines]
-    assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/8", "37%"] in rows
+    assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/6", "50%"] in rows
     assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/1", "100%"] in rows
-    assert ["nvidia.com/gpu", "8/29", "(27%)"] in rows
+    assert ["nvidia.com/gpu", "8/27", "(29%)"] in rows
     assert any(ln.startswith("CONFLICT %s:" % n("bad-1")) for ln in lines)
     waiting = [ln for ln in lines if ln.startswith("Pods requesting GPU resources without a node: ")]
     assert len(waiting) == 1 and "%s/wait-a" % ML in waiting[0].split(": ", 1)[1].split(", "), waiting
@@ -378,7 +382,7 @@ def test_report_file_markdown_html_check_and_diff(collections_path, emu, tmp_pat
     assert res["diff"]["before"] == "" and res["diff"]["after"] == path.read_text()
     text = path.read_text()
     assert text.startswith("# GPU share report\n")
-    assert "| nvidia.com/gpu | 8 | 29 | 21 | 27% |" in text
+    assert "| nvidia.com/gpu | 8 | 27 | 19 | 29% |" in text
     assert f"{ML}/gs-a (mem 6)" in text and "CONFLICT:" in text
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     res = report(collections_path, emu, f"{FILE_ARGS} report_path={path}")

@@ -30,15 +30,19 @@ from test_gpu_sharing_stack import (A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4
 
 sys.path.insert(0, str(ROOT / "lab" / "kube"))
 import real  # noqa: E402  (lab/kube)
+import gpu_kwok_nodes  # noqa: E402  (lab/tests)
 
 SUFFIX = "%d" % os.getpid()
 USER = "gpuops-test-stack-real-%s" % SUFFIX
 # the recorded shape of CASES["mig"]: eight A100s, seven 1g.10gb each, strategy single
-MIG_RECORDED = real.load_recording()["shapes"]["a100x8-mig-single"]
+MIG_SHAPE = "a100x8-mig-single"
+MIG_RECORDED = real.load_recording()["shapes"][MIG_SHAPE]
 assert (MIG_RECORDED["gpus"], MIG_RECORDED["mig_strategy"], MIG_RECORDED["mig_devices"]) == (
     len(A100["gpus"]), CASES["mig"][2]["gpu_sharing_stack_mig"]["strategy"],
     CASES["mig"][2]["gpu_sharing_stack_mig"]["devices"])
 MANAGED = "app.kubernetes.io/managed-by=gpuops.k8s_gpu"
+# the recorded shape of each GPU of CASES (lab/node/recordings/gpu-nodes.json): the T4 and the eight A100s
+SHAPES = {"Tesla T4": "t4x1", "A100-SXM4-80GB": "a100x8"}
 
 
 def node_name(strategy):
@@ -73,18 +77,21 @@ VOLCANO_SCHEDULER = {
                                                    "image": "docker.io/volcanosh/vc-scheduler:v1.15.1"}]}}}}
 
 
-def kwok_node(name, facts, labels=None, resources=None):
-    """A kwok node as a GPU machine looks before its sharing stack: GFD-style labels, no GPU resource advertised yet
-    (gpushare refuses a node that already advertises nvidia.com/gpu); ``resources``: what a stack's agents publish."""
-    gpu = facts["gpus"][0]
-    lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
-           "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(len(facts["gpus"])),
-           "nvidia.com/gpu.product": gpu["name"].replace(" ", "-")}
-    lab.update(labels or {})
-    res = dict({"cpu": "32", "memory": "256Gi", "pods": "110"}, **(resources or {}))
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": lab, "annotations": {"kwok.x-k8s.io/node": "fake"}},
-            "status": {"capacity": res, "allocatable": dict(res)}}
+def stack_node(name, strategy):
+    """A kwok node of CASES[strategy]'s GPUs, from what a real lab node of those GPUs published (lab/tests/
+    gpu_kwok_nodes.py): the T4 and A100 machines before their sharing stack (gpu_kwok_nodes.bare_node: the labels the
+    node layer writes, no GPU resource - gpushare refuses a node that already advertises nvidia.com/gpu). The MIG
+    node shows the geometry of CASES["mig"] applied: every GFD label and the 8 x 7 MIG devices the kubelet of a real
+    lab node published with NVIDIA's plugin under the collection's single strategy on that geometry (gpu_kwok_nodes.
+    mig_node, shape a100x8-mig-single), and the MIG manager's state success (the role waits for both: MIGM-14) -
+    painted, gpu_kwok_nodes.PAINTED["nvidia-mig-manager"] (painted_mig_state): no real lab node runs the MIG
+    manager."""
+    facts = CASES[strategy][1]
+    shape = SHAPES[facts["gpus"][0]["name"]]
+    if strategy == "mig":
+        gpu_kwok_nodes.agrees(facts, shape)
+        return gpu_kwok_nodes.mig_node(name, MIG_SHAPE, labels=gpu_kwok_nodes.painted_mig_state())
+    return gpu_kwok_nodes.bare_node(name, shape, facts=facts)
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +103,7 @@ def cl(kube_real, collections_path):
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     for strategy in STRATEGIES:
-        _node, facts, _extra = CASES[strategy]
-        # the MIG node shows what NVIDIA's MIG manager and device plugin show once the geometry is applied (no pod runs
-        # on a kwok node): state success and the geometry's 8 x 7 MIG devices (the role waits for both: MIGM-14), as
-        # the kubelet of a real lab node published them with NVIDIA's plugin under the collection's single strategy
-        # on that geometry (lab/node/recordings/gpu-nodes.json, shape a100x8-mig-single)
-        core.create_node(kwok_node(node_name(strategy), facts,
-                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None,
-                                   MIG_RECORDED["capacity"] if strategy == "mig" else None))
+        core.create_node(stack_node(node_name(strategy), strategy))
     # Volcano's own scheduler ConfigMap, as a Volcano install has it (the role merges into it)
     try:
         core.create_namespace({"metadata": {"name": "volcano-system"}})
@@ -606,8 +606,7 @@ def test_variants_applied_rerun_check_mode_and_absent(cl, converged, tmp_path):
     kube, _kc = cl
     core = client.CoreV1Api(kube.api())
     for variant, (strategy, _extra) in VARIANTS.items():
-        core.create_node(kwok_node(variant_node(variant), CASES[strategy][1],
-                                   {"nvidia.com/mig.config.state": "success"} if strategy == "mig" else None))
+        core.create_node(stack_node(variant_node(variant), strategy))
     try:
         tasks = []
         for variant, (strategy, _extra) in VARIANTS.items():

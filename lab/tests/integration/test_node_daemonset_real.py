@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests', 'oracles'))
 sys.path.insert(0, os.path.dirname(NODE_PY))
 import node as lab_node  # noqa: E402  (lab/node)
 import registry as lab_registry  # noqa: E402  (lab/node)
-from oracle_util import INVENTORIES, probe_facts  # noqa: E402
+from oracle_util import INVENTORIES, build_nvml_sim, probe_facts  # noqa: E402
 
 SUFFIX = '%d' % os.getpid()
 NAME = 'lab-ds-node-%s' % SUFFIX
@@ -105,6 +105,8 @@ def ds_node(kube_real, tmp_path_factory):
     api = kube_real.api()
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     work = tmp_path_factory.mktemp('ds')
+    # the simulator the probe loads (run alone in a fresh checkout, the probe found no GPU: 'no NVIDIA GPU found')
+    build_nvml_sim()
     with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
         inv = json.load(f)
     inv['gpus'] = inv['gpus'][:GPUS]

@@ -17,6 +17,8 @@ import yaml
 
 from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN
 
+import gpu_kwok_nodes  # noqa: E402  (lab/tests: the recorded GPU kwok nodes)
+
 PLAYBOOKS = os.path.join(ROOT, 'playbooks')
 LAYERS = ['esxi', 'node', 'cluster', 'report']
 SIM_DIR = os.path.join(ROOT, 'lab', '.build', 'nvml_sim')
@@ -272,11 +274,11 @@ POOL_GROUP = 'pool_t4_%s' % S
 
 
 def kwok_t4(name):
-    return {'apiVersion': 'v1', 'kind': 'Node',
-            'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name},
-                         'annotations': {'kwok.x-k8s.io/node': 'fake'}},
-            'status': {'capacity': {'nvidia.com/gpu': '4', 'cpu': '8', 'memory': '32Gi', 'pods': '110'},
-                       'allocatable': {'nvidia.com/gpu': '4', 'cpu': '8', 'memory': '32Gi', 'pods': '110'}}}
+    """The T4 machine as Kubernetes sees it before the collection ran on it (no node.yml in these runs): the recorded
+    t4x1 node's base (gpu_kwok_nodes.plain_node) - no GPU label, no GPU resource: neither the node layer nor a
+    sharing stack's GFD and device plugin ran yet. Its nvidia.com labels are then the cluster layer's, from the
+    read-only probe's facts (the test reads them)."""
+    return gpu_kwok_nodes.plain_node(name)
 
 
 @pytest.fixture

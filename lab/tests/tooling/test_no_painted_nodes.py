@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
 SCANNED = ('lab/tests', 'lab/bench')
 # the one place GPU kwok nodes are made (from the recording) and painted stand-ins are named
 ALLOWED_PLACE = 'lab/tests/gpu_kwok_nodes.py'
+THIS = 'lab/tests/tooling/test_no_painted_nodes.py'
 LABEL_KEYS = {'nvidia.com/gpu.product', 'nvidia.com/gpu.count', 'nvidia.com/gpu.memory', 'nvidia.com/gpu.present',
               'nvidia.com/mig.config.state', 'nvidia.com/mig.strategy'}
 NOT_NODES = {'nodeSelector', 'matchLabels', 'limits', 'requests'}
@@ -36,22 +37,24 @@ PAINTED_FACTORY = ('test_gpu_sharing_stack_real', 'kwok_node')
 
 # file -> what it still paints, and why no recording gives it (2026-11-29, issue #36: shrink it; 14 files that day,
 # 9 after test_gpu_node_drain_real, test_dra_kube133_real, test_dra_real, test_doctor_dra_real and
-# test_dra_extended_real took their nodes from the recording (gpu_kwok_nodes))
+# test_dra_extended_real took their nodes from the recording (gpu_kwok_nodes); 4 after upgrade_lab (the recorded t4x1,
+# p100x1 and h100x1-mig-single), test_faults_real (t4x1 exclusive), test_playbooks (plain_node: the T4 before the
+# collection ran), test_gpu_sharing_stack_real (bare_node, mig_node) and the scale bench (its MIG state through
+# gpu_kwok_nodes.painted_mig_state, named in PAINTED) did; 3 after test_dra_migrate_real's DRAX-08 nodes became
+# the recorded T4 of an exclusive pool, their device plugin's resource the recorded one)
 PAINTING = {
-    'lab/tests/upgrade_lab.py': 'its own kwok_node: nvidia.com/gpu 1 on the kwok twins of its three docker nodes (T4, '
-                                'an H100 with 3g.40gb x 2, a P100); only the T4 is a recorded shape (t4x1): no real lab '
-                                'node ran the P100 or that MIG geometry',
-    'lab/tests/integration/test_dra_migrate_real.py': 'kwok_node and its Plugins thread: a time-slicing pool on T4 kwok '
-                                                      'nodes whose nvidia.com/gpu (1 <-> 0) and DRA slice switch with '
-                                                      'the pool labels; no real node recorded a time-slicing pool on a '
-                                                      'T4 (DRAX-10\'s node is the recorded a100x2-time-slicing)',
-    'lab/tests/integration/test_faults_real.py': 'its gpu_node: nvidia.com/gpu capacity written by hand',
-    'lab/tests/integration/test_gpu_node_labels.py': 'GFD labels written by hand (the label role\'s own tests)',
-    'lab/tests/integration/test_gpu_share_report.py': 'report fixtures: GPU labels and resources by hand',
-    'lab/tests/integration/test_gpu_sharing_stack_real.py': 'kwok_node (its definition) and the MIG node\'s state',
-    'lab/tests/integration/test_playbooks.py': 'GFD labels written by hand',
-    'lab/tests/simulators/test_kube_emulator.py': 'the API emulator\'s own tests: GPU nodes by hand',
-    'lab/bench/cluster_real/bench.py': 'nvidia.com/mig.config.state of pool-mig (mig-manager: no recording)',
+    'lab/tests/integration/test_gpu_node_labels.py': 'the label role\'s own tests (kwok nodes on the real cluster): a foreign '
+                                                     'nvidia.com/gpu.product=Old-Product the role must overwrite and '
+                                                     'restore (a value no agent writes, on purpose), a gpushare node\'s '
+                                                     'aliyun.com resources (gpushare: NOT_RECORDED) and GPU counts the '
+                                                     'role\'s facts name',
+    'lab/tests/integration/test_gpu_share_report.py': 'report fixtures: the gpushare, HAMi and Volcano nodes (NOT_RECORDED: '
+                                                      'their agents cannot be built here), a node with two accountings '
+                                                      'at once (a fault no agent writes alone); its time-slicing and '
+                                                      'MIG nodes are the recorded a100x2-time-slicing and '
+                                                      'h100x2-mig-mixed',
+    'lab/tests/simulators/test_kube_emulator.py': 'the API emulator\'s own tests: GPU nodes by hand (what it stores '
+                                                  'and serves back, not what an agent publishes)',
 }
 
 
@@ -139,16 +142,50 @@ def test_the_rule_sees_painting(tmp_path):
     assert paints(str(recorded)) == []
 
 
+def places_named(painted):
+    """The files each PAINTED entry names (its 'where': '<path> <what in it>', several joined by '; ')."""
+    return dict((agent, [w.split()[0] for w in where.split('; ')]) for agent, (_what, where, _why) in painted.items())
+
+
+def stand_in_callers(names):
+    """The scanned files that call one of ``names`` (gpu_kwok_nodes' painted_* functions: stand-ins no recording
+    gives), by file: the functions called."""
+    found = {}
+    for base in SCANNED:
+        for d, dirs, files in os.walk(os.path.join(ROOT, base)):
+            dirs[:] = sorted(x for x in dirs if x != '__pycache__')
+            for f in sorted(files):
+                rel = os.path.relpath(os.path.join(d, f), ROOT)
+                # the place itself, and this file (it checks the functions)
+                if not f.endswith('.py') or rel in (ALLOWED_PLACE, THIS):
+                    continue
+                with open(os.path.join(d, f)) as fh:
+                    tree = ast.parse(fh.read())
+                for n in ast.walk(tree):
+                    name = n.func.attr if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
+                        getattr(getattr(n, 'func', None), 'id', None) if isinstance(n, ast.Call) else None
+                    if name in names:
+                        found.setdefault(rel, set()).add(name)
+    return found
+
+
 def test_painted_stand_ins_are_named_where_they_are():
-    """gpu_kwok_nodes.PAINTED names each stand-in still written by hand and the file that writes it: the file exists
-    and names the stand-in's PAINTED entry."""
+    """gpu_kwok_nodes.PAINTED names each stand-in still written by hand and every file that writes it: each file
+    exists and names the stand-in's PAINTED entry; and a file that calls one of gpu_kwok_nodes' painted_* functions
+    is named by a PAINTED entry (a stand-in moved into a helper is still said where it is used)."""
     import gpu_kwok_nodes
-    for agent, (what, where, why) in gpu_kwok_nodes.PAINTED.items():
-        path = where.split()[0]
-        assert os.path.exists(os.path.join(ROOT, path)), (agent, where)
-        with open(os.path.join(ROOT, path)) as f:
-            text = f.read()
-        assert 'PAINTED' in text and agent.split(' (')[0] in text, (agent, path)
+    places = places_named(gpu_kwok_nodes.PAINTED)
+    for agent, paths in places.items():
+        for path in paths:
+            assert os.path.exists(os.path.join(ROOT, path)), (agent, path)
+            with open(os.path.join(ROOT, path)) as f:
+                text = f.read()
+            assert 'PAINTED' in text and agent.split(' (')[0] in text, (agent, path)
+    named = set(p for paths in places.values() for p in paths)
+    painted = set(n for n in dir(gpu_kwok_nodes) if n.startswith('painted_'))
+    assert painted >= {'painted_mig', 'painted_mig_state'}, painted
+    unnamed = dict((f, sorted(c)) for f, c in stand_in_callers(painted).items() if f not in named)
+    assert not unnamed, 'files that call gpu_kwok_nodes.painted_* and no PAINTED entry names: %s' % unnamed
 
 
 def test_bare_nodes_come_from_the_recording():
@@ -255,3 +292,41 @@ def test_shared_pools_publish_only_the_recorded_replicas():
     assert ts == dict((k, v) for k, v in rec['a100x2-time-slicing']['labels'].items()
                       if k.startswith('nvidia.com/') and k != 'nvidia.com/gpu.present'), ts
     assert gpu_kwok_nodes.agents_labels('a100x2-time-slicing', 'mps')['nvidia.com/gpu.sharing-strategy'] == 'mps'
+
+
+def test_recorded_mig_nodes_and_the_painted_mig_state():
+    """gpu_kwok_nodes.mig_node: a recorded MIG shape's node (every GFD label, the MIG devices the kubelet published),
+    never the MIG manager's state label, which only painted_mig_state writes (PAINTED['nvidia-mig-manager']); the
+    driver-upgrade lab's H100 with two 3g.40gb is a recorded shape (h100x1-mig-single: nvidia.com/gpu 2, GFD's
+    -MIG-3g.40gb product); a shape that is not a MIG one is refused."""
+    import gpu_kwok_nodes
+    import real
+    rec = real.load_recording()['shapes']['h100x1-mig-single']
+    node = gpu_kwok_nodes.mig_node('n', 'h100x1-mig-single', labels={'x': 'y'})
+    labels = node['metadata']['labels']
+    assert gpu_kwok_nodes.MIG_STATE not in labels and labels['x'] == 'y' and 'gpuops.io/lab' not in labels
+    assert dict((k, v) for k, v in labels.items() if k.startswith('nvidia.com/') and k != 'nvidia.com/gpu.present') \
+        == rec['labels']
+    assert (rec['capacity'], rec['mig_devices'], labels['nvidia.com/gpu.product']) == (
+        {'nvidia.com/gpu': '2'}, {'3g.40gb': 2}, 'NVIDIA-H100-80GB-HBM3-MIG-3g.40gb'), rec
+    assert node['status']['allocatable']['nvidia.com/gpu'] == '2'
+    assert gpu_kwok_nodes.painted_mig_state() == {'nvidia.com/mig.config.state': 'success'}
+    assert 'painted_mig_state' in gpu_kwok_nodes.PAINTED['nvidia-mig-manager'][0]
+    try:
+        gpu_kwok_nodes.mig_node('n', 't4x1')
+    except KeyError as e:
+        assert 't4x1' in str(e)
+    else:
+        raise AssertionError('a MIG node of t4x1 was made')
+
+
+def test_what_cannot_be_built_is_said_with_the_proxy_answer():
+    """Each strategy of NOT_RECORDED says which module the Go module proxy refuses and its exact answer
+    (gpu_kwok_nodes.NOT_BUILT), and docs/lab.md carries the same answer."""
+    import gpu_kwok_nodes
+    assert set(gpu_kwok_nodes.NOT_BUILT) == set(gpu_kwok_nodes.NOT_RECORDED)
+    with open(os.path.join(ROOT, 'docs', 'lab.md')) as f:
+        doc = f.read()
+    for strategy, (module, answer) in gpu_kwok_nodes.NOT_BUILT.items():
+        assert '403 Forbidden' in answer and 'This module version is not available.' in answer, strategy
+        assert module.split('@')[0] in doc, (strategy, module)
