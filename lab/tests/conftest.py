@@ -275,6 +275,9 @@ WEIGHT = {
     # issue #40 on a real node: the migration playbook, two runs, the kubelet's 30 s slice wiping delay (2026-11-29)
     # (session 20: 67 -> 37 CPU-s, the device plugin's spin gone; 209 / 231 s wall at load 15-19)
     'integration/test_dra_migrate_node_real.py': 140,
+    # issue #40 across two real nodes: two real nodes up, four playbook runs (one in check mode), the kubelet's 30 s
+    # slice wiping delay on the way back; alone: 207 s wall (three runs), 282 s at load 12 (four runs; 59 CPU-s)
+    'integration/test_dra_migrate_pool_real.py': 240,
 }
 
 
