@@ -278,6 +278,8 @@ WEIGHT = {
     # issue #40 across two real nodes: two real nodes up, four playbook runs (one in check mode), the kubelet's 30 s
     # slice wiping delay on the way back; alone: 207 s wall (three runs), 282 s at load 12 (four runs; 59 CPU-s)
     'integration/test_dra_migrate_pool_real.py': 240,
+    # issue #40 claim templates with firstAvailable: the API server and the real scheduler on a kwok node (22 s alone)
+    'integration/test_dra_first_available_real.py': 25,
 }
 
 
