@@ -107,6 +107,7 @@ MIG_RESOURCE_PREFIX = 'nvidia.com/mig-'
 # deviceClassName, selectors, allocationMode, count beside name); v1beta2 (v0.33.0) and v1 (v0.34.4) nest them under
 # exactly (ExactDeviceRequest). DRA-13.
 RESOURCE_API_FLAT = 'resource.k8s.io/v1beta1'
+RESOURCE_API_V1 = RESOURCE_API[0][1]
 
 # Value paths this renderer may set (every one is read by the chart's templates at the releases above, DRA-01);
 # checked on every render.
@@ -148,7 +149,10 @@ DRA_SCHEMA: dict[str, dict[str, Any]] = {
         'C(kind) (V(gpu), V(mig), V(time-slicing), V(mps)), C(count), the CEL selectors C(product_name), '
         'C(architecture), C(min_memory), C(mig_profile), C(uuid), and C(interval) (time-slicing), '
         'C(mps_active_thread_percentage), C(mps_pinned_memory_limit) (mps), C(shared) (a ResourceClaim that several '
-        'pods share instead of a template). See docs/sharing_stacks.md.',)),
+        'pods share instead of a template). Or, instead of the device keys, C(first_available): a list of 1 to 8 '
+        'such device specs (each with an optional C(name)), prioritized alternatives the scheduler takes the first of '
+        'that it can allocate (e.g. a 1g.10gb MIG device, else a time-sliced GPU; Kubernetes 1.34+). See '
+        'docs/sharing_stacks.md.',)),
     'claim_namespace': dict(type=str, default='', description=(
         'Namespace of the rendered claim templates (it must exist).')),
     'log_verbosity': dict(type=int, default=None, min=0, max=7, description=(
@@ -549,7 +553,14 @@ _CLAIM_KEYS = {
     'mps_active_thread_percentage': dict(type=int, default=None, min=1, max=100),
     'mps_pinned_memory_limit': dict(type=str, default=''),
     'shared': dict(type=bool, default=False),
+    'first_available': dict(type=list, default=None),
 }
+# one alternative of first_available: a device spec without the claim's own keys (its name is the subrequest's)
+_ALTERNATIVE_KEYS = dict((k, v) for k, v in _CLAIM_KEYS.items() if k not in ('shared', 'first_available'))
+# resource.k8s.io/v1 DeviceRequest.firstAvailable: at most 8 subrequests (k8s.io/api v0.37.2 resource/v1/types.go
+# FirstAvailableDeviceRequestMaxSize); gate DRAPrioritizedList alpha 1.33, beta and on 1.34, GA 1.36, locked 1.37
+# (kubernetes v1.37.2 pkg/features/kube_features.go): the collection renders it on resource.k8s.io/v1 (1.34+) only
+FIRST_AVAILABLE_MAX = 8
 
 
 def _cel_string(value: str) -> str:
@@ -605,52 +616,18 @@ def claim_templates(specs: Any, namespace: str, gates: dict[str, bool] | None = 
         if name in names:
             raise StackError('%s.name %s is used twice' % (where, name))
         names.add(name)
-        kind = spec['kind']
-        if spec['min_memory'] and not _QUANTITY.match(spec['min_memory']):
-            raise StackError('%s.min_memory must be a Kubernetes quantity (e.g. 40Gi); got %r' % (where, spec['min_memory']))
-        if kind == 'mig' and not spec['mig_profile']:
-            raise StackError('%s: kind mig needs mig_profile (e.g. 1g.10gb)' % where)
-        if kind != 'mig' and spec['mig_profile']:
-            raise StackError('%s.mig_profile is for kind mig only; got kind %s' % (where, kind))
-        if kind != 'time-slicing' and spec['interval'] != 'Default':
-            raise StackError('%s.interval is for kind time-slicing only; got kind %s' % (where, kind))
-        if kind != 'mps' and (spec['mps_active_thread_percentage'] is not None or spec['mps_pinned_memory_limit']):
-            raise StackError('%s: mps_active_thread_percentage and mps_pinned_memory_limit are for kind mps only; got kind '
-                             '%s' % (where, kind))
-        if spec['mps_pinned_memory_limit'] and not _QUANTITY.match(spec['mps_pinned_memory_limit']):
-            raise StackError('%s.mps_pinned_memory_limit must be a Kubernetes quantity (e.g. 10Gi); got %r'
-                             % (where, spec['mps_pinned_memory_limit']))
-        gate = {'time-slicing': 'TimeSlicingSettings', 'mps': 'MPSSupport'}.get(kind)
-        if gate and gates is not None and not gates.get(gate):
-            raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in the '
-                             'pool\'s feature_gates' % (where, kind, gate))
-        request: dict[str, Any] = {'deviceClassName': MIG_CLASS if kind == 'mig' else GPU_CLASS}
-        if spec['count'] != 1:
-            request['count'] = spec['count']
-        sel = selectors(spec)
-        if sel:
-            request['selectors'] = [{'cel': {'expression': e}} for e in sel]
-        if api_version == RESOURCE_API_FLAT:
-            # v1beta1 (Kubernetes 1.32) has the flat DeviceRequest: the class, count and selectors beside the name
-            # (k8s.io/api v0.32.0 resource/v1beta1 types.go DeviceRequest; v1beta2 and v1 nest them under exactly)
-            devices = {'requests': [dict(request, name=name)]}
+        if spec['first_available'] is not None:
+            devices = _first_available(raw, spec, name, where, gates, api_version)
         else:
-            devices = {'requests': [{'name': name, 'exactly': request}]}
-        sharing = None
-        if kind == 'time-slicing':
-            sharing = {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': spec['interval']}}
-        elif kind == 'mps':
-            mps = {}
-            if spec['mps_active_thread_percentage'] is not None:
-                mps['defaultActiveThreadPercentage'] = spec['mps_active_thread_percentage']
-            if spec['mps_pinned_memory_limit']:
-                mps['defaultPinnedDeviceMemoryLimit'] = spec['mps_pinned_memory_limit']
-            sharing = {'strategy': 'MPS'}
-            if mps:
-                sharing['mpsConfig'] = mps
-        if sharing:
-            devices['config'] = [{'requests': [name], 'opaque': {'driver': DRIVER, 'parameters': {
-                'apiVersion': CONFIG_API_VERSION, 'kind': GPU_CONFIG, 'sharing': sharing}}}]
+            request, sharing = _device_request(spec, where, gates)
+            if api_version == RESOURCE_API_FLAT:
+                # v1beta1 (Kubernetes 1.32) has the flat DeviceRequest: the class, count and selectors beside the name
+                # (k8s.io/api v0.32.0 resource/v1beta1 types.go DeviceRequest; v1beta2 and v1 nest them under exactly)
+                devices = {'requests': [dict(request, name=name)]}
+            else:
+                devices = {'requests': [{'name': name, 'exactly': request}]}
+            if sharing:
+                devices['config'] = [_sharing_config([name], sharing)]
         meta = {'name': name, 'namespace': namespace}
         if spec['shared']:
             out.append({'apiVersion': api_version, 'kind': 'ResourceClaim', 'metadata': meta,
@@ -659,6 +636,90 @@ def claim_templates(specs: Any, namespace: str, gates: dict[str, bool] | None = 
             out.append({'apiVersion': api_version, 'kind': 'ResourceClaimTemplate', 'metadata': meta,
                         'spec': {'spec': {'devices': devices}}})
     return out
+
+
+def _sharing_config(requests: list[str], sharing: dict[str, Any]) -> dict[str, Any]:
+    return {'requests': requests, 'opaque': {'driver': DRIVER, 'parameters': {
+        'apiVersion': CONFIG_API_VERSION, 'kind': GPU_CONFIG, 'sharing': sharing}}}
+
+
+def _first_available(raw: dict[str, Any], spec: dict[str, Any], name: str, where: str,
+                     gates: dict[str, Any] | None, api_version: str) -> dict[str, Any]:
+    """The devices of a claim whose one request lists prioritized alternatives (``first_available``: device specs,
+    the scheduler takes the first it can allocate); each alternative's GpuConfig names its subrequest."""
+    own = sorted(k for k in raw if k not in ('name', 'shared', 'first_available'))
+    if own:
+        raise StackError('%s: with first_available the device keys go in each alternative; got %s beside it'
+                         % (where, ', '.join(own)))
+    if api_version != RESOURCE_API_V1:
+        raise StackError('%s.first_available needs resource.k8s.io/v1 (Kubernetes 1.34+: feature gate '
+                         'DRAPrioritizedList, alpha and off on 1.33, absent before); this cluster gets %s'
+                         % (where, api_version))
+    alternatives = spec['first_available']
+    if not 1 <= len(alternatives) <= FIRST_AVAILABLE_MAX:
+        raise StackError('%s.first_available must list 1 to %d alternatives; got %d'
+                         % (where, FIRST_AVAILABLE_MAX, len(alternatives)))
+    subs: list[dict[str, Any]] = []
+    config: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for j, alt_raw in enumerate(alternatives):
+        alt_where = '%s.first_available[%d]' % (where, j)
+        alt = validate_settings(alt_raw, _ALTERNATIVE_KEYS, alt_where)
+        sub = check_name(alt['name'] or '%s-%d' % (alt['kind'], j), alt_where + '.name')
+        if sub in seen:
+            raise StackError('%s.name %s is used twice' % (alt_where, sub))
+        seen.add(sub)
+        request, sharing = _device_request(alt, alt_where, gates)
+        subs.append(dict(request, name=sub))
+        if sharing:
+            config.append(_sharing_config(['%s/%s' % (name, sub)], sharing))
+    devices: dict[str, Any] = {'requests': [{'name': name, 'firstAvailable': subs}]}
+    if config:
+        devices['config'] = config
+    return devices
+
+
+def _device_request(spec: dict[str, Any], where: str,
+                    gates: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the DeviceRequest's class, count and selectors, the GpuConfig sharing or None) of one device spec."""
+    kind = spec['kind']
+    if spec['min_memory'] and not _QUANTITY.match(spec['min_memory']):
+        raise StackError('%s.min_memory must be a Kubernetes quantity (e.g. 40Gi); got %r' % (where, spec['min_memory']))
+    if kind == 'mig' and not spec['mig_profile']:
+        raise StackError('%s: kind mig needs mig_profile (e.g. 1g.10gb)' % where)
+    if kind != 'mig' and spec['mig_profile']:
+        raise StackError('%s.mig_profile is for kind mig only; got kind %s' % (where, kind))
+    if kind != 'time-slicing' and spec['interval'] != 'Default':
+        raise StackError('%s.interval is for kind time-slicing only; got kind %s' % (where, kind))
+    if kind != 'mps' and (spec['mps_active_thread_percentage'] is not None or spec['mps_pinned_memory_limit']):
+        raise StackError('%s: mps_active_thread_percentage and mps_pinned_memory_limit are for kind mps only; got kind '
+                         '%s' % (where, kind))
+    if spec['mps_pinned_memory_limit'] and not _QUANTITY.match(spec['mps_pinned_memory_limit']):
+        raise StackError('%s.mps_pinned_memory_limit must be a Kubernetes quantity (e.g. 10Gi); got %r'
+                         % (where, spec['mps_pinned_memory_limit']))
+    gate = {'time-slicing': 'TimeSlicingSettings', 'mps': 'MPSSupport'}.get(kind)
+    if gate and gates is not None and not gates.get(gate):
+        raise StackError('%s: kind %s needs the driver\'s %s feature gate (alpha), which is off; set it in the '
+                         'pool\'s feature_gates' % (where, kind, gate))
+    request: dict[str, Any] = {'deviceClassName': MIG_CLASS if kind == 'mig' else GPU_CLASS}
+    if spec['count'] != 1:
+        request['count'] = spec['count']
+    sel = selectors(spec)
+    if sel:
+        request['selectors'] = [{'cel': {'expression': e}} for e in sel]
+    sharing: dict[str, Any] | None = None
+    if kind == 'time-slicing':
+        sharing = {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': spec['interval']}}
+    elif kind == 'mps':
+        mps: dict[str, Any] = {}
+        if spec['mps_active_thread_percentage'] is not None:
+            mps['defaultActiveThreadPercentage'] = spec['mps_active_thread_percentage']
+        if spec['mps_pinned_memory_limit']:
+            mps['defaultPinnedDeviceMemoryLimit'] = spec['mps_pinned_memory_limit']
+        sharing = {'strategy': 'MPS'}
+        if mps:
+            sharing['mpsConfig'] = mps
+    return request, sharing
 
 
 def extended_resource_stage(minor: int) -> tuple[str, bool] | None:

@@ -163,3 +163,58 @@ def test_DRAX_05_dra_pools_must_agree_on_the_extended_resources():
     # the workloads of each pool are the pool's own
     assert _two_dra_pools({'gpu_sharing_stack_dra': dict(base, workload_resources=['nvidia.com/gpu'])},
                           {'gpu_sharing_stack_dra': base}) == []
+
+
+# a 1g.10gb MIG device, else a whole GPU time-sliced (issue #40's example)
+MIG_ELSE_SHARED = {'name': 'small-gpu', 'first_available': [
+    {'kind': 'mig', 'mig_profile': '1g.10gb'}, {'name': 'shared', 'kind': 'time-slicing', 'interval': 'Short'}]}
+
+
+def test_DRAX_12_first_available_renders_prioritized_subrequests():
+    [t] = dra.claim_templates([MIG_ELSE_SHARED], 'team', gates=GATES)
+    devices = t['spec']['spec']['devices']
+    [req] = devices['requests']
+    assert req['name'] == 'small-gpu' and 'exactly' not in req
+    assert [s['name'] for s in req['firstAvailable']] == ['mig-0', 'shared']
+    assert req['firstAvailable'][0]['deviceClassName'] == dra.MIG_CLASS
+    mig_cel = [sel['cel']['expression'] for sel in req['firstAvailable'][0]['selectors']]
+    assert mig_cel == ["device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"], mig_cel
+    assert req['firstAvailable'][1] == {'name': 'shared', 'deviceClassName': dra.GPU_CLASS}
+    # the GpuConfig applies to the time-sliced alternative only: <request>/<subrequest>
+    assert devices['config'] == [{'requests': ['small-gpu/shared'], 'opaque': {'driver': 'gpu.nvidia.com', 'parameters': {
+        'apiVersion': 'resource.nvidia.com/v1beta1', 'kind': 'GpuConfig',
+        'sharing': {'strategy': 'TimeSlicing', 'timeSlicingConfig': {'interval': 'Short'}}}}}]
+    # a shared claim too
+    [c] = dra.claim_templates([dict(MIG_ELSE_SHARED, shared=True)], 'team', gates=GATES)
+    assert c['kind'] == 'ResourceClaim' and c['spec']['devices'] == devices
+
+
+MIG_ALT = {'kind': 'mig', 'mig_profile': '1g.10gb'}
+
+
+@pytest.mark.parametrize('spec, api, match', [
+    (dict(MIG_ELSE_SHARED, kind='gpu'), 'resource.k8s.io/v1',
+     r'claim_templates\[0\]: with first_available the device keys go in each alternative; got kind beside it'),
+    (MIG_ELSE_SHARED, 'resource.k8s.io/v1beta2',
+     r'claim_templates\[0\]\.first_available needs resource\.k8s\.io/v1 \(Kubernetes 1\.34\+: feature gate '
+     r'DRAPrioritizedList, alpha and off on 1\.33, absent before\); this cluster gets resource\.k8s\.io/v1beta2'),
+    ({'name': 'x', 'first_available': []}, 'resource.k8s.io/v1',
+     r'claim_templates\[0\]\.first_available must list 1 to 8 alternatives; got 0'),
+    ({'name': 'x', 'first_available': [{'kind': 'gpu'}] * 9}, 'resource.k8s.io/v1', r'1 to 8 alternatives; got 9'),
+    ({'name': 'x', 'first_available': [{'kind': 'gpu', 'name': 'a'}, dict(MIG_ALT, name='a')]},
+     'resource.k8s.io/v1', r'claim_templates\[0\]\.first_available\[1\]\.name a is used twice'),
+    ({'name': 'x', 'first_available': [{'kind': 'mig'}]}, 'resource.k8s.io/v1',
+     r'claim_templates\[0\]\.first_available\[0\]: kind mig needs mig_profile'),
+    ({'name': 'x', 'first_available': [{'kind': 'gpu', 'shared': True}]}, 'resource.k8s.io/v1',
+     r'claim_templates\[0\]\.first_available\[0\] has unknown key\(s\) shared'),
+    ({'name': 'x', 'first_available': 'gpu'}, 'resource.k8s.io/v1', r'claim_templates\[0\]\.first_available'),
+])
+def test_DRAX_12_first_available_bad_input_refused_by_name(spec, api, match):
+    with pytest.raises(StackError, match=match):
+        dra.claim_templates([spec], 'team', gates=GATES, api_version=api)
+
+
+def test_DRAX_12_first_available_alternative_needs_the_drivers_gate():
+    with pytest.raises(StackError, match=r'claim_templates\[0\]\.first_available\[1\]: kind time-slicing needs the '
+                                         r"driver's TimeSlicingSettings feature gate"):
+        dra.claim_templates([MIG_ELSE_SHARED], 'team', gates={'TimeSlicingSettings': False, 'MPSSupport': False})

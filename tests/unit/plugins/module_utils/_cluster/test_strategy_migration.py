@@ -183,3 +183,45 @@ def test_DRAX_10_allocatable_read_as_a_quantity(allocatable, before, after):
     assert out['steps'] == [] and len(out['errors']) == 1
     [s] = sm.migration_plan([shared('n1', 250, allocatable)], hosts, TS, DRA, accept_capacity_loss=True)['steps']
     assert s['capacity'] == {'resource': 'nvidia.com/gpu', 'before': before, 'after': after, 'replicas': 250}
+
+
+def _drain_task():
+    """The playbook's gpu_node_drain task that drains a node (the block's one task) and the play's settings check."""
+    import os
+    import yaml
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))
+    with open(os.path.join(root, 'playbooks', 'migrate_to_dra.yml')) as f:
+        plays = yaml.safe_load(f)
+    [block] = [t for t in plays[1]['tasks'] if 'block' in t]
+    [task] = [t for t in block['block'] if 'gpuops.k8s_gpu.gpu_node_drain' in t]
+    [check] = [t for t in plays[0]['tasks'] if t.get('name') == "Check the move's settings"]
+    return task, block['rescue'][0], check
+
+
+@pytest.mark.parametrize('variables, forced', [({}, False), ({'gpuops_migrate_force': True}, True),
+                                               ({'gpuops_migrate_force': 'false'}, False)])
+def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, forced):
+    """A pod that declares no controller is not evicted by the move unless gpuops_migrate_force (as kubectl drain
+    without --force; kubernetes/kubectl pkg/drain/filters.go unreplicatedFilter, v0.37.0-beta.0). Before the fix the
+    task gave no force, the module's default (true) evicted the pod and nothing recreated it (the run over two real
+    lab nodes, lab/tests/integration/test_dra_migrate_pool_real.py)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    try:   # ansible-core 2.19+: only trusted strings are templated
+        from ansible.template import trust_as_template
+    except ImportError:   # older ansible-core: every string is a template
+        def trust_as_template(value):
+            return value
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
+    task, rescue, check = _drain_task()
+    args = task['gpuops.k8s_gpu.gpu_node_drain']
+    assert 'force' in args, args
+    force = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(args['force']))
+    assert force is forced
+    bare = {'metadata': {'name': 'bare', 'namespace': 'team'},
+            'spec': {'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': '1'}}}]},
+            'status': {'phase': 'Running'}}
+    evict, _wait, _kept, refused = drain.select_pods([bare], 'all', ['nvidia.com/gpu'], force=force)
+    assert (len(evict), [r for r, _p in refused]) == ((1, []) if forced else (0, [drain.REFUSED_UNMANAGED]))
+    assert 'gpuops_migrate_force' in rescue['ansible.builtin.fail']['msg']
+    assert any('gpuops_migrate_force' in c for c in check['ansible.builtin.assert']['that'])
