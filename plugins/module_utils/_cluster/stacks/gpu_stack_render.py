@@ -298,11 +298,13 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(n, str) or not n:
             raise StackError('%snodes must be a list of Kubernetes node names; got %r' % (var, n))
     node_selector = params.get('node_selector') or {}
-    if not nodes and not node_selector:
-        raise StackError('%snodes (the pool\'s Kubernetes node names) or %snode_selector must select the pool\'s nodes'
-                         % (var, var))
     settings = params.get('settings') or {}
     removing = not params.get('check_conflicts', True)
+    # a pool being removed may have no node left (every node moved to another pool, e.g. by migrate_to_dra.yml): its
+    # objects are found by name and by the pool's labels, not by its nodes
+    if not nodes and not node_selector and not removing:
+        raise StackError('%snodes (the pool\'s Kubernetes node names) or %snode_selector must select the pool\'s nodes'
+                         % (var, var))
     # removal renders the same objects without hardware checks (the facts may be gone by then)
     facts = {} if removing else (params.get('facts') or {})
     ctx = Ctx(pool, namespace, strategy, params.get('registry') or '', params.get('image_pull_secrets') or [],
@@ -328,7 +330,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         scope_warning = _check_hami_webhook_scope(strategy, pool, settings, params.get('live_nodes') or [], var)
         if scope_warning:
             ctx.warn(scope_warning)
-    if not nodes:
+    if not nodes and node_selector:
         ctx.warn('%snodes is empty: the pool is selected by %snode_selector only, so no node labels are set and no '
                  'per-node hardware checks are made' % (var, var))
     for node in nodes:

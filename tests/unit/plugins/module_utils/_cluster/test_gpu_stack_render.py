@@ -349,3 +349,26 @@ def test_other_strategies_keep_their_shared_objects_for_any_other_pool_of_the_st
     assert out['other_pools'] == ['h2'] and out['keep_shared'] is True
     alone = render('hami', settings={'hami': HAMI_OK}, check_conflicts=False, live_nodes=[])
     assert alone['keep_shared'] is False
+
+
+# settings each strategy needs to render at all (the others render with their defaults)
+_REMOVAL_SETTINGS = {'gpushare': GPUSHARE_OK, 'hami': {'hami': HAMI_OK}, 'mig': {'mig': {'devices': {'1g.10gb': 7}}},
+                     'gpu-operator': {'gpu_operator': {'chart_path': '/charts/gpu-operator-v26.7.0.tgz'}},
+                     'dra': {'dra': {'kube_version': 'v1.37.2', 'chart_path': '/charts/dra-driver-nvidia-gpu-0.5.0.tgz',
+                             'chart_version': 'v0.5.0'}}}
+
+
+@pytest.mark.parametrize('strategy', r.STRATEGIES)
+def test_a_pool_with_no_node_left_can_be_removed(strategy):
+    """A pool whose every node moved to another pool (migrate_to_dra.yml, or the inventory emptied its group) is
+    removed with an empty node list and no selector: the removal renders the same objects as with its last node;
+    installing such a pool is still refused, naming both variables (found by the lifecycle suite's node switches)."""
+    settings = _REMOVAL_SETTINGS.get(strategy, {})
+    with_node = render(strategy, settings=settings, check_conflicts=False, live_nodes=[])
+    without = render(strategy, settings=settings, check_conflicts=False, live_nodes=[], nodes=[], facts={})
+    names = [(m['kind'], (m.get('metadata') or {}).get('name')) for m in with_node['manifests']]
+    assert [(m['kind'], (m.get('metadata') or {}).get('name')) for m in without['manifests']] == names
+    assert (without.get('helm') or {}).get('release_name') == (with_node.get('helm') or {}).get('release_name')
+    assert not [w for w in without.get('warnings') or [] if 'node_selector only' in w], without['warnings']
+    with pytest.raises(StackError, match='gpu_sharing_stack_nodes .* or gpu_sharing_stack_node_selector must select'):
+        render(strategy, settings=settings, nodes=[], facts={})
