@@ -61,7 +61,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_live_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_live_plan
 
 
 def node_labels_patch(plan, live, state='present', strategy_label='gpuops.io/sharing-strategy',

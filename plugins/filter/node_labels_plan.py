@@ -74,7 +74,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_static_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_static_plan
 
 
 def node_labels_plan(groups, hostvars, group='gpu_nodes', pools=None, state='present', gfd_labels=True,

@@ -70,7 +70,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools as _plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools as _plan
 
 
 def sharing_pools(groups, hostvars, node_group='gpu_nodes', layer_groups=None, settings=None, facts='all',

@@ -35,8 +35,8 @@ _value:
   elements: str
 '''
 
-# the filter is cluster_plan's function itself (hosts, hostvars)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts
+# the filter is pool_plan's function itself (hosts, hostvars)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import unprobed_hosts
 
 
 class FilterModule(object):
