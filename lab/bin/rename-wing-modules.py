@@ -42,10 +42,12 @@ WINGS = '|'.join(RENAMES)
 def text_refs(s):
     """Dotted, path and bare references in prose (docs, comments, strings)."""
     s = re.sub(r'\b(_cluster[./](?:%s)[./])(%s)\b' % (WINGS, ALT), lambda m: m.group(1) + OLD[m.group(2)][1], s)
-    s = re.sub(r'(?<![\w.])((?:%s)[./])(%s)\b' % (WINGS, ALT),
+    s = re.sub(r'(?<!\w)((?:%s)[./])(%s)\b' % (WINGS, ALT),
                lambda m: m.group(1) + OLD[m.group(2)][1] if OLD[m.group(2)][0] == m.group(1)[:-1] else m.group(0), s)
     s = re.sub(r'(?<![\w/.])(stacks/)?gpu_stack_<stack>', 'stacks/<stack>', s)
     s = re.sub(r'([\'"])(%s)(\.py)?\1' % ALT, lambda m: m.group(1) + OLD[m.group(2)][1] + (m.group(3) or '') + m.group(1), s)
+    s = re.sub(r'(\bimport\s+)([\w, ]+)', lambda m: m.group(1) + re.sub(  # code in strings: import lists
+        r'\b(%s)\b' % ALT, lambda n: OLD[n.group(1)][1], m.group(2)), s)
     s = re.sub(r'(?<![\w/.-])(%s)\b' % ALT, lambda m: '%s/%s' % OLD[m.group(1)], s)
     return s
 
