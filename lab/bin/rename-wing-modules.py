@@ -112,7 +112,7 @@ def python(path, s):
         if t.type == tokenize.NEWLINE:
             stmt_start = None
         out.append((t.type, text, t.start, t.end, t.line))
-    return untokenize(s, toks, out)
+    return realign(s, untokenize(s, toks, out))
 
 
 def untokenize(src, toks, out):
@@ -133,6 +133,51 @@ def untokenize(src, toks, out):
         pos = b
     res.append(src[pos:])
     return ''.join(res)
+
+
+SKIP = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+
+
+def aligned_lines(toks):
+    """{line: (index of the bracket token, indent)} for each continuation line that starts inside a bracket whose
+    first item stands on the bracket's line (a visual indent), with the line's indent."""
+    out = {}
+    stack = []
+    for i, t in enumerate(toks):
+        if i and t.start[0] != toks[i - 1].end[0] and t.type not in SKIP and stack and t.start[0] not in out:
+            out[t.start[0]] = (stack[-1], t.start[1])
+        if t.type == tokenize.OP and t.string in '([{':
+            stack.append(i)
+        elif t.type == tokenize.OP and t.string in ')]}' and stack:
+            stack.pop()
+    return out
+
+
+def visual(toks, i):
+    """The column of the first item after bracket token i on its own line, or None (a hanging indent)."""
+    n = toks[i + 1]
+    return n.start[1] if n.start[0] == toks[i].start[0] and n.type not in SKIP else None
+
+
+def realign(old, new):
+    """Continuation lines that were aligned with their bracket's first item stay aligned where a name before that
+    bracket changed length (pycodestyle E127/E128)."""
+    otoks = list(tokenize.generate_tokens(io.StringIO(old).readline))
+    oal = aligned_lines(otoks)
+    keep = set(ln for ln, (i, col) in oal.items() if visual(otoks, i) == col)
+    for _ in range(10):
+        ntoks = list(tokenize.generate_tokens(io.StringIO(new).readline))
+        lines = new.splitlines(keepends=True)
+        changed = False
+        for ln, (i, col) in aligned_lines(ntoks).items():
+            want = visual(ntoks, i)
+            if ln in keep and want is not None and want != col:
+                lines[ln - 1] = ' ' * want + lines[ln - 1].lstrip(' ')
+                changed = True
+        new = ''.join(lines)
+        if not changed:
+            return new
+    raise SystemExit('realign did not settle')
 
 
 def main():
