@@ -330,11 +330,11 @@ def described_schemas(gs, render):
                 continue
             if len(described) != len(options):
                 raise GenError('%s.SETTINGS[%r]: %s have no description (describe every key, or none)'
-                               % (module.__name__.rsplit('.', 1)[-1], key,
+                               % ('/'.join(module.__name__.split('.')[-2:]), key,
                                   ', '.join(k for k in options if k not in described)))
             names = [n for n, v in vars(module).items() if v is schema and n.isupper()]
-            out[key] = (options, '%s.py %s'
-                        % (module.__name__.rsplit('.', 1)[-1], (names or ['SETTINGS[%r]' % key])[0]))
+            out[key] = (options, '%s.py %s'  # the module's file inside its wing: stacks/<module>.py
+                        % ('/'.join(module.__name__.split('.')[-2:]), (names or ['SETTINGS[%r]' % key])[0]))
     return out
 
 

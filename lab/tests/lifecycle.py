@@ -6,7 +6,7 @@ Drives the collection's Python layer in this process, as the roles' modules call
   runs them (lab/tests/integration/test_gpu_sharing_stack.py stack_steps): filter stack_settings (the pool's settings
   over the role's defaults), gpu_stack_live.queries + k8s_read (module k8s_objects_info), gpu_stack_render.render with
   the module's argument spec (action gpu_stack_manifests), k8s_converger (module k8s_converge: the stack's objects with
-  the pool recorded as user, then the stale shared objects), the Volcano scheduler restart, then cluster_plan's
+  the pool recorded as user, then the stale shared objects), the Volcano scheduler restart, then label_plan's
   label_static_plan (filter node_labels_plan) and node_labels_apply.plan_and_apply (module gpu_node_labels_apply).
   Role gpu_sharing_stack's ``ready`` entry point (validation pods, Helm release, the MIG manager's wait) is not run: no
   pod runs on a kwok node and the suite installs no Helm chart (gpu_sharing_stack_helm_install: false).
@@ -27,7 +27,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_settings import PREFIX, role_options, stack_settings
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
-    cluster_plan, gpu_sharing_drain, node_labels_apply, strategy_migration)
+    gpu_sharing_drain, label_plan, node_labels_apply, strategy_migration)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import (
     k8s_access, k8s_converger, k8s_read, k8s_rest)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
@@ -142,7 +142,7 @@ class Lab(object):
             raise Refused(str(e))
 
     def labels(self, stacks, state, **role_vars):
-        static = cluster_plan.label_static_plan({}, {}, group='', pools=[], state=state, stacks=stacks, **role_vars)
+        static = label_plan.label_static_plan({}, {}, group='', pools=[], state=state, stacks=stacks, **role_vars)
         if static['errors']:
             raise Refused('gpu_node_labels: %s' % '; '.join(static['errors']))
         options = {'state': state, 'strategy_label': STRATEGY, 'record_annotation': RECORD, 'check_resources': True,

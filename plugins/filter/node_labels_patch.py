@@ -66,7 +66,7 @@ _value:
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_live_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_live_plan
 
 
 def node_labels_patch(plan: dict[str, Any], live: list[dict[str, Any]] | None, state: str = 'present',

@@ -79,7 +79,7 @@ _value:
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_static_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_static_plan
 
 
 def node_labels_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], group: str = 'gpu_nodes',

@@ -36,11 +36,11 @@ _value:
   type: dict
 '''
 
-# the filter is cluster_plan's function itself (hosts, hostvars)
+# the filter is pool_plan's function itself (hosts, hostvars)
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars
 
 
 class FilterModule(object):

@@ -75,7 +75,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools as _plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools as _plan
 
 
 def sharing_pools(groups: Any, hostvars: Any, node_group: str = 'gpu_nodes', layer_groups: list[str] | None = None,

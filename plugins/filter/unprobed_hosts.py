@@ -37,11 +37,11 @@ _value:
   elements: str
 '''
 
-# the filter is cluster_plan's function itself (hosts, hostvars)
+# the filter is pool_plan's function itself (hosts, hostvars)
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import unprobed_hosts
 
 
 class FilterModule(object):

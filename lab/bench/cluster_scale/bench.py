@@ -6,7 +6,8 @@ whose group gpu_nodes has two pools (pool_ts: time-slicing, first half; pool_exc
 node with its probe facts already given (gpu_probe_facts of a Tesla T4, as the NVML simulator's t4 inventory
 reports them), so no node is probed. Two regimes:
   steady state: the Nodes are seeded with the labels (and the record annotation) role gpu_node_labels would have set
-    (worked out with the collection's own planner, plugins/module_utils/_cluster/cluster_plan.py), as after a converge.
+    (worked out with the collection's own planners, plugins/module_utils/_cluster/pool_plan.py and label_plan.py), as
+    after a converge.
     1. cluster.yml --check: the measured run (controller CPU = user + sys of ansible-playbook and all its children,
        RUSAGE_CHILDREN around the run; API requests from the emulator's request log; label patches the run would send);
     2. cluster.yml for real, then 3. for real again: the second run must write nothing (0 non-dry-run writes) and
@@ -46,7 +47,7 @@ def converged_labels(n):
     included), from the collection's own planner and renderer (the lab may import the collection; never the reverse)."""
     sys.path.insert(0, c.collections_path())
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan, pool_plan
     inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
     groups, hostvars = {'gpu_nodes': []}, {}
     for g, body in inv.items():
@@ -54,16 +55,16 @@ def converged_labels(n):
         groups['gpu_nodes'] += list(body['hosts'])
         for h, hv in body['hosts'].items():
             hostvars[h] = dict(hv, group_names=[g, 'gpu_nodes'], **body['vars'])
-    pools = cluster_plan.sharing_pools(groups, hostvars, settings=['gpu_sharing_stack_time_slicing'])
+    pools = pool_plan.sharing_pools(groups, hostvars, settings=['gpu_sharing_stack_time_slicing'])
     # the labels each pool's stack needs (gpu_node_labels writes them too: gpu_node_labels_stacks)
     stacks = dict((p['name'], gpu_stack_render.render({
         'strategy': p['strategy'], 'pool': p['name'], 'nodes': p['nodes'], 'facts': p['facts'],
         'settings': {'time_slicing': p['settings'].get('gpu_sharing_stack_time_slicing') or {}}}))
         for p in pools['pools'])
-    static = cluster_plan.label_static_plan(groups, hostvars, pools=pools['label_pools'], stacks=stacks)
+    static = label_plan.label_static_plan(groups, hostvars, pools=pools['label_pools'], stacks=stacks)
     live = [{'metadata': {'name': node_name(i), 'labels': {'kubernetes.io/hostname': node_name(i)}}}
             for i in range(n)]
-    plan = cluster_plan.label_live_plan(static, live)
+    plan = label_plan.label_live_plan(static, live)
     if pools['errors'] or static['errors'] or plan['errors']:
         raise SystemExit('the benchmark inventory does not plan cleanly: %s' % (pools['errors'] + static['errors']
                                                                                    + plan['errors']))

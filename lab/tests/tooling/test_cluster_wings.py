@@ -2,7 +2,7 @@
 the layer rule (test_layout.py): parsed imports, absolute and relative, of every file under plugins/.
 
 Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
-label_plan, cluster_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
+label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
 _cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
 stack module (gpu_stack_<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).
@@ -41,7 +41,7 @@ EXEMPT = ('plugins/module_utils/_doctor/',)
 
 
 def cluster_modules(root):
-    """{dotted name under _cluster (e.g. 'kube.k8s_access', 'cluster_plan'): wing}"""
+    """{dotted name under _cluster (e.g. 'kube.k8s_access', 'pool_plan'): wing}"""
     out = {}
     for p in Path(root, CLUSTER).rglob('*.py'):
         if p.name == '__init__.py':
@@ -124,7 +124,7 @@ def test_the_wings_are_the_tree():
     assert here | {TOP} == set(WINGS)
     for wing, allowed in ALLOWED_WINGS.items():
         assert all(WINGS.index(a) < WINGS.index(wing) for a in allowed), wing
-    stacks = set(p.stem for p in Path(ROOT, CLUSTER, 'stacks').glob('gpu_stack_*.py'))
+    stacks = set(p.stem for p in Path(ROOT, CLUSTER, 'stacks').glob('*.py')) - {'__init__'}
     assert set(FACE) <= stacks
     for leaf, readers in LEAF_READERS.items():
         for r in readers:
@@ -148,7 +148,7 @@ def test_no_crossing_between_the_wings():
 def _tree(tmp_path, files):
     for rel in ('kube/k8s_access', 'kube/k8s_rest', 'stacks/gpu_stack_registry', 'stacks/gpu_stack_hami',
                 'report/gpu_share_report_kube', 'remediation/remediation_plan', 'scheduler/kube_scheduler_plan',
-                'cluster_plan'):
+                'pool_plan'):
         p = tmp_path / CLUSTER / (rel + '.py')
         p.parent.mkdir(parents=True, exist_ok=True)
         p.touch()
@@ -170,7 +170,7 @@ def test_the_checker_sees_each_kind_of_crossing(tmp_path):
         'plugins/modules/gpu_share_report.py': mu + '.report import gpu_share_report_kube\n',
         # a lower wing importing a higher one, relative and absolute
         CLUSTER + '/kube/k8s_read.py': 'from ..stacks import gpu_stack_registry\nfrom . import k8s_rest\n',
-        CLUSTER + '/stacks/gpu_stack_live.py': mu + ' import cluster_plan\n' + mu + '.kube import k8s_access\n',
+        CLUSTER + '/stacks/gpu_stack_live.py': mu + ' import pool_plan\n' + mu + '.kube import k8s_access\n',
         # one stack's own module from another wing (the report did), and a plain import of one
         CLUSTER + '/report/gpu_share_report_model.py': (
             mu + '.stacks.gpu_stack_hami import REGISTRATION_ANNOTATIONS\n' + mu + '.stacks import gpu_stack_registry\n'
@@ -182,6 +182,29 @@ def test_the_checker_sees_each_kind_of_crossing(tmp_path):
     assert found[0].startswith('plugins/module_utils/_cluster/kube/k8s_read.py:1: kube/ imports stacks.gpu_stack_registry')
     assert 'report/gpu_share_report_model.py:1: report/ imports stacks.gpu_stack_hami, one stack\'s own' in found[1]
     assert 'report/gpu_share_report_model.py:3: report/ imports remediation.remediation_plan' in found[2]
-    assert 'stacks/gpu_stack_live.py:1: stacks/ imports cluster_plan (wing plans); stacks may import kube' in found[3]
+    assert 'stacks/gpu_stack_live.py:1: stacks/ imports pool_plan (wing plans); stacks may import kube' in found[3]
     assert found[4].startswith('plugins/modules/gpu_node_drain.py:1: plugin imports report.gpu_share_report_kube '
                                '(wing report), which only plugins/modules/gpu_share_report.py read')
+
+
+def documented_rule(text):
+    """{wing: (allowed wings)} from the table of docs/layout.md 'What a wing of `_cluster` may import'."""
+    section = text.split('## What a wing of `_cluster` may import', 1)[1].split('\n## ', 1)[0]
+    out = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) != 2 or not line.startswith('| ') or cells[0] in ('wing', '---'):
+            continue
+        wing = TOP if cells[0].startswith('the plans') else cells[0].strip('`/')
+        out[wing] = () if cells[1] == 'nothing' else tuple(c.strip().strip('`/') for c in cells[1].split(','))
+    return out
+
+
+def test_the_documented_rule_is_the_checked_one():
+    """docs/layout.md's table of the wings states ALLOWED_WINGS, row by row and in the order of WINGS."""
+    doc = documented_rule(Path(ROOT, 'docs', 'layout.md').read_text(encoding='utf-8'))
+    assert list(doc) == list(WINGS)
+    assert doc == ALLOWED_WINGS
+    # the parser reads a changed row as changed
+    changed = '## What a wing of `_cluster` may import\n\n| wing | may import |\n|---|---|\n| `kube/` | `stacks/` |\n'
+    assert documented_rule(changed) == {'kube': ('stacks',)}

@@ -21,7 +21,6 @@ SHARED_FILES = (
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_registry.py'),
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_render.py'),
     os.path.join(CLUSTER, 'stacks', 'gpu_stack_shared.py'),
-    os.path.join(CLUSTER, 'cluster_plan.py'),
     os.path.join(CLUSTER, 'pool_plan.py'),
     os.path.join(CLUSTER, 'label_plan.py'),
     os.path.join(CLUSTER, 'strategy_migration.py'),

@@ -6,8 +6,8 @@ sharing stacks' labels: ``label_static_plan``) and what to patch against the liv
 the record annotation that state absent reads back). Module gpu_node_labels_apply and the filters node_labels_plan,
 node_labels_patch run them.
 
-Plain Python over plain data (``groups``, ``hostvars`` as in pool_plan). No Ansible imports. One of the plans of
-``cluster_plan``.
+Plain Python over plain data (``groups``, ``hostvars`` as in pool_plan). No Ansible imports. One of the plans at the top of
+``_cluster`` (docs/layout.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ sharing_pools, pool_host_vars, unprobed_hosts): which pool each host is in, its 
 errors of a pool layout (names, strategies that cannot share a node, NVIDIA's DRA driver beside a device plugin).
 
 Plain Python over plain data: ``groups`` (group -> host names) and ``hostvars`` (host -> mapping of its variables; the
-filter plugins pass Ansible's hostvars, read once per host). No Ansible imports. One of the plans of ``cluster_plan``.
+filter plugins pass Ansible's hostvars, read once per host). No Ansible imports. One of the plans at the top of ``_cluster``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The doctor as a node health gate: gpu_doctor's result and gpuops_doctor_gate -> the node's verdict (a host fact,
-gpuops_doctor_verdict), which the pool planning (cluster_plan.sharing_pools) reads to leave gated nodes out."""
+gpuops_doctor_verdict), which the pool planning (pool_plan.sharing_pools) reads to leave gated nodes out."""
 
 from __future__ import annotations
 

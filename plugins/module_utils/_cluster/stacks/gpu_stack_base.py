@@ -5,7 +5,7 @@
 
 Each strategy module (plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py, the stack the strategy model names)
 has one subclass of Stack and a ``stack(name)`` factory; gpu_stack_registry maps every strategy of the model to its
-object. The shared code (gpu_stack_render, gpu_stack_live, gpu_stack_shared, cluster_plan, strategy_migration) asks
+object. The shared code (gpu_stack_render, gpu_stack_live, gpu_stack_shared, pool_plan, label_plan, strategy_migration) asks
 these objects and names no strategy: a new strategy is one module and one Stack, and the base class's answers are
 those of a strategy that needs nothing special.
 
@@ -64,7 +64,7 @@ class Stack(object):
     may_intercept_nvidia_gpu = False
     # its agents land on every GPU node of the cluster, unless keep_off_labels keeps them off
     places_on_every_gpu_node = False
-    # labels its agents select on its nodes besides the strategy and pool labels (cluster_plan's label plans)
+    # labels its agents select on its nodes besides the strategy and pool labels (label_plan's plans)
     pool_node_labels = {}  # type: dict[str, str]
     # annotations its agents write on a Node they registered (a node so registered is refused to other families)
     registration_annotations = ()  # type: tuple[str, ...]

@@ -42,7 +42,7 @@ DEVICE_CONFIG_KEYS = frozenset([
     'disableCoreLimit', 'migProfileAllowlist', 'gpuCorePolicy', 'runtimeClassName', 'deviceSplitCount',
     'deviceMemoryScaling', 'deviceCoreScaling', 'preConfiguredDeviceMemory', 'libCudaLogLevel', 'enableNumaTopology'])
 NODE_LABEL = 'gpu'
-# the device plugin's registration annotation on its Node: v2.10.0 and the older spelling (cluster_plan refuses a node
+# the device plugin's registration annotation on its Node: v2.10.0 and the older spelling (label_plan refuses a node
 # so registered to another accounting family; the share report reads the devices from it)
 REGISTRATION_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
 SCHEDULER = 'hami-scheduler'

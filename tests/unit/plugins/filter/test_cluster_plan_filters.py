@@ -5,8 +5,10 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
-    label_live_plan, label_static_plan, pool_host_vars, sharing_pools)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars, sharing_pools
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import (
+    label_live_plan, label_static_plan,
+)
 from ansible_collections.gpuops.k8s_gpu.plugins.action.gpu_stack_manifests import with_inventory_vars
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_strategy import FilterModule as StrategyFM
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.node_labels_patch import FilterModule as PatchFM

@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""cluster_plan: the sharing pools of the GPU nodes and the node-label plans (what the Jinja templates
-sharing_pools.json.j2, static_plan.json.j2 and live_plan.json.j2 did), every branch."""
+"""The cluster plans, pool_plan and label_plan: the sharing pools of the GPU nodes and the node-label plans (what
+the Jinja templates sharing_pools.json.j2, static_plan.json.j2 and live_plan.json.j2 did), every branch."""
 import json
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
-    label_live_plan, label_static_plan, sharing_pools, stack_node_labels)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import (
+    label_live_plan, label_static_plan, stack_node_labels,
+)
 
 T4_LABELS = {'nvidia.com/gpu.product': 'Tesla-T4', 'nvidia.com/gpu.count': 1}
 
@@ -222,7 +224,7 @@ def test_live_plan_refusals_strategy_label_record_resources_hami():
 
 
 def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import pool_host_vars
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars
     hv = {'n1': {'gpu_probe_facts': {'gpu_count': 1}, 'gpu_sharing_stack_strategy': 'mps'},
           'n2': {'nvidia_container_runtime_cdi_spec_ready': True}}
     want = {'facts': {'n1': {'gpu_count': 1}}, 'node_strategies': {'n1': 'mps'}, 'cdi_spec_ready': {'n2': True},
@@ -232,7 +234,7 @@ def test_pool_host_vars_reads_only_inventory_hosts_and_defined_vars():
 
 
 def test_unprobed_hosts_keeps_order():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import unprobed_hosts
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import unprobed_hosts
     hv = {'a': {}, 'b': {'gpu_probe_facts': {}}, 'c': {'x': 1}}
     assert unprobed_hosts(['c', 'b', 'a'], hv) == ['c', 'a']
     assert unprobed_hosts([], hv) == []

@@ -13,9 +13,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live as live
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import (
-    pool_host_vars, sharing_pools,
-)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars, sharing_pools
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 
 

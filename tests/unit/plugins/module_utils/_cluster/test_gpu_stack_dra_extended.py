@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra as dra
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
 
 GATES = {'TimeSlicingSettings': True, 'MPSSupport': True}
 SHARED = {'name': 'nvidia.com/gpu.shared', 'kind': 'time-slicing', 'interval': 'Long'}

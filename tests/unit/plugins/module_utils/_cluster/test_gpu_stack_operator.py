@@ -229,7 +229,7 @@ def test_GPUOP_13_other_pools_nodes_keep_the_operators_operands_off(strategy, se
 
 
 def test_GPUOP_13_gpu_operator_beside_a_mig_pool_with_the_manager_refused():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
 
     def errors(mig_settings, other='mig'):
         groups = {'gpu_nodes': ['a', 'b'], 'ops': ['a'], 'migs': ['b']}

@@ -108,7 +108,7 @@ def test_good_patches_pass_the_check():
 
 
 # ---- plan mode: read, plan and patch in one module run (role gpu_node_labels) ----------------------------------------
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan  # noqa: E402
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan  # noqa: E402
 
 OPTIONS = {'state': 'present', 'strategy_label': 'gpuops.io/sharing-strategy',
            'record_annotation': 'gpuops.io/managed-labels', 'check_resources': True, 'fail_on_missing_nodes': True}
@@ -130,7 +130,7 @@ def test_plan_mode_reads_once_plans_like_the_filter_and_patches_only_what_differ
     api = ListingCore(nodes())
     plan_in = static(('host-a', 'a', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}),
                      ('host-b', 'b', 'time-slicing', {'gpuops.io/sharing-strategy': 'time-slicing'}))
-    expected = cluster_plan.label_live_plan(plan_in, [nodes()['a'], nodes()['b']], **OPTIONS)
+    expected = label_plan.label_live_plan(plan_in, [nodes()['a'], nodes()['b']], **OPTIONS)
     plan, results = L.plan_and_apply(api, plan_in, OPTIONS)
     assert plan == expected
     assert api.calls[0] == ('list',) and [c[0] for c in api.calls].count('list') == 1

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import cluster_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import strategy_migration as sm
 
 TS = {'pool': 'ts', 'strategy': 'time-slicing', 'labels': {'nvidia.com/device-plugin.config': 'ts'}}
@@ -36,7 +36,7 @@ def test_DRAX_08_step_per_node_and_the_label_switch():
     assert (s1['action'], s2['action'], s3['action']) == ('migrate', 'skip', 'resume')
     assert s1['wait'] == {'kind': 'slice', 'driver': 'gpu.nvidia.com'} and s2['labels'] is None
     # role gpu_node_labels' plan from the step (no inventory group: the stack's labels only)
-    static = cluster_plan.label_static_plan({}, {}, group='', stacks=s1['stacks'])
+    static = label_plan.label_static_plan({}, {}, group='', stacks=s1['stacks'])
     assert static['errors'] == []
     [want] = static['nodes']
     assert want['labels'] == s1['labels'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'dra',
@@ -44,7 +44,7 @@ def test_DRAX_08_step_per_node_and_the_label_switch():
                                               'nvidia.com/gpu.product': 'Tesla-T4'}
     assert want['node'] == 'n1' and want['pools'] == ['dra']
     # what gpu_node_labels_apply then patches: the source stack's label removed, the record rewritten
-    live = cluster_plan.label_live_plan(static, nodes)
+    live = label_plan.label_live_plan(static, nodes)
     assert live['errors'] == []
     [p] = live['nodes']
     assert p['patch']['metadata']['labels'] == {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'dra',

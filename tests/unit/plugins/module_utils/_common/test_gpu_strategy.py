@@ -98,7 +98,7 @@ def test_one_rule_in_the_label_plan_the_stack_and_the_report():
     """The three former versions of the rule now agree: defects of the old label table (a Volcano node advertising
     nvidia.com/gpu.shared, a whole-GPU node with HAMi's nvidia.com/gpumem, '0m' counted as advertised) and of the old
     report rule (Volcano next to MIG, HAMi next to a whole-GPU strategy, gpu-manager next to anything)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import label_live_plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_live_plan
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as report
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_render import check_conflicts

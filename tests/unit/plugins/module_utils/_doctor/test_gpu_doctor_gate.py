@@ -3,7 +3,7 @@
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.cluster_plan import sharing_pools
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
 
 CRITICAL = {'findings': [{'id': 'nvidia_toolkit_missing', 'severity': 'critical'},
                          {'id': 'gpu_passthrough', 'severity': 'info'}]}
