@@ -206,8 +206,8 @@ WEIGHT = {
     # the upgrade files (one 780 s file before a split into three; the rolls that stop share one lab again since
     # 2026-11-24: 720-785 s with -n 2, against 419-428 s for test_upgrade_driver.py; since 2026-11-29 the nodes go
     # back to the old driver from a snapshot, not through the role: alone at load 2, 287 s and 158 s, against 581 s
-    # and 214 s before at load 3-5 - scaled to the old figures)
-    'integration/test_upgrade_driver.py': 320, 'integration/test_upgrade_driver_stops.py': 390,
+    # and 214 s before at load 3-5 - scaled to the old figures; one file and one lab again since session 21: the sum)
+    'integration/test_upgrade_driver.py': 710,
     'integration/test_gpu_sharing_stack.py': 379,
     'integration/test_esxi_gpu_passthrough.py': 273,
     'integration/test_awx_runner.py': 215, 'integration/test_uninstall.py': 166,

@@ -10,8 +10,8 @@ controller keeps current. The playbook's requests are read from the API server's
 the order of mark / cordon / evict / uncordon / unmark per node. Pods are named by their owner (`train-<node>`) where a
 controller generated the name.
 
-Each test file builds its own lab with make_lab() (a module-scoped fixture), so the files run on different pytest-xdist
-workers at the same time. Node 2 is a MIG pool node (lab/upgrade/nvml-h100-mig.json, 2x 3g.40gb). What the lab cannot
+test_upgrade_driver.py builds the lab with make_lab() (a module-scoped fixture) once for all its tests. Node 2 is a MIG
+pool node (lab/upgrade/nvml-h100-mig.json, 2x 3g.40gb). What the lab cannot
 prove: a real reboot, a kernel module load, real package holds (the runfile method holds nothing) - see
 docs/upgrade_driver.md.
 """
@@ -160,16 +160,15 @@ def unseed(cl):
             cl.core.delete_node(node)
         except client.ApiException:
             pass
-    # the two upgrade files share these names when one worker runs both: the next lab's namespace must not meet this
-    # one still terminating
+    # a later lab of the same worker (pid) reuses these names: its namespace must not meet this one still terminating
     wait_until('namespace %s gone' % NS, lambda: NS not in [n.metadata.name for n in cl.core.list_namespace().items], 120)
 
 
 def make_lab(tmp_path_factory, collections_path, tag, kube_real):
     """The three-node lab of a test file (a module-scoped fixture yields from it): node containers with the NVML
     simulator and the stand-in runfiles, every node on OLD through the role, and on the real control plane
-    ``kube_real`` the nodes and their workload pods. ``tag`` names the containers (one lab per file, so files run on
-    different xdist workers at the same time; the Kubernetes names carry the pid)."""
+    ``kube_real`` the nodes and their workload pods. ``tag`` names the containers (with the pid, as the Kubernetes
+    names)."""
     tmp = tmp_path_factory.mktemp('upgrade-' + tag)
     sh(os.path.join(DOCKER_DIR, 'engine.sh'), 'up', timeout=300)
     sh(os.path.join(DOCKER_DIR, 'node-image.sh'), timeout=1200)

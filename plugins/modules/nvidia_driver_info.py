@@ -61,6 +61,14 @@ options:
     type: list
     elements: str
     default: []
+  prerequisites:
+    description:
+      - Packages a step installs before the driver (the initramfs tool, what dkms needs); which of them are
+        installed, at any version, is returned in RV(prerequisites_installed), so that the role runs the package
+        manager for them only when one is missing. They are not part of RV(packages) or RV(selections).
+    type: list
+    elements: str
+    default: []
   driver_package:
     description: The package whose installed version is the driver's version.
     type: str
@@ -180,6 +188,11 @@ packages_missing:
   returned: always
   type: list
   elements: str
+prerequisites_installed:
+  description: The names of O(prerequisites) that are installed (any version), sorted.
+  returned: always
+  type: list
+  elements: str
   sample: [nvidia-driver=535.309.01*]
 installed_version:
   description: Installed version of O(driver_package), or null.
@@ -296,6 +309,7 @@ def argument_spec() -> dict[str, Any]:
         version=dict(type='str', default=''),
         packages=dict(type='list', elements='str', default=[]),
         package_specs=dict(type='list', elements='str', default=[]),
+        prerequisites=dict(type='list', elements='str', default=[]),
         driver_package=dict(type='str', default=''),
         select=dict(type='bool', default=False),
         branch=dict(type='str', default=''),
@@ -405,6 +419,7 @@ def main() -> None:
         module.fail_json(msg=to_native(e))
     names = list(p['packages']) + [name for name, _version in specs if name not in p['packages']]
     versions, selections, family = read_packages(module, names)
+    prerequisites = sorted(read_packages(module, p['prerequisites'])[0]) if p['prerequisites'] else []
     installed = versions.get(p['driver_package']) if p['driver_package'] else None
     loaded_version = nd.module_version_from_sys('/') or node_probe.driver_version_from_proc('/')
     dkms = nd.dkms_state('/', release, nd.upstream_version(installed) if installed else None)
@@ -451,6 +466,7 @@ def main() -> None:
                      kernel_release=release, nouveau_loaded=obs['nouveau_loaded'], nvidia_loaded=obs['nvidia_loaded'],
                      loaded_version=loaded_version, packages=versions, selections=selections,
                      packages_missing=apt_source.missing_packages(p['package_specs'], versions),
+                     prerequisites_installed=prerequisites,
                      installed_version=installed, runfile_versions=obs['runfile_versions'],
                      nvswitch_count=len(switches), selection=selection, nvlink5=nvlink5,
                      persistenced_dropin=sel.persistenced_dropin(unit), branch_check=branch_check,

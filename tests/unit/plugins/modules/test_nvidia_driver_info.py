@@ -75,6 +75,37 @@ def test_package_specs_report_what_apt_would_install(monkeypatch, capsys):
     assert res['failed'] is True and 'package_specs:' in res['msg']
 
 
+def test_prerequisites_installed_are_read_apart_from_the_driver_packages(monkeypatch, capsys):
+    """The role's prerequisites (the initramfs tool, dkms, headers) are read in their own query: the installed ones
+    come back in prerequisites_installed (the role then skips its package step), never in packages or selections
+    (state=absent removes and releases what packages lists)."""
+    import json
+    import pytest
+    from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
+    seen = []
+    installed = {'nvidia-driver': '535.309.01-0+deb12u1', 'initramfs-tools': '0.142', 'dkms': '3.0.10-8'}
+
+    def fake_read(module, names):
+        seen.append(list(names))
+        return dict((n, v) for n, v in installed.items() if n in names), {'nvidia-driver': 'hold'}, 'Debian'
+    monkeypatch.setattr(mod, 'read_packages', fake_read)
+    prereq = ['initramfs-tools', 'dkms', 'linux-headers-6.1.0-9-amd64']
+    with module_args({'packages': ['nvidia-driver'], 'prerequisites': prereq, 'kernel_module': 'skip'}):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    assert res['prerequisites_installed'] == ['dkms', 'initramfs-tools']
+    assert res['packages'] == {'nvidia-driver': '535.309.01-0+deb12u1'}
+    assert seen == [['nvidia-driver'], prereq]
+    # none asked: no second query, an empty list
+    del seen[:]
+    with module_args({'packages': ['nvidia-driver'], 'kernel_module': 'skip'}):
+        with pytest.raises(SystemExit):
+            mod.main()
+    res = json.loads(capsys.readouterr().out)
+    assert res['prerequisites_installed'] == [] and seen == [['nvidia-driver']]
+
+
 def _run_select(monkeypatch, capsys, args, gpus, vpds=None):
     """Run the module with select on a node whose PCI probe shows gpus; fail the test if it reads packages."""
     import json
