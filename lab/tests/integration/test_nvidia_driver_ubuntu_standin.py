@@ -213,3 +213,28 @@ def test_DRV_37_branch_change_both_ways_and_a_downgrade_with_the_roles_holds(nod
     assert have.get('libnvidia-compute-580-server') == DRV580_OLD, have
     assert have.get('nvidia-dkms-580-server-open') == DRV580_OLD, have
     assert {'libnvidia-compute-580-server', 'nvidia-dkms-580-server-open'} <= held(node)
+
+
+def test_DRV_42_removal_keeps_the_initramfs_tool_and_the_build_tools(node):
+    """state=absent removes the driver's packages and leaves what the role installed before the driver and says it
+    leaves (roles/nvidia_driver/tasks/absent.yml: dkms, headers, initramfs-tools): on apt, the first read passes
+    initramfs-tools in package_specs (to know whether apt must run), and its installed version came back in
+    ``packages``, the removal list - apt removed initramfs-tools (on a real Ubuntu node apt then also removes the
+    kernel images that depend on it). Found while reviewing the prerequisites read (session 21); failed before."""
+    common = dict(nvidia_driver_kernel_module_type='open', nvidia_driver_ubuntu_precompiled='false')
+    rc, doc = run_role(node, **common)
+    assert rc == 0, failures(doc)
+    before = installed(node)
+    kept = [p for p in ('initramfs-tools', 'dkms') if p in before]
+    assert 'initramfs-tools' in kept, sorted(before)
+    rc, doc = run_role(node, nvidia_driver_state='absent', **common)
+    assert rc == 0, failures(doc)
+    after = installed(node)
+    assert not [p for p in nvidia_installed(node)], nvidia_installed(node)
+    assert [p for p in kept if p not in after] == [], (kept, sorted(after))
+    assert not held(node) & set(before), held(node)
+    # a second removal changes nothing
+    rc, doc = run_role(node, nvidia_driver_state='absent', **common)
+    assert rc == 0, failures(doc)
+    assert doc['stats']['drv-ubuntu']['changed'] == 0, [
+        t['task']['name'] for p in doc['plays'] for t in p['tasks'] if t['hosts'].get('drv-ubuntu', {}).get('changed')]
