@@ -28,7 +28,12 @@ options:
     elements: dict
     required: true
   source:
-    description: The pool the nodes leave - C(pool), C(strategy), C(labels) (its stack's node labels), C(resource).
+    description:
+      - The pool the nodes leave - C(pool), C(strategy), C(labels) (its stack's node labels), C(resource).
+      - Without C(labels), the labels the pool's stack gives every node that do not come from its settings (the NVIDIA
+        device plugin's C(nvidia.com/device-plugin.config) with the strategy's own config, the GPU operator's
+        confinement C(nvidia.com/gpu.deploy.operands=false)). A node moving off the pool loses every label its stack
+        may give; one moving onto it gets these, and the step's C(unset) names those only the pool's settings give.
     type: dict
     required: true
   target:
@@ -55,7 +60,8 @@ EXAMPLES = r'''
 RETURN = r'''
 _value:
   description: C(steps) (each C(host), C(node), C(action), C(reason), C(labels), C(stacks), C(wait), C(leave), C(from), C(to),
-    C(capacity) - C(resource), C(before), C(after), C(replicas) when the move holds fewer pods, else null) and C(errors).
+    C(capacity) - C(resource), C(before), C(after), C(replicas) when the move holds fewer pods, else null; C(unset) - the
+    target pool's labels the switch cannot set, from the pool's settings) and C(errors).
   type: dict
 '''
 

@@ -353,14 +353,13 @@ def evictions(kube, start):
     return sorted(out)
 
 
-# Found by the suite (2026-11-29), not fixed here (plugins/module_utils/_cluster/strategy_migration.py, issue #40's):
-# migrate_to_dra's switch of an exclusive pool's node to a dra pool keeps two labels of the source pool's stack, which
-# the dra pool's stack does not give the node, and a move back does not set them: NVIDIA's device plugin config
-# label nvidia.com/device-plugin.config=<config> and the GPU operator's confinement nvidia.com/gpu.deploy.operands=false
-# (so the operator's operands stay off the node until cluster.yml runs with the inventory that followed; the switch
-# drops only the strategy and pool labels and the side's `labels`, default Stack.migration_labels()). cluster.yml
-# then puts them right: the follow-up run may relabel these keys and no other.
-SWITCH_LEFTOVERS = {"nvidia.com/device-plugin.config", "nvidia.com/gpu.deploy.operands"}
+# Found by the suite (2026-11-29), fixed in strategy_migration.pool_labels: migrate_to_dra's switch of an exclusive
+# pool's node to a dra pool kept two labels of the source pool's stack which the dra pool's stack does not give the
+# node, and a move back did not set them: NVIDIA's device plugin config label nvidia.com/device-plugin.config and the
+# GPU operator's confinement nvidia.com/gpu.deploy.operands=false (the switch dropped only the strategy and pool labels
+# and the side's `labels`). The switch now drops every label the source pool's render gives a node and sets the
+# target's: the follow-up cluster.yml run relabels nothing (what it may still put right; empty).
+SWITCH_LEFTOVERS: set[str] = set()
 
 
 def switch_and_follow(lab, steps, src, dst, nodes, serial=None):
@@ -379,7 +378,7 @@ def switch_and_follow(lab, steps, src, dst, nodes, serial=None):
     diff = dict((n, dict((k, (before[n].get(k), after[n].get(k))) for k in set(before[n]) | set(after[n])
                          if before[n].get(k) != after[n].get(k))) for n in nodes)
     lab.switch_relabelled = sorted(set(k for d in diff.values() for k in d))
-    # the follow-up run may only put right what SWITCH_LEFTOVERS names (a defect the suite found, not fixed here)
+    # the follow-up run may only put right what SWITCH_LEFTOVERS names (nothing since the switch's fix)
     assert set(lab.switch_relabelled) <= SWITCH_LEFTOVERS, "cluster.yml after the switch relabelled %s: %s" % (
         nodes, diff)
     return reported + follow
@@ -495,8 +494,9 @@ def test_scripted_sequence(kube):
     assert evicted == sorted(holding), (evicted, holding)
     assert evictions(kube, start) == sorted(holding), evictions(kube, start)
     assert lab.last_switch["steps"] == [("lcs-t1", "resume"), ("lcs-t3", "migrate")], lab.last_switch
-    # the defect SWITCH_LEFTOVERS names, as it shows here (a GPU operator pool is beside them): this fails once fixed
-    assert lab.switch_relabelled == sorted(SWITCH_LEFTOVERS), lab.switch_relabelled
+    # the switch leaves the moved nodes as cluster.yml would (a GPU operator pool is beside them: the exclusive
+    # stack's device plugin config and the operator's confinement go; the fixed defect SWITCH_LEFTOVERS named)
+    assert lab.switch_relabelled == sorted(SWITCH_LEFTOVERS) == [], lab.switch_relabelled
     assert lab.pools["ex"]["nodes"] == ["lcs-t2"] and sorted(lab.pools["gsh"]["nodes"]) == ["lcs-a2", "lcs-t1",
                                                                                               "lcs-t3"], lab.pools
     # 8. uninstall one, then all

@@ -6,8 +6,9 @@ with one node, and the labels role gpu_node_labels (the one writer of Node label
 
 The node's pool is its labels (gpuops.io/sharing-strategy and gpuops.io/sharing-pool, recorded by gpu_node_labels in
 the gpuops.io/managed-labels annotation). The switch keeps every label the collection recorded that is not the source
-pool's (the GPU feature labels, extra labels), drops the source pool's labels (the strategy and pool labels and the
-source stack's labels) and sets the target pool's, recording them as the stack's (claimed), so a later
+pool's (the GPU feature labels, extra labels), drops the source pool's labels (the strategy and pool labels and every
+label the source pool's stack gives a node: pool_labels, with the GPU operator's confinement) and sets the target
+pool's, recording them as the stack's (claimed), so a later
 gpu_node_labels_state=absent for the target pool removes them. A device plugin DaemonSet of the collection selects its
 pool label and the DRA kubelet plugin the strategy label dra: the switch moves the node from one to the other.
 """
@@ -36,8 +37,35 @@ class MigrationError(Exception):
     pass
 
 
+def pool_labels(strategy: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """What the render of a pool of ``strategy`` gives each of its nodes besides the strategy and pool labels (as
+    cluster.yml writes them through gpu_node_labels): (labels, keys, unknown) - the labels whose values the migration
+    knows (Stack.migration_labels), every key the pool's stack may give a node (a move away drops them) and the keys
+    whose values come from the pool's settings, which a move onto the pool cannot set (cluster.yml does). With them the
+    labels that keep the stacks landing on every GPU node off the pool's nodes (the GPU operator's
+    nvidia.com/gpu.deploy.operands=false: gpu_stack_render), except where the pool's own agents may go by those stacks'
+    deploy labels (mig with the MIG manager, on by default: its settings say)."""
+    stack = gpu_stack_registry.stack(strategy)
+    labels = dict(stack.migration_labels())
+    unknown = set(stack.migration_settings_labels())
+    confine: dict[str, str] = {}
+    for other in gpu_stack_registry.stacks():
+        confine.update(other.keep_off_labels(strategy))
+    if stack.pool_follows_deploy_labels({}):
+        unknown |= set(confine)
+    else:
+        labels.update(confine)
+    for k in unknown:
+        labels.pop(k, None)
+    keys = set(labels) | unknown | set(stack.migration_label_keys())
+    return labels, sorted(keys), sorted(unknown)
+
+
 def _side(raw: Any, var: str) -> dict[str, Any]:
-    """A side of the migration: {pool, strategy, labels, resource}, checked."""
+    """A side of the migration: {pool, strategy, labels, resource, keys, unknown}, checked. ``labels`` (default: the
+    pool's, pool_labels) are what a node moved onto the pool gets; ``keys`` what a node moved off it loses (the given
+    labels and every key the pool's stack may give); ``unknown`` the pool's labels whose values only its settings
+    give (none when ``labels`` is given)."""
     if not isinstance(raw, dict):
         raise MigrationError('%s must be a dict with pool and strategy; got %r' % (var, raw))
     unknown = sorted(set(raw) - {'pool', 'strategy', 'labels', 'resource'})
@@ -50,9 +78,12 @@ def _side(raw: Any, var: str) -> dict[str, Any]:
     if strategy not in gpu_strategy.STRATEGIES:
         raise MigrationError('%s.strategy must be one of %s; got %r' % (var, ', '.join(gpu_strategy.STRATEGIES), strategy))
     labels = raw.get('labels')
+    known, keys, unknown = pool_labels(strategy)
     if labels is None:
         # the labels every node of a pool of the strategy carries besides the strategy and pool labels (DRA-12)
-        labels = dict(gpu_stack_registry.stack(strategy).migration_labels())
+        labels = known
+    else:
+        unknown = []
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise MigrationError('%s.labels must map label keys to string values (the pool stack\'s node labels); got %r'
                              % (var, labels))
@@ -63,7 +94,8 @@ def _side(raw: Any, var: str) -> dict[str, Any]:
     if not isinstance(resource, str) or '/' not in resource:
         raise MigrationError('%s.resource must be the extended resource the device plugin advertises (e.g. %s); got %r'
                              % (var, DEFAULT_RESOURCE, resource))
-    return {'pool': pool, 'strategy': strategy, 'labels': labels, 'resource': resource}
+    return {'pool': pool, 'strategy': strategy, 'labels': labels, 'resource': resource,
+            'keys': sorted(set(keys) | set(labels)), 'unknown': unknown}
 
 
 def check_sides(source: Any, target: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,7 +167,8 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
     ``leave``: the same for the source's plugin, whose devices must be gone (no ResourceSlice of the driver on the
     node; the resource's allocatable 0 or absent) before the node is uncordoned.
     ``capacity``: {resource, before, after, replicas} when the move holds fewer pods on the node (capacity_change),
-    else None; such a move is refused unless ``accept_capacity_loss``.
+    else None; such a move is refused unless ``accept_capacity_loss``. ``unset``: the target pool's labels the switch
+    cannot set, their values coming from the pool's settings (pool_labels; the reason names them).
     MigrationError for a node in neither pool or not in the cluster, or a capacity loss not accepted."""
     src, dst = check_sides(source, target)
     if not node:
@@ -152,7 +185,7 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
     # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
     leave = gpu_stack_registry.stack(src['strategy']).serving_sign(src['resource'])
     out: dict[str, Any] = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool'],
-                           'capacity': None}
+                           'capacity': None, 'unset': []}
     if now == (dst['strategy'], dst['pool']):
         out.update(action='resume' if marked else 'skip', labels=None, stacks=None,
                    reason='on pool %s (strategy %s)%s' % (dst['pool'], dst['strategy'],
@@ -175,18 +208,21 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
                capacity['before'], dst['pool'], capacity['after']))
     out['capacity'] = capacity
     record = _record(meta)
-    drop = {STRATEGY_LABEL, POOL_LABEL} | set(src['labels'])
+    # the source pool's labels go, recorded by cluster.yml (node_labels) or claimed (a stack's labels already set)
+    drop = {STRATEGY_LABEL, POOL_LABEL} | set(src['keys'])
     keep = dict((k, (e or {}).get('value')) for k, e in record.items()
                 if k not in drop and isinstance(e, dict) and e.get('value') is not None and labels.get(k) == e['value'])
     want = dict(keep)
     want.update(dst['labels'])
     want[STRATEGY_LABEL] = dst['strategy']
     want[POOL_LABEL] = dst['pool']
-    out.update(action='migrate', labels=want, stacks=stacks_input(dst['pool'], name, want),
-               reason='pool %s (%s) -> pool %s (%s)%s' % (
+    out.update(action='migrate', labels=want, stacks=stacks_input(dst['pool'], name, want), unset=dst['unknown'],
+               reason='pool %s (%s) -> pool %s (%s)%s%s' % (
                    src['pool'], src['strategy'], dst['pool'], dst['strategy'],
                    ', %s %d -> %d pods (accepted)' % (capacity['resource'], capacity['before'], capacity['after'])
-                   if capacity else ''))
+                   if capacity else '',
+                   '; not set, their values come from pool %s\'s settings (run cluster.yml, or give them in '
+                   'gpuops_migrate_to.labels): %s' % (dst['pool'], ', '.join(dst['unknown'])) if dst['unknown'] else ''))
     return out
 
 

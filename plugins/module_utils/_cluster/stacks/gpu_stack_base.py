@@ -24,7 +24,9 @@ What a Stack answers:
                      gpu_strategy.node_state says what uninstall clears
   live reads         live_queries, wants_version, merge_objects, merge_version (gpu_stack_live)
   GPU pods           pod_runtime_class, runtime_class_note, validation (the validation workload)
-  migration          migration_labels, serving_sign (what shows its plugin serving a node, strategy_migration)
+  migration          migration_labels, migration_label_keys, migration_settings_labels (the labels a move onto or
+                     off a pool sets, drops, cannot know), serving_sign (what shows its plugin serving a node;
+                     strategy_migration)
   the share report   node_shows (a node's resources, labels and annotations show the strategy),
                      accounting_conflicts (what the report says when its accounting meets others on one node)
 Restarts on change stay with each renderer (ctx.restarts, checksum annotations), which only it can compute.
@@ -183,8 +185,17 @@ class Stack(object):
     # -- migration between a device-plugin pool and a dra pool (strategy_migration)
 
     def migration_labels(self) -> dict[str, str]:
-        """The labels every node of a pool of this strategy carries besides the strategy and pool labels."""
-        return {}
+        """The labels this stack's render gives every node of a pool of this strategy besides the strategy and pool
+        labels, as far as their values do not come from the pool's settings (migration_settings_labels)."""
+        return dict(self.pool_node_labels)
+
+    def migration_label_keys(self) -> list[str]:
+        """Every label key this stack's render may give a node of a pool of this strategy (a move away drops them)."""
+        return sorted(set(self.migration_labels()) | set(self.migration_settings_labels()))
+
+    def migration_settings_labels(self) -> list[str]:
+        """The label keys whose values come from the pool's settings, which a move onto the pool cannot know."""
+        return []
 
     def serving_sign(self, resource: str) -> dict:
         """What shows this strategy's plugin serving a node: its extended resource ``resource`` in the allocatable."""

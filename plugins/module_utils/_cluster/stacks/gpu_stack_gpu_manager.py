@@ -252,6 +252,10 @@ class GpuManagerStack(Stack):
         super(GpuManagerStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
+    def migration_labels(self) -> dict[str, str]:
+        # render above: the label gpu-manager's DaemonSet selects
+        return {NODE_LABEL: 'enable'}
+
 
 def stack(name: str) -> Stack:
     """The Stack of strategy ``name`` (gpu_stack_registry)."""

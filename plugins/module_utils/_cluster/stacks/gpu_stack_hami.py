@@ -368,6 +368,10 @@ class HamiStack(Stack):
         super(HamiStack, self).__init__(name)
         self.shared_module = sys.modules[__name__]
 
+    def migration_labels(self) -> dict[str, str]:
+        # render above: the label HAMi's device plugin selects
+        return {NODE_LABEL: 'on'}
+
     def intercepts_nvidia_gpu(self, settings: dict) -> bool:
         return bool((settings.get('hami') or {}).get('webhook_tls_secret'))
 

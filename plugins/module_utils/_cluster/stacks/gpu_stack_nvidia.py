@@ -719,6 +719,25 @@ class NvidiaStack(Stack):
     def node_label_defaults(self, settings: dict, nodes: list[str], ctx: Any) -> dict[str, dict[str, str]]:
         return label_defaults(self.name, settings, nodes, ctx)
 
+    def migration_labels(self) -> dict[str, str]:
+        # render above: the device plugin's config label names the strategy's own config (exclusive, time-slicing,
+        # mps; a node_configs entry for the node names another), mps adds mps.capable; mig's come from its settings
+        if self.name == 'mig':
+            return {}
+        out = {CONFIG_LABEL: self.name}
+        if self.name == 'mps':
+            out[MPS_CAPABLE_LABEL] = 'true'
+        return out
+
+    def migration_label_keys(self) -> list[str]:
+        return sorted(set(super(NvidiaStack, self).migration_label_keys()) | {CONFIG_LABEL})
+
+    def migration_settings_labels(self) -> list[str]:
+        # the MIG geometry's config name and, with the MIG manager, its deploy labels
+        if self.name != 'mig':
+            return []
+        return sorted({CONFIG_LABEL, MIG_CONFIG_LABEL, DEPLOY_MIG_MANAGER_LABEL, DEPLOY_PLUGIN_LABEL})
+
     def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
         # which NVIDIA strategy the device plugin's resources and GFD's labels show: MIG devices (or nvidia.com/gpu
         # with MIG strategy single), replicas (the sharing strategy label, else a replica count), else exclusive;

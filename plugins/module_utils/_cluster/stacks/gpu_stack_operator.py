@@ -342,6 +342,10 @@ class OperatorStack(Stack):
     def keep_off_labels(self, strategy: str) -> dict[str, str]:
         return confinement_labels(strategy)
 
+    def migration_settings_labels(self) -> list[str]:
+        # render above: the device plugin config (named after its content) and the MIG config, from the settings
+        return sorted({CONFIG_LABEL, MIG_CONFIG_LABEL})
+
     def deploy_label_conflict(self, mine: list[str], followers: list[str]) -> str:
         """The refusal of this strategy's pools ``mine`` beside pools whose agents go by the operator's deploy labels
         (``followers``: mig pools with the MIG manager)."""

@@ -196,13 +196,28 @@ def test_gpu_pods(name):
 
 @pytest.mark.parametrize('name', gs.STRATEGIES)
 def test_migration_answers(name):
+    # the labels each stack's render gives a pool's node that no setting changes (strategy_migration.pool_labels adds
+    # the GPU operator's confinement; test_strategy_migration compares them with the renders)
     s = reg.stack(name)
+    cfg = 'nvidia.com/device-plugin.config'
+    assert s.migration_labels() == MIGRATION_LABELS.get(name, {})
+    assert set(s.migration_labels()) <= set(s.migration_label_keys())
+    assert set(s.migration_settings_labels()) <= set(s.migration_label_keys())
+    assert bool(s.migration_settings_labels()) == (name in ('mig', 'gpu-operator'))
+    assert (cfg in s.migration_label_keys()) == (name in ('exclusive', 'time-slicing', 'mps', 'mig', 'gpu-operator'))
     if name == 'dra':
-        assert s.migration_labels() == {'nvidia.com/gpu.deploy.device-plugin': 'false'}
         assert s.serving_sign('nvidia.com/gpu') == {'kind': 'slice', 'driver': 'gpu.nvidia.com'}
     else:
-        assert s.migration_labels() == {}
         assert s.serving_sign('nvidia.com/gpu') == {'kind': 'resource', 'resource': 'nvidia.com/gpu'}
+
+
+MIGRATION_LABELS = {
+    'dra': {'nvidia.com/gpu.deploy.device-plugin': 'false'},
+    'exclusive': {'nvidia.com/device-plugin.config': 'exclusive'},
+    'time-slicing': {'nvidia.com/device-plugin.config': 'time-slicing'},
+    'mps': {'nvidia.com/device-plugin.config': 'mps', 'nvidia.com/mps.capable': 'true'},
+    'hami': {'gpu': 'on'}, 'gpu-manager': {'nvidia-device-enable': 'enable'}, 'gpushare': {'gpushare': 'true'},
+}
 
 
 HAMI_REG = {'hami.io/node-nvidia-register': 'GPU-1,10,32768,100,NVIDIA-A100,0,true:'}

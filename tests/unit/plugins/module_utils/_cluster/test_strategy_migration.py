@@ -225,3 +225,91 @@ def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, force
     assert (len(evict), [r for r, _p in refused]) == ((1, []) if forced else (0, [drain.REFUSED_UNMANAGED]))
     assert 'gpuops_migrate_force' in rescue['ansible.builtin.fail']['msg']
     assert any('gpuops_migrate_force' in c for c in check['ansible.builtin.assert']['that'])
+
+
+T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4'}],
+      'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'not MIG capable'}}}
+DRA_SETTINGS = {'dra': {'chart_path': '/charts/dra-driver-nvidia-gpu', 'chart_version': 'v0.5.0', 'kube_version': 'v1.34.2'}}
+
+
+def _rendered(strategy, pool):
+    """The node labels cluster.yml gives node n1 of pool ``pool`` (the stack's render, as gpu_sharing_stack publishes
+    it to gpu_node_labels)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    out = gpu_stack_render.render({'strategy': strategy, 'pool': pool, 'nodes': ['n1'], 'facts': {'n1': T4},
+                                   'settings': DRA_SETTINGS if strategy == 'dra' else {},
+                                   'cdi_enabled': {'n1': True}})
+    return out['node_labels']['n1']
+
+
+def _apply(n, static):
+    """Node ``n`` after gpu_node_labels_apply's merge patch of ``static``."""
+    [p] = label_plan.label_live_plan(static, [n])['nodes']
+    meta = n['metadata']
+    labels = dict(meta['labels'])
+    for k, v in (p['patch']['metadata'].get('labels') or {}).items():
+        if v is None:
+            labels.pop(k, None)
+        else:
+            labels[k] = v
+    ann = dict(meta['annotations'])
+    ann.update(p['patch']['metadata'].get('annotations') or {})
+    return {'metadata': {'name': meta['name'], 'labels': labels, 'annotations': ann}, 'status': n['status']}
+
+
+def _cluster_yml(strategy, pool, n=None):
+    """Node n1 as cluster.yml leaves it on pool ``pool``: GFD's label and the pool stack's labels, recorded."""
+    gfd = {'nvidia.com/gpu.product': 'Tesla-T4'}
+    n = n or {'metadata': {'name': 'n1', 'labels': dict(gfd), 'annotations': {}}, 'status': {'allocatable': {}}}
+    hv = {'n1': {'gpu_probe_facts': {'labels': gfd}}}
+    stacks = {pool: {'node_labels': {'n1': _rendered(strategy, pool)}, 'node_label_defaults': {}}}
+    return _apply(n, label_plan.label_static_plan({'gpu_nodes': ['n1']}, hv, stacks=stacks))
+
+
+@pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps', 'dra'])
+def test_DRAX_08_pool_labels_are_the_renders(strategy):
+    """The default side labels are the node labels the pool's render gives (with the GPU operator's confinement)."""
+    labels, keys, unknown = sm.pool_labels(strategy)
+    rendered = _rendered(strategy, 'p1')
+    assert dict(labels, **{'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': 'p1'}) == rendered
+    assert set(labels) <= set(keys) and unknown == []
+
+
+def test_DRAX_08_the_switch_leaves_the_labels_cluster_yml_gives():
+    """Found by the lifecycle suite (lab/tests/integration/test_lifecycle_suite_real.py, SWITCH_LEFTOVERS): the switch
+    of an exclusive pool's node to a dra pool kept the exclusive stack's nvidia.com/device-plugin.config and the GPU
+    operator's confinement nvidia.com/gpu.deploy.operands=false (recorded by cluster.yml, not the side's labels); a move
+    back did not set them. After each switch the node carries what cluster.yml with the moved inventory gives it."""
+    ex = _cluster_yml('exclusive', 'ex')
+    assert ex['metadata']['labels']['nvidia.com/gpu.deploy.operands'] == 'false'
+    src, dst = {'pool': 'ex', 'strategy': 'exclusive'}, {'pool': 'dra', 'strategy': 'dra'}
+    [step] = sm.migration_plan([ex], [{'host': 'n1', 'node': 'n1'}], src, dst)['steps']
+    assert step['action'] == 'migrate'
+    moved = _apply(ex, label_plan.label_static_plan({}, {}, group='', stacks=step['stacks']))
+    assert moved['metadata']['labels'] == _cluster_yml('dra', 'dra', moved)['metadata']['labels'] == dict(
+        _rendered('dra', 'dra'), **{'nvidia.com/gpu.product': 'Tesla-T4'})
+    # and back: the exclusive stack's labels set again
+    [back] = sm.migration_plan([moved], [{'host': 'n1', 'node': 'n1'}], dst, src)['steps']
+    again = _apply(moved, label_plan.label_static_plan({}, {}, group='', stacks=back['stacks']))
+    assert again['metadata']['labels'] == _cluster_yml('exclusive', 'ex', again)['metadata']['labels'] == dict(
+        _rendered('exclusive', 'ex'), **{'nvidia.com/gpu.product': 'Tesla-T4'})
+    # cluster.yml afterwards writes nothing
+    [p] = label_plan.label_live_plan(label_plan.label_static_plan(
+        {'gpu_nodes': ['n1']}, {'n1': {'gpu_probe_facts': {'labels': {'nvidia.com/gpu.product': 'Tesla-T4'}}}},
+        stacks={'ex': {'node_labels': {'n1': _rendered('exclusive', 'ex')}, 'node_label_defaults': {}}}), [again])['nodes']
+    assert p['changed'] is False, p['patch']
+    assert step['unset'] == back['unset'] == []
+
+
+def test_DRAX_08_a_target_label_from_the_pools_settings_is_named():
+    """A mig pool's labels (its geometry's config, the MIG manager's deploy labels) come from its settings: the switch
+    onto it cannot set them and says so in the step's reason; given as gpuops_migrate_to.labels they are set."""
+    n = node('n1', 'dra', 'dra', {'nvidia.com/gpu.deploy.device-plugin': 'false'})
+    [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA, {'pool': 'm', 'strategy': 'mig'})['steps']
+    assert 'nvidia.com/mig.config' in s['unset'] and 'nvidia.com/gpu.deploy.operands' in s['unset']
+    assert re.search(r"not set, their values come from pool m's settings .*: .*nvidia\.com/mig\.config", s['reason'])
+    assert s['labels'] == {'gpuops.io/sharing-strategy': 'mig', 'gpuops.io/sharing-pool': 'm',
+                           'nvidia.com/gpu.product': 'Tesla-T4'}
+    [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA,
+                            {'pool': 'm', 'strategy': 'mig', 'labels': {'nvidia.com/mig.config': 'all-1g.10gb'}})['steps']
+    assert s['unset'] == [] and s['labels']['nvidia.com/mig.config'] == 'all-1g.10gb' and 'not set' not in s['reason']
