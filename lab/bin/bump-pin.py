@@ -8,7 +8,7 @@
 An image is found by the last part of its repository and its tag (k8s-device-plugin:v0.20.0, as docs write it
 without the registry); a chart, package or release by its tag, in the files that name the pin. What the script cannot
 do is listed at the end: the upstream facts of the new release (its conformance table rows, upstream_ref in pins.py)
-must be read again, and a chart bump needs the chart's table entry in gpu_stack_operator.py. changelogs/ is history
+must be read again, and a chart bump needs the chart's table entry in stacks/operator.py. changelogs/ is history
 and is left alone. See docs/extending.md.
 """
 import argparse
@@ -95,7 +95,7 @@ def main(argv=None):
           % (pin['upstream'], pin['conformance'] or 'the conformance tables'))
     if pin['kind'] == 'chart':
         print('by hand: add the chart release to CHARTS and CHART_IMAGES in plugins/module_utils/_cluster/'
-              'gpu_stack_operator.py')
+              'operator.py')
     if old == new or not args.write:
         return 0
     with open(PINS_PY, encoding='utf-8') as f:

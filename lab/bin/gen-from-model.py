@@ -5,7 +5,7 @@
     .venv/bin/python lab/bin/gen-from-model.py --check    exit 1 naming every file that differs from what it writes
 
 What it generates, from plugins/module_utils/_common/gpu_strategy.py (the strategy registry) and the renderers'
-settings schemas (gpu_stack_render.all_settings_schemas()):
+settings schemas (stacks/render.all_settings_schemas()):
   * docs/gpu_share_report.md, between its GENERATED markers: the table of the resources the report knows (each
     strategy's resources: name, description, unit, and the strategies that advertise it);
   * roles/gpu_sharing_stack/meta/argument_specs.yml, entry point main: the ``options`` of each stack settings
@@ -60,13 +60,13 @@ class GenError(Exception):
 
 
 def load_model():
-    """(gpu_strategy, gpu_stack_render) of this checkout."""
+    """(gpu_strategy, stacks/render) of this checkout."""
     path = subprocess.run(['bash', os.path.join(HERE, 'lab', 'bin', 'collections-path.sh')], check=True,
                           stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
     sys.path.insert(0, path)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    return gpu_strategy, gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return gpu_strategy, stacks_render
 
 
 def load_homes():

@@ -4,8 +4,8 @@ Drives the collection's Python layer in this process, as the roles' modules call
 
 * ``apply``: role gpu_sharing_stack (present) then role gpu_node_labels with the stack's labels, as playbook cluster.yml
   runs them (lab/tests/integration/test_gpu_sharing_stack.py stack_steps): filter stack_settings (the pool's settings
-  over the role's defaults), gpu_stack_live.queries + k8s_read (module k8s_objects_info), gpu_stack_render.render with
-  the module's argument spec (action gpu_stack_manifests), k8s_converger (module k8s_converge: the stack's objects with
+  over the role's defaults), stacks/live.queries + kube/read (module k8s_objects_info), stacks/render.render with
+  the module's argument spec (action gpu_stack_manifests), kube/converger (module k8s_converge: the stack's objects with
   the pool recorded as user, then the stale shared objects), the Volcano scheduler restart, then label_plan's
   label_static_plan (filter node_labels_plan) and node_labels_apply.plan_and_apply (module gpu_node_labels_apply).
   Role gpu_sharing_stack's ``ready`` entry point (validation pods, Helm release, the MIG manager's wait) is not run: no
@@ -29,15 +29,15 @@ from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_settings import PRE
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import (
     gpu_sharing_drain, label_plan, node_labels_apply, strategy_migration)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import (
-    k8s_access, k8s_converger, k8s_read, k8s_rest)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
+    access, converger, read, rest as kube_rest)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
-    gpu_stack_live, gpu_stack_render, gpu_stack_shared)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+    live as stacks_live, render as stacks_render, shared as stacks_shared)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     StackError, stack_readiness)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_dra import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.dra import (
     DRIVER as DRA_DRIVER, GPU_CLASS as DRA_GPU_CLASS, OPERATOR_DEVICE_PLUGIN_LABEL, OPERATOR_DEVICE_PLUGIN_OFF)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import (
     OPERANDS_LABEL, OPERANDS_OFF)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_converge
 
@@ -70,11 +70,11 @@ class Lab(object):
         self.user = user
         self.kubeconfig = kube.user(user)
         self.auth = {'kubeconfig': self.kubeconfig, 'validate_certs': True}
-        self.api = k8s_access.api_client(self._params({}))
-        self.rest = k8s_rest.client_module(k8s_access.ApiClient)
+        self.api = access.api_client(self._params({}))
+        self.rest = kube_rest.client_module(access.ApiClient)
         self.core = self.rest.CoreV1Api(self.api)
-        self.apis = k8s_read.typed_apis(self.rest, self.api)
-        self.dynamic = k8s_access.get_client(self._params({}))
+        self.apis = read.typed_apis(self.rest, self.api)
+        self.dynamic = access.get_client(self._params({}))
         self.pools = {}      # name -> {'strategy', 'nodes', 'settings'}
         self.renders = {}    # name -> the render of the pool's last present run
         self.kinds = set()   # (apiVersion, kind) of every object any render made: what check lists
@@ -88,7 +88,7 @@ class Lab(object):
 
     # -- the modules' parameters -----------------------------------------------------------------------------------
     def _params(self, extra):
-        spec = k8s_access.auth_arg_spec(lambda *a, **k: None)
+        spec = access.auth_arg_spec(lambda *a, **k: None)
         out = dict((k, v.get('default')) for k, v in spec.items())
         out.update(self.auth)
         out.update(extra)
@@ -99,16 +99,16 @@ class Lab(object):
         params = dict((k, v.get('default')) for k, v in spec.items())
         params.update(self.auth)
         params.update(definitions=defs, state=state, **extra)
-        err = k8s_converger.validate_definitions(defs) or k8s_converge.check_user(params)
+        err = converger.validate_definitions(defs) or k8s_converge.check_user(params)
         if err:
             raise Refused(err)
-        conv = k8s_converger.Converger(params, self.dynamic)
+        conv = converger.Converger(params, self.dynamic)
         try:
-            result = k8s_converger.converge(conv, defs, state)
+            result = converger.converge(conv, defs, state)
             if params.get('prune') and state == 'present':  # the module's order (k8s_converge main)
-                result = k8s_converger.prune(conv, defs, params['prune'])
+                result = converger.prune(conv, defs, params['prune'])
             return result
-        except k8s_converger.ConvergeError as e:
+        except converger.ConvergeError as e:
             raise Refused('k8s_converge: %s (%s)' % (e, conv.result()))
 
     def cfg(self, pool):
@@ -121,9 +121,9 @@ class Lab(object):
         cfg = self.cfg(pool)
         settings = stack_settings(cfg, render=True)
         namespace = cfg[PREFIX + 'namespace']
-        q = gpu_stack_live.queries(pool['strategy'], state=state, settings=settings, namespace=namespace)
-        live = k8s_read.read(self.apis, q['queries'], version=q['version'])
-        live['objects'] = k8s_read.project(live['objects'], {'nodes': ['metadata.labels', 'status.allocatable']})
+        q = stacks_live.queries(pool['strategy'], state=state, settings=settings, namespace=namespace)
+        live = read.read(self.apis, q['queries'], version=q['version'])
+        live['objects'] = read.project(live['objects'], {'nodes': ['metadata.labels', 'status.allocatable']})
         args = {'strategy': pool['strategy'], 'pool': name, 'nodes': list(pool['nodes']),
                 'node_selector': cfg[PREFIX + 'node_selector'], 'namespace': namespace,
                 'registry': cfg[PREFIX + 'registry'], 'image_pull_secrets': cfg[PREFIX + 'image_pull_secrets'],
@@ -133,11 +133,11 @@ class Lab(object):
                 'validation': {'enabled': bool(cfg[PREFIX + 'validation']) or state == 'absent',
                                'namespace': 'default',
                                'image': cfg[PREFIX + 'validation_image']}}
-        checked = ArgumentSpecValidator(gpu_stack_render.argument_spec()).validate(args)
+        checked = ArgumentSpecValidator(stacks_render.argument_spec()).validate(args)
         if checked.error_messages:
             raise Refused('gpu_stack_manifests: %s' % checked.error_messages)
         try:
-            return gpu_stack_render.render(checked.validated_parameters)
+            return stacks_render.render(checked.validated_parameters)
         except StackError as e:
             raise Refused(str(e))
 
@@ -170,7 +170,7 @@ class Lab(object):
         ordered = [{'name': n, 'strategy': p['strategy'],
                     'settings': dict((PREFIX + k, v) for k, v in p['settings'].items())}
                    for n, p in sorted(pools.items()) if p is not None]
-        errors = gpu_stack_shared.conflicts(ordered) + gpu_stack_shared.operator_mix(ordered)
+        errors = stacks_shared.conflicts(ordered) + stacks_shared.operator_mix(ordered)
         if errors:
             raise Refused('sharing_pools: %s' % '; '.join(errors))
 
@@ -582,7 +582,7 @@ def check(lab, gpu_nodes):
             labels = nodes[n]['metadata'].get('labels') or {}
             operands = labels.get(OPERATOR_PRESENT) == 'true' and labels.get(OPERANDS_LABEL) != OPERANDS_OFF
             # a dra pool's node keeps the operator's operands but its device plugin (the DRA driver may use the
-            # operator's driver container; gpu_stack_operator confinement_labels, gpu_stack_dra DRA-12)
+            # operator's driver container; stacks/operator confinement_labels, stacks/dra DRA-12)
             strategy = lab.pools[member[n]]['strategy'] if n in member else None
             mine = strategy in ('gpu-operator', 'dra')
             if n in member and operands != mine:
@@ -624,7 +624,7 @@ def check(lab, gpu_nodes):
             if got != users:
                 bad.append('%s/%s/%s records users %s, the pools using it are %s' % (key + (sorted(got), sorted(users))))
     # 4. the report agrees: no node of a pool is reported in conflict, no strategy other than its pool's
-    report = gpu_share_report_model.analyse([nodes[n] for n in gpu_nodes], [])
+    report = model.analyse([nodes[n] for n in gpu_nodes], [])
     for entry in report['nodes']:
         pool = member.get(entry['name'])
         strategies = set(entry.get('strategies') or [])
@@ -635,8 +635,8 @@ def check(lab, gpu_nodes):
             bad.append('report: %s (pool %s) shows strategies %s' % (entry['name'], pool, sorted(strategies)))
     # 5. the report's DRA part counts, per node, the devices the driver's slices publish: every dra node's, no other
     if lab.dra_devices is not None:
-        dra = gpu_share_report_model.analyse_dra({'served': True, 'slices': lab.slices(), 'claims': []}, [],
-                                                 report_nodes=list(gpu_nodes))
+        dra = model.analyse_dra({'served': True, 'slices': lab.slices(), 'claims': []}, [],
+                                report_nodes=list(gpu_nodes))
         got = dict((n, v['devices']) for n, v in dra['nodes'].items())
         want_dev = dict((n, {DRA_DRIVER: len(lab.dra_devices(n))}) for n in sorted(dra_nodes))
         if got != want_dev:

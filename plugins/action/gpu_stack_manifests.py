@@ -5,7 +5,7 @@
 
 The module is a pure renderer (no I/O), so running it as a module only costs a Python process, AnsiballZ and
 ansible.module_utils.basic on every call (about 0.35 CPU-s). This plugin has the module's name and takes over: it
-checks the task arguments against the module's own argument specification (gpu_stack_render.argument_spec) with the
+checks the task arguments against the module's own argument specification (stacks/render.argument_spec) with the
 messages AnsibleModule would give, calls render() here and returns what the module returns. It talks to no host,
 so delegate_to and the connection do not matter; check mode renders the same as a normal run. The module stays as
 the documentation and as a fallback when it is executed directly.
@@ -21,8 +21,8 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_render import argument_spec, render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.render import argument_spec, render
 
 
 # option -> what pool_host_vars returns it under

@@ -5,7 +5,7 @@
 # Connection options of every module of this collection that talks to the Kubernetes API. The option names, types,
 # aliases and K8S_AUTH_* environment variables are kubernetes.core's (plugins/module_utils/args_common.py,
 # AUTH_ARG_SPEC, tags 3.0.0 to 6.x), so one module_defaults group sets them for our modules and kubernetes.core's.
-# The argument spec lives in plugins/module_utils/_cluster/kube/k8s_access.py (AUTH_ARG_SPEC); a unit test keeps the two equal.
+# The argument spec lives in plugins/module_utils/_cluster/kube/access.py (AUTH_ARG_SPEC); a unit test keeps the two equal.
 
 
 class ModuleDocFragment(object):

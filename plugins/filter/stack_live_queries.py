@@ -57,7 +57,7 @@ _value:
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_live import queries
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.live import queries
 
 
 def stack_live_queries(strategy: Any, state: str = 'present', settings: dict[str, Any] | None = None,

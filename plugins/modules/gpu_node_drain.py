@@ -249,15 +249,15 @@ restore:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access, k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access, rest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
 
-# CoreV1Api as plain requests (k8s_rest) over the client of the one Kubernetes access layer (kube/)
-k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
+# CoreV1Api as plain requests (kube/rest) over the client of the one Kubernetes access layer (kube/)
+k8s_client = rest.client_module(access.ApiClient)
 
 
 def main() -> None:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         name=dict(type='str', required=True),
         state=dict(type='str', choices=['drained', 'restored'], default='drained'),
@@ -291,15 +291,15 @@ def main() -> None:
         module.fail_json(msg='wait_for_jobs.timeout must be 0 or more (got %s)' % p['wait_for_jobs']['timeout'])
     if p['grace_period'] is not None and p['grace_period'] < 0:
         module.fail_json(msg='grace_period must be 0 or more (got %s)' % p['grace_period'])
-    kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
+    kubeconfig, error = access.check_kubeconfig(p.get('kubeconfig'))
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if k8s_access.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
+    if access.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=access.KUBERNETES_IMPORT_ERROR)
     try:
-        api = k8s_access.api_client(p)
-    except k8s_access.KubeError as e:
+        api = access.api_client(p)
+    except access.KubeError as e:
         no_config = str(e).startswith('cannot configure the Kubernetes client')
         if p['without_api'] == 'warn' and not p['kubeconfig'] and not p['host'] and no_config:
             module.warn('node %s was not cordoned or drained: %s' % (p['name'], e))

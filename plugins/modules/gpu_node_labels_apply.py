@@ -141,16 +141,16 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as labels
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
 
-# CoreV1Api and friends as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
-k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
+# CoreV1Api and friends as plain requests (kube/rest): the typed API classes of the client cost ~0.5 CPU-s to import
+k8s_client = rest.client_module(access.ApiClient)
 
 
 def main() -> None:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         patches=dict(type='list', elements='dict'),
         plan=dict(type='dict'),
@@ -172,10 +172,10 @@ def main() -> None:
     if p['patches'] is not None and not p['patches']:
         module.exit_json(changed=False, results=[])
     if k8s_client is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=access.KUBERNETES_IMPORT_ERROR)
     try:
-        api = k8s_client.CoreV1Api(k8s_access.api_client(p))
-    except k8s_access.KubeError as e:
+        api = k8s_client.CoreV1Api(access.api_client(p))
+    except access.KubeError as e:
         module.fail_json(msg=str(e))
     extra = {}
     try:

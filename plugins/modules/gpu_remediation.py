@@ -277,10 +277,10 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_kube as rk
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_common as stack_common
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import kube as rk
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import common as stack_common
 
 UUID_RE = re.compile(r'^(GPU|MIG)-[0-9A-Za-z-]+$')
 
@@ -312,7 +312,7 @@ def check_params(p: dict[str, Any]) -> str | None:
 
 
 def main() -> None:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         node=dict(type='str', required=True),
         state=dict(type='str', choices=['quarantined', 'released'], default='quarantined'),
@@ -350,15 +350,15 @@ def main() -> None:
     if p['state'] == 'quarantined' and not p['gpus']:
         module.exit_json(changed=False, actions=[], plan=[], dry_runs={}, holders={}, evicted=[], pods_left=[],
                          events=[])
-    kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
+    kubeconfig, error = access.check_kubeconfig(p.get('kubeconfig'))
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if k8s_access.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
+    if access.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=access.KUBERNETES_IMPORT_ERROR)
     try:
-        api = rk.RestApi(k8s_access.api_client(p))
-    except k8s_access.KubeError as e:
+        api = rk.RestApi(access.api_client(p))
+    except access.KubeError as e:
         module.fail_json(msg=str(e))
     worker = rk.Remediator(api, p['node'], check_mode=module.check_mode)
     result: dict[str, Any] = {}

@@ -299,16 +299,16 @@ import os
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as model
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_render as render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         nodes=dict(type='list', elements='str'),
         node_selector=dict(type='str'),
@@ -326,7 +326,7 @@ def argument_spec() -> dict[str, Any]:
 def check_params(module: AnsibleModule) -> int:
     """Refuse bad input before the cluster is contacted."""
     p = module.params
-    kubeconfig, error = k8s_access.check_kubeconfig(p.get('kubeconfig'))
+    kubeconfig, error = access.check_kubeconfig(p.get('kubeconfig'))
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig

@@ -27,7 +27,7 @@ description:
   - Used by role P(gpuops.k8s_gpu.gpu_sharing_stack#role); C(kubernetes.core.k8s) sends a write request per object on every
     run, which this module avoids.
   - The connection is kubernetes.core's (see the connection options); the engine is in the collection's
-    C(k8s_converger) module_utils.
+    C(kube/converger) module_utils.
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
@@ -236,13 +236,13 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.converger import (
     Converger, ConvergeError, converge, prune, validate_definitions)
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         definitions=dict(type='list', elements='dict', required=True),
         state=dict(type='str', choices=['present', 'absent'], default='present'),
@@ -284,11 +284,11 @@ def main() -> None:
     error = validate_definitions(module.params['definitions']) or check_user(module.params)
     if error:
         module.fail_json(msg=error)
-    if k8s_access.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
+    if access.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=access.KUBERNETES_IMPORT_ERROR)
     try:
-        client = k8s_access.get_client(module.params)
-    except k8s_access.KubeError as e:
+        client = access.get_client(module.params)
+    except access.KubeError as e:
         module.fail_json(msg=str(e))
     conv = Converger(module.params, client, check_mode=module.check_mode, diff=module._diff)
     try:

@@ -118,16 +118,16 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
 
-# CoreV1Api and friends as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
-k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
+# CoreV1Api and friends as plain requests (kube/rest): the typed API classes of the client cost ~0.5 CPU-s to import
+k8s_client = rest.client_module(access.ApiClient)
 
 
 def argument_spec() -> dict[str, Any]:
-    spec = k8s_access.auth_arg_spec(env_fallback)
+    spec = access.auth_arg_spec(env_fallback)
     spec.update(
         queries=dict(type='list', elements='dict', default=[], options=dict(
             key=dict(type='str', required=True, no_log=False),
@@ -147,16 +147,16 @@ def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     queries = [dict((k, v) for k, v in q.items() if v is not None) for q in p['queries']]
-    problems = k8s_read.check_queries(queries) + k8s_read.check_fields(p['fields'], queries)
+    problems = read.check_queries(queries) + read.check_fields(p['fields'], queries)
     if problems:
         module.fail_json(msg='k8s_objects_info refused, nothing was read: %s' % '; '.join(problems))
     if k8s_client is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=k8s_access.KUBERNETES_IMPORT_ERROR)
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=access.KUBERNETES_IMPORT_ERROR)
     try:
-        apis = k8s_read.typed_apis(k8s_client, k8s_access.api_client(p))
-        result = k8s_read.read(apis, queries, version=p['version'])
-        result['objects'] = k8s_read.project(result['objects'], p['fields'])
-    except (k8s_access.KubeError, k8s_read.ReadError) as e:
+        apis = read.typed_apis(k8s_client, access.api_client(p))
+        result = read.read(apis, queries, version=p['version'])
+        result['objects'] = read.project(result['objects'], p['fields'])
+    except (access.KubeError, read.ReadError) as e:
         module.fail_json(msg=str(e))
     module.exit_json(changed=False, **result)
 

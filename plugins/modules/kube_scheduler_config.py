@@ -292,9 +292,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import replace_file
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_plan import plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.plan import plan
 
 EXTENDER_SPEC = dict(
     url_prefix=dict(type='str', required=True),

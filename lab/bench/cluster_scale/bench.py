@@ -46,7 +46,7 @@ def converged_labels(n):
     """node name -> (labels, annotations) role gpu_node_labels sets on a converged cluster (the stacks' labels
     included), from the collection's own planner and renderer (the lab may import the collection; never the reverse)."""
     sys.path.insert(0, c.collections_path())
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan, pool_plan
     inv = inventory(n, '')['all']['children']['gpu_nodes']['children']
     groups, hostvars = {'gpu_nodes': []}, {}
@@ -57,7 +57,7 @@ def converged_labels(n):
             hostvars[h] = dict(hv, group_names=[g, 'gpu_nodes'], **body['vars'])
     pools = pool_plan.sharing_pools(groups, hostvars, settings=['gpu_sharing_stack_time_slicing'])
     # the labels each pool's stack needs (gpu_node_labels writes them too: gpu_node_labels_stacks)
-    stacks = dict((p['name'], gpu_stack_render.render({
+    stacks = dict((p['name'], render.render({
         'strategy': p['strategy'], 'pool': p['name'], 'nodes': p['nodes'], 'facts': p['facts'],
         'settings': {'time_slicing': p['settings'].get('gpu_sharing_stack_time_slicing') or {}}}))
         for p in pools['pools'])

@@ -280,12 +280,12 @@ def test_kubeconfig_credential_injects_the_env_the_collection_reads(tmp_path):
     # who reads it: kubernetes.core's auth options, and the collection's own cluster modules
     kube = list(K8S_CORE.glob('python3*/site-packages/ansible_collections/kubernetes/core/plugins/doc_fragments/k8s_auth_options.py'))
     assert kube and 'K8S_AUTH_KUBECONFIG' in kube[0].read_text()
-    # (the collection's modules take it through the one access layer, module_utils/_cluster/kube/k8s_access.py, and its doc fragment)
-    access = (ROOT / 'plugins' / 'module_utils' / '_cluster' / 'kube' / 'k8s_access.py').read_text()
+    # (the collection's modules take it through the one access layer, module_utils/_cluster/kube/access.py, and its doc fragment)
+    access = (ROOT / 'plugins' / 'module_utils' / '_cluster' / 'kube' / 'access.py').read_text()
     assert "kubeconfig=dict(type='raw', fallback=('K8S_AUTH_KUBECONFIG',))" in access
     assert 'E(K8S_AUTH_KUBECONFIG)' in (ROOT / 'plugins' / 'doc_fragments' / 'k8s_auth_options.py').read_text()
     readers = [p.name for p in (ROOT / 'plugins' / 'modules').glob('*.py')
-               if 'gpuops.k8s_gpu.k8s_auth_options' in p.read_text() and 'k8s_access' in p.read_text()]
+               if 'gpuops.k8s_gpu.k8s_auth_options' in p.read_text() and 'access' in p.read_text()]
     assert readers, 'no module of the collection reads K8S_AUTH_KUBECONFIG'
     # the kubeconfig field is secret (AWX encrypts it, and hides it in the API)
     field = ctype['inputs']['fields'][0]

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "lab" / "kube"))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 from validate import validate_documents  # noqa: E402
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render  # noqa: E402
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render  # noqa: E402
 
 CLAIMS = [{"name": "full", "count": 2, "product_name": "Tesla T4", "min_memory": "10Gi"},
           {"name": "slice", "kind": "mig", "mig_profile": "1g.10gb"},
@@ -30,7 +30,7 @@ def render(minor, state):
     settings = {"chart_path": "/charts/dra-driver-nvidia-gpu", "chart_version": "v0.5.0",
                 "kube_version": "v1.%d.3" % minor, "kube_dra_enabled": minor < 34, "claim_namespace": "ml",
                 "claim_templates": CLAIMS, "feature_gates": {"TimeSlicingSettings": True}}
-    return gpu_stack_render.render({
+    return stacks_render.render({
         "strategy": "dra", "pool": "schema", "nodes": ["n1"], "settings": {"dra": settings},
         "cdi_enabled": {"n1": True} if state == "present" else {}, "check_conflicts": state == "present",
         "validation": {"enabled": True, "namespace": "gpu-check"}})

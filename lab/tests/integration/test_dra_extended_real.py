@@ -7,7 +7,7 @@ counts it once.
   server reports it (its kubernetes_feature_enabled metric), and whether a DeviceClass's spec.extendedResourceName
   survives a round trip: on the shared 1.37 control plane, and on a 1.34 control plane of this file's own
   (conftest.private_kube; the 1.34 set of lab/go/kube-1.34 is the one the lab builds).
-* The classes are the collection's (gpu_stack_dra.extended_resource_classes) plus, for nvidia.com/gpu, the chart's
+* The classes are the collection's (stacks/dra.extended_resource_classes) plus, for nvidia.com/gpu, the chart's
   own gpu.nvidia.com class as deviceclass-gpu.yaml of dra-driver-nvidia-gpu v0.5.0 renders it on resource.k8s.io/v1,
   under a name with this file's pid: the chart's release belongs to test_dra_real.py on the shared cluster.
 * The node is a real one (conftest.real_node: kubelet + containerd + runc) with gpu-kubelet-plugin v0.5.0 on the NVML

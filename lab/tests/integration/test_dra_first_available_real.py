@@ -42,8 +42,8 @@ CLASSES = {'mig.nvidia.com': ('mig-%s.drax-first.lab.gpuops.io' % SUFFIX, 'mig')
 
 def render(spec):
     sys.path.insert(0, lab_collections_path())
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
-    [obj] = gpu_stack_dra.claim_templates([spec], NS, gates={'TimeSlicingSettings': True, 'MPSSupport': True})
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
+    [obj] = dra.claim_templates([spec], NS, gates={'TimeSlicingSettings': True, 'MPSSupport': True})
     return obj
 
 

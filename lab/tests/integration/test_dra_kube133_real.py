@@ -30,7 +30,7 @@ from gpu_kwok_nodes import bare_node  # noqa: E402  (the recorded T4 node before
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra  # noqa: E402
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra  # noqa: E402
 
 NODE = "dra133-node"
 POOL = "dra133"
@@ -99,11 +99,11 @@ def _create(kube, path, body):
 
 def test_DRA_13_v1beta1_flat_request_accepted_and_the_nested_one_refused(kube133):
     specs = [{"name": "flat-a", "count": 2, "product_name": "Tesla T4"}, {"name": "flat-b", "kind": "time-slicing"}]
-    for obj in gpu_stack_dra.claim_templates(specs, CLAIMS, api_version="resource.k8s.io/v1beta1"):
+    for obj in dra.claim_templates(specs, CLAIMS, api_version="resource.k8s.io/v1beta1"):
         status, text = _create(kube133, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaimtemplates" % CLAIMS, obj)
         assert status == 201, (obj, text)
     # what was sent before the fix: v1's nested request under the v1beta1 apiVersion
-    [nested] = gpu_stack_dra.claim_templates([{"name": "nested"}], CLAIMS, api_version="resource.k8s.io/v1beta2")
+    [nested] = dra.claim_templates([{"name": "nested"}], CLAIMS, api_version="resource.k8s.io/v1beta2")
     nested["apiVersion"] = "resource.k8s.io/v1beta1"
     status, text = _create(kube133, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaimtemplates" % CLAIMS, nested)
     assert status in (400, 422) and "exactly" in text, (status, text)

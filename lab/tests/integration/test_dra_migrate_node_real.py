@@ -11,8 +11,8 @@ counts the node's one GPU once (row DRAX-09 of docs/conformance/dra-driver-nvidi
   collection renders for the pool; NVIDIA's gpu-kubelet-plugin v0.5.0 as test_dra_extended_real.py runs it. Both
   see the same simulated T4 (lab/nvml_sim, inventory t4.json). A thread of this test is the DaemonSet controller:
   it starts or stops each plugin from the node's labels alone, with the selectors the collection renders - the
-  device plugin DaemonSet's nodeSelector from gpu_stack_render.render (gpuops.io/sharing-pool of the pool) and the DRA
-  chart's kubeletPlugin affinity from gpu_stack_dra (gpuops.io/sharing-strategy In [dra]). So the playbook's label
+  device plugin DaemonSet's nodeSelector from stacks/render.render (gpuops.io/sharing-pool of the pool) and the DRA
+  chart's kubeletPlugin affinity from stacks/dra (gpuops.io/sharing-strategy In [dra]). So the playbook's label
   switch is the only thing that moves the node from one plugin to the other; the test never stops a plugin itself.
 * The user Deployment (one replica; a PodDisruptionBudget maxUnavailable 1) asks plain nvidia.com/gpu: 1 and
   tolerates the node's taint (a key of this file's own, so no other test's pod lands here); its node selector is the
@@ -74,8 +74,8 @@ GROUP_LABEL = {'example.com/node-group': 'drax-mig-node-%s' % SUFFIX}
 def render_pool(facts):
     """What the collection renders for the device-plugin pool on the node: (config text, container env, the device
     plugin DaemonSet's nodeSelector, the node's pool labels)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    out = gpu_stack_render.render(dict(strategy=SOURCE_STRATEGY, pool=DP_POOL, nodes=[NAME], facts={NAME: facts}))
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
+    out = render.render(dict(strategy=SOURCE_STRATEGY, pool=DP_POOL, nodes=[NAME], facts={NAME: facts}))
     labels = out['node_labels'][NAME]
     cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
     ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'
@@ -87,9 +87,9 @@ def render_pool(facts):
 
 
 def dra_affinity():
-    """The DRA kubelet plugin's node affinity as the collection gives the chart (gpu_stack_dra's helm values)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
-    assert gpu_stack_dra.STRATEGY_LABEL == STRATEGY
+    """The DRA kubelet plugin's node affinity as the collection gives the chart (stacks/dra's helm values)."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra
+    assert stacks_dra.STRATEGY_LABEL == STRATEGY
     return lambda labels: labels.get(STRATEGY) == 'dra'
 
 

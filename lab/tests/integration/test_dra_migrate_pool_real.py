@@ -85,9 +85,9 @@ def render_pool(facts):
     """The collection's device-plugin pool on the two nodes: (config text of each node, container env, the device
     plugin DaemonSet's nodeSelector, each node's pool labels)."""
     _collections_path()
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    out = gpu_stack_render.render(dict(strategy='exclusive', pool=DP_POOL, nodes=NODES,
-                                       facts=dict((n, facts) for n in NODES)))
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
+    out = render.render(dict(strategy='exclusive', pool=DP_POOL, nodes=NODES,
+                             facts=dict((n, facts) for n in NODES)))
     cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
     ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'
           and m['metadata']['name'].startswith('nvidia-device-plugin-')][0]
@@ -108,8 +108,8 @@ class DaemonSets(threading.Thread):
         self.stop, self.error, self.events = threading.Event(), None, []
 
     def run(self):
-        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
-        assert gpu_stack_dra.STRATEGY_LABEL == STRATEGY
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra
+        assert stacks_dra.STRATEGY_LABEL == STRATEGY
         while not self.stop.is_set():
             try:
                 for name, (dp, config, env, dra) in self.plugins.items():

@@ -13,8 +13,8 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   dra-driver-nvidia-gpu v0.5.0 (from the Go module cache) through role gpu_sharing_stack, strategy dra, with a real
   kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes) and the file's last test
   removes it (state absent). The one place of a test session that installs that release (one per cluster).
-* Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (gpu_stack_dra.claim_templates, kinds gpu,
-  mig, time-slicing, mps; plugins/module_utils/_cluster/stacks/gpu_stack_dra.py): the real scheduler allocates them.
+* Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (stacks/dra.claim_templates, kinds gpu,
+  mig, time-slicing, mps; plugins/module_utils/_cluster/stacks/dra.py): the real scheduler allocates them.
 
 Conformance: docs/conformance/dra-driver-nvidia-gpu-lab.md (rows DRAL-*; each test is named after its row).
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_real.py   (make test-kube KUBE_VERSION=1.34 too)
@@ -55,13 +55,13 @@ POOL = "dra-lab-%s" % SUFFIX
 RELEASE_NS = "dra-driver-%s" % SUFFIX
 
 def _collection_dra():
-    """The collection's gpu_stack_dra (plugins/module_utils/_cluster), imported from the lab's collections path."""
+    """The collection's stacks/dra (plugins/module_utils/_cluster), imported from the lab's collections path."""
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra
-    return gpu_stack_dra
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra
+    return stacks_dra
 
 
-# The ResourceClaimTemplates users write (issue #32), rendered by the collection (gpu_stack_dra.claim_templates, the
+# The ResourceClaimTemplates users write (issue #32), rendered by the collection (stacks/dra.claim_templates, the
 # renderer of strategy dra's claim_templates): a full GPU, a MIG profile that kwok-dra-h100-1 has, a GPU shared by
 # time-slicing and by MPS (the driver's GpuConfig; the scheduler does not read opaque config, the plugin applies it
 # at prepare time). The sharing kinds need the driver's alpha gates, given here as the pool would switch them on.

@@ -2,7 +2,7 @@
 (lab/kube/faultproxy.py, one per test): 429 with Retry-After (as API Priority and Fairness answers), 503, connections
 reset before the request is forwarded and after it landed, and the API server unreachable for some seconds.
 
-What must hold (issue #31, section 2; the retry policy is k8s_access's, docs/troubleshooting.md):
+What must hold (issue #31, section 2; the retry policy is kube/access's, docs/troubleshooting.md):
   * role gpu_node_labels and a sharing stack as cluster.yml applies it (role gpu_sharing_stack, gpu_node_labels with
     the stack's labels, then the stack's ready step) under 10 % faults end in the state a run without faults reaches:
     the same labels as on a twin set of nodes labelled without faults, every rendered object live as rendered, and a

@@ -174,7 +174,7 @@ def seq_task(mark):
 # --------------------------------------------------------------------------------------------------------------
 def test_schema_matrix_every_strategy():
     """Every rendered manifest of every strategy validates strictly against Kubernetes 1.24-1.37."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
     total = 0
     not_validated = []
     for strategy in STRATEGIES:
@@ -195,9 +195,9 @@ def test_schema_matrix_every_strategy():
             variants.append({"nvidia": {"extra_configs": {"big": {"version": "v1", "flags": {"migStrategy": "none"}}},
                                         "node_configs": {node_name: "big"}}})
         for s in variants:
-            out = gpu_stack_render.render({"strategy": strategy, "pool": "p", "nodes": [node_name], "facts": {node_name: facts},
-                                           "settings": s, "registry": "registry.example.com/mirror",
-                                           "image_pull_secrets": ["regcred"], "validation": {"enabled": True}})
+            out = render.render({"strategy": strategy, "pool": "p", "nodes": [node_name], "facts": {node_name: facts},
+                                 "settings": s, "registry": "registry.example.com/mirror",
+                                 "image_pull_secrets": ["regcred"], "validation": {"enabled": True}})
             docs = out["manifests"] + out["validation_manifests"] + out["node_manifests"]
             rep = validate.validate_documents(docs, source=strategy)
             assert rep["ok"], (strategy, rep["failures"][:5])

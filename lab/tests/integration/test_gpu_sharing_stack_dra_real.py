@@ -34,7 +34,7 @@ from gpu_kwok_nodes import bare_node  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import (  # noqa: E402
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.converger import (  # noqa: E402
     appended_lists, is_subset,
 )
 

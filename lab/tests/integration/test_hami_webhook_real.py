@@ -1,4 +1,4 @@
-"""HAMi's mutating webhook, as the collection renders it (gpu_stack_hami, issue #27 item 3.4, HAMI-15), on the real
+"""HAMi's mutating webhook, as the collection renders it (stacks/hami, issue #27 item 3.4, HAMI-15), on the real
 kube-apiserver (lab/kube/real.py, the shared `kube_real` cluster). There is no HAMi binary here (the Go module proxy
 refuses github.com/Project-HAMi/HAMi at every version), so lab/kube/webhook_recorder.py stands in for hami-scheduler's
 /webhook endpoint: it records every AdmissionReview the API server sends and admits the pod unchanged. The API
@@ -58,8 +58,8 @@ IGNORE = {"hami.io/webhook": "ignore"}   # HAMi's opt-out label (charts/hami/tem
 
 def render(kube, ca_b64, live_nodes=()):
     """The HAMi stack as the role renders it for a pool alone in the cluster (or beside ``live_nodes``)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    return gpu_stack_render.render({
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return stacks_render.render({
         "strategy": "hami", "pool": POOL, "nodes": ["hami-node-%s" % S], "facts": {"hami-node-%s" % S: T4},
         "settings": {"hami": {"webhook_tls_secret": "hami-tls-%s" % S, "webhook_ca_bundle": ca_b64,
                               "kube_version": kube.version if str(kube.version).count(".") == 2 else "v1.37.2"}},

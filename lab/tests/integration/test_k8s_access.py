@@ -117,14 +117,14 @@ def test_K8S_06_without_module_defaults_the_play_cannot_connect(emu, tmp_path, c
 
 
 def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collections_path):
-    """k8s_rest sends, for every call the collection makes, the request the installed client's typed API sends for
+    """kube/rest sends, for every call the collection makes, the request the installed client's typed API sends for
     the same call: method, URL with its query, Content-Type and body, recorded at the client's REST layer (the
     ApiClient is real, only its rest_client is a recorder). Every kind k8s_objects_info serves maps to such a call;
     the end-to-end reads run in test_K8S_06_K8S_08_module_defaults_group_reaches_the_emulator (check_reader)."""
     import sys
     sys.path.insert(0, collections_path)
     from kubernetes import client
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read, k8s_rest
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import read as kube_read, rest
 
     class Recorder(object):
         def __init__(self):
@@ -169,12 +169,12 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
         ("CoreV1Api", "create_namespaced_pod_eviction", ("p1", "ns1", evict), {}),
         ("VersionApi", "get_code", (), {}),
     ]
-    for (api_version, kind), (api_name, read_m, list_m, namespaced) in k8s_read.KINDS.items():
+    for (api_version, kind), (api_name, read_m, list_m, namespaced) in kube_read.KINDS.items():
         ns = ("kube-system",) if namespaced else ()
         calls.append((api_name, read_m, ("obj",) + ns, {}))
         calls.append((api_name, list_m, ns, {"label_selector": "x=y"}))
     for api_name, method, args, kwargs in calls:
         typed = recorded(lambda c: getattr(getattr(client, api_name)(c), method)(*args, _preload_content=False, **kwargs))
-        plain = recorded(lambda c: getattr(getattr(k8s_rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
+        plain = recorded(lambda c: getattr(getattr(rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         assert len(typed) == 1 and plain == typed, (method, args, kwargs, typed, plain)
-    assert sorted(k for dummy, k in k8s_read.KINDS) == ["ConfigMap", "Node", "RuntimeClass", "Secret"]
+    assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "Node", "RuntimeClass", "Secret"]

@@ -117,7 +117,7 @@ def pool(strategy, nodes, settings=None):
 
 def own_claims(name, settings):
     """A dra pool's settings with claim names of its own (two dra pools may not render one claim into one
-    namespace: the pools' plan refuses it, gpu_stack_dra.claim_name_conflicts)."""
+    namespace: the pools' plan refuses it, stacks/dra.claim_name_conflicts)."""
     if not settings or "dra" not in settings:
         return settings
     ds = dict(settings["dra"], claim_templates=[dict(t, name="%s-%s" % (name, t["name"].split("-", 2)[-1]))

@@ -1,5 +1,5 @@
 """The collection's own device-plugin DaemonSet on a real node (issue #36): a time-slicing pool rendered by
-gpu_stack_render.render (what the role's gpu_stack_manifests action runs), its images rewritten through the mirror
+stacks/render.render (what the role's gpu_stack_manifests action runs), its images rewritten through the mirror
 prefix (gpuops_mirror.registry -> gpu_sharing_stack_registry), applied on the lab's real control plane; the
 DaemonSet's pod runs on a real lab node (lab/node/node.py: kubelet, containerd 2.3.4, runc), not on kwok: the
 config-manager init container reads the node's nvidia.com/device-plugin.config label through the API server, the
@@ -55,8 +55,8 @@ REPLICAS = 3
 
 def render(facts):
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    return gpu_stack_render.render(dict(
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return stacks_render.render(dict(
         strategy='time-slicing', pool=POOL, nodes=[NAME], facts={NAME: facts}, registry=MIRROR,
         settings={'time_slicing': {'replicas': REPLICAS}, 'nvidia': {'runtime_class_name': RUNTIME_CLASS}}))
 
@@ -332,9 +332,9 @@ def _render_mig(facts, strategy, devices):
     """The device plugin config (the ConfigMap entry the node's label selects) and container environment the
     collection renders for a MIG pool on this node."""
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    out = gpu_stack_render.render(dict(strategy='mig', pool=POOL + 'mig', nodes=[NAME], facts={NAME: facts},
-                                       registry=MIRROR, settings={'mig': {'strategy': strategy, 'devices': devices}}))
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    out = stacks_render.render(dict(strategy='mig', pool=POOL + 'mig', nodes=[NAME], facts={NAME: facts},
+                                    registry=MIRROR, settings={'mig': {'strategy': strategy, 'devices': devices}}))
     label = out['node_labels'][NAME]['nvidia.com/device-plugin.config']
     cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
     ctr = [c for c in daemonset(out)['spec']['template']['spec']['containers']
@@ -385,8 +385,8 @@ def _published(core, state, want, story):
 
 def _render_mps(facts):
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    return gpu_stack_render.render(dict(
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return stacks_render.render(dict(
         strategy='mps', pool=POOL + 'mps', nodes=[NAME], facts={NAME: facts}, registry=MIRROR,
         settings={'mps': {'replicas': REPLICAS}, 'nvidia': {'runtime_class_name': RUNTIME_CLASS}}))
 
@@ -585,9 +585,9 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     # time-slicing pool as time-slicing (GFD's gpu.sharing-strategy and gpu.replicas with the plugin's 6); the MPS
     # node, which publishes no resource, as no pool at all
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
     nodes = [real.recorded_node('rec-' + shape, shape) for shape in sorted(got)]
-    report = gpu_share_report_model.analyse(nodes, [])
+    report = model.analyse(nodes, [])
     assert {n['name']: n['strategies'] for n in report['nodes']} == {
         'rec-' + shape: ['mig'] if rec.get('mig_strategy') else ['time-slicing'] if rec.get('sharing_strategy') ==
         'time-slicing' else [] if rec.get('sharing_strategy') == 'mps' else ['exclusive'] for shape, rec in got.items()}

@@ -42,9 +42,9 @@ REPLICAS = 3
 def render(strategy, settings, facts):
     """(config text, container environment) the collection renders for the node: its ConfigMap entry, its env."""
     _collections_path()
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    out = gpu_stack_render.render(dict(strategy=strategy, pool='p1', nodes=[NAME], facts={NAME: facts},
-                                       settings=settings))
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    out = stacks_render.render(dict(strategy=strategy, pool='p1', nodes=[NAME], facts={NAME: facts},
+                                    settings=settings))
     label = out['node_labels'][NAME]['nvidia.com/device-plugin.config']
     cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
     ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'

@@ -3,7 +3,7 @@ container_runtime_config adds the `nvidia` runtime (with CDI) to the real node's
 (lab/node/node.py: its config version 3 file), its BinaryName being nvidia-container-runtime of
 NVIDIA/nvidia-container-toolkit v1.20.0 (lab/go set nvidia-container-runtime, built from the Go module proxy) in CDI
 mode; containerd is restarted and loads it, the kubelet publishes the handler in the Node's status.runtimeHandlers, and
-a pod whose RuntimeClass is the collection's (gpu_stack_nvidia.runtime_class: handler `nvidia`) runs through it.
+a pod whose RuntimeClass is the collection's (stacks/nvidia.runtime_class: handler `nvidia`) runs through it.
 
 The node's CDI spec is what `nvidia-ctk cdi generate --mode=nvml` (the same toolkit build) writes on the NVML
 simulator (lab/nvml_sim, inventory t4.json) with a driver root of the lab (node.py nvidia_toolkit): the simulator is
@@ -143,8 +143,8 @@ def runtime_log(state):
 def test_NCT_22_pod_of_the_collections_runtime_class_gets_the_gpu_from_the_toolkit(rt_node):
     node_api, state = rt_node['node_api'], rt_node['state']
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_nvidia
-    rc = gpu_stack_nvidia.runtime_class(RUNTIME_CLASS)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import nvidia
+    rc = nvidia.runtime_class(RUNTIME_CLASS)
     assert rc['handler'] == 'nvidia'
     node_api.create_runtime_class(rc)
     with open(lab_node.NVML_SIM_LIB, 'rb') as f:

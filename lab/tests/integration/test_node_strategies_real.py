@@ -1,5 +1,5 @@
 """The collection's own device-plugin DaemonSets of the strategies `exclusive` and `mps` on a real node (issue #36),
-the way test_node_daemonset_real runs the time-slicing one: each pool rendered by gpu_stack_render.render (what the
+the way test_node_daemonset_real runs the time-slicing one: each pool rendered by stacks/render.render (what the
 role's gpu_stack_manifests action runs), its images rewritten through the mirror prefix (gpuops_mirror.registry),
 applied on the lab's real control plane, its pods run by a real lab node (lab/node/node.py: kubelet, containerd 2.3.4,
 runc) through the pool's RuntimeClass, whose `nvidia` handler the collection's container_runtime_config adds with
@@ -49,8 +49,8 @@ MPS_REPLICAS = 3
 
 def render(facts, strategy, settings):
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    return gpu_stack_render.render(dict(
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return stacks_render.render(dict(
         strategy=strategy, pool='st%s%s' % (strategy[:3], SUFFIX), nodes=[NAME], facts={NAME: facts},
         registry=MIRROR, settings=dict(settings, nvidia={'runtime_class_name': RUNTIME_CLASS})))
 

@@ -524,7 +524,7 @@ def test_REM_16_dra_validation_objects_are_accepted_by_the_real_api_server(gpu_n
     (server-side dry run: schema, CEL compilation, the pod's claim reference)."""
     from kubernetes import client
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import plan
     uuid = gpu_node['uuids'][0]
     claim, pod = plan.validation_objects({'uuid': uuid, 'kind': 'dra', 'device': ['gpu.nvidia.com', NAME, 'gpu-0']},
                                          NAME, NS, CHECK_IMAGE, ['gpu-check'])

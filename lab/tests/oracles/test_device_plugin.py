@@ -1,5 +1,5 @@
 """nvidia-device-plugin as the oracle of the device plugin configurations the collection renders
-(plugins/module_utils/_cluster/stacks/gpu_stack_nvidia.py) and of the resources it says they give. The plugin is
+(plugins/module_utils/_cluster/stacks/nvidia.py) and of the resources it says they give. The plugin is
 NVIDIA/k8s-device-plugin v0.19.1 (the newest release the Go module proxy serves; the pin is v0.20.0, see
 docs/conformance/nvidia-device-plugin.md for what differs), built by lab/go/build.sh nvidia-device-plugin.
 
@@ -52,9 +52,9 @@ def binaries():
 @pytest.fixture(scope='module')
 def stack():
     _collections_path()
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
-    return gpu_stack_render, StackError
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+    return stacks_render, StackError
 
 
 _FACTS = {}

@@ -4,7 +4,7 @@ The chart and the driver's source come from the Go module proxy (sigs.k8s.io/dra
 collection's pin; `go mod download` puts it in the Go module cache, nothing is copied into this repository); helm is
 upstream's own (helm.sh/helm/v3 v3.22.0, built by lab/go/build.sh helm).
 
-1. `helm template` renders the chart with the values the collection renders (gpu_stack_render.render, strategy dra):
+1. `helm template` renders the chart with the values the collection renders (stacks/render.render, strategy dra):
    the chart accepts them (its templates/validation.yaml fails on what it refuses; the chart has no values.schema.json),
    and what it makes is what the collection relies on (DeviceClasses, CDI root, image, pull secrets, apiVersion).
 2. The facts the renderer keeps (feature gates and their exclusions, device attributes, the opaque config API) are read
@@ -34,8 +34,8 @@ SUFFIX = '%d' % os.getpid()
 
 def _collection():
     lab_collections_path(importable=True)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra, gpu_stack_render
-    return gpu_stack_render, gpu_stack_dra
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra, render as stacks_render
+    return stacks_render, stacks_dra
 
 
 @pytest.fixture(scope='module')
@@ -276,7 +276,7 @@ def test_DRA_06_device_attributes_the_claim_templates_select_on(module_dir):
 # ----------------------------------------------------------------------------------- the real API server
 
 def first_difference(want, have, path=''):
-    """The first path where ``want`` is not in ``have`` (as k8s_converger.is_subset reads it), with both values."""
+    """The first path where ``want`` is not in ``have`` (as kube/converger.is_subset reads it), with both values."""
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return path, want, have
@@ -299,13 +299,13 @@ def first_difference(want, have, path=''):
 def _converger(kube_real, user_kubeconfig):
     from kubernetes import client, config, dynamic
     render, dra = _collection()
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_converger
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import converger
     conf = client.Configuration()
     config.load_kube_config(config_file=user_kubeconfig, client_configuration=conf)
     dyn = dynamic.DynamicClient(client.ApiClient(configuration=conf))
     params = {'labels_only_kinds': [], 'hash_annotation': '', 'backup': False, 'backup_namespace': '', 'delete_unmanaged': True,
               'field_manager': 'gpuops-k8s-gpu'}
-    return lambda defs, state='present': k8s_converger.converge(k8s_converger.Converger(params, dyn), defs, state)
+    return lambda defs, state='present': converger.converge(converger.Converger(params, dyn), defs, state)
 
 
 def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_rerun_writes_nothing(
@@ -394,7 +394,7 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
         tpl = dev.get(dev.resources.get(api_version='resource.k8s.io/v1', kind='ResourceClaimTemplate'), name='mps',
                       namespace=claims_ns).to_dict()
         sent = [o for o in ours_objs if o['metadata']['name'] == 'mps' and o['kind'] == 'ResourceClaimTemplate'][0]
-        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import is_subset
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.converger import is_subset
         assert is_subset(sent['spec'], tpl['spec']), tpl['spec']
     finally:
         apply(made, 'absent')

@@ -908,7 +908,7 @@ def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
     daemon's hostPID + shareProcessNamespace, issue 13 defect 1)."""
     sys.path.insert(0, str(ROOT / "lab" / "tests"))
     from test_gpu_sharing_stack import CASES, STRATEGIES  # noqa: E402 - one source of the per-strategy inputs
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
     by_kind = {(t.group, t.kind): t for t in emulator._builtin_types()}
     problems = {}
     for strategy in STRATEGIES:
@@ -916,10 +916,10 @@ def test_emulator_every_rendered_stack_manifest_passes_semantic_validation():
         settings = dict((k.replace("gpu_sharing_stack_", ""), v) for k, v in extra.items() if isinstance(v, dict))
         if strategy == "hami":   # the role reads it from the API server's /version
             settings["hami"] = dict(settings.get("hami") or {}, kube_version="v1.31.4")
-        out = gpu_stack_render.render({"strategy": strategy, "pool": "p", "nodes": [node_name],
-                                       "facts": {node_name: facts}, "settings": settings,
-                                       "registry": "registry.example.com/mirror", "image_pull_secrets": ["regcred"],
-                                       "validation": {"enabled": True}})
+        out = render.render({"strategy": strategy, "pool": "p", "nodes": [node_name],
+                             "facts": {node_name: facts}, "settings": settings,
+                             "registry": "registry.example.com/mirror", "image_pull_secrets": ["regcred"],
+                             "validation": {"enabled": True}})
         for doc in out["manifests"] + out["validation_manifests"]:
             group = doc["apiVersion"].split("/")[0] if "/" in doc["apiVersion"] else ""
             rt = by_kind.get((group, doc["kind"]))

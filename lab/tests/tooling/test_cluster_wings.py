@@ -5,7 +5,7 @@ Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans a
 label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
 _cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
-stack module (gpu_stack_<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).
+stack module (stacks/<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).
 
 Run: .venv/bin/pytest -q lab/tests/tooling/test_cluster_wings.py
 """
@@ -32,16 +32,16 @@ LEAF_READERS = {
     'remediation': ('plugins/modules/gpu_remediation.py',),
 }
 # the face of stacks/: what other wings and plugins may import of it; every other file of stacks/ is one stack's own
-# module (gpu_stack_<stack>.py, named by the model's `stack`), reached through gpu_stack_registry
-FACE = ('gpu_stack_base', 'gpu_stack_registry', 'gpu_stack_common', 'gpu_stack_render', 'gpu_stack_live',
-        'gpu_stack_shared')
+# module (stacks/<stack>.py, named by the model's `stack`), reached through stacks/registry
+FACE = ('base', 'registry', 'common', 'render', 'live',
+        'shared')
 # the layer that may import every layer (test_layout.py): the doctor judges the gpushare releases it reads from that
 # stack's module; counted in docs/extending.md, not a crossing of the wings
 EXEMPT = ('plugins/module_utils/_doctor/',)
 
 
 def cluster_modules(root):
-    """{dotted name under _cluster (e.g. 'kube.k8s_access', 'pool_plan'): wing}"""
+    """{dotted name under _cluster (e.g. 'kube.access', 'pool_plan'): wing}"""
     out = {}
     for p in Path(root, CLUSTER).rglob('*.py'):
         if p.name == '__init__.py':
@@ -107,7 +107,7 @@ def crossings(root, files=None):
                 continue
             where = '%s:%d: %s' % (rel, line, mine + '/' if mine else 'plugin')
             if wing == 'stacks' and stem not in FACE:
-                bad.append('%s imports %s, one stack\'s own module: ask its Stack through gpu_stack_registry, or move '
+                bad.append('%s imports %s, one stack\'s own module: ask its Stack through stacks/registry, or move '
                            'the fact to _common' % (where, target))
             elif mine is not None and wing not in ALLOWED_WINGS[mine]:
                 bad.append('%s imports %s (wing %s); %s may import %s' % (
@@ -132,9 +132,9 @@ def test_the_wings_are_the_tree():
 
 
 def test_every_stack_module_is_in_the_registry():
-    """The stack modules outside the face are exactly those gpu_stack_registry imports (its REGISTRY)."""
+    """The stack modules outside the face are exactly those stacks/registry imports (its REGISTRY)."""
     modules = cluster_modules(ROOT)
-    path = Path(CLUSTER, 'stacks', 'gpu_stack_registry.py')
+    path = Path(CLUSTER, 'stacks', 'registry.py')
     imported = set(t.split('.')[-1] for t, _ in imported_cluster_modules(
         Path(ROOT, path).read_text(encoding='utf-8'), path.as_posix(), modules))
     own = set(t.split('.')[-1] for t, w in modules.items() if w == 'stacks') - set(FACE)
@@ -146,8 +146,8 @@ def test_no_crossing_between_the_wings():
 
 
 def _tree(tmp_path, files):
-    for rel in ('kube/k8s_access', 'kube/k8s_rest', 'stacks/gpu_stack_registry', 'stacks/gpu_stack_hami',
-                'report/gpu_share_report_kube', 'remediation/remediation_plan', 'scheduler/kube_scheduler_plan',
+    for rel in ('kube/access', 'kube/rest', 'stacks/registry', 'stacks/hami',
+                'report/kube', 'remediation/plan', 'scheduler/plan',
                 'pool_plan'):
         p = tmp_path / CLUSTER / (rel + '.py')
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -165,25 +165,25 @@ def test_the_checker_sees_each_kind_of_crossing(tmp_path):
     mu = 'from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster'
     files = _tree(tmp_path, {
         # a plugin taking its client from report/ (gpu_node_drain did)
-        'plugins/modules/gpu_node_drain.py': mu + '.report import gpu_share_report_kube as kube\n',
+        'plugins/modules/gpu_node_drain.py': mu + '.report import kube\n',
         # the report's own module may
-        'plugins/modules/gpu_share_report.py': mu + '.report import gpu_share_report_kube\n',
+        'plugins/modules/gpu_share_report.py': mu + '.report import kube\n',
         # a lower wing importing a higher one, relative and absolute
-        CLUSTER + '/kube/k8s_read.py': 'from ..stacks import gpu_stack_registry\nfrom . import k8s_rest\n',
-        CLUSTER + '/stacks/gpu_stack_live.py': mu + ' import pool_plan\n' + mu + '.kube import k8s_access\n',
+        CLUSTER + '/kube/read.py': 'from ..stacks import registry\nfrom . import rest\n',
+        CLUSTER + '/stacks/live.py': mu + ' import pool_plan\n' + mu + '.kube import access\n',
         # one stack's own module from another wing (the report did), and a plain import of one
-        CLUSTER + '/report/gpu_share_report_model.py': (
-            mu + '.stacks.gpu_stack_hami import REGISTRATION_ANNOTATIONS\n' + mu + '.stacks import gpu_stack_registry\n'
-            'import ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation.remediation_plan\n'),
-        CLUSTER + '/scheduler/kube_scheduler_render.py': mu + '.scheduler import kube_scheduler_plan\n',
+        CLUSTER + '/report/model.py': (
+            mu + '.stacks.hami import REGISTRATION_ANNOTATIONS\n' + mu + '.stacks import registry\n'
+            'import ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation.plan\n'),
+        CLUSTER + '/scheduler/render.py': mu + '.scheduler import plan\n',
     })
     found = crossings(tmp_path, files)
     assert len(found) == 5, found
-    assert found[0].startswith('plugins/module_utils/_cluster/kube/k8s_read.py:1: kube/ imports stacks.gpu_stack_registry')
-    assert 'report/gpu_share_report_model.py:1: report/ imports stacks.gpu_stack_hami, one stack\'s own' in found[1]
-    assert 'report/gpu_share_report_model.py:3: report/ imports remediation.remediation_plan' in found[2]
-    assert 'stacks/gpu_stack_live.py:1: stacks/ imports pool_plan (wing plans); stacks may import kube' in found[3]
-    assert found[4].startswith('plugins/modules/gpu_node_drain.py:1: plugin imports report.gpu_share_report_kube '
+    assert found[0].startswith('plugins/module_utils/_cluster/kube/read.py:1: kube/ imports stacks.registry')
+    assert 'report/model.py:1: report/ imports stacks.hami, one stack\'s own' in found[1]
+    assert 'report/model.py:3: report/ imports remediation.plan' in found[2]
+    assert 'stacks/live.py:1: stacks/ imports pool_plan (wing plans); stacks may import kube' in found[3]
+    assert found[4].startswith('plugins/modules/gpu_node_drain.py:1: plugin imports report.kube '
                                '(wing report), which only plugins/modules/gpu_share_report.py read')
 
 

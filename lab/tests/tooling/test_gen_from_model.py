@@ -104,7 +104,7 @@ def test_a_schema_change_reaches_argument_specs(monkeypatch):
     assert options['device_split_count'] == {'description': 'Tasks per GPU.', 'type': 'int', 'default': 11}
     assert options['node_scheduler_policy']['choices'] == ['binpack', 'spread', 'topology']
     monkeypatch.setitem(hami, 'new_key', dict(type=int, default=1))
-    with pytest.raises(gen.GenError, match=r"stacks/gpu_stack_hami.SETTINGS\['hami'\]: new_key have no description"):
+    with pytest.raises(gen.GenError, match=r"stacks/hami.SETTINGS\['hami'\]: new_key have no description"):
         gen.render_argspecs(read(ROOT, SPECS), gs, render)
 
 

@@ -90,10 +90,10 @@ def test_layer_import_rule_holds_here():
 
 def test_layer_import_rule_checker_sees_a_violation():
     src = ('from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe\n'
-           'from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import gpu_stack_common, gpu_catalog\n'
+           'from ansible_collections.gpuops.k8s_gpu.plugins.module_utils import common, gpu_catalog\n'
            'from .gpu_sharing_config import SharingError\n')
     assert [x[:2] for x in imported_layers(src, '_common')] == [
-        ('_node', 'nvml_probe'), ('_cluster', 'gpu_stack_common'), ('_common', 'gpu_catalog'),
+        ('_node', 'nvml_probe'), ('_cluster', 'common'), ('_common', 'gpu_catalog'),
         ('_node', 'gpu_sharing_config')]
 
 

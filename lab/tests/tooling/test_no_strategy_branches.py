@@ -1,6 +1,6 @@
 """The shared code names no strategy (issue #37): what a strategy shares, where its agents go, what it leaves on a node,
 what the render reads for it and how its pods and migrations look are answered by its Stack (plugins/module_utils/
-_cluster/stacks/gpu_stack_base.py, one per strategy, gpu_stack_registry). This test fails when a shared file compares
+_cluster/stacks/base.py, one per strategy, stacks/registry). This test fails when a shared file compares
 anything against a strategy's name again (==, !=, in, not in against the name or a tuple, list or set holding it), or
 keys a dict literal by strategy names (a table per strategy), so the branches cannot come back. Strategy names in
 messages and comments are fine. The strategy names are read from the model (gpu_strategy.py), not restated here."""
@@ -15,24 +15,24 @@ MODEL = os.path.join(ROOT, 'plugins', 'module_utils', '_common', 'gpu_strategy.p
 CLUSTER = os.path.join('plugins', 'module_utils', '_cluster')
 # the files that serve every strategy: they ask the Stacks and must not branch on a strategy's name
 SHARED_FILES = (
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_base.py'),
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_common.py'),
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_live.py'),
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_registry.py'),
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_render.py'),
-    os.path.join(CLUSTER, 'stacks', 'gpu_stack_shared.py'),
+    os.path.join(CLUSTER, 'stacks', 'base.py'),
+    os.path.join(CLUSTER, 'stacks', 'common.py'),
+    os.path.join(CLUSTER, 'stacks', 'live.py'),
+    os.path.join(CLUSTER, 'stacks', 'registry.py'),
+    os.path.join(CLUSTER, 'stacks', 'render.py'),
+    os.path.join(CLUSTER, 'stacks', 'shared.py'),
     os.path.join(CLUSTER, 'pool_plan.py'),
     os.path.join(CLUSTER, 'label_plan.py'),
     os.path.join(CLUSTER, 'strategy_migration.py'),
-    os.path.join(CLUSTER, 'report', 'gpu_share_report_kube.py'),
-    os.path.join(CLUSTER, 'report', 'gpu_share_report_model.py'),
+    os.path.join(CLUSTER, 'report', 'kube.py'),
+    os.path.join(CLUSTER, 'report', 'model.py'),
     os.path.join('plugins', 'modules', 'gpu_doctor.py'),
 )
-# not yet listed: report/gpu_share_report_render.py (its gpushare memory table and gpu-manager's container column are
+# not yet listed: report/render.py (its gpushare memory table and gpu-manager's container column are
 # sections of the report's output keyed by those names) and remediation/ (its 'dra' is a remediation mode, a
 # DeviceTaintRule, not the strategy)
 # the one table that maps the model's stack names (some equal to strategy names) to their modules
-TABLE_OK = {os.path.join(CLUSTER, 'stacks', 'gpu_stack_registry.py')}
+TABLE_OK = {os.path.join(CLUSTER, 'stacks', 'registry.py')}
 OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
 
 
@@ -72,7 +72,7 @@ def branches(source, names, table_ok=False):
 def test_shared_file_names_no_strategy(path):
     with open(os.path.join(ROOT, path)) as f:
         found = branches(f.read(), strategy_names(), table_ok=path in TABLE_OK)
-    assert found == [], '%s branches on strategy names (ask the strategy\'s Stack instead, gpu_stack_base.Stack): %s' \
+    assert found == [], '%s branches on strategy names (ask the strategy\'s Stack instead, stacks/base.Stack): %s' \
         % (path, '; '.join('line %d %s' % lt for lt in found))
 
 

@@ -118,7 +118,7 @@ def test_only_the_label_writer_and_the_mig_drain_patch_nodes_in_python():
     callers = []
     for path in glob.glob(os.path.join(ROOT, 'plugins', '**', '*.py'), recursive=True):
         with open(path, encoding='utf-8') as f:
-            if '.patch_node(' in f.read():  # a call (k8s_rest only defines the method: it sends what it is given)
+            if '.patch_node(' in f.read():  # a call (kube/rest only defines the method: it sends what it is given)
                 callers.append(os.path.relpath(path, ROOT))
     assert set(callers) <= PATCH_NODE_ALLOWED, sorted(set(callers) - PATCH_NODE_ALLOWED)
     assert os.path.join('plugins', 'module_utils', '_cluster', 'node_labels_apply.py') in callers

@@ -196,7 +196,7 @@ class DrainError(Exception):
 
 
 class Drainer(object):
-    """API calls of gpu_node_drain (a CoreV1Api-like object: k8s_rest.CoreApi). ``sleep``/``clock`` are replaceable in tests."""
+    """API calls of gpu_node_drain (a CoreV1Api-like object: kube/rest.CoreApi). ``sleep``/``clock`` are replaceable in tests."""
 
     def __init__(self, core: Any, check_mode: bool = False, sleep: Callable[[float], Any] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -22,7 +22,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
     NODE_STRATEGIES, STRATEGIES, family, foreign_resources, node_state,
 )
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import _MISSING, _get, _pool_hosts
 
 LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
@@ -142,7 +142,7 @@ def label_static_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], gr
             pl = dict(_get(pool, 'labels') or {})
             pl[strategy_label] = pool['strategy']
             # the labels the strategy's agents select (gpushare's device plugin: gpushare=true)
-            found = gpu_stack_registry.find(pool['strategy'])
+            found = registry.find(pool['strategy'])
             pl.update(found.pool_node_labels if found is not None else {})
             if _get(pool, 'device_plugin_config'):
                 pl['nvidia.com/device-plugin.config'] = pool['device_plugin_config']
@@ -262,7 +262,7 @@ def label_live_plan(static: dict[str, Any], live: list[dict[str, Any]] | None, s
                                      'plugin first or set gpu_node_labels_check_resources=false'
                                      % (host, name, res, qty, wstrategy))
                 # a node registered by a stack's agents (HAMi's device plugin) is not for another accounting
-                for reg in gpu_stack_registry.stacks():
+                for reg in registry.stacks():
                     if (reg.registration_annotations and wstrategy in NODE_STRATEGIES and family(wstrategy) != reg.family
                             and any(a in annotations for a in reg.registration_annotations)):
                         my_errors.append('%s: node %s is registered with %s (annotation %s); refusing strategy %s'

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import read
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import label_plan
 
 MERGE_PATCH = 'application/merge-patch+json'
@@ -34,7 +34,7 @@ def _meta(obj: Any) -> dict[str, dict[str, Any]]:
     if obj is None:
         return {'labels': {}, 'annotations': {}}
     if hasattr(obj, 'data') and not isinstance(obj, dict):  # a raw response (_preload_content=False)
-        obj = k8s_read.body(obj)
+        obj = read.body(obj)
     if not isinstance(obj, dict):
         obj = obj.to_dict() if hasattr(obj, 'to_dict') else {}
     meta = obj.get('metadata') or {}
@@ -110,7 +110,7 @@ def apply(api: Any, patches: list[dict[str, Any]], check_mode: bool = False) -> 
 
 def list_nodes(api: Any) -> list[dict[str, Any]]:
     """Every Node of the cluster, as dicts (one list request, raw JSON)."""
-    return k8s_read.body(api.list_node(_preload_content=False)).get('items') or []
+    return read.body(api.list_node(_preload_content=False)).get('items') or []
 
 
 def plan_and_apply(api: Any, static: dict[str, Any], options: dict[str, Any],

@@ -20,8 +20,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
     DEFAULT_STRATEGY, EXTENDER_STRATEGIES, LABELLED_STRATEGIES, STRATEGIES,
 )
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_shared import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.shared import (
     conflicts as shared_conflicts, operator_mix,
 )
 
@@ -124,8 +124,8 @@ def sharing_pools(groups: Mapping[str, Any], hostvars: Mapping[str, Any], node_g
         for p in ordered:
             p['facts'] = dict((k, v) for k, v in p['facts'].items() if k in renamed)
     errors.extend(_dra_beside_device_plugin(ordered, pools, host_groups))
-    for stack in gpu_stack_registry.stacks():
-        # a stack's own agreement check of its pools (the DRA driver's release: gpu_stack_dra.release_conflicts)
+    for stack in registry.stacks():
+        # a stack's own agreement check of its pools (the DRA driver's release: stacks/dra.release_conflicts)
         errors.extend(stack.own_conflicts(ordered))
     if agreement:
         # what pools of one strategy share must agree, and the operator must be confinable: refused before a deploy,
@@ -159,7 +159,7 @@ def _dra_beside_device_plugin(ordered: list[dict[str, Any]], pools: dict[str, di
     by_node: dict[str, list[dict[str, Any]]] = {}
 
     def claims(pool: dict[str, Any]) -> bool:
-        stack = gpu_stack_registry.find(pool['strategy'])
+        stack = registry.find(pool['strategy'])
         return stack is not None and stack.claims_devices
 
     for p in ordered:

@@ -19,11 +19,11 @@ import json
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     POOL_LABEL, STRATEGY_LABEL,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_count
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 RECORD_ANNOTATION = 'gpuops.io/managed-labels'
 # GFD's label of how many ways a device plugin shares each GPU (time-slicing, MPS; k8s-device-plugin v0.19.1
@@ -43,13 +43,13 @@ def pool_labels(strategy: str) -> tuple[dict[str, str], list[str], list[str]]:
     knows (Stack.migration_labels), every key the pool's stack may give a node (a move away drops them) and the keys
     whose values come from the pool's settings, which a move onto the pool cannot set (cluster.yml does). With them the
     labels that keep the stacks landing on every GPU node off the pool's nodes (the GPU operator's
-    nvidia.com/gpu.deploy.operands=false: gpu_stack_render), except where the pool's own agents may go by those stacks'
+    nvidia.com/gpu.deploy.operands=false: stacks/render), except where the pool's own agents may go by those stacks'
     deploy labels (mig with the MIG manager, on by default: its settings say)."""
-    stack = gpu_stack_registry.stack(strategy)
+    stack = registry.stack(strategy)
     labels = dict(stack.migration_labels())
     unknown = set(stack.migration_settings_labels())
     confine: dict[str, str] = {}
-    for other in gpu_stack_registry.stacks():
+    for other in registry.stacks():
         confine.update(other.keep_off_labels(strategy))
     if stack.pool_follows_deploy_labels({}):
         unknown |= set(confine)
@@ -102,7 +102,7 @@ def check_sides(source: Any, target: Any) -> tuple[dict[str, Any], dict[str, Any
     """(source, target) checked: exactly one side is a dra pool (its Stack claims_devices), the other a device-plugin
     pool."""
     src, dst = _side(source, 'gpuops_migrate_from'), _side(target, 'gpuops_migrate_to')
-    if gpu_stack_registry.stack(src['strategy']).claims_devices == gpu_stack_registry.stack(dst['strategy']).claims_devices:
+    if registry.stack(src['strategy']).claims_devices == registry.stack(dst['strategy']).claims_devices:
         raise MigrationError('one side of the migration must be a dra pool and the other a device-plugin pool; got '
                              'gpuops_migrate_from.strategy %s and gpuops_migrate_to.strategy %s'
                              % (src['strategy'], dst['strategy']))
@@ -141,7 +141,7 @@ def capacity_change(node: dict[str, Any], src: dict[str, Any], dst: dict[str, An
     nvidia.com/gpu.replicas) advertises N units per GPU, and N pods run on one GPU; under DRA the scheduler makes one
     claim per pod and a device goes to one claim (docs/sharing_stacks.md, "Sharing"), so the same pods get one GPU
     each: the node holds N times fewer of them."""
-    if not gpu_stack_registry.stack(dst['strategy']).claims_devices:
+    if not registry.stack(dst['strategy']).claims_devices:
         return None
     meta = node.get('metadata') or {}
     replicas = _label_int((meta.get('labels') or {}).get(REPLICAS_LABEL))
@@ -178,12 +178,12 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
     labels = meta.get('labels') or {}
     marked = MARK_ANNOTATION in (meta.get('annotations') or {})
     now = (labels.get(STRATEGY_LABEL), labels.get(POOL_LABEL))
-    wait = gpu_stack_registry.stack(dst['strategy']).serving_sign(dst['resource'])
+    wait = registry.stack(dst['strategy']).serving_sign(dst['resource'])
     # the source plugin's devices leave the node before it is uncordoned: the kubelet keeps a stopped DRA plugin's
     # ResourceSlices 30 s (kubelet 1.37 pkg/kubelet/cm/dra/manager.go defaultWipingDelay) and a stopped device
     # plugin's resource in the capacity 5 min (its allocatable drops to 0 at once: devicemanager PluginDisconnected;
     # the scheduler backs a request with DRA on a node whose allocatable of it is 0). Seen on a real lab node.
-    leave = gpu_stack_registry.stack(src['strategy']).serving_sign(src['resource'])
+    leave = registry.stack(src['strategy']).serving_sign(src['resource'])
     out: dict[str, Any] = {'host': host, 'node': name, 'wait': wait, 'leave': leave, 'from': src['pool'], 'to': dst['pool'],
                            'capacity': None, 'unset': []}
     if now == (dst['strategy'], dst['pool']):

@@ -34,7 +34,7 @@ WHOLE_GPU = 'whole-gpu'
 #   node_strategy:     a node-level strategy (gpu_info/gpu_node_sharing know it); gpu-operator is a whole cluster stack
 #   node_labels:       role gpu_node_labels labels the pool's nodes (the GPU operator labels its own nodes)
 #   stack:             its renderer: module plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py, whose render_stack (one
-#                      signature for every stack) gpu_stack_render.STACKS dispatches to
+#                      signature for every stack) stacks/render.STACKS dispatches to
 #   settings:          the keys of its settings (gpu_stack_manifests' settings, role gpu_sharing_stack's variables
 #                      gpu_sharing_stack_<key>); each key's schema is the renderer's SETTINGS[key]
 #   resources:         the extended resources its device plugin advertises, each (name, description, unit); a name
@@ -48,7 +48,7 @@ WHOLE_GPU = 'whole-gpu'
 #                      outlives them: {'status': resources they patch into status.capacity and status.allocatable
 #                      themselves (the kubelet never removes them), 'annotations': annotations they set, 'labels':
 #                      node labels they set (mig: NVIDIA's MIG manager reports its state in nvidia.com/mig.config.state,
-#                      gpu_stack_nvidia MIG_STATE_LABEL, what the ready step waits for; the lifecycle suite found it
+#                      stacks/nvidia MIG_STATE_LABEL, what the ready step waits for; the lifecycle suite found it
 #                      left after uninstall)}. Role
 #                      gpu_node_labels clears them with state absent (node_state below)
 
@@ -173,7 +173,7 @@ DEFAULT_RUNTIME_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['defa
 # want GPU compute mode Default on their nodes
 DEFAULT_COMPUTE_MODE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['compute_mode'] == 'default')
 # the strategies whose shared objects have fixed names and belong to the strategy alone, all of whose pools agree on
-# them: role gpu_sharing_stack prunes what a changed setting drops among them (gpu_stack_render.prune_rules); the
+# them: role gpu_sharing_stack prunes what a changed setting drops among them (stacks/render.prune_rules); the
 # NVIDIA family's RuntimeClass is released by its records instead, the operator's and the DRA driver's shared objects
 # are their Helm releases
 SHARED_PRUNE_STRATEGIES = tuple(name for name, p in STRATEGY_MODEL if p['shared_prune'])

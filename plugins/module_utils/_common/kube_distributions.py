@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Kubernetes distributions the collection configures, defined once: kubeadm, RKE1, RKE2 and k3s.
 
-Plain Python (no Ansible imports, no other module_utils). kube_scheduler_plan and kube_scheduler_adapters derive
+Plain Python (no Ansible imports, no other module_utils). scheduler/plan and scheduler/adapters derive
 their mode and path tables from it; the role defaults that name the same paths and services
 (kube_scheduler_extender_rke2_*, kube_scheduler_extender_kubeadm_manifest, nvidia_container_runtime_rke2_* and
 _k3s_*) are compared with it by tests/unit/plugins/module_utils/_common/test_kube_distributions.py.

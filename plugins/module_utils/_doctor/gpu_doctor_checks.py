@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_gpushare import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpushare import (
     EXTENDER_FIX_COMMITS, PLUGIN_FIX_COMMITS, known_bad_extender, known_bad_plugin,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
@@ -333,7 +333,7 @@ def _commits(fixes: Iterable[tuple[str, str, str]]) -> str:
 
 
 def check_cluster_images(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """Images known to fail; the lists live with the gpushare stack (gpu_stack_gpushare.KNOWN_BAD_*_TAGS)."""
+    """Images known to fail; the lists live with the gpushare stack (stacks/gpushare.KNOWN_BAD_*_TAGS)."""
     out = []
     build = ('git clone the repository, git checkout that commit (or a later one), docker build with its Dockerfile, '
              'push to your registry, then set %s in gpu_sharing_stack_gpushare to that image and re-run the cluster '

@@ -11,7 +11,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.gpuops.k8s_gpu.plugins.action import gpu_stack_manifests as action
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_stack_manifests as module
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import Exit, capture_exit, module_args
 
 NAME = 'gpuops.k8s_gpu.gpu_stack_manifests'
@@ -84,11 +84,11 @@ def test_render_equals_the_module(monkeypatch, case):
 
 def test_arguments_are_checked_with_the_module_spec():
     # one argument specification for both
-    assert module.argument_spec is gpu_stack_render.argument_spec
-    spec = gpu_stack_render.argument_spec()
+    assert module.argument_spec is render.argument_spec
+    spec = render.argument_spec()
     assert spec['strategy']['required'] and spec['pool']['required']
     # a new dict every time: a default list is never shared between runs
-    assert gpu_stack_render.argument_spec()['nodes']['default'] is not spec['nodes']['default']
+    assert render.argument_spec()['nodes']['default'] is not spec['nodes']['default']
 
 
 @pytest.mark.parametrize('args, named', [

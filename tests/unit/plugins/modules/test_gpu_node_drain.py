@@ -10,7 +10,7 @@ from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.module_utils._cluster.test_gpu_sharing_drain import (
     FakeCore, node, pod)
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_drain
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 
 MARK = {'annotation': 'gpuops.io/driver-upgrade', 'value': '580.105.08'}
@@ -27,8 +27,8 @@ class FakeClientModule(object):
 @pytest.fixture
 def run(monkeypatch):
     capture_exit(monkeypatch)
-    monkeypatch.setattr(k8s_access, 'KUBERNETES_IMPORT_ERROR', None)
-    monkeypatch.setattr(k8s_access, 'api_client', lambda params: 'api')
+    monkeypatch.setattr(access, 'KUBERNETES_IMPORT_ERROR', None)
+    monkeypatch.setattr(access, 'api_client', lambda params: 'api')
 
     def _run(args, core):
         monkeypatch.setattr(gpu_node_drain, 'k8s_client', FakeClientModule(core))

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_node_labels_apply as mod
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as labels
 
 PLAN = {'nodes': [{'host': 'h', 'node': 'n', 'strategy': 'mps', 'pools': ['p'], 'labels': {'a': 'b'}, 'defaults': {},
@@ -22,7 +22,7 @@ def run(monkeypatch):
     calls = []
     capture_exit(monkeypatch)
     monkeypatch.setattr(mod, 'k8s_client', Client())
-    monkeypatch.setattr(k8s_access, 'api_client', lambda params: 'c')
+    monkeypatch.setattr(access, 'api_client', lambda params: 'c')
 
     def plan_and_apply(api, static, options, check_mode=False):
         calls.append(('plan', api, static, options, check_mode))

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
 
 
 NODES = [{'metadata': {'name': 'gs'}, 'status': {'capacity': {'aliyun.com/gpu-mem': '30', 'aliyun.com/gpu-count': '2'},

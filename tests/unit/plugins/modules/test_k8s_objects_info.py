@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import k8s_objects_info
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access, k8s_read
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access, read as kube_read
 
 
 @pytest.fixture
@@ -13,16 +13,16 @@ def run(monkeypatch):
     calls = []
     capture_exit(monkeypatch)
     monkeypatch.setattr(k8s_objects_info, 'k8s_client', object())
-    monkeypatch.setattr(k8s_access, 'api_client', lambda params: calls.append(('client', params.get('host'))) or 'c')
-    monkeypatch.setattr(k8s_read, 'typed_apis', lambda module, client: {'client': client})
+    monkeypatch.setattr(access, 'api_client', lambda params: calls.append(('client', params.get('host'))) or 'c')
+    monkeypatch.setattr(kube_read, 'typed_apis', lambda module, client: {'client': client})
 
     def read(apis, queries, version=False):
         calls.append(('read', queries, version))
         if any(q.get('name') == 'forbidden' for q in queries):
-            raise k8s_read.ReadError('reading ConfigMap kube-system/forbidden failed: Forbidden')
+            raise kube_read.ReadError('reading ConfigMap kube-system/forbidden failed: Forbidden')
         return {'objects': dict((q['key'], []) for q in queries), 'api_found': dict((q['key'], True) for q in queries)}
 
-    monkeypatch.setattr(k8s_read, 'read', read)
+    monkeypatch.setattr(kube_read, 'read', read)
 
     return main_runner(k8s_objects_info.main, calls)
 
@@ -64,7 +64,7 @@ def test_api_key_is_no_log():
 def test_fields_cut_the_objects_returned(run, monkeypatch):
     node = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'n1', 'labels': {'a': '1'}, 'uid': 'u'},
             'status': {'allocatable': {'cpu': '4'}, 'images': []}}
-    monkeypatch.setattr(k8s_read, 'read', lambda apis, queries, version=False: {
+    monkeypatch.setattr(kube_read, 'read', lambda apis, queries, version=False: {
         'objects': {'nodes': [node]}, 'api_found': {'nodes': True}})
     res = run({'queries': [{'key': 'nodes', 'kind': 'Node'}], 'fields': {'nodes': ['metadata.labels', 'status.allocatable']}})
     assert res['failed'] is False

@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import plan as scheduler_plan
 
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'scheduler')
@@ -122,7 +122,7 @@ def test_rke1_needs_path_and_existing_file(capsys, tmp_path):
 
 
 def test_default_config_paths():
-    plan = kube_scheduler_plan.plan
+    plan = scheduler_plan.plan
     base = {'kubernetes_version': '1.21', 'extenders': [GPUSHARE], 'cluster_configuration': None}
     res = plan(dict(base, mode='rke2_config', path='/nonexistent/config.yaml'), read=lambda p: None)
     assert res['config_path'] == '/etc/rancher/rke2/gpuops/scheduler-policy.json' and res['flag'] == 'policy-config-file'
@@ -137,7 +137,7 @@ def test_default_config_paths():
 def own_dir(tmp_path, monkeypatch):
     """Make tmp_path/gpuops the collection's own config directory (like /etc/kubernetes/gpuops)."""
     d = tmp_path / 'gpuops'
-    monkeypatch.setattr(kube_scheduler_plan, 'CONFIG_DIRS', {'rke1': str(d), 'rke2': str(d), 'kubeadm': str(d)})
+    monkeypatch.setattr(scheduler_plan, 'CONFIG_DIRS', {'rke1': str(d), 'rke2': str(d), 'kubeadm': str(d)})
     return d
 
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as m
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render as r
 
 A100_UUID = 'GPU-8a5b6c1e-0b0c-4f53-9f9b-2f1b6d3c1a01'
 MIG_UUID = 'MIG-b2fd6a54-9383-50f0-ab27-4d244819a995'
@@ -206,7 +206,7 @@ class Resp(object):
 
 
 class Recorder(object):
-    """A k8s_rest.request stand-in: answers by path, records (method, path, query)."""
+    """A kube/rest.request stand-in: answers by path, records (method, path, query)."""
 
     def __init__(self, answers):
         self.answers = answers

@@ -4,7 +4,7 @@
 that the scheduler satisfied with a DRA device is counted once, as its claim's device, never also as device-plugin
 nvidia.com/gpu. The objects are shaped as the lab's real 1.37 control plane returned them
 (lab/tests/integration/test_dra_extended_real.py)."""
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as m
 
 UUID = 'GPU-3672890b-e127-9850-0c65-415ee8cf8a17'
 

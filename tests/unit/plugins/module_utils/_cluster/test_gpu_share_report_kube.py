@@ -5,15 +5,15 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_kube as kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
 
 
 def test_build_client_is_the_access_layer(monkeypatch):
-    """The report's client comes from k8s_access (its tests: test_k8s_access.py, moved from here)."""
+    """The report's client comes from kube/access (its tests: test_k8s_access.py, moved from here)."""
     seen = []
-    monkeypatch.setattr(kube.k8s_access, 'api_client', lambda params: seen.append(params) or 'api')
+    monkeypatch.setattr(kube.access, 'api_client', lambda params: seen.append(params) or 'api')
     assert kube.build_client({'host': 'http://h'}) == 'api' and seen == [{'host': 'http://h'}]
-    assert kube.KubeError is kube.k8s_access.KubeError
+    assert kube.KubeError is kube.access.KubeError
 
 
 class Resp(object):

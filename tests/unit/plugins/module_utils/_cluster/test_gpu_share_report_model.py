@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import quantity as q
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as m
 
 
 def node(name, res, labels=None, annotations=None, ip='10.0.0.1'):

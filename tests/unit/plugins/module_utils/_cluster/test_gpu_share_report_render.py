@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_share_report text forms: the kubectl-inspect-gpushare style table, Markdown and HTML."""
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as m
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render as r
 
 
 def node(name, res, ip):

@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_stack_common.chart_yaml_version: a chart's version from its Chart.yaml, None when it cannot be read (issue #39:
+"""stacks/common.chart_yaml_version: a chart's version from its Chart.yaml, None when it cannot be read (issue #39:
 mypy found that a .tgz whose <chart>/Chart.yaml is not a regular file raised AttributeError: extractfile gives None)."""
 from __future__ import annotations
 
 import io
 import tarfile
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import chart_yaml_version
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import chart_yaml_version
 
 
 def _tgz(path, members):

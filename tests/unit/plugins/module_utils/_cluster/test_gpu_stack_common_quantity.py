@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_stack_common.quantity: the canonical form kube-apiserver stores (the lifecycle suite's ready step found the
+"""stacks/common.quantity: the canonical form kube-apiserver stores (the lifecycle suite's ready step found the
 HAMi and Volcano validation pods written on every re-run: 3000 sent, 3k stored)."""
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError, quantity
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError, quantity
 
 
 @pytest.mark.parametrize('given, stored', [

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import desired_hash, is_subset, with_hash
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.converger import desired_hash, is_subset, with_hash
 
 
 def test_subset_and_quantities():

@@ -9,10 +9,10 @@ import tarfile
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra as dra
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live as live
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import live
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars, sharing_pools
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 
@@ -271,7 +271,7 @@ def test_DRA_08_node_of_a_device_plugin_refused_even_with_mixed_accounting():
     with pytest.raises(StackError, match='n1 already runs strategy time-slicing'):
         render(live_nodes=labelled, allow_mixed_accounting=True)
     # ... and the DRA check refuses it on its own as well (node_state given directly)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx
     state = {'n1': {'labels': labelled[0]['metadata']['labels'], 'allocatable': {}}}
     with pytest.raises(StackError, match=r'n1 is in pool p1 \(strategy time-slicing, a device plugin\)'):
         dra.check_device_plugin_nodes(Ctx('p1', 'kube-system', 'dra'), ['n1'], state, [])
@@ -446,7 +446,7 @@ def test_DRA_13_claims_and_validation_template_in_the_version_of_the_minor(kube,
 
 
 def test_DRA_06_validation_pod_with_a_shared_claim_and_scheduler():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx
     ctx = Ctx('p1', 'kube-system', 'dra')
     [claim] = dra.claim_templates([{'name': 's', 'kind': 'gpu', 'shared': True}], 'ml')
     pod = dra.validation_pod(ctx, 'v', 'ml', 'img:1', claim, scheduler_name='other')
@@ -457,7 +457,7 @@ def test_DRA_06_validation_pod_with_a_shared_claim_and_scheduler():
 def test_DRA_01_every_value_path_is_documented():
     v = values(registry='r.example.com', pull=['a'], node_selector={'x': 'y'},
                settings={'feature_gates': {'MPSSupport': True}, 'log_verbosity': 2})
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import leaf_paths
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import leaf_paths
     for p in leaf_paths(v):
         top = p if p in dra.DOCUMENTED_VALUE_KEYS else p.rsplit('.', 1)[0]
         assert any(top == k or top.startswith(k + '.') for k in dra.DOCUMENTED_VALUE_KEYS), p
@@ -528,12 +528,12 @@ def test_two_dra_pools_rendering_one_claim_name_into_one_namespace_are_refused()
     """Found by the lifecycle suite: two dra pools with the same claim templates each took the one ResourceClaimTemplate
     over on every run (a re-run wrote it twice), and one pool's uninstall would delete the other's. The pools' plan
     refuses it (Stack.own_conflicts); other names, or another namespace, are fine."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry as stacks_registry
 
     def pool(name, ns, names):
         return {'name': name, 'strategy': 'dra', 'settings': {'gpu_sharing_stack_dra': {
             'claim_namespace': ns, 'claim_templates': [{'name': n} for n in names]}}}
-    [err] = gpu_stack_registry.find('dra').own_conflicts([pool('a', 'ml', ['gpu', 'a-only']), pool('b', 'ml', ['gpu'])])
+    [err] = stacks_registry.find('dra').own_conflicts([pool('a', 'ml', ['gpu', 'a-only']), pool('b', 'ml', ['gpu'])])
     assert err.startswith('dra pools a, b render the claim ml/gpu each'), err
     assert dra.claim_name_conflicts([pool('a', 'ml', ['gpu']), pool('b', 'ops', ['gpu'])]) == []
     assert dra.claim_name_conflicts([pool('a', 'ml', ['gpu-a']), pool('b', 'ml', ['gpu-b'])]) == []

@@ -5,9 +5,9 @@ DRAX-* of docs/conformance/dra-driver-nvidia-gpu.md; lab/tests/integration/test_
 rendered here to the lab's real API servers and schedules plain nvidia.com/gpu pods onto a real node's DRA device."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra as dra
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
 
 GATES = {'TimeSlicingSettings': True, 'MPSSupport': True}

@@ -3,10 +3,10 @@
 rows of docs/conformance/gpu-manager.md. Each RBAC row is one API call read from the code at that tag/commit."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_gpu_manager as gm
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as ksr
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_manager as gm
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as ksr
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}], 'sharing': {}}
 OK = {'accept_unmaintained': True, 'admission_image': 'reg.example/tkestack/gpu-admission:47d56ae'}

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_hami as hami
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import hami
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}], 'sharing': {}}
 

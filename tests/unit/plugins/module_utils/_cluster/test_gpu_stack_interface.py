@@ -6,10 +6,10 @@ written out, not computed from the Stacks)."""
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry as reg
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_shared as shared
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry as reg
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import shared
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, StackError
 
 NVIDIA = ('exclusive', 'time-slicing', 'mps', 'mig')
 OPERANDS_OFF = {'nvidia.com/gpu.deploy.operands': 'false'}

@@ -3,9 +3,9 @@
 """What a stack reads before it renders (one k8s_objects_info run) and how the renderer takes the answers."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live as L
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import live as L
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 
 NODES = {'key': 'nodes', 'kind': 'Node'}
@@ -107,16 +107,16 @@ def test_render_with_live_equals_render_with_the_separate_inputs():
     site_rc = {'apiVersion': 'node.k8s.io/v1', 'kind': 'RuntimeClass', 'metadata': {'name': 'nvidia'}, 'handler': 'nvidia'}
     base = {'strategy': 'time-slicing', 'pool': 'p', 'nodes': ['gpu-1'], 'facts': {'gpu-1': T4},
             'settings': {'time_slicing': {'replicas': 4}}}
-    separate = gpu_stack_render.render(dict(base, live_nodes=[node], live_runtime_classes=[site_rc]))
-    merged = gpu_stack_render.render(dict(base, live={'objects': {'nodes': [node], 'runtime_classes': [site_rc]}}))
+    separate = render.render(dict(base, live_nodes=[node], live_runtime_classes=[site_rc]))
+    merged = render.render(dict(base, live={'objects': {'nodes': [node], 'runtime_classes': [site_rc]}}))
     assert merged == separate
     # and the site's RuntimeClass really changed the result (it is not rendered again)
-    assert merged != gpu_stack_render.render(dict(base, live={'objects': {'nodes': [node], 'runtime_classes': []}}))
+    assert merged != render.render(dict(base, live={'objects': {'nodes': [node], 'runtime_classes': []}}))
 
 
 def test_render_hami_takes_the_cluster_version_from_live():
     base = {'strategy': 'hami', 'pool': 'p', 'nodes': ['gpu-1'], 'facts': {'gpu-1': T4}, 'settings': {'hami': {}}}
     with pytest.raises(StackError):
-        gpu_stack_render.render(base)  # no version: the kube-scheduler image cannot be chosen
-    out = gpu_stack_render.render(dict(base, live={'objects': {'nodes': []}, 'version': {'gitVersion': 'v1.34.2'}}))
+        render.render(base)  # no version: the kube-scheduler image cannot be chosen
+    out = render.render(dict(base, live={'objects': {'nodes': []}, 'version': {'gitVersion': 'v1.34.2'}}))
     assert any('v1.34.2' in img for img in out['images']), out['images']

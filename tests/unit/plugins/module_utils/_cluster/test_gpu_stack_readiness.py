@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_stack_common.stack_readiness and filter stack_readiness: the MIG manager's readiness, decided in Python (was a
+"""stacks/common.stack_readiness and filter stack_readiness: the MIG manager's readiness, decided in Python (was a
 Jinja map/selectattr/zip chain in role gpu_sharing_stack)."""
 from ansible_collections.gpuops.k8s_gpu.plugins.filter.stack_readiness import FilterModule
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import stack_readiness
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import stack_readiness
 
 STATE = 'nvidia.com/mig.config.state'
 READY = {'label': STATE, 'value': 'success', 'failed_value': 'failed', 'nodes': ['n1', 'n2']}

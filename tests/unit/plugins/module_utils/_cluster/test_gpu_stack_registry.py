@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy as gs
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as report
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as report
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))
 TYPES = {str: 'str', int: 'int', float: 'float', bool: 'bool', list: 'list', dict: 'dict'}
-# keys the role never sets: the render fills them from the cluster (gpu_stack_live)
+# keys the role never sets: the render fills them from the cluster (stacks/live)
 INTERNAL = {('gpushare', 'kube_proxy_config')}
 
 

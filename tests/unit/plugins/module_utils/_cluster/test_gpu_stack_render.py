@@ -3,11 +3,11 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError, mirror_image
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_gpushare import known_bad_extender
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import DOCUMENTED_VALUE_KEYS, leaf_paths
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_volcano import scheduler_conf
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError, mirror_image
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpushare import known_bad_extender
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import DOCUMENTED_VALUE_KEYS, leaf_paths
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.volcano import scheduler_conf
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}],
       'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'GPU(s) 0 are not MIG capable'}}}
@@ -227,7 +227,7 @@ def test_K8S_12_no_env_value_is_the_empty_string(strategy, kw):
 
 
 def rc_live(name, users):
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_nvidia import runtime_class
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.nvidia import runtime_class
     live = runtime_class(name)
     live['metadata']['annotations'] = dict(('user.gpuops.io/' + u, 'true') for u in users)
     return live
@@ -246,8 +246,8 @@ def test_a_runtime_class_the_pool_no_longer_uses_is_released():
 
 
 def test_the_record_prefix_is_the_converge_modules_default():
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.k8s_converger import USER_PREFIX
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import SHARED_USER_PREFIX
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.converger import USER_PREFIX
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import SHARED_USER_PREFIX
     from ansible_collections.gpuops.k8s_gpu.plugins.modules.k8s_converge import argument_spec
     assert SHARED_USER_PREFIX == USER_PREFIX == argument_spec()['user_annotation_prefix']['default']
 

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import sharing_pools
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_shared as shared
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import shared
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 
 POOL_SETTINGS = ['gpu_sharing_stack_node_selector', 'gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
                  'gpu_sharing_stack_image_pull_secrets', 'gpu_sharing_stack_hami', 'gpu_sharing_stack_volcano',
@@ -142,20 +142,20 @@ def test_every_stack_words_a_deploy_label_conflict(monkeypatch):
     """Found typing the _cluster wing (issue #39): operator_mix asks the stack that places_on_every_gpu_node for
     deploy_label_conflict, which only the GPU operator's Stack had: any other such stack raised AttributeError. The
     Stack interface has it now (the operator keeps its own words)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_base, gpu_stack_registry
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import base as stacks_base, registry
 
-    class Everywhere(gpu_stack_base.Stack):
+    class Everywhere(stacks_base.Stack):
         places_on_every_gpu_node = True
 
-    class Follower(gpu_stack_base.Stack):
+    class Follower(stacks_base.Stack):
         def pool_follows_deploy_labels(self, pool_settings):
             return True
 
     # two strategies of the model, with these stacks in place of their own
     stacks = {'hami': Everywhere('hami'), 'mig': Follower('mig')}
-    monkeypatch.setattr(gpu_stack_registry, 'stacks', lambda: list(stacks.values()))
-    monkeypatch.setattr(gpu_stack_registry, 'find', stacks.get)
+    monkeypatch.setattr(registry, 'stacks', lambda: list(stacks.values()))
+    monkeypatch.setattr(registry, 'find', stacks.get)
     [err] = shared.operator_mix([{'name': 'p1', 'strategy': 'hami'}, {'name': 'p2', 'strategy': 'mig'}])
     assert err.startswith('hami pool(s) p1 and pool(s) p2 cannot share a cluster')
     monkeypatch.undo()
-    assert 'gpu-operator' in gpu_stack_registry.stack('gpu-operator').deploy_label_conflict(['a'], ['b'])
+    assert 'gpu-operator' in registry.stack('gpu-operator').deploy_label_conflict(['a'], ['b'])

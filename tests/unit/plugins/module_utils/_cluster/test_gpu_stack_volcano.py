@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_volcano as vol
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import live as stacks_live
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import volcano as vol
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 
 
 def render(**vs):
@@ -152,8 +152,8 @@ def test_VOL_13_kubernetes_outside_volcanos_compatibility_table_refused(kube, ok
         with pytest.raises(StackError, match='1.23 to 1.34'):
             render(kube_version=kube, version='1.14')
     # the role reads the version from the API server
-    assert gpu_stack_live.queries('volcano', settings={})['version'] is True
-    merged = gpu_stack_live.merge({'strategy': 'volcano', 'settings': {}}, {'version': {'gitVersion': kube}})
+    assert stacks_live.queries('volcano', settings={})['version'] is True
+    merged = stacks_live.merge({'strategy': 'volcano', 'settings': {}}, {'version': {'gitVersion': kube}})
     assert merged['settings']['volcano']['kube_version'] == kube
 
 
@@ -192,9 +192,9 @@ def test_scheduler_configmap_name_is_a_setting_like_the_deployment():
     cms = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and vol.CONF_KEY in (m.get('data') or {})]
     assert [m['metadata']['name'] for m in cms] == ['vc-sched-conf']
     assert render()['adopted_manifests'][0]['metadata']['name'] == 'volcano-scheduler-configmap'
-    q = gpu_stack_live.queries('volcano', settings={'volcano': {'scheduler_configmap': 'vc-sched-conf'}})
+    q = stacks_live.queries('volcano', settings={'volcano': {'scheduler_configmap': 'vc-sched-conf'}})
     assert [x['name'] for x in q['queries'] if x['key'] == 'volcano_conf'] == ['vc-sched-conf']
-    q = gpu_stack_live.queries('volcano', settings={'volcano': {}})
+    q = stacks_live.queries('volcano', settings={'volcano': {}})
     assert [x['name'] for x in q['queries'] if x['key'] == 'volcano_conf'] == ['volcano-scheduler-configmap']
     with pytest.raises(StackError, match='scheduler_configmap'):
         render(scheduler_configmap='Bad Name')

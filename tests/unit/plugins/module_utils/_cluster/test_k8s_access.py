@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Kubernetes access layer (k8s_access) with a fake kubernetes.core get_api_client (no cluster, no network).
+"""The Kubernetes access layer (kube/access) with a fake kubernetes.core get_api_client (no cluster, no network).
 
 The build_client tests that lived in test_gpu_share_report_kube.py moved here: the client is now built by
 kubernetes.core, so they check what the layer hands to it and what it does with the answer.
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.doc_fragments.k8s_auth_options import ModuleDocFragment
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 
 # kubernetes.core's AUTH_ARG_SPEC (plugins/module_utils/args_common.py, tags 3.0.0 and 6.5.0), written down as facts:
 # name -> (type, aliases, no_log).  proxy_headers and persist_config are the two this collection does not offer.
@@ -66,19 +66,19 @@ def kubeconfig(tmp_path):
 
 
 def test_K8S_01_options_are_kubernetes_core_auth_options():
-    assert sorted(k8s_access.AUTH_ARG_SPEC) == sorted(UPSTREAM_AUTH)
+    assert sorted(access.AUTH_ARG_SPEC) == sorted(UPSTREAM_AUTH)
     for name, (typ, aliases, secret) in UPSTREAM_AUTH.items():
-        opts = k8s_access.AUTH_ARG_SPEC[name]
+        opts = access.AUTH_ARG_SPEC[name]
         assert opts['type'] == typ, name
         assert opts.get('aliases', []) == aliases, name
         assert bool(opts.get('no_log')) is secret, name
-    assert k8s_access.AUTH_ARG_SPEC['impersonate_groups']['elements'] == 'str'
+    assert access.AUTH_ARG_SPEC['impersonate_groups']['elements'] == 'str'
 
 
 def test_K8S_01_doc_fragment_matches_the_spec():
     doc = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options']
-    assert sorted(doc) == sorted(k8s_access.AUTH_ARG_SPEC)
-    for name, opts in k8s_access.AUTH_ARG_SPEC.items():
+    assert sorted(doc) == sorted(access.AUTH_ARG_SPEC)
+    for name, opts in access.AUTH_ARG_SPEC.items():
         assert doc[name]['type'] == opts['type'], name
         assert doc[name].get('aliases', []) == opts.get('aliases', []), name
         assert doc[name].get('default') == opts.get('default'), name
@@ -88,25 +88,25 @@ def test_K8S_01_doc_fragment_matches_the_spec():
 
 def test_K8S_02_environment_fallbacks():
     marker = object()
-    spec = k8s_access.auth_arg_spec(marker)
+    spec = access.auth_arg_spec(marker)
     for name, env in UPSTREAM_ENV.items():
         assert spec[name]['fallback'] == (marker, [env]), name
     assert spec['validate_certs']['default'] is True
-    assert k8s_access.AUTH_ARG_SPEC['kubeconfig']['fallback'] == ('K8S_AUTH_KUBECONFIG',)   # not modified
+    assert access.AUTH_ARG_SPEC['kubeconfig']['fallback'] == ('K8S_AUTH_KUBECONFIG',)   # not modified
     spec['ca_cert']['aliases'].append('x')
-    assert k8s_access.AUTH_ARG_SPEC['ca_cert']['aliases'] == ['ssl_ca_cert']
+    assert access.AUTH_ARG_SPEC['ca_cert']['aliases'] == ['ssl_ca_cert']
 
 
 def test_K8S_03_secrets_are_no_log():
-    spec = k8s_access.auth_arg_spec(object())
+    spec = access.auth_arg_spec(object())
     assert spec['api_key']['no_log'] is True and spec['password']['no_log'] is True
 
 
 def test_K8S_04_client_from_kubernetes_core_with_overrides(kubeconfig):
     core = FakeCore()
-    dyn = k8s_access.get_client({'kubeconfig': kubeconfig, 'context': 'c', 'host': 'https://h:6443', 'api_key': 'tok',
-                                 'validate_certs': False, 'ca_cert': '/ca', 'client_cert': '/crt',
-                                 'client_key': '/key', 'definitions': [{}], 'proxy': None}, get_api_client=core)
+    dyn = access.get_client({'kubeconfig': kubeconfig, 'context': 'c', 'host': 'https://h:6443', 'api_key': 'tok',
+                             'validate_certs': False, 'ca_cert': '/ca', 'client_cert': '/crt',
+                             'client_key': '/key', 'definitions': [{}], 'proxy': None}, get_api_client=core)
     assert isinstance(dyn, FakeDynamic)
     assert core.calls == [(None, {'kubeconfig': kubeconfig, 'context': 'c', 'host': 'https://h:6443', 'api_key': 'tok',
                                   'validate_certs': False, 'ca_cert': '/ca', 'client_cert': '/crt',
@@ -145,54 +145,54 @@ class FakeApiClient(object):
 
 def test_K8S_04_typed_api_client_uses_kubernetes_core_configuration(kubeconfig):
     core = FakeCoreModule()
-    api = k8s_access.api_client({'kubeconfig': kubeconfig, 'api_key': 'tok', 'impersonate_user': 'u',
-                                 'validate_certs': True}, core=core, api_client_class=FakeApiClient)
+    api = access.api_client({'kubeconfig': kubeconfig, 'api_key': 'tok', 'impersonate_user': 'u',
+                             'validate_certs': True}, core=core, api_client_class=FakeApiClient)
     want = {'kubeconfig': kubeconfig, 'api_key': 'tok', 'impersonate_user': 'u', 'validate_certs': True}
     assert core.calls == [('auth', None, want), ('configuration', dict(want, built=True))]
     assert api.configuration == {'auth': dict(want, built=True)} and api.headers == {'Impersonate-User': 'u'}
-    with pytest.raises(k8s_access.KubeError, match='from kubeconfig %s: bad yaml' % kubeconfig):
-        k8s_access.api_client({'kubeconfig': kubeconfig}, core=FakeCoreModule(ValueError('bad yaml')),
-                              api_client_class=FakeApiClient)
+    with pytest.raises(access.KubeError, match='from kubeconfig %s: bad yaml' % kubeconfig):
+        access.api_client({'kubeconfig': kubeconfig}, core=FakeCoreModule(ValueError('bad yaml')),
+                          api_client_class=FakeApiClient)
 
 
 def test_K8S_04_default_connection_is_left_to_kubernetes_core():
     core = FakeCore()
-    k8s_access.get_client({'kubeconfig': None, 'validate_certs': True}, get_api_client=core)
+    access.get_client({'kubeconfig': None, 'validate_certs': True}, get_api_client=core)
     assert core.calls == [(None, {'validate_certs': True})]
 
 
 def test_K8S_04_errors_name_the_kubeconfig(kubeconfig):
-    with pytest.raises(k8s_access.KubeError, match='cannot configure the Kubernetes client from kubeconfig %s: yaml error'
+    with pytest.raises(access.KubeError, match='cannot configure the Kubernetes client from kubeconfig %s: yaml error'
                        % kubeconfig):
-        k8s_access.get_client({'kubeconfig': kubeconfig}, get_api_client=FakeCore(ValueError('yaml error')))
-    with pytest.raises(k8s_access.KubeError, match='in-cluster service account: no config'):
-        k8s_access.get_client({}, get_api_client=FakeCore(IOError('no config')))
+        access.get_client({'kubeconfig': kubeconfig}, get_api_client=FakeCore(ValueError('yaml error')))
+    with pytest.raises(access.KubeError, match='in-cluster service account: no config'):
+        access.get_client({}, get_api_client=FakeCore(IOError('no config')))
 
 
 def test_K8S_04_missing_kubernetes_core(monkeypatch):
-    monkeypatch.setattr(k8s_access, '_core_get_api_client', None)
-    monkeypatch.setattr(k8s_access, '_core_client', None)
-    with pytest.raises(k8s_access.KubeError, match='kubernetes.core collection is needed'):
-        k8s_access.get_client({})
-    with pytest.raises(k8s_access.KubeError, match='kubernetes.core collection is needed'):
-        k8s_access.api_client({}, api_client_class=FakeApiClient)
+    monkeypatch.setattr(access, '_core_get_api_client', None)
+    monkeypatch.setattr(access, '_core_client', None)
+    with pytest.raises(access.KubeError, match='kubernetes.core collection is needed'):
+        access.get_client({})
+    with pytest.raises(access.KubeError, match='kubernetes.core collection is needed'):
+        access.api_client({}, api_client_class=FakeApiClient)
 
 
 def test_K8S_07_kubeconfig_path_list_or_dict(tmp_path, kubeconfig):
     other = tmp_path / 'other'
     other.write_text(u'{}')
     both = kubeconfig + os.pathsep + str(other)
-    assert k8s_access.check_kubeconfig(both) == (both, None)
-    assert k8s_access.check_kubeconfig({'clusters': []}) == ({'clusters': []}, None)
-    assert k8s_access.check_kubeconfig('') == (None, None)
-    assert k8s_access.check_kubeconfig('/nonexistent') == (None, 'kubeconfig: file /nonexistent does not exist')
-    assert k8s_access.check_kubeconfig(kubeconfig + os.pathsep + '/gone')[1] == 'kubeconfig: file /gone does not exist'
-    assert k8s_access.check_kubeconfig(5)[1] == 'kubeconfig must be a path (string) or a dictionary, got int'
+    assert access.check_kubeconfig(both) == (both, None)
+    assert access.check_kubeconfig({'clusters': []}) == ({'clusters': []}, None)
+    assert access.check_kubeconfig('') == (None, None)
+    assert access.check_kubeconfig('/nonexistent') == (None, 'kubeconfig: file /nonexistent does not exist')
+    assert access.check_kubeconfig(kubeconfig + os.pathsep + '/gone')[1] == 'kubeconfig: file /gone does not exist'
+    assert access.check_kubeconfig(5)[1] == 'kubeconfig must be a path (string) or a dictionary, got int'
     core = FakeCore()
-    k8s_access.get_client({'kubeconfig': {'clusters': []}}, get_api_client=core)
+    access.get_client({'kubeconfig': {'clusters': []}}, get_api_client=core)
     assert core.calls[0][1]['kubeconfig'] == {'clusters': []}
-    with pytest.raises(k8s_access.KubeError, match='kubeconfig: file /nonexistent does not exist'):
-        k8s_access.get_client({'kubeconfig': '/nonexistent'}, get_api_client=core)
+    with pytest.raises(access.KubeError, match='kubeconfig: file /nonexistent does not exist'):
+        access.get_client({'kubeconfig': '/nonexistent'}, get_api_client=core)
     assert len(core.calls) == 1
 
 

@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""k8s_access's retry policy (issue #31) on a fake REST layer: what is retried, after how long, how often, and what
+"""kube/access's retry policy (issue #31) on a fake REST layer: what is retried, after how long, how often, and what
 the caller sees when it stops. Both generations of the kubernetes client's REST layer: 24 to 36 raise ApiException
 for an error status, 37 and later return the response."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access as A
 
 try:
     from urllib3.exceptions import NewConnectionError, ProtocolError
@@ -241,7 +241,7 @@ def test_K8S_16_install_wraps_once_and_switches_urllib3_retries_off():
 
 
 def test_api_client_and_get_client_install_the_policy(monkeypatch, tmp_path):
-    """Both ways to a client (plain ApiClient for k8s_rest, DynamicClient for k8s_converge) carry the policy, the
+    """Both ways to a client (plain ApiClient for kube/rest, DynamicClient for k8s_converge) carry the policy, the
     dynamic client's API discovery included (it runs on the wrapped ApiClient)."""
     class Core(object):
         @staticmethod

@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""k8s_converge's engine (module_utils/_cluster/kube/k8s_converger) on a fake DynamicClient: writes only when something differs."""
+"""k8s_converge's engine (module_utils/_cluster/kube/converger) on a fake DynamicClient: writes only when something differs."""
 import copy
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_converger as K
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import converger as K
 
 PARAMS = dict(field_manager='gpuops-k8s-gpu', hash_annotation='gpuops.io/desired-hash', labels_only_kinds=['Node'],
               delete_unmanaged=False, backup=True, backup_namespace=None)
@@ -270,7 +270,7 @@ def test_K8S_10_K8S_11_other_kinds_keep_exact_list_lengths():
 
 
 class LostAnswer(FakeDynamic):
-    """A create whose answer is lost (status 0, as k8s_access's retry policy reports a POST it will not resend):
+    """A create whose answer is lost (status 0, as kube/access's retry policy reports a POST it will not resend):
     ``landed`` says whether the server ran it."""
 
     def __init__(self, landed, objects=()):

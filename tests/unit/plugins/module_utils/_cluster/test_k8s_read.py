@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_read as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import read as R
 
 
 class Raw(object):

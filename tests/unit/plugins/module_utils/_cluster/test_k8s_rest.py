@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""k8s_rest: the typed API calls the collection makes, as plain requests over both generations of ApiClient.
+"""kube/rest: the typed API calls the collection makes, as plain requests over both generations of ApiClient.
 
 The fakes take exactly the arguments the real ApiClients take (kubernetes-client/python
 kubernetes/client/api_client.py: call_api at v24.2.0 and v36.0.0; param_serialize, call_api and
@@ -10,7 +10,7 @@ the modules that use them).
 """
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest as R
 
 
 class ApiError(Exception):

@@ -7,8 +7,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_adapters as A
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import SchedulerConfigError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import adapters as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import SchedulerConfigError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'fixtures', 'scheduler')
 CFG = '/etc/kubernetes/gpuops/scheduler-config.yaml'

@@ -3,8 +3,8 @@
 """docs/conformance/kube-scheduler.md: one test per row (KS-NN)."""
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import SchedulerConfigError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import SchedulerConfigError
 
 KUBECONFIG = '/etc/kubernetes/scheduler.conf'
 # kube-scheduler config/v1 Extender's JSON names (docs/conformance/kube-scheduler.md, KS-02)
@@ -89,7 +89,7 @@ def test_KS_07_client_connection_kubeconfig():
 def test_KS_08_filter_only_extender_beside_a_binder():
     # gpu-admission's entry (filter only, managedResources, nodeCacheCapable false) joins a file that already holds
     # gpushare's binding extender: both kept, one binder, every field as kube-scheduler reads it (v1 and a Policy)
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_gpu_manager as gm
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_manager as gm
     adm = gm.extender_entry({'admission_registration': 'host-network', 'admission_cluster_ip': '', 'admission_port': 3456})
     share = {'url_prefix': 'http://127.0.0.1:32766/gpushare-scheduler', 'filter_verb': 'filter', 'bind_verb': 'bind',
              'node_cache_capable': True, 'managed_resources': [{'name': 'aliyun.com/gpu-mem', 'ignored_by_scheduler': False}]}

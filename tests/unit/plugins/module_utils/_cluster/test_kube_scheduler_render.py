@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import SchedulerConfigError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import SchedulerConfigError
 
 GPUSHARE = dict(R.GPUSHARE_EXTENDER)
 OTHER = {'url_prefix': 'http://volcano.example:8080/ext', 'prioritize_verb': 'prioritize', 'weight': 5,

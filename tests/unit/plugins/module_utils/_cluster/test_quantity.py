@@ -48,6 +48,6 @@ def test_parse_count(text, expected):
 
 def test_the_report_reads_the_same_parser():
     """One parser: the share report's accounting and the strategy migration take kube/quantity's."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as m
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as m
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import strategy_migration as sm
     assert m.parse_quantity is q.parse_quantity and sm.parse_count is q.parse_count

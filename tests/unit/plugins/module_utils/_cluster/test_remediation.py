@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The remediation loop (issue #41), its cluster side: the quarantine plan, the
-record, the release of exactly what the loop made, and the API calls on a fake API server (remediation_kube)."""
+record, the release of exactly what the loop made, and the API calls on a fake API server (remediation/kube)."""
 import copy
 import json
 
 import pytest
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_kube as rk
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import kube as rk
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import plan
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_remediation
 
 U0, U1 = 'GPU-00000000-0000-4000-8000-000000000000', 'GPU-11111111-1111-4111-8111-111111111111'

@@ -235,10 +235,10 @@ DRA_SETTINGS = {'dra': {'chart_path': '/charts/dra-driver-nvidia-gpu', 'chart_ve
 def _rendered(strategy, pool):
     """The node labels cluster.yml gives node n1 of pool ``pool`` (the stack's render, as gpu_sharing_stack publishes
     it to gpu_node_labels)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render
-    out = gpu_stack_render.render({'strategy': strategy, 'pool': pool, 'nodes': ['n1'], 'facts': {'n1': T4},
-                                   'settings': DRA_SETTINGS if strategy == 'dra' else {},
-                                   'cdi_enabled': {'n1': True}})
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render
+    out = render.render({'strategy': strategy, 'pool': pool, 'nodes': ['n1'], 'facts': {'n1': T4},
+                         'settings': DRA_SETTINGS if strategy == 'dra' else {},
+                         'cdi_enabled': {'n1': True}})
     return out['node_labels']['n1']
 
 

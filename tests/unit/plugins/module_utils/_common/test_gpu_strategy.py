@@ -99,9 +99,9 @@ def test_one_rule_in_the_label_plan_the_stack_and_the_report():
     nvidia.com/gpu.shared, a whole-GPU node with HAMi's nvidia.com/gpumem, '0m' counted as advertised) and of the old
     report rule (Volcano next to MIG, HAMi next to a whole-GPU strategy, gpu-manager next to anything)."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_live_plan
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import gpu_share_report_model as report
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import StackError
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_render import check_conflicts
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model as report
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.render import check_conflicts
 
     def plan(strategy, alloc):
         static = {'nodes': [{'host': 'a', 'node': 'a', 'strategy': strategy, 'pools': ['p'], 'labels': {}}]}
@@ -258,7 +258,7 @@ def test_no_other_list_of_strategies_in_the_collection():
     import re
     names = '|'.join(re.escape(n) for n in gs.STRATEGIES)
     pattern = re.compile(r"""[\[(]\s*(['"])(%s)\1\s*,\s*(['"])(%s)\3""" % (names, names))
-    allowed = {('plugins/module_utils/_cluster/stacks/gpu_stack_nvidia.py', "if sharing in ('time-slicing', 'mps'):")}
+    allowed = {('plugins/module_utils/_cluster/stacks/nvidia.py', "if sharing in ('time-slicing', 'mps'):")}
     found = []
     root = _root()
     for top in ('plugins', 'roles', 'playbooks'):

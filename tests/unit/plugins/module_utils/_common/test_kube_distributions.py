@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_adapters as A
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_plan as plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import adapters as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import plan
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))

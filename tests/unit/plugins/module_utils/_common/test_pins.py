@@ -10,14 +10,14 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_dra as dra
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_gpu_manager as gpu_manager
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_gpushare as gpushare
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_hami as hami
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_nvidia as nvidia
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_operator as operator
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_volcano as volcano
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_manager
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpushare
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import hami
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import nvidia
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import operator
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import volcano
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import runtime_toolkit_repo as toolkit
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..'))

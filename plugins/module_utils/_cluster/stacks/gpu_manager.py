@@ -19,12 +19,12 @@ import re
 import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, rbac_for, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Rendered, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Rendered, Settings
 
 # upstream's git tags are vX.Y.Z, but hack/build.sh tags the image with the VERSION file's content, which has no v
 # (VERSION at v1.1.5 is 1.1.5; gpu-manager.yaml there names tkestack/gpu-manager:1.0.3)
@@ -239,7 +239,7 @@ SHARED = {'settings': 'gpu_manager',
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS)."""
+    """The one renderer signature (stacks/render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
 
@@ -258,5 +258,5 @@ class GpuManagerStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return GpuManagerStack(name)

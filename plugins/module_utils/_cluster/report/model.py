@@ -35,7 +35,7 @@ from typing import Any, TypedDict
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     MIG_RESOURCE, NVIDIA_DRA_DRIVER, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_quantity
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 GPUSHARE_COUNT = 'aliyun.com/gpu-count'
@@ -45,8 +45,8 @@ ANN_DEV = 'ALIYUN_COM_GPU_MEM_DEV'
 ANN_ASSIGNED = 'ALIYUN_COM_GPU_MEM_ASSIGNED'
 ANN_ASSUME_TIME = 'ALIYUN_COM_GPU_MEM_ASSUME_TIME'
 
-# HAMi's device plugin registers a node's GPUs in these annotations: read from its Stack (gpu_stack_hami, their home)
-HAMI_NODE_REGISTER = gpu_stack_registry.stack('hami').registration_annotations
+# HAMi's device plugin registers a node's GPUs in these annotations: read from its Stack (stacks/hami, their home)
+HAMI_NODE_REGISTER = registry.stack('hami').registration_annotations
 HAMI_POD_ALLOCATED = 'hami.io/vgpu-devices-allocated'
 HAMI_POD_NODE = 'hami.io/vgpu-node'
 
@@ -311,7 +311,7 @@ def node_strategies(node: KubeObject, resources: Amounts) -> list[str]:
     meta = node.get('metadata') or {}
     labels = meta.get('labels') or {}
     annotations = meta.get('annotations') or {}
-    stacks = gpu_stack_registry.stacks()
+    stacks = registry.stacks()
     registered = [s.name for s in stacks if any(a in annotations for a in s.registration_annotations)]
     return sorted(s.name for s in stacks if s.node_shows(labels, annotations, resources, registered))
 
@@ -321,12 +321,12 @@ def node_conflicts(strategies: Iterable[str]) -> list[str]:
     dra_conflicts' one message (with the devices published and the resource advertised), never a second one here."""
     conflicts: list[str] = []
     # a strategy that claims devices (dra) is never counted here
-    strategies = [s for s in strategies if not getattr(gpu_stack_registry.find(s), 'claims_devices', False)]
+    strategies = [s for s in strategies if not getattr(registry.find(s), 'claims_devices', False)]
     if not families_conflict(strategies):
         return conflicts
     whole = [s for s in strategies if s in WHOLE_GPU_STRATEGIES]
     # each present strategy's own words, in the order of the strategy model
-    for stack in gpu_stack_registry.stacks():
+    for stack in registry.stacks():
         if stack.name in strategies:
             conflicts.extend(stack.accounting_conflicts(strategies, whole))
     if not conflicts:

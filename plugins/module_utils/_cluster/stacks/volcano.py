@@ -22,12 +22,12 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack, settings_of
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     GPU_TOLERATION, StackError, check_name, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, rbac_for,
     split_image, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Rendered, Settings
 
 DEVICE_PLUGIN_IMAGE = pins.ref('volcano-device-plugin')
 VGPU_DEVICE_PLUGIN_IMAGE = pins.ref('volcano-vgpu-device-plugin')
@@ -307,7 +307,7 @@ SHARED = {'settings': 'volcano',
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS); Volcano's pods name schedulerName volcano."""
+    """The one renderer signature (stacks/render.STACKS); Volcano's pods name schedulerName volcano."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'scheduler_name': 'volcano'}
@@ -341,5 +341,5 @@ class VolcanoStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return VolcanoStack(name)

@@ -19,13 +19,13 @@ import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack, settings_of
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, cluster_role_binding, config_checksum, config_map, daemonset,
     deployment,
     hostpath_volume, node_name_env, pod_spec_common, rbac_for, split_image, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Rendered, Settings
 
 HAMI_IMAGE = pins.ref('hami')
 # HAMi's chart takes the kube-scheduler tag from the cluster's own version (v1.31.1+k3s1 -> v1.31.1); so do we.
@@ -339,7 +339,7 @@ SETTINGS = {'hami': HAMI_SCHEMA}
 
 # What every hami pool of a cluster shares (hami-scheduler's Deployment, its config and device ConfigMaps, the webhook,
 # RBAC; scope shared): every setting enters one of them, and so do the pool variables below. Pools of the strategy
-# whose values differ are refused by the pools' plan (gpu_stack_shared.conflicts).
+# whose values differ are refused by the pools' plan (stacks/shared.conflicts).
 SHARED = {'settings': 'hami', 'keys': tuple(HAMI_SCHEMA),
           'pool_variables': ('gpu_sharing_stack_namespace', 'gpu_sharing_stack_registry',
                              'gpu_sharing_stack_image_pull_secrets'),
@@ -348,7 +348,7 @@ SHARED = {'settings': 'hami', 'keys': tuple(HAMI_SCHEMA),
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS); HAMi's pods name its scheduler."""
+    """The one renderer signature (stacks/render.STACKS); HAMi's pods name its scheduler."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits,
             'scheduler_name': validate_settings(settings.get('hami'), HAMI_SCHEMA, ctx.var('hami'))['scheduler_name']}
@@ -407,5 +407,5 @@ class HamiStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return HamiStack(name)

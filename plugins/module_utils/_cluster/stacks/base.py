@@ -4,8 +4,8 @@
 """The Stack interface: what one strategy's stack owns beyond its manifests (issue #37, "the design change").
 
 Each strategy module (plugins/module_utils/_cluster/stacks/gpu_stack_<stack>.py, the stack the strategy model names)
-has one subclass of Stack and a ``stack(name)`` factory; gpu_stack_registry maps every strategy of the model to its
-object. The shared code (gpu_stack_render, gpu_stack_live, gpu_stack_shared, pool_plan, label_plan, strategy_migration) asks
+has one subclass of Stack and a ``stack(name)`` factory; stacks/registry maps every strategy of the model to its
+object. The shared code (stacks/render, stacks/live, stacks/shared, pool_plan, label_plan, strategy_migration) asks
 these objects and names no strategy: a new strategy is one module and one Stack, and the base class's answers are
 those of a strategy that needs nothing special.
 
@@ -22,7 +22,7 @@ What a Stack answers:
   node state         pool_node_labels (labels its agents select, beside the strategy and pool labels),
                      node_label_defaults, registration_annotations (a Node registered with its agents);
                      gpu_strategy.node_state says what uninstall clears
-  live reads         live_queries, wants_version, merge_objects, merge_version (gpu_stack_live)
+  live reads         live_queries, wants_version, merge_objects, merge_version (stacks/live)
   GPU pods           pod_runtime_class, runtime_class_note, validation (the validation workload)
   migration          migration_labels, migration_label_keys, migration_settings_labels (the labels a move onto or
                      off a pool sets, drops, cannot know), serving_sign (what shows its plugin serving a node;
@@ -53,7 +53,7 @@ class Stack(object):
     node-level stack with nothing shared, nothing read from the cluster and a plain validation pod."""
 
     # the SHARED declaration of the module that owns the strategy's shared objects ({settings, keys, pool_variables,
-    # objects}; gpu_stack_shared) and that module (its SETTINGS give the defaults); None: no shared objects to agree on
+    # objects}; stacks/shared) and that module (its SETTINGS give the defaults); None: no shared objects to agree on
     shared = None  # type: dict | None
     shared_module = None  # type: Any
     # the shared objects are released by each pool's records (SHARED_USER_PREFIX annotations), not by "no other pool"
@@ -98,7 +98,7 @@ class Stack(object):
 
     def own_conflicts(self, pools: list[dict]) -> list[str]:
         """Errors for this strategy's pools among ``pools`` (sharing_pools' {name, strategy, settings}) that disagree on
-        what they share, for a strategy that checks it itself rather than through ``shared`` (gpu_stack_shared)."""
+        what they share, for a strategy that checks it itself rather than through ``shared`` (stacks/shared)."""
         return []
 
     # -- placement
@@ -146,7 +146,7 @@ class Stack(object):
         """What its agents leave on a Node beyond the kubelet's registration (the strategy model's node_state)."""
         return gpu_strategy.node_state(self.name)
 
-    # -- what the render reads from the cluster (gpu_stack_live)
+    # -- what the render reads from the cluster (stacks/live)
 
     def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
         """k8s_objects_info queries for objects the strategy's render needs."""
@@ -201,7 +201,7 @@ class Stack(object):
         """What shows this strategy's plugin serving a node: its extended resource ``resource`` in the allocatable."""
         return {'kind': 'resource', 'resource': resource}
 
-    # -- the share report (gpu_share_report_model)
+    # -- the share report (report/model)
 
     def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
         """Whether a node shows this strategy: a resource above zero that the model gives to it alone (``resources``:

@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_adapters as A
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import kube_scheduler_render as R
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import adapters as A
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text
 

@@ -140,12 +140,12 @@ class CoreApi(object):
         return self._call('GET', '/version/', kwargs)
 
 
-# The typed API class names the collection's call sites use (k8s_read.KINDS, the modules): one class serves them all.
+# The typed API class names the collection's call sites use (kube/read.KINDS, the modules): one class serves them all.
 CoreV1Api = NodeV1Api = VersionApi = CoreApi
 
 
 def client_module(api_client_class: type | None) -> Any:
     """This module where kubernetes.client would be used for its typed APIs; None when the client is missing
-    (``api_client_class``: k8s_access.ApiClient, None when ``kubernetes`` cannot be imported)."""
+    (``api_client_class``: kube/access.ApiClient, None when ``kubernetes`` cannot be imported)."""
     import sys
     return sys.modules[__name__] if api_client_class is not None else None

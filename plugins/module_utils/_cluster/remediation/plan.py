@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The remediation loop's cluster decisions (issue #41), pure functions: no I/O here (remediation_kube.py does the
+"""The remediation loop's cluster decisions (issue #41), pure functions: no I/O here (remediation/kube.py does the
 API calls). Which GPUs are unhealthy and what repair they need is the doctor's (_doctor/gpu_doctor_remediation.py).
 
 plan     how to quarantine it: in a DRA pool a DeviceTaintRule for that one device (resource.k8s.io/v1, served from

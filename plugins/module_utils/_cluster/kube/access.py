@@ -16,7 +16,7 @@ policy is the only one and its bounds hold:
  * 502/503/504 and a connection dropped after the request was sent are retried only for requests that may run twice
    with the same result: GET, HEAD, OPTIONS, PUT, DELETE, PATCH other than a JSON patch, and the Eviction subresource
    (evicting a pod twice evicts it once; a pod already gone answers 404). A POST that may have landed is not resent:
-   the error says so (may_have_landed) and the caller re-reads (k8s_converger's backups);
+   the error says so (may_have_landed) and the caller re-reads (kube/converger's backups);
  * a connection that could not be opened (refused, connect timeout) is retried for every method (nothing was sent);
  * 429 of an Eviction is a disruption budget's answer, not throttling: it goes to the caller (gpu_node_drain waits);
  * bounded: at most ``max_retries`` retries and ``max_total`` seconds of waiting per request; a Retry-After that does
@@ -180,7 +180,7 @@ def get_client(params: dict[str, Any], get_api_client: Callable[..., Any] | None
 
 
 def api_client(params: dict[str, Any], core: Any = None, api_client_class: Any = None) -> Any:
-    """A plain kubernetes ApiClient (for k8s_rest's requests) with kubernetes.core's configuration.
+    """A plain kubernetes ApiClient (for kube/rest's requests) with kubernetes.core's configuration.
 
     Same options, environment variables, kubeconfig / in-cluster order and impersonation headers as get_client, but
     without the dynamic client's API discovery, so a read-only module sends only its own requests. core and

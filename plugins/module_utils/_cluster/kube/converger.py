@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """k8s_converge's engine: apply Kubernetes objects only when they differ from the live ones.
 
-Works on a kubernetes DynamicClient (k8s_access.get_client); reads first, writes (server-side apply, or a JSON merge
+Works on a kubernetes DynamicClient (kube/access.get_client); reads first, writes (server-side apply, or a JSON merge
 patch of labels for labels-only kinds) only when the desired fields are not already live.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 try:
     from kubernetes.client.rest import ApiException
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-except ImportError:  # reported by the module through k8s_access.KUBERNETES_IMPORT_ERROR
+except ImportError:  # reported by the module through kube/access.KUBERNETES_IMPORT_ERROR
     # stand-ins (mypy takes the client's names, an import it does not follow)
     class ApiException(Exception):  # type: ignore[no-redef]
         status = reason = body = None
@@ -327,7 +327,7 @@ class Converger(object):
         self.backups.append('%s/%s' % (bns, bname))
 
     def create_once(self, res: Any, body: dict[str, Any], name: str, namespace: str | None) -> None:
-        """POST a new object so that it exists once: a create is not idempotent, so the retry policy (k8s_access)
+        """POST a new object so that it exists once: a create is not idempotent, so the retry policy (kube/access)
         does not resend one that may have landed (connection lost after sending: status 0). Re-read then: there
         means it landed; absent means send it again, once. A conflict (409, already exists: an earlier try that
         landed, or another writer) is settled by reading what is there."""

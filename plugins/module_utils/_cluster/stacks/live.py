@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 
 def queries(strategy: Any, state: str = 'present', settings: dict[str, Any] | None = None,
@@ -25,7 +25,7 @@ def queries(strategy: Any, state: str = 'present', settings: dict[str, Any] | No
     """{queries: [...], version: bool} for k8s_objects_info."""
     present = state == 'present'
     out: list[dict[str, Any]] = [{'key': 'nodes', 'kind': 'Node'}]
-    stack = gpu_stack_registry.find(strategy)
+    stack = registry.find(strategy)
     if stack is None:
         return {'queries': out, 'version': False}
     if gpu_strategy.strategy(strategy)['runtime_class']:
@@ -45,10 +45,10 @@ def merge(params: dict[str, Any], live: dict[str, Any] | None, var: str = 'gpu_s
         out['live_runtime_classes'] = objects['runtime_classes']
     settings = dict(out.get('settings') or {})
     # what any Stack's queries found goes into that strategy's settings (each key is one Stack's)
-    for stack in gpu_stack_registry.stacks():
+    for stack in registry.stacks():
         stack.merge_objects(settings, objects, out.get('namespace') or 'kube-system', var)
     version = ((live or {}).get('version') or {}).get('gitVersion')
-    chosen = gpu_stack_registry.find(out.get('strategy'))
+    chosen = registry.find(out.get('strategy'))
     if version and chosen is not None:
         chosen.merge_version(settings, version)
     out['settings'] = settings

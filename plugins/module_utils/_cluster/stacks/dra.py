@@ -17,12 +17,12 @@ import re
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, kube_versions, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Settings
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_operator import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import (
     leaf_paths,
 )
 
@@ -435,7 +435,7 @@ SETTINGS = {'dra': DRA_SCHEMA}
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS); the DRA driver is a Helm release."""
+    """The one renderer signature (stacks/render.STACKS); the DRA driver is a Helm release."""
     manifests, labels, resources, limits, helm, claim_api = render(
         ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
         cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
@@ -912,7 +912,7 @@ class DraStack(Stack):
         if runtime_class_name:
             return None
         return ('GPU pods of this pool (strategy dra) ask for devices with a ResourceClaim (resourceClaims and '
-                'resources.claims; gpu_stack_dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
+                'resources.claims; stacks/dra.claim_templates renders the templates), not nvidia.com/gpu; the DRA '
                 'driver hands the devices over as CDI devices, so no RuntimeClass and no default runtime is needed')
 
     def validation(self, ctx: Any, settings: dict, limits: dict, scheduler_name: str | None, val: dict, image: str,
@@ -939,5 +939,5 @@ class DraStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return DraStack(name)

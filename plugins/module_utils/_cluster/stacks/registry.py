@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Strategy name -> its Stack object (gpu_stack_base.Stack), built from the strategy model (gpu_strategy, the one home
+"""Strategy name -> its Stack object (stacks/base.Stack), built from the strategy model (gpu_strategy, the one home
 of the strategies): each strategy's stack module (gpu_strategy.stack_info(name)['stack'], the modules below) makes the
 object with its ``stack(name)``. The shared code asks these objects and names no strategy.
 """
@@ -12,21 +12,21 @@ from collections.abc import Callable
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
-    gpu_stack_dra, gpu_stack_gpu_manager, gpu_stack_gpushare, gpu_stack_hami, gpu_stack_nvidia, gpu_stack_operator,
-    gpu_stack_volcano,
+    dra, gpu_manager, gpushare, hami, nvidia, operator,
+    volcano,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 
 # the stack modules, by the name the strategy model gives each strategy's stack; each has SETTINGS, render_stack (the
-# one renderer signature, gpu_stack_render) and stack(name) -> Stack
+# one renderer signature, stacks/render) and stack(name) -> Stack
 MODULES = {
-    'nvidia': gpu_stack_nvidia,
-    'gpushare': gpu_stack_gpushare,
-    'volcano': gpu_stack_volcano,
-    'hami': gpu_stack_hami,
-    'gpu_manager': gpu_stack_gpu_manager,
-    'operator': gpu_stack_operator,
-    'dra': gpu_stack_dra,
+    'nvidia': nvidia,
+    'gpushare': gpushare,
+    'volcano': volcano,
+    'hami': hami,
+    'gpu_manager': gpu_manager,
+    'operator': operator,
+    'dra': dra,
 }
 
 # every strategy of the model -> its Stack, in model order

@@ -2,21 +2,21 @@
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pools of one strategy share cluster objects (HAMi's scheduler, Volcano's configs, gpushare's extender,
-gpu-manager's admission, the GPU operator's release): each strategy's Stack (gpu_stack_registry) gives its module's
+gpu-manager's admission, the GPU operator's release): each strategy's Stack (stacks/registry) gives its module's
 SHARED, which says which of its settings and which pool variables enter them. Two pools of one strategy whose values
 of these differ would overwrite each other's objects on every run (the last pool wins; a re-run is never changed=0):
 conflicts() refuses them in the pools' plan, naming the pools and every setting that differs (a Stack may check its
-pools itself instead: own_conflicts, the DRA driver's release, gpu_stack_dra.release_conflicts)."""
+pools itself instead: own_conflicts, the DRA driver's release, stacks/dra.release_conflicts)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 # strategy -> the module that owns its shared objects (the Stacks that declare shared objects)
-OWNERS = dict((s.name, s.shared_module) for s in gpu_stack_registry.stacks() if s.shared is not None)
+OWNERS = dict((s.name, s.shared_module) for s in registry.stacks() if s.shared is not None)
 
 
 def _text(value: Any) -> str:
@@ -69,7 +69,7 @@ def operator_mix(pools: list[dict[str, Any]]) -> list[str]:
     operator cannot be kept off those nodes. Every other node-level pool carries that label and is left alone.
     The Stacks say which: places_on_every_gpu_node (the operator) and pool_follows_deploy_labels (mig, manager on)."""
     errors: list[str] = []
-    for stack in gpu_stack_registry.stacks():
+    for stack in registry.stacks():
         if not stack.places_on_every_gpu_node:
             continue
         mine = [p['name'] for p in pools if p.get('strategy') == stack.name]
@@ -77,7 +77,7 @@ def operator_mix(pools: list[dict[str, Any]]) -> list[str]:
             continue
         followers = []
         for p in pools:
-            other = gpu_stack_registry.find(p.get('strategy'))
+            other = registry.find(p.get('strategy'))
             if other is not None and other.pool_follows_deploy_labels(p.get('settings') or {}):
                 followers.append(p['name'])
         if followers:

@@ -13,7 +13,7 @@ from typing import Any
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 
-# the analysis gpu_share_report_model.analyze returns: the module's JSON result
+# the analysis report/model.analyze returns: the module's JSON result
 Report = dict[str, Any]
 # a block of the Markdown and HTML writers: (h1|h2|h3|p, text), (ul, [text]) or (table, ([head], [[cell]]))
 Block = tuple[str, Any]

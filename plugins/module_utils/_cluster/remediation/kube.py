@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The remediation loop's API calls (module gpu_remediation): quarantine a GPU (DeviceTaintRule or node taint and
 cordon), drain only the pods that hold it, release exactly what the loop made, leave Events. The decisions are
-remediation_plan's; this file only reads and writes.
+remediation/plan's; this file only reads and writes.
 
 ``api`` is anything with ``call(method, path, query=None, body=None, content_type=None)`` returning the decoded JSON
 (RestApi over the kubernetes client's ApiClient; the unit tests give a fake). Errors carry ``status`` as the
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import remediation_plan as plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.remediation import plan
 
 RULES = '/apis/%s/%s/devicetaintrules' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION)
 SLICES = '/apis/%s/%s/resourceslices' % (plan.DRA_API_GROUP, plan.DRA_API_VERSION)
@@ -45,16 +45,16 @@ class Api(Protocol):
 
 
 class RestApi(object):
-    """JSON requests over the ApiClient (k8s_rest.request)."""
+    """JSON requests over the ApiClient (kube/rest.request)."""
 
-    def __init__(self, api_client: Any, send: Callable[..., Any] = k8s_rest.request) -> None:
+    def __init__(self, api_client: Any, send: Callable[..., Any] = rest.request) -> None:
         self.api_client = api_client
         self._send = send
 
     def call(self, method: str, path: str, query: Query | None = None, body: Any = None,
              content_type: str | None = None) -> Any:
         if body is not None and content_type is None:
-            content_type = k8s_rest.JSON
+            content_type = rest.JSON
         response = self._send(self.api_client, method, path, list(query or []), body, content_type)
         data = getattr(response, 'data', b'') or b'{}'
         return json.loads(data.decode('utf-8') if isinstance(data, bytes) else data)
@@ -157,7 +157,7 @@ class Remediator(object):
             'reportingInstance': plan.MANAGED_BY})
 
     def _patch_node(self, action: str, body: dict[str, Any]) -> Any:
-        return self._write(action, 'PATCH', '/api/v1/nodes/%s' % self.node_name, body, k8s_rest.STRATEGIC_MERGE_PATCH)
+        return self._write(action, 'PATCH', '/api/v1/nodes/%s' % self.node_name, body, rest.STRATEGIC_MERGE_PATCH)
 
     def apply_rule(self, name: str, device: Sequence[str], effect: str, reason: str, dry_run_timeout: float) -> bool:
         """Create the rule with effect None and wait for the controller's dry-run count, then set ``effect``. An
@@ -353,7 +353,7 @@ class Remediator(object):
 
     def validate(self, entries: list[dict[str, Any]], settings: dict[str, Any], poll: float = 2
                  ) -> dict[str, dict[str, Any]]:
-        """Run each GPU's validation workload (remediation_plan.validation_objects) in ``settings['namespace']`` and
+        """Run each GPU's validation workload (remediation/plan.validation_objects) in ``settings['namespace']`` and
         wait for its verdict; the objects are deleted afterwards. ``entries``: [{'uuid', 'kind', 'device'}] of the
         record. Returns {uuid: {'passed', 'why', 'log', 'pod'}}; check mode runs nothing and passes nothing."""
         results: dict[str, dict[str, Any]] = {}

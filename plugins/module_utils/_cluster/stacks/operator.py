@@ -13,11 +13,11 @@ import re
 import sys
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     CHART_VERSION, StackError, chart_family, chart_yaml_version, check_name, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Settings
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
@@ -185,7 +185,7 @@ def leaf_paths(values: dict[str, Any], prefix: str = '') -> list[str]:
 # carrying nvidia.com/gpu.deploy.operands=false gets all of them removed and runs no operand (hasOperandsDisabled,
 # removeAllGPUStateLabels; v26.7.0; GPUOP-13). The nodes of every pool of another strategy carry it: their own stack
 # advertises the GPUs and the node layer gives them the driver and the toolkit. dra pools keep their narrower label
-# (gpu_stack_dra OPERATOR_DEVICE_PLUGIN_LABEL): the DRA driver may use the operator's driver container.
+# (stacks/dra OPERATOR_DEVICE_PLUGIN_LABEL): the DRA driver may use the operator's driver container.
 OPERANDS_LABEL = 'nvidia.com/gpu.deploy.operands'
 OPERANDS_OFF = 'false'
 
@@ -322,7 +322,7 @@ SHARED = {'settings': 'gpu_operator', 'keys': tuple(k for k in GPU_OPERATOR_SCHE
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS); the GPU operator is a Helm release."""
+    """The one renderer signature (stacks/render.STACKS); the GPU operator is a Helm release."""
     manifests, labels, resources, limits, helm = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm}
 
@@ -362,5 +362,5 @@ class OperatorStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return OperatorStack(name)

@@ -9,22 +9,22 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_stack_live, gpu_stack_registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import live, registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, Manifest, Settings,
     StackError, check_name, validate_settings, validation_pod,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 
 # The renderers, by the name the strategy model gives each strategy's stack (gpu_strategy.stack_info(name)['stack']):
-# the stack modules of gpu_stack_registry. Each module has SETTINGS (settings key -> schema) and render_stack(ctx,
+# the stack modules of stacks/registry. Each module has SETTINGS (settings key -> schema) and render_stack(ctx,
 # strategy, settings, nodes, facts, inputs) returning manifests, labels, resources, limits and optionally helm,
 # scheduler_name, readiness. inputs: require_facts, live_runtime_classes, cdi_spec_ready, node_state, live_nodes,
 # cdi_enabled, removing (what the render knows beyond the settings). Everything else the render asks of a strategy it
-# asks of the strategy's Stack (gpu_stack_registry.stack(name), gpu_stack_base.Stack).
-STACKS = gpu_stack_registry.MODULES
+# asks of the strategy's Stack (stacks/registry.stack(name), stacks/base.Stack).
+STACKS = registry.MODULES
 
 
 def stack_renderer(strategy: str) -> ModuleType:
@@ -67,12 +67,12 @@ VALIDATION_SCHEMA = {
 
 def pod_runtime_class(strategy: str, settings: Settings, var: str) -> str:
     """The runtimeClassName a GPU pod of this strategy must set ('' when nvidia must be the default runtime)."""
-    return gpu_stack_registry.stack(strategy).pod_runtime_class(settings, var)
+    return registry.stack(strategy).pod_runtime_class(settings, var)
 
 
 def runtime_class_note(strategy: str, runtime_class_name: str) -> str:
     """What users' own GPU pods of the pool need, in words (returned as a note and shown by the role)."""
-    own = gpu_stack_registry.stack(strategy).runtime_class_note(runtime_class_name)
+    own = registry.stack(strategy).runtime_class_note(runtime_class_name)
     if own:
         return own
     if runtime_class_name:
@@ -153,9 +153,9 @@ def check_conflicts(strategy: str, pool: str, nodes: list[str], node_state: dict
 
 
 # strategies whose pods ask for nvidia.com/gpu from another device plugin than HAMi's
-NVIDIA_GPU_POOL_STRATEGIES = gpu_stack_registry.names(lambda s: s.asks_nvidia_gpu)
+NVIDIA_GPU_POOL_STRATEGIES = registry.names(lambda s: s.asks_nvidia_gpu)
 # strategies whose admission webhook may take over every pod that asks for nvidia.com/gpu
-NVIDIA_GPU_INTERCEPTORS = gpu_stack_registry.names(lambda s: s.may_intercept_nvidia_gpu)
+NVIDIA_GPU_INTERCEPTORS = registry.names(lambda s: s.may_intercept_nvidia_gpu)
 
 
 def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live_nodes: list[Manifest],
@@ -165,7 +165,7 @@ def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live
     the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
     Refuse the webhook beside another NVIDIA pool; without the webhook, pods opt in with schedulerName. The Stacks say
     who may take pods over (may_intercept_nvidia_gpu, intercepts_nvidia_gpu) and whose pods ask (asks_nvidia_gpu)."""
-    me = gpu_stack_registry.stack(strategy)
+    me = registry.stack(strategy)
 
     def pools(strategies: tuple[str, ...]) -> list[str]:
         out = set()
@@ -184,7 +184,7 @@ def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live
         for name in NVIDIA_GPU_INTERCEPTORS:
             others = pools((name,))
             if others:
-                return gpu_stack_registry.stack(name).intercept_warning(others, var)
+                return registry.stack(name).intercept_warning(others, var)
     return None
 
 
@@ -193,7 +193,7 @@ def _validation(ctx: Ctx, strategy: str, settings: Settings, limits: dict[str, A
     image = ctx.image(val['image'], ctx.var('validation') + '.image')
     ns = val['namespace']
     # a strategy's own workload (a claim for dra, gpushare's binpack sample), else a pod asking for the limits
-    stack = gpu_stack_registry.stack(strategy)
+    stack = registry.stack(strategy)
     own = stack.validation(ctx, settings, limits, scheduler_name, val, image, runtime_class_name, claim_api_version)
     if own is not None:
         return own
@@ -283,14 +283,14 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
     allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool), live (the result
-    of k8s_objects_info for gpu_stack_live.queries; fills live_nodes, live_runtime_classes and settings).  Returns a dict (see the module's RETURN)."""
+    of k8s_objects_info for stacks/live.queries; fills live_nodes, live_runtime_classes and settings).  Returns a dict (see the module's RETURN)."""
     var = params.get('var_prefix') or 'gpu_sharing_stack_'
     strategy = params.get('strategy')
     if strategy not in STRATEGIES:
         raise StackError('%sstrategy must be one of %s; got %r' % (var, ', '.join(STRATEGIES), strategy))
     if params.get('live'):
-        # the answers of k8s_objects_info (gpu_stack_live.queries): Nodes, RuntimeClasses and per-strategy settings
-        params = gpu_stack_live.merge(params, params['live'], var=var)
+        # the answers of k8s_objects_info (stacks/live.queries): Nodes, RuntimeClasses and per-strategy settings
+        params = live.merge(params, params['live'], var=var)
     pool = check_name(params.get('pool'), var + 'pool')
     namespace = check_name(params.get('namespace') or 'kube-system', var + 'namespace')
     nodes = list(params.get('nodes') or [])
@@ -318,7 +318,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
                                         'allocatable': (obj.get('status') or {}).get('allocatable') or {}}
     # pools that share this pool's shared objects (the Stack's shared_family: the NVIDIA strategies share one
     # RuntimeClass among them all)
-    stack = gpu_stack_registry.stack(strategy)
+    stack = registry.stack(strategy)
     family = stack.shared_family()
     other_pools = sorted(set(
         str(((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL)) for o in params.get('live_nodes') or []
@@ -352,7 +352,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     # refuses that pool beside a gpu-operator pool
     confine: dict[str, str] = {}
     if not stack.follows_deploy_labels(settings, ctx):
-        for other in gpu_stack_registry.stacks():
+        for other in registry.stacks():
             confine.update(other.keep_off_labels(strategy))
     for node in nodes:
         lab = labels.setdefault(node, {})

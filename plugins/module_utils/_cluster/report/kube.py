@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read Nodes and Pods for gpu_share_report through k8s_rest (read-only: list calls only), and, where the API server
+"""Read Nodes and Pods for gpu_share_report through kube/rest (read-only: list calls only), and, where the API server
 serves resource.k8s.io/v1 (Dynamic Resource Allocation), ResourceClaims and ResourceSlices.
 
-The connection comes from k8s_access (kubernetes.core's client). The DRA part costs one discovery request and one
+The connection comes from kube/access (kubernetes.core's client). The DRA part costs one discovery request and one
 paginated list of each kind, whatever the number of nodes."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_access
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import k8s_rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
 
 # the client's error with an HTTP status (every Exception where the client is missing: then nothing is listed)
 ApiError: type[Exception]
@@ -23,16 +23,16 @@ try:
     ApiError = ApiException
 except ImportError:
     ApiError = Exception
-# CoreV1Api as plain requests (k8s_rest): the typed API classes of the client cost ~0.5 CPU-s to import
-k8s_client = k8s_rest.client_module(k8s_access.ApiClient)
+# CoreV1Api as plain requests (kube/rest): the typed API classes of the client cost ~0.5 CPU-s to import
+k8s_client = rest.client_module(access.ApiClient)
 
-KUBERNETES_IMPORT_ERROR = k8s_access.KUBERNETES_IMPORT_ERROR
-KubeError = k8s_access.KubeError
+KUBERNETES_IMPORT_ERROR = access.KUBERNETES_IMPORT_ERROR
+KubeError = access.KubeError
 
 
 def build_client(params: dict[str, Any]) -> Any:
-    """The ApiClient of the collection's one Kubernetes access layer (k8s_access, on kubernetes.core)."""
-    return k8s_access.api_client(params)
+    """The ApiClient of the collection's one Kubernetes access layer (kube/access, on kubernetes.core)."""
+    return access.api_client(params)
 
 
 def _list_all(call: Callable[..., Any], what: str, **kwargs: Any) -> list[dict[str, Any]]:
@@ -82,14 +82,14 @@ DRA_VERSION = 'v1'
 DRA_PREFIX = '/apis/%s/%s' % (DRA_GROUP, DRA_VERSION)
 
 
-class ResourceApi(k8s_rest.CoreApi):
-    """The resource.k8s.io/v1 list calls the report makes, as plain requests (k8s_rest)."""
+class ResourceApi(rest.CoreApi):
+    """The resource.k8s.io/v1 list calls the report makes, as plain requests (kube/rest)."""
 
     def list_resource_claim_for_all_namespaces(self, **kwargs: Any) -> Any:
         return self._call('GET', DRA_PREFIX + '/resourceclaims', kwargs)
 
     def list_namespaced_resource_claim(self, namespace: str, **kwargs: Any) -> Any:
-        return self._call('GET', '%s/namespaces/%s/resourceclaims' % (DRA_PREFIX, k8s_rest.quote(namespace, safe='')),
+        return self._call('GET', '%s/namespaces/%s/resourceclaims' % (DRA_PREFIX, rest.quote(namespace, safe='')),
                           kwargs)
 
     def list_resource_slice(self, **kwargs: Any) -> Any:
@@ -99,7 +99,7 @@ class ResourceApi(k8s_rest.CoreApi):
 def dra_served(api_client: Any, send: Callable[..., Any] | None = None) -> bool:
     """Whether the API server serves resource.k8s.io/v1: one discovery request (GET /apis/resource.k8s.io).
     404 means not served (Kubernetes before 1.34 without the beta APIs, or the group switched off)."""
-    send = send or k8s_rest.request
+    send = send or rest.request
     try:
         response = send(api_client, 'GET', '/apis/%s' % DRA_GROUP)
     except Exception as e:  # ApiException (HTTP status) or a connection/TLS error

@@ -13,14 +13,14 @@ import re
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     MIG_RESOURCE, NVIDIA_PLUGIN_STRATEGIES, mig_config_name)
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
     cluster_role_binding, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
     split_image, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Manifest, Rendered, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Rendered, Settings
 
 CONFIG_LABEL = 'nvidia.com/device-plugin.config'
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
@@ -685,7 +685,7 @@ SETTINGS = {'nvidia': NVIDIA_SCHEMA, 'time_slicing': TIME_SLICING_SCHEMA, 'mps':
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS): exclusive, time-slicing, mps and mig."""
+    """The one renderer signature (stacks/render.STACKS): exclusive, time-slicing, mps and mig."""
     manifests, labels, resources, limits = render(
         ctx, strategy, settings, nodes, facts, inputs['require_facts'],
         live_runtime_classes=inputs['live_runtime_classes'], cdi_spec_ready=inputs['cdi_spec_ready'],
@@ -771,5 +771,5 @@ class NvidiaStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry): one object per NVIDIA strategy."""
+    """The Stack of strategy ``name`` (stacks/registry): one object per NVIDIA strategy."""
     return NvidiaStack(name)

@@ -16,12 +16,12 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_base import Stack, settings_of
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack, settings_of
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, StackError, daemonset, deployment, hostpath_volume, node_name_env,
     pod_spec_common, quantity, rbac_for, split_image, validate_settings,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu_stack_common import Ctx, Rendered, Settings
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Rendered, Settings
 
 EXTENDER_IMAGE = pins.ref('gpushare-extender')
 PLUGIN_IMAGE = pins.ref('gpushare-device-plugin')
@@ -86,7 +86,7 @@ GPUSHARE_SCHEMA = {
     'kube_proxy_mode': dict(type=str, default='',
                             description=("kube-proxy's mode; empty to read it from the kube-proxy ConfigMap (kubeadm). With V(ipvs) or V(nftables) "
                                          "O(gpu_sharing_stack_gpushare.registration=node-port) is refused.",)),
-    # internal: not a role option, the render fills it from the cluster's kube-proxy ConfigMap (gpu_stack_live)
+    # internal: not a role option, the render fills it from the cluster's kube-proxy ConfigMap (stacks/live)
     'kube_proxy_config': dict(type=str, default='', internal=True),
     'memory_unit': dict(type=str, default='GiB', choices=['GiB', 'MiB'],
                         description="Unit of C(aliyun.com/gpu-mem); MiB overflows the kubelet's gRPC limit on large GPUs."),
@@ -303,7 +303,7 @@ SHARED = {'settings': 'gpushare',
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],
                  inputs: dict[str, Any]) -> dict[str, Any]:
-    """The one renderer signature (gpu_stack_render.STACKS)."""
+    """The one renderer signature (stacks/render.STACKS)."""
     manifests, labels, resources, limits = render(ctx, settings, nodes, facts)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits}
 
@@ -360,5 +360,5 @@ class GpushareStack(Stack):
 
 
 def stack(name: str) -> Stack:
-    """The Stack of strategy ``name`` (gpu_stack_registry)."""
+    """The Stack of strategy ``name`` (stacks/registry)."""
     return GpushareStack(name)

@@ -5,7 +5,7 @@
 
 A role that needs the Nodes, a RuntimeClass list and two ConfigMaps used to pay one module process (Python start-up,
 the kubernetes client import, API discovery) per kind. This reads them all through one plain ApiClient with the
-typed API calls of k8s_rest (plain requests, without the client's typed API classes), without discovery: one request
+typed API calls of kube/rest (plain requests, without the client's typed API classes), without discovery: one request
 per query. Only the kinds in KINDS are served (those the collection
 reads); anything else is refused before any request. Secrets come back without their data.
 
@@ -187,5 +187,5 @@ def check_fields(fields: dict[str, Any] | None, queries: list[Any] | None) -> li
 
 
 def typed_apis(client_module: Any, api_client: Any) -> dict[str, Any]:
-    """The typed APIs read() uses, over one ApiClient (client_module: k8s_rest, or a fake in tests)."""
+    """The typed APIs read() uses, over one ApiClient (client_module: kube/rest, or a fake in tests)."""
     return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))

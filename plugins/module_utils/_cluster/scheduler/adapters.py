@@ -23,7 +23,7 @@ import posixpath
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_distributions as KD
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.kube_scheduler_render import (
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import (
     SchedulerConfigError, Version, api_for_version, parse_version)
 
 VOLUME_NAME = 'gpuops-scheduler-config'
