@@ -438,7 +438,8 @@ def plan_template(module: AnsibleModule, p: dict[str, Any], before: str | None) 
                     changes.append('%s removed (the base template defines it)' % toml_path(containerd))
         elif uses_base:
             # present and the base does not render the runtime: needs_tables, so a missing version was refused above
-            assert version is not None
+            if version is None:
+                raise AssertionError('containerd version unknown although the runtime tables are needed')
             rpath = runtime_path(version, p['runtime_name'])
             changes += apply_runtime(doc, version, p['runtime_name'], p['runtime_path'], False,
                                      p['systemd_cgroup'], False, p['cdi_spec_dirs'], add_runc=False)
