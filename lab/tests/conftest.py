@@ -262,7 +262,7 @@ WEIGHT = {
     # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue
     # #41: the remediation loop on the real 1.37 and a private 1.34 control plane (2026-11-29, -p no:xdist, the machine
     # shared)
-    'integration/test_dra_extended_real.py': 80, 'integration/test_dra_migrate_real.py': 190,
+    'integration/test_dra_extended_real.py': 80, 'integration/test_dra_migrate_real.py': 210,
     'integration/test_remediation_real.py': 130, 'simulators/test_nvml_sim_reset.py': 5,
     # issue #41 follow-up: device-plugin holders from the kubelet's checkpoint on a real node, the plugin's Xid marking
     # (2026-11-29, -p no:xdist, the machine shared: 110 s wall with the node's start, 53 CPU-s); with the restart

@@ -104,6 +104,17 @@ options:
     description: DaemonSet pods stay on the node; V(false) fails the drain when the node has any (as kubectl).
     type: bool
     default: true
+  keep_gpu_daemonset_pods:
+    description:
+      - What to do about DaemonSet pods on the node that hold a GPU (request or limit one of O(gpu_resources), or hold
+        a ResourceClaim) - they stay on the node and keep their devices (the kubelet keeps a running container's
+        devices), so when another plugin takes the node over (a move between sharing strategies) it can hand the
+        same GPU to another pod.
+      - V(true) leaves them, as kubectl drain C(--ignore-daemonsets); V(false) fails before anything is written (no
+        mark, no cordon, nothing evicted), naming each pod, its DaemonSet and what it holds. The pods of a GPU client
+        whose label O(pause_gpu_clients) pauses are not counted (their DaemonSet removes them).
+    type: bool
+    default: true
   delete_emptydir_data:
     description: Evict pods with C(emptyDir) volumes (their data is lost); V(false) fails the drain on such a pod.
     type: bool
@@ -270,6 +281,7 @@ def main() -> None:
         pod_selector=dict(type='str'),
         pause_gpu_clients=dict(type='bool', default=True),
         ignore_daemonsets=dict(type='bool', default=True),
+        keep_gpu_daemonset_pods=dict(type='bool', default=True),
         delete_emptydir_data=dict(type='bool', default=True),
         force=dict(type='bool', default=True),
         disable_eviction=dict(type='bool', default=False),
@@ -318,7 +330,8 @@ def main() -> None:
                                   pod_selector=p['pod_selector'], wait_for=p['wait_for_jobs'], mark=p['mark'],
                                   pause_gpu_clients=p['pause_gpu_clients'], ignore_daemonsets=p['ignore_daemonsets'],
                                   delete_emptydir_data=p['delete_emptydir_data'], force=p['force'],
-                                  disable_eviction=p['disable_eviction'], grace_period=p['grace_period'])
+                                  disable_eviction=p['disable_eviction'], grace_period=p['grace_period'],
+                                  keep_gpu_daemonset_pods=p['keep_gpu_daemonset_pods'])
     except drain.DrainError as e:
         module.fail_json(msg=str(e), changed=bool(e.done), actions=e.done, restore=e.restore, pods_left=e.pods_left)
     except Exception as e:  # ApiException or a connection error: name the call's context

@@ -253,6 +253,71 @@ def test_DRAX_10_a_move_that_holds_fewer_pods_is_refused_before_anything_changes
         lab['core'].delete_node(name)
 
 
+def test_DRAX_13_a_daemonset_pod_holding_a_gpu_stops_the_move_before_anything_is_written(lab, tmp_path):
+    """A node of the exclusive pool (the recorded T4 with its device plugin's nvidia.com/gpu 1) runs the pod of a user
+    DaemonSet that asks nvidia.com/gpu: 1 - placed by the real DaemonSet controller and scheduler. The drain would keep
+    it on its GPU while the DRA driver publishes that GPU: the move stops at the node, naming the pod and its
+    DaemonSet, and writes nothing to the node (not marked, not cordoned, labels unchanged), in check mode too; with
+    gpuops_migrate_accept_daemonset_gpus (in check mode) the move goes on and the pod is the same pod."""
+    from kubernetes import client
+    core, apps = lab['core'], lab['apps']
+    name = 'drax-mig-%s-ds' % SUFFIX
+    labels = dict(pool_labels(EX), **{'gpuops.io/test-drax13': SUFFIX})
+    body = agents_node(name, NODE_SHAPE, 'exclusive', labels=labels)
+    assert body['status']['allocatable'].get('nvidia.com/gpu') == '1', body['status']
+    body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(
+        dict((k, {'value': v, 'previous': None}) for k, v in pool_labels(EX).items()), sort_keys=True)
+    body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
+    core.create_node(body)
+    ds = 'gpu-agent'
+    try:
+        core.patch_node_status(name, {'status': dict(PUBLISHED)})
+        sel = {'app': 'drax13'}
+        apps.create_namespaced_daemon_set(NS, {'apiVersion': 'apps/v1', 'kind': 'DaemonSet', 'metadata': {'name': ds},
+                                               'spec': {'selector': {'matchLabels': sel}, 'template': {
+                                                   'metadata': {'labels': sel},
+                                                   'spec': {'nodeSelector': {'gpuops.io/test-drax13': SUFFIX},
+                                                            'tolerations': [{'key': TAINT, 'operator': 'Exists'}],
+                                                            'terminationGracePeriodSeconds': 0,
+                                                            'containers': [{'name': 'main',
+                                                                            'image': 'registry.invalid/gpu-agent:1',
+                                                                            'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}}}})
+
+        def running():
+            pods = [p for p in core.list_namespaced_pod(NS, label_selector='app=drax13').items
+                    if p.spec.node_name == name and p.status.phase == 'Running']
+            return pods[0] if pods else None
+
+        agent = wait('the DaemonSet pod Running on its GPU', running, 60)
+
+        def seen():
+            n = core.read_node(name)
+            ours = ('gpuops.io/', 'nvidia.com/')
+            return ({k: v for k, v in (n.metadata.labels or {}).items() if k.startswith(ours)},
+                    {k: v for k, v in (n.metadata.annotations or {}).items() if k.startswith(ours)},
+                    n.spec.unschedulable, [t.key for t in n.spec.taints or [] if t.key.startswith(ours)])
+
+        before = seen()
+        for args in ([], ['--check']):
+            rc, doc = migrate(lab, tmp_path, EX, DRA, *args, nodes=[name])
+            assert rc != 0, args
+            msgs = ' '.join(str(m) for _t, m in failures(doc))
+            assert ('%s/%s (DaemonSet %s/%s) holds nvidia.com/gpu' % (NS, agent.metadata.name, NS, ds) in msgs
+                    and 'not cordoned' in msgs and 'gpuops_migrate_accept_daemonset_gpus' in msgs), failures(doc)
+            assert seen() == before and not before[2], (args, seen())
+        rc, doc = migrate(lab, tmp_path, EX, DRA, '--check', '-e', 'gpuops_migrate_accept_daemonset_gpus=true',
+                          nodes=[name])
+        assert rc == 0, failures(doc)
+        assert seen() == before
+        assert running().metadata.uid == agent.metadata.uid
+    finally:
+        try:
+            apps.delete_namespaced_daemon_set(ds, NS)
+        except client.ApiException:
+            pass
+        core.delete_node(name)
+
+
 def test_DRAX_08_migrate_node_by_node_and_back_no_pod_lost(lab, tmp_path):
     apps = lab['apps']
     first = wait('the Deployment on the device plugin GPUs', lambda: running_on(lab, dra=False), 90)

@@ -77,23 +77,67 @@ def _requests_gpu(pod: dict[str, Any], prefixes: Iterable[str]) -> bool:
     ResourceClaim in spec.resourceClaims, or extended resources the scheduler backed with DRA
     (status.extendedResourceClaimStatus, Kubernetes 1.36+; DRAX-08): a claim's devices are the node's, so a move off
     the DRA driver must evict it whatever its resources are named."""
+    return bool(gpu_held(pod, prefixes))
+
+
+def gpu_held(pod: dict[str, Any], prefixes: Iterable[str]) -> list[str]:
+    """What GPU the pod holds, sorted: each resource it requests or limits named with one of ``prefixes``, and
+    ``ResourceClaim`` when it holds DRA devices (spec.resourceClaims, status.extendedResourceClaimStatus)."""
     spec = pod.get('spec') or {}
+    held = set()
     if spec.get('resourceClaims') or (pod.get('status') or {}).get('extendedResourceClaimStatus'):
-        return True
+        held.add('ResourceClaim')
     for c in (spec.get('containers') or []) + (spec.get('initContainers') or []):
         res = c.get('resources') or {}
         for kind in ('requests', 'limits'):
-            for name in (res.get(kind) or {}):
-                if any(name.startswith(p) for p in prefixes):
-                    return True
-    return False
+            held.update(name for name in (res.get(kind) or {}) if any(name.startswith(p) for p in prefixes))
+    return sorted(held)
+
+
+def _owner(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for ref in (pod.get('metadata') or {}).get('ownerReferences') or []:
+        if ref.get('controller'):
+            return ref
+    return None
 
 
 def _owner_kind(pod: dict[str, Any]) -> str | None:
-    for ref in (pod.get('metadata') or {}).get('ownerReferences') or []:
-        if ref.get('controller'):
-            return ref.get('kind')
-    return None
+    ref = _owner(pod)
+    return ref.get('kind') if ref else None
+
+
+def daemonset_gpu_pods_of(pods: list[dict[str, Any]], prefixes: Iterable[str],
+                          paused_keys: Iterable[str] = ()) -> list[tuple[dict[str, Any], list[str]]]:
+    """[(pod, what it holds)] for the unfinished DaemonSet pods that hold a GPU (gpu_held), in the order given: a
+    drain keeps DaemonSet pods (kubectl --ignore-daemonsets) and the kubelet keeps a running container's devices, so
+    such a pod goes on using its GPU after the drain. Mirror pods and the pods of a GPU client whose label is paused
+    (its DaemonSet removes them) are not counted."""
+    out = []
+    for pod in pods:
+        if _finished(pod) or _owner_kind(pod) != 'DaemonSet' or is_client_pod(pod, paused_keys):
+            continue
+        if MIRROR_ANNOTATION in ((pod.get('metadata') or {}).get('annotations') or {}):
+            continue
+        held = gpu_held(pod, prefixes)
+        if held:
+            out.append((pod, held))
+    return out
+
+
+def daemonset_gpu_refusal(name: str, found: list[tuple[dict[str, Any], list[str]]]) -> str:
+    """The message that stops a drain without ``keep_gpu_daemonset_pods``: each pod, its DaemonSet, what it holds,
+    and what to do."""
+    named = []
+    for pod, held in found:
+        ref = _owner(pod) or {}
+        named.append('%s (DaemonSet %s/%s) holds %s' % (pod_name(pod), (pod.get('metadata') or {}).get('namespace'),
+                                                        ref.get('name'), ', '.join(held)))
+    return ('drain of node %s refused before anything changed (not cordoned, nothing evicted) - DaemonSet pods that '
+            'hold a GPU stay on the node (a drain keeps DaemonSet pods; the kubelet keeps a running container\'s '
+            'devices), so a plugin that takes the node over would hand the same GPU to another pod: %s. Move the '
+            'DaemonSet off the node (a nodeSelector or node affinity that excludes its pool) or let it ask the '
+            'resource of the strategy the node moves to, then run again; or set keep_gpu_daemonset_pods=true to accept it'
+            % (name, '; '.join(named)))
 
 
 def _has_local_storage(pod: dict[str, Any]) -> bool:
@@ -274,12 +318,14 @@ class Drainer(object):
               pod_selector: str | None = None, wait_for: dict[str, Any] | None = None,
               mark: dict[str, Any] | None = None, pause_gpu_clients: bool = True, ignore_daemonsets: bool = True,
               delete_emptydir_data: bool = True, force: bool = True, disable_eviction: bool = False,
-              grace_period: Any = None) -> dict[str, Any]:
+              grace_period: Any = None, keep_gpu_daemonset_pods: bool = True) -> dict[str, Any]:
         """Mark, cordon, pause the GPU clients, wait for the jobs, evict the selected pods and wait for them and the
         clients to be gone.
 
         Returns a result dict; raises DrainError (with what to restore and the pods left) when pods stay past
         ``timeout``, when jobs outlive ``wait_for`` with ``on_timeout=stop``, or when pods may not be evicted.
+        Unless ``keep_gpu_daemonset_pods`` a DaemonSet pod that holds a GPU (daemonset_gpu_pods_of()) raises
+        DrainError before anything is written - no mark, no cordon.
         """
         self.refusals = {}
         node = self.node(name)
@@ -288,6 +334,13 @@ class Drainer(object):
         labels = (node.get('metadata') or {}).get('labels') or {}
         annotations = (node.get('metadata') or {}).get('annotations') or {}
         cordoned = (node.get('spec') or {}).get('unschedulable')
+        if not keep_gpu_daemonset_pods:
+            planned = pause_labels(labels) if pause_gpu_clients else {}
+            found = daemonset_gpu_pods_of(self.pods_on(name), prefixes,
+                                          [k for k, v in planned.items() if v == PAUSED])
+            if found:
+                raise DrainError(daemonset_gpu_refusal(name, found), done=[], restore={},
+                                 pods_left=sorted(pod_name(p) for p, _h in found))
         if mark:
             self.mark(name, node, mark)
         # cordoned by someone else: stays cordoned afterwards; by an earlier run of ours: uncordoned afterwards

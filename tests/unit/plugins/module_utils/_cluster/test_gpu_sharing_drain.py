@@ -508,3 +508,52 @@ def test_a_new_strategy_reaches_the_drain_without_editing_it(monkeypatch):
                                       'fpga', ('fpga',)))
     assert 'example.com/fpga-mem' in drain.default_gpu_resources()
     assert drain.select_pods([fpga], 'gpu', drain.default_gpu_resources())[0] == [fpga]
+
+
+# --- DaemonSet pods that hold a GPU (DRAX-13) --------------------------------------------------------------------
+
+def ds_pod(name, gpu=None, claims=False, **kw):
+    p = pod(name, gpu=gpu, owner='DaemonSet', **kw)
+    p['metadata']['ownerReferences'][0]['name'] = name + '-ds'
+    if claims:
+        p['spec']['resourceClaims'] = [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}]
+    return p
+
+
+def test_DRAX_13_daemonset_gpu_pods_of_names_what_each_holds():
+    pods = [ds_pod('agent', gpu='nvidia.com/gpu'), ds_pod('claims', claims=True), ds_pod('plain'),
+            ds_pod('done', gpu='nvidia.com/gpu', phase='Succeeded'), pod('train', gpu='nvidia.com/gpu', owner='ReplicaSet'),
+            ds_pod('static', gpu='nvidia.com/gpu', annotations={drain.MIRROR_ANNOTATION: 'x'}),
+            ds_pod('client', gpu='nvidia.com/gpu', node_selector={DP: 'true'})]
+    found = drain.daemonset_gpu_pods_of(pods, ['nvidia.com/gpu'], [DP])
+    assert [(drain.pod_name(p), held) for p, held in found] == [
+        ('default/agent', ['nvidia.com/gpu']), ('default/claims', ['ResourceClaim'])]
+    # a client whose label is not paused stays counted
+    assert 'default/client' in [drain.pod_name(p) for p, _h in drain.daemonset_gpu_pods_of(pods, ['nvidia.com/gpu'])]
+
+
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_DRAX_13_a_gpu_daemonset_pod_refuses_the_drain_before_any_write(check_mode):
+    pods = [ds_pod('agent', gpu='nvidia.com/gpu', ns='mon'), ds_pod('plain'), pod('train', gpu='nvidia.com/gpu', owner='ReplicaSet')]
+    core = FakeCore(node({DP: 'true'}), pods)
+    d = drainer(core, check_mode=check_mode)
+    with pytest.raises(drain.DrainError) as err:
+        d.drain('n1', 'gpu', drain.DEFAULT_GPU_RESOURCES, 10, 1, pause_gpu_clients=False, force=False,
+                mark={'annotation': 'gpuops.io/strategy-migration', 'value': 'dra'}, keep_gpu_daemonset_pods=False)
+    msg = str(err.value)
+    assert 'mon/agent (DaemonSet mon/agent-ds) holds nvidia.com/gpu' in msg and 'plain' not in msg
+    assert 'nodeSelector or node affinity' in msg and 'keep_gpu_daemonset_pods=true' in msg
+    assert err.value.done == [] and err.value.pods_left == ['mon/agent'] and d.actions == []
+    assert set(c[0] for c in core.calls) == {'get', 'list'}  # not marked, not cordoned, nothing evicted
+
+
+def test_DRAX_13_kept_as_today_by_default_and_without_a_gpu():
+    # the default (kubectl --ignore-daemonsets): the GPU DaemonSet pod stays, the Deployment's pod is evicted
+    core = FakeCore(node(), [ds_pod('agent', gpu='nvidia.com/gpu'), pod('train', gpu='nvidia.com/gpu', owner='ReplicaSet')])
+    res = drainer(core).drain('n1', 'gpu', drain.DEFAULT_GPU_RESOURCES, 10, 1, pause_gpu_clients=False)
+    assert res['kept'] == ['default/agent'] and res['evicted'] == ['default/train']
+    # refusing: a DaemonSet pod that asks no GPU is kept as before
+    core = FakeCore(node(), [ds_pod('plain'), pod('train', gpu='nvidia.com/gpu', owner='ReplicaSet')])
+    res = drainer(core).drain('n1', 'all', drain.DEFAULT_GPU_RESOURCES, 10, 1, pause_gpu_clients=False,
+                              keep_gpu_daemonset_pods=False)
+    assert res['kept'] == ['default/plain'] and res['evicted'] == ['default/train']

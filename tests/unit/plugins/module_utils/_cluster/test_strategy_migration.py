@@ -227,6 +227,78 @@ def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, force
     assert any('gpuops_migrate_force' in c for c in check['ansible.builtin.assert']['that'])
 
 
+class _Core(object):
+    """One node and its pods in memory (CoreV1Api as gpu_sharing_drain calls it); records every call."""
+
+    def __init__(self, pods):
+        self.node = {'metadata': {'name': 'n1', 'labels': {}, 'annotations': {}}, 'spec': {}}
+        self.pods = pods
+        self.calls = []
+
+    def read_node(self, name, _preload_content=False):
+        self.calls.append('get')
+        return type('R', (), {'data': json.dumps(self.node)})()
+
+    def list_pod_for_all_namespaces(self, field_selector, label_selector=None, _preload_content=False):
+        self.calls.append('list')
+        return type('R', (), {'data': json.dumps({'items': self.pods})})()
+
+    def patch_node(self, name, body, _preload_content=False):
+        self.calls.append('patch')
+        self.node['spec'].update(body.get('spec') or {})
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, _preload_content=False):
+        self.calls.append('evict %s/%s' % (namespace, name))
+        self.pods = [p for p in self.pods if p['metadata']['name'] != name]
+
+
+def _ds_pod(name, gpu):
+    res = {'limits': {'nvidia.com/gpu': '1'}} if gpu else {}
+    return {'metadata': {'name': name, 'namespace': 'mon', 'uid': name,
+                         'ownerReferences': [{'kind': 'DaemonSet', 'name': name + '-ds', 'controller': True}]},
+            'spec': {'containers': [{'name': 'c', 'resources': res}]}, 'status': {'phase': 'Running'}}
+
+
+@pytest.mark.parametrize('variables, gpu, refused', [({}, True, True), ({}, False, False),
+                                                     ({'gpuops_migrate_accept_daemonset_gpus': True}, True, False),
+                                                     ({'gpuops_migrate_accept_daemonset_gpus': 'false'}, True, True)])
+def test_DRAX_13_a_daemonset_pod_holding_a_gpu_stops_the_move_unless_accepted(variables, gpu, refused):
+    """A DaemonSet pod is kept by the move's drain (kubectl drain --ignore-daemonsets) and the kubelet keeps a running
+    container's devices, while the target's plugin publishes the same GPU: a DaemonSet pod with ``limits:
+    nvidia.com/gpu: 1`` stops the move at its node before anything is written (not marked, not cordoned, nothing
+    evicted), named with its DaemonSet, unless gpuops_migrate_accept_daemonset_gpus; one without a GPU is kept as
+    before. Before the fix the task kept every DaemonSet pod and moved the node."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    try:   # ansible-core 2.19+: only trusted strings are templated
+        from ansible.template import trust_as_template
+    except ImportError:   # older ansible-core: every string is a template
+        def trust_as_template(value):
+            return value
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
+    task, rescue, check = _drain_task()
+    args = task['gpuops.k8s_gpu.gpu_node_drain']
+    templar = Templar(loader=DataLoader(), variables=variables)
+    opts = dict((k, templar.template(trust_as_template(args[k]))) for k in ('keep_gpu_daemonset_pods', 'force'))
+    train = {'metadata': {'name': 'train', 'namespace': 'team', 'uid': 't',
+                          'ownerReferences': [{'kind': 'ReplicaSet', 'name': 'train', 'controller': True}]},
+             'spec': {'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': '1'}}}]},
+             'status': {'phase': 'Running'}}
+    core = _Core([_ds_pod('agent', gpu), train])
+    worker = drain.Drainer(core, sleep=lambda s: None)
+    run = dict(mark={'annotation': sm.MARK_ANNOTATION, 'value': 'dra'}, pause_gpu_clients=False, **opts)
+    if refused:
+        with pytest.raises(drain.DrainError) as err:
+            worker.drain('n1', 'gpu', drain.default_gpu_resources(), 10, 1, **run)
+        assert 'mon/agent (DaemonSet mon/agent-ds) holds nvidia.com/gpu' in str(err.value)
+        assert core.calls == ['get', 'list'] and err.value.done == []
+    else:
+        res = worker.drain('n1', 'gpu', drain.default_gpu_resources(), 10, 1, **run)
+        assert res['kept'] == ['mon/agent'] and res['evicted'] == ['team/train']
+    assert 'gpuops_migrate_accept_daemonset_gpus' in rescue['ansible.builtin.fail']['msg']
+    assert any('gpuops_migrate_accept_daemonset_gpus' in c for c in check['ansible.builtin.assert']['that'])
+
+
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4'}],
       'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'not MIG capable'}}}
 DRA_SETTINGS = {'dra': {'chart_path': '/charts/dra-driver-nvidia-gpu', 'chart_version': 'v0.5.0', 'kube_version': 'v1.34.2'}}
