@@ -313,9 +313,13 @@ class Lab(object):
             for step in batch:
                 if step['action'] != 'migrate':
                     continue
+                # the playbook's drain arguments (migrate_to_dra.yml): a DaemonSet pod holding a GPU stops the move
+                # (gpuops_migrate_accept_daemonset_gpus false); force as with gpuops_migrate_force=true, because the
+                # bare pods here are the pools' validation pods, which kwok keeps Running (on a real node they finish
+                # and the drain passes finished pods by)
                 res = worker.drain(step['node'], 'gpu', drain.default_gpu_resources(), timeout, 1,
                                    mark={'annotation': strategy_migration.MARK_ANNOTATION, 'value': step['to']},
-                                   pause_gpu_clients=False)
+                                   pause_gpu_clients=False, force=True, keep_gpu_daemonset_pods=False)
                 restores[step['node']] = res.get('restore')
                 out['evicted'][step['node']] = list(res.get('evicted') or [])
                 results = self.labels(step['stacks'], 'present', gfd_labels=False, require_facts=False,
