@@ -801,7 +801,7 @@ def _validation_state(lab, admin):
     return undecided, bad, outcomes
 
 
-def validation_invariant(lab, admin, timeout=60):
+def validation_invariant(lab, admin, timeout=180):
     """The pools' validation pods as the lab's kube-scheduler and kwok decide them, once they have (waited for, up to
     ``timeout``); returns the violations. A pod whose pool has a node with room for it (the extended resources the
     node publishes, less what pods bound there use; for a claim the DRA driver's slices) is bound to such a node of its

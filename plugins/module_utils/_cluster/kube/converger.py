@@ -372,11 +372,17 @@ class Converger(object):
         (pod updates may not change fields other than spec.containers[*].image, ...: 422; the validation workloads of
         role gpu_sharing_stack after a changed RuntimeClass name or MIG geometry). A Pod the module did not apply is
         never replaced (the apply then fails with the API server's message)."""
-        if d.get('apiVersion') != 'v1' or d.get('kind') != 'Pod':
+        workload = (d.get('apiVersion'), d.get('kind')) == ('apps/v1', 'Deployment')
+        if (d.get('apiVersion') != 'v1' or d.get('kind') != 'Pod') and not workload:
             return False
         annotations = (live.get('metadata') or {}).get('annotations') or {}
         if not self.p['hash_annotation'] or self.p['hash_annotation'] not in annotations:
             return False
+        if workload:
+            # a Deployment's selector cannot change (apps/v1: 422 field is immutable): one this module applied
+            # whose selector changed is replaced (a pool's validation Deployment, whose selector names its pool since
+            # pools of one strategy share a namespace)
+            return ((d.get('spec') or {}).get('selector') or {}) != ((live.get('spec') or {}).get('selector') or {})
         return not pod_update_allowed(d.get('spec') or {}, live.get('spec') or {})
 
     def replace(self, res: Any, d: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] | None:

@@ -343,6 +343,11 @@ def deployment(ctx: Ctx, name: str, app_label: str, pod_spec: dict[str, Any], sc
                namespace: str | None = None, replicas: int = 1, strategy: str | None = None,
                annotations: dict[str, str] | None = None) -> Manifest:
     sel = {'app.kubernetes.io/name': app_label}
+    if scope in ('pool', 'validation'):
+        # a pool's own Deployment selects its pool's pods only: the Deployments of two pools of one strategy in one
+        # namespace would otherwise overlap (each counted the other's pods as its own; the lifecycle suite's
+        # randomized run found it with two gpushare pools)
+        sel[POOL_LABEL] = ctx.pool
     spec: dict[str, Any] = {'replicas': replicas, 'selector': {'matchLabels': sel},
                             'template': {'metadata': {'labels': dict(sel)}, 'spec': pod_spec}}
     if annotations:

@@ -372,3 +372,20 @@ def test_a_pool_with_no_node_left_can_be_removed(strategy):
     assert not [w for w in without.get('warnings') or [] if 'node_selector only' in w], without['warnings']
     with pytest.raises(StackError, match='gpu_sharing_stack_nodes .* or gpu_sharing_stack_node_selector must select'):
         render(strategy, settings=settings, nodes=[], facts={})
+
+
+def test_two_gpushare_pools_validation_deployments_do_not_overlap():
+    """Two gpushare pools validate in one namespace: each validation Deployment selects its own pool's pods only
+    (Kubernetes: controllers with overlapping selectors conflict; the lifecycle suite's randomized run found each
+    Deployment counting four pods where its pool made two). Failed before: both selected app.kubernetes.io/name only."""
+    sels = []
+    for pool in ('p1', 'p2'):
+        out = render('gpushare', pool=pool, settings=GPUSHARE_OK, validation={'enabled': True})
+        [dep] = [m for m in out['validation_manifests'] if m['kind'] == 'Deployment' and m['metadata']['name'].startswith(
+            'gpushare-binpack-')]
+        sel = dep['spec']['selector']['matchLabels']
+        tmpl = dep['spec']['template']['metadata']['labels']
+        assert all(tmpl.get(k) == v for k, v in sel.items()), (sel, tmpl)
+        sels.append(sel)
+    assert sels[0] != sels[1]
+    assert not all(sels[1].get(k) == v for k, v in sels[0].items())

@@ -513,3 +513,35 @@ def test_prune_skips_a_kind_the_cluster_does_not_serve():
     conv = K.Converger(dict(PARAMS), client)
     out = K.prune(conv, [], RULES)
     assert not out['changed'] and client.writes == []
+
+
+DEPLOY = {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': 'gpushare-binpack-p1', 'namespace': 'ns'},
+          'spec': {'replicas': 2, 'selector': {'matchLabels': {'app.kubernetes.io/name': 'gpushare-binpack',
+                                                               'gpuops.io/sharing-pool': 'p1'}},
+                   'template': {'metadata': {'labels': {'app.kubernetes.io/name': 'gpushare-binpack',
+                                                        'gpuops.io/sharing-pool': 'p1'}},
+                                'spec': {'containers': [{'name': 'binpack', 'image': 'cuda:1'}]}}}}
+
+
+@pytest.mark.parametrize('applied', [True, False])
+def test_a_deployment_whose_selector_changed_is_replaced_when_the_module_applied_it(applied):
+    """A Deployment's selector is immutable (apps/v1: 422): the validation Deployment an earlier release applied with
+    the strategy's selector only (before a pool's Deployment named its pool in the selector) is deleted and created
+    again; a user's Deployment of that name is never replaced; an unchanged selector is updated in place."""
+    old = copy.deepcopy(DEPLOY)
+    del old['spec']['selector']['matchLabels']['gpuops.io/sharing-pool']
+    live = K.with_hash(old, PARAMS['hash_annotation']) if applied else copy.deepcopy(old)
+    live['metadata']['uid'] = 'u1'
+    client = FakeDynamic([live], served=('Deployment', 'ConfigMap'))
+    result = run(client, [DEPLOY])
+    assert result['updated'] == 1
+    if applied:
+        assert client.writes == [('delete', 'Deployment', 'gpushare-binpack-p1', None),
+                                 ('create', 'Deployment', 'gpushare-binpack-p1', None)]
+    else:
+        assert ('delete', 'Deployment', 'gpushare-binpack-p1', None) not in client.writes
+    same = K.with_hash(DEPLOY, PARAMS['hash_annotation'])
+    same['spec']['replicas'] = 3
+    client = FakeDynamic([same], served=('Deployment',))
+    assert run(client, [DEPLOY])['updated'] == 1
+    assert client.writes == [('patch', 'Deployment', 'gpushare-binpack-p1', 'application/apply-patch+yaml')]
