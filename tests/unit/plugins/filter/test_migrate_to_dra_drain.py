@@ -26,13 +26,8 @@ def _drain_task():
     return task, block['rescue'][0], check
 
 
-@pytest.mark.parametrize('variables, forced', [({}, False), ({'gpuops_migrate_force': True}, True),
-                                               ({'gpuops_migrate_force': 'false'}, False)])
-def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, forced):
-    """A pod that declares no controller is not evicted by the move unless gpuops_migrate_force (as kubectl drain
-    without --force; kubernetes/kubectl pkg/drain/filters.go unreplicatedFilter, v0.37.0-beta.0). Before the fix the
-    task gave no force, the module's default (true) evicted the pod and nothing recreated it (the run over two real
-    lab nodes, lab/tests/integration/test_dra_migrate_pool_real.py)."""
+def _templated(args, keys, variables):
+    """The task arguments ``keys`` as ansible-core templates them with the play's ``variables``."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
     try:   # ansible-core 2.19+: only trusted strings are templated
@@ -40,11 +35,22 @@ def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, force
     except ImportError:   # older ansible-core: every string is a template
         def trust_as_template(value):
             return value
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return dict((k, templar.template(trust_as_template(args[k]))) for k in keys)
+
+
+@pytest.mark.parametrize('variables, forced', [({}, False), ({'gpuops_migrate_force': True}, True),
+                                               ({'gpuops_migrate_force': 'false'}, False)])
+def test_DRAX_11_the_drain_refuses_a_bare_gpu_pod_unless_forced(variables, forced):
+    """A pod that declares no controller is not evicted by the move unless gpuops_migrate_force (as kubectl drain
+    without --force; kubernetes/kubectl pkg/drain/filters.go unreplicatedFilter, v0.37.0-beta.0). Before the fix the
+    task gave no force, the module's default (true) evicted the pod and nothing recreated it (the run over two real
+    lab nodes, lab/tests/integration/test_dra_migrate_pool_real.py)."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
     task, rescue, check = _drain_task()
     args = task['gpuops.k8s_gpu.gpu_node_drain']
     assert 'force' in args, args
-    force = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(args['force']))
+    force = _templated(args, ('force',), variables)['force']
     assert force is forced
     bare = {'metadata': {'name': 'bare', 'namespace': 'team'},
             'spec': {'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': '1'}}}]},
@@ -96,18 +102,10 @@ def test_DRAX_13_a_daemonset_pod_holding_a_gpu_stops_the_move_unless_accepted(va
     nvidia.com/gpu: 1`` stops the move at its node before anything is written (not marked, not cordoned, nothing
     evicted), named with its DaemonSet, unless gpuops_migrate_accept_daemonset_gpus; one without a GPU is kept as
     before. Before the fix the task kept every DaemonSet pod and moved the node."""
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    try:   # ansible-core 2.19+: only trusted strings are templated
-        from ansible.template import trust_as_template
-    except ImportError:   # older ansible-core: every string is a template
-        def trust_as_template(value):
-            return value
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import gpu_sharing_drain as drain
     task, rescue, check = _drain_task()
     args = task['gpuops.k8s_gpu.gpu_node_drain']
-    templar = Templar(loader=DataLoader(), variables=variables)
-    opts = dict((k, templar.template(trust_as_template(args[k]))) for k in ('keep_gpu_daemonset_pods', 'force'))
+    opts = _templated(args, ('keep_gpu_daemonset_pods', 'force'), variables)
     train = {'metadata': {'name': 'train', 'namespace': 'team', 'uid': 't',
                           'ownerReferences': [{'kind': 'ReplicaSet', 'name': 'train', 'controller': True}]},
              'spec': {'containers': [{'name': 'c', 'resources': {'limits': {'nvidia.com/gpu': '1'}}}]},
