@@ -242,7 +242,7 @@ WEIGHT = {
     'integration/test_dra_kube133_real.py': 35, 'integration/test_gpu_operator_runtime_class_real.py': 40,
     # issue #38 (2026-11-29, -p no:xdist, the machine shared): nvidia-ctk over the whole output and the role's CDI spec
     # with the real nvidia-ctk (two role runs)
-    'oracles/test_nvidia_ctk.py': 45,
+    'oracles/test_nvidia_ctk.py': 45, 'oracles/test_real_gpu_h200.py': 8,
     # the lifecycle sequence on a private 1.37 control plane (121 s with sanity running beside it)
     'integration/test_lifecycle_real.py': 90,
     # the lifecycle suite in process on a private 1.37 control plane (2026-11-29, -p no:xdist: 50 s at load 4-7,

@@ -53,6 +53,17 @@ static const sim_mig_table tables[] = {
         { P_4SLICE,      5, "4g.40gb",    4, 1,  56, 4, 4, 0, 4, 0, 40448, 4, 1, {0} },
         { P_7SLICE,      0, "7g.80gb",    7, 1, 114, 8, 7, 0, 7, 1, 81152, 8, 1, {0} },
     } },
+    /* measured: nvmlDeviceGetGpuInstanceProfileInfo(V) and the possible placements on a real NVIDIA H200 (PCI 0x2335),
+     * driver 580.159.04, MIG disabled (lab/realgpu/samples/h200-580/nvml-raw.json) */
+    { "H200-141GB", 8, 7, 7, {
+        { P_1SLICE,     19, "1g.18gb",    1, 7,  16, 1, 1, 0, 1, 0,  16384, 1, 7, {0,1,2,3,4,5,6} },
+        { P_1SLICE_ME,  20, "1g.18gb+me", 1, 1,  16, 1, 1, 0, 1, 1,  16384, 1, 7, {0,1,2,3,4,5,6} },
+        { P_1SLICE_2X,  15, "1g.35gb",    1, 4,  26, 1, 1, 0, 1, 0,  33280, 2, 4, {0,2,4,6} },
+        { P_2SLICE,     14, "2g.35gb",    2, 3,  32, 2, 2, 0, 2, 0,  33280, 2, 3, {0,2,4} },
+        { P_3SLICE,      9, "3g.71gb",    3, 2,  60, 3, 3, 0, 3, 0,  71424, 4, 2, {0,4} },
+        { P_4SLICE,      5, "4g.71gb",    4, 1,  64, 4, 4, 0, 4, 0,  71424, 4, 1, {0} },
+        { P_7SLICE,      0, "7g.141gb",   7, 1, 132, 8, 7, 0, 7, 1, 143360, 8, 1, {0} },
+    } },
     { "A30-24GB", 4, 4, 5, {
         { P_1SLICE,     14, "1g.6gb",     1, 4, 14, 1, 0, 0, 0, 0,  5952, 1, 4, {0,1,2,3} },
         { P_1SLICE_ME,  21, "1g.6gb+me",  1, 1, 14, 1, 1, 0, 1, 1,  5952, 1, 4, {0,1,2,3} },
@@ -79,6 +90,6 @@ const sim_mig_table *sim_find_mig_table(const char *key) {
 }
 
 const char *sim_mig_table_keys(void) {
-    return "A100-SXM4-40GB A100-SXM4-80GB H100-SXM5-80GB H100-PCIE-80GB A30-24GB "
+    return "A100-SXM4-40GB A100-SXM4-80GB H100-SXM5-80GB H100-PCIE-80GB H200-141GB A30-24GB "
            "(aliases: A100-40GB A100-PCIE-40GB A100-80GB A100-PCIE-80GB H100-80GB H100-SXM-80GB A30)";
 }

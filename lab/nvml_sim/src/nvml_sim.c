@@ -56,6 +56,7 @@ typedef struct {
     int rr_supported; unsigned rr_corr, rr_unc, rr_pending, rr_failure;
     int rr_hist_supported; unsigned rr_hist[5];          /* max, high, partial, low, none */
     int rp_supported; unsigned rp_sbe, rp_dbe, rp_pending;
+    nvmlReturn_t rp_dbe_unsupported;                      /* double-bit query without retired_pages */
     unsigned long long ecc_counts[2][2];                 /* [NVML_MEMORY_ERROR_TYPE_*][NVML_VOLATILE/AGGREGATE_ECC] */
     unsigned long long clk_reasons, clk_reasons_supported;   /* default 1 (GPU idle) and 0x1FF, as a healthy H100 */
     unsigned pcie_gpu_max_gen, pcie_replay;
@@ -486,6 +487,13 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
         g->rp_sbe = (unsigned)json_int(json_get(rp, "single_bit"), 0);
         g->rp_dbe = (unsigned)json_int(json_get(rp, "double_bit"), 0);
         g->rp_pending = (unsigned)json_is_true(json_get(rp, "pending"), 0);
+    }
+    /* the double-bit query where the GPU retires no pages: INVALID_ARGUMENT as the real H100 answered, NOT_SUPPORTED
+     * as the real H200 did (same driver 580.159.04) */
+    g->rp_dbe_unsupported = NVML_ERROR_INVALID_ARGUMENT;
+    const jval *rpe = json_get(o, "retired_pages_double_bit_error");
+    if (rpe && parse_err_name(json_str(rpe, ""), &g->rp_dbe_unsupported)) {
+        logmsg("inventory: bad retired_pages_double_bit_error"); *bad = 1;
     }
     const jval *e = json_get(o, "ecc_errors");
     const char *en[2][2] = { { "corrected_volatile", "corrected_aggregate" }, { "uncorrected_volatile", "uncorrected_aggregate" } };
@@ -1259,8 +1267,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableStat
     if (!m) END(NVML_ERROR_INVALID_ARGUMENT);
     *m = (nvmlEnableState_t)R.g->display_mode; END(NVML_SUCCESS);
 }
+/* -1: the call answers NOT_SUPPORTED (no fabric_state key and no NVSwitch fabric: pre-Hopper GPUs, the default); an
+ * explicit fabric_state (not_supported included) is answered with SUCCESS and that state, as the real PCIe-attached
+ * H100 and H200 on driver 580 answered nvmlDeviceGetGpuFabricInfoV v3: state NOT_SUPPORTED, status SUCCESS */
 static int fabric_state(const sim_gpu *g) {
-    if (g->fabric_state != -2) return g->fabric_state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED ? -1 : g->fabric_state;
+    if (g->fabric_state != -2) return g->fabric_state;
     return (gpu_links(g) && g_nswitch && g->arch >= NVML_DEVICE_ARCH_HOPPER && g->arch != NVML_DEVICE_ARCH_UNKNOWN)
         ? NVML_GPU_FABRIC_STATE_COMPLETED : -1;
 }
@@ -1285,7 +1296,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabr
     v2->version = version;
     v2->state = (nvmlGpuFabricState_t)st; v2->status = R.g->fabric_status; v2->healthMask = R.g->fabric_health_mask;
     if (version == nvmlGpuFabricInfo_v3)
-        f->healthSummary = st == NVML_GPU_FABRIC_STATE_COMPLETED && R.g->fabric_status == NVML_SUCCESS
+        f->healthSummary = st == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED ? NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED
+            : st == NVML_GPU_FABRIC_STATE_COMPLETED && R.g->fabric_status == NVML_SUCCESS
             ? NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY : NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY;
     END(NVML_SUCCESS);
 }
@@ -1315,11 +1327,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlR
     v->max = R.g->rr_hist[0]; v->high = R.g->rr_hist[1]; v->partial = R.g->rr_hist[2]; v->low = R.g->rr_hist[3]; v->none = R.g->rr_hist[4];
     END(NVML_SUCCESS);
 }
-/* without retired_pages (H100, which remaps rows instead): single-bit NOT_SUPPORTED, double-bit INVALID_ARGUMENT,
- * pending NOT_SUPPORTED, as the 580 driver answered. Pages are reported as count only (addresses 0). */
+/* without retired_pages (H100, H200: they remap rows instead): single-bit NOT_SUPPORTED, double-bit
+ * retired_pages_double_bit_error (INVALID_ARGUMENT as the H100 answered, NOT_SUPPORTED as the H200), pending
+ * NOT_SUPPORTED, as the 580 driver answered. Pages are reported as count only (addresses 0). */
 static nvmlReturn_t retired_pages(devref *R, nvmlPageRetirementCause_t cause, unsigned int *count, unsigned long long *addr, unsigned long long *ts) {
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!R->g->rp_supported) return cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+    if (!R->g->rp_supported) return cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? R->g->rp_dbe_unsupported : NVML_ERROR_NOT_SUPPORTED;
     if ((unsigned)cause >= NVML_PAGE_RETIREMENT_CAUSE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned n = cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? R->g->rp_dbe : R->g->rp_sbe;
     if (*count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
@@ -1565,7 +1578,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
 static nvmlReturn_t fill_gi_profile_v(const sim_gi_profile *p, const sim_mig_table *t, nvmlGpuInstanceProfileInfo_v2_t *info) {
     unsigned ver = info->version;
     if (ver == nvmlGpuInstanceProfileInfo_v2) {
-        memset(info, 0, sizeof *info); info->version = ver;
+        /* the real 580 driver hands the v2 structure back with version 0 (H200: nvml-raw.json) */
+        memset(info, 0, sizeof *info);
         fill_gi_profile_common(p, t, &info->id, &info->sliceCount, &info->instanceCount, &info->multiprocessorCount,
                                &info->copyEngineCount, &info->decoderCount, &info->encoderCount, &info->jpegCount, &info->ofaCount, &info->memorySizeMB);
         snprintf(info->name, sizeof info->name, "MIG %s", p->name);
@@ -1834,7 +1848,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned
     DEV_BEGIN(device, 0);
     if (!count) END(NVML_ERROR_INVALID_ARGUMENT);
     if (!R.g->mig_capable) END(NVML_ERROR_NOT_SUPPORTED);
-    *count = R.g->table->max_mig_devices; END(NVML_SUCCESS);
+    /* 0 while MIG is disabled, as the real H100 and H200 on driver 580 answered (nvml-raw.json of both) */
+    *count = R.s->mig_cur ? R.g->table->max_mig_devices : 0; END(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *mig) {
     DEV_BEGIN(device, 0);
