@@ -104,32 +104,48 @@ def test_RGC_03_report_and_refusal_on_the_simulator(monkeypatch):
     assert rgc.main(['--out', '/nonexistent']) == 2
 
 
-# ------------------------------------------------------------------ the real H100 capture (lab/realgpu/samples/h100-580)
-REAL = os.path.join(SAMPLES, 'h100-580')
+# ----------------------------------- the real captures (lab/realgpu/samples/h100-580, lab/realgpu/samples/h200-580)
+# capture -> the GPU-instance profiles its GPU answered with MIG off
+REAL_PROFILES = {
+    'h100-580': ['1g.10gb', '1g.10gb+me', '1g.20gb', '2g.20gb', '3g.40gb', '4g.40gb', '7g.80gb'],
+    'h200-580': ['1g.18gb', '1g.18gb+me', '1g.35gb', '2g.35gb', '3g.71gb', '4g.71gb', '7g.141gb'],
+}
 
 
-def _real(name):
-    with open(os.path.join(REAL, name)) as f:
+def _real(capture, name):
+    with open(os.path.join(SAMPLES, capture, name)) as f:
         return f.read()
 
 
-def test_RGC_real_capture_every_field_agrees():
+@pytest.mark.parametrize('capture', sorted(REAL_PROFILES))
+def test_RGC_real_capture_every_field_agrees(capture):
     import json
-    smi = rgc.parse_smi_xml(_real('nvidia-smi-q-x.xml'))
-    info = json.loads(_real('gpu_info-mig_profiles.json'))
-    rows = rgc.compare(info, smi)
-    assert [r for r in rows if not r['ok']] == []
+    smi = rgc.parse_smi_xml(_real(capture, 'nvidia-smi-q-x.xml'))
+    info = json.loads(_real(capture, 'gpu_info-mig_profiles.json'))
+    caps = links = None
+    if os.path.exists(os.path.join(SAMPLES, capture, 'nvidia-smi-compute-cap.csv')):
+        # the H200 run kept the compute capability query; `nvidia-smi nvlink -s` printed nothing (no NVLink)
+        caps, links = rgc.parse_compute_caps(_real(capture, 'nvidia-smi-compute-cap.csv')), rgc.parse_nvlink_status('')
+    rows = rgc.compare(info, smi, caps, links)
+    assert [r for r in rows if not r['ok']] == [] and len(rows) == (13 if caps else 11)
     assert smi['driver_version'] == '580.159.04' and smi['gpus'][0]['mig_current'] is False
 
 
-def test_RGC_real_capture_nvml_profiles_match_the_catalogue():
+@pytest.mark.parametrize('capture', sorted(REAL_PROFILES))
+def test_RGC_real_capture_nvml_profiles_match_the_catalogue(capture):
     import json
-    info = json.loads(_real('gpu_info-mig_profiles.json'))
+    info = json.loads(_real(capture, 'gpu_info-mig_profiles.json'))
     rgc._catalog_profiles(info, rgc._collections_path(__import__('tempfile').mkdtemp()))
     rows = rgc.compare_profiles(info)
-    assert sorted(r['profile'] for r in rows) == ['1g.10gb', '1g.10gb+me', '1g.20gb', '2g.20gb', '3g.40gb', '4g.40gb',
-                                                 '7g.80gb']
+    assert sorted(r['profile'] for r in rows) == REAL_PROFILES[capture]
     assert [r for r in rows if not r['ok']] == []
+
+
+def test_RGC_real_h200_report_is_the_checks_own():
+    """The H200 run's report (lab/bin/real-gpu-check.sh on the real GPU) says what the tests above recompute."""
+    text = _real('h200-580', 'report.md')
+    assert '13 field(s) compared, 0 differ' in text and '7 compared, 0 differ' in text
+    assert 'median 23.69 ms (min 20.58, max 37.84)' in text and 'unchanged' in text
 
 
 def test_RGC_modules_run_without_the_ansible_cli(tmp_path):

@@ -110,7 +110,9 @@ class NvmlBackend(object):
         gpu['mig_profile_source'] = None
         gpu['mig_instances'] = []
         if gpu['mig_capable']:
-            profiles = self._nvml_profiles(h) if gpu['mig_current'] else {}
+            # NVML's profiles with MIG on, and with MIG off where the driver answers them (580 does: the real H100
+            # and H200, lab/realgpu/samples); the catalogue only where NVML refuses (drivers before 580, MIG off)
+            profiles = self._nvml_profiles(h)
             source = 'nvml'  # type: str | None
             if not profiles:
                 profiles = self._catalog_profiles(h, gpu['name'], gpu['pci_device_id'])

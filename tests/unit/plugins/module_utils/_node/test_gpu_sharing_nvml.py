@@ -127,3 +127,63 @@ def test_changes_map_to_nvml_calls():
     assert be.create_full_compute_instance(0, 2, 3) == 0
     assert nv.calls == [('pm', 'h0', 0), ('cm', 'h0', 2), ('mig', 'h0', 1), ('destroy_ci', 'ci'), ('destroy_gi', 1),
                         ('create_gi', 9, 4, 4), ('create_ci', 2, 2)]
+
+
+def _real_h200_nvml():
+    """A stand-in pynvml answering as the real NVIDIA H200 on driver 580.159.04 did with MIG disabled
+    (fixtures/real_h200_580/nvml-raw.json): MIG mode off, yet every GPU-instance profile and its placements answered."""
+    import json
+    import os
+    fix = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures', 'real_h200_580')
+    with open(os.path.join(fix, 'nvml-raw.json')) as f:
+        raw = json.load(f)['gpus'][0]
+    m = fake_nvml(True)
+    m.NVML_GPU_INSTANCE_PROFILE_COUNT = 17
+    m.nvmlDeviceGetName = lambda h: raw['name'].encode()
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(pciDeviceId=int(raw['pci']['pciDeviceId'], 16))
+    m.nvmlDeviceGetMigMode = lambda h: (0, 0)
+    rows = dict((p['index'], p) for p in raw['gi_profiles'] if 'error' not in p['nvmlDeviceGetGpuInstanceProfileInfo'])
+
+    def profile_info(h, idx):
+        if idx not in rows:
+            raise NVMLError_NotSupported('Not Supported')
+        return types.SimpleNamespace(**rows[idx]['nvmlDeviceGetGpuInstanceProfileInfo'])
+    m.nvmlDeviceGetGpuInstanceProfileInfo = profile_info
+
+    def placements(h, pid, arr, count):
+        row = [p for p in rows.values() if p['nvmlDeviceGetGpuInstanceProfileInfo']['id'] == pid][0]
+        for i, pl in enumerate(row['placements']):
+            arr[i].start, arr[i].size = pl['start'], pl['size']
+        count._obj.value = len(row['placements'])
+    m.nvmlDeviceGetGpuInstancePossiblePlacements = placements
+    return m, rows
+
+
+def test_mig_off_takes_the_profiles_the_real_580_driver_answers():
+    """The real H200 (and H100) on 580 answer GPU-instance profile info with MIG off: the node engine takes NVML's
+    profiles then (memory as NVML counts it: 1g.18gb is 16384 MiB, not the 18 GB of its name), not the catalogue's.
+    Failed before: the catalogue's 18 * 1024 MiB, source 'catalog'."""
+    m, rows = _real_h200_nvml()
+    g = NvmlBackend(m).gpu(0)
+    assert g['mig_current'] is False and g['mig_profile_source'] == 'nvml' and g['mig_instances'] == []
+    assert sorted(g['mig_profiles']) == ['1g.18gb', '1g.18gb+me', '1g.35gb', '2g.35gb', '3g.71gb', '4g.71gb',
+                                         '7g.141gb']
+    for idx, row in rows.items():
+        info = row['nvmlDeviceGetGpuInstanceProfileInfo']
+        got = g['mig_profiles'][info['name'][len('MIG '):]]
+        assert (got['id'], got['index'], got['slices'], got['max_instances'], got['memory_mib']) == (
+            info['id'], idx, info['sliceCount'], info['instanceCount'], info['memorySizeMB'])
+        assert got['placements'] == [p['start'] for p in row['placements']]
+        assert got['placement_size'] == row['placements'][0]['size']
+
+
+def test_mig_off_falls_back_to_the_catalogue_where_nvml_refuses():
+    """Drivers before 580 refuse profile info with MIG off: the catalogue's profiles, placements from NVML."""
+    m, dummy = _real_h200_nvml()
+
+    def refuse(h, idx):
+        raise NVMLError_NotSupported('Not Supported')
+    m.nvmlDeviceGetGpuInstanceProfileInfo = refuse
+    g = NvmlBackend(m).gpu(0)
+    assert g['mig_profile_source'] == 'catalog'
+    assert g['mig_profiles']['1g.18gb']['placements'] == [0, 1, 2, 3, 4, 5, 6]
