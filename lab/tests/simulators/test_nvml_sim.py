@@ -758,6 +758,30 @@ def test_DH_03_real_gpu_calibration_through_the_recorder(name, tmp_path):
             REAL_STAND_IN_LIMITS
 
 
+def test_h200_idle_usage_as_the_real_h200(tmp_path):
+    """What a metrics exporter reads, idle (nvml-usage.json's idle samples on the real H200, nvml_record.usage_sample
+    run on the simulator): utilization, memory, clocks, temperature, clock event reasons, P-state and the (empty)
+    compute processes are the real idle answers; power is the health capture's (78.0 W, the idle samples 78.02-78.04 W).
+    Not simulated (stand-in limits until the metrics work, #42): encoder/decoder utilization, the energy counter,
+    per-process utilization and GPM (the real H200 answered all; GPM under load in nvml-usage.json)."""
+    usage = json.loads((REAL_SAMPLES / "h200-580" / "nvml-usage.json").read_text())
+    idle = [x for x in usage["samples"] if x["phase"] == "idle"]
+    assert usage["gpm_supported"] is True and len(idle) == 2
+    r = run("""
+        import sys; sys.path.insert(0, %r)
+        import nvml_record as R
+        R.N.nvmlInit()
+        out(R.usage_sample(R.N.nvmlDeviceGetHandleByIndex(0), 0))
+    """ % str(ROOT / "lab" / "realgpu"), inv("h200-real-580"), tmp_path / "s.json")
+    same = ("utilization", "memory", "sm_clock_mhz", "mem_clock_mhz", "temperature", "clocks_event_reasons", "pstate",
+            "compute_processes")
+    for sample in idle:
+        assert {k: r[k] for k in same} == {k: sample[k] for k in same}
+        assert abs(r["power_mw"] - sample["power_mw"]) <= 100
+    assert sorted(k for k, v in r.items() if isinstance(v, dict) and "FunctionNotFound" in v.get("error", "")) == [
+        "decoder", "encoder", "energy_mj", "gpm", "process_utilization"]
+
+
 @pytest.mark.parametrize("name", sorted(REAL_GPUS))
 def test_DH_03_health_answers_as_the_real_gpus(name, tmp_path):
     """Calibration: inventories h100-real-580 and h200-real-580 answer the health calls as the real H100 and H200 did
