@@ -133,6 +133,11 @@ def test_gpu_info_on_the_real_h200_took_nvmls_profiles():
         gpu = json.load(f)['gpus'][0]
     raw, answered = _nvml_profiles('h200')
     assert (gpu['mig_catalog'], gpu['mig_catalog_match'], gpu['mig_current']) == ('H200-141GB', 'pci_device_id', False)
+    # the GPU as NVML names it: memory in MiB as NVML counts it (143771, not the 141 of the catalogue's key), the PCI
+    # device and subsystem ids (0x2335, the id the catalogue and esxi_gpu know as the H200; subsystem 0x18bf)
+    assert gpu['memory_total_mib'] == raw['mem_v2']['total'] // 2 ** 20 == 143771
+    assert (gpu['pci_device_id'], gpu['pci_subsystem_id']) == ('0x%04x' % (int(raw['pci']['pciDeviceId'], 16) >> 16),
+                                                               raw['pci']['pciSubSystemId']) == ('0x2335', '0x18bf10de')
     assert sorted((p['name'], p['id'], p['memory_mib'], p['source']) for p in gpu['mig_profiles']) == sorted(
         (r['nvmlDeviceGetGpuInstanceProfileInfoV']['name'][len('MIG '):], r['nvmlDeviceGetGpuInstanceProfileInfoV']['id'],
          r['nvmlDeviceGetGpuInstanceProfileInfoV']['memorySizeMB'], 'nvml') for r in answered)
