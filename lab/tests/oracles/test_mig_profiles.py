@@ -14,7 +14,7 @@ import os
 import subprocess
 
 from conftest import lab_collections_path
-from oracle_util import go_set
+from oracle_util import ROOT, go_set
 
 import pytest
 
@@ -66,3 +66,21 @@ def test_MIGP_20_malformed_names_are_refused():
     """The oracle is not a yes-machine: malformed names go-nvlib refuses."""
     answers = oracle([{'parse': n} for n in ('1g', '1g.10', '1g.10gb+me-gfx', '', 'g.10gb')])
     assert [a['valid'] for a in answers] == [False] * 5, answers
+
+
+@pytest.mark.parametrize('capture', ['h100-580', 'h200-580'])
+def test_MIGP_21_go_nvlib_names_the_real_gpus_profiles_as_nvml(capture):
+    """go-nvlib given what a real GPU answered (lab/realgpu/samples/<capture>/nvml-raw.json: each GPU-instance profile's
+    index, slices and memory MiB, the device's memory) names every profile as NVML did (H200: 1g.18gb from 16384 MiB
+    of 143771 MiB, 7g.141gb from 143360): mig-parted and the device plugin name the real GPU's profiles as the
+    collection reads them from NVML."""
+    with open(os.path.join(ROOT, 'lab', 'realgpu', 'samples', capture, 'nvml-raw.json')) as f:
+        raw = json.load(f)['gpus'][0]
+    rows = [(p['index'], p['nvmlDeviceGetGpuInstanceProfileInfoV']) for p in raw['gi_profiles']
+            if isinstance(p['nvmlDeviceGetGpuInstanceProfileInfoV'], dict)
+            and 'error' not in p['nvmlDeviceGetGpuInstanceProfileInfoV']]
+    assert len(rows) == 7
+    answers = oracle([{'gi': index, 'ci_slices': info['sliceCount'], 'mem_mb': info['memorySizeMB'],
+                       'total_bytes': raw['mem_v2']['total']} for index, info in rows])
+    assert [a.get('name') for a in answers] == [info['name'][len('MIG '):] for _i, info in rows]
+
