@@ -119,7 +119,7 @@ class Lab(object):
 
     def render(self, name, pool, state):
         cfg = self.cfg(pool)
-        settings = stack_settings(cfg, render=True)
+        settings = cfg['settings']  # every block whole, each key present (filled once by stack_settings)
         namespace = cfg[PREFIX + 'namespace']
         q = stacks_live.queries(pool['strategy'], state=state, settings=settings, namespace=namespace)
         live = read.read(self.apis, q['queries'], version=q['version'])

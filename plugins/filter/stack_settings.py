@@ -1,24 +1,30 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter of role gpu_sharing_stack: a pool's settings as one dict, defaulted once from the role's argument_specs."""
+"""Filter of role gpu_sharing_stack: a pool's settings validated once, at the role's boundary, with Ansible's own
+validator and every default filled there (the settings blocks' argument spec built in process from the renderers'
+schemas)."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r'''
 name: stack_settings
-short_description: A pool's settings of role gpu_sharing_stack as one dict
+short_description: A pool's settings of role gpu_sharing_stack, validated once and fully defaulted
 version_added: "0.1.0"
 description:
   - The settings of one pool (C(gpu_sharing_stack_settings), keys the role's variable names such as
-    C(gpu_sharing_stack_hami)) over the role's variables of the same names (O(variables)); a setting given by neither
-    takes the default of the role's C(meta/argument_specs.yml). Returns every pool setting.
-  - The pool settings are the role's options C(gpu_sharing_stack_<key>) of every settings key of the strategy model
-    (C(gpu_sharing_stack_nvidia), ..., C(gpu_sharing_stack_gpu_operator)) and the pool-wide options
-    C(node_selector), C(namespace), C(registry), C(image_pull_secrets), C(allow_mixed_accounting), C(validation),
-    C(validation_image) and C(helm_install) (each with the prefix C(gpu_sharing_stack_)).
-  - Each value is checked against the role's argument_specs (type, choices); an error names the variable, the value
-    and what is allowed. The keys inside a strategy's settings are checked by the render (M(gpuops.k8s_gpu.gpu_stack_manifests)).
+    C(gpu_sharing_stack_hami)) over the role's variables of the same names (O(variables)), validated in one pass of
+    Ansible's own validator (C(ArgumentSpecValidator)), which fills every default. Role gpu_sharing_stack runs it once
+    per pool and hands the result to the live read and the render, which fill no default again.
+  - The pool settings are the pool-wide options C(node_selector), C(namespace), C(registry), C(image_pull_secrets),
+    C(allow_mixed_accounting), C(validation), C(validation_image) and C(helm_install) (each with the prefix
+    C(gpu_sharing_stack_); their type, choices and default from the role's C(meta/argument_specs.yml)) and the role's
+    options C(gpu_sharing_stack_<key>) of every settings key of the strategy model (C(gpu_sharing_stack_nvidia), ...,
+    C(gpu_sharing_stack_dra)), whose keys, types, choices and defaults come from the renderers' schemas (the one
+    declaration; the role's argument_specs options are generated from them).
+  - A value of the wrong type, a value outside its choices and an unknown key, at either level, are refused with an
+    error that names the variable, the value and what is allowed. Ranges (C(min)/C(max)) and what depends on the
+    nodes' facts are checked by the render (M(gpuops.k8s_gpu.gpu_stack_manifests)), before anything changes.
 options:
   _input:
     description: The pool's settings (C(gpu_sharing_stack_settings)); a key that is not a pool setting is refused.
@@ -28,10 +34,16 @@ options:
     description: The role's variables of the same names (what a setting left out of O(_input) takes).
     type: dict
     default: {}
+  names:
+    description:
+      - Return only the role's variable names of the pool settings, a list (O(_input) is not read, give V({})). These
+        are the names playbooks C(cluster.yml) and C(uninstall.yml) collect from each pool's hosts.
+    type: bool
+    default: false
   render:
     description:
-      - Return only the strategies' settings, keyed as M(gpuops.k8s_gpu.gpu_stack_manifests) takes them in its
-        C(settings) (C(nvidia), C(time_slicing), ..., without the prefix); O(_input) is then this filter's own result.
+      - Return only the C(settings) of O(_input), a result of this filter (kept for callers of the earlier form; the
+        role reads C(settings) of the result directly).
     type: bool
     default: false
 author: gpuops.k8s_gpu developers
@@ -41,12 +53,20 @@ EXAMPLES = r'''
 - name: The pool's settings, one dict
   ansible.builtin.set_fact:
     pool_settings: "{{ {'gpu_sharing_stack_hami': {'device_split_count': 4}} | gpuops.k8s_gpu.stack_settings }}"
+
+- name: The pool settings' variable names, from the strategy model
+  ansible.builtin.debug:
+    msg: "{{ {} | gpuops.k8s_gpu.stack_settings(names=true) }}"
 '''
 
 RETURN = r'''
 _value:
-  description: Every pool setting (the role's variable name) to its value; with O(render), the strategies' settings.
-  type: dict
+  description:
+    - Each pool-wide setting under the role's variable name (C(gpu_sharing_stack_namespace), ...), and C(settings),
+      every settings block by its key (C(nvidia), C(time_slicing), ..., as M(gpuops.k8s_gpu.gpu_stack_manifests)
+      takes them), every key of each block present (its default where not given).
+    - With O(names), the list of the pool settings' variable names; with O(render), the C(settings) of O(_input).
+  type: raw
 '''
 
 from collections.abc import Callable, Iterable
@@ -58,6 +78,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.registry import settings_spec
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import SETTINGS_KEYS
 
 PREFIX = 'gpu_sharing_stack_'
@@ -73,8 +94,8 @@ def pool_setting_names() -> tuple[str, ...]:
     return tuple(PREFIX + n for n in POOL_WIDE[:4] + SETTINGS_KEYS + POOL_WIDE[4:])
 
 
-# (path, mtime_ns, size) -> the options of that file: a role pass calls the filter three times in one worker process
-# (settings.yml: the names twice, then the settings), and the file is 800 lines
+# (path, mtime_ns, size) -> the options of that file (about 800 lines): the pool-wide settings' declarations, read
+# once per worker process and file version
 _OPTIONS_CACHE: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
@@ -93,9 +114,14 @@ def role_options(path: str = ARGUMENT_SPECS) -> dict[str, Any]:
 
 
 def _spec(options: dict[str, Any], names: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """The argument spec of the pool settings, one level deep (the settings' own keys are the render's)."""
+    """The argument spec of the pool settings: the pool-wide ones from the role's argument_specs (their
+    declaration), the settings blocks built in process from the renderers' schemas (registry.settings_spec)."""
+    blocks = settings_spec(PREFIX)
     out = {}
     for name in names:
+        if name in blocks:
+            out[name] = blocks[name]
+            continue
         opt = options.get(name)
         if opt is None:
             raise AnsibleFilterError('stack_settings: role gpu_sharing_stack declares no option %s' % name)
@@ -114,32 +140,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def stack_settings(settings: Any, variables: dict[str, Any] | None = None, render: bool = False,
-                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+def stack_settings(settings: Any, variables: dict[str, Any] | None = None, render: bool = False, names: bool = False,
+                   options: dict[str, Any] | None = None) -> Any:
+    if names:
+        return list(pool_setting_names())
     if render:
-        return dict((key, (settings or {}).get(PREFIX + key) or {}) for key in SETTINGS_KEYS)
+        return (settings or {}).get('settings') or {}
     if not isinstance(settings, dict):
         raise AnsibleFilterError('gpu_sharing_stack_settings must be a dictionary of the role\'s variable names to '
                                  'values; got %r' % (settings,))
-    names = pool_setting_names()
-    unknown = sorted(k for k in settings if k not in names)
+    all_names = pool_setting_names()
+    unknown = sorted(k for k in settings if k not in all_names)
     if unknown:
         raise AnsibleFilterError('gpu_sharing_stack_settings has unknown key(s) %s; allowed: %s'
-                                 % (', '.join(str(k) for k in unknown), ', '.join(names)))
-    spec = _spec(options if options is not None else role_options(), names)
+                                 % (', '.join(str(k) for k in unknown), ', '.join(all_names)))
+    spec = _spec(options if options is not None else role_options(), all_names)
     variables = variables or {}
-    out = {}
-    for name in names:
-        if name in settings:
-            out[name] = settings[name]
-        elif variables.get(name) is not None:
-            out[name] = variables[name]
-        else:
-            out[name] = spec[name].get('default')
-    out = _plain(out)
-    result = ArgumentSpecValidator(spec).validate(dict((k, v) for k, v in out.items() if v is not None))
+    given = {}
+    for name in all_names:
+        value = settings[name] if name in settings else variables.get(name)
+        if value is not None:
+            given[name] = value
+    # one pass of Ansible's validator: types, choices and unknown keys at both levels, every default filled (a setting
+    # given by neither the pool nor the role's variables, a key a block leaves out); null means "not given"
+    result = ArgumentSpecValidator(spec).validate(_plain(given))
     if result.error_messages:
         raise AnsibleFilterError('gpu_sharing_stack_settings: %s' % '; '.join(str(m) for m in result.error_messages))
+    valid = result.validated_parameters
+    out: dict[str, Any] = dict((PREFIX + n, valid.get(PREFIX + n)) for n in POOL_WIDE)
+    out['settings'] = dict((key, valid[PREFIX + key]) for key in SETTINGS_KEYS)
     return out
 
 

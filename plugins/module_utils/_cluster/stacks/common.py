@@ -244,6 +244,39 @@ def validate_settings(settings: Any, schema: dict[str, Any], var_name: str) -> d
     return out
 
 
+def argument_spec(schema: dict[str, Any], var_name: str) -> dict[str, dict[str, Any]]:
+    """The Ansible argument spec of one settings block, built in process from its schema (the one declaration of its
+    keys): each key's ``type`` is a checker with the render's own conversions (below: no bool for an int, no dict for
+    a string; a ValueError names ``var_name.key`` and the value), ``choices`` and ``default`` (a copy) as declared.
+    ``min`` and ``max`` stay the render's: an argument spec cannot state them. Validated with Ansible's
+    ArgumentSpecValidator (filter stack_settings), it refuses unknown keys and fills every default once; the
+    render's ``validate_settings`` then finds each key present and fills none (docs/extending.md, one settings
+    pipeline)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, spec in schema.items():
+        entry: dict[str, Any] = {'type': _type_check(spec['type'], '%s.%s' % (var_name, key))}
+        if spec.get('choices') is not None:
+            entry['choices'] = list(spec['choices'])
+        if spec.get('default') is not None:
+            entry['default'] = copy.deepcopy(spec['default'])
+        out[key] = entry
+    return out
+
+
+def _type_check(kind: type, name: str) -> Any:
+    """A type checker for ArgumentSpecValidator: ``_coerce``'s conversion, None left as None (an explicit null is the
+    render's to judge, as before); named after the type for Ansible's message (".. unable to convert to int: ..")."""
+    def check(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return _coerce(value, kind, name)
+        except StackError as e:
+            raise ValueError(str(e)) from e
+    check.__name__ = kind.__name__
+    return check
+
+
 def _coerce(value: Any, kind: type, name: str) -> Any:
     if kind is bool:
         if isinstance(value, bool):

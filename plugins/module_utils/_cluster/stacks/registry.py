@@ -9,6 +9,7 @@ object with its ``stack(name)``. The shared code asks these objects and names no
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import (
@@ -16,6 +17,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
     volcano,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import argument_spec
 
 # the stack modules, by the name the strategy model gives each strategy's stack; each has SETTINGS, render_stack (the
 # one renderer signature, stacks/render) and stack(name) -> Stack
@@ -52,3 +54,21 @@ def stacks() -> list[Stack]:
 def names(predicate: Callable[[Stack], object]) -> tuple[str, ...]:
     """The strategies whose Stack satisfies ``predicate`` (Stack -> bool), in model order."""
     return tuple(name for name, s in REGISTRY.items() if predicate(s))
+
+
+def settings_schemas() -> dict[str, dict[str, Any]]:
+    """Settings key -> its schema (the ``SETTINGS`` of the stack module that declares it), in the model's order
+    (gpu_strategy.SETTINGS_KEYS)."""
+    found: dict[str, dict[str, Any]] = {}
+    for module in MODULES.values():
+        found.update(module.SETTINGS)
+    return dict((key, found[key]) for key in gpu_strategy.SETTINGS_KEYS)
+
+
+def settings_spec(prefix: str) -> dict[str, dict[str, Any]]:
+    """The argument spec of every settings block, keyed ``prefix + key`` (role gpu_sharing_stack's variable names with
+    ``gpu_sharing_stack_``): a dict, default {} (and for a null), its keys from the block's schema
+    (common.argument_spec). Built in process on each call (the defaults are copies)."""
+    return dict((prefix + key, {'type': 'dict', 'default': {}, 'apply_defaults': True,
+                                'options': argument_spec(schema, prefix + key)})
+                for key, schema in settings_schemas().items())
