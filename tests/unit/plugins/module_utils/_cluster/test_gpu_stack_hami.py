@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import hami
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}], 'sharing': {}}
 
@@ -37,7 +38,7 @@ def rules_allow(rules, group, resource, verb):
 
 def test_HAMI_01_image_is_the_current_release():
     out = render()
-    assert hami.HAMI_IMAGE == 'docker.io/projecthami/hami:v2.10.0'
+    assert hami.HAMI_IMAGE == pins.ref('hami')
     assert container(out, 'Deployment', 'hami-scheduler', 'vgpu-scheduler-extender')['image'] == hami.HAMI_IMAGE
     assert container(out, 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')['image'] == hami.HAMI_IMAGE
 
