@@ -37,7 +37,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GENERATE = (['lab/bin/gen-from-model.py'], ['lab/bin/gen-role-readmes.py'], ['lab/bin/gen-variables-doc.py'])
-UNIT_GUARDS = ('tests/unit/plugins/module_utils/_common', 'tests/unit/plugins/module_utils/_cluster')
+UNIT_GUARDS = ('tests/unit/plugins/module_utils/_common', 'tests/unit/plugins/module_utils/_cluster',
+               'tests/unit/plugins/modules')
 TOOLING_GUARDS = ('lab/tests/tooling',)
 
 
@@ -196,7 +197,7 @@ def guards(tree, py):
                 (TOOLING_GUARDS, tree, dict(os.environ), ['-p', 'no:cacheprovider'])]
         for paths, cwd, e, extra in runs:
             t = time.time()
-            p = sh([pytest, '-q', '-x'] + extra + list(paths), cwd, env=e, check=False)
+            p = sh([pytest, '-q'] + extra + list(paths), cwd, env=e, check=False)
             lines = [x for x in p.stdout.splitlines() if re.search(r'\d+ (passed|failed|error)', x)]
             out.append((' '.join(paths), p.returncode == 0, round(time.time() - t, 1),
                         lines[-1] if lines else p.stdout[-2000:]))
