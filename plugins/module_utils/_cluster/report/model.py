@@ -569,11 +569,12 @@ class _Gpu(object):
         self.holders: list[Holder] = []
 
     def as_dict(self) -> GpuRecord:
-        out: GpuRecord = {'index': self.index, 'uuid': self.uuid, 'type': self.type,
-               'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
-               'memory_unit': self.memory_unit,
-               'memory_percent': percent(self.memory_allocated, self.memory_total),
-               'holders': self.holders}
+        out: GpuRecord = {
+            'index': self.index, 'uuid': self.uuid, 'type': self.type,
+            'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
+            'memory_unit': self.memory_unit,
+            'memory_percent': percent(self.memory_allocated, self.memory_total),
+            'holders': self.holders}
         if self.cores_total is not None:
             out['cores_total'] = number(self.cores_total)
             out['cores_allocated'] = number(self.cores_allocated)
@@ -934,8 +935,8 @@ def _index_slices(slices: list[KubeObject] | None
         node = spec.get('nodeName')
         for d in spec.get('devices') or []:
             view: DraDevice = {'driver': driver, 'pool': pool, 'device': d.get('name'), 'node': node,
-                    'uuid': _attr(d, driver, 'uuid'), 'product': _attr(d, driver, 'productName'),
-                    'type': _attr(d, driver, 'type'), 'profile': _attr(d, driver, 'profile')}
+                               'uuid': _attr(d, driver, 'uuid'), 'product': _attr(d, driver, 'productName'),
+                               'type': _attr(d, driver, 'type'), 'profile': _attr(d, driver, 'profile')}
             devices[(driver, pool, d.get('name'))] = view
             if node:
                 counts = per_node.setdefault(node, {})
