@@ -3,13 +3,14 @@
 
     lab/bin/bump-pin.py --list                 the pins: name, kind, what the collection writes, upstream and ref
     lab/bin/bump-pin.py NAME VERSION           every tracked line that names the pin at its current tag
-    lab/bin/bump-pin.py NAME VERSION --write   rewrite those lines and pins.py's tag to VERSION
+    lab/bin/bump-pin.py NAME VERSION --write   rewrite those lines and pins.py's tag to VERSION (and upstream_ref:
+                                               to VERSION where it was the old tag, or to --ref REF)
 
-An image is found by the last part of its repository and its tag (k8s-device-plugin:v0.20.0, as docs write it
+An image is found by the last part of its repository and its tag (k8s-device-plugin:vX.Y.Z, as docs write it
 without the registry); a chart, package or release by its tag, in the files that name the pin. What the script cannot
-do is listed at the end: the upstream facts of the new release (its conformance table rows, upstream_ref in pins.py)
-must be read again, and a chart bump needs the chart's table entry in stacks/operator.py. changelogs/ is history
-and is left alone. See docs/extending.md.
+do is listed at the end: the upstream facts of the new release (its conformance table rows) must be read again
+(tests/unit/plugins/module_utils/_common/test_pins.py fails until a row cites the new upstream_ref), and a chart bump
+needs the chart's table entry in stacks/operator.py. changelogs/ is history and is left alone. See docs/extending.md.
 """
 import argparse
 import importlib.util
@@ -68,6 +69,7 @@ def main(argv=None):
     ap.add_argument('version', nargs='?')
     ap.add_argument('--write', action='store_true', help='apply the bump')
     ap.add_argument('--list', action='store_true', help='list the pins')
+    ap.add_argument('--ref', help='upstream_ref to write (default: VERSION where upstream_ref is the old tag)')
     args = ap.parse_args(argv)
     mod = load_pins()
     if args.list or not args.name:
@@ -91,8 +93,14 @@ def main(argv=None):
         print('%s:%d: %s' % (path, n, line.strip()))
     files = sorted(set(p for p, _n, _l in found) | {rel_pins})
     print('%d files, %d lines besides pins.py' % (len(files), len(found)))
-    print('by hand: read %s at its new release and update upstream_ref in pins.py and the rows of %s'
-          % (pin['upstream'], pin['conformance'] or 'the conformance tables'))
+    ref = args.ref or (new if pin['upstream_ref'] == old else None)
+    if ref:
+        print('%s: upstream_ref=%r -> upstream_ref=%r' % (rel_pins, pin['upstream_ref'], ref))
+        print('by hand: read %s at %s and update the rows of %s (test_pins.py fails until one cites %s)'
+              % (pin['upstream'], ref, pin['conformance'] or 'the conformance tables', ref))
+    else:
+        print('by hand: upstream_ref %r is not the tag: give --ref REF (the tag or commit of %s read), then update the '
+              'rows of %s' % (pin['upstream_ref'], pin['upstream'], pin['conformance'] or 'the conformance tables'))
     if pin['kind'] == 'chart':
         print('by hand: add the chart release to CHARTS and CHART_IMAGES in plugins/module_utils/_cluster/'
               'operator.py')
@@ -105,6 +113,13 @@ def main(argv=None):
     if count != 1:
         print('ERROR: %s: the tag of %s not found' % (rel_pins, args.name), file=sys.stderr)
         return 1
+    if ref:
+        block = re.compile(r"(\n    '%s': dict\(.*?upstream_ref=')%s(')" % (re.escape(args.name),
+                                                                         re.escape(pin['upstream_ref'])), re.S)
+        text, count = block.subn(lambda m: m.group(1) + ref + m.group(2), text, count=1)
+        if count != 1:
+            print('ERROR: %s: the upstream_ref of %s not found' % (rel_pins, args.name), file=sys.stderr)
+            return 1
     with open(PINS_PY, 'w', encoding='utf-8') as f:
         f.write(text)
     for path in sorted(set(p for p, _n, _l in found)):

@@ -23,7 +23,12 @@ settings schemas (stacks/render.all_settings_schemas()):
     - Kubernetes ranges in docs/*.md and docs/conformance/*.md, inline between ``<!-- gen:kube RANGE -->`` and
       ``<!-- /gen -->`` (RANGE: supported, accepted, upstream, or scheduler-v1: from the first minor the collection
       renders kubescheduler.config.k8s.io/v1 for), from kube_versions.py; the sentence keeps its separator
-      (``1.24-1.37``, ``1.25 through 1.37``, ``v1.24 to v1.37``).
+      (``1.24-1.37``, ``1.25 through 1.37``, ``v1.24 to v1.37``); markers around other text (a quoted message in a code
+      span) rewrite the one range inside;
+    - Kubernetes ranges in YAML prose (module DOCUMENTATION, roles' argument_specs), which cannot carry inline
+      markers: a comment line ``# make generate: kube_versions RANGE [RANGE...]`` before a list item or scalar names
+      the ranges of that item in order (RANGE also legacy: the first accepted minor to the one below the supported
+      range, or policy: the scheduler Policy window), and the item must state exactly that many.
 ``make generate`` runs this and the README and variables generators (lab/bin/gen-role-readmes.py,
 lab/bin/gen-variables-doc.py), in that order.
 
@@ -161,24 +166,75 @@ def kube_ranges(kv):
         'accepted': (kv.MIN_MINOR, kv.MAX_MINOR),
         'upstream': kv.UPSTREAM_SUPPORTED,
         'scheduler-v1': (kv.SCHEDULER_CONFIG_RENDERED[0][0], kv.MAX_MINOR),
+        'legacy': (kv.MIN_MINOR, kv.SUPPORTED_MIN_MINOR - 1),
+        'policy': (kv.MIN_MINOR, kv.POLICY_LAST_MINOR),
     }
+
+
+# one range in prose: 1.24-1.37, 1.25 through 1.37, v1.24 to v1.37 (not a patch release such as 1.37.2)
+A_RANGE = re.compile(r'(?<![\w.])(v?)1\.\d+( to | through | - | \u2013 |-|\u2013)v?1\.\d+(?![\w]|\.\d)')
+
+
+def _range_text(m, first, last):
+    # the separator and the "v" the sentence uses stay
+    return '%s1.%d%s%s1.%d' % (m.group(1), first, m.group(2), m.group(1), last)
+
+
+def _known(ranges, name, rel):
+    if name not in ranges:
+        raise GenError('%s: unknown range %r (known: %s)' % (rel, name, ', '.join(sorted(ranges))))
+    return ranges[name]
 
 
 def render_ranges(text, rel, kv):
     ranges = kube_ranges(kv)
 
     def sub(m):
-        if m.group(1) not in ranges:
-            raise GenError('%s: unknown range %r (known: %s)' % (rel, m.group(1), ', '.join(sorted(ranges))))
-        first, last = ranges[m.group(1)]
-        # the separator and the "v" the sentence uses stay (1.24-1.37, 1.25 through 1.37, v1.24 to v1.37)
-        old = re.match(r'^(v?)1\.\d+( to | through | - | \u2013 |-|\u2013)v?1\.\d+$', m.group(2))
-        if not old:
-            raise GenError('%s: %r between the markers of range %s is no range like 1.24-1.37' % (rel, m.group(2),
-                                                                                                 m.group(1)))
-        v, sep = old.group(1), old.group(2)
-        return '<!-- gen:kube %s -->%s1.%d%s%s1.%d<!-- /gen -->' % (m.group(1), v, first, sep, v, last)
+        first, last = _known(ranges, m.group(1), rel)
+        found = list(A_RANGE.finditer(m.group(2)))
+        if len(found) != 1:
+            raise GenError('%s: %r between the markers of range %s holds %d ranges like 1.24-1.37, not one'
+                           % (rel, m.group(2), m.group(1), len(found)))
+        r = found[0]
+        inner = m.group(2)[:r.start()] + _range_text(r, first, last) + m.group(2)[r.end():]
+        return '<!-- gen:kube %s -->%s<!-- /gen -->' % (m.group(1), inner)
     return RANGE_RE.sub(sub, text)
+
+
+KUBE_MARK_RE = re.compile(r'^(\s*)# make generate: kube_versions ((?:[a-z0-9-]+ ?)+)$')
+
+
+def render_yaml_ranges(text, rel, kv):
+    """The item after each ``# make generate: kube_versions RANGE...`` comment line: its ranges, in order."""
+    ranges = kube_ranges(kv)
+    lines = text.split('\n')
+    i = 0
+    while i < len(lines):
+        m = KUBE_MARK_RE.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        names = m.group(2).split()
+        if i >= len(lines) or not lines[i].strip():
+            raise GenError('%s:%d: nothing follows the kube_versions comment' % (rel, i))
+        # the item: its first line and the lines indented deeper than it
+        depth = len(lines[i]) - len(lines[i].lstrip())
+        end = i + 1
+        while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip()) > depth:
+            end += 1
+        block = '\n'.join(lines[i:end])
+        found = list(A_RANGE.finditer(block))
+        if len(found) != len(names):
+            raise GenError('%s:%d: the kube_versions comment names %d ranges (%s), the item states %d (%s)'
+                           % (rel, i, len(names), ' '.join(names), len(found), ', '.join(f.group(0) for f in found)))
+        out, pos = [], 0
+        for f, name in zip(found, names):
+            first, last = _known(ranges, name, rel)
+            out.append(block[pos:f.start()] + _range_text(f, first, last))
+            pos = f.end()
+        lines[i:end] = (''.join(out) + block[pos:]).split('\n')
+        i = end
+    return '\n'.join(lines)
 
 
 def generated_files(root):
@@ -191,6 +247,11 @@ def generated_files(root):
             with open(path, encoding='utf-8') as f:
                 if '<!-- gen:kube ' in f.read():
                     out.append((os.path.relpath(path, root), 'ranges'))
+    for pattern in ('plugins/modules/*.py', 'roles/*/meta/argument_specs.yml'):
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            with open(path, encoding='utf-8') as f:
+                if '# make generate: kube_versions ' in f.read():
+                    out.append((os.path.relpath(path, root), 'yaml-ranges'))
     return out
 
 
@@ -378,7 +439,8 @@ def main(argv=None):
     gs, render = load_model()
     kv, pf = load_homes()
     gens = {'lists': lambda t, rel: render_lists(t, rel, gs), 'platforms': lambda t, rel: render_platforms(t, rel, pf),
-            'ranges': lambda t, rel: render_ranges(t, rel, kv)}
+            'ranges': lambda t, rel: render_ranges(t, rel, kv),
+            'yaml-ranges': lambda t, rel: render_yaml_ranges(t, rel, kv)}
     targets = [(REPORT_DOC, lambda t: render_report_doc(t, gs)), (ARGSPECS, lambda t: render_argspecs(t, gs, render))]
     for rel, kind in generated_files(args.root):
         targets.append((rel, (lambda g, r: lambda t: g(t, r))(gens[kind], rel)))

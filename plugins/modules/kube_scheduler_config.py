@@ -13,6 +13,7 @@ version_added: 0.1.0
 description:
   - Writes the kube-scheduler extender configuration for the cluster's Kubernetes version and points
     kube-scheduler at it through the distribution's own configuration, one file per call (see O(mode)).
+  # make generate: kube_versions policy scheduler-v1 supported legacy
   - The document follows the Kubernetes version - a scheduler C(Policy) (JSON, flag C(--policy-config-file))
     for 1.16 to 1.22, C(kubescheduler.config.k8s.io/v1beta3) C(KubeSchedulerConfiguration) for 1.23 and 1.24, and
     C(kubescheduler.config.k8s.io/v1) from 1.25 to 1.37. Other versions are refused. 1.24 to 1.37 is the supported
@@ -71,6 +72,7 @@ options:
     type: path
   kubernetes_version:
     description:
+      # make generate: kube_versions accepted legacy
       - The cluster's Kubernetes version, like V(v1.29.4), V(1.29) or V(v1.28.9+rke2r1). 1.16 to 1.37 are accepted
         (1.16 to 1.23 only for legacy clusters).
       - With V(rke1_cluster_yml) and V(discover) for RKE1, its minor must match C(kubernetes_version) of C(cluster.yml).

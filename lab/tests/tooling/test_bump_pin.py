@@ -43,6 +43,20 @@ def test_write_applies_the_bump(tmp_path):
     with open(os.path.join(root, PINS)) as f:
         text = f.read()
     assert "tag='v2.11.0'" in text and text.count("tag='v2.10.0'") == 0
-    assert "upstream_ref='v2.10.0'" in text  # read again by hand, as the script says
+    # upstream_ref was the tag: it follows (the conformance rows are read again by hand: test_pins.py asks for a row
+    # citing it), and the script says so
+    assert "upstream_ref='v2.11.0'" in text and "upstream_ref='v2.10.0'" not in text
+    assert 'by hand: read Project-HAMi/HAMi at v2.11.0 and update the rows of docs/conformance/hami.md' in out.stdout
+    # a pin whose upstream_ref is not its tag (volcano: release 1.15, read at v1.15.1) keeps it unless --ref names it
+    vol = run(root, 'volcano', '1.16', '--write')
+    assert vol.returncode == 0 and 'give --ref REF' in vol.stdout, vol.stdout
+    with open(os.path.join(root, PINS)) as f:
+        text = f.read()
+    assert "tag='1.16'" in text and "upstream_ref='v1.15.1'" in text
+    vol = run(root, 'volcano', '1.17', '--write', '--ref', 'v1.17.0')
+    assert vol.returncode == 0, vol.stderr
+    with open(os.path.join(root, PINS)) as f:
+        text = f.read()
+    assert "tag='1.17'" in text and "upstream_ref='v1.17.0'" in text and "upstream_ref='v1.15.1'" not in text
     again = run(root, 'hami', 'v2.12.0')
     assert '2 files, 1 lines besides pins.py' in again.stdout, again.stdout

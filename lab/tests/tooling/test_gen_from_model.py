@@ -144,6 +144,10 @@ def test_the_generated_restatements_are_the_homes():
             assert gen.PLATFORMS_MARK in read(ROOT, rel), rel
             node_roles.append(rel.split('/')[1])
     assert len(node_roles) >= 6, node_roles
+    # the module DOCUMENTATION and argument_specs that state the range carry the kube_versions comment
+    yaml_ranges = sorted(rel for rel, kind in kinds.items() if kind == 'yaml-ranges')
+    assert yaml_ranges == ['plugins/modules/kube_scheduler_config.py',
+                           'roles/kube_scheduler_extender/meta/argument_specs.yml'], yaml_ranges
     docs = [rel for rel, kind in kinds.items() if kind == 'ranges']
     assert 'docs/cluster.md' in docs and 'docs/conformance/kube-scheduler.md' in docs, docs
     cluster = read(ROOT, 'docs/cluster.md')
@@ -167,6 +171,36 @@ def test_a_new_minor_strategy_and_release_reach_every_restatement(monkeypatch):
     assert '-->1.%d\u20131.%d<!--' % (kv.SUPPORTED_MIN_MINOR, new_minor) in text, 'README.md'
     with pytest.raises(gen.GenError, match='unknown range'):
         gen.render_ranges('<!-- gen:kube nosuch -->1.1-1.2<!-- /gen -->', 'x.md', kv)
+    # a quoted message between markers: its one range is rewritten, the rest of the code span stays
+    rel = 'docs/scheduler_extender.md'
+    text = gen.render_ranges(read(ROOT, rel), rel, kv)
+    assert '<!-- gen:kube accepted -->`kubernetes_version: Kubernetes 1.%d is not supported; supported versions are ' \
+        '1.%d-1.%d ...`<!-- /gen -->' % (kv.MIN_MINOR - 1, kv.MIN_MINOR, new_minor) in text, rel
+    with pytest.raises(gen.GenError, match='holds 2 ranges'):
+        gen.render_ranges('<!-- gen:kube accepted -->`1.1-1.2 and 1.3-1.4`<!-- /gen -->', 'x.md', kv)
+    # YAML prose (module DOCUMENTATION, argument_specs): the item after the kube_versions comment, range by range
+    rel = 'plugins/modules/kube_scheduler_config.py'
+    text = ' '.join(gen.render_yaml_ranges(read(ROOT, rel), rel, kv).split())
+    assert 'for 1.%d to 1.%d, C(' % (kv.MIN_MINOR, kv.POLICY_LAST_MINOR) in text
+    assert 'from 1.%d to 1.%d. Other versions are refused. 1.%d to 1.%d is the supported range; 1.%d to 1.%d are ' \
+        'accepted for legacy' % (kv.SCHEDULER_CONFIG_RENDERED[0][0], new_minor, kv.SUPPORTED_MIN_MINOR, new_minor,
+                                 kv.MIN_MINOR, kv.SUPPORTED_MIN_MINOR - 1) in text, rel
+    assert '1.%d to 1.%d are accepted (1.%d to 1.%d only for legacy clusters)' % (
+        kv.MIN_MINOR, new_minor, kv.MIN_MINOR, kv.SUPPORTED_MIN_MINOR - 1) in text, rel
+    rel = 'roles/kube_scheduler_extender/meta/argument_specs.yml'
+    text = gen.render_yaml_ranges(read(ROOT, rel), rel, kv)
+    opt = yaml.safe_load(text)['argument_specs']['main']['options']['kube_scheduler_extender_kubernetes_version']
+    assert opt['description'][0].startswith('Kubernetes version (1.%d to 1.%d; 1.%d to 1.%d only for legacy' % (
+        kv.SUPPORTED_MIN_MINOR, new_minor, kv.MIN_MINOR, kv.SUPPORTED_MIN_MINOR - 1)), opt
+    # the comment names as many ranges as the item states, each known
+    item = '  # make generate: kube_versions supported\n  - From 1.2 to 1.3, and 1.4-1.5.\n  - next\n'
+    with pytest.raises(gen.GenError, match='names 1 ranges .supported., the item states 2'):
+        gen.render_yaml_ranges(item, 'x.yml', kv)
+    assert gen.render_yaml_ranges(item.replace('supported', 'supported legacy'), 'x.yml', kv) == (
+        '  # make generate: kube_versions supported legacy\n  - From 1.%d to 1.%d, and 1.%d-1.%d.\n  - next\n' % (
+            kv.SUPPORTED_MIN_MINOR, new_minor, kv.MIN_MINOR, kv.SUPPORTED_MIN_MINOR - 1))
+    with pytest.raises(gen.GenError, match='unknown range'):
+        gen.render_yaml_ranges('# make generate: kube_versions nosuch\n- 1.1-1.2\n', 'x.yml', kv)
 
     monkeypatch.setattr(gs, 'STRATEGIES', gs.STRATEGIES + ('new-one',))
     out = gen.render_lists(read(ROOT, SPECS), SPECS, gs)

@@ -7,7 +7,10 @@ gpuops_doctor_verdict), which the pool planning (pool_plan.sharing_pools) reads 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the report's records, for the type checker only (nothing of _cluster is imported at run time)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report.model import Report
 
 GATE_MODES = ('enforce', 'warn', 'off')
 DEFAULT_GATE = 'enforce'
@@ -95,7 +98,7 @@ def health_by_node(hosts: Iterable[str] | None, hostvars: Any) -> dict[str, dict
     return out
 
 
-def apply_health(report: dict[str, Any], node_health: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+def apply_health(report: Report, node_health: Mapping[str, Mapping[str, Any]] | None) -> Report:
     """Each node's health cell (gpu_doctor_gate.health_column) from its doctor verdict (the host fact
     gpuops_doctor_verdict, keyed by Kubernetes node name), and the doctor's notes that concern the node's pods.
     Nodes without a verdict read '-' (not diagnosed); a report without node_health has no health column."""

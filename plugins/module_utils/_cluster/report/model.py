@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     MIG_RESOURCE, NVIDIA_DRA_DRIVER, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
@@ -90,6 +90,224 @@ class HamiPodDevice(TypedDict):
     type: str
     memory_mib: int
     cores: int
+
+
+# ---- the report's records (issue #39 target 2: typed records). Plain dicts at run time (the module returns them as
+# JSON), typed for mypy; the keys a record has only sometimes are in a total=False subclass (NotRequired is Python
+# 3.11+, the modules run on 3.10).
+class PodGpu(TypedDict, total=False):
+    """One GPU (or pending share) a pod holds, in the pod's ``gpus`` list."""
+    index: int | None
+    resource: str
+    uuid: str
+    memory: int | float | None
+    memory_unit: str
+    cores: int
+    pending: bool
+
+
+class Holder(TypedDict, total=False):
+    """A pod holding (part of) a GPU, in the GPU's ``holders`` list."""
+    namespace: str
+    pod: str | None
+    phase: str
+    resource: str
+    memory: int | float | None
+    cores: int
+    container: int | str
+    assigned: bool | None
+
+
+class GpushareInfo(TypedDict, total=False):
+    """A gpushare pod's annotations as read (the pod record's ``gpushare``)."""
+    assigned: bool | None
+    annotated_memory: int | float | None
+    device_memory: str
+    assume_time: str
+
+
+class DraExtended(TypedDict):
+    """The claim and resources the scheduler backed with DRA for a pod's extended resource requests."""
+    claim: str | None
+    resources: dict[str, int | float | None]
+
+
+class _PodRecord(TypedDict):
+    namespace: str
+    name: str | None
+    node: str | None
+    phase: str
+    requests: dict[str, int | float | None]
+    gpus: list[PodGpu]
+
+
+class PodRecord(_PodRecord, total=False):
+    """A pod that asks for or holds GPU resources (the report's ``pods`` and ``unscheduled``, a node's ``pods``)."""
+    dra_extended: DraExtended
+    note: str
+    gpushare: GpushareInfo
+
+
+class _GpuRecord(TypedDict):
+    index: int | None
+    uuid: str | None
+    type: Any
+    memory_total: int | float | None
+    memory_allocated: int | float | None
+    memory_unit: str | None
+    memory_percent: int | None
+    holders: list[Holder]
+
+
+class GpuRecord(_GpuRecord, total=False):
+    """One GPU of a node (``gpus``): its memory and cores, allocated and total, and who holds it."""
+    cores_total: int | float | None
+    cores_allocated: int | float | None
+    split: int
+
+
+class _ResourceRow(TypedDict):
+    allocatable: int | float | None
+    allocated: int | float | None
+    free: int | float | None
+    percent: int | None
+    unit: str
+
+
+class ResourceRow(_ResourceRow, total=False):
+    """One resource of a node or of the cluster: allocatable, allocated, free, percent and unit."""
+    source: str
+
+
+class _GpushareTotals(TypedDict):
+    memory_total: int | float | None
+    memory_allocated: int | float | None
+    memory_percent: int | None
+    memory_unit: str
+
+
+class GpushareTotals(_GpushareTotals, total=False):
+    """gpushare device memory of a node (with ``memory_pending``) or of the cluster."""
+    memory_pending: int | float | None
+
+
+class DraNode(TypedDict):
+    """A node's DRA devices per driver: published (ResourceSlices) and allocated (claims)."""
+    devices: dict[str | None, int]
+    allocated: dict[str | None, int]
+
+
+class PodView(TypedDict, total=False):
+    """A pod (or another consumer of a claim: ``resource``) as the DRA part names it."""
+    namespace: str
+    name: str | None
+    node: str | None
+    phase: str | None
+    resource: str
+
+
+class DraDevice(TypedDict, total=False):
+    """A device a ResourceSlice publishes, and the request of the claim it is allocated to."""
+    driver: Any
+    pool: Any
+    device: Any
+    node: Any
+    uuid: Any
+    product: Any
+    type: Any
+    profile: Any
+    request: str | None
+
+
+class _DraClaim(TypedDict):
+    namespace: str
+    name: str | None
+    devices: list[DraDevice]
+    reason: str | None
+
+
+class DraClaim(_DraClaim, total=False):
+    """A ResourceClaim: allocated (its devices and the pods that hold it) or pending (the scheduler's reason)."""
+    state: str
+    pods: list[PodView]
+    shared: bool
+    extended_resources: list[str | None]
+
+
+class DraPart(TypedDict):
+    """The report's ``dra``: whether the API serves DRA, the claims, the nodes' devices, notes."""
+    served: bool
+    claims: list[DraClaim]
+    nodes: dict[str, DraNode]
+    notes: list[str]
+
+
+class _NodeRecord(TypedDict):
+    name: str
+    address: str
+    strategies: list[str]
+    conflicts: list[str]
+    resources: dict[str, ResourceRow]
+    gpus: list[GpuRecord]
+    pods: list[PodRecord]
+    notes: list[str]
+
+
+class NodeRecord(_NodeRecord, total=False):
+    """One node of the report; ``health`` and ``health_findings`` are the doctor's (gpu_doctor_gate.apply_health)."""
+    replicas: int
+    physical_gpus: int | float | None
+    gpushare: GpushareTotals
+    dra: DraNode
+    health: str
+    health_findings: list[str]
+
+
+class _ClusterTotals(TypedDict):
+    nodes: int
+    gpu_nodes: int
+    resources: dict[str, ResourceRow]
+    pods: int
+    unscheduled_pods: int
+
+
+class ClusterTotals(_ClusterTotals, total=False):
+    """The report's ``cluster``: node, pod and resource totals (DRA claim counts after add_dra)."""
+    gpushare: GpushareTotals
+    dra_claims: int
+    dra_pending_claims: int
+
+
+class _Report(TypedDict):
+    nodes: list[NodeRecord]
+    pods: list[PodRecord]
+    unscheduled: list[PodRecord]
+    cluster: ClusterTotals
+    notes: list[str]
+
+
+class Report(_Report, total=False):
+    """What analyse() returns and add_dra() completes (``dra``): the module's JSON result."""
+    dra: DraPart
+
+
+class _NodeEntry(TypedDict):
+    """analyse()'s working state for a node (not in the report: _finish makes its NodeRecord)."""
+    name: str
+    address: str
+    node: KubeObject
+    capacity: Amounts
+    allocatable: Amounts
+    allocated: Amounts
+    gpus: list[_Gpu]
+    pods: list[PodRecord]
+    notes: list[str]
+    pending_memory: Decimal
+    gpushare_used: Decimal
+    derived: Amounts
+    strategies: list[str]
+    conflicts: list[str]
+    replicas: int | None
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -348,15 +566,15 @@ class _Gpu(object):
         self.split = split
         self.memory_allocated = Decimal(0)
         self.cores_allocated = Decimal(0)
-        self.holders: list[dict[str, Any]] = []
+        self.holders: list[Holder] = []
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any]
-        out = {'index': self.index, 'uuid': self.uuid, 'type': self.type,
-               'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
-               'memory_unit': self.memory_unit,
-               'memory_percent': percent(self.memory_allocated, self.memory_total),
-               'holders': self.holders}
+    def as_dict(self) -> GpuRecord:
+        out: GpuRecord = {
+            'index': self.index, 'uuid': self.uuid, 'type': self.type,
+            'memory_total': number(self.memory_total), 'memory_allocated': number(self.memory_allocated),
+            'memory_unit': self.memory_unit,
+            'memory_percent': percent(self.memory_allocated, self.memory_total),
+            'holders': self.holders}
         if self.cores_total is not None:
             out['cores_total'] = number(self.cores_total)
             out['cores_allocated'] = number(self.cores_allocated)
@@ -383,15 +601,15 @@ def _gpu_made(gpus: list[_Gpu], make: Callable[[], _Gpu], index: int | None = No
 
 
 def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_unit: str = 'GiB',
-            restricted: bool = False) -> dict[str, Any]:
+            restricted: bool = False) -> Report:
     """The whole report (without table/report text) from lists of Node and Pod dicts.
 
     With ``restricted`` (the nodes were filtered), pods on nodes outside the list are left out instead of being
     reported as held by an unknown node.
     """
     notes: list[str] = []
-    report_nodes: list[dict[str, Any]] = []
-    by_name: dict[str, dict[str, Any]] = {}
+    report_nodes: list[_NodeEntry] = []
+    by_name: dict[str, _NodeEntry] = {}
     for node in sorted(nodes, key=lambda n: (n.get('metadata') or {}).get('name') or ''):
         meta = node.get('metadata') or {}
         name: str = meta.get('name') or ''
@@ -399,12 +617,12 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
         where = 'node %s' % name
         capacity = _quantities(status.get('capacity'), notes, where)
         allocatable = _quantities(status.get('allocatable'), notes, where)
-        entry: dict[str, Any] = {
+        entry: _NodeEntry = {
             'name': name, 'address': node_address(node), 'node': node, 'capacity': capacity,
             'allocatable': allocatable, 'allocated': {}, 'gpus': [], 'pods': [], 'notes': [],
             'pending_memory': Decimal(0), 'gpushare_used': Decimal(0), 'derived': {},
+            'strategies': node_strategies(node, dict(capacity, **allocatable)), 'conflicts': [], 'replicas': None,
         }
-        entry['strategies'] = node_strategies(node, dict(capacity, **allocatable))
         by_name[name] = entry
         report_nodes.append(entry)
         labels = meta.get('labels') or {}
@@ -442,8 +660,8 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
         if replicas and replicas > 1:
             entry['replicas'] = replicas
 
-    unscheduled: list[dict[str, Any]] = []
-    report_pods: list[dict[str, Any]] = []
+    unscheduled: list[PodRecord] = []
+    report_pods: list[PodRecord] = []
     for pod in sorted(pods, key=pod_key):
         if not pod_counts(pod):
             continue
@@ -457,7 +675,7 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
         node_name = spec.get('nodeName')
         if restricted and node_name and node_name not in by_name:
             continue
-        rec: dict[str, Any] = {
+        rec: PodRecord = {
             'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'), 'node': node_name,
             'phase': (pod.get('status') or {}).get('phase') or 'Pending',
             'requests': dict((k, number(v)) for k, v in sorted(requests.items())),
@@ -489,19 +707,18 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
     return _finish(report_nodes, report_pods, unscheduled, notes, gpushare_memory_unit)
 
 
-def _holder(rec: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    h = {'namespace': rec['namespace'], 'pod': rec['name'], 'phase': rec['phase']}
-    h.update(extra)
-    return h
+def _holder(rec: PodRecord, **extra: Any) -> Holder:
+    # extra: Holder's optional keys (resource, memory, cores, container, assigned), each given only where it applies
+    return cast(Holder, dict({'namespace': rec['namespace'], 'pod': rec['name'], 'phase': rec['phase']}, **extra))
 
 
-def _place_gpushare(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str], requests: Amounts,
+def _place_gpushare(entry: _NodeEntry, rec: PodRecord, annotations: dict[str, str], requests: Amounts,
                     unit: str) -> None:
     mem = requests.get(GPUSHARE_MEM)
     if mem is None and ANN_IDX not in annotations:
         return
     assigned = annotations.get(ANN_ASSIGNED)
-    info: dict[str, Any] = {'assigned': None if assigned is None else str(assigned).strip().lower() == 'true'}
+    info: GpushareInfo = {'assigned': None if assigned is None else str(assigned).strip().lower() == 'true'}
     if ANN_POD in annotations:
         try:
             ann_mem = parse_quantity(annotations[ANN_POD])
@@ -545,7 +762,7 @@ def _place_gpushare(entry: dict[str, Any], rec: dict[str, Any], annotations: dic
                 i, rec['namespace'], rec['name']))
 
 
-def _place_volcano(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str], requests: Amounts) -> None:
+def _place_volcano(entry: _NodeEntry, rec: PodRecord, annotations: dict[str, str], requests: Amounts) -> None:
     mem = requests.get(VOLCANO_GPU_MEM)
     if mem is None:
         return
@@ -568,7 +785,7 @@ def _place_volcano(entry: dict[str, Any], rec: dict[str, Any], annotations: dict
         rec['gpus'].append({'index': i, 'resource': VOLCANO_GPU_MEM, 'memory': number(share), 'memory_unit': 'MiB'})
 
 
-def _place_hami(entry: dict[str, Any], rec: dict[str, Any], text: str | None) -> None:
+def _place_hami(entry: _NodeEntry, rec: PodRecord, text: str | None) -> None:
     if not text:
         return
     devices, error = parse_hami_pod_devices(text)
@@ -591,7 +808,7 @@ def _place_hami(entry: dict[str, Any], rec: dict[str, Any], text: str | None) ->
                             'memory_unit': 'MiB', 'cores': d['cores']})
 
 
-def _place_tke(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str, str]) -> None:
+def _place_tke(entry: _NodeEntry, rec: PodRecord, annotations: dict[str, str]) -> None:
     for key in sorted(annotations):
         if not key.startswith(TKE_IDX_PREFIX):
             continue
@@ -608,8 +825,8 @@ def _place_tke(entry: dict[str, Any], rec: dict[str, Any], annotations: dict[str
 
 
 def _resource_rows(allocatable: Amounts, allocated: Amounts, derived: Amounts | None = None
-                   ) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+                   ) -> dict[str, ResourceRow]:
+    rows: dict[str, ResourceRow] = {}
     derived = derived or {}
     for name in sorted(set(allocatable) | set(allocated)):
         total = allocatable.get(name)
@@ -630,11 +847,11 @@ def _resource_rows(allocatable: Amounts, allocated: Amounts, derived: Amounts | 
     return rows
 
 
-def _finish(report_nodes: list[dict[str, Any]], report_pods: list[dict[str, Any]],
-            unscheduled: list[dict[str, Any]], notes: list[str], unit: str) -> dict[str, Any]:
+def _finish(report_nodes: list[_NodeEntry], report_pods: list[PodRecord],
+            unscheduled: list[PodRecord], notes: list[str], unit: str) -> Report:
     cluster_alloc: Amounts = {}
     cluster_used: Amounts = {}
-    out_nodes: list[dict[str, Any]] = []
+    out_nodes: list[NodeRecord] = []
     cluster_notes = list(notes)
     for entry in report_nodes:
         gpus = sorted(entry['gpus'], key=lambda g: (g.index is None, g.index if g.index is not None else 0, g.uuid or ''))
@@ -646,17 +863,18 @@ def _finish(report_nodes: list[dict[str, Any]], report_pods: list[dict[str, Any]
         for k, v in entry['allocated'].items():
             cluster_used[k] = cluster_used.get(k, Decimal(0)) + v
         resources = _resource_rows(entry['allocatable'], entry['allocated'], entry['derived'])
-        node_out: dict[str, Any] = {
+        node_out: NodeRecord = {
             'name': entry['name'], 'address': entry['address'], 'strategies': entry['strategies'],
             'conflicts': entry['conflicts'], 'resources': resources,
             'gpus': [g.as_dict() for g in gpus],
             'pods': entry['pods'], 'notes': entry['notes'],
         }
-        if entry.get('replicas'):
-            node_out['replicas'] = entry['replicas']
+        replicas = entry['replicas']
+        if replicas:
+            node_out['replicas'] = replicas
             total = entry['allocatable'].get('nvidia.com/gpu')
             if total:
-                node_out['physical_gpus'] = number(total / entry['replicas'])
+                node_out['physical_gpus'] = number(total / replicas)
         gs_total = entry['allocatable'].get(GPUSHARE_MEM)
         if gs_total is not None or entry['gpushare_used']:
             used = entry['gpushare_used']
@@ -668,7 +886,7 @@ def _finish(report_nodes: list[dict[str, Any]], report_pods: list[dict[str, Any]
         out_nodes.append(node_out)
     # the nodes with a gpushare memory section (a key of the report's output, not a strategy decision)
     gs_nodes = [n['gpushare'] for n in out_nodes if n.get('gpushare') is not None]
-    cluster: dict[str, Any] = {
+    cluster: ClusterTotals = {
         'nodes': len(out_nodes),
         'gpu_nodes': len([n for n in out_nodes if n['resources']]),
         'resources': _resource_rows(cluster_alloc, cluster_used),
@@ -706,9 +924,9 @@ def _attr(device: dict[str, Any], driver: str | None, name: str) -> Any:
 
 
 def _index_slices(slices: list[KubeObject] | None
-                  ) -> tuple[dict[tuple[Any, Any, Any], dict[str, Any]], dict[str, dict[str | None, int]]]:
+                  ) -> tuple[dict[tuple[Any, Any, Any], DraDevice], dict[str, dict[str | None, int]]]:
     """{(driver, pool, device): device view} and {node: {driver: device count}} from ResourceSlices."""
-    devices: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    devices: dict[tuple[Any, Any, Any], DraDevice] = {}
     per_node: dict[str, dict[str | None, int]] = {}
     for s in slices or []:
         spec = s.get('spec') or {}
@@ -716,9 +934,9 @@ def _index_slices(slices: list[KubeObject] | None
         pool = (spec.get('pool') or {}).get('name')
         node = spec.get('nodeName')
         for d in spec.get('devices') or []:
-            view = {'driver': driver, 'pool': pool, 'device': d.get('name'), 'node': node,
-                    'uuid': _attr(d, driver, 'uuid'), 'product': _attr(d, driver, 'productName'),
-                    'type': _attr(d, driver, 'type'), 'profile': _attr(d, driver, 'profile')}
+            view: DraDevice = {'driver': driver, 'pool': pool, 'device': d.get('name'), 'node': node,
+                               'uuid': _attr(d, driver, 'uuid'), 'product': _attr(d, driver, 'productName'),
+                               'type': _attr(d, driver, 'type'), 'profile': _attr(d, driver, 'profile')}
             devices[(driver, pool, d.get('name'))] = view
             if node:
                 counts = per_node.setdefault(node, {})
@@ -742,7 +960,7 @@ def _claim_users(pods: list[KubeObject] | None) -> dict[tuple[str, str | None], 
     return users
 
 
-def _pod_view(pod: KubeObject) -> dict[str, Any]:
+def _pod_view(pod: KubeObject) -> PodView:
     meta = pod.get('metadata') or {}
     return {'namespace': meta.get('namespace') or 'default', 'name': meta.get('name'),
             'node': (pod.get('spec') or {}).get('nodeName'), 'phase': (pod.get('status') or {}).get('phase') or 'Pending'}
@@ -758,7 +976,7 @@ def _unschedulable_reason(pods: list[KubeObject]) -> str | None:
 
 
 def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, report_nodes: list[str] | None = None,
-                restricted: bool = False) -> dict[str, Any]:
+                restricted: bool = False) -> DraPart:
     """The report's DRA part from read_dra's answer ({'served', 'claims', 'slices', 'error'}) and the pods.
 
     Returns {'served', 'claims': [...], 'nodes': {node: {'devices': {driver: n}, 'allocated': {driver: n}}},
@@ -767,7 +985,7 @@ def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, repor
     whether it is shared (more than one pod), and for a pending claim the scheduler's reason from its pods' PodScheduled
     condition. With ``restricted``, allocated claims whose devices are all on nodes outside ``report_nodes`` are left
     out (pending claims have no node and stay)."""
-    out: dict[str, Any] = {'served': bool(dra and dra.get('served')), 'claims': [], 'nodes': {}, 'notes': []}
+    out: DraPart = {'served': bool(dra and dra.get('served')), 'claims': [], 'nodes': {}, 'notes': []}
     if not dra or not out['served']:
         return out
     if dra.get('error'):
@@ -791,7 +1009,7 @@ def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, repor
         status = claim.get('status') or {}
         alloc = status.get('allocation')
         waiting = users.get((ns, name), [])
-        holders: list[dict[str, Any]] = []
+        holders: list[PodView] = []
         for ref in status.get('reservedFor') or []:
             if ref.get('resource') not in (None, 'pods'):
                 holders.append({'namespace': ns, 'name': ref.get('name'), 'resource': ref.get('resource')})
@@ -799,7 +1017,7 @@ def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, repor
             held = pods_by_uid.get(ref.get('uid'))
             holders.append(_pod_view(held) if held else {'namespace': ns, 'name': ref.get('name'), 'node': None,
                                                          'phase': None})
-        entry: dict[str, Any] = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
+        entry: DraClaim = {'namespace': ns, 'name': name, 'devices': [], 'reason': None}
         if (meta.get('annotations') or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == 'true':
             # the scheduler's claim for a pod's plain extended resource requests: which resources it backs
             entry['extended_resources'] = sorted(set(
@@ -813,8 +1031,9 @@ def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, repor
             entry['pods'] = holders or [_pod_view(p) for p in waiting]
             for r in ((alloc.get('devices') or {}).get('results') or []):
                 key = (r.get('driver'), r.get('pool'), r.get('device'))
-                view = dict(devices.get(key) or {'driver': key[0], 'pool': key[1], 'device': key[2], 'node': None,
-                                                 'uuid': None, 'product': None, 'type': None, 'profile': None})
+                view: DraDevice = dict(devices.get(key) or {  # type: ignore[assignment]  # a copy: dict() of a TypedDict
+                    'driver': key[0], 'pool': key[1], 'device': key[2], 'node': None, 'uuid': None, 'product': None,
+                    'type': None, 'profile': None})
                 view['request'] = r.get('request')
                 if key not in devices:
                     out['notes'].append('DRA: claim %s/%s holds %s/%s/%s, which no ResourceSlice lists' % (
@@ -837,11 +1056,13 @@ def analyse_dra(dra: dict[str, Any] | None, pods: list[KubeObject] | None, repor
     return out
 
 
-def dra_conflicts(node_out: dict[str, Any], dra_nodes: dict[str, dict[str, Any]]) -> list[str]:
+def dra_conflicts(node_out: NodeRecord, dra_nodes: dict[str, DraNode]) -> list[str]:
     """A node where NVIDIA's DRA driver publishes devices and the device plugin advertises nvidia.com/gpu: both hand
     out the same GPUs (the DRA driver must not run beside the device plugin)."""
-    published = (dra_nodes.get(node_out['name']) or {}).get('devices') or {}
-    advertised = (node_out['resources'].get(DEVICE_PLUGIN_RESOURCE) or {}).get('allocatable')
+    dra_node = dra_nodes.get(node_out['name'])
+    published = (dra_node.get('devices') if dra_node else None) or {}
+    row = node_out['resources'].get(DEVICE_PLUGIN_RESOURCE)
+    advertised = row.get('allocatable') if row else None
     if published.get(NVIDIA_DRA_DRIVER) and advertised:
         return ['DRA driver %s publishes %d device(s) and the device plugin advertises %s %s on the same node: both '
                 'hand out the same GPUs' % (NVIDIA_DRA_DRIVER, published[NVIDIA_DRA_DRIVER], advertised,
@@ -849,8 +1070,14 @@ def dra_conflicts(node_out: dict[str, Any], dra_nodes: dict[str, dict[str, Any]]
     return []
 
 
-def add_dra(report: dict[str, Any], dra: dict[str, Any] | None, pods: list[KubeObject] | None,
-            restricted: bool = False) -> dict[str, Any]:
+def _nvidia_dra_devices(node: NodeRecord) -> int:
+    """How many devices NVIDIA's DRA driver publishes on a report node (0 without a DRA part)."""
+    dra_node = node.get('dra')
+    return (dra_node.get('devices', {}) if dra_node else {}).get(NVIDIA_DRA_DRIVER) or 0
+
+
+def add_dra(report: Report, dra: dict[str, Any] | None, pods: list[KubeObject] | None,
+            restricted: bool = False) -> Report:
     """Attach the DRA part to an analyse() report: report['dra'], each node's 'dra' (published and allocated devices
     per driver), the device-plugin-beside-DRA conflicts (node and cluster notes), and in the cluster totals the nodes
     with NVIDIA DRA devices among the GPU nodes and the number of claims (all, pending)."""
@@ -863,8 +1090,7 @@ def add_dra(report: dict[str, Any], dra: dict[str, Any] | None, pods: list[KubeO
             n['conflicts'].append(c)
             report['notes'].append('node %s: %s' % (n['name'], c))
     report['notes'].extend(part['notes'])
-    report['cluster']['gpu_nodes'] = len([n for n in report['nodes'] if n['resources'] or (
-        n.get('dra') or {}).get('devices', {}).get(NVIDIA_DRA_DRIVER)])
+    report['cluster']['gpu_nodes'] = len([n for n in report['nodes'] if n['resources'] or _nvidia_dra_devices(n)])
     report['cluster']['dra_claims'] = len(part['claims'])
     report['cluster']['dra_pending_claims'] = len([c for c in part['claims'] if c['state'] == 'pending'])
     return report

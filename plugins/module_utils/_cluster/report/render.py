@@ -9,12 +9,15 @@ The output depends only on the analysis (no timestamps), so an unchanged cluster
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the report's records (report/model), for the type checker only
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report.model import (
+        DraClaim, GpuRecord, Holder, PodRecord, Report)
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 
 # the analysis report/model.analyze returns: the module's JSON result
-Report = dict[str, Any]
 # a block of the Markdown and HTML writers: (h1|h2|h3|p, text), (ul, [text]) or (table, ([head], [[cell]]))
 Block = tuple[str, Any]
 
@@ -102,7 +105,7 @@ def _resource_table(report: Report) -> list[str]:
     return lines
 
 
-def _claim_pods(c: dict[str, Any]) -> str:
+def _claim_pods(c: DraClaim) -> str:
     return ','.join('%s/%s' % (p['namespace'], p['name']) for p in c['pods']) or '-'
 
 
@@ -110,7 +113,8 @@ def _dra_rows(report: Report) -> list[list[str]]:
     """One row per device of an allocated claim, one per pending claim: claim, state, node, driver, pool, device,
     uuid, product (with the MIG profile), pods."""
     rows: list[list[str]] = []
-    for c in (report.get('dra') or {}).get('claims') or []:
+    dra = report.get('dra')
+    for c in (dra.get('claims') or [] if dra else []):
         name = '%s/%s' % (c['namespace'], c['name'])
         if c['state'] != 'allocated' or not c['devices']:
             rows.append([name, c['state'], '-', '-', '-', '-', '-', '-', _claim_pods(c)])
@@ -162,7 +166,7 @@ def table(report: Report) -> str:
     return '\n\n'.join(parts) + '\n'
 
 
-def _amount(h: dict[str, Any]) -> str:
+def _amount(h: Holder) -> str:
     bits: list[str] = []
     if h.get('memory') is not None:
         bits.append('mem %s' % fmt(h['memory']))
@@ -175,16 +179,16 @@ def _amount(h: dict[str, Any]) -> str:
     return ', '.join(bits)
 
 
-def _holders(g: dict[str, Any]) -> list[str]:
+def _holders(g: GpuRecord) -> list[str]:
     return ['%s/%s (%s)' % (h['namespace'], h['pod'], _amount(h)) if _amount(h) else '%s/%s' % (h['namespace'], h['pod'])
             for h in g['holders']]
 
 
-def _requests(p: dict[str, Any]) -> str:
+def _requests(p: PodRecord) -> str:
     return ', '.join('%s=%s' % (k, fmt(v)) for k, v in sorted(p['requests'].items()))
 
 
-def _pod_gpus(p: dict[str, Any]) -> str:
+def _pod_gpus(p: PodRecord) -> str:
     out: list[str] = []
     for g in p['gpus']:
         if g.get('pending'):
@@ -244,8 +248,8 @@ def _sections(report: Report) -> list[Block]:
                 for drv, cnt in sorted(n['dra']['devices'].items()))))
         if n['notes']:
             blocks.append(('ul', n['notes']))
-    dra = report.get('dra') or {}
-    if dra.get('served'):
+    dra = report.get('dra')
+    if dra and dra.get('served'):
         blocks.append(('h2', 'Dynamic Resource Allocation'))
         rows = _dra_rows(report)
         if rows:

@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import module_args
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import kube_scheduler_config
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import plan as scheduler_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
 
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'module_utils', 'fixtures', 'scheduler')
@@ -60,7 +61,8 @@ def test_scheduler_config_check_write_idempotent_and_merge(capsys, tmp_path):
 
 
 @pytest.mark.parametrize('override,pattern', [
-    ({'kubernetes_version': 'v1.38.0'}, 'kubernetes_version: Kubernetes 1.38 is not supported'),
+    ({'kubernetes_version': 'v1.%d.0' % (KV.MAX_MINOR + 1)},
+     'kubernetes_version: Kubernetes 1.%d is not supported' % (KV.MAX_MINOR + 1)),
     ({'extenders': [{'url_prefix': 'gopher://x', 'filter_verb': 'f'}]}, r'extenders\[0\].url_prefix'),
     ({'extenders': [{'url_prefix': 'http://x', 'bind_verb': 'b'}]}, 'allows one'),
     ({'distribution': None}, 'distribution: .*allowed values: kubeadm, rke1, rke2'),

@@ -14,7 +14,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars, sharing_pools
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions, pins
 
 
 def render(settings=None, nodes=('n1',), cdi=None, registry='', pull=None, **params):
@@ -170,7 +170,7 @@ def test_DRA_09_kube_window_beta_needs_the_acknowledgement(kube, api):
 
 
 def test_DRA_09_kube_window_refusals_and_warnings():
-    with pytest.raises(StackError, match=r'needs Kubernetes 1.32 or newer .*allowed: 1.32-1.37'):
+    with pytest.raises(StackError, match=r'needs Kubernetes 1.32 or newer .*allowed: 1.32-1.%d' % kube_versions.MAX_MINOR):
         render(settings={'kube_version': 'v1.31.9', 'kube_dra_enabled': True})
     with pytest.raises(StackError, match='kube_version must be a Kubernetes version'):
         render(settings={'kube_version': 'two'})
@@ -180,8 +180,8 @@ def test_DRA_09_kube_window_refusals_and_warnings():
         render(settings={'kube_version': ''})
     res = render(settings={'kube_version': 'v1.34.2', 'kube_dra_enabled': True})
     assert any('kube_dra_enabled has no effect' in w for w in res['warnings'])
-    res = render(settings={'kube_version': 'v1.40.0'})
-    assert any('newer than the collection knows (1.37)' in w for w in res['warnings'])
+    res = render(settings={'kube_version': 'v1.%d.0' % (kube_versions.MAX_MINOR + 1)})
+    assert any('newer than the collection knows (1.%d)' % kube_versions.MAX_MINOR in w for w in res['warnings'])
     assert res['helm']['values']['resourceApiVersion'] == 'resource.k8s.io/v1'
 
 

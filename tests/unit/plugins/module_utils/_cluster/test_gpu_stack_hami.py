@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import hami
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions, pins
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4', 'memory_total_mib': 15360}], 'sharing': {}}
 
@@ -37,7 +38,7 @@ def rules_allow(rules, group, resource, verb):
 
 def test_HAMI_01_image_is_the_current_release():
     out = render()
-    assert hami.HAMI_IMAGE == 'docker.io/projecthami/hami:v2.10.0'
+    assert hami.HAMI_IMAGE == pins.ref('hami')
     assert container(out, 'Deployment', 'hami-scheduler', 'vgpu-scheduler-extender')['image'] == hami.HAMI_IMAGE
     assert container(out, 'DaemonSet', 'hami-device-plugin-p1', 'device-plugin')['image'] == hami.HAMI_IMAGE
 
@@ -57,16 +58,17 @@ def test_HAMI_02_kube_scheduler_image_follows_the_cluster_version():
         render(kube_version='')
 
 
-@pytest.mark.parametrize('minor', list(range(24, 38)))
-def test_HAMI_03_kubernetes_window_1_24_to_1_37(minor):
+@pytest.mark.parametrize('minor', list(range(kube_versions.SUPPORTED_MIN_MINOR, kube_versions.MAX_MINOR + 1)))
+def test_HAMI_03_kubernetes_window_supported_minors(minor):
     out = render(kube_version='v1.%d.3' % minor)
     conf = json.loads(obj(out, 'ConfigMap', 'hami-scheduler')['data']['config.yaml'])
     assert conf['apiVersion'] == ('kubescheduler.config.k8s.io/v1' if minor >= 25 else 'kubescheduler.config.k8s.io/v1beta3')
 
 
-@pytest.mark.parametrize('version', ['v1.23.9', 'v1.38.0'])
+@pytest.mark.parametrize('version', ['v1.%d.9' % (kube_versions.SUPPORTED_MIN_MINOR - 1),
+                                     'v1.%d.0' % (kube_versions.MAX_MINOR + 1)])
 def test_HAMI_03_outside_the_window_refused(version):
-    with pytest.raises(StackError, match='between 1.24 and 1.37'):
+    with pytest.raises(StackError, match='between 1.%d and 1.%d' % kube_versions.SUPPORTED):
         render(kube_version=version)
 
 

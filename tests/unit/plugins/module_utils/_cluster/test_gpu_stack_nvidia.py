@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import nvidia as nvd
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 
 T4 = {'gpus': [{'index': 0, 'name': 'Tesla T4'}],
       'sharing': {'mps': {'allowed': True, 'max_clients': 48}, 'mig': {'allowed': False, 'reason': 'not MIG capable'}}}
@@ -59,12 +60,14 @@ NV = ['exclusive', 'time-slicing', 'mps', 'mig']
 
 # ---------------------------------------------------------------------------------------------------- device plugin
 def test_DP_01_device_plugin_image_is_the_current_release():
-    assert nvd.DEVICE_PLUGIN_IMAGE == 'nvcr.io/nvidia/k8s-device-plugin:v0.20.0'
+    # the pin's home (pins.py), not a literal: a pin bump is bump-pin.py alone
+    assert nvd.DEVICE_PLUGIN_IMAGE == pins.ref('nvidia-device-plugin')
+    assert pins.ref('nvidia-device-plugin') == 'nvcr.io/nvidia/k8s-device-plugin:' + pins.tag('nvidia-device-plugin')
     for strategy in NV:
         out = render(strategy)
         assert ctr(pod(out, 'nvidia-device-plugin-'), 'nvidia-device-plugin-ctr')['image'] == nvd.DEVICE_PLUGIN_IMAGE
     out = render('exclusive', registry='reg.example/m')
-    assert 'reg.example/m/nvidia/k8s-device-plugin:v0.20.0' in out['images']
+    assert 'reg.example/m/nvidia/k8s-device-plugin:' + pins.tag('nvidia-device-plugin') in out['images']
 
 
 @pytest.mark.parametrize('strategy', NV)
@@ -267,7 +270,7 @@ def test_DP_17_kubelet_device_plugins_dir():
 
 # ------------------------------------------------------------------------------------------------------ mig-manager
 def test_MIGM_01_mig_manager_image_is_the_current_release():
-    assert nvd.MIG_MANAGER_IMAGE == 'nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0'
+    assert nvd.MIG_MANAGER_IMAGE == pins.ref('mig-manager')
     assert ctr(pod(render('mig'), 'nvidia-mig-manager-'), 'nvidia-mig-manager')['image'] == nvd.MIG_MANAGER_IMAGE
 
 

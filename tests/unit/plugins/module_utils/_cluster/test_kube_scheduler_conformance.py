@@ -5,6 +5,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import SchedulerConfigError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
 
 KUBECONFIG = '/etc/kubernetes/scheduler.conf'
 # kube-scheduler config/v1 Extender's JSON names (docs/conformance/kube-scheduler.md, KS-02)
@@ -17,15 +18,16 @@ FULL = {'url_prefix': 'https://ext.example:8443/x', 'filter_verb': 'filter', 'pr
         'ignorable': True}
 
 
-def test_KS_01_api_version_per_minor_through_137():
-    for minor in range(16, 38):
+def test_KS_01_api_version_per_minor_through_max_minor():
+    # every accepted minor, from the home (kube_versions: MIN_MINOR .. MAX_MINOR), and the first one past each end
+    for minor in range(KV.MIN_MINOR, KV.MAX_MINOR + 1):
         api = R.api_for_version('1.%d' % minor)
         want = ('v1' if minor < 23 else R.KSC_GROUP + '/v1beta3' if minor < 25 else R.KSC_GROUP + '/v1')
         assert api['apiVersion'] == want
         assert R.served(api['apiVersion'], minor) or api['kind'] == R.POLICY
         assert (R.eol_note('1.%d' % minor) is None) == (minor >= 24)
     assert not R.served(R.KSC_GROUP + '/v1beta3', 29)
-    for bad in ('1.38', '1.15'):
+    for bad in ('1.%d' % (KV.MAX_MINOR + 1), '1.%d' % (KV.MIN_MINOR - 1)):
         with pytest.raises(SchedulerConfigError):
             R.api_for_version(bad)
 

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler import render as R
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler.render import SchedulerConfigError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions as KV
 
 GPUSHARE = dict(R.GPUSHARE_EXTENDER)
 OTHER = {'url_prefix': 'http://volcano.example:8080/ext', 'prioritize_verb': 'prioritize', 'weight': 5,
@@ -38,12 +39,14 @@ def test_parse_version(text, expected):
     assert R.parse_version(text) == expected
 
 
-@pytest.mark.parametrize('text', ['v1.15.12', '1.38', 'v2.1', 'latest', '', None, '1'])
+# the first minor past the range comes from the home (kube_versions.MAX_MINOR + 1), not a literal
+@pytest.mark.parametrize('text', ['v1.%d.12' % (KV.MIN_MINOR - 1), '1.%d' % (KV.MAX_MINOR + 1), 'v2.1', 'latest', '',
+                                  None, '1'])
 def test_unsupported_versions_are_refused_naming_the_option(text):
     with pytest.raises(SchedulerConfigError) as err:
         R.parse_version(text)
     assert 'kubernetes_version' in str(err.value)
-    assert '1.16-1.37' in str(err.value)
+    assert '1.%d-1.%d' % (KV.MIN_MINOR, KV.MAX_MINOR) in str(err.value)
 
 
 def test_render_v1_gpushare():
