@@ -236,18 +236,22 @@ def test_gpu_doctor_documentation_names_the_default_runtime_strategies():
                                           ('uninstall.yml', 'gpuops_uninstall_pool_settings')])
 def test_playbook_pool_settings_cover_every_strategy(playbook, var):
     """The playbooks pass each strategy's settings variable of role gpu_sharing_stack to the pools (NVIDIA's plugin
-    strategies read gpu_sharing_stack_nvidia too)."""
+    strategies read gpu_sharing_stack_nvidia too): they take the names from the model (filter stack_settings,
+    names=true, whose names are the settings keys of gpu_strategy; tests/unit/plugins/filter/test_stack_settings.py),
+    and the model's keys name every strategy's variable."""
     import os
     with open(os.path.join(_root(), 'playbooks', playbook)) as f:
         text = f.read()
     start = text.index(var + ':')
-    block = text[start:text.index(']', start)]
+    block = text[start:text.index('tags:', start)]
+    assert 'gpuops.k8s_gpu.stack_settings(names=true)' in block, (playbook, block)
+    model = {'gpu_sharing_stack_' + k for k in gs.SETTINGS_KEYS}
     for name in gs.STRATEGIES:
         wanted = ['gpu_sharing_stack_' + name.replace('-', '_')] if name != 'exclusive' else []
         if gs.strategy(name)['nvidia_plugin']:
             wanted.append('gpu_sharing_stack_nvidia')
         for w in wanted:
-            assert w + ',' in block or w + '\n' in block or block.rstrip().endswith(w), (playbook, name, w)
+            assert w in model, (playbook, name, w)
 
 
 def test_no_other_list_of_strategies_in_the_collection():
