@@ -19,8 +19,15 @@ STATE="$ROOT/lab/.state/demo/$PREFIX"
 EXTRA="$STATE/extra-vars.json"
 KUBE_STATE="$STATE/kube"   # lab/kube/real.py's state: kubeconfig, PKI, etcd data, logs, audit.log
 # inventory host suffix : NVML simulator inventory (lab/nvml_sim/inventories)
-GPU_NODES=(t4:t4 a100:hgx-a100-80gb v100:v100 h100:h100-real-580)
-DRA_NODE=lab-h100 DRA_INVENTORY=h100-real-580.json   # the dra pool's node and the inventory of its ResourceSlice
+GPU_NODES=(p100:p100 t4:t4 mps:v100 a100:hgx-a100-80gb v100:v100 h100:h100-real-580)
+DRA_NODE=lab-h100   # the dra pool's node
+# the real nodes, one per NVIDIA strategy (lab/demo/real_nodes.py): NAME:INVENTORY:GPUS, the inventory the same GPUs
+# as the host's (lab-a100: the recorded shape a100x8-mig-single, the pool's MIG geometry 7 x 1g.10gb on each GPU)
+REAL_NODES=(lab-p100:p100:1 lab-t4:t4:1 lab-mps:v100:2 lab-a100:a100x8-mig-single:8 lab-h100:h100-real-580:1)
+MIRROR=registry.gpuops.lab/mirror   # gpuops_mirror.registry (inventory/lab/group_vars/all.yml)
+# the real nodes' state: a short path - the DRA kubelet plugin, a host process, binds unix sockets under the node's
+# kubelet directory, and a socket path is at most 107 bytes (under lab/.state it was 113: "bind: invalid argument")
+REAL_STATE="${TMPDIR:-/tmp}/gpuops-demo-$PREFIX"
 CP=cp
 export LAB_APT_REPO_STATE="$STATE/apt_repo"
 banner() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
@@ -33,6 +40,7 @@ export PATH="$VENV:$PATH"
 
 lab_clean() {
   banner "Removing lab '$PREFIX'"
+  if [ -d "$REAL_STATE" ]; then "$VENV/python" lab/demo/real_nodes.py down --state "$REAL_STATE" && rm -rf "$REAL_STATE"; fi
   if docker info >/dev/null 2>&1; then
     for n in "${GPU_NODES[@]}" "$CP:"; do bash lab/docker/node.sh down "$PREFIX-${n%%:*}" & done
     wait || true
@@ -50,28 +58,34 @@ lab_clean() {
 simulated_banner() {
   cat <<'TXT'
 ------------------------------------------------------------------------------------------------------------
- gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or Kubernetes node is touched
-   * GPU nodes : Debian 12 systemd containers on this machine (community.docker.docker connection)
-                 lab-t4 (1 x T4, time-slicing pool), lab-a100 (8 x A100 80GB, MIG pool), lab-v100 (2 x V100, gpushare),
-                 lab-h100 (1 x H100 80GB, dra pool: upstream containerd 2.3.4 with CDI; not an ESXi VM of the demo)
+ gpuops.k8s_gpu demo - THE LAB IS SIMULATED; no real GPU, driver, vCenter or physical machine is touched
+   * hosts     : Debian 12 systemd containers on this machine (community.docker.docker connection), the node layer's
+                 targets: lab-p100 (1 x P100, exclusive), lab-t4 (1 x T4, time-slicing), lab-mps (2 x V100, mps),
+                 lab-a100 (8 x A100 80GB, MIG), lab-v100 (2 x V100, gpushare), lab-h100 (1 x H100 80GB, dra)
    * GPUs      : the lab's NVML simulator (a C libnvidia-ml.so.1 built from NVIDIA's nvml.h); a GPU reset for
                  MIG is the simulator's `nvml-sim-ctl reset-gpu`
    * vCenter   : govmomi's vSphere simulator with GPU hosts; the VMs carry the nodes' names but are not the
                  containers (powered off, nothing boots)
    * cluster   : a real control plane on 127.0.0.1 (upstream's etcd, kube-apiserver, kube-controller-manager,
-                 kube-scheduler, built by lab/go/build.sh); the nodes are kwok's fake nodes carrying the lab
-                 hosts' names: no kubelet, runtime or GPU behind them - the stacks' pods are scheduled and
-                 reported Running by kwok, no container starts; node capacities and a few GPU pods are seeded
-   * dra pool  : NVIDIA's DRA driver chart (dra-driver-nvidia-gpu v0.5.0 from the Go module cache) installed by the
-                 collection with upstream's helm (lab/go/helm); no kubelet plugin runs: lab/kube/dra_slices.py
-                 publishes lab-h100's ResourceSlice as the plugin does, and the real kube-scheduler allocates the
-                 pool's claims against it
+                 kube-scheduler, built by lab/go/build.sh)
+   * REAL nodes: lab-p100, lab-t4, lab-mps, lab-a100, lab-h100 - upstream's kubelet, containerd 2.3.4, runc and NVIDIA's
+                 nvidia-container-runtime 1.20.0 (CDI) as host processes (lab/node/node.py), GPUs from the simulator,
+                 /dev/nvidia* of the lab (no driver behind them: no CUDA). Nothing is seeded on them: the collection's
+                 stacks run NVIDIA's device plugin v0.19.1 there (images built here, pulled through
+                 gpuops_mirror.registry from the lab's registry); on lab-h100 NVIDIA's DRA kubelet plugin v0.5.0 runs
+                 as a host process and publishes the ResourceSlice. The validation pods' image is the lab's (busybox
+                 under the vectoradd name: it prints the devices the container got). Not running (the demo prints
+                 the exact errors): the MPS daemon (NVIDIA driver programs), the MIG pool's plugin (the driver's
+                 /proc capabilities), the DRA chart's kubelet-plugin pod (its image is not built here)
+   * kwok nodes: lab-cp and lab-v100 (gpushare: its agents cannot be built here) - kwok reports their pods Running,
+                 no container starts; lab-v100's capacity and two pods are seeded (lab/demo/kube-seed.yaml)
    * control plane: container lab-cp holds the kubeadm kube-scheduler manifest the scheduler layer edits;
                  the lab's kube-scheduler runs with real.py's own configuration, not this manifest
    * driver layer: OFF (gpuops_node_driver: false) - see below
-   * runtime layer: Debian's real containerd 1.6.20 in each node (lab-h100: upstream's 2.3.4 from lab/go, as CDI
-                 needs 1.7+); nvidia-container-toolkit is a LAB STAND-IN package
-                 from lab/apt_repo, reached through gpuops_mirror.apt
+   * runtime layer: Debian's real containerd 1.6.20 in each host container (lab-h100: upstream's 2.3.4); the real
+                 nodes' containerd gets the `nvidia` runtime from the collection's container_runtime_config module
+                 (lab/demo/real-nodes.yml); nvidia-container-toolkit in the containers is a LAB STAND-IN package from
+                 lab/apt_repo, reached through gpuops_mirror.apt
 ------------------------------------------------------------------------------------------------------------
 TXT
 }
@@ -147,15 +161,19 @@ lab_up() {
     step "kube-1.37, etcd and kwok from lab/go/build.sh (built once per machine: about 40 min on a fresh 2-core VM)"
     "$VENV/python" lab/kube/real.py build >/dev/null
     kcfg=$("$VENV/python" lab/kube/real.py up --state "$KUBE_STATE" --no-gpu-nodes --no-build 2> >(sed 's/^/  /' >&2))
-    step "nodes, kubeadm-config and GPU pods from lab/demo/kube-seed.yaml (kwok nodes: Ready; bound pods: Running)"
+    step "kwok nodes lab-cp, lab-v100, kubeadm-config and gpushare pods from lab/demo/kube-seed.yaml (kwok: Ready, Running)"
     "$VENV/python" lab/demo/kube_seed.py "$kcfg" lab/demo/kube-seed.yaml | sed 's/^/    /'
-    step "$DRA_NODE's ResourceSlice as NVIDIA's DRA kubelet plugin publishes it (lab/kube/dra_slices.py, $DRA_INVENTORY)"
-    "$VENV/python" lab/kube/dra_slices.py publish --kubeconfig "$kcfg" --node "$DRA_NODE" --inventory "$DRA_INVENTORY" \
-      | sed 's/^/    /'
   fi
   step "kubeconfig $kcfg"
 
-  banner "Lab nodes (simulated GPUs), started in parallel"
+  banner "Real Kubernetes nodes, one per NVIDIA strategy (lab/demo/real_nodes.py), beside the hosts' containers"
+  local real_args=() r
+  for r in "${REAL_NODES[@]}"; do real_args+=(--node "$r"); done
+  "$VENV/python" lab/demo/real_nodes.py up --state "$REAL_STATE" --kube-state "$KUBE_STATE" --mirror "$MIRROR" \
+    --dra "$DRA_NODE" "${real_args[@]}" > "$STATE/real-nodes.log" 2>&1 &
+  local real_pid=$!
+
+  banner "Lab hosts (Debian containers, simulated GPUs), started in parallel"
   local pids=() n
   for n in "${GPU_NODES[@]}" "$CP:"; do
     setup_node "${n%%:*}" "${n#*:}" > "$STATE/node-${n%%:*}.log" 2>&1 &
@@ -168,6 +186,8 @@ lab_up() {
     i=$((i + 1))
   done
   [ "$failed" = 0 ] || { echo "setting up the lab nodes failed (logs above)" >&2; exit 1; }
+  if ! wait "$real_pid"; then sed 's/^/    /' "$STATE/real-nodes.log" >&2; echo "the real nodes failed (above)" >&2; exit 1; fi
+  cat "$STATE/real-nodes.log"
 
   "$VENV/python" - "$EXTRA" "$PREFIX" "$STATE/vcsim.json" "$kcfg" "$apt_url" "$DRA_CHART" <<'PY'
 import json, os, sys
@@ -240,10 +260,13 @@ t2=$((SECONDS - t2))
 
 banner "Fleet report (simulated GPUs, from the second run)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the fleet report"
-banner "Who holds which GPU (gpu_share_report against the lab's API server; kwok runs no container)"
+banner "Who holds which GPU (gpu_share_report against the lab's API server)"
 "$VENV/python" lab/demo/summary.py build/demo-run2.json --print "Print the allocation report"
-banner "The cluster as the lab's API server holds it (kwok nodes; pods Running means kwok says so, no container runs)"
+banner "The cluster as the lab's API server holds it (real nodes: the kubelet's word; kwok nodes: kwok's, no container)"
 "$VENV/python" lab/demo/summary.py --cluster "$KUBE_STATE/kubeconfig"
+banner "Per pool: which pods ran a container (real kubelet and containerd) and which were only scheduled (kwok)"
+"$VENV/python" lab/demo/summary.py --containers "$KUBE_STATE/kubeconfig" --strict \
+  || { echo "DEMO FAILED: a real node ran no container (above)" >&2; exit 1; }
 banner "Doctor's table"
 "$VENV/python" lab/demo/summary.py build/demo-doctor.json --print "Print the findings" --print "Print the summary" \
   --print "Print the cluster findings"

@@ -9,6 +9,12 @@
                                   server after the first LINES lines of its audit log (lab/kube/real.py writes every
                                   write request there; dryRun requests are left out); --strict: exit 1 when any
     summary.py --cluster KUBECONFIG   the nodes and pods as the lab's API server holds them
+    summary.py --containers KUBECONFIG [--strict]
+                                  per pool and node: which pods ran a container (a real node: the kubelet's container
+                                  statuses from containerd - started, exit code - and the validation pod's log lines
+                                  naming the devices it saw; the exact error of a container that failed) and which
+                                  were only scheduled (a kwok node: no container); --strict: exit 1 when a real node
+                                  ran no container
 """
 import argparse
 import json
@@ -66,12 +72,128 @@ def cluster(kubeconfig):
                                       p.metadata.name))
 
 
+KWOK_ANNOTATION = 'kwok.x-k8s.io/node'
+VALIDATION_MARK = 'gpuops-lab validation: '   # lab/demo/real_nodes.py VALIDATION_SCRIPT
+
+
+def container_line(c):
+    """One container status: (ran, text)."""
+    st = c.state
+    if st.running is not None:
+        return True, '%s running since %s' % (c.name, st.running.started_at)
+    if st.terminated is not None:
+        t = st.terminated
+        return bool(c.container_id), '%s exited %s (%s)%s' % (c.name, t.exit_code, t.reason, ', restarts %d'
+                                                              % c.restart_count if c.restart_count else '')
+    if st.waiting is not None:
+        last = c.last_state.terminated if c.last_state is not None else None
+        ran = last is not None and bool(c.container_id or last.container_id)
+        return ran, '%s waiting: %s%s' % (c.name, st.waiting.reason, '; last exit %s, restarts %d' % (
+            last.exit_code, c.restart_count) if last is not None else '')
+    return False, '%s: no state' % c.name
+
+
+def error_line(core, pod, c):
+    """The last log line of a failed container naming an error (its previous run's when it restarted)."""
+    from kubernetes.client.rest import ApiException
+    for previous in (False, True):
+        try:
+            text = core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace, container=c.name,
+                                                previous=previous) or ''
+        except ApiException:
+            continue
+        lines = [ln for ln in text.splitlines() if 'error' in ln.lower() or 'failed' in ln.lower()]
+        if lines:
+            line = lines[-1].strip()
+            return line if len(line) <= 500 else line[:150] + ' ... ' + line[-340:]
+    return None
+
+
+def containers(kubeconfig):
+    """Per pool (the node label gpuops.io/sharing-pool) and node: real (a kubelet registered it) or kwok, the GPU
+    resources and ResourceSlices it publishes, and each pod on it: which containers ran (container statuses the
+    kubelet read from containerd) and what the validation pods printed. Returns the real nodes that ran nothing."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'kube'))
+    import real
+    from kubernetes import client
+    api = real.api_client(kubeconfig)
+    core = client.CoreV1Api(api)
+    try:
+        slices = client.CustomObjectsApi(api).list_cluster_custom_object('resource.k8s.io', 'v1', 'resourceslices')
+    except client.ApiException:
+        slices = {'items': []}
+    pods = core.list_pod_for_all_namespaces().items
+    idle = []
+    nodes = sorted(core.list_node().items, key=lambda n: ((n.metadata.labels or {}).get('gpuops.io/sharing-pool', ''),
+                                                          n.metadata.name))
+    for n in nodes:
+        name, labels = n.metadata.name, n.metadata.labels or {}
+        kwok = (n.metadata.annotations or {}).get(KWOK_ANNOTATION) == 'fake'
+        pool = labels.get('gpuops.io/sharing-pool', '-')
+        gpu = ', '.join('%s=%s' % kv for kv in sorted((n.status.allocatable or {}).items())
+                        if '/' in kv[0] and not kv[0].startswith('hugepages'))
+        sl = [s for s in slices.get('items', []) if s.get('spec', {}).get('nodeName') == name]
+        print('%s  pool %s (%s)  %s' % (name, pool, labels.get('gpuops.io/sharing-strategy', '-'),
+                                       'KWOK node: no kubelet, pods only scheduled' if kwok else
+                                       'REAL node: kubelet %s, %s' % (n.status.node_info.kubelet_version,
+                                                                      n.status.node_info.container_runtime_version)))
+        gfd = sorted(k for k in labels if k.startswith('nvidia.com/'))
+        print('    allocatable: %s; nvidia.com labels: %d%s; ResourceSlices: %s' % (
+            gpu or 'no extended resource', len(gfd), ' (%s=%s)' % ('nvidia.com/gpu.product', labels.get(
+                'nvidia.com/gpu.product')) if gfd else '',
+            ', '.join('%s %d devices' % (s['spec']['driver'], len(s['spec'].get('devices') or [])) for s in sl)
+            or 'none'))
+        ran_any = False
+        for p in sorted((p for p in pods if p.spec.node_name == name), key=lambda p: (p.metadata.namespace,
+                                                                                       p.metadata.name)):
+            statuses = (p.status.init_container_statuses or []) + (p.status.container_statuses or [])
+            if kwok:
+                print('    %-9s %s/%s: scheduled only (kwok says %s; no container)' % (
+                    p.status.phase, p.metadata.namespace, p.metadata.name, p.status.phase))
+                continue
+            lines = [container_line(c) for c in statuses]
+            ran = any(r for r, _t in lines)
+            ran_any = ran_any or ran
+            print('    %-9s %s/%s: %s' % (p.status.phase, p.metadata.namespace, p.metadata.name,
+                                          'RAN a container' if ran else 'no container ran'))
+            for c, (r, text) in zip(statuses, lines):
+                print('        %s' % text)
+                bad = (c.state.terminated is not None and c.state.terminated.exit_code) or (
+                    c.state.waiting is not None and c.state.waiting.reason not in ('PodInitializing',
+                                                                                    'ContainerCreating'))
+                if bad:
+                    err = error_line(core, p, c)
+                    if err:
+                        print('          error: %s' % err)
+                    elif c.state.waiting is not None and c.state.waiting.message:
+                        print('          %s' % c.state.waiting.message[:500])
+            if 'validation' in p.metadata.name or (p.metadata.labels or {}).get('gpuops.io/sharing-scope') == 'validation':
+                try:
+                    log = core.read_namespaced_pod_log(p.metadata.name, p.metadata.namespace) or ''
+                except client.ApiException as exc:
+                    log = 'no log: %s' % exc.reason
+                for ln in log.splitlines():
+                    if ln.startswith(VALIDATION_MARK):
+                        print('          log: %s' % ln[len(VALIDATION_MARK):])
+        if not kwok and not ran_any:
+            idle.append(name)
+    pending = [p for p in pods if not p.spec.node_name]
+    if pending:
+        print('not scheduled (no node has what they ask):')
+    for p in sorted(pending, key=lambda p: (p.metadata.namespace, p.metadata.name)):
+        why = [c.message for c in p.status.conditions or [] if c.type == 'PodScheduled' and c.message]
+        print('    %-9s %s/%s: %s' % (p.status.phase, p.metadata.namespace, p.metadata.name, (why or ['-'])[0][:300]))
+    return idle
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('log', nargs='?')
     ap.add_argument('--audit')
     ap.add_argument('--since', type=int, default=0)
     ap.add_argument('--cluster')
+    ap.add_argument('--containers')
     ap.add_argument('--print', action='append', default=[], dest='tasks')
     ap.add_argument('--recap', action='store_true')
     ap.add_argument('--strict', action='store_true')
@@ -79,6 +201,11 @@ def main():
     if a.cluster:
         cluster(a.cluster)
         return 0
+    if a.containers:
+        idle = containers(a.containers)
+        if idle:
+            print('real nodes on which no container ran: %s' % ', '.join(idle), file=sys.stderr)
+        return 1 if a.strict and idle else 0
     if a.audit:
         writes = audit_writes(a.audit, a.since)
         print('%d write requests from %s to the API server' % (len(writes), ADMIN))

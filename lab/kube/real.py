@@ -71,7 +71,8 @@ RECORDING = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file
 RECORDED_SHAPES = {'t4x1': ('t4.json', 1), 'a100x8': ('hgx-a100-80gb.json', 8), 'h100x8': ('h100-real-580.json', 8),
                    'a100x8-mig-single': ('hgx-a100-80gb.json', 8), 'h100x2-mig-mixed': ('h100-mig.json', 2),
                    'a100x2-time-slicing': ('hgx-a100-80gb.json', 2), 'a100x2-mps': ('hgx-a100-80gb.json', 2),
-                   'p100x1': ('p100.json', 1), 'h100x1-mig-single': ('h100-mig.json', 1)}
+                   'p100x1': ('p100.json', 1), 'h100x1-mig-single': ('h100-mig.json', 1),
+                   't4x1-time-slicing': ('t4.json', 1)}
 # the MIG shapes: shape -> (MIG strategy of GFD and of the device plugin, the collection's gpu_sharing_stack_mig
 # devices, the MIG instances every GPU gets or None: the inventory's own). a100x8-mig-single is the geometry the
 # collection's MIG tests apply (seven 1g.10gb per GPU); h100x2-mig-mixed is h100-mig.json as it is (the inventory of
@@ -88,8 +89,10 @@ RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g
 # real node (GPUs x replicas); mps: nothing (the shape's not_published: the plugin stops at the MPS daemon's health
 # check, nvidia-cuda-mps-control being NVIDIA driver userspace the lab's driver root, the NVML simulator, has not).
 # Made by the same run as the others (test_node_daemonset_real.py: its node runs the time-slicing pool of 2 A100s
-# with 3 replicas).
-RECORDED_SHARING = {'a100x2-time-slicing': ('time-slicing', 3), 'a100x2-mps': ('mps', 3)}
+# with 3 replicas; t4x1-time-slicing, the demo's and the lifecycle tests' T4 pool of 4 replicas, is GFD and the
+# plugin in pods with the T4's inventory and the config the collection renders for that pool).
+RECORDED_SHARING = {'a100x2-time-slicing': ('time-slicing', 3), 'a100x2-mps': ('mps', 3),
+                    't4x1-time-slicing': ('time-slicing', 4)}
 RECORDED_NODES = {'kwok-t4-1': 't4x1', 'kwok-t4-2': 't4x1', 'kwok-a100-1': 'a100x8', 'kwok-h100-1': 'h100x8'}
 # The lab's MIG machines as kwok nodes, each of a recorded MIG shape (RECORDED_MIG): every GFD label of the shape's
 # strategy and the MIG devices the kubelet published with NVIDIA's plugin under the collection's MIG config (single:

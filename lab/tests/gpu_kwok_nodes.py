@@ -149,7 +149,8 @@ def mig_published(shape_name, strategy, devices):
 RECORDED_AGENTS = {
     'exclusive': 'nvidia-device-plugin v0.19.1 (no config): the shape\'s nvidia.com/gpu',
     'time-slicing': 'the collection\'s own time-slicing DaemonSet on a real node (a100x2-time-slicing): GFD\'s '
-                    'gpu.replicas=3, gpu.sharing-strategy=time-slicing, the -SHARED product, nvidia.com/gpu = GPUs x 3',
+                    'gpu.replicas=3, gpu.sharing-strategy=time-slicing, the -SHARED product, nvidia.com/gpu = GPUs x 3; '
+                    'a T4 with the pool\'s config of 4 replicas (t4x1-time-slicing): nvidia.com/gpu 4',
     'mps': 'GFD with the pool\'s MPS config (a100x2-mps): gpu.replicas, gpu.sharing-strategy=mps, the -SHARED product; '
            'no extended resource: the plugin stops at the MPS daemon\'s health check (the shape\'s not_published)',
 }

@@ -36,10 +36,13 @@ sys.path.insert(0, str(ROOT / 'lab' / 'awx'))
 import awx_job  # noqa: E402  pylint: disable=wrong-import-position
 
 from conftest import kube_emulator, emulator_get, sh  # noqa: E402  pylint: disable=wrong-import-position
+import gpu_kwok_nodes  # noqa: E402  pylint: disable=wrong-import-position  (lab/tests: the recorded shapes)
 
 VENV_BIN = ROOT / '.venv' / 'bin'
 PREFIX = 'h3-awx'
-NODES = {'t4': ('t4', 'time-slicing', {'nvidia.com/gpu': '4'}),
+# the T4 node's allocatable as a real lab node published it with the collection's time-slicing pool of 4 replicas
+# (recorded shape t4x1-time-slicing, lab/node/recordings/gpu-nodes.json); the V100 node's: no V100 shape is recorded
+NODES = {'t4': ('t4', 'time-slicing', gpu_kwok_nodes.agents_published('t4x1', 'time-slicing', replicas=4)['allocatable']),
          'v100': ('v100', 'exclusive', {'nvidia.com/gpu': '2'})}
 
 

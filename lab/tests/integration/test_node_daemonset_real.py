@@ -403,7 +403,7 @@ def _sharing_shapes(ds_node, core, state, rec, only):
         inventory = json.load(f)
     got = {}
     for shape, (strategy, replicas) in sorted(real.RECORDED_SHARING.items()):
-        if strategy != only:
+        if strategy != only or shape in _POD_SHAPES:
             continue
         # the recorded shape is this node's GPUs, and the pool's replicas those of the recording
         assert real.recorded_inventory(shape) == inventory, shape
@@ -465,6 +465,58 @@ def _sharing_shapes(ds_node, core, state, rec, only):
         assert core.read_namespaced_pod(name, NS).status.phase == 'Running'
         got[shape]['capacity'], got[shape]['allocatable'] = {}, {}
         got[shape]['not_published'] = ('nvidia-device-plugin with the pool\'s MPS config: %s' % MPS_PLUGIN_ERROR)
+        core.delete_namespaced_pod(name, NS)
+        wait('pod %s gone' % name, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                if p.metadata.name == name], 60)
+    return got
+
+
+# Time-slicing shapes of other GPUs than this node's (real.RECORDED_SHARING): the T4 of the demo's and the lifecycle
+# tests' time-slicing pools (1 x T4, 4 replicas). Recorded after this file's pool DaemonSet is gone: GFD and NVIDIA's
+# plugin in pods with the shape's inventory (NVML_SIM_INVENTORY) and the config the collection renders for a pool of
+# those GPUs, the plugin with its container's environment from the rendered DaemonSet.
+_POD_SHAPES = ('t4x1-time-slicing',)
+
+
+def _render_time_slicing(facts, replicas):
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+    return stacks_render.render(dict(
+        strategy='time-slicing', pool=POOL + 'tsp', nodes=[NAME], facts={NAME: facts}, registry=MIRROR,
+        settings={'time_slicing': {'replicas': replicas}, 'nvidia': {'runtime_class_name': RUNTIME_CLASS}}))
+
+
+def _time_slicing_pod_shapes(ds_node, core, state, rec):
+    import real  # noqa: E402  (lab/kube)
+    got = {}
+    dp_dir = '/var/lib/kubelet/device-plugins'
+    for shape in _POD_SHAPES:
+        strategy, replicas = real.RECORDED_SHARING[shape]
+        assert strategy == 'time-slicing', shape
+        inventory = rec / (shape + '.json')
+        inventory.write_text(json.dumps(real.recorded_inventory(shape)))
+        uuids, facts = _expected_devices(str(inventory))
+        out = _render_time_slicing(facts, replicas)
+        (rec / (shape + '.yaml')).write_text(_config(out))
+        env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
+        labels = _gfd(core, ds_node['image'], rec, shape, ['--config-file=/rec/%s.yaml' % shape], env)
+        ctr = [c for c in daemonset(out)['spec']['template']['spec']['containers']
+               if c['name'] == 'nvidia-device-plugin-ctr'][0]
+        env = dict(env, **dict((e['name'], e['value']) for e in ctr['env'] if 'value' in e
+                               and e['name'] != 'CONFIG_FILE'))
+        name = 'dp-' + shape
+        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name},
+                                        'spec': dict(_pod_spec(ds_node['image'], [
+                                            'nvidia-device-plugin', '--config-file=/rec/%s.yaml' % shape], env, [
+                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
+                                            restartPolicy='Always')})
+        want = {'nvidia.com/gpu': sorted(  # expected, not written
+            '%s::%d' % (u, i) for u in uuids for i in range(replicas))}
+        capacity, allocatable = _published(core, state, want, lambda: pod_story(
+            core, core.read_namespaced_pod(name, NS), NS))
+        got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
+                      'labels': labels, 'sharing_strategy': strategy, 'replicas': replicas,
+                      'capacity': capacity, 'allocatable': allocatable}
         core.delete_namespaced_pod(name, NS)
         wait('pod %s gone' % name, lambda: not [p for p in core.list_namespaced_pod(NS).items
                                                 if p.metadata.name == name], 60)
@@ -551,6 +603,7 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
             core.delete_namespaced_pod('dp-' + shape, NS)
             wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
                                                           if p.metadata.name == 'dp-' + shape], 60)
+    got.update(_time_slicing_pod_shapes(ds_node, core, state, rec))
     got.update(_sharing_shapes(ds_node, core, state, rec, 'mps'))
     doc = {'what': 'every label gpu-feature-discovery wrote (but the not_recorded ones) and every extended resource\'s '
                    'capacity/allocatable the kubelet published with nvidia-device-plugin (exclusive; MIG shapes: '

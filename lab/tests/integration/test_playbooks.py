@@ -241,9 +241,11 @@ def test_pools_from_the_lab_inventory(collections_path, tmp_path):
     assert msg['errors'] == []
     assert [(p['name'], p['strategy'], p['hosts']) for p in msg['pools']] == [
         ('lab-pool-a100', 'mig', ['lab-a100']),
-        ('lab-pool-h100', 'dra', ['lab-h100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
+        ('lab-pool-h100', 'dra', ['lab-h100']), ('lab-pool-mps', 'mps', ['lab-mps']),
+        ('lab-pool-p100', 'exclusive', ['lab-p100']), ('lab-pool-t4', 'time-slicing', ['lab-t4']),
         ('lab-pool-v100', 'gpushare', ['lab-v100'])]
-    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-h100', 'lab-pool-t4', 'lab-pool-v100']
+    assert [p['name'] for p in msg['label_pools']] == ['lab-pool-a100', 'lab-pool-h100', 'lab-pool-mps', 'lab-pool-p100',
+                                                       'lab-pool-t4', 'lab-pool-v100']
 
 
 @pytest.mark.parametrize('groups,needle', [

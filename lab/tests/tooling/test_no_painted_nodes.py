@@ -247,8 +247,14 @@ def test_shared_pools_come_from_the_recording():
     assert gpu_kwok_nodes.agents_published('a100x2-mps', 'mps') == {'capacity': {}, 'allocatable': {}}
     assert 'nvidia-cuda-mps-control' in rec['a100x2-mps']['not_published']
     assert rec['a100x2-mps']['labels']['nvidia.com/gpu.sharing-strategy'] == 'mps'
+    # the T4 of the demo's time-slicing pool, 4 replicas (t4x1-time-slicing): that count only
+    t4 = gpu_kwok_nodes.agents_published('t4x1', 'time-slicing', replicas=4)
+    assert t4 == {'capacity': {'nvidia.com/gpu': '4'}, 'allocatable': {'nvidia.com/gpu': '4'}}, t4
+    assert gpu_kwok_nodes.agents_published('t4x1', 'time-slicing', replicas=3) is None
+    assert gpu_kwok_nodes.agents_labels('t4x1', 'time-slicing')['nvidia.com/gpu.product'] == 'Tesla-T4-SHARED'
     for shape in ('t4x1', 'a100x8'):
-        assert gpu_kwok_nodes.agents_published(shape, 'time-slicing') is None, shape
+        if shape != 't4x1':
+            assert gpu_kwok_nodes.agents_published(shape, 'time-slicing') is None, shape
         try:
             gpu_kwok_nodes.agents_node('n', shape, 'mps')
         except KeyError as e:
