@@ -33,8 +33,11 @@ def collection():
     sys.path.insert(0, top)
 
 
-def node_config(out):
-    label = out['node_labels'][NODE]['nvidia.com/device-plugin.config']
+def node_config(out, node=NODE):
+    """(config text, plugin environment) a node gets from a rendered pool: the ConfigMap entry its
+    nvidia.com/device-plugin.config label names, and the plugin container's literal environment (also the oracle
+    test_device_plugin.py's reading of a render)."""
+    label = out['node_labels'][node]['nvidia.com/device-plugin.config']
     cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
     ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'
           and m['metadata']['name'].startswith('nvidia-device-plugin-')][0]

@@ -22,6 +22,8 @@ import sys
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'realgpu'))
+from device_plugin_record import node_config as _node_config  # noqa: E402  (lab/realgpu, also run on a real GPU)
 from oracle_util import (INVENTORIES, PRIVATE_PROC, ROOT, _collections_path, build_nvml_sim, go_set, mig_minors_lines,
                          probe_facts, sim_env)
 
@@ -75,13 +77,7 @@ def render(stack, strategy, settings, facts):
 
 def node_config(out):
     """(config text, plugin environment) the node gets: the ConfigMap entry its label names, the container's env."""
-    label = out['node_labels'][NODE]['nvidia.com/device-plugin.config']
-    cm = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith('-configs')][0]
-    ds = [m for m in out['manifests'] if m['kind'] == 'DaemonSet'
-          and m['metadata']['name'].startswith('nvidia-device-plugin-')][0]
-    ctr = [c for c in ds['spec']['template']['spec']['containers'] if c['name'] == 'nvidia-device-plugin-ctr'][0]
-    env = dict((e['name'], e.get('value', '')) for e in ctr['env'] if 'value' in e)
-    return cm['data'][label], env
+    return _node_config(out, NODE)
 
 
 def run_plugin(binaries, tmp_path, inventory, config_text, env=None, mps_control=False, wait='60s', allocate=1):
