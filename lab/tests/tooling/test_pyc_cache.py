@@ -78,3 +78,53 @@ def test_the_lab_installs_it_for_the_controller_and_the_nodes():
         text = f.read()
     assert 'gpuops_lab_pyc_cache.pth:$site/gpuops_lab_pyc_cache.pth:ro' in text
     assert '"${PYC_CACHE_ARGS[@]}"' in text
+
+
+# ansible-core's collection loader: a plugin of a collection, imported through ansible's own finder as ansible-playbook
+# does, in a fresh interpreter each time; the hook gives the loader's module a compile() of its own.
+COLLECTION_PROBE = (
+    'import sys; sys.path.insert(0, sys.argv[2]); import gpuops_lab_pyc_cache; '
+    'from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder; '
+    'import ansible.utils.collection_loader._collection_finder as cf; '
+    '_AnsibleCollectionFinder(paths=[sys.argv[1]])._install(); '
+    'from ansible_collections.labtest.probe.plugins.filter import probe_filter as m; '
+    'print(m.VALUE, m.where(), getattr(getattr(cf, "compile", None), "_gpuops_lab", False))'
+)
+
+
+def make_collection(root, value):
+    d = root / 'ansible_collections' / 'labtest' / 'probe' / 'plugins' / 'filter'
+    d.mkdir(parents=True)
+    (d / 'probe_filter.py').write_text('VALUE = %r\n\ndef where():\n    return where.__code__.co_filename\n' % value)
+    return str(root), str(d / 'probe_filter.py')
+
+
+def run_collection(root, cache, off=False):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE='off' if off else str(cache), PYTHONPATH=HOOK_DIR)
+    out = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', COLLECTION_PROBE, root, HOOK_DIR],
+                         env=env, capture_output=True, text=True, timeout=120, cwd=str(cache.parent))
+    assert out.returncode == 0, out.stderr
+    return tuple(out.stdout.split())
+
+
+def test_ansible_collection_loader_compiles_a_plugin_once(tmp_path):
+    cache = tmp_path / 'cache'
+    root1, file1 = make_collection(tmp_path / 'one', 'a')
+    assert run_collection(root1, cache) == ('a', file1, 'True')
+    stored = sorted(os.listdir(cache))
+    assert stored, 'the collection loader stored nothing'
+    mtimes = [os.stat(cache / s).st_mtime_ns for s in stored]
+    # the same source in another collection path: loaded from the cache, named after the file that imports it
+    root2, file2 = make_collection(tmp_path / 'two', 'a')
+    assert run_collection(root2, cache) == ('a', file2, 'True')
+    assert sorted(os.listdir(cache)) == stored and [os.stat(cache / s).st_mtime_ns for s in stored] == mtimes
+    # a changed source is compiled anew
+    root3, file3 = make_collection(tmp_path / 'three', 'b')
+    assert run_collection(root3, cache) == ('b', file3, 'True')
+    assert len(os.listdir(cache)) > len(stored)
+
+
+def test_off_leaves_the_collection_loader_alone(tmp_path):
+    root, file1 = make_collection(tmp_path / 'one', 'a')
+    assert run_collection(root, tmp_path / 'cache', off=True) == ('a', file1, 'False')
+    assert not (tmp_path / 'cache').exists()
