@@ -99,6 +99,9 @@ class _CollectionLoaderHook(object):
         def exec_and_patch(module):
             exec_module(module)
             module.compile = _cached_compile(prefix)
+            meta = getattr(module, '_meta_yml_to_dict', None)
+            if meta is not None:
+                module._meta_yml_to_dict = _cached_meta(meta)
 
         loader.exec_module = exec_and_patch
         return spec
@@ -138,6 +141,43 @@ def _cached_compile(prefix):
 
     cached_compile._gpuops_lab = True
     return cached_compile
+
+
+# Every ansible process also parses ansible-core's own routing table (ansible/config/ansible_builtin_runtime.yml,
+# 370 KB) and each collection's meta/runtime.yml with PyYAML (0.11-0.16 CPU-s for the first); the loader's function for
+# that is meant to be replaced ("may be monkeypatched ... content_id ... to allow other implementations to cache the
+# output", ansible/utils/collection_loader/_collection_meta.py). Its result, plain dicts, lists and strings, is kept
+# pickled in the same directory, keyed by the YAML's SHA-256; each call gets a fresh copy (5 ms to load).
+def _cached_meta(meta_yml_to_dict):
+    def cached_meta_yml_to_dict(yaml_string_data, content_id):
+        if not isinstance(yaml_string_data, (str, bytes)):
+            return meta_yml_to_dict(yaml_string_data, content_id)
+        import hashlib
+        import pickle
+
+        data = yaml_string_data.encode('utf-8', 'surrogateescape') if isinstance(yaml_string_data, str) else yaml_string_data
+        path = os.path.join(_DIR, 'meta-' + hashlib.sha256(b'gpuops-lab-meta-1\0' + data).hexdigest())
+        try:
+            with open(path, 'rb') as fh:
+                return pickle.load(fh)
+        except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
+            pass
+        result = meta_yml_to_dict(yaml_string_data, content_id)
+        tmp = '%s.%d.tmp' % (path, os.getpid())
+        try:
+            os.makedirs(_DIR, exist_ok=True)
+            with open(tmp, 'wb') as fh:
+                pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except (OSError, pickle.PicklingError):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return result
+
+    cached_meta_yml_to_dict._gpuops_lab = True
+    return cached_meta_yml_to_dict
 
 
 if _DIR != 'off':
