@@ -2,7 +2,7 @@
 """A real Kubernetes control plane on 127.0.0.1 for the lab: upstream's etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler (built by lab/go/build.sh from the Go module proxy) and kwok for fake nodes and pods.
 
-    lab/kube/real.py up   --state DIR [--version 1.37] [--owner-pid PID] [--no-gpu-nodes] [--kwok-lease-seconds 40]
+    lab/kube/real.py up   --state DIR [--version 1.37] [--owner-pid PID] [--no-gpu-nodes] [--kwok-lease-seconds 600]
                                                                           start, print DIR/kubeconfig
     lab/kube/real.py down --state DIR                                                          stop, leave no process
     lab/kube/real.py build [--version 1.37]        build the program sets (kube-1.37, etcd, kwok) if missing
@@ -758,9 +758,10 @@ def main(argv=None):
         p.add_argument('--owner-pid', type=int, default=0)
         p.add_argument('--timeout', type=int, default=180)
         p.add_argument('--scheduler-config')
-        # kwok renews each node's Lease every quarter of this: 40 s is kubelet's default; the scale benchmark's
-        # thousands of nodes use a longer one so that heartbeats do not swamp the 2-core machine
-        p.add_argument('--kwok-lease-seconds', type=int, default=40)
+        # kwok renews each node's Lease every quarter of this (kwok v0.8.0). 600 s (a renewal every 150 s), not
+        # kubelet's 40 s: the node lifecycle controller's grace period here is 10 min, no test reads a kwok node's
+        # Lease, and at 40 s ten nodes' renewals were a third of an idle plane's CPU (docs/lab.md, session 22)
+        p.add_argument('--kwok-lease-seconds', type=int, default=600)
         if name == 'up':
             p.add_argument('--no-gpu-nodes', action='store_true')
             p.add_argument('--no-build', action='store_true')

@@ -78,3 +78,87 @@ def test_the_lab_installs_it_for_the_controller_and_the_nodes():
         text = f.read()
     assert 'gpuops_lab_pyc_cache.pth:$site/gpuops_lab_pyc_cache.pth:ro' in text
     assert '"${PYC_CACHE_ARGS[@]}"' in text
+
+
+# ansible-core's collection loader: a plugin of a collection, imported through ansible's own finder as ansible-playbook
+# does, in a fresh interpreter each time; the hook gives the loader's module a compile() of its own.
+COLLECTION_PROBE = (
+    'import sys; sys.path.insert(0, sys.argv[2]); import gpuops_lab_pyc_cache; '
+    'from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder; '
+    'import ansible.utils.collection_loader._collection_finder as cf; '
+    '_AnsibleCollectionFinder(paths=[sys.argv[1]])._install(); '
+    'from ansible_collections.labtest.probe.plugins.filter import probe_filter as m; '
+    'print(m.VALUE, m.where(), getattr(getattr(cf, "compile", None), "_gpuops_lab", False))'
+)
+
+
+def make_collection(root, value):
+    d = root / 'ansible_collections' / 'labtest' / 'probe' / 'plugins' / 'filter'
+    d.mkdir(parents=True)
+    (d / 'probe_filter.py').write_text('VALUE = %r\n\ndef where():\n    return where.__code__.co_filename\n' % value)
+    return str(root), str(d / 'probe_filter.py')
+
+
+def run_collection(root, cache, off=False):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE='off' if off else str(cache), PYTHONPATH=HOOK_DIR)
+    out = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', COLLECTION_PROBE, root, HOOK_DIR],
+                         env=env, capture_output=True, text=True, timeout=120, cwd=str(cache.parent))
+    assert out.returncode == 0, out.stderr
+    return tuple(out.stdout.split())
+
+
+def test_ansible_collection_loader_compiles_a_plugin_once(tmp_path):
+    cache = tmp_path / 'cache'
+    root1, file1 = make_collection(tmp_path / 'one', 'a')
+    assert run_collection(root1, cache) == ('a', file1, 'True')
+    stored = sorted(os.listdir(cache))
+    assert stored, 'the collection loader stored nothing'
+    mtimes = [os.stat(cache / s).st_mtime_ns for s in stored]
+    # the same source in another collection path: loaded from the cache, named after the file that imports it
+    root2, file2 = make_collection(tmp_path / 'two', 'a')
+    assert run_collection(root2, cache) == ('a', file2, 'True')
+    assert sorted(os.listdir(cache)) == stored and [os.stat(cache / s).st_mtime_ns for s in stored] == mtimes
+    # a changed source is compiled anew
+    root3, file3 = make_collection(tmp_path / 'three', 'b')
+    assert run_collection(root3, cache) == ('b', file3, 'True')
+    assert len(os.listdir(cache)) > len(stored)
+
+
+def test_off_leaves_the_collection_loader_alone(tmp_path):
+    root, file1 = make_collection(tmp_path / 'one', 'a')
+    assert run_collection(root, tmp_path / 'cache', off=True) == ('a', file1, 'False')
+    assert not (tmp_path / 'cache').exists()
+
+
+# ansible-core's routing table (ansible.builtin's meta/runtime.yml), read through the collection loader as every ansible
+# process reads it: the parsed table is kept once and read back unchanged.
+META_PROBE = (
+    'import sys, json, hashlib; sys.path.insert(0, sys.argv[1]); import gpuops_lab_pyc_cache; '
+    'from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder; '
+    'import ansible.utils.collection_loader._collection_finder as cf; '
+    '_AnsibleCollectionFinder(paths=[])._install(); '
+    'import ansible_collections.ansible.builtin as b; '
+    'print(hashlib.sha256(json.dumps(b._collection_meta, sort_keys=True, default=str).encode()).hexdigest(), '
+    'len(b._collection_meta["plugin_routing"]["modules"]), getattr(cf._meta_yml_to_dict, "_gpuops_lab", False))'
+)
+
+
+def run_meta(cache, off=False):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE='off' if off else str(cache), PYTHONPATH=HOOK_DIR)
+    out = subprocess.run([os.path.join(ROOT, '.venv', 'bin', 'python'), '-c', META_PROBE, HOOK_DIR], env=env,
+                         capture_output=True, text=True, timeout=120, cwd=str(cache.parent))
+    assert out.returncode == 0, out.stderr
+    return tuple(out.stdout.split())
+
+
+def test_ansible_routing_table_is_parsed_once_and_read_back_the_same(tmp_path):
+    cache = tmp_path / 'cache'
+    digest, modules, active = run_meta(cache, off=True)
+    assert active == 'False' and int(modules) > 100
+    assert run_meta(cache) == (digest, modules, 'True')
+    stored = sorted(f for f in os.listdir(cache) if f.startswith('meta-'))
+    assert len(stored) == 1, stored
+    mtime = os.stat(cache / stored[0]).st_mtime_ns
+    # the second process reads the stored table (not rewritten) and sees exactly what the YAML says
+    assert run_meta(cache) == (digest, modules, 'True')
+    assert os.stat(cache / stored[0]).st_mtime_ns == mtime
