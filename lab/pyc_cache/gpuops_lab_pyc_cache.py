@@ -27,8 +27,6 @@ def _install():
     compile_source = getattr(zipimport, '_compile_source', None)
     if compile_source is None or getattr(compile_source, '_gpuops_lab', False):
         return
-    import _imp
-    import marshal
     import sys
 
     try:
@@ -41,29 +39,42 @@ def _install():
         import hashlib  # here, not at start-up: most processes never import from a zip
 
         path = os.path.join(_DIR, hashlib.sha256(prefix + source).hexdigest())
-        try:
-            with open(path, 'rb') as fh:
-                code = marshal.load(fh)
-        except (OSError, EOFError, ValueError, TypeError):
-            code = compile_source(pathname, source)
-            tmp = '%s.%d.tmp' % (path, os.getpid())
-            try:
-                os.makedirs(_DIR, exist_ok=True)
-                with open(tmp, 'wb') as fh:
-                    marshal.dump(code, fh)
-                os.replace(tmp, path)
-            except OSError:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-            return code
-        _imp._fix_co_filename(code, pathname)
-        return code
+        return _cached_code(path, pathname, lambda: compile_source(pathname, source))
 
     cached_compile_source._gpuops_lab = True
     zipimport._compile_source = cached_compile_source
     sys.meta_path.insert(0, _CollectionLoaderHook(magic + b'A%d\0' % sys.flags.optimize))
+
+
+def _store(path, write, *errors):
+    """Write a cache entry atomically (a file of this pid, then renamed): concurrent processes never read half of one."""
+    tmp = '%s.%d.tmp' % (path, os.getpid())
+    try:
+        os.makedirs(_DIR, exist_ok=True)
+        with open(tmp, 'wb') as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except (OSError,) + errors:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _cached_code(path, filename, compile_it):
+    """The code object cached at path (its co_filename set to filename), else compile_it()'s, stored there."""
+    import _imp
+    import marshal
+
+    try:
+        with open(path, 'rb') as fh:
+            code = marshal.load(fh)
+    except (OSError, EOFError, ValueError, TypeError):
+        code = compile_it()
+        _store(path, lambda fh: marshal.dump(code, fh))
+        return code
+    _imp._fix_co_filename(code, filename)
+    return code
 
 
 # ansible-core's collection loader (_AnsibleCollectionPkgLoaderBase.get_code in
@@ -113,31 +124,11 @@ def _cached_compile(prefix):
     def cached_compile(source, filename, mode, flags=0, dont_inherit=False, *args, **kwargs):
         if mode != 'exec' or flags or not dont_inherit or args or kwargs or not isinstance(source, (str, bytes)):
             return builtins.compile(source, filename, mode, flags, dont_inherit, *args, **kwargs)
-        import _imp
         import hashlib
-        import marshal
 
         data = source.encode('utf-8', 'surrogateescape') if isinstance(source, str) else source
         path = os.path.join(_DIR, hashlib.sha256(prefix + (b's' if isinstance(source, str) else b'b') + data).hexdigest())
-        try:
-            with open(path, 'rb') as fh:
-                code = marshal.load(fh)
-        except (OSError, EOFError, ValueError, TypeError):
-            code = builtins.compile(source, filename, mode, flags, dont_inherit)
-            tmp = '%s.%d.tmp' % (path, os.getpid())
-            try:
-                os.makedirs(_DIR, exist_ok=True)
-                with open(tmp, 'wb') as fh:
-                    marshal.dump(code, fh)
-                os.replace(tmp, path)
-            except OSError:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-            return code
-        _imp._fix_co_filename(code, filename)
-        return code
+        return _cached_code(path, filename, lambda: builtins.compile(source, filename, mode, flags, dont_inherit))
 
     cached_compile._gpuops_lab = True
     return cached_compile
@@ -163,17 +154,7 @@ def _cached_meta(meta_yml_to_dict):
         except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
             pass
         result = meta_yml_to_dict(yaml_string_data, content_id)
-        tmp = '%s.%d.tmp' % (path, os.getpid())
-        try:
-            os.makedirs(_DIR, exist_ok=True)
-            with open(tmp, 'wb') as fh:
-                pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except (OSError, pickle.PicklingError):
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _store(path, lambda fh: pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL), pickle.PicklingError)
         return result
 
     cached_meta_yml_to_dict._gpuops_lab = True
