@@ -507,6 +507,50 @@ def wait_until(what, fn, timeout=60):
     raise AssertionError('timed out after %d s: %s (last: %r)' % (timeout, what, last))
 
 
+# ---------------------------------------------------------------------------------------------- nvidia.com/gpu on DRA
+# The files whose pods ask plain nvidia.com/gpu of NVIDIA's DRA driver (DRAExtendedResource) share ONE DeviceClass that
+# maps it, made by the first of them and never deleted while the shared plane runs. Why not one class per file: in
+# kube-scheduler 1.37.2 (k8s.io/dynamic-resource-allocation v0.37.2 deviceclass/extendedresourcecache) deleting ANY class
+# whose extendedResourceName is nvidia.com/gpu removes the scheduler's mapping of that name, whichever class the cache
+# had picked, and the other classes that still map it are not taken back (kubernetes/kubernetes issue #141103, fixed on
+# master by PR #141110 after the 1.37 cycle). A file's teardown deleting its own class left another file's pods
+# Pending ("Insufficient nvidia.com/gpu": CI, test_DRAX_09 timed out). An Update of the class that changes its
+# extendedResourceName puts the mapping back and requeues the pods asking that name (noderesources Fit's
+# isSchedulableAfterDeviceClassEvent); an annotation-only Update does neither. test_dra_real.py's chart release maps
+# nvidia.com/gpu too (gpu.nvidia.com) and is uninstalled by that file: it calls this afterwards.
+LAB_GPU_CLASS = 'gpu.shared.lab.gpuops.io'
+LAB_GPU_CLASS_SELECTOR = ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")
+_REMAP_NAME = 'lab.gpuops.io/remap'
+
+
+def gpu_extended_mapping(co, create=True):
+    """Make sure the scheduler maps nvidia.com/gpu to the lab's shared DeviceClass (``co``: a CustomObjectsApi of the
+    shared plane): create it (``create``), or, where it exists, move its extendedResourceName away and back (two
+    Updates), which restores a mapping a deletion of another class dropped. Returns the class name, or None where it
+    does not exist and ``create`` is false."""
+    from kubernetes.client import ApiException
+    group, version = 'resource.k8s.io', 'v1'
+    if create:
+        try:
+            co.create_cluster_custom_object(group, version, 'deviceclasses', {
+                'apiVersion': '%s/%s' % (group, version), 'kind': 'DeviceClass', 'metadata': {'name': LAB_GPU_CLASS},
+                'spec': {'selectors': [{'cel': {'expression': LAB_GPU_CLASS_SELECTOR}}],
+                         'extendedResourceName': 'nvidia.com/gpu'}})
+            return LAB_GPU_CLASS
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    for name in (_REMAP_NAME, 'nvidia.com/gpu'):
+        try:
+            co.patch_cluster_custom_object(group, version, 'deviceclasses', LAB_GPU_CLASS,
+                                           {'spec': {'extendedResourceName': name}})
+        except ApiException as exc:
+            if exc.status == 404 and not create:
+                return None
+            raise
+    return LAB_GPU_CLASS
+
+
 # ---------------------------------------------------------------------------------------------- real nodes
 # lab/node/node.py: upstream's kubelet against containerd 2.3.4 and runc, in namespaces of its own, registered with the
 # real control plane (lab/node/README.md). Each file starts the nodes it needs, named with its pid and tainted with a

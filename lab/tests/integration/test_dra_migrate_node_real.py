@@ -19,7 +19,8 @@ counts the node's one GPU once (row DRAX-09 of docs/conformance/dra-driver-nvidi
   user's own node-group label (the lab's kwok nodes of other files advertise nvidia.com/gpu too), not a pool label:
   the switch keeps it. No ResourceClaim. hostNetwork: the lab node's pods reach nothing else here (lab/node/README.md).
 * nvidia.com/gpu is mapped by a DeviceClass as the chart's gpu.nvidia.com renders it (deviceclass-gpu.yaml,
-  dra-driver-nvidia-gpu v0.5.0), under a name of this file's own (the chart's release belongs to test_dra_real.py).
+  dra-driver-nvidia-gpu v0.5.0): the lab's one shared class (conftest.gpu_extended_mapping, never deleted: deleting a
+  class that maps nvidia.com/gpu drops the 1.37.2 scheduler's mapping for every class, kubernetes#141103).
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_migrate_node_real.py
 """
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (KUBE, NODE_PY, real_node, run_module,
+from conftest import (KUBE, NODE_PY, gpu_extended_mapping, real_node, run_module,
                       wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
@@ -61,7 +62,6 @@ GROUP, VERSION = 'resource.k8s.io', 'v1'
 DRIVER = 'gpu.nvidia.com'
 INVENTORY = 't4.json'
 STRATEGY, POOL = 'gpuops.io/sharing-strategy', 'gpuops.io/sharing-pool'
-CLASS = 'gpu-%s.drax-mig-node.lab.gpuops.io' % SUFFIX
 # the device-plugin pool: exclusive (one nvidia.com/gpu per GPU; a time-slicing pool's replicas reach the report only
 # through GPU feature discovery's nvidia.com/gpu.replicas label, and no GFD runs on a device-plugin pool's node)
 SOURCE_STRATEGY = 'exclusive'
@@ -156,11 +156,7 @@ def lab(kube_real, tmp_path_factory, collections_path):
         dra_work.mkdir()
         ds = DaemonSets(core, Plugin(dp_work, state, inventory), config, env, selector,
                         DraPlugin(kube_real, dra_work, state, NAME, INVENTORY), dra_affinity())
-        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
-            'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
-            'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && device.attributes['%s'].type == "
-                                                          "'gpu'" % (DRIVER, DRIVER)}}],
-                     'extendedResourceName': 'nvidia.com/gpu'}})
+        gpu_extended_mapping(co)  # the lab's shared class (conftest: why one, never deleted)
         core.create_namespace({'metadata': {'name': NS}})
         wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
             NS, field_selector='metadata.name=default').items, 60)
@@ -190,7 +186,6 @@ def lab(kube_real, tmp_path_factory, collections_path):
                 wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 90)
             finally:
                 ds.halt()
-                co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
                 for s in dra_slices.slices_of(api, NAME):
                     co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
 

@@ -36,7 +36,7 @@ import types
 
 import pytest
 
-from conftest import KUBE, NODE_PY, real_node, run_module, wait_until as wait
+from conftest import KUBE, NODE_PY, gpu_extended_mapping, real_node, run_module, wait_until as wait
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
@@ -60,7 +60,6 @@ GROUP, VERSION = 'resource.k8s.io', 'v1'
 DRIVER = 'gpu.nvidia.com'
 INVENTORY = 't4.json'
 STRATEGY, POOL = 'gpuops.io/sharing-strategy', 'gpuops.io/sharing-pool'
-CLASS = 'gpu-%s.drax-pool.lab.gpuops.io' % SUFFIX
 USER = 'gpuops-drax-pool-%s' % SUFFIX
 GROUP_LABEL = {'example.com/node-group': 'drax-pool-%s' % SUFFIX}
 TOLERATE = [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}]
@@ -191,11 +190,7 @@ def lab(kube_real, tmp_path_factory, collections_path):
             plugins[name] = (Plugin(work / name / 'dp', state, inventory), configs[name], env,
                              DraPlugin(kube_real, work / name / 'dra', state, name, INVENTORY))
         ds = DaemonSets(core, plugins, selector)
-        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
-            'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
-            'spec': {'selectors': [{'cel': {'expression': "device.driver == '%s' && device.attributes['%s'].type == "
-                                                          "'gpu'" % (DRIVER, DRIVER)}}],
-                     'extendedResourceName': 'nvidia.com/gpu'}})
+        gpu_extended_mapping(co)  # the lab's shared class (conftest: why one, never deleted)
         core.create_namespace({'metadata': {'name': NS}})
         pods = Pods(core)
         try:
@@ -234,7 +229,6 @@ def lab(kube_real, tmp_path_factory, collections_path):
                 wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 90)
             finally:
                 ds.halt()
-                co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
                 for name in NODES:
                     for s in dra_slices.slices_of(api, name):
                         co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])

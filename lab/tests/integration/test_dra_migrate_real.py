@@ -16,7 +16,7 @@ its pod template untouched, no replica lost (row DRAX-08 of docs/conformance/dra
   against NVIDIA's gpu-kubelet-plugin v0.5.0 in test_dra_real.py); on a node back on the device-plugin pool it deletes
   the slice and gives the GPU back (the recorded resources again).
 * nvidia.com/gpu is mapped by a DeviceClass as the chart's gpu.nvidia.com renders it (deviceclass-gpu.yaml, v0.5.0),
-  under a name of this file's own (the chart's release belongs to test_dra_real.py). The real scheduler backs the
+  the lab's one shared class (conftest.gpu_extended_mapping: never deleted, kubernetes#141103). The real scheduler backs the
   pods' plain requests with the slices' devices there (DRAX-03).
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_migrate_real.py
@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, VENV_BIN, play_json, wait_until as wait
+from conftest import (ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, VENV_BIN, gpu_extended_mapping, play_json,
+                      wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,7 +60,6 @@ NODE_SHAPE = 't4x1'
 PUBLISHED = agents_published(NODE_SHAPE, 'exclusive')
 assert PUBLISHED == {'capacity': {'nvidia.com/gpu': '1'}, 'allocatable': {'nvidia.com/gpu': '1'}}, PUBLISHED  # expected, not written
 DRA = {'pool': DRA_POOL, 'strategy': 'dra'}
-CLASS = 'gpu-%s.drax-mig.lab.gpuops.io' % SUFFIX
 GROUP, VERSION = 'resource.k8s.io', 'v1'
 # the time-slicing node DRAX-10 moves: as a real lab node published it (lab/node/recordings/gpu-nodes.json)
 SHARED_SHAPE = 'a100x2-time-slicing'
@@ -122,11 +122,7 @@ def lab(kube_real, tmp_path_factory):
         body['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(record, sort_keys=True)
         body['spec'] = {'taints': [{'key': TAINT, 'effect': 'NoSchedule'}]}
         core.create_node(body)
-    co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', {
-        'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'DeviceClass', 'metadata': {'name': CLASS},
-        'spec': {'selectors': [{'cel': {'expression': "device.driver == 'gpu.nvidia.com' && "
-                                                      "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
-                 'extendedResourceName': 'nvidia.com/gpu'}})
+    gpu_extended_mapping(co)  # the lab's shared class (conftest: why one, never deleted)
     core.create_namespace({'metadata': {'name': NS}})
     wait('ServiceAccount %s/default' % NS, lambda: core.list_namespaced_service_account(
         NS, field_selector='metadata.name=default').items, 60)
@@ -151,7 +147,6 @@ def lab(kube_real, tmp_path_factory):
         plugins.join(5)
         core.delete_namespace(NS)
         wait('the pods of %s gone' % NS, lambda: not core.list_namespaced_pod(NS).items, 60)
-        co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
         for name in NODES:
             for s in dra_slices.slices_of(api, name):
                 co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KUBE, ROOT, lab_collections_path, new_namespace, run_module, wait_until as wait
+from conftest import (KUBE, ROOT, gpu_extended_mapping, lab_collections_path, new_namespace, run_module,
+                      wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -197,6 +198,9 @@ def release(kube_real, tmp_path_factory):
         finally:
             if "absent" not in rel.runs:
                 rel.run("absent", "absent")
+                # the chart's gpu.nvidia.com mapped nvidia.com/gpu: its deletion dropped the 1.37.2 scheduler's mapping
+                # for the lab's shared class too (conftest.gpu_extended_mapping, kubernetes#141103); put it back
+                gpu_extended_mapping(client.CustomObjectsApi(kube_real.api()), create=False)
             core.delete_node(ROLE_NODE)
 
 
@@ -564,6 +568,9 @@ def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
     user's ComputeDomain goes with an uninstall); the DeviceClasses are gone."""
     from kubernetes import client
     gone = release.run("absent", "absent")
+    # (the uninstall deleted gpu.nvidia.com, which maps nvidia.com/gpu: put back the scheduler's mapping of the lab's
+    # shared class for the other files' pods - conftest.gpu_extended_mapping, kubernetes#141103)
+    gpu_extended_mapping(client.CustomObjectsApi(release.kube.api()), create=False)
     made = release.runs["install"]["created"]
     kept = set(o for o in made if o[0] in ("namespaces", "customresourcedefinitions"))
     # (the CRDs are created only where the session has none yet: the chart oracle may have applied them first)
