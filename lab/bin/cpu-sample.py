@@ -10,7 +10,8 @@ SIGTERM, or when ``--until-pid`` has exited, and writes OUT.json: the machine's 
 /proc/stat), the CPU-s the sampled processes used within it per command name, split into host processes and the
 processes of docker containers, the docker cgroup's own counter (cpuacct.usage: every container, removed ones
 included, as cgroup v1 charges its ancestors) and the CPU of the processes it saw start and end between two samples
-(none: those reach their parents' children time, so the tree of the step that waited for them). What a process used
+(none: those reach their parents' children time, so the tree of the step that waited for them), and the most
+inotify instances open at once (every fifth sample), by command. What a process used
 before the sampler started is left out. Reading /proc costs about 1-2 % of one core at a 2 s interval with 500
 processes; it is a measuring tool, not part of `make test`.
 """
@@ -68,6 +69,25 @@ def container_of(pid):
     return ''
 
 
+def inotify_instances():
+    """Open inotify instances per command name (the kernel's fs.inotify.max_user_instances counts them per user: a
+    containerd or kubelet that cannot get one fails with "too many open files")."""
+    count = {}
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            n = sum(1 for fd in os.listdir('/proc/%s/fd' % pid)
+                    if os.readlink('/proc/%s/fd/%s' % (pid, fd)) == 'anon_inode:inotify')
+            if n:
+                with open('/proc/%s/comm' % pid) as f:
+                    comm = f.read().strip()
+                count[comm] = count.get(comm, 0) + n
+        except OSError:
+            continue
+    return count
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('out')
@@ -81,7 +101,13 @@ def main():
     first = {}   # (pid, start) -> cpu-s at the first sample (what it used before the window)
     last = {}    # (pid, start) -> (comm, container, cpu-s)
     initial = True
+    peak, peak_at, rounds = {}, None, 0
     while not stop:
+        if rounds % 5 == 0:
+            now = inotify_instances()
+            if sum(now.values()) > sum(peak.values()):
+                peak, peak_at = now, round(time.time() - t0, 1)
+        rounds += 1
         for pid in os.listdir('/proc'):
             if not pid.isdigit():
                 continue
@@ -115,6 +141,9 @@ def main():
         'sampled_cpu_s': {side: round(sum(v.values()), 1) for side, v in by.items()},
         'by_command': {side: dict(sorted(((k, round(v, 1)) for k, v in d.items()), key=lambda kv: -kv[1]))
                        for side, d in by.items()},
+        'inotify_peak': {'instances': sum(peak.values()), 'at_s': peak_at,
+                         'limit': int(open('/proc/sys/fs/inotify/max_user_instances').read()),
+                         'by_command': dict(sorted(peak.items(), key=lambda kv: -kv[1]))},
         'note': 'processes that started and ended between two samples are not here: their CPU is in the parent '
                 'that waited for them (a step\'s tree); sampled per command name, the first sample\'s CPU subtracted',
     }
