@@ -946,7 +946,7 @@ def extended_resource_clashes(live_classes: list[dict[str, Any]] | None, ours: d
     Output: (clashes, accepted clashes), each a list of {name, site, var, ours, ours_live, pick} sorted by name and
     site class: ``ours_live`` whether our class exists, ``pick`` the class the scheduler backs the name with (None
     while ours does not exist yet: this run would create the newest). Classes of the release or the collection
-    (own_device_class) are never a clash. StackError for an accepted entry that is not a class name."""
+    (own_device_class), and a class of the very name of ours (the object this run applies), are never a clash. StackError for an accepted entry that is not a class name."""
     if not isinstance(accepted, (list, tuple)):
         raise StackError('%s must be a list of DeviceClass names; got %r' % (var, accepted))
     for i, name in enumerate(accepted):
@@ -965,7 +965,8 @@ def extended_resource_clashes(live_classes: list[dict[str, Any]] | None, ours: d
         classes = by_name.get(name) or []
         ours_live = any(c['metadata']['name'] == cls for c in classes)
         for c in sorted(classes, key=lambda c: c['metadata']['name']):
-            if own_device_class(c):
+            # ours by labels or name; one of our class's name is the one object this run applies, not a second class
+            if own_device_class(c) or c['metadata']['name'] == cls:
                 continue
             site = c['metadata']['name']
             entry = {'name': name, 'site': site, 'var': mapping_var, 'ours': cls, 'ours_live': ours_live,

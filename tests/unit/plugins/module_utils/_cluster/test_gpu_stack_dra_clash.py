@@ -76,6 +76,8 @@ def test_DRAX_15_the_release_and_the_collection_classes_and_other_names_are_no_c
     res = render(live, settings={'extended_resources': [SHARED]})
     assert [m['metadata']['name'] for m in res['manifests'] if m['kind'] == 'DeviceClass'] == [SHARED_CLASS]
     assert not [t for t in res['warnings'] + res['notes'] if 'maps nvidia.com' in t]
+    # a class of our class's very name without our labels is the one object the run applies, not a second class
+    render([device_class(SHARED_CLASS, 'nvidia.com/gpu.shared')], settings={'extended_resources': [SHARED]})
     # not read (a render without the live read, or a server without resource.k8s.io/v1): nothing to compare
     render(None)
     render([])
