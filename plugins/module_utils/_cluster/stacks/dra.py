@@ -946,7 +946,8 @@ def extended_resource_clashes(live_classes: list[dict[str, Any]] | None, ours: d
     Output: (clashes, accepted clashes), each a list of {name, site, var, ours, ours_live, pick} sorted by name and
     site class: ``ours_live`` whether our class exists, ``pick`` the class the scheduler backs the name with (None
     while ours does not exist yet: this run would create the newest). Classes of the release or the collection
-    (own_device_class), and a class of the very name of ours (the object this run applies), are never a clash. StackError for an accepted entry that is not a class name."""
+    (own_device_class), and a class of the very name of ours (the object this run applies), are never a clash.
+    StackError for an accepted entry that is not a class name."""
     if not isinstance(accepted, (list, tuple)):
         raise StackError('%s must be a list of DeviceClass names; got %r' % (var, accepted))
     for i, name in enumerate(accepted):
