@@ -282,6 +282,9 @@ WEIGHT = {
     'integration/test_dra_migrate_pool_real.py': 150,
     # issue #40 claim templates with firstAvailable: the API server and the real scheduler on a kwok node (22 s alone)
     'integration/test_dra_first_available_real.py': 25,
+    # two DeviceClasses mapping one extended resource name: the real scheduler on a kwok node (33 s alone), the role's
+    # refusal on a private 1.37 plane (58 s alone; 2026-11-30, -p no:xdist, load 3-4)
+    'integration/test_dra_extended_clash_real.py': 95,
 }
 
 

@@ -41,7 +41,8 @@ options:
         type: str
         default: v1
       kind:
-        description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), or V(RuntimeClass) (C(node.k8s.io/v1)).
+        description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), V(RuntimeClass) (C(node.k8s.io/v1)), or V(DeviceClass)
+          (C(resource.k8s.io/v1); a server without that API answers an empty list, RV(api_found) false).
         type: str
         required: true
       name:

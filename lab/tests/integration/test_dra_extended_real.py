@@ -135,7 +135,10 @@ def role_vars(state='present'):
             'gpu_sharing_stack_dra': {
                 'chart_path': '/srv/charts/dra-driver-nvidia-gpu-0.5.0.tgz', 'chart_version': '0.5.0',
                 'assume_cdi_enabled': True, 'feature_gates': {'TimeSlicingSettings': True},
-                'extended_resources': EXTENDED[:1], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared']}}
+                'extended_resources': EXTENDED[:1], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared'],
+                # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
+                # the chart's: accepted, else the pool is refused (DRAX-15)
+                'accept_extended_resource_classes': ['gpu.shared.lab.gpuops.io']}}
 
 
 def test_DRAX_03_role_applies_the_classes_reruns_and_removes(kube_real, tmp_path):

@@ -74,7 +74,10 @@ def role_vars(state="present", **dra):
                 "assume_cdi_enabled": True, "feature_gates": {"TimeSlicingSettings": True},
                 "claim_namespace": CLAIMS,
                 "claim_templates": [{"name": "t4", "kind": "gpu", "product_name": "Tesla T4", "min_memory": "15Gi"},
-                                    {"name": "t4-shared", "kind": "time-slicing", "shared": True}]}
+                                    {"name": "t4-shared", "kind": "time-slicing", "shared": True}],
+                # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
+                # the chart's: accepted, else the pool is refused (DRAX-15)
+                "accept_extended_resource_classes": ["gpu.shared.lab.gpuops.io"]}
     settings.update(dra)
     return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
             "gpu_sharing_stack_nodes": [NODE], "gpu_sharing_stack_facts": {NODE: T4},

@@ -23,6 +23,7 @@ KINDS = {
     ('v1', 'ConfigMap'): ('CoreV1Api', 'read_namespaced_config_map', 'list_namespaced_config_map', True),
     ('v1', 'Secret'): ('CoreV1Api', 'read_namespaced_secret', 'list_namespaced_secret', True),
     ('node.k8s.io/v1', 'RuntimeClass'): ('NodeV1Api', 'read_runtime_class', 'list_runtime_class', False),
+    ('resource.k8s.io/v1', 'DeviceClass'): ('ResourceV1Api', 'read_device_class', 'list_device_class', False),
 }
 # Fields of a Secret that are never returned (the module's result may be printed or registered).
 SECRET_HIDDEN = ('data', 'stringData')
@@ -125,7 +126,7 @@ def read_one(apis: dict[str, Any], q: dict[str, Any]) -> tuple[list[dict[str, An
 def read(apis: dict[str, Any], queries: list[dict[str, Any]] | None, version: bool = False) -> dict[str, Any]:
     """{objects: {key: [resource, ...]}, api_found: {key: bool}, version: {...} (when asked)}.
 
-    apis: typed API objects by class name (CoreV1Api, NodeV1Api, VersionApi) over one ApiClient.
+    apis: typed API objects by class name (CoreV1Api, NodeV1Api, ResourceV1Api, VersionApi) over one ApiClient.
     """
     objects: dict[str, list[dict[str, Any]]] = {}
     found: dict[str, bool] = {}
@@ -188,4 +189,5 @@ def check_fields(fields: dict[str, Any] | None, queries: list[Any] | None) -> li
 
 def typed_apis(client_module: Any, api_client: Any) -> dict[str, Any]:
     """The typed APIs read() uses, over one ApiClient (client_module: kube/rest, or a fake in tests)."""
-    return dict((name, getattr(client_module, name)(api_client)) for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'))
+    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'VersionApi')
+    return dict((name, getattr(client_module, name)(api_client)) for name in names)

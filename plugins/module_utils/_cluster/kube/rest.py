@@ -66,7 +66,7 @@ def request(api_client: Any, method: str, path: str, query: list[tuple[str, Any]
 
 
 class CoreApi(object):
-    """The calls of CoreV1Api, NodeV1Api and VersionApi that the collection makes, as plain requests."""
+    """The calls of CoreV1Api, NodeV1Api, ResourceV1Api and VersionApi that the collection makes, as plain requests."""
 
     def __init__(self, api_client: Any, send: Callable[..., Any] = request) -> None:
         self.api_client = api_client
@@ -135,13 +135,20 @@ class CoreApi(object):
     def list_runtime_class(self, **kwargs: Any) -> Any:
         return self._call('GET', '/apis/node.k8s.io/v1/runtimeclasses', kwargs)
 
+    # DeviceClasses (resource.k8s.io/v1, Kubernetes 1.34+; a server without it answers 404)
+    def read_device_class(self, name: str, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/resource.k8s.io/v1/deviceclasses/%s' % _segment(name), kwargs)
+
+    def list_device_class(self, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/resource.k8s.io/v1/deviceclasses', kwargs)
+
     # /version/ (with the slash, as VersionApi.get_code sends it)
     def get_code(self, **kwargs: Any) -> Any:
         return self._call('GET', '/version/', kwargs)
 
 
 # The typed API class names the collection's call sites use (kube/read.KINDS, the modules): one class serves them all.
-CoreV1Api = NodeV1Api = VersionApi = CoreApi
+CoreV1Api = NodeV1Api = ResourceV1Api = VersionApi = CoreApi
 
 
 def client_module(api_client_class: type | None) -> Any:

@@ -19,7 +19,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    GPU_TOLERATION, POOL_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version, check_name, split_image, validate_settings,
+    GPU_TOLERATION, MANAGED_BY, POOL_LABEL, STACK_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version,
+    check_name, split_image, validate_settings,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Settings
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import (
@@ -174,6 +175,14 @@ DRA_SCHEMA: dict[str, dict[str, Any]] = {
         "each must be mapped by a class (the chart's C(gpu.nvidia.com) maps V(nvidia.com/gpu), "
         'O(gpu_sharing_stack_dra.extended_resources) the others), else the pool is refused before anything changes. '
         'Empty: not checked.',)),
+    'accept_extended_resource_classes': dict(type=list, default=[], elements='str', description=(
+        "DeviceClasses of the site's (neither the chart's nor the collection's) that may map an extended resource "
+        "name the release or O(gpu_sharing_stack_dra.extended_resources) maps too (C(spec.extendedResourceName)), "
+        'e.g. while workloads move from a class of the site to the chart\'s C(gpu.nvidia.com). Any other such class '
+        'refuses the pool before anything changes: kube-scheduler backs the name with the newer of the two classes '
+        '(creationTimestamp, then name), and on Kubernetes 1.37.x (up to at least 1.37.2) deleting either class '
+        'drops its mapping of the name for both until the scheduler restarts (kubernetes/kubernetes#141103, fixed on '
+        'master by #141110). An accepted class is named in the notes. See docs/sharing_stacks.md.',)),
 }
 
 # NVIDIA's GPU operator (NVIDIA/gpu-operator v26.7.0, controllers/state_manager.go gpuStateLabels, addGPUStateLabels;
@@ -340,11 +349,14 @@ def _image_values(ctx: Ctx, chart: dict[str, Any], version: str, var: str) -> di
 
 def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any],
            node_state: dict[str, dict[str, Any]] | None = None, live_nodes: list[Manifest] | None = None,
-           cdi_enabled: dict[str, Any] | None = None, removing: bool = False
+           cdi_enabled: dict[str, Any] | None = None, removing: bool = False,
+           live_classes: list[Manifest] | None = None
            ) -> tuple[list[Manifest], dict[str, dict[str, str]], list[str], dict[str, Any], dict[str, Any], str]:
     """(manifests, labels, resources, limits, helm, claim_api_version) of a dra pool: the driver's Helm release (values
     for the chart release), the pool's ResourceClaimTemplates when the pool names a claim_namespace, and the
-    resource.k8s.io version claims are rendered in (the cluster's minor; v1 while removing without a version)."""
+    resource.k8s.io version claims are rendered in (the cluster's minor; v1 while removing without a version).
+    live_classes: the cluster's DeviceClasses (DEVICE_CLASS_QUERY; None: not read): a class of the site's mapping a
+    name the release or the pool's classes map refuses the pool (removing: a warning, extended_resource_clashes)."""
     var = ctx.var('dra')
     ds = validate_settings(settings.get('dra'), DRA_SCHEMA, var)
     check_name(ds['namespace'], var + '.namespace')
@@ -419,6 +431,23 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
                                              workload_var=var + '.workload_resources'):
             obj['metadata'] = ctx.meta(obj['metadata']['name'], namespace=False, scope='shared')
             manifests.append(obj)
+    if live_classes is not None:
+        ours = dict((n, ('%s dra (its chart\'s DeviceClass %s maps %s on resource.k8s.io/v1; no chart value switches '
+                         'that off)' % (ctx.var('strategy'), c, n), c)) for n, c in CHART_EXTENDED_RESOURCES.items())
+        for i, m in enumerate(m for m in manifests if m['kind'] == 'DeviceClass'):
+            ours[m['spec']['extendedResourceName']] = ('%s.extended_resources[%d]' % (var, i), m['metadata']['name'])
+        accept_var = var + '.accept_extended_resource_classes'
+        clashes, taken = extended_resource_clashes(live_classes, ours, ds['accept_extended_resource_classes'],
+                                                   accept_var)
+        if removing:
+            for msg in clash_removal_warnings(clashes + taken, ctx.pool):
+                ctx.warn(msg)
+        elif clashes:
+            raise StackError(clash_error(clashes, accept_var))
+        for c in [] if removing else taken:
+            ctx.note('%s: DeviceClass %s maps %s like %s (%s); accepted by %s. kube-scheduler backs it with the newer '
+                     'class only, and on Kubernetes 1.37.x deleting either drops the mapping for both (%s)'
+                     % (var, c['site'], c['name'], c['ours'], c['var'], accept_var, CLASH_UPSTREAM))
     if not removing:
         ctx.note('%s: the chart creates the DeviceClasses %s (and %s with %s.compute_domains); its uninstall removes them'
                  % (var, ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v == 'resources.gpus.enabled')),
@@ -438,7 +467,8 @@ def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], 
     """The one renderer signature (stacks/render.STACKS); the DRA driver is a Helm release."""
     manifests, labels, resources, limits, helm, claim_api = render(
         ctx, settings, nodes, facts, node_state=inputs['node_state'], live_nodes=inputs['live_nodes'],
-        cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'])
+        cdi_enabled=inputs['cdi_enabled'], removing=inputs['removing'],
+        live_classes=(inputs.get('live_objects') or {}).get(DEVICE_CLASS_QUERY))
     # the pool's claim templates and shared claims (scope pool) in the version they are rendered in: one dropped from
     # claim_templates is pruned after the apply (the lifecycle suite found it left in the cluster for ever)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm,
@@ -876,6 +906,115 @@ def extended_resource_classes(specs: Any, gates: dict[str, bool] | None = None, 
     return out
 
 
+# Two DeviceClasses mapping one extended resource name (DRAX-14, DRAX-15). The API server accepts them; kube-scheduler's
+# cache (k8s.io/dynamic-resource-allocation v0.37.2 deviceclass/extendedresourcecache) backs the name with the newer
+# class (creationTimestamp, then the smaller name), and its OnDelete removes the name's entry whichever class owns it,
+# without taking the other class back: on the lab's real kube-scheduler v1.37.2 deleting either class leaves pods
+# asking the name Pending with noderesources Fit's "Insufficient <name>" (lab/tests/integration/
+# test_dra_extended_clash_real.py). An Update of the surviving class puts the mapping back for new pods; only one that
+# changes its extendedResourceName (or an Add) retries the Pending pods (Fit's isSchedulableAfterDeviceClassEvent).
+# kubernetes/kubernetes issue #141103, fixed on master by PR #141110 (not in 1.37.x up to 1.37.2).
+DEVICE_CLASS_QUERY = 'dra_device_classes'
+CLASH_UPSTREAM = 'kubernetes/kubernetes#141103, fixed on master by #141110'
+
+
+def own_device_class(obj: dict[str, Any]) -> bool:
+    """Whether a live DeviceClass is the release's (by name: the chart's classes, CHART_DEVICE_CLASSES) or the
+    collection's (its managed-by and stack labels, as ctx.meta gives them)."""
+    meta = obj.get('metadata') or {}
+    labels = meta.get('labels') or {}
+    return meta.get('name') in CHART_DEVICE_CLASSES or (
+        labels.get('app.kubernetes.io/managed-by') == MANAGED_BY and labels.get(STACK_LABEL) == 'dra')
+
+
+def _scheduler_pick(classes: list[dict[str, Any]]) -> str:
+    """The class kube-scheduler's cache keeps for one name: the newest creationTimestamp, on a tie the smaller name
+    (RFC 3339 UTC timestamps of whole seconds compare as text)."""
+    newest = max(str((c.get('metadata') or {}).get('creationTimestamp') or '') for c in classes)
+    return min(str(c['metadata']['name']) for c in classes
+               if str((c.get('metadata') or {}).get('creationTimestamp') or '') == newest)
+
+
+def extended_resource_clashes(live_classes: list[dict[str, Any]] | None, ours: dict[str, tuple[str, str]],
+                              accepted: Any, var: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The live DeviceClasses of the site's that map a name the release or the pool's classes map.
+
+    Input: ``live_classes``, the cluster's DeviceClasses (resource.k8s.io/v1; None or [] where none were read or the
+    server does not serve the API); ``ours``: extended resource name -> (the variable that maps it, the DeviceClass
+    that maps it for the collection or the chart); ``accepted``: the class names of accept_extended_resource_classes
+    (``var``: that variable, for its errors).
+    Output: (clashes, accepted clashes), each a list of {name, site, var, ours, ours_live, pick} sorted by name and
+    site class: ``ours_live`` whether our class exists, ``pick`` the class the scheduler backs the name with (None
+    while ours does not exist yet: this run would create the newest). Classes of the release or the collection
+    (own_device_class), and a class of the very name of ours (the object this run applies), are never a clash.
+    StackError for an accepted entry that is not a class name."""
+    if not isinstance(accepted, (list, tuple)):
+        raise StackError('%s must be a list of DeviceClass names; got %r' % (var, accepted))
+    for i, name in enumerate(accepted):
+        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            raise StackError('%s[%d] must be a DeviceClass name (a DNS subdomain); got %r' % (var, i, name))
+    live = [c for c in live_classes or [] if isinstance(c, dict) and (c.get('metadata') or {}).get('name')]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for c in live:
+        ern = (c.get('spec') or {}).get('extendedResourceName')
+        if ern:
+            by_name.setdefault(ern, []).append(c)
+    clashes: list[dict[str, Any]] = []
+    taken: list[dict[str, Any]] = []
+    for name in sorted(ours):
+        mapping_var, cls = ours[name]
+        classes = by_name.get(name) or []
+        ours_live = any(c['metadata']['name'] == cls for c in classes)
+        for c in sorted(classes, key=lambda c: c['metadata']['name']):
+            # ours by labels or name; one of our class's name is the one object this run applies, not a second class
+            if own_device_class(c) or c['metadata']['name'] == cls:
+                continue
+            site = c['metadata']['name']
+            entry = {'name': name, 'site': site, 'var': mapping_var, 'ours': cls, 'ours_live': ours_live,
+                     'pick': _scheduler_pick(classes) if ours_live else None}
+            (taken if site in accepted else clashes).append(entry)
+    return clashes, taken
+
+
+def clash_error(clashes: list[dict[str, Any]], accept_var: str) -> str:
+    """One refusal for every clash (extended_resource_clashes), naming each class, name and variable, and why."""
+    parts = []
+    for c in clashes:
+        now = ('kube-scheduler backs it with %s now' % c['pick'] if c['pick'] else
+               'this run would create %s, the newer class, so kube-scheduler would back it with that one instead of '
+               '%s' % (c['ours'], c['site']))
+        parts.append('DeviceClass %s maps %s (spec.extendedResourceName), which %s maps too (DeviceClass %s): %s'
+                     % (c['site'], c['name'], c['var'], c['ours'], now))
+    names = sorted(set(c['name'] for c in clashes))
+    return ('%s. Two classes mapping one extended resource name: the API server accepts them, kube-scheduler backs the '
+            'name with the newer one only (creationTimestamp, then the smaller name), and on Kubernetes 1.37.x '
+            '(1.37.2 included) deleting either class later drops the scheduler\'s mapping for both, so pods asking %s '
+            'stay Pending ("Insufficient %s") until kube-scheduler restarts (%s). Nothing was changed. Remove '
+            'spec.extendedResourceName from the site\'s class (or the entry of extended_resources that maps it), or '
+            'list the class in %s if both are meant to map it (during a move from one class to the other)'
+            % ('; '.join(parts), ', '.join(names), names[0] if len(names) == 1 else '<name>', CLASH_UPSTREAM,
+               accept_var))
+
+
+def clash_removal_warnings(clashes: list[dict[str, Any]], pool: str) -> list[str]:
+    """What the removal of a pool says for each of its live classes whose name a class of the site's maps too."""
+    out = []
+    for c in clashes:
+        if not c['ours_live']:
+            continue
+        whose = ("the chart's, removed with the Helm release by the last dra pool" if c['ours'] in CHART_DEVICE_CLASSES
+                 else "the collection's, removed by the last pool that uses it")
+        out.append(
+            'Removing pool %s deletes DeviceClass %s (%s), which maps %s like the site\'s DeviceClass %s: on Kubernetes '
+            '1.37.x that deletion drops kube-scheduler\'s mapping of %s for %s as well (%s), and pods asking %s stay '
+            'Pending ("Insufficient %s"). Afterwards restart kube-scheduler, or update %s\'s spec.extendedResourceName '
+            'to another name and back (the scheduler takes the class back and retries the Pending pods), or delete '
+            'and re-create %s; an update of its labels or annotations alone retries no Pending pod'
+            % (pool, c['ours'], whose, c['name'], c['site'], c['name'], c['site'], CLASH_UPSTREAM, c['name'],
+               c['name'], c['site'], c['site']))
+    return out
+
+
 def validation_pod(ctx: Ctx, name: str, namespace: str, image: str, claim: Manifest,
                    scheduler_name: str | None = None) -> Manifest:
     """A Pod that runs the CUDA sample on a device of ``claim`` (a ResourceClaimTemplate or ResourceClaim from
@@ -907,6 +1046,11 @@ class DraStack(Stack):
 
     def own_conflicts(self, pools: list[dict]) -> list[str]:
         return release_conflicts(pools) + claim_name_conflicts(pools)
+
+    def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
+        # the cluster's DeviceClasses: a class of the site's mapping a name the release or the pool's classes map
+        # refuses the pool (a removal warns); a server without resource.k8s.io/v1 answers none (render: DRAX-15)
+        return [{'key': DEVICE_CLASS_QUERY, 'api_version': RESOURCE_API_V1, 'kind': 'DeviceClass'}]
 
     def runtime_class_note(self, runtime_class_name: str) -> str | None:
         if runtime_class_name:

@@ -5,11 +5,12 @@
 
 queries() says what to read for a strategy (one k8s_objects_info run: Nodes always; RuntimeClasses for the strategies
 whose pods run with RuntimeClass nvidia; what the strategy's Stack asks for (live_queries: Volcano's scheduler
-ConfigMap, kube-proxy's ConfigMap for gpushare, HAMi's webhook Secret) and the API server version where the Stack
-needs it and its settings do not already give it (wants_version). merge() puts the answers where the renderer takes
+ConfigMap, kube-proxy's ConfigMap for gpushare, HAMi's webhook Secret, the cluster's DeviceClasses for DRA) and the
+API server version where the Stack needs it and its settings do not already give it (wants_version). merge() puts the answers where the renderer takes
 them: live_nodes, live_runtime_classes and the strategies' settings (each Stack's merge_objects and merge_version:
 Volcano's existing_conf, gpushare's kube_proxy_config, HAMi's, Volcano's and DRA's kube_version), and refuses what a
-Stack refuses (a HAMi webhook Secret that does not exist).
+Stack refuses (a HAMi webhook Secret that does not exist). stacks/render also hands every query's answer to the
+renderer as inputs['live_objects'] (by query key: DRA's DeviceClasses, whose clashes its render refuses).
 """
 
 from __future__ import annotations

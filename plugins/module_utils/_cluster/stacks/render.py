@@ -22,8 +22,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.bas
 # the stack modules of stacks/registry. Each module has SETTINGS (settings key -> schema) and render_stack(ctx,
 # strategy, settings, nodes, facts, inputs) returning manifests, labels, resources, limits and optionally helm,
 # scheduler_name, readiness. inputs: require_facts, live_runtime_classes, cdi_spec_ready, node_state, live_nodes,
-# cdi_enabled, removing (what the render knows beyond the settings). Everything else the render asks of a strategy it
-# asks of the strategy's Stack (stacks/registry.stack(name), stacks/base.Stack).
+# cdi_enabled, removing, live_objects (what the render knows beyond the settings). Everything else the render asks of
+# a strategy it asks of the strategy's Stack (stacks/registry.stack(name), stacks/base.Stack).
 STACKS = registry.MODULES
 
 
@@ -342,7 +342,9 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     inputs = {'require_facts': params.get('require_facts', True) and not removing,
               'live_runtime_classes': params.get('live_runtime_classes') or [],
               'cdi_spec_ready': params.get('cdi_spec_ready') or {}, 'node_state': node_state, 'removing': removing,
-              'live_nodes': params.get('live_nodes') or [], 'cdi_enabled': params.get('cdi_enabled') or {}}
+              'live_nodes': params.get('live_nodes') or [], 'cdi_enabled': params.get('cdi_enabled') or {},
+              # what k8s_objects_info read for the Stack's live_queries, by query key (the renderer reads its own)
+              'live_objects': dict(((params.get('live') or {}).get('objects')) or {})}
     out = stack_renderer(strategy).render_stack(ctx, strategy, settings, nodes, facts, inputs)
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')

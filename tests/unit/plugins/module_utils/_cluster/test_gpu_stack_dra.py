@@ -187,7 +187,10 @@ def test_DRA_09_kube_window_refusals_and_warnings():
 
 def test_DRA_09_the_role_reads_the_version_from_the_cluster():
     q = live.queries('dra', settings={'dra': {}})
-    assert q['version'] is True and q['queries'] == [{'key': 'nodes', 'kind': 'Node'}]
+    # (and the cluster's DeviceClasses: DRAX-15)
+    assert q['version'] is True and q['queries'] == [
+        {'key': 'nodes', 'kind': 'Node'},
+        {'key': 'dra_device_classes', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'}]
     assert live.queries('dra', settings={'dra': {'kube_version': 'v1.34.2'}})['version'] is False
     # removal reads it too: the claims it deletes are in the version the cluster serves (DRA-13)
     assert live.queries('dra', state='absent', settings={'dra': {}})['version'] is True

@@ -58,8 +58,8 @@ def test_the_render_dispatches_by_the_table(monkeypatch):
 
     monkeypatch.setitem(render.STACKS, 'hami', Fake)
     out = render.render({'strategy': 'hami', 'pool': 'p', 'nodes': ['n1']})
-    assert calls == [('hami', ['cdi_enabled', 'cdi_spec_ready', 'live_nodes', 'live_runtime_classes', 'node_state',
-                               'removing', 'require_facts'])]
+    assert calls == [('hami', ['cdi_enabled', 'cdi_spec_ready', 'live_nodes', 'live_objects', 'live_runtime_classes',
+                               'node_state', 'removing', 'require_facts'])]
     assert out['resources'] == ['x/y'] and out['scheduler_name'] == 'fake' and out['helm'] is None
 
 

@@ -27,7 +27,7 @@ class FakeApi(object):
 
     def _kind(self, method):
         return {'node': 'Node', 'namespaced_config_map': 'ConfigMap', 'namespaced_secret': 'Secret',
-                'runtime_class': 'RuntimeClass'}[method.split('_', 1)[1]]
+                'runtime_class': 'RuntimeClass', 'device_class': 'DeviceClass'}[method.split('_', 1)[1]]
 
     def __getattr__(self, method):
         if method == 'get_code':
@@ -66,12 +66,14 @@ STORE = {
     ('Secret', 'kube-system', 'tls'): {'metadata': {'name': 'tls'}, 'type': 'kubernetes.io/tls',
                                        'data': {'tls.key': 'c2VjcmV0'}, 'stringData': {'x': 'y'}},
     ('RuntimeClass', None, 'nvidia'): {'metadata': {'name': 'nvidia'}, 'handler': 'nvidia'},
+    ('DeviceClass', None, 'gpu.nvidia.com'): {'metadata': {'name': 'gpu.nvidia.com'},
+                                              'spec': {'extendedResourceName': 'nvidia.com/gpu'}},
 }
 
 
 def apis(calls, **kw):
     api = FakeApi(STORE, calls, **kw)
-    return {'CoreV1Api': api, 'NodeV1Api': api, 'VersionApi': api}
+    return {'CoreV1Api': api, 'NodeV1Api': api, 'ResourceV1Api': api, 'VersionApi': api}
 
 
 def test_K8S_08_one_request_per_query_and_the_version():
@@ -108,6 +110,19 @@ def test_K8S_08_secret_comes_back_without_its_data():
                                     'type': 'kubernetes.io/tls'}]
 
 
+def test_DRAX_15_device_classes_are_listed_and_a_server_without_resource_v1_answers_none():
+    calls = []
+    out = R.read(apis(calls), [{'key': 'dc', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'}])
+    assert [c[0] for c in calls] == ['list_device_class']
+    assert out['objects']['dc'] == [{'apiVersion': 'resource.k8s.io/v1', 'kind': 'DeviceClass',
+                                     'metadata': {'name': 'gpu.nvidia.com'},
+                                     'spec': {'extendedResourceName': 'nvidia.com/gpu'}}]
+    # Kubernetes 1.32/1.33 serve no resource.k8s.io/v1: the list answers 404, which reads as nothing there
+    out = R.read(apis([], unserved=('DeviceClass',)),
+                 [{'key': 'dc', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'}])
+    assert out == {'objects': {'dc': []}, 'api_found': {'dc': False}}
+
+
 def test_K8S_08_a_list_the_server_does_not_serve_is_empty_and_not_found():
     out = R.read(apis([], unserved=('RuntimeClass',)),
                  [{'key': 'rc', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'}])
@@ -126,8 +141,8 @@ def test_other_errors_name_the_object():
 
 @pytest.mark.parametrize('query, message', [
     ({'kind': 'Node'}, 'queries[0] has no key'),
-    ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, Node v1, '
-                                  'RuntimeClass node.k8s.io/v1, Secret v1'),
+    ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, '
+                                  'DeviceClass resource.k8s.io/v1, Node v1, RuntimeClass node.k8s.io/v1, Secret v1'),
     ({'key': 'x', 'kind': 'RuntimeClass'}, 'kind RuntimeClass v1 is not one'),
     ({'key': 'x', 'kind': 'ConfigMap', 'name': 'a'}, 'ConfigMap is namespaced; set namespace'),
     ({'key': 'x', 'kind': 'Node', 'namespace': 'default'}, 'Node is cluster-scoped; namespace default makes no sense'),
@@ -151,11 +166,11 @@ def test_typed_apis_share_one_client():
     class Mod(object):
         pass
     mod = Mod()
-    for name in ('CoreV1Api', 'NodeV1Api', 'VersionApi'):
+    for name in ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'VersionApi'):
         setattr(mod, name, lambda client, name=name: (name, client))
     got = R.typed_apis(mod, 'the-client')
     assert got == {'CoreV1Api': ('CoreV1Api', 'the-client'), 'NodeV1Api': ('NodeV1Api', 'the-client'),
-                   'VersionApi': ('VersionApi', 'the-client')}
+                   'ResourceV1Api': ('ResourceV1Api', 'the-client'), 'VersionApi': ('VersionApi', 'the-client')}
 
 
 NODE = {'apiVersion': 'v1', 'kind': 'Node',
