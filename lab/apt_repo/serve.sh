@@ -14,7 +14,8 @@ case "${1:-}" in
     PORT=0; [ "${2:-}" = --port ] && PORT=$3
     DIR=$(bash "$ROOT/lab/apt_repo/build.sh")
     if running; then echo "http://127.0.0.1:$(cat "$STATE/port")"; exit 0; fi
-    if [ "$PORT" = 0 ]; then PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); fi
+    # a port below the kernel's ephemeral range, as the lab's daemons take theirs (lab/kube/real.py free_port)
+    if [ "$PORT" = 0 ]; then PORT=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import real; print(real.free_port())' "$ROOT/lab/kube"); fi
     setsid "$PY" -m http.server --bind 127.0.0.1 --directory "$DIR" "$PORT" > "$STATE/http.log" 2>&1 < /dev/null &
     echo $! > "$STATE/pid"; echo "$PORT" > "$STATE/port"
     for _ in $(seq 50); do

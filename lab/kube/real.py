@@ -302,12 +302,35 @@ def _issue_into(pki, outdir, base, cn, orgs):
 
 
 # ------------------------------------------------------------------------------------------------------ processes
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+# Listening ports are taken below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 here). A
+# port the kernel gives to bind(port 0) is from that range, which every outgoing connection draws from too: between
+# this process closing it and the daemon binding it (seconds under load), a client's connection could take it (CI-like
+# run, session 23: kube-controller-manager "bind: address already in use" on 49665). Below the range only listeners
+# take ports: a random one, checked free by binding it, is reused by nothing but another lab process picking the same
+# number within those seconds (one in several thousand per pick).
+PORT_SPAN = 12000
+
+
+def free_port(rng=None):
+    import random
+    rng = rng or random.SystemRandom()
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    top, bottom = low - 1, max(1024, low - PORT_SPAN)
+    for _ in range(200):
+        port = rng.randint(bottom, top)
+        s = socket.socket()
+        try:
+            s.bind(('127.0.0.1', port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        return port
+    raise RuntimeError('no free port in %d-%d on 127.0.0.1 after 200 tries' % (bottom, top))
 
 
 def _pdeathsig():

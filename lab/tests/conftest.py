@@ -519,8 +519,11 @@ def wait_until(what, fn, timeout=60):
 # master by PR #141110 after the 1.37 cycle). A file's teardown deleting its own class left another file's pods
 # Pending ("Insufficient nvidia.com/gpu": CI, test_DRAX_09 timed out). An Update of the class that changes its
 # extendedResourceName puts the mapping back and requeues the pods asking that name (noderesources Fit's
-# isSchedulableAfterDeviceClassEvent); an annotation-only Update does neither. test_dra_real.py's chart release maps
-# nvidia.com/gpu too (gpu.nvidia.com) and is uninstalled by that file: it calls this afterwards.
+# isSchedulableAfterDeviceClassEvent); an annotation-only Update puts it back for pods made afterwards but leaves the
+# Pending ones Pending (test_dra_extended_clash_real.py, DRAX-14, shows each on the real scheduler). test_dra_real.py's
+# chart release maps nvidia.com/gpu too (gpu.nvidia.com) and is uninstalled by that file: it calls this afterwards.
+# The collection refuses a dra pool while a class it does not own maps the chart's name (DRAX-15): the files that run
+# the role with a dra pool on this plane accept LAB_GPU_CLASS (gpu_sharing_stack_dra.accept_extended_resource_classes).
 LAB_GPU_CLASS = 'gpu.shared.lab.gpuops.io'
 LAB_GPU_CLASS_SELECTOR = ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")
 _REMAP_NAME = 'lab.gpuops.io/remap'

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (KUBE, ROOT, gpu_extended_mapping, lab_collections_path, new_namespace, run_module,
+from conftest import (KUBE, LAB_GPU_CLASS, ROOT, gpu_extended_mapping, lab_collections_path, new_namespace, run_module,
                       wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
@@ -152,7 +152,10 @@ def release_vars(state="present"):
     return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
             "gpu_sharing_stack_nodes": [ROLE_NODE], "gpu_sharing_stack_facts": {ROLE_NODE: T4},
             "gpu_sharing_stack_dra": {"chart_path": chart_dir(), "chart_version": "0.5.0", "namespace": RELEASE_NS,
-                                      "assume_cdi_enabled": True}}
+                                      "assume_cdi_enabled": True,
+                                      # the lab's shared class mapping nvidia.com/gpu (conftest.gpu_extended_mapping)
+                                      # maps the chart's name: accepted, else the release is refused (DRAX-15)
+                                      "accept_extended_resource_classes": [LAB_GPU_CLASS]}}
 
 
 def _objects(events, verb):

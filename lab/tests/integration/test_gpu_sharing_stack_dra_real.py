@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LAB_GPU_CLASS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
@@ -77,7 +79,7 @@ def role_vars(state="present", **dra):
                                     {"name": "t4-shared", "kind": "time-slicing", "shared": True}],
                 # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
                 # the chart's: accepted, else the pool is refused (DRAX-15)
-                "accept_extended_resource_classes": ["gpu.shared.lab.gpuops.io"]}
+                "accept_extended_resource_classes": [LAB_GPU_CLASS]}
     settings.update(dra)
     return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
             "gpu_sharing_stack_nodes": [NODE], "gpu_sharing_stack_facts": {NODE: T4},
