@@ -9,15 +9,19 @@
                                   server after the first LINES lines of its audit log (lab/kube/real.py writes every
                                   write request there; dryRun requests are left out); --strict: exit 1 when any
     summary.py --cluster KUBECONFIG   the nodes and pods as the lab's API server holds them
-    summary.py --containers KUBECONFIG [--strict]
+    summary.py --containers KUBECONFIG [--real-state DIR] [--strict]
                                   per pool and node: which pods ran a container (a real node: the kubelet's container
                                   statuses from containerd - started, exit code - and the validation pod's log lines
                                   naming the devices it saw; the exact error of a container that failed) and which
-                                  were only scheduled (a kwok node: no container); --strict: exit 1 when a real node
-                                  ran no container
+                                  were only scheduled (a kwok node: no container); with --real-state (real_nodes.py's
+                                  state): the MIG node's host-process device plugin, and per validation pod the devices
+                                  the kubelet allocated, their CDI device nodes and whether the container saw exactly
+                                  those; --strict: exit 1 when a real node ran no container or a validation pod saw
+                                  other devices
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -109,10 +113,87 @@ def error_line(core, pod, c):
     return None
 
 
-def containers(kubeconfig):
+DEVICE_NODES_MARK = 'device nodes: '   # the validation script's line of the /dev/nvidia* character devices it saw
+
+
+def _checkpoint(state):
+    """The kubelet device manager's checkpoint of a real node (its PodDeviceEntries: pod UID, container, resource,
+    device IDs the plugin's devices were allocated by), or {}."""
+    try:
+        with open(os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')) as f:
+            return json.load(f).get('Data') or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _cdi_devices(state):
+    """The node's CDI spec (lab/node/node.py nvidia_toolkit: nvidia-ctk's, kind nvidia.com/gpu): (the device nodes of
+    every container, {device name: its device nodes}), paths relative to /dev."""
+    import yaml
+    with open(os.path.join(state, 'run', 'cdi', 'nvidia.yaml')) as f:
+        spec = yaml.safe_load(f)
+
+    def nodes(edits):
+        return sorted(n['path'][len('/dev/'):] for n in (edits or {}).get('deviceNodes') or [])
+    return nodes(spec.get('containerEdits')), {d['name']: nodes(d.get('containerEdits')) for d in spec['devices']}
+
+
+def allocation_line(state, pod, log):
+    """What the kubelet allocated to the validation pod on a real node (its checkpoint: the plugin's device IDs), the
+    CDI device NVIDIA's runtime resolves each to (envvar strategy: NVIDIA_VISIBLE_DEVICES holds the ID, a GPU or MIG
+    UUID; a time-slicing replica <uuid>::<n> is its GPU) and its device nodes in the node's CDI spec, against the device
+    nodes the container listed: (ok, text); (True, None) when the pod got no device-plugin device (DRA)."""
+    entries = [e for e in _checkpoint(state).get('PodDeviceEntries') or [] if e.get('PodUID') == pod.metadata.uid]
+    if not entries:
+        return True, None
+    ids = sorted(set(i for e in entries for v in (e.get('DeviceIDs') or {}).values() for i in v))
+    common, devices = _cdi_devices(state)
+    names = sorted(set(i.split('::')[0] for i in ids))
+    want = set(common)
+    for n in names:
+        want.update(devices.get(n, ['<no CDI device %s>' % n]))
+    seen = [ln[len(VALIDATION_MARK + DEVICE_NODES_MARK):].split() for ln in log.splitlines()
+            if ln.startswith(VALIDATION_MARK + DEVICE_NODES_MARK)]
+    # the other name of the same device in the spec (nvidia-ctk names each by UUID and by index, <gpu>:<mig> for MIG)
+    alias = ['%s (= %s)' % (n, ', '.join(k for k, v in sorted(devices.items()) if v == devices.get(n)
+                                         and k not in (n, 'all'))) for n in names]
+    ok = bool(seen) and sorted(seen[-1]) == sorted(want)
+    return ok, 'the kubelet allocated %s %s; CDI device nvidia.com/gpu=%s: %s; %s' % (
+        ', '.join(sorted(set(e['ResourceName'] for e in entries))), ' '.join(ids), '; '.join(alias),
+        ' '.join(sorted(want)), 'the container saw exactly these' if ok else 'the container saw %s: MISMATCH' % (
+            ' '.join(seen[-1]) if seen else 'no device-nodes line'))
+
+
+def _mig_plugin_lines(real_doc, name):
+    """The lines about the MIG node's device plugin when it runs as the lab's host process (lab/demo/real_nodes.py
+    mig-plugin)."""
+    mp = real_doc.get('mig_plugin') or {}
+    if mp.get('node') != name:
+        return []
+    import yaml
+    try:
+        os.kill(mp['pid'], 0)
+        state = 'running'
+    except (OSError, KeyError, TypeError):
+        state = 'NOT RUNNING'
+    flags = (yaml.safe_load(mp.get('config') or '{}') or {}).get('flags') or {}
+    return ['    device plugin: NVIDIA nvidia-device-plugin v0.19.1 as a HOST PROCESS beside the node (pid %s, %s), the '
+            'lab\'s stand-in for the container of the DaemonSet pod %s (below: it crash-loops - runc gives no pod the '
+            'NVIDIA kernel module\'s /proc files); a real cluster runs the DaemonSet\'s pod' % (mp.get('pid'), state,
+                                                                                               mp.get('pod')),
+            '      its config: the one that pod\'s config-manager-init wrote (migStrategy %s, deviceListStrategy %s), '
+            'the pod\'s container environment, the kubelet published %s' % (
+                flags.get('migStrategy'), ','.join((flags.get('plugin') or {}).get('deviceListStrategy') or []),
+                ', '.join('%s=%s' % kv for kv in sorted((mp.get('allocatable') or {}).items())) or 'nothing')]
+
+
+def containers(kubeconfig, real_state=None):
     """Per pool (the node label gpuops.io/sharing-pool) and node: real (a kubelet registered it) or kwok, the GPU
     resources and ResourceSlices it publishes, and each pod on it: which containers ran (container statuses the
-    kubelet read from containerd) and what the validation pods printed. Returns the real nodes that ran nothing."""
+    kubelet read from containerd) and what the validation pods printed. With real_state (lab/demo/real_nodes.py's
+    state directory): the MIG node's host-process device plugin, and for each validation pod that got device-plugin
+    devices what the kubelet allocated and whether the container saw exactly those devices' nodes.
+    Returns (the real nodes that ran nothing, the validation pods that saw other devices than allocated)."""
     import os
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'kube'))
     import real
@@ -124,7 +205,11 @@ def containers(kubeconfig):
     except client.ApiException:
         slices = {'items': []}
     pods = core.list_pod_for_all_namespaces().items
-    idle = []
+    idle, wrong = [], []
+    real_doc = {}
+    if real_state:
+        with open(os.path.join(real_state, 'real-nodes.json')) as f:
+            real_doc = json.load(f)
     nodes = sorted(core.list_node().items, key=lambda n: ((n.metadata.labels or {}).get('gpuops.io/sharing-pool', ''),
                                                           n.metadata.name))
     for n in nodes:
@@ -144,6 +229,9 @@ def containers(kubeconfig):
                 'nvidia.com/gpu.product')) if gfd else '',
             ', '.join('%s %d devices' % (s['spec']['driver'], len(s['spec'].get('devices') or [])) for s in sl)
             or 'none'))
+        for line in _mig_plugin_lines(real_doc, name):
+            print(line)
+        node_state = ((real_doc.get('nodes') or {}).get(name) or {}).get('state')
         ran_any = False
         for p in sorted((p for p in pods if p.spec.node_name == name), key=lambda p: (p.metadata.namespace,
                                                                                        p.metadata.name)):
@@ -176,6 +264,12 @@ def containers(kubeconfig):
                 for ln in log.splitlines():
                     if ln.startswith(VALIDATION_MARK):
                         print('          log: %s' % ln[len(VALIDATION_MARK):])
+                if node_state and ran:
+                    ok, text = allocation_line(node_state, p, log)
+                    if text:
+                        print('          %s' % text)
+                    if not ok:
+                        wrong.append('%s/%s' % (p.metadata.namespace, p.metadata.name))
         if not kwok and not ran_any:
             idle.append(name)
     pending = [p for p in pods if not p.spec.node_name]
@@ -184,7 +278,7 @@ def containers(kubeconfig):
     for p in sorted(pending, key=lambda p: (p.metadata.namespace, p.metadata.name)):
         why = [c.message for c in p.status.conditions or [] if c.type == 'PodScheduled' and c.message]
         print('    %-9s %s/%s: %s' % (p.status.phase, p.metadata.namespace, p.metadata.name, (why or ['-'])[0][:300]))
-    return idle
+    return idle, wrong
 
 
 def main():
@@ -194,6 +288,7 @@ def main():
     ap.add_argument('--since', type=int, default=0)
     ap.add_argument('--cluster')
     ap.add_argument('--containers')
+    ap.add_argument('--real-state', help='with --containers: lab/demo/real_nodes.py\'s state directory')
     ap.add_argument('--print', action='append', default=[], dest='tasks')
     ap.add_argument('--recap', action='store_true')
     ap.add_argument('--strict', action='store_true')
@@ -202,10 +297,13 @@ def main():
         cluster(a.cluster)
         return 0
     if a.containers:
-        idle = containers(a.containers)
+        idle, wrong = containers(a.containers, a.real_state)
         if idle:
             print('real nodes on which no container ran: %s' % ', '.join(idle), file=sys.stderr)
-        return 1 if a.strict and idle else 0
+        if wrong:
+            print('validation pods that saw other devices than the kubelet allocated: %s' % ', '.join(wrong),
+                  file=sys.stderr)
+        return 1 if a.strict and (idle or wrong) else 0
     if a.audit:
         writes = audit_writes(a.audit, a.since)
         print('%d write requests from %s to the API server' % (len(writes), ADMIN))

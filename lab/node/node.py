@@ -35,7 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
+sys.path.insert(0, HERE)
 import real  # noqa: E402  pylint: disable=wrong-import-position
+import nvcaps  # noqa: E402  pylint: disable=wrong-import-position  (lab/node)
 
 PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2'   # k8s.io/kubernetes build/pause/Makefile TAG of v1.37.2 and v1.34.4
 BUSYBOX_IMAGE = 'gpuops.lab/busybox:1.35.0'    # Debian bookworm's busybox-static 1.35.0
@@ -270,13 +272,21 @@ def nvidia_toolkit(state, inventory):
     in the node's mount namespace on the simulator, --dev-root / (the node's /dev with the lab's device nodes) - at
     /var/run/cdi/nvidia.yaml, and the runtime's config (mode cdi, that spec directory, the node's runc as its
     low-level runtime, debug log at /var/log/nvidia-container-runtime.log). Returns {program: path} of the toolkit's
-    binaries; the caller points the `nvidia` runtime's BinaryName at nvidia-container-runtime."""
+    binaries; the caller points the `nvidia` runtime's BinaryName at nvidia-container-runtime.
+
+    On an inventory with GPUs in MIG mode nvidia-ctk needs what the NVIDIA kernel module makes for MIG (without it:
+    'error getting MIG capability device paths', nvidia-container-toolkit v1.20.0 internal/platform-support/dgpu/
+    nvml.go): the capability devices /dev/nvidia-caps/nvidia-cap<minor> are made in the node's /dev (mig_cap_devices)
+    and nvidia-ctk runs with a /proc of its own carrying driver/nvidia-caps/mig-minors (lab/node/nvcaps.py); the
+    spec then has one device per MIG device (by <gpu>:<mig> and by MIG UUID: the GPU's node and the GPU instance's
+    and compute instance's capability nodes) and none for the GPUs in MIG mode."""
     progs_dir = real.built_dir('nvidia-container-runtime')
     progs = {p: os.path.join(progs_dir, p) for p in TOOLKIT_PROGRAMS}
     if not os.path.exists(NVML_SIM_LIB):
         subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
     with open(inventory) as f:
-        version = json.load(f)['driver_version']
+        inv = json.load(f)
+    version = inv['driver_version']
     lib = os.path.join(state, 'driver', 'usr', 'lib', 'x86_64-linux-gnu')
     os.makedirs(lib, exist_ok=True)
     shutil.copyfile(NVML_SIM_LIB, os.path.join(lib, 'libnvidia-ml.so.' + version))
@@ -284,9 +294,15 @@ def nvidia_toolkit(state, inventory):
     os.makedirs(os.path.join(state, 'run', 'cdi'), exist_ok=True)
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(NVML_SIM_LIB), NVML_SIM_INVENTORY=os.path.abspath(inventory),
                NVML_SIM_STATE=os.path.join(state, 'nvml-sim-state.json'))
-    proc = subprocess.run(['nsenter', '-t', str(ns_pid(state)), '-m', progs['nvidia-ctk'], 'cdi', 'generate',
-                           '--mode=nvml', '--driver-root=%s' % os.path.join(state, 'driver'), '--dev-root=/',
-                           '--nvidia-cdi-hook-path=%s' % progs['nvidia-cdi-hook'], '--output=%s' % NVIDIA_CDI_SPEC],
+    cmd = ['nsenter', '-t', str(ns_pid(state)), '-m']
+    if nvcaps.mig_inventory(inv):
+        minors = mig_cap_devices(state, inv)
+        os.makedirs(os.path.join(state, 'nvidia-ctk-proc'), exist_ok=True)
+        env.update(REALPROC=os.path.join(state, 'nvidia-ctk-proc'), MINORS=minors)
+        cmd += ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', nvcaps.PRIVATE_PROC + 'exec "$@"', 'sh']
+    proc = subprocess.run(cmd + [progs['nvidia-ctk'], 'cdi', 'generate',
+                                 '--mode=nvml', '--driver-root=%s' % os.path.join(state, 'driver'), '--dev-root=/',
+                                 '--nvidia-cdi-hook-path=%s' % progs['nvidia-cdi-hook'], '--output=%s' % NVIDIA_CDI_SPEC],
                           env=env, capture_output=True, text=True, timeout=120)
     _write(os.path.join(state, 'logs', 'nvidia-ctk-cdi-generate.log'), proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -295,6 +311,35 @@ def nvidia_toolkit(state, inventory):
         'log': NVIDIA_RUNTIME_LOG, 'runc': os.path.join(state, 'bin', 'runc'),
         'spec_dir': os.path.dirname(NVIDIA_CDI_SPEC), 'ctk': progs['nvidia-ctk']})
     return progs
+
+
+# the capability devices of MIG in the node's /dev, made as the NVIDIA driver makes them (nvidia-modprobe: read-only,
+# mode 0444 - the DeviceFileMode 292 of the driver's capability files)
+_MIG_CAP_DEVICES = r'''
+import os, sys
+major = int(sys.argv[2])
+os.makedirs('/dev/nvidia-caps', exist_ok=True)
+for line in open(sys.argv[1]):
+    minor = int(line.split()[1])
+    path = '/dev/nvidia-caps/nvidia-cap%d' % minor
+    if os.path.lexists(path):
+        os.unlink(path)
+    os.mknod(path, 0o444 | 0o020000, os.makedev(major, minor))
+    os.chmod(path, 0o444)
+'''
+
+
+def mig_cap_devices(state, inv):
+    """For a node whose GPUs (inventory ``inv``) are in MIG mode: STATE/nvidia-caps-mig-minors, the mig-minors file the
+    NVIDIA kernel module would write (lab/node/nvcaps.py), and in the node's /dev the character device of each of its
+    capabilities, /dev/nvidia-caps/nvidia-cap<minor> (major NVIDIA_CAPS_MAJOR). Returns the file's path."""
+    minors = os.path.join(state, 'nvidia-caps-mig-minors')
+    _write(minors, '\n'.join(nvcaps.mig_minors_lines(inv)) + '\n')
+    proc = subprocess.run(['nsenter', '-t', str(ns_pid(state)), '-m', sys.executable, '-c', _MIG_CAP_DEVICES, minors,
+                           str(NVIDIA_CAPS_MAJOR)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError('making /dev/nvidia-caps in the node failed: %s' % proc.stderr[-2000:])
+    return minors
 
 
 # ------------------------------------------------------------------------------------------------------ cgroups

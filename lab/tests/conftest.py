@@ -257,6 +257,9 @@ WEIGHT = {
     'integration/test_node_dra_real.py': 40, 'integration/test_node_runtime_real.py': 62,
     # the collection's DaemonSet on a real node, the lab registry, the kwok nodes' recording (2026-11-29)
     'integration/test_node_daemonset_real.py': 130,
+    # a MIG device through NVIDIA's runtime on a real node: the CDI spec's MIG devices, a pod gets its MIG device's
+    # nodes (issue #36, the demo's lab-a100; 2026-11-30, -p no:xdist, the machine shared)
+    'integration/test_node_mig_cdi_real.py': 60,
     # the collection's exclusive and mps pools on a real node (issue #36, 2026-11-29, -p no:xdist, the machine shared)
     'integration/test_node_strategies_real.py': 90,
     # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue

@@ -5,6 +5,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -140,29 +141,8 @@ def probe_facts(inventory, state):
     return json.loads(proc.stdout)
 
 
-def cap_minor(gpu, gi, ci=None):
-    """Our numbering of the MIG capability devices (the kernel module's own differs; nvidia-ctk and the device plugin
-    only follow the mig-minors file): gpu<g>/gi<i>/access and gpu<g>/gi<i>/ci<c>/access."""
-    access = 3 + gpu * 135 + gi * 9
-    return access if ci is None else access + 1 + ci
+# what the NVIDIA kernel module writes for MIG (mig-minors) and the /proc prologue that carries it: lab/node/nvcaps.py,
+# shared with the real lab nodes (node.py nvidia_toolkit) and the demo
+sys.path.insert(0, os.path.join(ROOT, 'lab', 'node'))
+from nvcaps import PRIVATE_PROC, cap_minor, mig_minors_lines  # noqa: E402,F401  (re-exported to the oracle tests)
 
-
-def mig_minors_lines(inv):
-    """The lines of /proc/driver/nvidia-caps/mig-minors that the NVIDIA kernel module would write for the inventory's
-    GPUs (config, monitor, and every GPU instance and compute instance capability)."""
-    lines = ['config 1', 'monitor 2']
-    for i, g in enumerate(inv['gpus']):
-        minor = g.get('minor_number', i)
-        for gi in range(15):
-            lines.append('gpu%d/gi%d/access %d' % (minor, gi, cap_minor(minor, gi)))
-            for ci in range(8):
-                lines.append('gpu%d/gi%d/ci%d/access %d' % (minor, gi, ci, cap_minor(minor, gi, ci)))
-    return lines
-
-
-# A shell prologue for `unshare --mount --propagation private sh -c`: /proc becomes a tmpfs with links to a fresh procfs
-# (mounted at $REALPROC) and a driver/nvidia-caps/mig-minors copied from $MINORS (the path is fixed in upstream's
-# programs and only the NVIDIA kernel module writes it). Needs root (mount); fails, never skips, without it.
-PRIVATE_PROC = ('set -e; mount -t proc proc "$REALPROC"; mount -t tmpfs gpuops-lab-proc /proc; '
-                'for e in "$REALPROC"/*; do ln -s "$e" "/proc/${e##*/}"; done; rm -f /proc/driver; '
-                'mkdir -p /proc/driver/nvidia-caps; cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; ')
