@@ -23,7 +23,10 @@ here). What NVIDIA's MPS programs do without a GPU is shown beside the node
 (test_nvidia_driver_programs_on_the_nvml_simulator): the control daemon starts and answers every command the
 device plugin sends it; nvidia-smi refuses the simulator and leaves its compute mode alone. GFD, run on the node
 with the pool's MPS config (the pool's own ConfigMap), writes the MPS labels (gpu.sharing-strategy=mps,
-gpu.replicas, the -SHARED product), asserted against what the collection's report reads.
+gpu.replicas, the -SHARED product), asserted against what the collection's report reads. The plugin's half with
+NVIDIA's real control daemon, started by the lab in place of the MPS daemon that cannot (a deviation, written down in
+test_mps_plugin_registers_with_nvidia_control_daemon_started_by_the_lab): it registers GPUs x replicas and a pod
+gets the MPS pipe directory and CUDA_MPS_PIPE_DIRECTORY.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_strategies_real.py
 """
@@ -446,3 +449,95 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
         core.delete_namespaced_pod('gfd-mps', NS)
     finally:
         undeploy(st_node, out)
+
+
+MPS_RESOURCE_DIR = '/run/nvidia/mps/nvidia.com/gpu'   # in the node: the pool's mpsRoot, the resource's directory
+
+
+def node_mps_control(state, command=None, env=None):
+    """Debian's nvidia-cuda-mps-control of the node's driver root, run in the node's mount and pid namespaces (the
+    pipe directory the plugin's container mounts is the node's /run/nvidia/mps: its socket path is short there);
+    `-d` when command is None, else the command on its stdin."""
+    prog = os.path.join(state, 'driver', 'usr', 'bin', 'nvidia-cuda-mps-control')
+    argv = ['nsenter', '-t', str(lab_node.ns_pid(state)), '-m', '-p', '--', 'env',
+            'CUDA_MPS_PIPE_DIRECTORY=%s/pipe' % MPS_RESOURCE_DIR, 'CUDA_MPS_LOG_DIRECTORY=%s/log' % MPS_RESOURCE_DIR,
+            prog] + (['-d'] if command is None else [])
+    p = subprocess.run(argv, input=command, env=env, capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_mps_plugin_registers_with_nvidia_control_daemon_started_by_the_lab(st_node):
+    """The plugin's half of the MPS pool with NVIDIA's real control daemon. Deviation, and why: NVIDIA's MPS daemon
+    (mps-control-daemon) cannot start one here (its nvidia-smi refuses the simulator, above), so the lab starts Debian's
+    `nvidia-cuda-mps-control -d` itself on the node, with the pipe and log directories that daemon gives it
+    (mpsRoot/nvidia.com/gpu/{pipe,log}), and the pool is applied without the mps-control-daemon DaemonSet (its retry
+    would `quit` the lab's daemon); the GPUs' compute mode stays DEFAULT (not EXCLUSIVE_PROCESS) and the shm
+    directory is a plain directory (mount-shm would mount a tmpfs there). Then, all real: the plugin's health check
+    (`get_default_active_thread_percentage`) reaches the daemon through the pool's /mps hostPath, `MPS daemon is
+    healthy`, it registers nvidia.com/gpu = GPUs x replicas (6); a pod asking one gets CUDA_MPS_PIPE_DIRECTORY and the
+    daemon's pipe directory (its sockets) and the MPS shm directory mounted as the plugin answers; a pod asking two is
+    refused by the plugin's Allocate at admission (MPS replicas: always one per container, internal/rm/rm.go)."""
+    core, state = st_node['core'], st_node['state']
+    out = render(st_node['facts'], 'mps', {'mps': {'replicas': MPS_REPLICAS}})
+    daemon_ds = 'nvidia-mps-control-daemon-' + out['pool']
+    manifests = [m for m in out['manifests'] if not (m['kind'] == 'DaemonSet' and m['metadata']['name'] == daemon_ds)]
+    assert len(manifests) == len(out['manifests']) - 1
+    host_dir = os.path.join(state, 'run', MPS_RESOURCE_DIR.split('/run/', 1)[1])
+    # in the node's mount namespace: its /run/nvidia/mps/shm may be the tmpfs an earlier mount-shm left (as on a node)
+    in_node = ['nsenter', '-t', str(lab_node.ns_pid(state)), '-m', '--', 'sh', '-c']
+    marker = '/run/nvidia/mps/shm/marker-%s' % SUFFIX
+    subprocess.run(in_node + ['mkdir -p %(d)s/pipe %(d)s/log /run/nvidia/mps/shm && echo "mps shm of the node" > %(m)s'
+                              % {'d': MPS_RESOURCE_DIR, 'm': marker}], check=True, timeout=30)
+    assert node_mps_control(state)[0] == 0
+    try:
+        assert node_mps_control(state, 'get_default_active_thread_percentage') == (0, '100.0\n', '')
+        assert sorted(os.listdir(os.path.join(host_dir, 'pipe'))) == [
+            'control', 'control_lock', 'control_privileged', 'log']
+        apply(st_node['api'], manifests)
+        core.patch_node(NAME, {'metadata': {'labels': out['node_labels'][NAME]}})
+        try:
+            def plugin_log():
+                pods = pool_pods(core, out, 'nvidia-device-plugin-' + out['pool'])
+                try:
+                    return core.read_namespaced_pod_log(pods[0].metadata.name, 'kube-system',
+                                                        container='nvidia-device-plugin-ctr') or '' if pods else ''
+                except Exception:  # pylint: disable=broad-except  (not started yet)
+                    return ''
+
+            def story():
+                return '\n'.join(pod_story(core, p, 'kube-system') for p in pool_pods(core, out)) or 'no pod'
+            try:
+                wait('nvidia.com/gpu allocatable %d' % (GPUS * MPS_REPLICAS), lambda: (
+                    core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(GPUS * MPS_REPLICAS),
+                    150)
+            except AssertionError as exc:
+                raise AssertionError('%s\nallocatable %s\n%s' % (exc, core.read_node(NAME).status.allocatable,
+                                                                 story()))
+            text = plugin_log()
+            assert 'MPS daemon is healthy' in text and MPS_PLUGIN_ERROR not in text, text[-3000:]
+            assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in text, text[-3000:]
+            assert core.read_node(NAME).status.capacity['nvidia.com/gpu'] == str(GPUS * MPS_REPLICAS)
+            with open(os.path.join(host_dir, 'log', 'control.log')) as f:
+                assert 'Cmd:get_default_active_thread_percentage' in f.read()
+            lines = run_pod(core, 'mps-one', pod_spec(['sh', '-c', 'env | grep ^CUDA_MPS | sort; ls /mps/nvidia.com/gpu/pipe; '
+                                                       'cat /dev/shm/marker-%s' % SUFFIX], gpus=1)).splitlines()
+            assert lines == ['CUDA_MPS_PIPE_DIRECTORY=/mps/nvidia.com/gpu/pipe', 'control', 'control_lock',
+                             'control_privileged', 'log', 'mps shm of the node'], lines
+            core.delete_namespaced_pod('mps-one', NS)
+            # two replicas in one container: refused by the plugin's Allocate at the kubelet's admission
+            core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'mps-two'},
+                                            'spec': pod_spec(['true'], gpus=2)})
+            failed = wait('pod mps-two refused', lambda: (lambda p: p if p.status.phase == 'Failed' else None)(
+                core.read_namespaced_pod('mps-two', NS)), 90)
+            assert failed.status.reason == 'UnexpectedAdmissionError', failed.status
+            assert 'maximum request size for shared resources is 1; found 2' in (failed.status.message or ''), \
+                failed.status.message
+            core.delete_namespaced_pod('mps-two', NS)
+        finally:
+            delete(st_node['api'], manifests)
+            core.patch_node(NAME, {'metadata': {'labels': {k: None for k in out['node_labels'][NAME]}}})
+            wait('the pods of pool %s gone' % out['pool'], lambda: not pool_pods(core, out), 90)
+    finally:
+        rc = node_mps_control(state, 'quit')
+        assert rc == (0, '', ''), rc
+        subprocess.run(in_node + ['rm -rf %s %s' % (MPS_RESOURCE_DIR, marker)], check=True, timeout=30)
