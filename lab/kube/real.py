@@ -87,7 +87,8 @@ RECORDED_MIG = {'a100x8-mig-single': ('single', {'1g.10gb': 7}, [{'profile': '1g
 # the shared pools: shape -> (strategy, replicas): GFD with the pool's config the collection renders and what the
 # kubelet published with the pool's device plugin - time-slicing: the collection's own DaemonSet's plugin on the
 # real node (GPUs x replicas); mps: nothing (the shape's not_published: the plugin stops at the MPS daemon's health
-# check, nvidia-cuda-mps-control being NVIDIA driver userspace the lab's driver root, the NVML simulator, has not).
+# check, the node's nvidia-cuda-mps-control finding no control daemon: NVIDIA's MPS daemon cannot start one, its
+# nvidia-smi refuses the NVML simulator).
 # Made by the same run as the others (test_node_daemonset_real.py: its node runs the time-slicing pool of 2 A100s
 # with 3 replicas; t4x1-time-slicing, the demo's and the lifecycle tests' T4 pool of 4 replicas, is GFD and the
 # plugin in pods with the T4's inventory and the config the collection renders for that pool).

@@ -182,6 +182,11 @@ def build_images(out, version='1.37'):
 NVML_SIM_LIB = os.path.join(ROOT, 'lab', '.build', 'nvml_sim', 'libnvidia-ml.so.1')   # lab/nvml_sim/build.sh
 DEVICE_PLUGIN_PROGRAMS = ('nvidia-device-plugin', 'gpu-feature-discovery', 'config-manager', 'mps-control-daemon')
 IMAGE_MOUNT_PROGRAMS = ('/bin/mount', '/bin/umount')
+# The rest of glibc (Debian's libc6) that NVIDIA's driver programs link (ldd of Debian's nvidia-smi,
+# nvidia-cuda-mps-control and nvidia-cuda-mps-server 535.261.03): NVIDIA's runtime mounts the programs from the driver
+# root into the plugin's containers, the image's C library runs them (upstream's UBI-based image has all of glibc).
+IMAGE_DRIVER_PROGRAM_LIBS = tuple('/lib/x86_64-linux-gnu/' + lib
+                                  for lib in ('libpthread.so.0', 'libm.so.6', 'libdl.so.2', 'librt.so.1'))
 
 
 def _ldd(path):
@@ -217,7 +222,7 @@ def device_plugin_image(out, name, inventory, nvml=True):
     for p in IMAGE_MOUNT_PROGRAMS:
         files['usr/bin/' + os.path.basename(p)] = p
     for lib in sorted(set(_ldd(os.path.join(progs, 'nvidia-device-plugin')) + _ldd(NVML_SIM_LIB) + [
-            lib for p in IMAGE_MOUNT_PROGRAMS for lib in _ldd(p)])):
+            lib for p in IMAGE_MOUNT_PROGRAMS for lib in _ldd(p)] + list(IMAGE_DRIVER_PROGRAM_LIBS))):
         files[lib.lstrip('/')] = os.path.realpath(lib)
     if nvml:
         files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
@@ -248,6 +253,14 @@ NVIDIA_RUNTIME_CONFIG = os.path.join('etc', 'nvidia-container-runtime', 'config.
 NVIDIA_RUNTIME_LOG = '/var/log/nvidia-container-runtime.log'       # in the node: STATE/var-log/...
 NVIDIA_CDI_SPEC = '/var/run/cdi/nvidia.yaml'                       # in the node: STATE/run/cdi/nvidia.yaml
 TOOLKIT_PROGRAMS = ('nvidia-container-runtime', 'nvidia-cdi-hook', 'nvidia-ctk')
+# NVIDIA's driver programs in the driver root's usr/bin, where NVIDIA's installer puts them: Debian bookworm non-free's
+# 535.261.03 (lab/nvidia_real/fetch.sh; Debian's own paths under its unpacked root). `nvidia-ctk cdi generate` mounts
+# each it finds (toolkit v1.20.0 pkg/nvcdi/driver-nvml.go newDriverBinariesDiscoverer) into the containers of GPUs:
+# the MPS control daemon runs `nvidia-smi -c` and `nvidia-cuda-mps-control -d`, the plugin `nvidia-cuda-mps-control`.
+DRIVER_PROGRAMS = {'nvidia-smi': 'usr/lib/nvidia/current/nvidia-smi',
+                   'nvidia-cuda-mps-control': 'usr/bin/nvidia-cuda-mps-control',
+                   'nvidia-cuda-mps-server': 'usr/sbin/nvidia-cuda-mps-server'}
+NVIDIA_REAL_ROOT = os.path.join(ROOT, 'lab', '.build', 'nvidia_real', 'root')   # lab/nvidia_real/fetch.sh
 NVIDIA_RUNTIME_TOML = '''# lab/node: NVIDIA's container runtime on this node (node.py nvidia_toolkit; NVIDIA_CTK_CONFIG_FILE_PATH)
 [nvidia-container-runtime]
 debug = "%(log)s"
@@ -272,7 +285,9 @@ def nvidia_toolkit(state, inventory):
     in the node's mount namespace on the simulator, --dev-root / (the node's /dev with the lab's device nodes) - at
     /var/run/cdi/nvidia.yaml, and the runtime's config (mode cdi, that spec directory, the node's runc as its
     low-level runtime, debug log at /var/log/nvidia-container-runtime.log). Returns {program: path} of the toolkit's
-    binaries; the caller points the `nvidia` runtime's BinaryName at nvidia-container-runtime.
+    binaries; the caller points the `nvidia` runtime's BinaryName at nvidia-container-runtime. The driver root's
+    usr/bin also holds NVIDIA's driver programs nvidia-smi, nvidia-cuda-mps-control and nvidia-cuda-mps-server
+    (Debian's, DRIVER_PROGRAMS), which the spec then mounts as on a real node.
 
     On an inventory with GPUs in MIG mode nvidia-ctk needs what the NVIDIA kernel module makes for MIG (without it:
     'error getting MIG capability device paths', nvidia-container-toolkit v1.20.0 internal/platform-support/dgpu/
@@ -291,6 +306,12 @@ def nvidia_toolkit(state, inventory):
     os.makedirs(lib, exist_ok=True)
     shutil.copyfile(NVML_SIM_LIB, os.path.join(lib, 'libnvidia-ml.so.' + version))
     open(os.path.join(lib, 'libcuda.so.' + version), 'wb').close()
+    subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvidia_real', 'fetch.sh')], check=True, capture_output=True,
+                   timeout=600)
+    bindir = os.path.join(state, 'driver', 'usr', 'bin')
+    os.makedirs(bindir, exist_ok=True)
+    for prog, rel in DRIVER_PROGRAMS.items():
+        shutil.copy2(os.path.join(NVIDIA_REAL_ROOT, rel), os.path.join(bindir, prog))
     os.makedirs(os.path.join(state, 'run', 'cdi'), exist_ok=True)
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(NVML_SIM_LIB), NVML_SIM_INVENTORY=os.path.abspath(inventory),
                NVML_SIM_STATE=os.path.join(state, 'nvml-sim-state.json'))

@@ -395,8 +395,9 @@ def _sharing_shapes(ds_node, core, state, rec, only):
     """The shared pools' shapes (real.RECORDED_SHARING) on this node's GPUs (2 A100s): GFD with the pool's config the
     collection renders, and what the kubelet published - time-slicing: with this file's pool DaemonSet running (its
     plugin, the config-manager's config; GPUs x replicas devices); mps: NVIDIA's plugin in a pod with the pool's MPS
-    config stops at the MPS daemon's health check (MPS_PLUGIN_ERROR: nvidia-cuda-mps-control is driver userspace the
-    simulator's driver root has not) and registers nothing: no extended resource, recorded as such (not_published)."""
+    config stops at the MPS daemon's health check (MPS_PLUGIN_ERROR: the driver root's nvidia-cuda-mps-control finds no
+    control daemon, none having started one) and registers nothing: no extended resource, recorded as such
+    (not_published)."""
     import real  # noqa: E402  (lab/kube)
     from test_node_strategies_real import MPS_PLUGIN_ERROR  # the exact error, asserted there on the MPS pool too
     with open(ds_node['inventory']) as f:

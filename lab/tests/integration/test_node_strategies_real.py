@@ -9,15 +9,24 @@ registry through the mirror's name.
 exclusive: the plugin publishes nvidia.com/gpu = the GPUs (capacity and allocatable), and a pod asking two gets the
 device nodes of two GPUs.
 
-mps: what runs and what cannot. The pool's config (config-manager, from the node's nvidia.com/device-plugin.config
-label) reaches both DaemonSets; the MPS control daemon (k8s-device-plugin v0.19.1 `mps-control-daemon`) starts by
-setting the GPUs' compute mode with `nvidia-smi -c EXCLUSIVE_PROCESS`, then runs `nvidia-cuda-mps-control -d`: both
-are programs of NVIDIA's driver (the node's driver root is the NVML simulator: neither is there, and Debian's main
-archive has no nvidia-cuda-mps), so the daemon exits naming nvidia-smi; the plugin, with MPS sharing in its config,
-checks the daemon's health with nvidia-cuda-mps-control before it registers and exits naming it: no nvidia.com/gpu is
-published. Both exact errors are asserted (a change in either shows here). GFD, run on the node with the pool's MPS
-config (the pool's own ConfigMap), writes the MPS labels (gpu.sharing-strategy=mps, gpu.replicas, the -SHARED
-product), asserted against what the collection's report reads.
+mps: what runs and what cannot. The node's driver root carries NVIDIA's driver programs as a real one does - Debian
+bookworm non-free's nvidia-smi and nvidia-cuda-mps-control/-server 535.261.03 (lab/nvidia_real/fetch.sh, node.py
+nvidia_toolkit) - and the CDI spec mounts them into the pool's containers. The pool's config (config-manager, from
+the node's nvidia.com/device-plugin.config label) reaches both DaemonSets; the MPS control daemon (k8s-device-plugin
+v0.19.1 `mps-control-daemon`) starts by setting the GPUs' compute mode with `nvidia-smi -i UUID -c EXCLUSIVE_PROCESS`:
+the real nvidia-smi loads the node's libnvidia-ml (the NVML simulator), asks it for `nvmlInternalGetExportTable` - a
+private entry point of NVIDIA's library that nvml.h does not declare, so the simulator has none - and exits 255
+("Mismatch in versions between nvidia-smi and NVML."); the daemon never reaches `nvidia-cuda-mps-control -d`. The
+plugin, with MPS sharing in its config, checks the daemon's health with the real nvidia-cuda-mps-control, which finds
+no control daemon (exit 1): no nvidia.com/gpu is published. Both exact errors are asserted (a change in either shows
+here). What NVIDIA's MPS programs do without a GPU is shown beside the node
+(test_nvidia_driver_programs_on_the_nvml_simulator): the control daemon starts and answers every command the
+device plugin sends it; nvidia-smi refuses the simulator and leaves its compute mode alone. GFD, run on the node
+with the pool's MPS config (the pool's own ConfigMap), writes the MPS labels (gpu.sharing-strategy=mps,
+gpu.replicas, the -SHARED product), asserted against what the collection's report reads. The plugin's half with
+NVIDIA's real control daemon, started by the lab in place of the MPS daemon that cannot (a deviation, written down in
+test_mps_plugin_registers_with_nvidia_control_daemon_started_by_the_lab): it registers GPUs x replicas and a pod
+gets the MPS pipe directory and CUDA_MPS_PIPE_DIRECTORY.
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_node_strategies_real.py
 """
@@ -25,9 +34,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 
 import pytest
+import yaml
 
 from conftest import NODE_PY, ROOT, lab_collections_path, real_node, run_module, wait_until as wait
 
@@ -241,12 +255,113 @@ def test_exclusive_pool_publishes_whole_gpus_and_a_pod_gets_two(st_node):
 
 
 
-# What stops the MPS pool on this node (k8s-device-plugin v0.19.1): both programs are NVIDIA driver userspace, which
-# nvidia-ctk's CDI spec mounts from the driver root on a real node; the lab's driver root is the NVML simulator.
+# What stops the MPS pool on this node (k8s-device-plugin v0.19.1 cmd/mps-control-daemon/mps/daemon.go setComputeMode,
+# EchoPipeToControl): the driver's own programs, mounted from the node's driver root by NVIDIA's runtime, run in the
+# pool's containers - nvidia-smi refuses the NVML simulator (exit 255), nvidia-cuda-mps-control finds no control
+# daemon (exit 1), as the daemon never got to start it.
 MPS_DAEMON_ERROR = ('Failed to start MPS daemon: error setting compute mode EXCLUSIVE_PROCESS: error running '
-                    'nvidia-smi: exec: "nvidia-smi": executable file not found in $PATH')
+                    'nvidia-smi: exit status 255')
+SMI_ON_THE_SIMULATOR = ('Mismatch in versions between nvidia-smi and NVML.\n'
+                        'Are you sure you are using nvidia-smi provided with the driver?\n')
 MPS_PLUGIN_ERROR = ('Failed to start plugin: error waiting for MPS daemon: error checking MPS daemon health: failed to '
-                    'start NVIDIA MPS command: exec: "nvidia-cuda-mps-control": executable file not found in $PATH')
+                    'send command to MPS daemon: exit status 1')
+NOT_FOUND = 'executable file not found in $PATH'   # what the node gave them before its driver root had the programs
+
+
+def sim_env(inventory, state):
+    return dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lab_node.NVML_SIM_LIB), NVML_SIM_INVENTORY=str(inventory),
+                NVML_SIM_STATE=str(state))
+
+
+def sim_compute_modes(env):
+    """The simulator's compute mode of each GPU, read through NVML (pynvml) in a process of its own."""
+    code = ('import json, pynvml; pynvml.nvmlInit(); print(json.dumps([pynvml.nvmlDeviceGetComputeMode('
+            'pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]))')
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(out.stdout)
+
+
+def test_nvidia_driver_programs_on_the_nvml_simulator(tmp_path):
+    """Debian bookworm non-free's nvidia-smi and nvidia-cuda-mps-control 535.261.03 (the node's driver root has these
+    files) beside the node, as the MPS control daemon and the plugin run them. nvidia-smi on the simulator (2 A100s):
+    `-i UUID -c EXCLUSIVE_PROCESS` exits 255 with its version-mismatch text, after looking up nvmlInternalGetExportTable
+    (NVIDIA's private table, not in nvml.h: the simulator has no such symbol) - with the inventory's driver version
+    and with the program's own - and the GPUs' compute mode stays DEFAULT (NVML's own nvmlDeviceSetComputeMode sets
+    it: shown after). nvidia-cuda-mps-control without a GPU: a client before the daemon exits 1 (`Cannot find MPS
+    control daemon process`, what the plugin meets on the node); `-d` starts the control daemon (its pipe directory:
+    control sockets, log pipe) and it answers exactly the plugin's and the daemon's commands for the pool (3
+    replicas of an 80 GiB GPU): get_default_active_thread_percentage 100.0, set_default_device_pinned_mem_limit
+    0 27306M, set_default_active_thread_percentage 33 -> 33.0, then quit ends it."""
+    subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvidia_real', 'fetch.sh')], check=True, capture_output=True,
+                   timeout=600)
+    programs = {p: os.path.join(lab_node.NVIDIA_REAL_ROOT, rel) for p, rel in lab_node.DRIVER_PROGRAMS.items()}
+    if not os.path.exists(lab_node.NVML_SIM_LIB):
+        subprocess.run(['bash', os.path.join(ROOT, 'lab', 'nvml_sim', 'build.sh')], check=True, capture_output=True)
+    with open(os.path.join(INVENTORIES, 'hgx-a100-80gb.json')) as f:
+        inv = json.load(f)
+    inv['gpus'] = inv['gpus'][:GPUS]
+    own = dict(inv, driver_version='535.261.03', nvml_version='12.535.261.03')   # the programs' own version
+    for name, doc in (('inventory', inv), ('own-version', own)):
+        inventory = tmp_path / (name + '.json')
+        inventory.write_text(json.dumps(doc))
+        env = sim_env(inventory, tmp_path / (name + '-state.json'))
+        assert sim_compute_modes(env) == [0] * GPUS          # NVML_COMPUTEMODE_DEFAULT
+        smi = subprocess.run([programs['nvidia-smi'], '-i', inv['gpus'][0]['uuid'], '-c', 'EXCLUSIVE_PROCESS'],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert (smi.returncode, smi.stdout, smi.stderr) == (255, SMI_ON_THE_SIMULATOR, ''), (name, smi)
+        assert sim_compute_modes(env) == [0] * GPUS, name    # nothing set
+        debug = subprocess.run([programs['nvidia-smi'], '-L'], env=dict(env, LD_DEBUG='symbols'),
+                               capture_output=True, text=True, timeout=60)
+        assert debug.returncode == 255 and 'undefined symbol: nvmlInternalGetExportTable' in debug.stderr, (
+            name, debug.stderr[-2000:])
+    # the counterpart: the simulator's nvmlDeviceSetComputeMode (what nvidia-smi -c calls on a driver) does set it
+    code = ('import pynvml; pynvml.nvmlInit(); pynvml.nvmlDeviceSetComputeMode(pynvml.nvmlDeviceGetHandleByIndex(0), '
+            'pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS)')
+    subprocess.run([sys.executable, '-c', code], env=env, check=True, capture_output=True, timeout=60)
+    assert sim_compute_modes(env) == [3] + [0] * (GPUS - 1)   # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+
+    # the MPS control daemon (a unix socket path has at most 107 bytes: a short directory)
+    root = tempfile.mkdtemp(prefix='mps-%s-' % SUFFIX, dir='/tmp')
+    mps_env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=os.path.join(root, 'pipe'),
+                   CUDA_MPS_LOG_DIRECTORY=os.path.join(root, 'log'))
+    os.makedirs(mps_env['CUDA_MPS_PIPE_DIRECTORY'])
+    os.makedirs(mps_env['CUDA_MPS_LOG_DIRECTORY'])
+
+    def control(command):
+        p = subprocess.run([programs['nvidia-cuda-mps-control']], input=command, env=mps_env, capture_output=True,
+                           text=True, timeout=30)
+        return p.returncode, p.stdout, p.stderr
+
+    daemon_pid = None
+    try:
+        assert control('get_default_active_thread_percentage') == (1, '', 'Cannot find MPS control daemon process\n')
+        d = subprocess.run([programs['nvidia-cuda-mps-control'], '-d'], env=mps_env, capture_output=True, text=True,
+                           timeout=30)
+        assert d.returncode == 0, d
+        log = os.path.join(mps_env['CUDA_MPS_LOG_DIRECTORY'], 'control.log')
+        started = wait('the MPS control daemon started', lambda: os.path.exists(log) and (
+            lambda t: t if 'Starting control daemon using socket' in t else '')(open(log).read()), 30)
+        daemon_pid = int(started.split('Control ', 1)[1].split(']', 1)[0])
+        assert sorted(os.listdir(mps_env['CUDA_MPS_PIPE_DIRECTORY'])) == [
+            'control', 'control_lock', 'control_privileged', 'log'], os.listdir(mps_env['CUDA_MPS_PIPE_DIRECTORY'])
+        limit = '%dM' % (inv['gpus'][0]['memory_total_mib'] * 1024 * 1024 // MPS_REPLICAS // 1024 // 1024)
+        assert limit == '27306M'
+        assert control('get_default_active_thread_percentage') == (0, '100.0\n', '')
+        assert control('set_default_device_pinned_mem_limit 0 %s' % limit) == (0, '', '')
+        assert control('set_default_active_thread_percentage %d' % (100 // MPS_REPLICAS)) == (0, '33.0\n', '')
+        assert control('get_default_active_thread_percentage') == (0, '33.0\n', '')
+        text = open(log).read()
+        for cmd in ('get_default_active_thread_percentage', 'set_default_device_pinned_mem_limit 0 27306M',
+                    'set_default_active_thread_percentage 33'):
+            assert 'Cmd:' + cmd in text, text
+        assert control('quit') == (0, '', '')
+        wait('the MPS control daemon gone', lambda: not os.path.exists('/proc/%d' % daemon_pid), 30)
+        assert 'Exit with status 0' in open(log).read()
+        daemon_pid = None
+    finally:
+        if daemon_pid is not None and os.path.exists('/proc/%d' % daemon_pid):
+            os.kill(daemon_pid, signal.SIGKILL)   # the daemon this test started
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def container_status(pod, name):
@@ -258,9 +373,11 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
     """mps: the rendered pool (plugin DaemonSet + MPS control daemon DaemonSet, node labels mps.capable and the
     `mps` config) applied; on the real node the daemon pod's mount-shm init container mounts the MPS shm (exit 0; it
     needs a shared /run: node.py), both config-manager inits select `mps`, the plugin runs with the pool's MPS sharing
-    (replicas, mpsRoot) - and then the daemon and the plugin each stop at an NVIDIA driver program the node has not
-    (MPS_DAEMON_ERROR, MPS_PLUGIN_ERROR): no nvidia.com/gpu is allocatable. GFD on the node with the pool's config
-    labels the node as an MPS node: gpu.sharing-strategy=mps, gpu.replicas, the product with -SHARED."""
+    (replicas, mpsRoot). NVIDIA's driver programs are in the node's CDI spec (mounted from its driver root) and run
+    in the pool's containers - and stop there: the daemon's nvidia-smi refuses the NVML simulator (MPS_DAEMON_ERROR,
+    its output SMI_ON_THE_SIMULATOR in the daemon's log), the plugin's nvidia-cuda-mps-control finds no control
+    daemon (MPS_PLUGIN_ERROR): no nvidia.com/gpu is allocatable. GFD on the node with the pool's config labels the
+    node as an MPS node: gpu.sharing-strategy=mps, gpu.replicas, the product with -SHARED."""
     core = st_node['core']
     out = render(st_node['facts'], 'mps', {'mps': {'replicas': MPS_REPLICAS}})
     labels = out['node_labels'][NAME]
@@ -269,6 +386,13 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
     assert sorted(ds) == ['nvidia-device-plugin-' + out['pool'], 'nvidia-mps-control-daemon-' + out['pool']], list(ds)
     config = [m for m in out['manifests'] if m['kind'] == 'ConfigMap' and m['metadata']['name'].endswith(
         '-configs')][0]['data']['mps']
+    # the node's CDI spec mounts NVIDIA's driver programs from its driver root at the paths a real node has them
+    with open(os.path.join(st_node['state'], 'run', 'cdi', os.path.basename(lab_node.NVIDIA_CDI_SPEC))) as f:
+        cdi = yaml.safe_load(f)
+    mounts = {m['containerPath']: m['hostPath'] for m in cdi['containerEdits'].get('mounts', [])}
+    driver_bin = os.path.join(st_node['state'], 'driver', 'usr', 'bin')
+    for prog in lab_node.DRIVER_PROGRAMS:
+        assert mounts.get('/usr/bin/' + prog) == os.path.join(driver_bin, prog), sorted(mounts)
     deploy(st_node, out)
     try:
         def logs(prefix, container):
@@ -290,6 +414,10 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
                               in t else '')(logs('nvidia-device-plugin-', 'nvidia-device-plugin-ctr')), 60)
         except AssertionError as exc:
             raise AssertionError('%s\n%s' % (exc, story()))
+        # the real programs ran in the containers (mounted by NVIDIA's runtime): nvidia-smi's own words on the simulator
+        # (klog writes the output after a newline), for the first GPU the daemon asked
+        assert SMI_ON_THE_SIMULATOR in daemon_log and NOT_FOUND not in daemon_log, daemon_log[-3000:]
+        assert NOT_FOUND not in plugin_log and 'MPS daemon is healthy' not in plugin_log, plugin_log[-3000:]
         # what ran before: the pool's MPS sharing reached both (config-manager, from the node's label)
         for prefix in ('nvidia-mps-control-daemon-', 'nvidia-device-plugin-'):
             assert 'Successfully updated to config: mps' in logs(prefix, 'config-manager-init'), story()
@@ -321,3 +449,95 @@ def test_mps_pool_runs_to_the_mps_daemon_and_gfd_labels_it(st_node, tmp_path):
         core.delete_namespaced_pod('gfd-mps', NS)
     finally:
         undeploy(st_node, out)
+
+
+MPS_RESOURCE_DIR = '/run/nvidia/mps/nvidia.com/gpu'   # in the node: the pool's mpsRoot, the resource's directory
+
+
+def node_mps_control(state, command=None, env=None):
+    """Debian's nvidia-cuda-mps-control of the node's driver root, run in the node's mount and pid namespaces (the
+    pipe directory the plugin's container mounts is the node's /run/nvidia/mps: its socket path is short there);
+    `-d` when command is None, else the command on its stdin."""
+    prog = os.path.join(state, 'driver', 'usr', 'bin', 'nvidia-cuda-mps-control')
+    argv = ['nsenter', '-t', str(lab_node.ns_pid(state)), '-m', '-p', '--', 'env',
+            'CUDA_MPS_PIPE_DIRECTORY=%s/pipe' % MPS_RESOURCE_DIR, 'CUDA_MPS_LOG_DIRECTORY=%s/log' % MPS_RESOURCE_DIR,
+            prog] + (['-d'] if command is None else [])
+    p = subprocess.run(argv, input=command, env=env, capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_mps_plugin_registers_with_nvidia_control_daemon_started_by_the_lab(st_node):
+    """The plugin's half of the MPS pool with NVIDIA's real control daemon. Deviation, and why: NVIDIA's MPS daemon
+    (mps-control-daemon) cannot start one here (its nvidia-smi refuses the simulator, above), so the lab starts Debian's
+    `nvidia-cuda-mps-control -d` itself on the node, with the pipe and log directories that daemon gives it
+    (mpsRoot/nvidia.com/gpu/{pipe,log}), and the pool is applied without the mps-control-daemon DaemonSet (its retry
+    would `quit` the lab's daemon); the GPUs' compute mode stays DEFAULT (not EXCLUSIVE_PROCESS) and the shm
+    directory is a plain directory (mount-shm would mount a tmpfs there). Then, all real: the plugin's health check
+    (`get_default_active_thread_percentage`) reaches the daemon through the pool's /mps hostPath, `MPS daemon is
+    healthy`, it registers nvidia.com/gpu = GPUs x replicas (6); a pod asking one gets CUDA_MPS_PIPE_DIRECTORY and the
+    daemon's pipe directory (its sockets) and the MPS shm directory mounted as the plugin answers; a pod asking two is
+    refused by the plugin's Allocate at admission (MPS replicas: always one per container, internal/rm/rm.go)."""
+    core, state = st_node['core'], st_node['state']
+    out = render(st_node['facts'], 'mps', {'mps': {'replicas': MPS_REPLICAS}})
+    daemon_ds = 'nvidia-mps-control-daemon-' + out['pool']
+    manifests = [m for m in out['manifests'] if not (m['kind'] == 'DaemonSet' and m['metadata']['name'] == daemon_ds)]
+    assert len(manifests) == len(out['manifests']) - 1
+    host_dir = os.path.join(state, 'run', MPS_RESOURCE_DIR.split('/run/', 1)[1])
+    # in the node's mount namespace: its /run/nvidia/mps/shm may be the tmpfs an earlier mount-shm left (as on a node)
+    in_node = ['nsenter', '-t', str(lab_node.ns_pid(state)), '-m', '--', 'sh', '-c']
+    marker = '/run/nvidia/mps/shm/marker-%s' % SUFFIX
+    subprocess.run(in_node + ['mkdir -p %(d)s/pipe %(d)s/log /run/nvidia/mps/shm && echo "mps shm of the node" > %(m)s'
+                              % {'d': MPS_RESOURCE_DIR, 'm': marker}], check=True, timeout=30)
+    assert node_mps_control(state)[0] == 0
+    try:
+        assert node_mps_control(state, 'get_default_active_thread_percentage') == (0, '100.0\n', '')
+        assert sorted(os.listdir(os.path.join(host_dir, 'pipe'))) == [
+            'control', 'control_lock', 'control_privileged', 'log']
+        apply(st_node['api'], manifests)
+        core.patch_node(NAME, {'metadata': {'labels': out['node_labels'][NAME]}})
+        try:
+            def plugin_log():
+                pods = pool_pods(core, out, 'nvidia-device-plugin-' + out['pool'])
+                try:
+                    return core.read_namespaced_pod_log(pods[0].metadata.name, 'kube-system',
+                                                        container='nvidia-device-plugin-ctr') or '' if pods else ''
+                except Exception:  # pylint: disable=broad-except  (not started yet)
+                    return ''
+
+            def story():
+                return '\n'.join(pod_story(core, p, 'kube-system') for p in pool_pods(core, out)) or 'no pod'
+            try:
+                wait('nvidia.com/gpu allocatable %d' % (GPUS * MPS_REPLICAS), lambda: (
+                    core.read_node(NAME).status.allocatable or {}).get('nvidia.com/gpu') == str(GPUS * MPS_REPLICAS),
+                    150)
+            except AssertionError as exc:
+                raise AssertionError('%s\nallocatable %s\n%s' % (exc, core.read_node(NAME).status.allocatable,
+                                                                 story()))
+            text = plugin_log()
+            assert 'MPS daemon is healthy' in text and MPS_PLUGIN_ERROR not in text, text[-3000:]
+            assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in text, text[-3000:]
+            assert core.read_node(NAME).status.capacity['nvidia.com/gpu'] == str(GPUS * MPS_REPLICAS)
+            with open(os.path.join(host_dir, 'log', 'control.log')) as f:
+                assert 'Cmd:get_default_active_thread_percentage' in f.read()
+            lines = run_pod(core, 'mps-one', pod_spec(['sh', '-c', 'env | grep ^CUDA_MPS | sort; ls /mps/nvidia.com/gpu/pipe; '
+                                                       'cat /dev/shm/marker-%s' % SUFFIX], gpus=1)).splitlines()
+            assert lines == ['CUDA_MPS_PIPE_DIRECTORY=/mps/nvidia.com/gpu/pipe', 'control', 'control_lock',
+                             'control_privileged', 'log', 'mps shm of the node'], lines
+            core.delete_namespaced_pod('mps-one', NS)
+            # two replicas in one container: refused by the plugin's Allocate at the kubelet's admission
+            core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'mps-two'},
+                                            'spec': pod_spec(['true'], gpus=2)})
+            failed = wait('pod mps-two refused', lambda: (lambda p: p if p.status.phase == 'Failed' else None)(
+                core.read_namespaced_pod('mps-two', NS)), 90)
+            assert failed.status.reason == 'UnexpectedAdmissionError', failed.status
+            assert 'maximum request size for shared resources is 1; found 2' in (failed.status.message or ''), \
+                failed.status.message
+            core.delete_namespaced_pod('mps-two', NS)
+        finally:
+            delete(st_node['api'], manifests)
+            core.patch_node(NAME, {'metadata': {'labels': {k: None for k in out['node_labels'][NAME]}}})
+            wait('the pods of pool %s gone' % out['pool'], lambda: not pool_pods(core, out), 90)
+    finally:
+        rc = node_mps_control(state, 'quit')
+        assert rc == (0, '', ''), rc
+        subprocess.run(in_node + ['rm -rf %s %s' % (MPS_RESOURCE_DIR, marker)], check=True, timeout=30)
