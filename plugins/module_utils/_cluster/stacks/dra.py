@@ -180,9 +180,9 @@ DRA_SCHEMA: dict[str, dict[str, Any]] = {
         "name the release or O(gpu_sharing_stack_dra.extended_resources) maps too (C(spec.extendedResourceName)), "
         'e.g. while workloads move from a class of the site to the chart\'s C(gpu.nvidia.com). Any other such class '
         'refuses the pool before anything changes: kube-scheduler backs the name with the newer of the two classes '
-        '(creationTimestamp, then name), and on Kubernetes 1.37.x (up to at least 1.37.2) deleting either class '
-        'drops its mapping of the name for both until the scheduler restarts (kubernetes/kubernetes#141103, fixed on '
-        'master by #141110). An accepted class is named in the notes. See docs/sharing_stacks.md.',)),
+        '(creationTimestamp, then name), and on Kubernetes 1.36 and 1.37 (1.36.6 and 1.37.2 included) deleting '
+        'either class drops its mapping of the name for both until the scheduler restarts (kubernetes/kubernetes'
+        '#141103, fixed on master by #141110). An accepted class is named in the notes. See docs/sharing_stacks.md.',)),
 }
 
 # NVIDIA's GPU operator (NVIDIA/gpu-operator v26.7.0, controllers/state_manager.go gpuStateLabels, addGPUStateLabels;
@@ -446,8 +446,8 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
             raise StackError(clash_error(clashes, accept_var))
         for c in [] if removing else taken:
             ctx.note('%s: DeviceClass %s maps %s like %s (%s); accepted by %s. kube-scheduler backs it with the newer '
-                     'class only, and on Kubernetes 1.37.x deleting either drops the mapping for both (%s)'
-                     % (var, c['site'], c['name'], c['ours'], c['var'], accept_var, CLASH_UPSTREAM))
+                     'class only, and on %s deleting either drops the mapping for both (%s)'
+                     % (var, c['site'], c['name'], c['ours'], c['var'], accept_var, CLASH_MINORS, CLASH_UPSTREAM))
     if not removing:
         ctx.note('%s: the chart creates the DeviceClasses %s (and %s with %s.compute_domains); its uninstall removes them'
                  % (var, ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v == 'resources.gpus.enabled')),
@@ -913,9 +913,12 @@ def extended_resource_classes(specs: Any, gates: dict[str, bool] | None = None, 
 # asking the name Pending with noderesources Fit's "Insufficient <name>" (lab/tests/integration/
 # test_dra_extended_clash_real.py). An Update of the surviving class puts the mapping back for new pods; only one that
 # changes its extendedResourceName (or an Add) retries the Pending pods (Fit's isSchedulableAfterDeviceClassEvent).
-# kubernetes/kubernetes issue #141103, fixed on master by PR #141110 (not in 1.37.x up to 1.37.2).
+# kubernetes/kubernetes issue #141103, fixed on master by PR #141110. The same OnDelete is in v0.35.4 and v0.36.6 (the
+# newest 1.35 and 1.36 modules read; the collection backs extended resources with DRA from 1.36, where the gate is on
+# by default): CLASH_MINORS says which releases carry it.
 DEVICE_CLASS_QUERY = 'dra_device_classes'
 CLASH_UPSTREAM = 'kubernetes/kubernetes#141103, fixed on master by #141110'
+CLASH_MINORS = 'Kubernetes 1.36 and 1.37 (1.36.6 and 1.37.2 included)'
 
 
 def own_device_class(obj: dict[str, Any]) -> bool:
@@ -987,13 +990,13 @@ def clash_error(clashes: list[dict[str, Any]], accept_var: str) -> str:
                      % (c['site'], c['name'], c['var'], c['ours'], now))
     names = sorted(set(c['name'] for c in clashes))
     return ('%s. Two classes mapping one extended resource name: the API server accepts them, kube-scheduler backs the '
-            'name with the newer one only (creationTimestamp, then the smaller name), and on Kubernetes 1.37.x '
-            '(1.37.2 included) deleting either class later drops the scheduler\'s mapping for both, so pods asking %s '
-            'stay Pending ("Insufficient %s") until kube-scheduler restarts (%s). Nothing was changed. Remove '
-            'spec.extendedResourceName from the site\'s class (or the entry of extended_resources that maps it), or '
-            'list the class in %s if both are meant to map it (during a move from one class to the other)'
-            % ('; '.join(parts), ', '.join(names), names[0] if len(names) == 1 else '<name>', CLASH_UPSTREAM,
-               accept_var))
+            'name with the newer one only (creationTimestamp, then the smaller name), and on %s deleting either '
+            'class later drops the scheduler\'s mapping for both, so pods asking %s stay Pending ("Insufficient %s") '
+            'until kube-scheduler restarts (%s). Nothing was changed. Remove spec.extendedResourceName from the '
+            'site\'s class (or the entry of extended_resources that maps it), or list the class in %s if both are '
+            'meant to map it (during a move from one class to the other)'
+            % ('; '.join(parts), CLASH_MINORS, ', '.join(names), names[0] if len(names) == 1 else '<name>',
+               CLASH_UPSTREAM, accept_var))
 
 
 def clash_removal_warnings(clashes: list[dict[str, Any]], pool: str) -> list[str]:
@@ -1005,13 +1008,13 @@ def clash_removal_warnings(clashes: list[dict[str, Any]], pool: str) -> list[str
         whose = ("the chart's, removed with the Helm release by the last dra pool" if c['ours'] in CHART_DEVICE_CLASSES
                  else "the collection's, removed by the last pool that uses it")
         out.append(
-            'Removing pool %s deletes DeviceClass %s (%s), which maps %s like the site\'s DeviceClass %s: on Kubernetes '
-            '1.37.x that deletion drops kube-scheduler\'s mapping of %s for %s as well (%s), and pods asking %s stay '
-            'Pending ("Insufficient %s"). Afterwards restart kube-scheduler, or update %s\'s spec.extendedResourceName '
-            'to another name and back (the scheduler takes the class back and retries the Pending pods), or delete '
-            'and re-create %s; an update of its labels or annotations alone retries no Pending pod'
-            % (pool, c['ours'], whose, c['name'], c['site'], c['name'], c['site'], CLASH_UPSTREAM, c['name'],
-               c['name'], c['site'], c['site']))
+            'Removing pool %s deletes DeviceClass %s (%s), which maps %s like the site\'s DeviceClass %s: on %s that '
+            'deletion drops kube-scheduler\'s mapping of %s for %s as well (%s), and pods asking %s stay Pending '
+            '("Insufficient %s"). Afterwards restart kube-scheduler, or update %s\'s spec.extendedResourceName to '
+            'another name and back (the scheduler takes the class back and retries the Pending pods), or delete and '
+            're-create %s; an update of its labels or annotations alone retries no Pending pod'
+            % (pool, c['ours'], whose, c['name'], c['site'], CLASH_MINORS, c['name'], c['site'], CLASH_UPSTREAM,
+               c['name'], c['name'], c['site'], c['site']))
     return out
 
 

@@ -47,8 +47,9 @@ def test_DRAX_15_a_site_class_mapping_nvidia_gpu_refuses_the_pool_naming_class_n
         'that off) maps too (DeviceClass gpu.nvidia.com): this run would create gpu.nvidia.com, the newer class, so '
         'kube-scheduler would back it with that one instead of site-gpu.'), msg
     for words in ('kube-scheduler backs the name with the newer one only (creationTimestamp, then the smaller name)',
-                  'on Kubernetes 1.37.x (1.37.2 included) deleting either class later drops the scheduler\'s mapping '
-                  'for both, so pods asking nvidia.com/gpu stay Pending ("Insufficient nvidia.com/gpu")',
+                  'on Kubernetes 1.36 and 1.37 (1.36.6 and 1.37.2 included) deleting either class later drops the '
+                  'scheduler\'s mapping for both, so pods asking nvidia.com/gpu stay Pending ("Insufficient '
+                  'nvidia.com/gpu")',
                   'kubernetes/kubernetes#141103, fixed on master by #141110', 'Nothing was changed',
                   'list the class in gpu_sharing_stack_dra.accept_extended_resource_classes'):
         assert words in msg, (words, msg)
@@ -115,8 +116,9 @@ def test_DRAX_15_removal_warns_for_each_class_of_ours_it_deletes_beside_a_site_c
     [warning] = [w for w in res['warnings'] if 'Removing pool' in w]
     assert warning.startswith(
         "Removing pool p1 deletes DeviceClass gpu.nvidia.com (the chart's, removed with the Helm release by the last "
-        "dra pool), which maps nvidia.com/gpu like the site's DeviceClass site-gpu: on Kubernetes 1.37.x that deletion "
-        "drops kube-scheduler's mapping of nvidia.com/gpu for site-gpu as well"), warning
+        "dra pool), which maps nvidia.com/gpu like the site's DeviceClass site-gpu: on Kubernetes 1.36 and 1.37 "
+        "(1.36.6 and 1.37.2 included) that deletion drops kube-scheduler's mapping of nvidia.com/gpu for site-gpu as "
+        "well"), warning
     for words in ('Afterwards restart kube-scheduler', "update site-gpu's spec.extendedResourceName to another name "
                   'and back (the scheduler takes the class back and retries the Pending pods)',
                   'or delete and re-create site-gpu', 'an update of its labels or annotations alone retries no Pending '
