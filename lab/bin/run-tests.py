@@ -83,6 +83,33 @@ def machine_cpu():
     return (sum(fields) - idle) / hz, sum(fields) / hz
 
 
+# Inotify instances per user (fs.inotify.max_user_instances, 128 on a fresh Debian 12): every kubelet of the lab's
+# real nodes holds 6, each node container's systemd 5, containerd, dbus and logind more. A whole run peaked at 111 of
+# 128 (session 23, lab/bin/cpu-sample.py beside make test; the demo's five real nodes at the end of the checks lane);
+# over the limit containerd's CRI plugin fails to start ("failed to create fsnotify watcher: too many open files",
+# session 22). kind documents the same limit for its node containers. The run raises it for the machine when lower.
+INOTIFY_INSTANCES = 1024
+INOTIFY_PATH = '/proc/sys/fs/inotify/max_user_instances'
+
+
+def ensure_inotify_instances(path=INOTIFY_PATH, want=INOTIFY_INSTANCES):
+    """Raise ``path`` to ``want`` when lower; returns a line saying what it did (or could not do)."""
+    try:
+        with open(path) as f:
+            have = int(f.read().strip())
+    except (OSError, ValueError) as exc:
+        return 'inotify: cannot read %s (%s)' % (path, exc)
+    if have >= want:
+        return 'inotify: %s is %d' % (path, have)
+    try:
+        with open(path, 'w') as f:
+            f.write('%d\n' % want)
+    except OSError as exc:
+        return ('inotify: %s is %d and cannot be raised to %d (%s): real-node tests may fail with "too many open '
+                'files"' % (path, have, want, exc))
+    return 'inotify: %s raised from %d to %d for the lab\'s real nodes' % (path, have, want)
+
+
 def molecule_scenarios():
     names = []
     for path in sorted(glob.glob(os.path.join(ROOT, 'molecule', '*', 'molecule.yml'))):
@@ -284,6 +311,7 @@ def main():
     except UnknownSteps as exc:
         print('run-tests.py: %s' % exc, file=sys.stderr)
         return 2
+    print(ensure_inotify_instances(), flush=True)
     # the collections symlink once, before steps that all read it start at the same time
     subprocess.check_call(['bash', 'lab/bin/collections-path.sh'], cwd=ROOT, stdout=subprocess.DEVNULL)
     wall = time.time()

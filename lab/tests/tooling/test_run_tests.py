@@ -73,3 +73,16 @@ def test_the_report_names_each_failing_test_before_the_last_line(tmp_path, monke
     assert "FAILED lab-molecule-lane: integration.test_x::breaks: AttributeError: no info" in out
     assert "FAILED lab-molecule-lane: integration.test_y::setup: fixture failed" in out
     assert any(line.startswith("machine: ") and "CPU-s busy of" in line for line in out), out
+
+
+def test_inotify_instances_are_raised_when_lower_and_left_when_enough(tmp_path):
+    """make test raises fs.inotify.max_user_instances for the lab's real nodes (peak 111 of a fresh machine's 128)."""
+    knob = tmp_path / "max_user_instances"
+    knob.write_text("128\n")
+    assert "raised from 128 to 1024" in RT.ensure_inotify_instances(str(knob))
+    assert knob.read_text() == "1024\n"
+    assert RT.ensure_inotify_instances(str(knob)) == "inotify: %s is 1024" % knob
+    knob.write_text("4096\n")
+    RT.ensure_inotify_instances(str(knob))
+    assert knob.read_text() == "4096\n"
+    assert "cannot read" in RT.ensure_inotify_instances(str(tmp_path / "absent"))
