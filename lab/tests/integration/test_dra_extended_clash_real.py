@@ -39,7 +39,7 @@ DRIVER = 'clash-%s.lab.gpuops.io' % SUFFIX
 RESOURCE = 'example.com/clash-%s' % SUFFIX
 CLASS_A = 'clash-a-%s.lab.gpuops.io' % SUFFIX
 CLASS_B = 'clash-b-%s.lab.gpuops.io' % SUFFIX
-DEVICES = 6
+DEVICES = 12  # the test's five pods and its four sync pods (settled)
 # how long a pod must stay Pending to count as "not requeued" (the scheduler acts on an event in milliseconds; the
 # unschedulable pods are flushed only after 5 min, podMaxInUnschedulablePodsDuration)
 SETTLE = 6
@@ -86,23 +86,36 @@ def clash(kube_real):
                                           'uid': node.metadata.uid, 'controller': True}]},
         'spec': {'driver': DRIVER, 'nodeName': NODE, 'pool': {'name': NODE, 'generation': 1, 'resourceSliceCount': 1},
                  'devices': [{'name': 'dev-%d' % i} for i in range(DEVICES)]}})
+    sync = []
     try:
-        yield {'core': core, 'co': co}
+        yield {'core': core, 'co': co, 'sync': sync}
     finally:
-        delete_class(co, CLASS_A)
-        delete_class(co, CLASS_B)
+        for name in [CLASS_A, CLASS_B] + sync:
+            delete_class(co, name)
         core.delete_namespace(NS)
         co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', 'clash-%s' % SUFFIX)
         core.delete_node(NODE)
 
 
-def make_pod(core, name):
+def make_pod(core, name, resource=RESOURCE):
     core.create_namespaced_pod(NS, {
         'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name},
         'spec': {'nodeSelector': {'kubernetes.io/hostname': NODE}, 'terminationGracePeriodSeconds': 0,
                  'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
                  'containers': [{'name': 'main', 'image': 'registry.invalid/clash:1',
-                                 'resources': {'limits': {RESOURCE: '1'}}}]}})
+                                 'resources': {'limits': {resource: '1'}}}]}})
+
+
+def settled(clash, tag):
+    """Return once kube-scheduler's extended resource cache has taken every DeviceClass event made before: a class
+    of its own (an extended resource name of its own, no clash) is created and a pod asking that name is bound through
+    it. The scheduler's DeviceClass informer hands the cache its events in order, so the earlier Adds, Updates and
+    Deletes were taken first (a sleep instead would be a race with a loaded scheduler)."""
+    name, resource = 'sync-%s-%s.lab.gpuops.io' % (tag, SUFFIX), 'example.com/sync-%s-%s' % (tag, SUFFIX)
+    clash['co'].create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', device_class(name, resource))
+    clash['sync'].append(name)
+    make_pod(clash['core'], 'sync-%s' % tag, resource)
+    assert scheduled_class(clash, 'sync-%s' % tag) == name
 
 
 def scheduled_class(dra, name, timeout=60):
@@ -158,13 +171,13 @@ def test_DRAX_14_deleting_either_clashing_class_drops_the_mapping_of_both(clash)
     insufficient = 'Insufficient %s' % RESOURCE
     create_newer(co, device_class(CLASS_A))
     create_newer(co, device_class(CLASS_B), than=CLASS_A)
-    time.sleep(1)  # the scheduler's informer takes both Adds
+    settled(clash, 'a')
     # (a) the newer class backs the name
     make_pod(core, 'p1')
     assert scheduled_class(clash, 'p1') == CLASS_B
     # (b) B deleted: A still maps the name, the scheduler does not
     delete_class(co, CLASS_B)
-    time.sleep(1)
+    settled(clash, 'b')
     assert mapping(co, CLASS_A) == RESOURCE
     make_pod(core, 'p2')
     msg = wait('p2 unschedulable', lambda: unschedulable(core, 'p2'), 30)
@@ -184,11 +197,11 @@ def test_DRAX_14_deleting_either_clashing_class_drops_the_mapping_of_both(clash)
     assert scheduled_class(clash, 'p2') == CLASS_A
     # the other order: B again (newer: the cache's pick), then A - the class the cache did not pick - deleted
     create_newer(co, device_class(CLASS_B), than=CLASS_A)
-    time.sleep(1)
+    settled(clash, 'c')
     make_pod(core, 'p4')
     assert scheduled_class(clash, 'p4') == CLASS_B
     delete_class(co, CLASS_A)
-    time.sleep(1)
+    settled(clash, 'd')
     assert mapping(co, CLASS_B) == RESOURCE
     make_pod(core, 'p5')
     msg = wait('p5 unschedulable', lambda: unschedulable(core, 'p5'), 30)
