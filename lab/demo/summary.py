@@ -113,17 +113,14 @@ def error_line(core, pod, c):
     return None
 
 
+def _node():
+    """lab/node/node.py, for what a real node's state directory holds (its kubelet's device checkpoint)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'node'))
+    import node  # pylint: disable=import-outside-toplevel
+    return node
+
+
 DEVICE_NODES_MARK = 'device nodes: '   # the validation script's line of the /dev/nvidia* character devices it saw
-
-
-def _checkpoint(state):
-    """The kubelet device manager's checkpoint of a real node (its PodDeviceEntries: pod UID, container, resource,
-    device IDs the plugin's devices were allocated by), or {}."""
-    try:
-        with open(os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')) as f:
-            return json.load(f).get('Data') or {}
-    except (OSError, ValueError):
-        return {}
 
 
 def _cdi_devices(state):
@@ -143,7 +140,8 @@ def allocation_line(state, pod, log):
     CDI device NVIDIA's runtime resolves each to (envvar strategy: NVIDIA_VISIBLE_DEVICES holds the ID, a GPU or MIG
     UUID; a time-slicing replica <uuid>::<n> is its GPU) and its device nodes in the node's CDI spec, against the device
     nodes the container listed: (ok, text); (True, None) when the pod got no device-plugin device (DRA)."""
-    entries = [e for e in _checkpoint(state).get('PodDeviceEntries') or [] if e.get('PodUID') == pod.metadata.uid]
+    entries = [e for e in _node().device_checkpoint(state).get('PodDeviceEntries') or []
+               if e.get('PodUID') == pod.metadata.uid]
     if not entries:
         return True, None
     ids = sorted(set(i for e in entries for v in (e.get('DeviceIDs') or {}).values() for i in v))

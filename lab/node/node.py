@@ -628,6 +628,17 @@ def _tail(state):
     return real._tail(state, ('failed', 'logs/node.log', 'logs/containerd.log', 'logs/kubelet.log'))
 
 
+def device_checkpoint(state):
+    """The kubelet device manager's checkpoint of node STATE (its /var/lib/kubelet/device-plugins/
+    kubelet_internal_checkpoint): its Data - PodDeviceEntries (pod UID, container, resource, the plugin's device IDs)
+    and RegisteredDevices (the healthy devices by resource) -, or {} before the kubelet wrote one."""
+    try:
+        with open(os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')) as f:
+            return json.load(f).get('Data') or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def ns_pid(state):
     """The host pid of the node's first process (pid 1 in its namespace): unshare's only child. (Never read from inside
     the node: its procfs shows its own pid namespace only, where that process is 1.)"""

@@ -298,12 +298,7 @@ def _pod_spec(image, command, env, volumes):
 def _registered(state):
     """The devices the kubelet's device manager holds as healthy, by resource (its checkpoint; a stopped plugin's
     devices leave it: they are unhealthy)."""
-    path = os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')
-    try:
-        with open(path) as f:
-            got = json.load(f)['Data']['RegisteredDevices'] or {}
-    except (OSError, ValueError, KeyError):
-        return {}
+    got = lab_node.device_checkpoint(state).get('RegisteredDevices') or {}
     return {k: sorted(v) for k, v in got.items() if v}
 
 

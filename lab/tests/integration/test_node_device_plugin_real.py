@@ -154,10 +154,7 @@ def test_exclusive_pods_get_one_gpu_each(gpu_node):
         assert lines[1] == '0', lines   # no device node: no NVIDIA runtime hook without a GPU
     assert sorted(seen) == gpu_node['uuids'], got
     # the kubelet's own record of the allocation (its device manager checkpoint)
-    with open(os.path.join(gpu_node['state'], 'var-lib', 'kubelet', 'device-plugins',
-                           'kubelet_internal_checkpoint')) as f:
-        ckpt = json.load(f)
-    entries = ckpt['Data']['PodDeviceEntries']
+    entries = lab_node.device_checkpoint(gpu_node['state'])['PodDeviceEntries']
     assert sorted(e['ResourceName'] for e in entries) == ['nvidia.com/gpu'] * 2, entries
     delete_pods(core, ['ex-a', 'ex-b'])
 

@@ -152,8 +152,8 @@ def test_pod_gets_exactly_its_mig_device(mig_node):
         NS, field_selector='involvedObject.name=mig').items]
     assert pod.status.phase == 'Succeeded', (pod.status, events)
     seen = core.read_namespaced_pod_log('mig', NS).split()
-    with open(os.path.join(state, 'var-lib', 'kubelet', 'device-plugins', 'kubelet_internal_checkpoint')) as f:
-        entries = [e for e in json.load(f)['Data']['PodDeviceEntries'] if e['PodUID'] == pod.metadata.uid]
+    entries = [e for e in lab_node.device_checkpoint(state).get('PodDeviceEntries') or []
+               if e['PodUID'] == pod.metadata.uid]
     ids = [i for e in entries for v in e['DeviceIDs'].values() for i in v]
     migs = [m['uuid'] for m in mig_node['facts']['gpus'][0]['mig_devices']]
     assert len(ids) == 1 and ids[0] in migs, (entries, migs)
