@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import io
 import json
+import re
 import os
 import select
 import shutil
@@ -53,18 +54,55 @@ CGROUP_PREFIX = 'gpuops-node-'
 # runc's BinaryName for the node's runtime: the sandbox (pause) container asks for oom_score_adj -998 and Guaranteed
 # pods' containers for -997; lowering an oom_score_adj needs CAP_SYS_RESOURCE, which this machine's root lacks, and
 # runc then fails ("failed to update /proc/self/oom_score_adj: Permission denied"). Negative values become 0.
-RUNC_WRAPPER = r'''#!/bin/sh
-# lab/node: runc with negative oom_score_adj clamped to 0 (no CAP_SYS_RESOURCE here; lab/node/README.md)
+# On a MIG node (mig_cap_devices wrote STATE/proc-driver/nvidia-caps/mig-minors) `runc create` also gets an OCI
+# createContainer hook in the bundle's config.json: this same script, `runc gpuops-lab-proc-driver DIR`, which runc
+# 1.1.5 runs in the container's mount namespace after the container's mounts and before pivot_root, with the rootfs
+# as its working directory (opencontainers/runc v1.1.5 libcontainer/rootfs_linux.go prepareRootfs), and which
+# bind-mounts DIR read-only over the container's proc/driver: what the NVIDIA kernel module shows in every
+# container's /proc (driver/nvidia-caps/mig-minors). A bind mount into /proc is refused in config.json's mounts (runc
+# checkProcMount); a hook's own mount is not checked. Every other runc call pays one `case` and the loop.
+RUNC_WRAPPER = r"""#!/bin/sh
+# lab/node: runc with negative oom_score_adj clamped to 0 (no CAP_SYS_RESOURCE here), and on a MIG node a
+# createContainer hook showing the node's proc-driver directory at the container's /proc/driver (lab/node/README.md)
+case "$1" in gpuops-lab-proc-driver)
+  %(mount)s --bind "$2" proc/driver && exec %(mount)s -o remount,bind,ro proc/driver ;;
+esac
 prev=
+create=
 for a in "$@"; do
   f=
   case "$prev" in --bundle|-b) f="$a/config.json" ;; --process|-p) f="$a" ;; esac
-  case "$a" in --bundle=*) f="${a#--bundle=}/config.json" ;; --process=*) f="${a#--process=}" ;; esac
-  if [ -n "$f" ] && [ -f "$f" ]; then sed -i -E 's/"oomScoreAdj":-[0-9]+/"oomScoreAdj":0/' "$f"; fi
+  case "$a" in --bundle=*) f="${a#--bundle=}/config.json" ;; --process=*) f="${a#--process=}" ;; create) create=1 ;; esac
+  if [ -n "$f" ] && [ -f "$f" ]; then
+    sed -i -E 's/"oomScoreAdj":-[0-9]+/"oomScoreAdj":0/' "$f"
+    if [ -n "$create" ] && [ -f %(minors)s ] && ! grep -q gpuops-lab-proc-driver "$f"; then
+      if grep -q '"createContainer":\[' "$f"; then
+        sed -i 's|"createContainer":\[|"createContainer":[%(hook)s,|' "$f"
+      elif grep -q '"hooks":{' "$f"; then
+        sed -i 's|"hooks":{|"hooks":{"createContainer":[%(hook)s],|' "$f"
+      else
+        sed -i '1s|^{|{"hooks":{"createContainer":[%(hook)s]},|' "$f"
+      fi
+    fi
+  fi
   prev=$a
 done
 exec %(runc)s "$@"
-'''
+"""
+PROC_DRIVER = 'proc-driver'   # under STATE: what a MIG node's containers see at /proc/driver (mig_cap_devices)
+
+
+def runc_wrapper(state):
+    """The text of STATE/bin/runc (RUNC_WRAPPER) for the node in ``state``."""
+    self_path = os.path.join(state, 'bin', 'runc')
+    proc_driver = os.path.join(state, PROC_DRIVER)
+    hook = json.dumps({'path': self_path, 'args': ['runc', 'gpuops-lab-proc-driver', proc_driver]},
+                      separators=(',', ':'))
+    for path in (self_path, proc_driver):
+        if not re.match(r'^[A-Za-z0-9_./-]+$', path):
+            raise SystemExit('node state path %r: only [A-Za-z0-9_./-] (it goes into the runc wrapper)' % path)
+    return RUNC_WRAPPER % {'runc': RUNC, 'mount': shutil.which('mount') or '/bin/mount', 'hook': hook,
+                           'minors': os.path.join(proc_driver, 'nvidia-caps', 'mig-minors')}
 
 
 def log(msg):
@@ -351,11 +389,14 @@ for line in open(sys.argv[1]):
 
 
 def mig_cap_devices(state, inv):
-    """For a node whose GPUs (inventory ``inv``) are in MIG mode: STATE/nvidia-caps-mig-minors, the mig-minors file the
-    NVIDIA kernel module would write (lab/node/nvcaps.py), and in the node's /dev the character device of each of its
-    capabilities, /dev/nvidia-caps/nvidia-cap<minor> (major NVIDIA_CAPS_MAJOR). Returns the file's path."""
-    minors = os.path.join(state, 'nvidia-caps-mig-minors')
-    _write(minors, '\n'.join(nvcaps.mig_minors_lines(inv)) + '\n')
+    """For a node whose GPUs (inventory ``inv``) are in MIG mode: STATE/proc-driver/nvidia-caps/mig-minors, the
+    mig-minors file the NVIDIA kernel module would write (lab/node/nvcaps.py) - from then on the node's runc wrapper
+    shows STATE/proc-driver at every new container's /proc/driver (RUNC_WRAPPER), as the module's procfs entries are
+    in every container of a real MIG node - and in the node's /dev the character device of each of its capabilities,
+    /dev/nvidia-caps/nvidia-cap<minor> (major NVIDIA_CAPS_MAJOR). Returns the file's path."""
+    minors = os.path.join(state, PROC_DRIVER, 'nvidia-caps', 'mig-minors')
+    _write(minors + '.tmp', '\n'.join(nvcaps.mig_minors_lines(inv)) + '\n')
+    os.replace(minors + '.tmp', minors)   # the wrapper tests for the file: never a half-written one
     proc = subprocess.run(['nsenter', '-t', str(ns_pid(state)), '-m', sys.executable, '-c', _MIG_CAP_DEVICES, minors,
                            str(NVIDIA_CAPS_MAJOR)], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
@@ -551,7 +592,7 @@ def up(args):
             raise SystemExit("--device-plugin-image needs --nvml-inventory (the GPUs of the image's NVML simulator)")
         images[args.device_plugin_image] = device_plugin_image(os.path.join(state, 'images'), args.device_plugin_image,
                                                                args.nvml_inventory)
-    _write(os.path.join(state, 'bin', 'runc'), RUNC_WRAPPER % {'runc': RUNC}, 0o755)
+    _write(os.path.join(state, 'bin', 'runc'), runc_wrapper(state), 0o755)
     _write(os.path.join(state, 'cni', 'net.d', '10-gpuops-lab.conflist'), json.dumps(cni_conf(kstate)))
     _write(os.path.join(state, 'cni', 'bin', 'gpuops-lab-net'), CNI_WRAPPER % {
         'python': sys.executable, 'cni': os.path.join(HERE, 'cni.py')}, 0o755)
