@@ -1,12 +1,12 @@
 """NVIDIA's device plugin (nvidia-device-plugin v0.19.1, lab/go nvidia-device-plugin) on the NVML simulator as a host
-process registered with a real lab node's kubelet (lab/node/node.py): what test_node_device_plugin_real.py,
-test_dra_migrate_pool_real.py and test_node_daemonset_real.py (the MIG shapes of its recording) run beside their
-nodes. It runs in a mount namespace of
+process registered with a real lab node's kubelet (lab/node/node.py): what test_node_device_plugin_real.py and
+test_dra_migrate_pool_real.py run beside their nodes. It runs in a mount namespace of
 its own where /var/lib/kubelet/device-plugins is the node's (the kubelet's fixed socket directory) and /proc carries
 driver/nvidia-caps/mig-minors (as in lab/tests/oracles/test_device_plugin.py), which the NVIDIA kernel module
 writes and the plugin reads for MIG devices. On a MIG node (node.py nvidia_toolkit on a MIG inventory) the node's
 runc wrapper gives every container that file too, and the plugin runs as the collection's DaemonSet pod
-(test_node_mig_cdi_real.py, the demo's MIG node); on other nodes a pod of it fails on MIG GPUs with 'error getting
+(test_node_mig_cdi_real.py, the demo's MIG node), or as a pod (test_node_daemonset_real.py's recording of the MIG
+shapes, the file written for the shape's GPUs); on other nodes a pod of it fails on MIG GPUs with 'error getting
 device paths: missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/gpu0/mig/gi7/access'."""
 from __future__ import annotations
 

@@ -527,16 +527,16 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
     GPUOPS_RECORD_NODES=1 writes it instead.
 
     Without MIG: GFD --mig-strategy=none, the plugin as a pod of the image with no config (exclusive). The MIG shapes
-    (RECORDED_MIG): GFD with the shape's --mig-strategy, the plugin with the config and environment the collection
-    renders for a MIG pool of that strategy (migStrategy single / mixed), run as a host process beside the node
-    (lab/tests/dp_node_plugin.py: its /proc carries driver/nvidia-caps/mig-minors, the NVIDIA kernel module's file;
-    as a pod the plugin exits with 'missing MIG GPU instance capability path: /proc/driver/nvidia/capabilities/...').
+    (RECORDED_MIG): GFD with the shape's --mig-strategy, the plugin as a pod of the image with the config and
+    environment the collection renders for a MIG pool of that strategy (migStrategy single / mixed), the node's
+    containers given the shape's driver/nvidia-caps/mig-minors in /proc (the NVIDIA kernel module's file: the node's
+    runc wrapper shows it; without it the plugin exits with 'missing MIG GPU instance capability path:
+    /proc/driver/nvidia/capabilities/...'), after GFD ran, and taken away before the next shape.
     The shared pools (RECORDED_SHARING, _sharing_shapes): time-slicing while this file's pool DaemonSet still runs
     (GPUs x replicas), mps after the others (GFD's MPS labels; the plugin stops at the MPS daemon: nothing published,
     its error kept in the shape's not_published)."""
     sys.path.insert(0, os.path.join(ROOT, 'lab', 'kube'))
     import real  # noqa: E402  (lab/kube)
-    from dp_node_plugin import Plugin  # lab/tests
     core, state, api = ds_node['core'], ds_node['state'], ds_node['api']
     rec = tmp_path / 'rec'
     rec.mkdir()
@@ -554,17 +554,21 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
         env = {'NVML_SIM_INVENTORY': '/rec/%s.json' % shape, 'NVML_SIM_STATE': '/tmp/nvml-sim.json'}
         labels = _gfd(core, ds_node['image'], rec, shape, ['--mig-strategy=%s' % (mig[0] if mig else 'none')], env)
         uuids, facts = _expected_devices(str(inventory))
-        plugin = None
+        command = ['nvidia-device-plugin']
         if mig:
-            work = tmp_path / ('dp-' + shape)
-            work.mkdir()
-            plugin = Plugin(work, state, str(inventory))
-            plugin.start(*_render_mig(facts, mig[0], mig[1]))
-        else:
-            core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
-                                            'spec': dict(_pod_spec(ds_node['image'], ['nvidia-device-plugin'], env, [
-                                                ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
-                                                restartPolicy='Always')})
+            # the config and container environment the collection renders for a MIG pool of the shape's strategy
+            # (the config file the pool's config-manager would write, as --config-file), and in every container of
+            # the node a /proc/driver carrying the shape's mig-minors (node.py mig_cap_devices: the node's runc
+            # wrapper shows it, as the NVIDIA kernel module does on a MIG node); taken away after the shape
+            config, mig_env = _render_mig(facts, mig[0], mig[1])
+            (rec / (shape + '.yaml')).write_text(config)
+            lab_node.mig_cap_devices(state, real.recorded_inventory(shape))
+            env = dict(env, **{k: v for k, v in mig_env.items() if k != 'CONFIG_FILE'})
+            command.append('--config-file=/rec/%s.yaml' % shape)
+        core.create_namespaced_pod(NS, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dp-' + shape},
+                                        'spec': dict(_pod_spec(ds_node['image'], command, env, [
+                                            ('rec', str(rec), '/rec'), ('dp', dp_dir, dp_dir)]),
+                                            restartPolicy='Always')})
         # this plugin's devices in the kubelet's device manager, then the Node status the kubelet publishes for them
         # (the previous shape's devices stay in the Node's capacity, unhealthy, until the kubelet's next status: the
         # status is read from a heartbeat after this plugin's devices were registered)
@@ -577,8 +581,7 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
                     c for c in core.read_node(NAME).status.conditions
                     if c.type == 'Ready' and c.last_heartbeat_time > since], 60)
             except AssertionError:
-                raise AssertionError(plugin.tail() if plugin else pod_story(
-                    core, core.read_namespaced_pod('dp-' + shape, NS), NS))
+                raise AssertionError(pod_story(core, core.read_namespaced_pod('dp-' + shape, NS), NS))
             resources = sorted(_registered(state))
             status = core.read_node(NAME).status
             capacity, allocatable = _extended(status.capacity), _extended(status.allocatable)
@@ -587,18 +590,17 @@ def test_recording_of_what_the_real_node_publishes(ds_node, tmp_path):
             stale = {k: allocatable.get(k) for k in capacity if k not in resources}
             assert set(stale.values()) <= {'0'}, (shape, stale)
         finally:
-            if plugin:
-                plugin.stop()
+            if mig:
+                os.unlink(os.path.join(state, lab_node.PROC_DRIVER, 'nvidia-caps', 'mig-minors'))
         got[shape] = {'inventory': real.RECORDED_SHAPES[shape][0], 'gpus': real.RECORDED_SHAPES[shape][1],
                       'labels': dict(sorted(labels.items())),
                       'capacity': {k: capacity[k] for k in resources},
                       'allocatable': {k: allocatable[k] for k in resources}}
         if mig:
             got[shape].update(mig_strategy=mig[0], mig_devices=mig[1])
-        if not mig:
-            core.delete_namespaced_pod('dp-' + shape, NS)
-            wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
-                                                          if p.metadata.name == 'dp-' + shape], 60)
+        core.delete_namespaced_pod('dp-' + shape, NS)
+        wait('pod dp-%s gone' % shape, lambda: not [p for p in core.list_namespaced_pod(NS).items
+                                                      if p.metadata.name == 'dp-' + shape], 60)
     got.update(_time_slicing_pod_shapes(ds_node, core, state, rec))
     got.update(_sharing_shapes(ds_node, core, state, rec, 'mps'))
     doc = {'what': 'every label gpu-feature-discovery wrote (but the not_recorded ones) and every extended resource\'s '
