@@ -21,7 +21,6 @@ KUBE_STATE="$STATE/kube"   # lab/kube/real.py's state: kubeconfig, PKI, etcd dat
 # inventory host suffix : NVML simulator inventory (lab/nvml_sim/inventories)
 GPU_NODES=(p100:p100 t4:t4 mps:v100 a100:hgx-a100-80gb v100:v100 h100:h100-real-580)
 DRA_NODE=lab-h100   # the dra pool's node
-MIG_NODE=lab-a100   # the mig pool's node: NVIDIA's device plugin runs beside it as a host process (real_nodes.py mig-plugin)
 # the real nodes, one per NVIDIA strategy (lab/demo/real_nodes.py): NAME:INVENTORY:GPUS, the inventory the same GPUs
 # as the host's (lab-a100: the recorded shape a100x8-mig-single, the pool's MIG geometry 7 x 1g.10gb on each GPU)
 REAL_NODES=(lab-p100:p100:1 lab-t4:t4:1 lab-mps:v100:2 lab-a100:a100x8-mig-single:8 lab-h100:h100-real-580:1)
@@ -76,10 +75,10 @@ simulated_banner() {
                  gpuops_mirror.registry from the lab's registry); on lab-h100 NVIDIA's DRA kubelet plugin v0.5.0 runs
                  as a host process and publishes the ResourceSlice. The validation pods' image is the lab's (busybox
                  under the vectoradd name: it prints the devices the container got). Not running (the demo prints
-                 the exact errors): the MPS daemon (NVIDIA driver programs), the MIG pool's plugin pod (the driver's
-                 /proc capabilities: on lab-a100 NVIDIA's plugin runs with that pod's config as a host process whose
-                 /proc has them, and the validation pod gets its MIG device), the DRA chart's kubelet-plugin pod (its
-                 image is not built here)
+                 the exact errors): the MPS daemon (NVIDIA driver programs), the DRA chart's kubelet-plugin pod (its
+                 image is not built here). On lab-a100 (mig) the plugin's pod reads the driver's /proc file
+                 mig-minors that the node's runc wrapper shows in every container (no kernel module here), and the
+                 validation pod gets its MIG device
    * kwok nodes: lab-cp and lab-v100 (gpushare: its agents cannot be built here) - kwok reports their pods Running,
                  no container starts; lab-v100's capacity and two pods are seeded (lab/demo/kube-seed.yaml)
    * control plane: container lab-cp holds the kubeadm kube-scheduler manifest the scheduler layer edits;
@@ -208,8 +207,6 @@ PY
   Run the playbooks against it (ANSIBLE_COLLECTIONS_PATH=\$(bash lab/bin/collections-path.sh) ANSIBLE_CONFIG=lab/ansible.cfg
   PATH=$HELM_DIR:\$PATH, for the dra pool's helm):
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/site.yml
-  then NVIDIA's device plugin for the MIG pool's node as a host process (its DaemonSet pod cannot run on the lab's node):
-    .venv/bin/python lab/demo/real_nodes.py mig-plugin --state $REAL_STATE --kube-state $KUBE_STATE --node $MIG_NODE
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/cluster.yml --tags stacks
     .venv/bin/ansible-playbook -i inventory/lab/hosts.yml -e @$EXTRA playbooks/doctor.yml
   Remove it: bash lab/bin/demo.sh clean
@@ -251,10 +248,6 @@ banner "ansible-playbook playbooks/site.yml (first run: ESXi -> node -> cluster 
 t1=$SECONDS
 playbook build/demo-run1.log playbooks/site.yml
 t1=$((SECONDS - t1))
-
-banner "NVIDIA's device plugin for $MIG_NODE as a host process (the DaemonSet's pod there cannot read the driver's /proc)"
-"$VENV/python" lab/demo/real_nodes.py mig-plugin --state "$REAL_STATE" --kube-state "$KUBE_STATE" --node "$MIG_NODE" \
-  || { echo "DEMO FAILED: NVIDIA's device plugin for $MIG_NODE (above)" >&2; exit 1; }
 
 banner "ansible-playbook playbooks/doctor.yml (read-only diagnosis)"
 playbook_json build/demo-doctor.json playbooks/doctor.yml -e gpuops_doctor_cluster=true \

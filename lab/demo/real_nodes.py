@@ -4,11 +4,8 @@ upstream's kubelet, containerd 2.3.4, runc, NVIDIA's nvidia-container-runtime 1.
 lab, GPUs from the NVML simulator), registered with the demo's control plane under the inventory's host names.
 
     real_nodes.py up     --state DIR --kube-state KDIR --mirror HOST --node NAME:INVENTORY:GPUS... [--dra NAME]
-    real_nodes.py mig-plugin --state DIR --kube-state KDIR --node NAME
-                                              NVIDIA's device plugin for the MIG node NAME as a host process, once the
-                                              collection's DaemonSet pod is there (after site.yml)
     real_nodes.py down   --state DIR          stop the plugins, the nodes and the registry
-DIR holds the state (real-nodes.json: registry, nodes, DRA plugin, MIG node's device plugin) and each node's directory; keep its path short (the
+DIR holds the state (real-nodes.json: registry, nodes, DRA plugin) and each node's directory; keep its path short (the
 DRA plugin binds unix sockets under it: at most 107 bytes).
 
 `up` (each step skipped when done: a second `up` keeps what runs):
@@ -27,9 +24,9 @@ DRA plugin binds unix sockets under it: at most 107 bytes).
   each node's containerd config (one ansible-playbook run, lab/demo/real-nodes.yml), and containerd re-reads it;
 * on the --dra node: NVIDIA's DRA kubelet plugin v0.5.0 (gpu-kubelet-plugin, lab/go) as a host process on the
   simulator, registered with that node's kubelet: it publishes the node's ResourceSlice (lab/tests/dra_node_plugin.py).
-`mig-plugin` (start_mig_plugin): NVIDIA's device plugin v0.19.1 for the MIG node as a host process
-(lab/tests/dp_node_plugin.py), with the config and environment of the collection's DaemonSet pod on that node (which
-crash-loops: runc gives no pod the driver's /proc files); the kubelet publishes what it reports.
+On the MIG node the collection's device-plugin DaemonSet pod runs as on the other nodes: the node's runc wrapper shows
+the mig-minors file nvidia_toolkit wrote at every container's /proc/driver (lab/node/node.py RUNC_WRAPPER), as the
+NVIDIA kernel module does on a real MIG node; the plugin in the pod reads it and registers the MIG devices.
 Nothing is written on the Node objects: the kubelet registers them; capacities, labels and slices come from the agents
 the collection deploys (device plugin, GFD) and the DRA plugin.
 """
@@ -266,124 +263,6 @@ def start_dra(kstate, state, doc, name):
         time.sleep(1)
 
 
-PLUGIN_CONTAINER = 'nvidia-device-plugin-ctr'   # the container of the collection's device-plugin DaemonSet
-
-
-def _plugin_pod(core, name):
-    """The collection's device-plugin DaemonSet pod on node ``name`` whose config-manager-init ran (exit 0), or None."""
-    for p in core.list_namespaced_pod('kube-system', field_selector='spec.nodeName=%s' % name).items:
-        if PLUGIN_CONTAINER not in [c.name for c in p.spec.containers]:
-            continue
-        done = [c for c in p.status.init_container_statuses or [] if c.state.terminated is not None
-                and c.state.terminated.exit_code == 0]
-        if len(done) == len(p.spec.init_containers or []):
-            return p
-    return None
-
-
-# the kubelet's directory of a pod volume's kind (pkg/volume: kubernetes.io~<plugin>), for the kinds a config file is on
-_VOLUME_DIRS = {'empty_dir': 'kubernetes.io~empty-dir', 'config_map': 'kubernetes.io~configmap'}
-
-
-def _host_path(nstate, pod, ctr, path):
-    """The file on the node behind ``path`` in container ``ctr`` of ``pod``: on one of its emptyDir or configMap
-    volumes (STATE/var-lib/kubelet/pods/UID/volumes/kubernetes.io~<kind>/NAME/...)."""
-    for m in sorted(ctr.volume_mounts or [], key=lambda m: -len(m.mount_path)):
-        root = m.mount_path.rstrip('/') + '/'
-        if not path.startswith(root):
-            continue
-        vol = [v for v in pod.spec.volumes if v.name == m.name][0]
-        kinds = [k for k in _VOLUME_DIRS if getattr(vol, k) is not None]
-        if not kinds:
-            raise RuntimeError('%s: %s is on volume %s, neither emptyDir nor configMap' % (pod.metadata.name, path, m.name))
-        return os.path.join(nstate, 'var-lib', 'kubelet', 'pods', pod.metadata.uid, 'volumes', _VOLUME_DIRS[kinds[0]],
-                            m.name, path[len(root):])
-    raise RuntimeError('%s: no volume of container %s holds %s' % (pod.metadata.name, ctr.name, path))
-
-
-def _config_file(nstate, pod, ctr):
-    """The device plugin's config file as the pod's config-manager-init wrote it: CONFIG_FILE of the plugin's
-    container, on the pod's emptyDir volume on the node - a link config-manager makes to the ConfigMap entry it chose
-    (/available-configs/<name>, the pod's configMap volume), followed as the container would."""
-    path = ([e.value for e in ctr.env or [] if e.name == 'CONFIG_FILE' and e.value] or [None])[0]
-    if path is None:
-        raise RuntimeError('%s: container %s has no CONFIG_FILE' % (pod.metadata.name, ctr.name))
-    host = _host_path(nstate, pod, ctr, path)
-    for _ in range(8):
-        if not os.path.islink(host):
-            return host
-        target = os.readlink(host)
-        path = target if target.startswith('/') else os.path.join(os.path.dirname(path), target)
-        host = _host_path(nstate, pod, ctr, os.path.normpath(path))
-    raise RuntimeError('%s: too many links from CONFIG_FILE' % pod.metadata.name)
-
-
-def start_mig_plugin(kstate, state, doc, name, timeout=300):
-    """NVIDIA's device plugin v0.19.1 for the MIG node ``name`` as a host process beside it (lab/tests/dp_node_plugin.py,
-    as test_node_daemonset_real runs it for the MIG shapes): the collection's DaemonSet pod there crash-loops ('missing
-    MIG GPU instance capability path: /proc/driver/nvidia/capabilities/gpu0/mig/gi7/access': runc refuses mounts into
-    /proc, so the pod cannot be given what the NVIDIA kernel module writes); the host process is the lab's stand-in for
-    its container: the config file that pod's config-manager-init wrote (the ConfigMap entry the node's
-    nvidia.com/device-plugin.config label selects), the environment the collection renders for the container, NODE_NAME,
-    the node's inventory on the simulator, a /proc carrying driver/nvidia-caps/mig-minors, registered with the node's
-    kubelet. Waits until the kubelet publishes an nvidia.com resource the plugin reports."""
-    plugin_doc = doc.get('mig_plugin') or {}
-    if plugin_doc and alive(plugin_doc.get('pid')):
-        return plugin_doc
-    sys.path.insert(0, os.path.join(ROOT, 'lab', 'tests'))
-    import pathlib
-    from dp_node_plugin import Plugin  # lab/tests: NVIDIA's device plugin as a host process of a real node
-    from kubernetes import client
-    core = client.CoreV1Api(real.api_client(os.path.join(kstate, 'kubeconfig')))
-    node = doc['nodes'][name]
-    end = time.time() + timeout
-    pod = _plugin_pod(core, name)
-    while pod is None:
-        if time.time() > end:
-            raise RuntimeError('no device-plugin DaemonSet pod of the collection on %s whose config-manager-init ran, '
-                               'after %d s' % (name, timeout))
-        time.sleep(2)
-        pod = _plugin_pod(core, name)
-    ctr = [c for c in pod.spec.containers if c.name == PLUGIN_CONTAINER][0]
-    with open(_config_file(node['state'], pod, ctr)) as f:
-        config = f.read()
-    env = dict((e.name, e.value) for e in ctr.env or [] if e.value is not None)
-    env['NODE_NAME'] = name   # the container's fieldRef spec.nodeName
-    work = pathlib.Path(state, 'mig-plugin')
-    if work.exists():
-        import shutil
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    plugin = Plugin(work, node['state'], node['inventory'])
-    plugin.start(config, env)
-    doc['mig_plugin'] = {'pid': plugin.proc.pid, 'node': name, 'log': str(plugin.log), 'pod': pod.metadata.name,
-                         'image': ctr.image, 'config': config}
-    save(state, doc)
-    while True:
-        got = {k: v for k, v in (core.read_node(name).status.allocatable or {}).items()
-               if k.startswith('nvidia.com/') and v != '0'}
-        if got:
-            doc['mig_plugin']['allocatable'] = got
-            save(state, doc)
-            return doc['mig_plugin']
-        if plugin.proc.poll() is not None or time.time() > end:
-            raise RuntimeError('nvidia-device-plugin on %s: %s, nothing published; its log ends:\n%s' % (
-                name, 'exited %s' % plugin.proc.returncode if plugin.proc.poll() is not None
-                else 'no nvidia.com resource after %d s' % timeout, plugin.tail()))
-        time.sleep(1)
-
-
-def mig_plugin(a):
-    doc = load(a.state)
-    t0 = time.time()
-    got = start_mig_plugin(a.kube_state, a.state, doc, a.node)
-    log('%s: NVIDIA nvidia-device-plugin v0.19.1 as a host process (pid %d; the lab\'s stand-in for the container of '
-        'the DaemonSet pod %s, which crash-loops) with that pod\'s config: allocatable %s (%.0f s)' % (
-            a.node, got['pid'], got['pod'], ', '.join('%s=%s' % kv for kv in sorted(got.get('allocatable', {}).items())),
-            time.time() - t0))
-    return 0
-
-
 def up(a):
     os.makedirs(a.state, exist_ok=True)
     doc = load(a.state)
@@ -417,8 +296,6 @@ def down(a):
     rc = 0
     if doc.get('dra') and alive(doc['dra'].get('pid')):
         os.kill(doc['dra']['pid'], signal.SIGTERM)
-    if doc.get('mig_plugin') and alive(doc['mig_plugin'].get('pid')):
-        os.killpg(doc['mig_plugin']['pid'], signal.SIGTERM)   # its own session (dp_node_plugin: unshare, the plugin)
     nodes_dir = os.path.join(a.state, 'nodes')
     # every node directory (an `up` stopped half-way has not listed them all in the state file)
     for n in sorted(os.listdir(nodes_dir) if os.path.isdir(nodes_dir) else []):
@@ -442,14 +319,10 @@ def main():
     p.add_argument('--mirror', required=True, help='gpuops_mirror.registry (HOST[/PATH])')
     p.add_argument('--node', action='append', required=True, help='NAME:INVENTORY:GPUS')
     p.add_argument('--dra')
-    p = sub.add_parser('mig-plugin')
-    p.add_argument('--state', required=True)
-    p.add_argument('--kube-state', required=True)
-    p.add_argument('--node', required=True, help='the MIG node (its collection DaemonSet pod deployed)')
     p = sub.add_parser('down')
     p.add_argument('--state', required=True)
     a = ap.parse_args()
-    return {'up': up, 'mig-plugin': mig_plugin, 'down': down}[a.cmd](a)
+    return {'up': up, 'down': down}[a.cmd](a)
 
 
 if __name__ == '__main__':

@@ -162,34 +162,11 @@ def allocation_line(state, pod, log):
             ' '.join(seen[-1]) if seen else 'no device-nodes line'))
 
 
-def _mig_plugin_lines(real_doc, name):
-    """The lines about the MIG node's device plugin when it runs as the lab's host process (lab/demo/real_nodes.py
-    mig-plugin)."""
-    mp = real_doc.get('mig_plugin') or {}
-    if mp.get('node') != name:
-        return []
-    import yaml
-    try:
-        os.kill(mp['pid'], 0)
-        state = 'running'
-    except (OSError, KeyError, TypeError):
-        state = 'NOT RUNNING'
-    flags = (yaml.safe_load(mp.get('config') or '{}') or {}).get('flags') or {}
-    return ['    device plugin: NVIDIA nvidia-device-plugin v0.19.1 as a HOST PROCESS beside the node (pid %s, %s), the '
-            'lab\'s stand-in for the container of the DaemonSet pod %s (below: it crash-loops - runc gives no pod the '
-            'NVIDIA kernel module\'s /proc files); a real cluster runs the DaemonSet\'s pod' % (mp.get('pid'), state,
-                                                                                               mp.get('pod')),
-            '      its config: the one that pod\'s config-manager-init wrote (migStrategy %s, deviceListStrategy %s), '
-            'the pod\'s container environment, the kubelet published %s' % (
-                flags.get('migStrategy'), ','.join((flags.get('plugin') or {}).get('deviceListStrategy') or []),
-                ', '.join('%s=%s' % kv for kv in sorted((mp.get('allocatable') or {}).items())) or 'nothing')]
-
-
 def containers(kubeconfig, real_state=None):
     """Per pool (the node label gpuops.io/sharing-pool) and node: real (a kubelet registered it) or kwok, the GPU
     resources and ResourceSlices it publishes, and each pod on it: which containers ran (container statuses the
     kubelet read from containerd) and what the validation pods printed. With real_state (lab/demo/real_nodes.py's
-    state directory): the MIG node's host-process device plugin, and for each validation pod that got device-plugin
+    state directory): for each validation pod that got device-plugin
     devices what the kubelet allocated and whether the container saw exactly those devices' nodes.
     Returns (the real nodes that ran nothing, the validation pods that saw other devices than allocated)."""
     import os
@@ -227,8 +204,6 @@ def containers(kubeconfig, real_state=None):
                 'nvidia.com/gpu.product')) if gfd else '',
             ', '.join('%s %d devices' % (s['spec']['driver'], len(s['spec'].get('devices') or [])) for s in sl)
             or 'none'))
-        for line in _mig_plugin_lines(real_doc, name):
-            print(line)
         node_state = ((real_doc.get('nodes') or {}).get(name) or {}).get('state')
         ran_any = False
         for p in sorted((p for p in pods if p.spec.node_name == name), key=lambda p: (p.metadata.namespace,
