@@ -112,3 +112,46 @@ def test_failing_container_is_reported(node):
     assert p.status.phase == 'Failed'
     assert p.status.container_statuses[0].state.terminated.exit_code == 3
     assert log == 'about to fail\n'
+
+
+def test_runc_wrapper_adds_the_proc_driver_hook_on_create_of_a_mig_node(tmp_path):
+    """The node's runc wrapper (node.py RUNC_WRAPPER; no node needed: Debian's runc is replaced by echo): the
+    oomScoreAdj clamp on every call; the createContainer hook that shows STATE/proc-driver at the container's
+    /proc/driver only on `create` and only once the node has STATE/proc-driver/nvidia-caps/mig-minors (a MIG node),
+    first in the list beside hooks already there (NVIDIA's runtime puts its CDI hooks there), added once."""
+    import json
+    import subprocess
+    state = tmp_path / 'st'
+    (state / 'bin').mkdir(parents=True)
+    wrapper = state / 'bin' / 'runc'
+    real_runc = lab_node.RUNC
+    try:
+        lab_node.RUNC = 'echo runc'
+        wrapper.write_text(lab_node.runc_wrapper(str(state)))
+    finally:
+        lab_node.RUNC = real_runc
+    wrapper.chmod(0o755)
+    bundle = tmp_path / 'bundle'
+    bundle.mkdir()
+    hook = {'path': str(wrapper), 'args': ['runc', 'gpuops-lab-proc-driver', str(state / lab_node.PROC_DRIVER)]}
+
+    def run(config, *args):
+        (bundle / 'config.json').write_text(json.dumps(config, separators=(',', ':')))
+        proc = subprocess.run([str(wrapper), '--root', '/run/x'] + list(args), capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stdout.startswith('runc --root /run/x'), proc
+        return json.loads((bundle / 'config.json').read_text())
+
+    plain = {'ociVersion': '1.2.0', 'process': {'oomScoreAdj': -998}}
+    create = ('create', '--bundle', str(bundle), 'cid')
+    assert run(plain, *create) == {'ociVersion': '1.2.0', 'process': {'oomScoreAdj': 0}}   # no mig-minors: no hook
+    minors = state / lab_node.PROC_DRIVER / 'nvidia-caps' / 'mig-minors'
+    minors.parent.mkdir(parents=True)
+    minors.write_text('config 1\n')
+    assert run(plain, *create)['hooks'] == {'createContainer': [hook]}
+    nvidia = {'path': '/usr/bin/nvidia-cdi-hook', 'args': ['nvidia-cdi-hook', 'update-ldcache']}
+    got = run(dict(plain, hooks={'createContainer': [nvidia], 'poststop': [{'path': '/x'}]}), *create)['hooks']
+    assert got == {'createContainer': [hook, nvidia], 'poststop': [{'path': '/x'}]}, got
+    assert run(dict(plain, hooks={'poststop': [{'path': '/x'}]}), *create)['hooks'] == {
+        'createContainer': [hook], 'poststop': [{'path': '/x'}]}
+    assert run(dict(plain, hooks={'createContainer': [hook]}), *create)['hooks'] == {'createContainer': [hook]}
+    assert 'hooks' not in run(plain, 'start', '--bundle', str(bundle), 'cid')   # only create
