@@ -29,6 +29,18 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_supersedes(names: Sequence[str], name: str) -> list[str]:
+    """The file names of supersedes (in sources.list.d), refused unless plain names of .list/.sources files other
+    than the module's own <name>.sources."""
+    for n in names:
+        if not _NAME_RE.match(n or '') or not n.endswith(('.list', '.sources')):
+            raise AptSourceError('supersedes: %r must be a plain file name in /etc/apt/sources.list.d ending in .list or '
+                                 '.sources (letters, digits, "_", ".", "-")' % (n,))
+        if n == name + '.sources':
+            raise AptSourceError('supersedes: %r is the source file this module writes (name %r)' % (n, name))
+    return list(names)
+
+
 def render_deb822(uris: Sequence[str], suites: Sequence[str], components: Sequence[str] | None, keyring: str,
                   architectures: Sequence[str] | None = None, comment: str | None = None) -> str:
     """The text of a deb822 .sources file (Types: deb), signed by one keyring file."""
