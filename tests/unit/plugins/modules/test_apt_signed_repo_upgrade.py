@@ -64,7 +64,7 @@ def test_key_refresh_needs_key_url(env, capsys):
     assert res['failed'] is True and 'key_url' in res['msg'] and 'key_refresh' in res['msg']
 
 
-def test_old_one_line_list_is_backed_up_and_removed_once_the_sources_is_written(env, capsys):
+def test_DRV_43_old_one_line_list_is_backed_up_and_removed_once_the_sources_is_written(env, capsys):
     keyring = node_keyring(env)
     old_text = OLD_LIST.replace('%s', keyring)
     old = seed(env, 'gpuops-nvidia-debian.list', old_text)
