@@ -64,7 +64,7 @@ options:
     description:
       - URL of the signing key (http(s) or file).
       - Without it, O(keyring) must be a keyring already on the node (as Debian's
-        C(/usr/share/keyrings/debian-archive-keyring.gpg), which the C(debian-archive-keyring) package keeps): the
+        C(/usr/share/keyrings/debian-archive-keyring.gpg), which the C(debian-archive-keyring) package keeps); the
         source names it and the module neither downloads, rewrites nor changes the mode of it. With O(state=present)
         and no such file the module fails before any change.
     type: str
