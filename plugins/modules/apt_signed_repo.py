@@ -107,6 +107,17 @@ options:
     type: str
     choices: [replace, fail]
     default: replace
+  unsigned_sources:
+    description:
+      - How O(existing_sources) counts an entry of the same URI and suite without C(Signed-By).
+      - V(conflict) treats it like another C(Signed-By) (it is replaced or stops the module, as O(existing_sources)
+        says), so that an apt-key era entry of the same repository is cleaned up.
+      - V(keep) leaves it alone. apt reads such an entry next to this source and refuses only two different
+        C(Signed-By) values (checked with bookworm's apt 2.6.1); use it where the other entries are the node's own,
+        as Debian's C(/etc/apt/sources.list) of the same archive with other components.
+    type: str
+    choices: [conflict, keep]
+    default: conflict
   validate_certs:
     description: Verify the TLS certificate of an https O(key_url).
     type: bool
@@ -221,6 +232,7 @@ def argument_spec() -> dict[str, Any]:
         supersedes=dict(type='list', elements='str', default=[]),
         packages=dict(type='list', elements='str', default=[]),
         existing_sources=dict(type='str', default='replace', choices=['replace', 'fail']),
+        unsigned_sources=dict(type='str', default='conflict', choices=['conflict', 'keep']),
         validate_certs=dict(type='bool', default=True),
         timeout=dict(type='int', default=30),
     )
@@ -284,7 +296,8 @@ def plan_existing(module: AnsibleModule, p: dict[str, Any], sources_file: str, k
     """[(path, old text, new text or None, signed-by values)] for the conflicting sources; fails for fail."""
     files = other_sources(sources_file, superseded)
     texts = dict(files)
-    found = apt_source.conflicting_sources(files, p['uris'], p['suites'], keyring, dpkg_arch(module))
+    found = apt_source.conflicting_sources(files, p['uris'], p['suites'], keyring, dpkg_arch(module),
+                                           unsigned=p['unsigned_sources'] == 'conflict')
     if found and p['existing_sources'] == 'fail':
         module.fail_json(msg='existing_sources=fail: %s already define %s with another Signed-By (%s); apt would '
                              'refuse every source. Remove them or use existing_sources=replace; nothing was changed'

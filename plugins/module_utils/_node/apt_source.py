@@ -225,9 +225,12 @@ def deb822_stanzas(text: str | None) -> list[tuple[int | None, int, dict[str, st
 
 
 def conflicting_sources(files: Iterable[tuple[str, str]], uris: Iterable[str], suites: Iterable[str], keyring: str,
-                        arch: str | None) -> list[tuple[str, str, list[Any], list[str | None]]]:
+                        arch: str | None, unsigned: bool = True) -> list[tuple[str, str, list[Any], list[str | None]]]:
     """Entries of other source files (files: [(path, text)]) for one of uris + suites whose Signed-By is not
     keyring - apt then refuses every source ("Conflicting values set for option Signed-By").
+
+    unsigned=False leaves out the entries without Signed-By: apt refuses only two different values (bookworm's
+    apt 2.6.1 reads "deb URI suite main" next to a Signed-By source of the same URI and suite without an error).
 
     Returns [(path, kind, [line index or stanza (first, last)], [signed-by values])]."""
     wanted = set((_norm_uri(u, arch), s) for u in uris for s in suites)
@@ -242,12 +245,12 @@ def conflicting_sources(files: Iterable[tuple[str, str]], uris: Iterable[str], s
                 pairs = set((_norm_uri(u, arch), s) for u in f.get('uris', '').split()
                             for s in f.get('suites', '').split())
                 signed = f.get('signed-by')
-                if pairs & wanted and signed != keyring:
+                if pairs & wanted and signed != keyring and (unsigned or signed is not None):
                     hits.append((first, last))
                     keys.append(signed)
         else:
             for idx, uri, suite, signed in one_line_entries(text):
-                if (_norm_uri(uri, arch), suite) in wanted and signed != keyring:
+                if (_norm_uri(uri, arch), suite) in wanted and signed != keyring and (unsigned or signed is not None):
                     hits.append(idx)
                     keys.append(signed)
         if hits:

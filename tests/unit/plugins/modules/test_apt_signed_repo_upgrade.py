@@ -115,3 +115,26 @@ def test_supersedes_is_ignored_with_state_absent(env, capsys):
     res = run(capsys, {'name': 'gpuops-nvidia-debian', 'keyring': str(env['dir'] / 'k.gpg'), 'state': 'absent',
                        'supersedes': ['gpuops-nvidia-debian.list']})
     assert res['changed'] is False and old.exists()
+
+
+def test_nodes_own_sources_kept_unsigned_and_refused_with_another_key(env, capsys, monkeypatch):
+    """unsigned_sources=keep with existing_sources=fail (the role's Debian source): a stock sources.list line of the
+    same archive without signed-by stays as it is (apt 2.6.1 reads both); another Signed-By stops before any change."""
+    monkeypatch.setattr(base.mod, 'dpkg_arch', lambda module: 'amd64')
+    keyring = node_keyring(env)
+    stock = 'deb http://deb.debian.org/debian/ bookworm main non-free-firmware\n'
+    (env['dir'] / 'sources.list').write_text(stock)
+    a = debian_args(keyring, unsigned_sources='keep')
+    res = run(capsys, a)
+    assert res['changed'] is True and res['existing_sources'] == []
+    assert (env['dir'] / 'sources.list').read_text() == stock
+    # the default still counts it as a conflict (nvidia_container_runtime cleans an apt-key era entry up)
+    os.unlink(res['sources_file'])
+    res = run(capsys, debian_args(keyring))
+    assert res['failed'] is True and 'existing_sources=fail' in res['msg'] and 'sources.list' in res['msg']
+    other = 'deb [signed-by=/usr/share/keyrings/other.gpg] http://deb.debian.org/debian bookworm main\n'
+    (env['dir'] / 'sources.list').write_text(other)
+    res = run(capsys, a)
+    assert res['failed'] is True and '/usr/share/keyrings/other.gpg' in res['msg']
+    assert (env['dir'] / 'sources.list').read_text() == other
+    assert not os.path.exists(os.path.join(str(env['dir']), 'sources.list.d', 'gpuops-nvidia-debian.sources'))
