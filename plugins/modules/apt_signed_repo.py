@@ -61,16 +61,32 @@ options:
     type: str
     default: Managed by gpuops.k8s_gpu
   key_url:
-    description: URL of the signing key (http(s) or file). Required with O(state=present).
+    description:
+      - URL of the signing key (http(s) or file).
+      - Without it, O(keyring) must be a keyring already on the node (as Debian's
+        C(/usr/share/keyrings/debian-archive-keyring.gpg), which the C(debian-archive-keyring) package keeps); the
+        source names it and the module neither downloads, rewrites nor changes the mode of it. With O(state=present)
+        and no such file the module fails before any change.
     type: str
   keyring:
     description: Where the key is stored and what C(Signed-By:) names. C(.asc) keeps the key armored.
     type: path
     required: true
   key_refresh:
-    description: Download the key on every run and replace the keyring when the key changed.
+    description: Download the key on every run and replace the keyring when the key changed. Requires O(key_url).
     type: bool
     default: false
+  supersedes:
+    description:
+      - File names in C(/etc/apt/sources.list.d) that this source replaces (for example the one-line
+        C(<name>.list) an earlier release wrote with M(ansible.builtin.apt_repository)); apt would otherwise read the
+        same repository twice and warn that it is configured multiple times.
+      - Each one that exists is backed up to C(/etc/apt/gpuops-backups/) and removed, after the source is written
+        (or found in place), with O(state=present) only. Other files are never touched.
+      - Plain file names ending in C(.list) or C(.sources), not the module's own source file.
+    type: list
+    elements: str
+    default: []
   packages:
     description:
       - Packages to check, as V(name) or V(name=version) (the version may use C(*) wildcards, matched as
@@ -91,6 +107,17 @@ options:
     type: str
     choices: [replace, fail]
     default: replace
+  unsigned_sources:
+    description:
+      - How O(existing_sources) counts an entry of the same URI and suite without C(Signed-By).
+      - V(conflict) treats it like another C(Signed-By) (it is replaced or stops the module, as O(existing_sources)
+        says), so that an apt-key era entry of the same repository is cleaned up.
+      - V(keep) leaves it alone. apt reads such an entry next to this source and refuses only two different
+        C(Signed-By) values (checked with bookworm's apt 2.6.1); use it where the other entries are the node's own,
+        as Debian's C(/etc/apt/sources.list) of the same archive with other components.
+    type: str
+    choices: [conflict, keep]
+    default: conflict
   validate_certs:
     description: Verify the TLS certificate of an https O(key_url).
     type: bool
@@ -103,6 +130,7 @@ notes:
   - Files are written atomically with mode C(0644) (the keyring must be readable by apt's C(_apt) user); the keyring
     directory is created with mode C(0755).
   - In check mode a missing keyring is reported as a change without downloading the key.
+  - In check mode the files of O(supersedes) are reported (RV(superseded), the diff) and left in place.
 seealso:
   - module: ansible.builtin.deb822_repository
   - module: ansible.builtin.apt
@@ -157,6 +185,15 @@ packages_missing:
   returned: always
   type: list
   elements: str
+superseded:
+  description:
+    - The files of O(supersedes) that were (or in check mode would be) removed, and where each was backed up
+      (no C(backup) in check mode).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /etc/apt/sources.list.d/gpuops-nvidia-cuda.list,
+            backup: /etc/apt/gpuops-backups/gpuops-nvidia-cuda.list.2026-11-30@06:00:00~}]
 existing_sources:
   description: Other sources of the same URI with another C(Signed-By), and what was (or would be) done to them.
   returned: always
@@ -192,8 +229,10 @@ def argument_spec() -> dict[str, Any]:
         key_url=dict(type='str', no_log=False),
         keyring=dict(type='path', required=True, no_log=False),
         key_refresh=dict(type='bool', default=False, no_log=False),
+        supersedes=dict(type='list', elements='str', default=[]),
         packages=dict(type='list', elements='str', default=[]),
         existing_sources=dict(type='str', default='replace', choices=['replace', 'fail']),
+        unsigned_sources=dict(type='str', default='conflict', choices=['conflict', 'keep']),
         validate_certs=dict(type='bool', default=True),
         timeout=dict(type='int', default=30),
     )
@@ -234,8 +273,8 @@ def dpkg_arch(module: AnsibleModule) -> str | None:
     return out.strip() if rc == 0 and out.strip() else None
 
 
-def other_sources(sources_file: str) -> Any:
-    """[(path, text)] of apt's other source files."""
+def other_sources(sources_file: str, skip: Iterable[str] = ()) -> Any:
+    """[(path, text)] of apt's other source files (less the paths of skip: the files the source supersedes)."""
     apt_dir = os.path.dirname(SOURCES_DIR)
     paths = [os.path.join(apt_dir, 'sources.list')]
     if os.path.isdir(SOURCES_DIR):
@@ -243,7 +282,8 @@ def other_sources(sources_file: str) -> Any:
                   if n.endswith(('.list', '.sources'))]
     out = []
     for path in paths:
-        if os.path.abspath(path) == os.path.abspath(sources_file) or not os.path.isfile(path):
+        if os.path.abspath(path) in [os.path.abspath(sources_file)] + [os.path.abspath(s) for s in skip] \
+                or not os.path.isfile(path):
             continue
         data = read_bytes(path)
         if data is not None:
@@ -251,11 +291,13 @@ def other_sources(sources_file: str) -> Any:
     return out
 
 
-def plan_existing(module: AnsibleModule, p: dict[str, Any], sources_file: str, keyring: str) -> Any:
+def plan_existing(module: AnsibleModule, p: dict[str, Any], sources_file: str, keyring: str,
+                  superseded: Iterable[str] = ()) -> Any:
     """[(path, old text, new text or None, signed-by values)] for the conflicting sources; fails for fail."""
-    files = other_sources(sources_file)
+    files = other_sources(sources_file, superseded)
     texts = dict(files)
-    found = apt_source.conflicting_sources(files, p['uris'], p['suites'], keyring, dpkg_arch(module))
+    found = apt_source.conflicting_sources(files, p['uris'], p['suites'], keyring, dpkg_arch(module),
+                                           unsigned=p['unsigned_sources'] == 'conflict')
     if found and p['existing_sources'] == 'fail':
         module.fail_json(msg='existing_sources=fail: %s already define %s with another Signed-By (%s); apt would '
                              'refuse every source. Remove them or use existing_sources=replace; nothing was changed'
@@ -279,7 +321,7 @@ def read_installed(module: AnsibleModule, names: Iterable[str]) -> dict[str, Any
 
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           required_if=[('state', 'present', ('uris', 'key_url'))])
+                           required_if=[('state', 'present', ('uris',)), ('key_refresh', True, ('key_url',))])
     p = module.params
     keyring = p['keyring']
     try:
@@ -288,8 +330,14 @@ def main() -> None:
         if not os.path.isabs(keyring):
             raise apt_source.AptSourceError('keyring %r must be an absolute path' % keyring)
         text = None
+        supersedes = [os.path.join(SOURCES_DIR, n) for n in apt_source.check_supersedes(p['supersedes'], p['name'])]
         if p['state'] == 'present':
-            if not p['key_url'].startswith(('http://', 'https://', 'file://')):
+            if p['key_url'] is None:
+                if not os.path.isfile(keyring):
+                    raise apt_source.AptSourceError(
+                        'keyring %s does not exist and key_url is not set: without key_url the keyring must already be '
+                        'on the node (install the package that ships it, or set key_url); nothing was changed' % keyring)
+            elif not p['key_url'].startswith(('http://', 'https://', 'file://')):
                 raise apt_source.AptSourceError('key_url %r must be an http(s) or file URL' % p['key_url'])
             text = apt_source.render_deb822(p['uris'], p['suites'], p['components'], keyring,
                                             p['architectures'], p['comment'])
@@ -302,8 +350,8 @@ def main() -> None:
     diff: dict[str, Any] = dict(before={}, after={})
     result = dict(changed=False, sources_file=sources_file, keyring=keyring, source_changed=False,
                   keyring_changed=False, cache_update_needed=False, packages={}, packages_missing=[],
-                  existing_sources=[])
-    existing = plan_existing(module, p, sources_file, keyring) if p['state'] == 'present' else []
+                  existing_sources=[], superseded=[])
+    existing = plan_existing(module, p, sources_file, keyring, supersedes) if p['state'] == 'present' else []
 
     if p['state'] == 'absent':
         for path, old, key in ((sources_file, old_source, 'source_changed'), (keyring, old_key, 'keyring_changed')):
@@ -316,7 +364,9 @@ def main() -> None:
                 os.unlink(path)
     else:
         new_key = None
-        if old_key is None or p['key_refresh']:
+        if p['key_url'] is None:
+            pass  # the node's own keyring, only referenced (checked above that it exists)
+        elif old_key is None or p['key_refresh']:
             if old_key is None and module.check_mode:
                 result['keyring_changed'] = True
             else:
@@ -325,7 +375,7 @@ def main() -> None:
                 except apt_source.AptSourceError as e:
                     module.fail_json(msg=to_native(e))
                 result['keyring_changed'] = new_key != old_key
-        if not result['keyring_changed'] and _mode_wrong(keyring):
+        if p['key_url'] is not None and not result['keyring_changed'] and _mode_wrong(keyring):
             result['keyring_changed'] = True
             new_key = old_key
         if result['keyring_changed']:
@@ -349,6 +399,19 @@ def main() -> None:
             diff['after'][sources_file] = text
             if not module.check_mode:
                 replace_file(module, sources_file, new_source, mode=0o644)
+        # the files this source replaces go only once it is in place (written above, or already there)
+        for path in supersedes:
+            old = read_bytes(path)
+            if old is None:
+                continue
+            result['source_changed'] = True
+            entry = dict(path=path)
+            diff['before'][path] = to_text(old, errors='replace')
+            diff['after'][path] = '<absent>'
+            if not module.check_mode:
+                entry['backup'] = replace_file(module, path, None, backup=True, backup_dir=backup_dir(),
+                                               backup_dir_mode=0o755)
+            result['superseded'].append(entry)
         result['cache_update_needed'] = result['source_changed'] or result['keyring_changed']
         installed = read_installed(module, sorted(set(name for name, _version in specs)))
         result['packages'] = installed

@@ -238,3 +238,68 @@ def test_DRV_42_removal_keeps_the_initramfs_tool_and_the_build_tools(node):
     assert rc == 0, failures(doc)
     assert doc['stats']['drv-ubuntu']['changed'] == 0, [
         t['task']['name'] for p in doc['plays'] for t in p['tasks'] if t['hosts'].get('drv-ubuntu', {}).get('changed')]
+
+
+CUDA_IN_NODE = '/srv/gpuops-cuda-standin'
+CUDA_KEYRING = '/etc/apt/keyrings/gpuops-nvidia-cuda.asc'
+
+
+def run_repositories(node, **role_vars):
+    """Only the role's apt repository tasks (tasks/repositories-apt.yml), method cuda_repo."""
+    play = node['tmp'] / 'repos.yml'
+    play.write_text(yaml.safe_dump([{'name': 'repositories', 'hosts': 'drv-ubuntu', 'gather_facts': True,
+                                     'gather_subset': ['min'],
+                                     'tasks': [{'name': 'The role\'s apt repositories', 'ansible.builtin.include_role': {
+                                         'name': 'gpuops.k8s_gpu.nvidia_driver', 'tasks_from': 'repositories-apt'},
+                                         'vars': role_vars}]}]))
+    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(node['tmp'] / 'hosts.yml'), str(play)],
+                          env=node['env'], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_DRV_43_cuda_repo_list_of_the_previous_release_becomes_a_deb822_source(node, tmp_path):
+    """A node the previous release configured for method cuda_repo (ansible.builtin.apt_repository: the one-line
+    gpuops-nvidia-cuda.list with signed-by, the key by get_url at the same keyring) gets the deb822
+    gpuops-nvidia-cuda.sources from apt_signed_repo; the .list is backed up to /etc/apt/gpuops-backups/ and removed,
+    apt reads the repository once, no DEPRECATION WARNING, and a second run changes nothing. The CUDA repository is
+    the lab's signed stand-in repository (a copy under another path, so the other tests' source is not touched)."""
+    name = node['name']
+    sh('docker', 'exec', name, 'cp', '-a', REPO_IN_NODE, CUDA_IN_NODE)
+    # the stand-in repository's key is binary; the role's keyring is .asc (NVIDIA's 3bf863cc.pub is armored)
+    gnupg = tmp_path / 'gnupg'
+    gnupg.mkdir(mode=0o700)
+    sh('docker', 'cp', '%s:%s/key.gpg' % (name, REPO_IN_NODE), str(tmp_path / 'key.gpg'))
+    sh('gpg', '--homedir', str(gnupg), '--batch', '--quiet', '--import', str(tmp_path / 'key.gpg'))
+    armored = sh('gpg', '--homedir', str(gnupg), '--batch', '--armor', '--export').stdout
+    assert armored.startswith('-----BEGIN PGP PUBLIC KEY BLOCK-----')
+    (tmp_path / 'key.asc').write_text(armored)
+    sh('docker', 'cp', str(tmp_path / 'key.asc'), '%s:%s/key.asc' % (name, CUDA_IN_NODE))
+    url = 'file://%s/' % CUDA_IN_NODE
+    # what the previous release left: the key where get_url put it, the line apt_repository wrote
+    old_line = 'deb [signed-by=%s] %s /\n' % (CUDA_KEYRING, url)
+    sh('docker', 'exec', name, 'install', '-D', '-m', '0644', CUDA_IN_NODE + '/key.asc', CUDA_KEYRING)
+    (tmp_path / 'old.list').write_text(old_line)
+    sh('docker', 'cp', str(tmp_path / 'old.list'), '%s:/etc/apt/sources.list.d/gpuops-nvidia-cuda.list' % name)
+    assert dexec(name, 'apt-get', 'update', '-q').returncode == 0
+    role_vars = dict(nvidia_driver_method='cuda_repo', nvidia_driver__os_distro_sources=False,
+                     nvidia_driver_cuda_repo_url=url, nvidia_driver_cuda_repo_key_url='file://%s/key.asc' % CUDA_IN_NODE)
+    rc, doc, stderr = run_repositories(node, **role_vars)
+    assert rc == 0, failures(doc)
+    assert 'DEPRECATION' not in stderr, stderr
+    [res] = [t['hosts']['drv-ubuntu'] for p in doc['plays'] for t in p['tasks']
+             if t['task']['name'].endswith("Add NVIDIA's CUDA repository with its signing key as the Signed-By keyring")]
+    assert res['changed'] is True and res['keyring_changed'] is False
+    assert [e['path'] for e in res['superseded']] == ['/etc/apt/sources.list.d/gpuops-nvidia-cuda.list']
+    backup = res['superseded'][0]['backup']
+    assert backup.startswith('/etc/apt/gpuops-backups/gpuops-nvidia-cuda.list.')
+    assert dexec(name, 'cat', backup).stdout == old_line
+    assert dexec(name, 'test', '-e', '/etc/apt/sources.list.d/gpuops-nvidia-cuda.list').returncode == 1
+    assert dexec(name, 'cat', '/etc/apt/sources.list.d/gpuops-nvidia-cuda.sources').stdout == (
+        '# Managed by gpuops.k8s_gpu (nvidia_driver)\nTypes: deb\nURIs: %s\nSuites: /\nSigned-By: %s\n'
+        % (url, CUDA_KEYRING))
+    # the role's own apt update ran (the source changed); apt reads the repository once, and trusts it
+    upd = dexec(name, 'apt-get', 'update', '-q')
+    assert upd.returncode == 0 and 'configured multiple times' not in upd.stdout + upd.stderr, upd.stdout + upd.stderr
+    assert CUDA_IN_NODE in dexec(name, 'apt-cache', 'policy').stdout
+    rc, doc, stderr = run_repositories(node, **role_vars)
+    assert rc == 0 and doc['stats']['drv-ubuntu']['changed'] == 0, doc['stats']

@@ -65,17 +65,42 @@ def test_persistenced_enabled_not_started(host):
     assert not svc.is_running
 
 
+OLD_LIST_LINES = ["deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian%s %s "
+                  "contrib non-free non-free-firmware" % (("-security" if s.endswith("security") else ""), s)
+                  for s in ("bookworm", "bookworm-updates", "bookworm-security")]
+
+
 def test_debian_sources_enabled_with_signed_by(host):
     if not _distro(host):
         return
-    text = host.file("/etc/apt/sources.list.d/gpuops-nvidia-debian.list").content_string
-    for suite in ("bookworm", "bookworm-updates", "bookworm-security"):
-        assert ("] http://deb.debian.org/debian%s %s contrib non-free non-free-firmware"
-                % ("-security" if suite.endswith("security") else "", suite)) in text
-    assert text.count("[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]") == 3
+    main = host.file("/etc/apt/sources.list.d/gpuops-nvidia-debian.sources")
+    security = host.file("/etc/apt/sources.list.d/gpuops-nvidia-debian-security.sources")
+    assert main.mode == 0o644 and security.mode == 0o644
+    for f, uri, suites in ((main, "http://deb.debian.org/debian", "bookworm bookworm-updates"),
+                           (security, "http://deb.debian.org/debian-security", "bookworm-security")):
+        assert f.content_string == ("# Managed by gpuops.k8s_gpu (nvidia_driver)\nTypes: deb\nURIs: %s\nSuites: %s\n"
+                                    "Components: contrib non-free non-free-firmware\n"
+                                    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n" % (uri, suites))
     # prepare.yml left only main in the image's own sources
     assert "non-free" not in host.file("/etc/apt/sources.list.d/debian.sources").content_string
     assert not host.file("/etc/apt/trusted.gpg").exists
+
+
+def test_previous_releases_list_replaced_and_backed_up(host):
+    """prepare.yml left the one-line .list the role's previous release wrote with ansible.builtin.apt_repository:
+    the role removed it (backup in /etc/apt/gpuops-backups/, outside apt's directories) and apt reads every
+    repository once (no "configured multiple times")."""
+    if not _distro(host):
+        return
+    assert not host.file("/etc/apt/sources.list.d/gpuops-nvidia-debian.list").exists
+    backups = host.check_output("ls /etc/apt/gpuops-backups/").split()
+    [backup] = [b for b in backups if b.startswith("gpuops-nvidia-debian.list.")]
+    assert host.file("/etc/apt/gpuops-backups/" + backup).content_string.splitlines() == OLD_LIST_LINES
+    assert sorted(n for n in host.check_output("ls /etc/apt/sources.list.d/").split() if n.startswith("gpuops-")) == [
+        "gpuops-nvidia-debian-security.sources", "gpuops-nvidia-debian.sources"]
+    r = host.run("apt-get -o Debug::NoLocking=1 -s install nvidia-smi")
+    assert r.rc == 0, r.stderr
+    assert "configured multiple times" not in r.stdout + r.stderr
 
 
 def test_driver_packages_pinned_and_held(host):

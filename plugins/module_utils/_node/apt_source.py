@@ -29,6 +29,18 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_supersedes(names: Sequence[str], name: str) -> list[str]:
+    """The file names of supersedes (in sources.list.d), refused unless plain names of .list/.sources files other
+    than the module's own <name>.sources."""
+    for n in names:
+        if not _NAME_RE.match(n or '') or not n.endswith(('.list', '.sources')):
+            raise AptSourceError('supersedes: %r must be a plain file name in /etc/apt/sources.list.d ending in .list or '
+                                 '.sources (letters, digits, "_", ".", "-")' % (n,))
+        if n == name + '.sources':
+            raise AptSourceError('supersedes: %r is the source file this module writes (name %r)' % (n, name))
+    return list(names)
+
+
 def render_deb822(uris: Sequence[str], suites: Sequence[str], components: Sequence[str] | None, keyring: str,
                   architectures: Sequence[str] | None = None, comment: str | None = None) -> str:
     """The text of a deb822 .sources file (Types: deb), signed by one keyring file."""
@@ -213,9 +225,12 @@ def deb822_stanzas(text: str | None) -> list[tuple[int | None, int, dict[str, st
 
 
 def conflicting_sources(files: Iterable[tuple[str, str]], uris: Iterable[str], suites: Iterable[str], keyring: str,
-                        arch: str | None) -> list[tuple[str, str, list[Any], list[str | None]]]:
+                        arch: str | None, unsigned: bool = True) -> list[tuple[str, str, list[Any], list[str | None]]]:
     """Entries of other source files (files: [(path, text)]) for one of uris + suites whose Signed-By is not
     keyring - apt then refuses every source ("Conflicting values set for option Signed-By").
+
+    unsigned=False leaves out the entries without Signed-By: apt refuses only two different values (bookworm's
+    apt 2.6.1 reads "deb URI suite main" next to a Signed-By source of the same URI and suite without an error).
 
     Returns [(path, kind, [line index or stanza (first, last)], [signed-by values])]."""
     wanted = set((_norm_uri(u, arch), s) for u in uris for s in suites)
@@ -230,12 +245,12 @@ def conflicting_sources(files: Iterable[tuple[str, str]], uris: Iterable[str], s
                 pairs = set((_norm_uri(u, arch), s) for u in f.get('uris', '').split()
                             for s in f.get('suites', '').split())
                 signed = f.get('signed-by')
-                if pairs & wanted and signed != keyring:
+                if pairs & wanted and signed != keyring and (unsigned or signed is not None):
                     hits.append((first, last))
                     keys.append(signed)
         else:
             for idx, uri, suite, signed in one_line_entries(text):
-                if (_norm_uri(uri, arch), suite) in wanted and signed != keyring:
+                if (_norm_uri(uri, arch), suite) in wanted and signed != keyring and (unsigned or signed is not None):
                     hits.append(idx)
                     keys.append(signed)
         if hits:

@@ -148,9 +148,14 @@ def test_refusals_before_any_change(env, capsys):
     assert not os.path.exists(str(env['dir'] / 'k.asc'))
 
 
-def test_present_requires_uris_and_key_url(env, capsys):
+def test_present_requires_uris_and_key_url_or_a_keyring_in_place(env, capsys):
     res = run(capsys, {'name': 'x', 'keyring': '/tmp/x.asc'})
-    assert res['failed'] is True and 'uris' in res['msg'] and 'key_url' in res['msg']
+    assert res['failed'] is True and 'uris' in res['msg']
+    # no key_url: the keyring must already be on the node (tests/.../test_apt_signed_repo_upgrade.py: when it is)
+    missing = str(env['dir'] / 'keyrings' / 'missing.gpg')
+    res = run(capsys, {'name': 'x', 'keyring': missing, 'uris': [URI]})
+    assert res['failed'] is True and 'key_url' in res['msg'] and missing in res['msg']
+    assert not os.path.exists(mod.SOURCES_DIR)
 
 
 def test_absent_removes_both_and_then_is_a_noop(env, capsys):
