@@ -283,6 +283,12 @@ def suite_env(base):
     # should this process die (its owner pid)
     env.setdefault('GPUOPS_KUBE_REAL_STATE', os.path.join(ROOT, 'build', 'kube-real', 'run-%d' % os.getpid()))
     env.setdefault('GPUOPS_KUBE_REAL_OWNER', str(os.getpid()))
+    # a measuring run (GPUOPS_TASK_CPU_DIR=DIR make test): every ansible-playbook writes its controller CPU per task
+    # into DIR (lab/profile/gpuops_task_cpu.py; lab/bin/task-cpu-report.py sums them); off otherwise
+    if env.get('GPUOPS_TASK_CPU_DIR'):
+        env['GPUOPS_TASK_CPU_DIR'] = os.path.abspath(env['GPUOPS_TASK_CPU_DIR'])
+        env['ANSIBLE_CALLBACK_PLUGINS'] = os.path.join(ROOT, 'lab', 'profile')
+        env['ANSIBLE_CALLBACKS_ENABLED'] = 'gpuops_task_cpu'
     return env
 
 
