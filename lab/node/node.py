@@ -282,6 +282,73 @@ def device_plugin_image(out, name, inventory, nvml=True):
                         'Entrypoint': ['nvidia-device-plugin']})
 
 
+# NVIDIA's DRA driver's image (sigs.k8s.io/dra-driver-nvidia-gpu v0.5.0 deployments/container/Dockerfile: a
+# distroless/cc:debug base - busybox on PATH for the scripts' coreutils -, Debian's bash as /bin/bash, nvidia-cdi-hook
+# of the container toolkit, the driver's programs in /usr/bin, hack/kubelet-plugin-prestart.sh and templates/).
+DRA_MODULE = 'sigs.k8s.io/dra-driver-nvidia-gpu@v0.5.0'
+# what the chart's kubelet-plugin pod runs besides the plugin: `bash /usr/bin/kubelet-plugin-prestart.sh` (init
+# container) and `bash -c '... gpu-kubelet-plugin -v $(LOG_VERBOSITY)'` (gpus); the script's programs, busybox applets
+DRA_SCRIPT_APPLETS = ('basename', 'cp', 'date', 'env', 'find', 'head', 'ln', 'ls', 'mount', 'readlink', 'sed',
+                      'sleep')
+
+
+def dra_module_dir():
+    """The DRA driver's module in the Go module cache (lab/go dra-driver-nvidia-gpu downloads it)."""
+    env = dict(os.environ, GOFLAGS='-mod=mod', GOTOOLCHAIN='local', PATH='/usr/local/go/bin:' + os.environ['PATH'])
+    proc = subprocess.run(['go', 'mod', 'download', '-json', DRA_MODULE], cwd='/', env=env, capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError('go mod download %s failed: %s' % (DRA_MODULE, (proc.stdout + proc.stderr)[-3000:]))
+    return json.loads(proc.stdout)['Dir']
+
+
+def dra_plugin_image(out, name, inventory):
+    """The image of the DRA driver's chart (its kubelet-plugin DaemonSet: init container and gpus container) FROM
+    scratch, one layer: gpu-kubelet-plugin of the lab/go set dra-driver-nvidia-gpu (v0.5.0 from the Go module proxy,
+    cgo) and nvidia-cdi-hook of the set nvidia-container-runtime (toolkit v1.20.0) in /usr/bin, the module's
+    hack/kubelet-plugin-prestart.sh in /usr/bin and templates/ in /templates (as upstream's Dockerfile copies them),
+    Debian's bash (/bin/bash, /usr/bin/bash) and static busybox with a link per program the scripts run, the C library
+    and loader they link (ldd), and the NVML simulator's GPU inventory at its default path
+    /etc/nvml-sim/inventory.json: the plugin loads libnvidia-ml.so.1 from the node's driver root (the chart's
+    nvidiaDriverRoot, mounted at /driver-root), which on a lab node is the simulator (nvidia_toolkit). The environment
+    is upstream's image's (NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=utility, NVIDIA_DISABLE_REQUIRE).
+    Returns the archive's path."""
+    os.makedirs(out, exist_ok=True)
+    plugin = os.path.join(real.built_dir('dra-driver-nvidia-gpu'), 'gpu-kubelet-plugin')
+    hook = os.path.join(real.built_dir('nvidia-container-runtime'), 'nvidia-cdi-hook')
+    module = dra_module_dir()
+    bash = shutil.which('bash') or '/bin/bash'
+    files = {'usr/bin/gpu-kubelet-plugin': plugin, 'usr/bin/nvidia-cdi-hook': hook, 'bin/bash': bash,
+             'usr/bin/kubelet-plugin-prestart.sh': os.path.join(module, 'hack', 'kubelet-plugin-prestart.sh'),
+             'usr/bin/busybox': BUSYBOX}
+    for tmpl in sorted(os.listdir(os.path.join(module, 'templates'))):
+        files['templates/' + tmpl] = os.path.join(module, 'templates', tmpl)
+    # the rest of glibc: the init container runs the driver root's nvidia-smi (upstream's distroless/cc base has it)
+    for lib in sorted(set(_ldd(plugin) + _ldd(bash) + _ldd(hook) + list(IMAGE_DRIVER_PROGRAM_LIBS))):
+        files[lib.lstrip('/')] = os.path.realpath(lib)
+    dirs = set()
+    for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
+        d = os.path.dirname(arc)
+        while d:
+            dirs.add(d)
+            d = os.path.dirname(d)
+    entries = [(d, 'dir', None, 0o755) for d in sorted(dirs | {'dev', 'proc', 'sys', 'etc', 'root', 'run', 'var'})]
+    entries.append(('tmp', 'dir', None, 0o1777))
+    for arc, src in sorted(files.items()):
+        with open(src, 'rb') as f:
+            entries.append((arc, 'file', f.read(), 0o644 if arc.startswith('templates/') else 0o755))
+    entries.append(('usr/bin/bash', 'symlink', '/bin/bash', 0o777))
+    entries += [('usr/bin/' + a, 'symlink', 'busybox', 0o777) for a in DRA_SCRIPT_APPLETS]
+    with open(inventory, 'rb') as f:
+        entries.append(('etc/nvml-sim/inventory.json', 'file', f.read(), 0o644))
+    entries.append(('etc/passwd', 'file', b'root:x:0:0:root:/root:/bin/bash\n', 0o644))
+    entries.append(('etc/group', 'file', b'root:x:0:\n', 0o644))
+    return oci_archive(os.path.join(out, 'dra-driver-nvidia-gpu.tar'), name, entries,
+                       {'Env': ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+                                'NVIDIA_DISABLE_REQUIRE=true', 'NVIDIA_VISIBLE_DEVICES=all',
+                                'NVIDIA_DRIVER_CAPABILITIES=utility'], 'User': 'root:root'})
+
+
 # ------------------------------------------------------------------------------------- NVIDIA's container runtime
 # NVIDIA/nvidia-container-toolkit v1.20.0 (lab/go nvidia-container-runtime): the node's `nvidia` handler in CDI mode.
 # The runtime reads its config from the file NVIDIA_CTK_CONFIG_FILE_PATH names (api/config/v1/config.go of the

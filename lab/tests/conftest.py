@@ -260,6 +260,9 @@ WEIGHT = {
     # a MIG device through NVIDIA's runtime on a real node: the CDI spec's MIG devices, a pod gets its MIG device's
     # nodes (issue #36, the demo's lab-a100; 2026-11-30, -p no:xdist, the machine shared)
     'integration/test_node_mig_cdi_real.py': 60,
+    # the DRA driver's chart on a real node: helm, the lab's DRA image through the mirror, the kubelet-plugin pod, a
+    # claim (issue #36; 2026-11-30, -p no:xdist, the machine shared: 47-51 s wall, 5-7 CPU-s)
+    'integration/test_node_dra_chart_real.py': 47,
     # the collection's exclusive and mps pools on a real node (issue #36, 2026-11-29, -p no:xdist, the machine shared)
     'integration/test_node_strategies_real.py': 90,
     # issue #40: DRA-backed extended resources on a real node, the migration playbook (six runs) on kwok nodes; issue
