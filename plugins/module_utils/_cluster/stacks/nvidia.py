@@ -772,7 +772,9 @@ def _plugin_gpu_strategy(labels: dict, recorded: str | None) -> str:
     """The NVIDIA strategy of a node's nvidia.com/gpu: GFD's labels when the node has any, else the collection's
     record (time-slicing, mps, mig), else exclusive."""
     if not any(k in labels for k in GFD_LABELS):
-        return recorded if recorded in ('time-slicing', 'mps', 'mig') else 'exclusive'
+        # the device plugin strategies the collection records (exclusive, time-slicing, mps, mig); any other value
+        # (another family's pool, none) leaves the plugin's nvidia.com/gpu whole GPUs
+        return recorded if recorded in NVIDIA_STRATEGIES else 'exclusive'
     if labels.get(GFD_MIG_STRATEGY_LABEL) == 'single':
         return 'mig'
     sharing = labels.get(SHARING_LABEL)
