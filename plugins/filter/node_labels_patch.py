@@ -67,10 +67,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_live_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 
 
 def node_labels_patch(plan: dict[str, Any], live: list[dict[str, Any]] | None, state: str = 'present',
-                      strategy_label: str = 'gpuops.io/sharing-strategy',
+                      strategy_label: str = STRATEGY_LABEL,
                       record_annotation: str = 'gpuops.io/managed-labels', check_resources: bool = True,
                       fail_on_missing_nodes: bool = True) -> dict[str, Any]:
     return label_live_plan(plan, live, state=state, strategy_label=strategy_label, record_annotation=record_annotation,

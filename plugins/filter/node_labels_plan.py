@@ -80,12 +80,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import label_static_plan
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 
 
 def node_labels_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], group: str = 'gpu_nodes',
                      pools: list[dict[str, Any]] | None = None, state: str = 'present', gfd_labels: bool = True,
                      require_facts: bool = True, extra: dict[str, Any] | None = None,
-                     strategy_label: str = 'gpuops.io/sharing-strategy', check_capabilities: bool = True,
+                     strategy_label: str = STRATEGY_LABEL, check_capabilities: bool = True,
                      stacks: Any = None) -> dict[str, Any]:
     return label_static_plan(groups, hostvars, group=group, pools=pools, state=state, gfd_labels=gfd_labels,
                              require_facts=require_facts, extra=extra, strategy_label=strategy_label,

@@ -144,6 +144,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster import node_labels_apply as labels
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 
 # CoreV1Api and friends as plain requests (kube/rest): the typed API classes of the client cost ~0.5 CPU-s to import
 k8s_client = rest.client_module(access.ApiClient)
@@ -155,7 +156,7 @@ def main() -> None:
         patches=dict(type='list', elements='dict'),
         plan=dict(type='dict'),
         state=dict(type='str', choices=['present', 'absent'], default='present'),
-        strategy_label=dict(type='str', default='gpuops.io/sharing-strategy'),
+        strategy_label=dict(type='str', default=STRATEGY_LABEL),
         record_annotation=dict(type='str', default='gpuops.io/managed-labels'),
         check_resources=dict(type='bool', default=True),
         fail_on_missing_nodes=dict(type='bool', default=True),

@@ -23,6 +23,13 @@ description:
     C(nvidia.com/gpu.shared), and MIG devices C(nvidia.com/mig-<profile>) (mixed strategy) or C(nvidia.com/gpu) with
     C(nvidia.com/mig.strategy=single). The device plugin does not publish which GPU a pod got, so these are node
     totals."
+  - "The collection's NVIDIA stacks do not deploy GPU feature discovery (GFD). On a node without GFD's labels
+    (C(nvidia.com/mig.strategy), C(nvidia.com/gpu.sharing-strategy), C(nvidia.com/gpu.replicas)),
+    C(nvidia.com/gpu) takes the strategy the role gpu_node_labels recorded for the node's pool in the label
+    O(strategy_label) when that is V(time-slicing), V(mps) or V(mig) (MIG strategy single), else V(exclusive).
+    What the node publishes wins over that record: MIG devices, C(nvidia.com/gpu.shared), GFD's labels where present,
+    a HAMi registration. A record the node contradicts (the label says V(time-slicing), GFD says one replica) is a
+    note of the node and of the cluster in RV(notes), not an accounting conflict."
   - "HAMi: C(nvidia.com/gpu), C(nvidia.com/gpumem), C(nvidia.com/gpumem-percentage), C(nvidia.com/gpucores); per-GPU
     holders from the pod annotation C(hami.io/vgpu-devices-allocated) matched by UUID against the node annotation
     C(hami.io/node-nvidia-register). Annotations in a form the module does not know are reported in RV(notes)."
@@ -92,6 +99,16 @@ options:
     description: Keep a timestamped copy of the previous O(report_path) before replacing it.
     type: bool
     default: false
+  strategy_label:
+    description:
+      - The node label that records the sharing strategy of the node's pool, as the role gpu_node_labels writes it
+        (its C(gpu_node_labels_strategy_label)) and the module M(gpuops.k8s_gpu.gpu_node_labels_apply) its
+        O(gpuops.k8s_gpu.gpu_node_labels_apply#module:strategy_label).
+      - Read where GFD's labels are absent to tell time-slicing, MPS and MIG single from exclusive; see the
+        description for which source wins.
+      - Must be a Kubernetes label key (C([prefix/]name)).
+    type: str
+    default: gpuops.io/sharing-strategy
   node_health:
     description:
       - The doctor's verdict per Kubernetes node name (the host fact C(gpuops_doctor_verdict) that playbooks/node.yml
@@ -303,6 +320,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import LABEL_KEY_FORM, valid_label_key
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
@@ -319,6 +338,7 @@ def argument_spec() -> dict[str, Any]:
         report_mode=dict(type='str', default='0644'),
         backup=dict(type='bool', default=False),
         node_health=dict(type='dict'),
+        strategy_label=dict(type='str', default=STRATEGY_LABEL),
     )
     return spec
 
@@ -330,6 +350,9 @@ def check_params(module: AnsibleModule) -> int:
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
+    if not valid_label_key(p['strategy_label']):
+        module.fail_json(msg='strategy_label: %r is not a valid Kubernetes label key (%s); the default is %s'
+                         % (p['strategy_label'], LABEL_KEY_FORM, STRATEGY_LABEL))
     try:
         mode = int(p['report_mode'], 8)
         if mode < 0 or mode > 0o7777:
@@ -380,7 +403,8 @@ def main() -> None:
             module.fail_json(msg='nodes: %s not found in the cluster%s' % (
                 ', '.join(missing), ' (with node_selector %s)' % p['node_selector'] if p['node_selector'] else ''))
     restricted = bool(p['nodes'] or p['node_selector'])
-    report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'], restricted=restricted)
+    report = model.analyse(nodes, pods, gpushare_memory_unit=p['gpushare_memory_unit'], restricted=restricted,
+                           strategy_label=p['strategy_label'])
     model.add_dra(report, dra, pods, restricted=restricted)
     gate.apply_health(report, p['node_health'])
     result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],

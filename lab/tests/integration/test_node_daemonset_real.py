@@ -222,6 +222,22 @@ def test_daemonset_pod_runs_on_the_real_node_and_its_plugin_publishes_allocatabl
     assert 'nvidia-gpu.sock' in socks, socks
     # the plugin's NVML is the simulator library the toolkit injected (the image has none): the runtime's own log
     assert 'Creating CDI modifier for devices: [nvidia.com/gpu=all]' in runtime_msgs(ds_node['state'])
+    # the collection's share report reads the node as its pool (issue #36: it said exclusive): the node carries the
+    # collection's labels (gpuops.io/sharing-strategy=time-slicing, as gpu_node_labels records the pool) and the
+    # plugin's GPUs x replicas, and no GFD label (the pool's render has no GFD)
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model, render as report_render
+    node = ds_node['api'].sanitize_for_serialization(core.read_node(NAME))
+    labels = node['metadata']['labels']
+    assert labels['gpuops.io/sharing-strategy'] == 'time-slicing', labels
+    assert not [k for k in labels if k in ('nvidia.com/mig.strategy', 'nvidia.com/gpu.sharing-strategy',
+                                           'nvidia.com/gpu.replicas')], labels
+    report = model.analyse([node], [])
+    (entry,) = report['nodes']
+    assert (entry['strategies'], entry['conflicts'], entry['notes']) == (['time-slicing'], [], []), entry
+    assert entry['resources']['nvidia.com/gpu']['allocatable'] == GPUS * REPLICAS, entry['resources']
+    row = [line.split() for line in report_render.table(report).splitlines() if line.startswith(NAME)]
+    assert row and row[0][2:5] == ['time-slicing', 'nvidia.com/gpu', '0/%d' % (GPUS * REPLICAS)], row
 
 
 def runtime_msgs(state):

@@ -23,6 +23,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 )
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import _MISSING, _get, _pool_hosts
 
 LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
@@ -78,7 +79,7 @@ def stack_node_labels(stacks: Any) -> tuple[dict[str, dict[str, Any]], list[str]
 def label_static_plan(groups: Mapping[str, Any], hostvars: Mapping[str, Any], group: str = 'gpu_nodes',
                       pools: list[dict[str, Any]] | None = None, state: str = 'present', gfd_labels: bool = True,
                       require_facts: bool = True, extra: dict[str, Any] | None = None,
-                      strategy_label: str = 'gpuops.io/sharing-strategy', check_capabilities: bool = True,
+                      strategy_label: str = STRATEGY_LABEL, check_capabilities: bool = True,
                       stacks: Any = None) -> dict[str, Any]:
     """Desired labels per host of ``group``, and every input error, without reading the cluster.
 
@@ -195,14 +196,25 @@ def _merge_stack(host: str, stack: dict[str, Any], labels: dict[str, Any], owner
         labels.pop(k, None)
 
 
+LABEL_KEY_FORM = ('[prefix/]name, name at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric; '
+                  'prefix a DNS subdomain')
+
+
+def valid_label_key(key: Any) -> bool:
+    """Whether ``key`` is a Kubernetes label key: [prefix/]name (LABEL_KEY_FORM)."""
+    if not isinstance(key, str):
+        return False
+    parts = key.split('/')
+    kname = parts[-1]
+    return not (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
+                or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0]))))
+
+
 def _clean_labels(host: str, labels: dict[str, Any], errors: list[str]) -> dict[str, str]:
     clean = {}
     for k, v in labels.items():
         sv = label_value(v)
-        parts = k.split('/')
-        kname = parts[-1]
-        if (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
-                or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0])))):
+        if not valid_label_key(k):
             errors.append('%s: label key %s is not a valid Kubernetes label key ([prefix/]name, name at most 63 '
                           'characters of [A-Za-z0-9-_.], starting and ending alphanumeric)' % (host, k))
         if len(sv) > 63 or not (sv == '' or LABEL_NAME_RE.match(sv)):
@@ -213,7 +225,7 @@ def _clean_labels(host: str, labels: dict[str, Any], errors: list[str]) -> dict[
 
 
 def label_live_plan(static: dict[str, Any], live: list[dict[str, Any]] | None, state: str = 'present',
-                    strategy_label: str = 'gpuops.io/sharing-strategy', record_annotation: str = 'gpuops.io/managed-labels',
+                    strategy_label: str = STRATEGY_LABEL, record_annotation: str = 'gpuops.io/managed-labels',
                     check_resources: bool = True, fail_on_missing_nodes: bool = True) -> dict[str, Any]:
     """What to patch on each node, from the static plan and the Node objects read from the cluster.
 

@@ -15,7 +15,11 @@ Sources of truth, per sharing strategy:
 * NVIDIA device plugin: ``nvidia.com/gpu`` (whole GPUs, or GPUs x replicas with time-slicing/MPS sharing; GFD
   labels ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy``), ``nvidia.com/gpu.shared`` (renamed
   shared resource), MIG ``nvidia.com/mig-<profile>`` (mixed strategy) or ``nvidia.com/gpu`` with
-  ``nvidia.com/mig.strategy=single``. The device plugin does not publish which GPU a pod got.
+  ``nvidia.com/mig.strategy=single``. The device plugin does not publish which GPU a pod got. The collection's stacks
+  do not deploy GFD: on a node without GFD labels, ``nvidia.com/gpu`` takes the strategy gpu_node_labels recorded
+  for the node's pool (label ``gpuops.io/sharing-strategy``, or the one given as ``strategy_label``) when it is
+  time-slicing, mps or mig. What the node publishes (its resources, GFD labels when present, a HAMi registration)
+  wins over that record; a record it contradicts is a node note.
 * HAMi: ``nvidia.com/gpu`` (vGPUs), ``nvidia.com/gpumem`` (MiB), ``nvidia.com/gpumem-percentage``,
   ``nvidia.com/gpucores`` (percent); node annotation ``hami.io/node-nvidia-register`` (devices), pod annotation
   ``hami.io/vgpu-devices-allocated`` (``UUID,Type,MemMiB,Cores:`` per device, ``;`` between containers).
@@ -33,8 +37,9 @@ from decimal import Decimal
 from typing import Any, TypedDict, cast
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
-    MIG_RESOURCE, NVIDIA_DRA_DRIVER, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
+    MIG_RESOURCE, NVIDIA_DRA_DRIVER, NVIDIA_PLUGIN_STRATEGIES, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_quantity
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
@@ -307,6 +312,7 @@ class _NodeEntry(TypedDict):
     derived: Amounts
     strategies: list[str]
     conflicts: list[str]
+    record_notes: list[str]
     replicas: int | None
 
 
@@ -524,14 +530,29 @@ def _label_int(labels: dict[str, str], key: str) -> int | None:
         return None
 
 
-def node_strategies(node: KubeObject, resources: Amounts) -> list[str]:
-    """The sharing strategies a node's resources, labels and annotations show, sorted (each Stack's node_shows)."""
+def node_strategies(node: KubeObject, resources: Amounts, strategy_label: str = STRATEGY_LABEL) -> list[str]:
+    """The sharing strategies a node's resources, labels and annotations show, sorted (each Stack's node_shows; the
+    node's ``strategy_label`` value, the pool gpu_node_labels recorded, where the agents' own signs do not tell)."""
     meta = node.get('metadata') or {}
     labels = meta.get('labels') or {}
     annotations = meta.get('annotations') or {}
+    recorded = labels.get(strategy_label)
     stacks = registry.stacks()
     registered = [s.name for s in stacks if any(a in annotations for a in s.registration_annotations)]
-    return sorted(s.name for s in stacks if s.node_shows(labels, annotations, resources, registered))
+    return sorted(s.name for s in stacks if s.node_shows(labels, annotations, resources, registered, recorded))
+
+
+def record_notes(node: KubeObject, strategies: list[str], strategy_label: str = STRATEGY_LABEL) -> list[str]:
+    """A note when the pool the collection recorded (an NVIDIA device plugin strategy in ``strategy_label``) is not
+    what the node's resources and GFD labels show (another device plugin strategy): the report follows the node; the
+    note makes the disagreement visible (a stale label, a plugin config that did not take, GFD's view of it)."""
+    labels = (node.get('metadata') or {}).get('labels') or {}
+    recorded = labels.get(strategy_label)
+    shown = [s for s in strategies if s in NVIDIA_PLUGIN_STRATEGIES]
+    if recorded not in NVIDIA_PLUGIN_STRATEGIES or not shown or recorded in shown:
+        return []
+    return ["label %s=%s (the pool gpu_node_labels recorded) but the node's resources and GPU feature discovery "
+            "labels show %s; the report follows what the node publishes" % (strategy_label, recorded, ', '.join(shown))]
 
 
 def node_conflicts(strategies: Iterable[str]) -> list[str]:
@@ -601,8 +622,10 @@ def _gpu_made(gpus: list[_Gpu], make: Callable[[], _Gpu], index: int | None = No
 
 
 def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_unit: str = 'GiB',
-            restricted: bool = False) -> Report:
+            restricted: bool = False, strategy_label: str = STRATEGY_LABEL) -> Report:
     """The whole report (without table/report text) from lists of Node and Pod dicts.
+
+    ``strategy_label``: the node label gpu_node_labels records the pool's strategy in (node_strategies, record_notes).
 
     With ``restricted`` (the nodes were filtered), pods on nodes outside the list are left out instead of being
     reported as held by an unknown node.
@@ -621,8 +644,12 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
             'name': name, 'address': node_address(node), 'node': node, 'capacity': capacity,
             'allocatable': allocatable, 'allocated': {}, 'gpus': [], 'pods': [], 'notes': [],
             'pending_memory': Decimal(0), 'gpushare_used': Decimal(0), 'derived': {},
-            'strategies': node_strategies(node, dict(capacity, **allocatable)), 'conflicts': [], 'replicas': None,
+            'strategies': node_strategies(node, dict(capacity, **allocatable), strategy_label), 'conflicts': [],
+            'record_notes': [], 'replicas': None,
         }
+        # the collection's record of the node's pool against what the node shows: a node note, and a cluster note
+        entry['record_notes'] = record_notes(node, entry['strategies'], strategy_label)
+        entry['notes'].extend(entry['record_notes'])
         by_name[name] = entry
         report_nodes.append(entry)
         labels = meta.get('labels') or {}
@@ -881,7 +908,7 @@ def _finish(report_nodes: list[_NodeEntry], report_pods: list[PodRecord],
             node_out['gpushare'] = {'memory_total': number(gs_total or Decimal(0)), 'memory_allocated': number(used),
                                     'memory_pending': number(entry['pending_memory']),
                                     'memory_percent': percent(used, gs_total), 'memory_unit': unit}
-        for c in entry['conflicts']:
+        for c in entry['conflicts'] + entry['record_notes']:
             cluster_notes.append('node %s: %s' % (entry['name'], c))
         out_nodes.append(node_out)
     # the nodes with a gpushare memory section (a key of the report's output, not a strategy decision)

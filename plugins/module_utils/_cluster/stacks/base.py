@@ -203,9 +203,12 @@ class Stack(object):
 
     # -- the share report (report/model)
 
-    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
+    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str],
+                   recorded: str | None = None) -> bool:
         """Whether a node shows this strategy: a resource above zero that the model gives to it alone (``resources``:
-        name -> quantity; ``registered``: the strategies whose registration_annotations the node carries)."""
+        name -> quantity; ``registered``: the strategies whose registration_annotations the node carries;
+        ``recorded``: the strategy the collection recorded for the node's pool, gpu_node_labels' strategy label,
+        which a stack may read where the agents' resources alone do not tell, never against what they publish)."""
         return any(qty and (RESOURCES.get(name) or (None,))[0] == self.name for name, qty in resources.items())
 
     def accounting_conflicts(self, strategies: list[str], whole: list[str]) -> list[str]:

@@ -25,6 +25,8 @@ Rendered = tuple[list[Manifest], dict[str, dict[str, str]], list[str], dict[str,
 MANAGED_BY = 'gpuops.k8s_gpu'
 LABEL_PREFIX = 'gpuops.io/'
 POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
+# the label a node's pool strategy is recorded in (role gpu_node_labels' gpu_node_labels_strategy_label default): the
+# one Python home of the default of gpu_node_labels_apply's, gpu_share_report's and the label filters' strategy_label
 STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'

@@ -738,10 +738,15 @@ class NvidiaStack(Stack):
             return []
         return sorted({CONFIG_LABEL, MIG_CONFIG_LABEL, DEPLOY_MIG_MANAGER_LABEL, DEPLOY_PLUGIN_LABEL})
 
-    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str]) -> bool:
-        # which NVIDIA strategy the device plugin's resources and GFD's labels show: MIG devices (or nvidia.com/gpu
-        # with MIG strategy single), replicas (the sharing strategy label, else a replica count), else exclusive;
-        # nvidia.com/gpu on a node another stack registered (HAMi) is that stack's
+    def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str],
+                   recorded: str | None = None) -> bool:
+        # which NVIDIA strategy the node shows. What the running agents publish comes first: MIG devices
+        # (nvidia.com/mig-*), the renamed nvidia.com/gpu.shared, and for nvidia.com/gpu GPU feature discovery's labels
+        # where the node has any of them (mig.strategy single, the sharing strategy label, else a replica count above
+        # one, else exclusive). Without GFD labels (the collection's stacks do not deploy GFD) nvidia.com/gpu is the
+        # strategy the collection recorded for the node's pool (``recorded``: gpu_node_labels' strategy label) when
+        # that is time-slicing, mps or mig, else exclusive. nvidia.com/gpu on a node another stack registered (HAMi)
+        # is that stack's. report/model notes a record the agents contradict.
         shown = set()
         for name, qty in resources.items():
             if not qty:
@@ -749,25 +754,37 @@ class NvidiaStack(Stack):
             if MIG_RESOURCE.match(name):
                 shown.add('mig')
             elif name == 'nvidia.com/gpu':
-                if registered:
-                    continue
-                if labels.get('nvidia.com/mig.strategy') == 'single':
-                    shown.add('mig')
-                    continue
-                sharing = labels.get(SHARING_LABEL)
-                try:
-                    replicas = int(labels.get('nvidia.com/gpu.replicas', '')) or 1
-                except (TypeError, ValueError):
-                    replicas = 1
-                if sharing in ('time-slicing', 'mps'):
-                    shown.add(sharing)
-                elif replicas > 1:
-                    shown.add('time-slicing')
-                else:
-                    shown.add('exclusive')
+                if not registered:
+                    shown.add(_plugin_gpu_strategy(labels, recorded))
             elif name == 'nvidia.com/gpu.shared':
-                shown.add('mps' if labels.get(SHARING_LABEL) == 'mps' else 'time-slicing')
+                sharing = labels.get(SHARING_LABEL) if SHARING_LABEL in labels else recorded
+                shown.add('mps' if sharing == 'mps' else 'time-slicing')
         return self.name in shown
+
+
+# GPU feature discovery's labels that say how the device plugin shares nvidia.com/gpu
+GFD_MIG_STRATEGY_LABEL = 'nvidia.com/mig.strategy'
+GFD_REPLICAS_LABEL = 'nvidia.com/gpu.replicas'
+GFD_LABELS = (GFD_MIG_STRATEGY_LABEL, SHARING_LABEL, GFD_REPLICAS_LABEL)
+
+
+def _plugin_gpu_strategy(labels: dict, recorded: str | None) -> str:
+    """The NVIDIA strategy of a node's nvidia.com/gpu: GFD's labels when the node has any, else the collection's
+    record (time-slicing, mps, mig), else exclusive."""
+    if not any(k in labels for k in GFD_LABELS):
+        # the device plugin strategies the collection records (exclusive, time-slicing, mps, mig); any other value
+        # (another family's pool, none) leaves the plugin's nvidia.com/gpu whole GPUs
+        return recorded if recorded in NVIDIA_STRATEGIES else 'exclusive'
+    if labels.get(GFD_MIG_STRATEGY_LABEL) == 'single':
+        return 'mig'
+    sharing = labels.get(SHARING_LABEL)
+    if sharing in ('time-slicing', 'mps'):
+        return sharing
+    try:
+        replicas = int(labels.get(GFD_REPLICAS_LABEL, '')) or 1
+    except (TypeError, ValueError):
+        replicas = 1
+    return 'time-slicing' if replicas > 1 else 'exclusive'
 
 
 def stack(name: str) -> Stack:

@@ -152,3 +152,19 @@ def test_dra_claims_in_the_result(run, monkeypatch):
     assert res['conflicts'] == ['gpu-1 - DRA driver gpu.nvidia.com publishes 1 device(s) and the device plugin '
                                 'advertises 1 nvidia.com/gpu on the same node: both hand out the same GPUs']
     assert 'ml/c' in res['table']
+
+
+@pytest.mark.parametrize('label', ['bad key', 'a/b/c', '-x', 'UPPER.example/x', ''])
+def test_strategy_label_must_be_a_label_key(run, label):
+    res = run({'strategy_label': label})
+    assert res['failed'] and res['msg'].startswith('strategy_label: %r is not a valid Kubernetes label key' % label)
+    assert run.calls == []
+
+
+def test_strategy_label_classifies_the_nodes(run, monkeypatch):
+    t4 = [{'metadata': {'name': 't4', 'labels': {'example.com/strategy': 'time-slicing'}},
+           'status': {'capacity': {'nvidia.com/gpu': '4'}, 'allocatable': {'nvidia.com/gpu': '4'}}}]
+    monkeypatch.setattr(kube, 'read_cluster', lambda api, node_selector=None, nodes=None, namespace=None: (t4, []))
+    assert run({})['nodes'][0]['strategies'] == ['exclusive']
+    res = run({'strategy_label': 'example.com/strategy'})
+    assert res['nodes'][0]['strategies'] == ['time-slicing'] and 'time-slicing' in res['table'].splitlines()[1].split()

@@ -211,3 +211,86 @@ def test_analyse_replicas_and_conflict_notes():
     assert n['ts']['replicas'] == 4 and n['ts']['physical_gpus'] == 2
     assert n['x']['conflicts'] and any(x.startswith('node x: gpu-mem accounting') for x in r['notes'])
     assert "node bad: nvidia.com/gpu has an unreadable quantity 'many'; ignored" in r['notes']
+
+
+# The collection's own record of a node's pool (role gpu_node_labels: gpuops.io/sharing-strategy) classifies an
+# NVIDIA device plugin node where GPU feature discovery's labels are absent (the collection does not deploy GFD;
+# issue #36: the demo's time-slicing and MIG nodes read as exclusive). What the agents publish wins: GFD's labels
+# when present, MIG resources, the renamed nvidia.com/gpu.shared, a HAMi registration.
+OWN = 'gpuops.io/sharing-strategy'
+GFD_TS = {'nvidia.com/gpu.sharing-strategy': 'time-slicing', 'nvidia.com/gpu.replicas': '4',
+          'nvidia.com/mig.strategy': 'none'}
+GFD_NONE = {'nvidia.com/gpu.sharing-strategy': 'none', 'nvidia.com/gpu.replicas': '1', 'nvidia.com/mig.strategy': 'none'}
+
+
+@pytest.mark.parametrize('res, labels, annotations, expected', [
+    # only the collection's labels and the plugin's resource
+    ({'nvidia.com/gpu': '4'}, {OWN: 'time-slicing', 'nvidia.com/device-plugin.config': 'time-slicing'}, {},
+     ['time-slicing']),
+    ({'nvidia.com/gpu': '4'}, {OWN: 'mps', 'nvidia.com/device-plugin.config': 'mps'}, {}, ['mps']),
+    ({'nvidia.com/gpu': '56'}, {OWN: 'mig', 'nvidia.com/device-plugin.config': 'mig-single'}, {}, ['mig']),
+    ({'nvidia.com/gpu': '1'}, {OWN: 'exclusive', 'nvidia.com/device-plugin.config': 'exclusive'}, {}, ['exclusive']),
+    ({'nvidia.com/gpu.shared': '4'}, {OWN: 'mps'}, {}, ['mps']),
+    # a label of another family on a device plugin node: the resource says exclusive
+    ({'nvidia.com/gpu': '1'}, {OWN: 'gpushare'}, {}, ['exclusive']),
+    # GFD present and agreeing
+    ({'nvidia.com/gpu': '4'}, dict(GFD_TS, **{OWN: 'time-slicing'}), {}, ['time-slicing']),
+    ({'nvidia.com/gpu': '56'}, {OWN: 'mig', 'nvidia.com/mig.strategy': 'single'}, {}, ['mig']),
+    # GFD present and disagreeing: GFD wins
+    ({'nvidia.com/gpu': '1'}, dict(GFD_NONE, **{OWN: 'time-slicing'}), {}, ['exclusive']),
+    ({'nvidia.com/gpu': '4'}, dict(GFD_TS, **{OWN: 'mig'}), {}, ['time-slicing']),
+    # MIG devices (mixed) whatever the label says
+    ({'nvidia.com/mig-1g.10gb': '7'}, {OWN: 'time-slicing'}, {}, ['mig']),
+    # a HAMi-registered node stays HAMi's
+    ({'nvidia.com/gpu': '20'}, {OWN: 'hami'}, {'hami.io/node-nvidia-register': 'x'}, ['hami']),
+    ({'nvidia.com/gpu': '20'}, {OWN: 'time-slicing'}, {'hami.io/node-nvidia-register': 'x'}, ['hami']),
+])
+def test_node_strategies_from_the_collections_label(res, labels, annotations, expected):
+    n = node('n', res, labels, annotations)
+    amounts = dict((k, q.parse_quantity(v)) for k, v in res.items() if m.is_gpu_resource(k))
+    assert m.node_strategies(n, amounts) == expected
+
+
+def test_node_strategies_follow_the_configured_label():
+    n = node('n', {'nvidia.com/gpu': '4'}, {'example.com/pool-strategy': 'time-slicing', OWN: 'exclusive'})
+    amounts = {'nvidia.com/gpu': Decimal(4)}
+    assert m.node_strategies(n, amounts, strategy_label='example.com/pool-strategy') == ['time-slicing']
+    assert m.node_strategies(n, amounts) == ['exclusive']
+
+
+def _report(labels, res=None, annotations=None, **kw):
+    return m.analyse([node('n', res or {'nvidia.com/gpu': '4'}, labels, annotations)], [], **kw)
+
+
+def test_the_demo_nodes_read_as_their_pools():
+    # issue #36: lab-t4 (1 T4 x 4 replicas) and lab-a100 (8 A100 x 7 1g.10gb, MIG single), no GFD labels
+    t4 = node('lab-t4', {'nvidia.com/gpu': '4'}, {OWN: 'time-slicing', 'nvidia.com/device-plugin.config': 'time-slicing'})
+    a100 = node('lab-a100', {'nvidia.com/gpu': '56'}, {OWN: 'mig', 'nvidia.com/device-plugin.config': 'mig-single'})
+    report = m.analyse([t4, a100], [])
+    assert [(n['name'], n['strategies'], n['conflicts'], n['notes']) for n in report['nodes']] == [
+        ('lab-a100', ['mig'], [], []), ('lab-t4', ['time-slicing'], [], [])]
+    assert report['notes'] == []
+
+
+def test_agreement_has_no_note():
+    report = _report(dict(GFD_TS, **{OWN: 'time-slicing'}))
+    assert report['nodes'][0]['strategies'] == ['time-slicing'] and report['nodes'][0]['notes'] == []
+    assert report['notes'] == [] and report['nodes'][0]['conflicts'] == []
+
+
+def test_disagreement_is_a_visible_note():
+    report = _report(dict(GFD_NONE, **{OWN: 'time-slicing'}), res={'nvidia.com/gpu': '1'})
+    want = ('label gpuops.io/sharing-strategy=time-slicing (the pool gpu_node_labels recorded) but the node\'s '
+            'resources and GPU feature discovery labels show exclusive; the report follows what the node publishes')
+    assert report['nodes'][0]['strategies'] == ['exclusive']
+    assert report['nodes'][0]['notes'] == [want]
+    assert report['notes'] == ['node n: ' + want]
+    # not an accounting conflict: one scheduler counts the GPUs
+    assert report['nodes'][0]['conflicts'] == []
+
+
+def test_no_note_for_labels_outside_the_device_plugin_family():
+    # a dra pool mid-migration, a HAMi pool, a node without GPU resources: no device plugin strategy to compare
+    assert _report({OWN: 'dra'}, res={'cpu': '4'})['notes'] == []
+    assert _report({OWN: 'hami'}, annotations={'hami.io/node-nvidia-register': 'x'})['notes'] == []
+    assert _report({OWN: 'time-slicing'}, res={'nvidia.com/gpu': '0'})['notes'] == []
