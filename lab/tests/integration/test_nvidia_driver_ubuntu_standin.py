@@ -269,8 +269,11 @@ def test_DRV_43_cuda_repo_list_of_the_previous_release_becomes_a_deb822_source(n
     gnupg = tmp_path / 'gnupg'
     gnupg.mkdir(mode=0o700)
     sh('docker', 'cp', '%s:%s/key.gpg' % (name, REPO_IN_NODE), str(tmp_path / 'key.gpg'))
-    sh('gpg', '--homedir', str(gnupg), '--batch', '--quiet', '--import', str(tmp_path / 'key.gpg'))
-    armored = sh('gpg', '--homedir', str(gnupg), '--batch', '--armor', '--export').stdout
+    try:
+        sh('gpg', '--homedir', str(gnupg), '--batch', '--quiet', '--import', str(tmp_path / 'key.gpg'))
+        armored = sh('gpg', '--homedir', str(gnupg), '--batch', '--armor', '--export').stdout
+    finally:   # gpg started an agent for this home: it must not outlive the test
+        subprocess.run(['gpgconf', '--homedir', str(gnupg), '--kill', 'gpg-agent'], capture_output=True, check=False)
     assert armored.startswith('-----BEGIN PGP PUBLIC KEY BLOCK-----')
     (tmp_path / 'key.asc').write_text(armored)
     sh('docker', 'cp', str(tmp_path / 'key.asc'), '%s:%s/key.asc' % (name, CUDA_IN_NODE))
