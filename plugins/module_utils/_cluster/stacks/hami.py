@@ -398,8 +398,8 @@ class HamiStack(Stack):
     def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str],
                    recorded: str | None = None) -> bool:
         # registered by HAMi's device plugin (its nvidia.com/gpu is HAMi's then), or one of its own resources
-        return self.name in registered or super(HamiStack, self).node_shows(labels, annotations, resources, registered,
-                                                                           recorded)
+        return self.name in registered or super(HamiStack, self).node_shows(
+            labels, annotations, resources, registered, recorded)
 
     def merge_objects(self, settings: dict, objects: dict, namespace: str, var: str) -> None:
         if 'hami_webhook_secret' in objects and not objects['hami_webhook_secret']:
