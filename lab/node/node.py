@@ -240,6 +240,21 @@ def _ldd(path):
     return libs
 
 
+def _image_dirs(files, extra=()):
+    """The directory entries of an image whose files are ``files`` ({path in the image: source}): every parent of
+    them and of the NVML simulator's inventory and state paths, /dev, /proc, /sys, /etc and ``extra`` (mode 0755),
+    and /tmp (1777)."""
+    dirs = set()
+    for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
+        d = os.path.dirname(arc)
+        while d:
+            dirs.add(d)
+            d = os.path.dirname(d)
+    entries = [(d, 'dir', None, 0o755) for d in sorted(dirs | {'dev', 'proc', 'sys', 'etc'} | set(extra))]
+    entries.append(('tmp', 'dir', None, 0o1777))
+    return entries
+
+
 def device_plugin_image(out, name, inventory, nvml=True):
     """The NVIDIA device-plugin family's image (the pinned nvcr.io/nvidia/k8s-device-plugin name) FROM scratch:
     nvidia-device-plugin, gpu-feature-discovery, config-manager and mps-control-daemon of the lab/go
@@ -264,14 +279,7 @@ def device_plugin_image(out, name, inventory, nvml=True):
         files[lib.lstrip('/')] = os.path.realpath(lib)
     if nvml:
         files['usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1'] = NVML_SIM_LIB
-    dirs = set()
-    for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
-        d = os.path.dirname(arc)
-        while d:
-            dirs.add(d)
-            d = os.path.dirname(d)
-    entries = [(d, 'dir', None, 0o755) for d in sorted(dirs | {'dev', 'proc', 'sys', 'etc'})]
-    entries.append(('tmp', 'dir', None, 0o1777))
+    entries = _image_dirs(files)
     for arc, src in sorted(files.items()):
         with open(src, 'rb') as f:
             entries.append((arc, 'file', f.read(), 0o755))
@@ -326,14 +334,7 @@ def dra_plugin_image(out, name, inventory):
     # the rest of glibc: the init container runs the driver root's nvidia-smi (upstream's distroless/cc base has it)
     for lib in sorted(set(_ldd(plugin) + _ldd(bash) + _ldd(hook) + list(IMAGE_DRIVER_PROGRAM_LIBS))):
         files[lib.lstrip('/')] = os.path.realpath(lib)
-    dirs = set()
-    for arc in list(files) + ['etc/nvml-sim/inventory.json', 'var/lib/nvml-sim/.keep']:
-        d = os.path.dirname(arc)
-        while d:
-            dirs.add(d)
-            d = os.path.dirname(d)
-    entries = [(d, 'dir', None, 0o755) for d in sorted(dirs | {'dev', 'proc', 'sys', 'etc', 'root', 'run', 'var'})]
-    entries.append(('tmp', 'dir', None, 0o1777))
+    entries = _image_dirs(files, ('root', 'run', 'var'))
     for arc, src in sorted(files.items()):
         with open(src, 'rb') as f:
             entries.append((arc, 'file', f.read(), 0o644 if arc.startswith('templates/') else 0o755))

@@ -20,7 +20,7 @@ import stat
 import subprocess
 import sys
 
-from conftest import KUBE, NODE_PY
+from conftest import KUBE, NODE_PY, wait_until
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
@@ -146,3 +146,36 @@ class DraPlugin(object):
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
+
+
+def start_claim_pod(core, co, ns, node, taint_key, device_class, image, group='resource.k8s.io', version='v1',
+                    timeout=120, on_timeout=None):
+    """A ResourceClaimTemplate ``gpu`` (one device of ``device_class``) and the pod ``dra`` of namespace ``ns`` that
+    claims it on the real node ``node`` (host network, the node's taint tolerated); its container lists the /dev
+    entries with nvidia in their names and the NVIDIA_* environment, prints ``done`` and sleeps. Waits until the pod
+    runs and returns it; a pod that ends or does not run within ``timeout`` s fails with the namespace's events and
+    what ``on_timeout()`` returns (the plugin's log)."""
+    co.create_namespaced_custom_object(group, version, ns, 'resourceclaimtemplates', {
+        'apiVersion': '%s/%s' % (group, version), 'kind': 'ResourceClaimTemplate', 'metadata': {'name': 'gpu'},
+        'spec': {'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {'deviceClassName': device_class}}]}}}})
+    core.create_namespaced_pod(ns, {
+        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dra'},
+        'spec': {'hostNetwork': True, 'restartPolicy': 'Never', 'automountServiceAccountToken': False,
+                 'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': node},
+                 'tolerations': [{'key': taint_key, 'operator': 'Exists', 'effect': 'NoSchedule'}],
+                 'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}],
+                 'containers': [{'name': 'main', 'image': image, 'imagePullPolicy': 'Never',
+                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; env | grep ^NVIDIA | sort; '
+                                             'echo done; sleep 3600'],
+                                 'resources': {'claims': [{'name': 'gpu'}]}}]}})
+
+    def running():
+        p = core.read_namespaced_pod('dra', ns)
+        if p.status.phase in ('Failed', 'Succeeded'):
+            raise AssertionError('pod ended: %s' % p.status)
+        return p if p.status.phase == 'Running' else None
+    try:
+        return wait_until('pod dra Running', running, timeout)
+    except AssertionError as exc:
+        ev = [(e.reason, e.message) for e in core.list_namespaced_event(ns).items]
+        raise AssertionError('%s\nevents %s\n%s' % (exc, ev, on_timeout() if on_timeout else ''))

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from conftest import KUBE, NODE_PY, VENV_BIN, lab_collections_path, real_node, wait_until as wait
+from dra_node_plugin import start_claim_pod
 from test_gpu_sharing_stack_dra_real import chart_dir, helm_on_path
 
 sys.path.insert(0, str(KUBE))
@@ -265,31 +266,9 @@ def test_claim_prepared_by_the_pod_container_sees_device_and_unprepared_on_delet
     containerd injects it and the container lists the claim's device nodes; deleting the pod unprepares: the spec goes."""
     core, co = chart_node['core'], chart_node['co']
     assert chart_node.get('pod'), 'the plugin pod did not run (previous test)'
-    co.create_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaimtemplates', {
-        'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'ResourceClaimTemplate', 'metadata': {'name': 'gpu'},
-        'spec': {'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {'deviceClassName': CLASS}}]}}}})
-    core.create_namespaced_pod(NS, {
-        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dra'},
-        'spec': {'hostNetwork': True, 'restartPolicy': 'Never', 'automountServiceAccountToken': False,
-                 'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
-                 'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
-                 'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}],
-                 'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
-                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; env | grep ^NVIDIA | sort; '
-                                             'echo done; sleep 3600'],
-                                 'resources': {'claims': [{'name': 'gpu'}]}}]}})
-
-    def running():
-        p = core.read_namespaced_pod('dra', NS)
-        if p.status.phase in ('Failed', 'Succeeded'):
-            raise AssertionError('pod ended: %s' % p.status)
-        return p if p.status.phase == 'Running' else None
-    try:
-        p = wait('pod dra Running', running, 120)
-    except AssertionError as exc:
-        ev = [(e.reason, e.message) for e in core.list_namespaced_event(NS).items]
-        plugin = core.read_namespaced_pod_log(chart_node['pod'], NS, container='gpus')[-4000:]
-        raise AssertionError('%s\nevents %s\nplugin %s' % (exc, ev, plugin))
+    p = start_claim_pod(core, co, NS, NAME, TAINT_KEY, CLASS, lab_node.BUSYBOX_IMAGE, GROUP, VERSION,
+                        on_timeout=lambda: 'plugin %s' % core.read_namespaced_pod_log(
+                            chart_node['pod'], NS, container='gpus')[-4000:])
     claim = co.get_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims',
                                             p.status.resource_claim_statuses[0].resource_claim_name)
     uid = claim['metadata']['uid']

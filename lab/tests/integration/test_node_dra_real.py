@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import KUBE, NODE_PY, real_node, wait_until as wait
-from dra_node_plugin import DraPlugin
+from dra_node_plugin import DraPlugin, start_claim_pod
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
@@ -107,30 +107,8 @@ def test_claim_prepared_container_sees_device_and_unprepared_on_delete(dra_node)
     the pod makes the kubelet call NodeUnprepareResources: the spec is gone."""
     core, co = dra_node['core'], dra_node['co']
     wait('the slice', lambda: slices(co), 90)
-    co.create_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaimtemplates', {
-        'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'ResourceClaimTemplate', 'metadata': {'name': 'gpu'},
-        'spec': {'spec': {'devices': {'requests': [{'name': 'gpu', 'exactly': {'deviceClassName': CLASS}}]}}}})
-    core.create_namespaced_pod(NS, {
-        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'dra'},
-        'spec': {'hostNetwork': True, 'restartPolicy': 'Never', 'automountServiceAccountToken': False,
-                 'terminationGracePeriodSeconds': 1, 'nodeSelector': {'kubernetes.io/hostname': NAME},
-                 'tolerations': [{'key': TAINT_KEY, 'operator': 'Exists', 'effect': 'NoSchedule'}],
-                 'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 'gpu'}],
-                 'containers': [{'name': 'main', 'image': lab_node.BUSYBOX_IMAGE, 'imagePullPolicy': 'Never',
-                                 'command': ['sh', '-c', 'ls /dev | grep nvidia; env | grep ^NVIDIA | sort; '
-                                             'echo done; sleep 3600'],
-                                 'resources': {'claims': [{'name': 'gpu'}]}}]}})
-
-    def running():
-        p = core.read_namespaced_pod('dra', NS)
-        if p.status.phase in ('Failed', 'Succeeded'):
-            raise AssertionError('pod ended: %s' % p.status)
-        return p if p.status.phase == 'Running' else None
-    try:
-        p = wait('pod dra Running', running, 120)
-    except AssertionError as exc:
-        ev = [(e.reason, e.message) for e in core.list_namespaced_event(NS).items]
-        raise AssertionError('%s\nevents %s\n%s' % (exc, ev, tail(dra_node)))
+    p = start_claim_pod(core, co, NS, NAME, TAINT_KEY, CLASS, lab_node.BUSYBOX_IMAGE, GROUP, VERSION,
+                        on_timeout=lambda: tail(dra_node))
     claim = co.get_namespaced_custom_object(GROUP, VERSION, NS, 'resourceclaims',
                                             p.status.resource_claim_statuses[0].resource_claim_name)
     uid = claim['metadata']['uid']
