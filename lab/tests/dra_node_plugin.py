@@ -179,3 +179,10 @@ def start_claim_pod(core, co, ns, node, taint_key, device_class, image, group='r
     except AssertionError as exc:
         ev = [(e.reason, e.message) for e in core.list_namespaced_event(ns).items]
         raise AssertionError('%s\nevents %s\n%s' % (exc, ev, on_timeout() if on_timeout else ''))
+
+
+def node_slices(co, node, driver, group='resource.k8s.io', version='v1'):
+    """The ResourceSlices of ``driver`` that the real node ``node`` publishes (spec.nodeName)."""
+    return [s for s in co.list_cluster_custom_object(group, version, 'resourceslices',
+                                                     field_selector='spec.driver=%s' % driver)['items']
+            if s['spec'].get('nodeName') == node]

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from conftest import KUBE, NODE_PY, VENV_BIN, lab_collections_path, real_node, wait_until as wait
-from dra_node_plugin import start_claim_pod
+from dra_node_plugin import node_slices, start_claim_pod
 from test_gpu_sharing_stack_dra_real import chart_dir, helm_on_path
 
 sys.path.insert(0, str(KUBE))
@@ -98,9 +98,7 @@ def story(core, pod):
 
 
 def slices(co):
-    return [s for s in co.list_cluster_custom_object(GROUP, VERSION, 'resourceslices',
-                                                     field_selector='spec.driver=%s' % DRIVER)['items']
-            if s['spec'].get('nodeName') == NAME]
+    return node_slices(co, NAME, DRIVER, GROUP, VERSION)
 
 
 @pytest.fixture(scope='module')

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import KUBE, NODE_PY, real_node, wait_until as wait
-from dra_node_plugin import DraPlugin, start_claim_pod
+from dra_node_plugin import DraPlugin, node_slices, start_claim_pod
 
 sys.path.insert(0, str(KUBE))
 sys.path.insert(0, os.path.dirname(NODE_PY))
@@ -69,9 +69,7 @@ def dra_node(kube_real, tmp_path_factory):
 
 
 def slices(co):
-    return [s for s in co.list_cluster_custom_object(GROUP, VERSION, 'resourceslices',
-                                                     field_selector='spec.driver=%s' % DRIVER)['items']
-            if s['spec'].get('nodeName') == NAME]
+    return node_slices(co, NAME, DRIVER, GROUP, VERSION)
 
 
 def tail(dra):
