@@ -56,6 +56,17 @@ rsync -a --from0 --files-from="$LIST" --ignore-missing-args "$ROOT/" "$DEST/"
 git -C "$DEST" init -q
 log "copied $(tr -cd '\0' < "$LIST" | wc -c) files into ${DEST#"$ROOT"/}"
 
+# kubernetes.core beside the collection for the units that take it as their oracle (test_k8s_native.py): a venv
+# without the ansible package (ansible-core 2.16 alone) gets the main venv's copy; one that has it uses its own.
+rm -rf "$ROOT/build/ansible_collections/kubernetes"
+if [ "$KIND" = units ] && ! "$PY" -c 'import ansible_collections.kubernetes.core' 2>/dev/null; then
+  CORE=$ROOT/.venv/lib/python$PYVER/site-packages/ansible_collections/kubernetes/core
+  [ -d "$CORE" ] || { echo "ERROR: kubernetes.core not found in $VENV nor at $CORE (run lab/bin/bootstrap.sh)" >&2; exit 2; }
+  mkdir -p "$ROOT/build/ansible_collections/kubernetes"
+  ln -s "$CORE" "$ROOT/build/ansible_collections/kubernetes/core"
+  log "kubernetes.core for the units: ${CORE#"$ROOT"/}"
+fi
+
 # --- 2. offline stand-ins ---------------------------------------------------------------------------------
 "$PY" "$ROOT/lab/ansible_test/prepare_offline.py" --work-dir "$ROOT/build/ansible_test_cache" >&2
 

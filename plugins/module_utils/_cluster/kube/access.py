@@ -29,45 +29,80 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-CORE_IMPORT_ERROR = None
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as _core_client
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client as _core_get_api_client
-except ImportError:
-    _core_client = _core_get_api_client = None
-    CORE_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import native
 
-KUBERNETES_IMPORT_ERROR = None
-try:
-    from kubernetes.client import ApiClient
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    ApiClient = None
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+# kubernetes.core and the kubernetes package are imported only when a connection needs them (kube/native serves the
+# others without them): importing the package costs about 0.3 CPU-s per module run. These names stay for the modules
+# and the unit tests; _UNLOADED means "not imported yet".
+_UNLOADED: Any = object()
+CORE_IMPORT_ERROR: str | None = None
+_core_client: Any = _UNLOADED
+_core_get_api_client: Any = _UNLOADED
+K8SDynamicClient: Any = _UNLOADED
+LazyDiscoverer: Any = _UNLOADED
 
-    # the stand-in when the kubernetes client is missing (mypy takes the client's, an import it does not follow)
-    class ApiException(Exception):  # type: ignore[no-redef]
-        status = reason = body = headers = None
 
-        def __init__(self, status: Any = None, reason: Any = None, http_resp: Any = None) -> None:
-            super(ApiException, self).__init__(reason)
-            self.status, self.reason = status, reason
+def _find(name: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+KUBERNETES_IMPORT_ERROR: str | None = None if _find('kubernetes') else "No module named 'kubernetes'"
+
+
+def _kubernetes_api_client_class() -> Any:
+    from kubernetes.client import ApiClient as _ApiClient
+    return _ApiClient
+
+
+# What kube/rest.client_module() is given: None when the kubernetes package is missing (then no typed API is offered),
+# else the loader of kubernetes.client.ApiClient (not imported before a connection needs it).
+ApiClient: Any = None if KUBERNETES_IMPORT_ERROR else _kubernetes_api_client_class
+
+# Every answer of the API server outside 2xx from kube/native, and the retry policy's RetriesExhausted, are ApiError;
+# the kubernetes client raises its own ApiException (callers read ``status`` of either: is_api_error()).
+ApiError = native.ApiError
+ApiException = ApiError
+
+
+def is_api_error(error: BaseException) -> bool:
+    """True for an answer of the API server (an HTTP status), whichever client raised it."""
+    status = getattr(error, 'status', None)
+    return isinstance(status, int) and not isinstance(status, bool) and status > 0
+
+
+def _load_core() -> None:
+    """Import kubernetes.core's client configuration (and with it the kubernetes package) once."""
+    global _core_client, _core_get_api_client, CORE_IMPORT_ERROR, K8SDynamicClient, LazyDiscoverer
+    if _core_client is _UNLOADED:
+        try:
+            from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as core_client
+            _core_client, _core_get_api_client = core_client, core_client.get_api_client
+        except ImportError:
+            _core_client = _core_get_api_client = None
+            CORE_IMPORT_ERROR = traceback.format_exc()
+    if K8SDynamicClient is _UNLOADED:
+        try:
+            from ansible_collections.kubernetes.core.plugins.module_utils.k8sdynamicclient import K8SDynamicClient as kdc
+            from ansible_collections.kubernetes.core.plugins.module_utils.client.discovery import LazyDiscoverer as ld
+            K8SDynamicClient, LazyDiscoverer = kdc, ld
+        except ImportError:
+            K8SDynamicClient = LazyDiscoverer = None
+
 
 try:
     from urllib3.util.retry import Retry as _Urllib3Retry
 except ImportError:
     _Urllib3Retry = None
-
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8sdynamicclient import K8SDynamicClient
-    from ansible_collections.kubernetes.core.plugins.module_utils.client.discovery import LazyDiscoverer
-except ImportError:
-    K8SDynamicClient = LazyDiscoverer = None
 
 # Names, types, aliases and environment variables as kubernetes.core's AUTH_ARG_SPEC (args_common.py); validate_certs
 # defaults to true here.  proxy_headers and persist_config are not offered.
@@ -149,25 +184,31 @@ def _config_error(kwargs: dict[str, Any], e: Exception) -> KubeError:
 
 def get_client(params: dict[str, Any], get_api_client: Callable[..., Any] | None = None, core: Any = None,
                api_client_class: Any = None, dynamic_client_class: Any = None) -> Any:
-    """A kubernetes DynamicClient for the connection options in params, with the retry policy on every request.
-
-    Built as kubernetes.core's get_api_client builds it (its configuration steps, K8SDynamicClient and LazyDiscoverer),
-    on the ApiClient of api_client(), so that the API discovery's requests are retried as well. Raises KubeError when
-    kubernetes.core is missing or the configuration cannot be loaded. get_api_client replaces that route with a
-    factory (tests); core, api_client_class and dynamic_client_class replace kubernetes.core's modules (tests).
+    """A dynamic client for the connection options in params, with the retry policy on every request: kube/native's
+    where it serves the connection (no kubernetes import), else a kubernetes DynamicClient built as kubernetes.core's
+    get_api_client builds it (its configuration steps, K8SDynamicClient and LazyDiscoverer), on the ApiClient of
+    kubernetes_api_client(), so that the API discovery's requests are retried as well. Raises
+    KubeError when kubernetes.core is missing or the configuration cannot be loaded. get_api_client replaces that route
+    with a factory (tests); core, api_client_class and dynamic_client_class replace kubernetes.core's modules (tests).
     """
+    if get_api_client is None and core is None and api_client_class is None and dynamic_client_class is None:
+        api = _native_client(params)
+        if api is not None:
+            return native.NativeDynamicClient(api)
+    if get_api_client is None and dynamic_client_class is None:
+        _load_core()
     if get_api_client is None and (dynamic_client_class or K8SDynamicClient) is not None:
-        api = api_client(params, core=core, api_client_class=api_client_class)
+        api = kubernetes_api_client(params, core=core, api_client_class=api_client_class)
         cls = dynamic_client_class or K8SDynamicClient
         try:
             return cls(api, discoverer=LazyDiscoverer) if dynamic_client_class is None else cls(api)
-        except ApiException as e:  # discovery's requests: an answer of the server, or the retry policy giving up
-            where = getattr(getattr(api, 'configuration', None), 'host', None) or 'the API server'
-            raise KubeError('API discovery at %s failed: %s' % (where, getattr(e, 'reason', None) or e))
-        except Exception as e:  # a discovery cache that cannot be written, ...: as get_api_client's errors
-            raise _config_error(_kwargs(params), e)
+        except Exception as e:  # pylint: disable=broad-except
+            if is_api_error(e) or isinstance(e, ApiError):  # discovery: the server's answer, or the policy giving up
+                where = getattr(getattr(api, 'configuration', None), 'host', None) or 'the API server'
+                raise KubeError('API discovery at %s failed: %s' % (where, getattr(e, 'reason', None) or e))
+            raise _config_error(_kwargs(params), e)  # a discovery cache that cannot be written, ...
     factory = get_api_client or _core_get_api_client
-    if factory is None:
+    if factory is None or factory is _UNLOADED:
         raise _missing_core()
     kwargs = _kwargs(params)
     try:
@@ -179,20 +220,52 @@ def get_client(params: dict[str, Any], get_api_client: Callable[..., Any] | None
     return client
 
 
-def api_client(params: dict[str, Any], core: Any = None, api_client_class: Any = None) -> Any:
-    """A plain kubernetes ApiClient (for kube/rest's requests) with kubernetes.core's configuration.
+def api_client(params: dict[str, Any], core: Any = None, api_client_class: Any = None,
+               environ: Any = None) -> Any:
+    """A client for kube/rest's requests: kube/native's where it serves the connection (no kubernetes import), else a
+    plain kubernetes ApiClient with kubernetes.core's configuration (kubernetes_api_client). Either carries the retry
+    policy. core and api_client_class (tests) take the kubernetes route."""
+    if core is None and api_client_class is None:
+        client = _native_client(params, environ)
+        if client is not None:
+            return client
+    return kubernetes_api_client(params, core=core, api_client_class=api_client_class)
+
+
+def _native_client(params: dict[str, Any], environ: Any = None) -> Any:
+    """kube/native's client with the retry policy, or None when the connection is the kubernetes client's to make."""
+    kwargs = _kwargs(params)
+    try:
+        settings = native.settings(kwargs, environ=environ)
+    except native.Unsupported:
+        return None
+    except Exception as e:  # ConfigError, YAML and file errors: as the kubernetes route reports them
+        raise _config_error(kwargs, e)
+    try:
+        client = native.NativeApiClient(settings)
+    except Exception as e:  # a CA or key that cannot be loaded
+        raise _config_error(kwargs, e)
+    install_retries(client)
+    return client
+
+
+def kubernetes_api_client(params: dict[str, Any], core: Any = None, api_client_class: Any = None) -> Any:
+    """A plain kubernetes ApiClient with kubernetes.core's configuration.
 
     Same options, environment variables, kubeconfig / in-cluster order and impersonation headers as get_client, but
     without the dynamic client's API discovery, so a read-only module sends only its own requests. core and
     api_client_class replace kubernetes.core's client module and kubernetes.client.ApiClient (tests).
     """
-    core = core or _core_client
     if core is None:
+        _load_core()
+        core = _core_client
+    if core is None or core is _UNLOADED:
         raise _missing_core()
-    api_client_class = api_client_class or ApiClient
     if api_client_class is None:
-        raise KubeError('the kubernetes Python client is needed to reach the Kubernetes API: %s'
-                        % (KUBERNETES_IMPORT_ERROR or '').strip())
+        if KUBERNETES_IMPORT_ERROR:
+            raise KubeError('the kubernetes Python client is needed to reach the Kubernetes API: %s'
+                            % (KUBERNETES_IMPORT_ERROR or '').strip())
+        api_client_class = _kubernetes_api_client_class()
     kwargs = _kwargs(params)
     try:
         # kubernetes.core's own steps of get_api_client (k8s/client.py, 3.0.0 to 6.x), minus the dynamic client
@@ -414,9 +487,12 @@ def _body_of(result: Any) -> Any:
     return data
 
 
-def retrying_request(request: Callable[..., Any], policy: RetryPolicy) -> Callable[..., Any]:
+def retrying_request(request: Callable[..., Any], policy: RetryPolicy,
+                     exhausted: type[RetriesExhausted] | None = None) -> Callable[..., Any]:
     """rest_client.request wrapped by ``policy``: the kubernetes client's REST layer, both generations (client 24 to
-    36 raise ApiException for an error status, 37 and later return the response)."""
+    36 raise ApiException for an error status, 37 and later return the response). ``exhausted``: the class raised when
+    the policy gives up (default RetriesExhausted)."""
+    give_up = exhausted or RetriesExhausted
 
     def wrapped(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         headers = kwargs.get('headers')
@@ -437,34 +513,32 @@ def retrying_request(request: Callable[..., Any], policy: RetryPolicy) -> Callab
                 if status is None or 200 <= status <= 399:
                     return result
                 resp_headers = _response_headers(result)
-            except ApiException as e:
-                if not getattr(e, 'status', None):  # status 0: a TLS error the client turned into ApiException
+            except Exception as e:  # pylint: disable=broad-except
+                if is_api_error(e):  # client 24 to 36 raise ApiException for an error status
+                    status, resp_headers, body, result = e.status, getattr(e, 'headers', None), getattr(e, 'body', None), e  # type: ignore[attr-defined]
+                else:  # urllib3 and socket errors; status 0: a TLS error the client turned into ApiException
                     error = e
-                else:
-                    status, resp_headers, body, result = e.status, getattr(e, 'headers', None), getattr(e, 'body', None), e
-            except Exception as e:  # pylint: disable=broad-except  # urllib3 and socket errors
-                error = e
             retry_after = retry_after_seconds(_header(resp_headers, 'Retry-After')) if error is None else None
             retry, delay, why = policy.decide(method, url, content_type, status=status, retry_after=retry_after,
                                               error=error)
             answers.append(why + ('' if retry_after is None else ', Retry-After %gs' % retry_after))
             if not retry:
                 if error is None:  # an answer the caller handles (404, 409, 422, an eviction's 429...): as it came
-                    if isinstance(result, ApiException):
+                    if isinstance(result, BaseException):
                         raise result
                     return result
                 if not _connection_dropped(error):
                     raise error
                 landed = not policy.idempotent(method, content_type, url)
-                raise RetriesExhausted(0, _give_up_message(policy, method, url, answers, start, landed),
-                                       may_have_landed=landed)
+                raise give_up(0, _give_up_message(policy, method, url, answers, start, landed),
+                              may_have_landed=landed)
             attempt += 1
             wait = delay if delay is not None else policy.backoff(attempt)
             if attempt > policy.max_retries or policy.clock() - start + wait > policy.max_total:
-                raise RetriesExhausted(status or 0, _give_up_message(policy, method, url, answers, start, False,
-                                                                     limit=True, next_wait=wait),
-                                       body=body if body is not None else _body_of(result), headers=resp_headers)
-            if result is not None and not isinstance(result, ApiException):
+                raise give_up(status or 0, _give_up_message(policy, method, url, answers, start, False,
+                                                            limit=True, next_wait=wait),
+                              body=body if body is not None else _body_of(result), headers=resp_headers)
+            if result is not None and not isinstance(result, BaseException):
                 _discard(result)
             policy.log.append({'method': method, 'path': _path(url), 'cause': why, 'retry_after': retry_after,
                                'delay': round(wait, 3), 'attempt': attempt})
@@ -503,6 +577,22 @@ def no_urllib3_retries() -> Any:
     return _Urllib3Retry(total=False, redirect=5, raise_on_status=False)
 
 
+_K8S_EXHAUSTED: list[type[RetriesExhausted]] = []
+
+
+def _exhausted_class(api: Any) -> type[RetriesExhausted]:
+    """RetriesExhausted, and for a kubernetes ApiClient one that is also the client's ApiException: the dynamic client
+    and kube/converger handle it as they handle every error of the client (kube/native raises the plain one)."""
+    if getattr(api, 'gpuops_native', False) or 'kubernetes.client.rest' not in sys.modules:
+        return RetriesExhausted
+    if not _K8S_EXHAUSTED:
+        client_error = getattr(sys.modules['kubernetes.client.rest'], 'ApiException', None)
+        if not isinstance(client_error, type) or not issubclass(client_error, BaseException):
+            return RetriesExhausted
+        _K8S_EXHAUSTED.append(type('RetriesExhausted', (RetriesExhausted, client_error), {}))
+    return _K8S_EXHAUSTED[0]
+
+
 def install_retries(client: Any, policy: RetryPolicy | None = None) -> RetryPolicy | None:
     """Wrap the REST layer of a kubernetes ApiClient (or of the ApiClient inside a DynamicClient) with the retry policy
     and switch off urllib3's own retries under it; the policy (its ``log``) is returned. A second call does nothing."""
@@ -519,5 +609,5 @@ def install_retries(client: Any, policy: RetryPolicy | None = None) -> RetryPoli
     if pool is not None and retries is not None and hasattr(pool, 'connection_pool_kw'):
         pool.connection_pool_kw['retries'] = retries
         pool.clear()
-    rest.request = retrying_request(rest.request, policy)
+    rest.request = retrying_request(rest.request, policy, exhausted=_exhausted_class(api))
     return policy

@@ -12,22 +12,37 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 import time
 from typing import Any
 
-try:
-    from kubernetes.client.rest import ApiException
-    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-except ImportError:  # reported by the module through kube/access.KUBERNETES_IMPORT_ERROR
-    # stand-ins (mypy takes the client's names, an import it does not follow)
-    class ApiException(Exception):  # type: ignore[no-redef]
-        status = reason = body = None
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import native
 
-    class NotFoundError(Exception):  # type: ignore[no-redef]
-        pass
+# The errors of both dynamic clients kube/access.get_client hands out: kube/native's (these names), and the kubernetes
+# client's (its ApiException, NotFoundError, ResourceNotFoundError) once that client is loaded - it is not imported
+# here, so that a run on kube/native never pays for it. The handlers below call these functions when an error comes.
+ApiException = native.ApiError
+NotFoundError = native.NotFound
+ResourceNotFoundError = native.ResourceNotFound
 
-    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
-        pass
+
+def _with_client(ours: type[BaseException], module: str, name: str) -> tuple[Any, ...]:
+    loaded = sys.modules.get(module)
+    theirs = getattr(loaded, name, None) if loaded is not None else None
+    return (ours, theirs) if isinstance(theirs, type) and issubclass(theirs, BaseException) else (ours,)
+
+
+def api_errors() -> tuple[Any, ...]:
+    """An answer of the API server (the dynamic clients' errors are ones)."""
+    return _with_client(ApiException, 'kubernetes.client.rest', 'ApiException')
+
+
+def not_found() -> tuple[Any, ...]:
+    return _with_client(NotFoundError, 'kubernetes.dynamic.exceptions', 'NotFoundError')
+
+
+def resource_not_found() -> tuple[Any, ...]:
+    return _with_client(ResourceNotFoundError, 'kubernetes.dynamic.exceptions', 'ResourceNotFoundError')
 
 
 USER_PREFIX = 'user.gpuops.io/'
@@ -237,7 +252,7 @@ class Converger(object):
                                   namespace=ns if res.namespaced else None, content_type='application/merge-patch+json',
                                   field_manager=self.p['field_manager'])
                 return self.note_user(d, 'registered')
-            except NotFoundError:
+            except not_found():
                 live = None
         raise ConvergeError('%s %s%s was deleted three times while this run recorded its user %s on it'
                             % (kind, (ns + '/') if ns else '', name, self.p['user']))
@@ -262,7 +277,7 @@ class Converger(object):
                                               name=name, namespace=ns if res.namespaced else None,
                                               content_type='application/merge-patch+json',
                                               field_manager=self.p['field_manager'])
-                        except NotFoundError:
+                        except not_found():
                             return self.record(d, 'unchanged')
                     self.note_user(d, 'released')
                 self.objects.append({'kind': kind, 'namespace': ns, 'name': name, 'action': 'kept', 'users': others})
@@ -276,9 +291,9 @@ class Converger(object):
                                    body={'propagationPolicy': 'Background',
                                          'preconditions': {'resourceVersion': live['metadata']['resourceVersion']}})
                 return self.record(d, 'deleted', live, None)
-            except NotFoundError:
+            except not_found():
                 return self.record(d, 'unchanged')
-            except ApiException as e:
+            except api_errors() as e:
                 if e.status != 409:
                     raise
                 live = self.get(res, d)  # changed since this run read it (a user recorded meanwhile?): decide again
@@ -287,7 +302,7 @@ class Converger(object):
     def resource(self, d: dict[str, Any]) -> Any:
         try:
             return self.client.resources.get(api_version=d['apiVersion'], kind=d['kind'])
-        except ResourceNotFoundError:
+        except resource_not_found():
             raise ConvergeError('the cluster does not serve %s %s (needed for %s); install its CRD first'
                                 % (d['apiVersion'], d['kind'], ident(d)[2]))
 
@@ -295,7 +310,7 @@ class Converger(object):
         kind, ns, name = ident(d)
         try:
             return self.client.get(res, name=name, namespace=ns if res.namespaced else None).to_dict()
-        except NotFoundError:
+        except not_found():
             return None
 
     def record(self, d: dict[str, Any], action: str, before: dict[str, Any] | None = None,
@@ -316,7 +331,7 @@ class Converger(object):
         try:
             self.client.get(cm_res, name=bname, namespace=bns)
             return
-        except NotFoundError:
+        except not_found():
             pass
         body = {'apiVersion': 'v1', 'kind': 'ConfigMap',
                 'metadata': {'name': bname, 'namespace': bns,
@@ -335,13 +350,13 @@ class Converger(object):
             try:
                 self.client.create(res, body=body, namespace=namespace)
                 return
-            except ApiException as e:
+            except api_errors() as e:
                 if e.status not in (0, 409):
                     raise
                 try:
                     self.client.get(res, name=name, namespace=namespace)
                     return  # it is there
-                except NotFoundError:
+                except not_found():
                     if attempt == 2 or e.status == 409:
                         raise
 
@@ -393,7 +408,7 @@ class Converger(object):
             body['preconditions'] = {'uid': live['metadata']['uid']}
         try:
             self.client.delete(res, name=name, namespace=ns, body=body)
-        except NotFoundError:
+        except not_found():
             pass
         for _attempt in range(50):
             if self.get(res, d) is None:
@@ -460,7 +475,7 @@ class Converger(object):
             try:
                 self.client.delete(res, name=name, namespace=ns if res.namespaced else None,
                                    body={'propagationPolicy': 'Background'})
-            except NotFoundError:
+            except not_found():
                 pass
         self.record(d, 'deleted', live, None)
 
@@ -514,7 +529,7 @@ def _prune(conv: Converger, defs: list[dict[str, Any]], label_selector: str, kin
             continue
         try:
             items = conv.client.get(res, label_selector=label_selector).to_dict().get('items') or []
-        except ApiException as e:
+        except api_errors() as e:
             raise ConvergeError('listing %s %s with %s: API error %s %s'
                                 % (k['api_version'], k['kind'], label_selector, e.status, e.reason))
         for item in items:
@@ -531,7 +546,7 @@ def _prune(conv: Converger, defs: list[dict[str, Any]], label_selector: str, kin
                 try:
                     conv.client.delete(res, name=d['metadata']['name'], namespace=meta.get('namespace'),
                                        body={'propagationPolicy': 'Background'})
-                except NotFoundError:
+                except not_found():
                     continue
             conv.record(d, 'deleted', item, None)
 
@@ -542,7 +557,7 @@ def converge(conv: Converger, defs: list[dict[str, Any]], state: str) -> dict[st
     if state == 'present':
         try:
             conv.check_shared(defs)
-        except ApiException as e:
+        except api_errors() as e:
             raise ConvergeError('reading the shared objects: API error %s %s: %s' % (e.status, e.reason, (e.body or '')[:1000]))
     for d in order:
         try:
@@ -552,7 +567,7 @@ def converge(conv: Converger, defs: list[dict[str, Any]], state: str) -> dict[st
                     conv.register(conv.resource(d), d, live)
             else:
                 conv.absent(d)
-        except ApiException as e:
+        except api_errors() as e:
             kind, ns, name = ident(d)
             where = '%s %s%s' % (kind, (ns + '/') if ns else '', name)
             raise ConvergeError('%s: API error %s %s: %s' % (where, e.status, e.reason, (e.body or '')[:1000]))

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Plain requests to the Kubernetes API over the kubernetes client's ApiClient, without its typed API classes.
+"""Plain requests to the Kubernetes API over the kubernetes client's ApiClient (or kube/native's), without its typed API
+classes.
 
 The typed API classes of kubernetes-client/python 37 are built on pydantic: making CoreV1Api available costs about
 0.5 CPU-s per process, as much as everything else a module run does. The collection calls a dozen endpoints, so
@@ -10,7 +11,8 @@ CoreApi offers exactly those, under the typed APIs' method names and keyword arg
 (its configuration, authentication, TLS and proxy settings, as the typed APIs use them) and returns the raw urllib3
 response, as the typed APIs do with _preload_content=False; a status outside 2xx raises the client's ApiException.
 
-Two generations of ApiClient are served (docs/conformance/kubernetes-core.md, K8S-09):
+kube/native's client (kube/access.api_client where it serves the connection) sends the request itself. Two generations
+of the kubernetes client's ApiClient are served (docs/conformance/kubernetes-core.md, K8S-09):
  * client 24.2 to 36: ``call_api(resource_path, method, ..., _preload_content=False)`` returns the raw response and
    its REST layer raises ApiException for an error status;
  * client 37 and later: ``param_serialize(...)`` then ``call_api(*request)``; the error status is raised here through
@@ -52,6 +54,8 @@ def request(api_client: Any, method: str, path: str, query: list[tuple[str, Any]
     if content_type:  # the typed APIs send none with a POST or DELETE body (the REST layer sends it as JSON)
         headers['Content-Type'] = content_type
     query = list(query or [])
+    if getattr(api_client, 'gpuops_native', False):  # kube/native: urllib3 alone; an error status raises its ApiError
+        return api_client.native_request(method, path, query, headers, body)
     if hasattr(api_client, 'param_serialize'):  # client 37 and later
         serialized = api_client.param_serialize(method, path, query_params=query, header_params=headers, body=body,
                                                 auth_settings=['BearerToken'])

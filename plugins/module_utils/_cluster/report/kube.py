@@ -4,7 +4,7 @@
 """Read Nodes and Pods for gpu_share_report through kube/rest (read-only: list calls only), and, where the API server
 serves resource.k8s.io/v1 (Dynamic Resource Allocation), ResourceClaims and ResourceSlices.
 
-The connection comes from kube/access (kubernetes.core's client). The DRA part costs one discovery request and one
+The connection comes from kube/access (kube/native, else kubernetes.core's client). The DRA part costs one discovery request and one
 paginated list of each kind, whatever the number of nodes."""
 
 from __future__ import annotations
@@ -16,13 +16,6 @@ from typing import Any
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import rest
 
-# the client's error with an HTTP status (every Exception where the client is missing: then nothing is listed)
-ApiError: type[Exception]
-try:
-    from kubernetes.client.rest import ApiException
-    ApiError = ApiException
-except ImportError:
-    ApiError = Exception
 # CoreV1Api as plain requests (kube/rest): the typed API classes of the client cost ~0.5 CPU-s to import
 k8s_client = rest.client_module(access.ApiClient)
 
@@ -45,7 +38,7 @@ def _list_all(call: Callable[..., Any], what: str, **kwargs: Any) -> list[dict[s
         try:
             response = call(**args)
         except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
-            if isinstance(e, ApiError) and getattr(e, 'status', None):
+            if access.is_api_error(e):
                 raise KubeError('listing %s failed: %s %s %s' % (what, getattr(e, 'status'), getattr(e, 'reason', ''),
                                                                  (getattr(e, 'body', '') or '')[:500]))
             raise KubeError('listing %s failed: %s' % (what, e))
@@ -103,7 +96,7 @@ def dra_served(api_client: Any, send: Callable[..., Any] | None = None) -> bool:
     try:
         response = send(api_client, 'GET', '/apis/%s' % DRA_GROUP)
     except Exception as e:  # ApiException (HTTP status) or a connection/TLS error
-        if isinstance(e, ApiError) and getattr(e, 'status', None) == 404:
+        if access.is_api_error(e) and getattr(e, 'status', None) == 404:
             return False
         raise KubeError('discovery of %s failed: %s %s' % (DRA_GROUP, getattr(e, 'status', '') or '', e))
     data = json.loads(response.data)

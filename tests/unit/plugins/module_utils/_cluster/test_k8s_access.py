@@ -170,6 +170,8 @@ def test_K8S_04_errors_name_the_kubeconfig(kubeconfig):
 
 
 def test_K8S_04_missing_kubernetes_core(monkeypatch):
+    # the kubernetes client's route (kube/native serves a kubeconfig or service account without kubernetes.core)
+    monkeypatch.setenv('GPUOPS_K8S_TRANSPORT', 'kubernetes')
     monkeypatch.setattr(access, '_core_get_api_client', None)
     monkeypatch.setattr(access, '_core_client', None)
     with pytest.raises(access.KubeError, match='kubernetes.core collection is needed'):
