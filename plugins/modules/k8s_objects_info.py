@@ -42,7 +42,8 @@ options:
         default: v1
       kind:
         description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), V(RuntimeClass) (C(node.k8s.io/v1)), or V(DeviceClass)
-          (C(resource.k8s.io/v1); a server without that API answers an empty list, RV(api_found) false).
+          or V(ResourceSlice) (C(resource.k8s.io/v1); a server without that API answers an empty list, RV(api_found)
+          false).
         type: str
         required: true
       name:
@@ -53,6 +54,12 @@ options:
         type: str
       label_selectors:
         description: Label selectors of a list (joined with commas); not with O(queries[].name).
+        type: list
+        elements: str
+      field_selectors:
+        description:
+          - Field selectors of a list (joined with commas), for example V(spec.nodeName=gpu-1) for ResourceSlices;
+            not with O(queries[].name). The API server refuses a field it does not index for the kind.
         type: list
         elements: str
   version:
@@ -137,6 +144,7 @@ def argument_spec() -> dict[str, Any]:
             name=dict(type='str'),
             namespace=dict(type='str'),
             label_selectors=dict(type='list', elements='str'),
+            field_selectors=dict(type='list', elements='str'),
         )),
         version=dict(type='bool', default=False),
         fields=dict(type='dict', default={}),

@@ -168,6 +168,7 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
         ("CoreV1Api", "delete_namespaced_pod", ("p1", "ns1"), {"body": {"gracePeriodSeconds": 3}}),
         ("CoreV1Api", "create_namespaced_pod_eviction", ("p1", "ns1", evict), {}),
         ("VersionApi", "get_code", (), {}),
+        ("ResourceV1Api", "list_resource_slice", (), {"field_selector": "spec.nodeName=n1,spec.driver=gpu.nvidia.com"}),
     ]
     for (api_version, kind), (api_name, read_m, list_m, namespaced) in kube_read.KINDS.items():
         ns = ("kube-system",) if namespaced else ()
@@ -177,4 +178,5 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
         typed = recorded(lambda c: getattr(getattr(client, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         plain = recorded(lambda c: getattr(getattr(rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         assert len(typed) == 1 and plain == typed, (method, args, kwargs, typed, plain)
-    assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "DeviceClass", "Node", "RuntimeClass", "Secret"]
+    assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "DeviceClass", "Node", "ResourceSlice",
+                                                         "RuntimeClass", "Secret"]

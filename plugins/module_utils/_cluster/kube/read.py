@@ -24,6 +24,7 @@ KINDS = {
     ('v1', 'Secret'): ('CoreV1Api', 'read_namespaced_secret', 'list_namespaced_secret', True),
     ('node.k8s.io/v1', 'RuntimeClass'): ('NodeV1Api', 'read_runtime_class', 'list_runtime_class', False),
     ('resource.k8s.io/v1', 'DeviceClass'): ('ResourceV1Api', 'read_device_class', 'list_device_class', False),
+    ('resource.k8s.io/v1', 'ResourceSlice'): ('ResourceV1Api', 'read_resource_slice', 'list_resource_slice', False),
 }
 # Fields of a Secret that are never returned (the module's result may be printed or registered).
 SECRET_HIDDEN = ('data', 'stringData')
@@ -51,10 +52,11 @@ def check_queries(queries: list[Any] | None) -> list[str]:
         elif key in keys:
             problems.append('queries[%d]: key %s is used twice' % (i, key))
         keys.add(key)
-        unknown = sorted(set(q) - set(['key', 'api_version', 'kind', 'name', 'namespace', 'label_selectors']))
+        unknown = sorted(set(q) - set(['key', 'api_version', 'kind', 'name', 'namespace', 'label_selectors',
+                                       'field_selectors']))
         if unknown:
             problems.append('queries[%d] (%s): unknown option(s) %s; allowed: key, api_version, kind, name, namespace, '
-                            'label_selectors' % (i, key, ', '.join(unknown)))
+                            'label_selectors, field_selectors' % (i, key, ', '.join(unknown)))
         kind = (q.get('api_version') or 'v1', q.get('kind'))
         if kind not in KINDS:
             problems.append('queries[%d] (%s): kind %s %s is not one this module reads; supported: %s'
@@ -66,11 +68,12 @@ def check_queries(queries: list[Any] | None) -> list[str]:
         if not namespaced and q.get('namespace'):
             problems.append('queries[%d] (%s): %s is cluster-scoped; namespace %s makes no sense'
                             % (i, key, kind[1], q['namespace']))
-        selectors = q.get('label_selectors') or []
-        if not isinstance(selectors, list) or not all(isinstance(s, str) for s in selectors):
-            problems.append('queries[%d] (%s): label_selectors must be a list of strings' % (i, key))
-        elif selectors and q.get('name'):
-            problems.append('queries[%d] (%s): label_selectors and name exclude each other' % (i, key))
+        for option in ('label_selectors', 'field_selectors'):
+            selectors = q.get(option) or []
+            if not isinstance(selectors, list) or not all(isinstance(s, str) for s in selectors):
+                problems.append('queries[%d] (%s): %s must be a list of strings' % (i, key, option))
+            elif selectors and q.get('name'):
+                problems.append('queries[%d] (%s): %s and name exclude each other' % (i, key, option))
     return problems
 
 
@@ -105,6 +108,8 @@ def read_one(apis: dict[str, Any], q: dict[str, Any]) -> tuple[list[dict[str, An
             kwargs: dict[str, Any] = {'_preload_content': False}
             if q.get('label_selectors'):
                 kwargs['label_selector'] = ','.join(q['label_selectors'])
+            if q.get('field_selectors'):
+                kwargs['field_selector'] = ','.join(q['field_selectors'])
             items = body(getattr(api, list_m)(*ns, **kwargs)).get('items') or []
     except Exception as e:  # ApiException or a connection error
         if _status(e) == 404:

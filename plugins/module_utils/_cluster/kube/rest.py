@@ -146,6 +146,13 @@ class CoreApi(object):
     def list_device_class(self, **kwargs: Any) -> Any:
         return self._call('GET', '/apis/resource.k8s.io/v1/deviceclasses', kwargs)
 
+    # ResourceSlices (resource.k8s.io/v1): what the DRA drivers publish per node
+    def read_resource_slice(self, name: str, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/resource.k8s.io/v1/resourceslices/%s' % _segment(name), kwargs)
+
+    def list_resource_slice(self, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/resource.k8s.io/v1/resourceslices', kwargs)
+
     # /version/ (with the slash, as VersionApi.get_code sends it)
     def get_code(self, **kwargs: Any) -> Any:
         return self._call('GET', '/version/', kwargs)

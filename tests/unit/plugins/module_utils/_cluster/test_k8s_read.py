@@ -27,7 +27,8 @@ class FakeApi(object):
 
     def _kind(self, method):
         return {'node': 'Node', 'namespaced_config_map': 'ConfigMap', 'namespaced_secret': 'Secret',
-                'runtime_class': 'RuntimeClass', 'device_class': 'DeviceClass'}[method.split('_', 1)[1]]
+                'runtime_class': 'RuntimeClass', 'device_class': 'DeviceClass',
+                'resource_slice': 'ResourceSlice'}[method.split('_', 1)[1]]
 
     def __getattr__(self, method):
         if method == 'get_code':
@@ -50,6 +51,10 @@ class FakeApi(object):
                 return Raw(self.store[key])
             ns = args[0] if args else None
             items = [o for (k, n, dummy), o in sorted(self.store.items()) if k == kind and n == ns]
+            fields = kw.get('field_selector')
+            if fields:
+                want_f = [f.split('=') for f in fields.split(',')]
+                items = [o for o in items if all(o['spec'].get(path.split('.')[1]) == v for path, v in want_f)]
             sel = kw.get('label_selector')
             if sel:
                 want = dict(s.split('=') for s in sel.split(','))
@@ -68,6 +73,10 @@ STORE = {
     ('RuntimeClass', None, 'nvidia'): {'metadata': {'name': 'nvidia'}, 'handler': 'nvidia'},
     ('DeviceClass', None, 'gpu.nvidia.com'): {'metadata': {'name': 'gpu.nvidia.com'},
                                               'spec': {'extendedResourceName': 'nvidia.com/gpu'}},
+    ('ResourceSlice', None, 'gpu-1-gpu.nvidia.com-a'): {'metadata': {'name': 'gpu-1-gpu.nvidia.com-a'},
+                                                        'spec': {'nodeName': 'gpu-1', 'driver': 'gpu.nvidia.com'}},
+    ('ResourceSlice', None, 'gpu-2-gpu.nvidia.com-b'): {'metadata': {'name': 'gpu-2-gpu.nvidia.com-b'},
+                                                        'spec': {'nodeName': 'gpu-2', 'driver': 'gpu.nvidia.com'}},
 }
 
 
@@ -123,6 +132,20 @@ def test_DRAX_15_device_classes_are_listed_and_a_server_without_resource_v1_answ
     assert out == {'objects': {'dc': []}, 'api_found': {'dc': False}}
 
 
+def test_resource_slices_of_one_node_by_field_selectors():
+    """migrate_to_dra and doctor read a node's (or a driver's) ResourceSlices: one list with the field selectors
+    joined by commas, as kubernetes.core.k8s_info sends them."""
+    calls = []
+    q = {'key': 's', 'api_version': 'resource.k8s.io/v1', 'kind': 'ResourceSlice',
+         'field_selectors': ['spec.nodeName=gpu-2', 'spec.driver=gpu.nvidia.com']}
+    out = R.read(apis(calls), [q])
+    assert calls == [('list_resource_slice', (), {'_preload_content': False,
+                                                  'field_selector': 'spec.nodeName=gpu-2,spec.driver=gpu.nvidia.com'})]
+    assert [o['metadata']['name'] for o in out['objects']['s']] == ['gpu-2-gpu.nvidia.com-b']
+    assert out['objects']['s'][0]['kind'] == 'ResourceSlice' and out['api_found'] == {'s': True}
+    assert R.check_queries([dict(q, name='x')]) == ['queries[0] (s): field_selectors and name exclude each other']
+
+
 def test_K8S_08_a_list_the_server_does_not_serve_is_empty_and_not_found():
     out = R.read(apis([], unserved=('RuntimeClass',)),
                  [{'key': 'rc', 'api_version': 'node.k8s.io/v1', 'kind': 'RuntimeClass'}])
@@ -142,12 +165,14 @@ def test_other_errors_name_the_object():
 @pytest.mark.parametrize('query, message', [
     ({'kind': 'Node'}, 'queries[0] has no key'),
     ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, '
-                                  'DeviceClass resource.k8s.io/v1, Node v1, RuntimeClass node.k8s.io/v1, Secret v1'),
+                                  'DeviceClass resource.k8s.io/v1, Node v1, ResourceSlice resource.k8s.io/v1, '
+                                  'RuntimeClass node.k8s.io/v1, Secret v1'),
     ({'key': 'x', 'kind': 'RuntimeClass'}, 'kind RuntimeClass v1 is not one'),
     ({'key': 'x', 'kind': 'ConfigMap', 'name': 'a'}, 'ConfigMap is namespaced; set namespace'),
     ({'key': 'x', 'kind': 'Node', 'namespace': 'default'}, 'Node is cluster-scoped; namespace default makes no sense'),
     ({'key': 'x', 'kind': 'Node', 'name': 'a', 'label_selectors': ['a=b']}, 'label_selectors and name exclude each other'),
     ({'key': 'x', 'kind': 'Node', 'label_selectors': 'a=b'}, 'label_selectors must be a list of strings'),
+    ({'key': 'x', 'kind': 'Node', 'field_selectors': [3]}, 'field_selectors must be a list of strings'),
     ({'key': 'x', 'kind': 'Node', 'colour': 'red'}, 'unknown option(s) colour'),
     ('Node', 'queries[0] must be a dictionary, got str'),
 ])
