@@ -320,8 +320,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import LABEL_KEY_FORM, valid_label_key
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL, strategy_label_error
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
@@ -350,9 +349,9 @@ def check_params(module: AnsibleModule) -> int:
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if not valid_label_key(p['strategy_label']):
-        module.fail_json(msg='strategy_label: %r is not a valid Kubernetes label key (%s); the default is %s'
-                         % (p['strategy_label'], LABEL_KEY_FORM, STRATEGY_LABEL))
+    label_error = strategy_label_error(p['strategy_label'])
+    if label_error:
+        module.fail_json(msg=label_error)
     try:
         mode = int(p['report_mode'], 8)
         if mode < 0 or mode > 0o7777:

@@ -271,3 +271,29 @@ def test_DRAX_08_a_target_label_from_the_pools_settings_is_named():
     [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA,
                             {'pool': 'm', 'strategy': 'mig', 'labels': {'nvidia.com/mig.config': 'all-1g.10gb'}})['steps']
     assert s['unset'] == [] and s['labels']['nvidia.com/mig.config'] == 'all-1g.10gb' and 'not set' not in s['reason']
+
+
+def test_a_custom_strategy_label_is_read_and_switched():
+    """A site whose gpu_node_labels_strategy_label is its own key (#36): the node's pool is read from that key and the
+    switch writes it; the default key is neither read nor written."""
+    custom = 'example.com/gpu-strategy'
+    n = node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts'})
+    labels = n['metadata']['labels']
+    labels[custom] = labels.pop('gpuops.io/sharing-strategy')
+    record = json.loads(n['metadata']['annotations']['gpuops.io/managed-labels'])
+    record[custom] = record.pop('gpuops.io/sharing-strategy')
+    n['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(record)
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, DRA, strategy_label=custom)
+    assert out['errors'] == []
+    [s] = out['steps']
+    assert s['action'] == 'migrate'
+    assert s['labels'] == {custom: 'dra', 'gpuops.io/sharing-pool': 'dra', 'nvidia.com/gpu.deploy.device-plugin': 'false',
+                           'nvidia.com/gpu.product': 'Tesla-T4'}
+    # by the default key the node is in no pool: refused, nothing changed
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, DRA)
+    assert 'is on pool ts (strategy -)' in out['errors'][0]
+    # a side's labels must not hold the site's strategy key either
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, dict(DRA, labels={custom: 'x'}),
+                            strategy_label=custom)
+    assert out['errors'] == ['gpuops_migrate_to.labels must not hold %s or gpuops.io/sharing-pool (they come from '
+                             'strategy and pool)' % custom]
