@@ -43,7 +43,8 @@ options:
   accept_capacity_loss:
     description:
       - Move a node although it then holds fewer pods - a device plugin that shares each GPU N ways (time-slicing,
-        MPS; GFD's C(nvidia.com/gpu.replicas)) runs N pods per GPU, a dra pool one claim per device. Without it such a
+        MPS; GFD's C(nvidia.com/gpu.replicas), else the collection's record C(gpuops.io/sharing-replicas)) runs N pods per
+        GPU, a dra pool one claim per device. Without it such a
         node is an error naming the numbers.
     type: bool
     default: false

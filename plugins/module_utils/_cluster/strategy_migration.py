@@ -20,7 +20,7 @@ from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    POOL_LABEL, STRATEGY_LABEL,
+    POOL_LABEL, REPLICAS_LABEL as RECORDED_REPLICAS_LABEL, STRATEGY_LABEL,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_count
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
@@ -136,16 +136,27 @@ def _label_int(value: Any) -> int | None:
         return None
 
 
+def node_replicas(labels: dict[str, Any]) -> tuple[int | None, str]:
+    """(replicas per GPU, the label they come from): GFD's nvidia.com/gpu.replicas where the node has it, else the
+    replicas the collection's stack configured for the node's pool (gpuops.io/sharing-replicas: the collection's
+    stacks do not deploy GFD), as the share report reads them."""
+    gfd = _label_int(labels.get(REPLICAS_LABEL))
+    if gfd is not None:
+        return gfd, REPLICAS_LABEL
+    return _label_int(labels.get(RECORDED_REPLICAS_LABEL)), RECORDED_REPLICAS_LABEL
+
+
 def capacity_change(node: dict[str, Any], src: dict[str, Any], dst: dict[str, Any]) -> dict[str, Any] | None:
     """{resource, before, after, replicas} when moving ``node`` from the device-plugin side ``src`` to the dra side
     ``dst`` takes pods away, else None. A device plugin that shares each GPU N ways (time-slicing, MPS: GFD's
-    nvidia.com/gpu.replicas) advertises N units per GPU, and N pods run on one GPU; under DRA the scheduler makes one
+    nvidia.com/gpu.replicas, else the collection's record gpuops.io/sharing-replicas) advertises N units per GPU, and N
+    pods run on one GPU; under DRA the scheduler makes one
     claim per pod and a device goes to one claim (docs/sharing_stacks.md, "Sharing"), so the same pods get one GPU
     each: the node holds N times fewer of them."""
     if not registry.stack(dst['strategy']).claims_devices:
         return None
     meta = node.get('metadata') or {}
-    replicas = _label_int((meta.get('labels') or {}).get(REPLICAS_LABEL))
+    replicas = node_replicas(meta.get('labels') or {})[0]
     before = parse_count(((node.get('status') or {}).get('allocatable') or {}).get(src['resource']))
     if not replicas or replicas <= 1 or not before:
         return None
@@ -207,7 +218,8 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
             'a whole device, so the same pods get %d - set gpuops_migrate_accept_capacity_loss: true to move it '
             'anyway, or give the pods that must share a GPU one ResourceClaim (claim_templates with shared: true); '
             'nothing was changed'
-            % (host, name, capacity['replicas'], src['pool'], REPLICAS_LABEL, capacity['replicas'], capacity['resource'],
+            % (host, name, capacity['replicas'], src['pool'], node_replicas(labels)[1], capacity['replicas'],
+               capacity['resource'],
                capacity['before'], dst['pool'], capacity['after']))
     out['capacity'] = capacity
     record = _record(meta)

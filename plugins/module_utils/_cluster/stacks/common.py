@@ -29,6 +29,10 @@ POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
 # one Python home of the default of gpu_node_labels_apply's, gpu_share_report's and the label filters' strategy_label
 STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
+# the replicas per GPU an NVIDIA device plugin pool configured (time-slicing, MPS: the config its node's
+# nvidia.com/device-plugin.config selects), written with the pool's labels: the share report's per-GPU replicas where
+# GPU feature discovery's nvidia.com/gpu.replicas is absent (the collection's stacks do not deploy GFD; issue #36)
+REPLICAS_LABEL = LABEL_PREFIX + 'sharing-replicas'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
 # a pool that applies an object it shares with other pools records itself on it: annotation <prefix><pool> (module
 # k8s_converge's user_annotation_prefix default; tests/unit/.../test_gpu_stack_render.py checks they agree)

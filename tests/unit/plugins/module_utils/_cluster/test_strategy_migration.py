@@ -229,8 +229,12 @@ def test_DRAX_08_pool_labels_are_the_renders(strategy):
     """The default side labels are the node labels the pool's render gives (with the GPU operator's confinement)."""
     labels, keys, unknown = sm.pool_labels(strategy)
     rendered = _rendered(strategy, 'p1')
-    assert dict(labels, **{'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': 'p1'}) == rendered
-    assert set(labels) <= set(keys) and unknown == []
+    # the replicas per GPU (time-slicing, mps: gpuops.io/sharing-replicas, issue #36) come from the pool's settings:
+    # unknown to the switch, which names them (the render's default of 4 here)
+    own = {'gpuops.io/sharing-replicas': '4'} if strategy in ('time-slicing', 'mps') else {}
+    assert dict(labels, **dict(own, **{'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': 'p1'})) == rendered
+    assert set(labels) <= set(keys) and unknown == sorted(own)
+    assert set(unknown) <= set(keys)
 
 
 def test_DRAX_08_the_switch_leaves_the_labels_cluster_yml_gives():
@@ -297,3 +301,18 @@ def test_a_custom_strategy_label_is_read_and_switched():
                             strategy_label=custom)
     assert out['errors'] == ['gpuops_migrate_to.labels must not hold %s or gpuops.io/sharing-pool (they come from '
                              'strategy and pool)' % custom]
+
+
+def test_DRAX_10_without_gfd_the_collections_replicas_record_tells_the_loss():
+    """The collection's stacks do not deploy GFD: a time-slicing node of its own pool has no nvidia.com/gpu.replicas,
+    only the replicas its stack configured (gpuops.io/sharing-replicas, issue #36). The move that holds fewer pods is
+    refused by that record too; GFD's label wins where both exist."""
+    hosts = [{'host': 'h1', 'node': 'n1'}]
+    n = node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts', 'gpuops.io/sharing-replicas': '3'})
+    n['status']['allocatable'] = {'nvidia.com/gpu': '6'}
+    [err] = sm.migration_plan([n], hosts, TS, DRA)['errors']
+    assert 'h1: node n1 shares each GPU 3 ways on pool ts (gpuops.io/sharing-replicas=3): nvidia.com/gpu 6' in err
+    assert 'the same pods get 2' in err
+    n['metadata']['labels']['nvidia.com/gpu.replicas'] = '1'
+    out = sm.migration_plan([n], hosts, TS, DRA)
+    assert out['errors'] == [] and out['steps'][0]['capacity'] is None
