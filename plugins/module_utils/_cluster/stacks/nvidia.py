@@ -10,7 +10,7 @@ import copy
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     MIG_RESOURCE, NVIDIA_PLUGIN_STRATEGIES, mig_config_name)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
@@ -206,6 +206,10 @@ def check_plugin_config(where: str, cfg: dict[str, Any], strategy: str) -> None:
         if mig == 'mixed':
             raise StackError('%s: sharing.mps with flags.migStrategy mixed; the device plugin does not support MPS with '
                              'the mixed MIG strategy (use none or single)' % where)
+
+
+# the settings keys whose block shares each GPU N ways (its replicas: the config's sharing.timeSlicing / sharing.mps)
+REPLICATED_SETTINGS = ('time_slicing', 'mps')
 
 
 def config_replicas(cfg: dict[str, Any]) -> int | None:
@@ -749,9 +753,9 @@ class NvidiaStack(Stack):
         return sorted(set(super(NvidiaStack, self).migration_label_keys()) | {CONFIG_LABEL, REPLICAS_LABEL})
 
     def migration_settings_labels(self) -> list[str]:
-        # the replicas per GPU (time-slicing, mps); the MIG geometry's config name and, with the MIG manager, its
-        # deploy labels
-        if self.name in ('time-slicing', 'mps'):
+        # the replicas per GPU of a strategy whose settings share each GPU (time_slicing, mps: their replicas); the
+        # MIG geometry's config name and, with the MIG manager, its deploy labels
+        if set(gpu_strategy.stack_info(self.name)['settings']) & set(REPLICATED_SETTINGS):
             return [REPLICAS_LABEL]
         if self.name != 'mig':
             return []
