@@ -23,8 +23,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 )
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (  # noqa: F401 (re-exported)
-    LABEL_KEY_FORM, LABEL_NAME_RE, LABEL_PREFIX_RE, STRATEGY_LABEL, valid_label_key,
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
+    LABEL_NAME_RE, STRATEGY_LABEL, valid_label_key,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import _MISSING, _get, _pool_hosts
 

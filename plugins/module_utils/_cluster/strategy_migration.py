@@ -5,10 +5,10 @@
 with one node, and the labels role gpu_node_labels (the one writer of Node labels) gives it.
 
 The node's pool is its labels (gpuops.io/sharing-strategy, or the site's gpu_node_labels_strategy_label, and
-gpuops.io/sharing-pool, recorded by gpu_node_labels in the gpuops.io/managed-labels annotation). The switch keeps every label the collection recorded that is not the source
-pool's (the GPU feature labels, extra labels), drops the source pool's labels (the strategy and pool labels and every
-label the source pool's stack gives a node: pool_labels, with the GPU operator's confinement) and sets the target
-pool's, recording them as the stack's (claimed), so a later
+gpuops.io/sharing-pool, recorded by gpu_node_labels in the gpuops.io/managed-labels annotation). The switch keeps
+every label the collection recorded that is not the source pool's (the GPU feature labels, extra labels), drops the
+source pool's labels (the strategy and pool labels and every label the source pool's stack gives a node: pool_labels,
+with the GPU operator's confinement) and sets the target pool's, recording them as the stack's (claimed), so a later
 gpu_node_labels_state=absent for the target pool removes them. A device plugin DaemonSet of the collection selects its
 pool label and the DRA kubelet plugin the strategy label dra: the switch moves the node from one to the other.
 """
