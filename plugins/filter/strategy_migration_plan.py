@@ -15,7 +15,7 @@ description:
     the switch), C(skip) (on the target pool already) - with the labels after the switch for role C(gpuops.k8s_gpu.gpu_node_labels)
     and what shows the target's plugin serving the node; and every error (a node in neither pool or not in the
     cluster, one side not a dra pool). Used by playbook C(gpuops.k8s_gpu.migrate_to_dra).
-positional: hosts, source, target, accept_capacity_loss
+positional: hosts, source, target, accept_capacity_loss, strategy_label
 options:
   _input:
     description: Node objects (C(resources) of C(kubernetes.core.k8s_info)).
@@ -43,10 +43,18 @@ options:
   accept_capacity_loss:
     description:
       - Move a node although it then holds fewer pods - a device plugin that shares each GPU N ways (time-slicing,
-        MPS; GFD's C(nvidia.com/gpu.replicas)) runs N pods per GPU, a dra pool one claim per device. Without it such a
+        MPS; GFD's C(nvidia.com/gpu.replicas), else the collection's record C(gpuops.io/sharing-replicas)) runs N pods per
+        GPU, a dra pool one claim per device. Without it such a
         node is an error naming the numbers.
     type: bool
     default: false
+  strategy_label:
+    description:
+      - The node label that records the sharing strategy of the node's pool, as role C(gpuops.k8s_gpu.gpu_node_labels)
+        writes it (its C(gpu_node_labels_strategy_label)); a node's pool is read from it and the switch writes it.
+      - Must be a Kubernetes label key (C([prefix/]name)).
+    type: str
+    default: gpuops.io/sharing-strategy
 author: gpuops.k8s_gpu developers
 '''
 
@@ -70,16 +78,20 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL, strategy_label_error
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.strategy_migration import migration_plan
 
 
 def strategy_migration_plan(nodes: list[dict[str, Any]] | None, hosts: list[dict[str, Any]] | None, source: Any, target: Any,
-                            accept_capacity_loss: bool = False) -> dict[str, Any]:
+                            accept_capacity_loss: bool = False, strategy_label: str = STRATEGY_LABEL) -> dict[str, Any]:
     if not isinstance(nodes, list) or not isinstance(hosts, list):
         raise AnsibleFilterError('strategy_migration_plan: expected lists of nodes and hosts')
     if not isinstance(accept_capacity_loss, bool):
         raise AnsibleFilterError('gpuops_migrate_accept_capacity_loss must be true or false; got %r' % (accept_capacity_loss,))
-    return migration_plan(nodes, hosts, source, target, accept_capacity_loss)
+    error = strategy_label_error(strategy_label, 'gpu_node_labels_strategy_label')
+    if error:
+        raise AnsibleFilterError(error)
+    return migration_plan(nodes, hosts, source, target, accept_capacity_loss, strategy_label)
 
 
 class FilterModule(object):

@@ -30,6 +30,11 @@ description:
     What the node publishes wins over that record: MIG devices, C(nvidia.com/gpu.shared), GFD's labels where present,
     a HAMi registration. A record the node contradicts (the label says V(time-slicing), GFD says one replica) is a
     note of the node and of the cluster in RV(notes), not an accounting conflict."
+  - "Replicas per GPU likewise: GFD's C(nvidia.com/gpu.replicas) where the node has it, else the label
+    C(gpuops.io/sharing-replicas) that the collection's NVIDIA stack gives a time-slicing or MPS pool's nodes (the
+    replicas of the device plugin config the node's C(nvidia.com/device-plugin.config) selects; role
+    gpu_node_labels writes it with the pool's labels). RV(nodes[].replicas_source) says which; the table marks the
+    collection's record C((record)). A record GFD's label contradicts is a note of the node and of the cluster."
   - "HAMi: C(nvidia.com/gpu), C(nvidia.com/gpumem), C(nvidia.com/gpumem-percentage), C(nvidia.com/gpucores); per-GPU
     holders from the pod annotation C(hami.io/vgpu-devices-allocated) matched by UUID against the node annotation
     C(hami.io/node-nvidia-register). Annotations in a form the module does not know are reported in RV(notes)."
@@ -191,8 +196,14 @@ nodes:
       type: dict
       returned: for nodes with gpushare resources or pods
     replicas:
-      description: Replicas per GPU from the GFD label C(nvidia.com/gpu.replicas), when above 1.
+      description: Replicas per GPU, when above 1 - GFD's label C(nvidia.com/gpu.replicas), else the collection's
+        record C(gpuops.io/sharing-replicas) (RV(nodes[].replicas_source)).
       type: int
+      returned: when shared
+    replicas_source:
+      description: Where RV(nodes[].replicas) comes from - V(gfd) (GPU feature discovery's label) or V(record) (the
+        replicas the collection's stack configured for the node's pool, label C(gpuops.io/sharing-replicas)).
+      type: str
       returned: when shared
     physical_gpus:
       description: C(nvidia.com/gpu) allocatable divided by RV(nodes[].replicas).
@@ -320,8 +331,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan import LABEL_KEY_FORM, valid_label_key
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL, strategy_label_error
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
 
@@ -350,9 +360,9 @@ def check_params(module: AnsibleModule) -> int:
     if error:
         module.fail_json(msg=error)
     p['kubeconfig'] = kubeconfig
-    if not valid_label_key(p['strategy_label']):
-        module.fail_json(msg='strategy_label: %r is not a valid Kubernetes label key (%s); the default is %s'
-                         % (p['strategy_label'], LABEL_KEY_FORM, STRATEGY_LABEL))
+    label_error = strategy_label_error(p['strategy_label'])
+    if label_error:
+        module.fail_json(msg=label_error)
     try:
         mode = int(p['report_mode'], 8)
         if mode < 0 or mode > 0o7777:

@@ -142,6 +142,17 @@ options:
         unless every node of the pool has V(true) here (or C(settings.dra.assume_cdi_enabled) is V(true)).
     type: dict
     default: {}
+  strategy_label:
+    description:
+      - The node label that records the sharing strategy of a node's pool, as role C(gpuops.k8s_gpu.gpu_node_labels)
+        writes it (its C(gpu_node_labels_strategy_label); role P(gpuops.k8s_gpu.gpu_sharing_stack#role) passes its
+        C(gpu_sharing_stack_strategy_label), which defaults to that).
+      - The pool's nodes get it in RV(node_labels); the live nodes' pools are read by it (a node of another pool or
+        strategy is refused, the pools that share an object); the DRA kubelet plugin's DaemonSet (V(dra)) is given a
+        node affinity on it being V(dra).
+      - Must be a Kubernetes label key (C([prefix/]name)).
+    type: str
+    default: gpuops.io/sharing-strategy
   var_prefix:
     description: Prefix of the variable names used in error messages.
     type: str

@@ -297,7 +297,7 @@ def test_time_slicing_mig_volcano_totals(full):
     nodes = by_name(full)
     ts = nodes["ts-1"]
     assert ts["strategies"] == ["time-slicing"]
-    assert ts["replicas"] == 3 and ts["physical_gpus"] == 2
+    assert ts["replicas"] == 3 and ts["physical_gpus"] == 2 and ts["replicas_source"] == "gfd"
     assert ts["resources"]["nvidia.com/gpu"] == {"allocatable": 6, "allocated": 3, "free": 3, "percent": 50,
                                                  "unit": "GPU"}
     mig = nodes["mig-1"]
@@ -355,8 +355,10 @@ def test_table_like_kubectl_inspect_gpushare(full):
     i = lines.index("Allocated/Total GPU Memory In Cluster:")
     assert lines[i + 1] == "23/76 (30%)"
     rows = [ln.split() for ln in lines]
-    assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/6", "50%"] in rows
-    assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/1", "100%"] in rows
+    # the REPLICAS/GPU column (a node has replicas): GFD's nvidia.com/gpu.replicas on ts-1, as it is (issue #36)
+    assert ["NAME", "IPADDRESS", "STRATEGY", "RESOURCE", "ALLOCATED/ALLOCATABLE", "PERCENT", "REPLICAS/GPU"] in rows
+    assert [n("ts-1"), "10.0.0.21", "time-slicing", "nvidia.com/gpu", "3/6", "50%", "3"] in rows
+    assert [n("mig-1"), "10.0.0.31", "mig", "nvidia.com/mig-3g.40gb", "1/1", "100%", "-"] in rows
     assert ["nvidia.com/gpu", "8/27", "(29%)"] in rows
     assert any(ln.startswith("CONFLICT %s:" % n("bad-1")) for ln in lines)
     waiting = [ln for ln in lines if ln.startswith("Pods requesting GPU resources without a node: ")]

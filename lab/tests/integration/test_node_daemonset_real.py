@@ -232,12 +232,18 @@ def test_daemonset_pod_runs_on_the_real_node_and_its_plugin_publishes_allocatabl
     assert labels['gpuops.io/sharing-strategy'] == 'time-slicing', labels
     assert not [k for k in labels if k in ('nvidia.com/mig.strategy', 'nvidia.com/gpu.sharing-strategy',
                                            'nvidia.com/gpu.replicas')], labels
+    # the replicas per GPU the pool's stack configured, recorded with the pool's labels (issue #36: without GFD the
+    # report showed only the plugin's total)
+    assert labels['gpuops.io/sharing-replicas'] == str(REPLICAS), labels
     report = model.analyse([node], [])
     (entry,) = report['nodes']
     assert (entry['strategies'], entry['conflicts'], entry['notes']) == (['time-slicing'], [], []), entry
     assert entry['resources']['nvidia.com/gpu']['allocatable'] == GPUS * REPLICAS, entry['resources']
+    assert (entry['replicas'], entry['replicas_source'], entry['physical_gpus']) == (REPLICAS, 'record', GPUS), entry
     row = [line.split() for line in report_render.table(report).splitlines() if line.startswith(NAME)]
     assert row and row[0][2:5] == ['time-slicing', 'nvidia.com/gpu', '0/%d' % (GPUS * REPLICAS)], row
+    # the table's REPLICAS/GPU column: the plugin's replicas per GPU, marked as the collection's record
+    assert row[0][6:] == [str(REPLICAS), '(record)'], row
 
 
 def runtime_msgs(state):

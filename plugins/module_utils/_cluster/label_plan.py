@@ -23,11 +23,11 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strateg
 )
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
+    LABEL_NAME_RE, STRATEGY_LABEL, valid_label_key,
+)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import _MISSING, _get, _pool_hosts
 
-LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
-LABEL_PREFIX_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 RECORD_RE = re.compile(r'^\s*\{.*\}\s*$', re.S)
 
 
@@ -194,20 +194,6 @@ def _merge_stack(host: str, stack: dict[str, Any], labels: dict[str, Any], owner
         labels[k] = sv
     for k in stack.get('defaults') or {}:
         labels.pop(k, None)
-
-
-LABEL_KEY_FORM = ('[prefix/]name, name at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric; '
-                  'prefix a DNS subdomain')
-
-
-def valid_label_key(key: Any) -> bool:
-    """Whether ``key`` is a Kubernetes label key: [prefix/]name (LABEL_KEY_FORM)."""
-    if not isinstance(key, str):
-        return False
-    parts = key.split('/')
-    kname = parts[-1]
-    return not (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
-                or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0]))))
 
 
 def _clean_labels(host: str, labels: dict[str, Any], errors: list[str]) -> dict[str, str]:

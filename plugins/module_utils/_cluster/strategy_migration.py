@@ -4,11 +4,11 @@
 """Moving a node between a device-plugin pool and a ``dra`` pool (issue #40, playbook migrate_to_dra.yml): what to do
 with one node, and the labels role gpu_node_labels (the one writer of Node labels) gives it.
 
-The node's pool is its labels (gpuops.io/sharing-strategy and gpuops.io/sharing-pool, recorded by gpu_node_labels in
-the gpuops.io/managed-labels annotation). The switch keeps every label the collection recorded that is not the source
-pool's (the GPU feature labels, extra labels), drops the source pool's labels (the strategy and pool labels and every
-label the source pool's stack gives a node: pool_labels, with the GPU operator's confinement) and sets the target
-pool's, recording them as the stack's (claimed), so a later
+The node's pool is its labels (gpuops.io/sharing-strategy, or the site's gpu_node_labels_strategy_label, and
+gpuops.io/sharing-pool, recorded by gpu_node_labels in the gpuops.io/managed-labels annotation). The switch keeps
+every label the collection recorded that is not the source pool's (the GPU feature labels, extra labels), drops the
+source pool's labels (the strategy and pool labels and every label the source pool's stack gives a node: pool_labels,
+with the GPU operator's confinement) and sets the target pool's, recording them as the stack's (claimed), so a later
 gpu_node_labels_state=absent for the target pool removes them. A device plugin DaemonSet of the collection selects its
 pool label and the DRA kubelet plugin the strategy label dra: the switch moves the node from one to the other.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    POOL_LABEL, STRATEGY_LABEL,
+    POOL_LABEL, REPLICAS_LABEL as RECORDED_REPLICAS_LABEL, STRATEGY_LABEL,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_count
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
@@ -61,7 +61,7 @@ def pool_labels(strategy: str) -> tuple[dict[str, str], list[str], list[str]]:
     return labels, sorted(keys), sorted(unknown)
 
 
-def _side(raw: Any, var: str) -> dict[str, Any]:
+def _side(raw: Any, var: str, strategy_label: str = STRATEGY_LABEL) -> dict[str, Any]:
     """A side of the migration: {pool, strategy, labels, resource, keys, unknown}, checked. ``labels`` (default: the
     pool's, pool_labels) are what a node moved onto the pool gets; ``keys`` what a node moved off it loses (the given
     labels and every key the pool's stack may give); ``unknown`` the pool's labels whose values only its settings
@@ -87,9 +87,9 @@ def _side(raw: Any, var: str) -> dict[str, Any]:
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise MigrationError('%s.labels must map label keys to string values (the pool stack\'s node labels); got %r'
                              % (var, labels))
-    if STRATEGY_LABEL in labels or POOL_LABEL in labels:
+    if strategy_label in labels or POOL_LABEL in labels:
         raise MigrationError('%s.labels must not hold %s or %s (they come from strategy and pool)'
-                             % (var, STRATEGY_LABEL, POOL_LABEL))
+                             % (var, strategy_label, POOL_LABEL))
     resource = raw.get('resource', DEFAULT_RESOURCE)
     if not isinstance(resource, str) or '/' not in resource:
         raise MigrationError('%s.resource must be the extended resource the device plugin advertises (e.g. %s); got %r'
@@ -98,10 +98,11 @@ def _side(raw: Any, var: str) -> dict[str, Any]:
             'keys': sorted(set(keys) | set(labels)), 'unknown': unknown}
 
 
-def check_sides(source: Any, target: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def check_sides(source: Any, target: Any, strategy_label: str = STRATEGY_LABEL) -> tuple[dict[str, Any], dict[str, Any]]:
     """(source, target) checked: exactly one side is a dra pool (its Stack claims_devices), the other a device-plugin
-    pool."""
-    src, dst = _side(source, 'gpuops_migrate_from'), _side(target, 'gpuops_migrate_to')
+    pool. ``strategy_label``: the label a node's pool strategy is recorded in (gpu_node_labels_strategy_label)."""
+    src = _side(source, 'gpuops_migrate_from', strategy_label)
+    dst = _side(target, 'gpuops_migrate_to', strategy_label)
     if registry.stack(src['strategy']).claims_devices == registry.stack(dst['strategy']).claims_devices:
         raise MigrationError('one side of the migration must be a dra pool and the other a device-plugin pool; got '
                              'gpuops_migrate_from.strategy %s and gpuops_migrate_to.strategy %s'
@@ -135,16 +136,27 @@ def _label_int(value: Any) -> int | None:
         return None
 
 
+def node_replicas(labels: dict[str, Any]) -> tuple[int | None, str]:
+    """(replicas per GPU, the label they come from): GFD's nvidia.com/gpu.replicas where the node has it, else the
+    replicas the collection's stack configured for the node's pool (gpuops.io/sharing-replicas: the collection's
+    stacks do not deploy GFD), as the share report reads them."""
+    gfd = _label_int(labels.get(REPLICAS_LABEL))
+    if gfd is not None:
+        return gfd, REPLICAS_LABEL
+    return _label_int(labels.get(RECORDED_REPLICAS_LABEL)), RECORDED_REPLICAS_LABEL
+
+
 def capacity_change(node: dict[str, Any], src: dict[str, Any], dst: dict[str, Any]) -> dict[str, Any] | None:
     """{resource, before, after, replicas} when moving ``node`` from the device-plugin side ``src`` to the dra side
     ``dst`` takes pods away, else None. A device plugin that shares each GPU N ways (time-slicing, MPS: GFD's
-    nvidia.com/gpu.replicas) advertises N units per GPU, and N pods run on one GPU; under DRA the scheduler makes one
+    nvidia.com/gpu.replicas, else the collection's record gpuops.io/sharing-replicas) advertises N units per GPU, and N
+    pods run on one GPU; under DRA the scheduler makes one
     claim per pod and a device goes to one claim (docs/sharing_stacks.md, "Sharing"), so the same pods get one GPU
     each: the node holds N times fewer of them."""
     if not registry.stack(dst['strategy']).claims_devices:
         return None
     meta = node.get('metadata') or {}
-    replicas = _label_int((meta.get('labels') or {}).get(REPLICAS_LABEL))
+    replicas = node_replicas(meta.get('labels') or {})[0]
     before = parse_count(((node.get('status') or {}).get('allocatable') or {}).get(src['resource']))
     if not replicas or replicas <= 1 or not before:
         return None
@@ -155,7 +167,7 @@ def capacity_change(node: dict[str, Any], src: dict[str, Any], dst: dict[str, An
 
 
 def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
-              accept_capacity_loss: bool = False) -> dict[str, Any]:
+              accept_capacity_loss: bool = False, strategy_label: str = STRATEGY_LABEL) -> dict[str, Any]:
     """What the migration does with one node: {host, node, action, reason, plan, wait}.
 
     ``node``: the live Node (dict, or None when it is not in the cluster); ``source``/``target``: the two sides (see
@@ -169,15 +181,17 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
     ``capacity``: {resource, before, after, replicas} when the move holds fewer pods on the node (capacity_change),
     else None; such a move is refused unless ``accept_capacity_loss``. ``unset``: the target pool's labels the switch
     cannot set, their values coming from the pool's settings (pool_labels; the reason names them).
+    ``strategy_label``: the label the node's pool strategy is read from and written to (the site's
+    gpu_node_labels_strategy_label).
     MigrationError for a node in neither pool or not in the cluster, or a capacity loss not accepted."""
-    src, dst = check_sides(source, target)
+    src, dst = check_sides(source, target, strategy_label)
     if not node:
         raise MigrationError('%s: its node is not in the cluster (set gpuops_migrate_node_name for the host)' % host)
     meta = node.get('metadata') or {}
     name = meta.get('name')
     labels = meta.get('labels') or {}
     marked = MARK_ANNOTATION in (meta.get('annotations') or {})
-    now = (labels.get(STRATEGY_LABEL), labels.get(POOL_LABEL))
+    now = (labels.get(strategy_label), labels.get(POOL_LABEL))
     wait = registry.stack(dst['strategy']).serving_sign(dst['resource'])
     # the source plugin's devices leave the node before it is uncordoned: the kubelet keeps a stopped DRA plugin's
     # ResourceSlices 30 s (kubelet 1.37 pkg/kubelet/cm/dra/manager.go defaultWipingDelay) and a stopped device
@@ -204,17 +218,18 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
             'a whole device, so the same pods get %d - set gpuops_migrate_accept_capacity_loss: true to move it '
             'anyway, or give the pods that must share a GPU one ResourceClaim (claim_templates with shared: true); '
             'nothing was changed'
-            % (host, name, capacity['replicas'], src['pool'], REPLICAS_LABEL, capacity['replicas'], capacity['resource'],
+            % (host, name, capacity['replicas'], src['pool'], node_replicas(labels)[1], capacity['replicas'],
+               capacity['resource'],
                capacity['before'], dst['pool'], capacity['after']))
     out['capacity'] = capacity
     record = _record(meta)
     # the source pool's labels go, recorded by cluster.yml (node_labels) or claimed (a stack's labels already set)
-    drop = {STRATEGY_LABEL, POOL_LABEL} | set(src['keys'])
+    drop = {strategy_label, POOL_LABEL} | set(src['keys'])
     keep = dict((k, (e or {}).get('value')) for k, e in record.items()
                 if k not in drop and isinstance(e, dict) and e.get('value') is not None and labels.get(k) == e['value'])
     want = dict(keep)
     want.update(dst['labels'])
-    want[STRATEGY_LABEL] = dst['strategy']
+    want[strategy_label] = dst['strategy']
     want[POOL_LABEL] = dst['pool']
     out.update(action='migrate', labels=want, stacks=stacks_input(dst['pool'], name, want), unset=dst['unknown'],
                reason='pool %s (%s) -> pool %s (%s)%s%s' % (
@@ -227,7 +242,7 @@ def node_step(node: dict[str, Any] | None, host: str, source: Any, target: Any,
 
 
 def migration_plan(nodes: list[dict[str, Any]] | None, hosts: list[dict[str, Any]] | None, source: Any, target: Any,
-                   accept_capacity_loss: bool = False) -> dict[str, Any]:
+                   accept_capacity_loss: bool = False, strategy_label: str = STRATEGY_LABEL) -> dict[str, Any]:
     """Every host's step, in the order of ``hosts`` ([{host, node}]); ``nodes``: the live Nodes. Returns {'steps',
     'errors'}: errors (a node in neither pool, not in the cluster, bad sides, a capacity loss not accepted) stop the
     run before anything changes."""
@@ -235,12 +250,13 @@ def migration_plan(nodes: list[dict[str, Any]] | None, hosts: list[dict[str, Any
     steps: list[dict[str, Any]] = []
     errors: list[str] = []
     try:
-        check_sides(source, target)
+        check_sides(source, target, strategy_label)
     except MigrationError as exc:
         return {'steps': [], 'errors': [str(exc)]}
     for h in hosts or []:
         try:
-            steps.append(node_step(by_name.get(h['node']), h['host'], source, target, accept_capacity_loss))
+            steps.append(node_step(by_name.get(h['node']), h['host'], source, target, accept_capacity_loss,
+                                   strategy_label))
         except MigrationError as exc:
             errors.append(str(exc))
     return {'steps': steps, 'errors': errors}

@@ -19,7 +19,9 @@ Sources of truth, per sharing strategy:
   do not deploy GFD: on a node without GFD labels, ``nvidia.com/gpu`` takes the strategy gpu_node_labels recorded
   for the node's pool (label ``gpuops.io/sharing-strategy``, or the one given as ``strategy_label``) when it is
   time-slicing, mps or mig. What the node publishes (its resources, GFD labels when present, a HAMi registration)
-  wins over that record; a record it contradicts is a node note.
+  wins over that record; a record it contradicts is a node note. The replicas per GPU likewise: GFD's
+  ``nvidia.com/gpu.replicas``, else the collection's ``gpuops.io/sharing-replicas`` (the replicas the pool's stack
+  configured, written with the pool's labels), marked as its record; a record GFD contradicts is a note.
 * HAMi: ``nvidia.com/gpu`` (vGPUs), ``nvidia.com/gpumem`` (MiB), ``nvidia.com/gpumem-percentage``,
   ``nvidia.com/gpucores`` (percent); node annotation ``hami.io/node-nvidia-register`` (devices), pod annotation
   ``hami.io/vgpu-devices-allocated`` (``UUID,Type,MemMiB,Cores:`` per device, ``;`` between containers).
@@ -39,7 +41,7 @@ from typing import Any, TypedDict, cast
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (  # noqa: F401 (WHOLE_GPU_STRATEGIES is re-exported)
     MIG_RESOURCE, NVIDIA_DRA_DRIVER, NVIDIA_PLUGIN_STRATEGIES, RESOURCES, WHOLE_GPU_STRATEGIES, families_conflict)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube.quantity import parse_quantity
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import REPLICAS_LABEL, STRATEGY_LABEL
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
@@ -261,6 +263,9 @@ class _NodeRecord(TypedDict):
 class NodeRecord(_NodeRecord, total=False):
     """One node of the report; ``health`` and ``health_findings`` are the doctor's (gpu_doctor_gate.apply_health)."""
     replicas: int
+    # where replicas comes from: 'gfd' (GFD's nvidia.com/gpu.replicas) or 'record' (the collection's
+    # gpuops.io/sharing-replicas, the replicas the pool's stack configured)
+    replicas_source: str
     physical_gpus: int | float | None
     gpushare: GpushareTotals
     dra: DraNode
@@ -314,6 +319,7 @@ class _NodeEntry(TypedDict):
     conflicts: list[str]
     record_notes: list[str]
     replicas: int | None
+    replicas_source: str | None
 
 
 def number(value: Decimal | None) -> int | float | None:
@@ -555,6 +561,27 @@ def record_notes(node: KubeObject, strategies: list[str], strategy_label: str = 
             "labels show %s; the report follows what the node publishes" % (strategy_label, recorded, ', '.join(shown))]
 
 
+# GPU feature discovery's label of the replicas per GPU (k8s-device-plugin v0.19.1 internal/lm/resource.go; GFD-07)
+GFD_REPLICAS_LABEL = 'nvidia.com/gpu.replicas'
+
+
+def node_replicas(node: KubeObject) -> tuple[int | None, str | None, str | None]:
+    """(replicas per GPU above one or None, its source, a note or None). GFD's nvidia.com/gpu.replicas wins where
+    the node has it ('gfd'); else the collection's record of the replicas its stack configured for the pool
+    (REPLICAS_LABEL, 'record'; the collection's stacks do not deploy GFD). A record GFD's label contradicts is a
+    note, as record_notes does for the strategy: the report follows GFD."""
+    labels = (node.get('metadata') or {}).get('labels') or {}
+    gfd = _label_int(labels, GFD_REPLICAS_LABEL)
+    record = _label_int(labels, REPLICAS_LABEL)
+    if gfd is None:
+        return (record, 'record', None) if record and record > 1 else (None, None, None)
+    note = None
+    if record and record > 1 and record != gfd:
+        note = ("label %s=%d (the replicas per GPU the pool's stack configured) but GPU feature discovery's %s=%d; "
+                "the report follows GPU feature discovery" % (REPLICAS_LABEL, record, GFD_REPLICAS_LABEL, gfd))
+    return (gfd, 'gfd', note) if gfd > 1 else (None, None, note)
+
+
 def node_conflicts(strategies: Iterable[str]) -> list[str]:
     """Accounting conflicts: several schedulers count the same GPUs independently. DRA beside a device plugin is
     dra_conflicts' one message (with the devices published and the resource advertised), never a second one here."""
@@ -645,14 +672,16 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
             'allocatable': allocatable, 'allocated': {}, 'gpus': [], 'pods': [], 'notes': [],
             'pending_memory': Decimal(0), 'gpushare_used': Decimal(0), 'derived': {},
             'strategies': node_strategies(node, dict(capacity, **allocatable), strategy_label), 'conflicts': [],
-            'record_notes': [], 'replicas': None,
+            'record_notes': [], 'replicas': None, 'replicas_source': None,
         }
         # the collection's record of the node's pool against what the node shows: a node note, and a cluster note
         entry['record_notes'] = record_notes(node, entry['strategies'], strategy_label)
+        entry['replicas'], entry['replicas_source'], replicas_note = node_replicas(node)
+        if replicas_note:
+            entry['record_notes'].append(replicas_note)
         entry['notes'].extend(entry['record_notes'])
         by_name[name] = entry
         report_nodes.append(entry)
-        labels = meta.get('labels') or {}
         annotations = meta.get('annotations') or {}
         # gpushare devices
         if allocatable.get(GPUSHARE_MEM):
@@ -683,9 +712,6 @@ def analyse(nodes: list[KubeObject], pods: list[KubeObject], gpushare_memory_uni
                                               memory_unit='MiB', cores_total=Decimal(d['cores']), gpu_type=d['type'],
                                               split=d['split']))
                 break
-        replicas = _label_int(labels, 'nvidia.com/gpu.replicas')
-        if replicas and replicas > 1:
-            entry['replicas'] = replicas
 
     unscheduled: list[PodRecord] = []
     report_pods: list[PodRecord] = []
@@ -899,6 +925,7 @@ def _finish(report_nodes: list[_NodeEntry], report_pods: list[PodRecord],
         replicas = entry['replicas']
         if replicas:
             node_out['replicas'] = replicas
+            node_out['replicas_source'] = entry['replicas_source'] or 'gfd'
             total = entry['allocatable'].get('nvidia.com/gpu')
             if total:
                 node_out['physical_gpus'] = number(total / replicas)

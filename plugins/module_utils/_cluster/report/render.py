@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the report's records (report/model), for the type checker only
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report.model import (
-        DraClaim, GpuRecord, Holder, PodRecord, Report)
+        DraClaim, GpuRecord, Holder, NodeRecord, PodRecord, Report)
 
 GPUSHARE_MEM = 'aliyun.com/gpu-mem'
 
@@ -84,15 +84,29 @@ def _gpushare_table(report: Report) -> list[str]:
     return lines
 
 
+# the NVIDIA device plugin's resources whose units are GPUs x replicas (time-slicing, MPS; renamed or not)
+REPLICATED_RESOURCES = ('nvidia.com/gpu', 'nvidia.com/gpu.shared')
+
+
+def _replicas_cell(n: NodeRecord, resource: str) -> str:
+    """The REPLICAS/GPU cell of a node's resource row: GFD's count as it is, the collection's record marked."""
+    if resource not in REPLICATED_RESOURCES or not n.get('replicas'):
+        return '-'
+    return '%d%s' % (n['replicas'], ' (record)' if n.get('replicas_source') == 'record' else '')
+
+
 def _resource_table(report: Report) -> list[str]:
     health = any('health' in n for n in report['nodes'])
-    rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT'] + (['HEALTH'] if health else [])]
+    replicas = any(n.get('replicas') for n in report['nodes'])
+    rows = [['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT']
+            + (['REPLICAS/GPU'] if replicas else []) + (['HEALTH'] if health else [])]
     for n in report['nodes']:
         for name, r in sorted(n['resources'].items()):
             if name == GPUSHARE_MEM:
                 continue
             rows.append([n['name'], n['address'] or '-', ','.join(n['strategies']) or '-', name,
                          '%s/%s' % (fmt(r['allocated']), fmt(r['allocatable'])), fmt_pct(r['percent'])]
+                        + ([_replicas_cell(n, name)] if replicas else [])
                         + ([n.get('health', '-')] if health else []))
     if len(rows) == 1:
         return []
@@ -224,6 +238,11 @@ def _sections(report: Report) -> list[Block]:
         title = n['name'] + (' (%s)' % n['address'] if n['address'] else '')
         blocks.append(('h3', title))
         blocks.append(('p', 'Strategies: %s' % (', '.join(n['strategies']) or 'none detected')))
+        if n.get('replicas'):
+            blocks.append(('p', 'Replicas per GPU: %d, %s; %s physical GPU(s)' % (
+                n['replicas'], "the collection's record (label gpuops.io/sharing-replicas)"
+                if n.get('replicas_source') == 'record' else 'from GPU feature discovery (label nvidia.com/gpu.replicas)',
+                fmt(n.get('physical_gpus')))))
         if 'health' in n:
             blocks.append(('p', 'Health (gpu_doctor): %s%s' % (
                 n['health'], ' - %s' % ', '.join(n['health_findings']) if n.get('health_findings') else '')))

@@ -29,6 +29,10 @@ POOL_LABEL = LABEL_PREFIX + 'sharing-pool'
 # one Python home of the default of gpu_node_labels_apply's, gpu_share_report's and the label filters' strategy_label
 STRATEGY_LABEL = LABEL_PREFIX + 'sharing-strategy'
 SCOPE_LABEL = LABEL_PREFIX + 'sharing-scope'
+# the replicas per GPU an NVIDIA device plugin pool configured (time-slicing, MPS: the config its node's
+# nvidia.com/device-plugin.config selects), written with the pool's labels: the share report's per-GPU replicas where
+# GPU feature discovery's nvidia.com/gpu.replicas is absent (the collection's stacks do not deploy GFD; issue #36)
+REPLICAS_LABEL = LABEL_PREFIX + 'sharing-replicas'
 STACK_LABEL = LABEL_PREFIX + 'sharing-stack'
 # a pool that applies an object it shares with other pools records itself on it: annotation <prefix><pool> (module
 # k8s_converge's user_annotation_prefix default; tests/unit/.../test_gpu_stack_render.py checks they agree)
@@ -45,6 +49,34 @@ CONTROL_PLANE_TOLERATIONS = [
     {'key': 'node-role.kubernetes.io/etcd', 'operator': 'Exists', 'effect': 'NoExecute'},
 ]
 GPU_TOLERATION = {'key': 'nvidia.com/gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}
+
+# A Kubernetes label key, [prefix/]name (apimachinery's IsQualifiedName): the check of every label key the collection is
+# given (gpu_node_labels' extra labels, the strategy_label options of gpu_stack_manifests, gpu_share_report and
+# gpu_node_labels_apply)
+LABEL_NAME_RE = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
+LABEL_PREFIX_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
+LABEL_KEY_FORM = ('[prefix/]name, name at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric; '
+                  'prefix a DNS subdomain')
+
+
+def valid_label_key(key: Any) -> bool:
+    """Whether ``key`` is a Kubernetes label key: [prefix/]name (LABEL_KEY_FORM)."""
+    if not isinstance(key, str):
+        return False
+    parts = key.split('/')
+    kname = parts[-1]
+    return not (len(parts) > 2 or len(kname) > 63 or not LABEL_NAME_RE.match(kname)
+                or (len(parts) == 2 and (len(parts[0]) > 253 or not LABEL_PREFIX_RE.match(parts[0]))))
+
+
+def strategy_label_error(value: Any, name: str = 'strategy_label') -> str | None:
+    """The message refusing ``value`` as the label a node's pool strategy is recorded in (option or variable
+    ``name``), or None when it is a label key."""
+    if valid_label_key(value):
+        return None
+    return ('%s: %r is not a valid Kubernetes label key (%s); the default is %s'
+            % (name, value, LABEL_KEY_FORM, STRATEGY_LABEL))
+
 
 _DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$')
 _IMAGE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$')
@@ -103,7 +135,7 @@ class Ctx(object):
 
     def __init__(self, pool: str, namespace: str, strategy: str, registry: str | None = '',
                  image_pull_secrets: list[str] | None = None, node_selector: dict[str, str] | None = None,
-                 var_prefix: str = 'gpu_sharing_stack_') -> None:
+                 var_prefix: str = 'gpu_sharing_stack_', strategy_label: str = STRATEGY_LABEL) -> None:
         self.pool = pool
         self.namespace = namespace
         self.strategy = strategy
@@ -111,6 +143,9 @@ class Ctx(object):
         self.image_pull_secrets = list(image_pull_secrets or [])
         self.node_selector = dict(node_selector or {})
         self.var_prefix = var_prefix
+        # the label the pool's strategy is recorded in on its nodes (gpu_node_labels_strategy_label): what the stack
+        # writes, reads on live nodes and selects nodes by
+        self.strategy_label = strategy_label
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.images: list[str] = []

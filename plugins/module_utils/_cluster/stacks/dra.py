@@ -19,7 +19,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    GPU_TOLERATION, MANAGED_BY, POOL_LABEL, STACK_LABEL, STRATEGY_LABEL, StackError, chart_family, chart_yaml_version,
+    GPU_TOLERATION, MANAGED_BY, POOL_LABEL, STACK_LABEL, StackError, chart_family, chart_yaml_version,
     check_name, split_image, validate_settings,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Settings
@@ -388,7 +388,7 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
             # the chart's own affinity asks for NFD's or the GPU operator's labels; the strategy label of the dra
             # pools replaces it (one release serves every dra pool: the DeviceClasses are cluster objects)
             'affinity': {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [
-                {'matchExpressions': [{'key': STRATEGY_LABEL, 'operator': 'In', 'values': ['dra']}]}]}}},
+                {'matchExpressions': [{'key': ctx.strategy_label, 'operator': 'In', 'values': ['dra']}]}]}}},
             'tolerations': [dict(GPU_TOLERATION)],
         },
     }
@@ -550,7 +550,7 @@ def check_device_plugin_nodes(ctx: Ctx, nodes: list[str], node_state: dict[str, 
     for node in nodes:
         st = state.get(node) or {}
         labels = st.get('labels') or {}
-        other = labels.get(STRATEGY_LABEL)
+        other = labels.get(ctx.strategy_label)
         if other and other != 'dra':
             problems.append('%s is in pool %s (strategy %s, a device plugin)' % (node, labels.get(POOL_LABEL, '?'), other))
             continue

@@ -10,13 +10,13 @@ import copy
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import (
     MIG_RESOURCE, NVIDIA_PLUGIN_STRATEGIES, mig_config_name)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    GPU_TOLERATION, MANAGED_BY, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
+    GPU_TOLERATION, MANAGED_BY, REPLICAS_LABEL, SCOPE_LABEL, STACK_LABEL, StackError, check_name, cluster_role,
     cluster_role_binding, config_checksum, config_map, daemonset, hostpath_volume, node_name_env, pod_spec_common, service_account,
     split_image, validate_settings,
 )
@@ -206,6 +206,21 @@ def check_plugin_config(where: str, cfg: dict[str, Any], strategy: str) -> None:
         if mig == 'mixed':
             raise StackError('%s: sharing.mps with flags.migStrategy mixed; the device plugin does not support MPS with '
                              'the mixed MIG strategy (use none or single)' % where)
+
+
+# the settings keys whose block shares each GPU N ways (its replicas: the config's sharing.timeSlicing / sharing.mps)
+REPLICATED_SETTINGS = ('time_slicing', 'mps')
+
+
+def config_replicas(cfg: dict[str, Any]) -> int | None:
+    """The replicas per GPU of a device plugin configuration: its one shared resource's (time-slicing or MPS) when it
+    applies to every GPU (devices all), else None - no sharing, or no one number per GPU (several resources, some
+    GPUs only)."""
+    sharing = cfg.get('sharing') or {}
+    found = [r for key in ('timeSlicing', 'mps') for r in ((sharing.get(key) or {}).get('resources') or [])]
+    if len(found) != 1 or found[0].get('devices', 'all') != 'all':
+        return None
+    return found[0].get('replicas')
 
 
 def _replicated(settings: dict[str, Any]) -> dict[str, Any]:
@@ -446,6 +461,10 @@ def render(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts:
                              % (ctx.var('nvidia'), node, name, ', '.join(sorted(configs))))
     for node in nodes:
         node_labels.setdefault(node, {})[CONFIG_LABEL] = nv['node_configs'].get(node, cfg_name)
+        # the replicas per GPU of the config the node selects, for the share report (GFD is not deployed)
+        replicas = config_replicas(configs[node_labels[node][CONFIG_LABEL]])
+        if replicas:
+            node_labels[node][REPLICAS_LABEL] = str(replicas)
         if strategy == 'mps':
             node_labels[node][MPS_CAPABLE_LABEL] = 'true'
 
@@ -730,10 +749,14 @@ class NvidiaStack(Stack):
         return out
 
     def migration_label_keys(self) -> list[str]:
-        return sorted(set(super(NvidiaStack, self).migration_label_keys()) | {CONFIG_LABEL})
+        # a node_configs entry may select a shared config in any NVIDIA pool: its replicas record
+        return sorted(set(super(NvidiaStack, self).migration_label_keys()) | {CONFIG_LABEL, REPLICAS_LABEL})
 
     def migration_settings_labels(self) -> list[str]:
-        # the MIG geometry's config name and, with the MIG manager, its deploy labels
+        # the replicas per GPU of a strategy whose settings share each GPU (time_slicing, mps: their replicas); the
+        # MIG geometry's config name and, with the MIG manager, its deploy labels
+        if set(gpu_strategy.stack_info(self.name)['settings']) & set(REPLICATED_SETTINGS):
+            return [REPLICAS_LABEL]
         if self.name != 'mig':
             return []
         return sorted({CONFIG_LABEL, MIG_CONFIG_LABEL, DEPLOY_MIG_MANAGER_LABEL, DEPLOY_PLUGIN_LABEL})

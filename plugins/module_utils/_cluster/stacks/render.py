@@ -14,7 +14,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_strategy import STRATEGIES
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, STRATEGY_LABEL, Ctx, Manifest, Settings,
-    StackError, check_name, validate_settings, validation_pod,
+    StackError, check_name, strategy_label_error, validate_settings, validation_pod,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 
@@ -109,6 +109,7 @@ def argument_spec() -> dict[str, dict[str, Any]]:
         cdi_enabled=dict(type='dict', default={}),
         live=dict(type='dict', default={}),
         var_prefix=dict(type='str', default='gpu_sharing_stack_'),
+        strategy_label=dict(type='str', default=STRATEGY_LABEL),
         inventory_vars=dict(type='bool', default=False),
     )
 
@@ -118,8 +119,10 @@ def argument_spec() -> dict[str, dict[str, Any]]:
 
 
 def check_conflicts(strategy: str, pool: str, nodes: list[str], node_state: dict[str, dict[str, Any]] | None,
-                    node_strategies: dict[str, str] | None, allow_mixed: bool, var: str) -> None:
-    """Refuse two strategies on one pool, a node in two pools, and two GPU accountings on one node."""
+                    node_strategies: dict[str, str] | None, allow_mixed: bool, var: str,
+                    strategy_label: str = STRATEGY_LABEL) -> None:
+    """Refuse two strategies on one pool, a node in two pools, and two GPU accountings on one node. A node's pool
+    is its labels: ``strategy_label`` (the site's gpu_node_labels_strategy_label) and the pool label."""
     problems: list[str] = []
     for node, other in sorted((node_strategies or {}).items()):
         if other and other != strategy:
@@ -131,7 +134,7 @@ def check_conflicts(strategy: str, pool: str, nodes: list[str], node_state: dict
         if not st:
             continue
         labels = st.get('labels') or {}
-        cur = labels.get(STRATEGY_LABEL)
+        cur = labels.get(strategy_label)
         cur_pool = labels.get(POOL_LABEL)
         if cur_pool and cur_pool != pool:
             problems.append('%s already belongs to pool %s (strategy %s); a node can be in one pool only'
@@ -159,7 +162,7 @@ NVIDIA_GPU_INTERCEPTORS = registry.names(lambda s: s.may_intercept_nvidia_gpu)
 
 
 def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live_nodes: list[Manifest],
-                              var: str) -> str | None:
+                              var: str, strategy_label: str = STRATEGY_LABEL) -> str | None:
     """HAMi's webhook (v2.10.0 pkg/scheduler/webhook.go) sends every pod of the cluster that asks for nvidia.com/gpu to
     hami-scheduler and denies such pods with a privileged container (pkg/device/nvidia/device.go MutateAdmission finds
     the resource): pods meant for another NVIDIA pool would be scheduled by HAMi, which knows only its own nodes.
@@ -171,8 +174,8 @@ def _check_hami_webhook_scope(strategy: str, pool: str, settings: Settings, live
         out = set()
         for o in live_nodes:
             labels = (o.get('metadata') or {}).get('labels') or {}
-            if labels.get(STRATEGY_LABEL) in strategies and labels.get(POOL_LABEL) not in (None, pool):
-                out.add('%s (%s)' % (labels[POOL_LABEL], labels[STRATEGY_LABEL]))
+            if labels.get(strategy_label) in strategies and labels.get(POOL_LABEL) not in (None, pool):
+                out.add('%s (%s)' % (labels[POOL_LABEL], labels[strategy_label]))
         return sorted(out)
     if me.may_intercept_nvidia_gpu:
         if not me.intercepts_nvidia_gpu(settings):
@@ -283,11 +286,17 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     """params: strategy, pool, nodes, node_selector, namespace, registry, image_pull_secrets, settings (per strategy),
     facts (node -> gpu_probe_facts), node_state (node -> {labels, allocatable}), node_strategies, require_facts,
     allow_mixed_accounting, validation, var_prefix, live_runtime_classes, cdi_spec_ready (node -> bool), live (the result
-    of k8s_objects_info for stacks/live.queries; fills live_nodes, live_runtime_classes and settings).  Returns a dict (see the module's RETURN)."""
+    of k8s_objects_info for stacks/live.queries; fills live_nodes, live_runtime_classes and settings), strategy_label
+    (the label a node's pool strategy is recorded in: written on the pool's nodes, read on live nodes, the DRA kubelet
+    plugin's node affinity).  Returns a dict (see the module's RETURN)."""
     var = params.get('var_prefix') or 'gpu_sharing_stack_'
     strategy = params.get('strategy')
     if strategy not in STRATEGIES:
         raise StackError('%sstrategy must be one of %s; got %r' % (var, ', '.join(STRATEGIES), strategy))
+    strategy_label = params.get('strategy_label', STRATEGY_LABEL)
+    label_error = strategy_label_error(strategy_label)
+    if label_error:
+        raise StackError(label_error)
     if params.get('live'):
         # the answers of k8s_objects_info (stacks/live.queries): Nodes, RuntimeClasses and per-strategy settings
         params = live.merge(params, params['live'], var=var)
@@ -308,7 +317,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     # removal renders the same objects without hardware checks (the facts may be gone by then)
     facts = {} if removing else (params.get('facts') or {})
     ctx = Ctx(pool, namespace, strategy, params.get('registry') or '', params.get('image_pull_secrets') or [],
-              node_selector, var)
+              node_selector, var, strategy_label)
     ctx.removing = removing
     node_state = dict(params.get('node_state') or {})
     for obj in params.get('live_nodes') or []:
@@ -322,12 +331,13 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     family = stack.shared_family()
     other_pools = sorted(set(
         str(((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL)) for o in params.get('live_nodes') or []
-        if ((o.get('metadata') or {}).get('labels') or {}).get(STRATEGY_LABEL) in family
+        if ((o.get('metadata') or {}).get('labels') or {}).get(strategy_label) in family
         and ((o.get('metadata') or {}).get('labels') or {}).get(POOL_LABEL) not in (None, pool)))
     if params.get('check_conflicts', True):
         check_conflicts(strategy, pool, nodes, node_state, params.get('node_strategies') or {},
-                        bool(params.get('allow_mixed_accounting')), var)
-        scope_warning = _check_hami_webhook_scope(strategy, pool, settings, params.get('live_nodes') or [], var)
+                        bool(params.get('allow_mixed_accounting')), var, strategy_label)
+        scope_warning = _check_hami_webhook_scope(strategy, pool, settings, params.get('live_nodes') or [], var,
+                                                  strategy_label)
         if scope_warning:
             ctx.warn(scope_warning)
     if not nodes and node_selector:
@@ -358,7 +368,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
             confine.update(other.keep_off_labels(strategy))
     for node in nodes:
         lab = labels.setdefault(node, {})
-        lab[STRATEGY_LABEL] = strategy
+        lab[strategy_label] = strategy
         lab[POOL_LABEL] = pool
         lab.update(confine)
     val = validate_settings(params.get('validation'), VALIDATION_SCHEMA, var + 'validation')

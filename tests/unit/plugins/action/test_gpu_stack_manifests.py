@@ -35,6 +35,9 @@ GOOD = {
     'hami': {'strategy': 'hami', 'pool': 'h', 'nodes': 'n1,n2', 'settings': {'hami': {'kube_version': 'v1.33.2'}},
              'require_facts': 'no', 'check_conflicts': 'yes'},
     'selector-only': SELECTOR_ONLY,
+    # a site's own strategy label (role gpu_node_labels' gpu_node_labels_strategy_label, #36)
+    'strategy-label': {'strategy': 'time-slicing', 'pool': 'a', 'nodes': ['n1'], 'facts': {'n1': T4},
+                       'strategy_label': 'example.com/gpu-strategy'},
 }
 
 
@@ -114,6 +117,17 @@ def test_stack_error_fails_with_its_message(monkeypatch):
     assert 'gpu_sharing_stack_time_slicing.replicas' in got['msg']
     mod = run_module(monkeypatch, args)
     assert mod['failed'] and got['msg'] == mod['msg']
+
+
+def test_a_custom_strategy_label_is_the_nodes_label_and_a_bad_one_is_refused(monkeypatch):
+    got = run_action(GOOD['strategy-label'])
+    assert got['node_labels']['n1']['example.com/gpu-strategy'] == 'time-slicing'
+    assert 'gpuops.io/sharing-strategy' not in got['node_labels']['n1']
+    bad = dict(GOOD['strategy-label'], strategy_label='a/b/c')
+    got = run_action(bad)
+    assert got['failed'] is True
+    assert got['msg'].startswith("strategy_label: 'a/b/c' is not a valid Kubernetes label key ([prefix/]name")
+    assert got['msg'] == run_module(monkeypatch, bad)['msg']
 
 
 def test_stack_error_uses_var_prefix():

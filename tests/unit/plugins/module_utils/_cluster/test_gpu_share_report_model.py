@@ -294,3 +294,47 @@ def test_no_note_for_labels_outside_the_device_plugin_family():
     assert _report({OWN: 'dra'}, res={'cpu': '4'})['notes'] == []
     assert _report({OWN: 'hami'}, annotations={'hami.io/node-nvidia-register': 'x'})['notes'] == []
     assert _report({OWN: 'time-slicing'}, res={'nvidia.com/gpu': '0'})['notes'] == []
+
+
+# The replicas per GPU the collection configured (label gpuops.io/sharing-replicas, written by the NVIDIA stack with
+# the pool's labels): shown where GFD's nvidia.com/gpu.replicas is absent (the collection does not deploy GFD; issue
+# #36: the report showed only the plugin's total), marked as the collection's record; GFD's label wins when both exist
+# and a disagreement is a note.
+RECORD = 'gpuops.io/sharing-replicas'
+
+
+def test_replicas_per_gpu_from_the_collections_record_without_gfd():
+    report = _report({OWN: 'time-slicing', RECORD: '3'}, res={'nvidia.com/gpu': '6'})
+    (n,) = report['nodes']
+    assert (n['replicas'], n['physical_gpus'], n['replicas_source']) == (3, 2, 'record')
+    assert n['notes'] == [] and report['notes'] == []
+
+
+def test_gfds_replicas_win_over_the_record_and_a_disagreement_is_a_note():
+    report = _report(dict(GFD_TS, **{OWN: 'time-slicing', RECORD: '4'}), res={'nvidia.com/gpu': '8'})
+    (n,) = report['nodes']
+    assert (n['replicas'], n['physical_gpus'], n['replicas_source']) == (4, 2, 'gfd')
+    assert n['notes'] == [] and report['notes'] == []
+    report = _report(dict(GFD_TS, **{OWN: 'time-slicing', RECORD: '2'}), res={'nvidia.com/gpu': '8'})
+    (n,) = report['nodes']
+    assert (n['replicas'], n['replicas_source']) == (4, 'gfd')
+    want = ('label gpuops.io/sharing-replicas=2 (the replicas per GPU the pool\'s stack configured) but GPU feature '
+            'discovery\'s nvidia.com/gpu.replicas=4; the report follows GPU feature discovery')
+    assert n['notes'] == [want] and report['notes'] == ['node n: ' + want]
+    # GFD says 1 (exclusive): no replicas, the record's disagreement noted
+    report = _report(dict(GFD_NONE, **{OWN: 'exclusive', RECORD: '4'}), res={'nvidia.com/gpu': '1'})
+    (n,) = report['nodes']
+    assert 'replicas' not in n and 'replicas_source' not in n
+    assert n['notes'] == ['label gpuops.io/sharing-replicas=4 (the replicas per GPU the pool\'s stack configured) but '
+                          'GPU feature discovery\'s nvidia.com/gpu.replicas=1; the report follows GPU feature discovery']
+
+
+def test_a_record_that_is_no_count_above_one_is_not_shown():
+    for value in ('1', '0', 'x', ''):
+        (n,) = _report({OWN: 'time-slicing', RECORD: value})['nodes']
+        assert 'replicas' not in n and 'replicas_source' not in n
+
+
+def test_gfds_replicas_alone_are_marked_as_gfds():
+    (n,) = m.analyse([node('ts', {'nvidia.com/gpu': '8'}, {'nvidia.com/gpu.replicas': '4'})], [])['nodes']
+    assert (n['replicas'], n['replicas_source']) == (4, 'gfd')

@@ -63,3 +63,33 @@ def test_html_escapes():
     assert doc.startswith('<!DOCTYPE html>') and doc.endswith('</html>\n')
     assert '<td>c&lt;x&gt;</td>' in doc and '<h3>node-a (192.168.0.71)</h3>' in doc
     assert r.render(sample(), 'markdown') == r.markdown(sample())
+
+
+def labelled(name, res, ip, labels):
+    n = node(name, res, ip)
+    n['metadata']['labels'] = labels
+    return n
+
+
+def replicas_sample():
+    # a node of the collection's time-slicing pool without GFD (its record: 3 per GPU) and one with GFD's label
+    return m.analyse([labelled('ts', {'nvidia.com/gpu': '6'}, '10.0.0.1', {
+        'gpuops.io/sharing-strategy': 'time-slicing', 'gpuops.io/sharing-replicas': '3'}),
+        labelled('gfd', {'nvidia.com/gpu': '8'}, '10.0.0.2', {'nvidia.com/gpu.replicas': '4'}),
+        node('whole', {'nvidia.com/gpu': '2'}, '10.0.0.3')], [])
+
+
+def test_table_shows_replicas_per_gpu_and_whose_they_are():
+    rows = [x.split() for x in r.table(replicas_sample()).splitlines()]
+    assert rows[0] == ['NAME', 'IPADDRESS', 'STRATEGY', 'RESOURCE', 'ALLOCATED/ALLOCATABLE', 'PERCENT', 'REPLICAS/GPU']
+    assert ['ts', '10.0.0.1', 'time-slicing', 'nvidia.com/gpu', '0/6', '0%', '3', '(record)'] in rows
+    assert ['gfd', '10.0.0.2', 'time-slicing', 'nvidia.com/gpu', '0/8', '0%', '4'] in rows
+    assert ['whole', '10.0.0.3', 'exclusive', 'nvidia.com/gpu', '0/2', '0%', '-'] in rows
+
+
+def test_markdown_shows_replicas_per_gpu_and_whose_they_are():
+    md = r.markdown(replicas_sample())
+    assert ('Replicas per GPU: 3, the collection\'s record (label gpuops.io/sharing-replicas); 2 physical GPU(s)'
+            in md)
+    assert 'Replicas per GPU: 4, from GPU feature discovery (label nvidia.com/gpu.replicas); 2 physical GPU(s)' in md
+    assert md.count('Replicas per GPU') == 2

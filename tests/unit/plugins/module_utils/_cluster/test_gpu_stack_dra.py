@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import live
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan import pool_host_vars, sharing_pools
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import kube_versions, pins
 
@@ -551,3 +551,34 @@ def test_DRA_12_dra_nodes_keep_the_gpu_operators_device_plugin_off():
         assert res['node_labels'][n]['nvidia.com/gpu.deploy.device-plugin'] == 'false'
     gone = render(nodes=('n1',), state='absent')
     assert gone['node_labels']['n1']['nvidia.com/gpu.deploy.device-plugin'] == 'false'
+
+
+# ---- a site's own strategy label (gpu_node_labels_strategy_label; #36)
+
+CUSTOM_LABEL = 'example.com/gpu-strategy'
+
+
+def test_a_custom_strategy_label_is_the_kubelet_plugins_affinity_and_the_nodes_label():
+    """A site that records the pool's strategy under its own label key (role gpu_node_labels'
+    gpu_node_labels_strategy_label) gets the DRA kubelet plugin on its nodes: the DaemonSet's affinity asks for that
+    key, and the pool's nodes get that key, not the default one."""
+    res = render(strategy_label=CUSTOM_LABEL)
+    term = res['helm']['values']['kubeletPlugin']['affinity']['nodeAffinity']['requiredDuringSchedulingIgnoredDuringExecution']
+    assert term['nodeSelectorTerms'] == [{'matchExpressions': [{'key': CUSTOM_LABEL, 'operator': 'In', 'values': ['dra']}]}]
+    assert res['node_labels'] == {'n1': {CUSTOM_LABEL: 'dra', 'gpuops.io/sharing-pool': 'p1',
+                                         'nvidia.com/gpu.deploy.device-plugin': 'false'}}
+
+
+def test_a_device_plugin_node_recorded_under_a_custom_strategy_label_is_refused():
+    # render's conflict check sees such a node first (test_gpu_stack_render); the DRA driver's own check reads the
+    # same key
+    ctx = Ctx('p1', 'kube-system', 'dra', strategy_label=CUSTOM_LABEL)
+    node = {'metadata': {'name': 'n1', 'labels': {CUSTOM_LABEL: 'time-slicing', 'gpuops.io/sharing-pool': 'ts'}}}
+    with pytest.raises(StackError, match=r'n1 is in pool ts \(strategy time-slicing, a device plugin\)'):
+        dra.check_device_plugin_nodes(ctx, ['n1'], {}, [node])
+    # the default key on that node is not the site's record: nothing to refuse by it
+    other = {'metadata': {'name': 'n1', 'labels': {'gpuops.io/sharing-strategy': 'time-slicing',
+                                                   'gpuops.io/sharing-pool': 'ts'}}}
+    dra.check_device_plugin_nodes(ctx, ['n1'], {}, [other])
+    with pytest.raises(StackError, match=r'already belongs to pool ts \(strategy time-slicing\)'):
+        render(strategy_label=CUSTOM_LABEL, live_nodes=[node])

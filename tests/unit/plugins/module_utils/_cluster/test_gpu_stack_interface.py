@@ -206,7 +206,10 @@ def test_migration_answers(name):
     assert s.migration_labels() == MIGRATION_LABELS.get(name, {})
     assert set(s.migration_labels()) <= set(s.migration_label_keys())
     assert set(s.migration_settings_labels()) <= set(s.migration_label_keys())
-    assert bool(s.migration_settings_labels()) == (name in ('mig', 'gpu-operator'))
+    # time-slicing and mps: the replicas per GPU of the pool's settings (gpuops.io/sharing-replicas, issue #36)
+    assert bool(s.migration_settings_labels()) == (name in ('mig', 'gpu-operator', 'time-slicing', 'mps'))
+    if name in ('time-slicing', 'mps'):
+        assert s.migration_settings_labels() == ['gpuops.io/sharing-replicas']
     assert (cfg in s.migration_label_keys()) == (name in ('exclusive', 'time-slicing', 'mps', 'mig', 'gpu-operator'))
     if name == 'dra':
         assert s.serving_sign('nvidia.com/gpu') == {'kind': 'slice', 'driver': 'gpu.nvidia.com'}

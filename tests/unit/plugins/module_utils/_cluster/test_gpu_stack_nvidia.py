@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import nvidia as nvd
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as r
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
 
@@ -465,3 +466,40 @@ def test_DP_24_mps_config_outside_an_mps_pool_or_with_mixed_mig_refused():
     # in an MPS pool an MPS config is fine, as are unknown keys (the plugin ignores them)
     out = render('mps', settings={'nvidia': {'extra_configs': {'m': dict(mps, extra_key=1)}}})
     assert 'm' in [m for m in out['manifests'] if m['kind'] == 'ConfigMap'][0]['data']
+
+
+# ---- the replicas per GPU the pool configured, recorded on its nodes (issue #36: the share report had none without
+# GPU feature discovery, which the collection does not deploy)
+
+REPLICAS_RECORD = 'gpuops.io/sharing-replicas'
+
+
+@pytest.mark.parametrize('strategy, settings, want', [
+    ('time-slicing', {'time_slicing': {'replicas': 3}}, '3'),
+    ('time-slicing', {'time_slicing': {'replicas': 2, 'rename_by_default': True}}, '2'),
+    ('mps', {'mps': {'replicas': 5}}, '5'),
+    ('exclusive', {}, None),
+])
+def test_the_pools_replicas_per_gpu_are_recorded_on_its_nodes(strategy, settings, want):
+    out = render(strategy, settings=settings)
+    assert out['node_labels']['n1'].get(REPLICAS_RECORD) == want
+
+
+def test_a_node_config_records_the_replicas_of_the_config_it_selects():
+    ts4 = {'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 4}]}}}
+    # two resources, or replicas on some GPUs only: no one number per GPU, no record
+    two = {'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 4},
+                                                                      {'name': 'nvidia.com/gpu.big', 'replicas': 2}]}}}
+    some = {'version': 'v1', 'sharing': {'timeSlicing': {'resources': [{'name': 'nvidia.com/gpu', 'replicas': 4,
+                                                                        'devices': [0]}]}}}
+    out = render('exclusive', nodes=['n1', 'n2', 'n3', 'n4'],
+                 facts=dict((n, T4) for n in ('n1', 'n2', 'n3', 'n4')),
+                 settings={'nvidia': {'extra_configs': {'ts4': ts4, 'two': two, 'some': some},
+                                      'node_configs': {'n2': 'ts4', 'n3': 'two', 'n4': 'some'}}})
+    assert [out['node_labels'][n].get(REPLICAS_RECORD) for n in ('n1', 'n2', 'n3', 'n4')] == [None, '4', None, None]
+
+
+def test_the_replicas_record_leaves_with_a_move_off_the_pool_and_comes_from_the_settings():
+    s = registry.stack('time-slicing')
+    assert REPLICAS_RECORD in s.migration_label_keys() and REPLICAS_RECORD in s.migration_settings_labels()
+    assert REPLICAS_RECORD in registry.stack('exclusive').migration_label_keys()

@@ -389,3 +389,51 @@ def test_two_gpushare_pools_validation_deployments_do_not_overlap():
         sels.append(sel)
     assert sels[0] != sels[1]
     assert not all(sels[1].get(k) == v for k, v in sels[0].items())
+
+
+# ---- a site's own strategy label (role gpu_node_labels' gpu_node_labels_strategy_label; #36)
+
+CUSTOM_LABEL = 'example.com/gpu-strategy'
+
+
+def custom_node(name, pool, strategy):
+    return {'metadata': {'name': name, 'labels': {'gpuops.io/sharing-pool': pool, CUSTOM_LABEL: strategy}}}
+
+
+def test_a_custom_strategy_label_is_written_on_the_pools_nodes_instead_of_the_default():
+    out = render('exclusive', strategy_label=CUSTOM_LABEL)
+    assert out['node_labels']['n1'][CUSTOM_LABEL] == 'exclusive'
+    assert 'gpuops.io/sharing-strategy' not in out['node_labels']['n1']
+    assert out['node_manifests'][0]['metadata']['labels'][CUSTOM_LABEL] == 'exclusive'
+
+
+def test_live_nodes_pools_are_read_by_the_custom_strategy_label():
+    # the node is this pool's, recorded under the site's key with another strategy: two strategies on one node
+    with pytest.raises(StackError, match='n1 already runs strategy hami'):
+        render('exclusive', strategy_label=CUSTOM_LABEL, live_nodes=[custom_node('n1', 'p1', 'hami')])
+    # a node recorded under the custom key in another pool: a conflict that names its strategy
+    with pytest.raises(StackError, match=r'n1 already belongs to pool other \(strategy hami\)'):
+        render('exclusive', strategy_label=CUSTOM_LABEL, live_nodes=[custom_node('n1', 'other', 'hami')])
+    # the family's other pools (who shares the RuntimeClass) are read by it too
+    out = render('exclusive', strategy_label=CUSTOM_LABEL, check_conflicts=False,
+                 live_nodes=[custom_node('n-ts', 'ts', 'time-slicing'), node_of('old', 'mps')])
+    assert out['other_pools'] == ['ts']
+
+
+def test_hami_webhook_scope_sees_other_nvidia_pools_by_the_custom_strategy_label():
+    nodes = [custom_node('n-ts', 'ts', 'time-slicing')]
+    with pytest.raises(StackError, match=r'ts \(time-slicing\)'):
+        render('hami', strategy_label=CUSTOM_LABEL, live_nodes=nodes,
+               settings={'hami': dict(HAMI_OK, webhook_tls_secret='tls', webhook_ca_bundle='Q0E=')})
+    ts = render('time-slicing', strategy_label=CUSTOM_LABEL, live_nodes=[custom_node('n-h', 'h', 'hami')],
+                settings={'time_slicing': {'replicas': 2}})
+    assert any(w.startswith('pool(s) h (hami) run HAMi') for w in ts['warnings'])
+
+
+@pytest.mark.parametrize('bad', ['', 'a/b/c', '-x', 'Example.com/x', 'x' * 64, 7])
+def test_a_strategy_label_that_is_no_label_key_is_refused_naming_the_option_value_and_form(bad):
+    with pytest.raises(StackError) as err:
+        render('exclusive', strategy_label=bad)
+    msg = str(err.value)
+    assert msg.startswith('strategy_label: %r is not a valid Kubernetes label key ([prefix/]name' % (bad,))
+    assert 'the default is gpuops.io/sharing-strategy' in msg

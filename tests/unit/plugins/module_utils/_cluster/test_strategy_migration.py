@@ -229,8 +229,12 @@ def test_DRAX_08_pool_labels_are_the_renders(strategy):
     """The default side labels are the node labels the pool's render gives (with the GPU operator's confinement)."""
     labels, keys, unknown = sm.pool_labels(strategy)
     rendered = _rendered(strategy, 'p1')
-    assert dict(labels, **{'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': 'p1'}) == rendered
-    assert set(labels) <= set(keys) and unknown == []
+    # the replicas per GPU (time-slicing, mps: gpuops.io/sharing-replicas, issue #36) come from the pool's settings:
+    # unknown to the switch, which names them (the render's default of 4 here)
+    own = {'gpuops.io/sharing-replicas': '4'} if strategy in ('time-slicing', 'mps') else {}
+    assert dict(labels, **dict(own, **{'gpuops.io/sharing-strategy': strategy, 'gpuops.io/sharing-pool': 'p1'})) == rendered
+    assert set(labels) <= set(keys) and unknown == sorted(own)
+    assert set(unknown) <= set(keys)
 
 
 def test_DRAX_08_the_switch_leaves_the_labels_cluster_yml_gives():
@@ -271,3 +275,44 @@ def test_DRAX_08_a_target_label_from_the_pools_settings_is_named():
     [s] = sm.migration_plan([n], [{'host': 'h1', 'node': 'n1'}], DRA,
                             {'pool': 'm', 'strategy': 'mig', 'labels': {'nvidia.com/mig.config': 'all-1g.10gb'}})['steps']
     assert s['unset'] == [] and s['labels']['nvidia.com/mig.config'] == 'all-1g.10gb' and 'not set' not in s['reason']
+
+
+def test_a_custom_strategy_label_is_read_and_switched():
+    """A site whose gpu_node_labels_strategy_label is its own key (#36): the node's pool is read from that key and the
+    switch writes it; the default key is neither read nor written."""
+    custom = 'example.com/gpu-strategy'
+    n = node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts'})
+    labels = n['metadata']['labels']
+    labels[custom] = labels.pop('gpuops.io/sharing-strategy')
+    record = json.loads(n['metadata']['annotations']['gpuops.io/managed-labels'])
+    record[custom] = record.pop('gpuops.io/sharing-strategy')
+    n['metadata']['annotations']['gpuops.io/managed-labels'] = json.dumps(record)
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, DRA, strategy_label=custom)
+    assert out['errors'] == []
+    [s] = out['steps']
+    assert s['action'] == 'migrate'
+    assert s['labels'] == {custom: 'dra', 'gpuops.io/sharing-pool': 'dra', 'nvidia.com/gpu.deploy.device-plugin': 'false',
+                           'nvidia.com/gpu.product': 'Tesla-T4'}
+    # by the default key the node is in no pool: refused, nothing changed
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, DRA)
+    assert 'is on pool ts (strategy -)' in out['errors'][0]
+    # a side's labels must not hold the site's strategy key either
+    out = sm.migration_plan([n], [{'host': 'n1', 'node': 'n1'}], TS, dict(DRA, labels={custom: 'x'}),
+                            strategy_label=custom)
+    assert out['errors'] == ['gpuops_migrate_to.labels must not hold %s or gpuops.io/sharing-pool (they come from '
+                             'strategy and pool)' % custom]
+
+
+def test_DRAX_10_without_gfd_the_collections_replicas_record_tells_the_loss():
+    """The collection's stacks do not deploy GFD: a time-slicing node of its own pool has no nvidia.com/gpu.replicas,
+    only the replicas its stack configured (gpuops.io/sharing-replicas, issue #36). The move that holds fewer pods is
+    refused by that record too; GFD's label wins where both exist."""
+    hosts = [{'host': 'h1', 'node': 'n1'}]
+    n = node('n1', 'time-slicing', 'ts', {'nvidia.com/device-plugin.config': 'ts', 'gpuops.io/sharing-replicas': '3'})
+    n['status']['allocatable'] = {'nvidia.com/gpu': '6'}
+    [err] = sm.migration_plan([n], hosts, TS, DRA)['errors']
+    assert 'h1: node n1 shares each GPU 3 ways on pool ts (gpuops.io/sharing-replicas=3): nvidia.com/gpu 6' in err
+    assert 'the same pods get 2' in err
+    n['metadata']['labels']['nvidia.com/gpu.replicas'] = '1'
+    out = sm.migration_plan([n], hosts, TS, DRA)
+    assert out['errors'] == [] and out['steps'][0]['capacity'] is None
