@@ -75,8 +75,10 @@ simulated_banner() {
                  gpuops_mirror.registry from the lab's registry); on lab-h100 NVIDIA's DRA kubelet plugin v0.5.0 runs
                  as a host process and publishes the ResourceSlice. The validation pods' image is the lab's (busybox
                  under the vectoradd name: it prints the devices the container got). Not running (the demo prints
-                 the exact errors): the MPS daemon (NVIDIA driver programs), the DRA chart's kubelet-plugin pod (its
-                 image is not built here). On lab-a100 (mig) the plugin's pod reads the driver's /proc file
+                 the exact errors): the MPS daemon (NVIDIA driver programs), the DRA chart's kubelet-plugin pod (the
+                 demo does not push its image: on the simulator the chart's init container never passes its
+                 nvidia-smi check; lab/tests/integration/test_node_dra_chart_real.py runs the chart's pod on a real
+                 node with and without that container). On lab-a100 (mig) the plugin's pod reads the driver's /proc file
                  mig-minors that the node's runc wrapper shows in every container (no kernel module here), and the
                  validation pod gets its MIG device
    * kwok nodes: lab-cp and lab-v100 (gpushare: its agents cannot be built here) - kwok reports their pods Running,

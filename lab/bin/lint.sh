@@ -24,6 +24,12 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH
 ANSIBLE_COLLECTIONS_PATH=$(bash "$ROOT/lab/bin/collections-path.sh")
 export ANSIBLE_LINT_NODEPS=0 NO_COLOR=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+# ansible-lint offline keeps its module stubs (mock_modules: awx.awx) under $ANSIBLE_HOME (default ~/.ansible, shared
+# by every checkout of the machine) and removes them when it ends: a second ansible-lint ending meanwhile (another
+# checkout's lint) took them away under this one ("Unexpected error code 4 from ... --syntax-check" on the awx_config
+# role, session 25). Each checkout's lint has its own.
+export ANSIBLE_HOME="$ROOT/build/ansible-lint-home"
+mkdir -p "$ANSIBLE_HOME"
 
 yrc=0 arc=0 vrc=0
 start=$(date +%s)
