@@ -471,13 +471,30 @@ class NativeApiClient(object):
 
 # ------------------------------------------------------------------------------------------------ the dynamic client
 class Resource(object):
-    """A kind the API server serves (from its discovery document): where its objects are."""
+    """A kind the API server serves (from its discovery document): where its objects are. As the dynamic client's
+    Resource, its get / create / patch / replace / delete call the client that found it with the resource first."""
 
-    def __init__(self, api_version: str, kind: str, plural: str, namespaced: bool) -> None:
+    def __init__(self, api_version: str, kind: str, plural: str, namespaced: bool, client: Any = None) -> None:
         self.api_version = self.group_version = api_version
         self.kind = kind
         self.name = plural
         self.namespaced = namespaced
+        self.client = client
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self.client.get(self, *args, **kwargs)
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        return self.client.create(self, *args, **kwargs)
+
+    def patch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.client.patch(self, *args, **kwargs)
+
+    def replace(self, *args: Any, **kwargs: Any) -> Any:
+        return self.client.replace(self, *args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return self.client.delete(self, *args, **kwargs)
 
     def path(self, name: str | None = None, namespace: str | None = None) -> str:
         base = '/api/v1' if self.api_version == 'v1' else '/apis/' + self.api_version
@@ -501,8 +518,9 @@ class _Resources(object):
     """``resources.get(api_version=, kind=)`` over the API server's discovery: one request per group/version, the
     first time a run needs it (no cache on disk)."""
 
-    def __init__(self, api: NativeApiClient) -> None:
+    def __init__(self, api: NativeApiClient, client: Any = None) -> None:
         self.api = api
+        self.client = client
         self.lists: dict[str, list[dict[str, Any]]] = {}
 
     def get(self, api_version: str, kind: str) -> Resource:
@@ -515,7 +533,7 @@ class _Resources(object):
             self.lists[api_version] = doc.get('resources') or []
         for r in self.lists[api_version]:
             if r.get('kind') == kind and '/' not in (r.get('name') or '/'):
-                return Resource(api_version, kind, r['name'], bool(r.get('namespaced')))
+                return Resource(api_version, kind, r['name'], bool(r.get('namespaced')), self.client)
         raise ResourceNotFound('%s %s' % (api_version, kind))
 
 
@@ -531,7 +549,7 @@ class NativeDynamicClient(object):
 
     def __init__(self, api: NativeApiClient) -> None:
         self.client = api
-        self.resources = _Resources(api)
+        self.resources = _Resources(api, self)
 
     def request(self, method: str, path: str, body: Any = None, content_type: str | None = None,
                 **params: Any) -> Instance:

@@ -7,6 +7,7 @@ verification, the CA, client certificate and key (their bytes), the Authorizatio
 before each request (its refresh hook included), the SNI name and the extra headers. Every other way is Unsupported.
 """
 import base64
+import json
 import os
 
 import pytest
@@ -335,3 +336,65 @@ def test_requests_carry_the_settings(monkeypatch):
         client.native_request('GET', '/api/v1/nodes/gone')
     assert (e.value.status, e.value.reason, e.value.body) == (404, 'Not Found', '{"reason":"NotFound"}')
     assert str(e.value).startswith('(404)\nReason: Not Found\n')
+
+
+def test_dynamic_client_paths_queries_and_discovery(monkeypatch):
+    """The dynamic client's calls kube/converger (and the lab's lifecycle suite) make: discovery by group/version,
+    the paths of namespaced and cluster kinds, the query parameters in the kubernetes dynamic client's order, the
+    Resource's own methods, 404 as NotFound, an unserved kind as ResourceNotFound."""
+    s = native.Settings()
+    s.host = 'http://127.0.0.1:1'
+    api = native.NativeApiClient(s)
+    dyn = native.NativeDynamicClient(api)
+    sent = []
+    docs = {'/api/v1': {'resources': [{'name': 'configmaps', 'kind': 'ConfigMap', 'namespaced': True},
+                                      {'name': 'pods/status', 'kind': 'Pod', 'namespaced': True},
+                                      {'name': 'nodes', 'kind': 'Node', 'namespaced': False}]},
+            '/apis/node.k8s.io/v1': {'resources': [{'name': 'runtimeclasses', 'kind': 'RuntimeClass',
+                                                    'namespaced': False}]}}
+
+    class Response(object):
+        def __init__(self, status, data, reason='OK'):
+            self.status, self.data, self.reason, self.headers = status, json.dumps(data).encode(), reason, {}
+
+    def request(method, url, body=None, headers=None, preload_content=True):
+        sent.append((method, url, headers.get('Content-Type'), body))
+        path = url[len(s.host):].split('?')[0]
+        if path in docs:
+            return Response(200, docs[path])
+        if path.endswith('/gone') or path.startswith('/apis/example.com'):
+            return Response(404, {'reason': 'NotFound'}, 'Not Found')
+        return Response(200, {'kind': 'Thing', 'metadata': {'name': path.rsplit('/', 1)[-1]}})
+
+    monkeypatch.setattr(api.rest_client.pool_manager, 'request', request)
+    cm = dyn.resources.get(api_version='v1', kind='ConfigMap')
+    assert (cm.name, cm.namespaced) == ('configmaps', True)
+    assert dyn.resources.get(api_version='v1', kind='Node').namespaced is False
+    with pytest.raises(native.ResourceNotFound):
+        dyn.resources.get(api_version='v1', kind='Pod')          # only its subresource is listed
+    with pytest.raises(native.ResourceNotFound):
+        dyn.resources.get(api_version='example.com/v1', kind='Widget')
+    assert [u for m, u, c, b in sent] == ['http://127.0.0.1:1/api/v1', 'http://127.0.0.1:1/apis/example.com/v1']
+    del sent[:]
+    rc = dyn.resources.get(api_version='node.k8s.io/v1', kind='RuntimeClass')
+    assert dyn.patch(cm, body={'metadata': {'name': 'a'}}, name='a', namespace='ns',
+                     content_type='application/apply-patch+yaml', field_manager='fm', force_conflicts=True).to_dict() \
+        == {'kind': 'Thing', 'metadata': {'name': 'a'}}
+    cm.get(label_selector='x=y', field_selector='f=g')
+    rc.get(name='nvidia')
+    dyn.create(cm, body={'metadata': {'name': 'b', 'namespace': 'ns2'}})
+    dyn.delete(rc, name='nvidia', body={'propagationPolicy': 'Background'})
+    with pytest.raises(native.NotFound) as e:
+        dyn.get(cm, name='gone', namespace='ns')
+    assert e.value.status == 404
+    with pytest.raises(ValueError):
+        dyn.create(cm, body={'metadata': {'name': 'c'}})         # a namespaced kind needs its namespace
+    assert [(m, u[len(s.host):], c) for m, u, c, b in sent] == [
+        ('GET', '/apis/node.k8s.io/v1', None),
+        ('PATCH', '/api/v1/namespaces/ns/configmaps/a?fieldManager=fm&force=true', 'application/apply-patch+yaml'),
+        ('GET', '/api/v1/configmaps?fieldSelector=f%3Dg&labelSelector=x%3Dy', 'application/json'),
+        ('GET', '/apis/node.k8s.io/v1/runtimeclasses/nvidia', 'application/json'),
+        ('POST', '/api/v1/namespaces/ns2/configmaps', 'application/json'),
+        ('DELETE', '/apis/node.k8s.io/v1/runtimeclasses/nvidia', 'application/json'),
+        ('GET', '/api/v1/namespaces/ns/configmaps/gone', 'application/json')]
+    assert sent[1][3] == b'{"metadata": {"name": "a"}}'
