@@ -88,8 +88,8 @@ def render_pool(facts):
 
 def dra_affinity():
     """The DRA kubelet plugin's node affinity as the collection gives the chart (stacks/dra's helm values)."""
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra
-    assert stacks_dra.STRATEGY_LABEL == STRATEGY
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import common
+    assert common.STRATEGY_LABEL == STRATEGY   # the default label (the pools here do not change it)
     return lambda labels: labels.get(STRATEGY) == 'dra'
 
 

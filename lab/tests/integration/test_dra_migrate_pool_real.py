@@ -107,8 +107,8 @@ class DaemonSets(threading.Thread):
         self.stop, self.error, self.events = threading.Event(), None, []
 
     def run(self):
-        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra as stacks_dra
-        assert stacks_dra.STRATEGY_LABEL == STRATEGY
+        from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import common
+        assert common.STRATEGY_LABEL == STRATEGY   # the default label (the pools here do not change it)
         while not self.stop.is_set():
             try:
                 for name, (dp, config, env, dra) in self.plugins.items():

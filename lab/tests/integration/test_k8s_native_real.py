@@ -195,7 +195,23 @@ def test_K8S_18_converger_sends_the_same_requests_by_both_routes(kube_real):
     requests (verb, URI with its query, answer) in the audit log, API discovery left out (the client's discoverer
     reads /api and /apis and keeps a cache on disk; kube/native reads one group/version document when it needs it)."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import converger
-    node = kube_real_first_node(kube_real)
+    from kubernetes import client as k8s
+    # a Node object of this test's own (no kubelet: it only carries labels); the shared plane's other nodes come and go
+    node = 'gpuops-conv-node-%d' % os.getpid()
+    admin = k8s.CoreV1Api(kube_real.api())
+    admin.create_node({'metadata': {'name': node}})
+    try:
+        seen = converge_by_both_routes(kube_real, converger, node)
+    finally:
+        admin.delete_node(node)
+    assert seen['native'] == seen['kubernetes']
+    assert seen['native'][0] == [{'created': 2, 'updated': 1, 'deleted': 0, 'unchanged': 0},
+                                 {'created': 0, 'updated': 0, 'deleted': 0, 'unchanged': 3},
+                                 {'created': 0, 'updated': 1, 'deleted': 0, 'unchanged': 2},
+                                 {'created': 0, 'updated': 0, 'deleted': 3, 'unchanged': 0}]
+
+
+def converge_by_both_routes(kube_real, converger, node):
     seen = {}
     for route in ('native', 'kubernetes'):
         user = 'gpuops-test-native-conv-%s-%d' % (route, os.getpid())
@@ -225,11 +241,7 @@ def test_K8S_18_converger_sends_the_same_requests_by_both_routes(kube_real):
         requests = [(v, u.replace(route, 'ROUTE'), c) for v, u, c in kube_real.requests(start, end, user=user)
                     if not _discovery(u)]
         seen[route] = (results, requests)
-    assert seen['native'] == seen['kubernetes']
-    assert seen['native'][0] == [{'created': 2, 'updated': 1, 'deleted': 0, 'unchanged': 0},
-                                 {'created': 0, 'updated': 0, 'deleted': 0, 'unchanged': 3},
-                                 {'created': 0, 'updated': 1, 'deleted': 0, 'unchanged': 2},
-                                 {'created': 0, 'updated': 0, 'deleted': 3, 'unchanged': 0}]
+    return seen
 
 
 def _discovery(uri):
@@ -237,7 +249,3 @@ def _discovery(uri):
     parts = [p for p in path.split('/') if p]
     return parts in (['api'], ['apis'], ['api', 'v1']) or (len(parts) in (2, 3) and parts[0] == 'apis')
 
-
-def kube_real_first_node(kube_real):
-    api = client({'kubeconfig': kube_real.kubeconfig}, 'native')
-    return names(api.list_node())[0]
