@@ -76,7 +76,8 @@ DRA_PREFIX = '/apis/%s/%s' % (DRA_GROUP, DRA_VERSION)
 
 
 class ResourceApi(rest.CoreApi):
-    """The resource.k8s.io/v1 list calls the report makes, as plain requests (kube/rest)."""
+    """The resource.k8s.io/v1 list calls the report makes, as plain requests (kube/rest): the ResourceClaims here,
+    the ResourceSlices from kube/rest.CoreApi."""
 
     def list_resource_claim_for_all_namespaces(self, **kwargs: Any) -> Any:
         return self._call('GET', DRA_PREFIX + '/resourceclaims', kwargs)
@@ -84,9 +85,7 @@ class ResourceApi(rest.CoreApi):
     def list_namespaced_resource_claim(self, namespace: str, **kwargs: Any) -> Any:
         return self._call('GET', '%s/namespaces/%s/resourceclaims' % (DRA_PREFIX, rest.quote(namespace, safe='')),
                           kwargs)
-
-    def list_resource_slice(self, **kwargs: Any) -> Any:
-        return self._call('GET', DRA_PREFIX + '/resourceslices', kwargs)
+    # list_resource_slice: kube/rest.CoreApi's (k8s_objects_info reads ResourceSlices too)
 
 
 def dra_served(api_client: Any, send: Callable[..., Any] | None = None) -> bool:
