@@ -114,6 +114,38 @@ options:
       - Must be a Kubernetes label key (C([prefix/]name)).
     type: str
     default: gpuops.io/sharing-strategy
+  prometheus_url:
+    description:
+      - A Prometheus that scrapes NVIDIA's dcgm-exporter on the GPU nodes (its base URL; the module reads
+        C(/api/v1/query)). Given, the report joins what was used with what was allocated, see RV(usage).
+      - Five instant queries over O(usage_window), whatever the number of nodes; nothing is written to Prometheus.
+    type: str
+  prometheus_token:
+    description: A bearer token for O(prometheus_url) (a Prometheus behind an authenticating proxy).
+    type: str
+  prometheus_ca_cert:
+    description: A CA bundle to verify O(prometheus_url)'s certificate with.
+    type: path
+  prometheus_validate_certs:
+    description: Verify O(prometheus_url)'s TLS certificate.
+    type: bool
+    default: true
+  usage_window:
+    description:
+      - How far back the usage is averaged, as a Prometheus duration (V(1h), V(30m), V(1d12h)).
+    type: str
+    default: 1h
+  usage_time:
+    description:
+      - Evaluate the usage at this time (RFC 3339 or Unix seconds) instead of Prometheus' now, to look at a past
+        window.
+    type: str
+  usage_idle_percent:
+    description:
+      - A running pod whose GPUs were all active less than this percent on average over O(usage_window) is listed in
+        RV(usage.idle). Activity is DCGM's graphics-engine activity where the GPU reports it, else its utilisation.
+    type: float
+    default: 1.0
   node_health:
     description:
       - The doctor's verdict per Kubernetes node name (the host fact C(gpuops_doctor_verdict) that playbooks/node.yml
@@ -289,6 +321,19 @@ dra:
              uuid: GPU-8a5b6c1e-0b0c-4f53-9f9b-2f1b6d3c1a01, product: NVIDIA A100-SXM4-80GB, type: gpu, profile: null}
     nodes:
       gpu-a100-1: {devices: {gpu.nvidia.com: 8}, allocated: {gpu.nvidia.com: 1}}
+usage:
+  description:
+    - What the GPUs were used for over O(usage_window), from NVIDIA dcgm-exporter's series in O(prometheus_url),
+      joined with the pods that hold GPU resources. C(gpus) - one entry per GPU or MIG instance the exporter reports
+      (C(node), C(index), C(uuid), C(model), C(mig_instance), C(memory_used_mib) average and C(memory_used_max_mib)
+      peak, C(memory_total_mib), C(active_percent), C(activity_source), C(holders) - the pods the exporter attributes
+      it to, C(shared)); C(pods) - per running pod of RV(pods) its C(requests), the GPUs it was seen on, their
+      C(memory_used_mib) and C(active_percent), C(shared) and C(idle); C(idle) - the pods whose GPUs stayed below
+      O(usage_idle_percent); C(unseen) - running GPU pods no series names (no exporter on their node, or its
+      Kubernetes attribution is off); C(unattributed) - active GPUs no pod holds; C(notes).
+    - DCGM measures a GPU, not a process - on a GPU several pods share (time-slicing, MPS) each pod shows the GPU's use.
+  returned: when O(prometheus_url) is set
+  type: dict
 conflicts:
   description: Every node conflict as C(node - message).
   returned: always
@@ -322,15 +367,19 @@ backup_file:
 
 from typing import Any
 
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
-from ansible.module_utils.common.text.converters import to_bytes
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.kube import access
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import model
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import usage
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL, strategy_label_error
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_gate as gate
@@ -349,6 +398,13 @@ def argument_spec() -> dict[str, Any]:
         backup=dict(type='bool', default=False),
         node_health=dict(type='dict'),
         strategy_label=dict(type='str', default=STRATEGY_LABEL),
+        prometheus_url=dict(type='str'),
+        prometheus_token=dict(type='str', no_log=True),
+        prometheus_ca_cert=dict(type='path'),
+        prometheus_validate_certs=dict(type='bool', default=True),
+        usage_window=dict(type='str', default='1h'),
+        usage_time=dict(type='str'),
+        usage_idle_percent=dict(type='float', default=1.0),
     )
     return spec
 
@@ -363,6 +419,10 @@ def check_params(module: AnsibleModule) -> int:
     label_error = strategy_label_error(p['strategy_label'])
     if label_error:
         module.fail_json(msg=label_error)
+    usage_errors = usage.check_options(p['prometheus_url'], p['usage_window'], p['usage_time'],
+                                       p['usage_idle_percent'])
+    if usage_errors:
+        module.fail_json(msg='; '.join(usage_errors))
     try:
         mode = int(p['report_mode'], 8)
         if mode < 0 or mode > 0o7777:
@@ -394,6 +454,32 @@ def write_report(module: AnsibleModule, path: str, content: str, mode: int) -> t
     return changed, diff, backup_file
 
 
+def read_usage(module: AnsibleModule) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """The instant vectors of usage.queries() from the Prometheus at prometheus_url (fails the module on an error)."""
+    p = module.params
+    headers = {'Accept': 'application/json'}
+    if p['prometheus_token']:
+        headers['Authorization'] = 'Bearer %s' % p['prometheus_token']
+    answers = {}
+    for name, url in usage.query_urls(p['prometheus_url'], p['usage_window'], p['usage_time']).items():
+        try:
+            resp = open_url(url, headers=headers, validate_certs=p['prometheus_validate_certs'],
+                            ca_path=p['prometheus_ca_cert'], timeout=30, http_agent='gpuops.k8s_gpu')
+            answer = json.loads(to_text(resp.read()))
+        except HTTPError as e:
+            try:
+                answer = json.loads(to_text(e.read()))
+            except ValueError:
+                module.fail_json(msg='prometheus_url: %s answered HTTP %s to %s' % (p['prometheus_url'], e.code, url))
+        except (URLError, OSError, ValueError) as e:
+            module.fail_json(msg='prometheus_url: cannot read %s: %s' % (url, to_text(e)))
+        try:
+            answers[name] = usage.vector(answer, name)
+        except usage.AnswerError as e:
+            module.fail_json(msg='prometheus_url: %s' % e)
+    return answers
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     mode = check_params(module)
@@ -417,10 +503,15 @@ def main() -> None:
                            strategy_label=p['strategy_label'])
     model.add_dra(report, dra, pods, restricted=restricted)
     gate.apply_health(report, p['node_health'])
+    if p['prometheus_url']:
+        report['usage'] = usage.join(report, read_usage(module), p['usage_window'], at=p['usage_time'],
+                                     idle_percent=p['usage_idle_percent'], source=p['prometheus_url'])
     result = dict(changed=False, nodes=report['nodes'], pods=report['pods'], unscheduled=report['unscheduled'],
                   cluster=report['cluster'], notes=report['notes'], dra=report['dra'],
                   conflicts=['%s - %s' % (n['name'], c) for n in report['nodes'] for c in n['conflicts']],
                   table=render.table(report))
+    if 'usage' in report:
+        result['usage'] = report['usage']
     if p['report_path']:
         content = render.render(report, p['report_format'])
         changed, diff, backup_file = write_report(module, p['report_path'], content, mode)

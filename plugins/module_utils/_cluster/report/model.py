@@ -297,8 +297,10 @@ class _Report(TypedDict):
 
 
 class Report(_Report, total=False):
-    """What analyse() returns and add_dra() completes (``dra``): the module's JSON result."""
+    """What analyse() returns and add_dra() completes (``dra``): the module's JSON result; ``usage`` when the module
+    joined a Prometheus' dcgm-exporter series (report/usage.join)."""
     dra: DraPart
+    usage: dict[str, Any]
 
 
 class _NodeEntry(TypedDict):

@@ -153,6 +153,47 @@ def _dra_table(report: Report) -> list[str]:
     return lines
 
 
+def _mib(value: float | None) -> str:
+    return '-' if value is None else '%s MiB' % fmt(value)
+
+
+def _usage_gpu_rows(usage: dict[str, Any]) -> list[list[str]]:
+    return [[g['node'] or '-', fmt(g['index']) + ('/%s' % g['mig_instance'] if g['mig_instance'] else ''),
+             g['mig_profile'] or g['model'] or '-', '%s/%s' % (_mib(g['memory_used_mib']), _mib(g['memory_total_mib'])),
+             _mib(g['memory_used_max_mib']), '-' if g['active_percent'] is None else '%s%%' % fmt(g['active_percent']),
+             ', '.join(g['holders']) or '-'] for g in usage['gpus']]
+
+
+def _usage_pod_rows(usage: dict[str, Any]) -> list[list[str]]:
+    return [[p['namespace'], p['name'], p['node'] or '-',
+             ', '.join('%s=%s' % (k, fmt(v)) for k, v in sorted((p['requests'] or {}).items())) or '-',
+             _mib(p['memory_used_mib']), '-' if p['active_percent'] is None else '%s%%' % fmt(p['active_percent']),
+             'idle' if p['idle'] else ('no data' if p['idle'] is None else ('shared GPU' if p['shared'] else '-'))]
+            for p in usage['pods']]
+
+
+USAGE_GPU_HEAD = ['Node', 'GPU', 'Model', 'Memory used/total (avg)', 'Memory peak', 'Active', 'Pods']
+USAGE_POD_HEAD = ['Namespace', 'Pod', 'Node', 'Allocated', 'Memory used (avg)', 'Active', 'Note']
+
+
+def _usage_table(report: Report) -> list[str]:
+    usage = report.get('usage')
+    if not usage:
+        return []
+    lines = ['Usage over %s%s (dcgm-exporter via Prometheus):' % (
+        usage['window'], ' to %s' % usage['time'] if usage['time'] else '')]
+    if usage['gpus']:
+        lines.extend(_columns([[h.upper() for h in USAGE_GPU_HEAD]] + _usage_gpu_rows(usage)))
+    if usage['pods']:
+        lines.append('')
+        lines.extend(_columns([[h.upper() for h in USAGE_POD_HEAD]] + _usage_pod_rows(usage)))
+    if usage['idle']:
+        lines.append('Idle allocations (active < %s%%): %s' % (fmt(usage['idle_percent']), ', '.join(usage['idle'])))
+    if usage['unattributed']:
+        lines.append('Active GPUs no pod holds: %s' % ', '.join(usage['unattributed']))
+    return lines
+
+
 def table(report: Report) -> str:
     """The readable table: the gpushare part first (as kubectl-inspect-gpushare prints it), then every other GPU
     resource per node, then the DRA claims (resource.k8s.io), then conflicts and unscheduled pods."""
@@ -166,6 +207,9 @@ def table(report: Report) -> str:
     dt = _dra_table(report)
     if dt:
         parts.append('\n'.join(dt))
+    ut = _usage_table(report)
+    if ut:
+        parts.append('\n'.join(ut))
     extra: list[str] = []
     for n in report['nodes']:
         for c in n['conflicts']:
@@ -288,6 +332,22 @@ def _sections(report: Report) -> list[Block]:
                                    _pod_gpus(p) or '-'] for p in report['pods']])))
     else:
         blocks.append(('p', 'No pod holds GPU resources.'))
+    usage = report.get('usage')
+    if usage:
+        blocks.append(('h2', 'Usage'))
+        blocks.append(('p', 'Over %s%s, from dcgm-exporter\'s series in Prometheus (%s); idle: active below %s%%.' % (
+            usage['window'], ' to %s' % usage['time'] if usage['time'] else '', usage['source'] or '-',
+            fmt(usage['idle_percent']))))
+        if usage['gpus']:
+            blocks.append(('table', (USAGE_GPU_HEAD, _usage_gpu_rows(usage))))
+        if usage['pods']:
+            blocks.append(('table', (USAGE_POD_HEAD, _usage_pod_rows(usage))))
+        if usage['idle']:
+            blocks.append(('p', 'Idle allocations: %s' % ', '.join(usage['idle'])))
+        if usage['unattributed']:
+            blocks.append(('p', 'Active GPUs no pod holds: %s' % ', '.join(usage['unattributed'])))
+        if usage['notes']:
+            blocks.append(('ul', usage['notes']))
     if report['notes']:
         blocks.append(('h2', 'Notes'))
         blocks.append(('ul', report['notes']))

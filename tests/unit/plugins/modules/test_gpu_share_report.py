@@ -168,3 +168,51 @@ def test_strategy_label_classifies_the_nodes(run, monkeypatch):
     assert run({})['nodes'][0]['strategies'] == ['exclusive']
     res = run({'strategy_label': 'example.com/strategy'})
     assert res['nodes'][0]['strategies'] == ['time-slicing'] and 'time-slicing' in res['table'].splitlines()[1].split()
+
+
+class _Resp:
+    def __init__(self, body):
+        self.body = body
+
+    def read(self):
+        return self.body
+
+
+def test_usage_from_prometheus_joined_with_the_pods(run, monkeypatch):
+    import json
+    seen = []
+    series = [{'metric': {'Hostname': 'gs', 'gpu': '0', 'UUID': 'GPU-0', 'pod': 'a', 'namespace': 'ml'},
+               'value': [1.0, '0.0']}]
+
+    def open_url(url, headers=None, validate_certs=None, ca_path=None, timeout=None, http_agent=None):
+        seen.append((url, headers, validate_certs, ca_path, http_agent))
+        return _Resp(json.dumps({'status': 'success', 'data': {'resultType': 'vector', 'result': series}}).encode())
+
+    monkeypatch.setattr(gpu_share_report, 'open_url', open_url)
+    res = run({'prometheus_url': 'https://prom:9090', 'prometheus_token': 's3cret', 'prometheus_ca_cert': '/ca.pem',
+               'usage_window': '2h', 'usage_time': '1796040000'})
+    assert not res['failed'], res
+    assert len(seen) == 5 and all(s[0].startswith('https://prom:9090/api/v1/query?query=') for s in seen)
+    assert all('2h' in s[0].replace('%5B', '[') and 'time=1796040000' in s[0] for s in seen)
+    assert seen[0][1]['Authorization'] == 'Bearer s3cret' and seen[0][2:] == (True, '/ca.pem', 'gpuops.k8s_gpu')
+    assert res['usage']['idle'] == ['ml/a'] and res['usage']['window'] == '2h'
+    assert 'Idle allocations' in res['table']
+
+
+def test_usage_prometheus_error_fails_with_its_words(run, monkeypatch):
+    from ansible.module_utils.six.moves.urllib.error import HTTPError
+    import io
+
+    def open_url(url, **kw):
+        raise HTTPError(url, 400, 'Bad Request', {}, io.BytesIO(b'{"status":"error","errorType":"bad_data",'
+                                                                b'"error":"invalid parameter \\"query\\""}'))
+
+    monkeypatch.setattr(gpu_share_report, 'open_url', open_url)
+    res = run({'prometheus_url': 'http://prom:9090'})
+    assert res['failed'] and 'prometheus_url: Prometheus refused the query memory_used: invalid parameter' in res['msg']
+
+
+def test_usage_bad_window_fails_before_the_cluster(run):
+    res = run({'prometheus_url': 'http://prom:9090', 'usage_window': 'an hour'})
+    assert res['failed'] and "usage_window must be a Prometheus duration" in res['msg'] and "'an hour'" in res['msg']
+    assert run.calls == []
