@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's Grafana dashboard: GPU sharing per pool and for the fleet, from NVIDIA dcgm-exporter's series, the
+same panels for every strategy (exclusive, time-slicing, MPS, MIG, DRA, HAMi, ...): per physical GPU (and MIG
+instance) memory used against its total and its activity, per pod the same for the GPUs the exporter attributes to it,
+and the allocations that stay idle.
+
+Plain data (a dashboard JSON model, Grafana's "schemaVersion" 41 form) built from the PromQL of ``panel_queries``;
+``docs/observability.md`` shows it, drawn by the lab from these very queries against upstream's Prometheus.
+
+The pool comes from the exporter's scrape target: the collection's ServiceMonitor copies the exporter pods' label
+``gpuops.io/sharing-pool`` to the series (prometheus-operator ``podTargetLabels``; the label name as Prometheus
+sanitises it, ``gpuops_io_sharing_pool``); a Prometheus that scrapes by annotations needs the same relabelling (the
+dashboard's pool variable then lists nothing and every panel shows the fleet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+POOL_LABEL = 'gpuops_io_sharing_pool'
+UID = 'gpuops-gpu-sharing'
+SCHEMA_VERSION = 41
+
+# per GPU or MIG instance, as the exporter names them (metrics/dcgm.LABELS)
+ENTITY = 'Hostname, gpu, UUID, GPU_I_ID'
+HOLDER = 'namespace, pod'
+
+
+def _sel(extra: str = '', pool_label: str = POOL_LABEL) -> str:
+    parts = ['Hostname=~"$node"', '%s=~"$pool"' % pool_label]
+    if extra:
+        parts.append(extra)
+    return '{%s}' % ','.join(parts)
+
+
+def activity(sel: str, by: str) -> str:
+    """Percent active per ``by``: DCGM's graphics-engine activity where the GPU has it, else its utilisation."""
+    return ('max by (%s) (DCGM_FI_PROF_GR_ENGINE_ACTIVE%s * 100) or max by (%s) (DCGM_FI_DEV_GPU_UTIL%s)'
+            % (by, sel, by, sel))
+
+
+def panel_queries(pool_label: str = POOL_LABEL, idle_percent: float = 1.0, idle_for: str = '1h') -> list[dict[str, Any]]:
+    """Each panel: id, title, type (stat|timeseries|table), unit, and its targets [(refId, PromQL, legend)]."""
+    every = _sel(pool_label=pool_label)
+    held = _sel('pod!=""', pool_label=pool_label)
+    idle_expr = ('max by (%s) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE%s[%s]) * 100 or '
+                 'avg_over_time(DCGM_FI_DEV_GPU_UTIL%s[%s])) < %s' % (HOLDER, held, idle_for, held, idle_for,
+                                                                      repr(float(idle_percent))))
+    return [
+        {'id': 1, 'title': 'GPUs reporting', 'type': 'stat', 'unit': 'none',
+         'targets': [('A', 'count(count by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED%s))' % every, '')]},
+        {'id': 2, 'title': 'GPUs held by pods', 'type': 'stat', 'unit': 'none',
+         'targets': [('A', 'count(count by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED%s))' % held, '')]},
+        {'id': 3, 'title': 'Pods idle on their GPUs (active < %s%% over %s)' % (repr(float(idle_percent)), idle_for),
+         'type': 'stat', 'unit': 'none', 'targets': [('A', 'count(%s)' % idle_expr, '')]},
+        {'id': 4, 'title': 'Fleet memory used', 'type': 'stat', 'unit': 'percentunit',
+         'targets': [('A', 'sum(DCGM_FI_DEV_FB_USED%s) / (sum(DCGM_FI_DEV_FB_USED%s) + sum(DCGM_FI_DEV_FB_FREE%s))'
+                      % (every, every, every), '')]},
+        {'id': 5, 'title': 'Memory used per GPU (MiB)', 'type': 'timeseries', 'unit': 'decmbytes',
+         'targets': [('A', 'max by (%s) (DCGM_FI_DEV_FB_USED%s)' % (ENTITY, every),
+                      '{{Hostname}} GPU {{gpu}} {{GPU_I_ID}}')]},
+        {'id': 6, 'title': 'Memory total per GPU (MiB)', 'type': 'timeseries', 'unit': 'decmbytes',
+         'targets': [('A', 'max by (%s) (DCGM_FI_DEV_FB_USED%s + DCGM_FI_DEV_FB_FREE%s)' % (ENTITY, every, every),
+                      '{{Hostname}} GPU {{gpu}} {{GPU_I_ID}}')]},
+        {'id': 7, 'title': 'Activity per GPU (%)', 'type': 'timeseries', 'unit': 'percent',
+         'targets': [('A', activity(every, ENTITY), '{{Hostname}} GPU {{gpu}} {{GPU_I_ID}}')]},
+        {'id': 8, 'title': 'SM active per GPU (%)', 'type': 'timeseries', 'unit': 'percent',
+         'targets': [('A', 'max by (%s) (DCGM_FI_PROF_SM_ACTIVE%s * 100)' % (ENTITY, every),
+                      '{{Hostname}} GPU {{gpu}} {{GPU_I_ID}}')]},
+        {'id': 9, 'title': 'Memory used per pod (MiB; a shared GPU counts whole)', 'type': 'timeseries',
+         'unit': 'decmbytes', 'targets': [('A', 'sum by (%s) (DCGM_FI_DEV_FB_USED%s)' % (HOLDER, held),
+                                           '{{namespace}}/{{pod}}')]},
+        {'id': 10, 'title': 'Activity per pod (%; a shared GPU counts whole)', 'type': 'timeseries', 'unit': 'percent',
+         'targets': [('A', activity(held, HOLDER), '{{namespace}}/{{pod}}')]},
+        {'id': 11, 'title': 'Idle allocations', 'type': 'table', 'unit': 'percent',
+         'targets': [('A', idle_expr, '')]},
+    ]
+
+
+_GRID = {'stat': (6, 4), 'timeseries': (12, 8), 'table': (24, 8)}
+
+
+def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    x = y = row_h = 0
+    for p in panels:
+        w, h = _GRID[p['type']]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p['gridPos'] = {'x': x, 'y': y, 'w': w, 'h': h}
+        x += w
+        row_h = max(row_h, h)
+    return panels
+
+
+def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_label: str = POOL_LABEL,
+              idle_percent: float = 1.0, idle_for: str = '1h') -> dict[str, Any]:
+    """The dashboard JSON model (what Grafana's dashboard API and file provisioning take)."""
+    ds = {'type': 'prometheus', 'uid': '${datasource}'}
+    panels = []
+    for q in panel_queries(pool_label, idle_percent, idle_for):
+        panel: dict[str, Any] = {
+            'id': q['id'], 'title': q['title'], 'type': q['type'], 'datasource': ds,
+            'fieldConfig': {'defaults': {'unit': q['unit']}, 'overrides': []},
+            'targets': [dict({'refId': ref, 'expr': expr, 'datasource': ds},
+                             **({'legendFormat': legend} if legend else {}),
+                             **({'instant': True, 'format': 'table'} if q['type'] != 'timeseries' else {}))
+                        for ref, expr, legend in q['targets']],
+        }
+        if q['type'] == 'timeseries':
+            panel['options'] = {'legend': {'displayMode': 'list', 'placement': 'bottom', 'showLegend': True},
+                                'tooltip': {'mode': 'multi', 'sort': 'desc'}}
+        panels.append(panel)
+    variables = [
+        {'name': 'datasource', 'label': 'Prometheus', 'type': 'datasource', 'query': 'prometheus'},
+        {'name': 'pool', 'label': 'Pool', 'type': 'query', 'datasource': ds, 'includeAll': True, 'multi': True,
+         'allValue': '.*', 'refresh': 2, 'sort': 1,
+         'definition': 'label_values(DCGM_FI_DEV_FB_USED, %s)' % pool_label,
+         'query': {'query': 'label_values(DCGM_FI_DEV_FB_USED, %s)' % pool_label, 'refId': 'pool'}},
+        {'name': 'node', 'label': 'Node', 'type': 'query', 'datasource': ds, 'includeAll': True, 'multi': True,
+         'allValue': '.*', 'refresh': 2, 'sort': 1,
+         'definition': 'label_values(DCGM_FI_DEV_FB_USED{%s=~"$pool"}, Hostname)' % pool_label,
+         'query': {'query': 'label_values(DCGM_FI_DEV_FB_USED{%s=~"$pool"}, Hostname)' % pool_label,
+                   'refId': 'node'}},
+    ]
+    return {'uid': uid, 'title': title, 'tags': ['gpu', 'gpuops', 'dcgm'], 'timezone': 'browser', 'editable': True,
+            'schemaVersion': SCHEMA_VERSION, 'version': 1, 'refresh': '1m',
+            'time': {'from': 'now-6h', 'to': 'now'}, 'templating': {'list': variables},
+            'annotations': {'list': []}, 'panels': _layout(panels)}

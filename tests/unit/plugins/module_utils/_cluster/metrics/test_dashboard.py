@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""metrics/dashboard: the Grafana dashboard model (its queries run on upstream's Prometheus in
+lab/tests/integration/test_report_usage_real.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dashboard
+
+FIELDS = ('DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_UTIL', 'DCGM_FI_PROF_GR_ENGINE_ACTIVE',
+          'DCGM_FI_PROF_SM_ACTIVE')
+
+
+def exprs(d):
+    return [t['expr'] for p in d['panels'] for t in p['targets']] + [
+        v['query']['query'] for v in d['templating']['list'] if v['type'] == 'query']
+
+
+def test_every_query_names_only_the_exporters_fields_and_labels():
+    d = dashboard.dashboard()
+    for e in exprs(d):
+        assert set(re.findall(r'DCGM_FI_[A-Z_]+', e)) <= set(FIELDS), e
+        for label in re.findall(r'(\w+)=~?"', e) + re.findall(r'by \(([^)]*)\)', e):
+            for name in [x.strip() for x in label.split(',')]:
+                assert name in ('Hostname', 'gpu', 'UUID', 'GPU_I_ID', 'namespace', 'pod', dashboard.POOL_LABEL), e
+
+
+def test_panels_fit_the_grid_and_do_not_overlap():
+    d = dashboard.dashboard()
+    cells = set()
+    ids = [p['id'] for p in d['panels']]
+    assert len(ids) == len(set(ids))
+    for p in d['panels']:
+        g = p['gridPos']
+        assert 0 <= g['x'] and g['x'] + g['w'] <= 24
+        for x in range(g['x'], g['x'] + g['w']):
+            for y in range(g['y'], g['y'] + g['h']):
+                assert (x, y) not in cells, p['title']
+                cells.add((x, y))
+
+
+def test_every_panel_filters_by_pool_and_node_and_reads_the_datasource_variable():
+    d = dashboard.dashboard()
+    for p in d['panels']:
+        assert p['datasource'] == {'type': 'prometheus', 'uid': '${datasource}'}
+        for t in p['targets']:
+            assert '$pool' in t['expr'] and '$node' in t['expr'], t['expr']
+    names = [v['name'] for v in d['templating']['list']]
+    assert names == ['datasource', 'pool', 'node']
+    assert json.loads(json.dumps(d)) == d                          # plain JSON
+
+
+def test_options_reach_the_queries():
+    d = dashboard.dashboard(pool_label='pool', idle_percent=5, idle_for='30m', uid='x', title='T')
+    assert (d['uid'], d['title']) == ('x', 'T')
+    idle = [p for p in d['panels'] if p['title'] == 'Idle allocations'][0]['targets'][0]['expr']
+    assert '[30m]' in idle and idle.endswith('< 5.0') and 'pool=~"$pool"' in idle
+
+
+def test_activity_prefers_the_profiling_field():
+    e = dashboard.activity('{x="1"}', 'pod')
+    assert e.index('DCGM_FI_PROF_GR_ENGINE_ACTIVE') < e.index(' or ') < e.index('DCGM_FI_DEV_GPU_UTIL')
