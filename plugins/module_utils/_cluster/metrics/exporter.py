@@ -201,7 +201,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         env.append({'name': dcgm.ENV_RESOURCE_NAMES, 'value': ','.join(resource_names)})
     if how['dra']:
         env.append({'name': dcgm.ENV_DRA, 'value': 'true'})
-    probe = {'httpGet': {'path': dcgm.HEALTH_PATH, 'port': dcgm.PORT, 'scheme': 'HTTP'},
+    probe: dict[str, Any] = {'httpGet': {'path': dcgm.HEALTH_PATH, 'port': dcgm.PORT, 'scheme': 'HTTP'},
              'initialDelaySeconds': 45, 'periodSeconds': 5}
     container = {
         'name': 'exporter', 'image': image, 'imagePullPolicy': 'IfNotPresent', 'env': env,
