@@ -193,7 +193,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         {'name': dcgm.ENV_LISTEN, 'value': ':%d' % dcgm.PORT},
         {'name': dcgm.ENV_KUBERNETES, 'value': 'true'},
         {'name': dcgm.ENV_GPU_ID_TYPE, 'value': dcgm.GPU_ID_TYPE},
-        {'name': dcgm.ENV_NODE_NAME, 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}},
+        {'name': dcgm.ENV_NODE_NAME, 'valueFrom': {'fieldRef': {'apiVersion': 'v1', 'fieldPath': 'spec.nodeName'}}},
     ]
     if how['virtual_gpus']:
         env.append({'name': dcgm.ENV_VIRTUAL_GPUS, 'value': 'true'})

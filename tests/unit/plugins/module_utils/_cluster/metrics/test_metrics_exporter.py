@@ -120,7 +120,7 @@ def test_DCGMX_07_shared_strategies_get_virtual_gpus_and_host_pid(strategy, virt
 
 
 def test_DCGMX_08_node_name_from_the_downward_api():
-    assert _env(_render())['NODE_NAME'] == {'fieldRef': {'fieldPath': 'spec.nodeName'}}
+    assert _env(_render())['NODE_NAME'] == {'fieldRef': {'apiVersion': 'v1', 'fieldPath': 'spec.nodeName'}}
 
 
 @pytest.mark.parametrize('strategy,names', [
