@@ -174,7 +174,8 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     Returns {'objects', 'image', 'attribution', 'monitoring', 'prune', 'notes'}."""
     p = _check(params)
     how = attribution(p['strategy'])
-    assert how is not None  # _check refused the others
+    if how is None:  # _check refused the others
+        raise StackError('strategy %r has no exporter attribution' % p['strategy'])
     monitoring = monitoring_present(params.get('monitoring_api', False))
     image = mirror_image(IMAGE, p['registry'], 'registry')
     name = _names(p['pool'])
@@ -202,7 +203,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     if how['dra']:
         env.append({'name': dcgm.ENV_DRA, 'value': 'true'})
     probe: dict[str, Any] = {'httpGet': {'path': dcgm.HEALTH_PATH, 'port': dcgm.PORT, 'scheme': 'HTTP'},
-             'initialDelaySeconds': 45, 'periodSeconds': 5}
+                             'initialDelaySeconds': 45, 'periodSeconds': 5}
     container = {
         'name': 'exporter', 'image': image, 'imagePullPolicy': 'IfNotPresent', 'env': env,
         'ports': [{'name': dcgm.PORT_NAME, 'containerPort': dcgm.PORT}],

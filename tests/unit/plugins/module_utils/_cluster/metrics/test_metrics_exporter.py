@@ -156,8 +156,8 @@ def test_DCGMX_11_dra_reads_resource_slices_and_pods_only():
     assert _kind(out, 'ServiceAccount')['automountServiceAccountToken'] is True
     assert _kind(out, 'DaemonSet')['spec']['template']['spec']['automountServiceAccountToken'] is True
     assert any('v1beta1' in n for n in out['notes'])
-    assert [o['kind'] for o in out['objects']] == ['ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding',
-                                                  'DaemonSet', 'Service']
+    assert [o['kind'] for o in out['objects']] == [
+        'ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'Service']
 
 
 @pytest.mark.parametrize('strategy', ['exclusive', 'time-slicing', 'mps', 'mig'])
@@ -317,8 +317,8 @@ def test_module_renders_and_refuses(run):
     res = run({'strategy': 'time-slicing', 'pool': 't4', 'mirror': 'mirror.example', 'monitoring_api': MONITORING,
                'rules': {'groups': []}}, check=True)
     assert res['failed'] is False and res['changed'] is False
-    assert [o['kind'] for o in res['objects']] == ['ServiceAccount', 'ConfigMap', 'DaemonSet', 'Service',
-                                                  'ServiceMonitor', 'PrometheusRule']
+    assert [o['kind'] for o in res['objects']] == [
+        'ServiceAccount', 'ConfigMap', 'DaemonSet', 'Service', 'ServiceMonitor', 'PrometheusRule']
     assert res['image'] == 'mirror.example/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless'
     res = run({'strategy': 'exclusive', 'pool': 'Bad'})
     assert res['failed'] and 'pool must be a DNS label' in res['msg']
