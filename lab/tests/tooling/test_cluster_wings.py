@@ -2,7 +2,7 @@
 the layer rule (test_layout.py): parsed imports, absolute and relative, of every file under plugins/.
 
 Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
-label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
+label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/, remediation/ and metrics/. Inside
 _cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
 stack module (stacks/<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CLUSTER = 'plugins/module_utils/_cluster'
 PKG = 'ansible_collections.gpuops.k8s_gpu.plugins'
 TOP = 'plans'  # the files at the top of _cluster
-WINGS = ('kube', 'scheduler', 'stacks', TOP, 'report', 'remediation')
+WINGS = ('kube', 'scheduler', 'stacks', TOP, 'report', 'remediation', 'metrics')
 # what a wing of _cluster may import of _cluster besides itself: only wings listed before it in WINGS
 ALLOWED_WINGS = {
     'kube': (),
@@ -25,6 +25,7 @@ ALLOWED_WINGS = {
     TOP: ('kube', 'stacks'),
     'report': ('kube', 'stacks'),
     'remediation': ('kube', 'stacks'),
+    'metrics': ('kube', 'stacks'),
 }
 # the plugins outside _cluster that may import the leaf wings (a report is rendered by its module only)
 LEAF_READERS = {

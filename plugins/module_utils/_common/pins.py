@@ -66,6 +66,9 @@ PINS = {
         kind='image', repository='registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu', tag='v0.5.0',
         upstream='kubernetes-sigs/dra-driver-nvidia-gpu', upstream_ref='v0.5.0',
         conformance='docs/conformance/dra-driver-nvidia-gpu.md'),
+    'dcgm-exporter': dict(
+        kind='image', repository='nvcr.io/nvidia/k8s/dcgm-exporter', tag='4.5.3-4.8.2-distroless',
+        upstream='NVIDIA/dcgm-exporter', upstream_ref='4.5.3-4.8.2', conformance='docs/conformance/dcgm-exporter.md'),
     'nvidia-container-toolkit': dict(
         kind='package', repository='nvidia-container-toolkit', tag='1.20.0-1',
         upstream='NVIDIA/nvidia-container-toolkit', upstream_ref='v1.20.0',

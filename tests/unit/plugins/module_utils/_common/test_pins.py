@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpu_manager
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import gpushare
@@ -55,6 +56,7 @@ def test_every_pin_is_complete():
     ('nvidia-container-toolkit', toolkit.DEFAULT_VERSION),
     ('dra-driver-nvidia-gpu', dra.CURRENT_CHART),
     ('dra-driver-nvidia-gpu-image', dra.IMAGE),
+    ('dcgm-exporter', exporter.IMAGE),
 ])
 def test_the_renderers_use_the_pin(name, value):
     assert value == pins.ref(name)

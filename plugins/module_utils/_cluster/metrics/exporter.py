@@ -1,0 +1,297 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The objects of one pool's dcgm-exporter (module gpu_metrics_manifests): the collectors ConfigMap, a DaemonSet on the
+pool's nodes with the attribution its strategy needs, a Service on port 9400 `metrics`, the ServiceAccount and the
+least RBAC, and the monitoring objects: a ServiceMonitor when the caller found the monitoring.coreos.com/v1 API, else
+scrape annotations on the Service. Rule files (metrics/rules) become a PrometheusRule or a ConfigMap (rule_objects).
+
+What the strategy needs to attribute usage to pods comes from the strategy model (gpu_strategy), not from a list of
+names here: the NVIDIA device plugin strategies are attributed through the kubelet's pod-resources API, those whose
+pods share a GPU (the model's resource nvidia.com/gpu.shared) with the virtual-GPU option, and the DRA strategy with the
+DRA option. The facts and their sources: docs/conformance/dcgm-exporter.md.
+
+Pure: no cluster access, no Ansible import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy, pins
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
+    CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, MANAGED_BY, POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL,
+    Manifest, StackError, check_name, config_checksum, mirror_image, strategy_label_error, valid_label_key,
+)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
+
+PIN = 'dcgm-exporter'
+# sha256 of the collectors ConfigMap on the pod template: the exporter reads the file once, so a change rolls the pods
+CHECKSUM_ANNOTATION = 'checksum/config'
+IMAGE = pins.ref(PIN)
+APP = 'dcgm-exporter'
+# the scope label of the exporter's objects: not 'pool', so the sharing stack's prune (stacks/render.prune_rules:
+# managed-by, pool, scope pool) never takes them, and the exporter's own prune (prune_rules) takes only them
+SCOPE = 'metrics'
+PART_OF = 'gpu-metrics'
+MONITORING_API = 'monitoring.coreos.com/v1'
+# the prefix of every object name; a Service name is a DNS-1035 label of at most 63 characters
+NAME_PREFIX = 'dcgm-exporter-'
+MAX_POOL = 63 - len(NAME_PREFIX)
+# the family of the DRA strategy in the model: devices claimed through ResourceClaims
+DRA_FAMILY = 'dra'
+SCRAPE_INTERVAL = '30s'
+# a registry mirror prefix: host[:port][/path]
+_REGISTRY = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*/?$')
+_DURATION = re.compile(r'^([0-9]+(ms|s|m|h|d|w|y))+$')
+KINDS = (('v1', 'ConfigMap'), ('v1', 'ServiceAccount'), ('v1', 'Service'), ('apps/v1', 'DaemonSet'),
+         ('rbac.authorization.k8s.io/v1', 'ClusterRole'), ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'))
+
+
+def attribution(strategy: str) -> dict[str, Any] | None:
+    """How the exporter attributes a pool's GPUs to pods, from the strategy model, or None where it cannot:
+    {'dra': bool, 'virtual_gpus': bool, 'resource_names': [names beyond nvidia.com/gpu and nvidia.com/mig-*]}."""
+    if strategy not in gpu_strategy.STRATEGIES:
+        return None
+    if gpu_strategy.family(strategy) == DRA_FAMILY:
+        return {'dra': True, 'virtual_gpus': False, 'resource_names': []}
+    if not gpu_strategy.strategy(strategy)['nvidia_plugin']:
+        return None
+    names = [r[0] for r in gpu_strategy.stack_info(strategy)['resources']]
+    shared = gpu_strategy.GPU_SHARED[0]
+    return {'dra': False, 'virtual_gpus': shared in names,
+            'resource_names': [n for n in names if n != dcgm.DEFAULT_RESOURCE and not n.endswith('-')]}
+
+
+# the strategies a pool's exporter can attribute (the module's choices; tests compare them with the DOCUMENTATION)
+STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if attribution(s) is not None)
+
+
+def monitoring_present(api: Any) -> bool:
+    """Whether the caller's discovery found the Prometheus Operator's API: a bool, or the cluster's api_versions (a
+    list of group/version strings, as Ansible's k8s_cluster_info and `kubectl api-versions` give them)."""
+    if isinstance(api, bool):
+        return api
+    if isinstance(api, (list, tuple)):
+        return MONITORING_API in api
+    raise StackError('monitoring_api must be a boolean or the list of the cluster\'s api_versions (e.g. [%s]); got %r'
+                     % (MONITORING_API, api))
+
+
+def _names(pool: str) -> str:
+    return NAME_PREFIX + pool
+
+
+def _check(params: dict[str, Any]) -> dict[str, Any]:
+    strategy = params.get('strategy')
+    if strategy not in STRATEGIES:
+        why = ''
+        if strategy in gpu_strategy.STRATEGIES:
+            why = (' (%s: its pods are not attributed by dcgm-exporter here; the GPU operator deploys its own '
+                   'exporter, and the memory-sharing stacks count GPUs with resources of their own)' % strategy)
+        raise StackError('strategy must be one of %s; got %r%s' % (', '.join(STRATEGIES), strategy, why))
+    pool = check_name(params.get('pool'), 'pool')
+    if len(pool) > MAX_POOL:
+        raise StackError('pool must be at most %d characters (the Service %s<pool> is a 63-character DNS label); got '
+                         '%r' % (MAX_POOL, NAME_PREFIX, pool))
+    namespace = check_name(params.get('namespace') or 'kube-system', 'namespace')
+    label_error = strategy_label_error(params.get('strategy_label', STRATEGY_LABEL))
+    if label_error:
+        raise StackError(label_error)
+    extra = params.get('extra_labels') or {}
+    if not isinstance(extra, dict):
+        raise StackError('extra_labels must be a dictionary of label keys to values; got %r' % (extra,))
+    for k, v in extra.items():
+        if not valid_label_key(k) or not isinstance(v, str) or len(v) > 63:
+            raise StackError('extra_labels: %r: %r is not a Kubernetes label (key: [prefix/]name; value: a string of at '
+                             'most 63 characters)' % (k, v))
+        if k in (POOL_LABEL, SCOPE_LABEL, 'app.kubernetes.io/managed-by', 'app.kubernetes.io/name'):
+            raise StackError('extra_labels: %r is set by the collection (it selects the exporter\'s objects); choose '
+                             'another key' % k)
+    registry = params.get('registry') or ''
+    if not isinstance(registry, str) or (registry and not _REGISTRY.match(registry)):
+        raise StackError('registry must be a container image reference prefix, host[:port][/path] (e.g. '
+                         'registry.example.com/mirror), or empty; got %r' % (registry,))
+    interval = params.get('scrape_interval') or SCRAPE_INTERVAL
+    if not isinstance(interval, str) or not _DURATION.match(interval):
+        raise StackError('scrape_interval must be a Prometheus duration (e.g. 30s, 1m); got %r' % (interval,))
+    selector = params.get('node_selector') or {}
+    if not isinstance(selector, dict) or not all(valid_label_key(k) and isinstance(v, str) for k, v in selector.items()):
+        raise StackError('node_selector must map Kubernetes label keys to string values; got %r' % (selector,))
+    names = params.get('resource_names') or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and '/' in n for n in names):
+        raise StackError('resource_names must be a list of extended resource names (e.g. nvidia.com/gpu.shared); got %r'
+                         % (names,))
+    return {'strategy': strategy, 'pool': pool, 'namespace': namespace, 'extra_labels': dict(extra),
+            'node_selector': dict(selector), 'resource_names': list(names), 'registry': registry.rstrip('/'),
+            'scrape_interval': interval,
+            'strategy_label': params.get('strategy_label', STRATEGY_LABEL)}
+
+
+def _meta(p: dict[str, Any], name: str, namespaced: bool = True,
+          annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = dict(p['extra_labels'])
+    labels.update({'app.kubernetes.io/name': APP, 'app.kubernetes.io/instance': p['pool'],
+                   'app.kubernetes.io/managed-by': MANAGED_BY, 'app.kubernetes.io/part-of': PART_OF,
+                   POOL_LABEL: p['pool'], SCOPE_LABEL: SCOPE})
+    meta: dict[str, Any] = {'name': name, 'labels': labels}
+    if namespaced:
+        meta['namespace'] = p['namespace']
+    if annotations:
+        meta['annotations'] = dict(annotations)
+    return meta
+
+
+def _selector(p: dict[str, Any]) -> dict[str, str]:
+    return {'app.kubernetes.io/name': APP, POOL_LABEL: p['pool']}
+
+
+def node_selector(pool: str, strategy: str, strategy_label: str = STRATEGY_LABEL,
+                  extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The pool's nodes: the labels role gpu_node_labels writes on them (the pool label and the strategy label the
+    site configures, gpu_node_labels_strategy_label), plus the pool's own node selector, as the stacks select them."""
+    sel = {POOL_LABEL: pool, strategy_label: strategy}
+    sel.update(extra or {})
+    return sel
+
+
+def prune_rules(pool: str, monitoring: bool = False) -> list[dict[str, Any]]:
+    """What k8s_converge may prune after applying a pool's exporter: its objects only (scope metrics); the
+    ServiceMonitor kind only where its API is served."""
+    kinds = KINDS + ((MONITORING_API, 'ServiceMonitor'),) if monitoring else KINDS
+    labels = {'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: SCOPE}
+    return [{'label_selector': ','.join('%s=%s' % kv for kv in sorted(labels.items())),
+             'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}]
+
+
+def render(params: dict[str, Any]) -> dict[str, Any]:
+    """params: strategy, pool, namespace, registry (the mirror), image_pull_secrets, node_selector, strategy_label,
+    settings (the pool's sharing settings: the runtime class its GPU pods use), resource_names (more resources to
+    attribute), monitoring_api (bool or api_versions), extra_labels, scrape_interval.
+    Returns {'objects', 'image', 'attribution', 'monitoring', 'prune', 'notes'}."""
+    p = _check(params)
+    how = attribution(p['strategy'])
+    if how is None:  # _check refused the others
+        raise StackError('strategy %r has no exporter attribution' % p['strategy'])
+    monitoring = monitoring_present(params.get('monitoring_api', False))
+    image = mirror_image(IMAGE, p['registry'], 'registry')
+    name = _names(p['pool'])
+    notes: list[str] = []
+
+    csv = dcgm.collectors_csv()
+    config = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': _meta(p, name),
+              'data': {dcgm.COLLECTORS_KEY: csv}}
+    account = {'apiVersion': 'v1', 'kind': 'ServiceAccount', 'metadata': _meta(p, name),
+               'automountServiceAccountToken': how['dra']}
+
+    resource_names = list(how['resource_names'])
+    resource_names += [n for n in p['resource_names'] if n not in resource_names]
+    env = [
+        {'name': dcgm.ENV_COLLECTORS, 'value': dcgm.COLLECTORS_DIR + '/' + dcgm.COLLECTORS_KEY},
+        {'name': dcgm.ENV_LISTEN, 'value': ':%d' % dcgm.PORT},
+        {'name': dcgm.ENV_KUBERNETES, 'value': 'true'},
+        {'name': dcgm.ENV_GPU_ID_TYPE, 'value': dcgm.GPU_ID_TYPE},
+        {'name': dcgm.ENV_NODE_NAME, 'valueFrom': {'fieldRef': {'apiVersion': 'v1', 'fieldPath': 'spec.nodeName'}}},
+    ]
+    if how['virtual_gpus']:
+        env.append({'name': dcgm.ENV_VIRTUAL_GPUS, 'value': 'true'})
+    if resource_names:
+        env.append({'name': dcgm.ENV_RESOURCE_NAMES, 'value': ','.join(resource_names)})
+    if how['dra']:
+        env.append({'name': dcgm.ENV_DRA, 'value': 'true'})
+    probe: dict[str, Any] = {'httpGet': {'path': dcgm.HEALTH_PATH, 'port': dcgm.PORT, 'scheme': 'HTTP'},
+                             'initialDelaySeconds': 45, 'periodSeconds': 5}
+    container = {
+        'name': 'exporter', 'image': image, 'imagePullPolicy': 'IfNotPresent', 'env': env,
+        'ports': [{'name': dcgm.PORT_NAME, 'containerPort': dcgm.PORT}],
+        'securityContext': {'runAsNonRoot': False, 'runAsUser': 0, 'allowPrivilegeEscalation': False,
+                            'capabilities': {'add': ['SYS_ADMIN'], 'drop': ['ALL']}},
+        'volumeMounts': [{'name': 'pod-gpu-resources', 'mountPath': dcgm.POD_RESOURCES_DIR, 'readOnly': True},
+                         {'name': 'collectors', 'mountPath': dcgm.COLLECTORS_DIR, 'readOnly': True}],
+        'livenessProbe': probe,
+        'readinessProbe': {'httpGet': dict(probe['httpGet']), 'initialDelaySeconds': 45},
+        'resources': {'limits': {'cpu': '200m', 'memory': '512Mi'}, 'requests': {'cpu': '100m', 'memory': '128Mi'}},
+    }
+    spec: dict[str, Any] = {
+        'serviceAccountName': name, 'automountServiceAccountToken': how['dra'],
+        'priorityClassName': 'system-node-critical',
+        'nodeSelector': node_selector(p['pool'], p['strategy'], p['strategy_label'], p['node_selector']),
+        'tolerations': [dict(GPU_TOLERATION)] + [dict(t) for t in CONTROL_PLANE_TOLERATIONS],
+        'containers': [container],
+        'volumes': [{'name': 'pod-gpu-resources', 'hostPath': {'path': dcgm.POD_RESOURCES_DIR, 'type': 'Directory'}},
+                    {'name': 'collectors', 'configMap': {'name': name}}],
+    }
+    if how['virtual_gpus']:
+        # per-process usage of a shared GPU: the exporter maps NVML's host PIDs to pods through /proc/<pid>/cgroup
+        spec['hostPID'] = True
+    runtime_class = stacks_render.pod_runtime_class(p['strategy'], params.get('settings') or {}, 'settings.')
+    if runtime_class:
+        spec['runtimeClassName'] = runtime_class
+    secrets = params.get('image_pull_secrets') or []
+    if secrets:
+        spec['imagePullSecrets'] = [{'name': s} for s in secrets]
+    selector = _selector(p)
+    template_labels = dict(p['extra_labels'])
+    template_labels.update(selector)
+    daemonset = {
+        'apiVersion': 'apps/v1', 'kind': 'DaemonSet', 'metadata': _meta(p, name),
+        'spec': {'selector': {'matchLabels': selector},
+                 'updateStrategy': {'type': 'RollingUpdate', 'rollingUpdate': {'maxUnavailable': 1}},
+                 'template': {'metadata': {'labels': template_labels,
+                                           'annotations': {CHECKSUM_ANNOTATION: config_checksum(config)}},
+                              'spec': spec}}}
+    scrape = {} if monitoring else {'prometheus.io/scrape': 'true', 'prometheus.io/port': str(dcgm.PORT),
+                                    'prometheus.io/path': dcgm.METRICS_PATH}
+    service = {'apiVersion': 'v1', 'kind': 'Service', 'metadata': _meta(p, name, annotations=scrape),
+               'spec': {'type': 'ClusterIP', 'selector': dict(selector),
+                        'ports': [{'name': dcgm.PORT_NAME, 'port': dcgm.PORT, 'targetPort': dcgm.PORT_NAME,
+                                   'protocol': 'TCP'}]}}
+    objects: list[Manifest] = [account, config]
+    if how['dra']:
+        role_name = 'gpuops-' + name
+        objects.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole',
+                        'metadata': _meta(p, role_name, namespaced=False),
+                        'rules': [{'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch']},
+                                  {'apiGroups': ['resource.k8s.io'], 'resources': ['resourceslices'],
+                                   'verbs': ['get', 'list', 'watch']}]})
+        objects.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
+                        'metadata': _meta(p, role_name, namespaced=False),
+                        'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': role_name},
+                        'subjects': [{'kind': 'ServiceAccount', 'name': name, 'namespace': p['namespace']}]})
+        notes.append('DRA attribution reads ResourceSlices through resource.k8s.io/v1beta1 (dcgm-exporter %s): the API '
+                     'server must serve that version' % pins.pin(PIN)['upstream_ref'])
+    objects += [daemonset, service]
+    if monitoring:
+        objects.append({
+            'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': _meta(p, name),
+            'spec': {'selector': {'matchLabels': dict(selector)},
+                     'namespaceSelector': {'matchNames': [p['namespace']]},
+                     'endpoints': [{'port': dcgm.PORT_NAME, 'path': dcgm.METRICS_PATH,
+                                    'interval': p['scrape_interval']}]}})
+    return {'objects': objects, 'image': image, 'monitoring': monitoring, 'notes': notes,
+            'attribution': {'pods': True, 'virtual_gpus': how['virtual_gpus'], 'dra': how['dra'],
+                            'resource_names': [dcgm.DEFAULT_RESOURCE] + resource_names,
+                            'mig_instances': True},
+            'prune': prune_rules(p['pool'], monitoring)}
+
+
+def rule_objects(rules: Any, name: str, namespace: str = 'kube-system', monitoring_api: Any = False,
+                 labels: dict[str, str] | None = None) -> list[Manifest]:
+    """A rule file (``{'groups': [...]}``, from metrics/rules) as a PrometheusRule where the monitoring.coreos.com/v1
+    API is present, else as a ConfigMap holding the file (key ``<name>.rules.yml``, JSON text, which is YAML) for a
+    Prometheus that reads rule files."""
+    if not isinstance(rules, dict) or not isinstance(rules.get('groups'), list):
+        raise StackError('rules must be a rule file: a dictionary with a list under "groups"; got %r' % (rules,))
+    name = check_name(name, 'name')
+    namespace = check_name(namespace, 'namespace')
+    meta_labels = dict(labels or {})
+    meta_labels.update({'app.kubernetes.io/managed-by': MANAGED_BY, 'app.kubernetes.io/part-of': PART_OF})
+    meta = {'name': name, 'namespace': namespace, 'labels': meta_labels}
+    if monitoring_present(monitoring_api):
+        return [{'apiVersion': MONITORING_API, 'kind': 'PrometheusRule', 'metadata': meta,
+                 'spec': {'groups': rules['groups']}}]
+    return [{'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': meta,
+             'data': {name + '.rules.yml': json.dumps({'groups': rules['groups']}, indent=2, sort_keys=True) + '\n'}}]
