@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-POOL_LABEL = 'gpuops_io_sharing_pool'
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.exporter import SERIES_POOL_LABEL
+
+POOL_LABEL = SERIES_POOL_LABEL
 UID = 'gpuops-gpu-sharing'
 SCHEMA_VERSION = 41
 

@@ -44,6 +44,10 @@ MAX_POOL = 63 - len(NAME_PREFIX)
 # the family of the DRA strategy in the model: devices claimed through ResourceClaims
 DRA_FAMILY = 'dra'
 SCRAPE_INTERVAL = '30s'
+# the pool on every series: Prometheus' Kubernetes discovery gives a target's pod labels as
+# __meta_kubernetes_pod_label_<name> with the name sanitised (prometheus v0.316.0 discovery/kubernetes/kubernetes.go,
+# strutil.SanitizeLabelName); the ServiceMonitor copies the exporter pod's pool label to SERIES_POOL_LABEL
+SERIES_POOL_LABEL = re.sub(r'[^a-zA-Z0-9_]', '_', POOL_LABEL)
 # a registry mirror prefix: host[:port][/path]
 _REGISTRY = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*/?$')
 _DURATION = re.compile(r'^([0-9]+(ms|s|m|h|d|w|y))+$')
@@ -270,7 +274,10 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
             'spec': {'selector': {'matchLabels': dict(selector)},
                      'namespaceSelector': {'matchNames': [p['namespace']]},
                      'endpoints': [{'port': dcgm.PORT_NAME, 'path': dcgm.METRICS_PATH,
-                                    'interval': p['scrape_interval']}]}})
+                                    'interval': p['scrape_interval'],
+                                    'relabelings': [{'action': 'replace', 'targetLabel': SERIES_POOL_LABEL,
+                                                     'sourceLabels': ['__meta_kubernetes_pod_label_'
+                                                                      + SERIES_POOL_LABEL]}]}]}})
     return {'objects': objects, 'image': image, 'monitoring': monitoring, 'notes': notes,
             'attribution': {'pods': True, 'virtual_gpus': how['virtual_gpus'], 'dra': how['dra'],
                             'resource_names': [dcgm.DEFAULT_RESOURCE] + resource_names,

@@ -163,3 +163,8 @@ def test_nan_samples_are_skipped():
     ans = {'status': 'success', 'data': {'resultType': 'vector', 'result': [
         {'metric': {'UUID': 'a'}, 'value': [1, 'NaN']}, {'metric': {'UUID': 'b'}, 'value': [1, '2']}]}}
     assert usage.vector(ans, 'x') == [({'UUID': 'b'}, 2.0)]
+
+
+def test_the_fields_read_are_in_the_exporters_counters():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
+    assert set(usage.METRICS) <= set(dcgm.COUNTERS)

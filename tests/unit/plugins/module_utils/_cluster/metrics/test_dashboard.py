@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dashboard
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dashboard, dcgm
 
 FIELDS = ('DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_UTIL', 'DCGM_FI_PROF_GR_ENGINE_ACTIVE',
           'DCGM_FI_PROF_SM_ACTIVE')
@@ -27,6 +27,11 @@ def test_every_query_names_only_the_exporters_fields_and_labels():
         for label in re.findall(r'(\w+)=~?"', e) + re.findall(r'by \(([^)]*)\)', e):
             for name in [x.strip() for x in label.split(',')]:
                 assert name in ('Hostname', 'gpu', 'UUID', 'GPU_I_ID', 'namespace', 'pod', dashboard.POOL_LABEL), e
+
+
+def test_the_fields_are_in_the_exporters_counters_and_the_pool_label_is_the_sanitised_one():
+    assert set(FIELDS) <= set(dcgm.COUNTERS)
+    assert dashboard.POOL_LABEL == 'gpuops_io_sharing_pool'
 
 
 def test_panels_fit_the_grid_and_do_not_overlap():

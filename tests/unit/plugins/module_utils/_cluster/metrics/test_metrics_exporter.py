@@ -188,7 +188,9 @@ def test_DCGMX_14_service_monitor_only_where_the_api_is_found():
         mon = _kind(out, 'ServiceMonitor')
         assert out['monitoring'] is True and mon['apiVersion'] == 'monitoring.coreos.com/v1'
         assert mon['spec']['selector'] == {'matchLabels': _kind(out, 'Service')['spec']['selector']}
-        assert mon['spec']['endpoints'] == [{'port': 'metrics', 'path': '/metrics', 'interval': '30s'}]
+        assert mon['spec']['endpoints'] == [{'port': 'metrics', 'path': '/metrics', 'interval': '30s', 'relabelings': [
+            {'action': 'replace', 'targetLabel': 'gpuops_io_sharing_pool',
+             'sourceLabels': ['__meta_kubernetes_pod_label_gpuops_io_sharing_pool']}]}]
         assert mon['spec']['namespaceSelector'] == {'matchNames': ['kube-system']}
         assert 'annotations' not in _kind(out, 'Service')['metadata']
         assert {'api_version': 'monitoring.coreos.com/v1', 'kind': 'ServiceMonitor'} in out['prune'][0]['kinds']
