@@ -55,7 +55,7 @@ def panel_queries(pool_label: str = POOL_LABEL, idle_percent: float = 1.0, idle_
          'targets': [('A', 'count(count by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED%s))' % every, '')]},
         {'id': 2, 'title': 'GPUs held by pods', 'type': 'stat', 'unit': 'none',
          'targets': [('A', 'count(count by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED%s))' % held, '')]},
-        {'id': 3, 'title': 'Pods idle on their GPUs (active < %s%% over %s)' % (repr(float(idle_percent)), idle_for),
+        {'id': 3, 'title': 'Idle pods (active < %g%% for %s)' % (idle_percent, idle_for),
          'type': 'stat', 'unit': 'none', 'targets': [('A', 'count(%s)' % idle_expr, '')]},
         {'id': 4, 'title': 'Fleet memory used', 'type': 'stat', 'unit': 'percentunit',
          'targets': [('A', 'sum(DCGM_FI_DEV_FB_USED%s) / (sum(DCGM_FI_DEV_FB_USED%s) + sum(DCGM_FI_DEV_FB_FREE%s))'
