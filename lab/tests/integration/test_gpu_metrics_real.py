@@ -1,7 +1,8 @@
 """The objects of module gpu_metrics_manifests are valid to upstream's kube-apiserver (the shared real control plane,
 `kube_real`, lab/kube/real.py): every object the exporter of each strategy's pool renders (and the rule ConfigMap) is
 created with a server-side dry run (dryRun=All: validation, defaulting and admission, nothing stored). The
-ServiceMonitor and PrometheusRule are not sent: the Prometheus Operator's CRDs are not installed here.
+ServiceMonitor and PrometheusRule go against the Prometheus Operator's own CustomResourceDefinitions (v0.85.0 from the
+Go module proxy, lab/go/prometheus-operator), installed once on the shared cluster: accepted, nothing pruned.
 
 Run: .venv/bin/pytest -q lab/tests/integration/test_gpu_metrics_real.py -p no:xdist
 """
@@ -68,3 +69,52 @@ def test_DCGMX_20_every_object_is_valid_to_the_real_api_server(apis, strategy):
             assert stored["rules"] == obj["rules"]
         if obj["kind"] == "Service":
             assert stored["spec"]["ports"][0]["targetPort"] == "metrics" and stored["spec"]["clusterIP"]
+
+
+# --------------------------------------------------------------------------- the Prometheus Operator's own schemas
+def _crds():
+    """The ServiceMonitor and PrometheusRule CRDs of github.com/prometheus-operator/prometheus-operator v0.85.0
+    (lab/go/prometheus-operator: files of the module, from the Go module proxy)."""
+    import yaml
+    sys.path.insert(0, str(ROOT / "lab" / "tests" / "oracles"))
+    from oracle_util import go_set
+    d = Path(go_set("prometheus-operator")) / "files" / "example" / "prometheus-operator-crd"
+    return [yaml.safe_load((d / ("monitoring.coreos.com_%s.yaml" % n)).read_text())
+            for n in ("servicemonitors", "prometheusrules")]
+
+
+@pytest.fixture(scope="module")
+def monitoring_crds(apis):
+    """The two CRDs on the shared cluster (left installed: cluster-wide, the same for every test; created once)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    ext = client.ApiextensionsV1Api(apis["api"])
+    for crd in _crds():
+        try:
+            ext.create_custom_resource_definition(crd)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    from conftest import wait_until
+    for crd in _crds():
+        wait_until("CRD %s established" % crd["metadata"]["name"], lambda: [
+            c for c in (ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or [])
+            if c.type == "Established" and c.status == "True"])
+    return client.CustomObjectsApi(apis["api"])
+
+
+@pytest.mark.parametrize("strategy", ["exclusive", "time-slicing"])
+def test_DCGMX_21_service_monitor_and_prometheus_rule_fit_the_operators_schemas(apis, monitoring_crds, strategy):
+    """Created with dryRun=All against the Prometheus Operator's CRD schemas: accepted, and nothing of ours pruned
+    (a structural schema drops unknown fields silently: what the server would store equals what we sent)."""
+    out = exporter.render({"strategy": strategy, "pool": "mon-%s" % strategy, "monitoring_api": True})
+    [mon] = [o for o in out["objects"] if o["kind"] == "ServiceMonitor"]
+    [rule] = exporter.rule_objects({"groups": [{"name": "gpuops", "rules": [
+        {"alert": "GpuOpsXid", "expr": "DCGM_FI_DEV_XID_ERRORS > 0", "for": "1m", "labels": {"severity": "critical"},
+         "annotations": {"summary": "Xid {{ $value }} on {{ $labels.Hostname }}"}}]}]}, "gpuops-rules-%s" % strategy,
+        monitoring_api=True)
+    for obj, plural in ((mon, "servicemonitors"), (rule, "prometheusrules")):
+        stored = monitoring_crds.create_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", obj["metadata"]["namespace"], plural, obj, dry_run="All")
+        assert stored["spec"] == obj["spec"], (plural, stored["spec"], obj["spec"])
+        assert stored["metadata"]["labels"] == obj["metadata"]["labels"]
