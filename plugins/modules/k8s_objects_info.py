@@ -41,9 +41,10 @@ options:
         type: str
         default: v1
       kind:
-        description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), V(RuntimeClass) (C(node.k8s.io/v1)), or V(DeviceClass)
+        description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), V(RuntimeClass) (C(node.k8s.io/v1)), V(DeviceClass)
           or V(ResourceSlice) (C(resource.k8s.io/v1); a server without that API answers an empty list, RV(api_found)
-          false).
+          false), or V(CustomResourceDefinition) (C(apiextensions.k8s.io/v1); by name, whether an API such as
+          C(monitoring.coreos.com/v1) is installed).
         type: str
         required: true
       name:

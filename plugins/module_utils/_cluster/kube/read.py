@@ -25,6 +25,8 @@ KINDS = {
     ('node.k8s.io/v1', 'RuntimeClass'): ('NodeV1Api', 'read_runtime_class', 'list_runtime_class', False),
     ('resource.k8s.io/v1', 'DeviceClass'): ('ResourceV1Api', 'read_device_class', 'list_device_class', False),
     ('resource.k8s.io/v1', 'ResourceSlice'): ('ResourceV1Api', 'read_resource_slice', 'list_resource_slice', False),
+    ('apiextensions.k8s.io/v1', 'CustomResourceDefinition'): (
+        'ApiextensionsV1Api', 'read_custom_resource_definition', 'list_custom_resource_definition', False),
 }
 # Fields of a Secret that are never returned (the module's result may be printed or registered).
 SECRET_HIDDEN = ('data', 'stringData')
@@ -194,5 +196,5 @@ def check_fields(fields: dict[str, Any] | None, queries: list[Any] | None) -> li
 
 def typed_apis(client_module: Any, api_client: Any) -> dict[str, Any]:
     """The typed APIs read() uses, over one ApiClient (client_module: kube/rest, or a fake in tests)."""
-    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'VersionApi')
+    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'VersionApi')
     return dict((name, getattr(client_module, name)(api_client)) for name in names)

@@ -165,7 +165,7 @@ def test_other_errors_name_the_object():
 @pytest.mark.parametrize('query, message', [
     ({'kind': 'Node'}, 'queries[0] has no key'),
     ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, '
-                                  'DeviceClass resource.k8s.io/v1, Node v1, ResourceSlice resource.k8s.io/v1, '
+                                  'CustomResourceDefinition apiextensions.k8s.io/v1, DeviceClass resource.k8s.io/v1, Node v1, ResourceSlice resource.k8s.io/v1, '
                                   'RuntimeClass node.k8s.io/v1, Secret v1'),
     ({'key': 'x', 'kind': 'RuntimeClass'}, 'kind RuntimeClass v1 is not one'),
     ({'key': 'x', 'kind': 'ConfigMap', 'name': 'a'}, 'ConfigMap is namespaced; set namespace'),
@@ -191,11 +191,11 @@ def test_typed_apis_share_one_client():
     class Mod(object):
         pass
     mod = Mod()
-    for name in ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'VersionApi'):
+    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'VersionApi')
+    for name in names:
         setattr(mod, name, lambda client, name=name: (name, client))
     got = R.typed_apis(mod, 'the-client')
-    assert got == {'CoreV1Api': ('CoreV1Api', 'the-client'), 'NodeV1Api': ('NodeV1Api', 'the-client'),
-                   'ResourceV1Api': ('ResourceV1Api', 'the-client'), 'VersionApi': ('VersionApi', 'the-client')}
+    assert got == dict((name, (name, 'the-client')) for name in names)
 
 
 NODE = {'apiVersion': 'v1', 'kind': 'Node',

@@ -127,6 +127,8 @@ def test_K8S_09_every_path_the_collection_calls():
     api.list_runtime_class()
     api.read_device_class('gpu.nvidia.com')
     api.list_device_class()
+    api.read_custom_resource_definition('servicemonitors.monitoring.coreos.com')
+    api.list_custom_resource_definition()
     api.get_code()
     api.patch_node_status('n1', [{'op': 'remove', 'path': '/status/capacity/aliyun.com~1gpu-count'}])
     assert [(c['method'], c['path']) for c in client.calls] == [
@@ -143,6 +145,8 @@ def test_K8S_09_every_path_the_collection_calls():
         ('GET', '/apis/node.k8s.io/v1/runtimeclasses'),
         ('GET', '/apis/resource.k8s.io/v1/deviceclasses/gpu.nvidia.com'),
         ('GET', '/apis/resource.k8s.io/v1/deviceclasses'),
+        ('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/servicemonitors.monitoring.coreos.com'),
+        ('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'),
         ('GET', '/version/'),
         ('PATCH', '/api/v1/nodes/n1/status'),
     ]
@@ -161,6 +165,6 @@ def test_an_argument_the_api_does_not_take_is_refused_before_any_request():
 
 def test_the_typed_api_names_are_this_module_and_none_without_the_client():
     assert R.CoreV1Api is R.CoreApi and R.NodeV1Api is R.CoreApi and R.VersionApi is R.CoreApi
-    assert R.ResourceV1Api is R.CoreApi
+    assert R.ResourceV1Api is R.CoreApi and R.ApiextensionsV1Api is R.CoreApi
     assert R.client_module(object) is R
     assert R.client_module(None) is None
