@@ -17,6 +17,7 @@ dashboard's pool variable then lists nothing and every panel shows the fleet).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.exporter import SERIES_POOL_LABEL
@@ -130,3 +131,19 @@ def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_
             'schemaVersion': SCHEMA_VERSION, 'version': 1, 'refresh': '1m',
             'time': {'from': 'now-6h', 'to': 'now'}, 'templating': {'list': variables},
             'annotations': {'list': []}, 'panels': _layout(panels)}
+
+
+# The label the Grafana chart's dashboard sidecar looks for (grafana/helm-charts, values `sidecar.dashboards.label`,
+# default "grafana_dashboard", any value; kube-prometheus-stack sets "1"): a Grafana deployed by either provisions the
+# ConfigMap's JSON files.
+SIDECAR_LABEL = 'grafana_dashboard'
+FILE_NAME = 'gpuops-gpu-sharing.json'
+
+
+def config_map(name: str, namespace: str, labels: dict[str, str] | None = None, **options: Any) -> dict[str, Any]:
+    """The dashboard as a ConfigMap a Grafana dashboard sidecar provisions (``options``: those of dashboard())."""
+    meta_labels = dict(labels or {})
+    meta_labels[SIDECAR_LABEL] = '1'
+    return {'apiVersion': 'v1', 'kind': 'ConfigMap',
+            'metadata': {'name': name, 'namespace': namespace, 'labels': meta_labels},
+            'data': {FILE_NAME: json.dumps(dashboard(**options), indent=1, sort_keys=True) + '\n'}}

@@ -1,0 +1,146 @@
+"""Role gpu_metrics on the lab's real API server (the shared `kube_real` cluster, kube-apiserver 1.37): the exporters of
+two pools, the alert rules and the dashboard; the Prometheus Operator's CRDs (prometheus-operator v0.85.0, from the Go
+module proxy) installed, so `gpu_metrics_monitoring: auto` finds them and makes ServiceMonitors and a PrometheusRule.
+A re-run writes nothing (counted in the audit log), a pool left out of the list loses its exporter, and state absent
+removes every object the role made. Everything lives in this file's own namespace.
+
+No exporter container runs here (the DaemonSet selects GPU nodes of the pools' labels; none carries them): what the
+exporter does on a node is DCGM's (docs/observability.md says what the lab cannot show).
+
+Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_metrics_role_real.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import new_namespace, run_role_on_localhost
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_gpu_metrics_real import _crds  # noqa: E402  (the two CRDs of lab/go/prometheus-operator)
+
+S = '%d' % os.getpid()
+NS = 'metrics-%s' % S
+USER = 'gpuops-test-metrics-role-%s' % S
+POOLS = [{'name': 'met-ex-%s' % S, 'strategy': 'exclusive'}, {'name': 'met-ts-%s' % S, 'strategy': 'time-slicing'}]
+
+
+@pytest.fixture(scope='module')
+def cluster(kube_real):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    api = kube_real.api()
+    ext = client.ApiextensionsV1Api(api)
+    for crd in _crds():
+        try:
+            ext.create_custom_resource_definition(crd)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    from conftest import wait_until
+    for crd in _crds():
+        wait_until('CRD %s established' % crd['metadata']['name'], lambda: [
+            c for c in (ext.read_custom_resource_definition(crd['metadata']['name']).status.conditions or [])
+            if c.type == 'Established' and c.status == 'True'])
+    core = client.CoreV1Api(api)
+    new_namespace(core, NS)
+    try:
+        yield {'kube': kube_real, 'kubeconfig': kube_real.user(USER, reads=True), 'core': core,
+               'apps': client.AppsV1Api(api), 'custom': client.CustomObjectsApi(api),
+               'rbac': client.RbacAuthorizationV1Api(api)}
+    finally:
+        core.delete_namespace(NS)
+        rbac = client.RbacAuthorizationV1Api(api)
+        for p in POOLS:
+            for call in (rbac.delete_cluster_role, rbac.delete_cluster_role_binding):
+                try:
+                    call('dcgm-exporter-%s' % p['name'])
+                except ApiException:
+                    pass
+
+
+def role(collections_path, tmp_path, cluster, **variables):
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, 'gpu_metrics', dict({
+        'gpu_metrics_pools': POOLS, 'gpu_metrics_namespace': NS, 'gpuops_k8s_kubeconfig': cluster['kubeconfig'],
+        'gpu_metrics_registry': 'mirror.example.com/nvcr'}, **variables))
+    return proc, doc
+
+
+def state(cluster):
+    """What of the role's is in the namespace: {kind: sorted names}."""
+    def names(items):
+        return sorted(i['metadata']['name'] if isinstance(i, dict) else i.metadata.name for i in items)
+    return {
+        'DaemonSet': names(cluster['apps'].list_namespaced_daemon_set(NS).items),
+        'Service': names(cluster['core'].list_namespaced_service(NS).items),
+        'ConfigMap': [n for n in names(cluster['core'].list_namespaced_config_map(NS).items)
+                      if n != 'kube-root-ca.crt'],
+        'ServiceMonitor': names(cluster['custom'].list_namespaced_custom_object(
+            'monitoring.coreos.com', 'v1', NS, 'servicemonitors')['items']),
+        'PrometheusRule': names(cluster['custom'].list_namespaced_custom_object(
+            'monitoring.coreos.com', 'v1', NS, 'prometheusrules')['items']),
+    }
+
+
+def result(doc):
+    tasks = [t for play in doc['plays'] for t in play['tasks']]
+    return [t['hosts']['localhost'] for t in tasks if t['task']['name'] == 'Publish what the role did'][0][
+        'ansible_facts']['gpu_metrics_result']
+
+
+def test_present_rerun_prune_and_absent(collections_path, tmp_path, cluster):
+    kube = cluster['kube']
+    ex, ts = ('dcgm-exporter-%s' % p['name'] for p in POOLS)
+    proc, doc = role(collections_path, tmp_path, cluster)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert result(doc)['monitoring'] is True and result(doc)['changed'] is True
+    assert state(cluster) == {'DaemonSet': [ex, ts], 'Service': [ex, ts],
+                              'ConfigMap': sorted([ex, ts, 'gpuops-gpu-dashboard']),
+                              'ServiceMonitor': [ex, ts], 'PrometheusRule': ['gpuops-gpu-alerts']}
+    ds = cluster['apps'].read_namespaced_daemon_set(ts, NS)
+    assert ds.spec.template.spec.containers[0].image.startswith('mirror.example.com/nvcr/')
+    assert ds.spec.template.spec.host_pid is True                      # time-slicing: per-process attribution
+    # a re-run writes nothing
+    since = kube.mark()
+    proc, doc = role(collections_path, tmp_path, cluster)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert kube.writes(since, kube.mark(), user=USER) == [] and result(doc)['changed'] is False
+    # the time-slicing pool leaves the list: its exporter is pruned, the other pool's and the cluster objects stay
+    since = kube.mark()
+    proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_pools=POOLS[:1])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert state(cluster) == {'DaemonSet': [ex], 'Service': [ex], 'ConfigMap': sorted([ex, 'gpuops-gpu-dashboard']),
+                              'ServiceMonitor': [ex], 'PrometheusRule': ['gpuops-gpu-alerts']}
+    deleted = sorted(uri.split('?')[0].rsplit('/', 2)[-2] for verb, uri, _c in kube.writes(since, kube.mark(),
+                                                                                         user=USER) if verb == 'delete')
+    assert 'daemonsets' in deleted and 'servicemonitors' in deleted, deleted
+    # absent: everything of the role goes (the rules and the dashboard with it)
+    proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_state='absent', gpu_metrics_pools=POOLS[:1])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert state(cluster) == {'DaemonSet': [], 'Service': [], 'ConfigMap': [], 'ServiceMonitor': [],
+                              'PrometheusRule': []}
+
+
+def test_annotations_without_the_operator_and_bad_input(collections_path, tmp_path, cluster):
+    ex = 'dcgm-exporter-%s' % POOLS[0]['name']
+    proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='annotations',
+                     gpu_metrics_pools=POOLS[:1])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result(doc)['monitoring'] is False
+    svc = cluster['core'].read_namespaced_service(ex, NS)
+    assert svc.metadata.annotations['prometheus.io/scrape'] == 'true'
+    assert state(cluster)['ConfigMap'] == sorted([ex, 'gpuops-gpu-alerts', 'gpuops-gpu-dashboard'])
+    assert state(cluster)['ServiceMonitor'] == [] and state(cluster)['PrometheusRule'] == []
+    proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='annotations',
+                      gpu_metrics_pools=POOLS[:1], gpu_metrics_state='absent')
+    assert proc.returncode == 0 and state(cluster)['ConfigMap'] == []
+    # bad input: refused before anything is written
+    since = cluster['kube'].mark()
+    proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='prometheus')
+    assert proc.returncode != 0 and 'gpu_metrics_monitoring' in proc.stdout and 'auto' in proc.stdout
+    proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_rules_options={'thresold': 1})
+    assert proc.returncode != 0 and 'unknown key(s) thresold' in proc.stdout, proc.stdout[-2000:]
+    assert cluster['kube'].writes(since, cluster['kube'].mark(), user=USER) == []

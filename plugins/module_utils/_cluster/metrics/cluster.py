@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster-wide objects of role gpu_metrics (filter gpu_metrics_objects): the collection's alert rules (metrics/rules,
+from the doctor's knowledge) as a PrometheusRule or a rules ConfigMap, and the Grafana dashboard (metrics/dashboard) as
+a ConfigMap a Grafana dashboard sidecar provisions. The per-pool exporter objects are module gpu_metrics_manifests'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dashboard, exporter, rules
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError, check_name
+
+RULES_NAME = 'gpuops-gpu-alerts'
+DASHBOARD_NAME = 'gpuops-gpu-dashboard'
+# what the role may prune of its own: these objects carry the managed-by and part-of labels and this scope
+SCOPE = 'metrics-cluster'
+
+
+def _labels() -> dict[str, str]:
+    return {'app.kubernetes.io/managed-by': exporter.MANAGED_BY, 'app.kubernetes.io/part-of': exporter.PART_OF,
+            exporter.SCOPE_LABEL: SCOPE}
+
+
+def objects(monitoring_api: Any = False, namespace: str = 'kube-system', alert_rules: bool = True,
+            rules_options: dict[str, Any] | None = None, grafana_dashboard: bool = True) -> list[dict[str, Any]]:
+    """The rules (PrometheusRule where monitoring.coreos.com/v1 is served, else a ConfigMap) and the dashboard
+    ConfigMap; StackError for bad input, naming the option."""
+    namespace = check_name(namespace, 'namespace')
+    if not isinstance(alert_rules, bool) or not isinstance(grafana_dashboard, bool):
+        raise StackError('alert_rules and grafana_dashboard must be true or false; got %r and %r'
+                         % (alert_rules, grafana_dashboard))
+    out: list[dict[str, Any]] = []
+    if alert_rules:
+        doc = rules.alert_rules(rules_options or {})
+        out += exporter.rule_objects(doc, RULES_NAME, namespace, monitoring_api=monitoring_api, labels=_labels())
+        for obj in out:
+            obj['metadata']['labels'][exporter.SCOPE_LABEL] = SCOPE
+    if grafana_dashboard:
+        out.append(dashboard.config_map(DASHBOARD_NAME, namespace, _labels()))
+    return out
+
+
+def names(monitoring_api: Any = False, namespace: str = 'kube-system', alert_rules: bool = True,
+          grafana_dashboard: bool = True) -> list[dict[str, Any]]:
+    """Every object objects() may make with these flags, by kind and name, whatever the rule options (state absent
+    removes them); the PrometheusRule only where its API is served."""
+    namespace = check_name(namespace, 'namespace')
+    out: list[dict[str, Any]] = []
+    if alert_rules:
+        if exporter.monitoring_present(monitoring_api):
+            out.append({'apiVersion': exporter.MONITORING_API, 'kind': 'PrometheusRule',
+                        'metadata': {'name': RULES_NAME, 'namespace': namespace}})
+        out.append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': RULES_NAME, 'namespace': namespace}})
+    if grafana_dashboard:
+        out.append({'apiVersion': 'v1', 'kind': 'ConfigMap',
+                    'metadata': {'name': DASHBOARD_NAME, 'namespace': namespace}})
+    return out

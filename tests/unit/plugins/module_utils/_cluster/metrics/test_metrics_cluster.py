@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops.k8s_gpu developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""metrics/cluster and filter gpu_metrics_objects: the alert rules and the dashboard as Kubernetes objects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_metrics_objects import gpu_metrics_objects
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import cluster, dashboard, rules
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
+
+
+def kinds(objs):
+    return [(o['kind'], o['metadata']['name'], o['metadata']['namespace']) for o in objs]
+
+
+def test_with_the_operator_a_prometheus_rule_and_the_dashboard():
+    objs = cluster.objects(True, 'monitoring')
+    assert kinds(objs) == [('PrometheusRule', 'gpuops-gpu-alerts', 'monitoring'),
+                           ('ConfigMap', 'gpuops-gpu-dashboard', 'monitoring')]
+    rule, board = objs
+    assert rule['spec']['groups'] == rules.alert_rules({})['groups']
+    assert board['metadata']['labels']['grafana_dashboard'] == '1'
+    assert json.loads(board['data']['gpuops-gpu-sharing.json']) == dashboard.dashboard()
+    for o in objs:
+        assert o['metadata']['labels']['app.kubernetes.io/managed-by'] == 'gpuops.k8s_gpu'
+        assert o['metadata']['labels']['gpuops.io/sharing-scope'] == 'metrics-cluster'
+
+
+def test_without_the_operator_the_rules_are_a_config_map_holding_the_rule_file():
+    objs = cluster.objects(False)
+    assert kinds(objs) == [('ConfigMap', 'gpuops-gpu-alerts', 'kube-system'),
+                           ('ConfigMap', 'gpuops-gpu-dashboard', 'kube-system')]
+    [(key, text)] = objs[0]['data'].items()
+    assert key == 'gpuops-gpu-alerts.rules.yml' and json.loads(text)['groups'] == rules.alert_rules({})['groups']
+
+
+def test_rule_options_reach_the_rules_and_bad_ones_are_refused():
+    objs = cluster.objects(True, rules_options={'extra_labels': {'team': 'gpu'}}, grafana_dashboard=False)
+    assert all(r['labels']['team'] == 'gpu' for g in objs[0]['spec']['groups'] for r in g['rules'])
+    with pytest.raises(rules.RulesError, match='unknown key'):
+        cluster.objects(True, rules_options={'thresold': 1})
+    with pytest.raises(AnsibleFilterError, match='gpu_metrics_objects: options: unknown key'):
+        gpu_metrics_objects(True, rules_options={'thresold': 1})
+
+
+def test_flags_and_bad_input():
+    assert cluster.objects(True, alert_rules=False, grafana_dashboard=False) == []
+    with pytest.raises(StackError, match='namespace'):
+        cluster.objects(True, 'Not_A_Namespace')
+    with pytest.raises(StackError, match='alert_rules and grafana_dashboard must be true or false'):
+        cluster.objects(True, alert_rules='yes')
+
+
+def test_absent_names_every_object_the_flags_may_make():
+    assert kinds(gpu_metrics_objects(True, 'm', state='absent')) == [
+        ('PrometheusRule', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-alerts', 'm'),
+        ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
+    assert kinds(gpu_metrics_objects(False, 'm', state='absent')) == [
+        ('ConfigMap', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
+    assert gpu_metrics_objects(True, alert_rules=False, grafana_dashboard=False, state='absent') == []
+    with pytest.raises(AnsibleFilterError, match="state must be present or absent; got 'gone'"):
+        gpu_metrics_objects(True, state='gone')
