@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Type check and small lint of the collection's Python, with .venv (the `pycheck` step of make test; seconds):
-#   mypy (lab/mypy.ini) on plugins/module_utils/_common, _node, _doctor and _esxi (and _cluster/kube, remediation, report, scheduler, stacks and the plans (pool_plan, label_plan, strategy_migration, gpu_sharing_drain, node_labels_apply), plugins/modules, filter and action), the code that runs on the
+#   mypy (lab/mypy.ini) on plugins/module_utils/_common, _node, _doctor and _esxi (and _cluster/kube, remediation, report, scheduler, stacks, metrics and the plans (pool_plan, label_plan, strategy_migration, gpu_sharing_drain, node_labels_apply), plugins/modules, filter and action), the code that runs on the
 #   GPU nodes, the doctor's checks, the vSphere engine and the data every layer shares (and what they import), checked as Python 3.10 code (tests/config.yml's floor);
 #   ruff (lab/ruff.toml) on plugins/ and lab/.
 #   lab/bin/pycheck.sh
@@ -16,7 +16,7 @@ done
 # the collection as ansible_collections.gpuops.k8s_gpu (a link to this checkout), as the modules import it
 COLLECTIONS=$(bash "$ROOT/lab/bin/collections-path.sh")
 rc=0
-echo "== mypy (lab/mypy.ini): plugins/module_utils/_common, _node, _doctor, _esxi, _cluster/kube, remediation, report, scheduler, stacks and the plans (pool_plan, label_plan, strategy_migration, gpu_sharing_drain, node_labels_apply), plugins/modules, filter and action"
+echo "== mypy (lab/mypy.ini): plugins/module_utils/_common, _node, _doctor, _esxi, _cluster/kube, remediation, report, scheduler, stacks, metrics and the plans (pool_plan, label_plan, strategy_migration, gpu_sharing_drain, node_labels_apply), plugins/modules, filter and action"
 MYPYPATH=$COLLECTIONS "$VENV/bin/mypy" --config-file lab/mypy.ini \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node \
@@ -27,6 +27,7 @@ MYPYPATH=$COLLECTIONS "$VENV/bin/mypy" --config-file lab/mypy.ini \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.scheduler \
   -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks \
+  -p ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics \
   -m ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.pool_plan \
   -m ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.label_plan \
   -m ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.strategy_migration \

@@ -278,6 +278,10 @@ def alert_rules(options: dict[str, Any] | None = None) -> dict[str, Any]:
     ones)."""
     o = _options(options)
     rules = _xid_rules(o) + _memory_rules(o) + _throttle_rules(o) + _idle_rules(o) + _share_rules(o)
+    for r in rules:  # the exporter's counters ConfigMap must list every series an alert reads
+        stray = expr_metrics(r['expr']) - set(dcgm.COUNTERS) - set(HAMI_METRICS)
+        if stray:
+            raise RulesError('alert %s reads %s, not in dcgm.COUNTERS' % (r['alert'], ', '.join(sorted(stray))))
     return {'groups': [{'name': o['group'], 'rules': rules}]}
 
 

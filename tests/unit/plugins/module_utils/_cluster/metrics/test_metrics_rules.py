@@ -184,3 +184,9 @@ def test_bad_options_are_refused(options, words):
 def test_expr_metrics():
     assert rules.expr_metrics('increase(A{job="x", pod!="on(y)"}[5m]) > 0 or floor(B / 2) % 2 == 1 '
                               'unless on(Hostname, gpu) C') == {'A', 'B', 'C'}
+
+
+def test_a_metric_missing_from_the_counters_is_refused(monkeypatch):
+    monkeypatch.setattr(dcgm, 'COUNTERS', tuple(c for c in dcgm.COUNTERS if c != 'DCGM_FI_DEV_ROW_REMAP_FAILURE'))
+    with pytest.raises(rules.RulesError, match='GpuOpsRowRemapFailure reads DCGM_FI_DEV_ROW_REMAP_FAILURE, not in'):
+        rules.alert_rules()
