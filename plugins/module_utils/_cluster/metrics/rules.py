@@ -220,7 +220,7 @@ def _memory_rules(o: dict[str, Any]) -> list[dict[str, Any]]:
               o['row_remap_for'],
               {'severity': pend['severity'], 'action': _action(pend['remediation'])},
               'Uncorrectable-error row remapping pending on %s' % _gpu(),
-              '%s remapped {{ $value }} more row(s) after uncorrectable errors within %s; a remapping takes effect '
+              '%s remapped more row(s) after uncorrectable errors within %s; a remapping takes effect '
               'at the next GPU reset. %s' % (_gpu(), o['row_remap_window'], pend['remediation'])),
     ]
 
@@ -262,7 +262,9 @@ def _share_rules(o: dict[str, Any]) -> list[dict[str, Any]]:
     used, limit = HAMI_METRICS
     s = o['hami_selector']
     factor = '' if not o['share_tolerance'] else ' * %s' % repr(1 + float(o['share_tolerance']))
-    expr = '%s%s > on(%s) (%s%s > 0)%s' % (used, _sel(s), ', '.join(HAMI_LABELS), limit, _sel(s), factor)
+    # one-to-one on all labels (both series of a container come from the same monitor): the alert keeps them all
+    # (an on(...) list would keep only those)
+    expr = '%s%s > (%s%s > 0)%s' % (used, _sel(s), limit, _sel(s), factor)
     return [_rule(
         o, 'GpuOpsGpuShareExceeded', expr, o['share_for'], {'severity': 'warning'},
         'Pod {{ $labels.namespace }}/{{ $labels.pod }} uses more GPU memory than its HAMi share',

@@ -57,7 +57,7 @@ def test_every_alert_has_its_shape():
             assert '$labels.pod' in r['annotations']['description']
 
 
-def test_xid_rules_follow_the_doctors_table():
+def test_ALR_01_xid_rules_follow_the_doctors_table():
     rs = _rules()
     crit = sorted(x for x, v in doctor.XID_GUIDE.items() if v[0] == 'critical')
     xr = _by(rs, 'GpuOpsXidCritical')
@@ -94,7 +94,7 @@ def test_changing_the_doctors_tables_changes_the_rules(monkeypatch):
     assert th[0]['expr'] == 'floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2 == 1'
 
 
-def test_remediation_words_are_the_doctors(monkeypatch):
+def test_ALR_03_remediation_words_are_the_doctors(monkeypatch):
     rs = _rules()
     ecc = _by(rs, 'GpuOpsEccUncorrectable')[0]
     found = doctor.check_ecc({'gpus': [{'health': {'ecc_uncorrected_volatile': 1}}]}, {})[0]
@@ -114,7 +114,7 @@ def test_remediation_words_are_the_doctors(monkeypatch):
             assert 'Call the on-call engineer.' in r['annotations']['description'], r['alert']
 
 
-def test_throttle_bits_are_nvml_h():
+def test_ALR_06_throttle_bits_are_nvml_h():
     # nvml.h: nvmlClocksThrottleReasonHwSlowdown 0x8, nvmlClocksEventReasonSwThermalSlowdown 0x20,
     # nvmlClocksThrottleReasonHwThermalSlowdown 0x40, nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x80
     assert dict(rules.severe_clock_bits()) == {'hw_slowdown': 0x8, 'sw_thermal_slowdown': 0x20,
@@ -190,3 +190,11 @@ def test_a_metric_missing_from_the_counters_is_refused(monkeypatch):
     monkeypatch.setattr(dcgm, 'COUNTERS', tuple(c for c in dcgm.COUNTERS if c != 'DCGM_FI_DEV_ROW_REMAP_FAILURE'))
     with pytest.raises(rules.RulesError, match='GpuOpsRowRemapFailure reads DCGM_FI_DEV_ROW_REMAP_FAILURE, not in'):
         rules.alert_rules()
+
+
+def test_annotations_name_only_labels_the_series_carry():
+    import re
+    for r in _rules():
+        used = set(re.findall(r'\$labels\.(\w+)', r['annotations']['summary'] + r['annotations']['description']))
+        allowed = set(rules.HAMI_LABELS) if r['alert'] == 'GpuOpsGpuShareExceeded' else set(dcgm.LABELS)
+        assert used and used <= allowed, (r['alert'], used - allowed)
