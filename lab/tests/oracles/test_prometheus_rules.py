@@ -19,7 +19,6 @@ import glob
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.request
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from conftest import lab_collections_path
+from gpu_kwok_nodes import real  # lab/kube/real.py
 from oracle_util import ROOT, go_set
 
 VERSION = '3.16.0'
@@ -278,14 +278,6 @@ def test_promtool_test_rules_can_fail(progs, rule_file, rule_doc, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- Prometheus loads them
-def _free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _get(url):
     with urllib.request.urlopen(url, timeout=5) as r:
         return r.status, r.read().decode()
@@ -294,7 +286,7 @@ def _get(url):
 def test_prometheus_loads_the_rules(progs, rule_file, rule_doc, tmp_path):
     cfg = tmp_path / 'prometheus.yml'
     cfg.write_text(yaml.safe_dump({'global': {'evaluation_interval': '1s'}, 'rule_files': [rule_file]}))
-    port = _free_port()
+    port = real.free_port()   # below the ephemeral range, as the lab's daemons listen (lab/kube/real.py)
     base = 'http://127.0.0.1:%d' % port
     log = open(tmp_path / 'prometheus.log', 'w')
     proc = subprocess.Popen([progs['prometheus'], '--config.file=%s' % cfg, '--storage.tsdb.path=%s' % (tmp_path / 'data'),
