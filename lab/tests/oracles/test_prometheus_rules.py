@@ -39,9 +39,8 @@ OPTIONS = {'selector': SELECTOR, 'hami_selector': HAMI_SELECTOR, 'extra_labels':
 def _collection():
     lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm, rules
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as doctor
-    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node import nvml_probe
-    return dcgm, rules, doctor, nvml_probe
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_health
+    return dcgm, rules, gpu_health, gpu_health
 
 
 @pytest.fixture(scope='module')

@@ -1,7 +1,7 @@
 """The import rule between the wings of plugins/module_utils/_cluster (docs/layout.md, issue #39 target 4), checked like
 the layer rule (test_layout.py): parsed imports, absolute and relative, of every file under plugins/.
 
-Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
+Wings: kube/ (the one Kubernetes access layer), metrics/ (dcgm-exporter's counters, the alert rules), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
 label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/ and remediation/. Inside
 _cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parents[3]
 CLUSTER = 'plugins/module_utils/_cluster'
 PKG = 'ansible_collections.gpuops.k8s_gpu.plugins'
 TOP = 'plans'  # the files at the top of _cluster
-WINGS = ('kube', 'scheduler', 'stacks', TOP, 'report', 'remediation')
+WINGS = ('kube', 'metrics', 'scheduler', 'stacks', TOP, 'report', 'remediation')
 # what a wing of _cluster may import of _cluster besides itself: only wings listed before it in WINGS
 ALLOWED_WINGS = {
     'kube': (),
+    'metrics': (),
     'scheduler': ('kube',),
     'stacks': ('kube',),
     TOP: ('kube', 'stacks'),

@@ -4,9 +4,9 @@
 """Prometheus alert rules from the doctor's knowledge (docs/observability.md).
 
 ``alert_rules(options)`` returns a Prometheus rule file as a dict (``{'groups': [...]}``, dump it as YAML). Its alerts
-come from the doctor's own tables and findings (``_doctor/gpu_doctor_checks``: XID_GUIDE, XID_UNKNOWN,
-SEVERE_CLOCK_REASONS and the remediation of its ECC, row remapping and throttle checks), imported, not copied: when
-the doctor learns something, the alerts follow. The series are dcgm-exporter's (``dcgm.COUNTERS``, labels
+come from the doctor's own tables (``_common/gpu_health``, which ``_doctor/gpu_doctor_checks`` judges with: XID_GUIDE,
+XID_UNKNOWN, SEVERE_CLOCK_REASONS, CLOCK_EVENT_REASONS and the ADVICE of its ECC, row remapping and throttle
+findings), imported, not copied: when the doctor learns something, the alerts follow. The series are dcgm-exporter's (``dcgm.COUNTERS``, labels
 ``dcgm.LABELS``) and, for the share alert, HAMi's vGPU monitor (``HAMI_METRICS``).
 
 Not alerted: the doctor's TEMPERATURE_NEAR_C, POWER_TOLERANCE and RETIRED_PAGES_RMA compare a reading with the GPU's
@@ -20,8 +20,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as doctor
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvml_probe import CLOCK_EVENT_REASONS
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_health as doctor
 
 
 class RulesError(Exception):
@@ -123,12 +122,10 @@ def _gpu(extra: str = '') -> str:
     return ('GPU {{ $labels.gpu }} ({{ $labels.UUID }}, {{ $labels.modelName }}) on {{ $labels.Hostname }}' + extra)
 
 
-def _finding(check: Any, health: dict[str, Any]) -> dict[str, Any]:
-    """The doctor's own finding for one GPU with these health facts (its severity and remediation words)."""
-    found = check({'gpus': [{'index': 0, 'name': 'GPU', 'pci_bus_id': '0000:00:00.0', 'health': health}]}, {})
-    if len(found) != 1:
-        raise RulesError('the doctor check %s gave %d findings for %r; expected one' % (check.__name__, len(found), health))
-    return found[0]
+def _finding(check_id: str) -> dict[str, str]:
+    """The severity and remediation words of the doctor's finding check_id."""
+    severity, remediation = doctor.ADVICE[check_id]
+    return {'severity': severity, 'remediation': remediation}
 
 
 def _action(fix: str) -> str:
@@ -156,8 +153,8 @@ def _rule(o: dict[str, Any], alert: str, expr: str, duration: str, labels: dict[
 
 def severe_clock_bits() -> list[tuple[str, int]]:
     """(name, bit) of each clock event reason the doctor calls severe, in the doctor's order; the bits are nvml.h's
-    nvmlClocksEventReason* / nvmlClocksThrottleReason* values (nvml_probe.CLOCK_EVENT_REASONS)."""
-    bits = dict((name, bit) for bit, name in CLOCK_EVENT_REASONS)
+    nvmlClocksEventReason* / nvmlClocksThrottleReason* values (gpu_health.CLOCK_EVENT_REASONS)."""
+    bits = dict((name, bit) for bit, name in doctor.CLOCK_EVENT_REASONS)
     missing = [r for r in doctor.SEVERE_CLOCK_REASONS if r not in bits]
     if missing:
         raise RulesError('the doctor\'s SEVERE_CLOCK_REASONS name(s) %s have no nvml.h bit; known: %s'
@@ -197,11 +194,7 @@ def _xid_rules(o: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _memory_rules(o: dict[str, Any]) -> list[dict[str, Any]]:
     s = o['selector']
-    ecc = _finding(doctor.check_ecc, {'ecc_uncorrected_volatile': 1, 'ecc_uncorrected_aggregate': 1})
-    fail = _finding(doctor.check_memory_repair, {'remapped_rows': {'correctable': 0, 'uncorrectable': 1,
-                                                                   'failure': True, 'pending': False}})
-    pend = _finding(doctor.check_memory_repair, {'remapped_rows': {'correctable': 0, 'uncorrectable': 1,
-                                                                   'failure': False, 'pending': True}})
+    ecc, fail, pend = _finding('ecc_uncorrectable'), _finding('row_remap_failure'), _finding('row_remap_pending')
     return [
         # the volatile count starts at 0 when the driver loads (a GPU reset or reboot): any value above 0 is an
         # increase since then, and the doctor's ecc_uncorrectable holds until that reset
@@ -229,7 +222,7 @@ def _throttle_rules(o: dict[str, Any]) -> list[dict[str, Any]]:
     metric = 'DCGM_FI_DEV_CLOCKS_EVENT_REASONS' + _sel(o['selector'])
     out = []
     for name, bit in severe_clock_bits():
-        f = _finding(doctor.check_throttle, {'clocks_event_reasons': [name]})
+        f = _finding('clocks_throttled')
         # PromQL has no bit operators: bit b of v is floor(v / b) % 2
         out.append(_rule(
             o, 'GpuOpsClocksThrottled', 'floor(%s / %d) %% 2 == 1' % (metric, bit), o['throttle_for'],

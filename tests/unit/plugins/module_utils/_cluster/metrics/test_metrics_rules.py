@@ -5,6 +5,7 @@ Prometheus prove them in lab/tests/oracles/test_prometheus_rules.py."""
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm, rules
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_health as health
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor import gpu_doctor_checks as doctor
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._doctor.gpu_doctor_remediation import REBOOT_XIDS
 
@@ -77,12 +78,12 @@ def test_ALR_01_xid_rules_follow_the_doctors_table():
 
 
 def test_changing_the_doctors_tables_changes_the_rules(monkeypatch):
-    guide = dict(doctor.XID_GUIDE)
+    guide = dict(health.XID_GUIDE)
     guide[31] = ('critical', 'a page fault the doctor now fears', 'reset the GPU now')
     del guide[48]
     guide[200] = ('warning', 'a new warning', 'watch it')
-    monkeypatch.setattr(doctor, 'XID_GUIDE', guide)
-    monkeypatch.setattr(doctor, 'SEVERE_CLOCK_REASONS', ('sw_power_cap',))
+    monkeypatch.setattr(health, 'XID_GUIDE', guide)
+    monkeypatch.setattr(health, 'SEVERE_CLOCK_REASONS', ('sw_power_cap',))
     rs = _rules()
     xids = [r['labels']['xid'] for r in _by(rs, 'GpuOpsXidCritical')]
     assert '31' in xids and '48' not in xids
@@ -103,11 +104,17 @@ def test_ALR_03_remediation_words_are_the_doctors(monkeypatch):
     assert _by(rs, 'GpuOpsRowRemapFailure')[0]['labels'] == {'severity': 'critical', 'action': 'rma'}
     assert _by(rs, 'GpuOpsRowRemapPending')[0]['labels'] == {'severity': 'warning', 'action': 'reset'}
 
-    real = doctor.finding
+    # the doctor's own findings carry the same words (gpu_health.ADVICE is their one place)
+    fail_found = doctor.check_memory_repair({'gpus': [{'health': {'remapped_rows': {
+        'correctable': 0, 'uncorrectable': 1, 'failure': True}}}]}, {})[0]
+    assert fail_found['remediation'] in _by(rs, 'GpuOpsRowRemapFailure')[0]['annotations']['description']
+    throttle_found = doctor.check_throttle({'gpus': [{'health': {'clocks_event_reasons': ['hw_slowdown']}}]}, {})[0]
+    for r in _by(rs, 'GpuOpsClocksThrottled'):
+        assert throttle_found['remediation'] in r['annotations']['description']
+        assert r['labels']['severity'] == throttle_found['severity']
 
-    def louder(check_id, severity, summary, evidence, remediation):
-        return real(check_id, severity, summary, evidence, remediation + ' Call the on-call engineer.')
-    monkeypatch.setattr(doctor, 'finding', louder)
+    louder = dict((k, (sev, fix + ' Call the on-call engineer.')) for k, (sev, fix) in health.ADVICE.items())
+    monkeypatch.setattr(health, 'ADVICE', louder)
     for r in _rules():
         if r['alert'] in ('GpuOpsEccUncorrectable', 'GpuOpsRowRemapFailure', 'GpuOpsRowRemapPending',
                           'GpuOpsClocksThrottled'):
@@ -122,7 +129,7 @@ def test_ALR_06_throttle_bits_are_nvml_h():
 
 
 def test_unknown_clock_reason_is_refused(monkeypatch):
-    monkeypatch.setattr(doctor, 'SEVERE_CLOCK_REASONS', ('hw_slowdown', 'melting'))
+    monkeypatch.setattr(health, 'SEVERE_CLOCK_REASONS', ('hw_slowdown', 'melting'))
     with pytest.raises(rules.RulesError, match='melting'):
         rules.alert_rules()
 
