@@ -6,8 +6,8 @@
 ``alert_rules(options)`` returns a Prometheus rule file as a dict (``{'groups': [...]}``, dump it as YAML). Its alerts
 come from the doctor's own tables (``_common/gpu_health``, which ``_doctor/gpu_doctor_checks`` judges with: XID_GUIDE,
 XID_UNKNOWN, SEVERE_CLOCK_REASONS, CLOCK_EVENT_REASONS and the ADVICE of its ECC, row remapping and throttle
-findings), imported, not copied: when the doctor learns something, the alerts follow. The series are dcgm-exporter's (``dcgm.COUNTERS``, labels
-``dcgm.LABELS``) and, for the share alert, HAMi's vGPU monitor (``HAMI_METRICS``).
+findings), imported, not copied: when the doctor learns something, the alerts follow. The series are dcgm-exporter's
+(``dcgm.COUNTERS``, labels ``dcgm.LABELS``) and, for the share alert, HAMi's vGPU monitor (``HAMI_METRICS``).
 
 Not alerted: the doctor's TEMPERATURE_NEAR_C, POWER_TOLERANCE and RETIRED_PAGES_RMA compare a reading with the GPU's
 own slowdown threshold, enforced power limit and retired page counts, none of which is in ``dcgm.COUNTERS``.
