@@ -2,7 +2,8 @@
 the layer rule (test_layout.py): parsed imports, absolute and relative, of every file under plugins/.
 
 Wings: kube/ (the one Kubernetes access layer), stacks/, scheduler/, the plans at the top of _cluster (pool_plan,
-label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/, remediation/ and metrics/. Inside
+label_plan, gpu_sharing_drain, node_labels_apply, strategy_migration), report/, remediation/ and metrics/ (the
+exporter per pool, dcgm-exporter's counters, the alert rules, the dashboard). Inside
 _cluster a wing imports its own wing and the wings below it (ALLOWED_WINGS), so the graph has no cycle. Outside _cluster, report/ and
 remediation/ are read only by the plugins that render or run them (LEAF_READERS); nothing reaches into a strategy's own
 stack module (stacks/<stack>.py) but the stacks/ wing: the other wings ask the Stack interface (stacks/ FACE).

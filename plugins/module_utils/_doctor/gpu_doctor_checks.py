@@ -18,6 +18,11 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.gpu
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.nvidia_driver import dkms_install_advice
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_catalog
+# the doctor's health tables, in _common so that the alert rules (_cluster/metrics/rules.py) read the same
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_health import (
+    ADVICE, POWER_TOLERANCE, RETIRED_PAGES_RMA, SEVERE_CLOCK_REASONS, TEMPERATURE_NEAR_C, XID_154, XID_GUIDE,
+    XID_UNKNOWN,
+)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import cdi_default, cdi_effective
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.kube_versions import (
     POLICY_LAST_MINOR, SCHEDULER_CONFIG_WINDOWS, minor_of as _minor)
@@ -435,38 +440,9 @@ def check_readiness(facts: dict[str, Any], extra: dict[str, Any], strategy: str 
 
 
 # ------------------------------------------------------------------------------------------------ GPU health (NVML)
-# Xid -> (severity, what it is, what to do); the catalogue's resolution buckets (docs/conformance/doctor-health.md)
-XID_GUIDE = {
-    13: ('info', 'graphics engine exception (usually the application)', 'restart the application; check its CUDA code'),
-    31: ('info', 'GPU memory page fault (usually the application)', 'restart the application; check its CUDA code'),
-    43: ('info', 'GPU stopped processing (a channel was reset after an application error)', 'restart the application'),
-    45: ('info', 'preemptive cleanup after an application ended', 'nothing, unless other Xids come with it'),
-    48: ('critical', 'double-bit ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
-    61: ('warning', 'internal micro-controller breakpoint/warning', 'reset the GPU; contact support if it recurs'),
-    62: ('critical', 'internal micro-controller halt', 'drain the node and reset the GPU (reboot)'),
-    63: ('warning', 'ECC page retirement or row remapping recorded', 'reset the GPU at the next drain to apply it'),
-    64: ('critical', 'ECC page retirement or row remapping failure', 'drain the node, reset the GPU; RMA'),
-    74: ('critical', 'NVLink error', 'drain the node, reset the GPUs (and check fabric manager); RMA if it recurs'),
-    79: ('critical', 'GPU has fallen off the bus',
-         'drain the node and reboot it (a VM reboot where the GPU is passed through); check power and PCIe seating; '
-         'RMA if it recurs'),
-    92: ('warning', 'high single-bit ECC error rate', 'watch the ECC counts; RMA if they grow'),
-    94: ('warning', 'contained ECC error (only the affected application was stopped)', 'reset the GPU at the next drain'),
-    95: ('critical', 'uncontained ECC error', 'drain the node and reset the GPU; RMA if it recurs'),
-    109: ('warning', 'context switch timeout', 'restart the application; reset the GPU if it recurs'),
-    119: ('critical', 'GSP RPC timeout', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
-    120: ('critical', 'GSP error', 'drain the node and reset the GPU (reboot); update the driver if it recurs'),
-    140: ('critical', 'unrecovered ECC error', 'drain the node, reset the GPU; RMA if it recurs'),
-}
-# An Xid the table does not know is critical: NVIDIA's device plugin marks a GPU unhealthy on every critical Xid
-# except the application ones (13, 31, 43, 45, 68: NVIDIA/k8s-device-plugin internal/rm/health.go), and the
-# catalogue keeps adding Xids that need a reset (docs/conformance/doctor-health.md DH-11).
-XID_UNKNOWN = ('critical', 'an Xid the doctor has no guidance for',
-               'drain the node and look it up in NVIDIA\'s Xid catalogue (docs.nvidia.com/deploy/xid-errors) before '
-               'it runs work again; reset the GPU (or reboot) as the catalogue says')
-# Xid 154 "GPU recovery action changed from 0x<n> (<label>) to 0x<n> (<label>)": the driver's own summary of what the
-# other Xids need (catalogue: XID_154). Label -> what to do; a label not listed is treated as a reboot.
-XID_154 = 154
+# XID_GUIDE, XID_UNKNOWN, XID_154, RETIRED_PAGES_RMA, SEVERE_CLOCK_REASONS, TEMPERATURE_NEAR_C, POWER_TOLERANCE and the
+# advice of the ECC, row remapping and throttle findings: _common/gpu_health.py (the alert rules read them too)
+# Xid 154's recovery label -> what to do; a label not listed is treated as a reboot
 _REBOOT_FIX = 'drain the node and reboot it'
 RECOVERY_LABELS: dict[str, str | None] = {
     'none': None,
@@ -477,9 +453,6 @@ RECOVERY_LABELS: dict[str, str | None] = {
     'node reboot required': _REBOOT_FIX,
 }
 _RECOVERY_CHANGE = re.compile(r'recovery action changed from\s+\S+\s*\(([^)]*)\)\s*to\s+\S+\s*\(([^)]*)\)', re.I)
-# nvidia-smi / NVML: 60 or more retired pages is NVIDIA's RMA threshold for page retirement (pre-Ampere)
-RETIRED_PAGES_RMA = 60
-SEVERE_CLOCK_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
 
 
 def _gpu_label(g: dict[str, Any]) -> str:
@@ -605,11 +578,10 @@ def check_ecc(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, An
         vol, agg = h.get('ecc_uncorrected_volatile'), h.get('ecc_uncorrected_aggregate')
         if vol:
             out.append(finding(
-                'ecc_uncorrectable', 'critical',
+                'ecc_uncorrectable', ADVICE['ecc_uncorrectable'][0],
                 '%s had %d uncorrectable ECC error(s) since the driver loaded.' % (_gpu_label(g), vol),
                 ['volatile uncorrectable ECC: %d' % vol, 'aggregate uncorrectable ECC: %s' % agg],
-                'Drain the node and reset the GPU (nvidia-smi -r with no process on it, or reboot; a VM reboot where it '
-                'is passed through) so row remapping or page retirement takes effect; RMA if the errors come back.'))
+                ADVICE['ecc_uncorrectable'][1]))
         elif agg:
             out.append(finding(
                 'ecc_uncorrectable_history', 'warning',
@@ -629,17 +601,16 @@ def check_memory_repair(facts: dict[str, Any], extra: dict[str, Any]) -> list[di
         hist = h.get('row_remapper_histogram') or {}
         if rows and rows.get('failure'):
             out.append(finding(
-                'row_remap_failure', 'critical',
+                'row_remap_failure', ADVICE['row_remap_failure'][0],
                 '%s: a row remapping failed: its memory cannot repair itself any more.' % _gpu_label(g),
                 ['remapped rows: correctable %(correctable)s, uncorrectable %(uncorrectable)s, failure occurred' % rows],
-                'Drain the node and RMA the GPU (NVIDIA\'s RMA policy for row-remapping failures).'))
+                ADVICE['row_remap_failure'][1]))
         elif rows and rows.get('pending'):
             out.append(finding(
-                'row_remap_pending', 'warning',
+                'row_remap_pending', ADVICE['row_remap_pending'][0],
                 '%s: a row remapping is pending; it takes effect at the next GPU reset.' % _gpu_label(g),
                 ['remapped rows: correctable %(correctable)s, uncorrectable %(uncorrectable)s, pending' % rows],
-                'Running work is not affected; at the next drain reset the GPU (nvidia-smi -r, or reboot; a VM reboot '
-                'where the GPU is passed through).'))
+                ADVICE['row_remap_pending'][1]))
         if hist.get('none'):
             out.append(finding(
                 'row_remap_exhausted', 'warning',
@@ -670,22 +641,14 @@ def check_throttle(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[st
         bad = [r for r in reasons if r in SEVERE_CLOCK_REASONS]
         if bad:
             out.append(finding(
-                'clocks_throttled', 'warning',
+                'clocks_throttled', ADVICE['clocks_throttled'][0],
                 '%s runs slowed down by %s.' % (_gpu_label(g), ', '.join(bad)),
                 ['current clock event reasons: %s' % ', '.join(reasons)],
-                'HW slowdown and thermal reasons: check cooling (fans, airflow, inlet temperature) and the power '
-                'supply; power brake: the chassis or PSU asserted it (check the BMC log). The GPU works, slower.'))
+                ADVICE['clocks_throttled'][1]))
     return out
 
 
 # ------------------------------------------------------------------- temperature, power, InfoROM, NVLink, NVSwitch
-# "near" the slowdown threshold: this project's margin (NVML has no warning threshold of its own; nvml.h names the
-# slowdown threshold the temperature "at which the GPU will begin HW slowdown" and shutdown the one at which it "will
-# shut down for HW protection"; NVIDIA's NVSentinel treats a GPU at or past its slowdown threshold as fatal)
-TEMPERATURE_NEAR_C = 5
-# nvml.h: nvmlDeviceGetPowerUsage is accurate to +/- 5% (Fermi, Kepler) and averaged over one second on Ampere and newer;
-# the power limiter holds that average at the enforced limit, so only a reading beyond this tolerance is over it
-POWER_TOLERANCE = 0.05
 
 
 def check_temperature(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_catalog
     architecture_name,
     mig_catalog_facts,
 )
+# nvmlClocksEventReason* bits (nvml.h): one table with the doctor's (_common/gpu_health.py)
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.gpu_health import CLOCK_EVENT_REASONS
 
 PYNVML_IMPORT_ERROR = None
 try:
@@ -183,12 +185,6 @@ def _nvlinks(handle: Any) -> tuple[int, set[str]]:
     return active, switches
 
 
-# nvmlClocksEventReason* bits (nvml.h), the names nvidia-smi -q -d PERFORMANCE shows them under
-CLOCK_EVENT_REASONS = (
-    (0x1, 'gpu_idle'), (0x2, 'applications_clocks_setting'), (0x4, 'sw_power_cap'), (0x8, 'hw_slowdown'),
-    (0x10, 'sync_boost'), (0x20, 'sw_thermal_slowdown'), (0x40, 'hw_thermal_slowdown'),
-    (0x80, 'hw_power_brake_slowdown'), (0x100, 'display_clock_setting'),
-)
 # nvmlGpuFabricState_t (NVML_GPU_FABRIC_STATE_*): the GPU's registration with the NVLink fabric (fabric manager)
 FABRIC_STATES = {0: 'not_supported', 1: 'not_started', 2: 'in_progress', 3: 'completed'}
 # the binding's structure for nvmlDeviceGetGpuFabricInfoV (v2; its constructor sets the version)

@@ -11,6 +11,8 @@ Plain data: no Ansible import, nothing of the cluster wings.
 from __future__ import annotations
 
 # The counters every pool's exporter collects, in this order; the alert rules (metrics/rules) use only these.
+# DCGM_FI_DEV_CLOCKS_EVENT_REASONS is the name at the tag (the exporter's clock events collector watches it:
+# internal/pkg/collector/clock_events_collector.go; DCGM_FI_DEV_CLOCK_THROTTLE_REASONS is its legacy alias).
 COUNTERS = (
     'DCGM_FI_DEV_XID_ERRORS',
     'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL',
