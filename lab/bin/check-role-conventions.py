@@ -34,6 +34,7 @@ PUBLISHED = {
     'esxi_gpu_passthrough': {'esxi_gpu_passthrough_result'},
     'gpu_probe': {'gpu_probe_facts'},
     'gpu_node_labels': {'gpu_node_labels_result'},
+    'gpu_metrics': {'gpu_metrics_result'},
     'gpu_sharing_stack': {'gpu_sharing_stack_rendered'},
     'nvidia_container_runtime': {'nvidia_container_runtime_cdi_spec_ready'},
 }

@@ -34,6 +34,9 @@ from conftest import new_namespace, run_module, wait_until
 sys.path.insert(0, os.path.join(str(Path(__file__).resolve().parents[1]), 'oracles'))
 from oracle_util import go_set  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import gpu_kwok_nodes  # noqa: E402  (lab/tests: GPU kwok nodes from what real nodes published)
+
 ROOT = Path(__file__).resolve().parents[3]
 S = '%d' % os.getpid()
 USER = 'gpuops-test-report-usage-%s' % S
@@ -55,28 +58,30 @@ def gpus_of(shape):
     return inv['gpus'][:RECORDED[shape]['gpus']]
 
 
-def node(short, shape):
-    rec = RECORDED[shape]
-    labels = dict(rec['labels'], **{MINE: S, 'kubernetes.io/hostname': n(short)})
-    return {'metadata': {'name': n(short), 'labels': labels, 'annotations': {'kwok.x-k8s.io/node': 'fake'}},
-            'spec': {'taints': [TAINT]},
-            'status': {'capacity': dict(rec['capacity'], cpu='32', memory='256Gi', pods='110'),
-                       'allocatable': dict(rec['allocatable'], cpu='32', memory='256Gi', pods='110')}}
+def node(short, shape, strategy='exclusive'):
+    """A kwok node of the recorded shape with its pool's agents running (lab/tests/gpu_kwok_nodes.py: every label and
+    resource as the real node published them), this file's label and taint added."""
+    made = gpu_kwok_nodes.mig_node(n(short), shape, labels={MINE: S}) if strategy == 'mig' else \
+        gpu_kwok_nodes.agents_node(n(short), shape, strategy, labels={MINE: S})
+    made['spec'] = {'taints': [TAINT]}
+    return made
 
 
-def pod(name, short, requests):
+def pod(name, short, resources):
+    """A GPU pod on this file's node ``short``; ``resources``: its container's {'limits': ...} (requests the same)."""
     return {'metadata': {'name': name, 'namespace': NS},
             'spec': {'nodeSelector': {'kubernetes.io/hostname': n(short)}, 'tolerations': [dict(TAINT, operator='Equal')],
-                     'containers': [{'name': 'main', 'image': 'registry.example/cuda:12', 'resources': {
-                         'limits': requests, 'requests': requests}}]}}
+                     'containers': [{'name': 'main', 'image': 'registry.example/cuda:12', 'resources': dict(
+                         resources, requests=resources['limits'])}]}}
 
 
-NODES = [node('ex', 'a100x8'), node('ts', 't4x1-time-slicing'), node('mig', 'h100x2-mig-mixed'), node('old', 'p100x1')]
-PODS = [pod('train', 'ex', {'nvidia.com/gpu': '1'}), pod('notebook', 'ex', {'nvidia.com/gpu': '1'}),
-        pod('ts-a', 'ts', {'nvidia.com/gpu': '1'}), pod('ts-b', 'ts', {'nvidia.com/gpu': '1'}),
-        pod('mig-small', 'mig', {'nvidia.com/mig-1g.10gb': '1'}),
-        pod('pascal', 'old', {'nvidia.com/gpu': '1'}),
-        pod('no-exporter', 'ex', {'nvidia.com/gpu': '1'})]
+NODES = [node('ex', 'a100x8'), node('ts', 't4x1-time-slicing', 'time-slicing'), node('mig', 'h100x2-mig-mixed', 'mig'),
+         node('old', 'p100x1')]
+PODS = [pod('train', 'ex', {'limits': {'nvidia.com/gpu': '1'}}), pod('notebook', 'ex', {'limits': {'nvidia.com/gpu': '1'}}),
+        pod('ts-a', 'ts', {'limits': {'nvidia.com/gpu': '1'}}), pod('ts-b', 'ts', {'limits': {'nvidia.com/gpu': '1'}}),
+        pod('mig-small', 'mig', {'limits': {'nvidia.com/mig-1g.10gb': '1'}}),
+        pod('pascal', 'old', {'limits': {'nvidia.com/gpu': '1'}}),
+        pod('no-exporter', 'ex', {'limits': {'nvidia.com/gpu': '1'}})]
 
 POOL_LABEL = 'gpuops_io_sharing_pool'
 POOLS = {n('ex'): 'h100-train', n('ts'): 't4-shared', n('mig'): 'h100-mig', n('old'): 'p100'}
@@ -214,7 +219,7 @@ def test_usage_joined_with_the_allocations(collections_path, cluster, prometheus
     assert (pods['train']['gpus'], pods['train']['memory_used_mib'], pods['train']['active_percent'],
             pods['train']['idle'], pods['train']['shared']) == ([A100[0]['uuid']], 60000.0, 80.0, False, False)
     assert (pods['notebook']['active_percent'], pods['notebook']['idle']) == (0.2, True)
-    assert pods['notebook']['requests'] == {'nvidia.com/gpu': 1}
+    assert pods['notebook']['requests'] == {'nvidia.com/gpu': 1}  # expected, not written
     # time-slicing: both pods on the one T4, each shown with the whole GPU's use, marked shared
     for name in ('ts-a', 'ts-b'):
         assert (pods[name]['gpus'], pods[name]['active_percent'], pods[name]['shared'], pods[name]['idle']) == (

@@ -45,7 +45,7 @@ def role_tree(tmp_path, tasks, handlers=None, defaults=None, options=None, varsm
 def test_every_role_follows_the_conventions():
     proc = run(CHECK)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert 'role-conventions: 10 roles, 0 problems' in proc.stdout
+    assert 'role-conventions: 11 roles, 0 problems' in proc.stdout
 
 
 def test_role_readmes_are_current():
@@ -70,7 +70,8 @@ def test_uninstall_calls_the_roles_with_state_absent():
             for sub in task.get('block') or []:
                 modules.extend(k for k in sub if k.startswith('gpuops.k8s_gpu.'))
     # the read-only probe first (role gpu_probe installing nothing, writing no report), then every removal
-    assert included == [('gpu_probe', 'present'), ('gpu_sharing_stack', 'absent'), ('gpu_node_labels', 'absent'),
+    assert included == [('gpu_probe', 'present'), ('gpu_sharing_stack', 'absent'), ('gpu_metrics', 'absent'),
+                        ('gpu_node_labels', 'absent'),
                         ('kube_scheduler_extender', 'absent'), ('gpu_node_sharing', 'absent'), ('gpu_probe', 'absent'),
                         ('nvidia_container_runtime', 'absent')]
     probe = plays[0]['tasks'][0]['vars']
