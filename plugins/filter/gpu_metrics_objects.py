@@ -37,7 +37,9 @@ options:
     type: bool
     default: true
   state:
-    description: V(absent) returns every object the filter may render with O(alert_rules) and O(grafana_dashboard) (by kind and name), whatever O(rules_options).
+    description:
+      - V(absent) returns every object the filter may render with O(alert_rules) and O(grafana_dashboard) (by kind and
+        name), whatever O(rules_options).
     type: str
     choices: [present, absent]
     default: present

@@ -143,7 +143,8 @@ options:
   usage_idle_percent:
     description:
       - A running pod whose GPUs were all active less than this percent on average over O(usage_window) is listed in
-        RV(usage.idle). Activity is DCGM's graphics-engine activity where the GPU reports it, else its utilisation.
+        the C(idle) list of RV(usage). Activity is DCGM's graphics-engine activity where the GPU reports it, else its
+        utilisation.
     type: float
     default: 1.0
   node_health:

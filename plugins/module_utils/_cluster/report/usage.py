@@ -16,6 +16,7 @@ value is the whole GPU's, so a pod's "used" there is its GPU's use, and the repo
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -82,7 +83,7 @@ def vector(answer: Any, name: str) -> list[tuple[dict[str, str], float]]:
         except (KeyError, IndexError, TypeError, ValueError):
             raise AnswerError('Prometheus answered the query %s with a sample that has no value: %r'
                               % (name, item))
-        if value != value:   # NaN: no sample in the window for that series
+        if math.isnan(value):   # no sample in the window for that series
             continue
         out.append((dict(item.get('metric') or {}), value))
     return out

@@ -13,8 +13,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report imp
 
 
 def node(name, resources):
-    return {'metadata': {'name': name, 'labels': {}}, 'status': {'capacity': resources, 'allocatable': resources,
-                                                                  'addresses': []}}
+    status = {'capacity': resources, 'allocatable': resources, 'addresses': []}
+    return {'metadata': {'name': name, 'labels': {}}, 'status': status}
 
 
 def pod(ns, name, node_name, requests, phase='Running'):

@@ -165,8 +165,8 @@ def test_other_errors_name_the_object():
 @pytest.mark.parametrize('query, message', [
     ({'kind': 'Node'}, 'queries[0] has no key'),
     ({'key': 'x', 'kind': 'Pod'}, 'kind Pod v1 is not one this module reads; supported: ConfigMap v1, '
-                                  'CustomResourceDefinition apiextensions.k8s.io/v1, DeviceClass resource.k8s.io/v1, Node v1, ResourceSlice resource.k8s.io/v1, '
-                                  'RuntimeClass node.k8s.io/v1, Secret v1'),
+                                  'CustomResourceDefinition apiextensions.k8s.io/v1, DeviceClass resource.k8s.io/v1, '
+                                  'Node v1, ResourceSlice resource.k8s.io/v1, RuntimeClass node.k8s.io/v1, Secret v1'),
     ({'key': 'x', 'kind': 'RuntimeClass'}, 'kind RuntimeClass v1 is not one'),
     ({'key': 'x', 'kind': 'ConfigMap', 'name': 'a'}, 'ConfigMap is namespaced; set namespace'),
     ({'key': 'x', 'kind': 'Node', 'namespace': 'default'}, 'Node is cluster-scoped; namespace default makes no sense'),
