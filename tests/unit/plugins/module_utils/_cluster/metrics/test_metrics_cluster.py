@@ -1,16 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpuops.k8s_gpu developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""metrics/cluster and filter gpu_metrics_objects: the alert rules and the dashboard as Kubernetes objects."""
+"""metrics/cluster: the alert rules and the dashboard as Kubernetes objects (the filter: tests/unit/plugins/filter)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.k8s_gpu.plugins.filter.gpu_metrics_objects import gpu_metrics_objects
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import cluster, dashboard, rules
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 
@@ -45,8 +43,6 @@ def test_rule_options_reach_the_rules_and_bad_ones_are_refused():
     assert all(r['labels']['team'] == 'gpu' for g in objs[0]['spec']['groups'] for r in g['rules'])
     with pytest.raises(rules.RulesError, match='unknown key'):
         cluster.objects(True, rules_options={'thresold': 1})
-    with pytest.raises(AnsibleFilterError, match='gpu_metrics_objects: options: unknown key'):
-        gpu_metrics_objects(True, rules_options={'thresold': 1})
 
 
 def test_flags_and_bad_input():
@@ -57,12 +53,9 @@ def test_flags_and_bad_input():
         cluster.objects(True, alert_rules='yes')
 
 
-def test_absent_names_every_object_the_flags_may_make():
-    assert kinds(gpu_metrics_objects(True, 'm', state='absent')) == [
+def test_names_every_object_the_flags_may_make():
+    assert kinds(cluster.names(True, 'm')) == [
         ('PrometheusRule', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-alerts', 'm'),
         ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
-    assert kinds(gpu_metrics_objects(False, 'm', state='absent')) == [
-        ('ConfigMap', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
-    assert gpu_metrics_objects(True, alert_rules=False, grafana_dashboard=False, state='absent') == []
-    with pytest.raises(AnsibleFilterError, match="state must be present or absent; got 'gone'"):
-        gpu_metrics_objects(True, state='gone')
+    assert kinds(cluster.names(False, 'm', grafana_dashboard=False)) == [('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    assert cluster.names(True, alert_rules=False, grafana_dashboard=False) == []
