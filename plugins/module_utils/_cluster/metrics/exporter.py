@@ -266,7 +266,9 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
                         'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': role_name},
                         'subjects': [{'kind': 'ServiceAccount', 'name': name, 'namespace': p['namespace']}]})
         notes.append('DRA attribution reads ResourceSlices through resource.k8s.io/v1beta1 (dcgm-exporter %s): the API '
-                     'server must serve that version' % pins.pin(PIN)['upstream_ref'])
+                     'server must serve that version, which Kubernetes 1.34 and later do not by default (a 1.37.2 '
+                     'kube-apiserver lists only v1) - enable it with --runtime-config=resource.k8s.io/v1beta1=true, '
+                     'else the DRA labels stay empty' % pins.pin(PIN)['upstream_ref'])
     objects += [daemonset, service]
     if monitoring:
         objects.append({
