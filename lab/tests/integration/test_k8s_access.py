@@ -178,5 +178,5 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
         typed = recorded(lambda c: getattr(getattr(client, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         plain = recorded(lambda c: getattr(getattr(rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         assert len(typed) == 1 and plain == typed, (method, args, kwargs, typed, plain)
-    assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "DeviceClass", "Node", "ResourceSlice",
-                                                         "RuntimeClass", "Secret"]
+    assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "CustomResourceDefinition", "DeviceClass", "Node",
+                                                         "ResourceSlice", "RuntimeClass", "Secret"]
