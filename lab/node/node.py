@@ -776,6 +776,12 @@ def down_state(state, timeout=20):
     except OSError:
         pass
     nsino = _mntns(host_pid) if host_pid else None
+    # hold the node's namespaces open while looking for what is left: a freed namespace's inode number is the lowest
+    # free one, and the next namespaces made (a container of another node, started by a test running alongside) got
+    # both numbers back once, and that container's process was reported as left by this node (CI of stop 50)
+    held = _hold_namespaces(host_pid) if nsino else []
+    if held and _mntns(host_pid) != nsino:
+        nsino = None   # host_pid went (and its numbers were reused) between the two reads: nothing of it to look for
     if host_pid and real._alive(host_pid):
         os.kill(host_pid, signal.SIGTERM)
     end = time.time() + timeout
@@ -793,6 +799,8 @@ def down_state(state, timeout=20):
                 break
             time.sleep(0.2)
         left = ['process %d (%s)' % (p, real._cmdline(p)[:80]) for p in left]
+    for fd in held:
+        os.close(fd)
     try:
         spec = json.load(open(os.path.join(state, 'spec.json')))
         left += ['cgroup ' + d for d in remove_cgroup_root(spec['name'])]
@@ -815,6 +823,18 @@ def restart_containerd(state, timeout=60):
             raise RuntimeError('node failed: %s' % open(os.path.join(state, 'failed')).read())
         time.sleep(0.1)
     raise RuntimeError('containerd not restarted within %d s' % timeout)
+
+
+def _hold_namespaces(pid):
+    """Open file descriptors on the process's mount and pid namespaces: while they are open the namespaces (and
+    their inode numbers) live on, even after every process in them has gone."""
+    fds = []
+    for ns in ('mnt', 'pid'):
+        try:
+            fds.append(os.open('/proc/%d/ns/%s' % (pid, ns), os.O_RDONLY))
+        except OSError:
+            pass
+    return fds
 
 
 def _pids():
