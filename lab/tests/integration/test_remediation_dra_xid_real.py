@@ -5,7 +5,8 @@ simulator whose GPUs deliver Xid events (xid_events): the device of the GPU with
 gpu.nvidia.com/xid=48:NoSchedule in the plugin's ResourceSlice on the real 1.37 API server, the GPU with Xid 13 (an
 application error the plugin skips) gpu.nvidia.com/xid=13 with effect None. The plugin never takes a taint back:
 after a reset (the lab's nvidia-smi on the plugin's simulator state) the taint stays until the plugin restarts, and
-the restarted plugin publishes the device without it (no Xid of before the reset is delivered again). The loop's own
+the restarted plugin publishes the device without it (no Xid of before the reset is delivered again; the other GPU's
+Xid 13, delivered again at once, may lose its taint to v0.5.0's first publish: see the test). The loop's own
 quarantine of that GPU is a DeviceTaintRule beside the plugin's taint (gpu_remediation, mode auto on 1.37); the
 release validates the GPU first (REM-16 in a DRA pool): a ResourceClaim selecting exactly that device by its uuid and
 tolerating the rule, scheduled by the real scheduler, prepared by the plugin (CDI), and the lab's check in the pod
@@ -130,9 +131,21 @@ def test_REM_16_REM_18_the_dra_plugin_taints_the_device_of_an_xid_and_keeps_it_u
     # the restarted plugin publishes the device without it (the Xid was before the reset)
     plugin.stop()
     plugin.start()
+    # No reset of the other GPU: the simulator delivers its Xid 13 to the new event set at once. v0.5.0 may lose that
+    # taint: it starts the health-event goroutine before its first publish, and the first publish builds the slice
+    # without taints (cmd/gpu-kubelet-plugin/driver.go, v0.5.0: NewDriver starts deviceHealthEvents, then calls
+    # publishResources, which never reads dev.Taints()); when the event is handled first, the later first publish
+    # replaces the tainted slice, and the event is not handled again (AddDeviceTaint: already there). Seen on this lab
+    # (a whole run's second try published {bad: [], good: []}). Either outcome is upstream's; the Xid 48 taint must be
+    # gone in both, and stay gone
+    def settled():
+        t = taints(co)
+        return t if set(t) == {bad, good} and t[bad] == [] and t[good] in ([], want[good]) else None
+
     try:
-        # no reset of the other GPU: its Xid 13 comes again (effect None)
-        wait('the device republished without the Xid 48 taint', lambda: taints(co) == {bad: [], good: want[good]}, 90)
+        wait('the device republished without the Xid 48 taint', settled, 90)
+        time.sleep(3)
+        assert settled()
     except AssertionError:
         raise AssertionError('taints %r\n%s' % (taints(co), plugin.log.read_text()[-4000:]))
 
