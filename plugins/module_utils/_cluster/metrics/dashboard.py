@@ -6,7 +6,8 @@ same panels for every strategy (exclusive, time-slicing, MPS, MIG, DRA, HAMi, ..
 instance) memory used against its total and its activity, per pod the same for the GPUs the exporter attributes to it,
 and the allocations that stay idle.
 
-Plain data (a dashboard JSON model, Grafana's "schemaVersion" 41 form) built from the PromQL of ``panel_queries``;
+Plain data (a dashboard JSON model of Grafana's dashboard schema version 42, the one the lab checks it against:
+grafana-foundation-sdk v0.0.22's strict decoder, lab/go/grafana-dashboard) built from the PromQL of ``panel_queries``;
 ``docs/observability.md`` shows it, drawn by the lab from these very queries against upstream's Prometheus.
 
 The pool comes from the exporter's scrape target: the collection's ServiceMonitor copies the exporter pods' label
@@ -24,7 +25,14 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.ex
 
 POOL_LABEL = SERIES_POOL_LABEL
 UID = 'gpuops-gpu-sharing'
-SCHEMA_VERSION = 41
+# the schema version the model is written in: Grafana migrates a model of an older version when it loads it
+SCHEMA_VERSION = 42
+
+# Grafana's own annotation query (the alerts and the annotations made in Grafana, on every time panel), as Grafana
+# gives a new dashboard; the schema requires the dashboard's `annotations` (the lab's oracle: GRAF-01)
+BUILT_IN_ANNOTATIONS = {'builtIn': 1, 'datasource': {'type': 'grafana', 'uid': '-- Grafana --'}, 'enable': True,
+                        'hide': True, 'iconColor': 'rgba(0, 211, 255, 1)', 'name': 'Annotations & Alerts',
+                        'type': 'dashboard'}
 
 # per GPU or MIG instance, as the exporter names them (metrics/dcgm.LABELS)
 ENTITY = 'Hostname, gpu, UUID, GPU_I_ID'
@@ -112,7 +120,8 @@ def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_
                         for ref, expr, legend in q['targets']],
         }
         if q['type'] == 'timeseries':
-            panel['options'] = {'legend': {'displayMode': 'list', 'placement': 'bottom', 'showLegend': True},
+            panel['options'] = {'legend': {'calcs': [], 'displayMode': 'list', 'placement': 'bottom',
+                                           'showLegend': True},
                                 'tooltip': {'mode': 'multi', 'sort': 'desc'}}
         panels.append(panel)
     variables = [
@@ -130,7 +139,7 @@ def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_
     return {'uid': uid, 'title': title, 'tags': ['gpu', 'gpuops', 'dcgm'], 'timezone': 'browser', 'editable': True,
             'schemaVersion': SCHEMA_VERSION, 'version': 1, 'refresh': '1m',
             'time': {'from': 'now-6h', 'to': 'now'}, 'templating': {'list': variables},
-            'annotations': {'list': []}, 'panels': _layout(panels)}
+            'annotations': {'list': [BUILT_IN_ANNOTATIONS]}, 'panels': _layout(panels)}
 
 
 # The label the Grafana chart's dashboard sidecar looks for (grafana/helm-charts, values `sidecar.dashboards.label`,
