@@ -77,6 +77,7 @@ def grafana(kube_real):
             rbac.delete_namespaced_role_binding(name, NS)
             rbac.delete_namespaced_role(name, NS)
             core.delete_namespaced_service_account(name, NS)
+        ext.delete_custom_resource_definition(CRD['metadata']['name'])   # no other file uses the group
 
 
 def module(g, check=False, diff=False, token=WRITER, **args):
