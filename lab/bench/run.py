@@ -10,6 +10,7 @@ Benchmarks (each prints a Markdown section and accepts --smoke):
                                the real API server with 100/1,000 kwok GPU nodes (5,000: make bench-scale)
   lab/bench/fleet/bench.py     check mode over 1/10/50 simulated hosts, forks/pipelining/fact cache/gather subsets
   lab/bench/esxi/bench.py      ESXi passthrough for 1/5/20 VMs: this collection vs the community.vmware chain
+  lab/bench/report_usage.py    the report's usage join at 100/1,000/5,000 nodes of 8 GPUs, the metrics render per pool
 Any other lab/bench/<name>.py or lab/bench/<name>/bench.py is run after these (files starting with _ are helpers).
 
 Benchmarks never gate CI. `make test` runs `run.py --smoke` (one repetition, small sizes; output to
