@@ -148,8 +148,9 @@ def _owned(obj: dict[str, Any]) -> bool:
 def _view(obj: dict[str, Any] | None, keys: Any = None) -> dict[str, Any]:
     if obj is None:
         return {}
-    return {'folder': _folder(obj), 'spec': dict((k, v) for k, v in (obj.get('spec') or {}).items()
-                                                  if k not in SERVER_KEYS and (keys is None or k in keys))}
+    spec = obj.get('spec') or {}
+    return {'folder': _folder(obj),
+            'spec': dict((k, v) for k, v in spec.items() if k not in SERVER_KEYS and (keys is None or k in keys))}
 
 
 def converge(request: Request, dashboard: dict[str, Any], namespace: str = 'default', folder: str | None = None,
