@@ -26,7 +26,7 @@ description:
   - Pure and read-only; it talks to no cluster. Apply the objects with M(gpuops.k8s_gpu.k8s_converge) and prune with
     RV(prune).
   - For V(hami) and V(volcano) no dcgm-exporter is rendered (it does not attribute their resources to pods); the
-    stack's own metrics are scraped instead. V(hami) - a Service C(hami-vgpu-monitor-<pool>) in the stack's namespace
+    stack's own metrics are scraped instead. V(hami) - a Service C(hami-monitor-<pool>) in the stack's namespace
     (O(stack_namespace)) selecting the pool's device plugin pods, whose vGPU monitor serves C(:9394/metrics) (per
     container memory used and limit, SM utilisation), and a ServiceMonitor with C(honorLabels) (or the scrape
     annotations); with O(scheduler), the HAMi scheduler's C(:9395/metrics) (what it allocated) once, as Service and

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_strategy
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import hami, volcano
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import registry
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
     MANAGED_BY, POOL_LABEL, SCOPE_LABEL, Manifest, StackError, check_name,
 )
@@ -70,16 +70,9 @@ HAMI_SCHEDULER_METRICS = {
     'hami_vgpu_core_allocated_ratio': ('namespace', 'node', 'pod', 'container_index', 'device_uuid'),
 }
 
-# Volcano v1.15.1: the scheduler serves /metrics on --listen-address (default :8080) only with --enable-metrics
-# (cmd/scheduler/app/options/options.go, cmd/scheduler/app/server.go); the release manifests and the chart (its
-# custom.scheduler_metrics_enable: true) set it and put the Service below in front of it (STKM-05)
-VOLCANO_SCHEDULER_PORT = 8080
-VOLCANO_SCHEDULER_PORT_NAME = 'metrics'
-VOLCANO_SCHEDULER_SERVICE = 'volcano-scheduler-service'
-VOLCANO_SCHEDULER_LABELS = {'app': 'volcano-scheduler'}
-VOLCANO_METRICS_FLAG = '--enable-metrics'
-# pkg/scheduler/api/devices/nvidia/vgpu/metrics.go: the deviceshare plugin's vGPU series (mode vgpu only; the gpu-share
-# mode has none) (STKM-06)
+# Volcano v1.15.1, pkg/scheduler/api/devices/nvidia/vgpu/metrics.go: the deviceshare plugin's vGPU series of
+# volcano-scheduler (mode vgpu only; the gpu-share mode has none) (STKM-06). Where the scheduler serves them: its
+# Stack's own_metrics (stacks/volcano), STKM-05.
 VOLCANO_VGPU_METRICS = {
     'volcano_vgpu_device_shared_number': ('devID', 'NodeName'),
     'volcano_vgpu_device_allocated_memory': ('devID', 'NodeName'),
@@ -88,74 +81,50 @@ VOLCANO_VGPU_METRICS = {
     'volcano_vgpu_device_memory_allocation_for_a_certain_pod': ('devID', 'NodeName', 'podName'),
     'volcano_vgpu_device_core_allocation_for_a_certain_pod': ('devID', 'NodeName', 'podName'),
 }
+SETTINGS_PREFIX = 'gpu_sharing_stack_'
 
-
-class StackMetrics(object):
-    """What one stack serves and how the collection scrapes it."""
-
-    def __init__(self, stack: str, pool_app: str | None, pool_port: int | None, scheduler_app: dict[str, str],
-                 scheduler_port: int | str, own_scheduler: bool, source: str) -> None:
-        self.stack = stack
-        # the app.kubernetes.io/name of the pool's pods that serve metrics (None: no per-pool metrics)
-        self.pool_app = pool_app
-        self.pool_port = pool_port
-        # the labels of the scheduler's pods (own_scheduler: the collection renders it, and a Service of ours selects
-        # them) or of the stack's own metrics Service (else: a ServiceMonitor selects that Service)
-        self.scheduler_app = scheduler_app
-        self.scheduler_port = scheduler_port
-        self.own_scheduler = own_scheduler
-        self.source = source
-
-
-HAMI = StackMetrics('hami', hami.DEVICE_PLUGIN, hami.MONITOR_PORT, {'app.kubernetes.io/name': hami.SCHEDULER},
-                    hami.SCHEDULER_METRICS_PORT, True, 'hami')
-VOLCANO = StackMetrics('volcano', None, None, VOLCANO_SCHEDULER_LABELS, VOLCANO_SCHEDULER_PORT_NAME, False,
-                       'volcano')
-BY_STACK = dict((m.stack, m) for m in (HAMI, VOLCANO))
-
-# the strategies whose stack serves metrics of its own, in the model's order
-STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if gpu_strategy.stack_info(s)['stack'] in BY_STACK)
-# the object names: <prefix><pool> for a pool's monitor, fixed names for a scheduler
-MONITOR_PREFIX = 'hami-vgpu-monitor-'
-MAX_POOL = 63 - len(MONITOR_PREFIX)
-SCHEDULER_NAMES = {'hami': 'hami-scheduler-metrics', 'volcano': 'volcano-scheduler-metrics'}
+# the strategies whose stack serves metrics of its own (their Stack's own_metrics), in the model's order
+STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if registry.stack(s).own_metrics({}) is not None)
+# the object names: <stack>-monitor-<pool> for a pool's pods that serve metrics, <stack>-scheduler-metrics for a
+# scheduler
+MONITOR_SUFFIX = '-monitor'
+MAX_NAME = 63
 
 
 def refusal(strategy: str) -> str:
     """Why a strategy of the model gets no metrics objects from the collection (the module's error)."""
-    if gpu_strategy.stack_info(strategy)['stack'] == 'operator':
+    if registry.stack(strategy).places_on_every_gpu_node:
         return '%s: the GPU operator deploys and scrapes its own dcgm-exporter' % strategy
     return ('%s: dcgm-exporter does not attribute its resources (%s) to pods, and its stack serves no metrics of its '
             'own' % (strategy, ', '.join(r[0] for r in gpu_strategy.stack_info(strategy)['resources'])))
 
 
-def for_strategy(strategy: str) -> StackMetrics:
-    return BY_STACK[gpu_strategy.stack_info(strategy)['stack']]
-
-
-def _settings_block(settings: dict[str, Any], key: str) -> dict[str, Any]:
-    """A settings block of the pool, as gpu_stack_manifests takes it (``{key: {...}}``) or as the pools' plan passes
-    it (``{'gpu_sharing_stack_<key>': {...}}``)."""
-    for k in (key, 'gpu_sharing_stack_' + key):
-        if isinstance(settings.get(k), dict):
-            return settings[k]
-    return {}
-
-
-def stack_namespace(strategy: str, params: dict[str, Any]) -> str:
-    """The namespace of the pods that serve the metrics: option stack_namespace, else the pool's settings
-    (gpu_sharing_stack_namespace for HAMi, volcano.namespace for Volcano's scheduler), else the stacks' defaults."""
-    given = params.get('stack_namespace')
-    if given:
-        return check_name(given, 'stack_namespace')
+def _settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The pool's settings as gpu_stack_manifests takes them (``{'hami': {...}}``), also from the form the pools' plan
+    passes (``{'gpu_sharing_stack_hami': {...}, 'gpu_sharing_stack_namespace': ...}``)."""
     settings = params.get('settings') or {}
     if not isinstance(settings, dict):
         raise StackError('settings must be a dictionary (the pool\'s sharing stack settings); got %r' % (settings,))
-    if for_strategy(strategy) is VOLCANO:
-        ns = _settings_block(settings, 'volcano').get('namespace') or volcano.VOLCANO_SCHEMA['namespace']['default']
-        return check_name(ns, 'settings.volcano.namespace')
-    ns = settings.get('gpu_sharing_stack_namespace') or settings.get('namespace') or 'kube-system'
-    return check_name(ns, 'settings.gpu_sharing_stack_namespace')
+    out = dict((k[len(SETTINGS_PREFIX):], v) for k, v in settings.items() if k.startswith(SETTINGS_PREFIX))
+    out.update((k, v) for k, v in settings.items() if not k.startswith(SETTINGS_PREFIX))
+    return out
+
+
+def own_metrics(strategy: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The Stack's answer for the pool's settings (stacks/base.Stack.own_metrics)."""
+    found = registry.stack(strategy).own_metrics(_settings(params))
+    if found is None:
+        raise StackError('strategy %s serves no metrics of its own' % strategy)
+    return found
+
+
+def stack_namespace(strategy: str, params: dict[str, Any]) -> str:
+    """The namespace of the stack's pods that serve metrics: option stack_namespace, else the pool's settings
+    (gpu_sharing_stack_namespace), else kube-system (role gpu_sharing_stack's default)."""
+    given = params.get('stack_namespace')
+    if given:
+        return check_name(given, 'stack_namespace')
+    return check_name(_settings(params).get('namespace') or 'kube-system', 'settings.gpu_sharing_stack_namespace')
 
 
 def _meta(p: dict[str, Any], name: str, namespace: str, app: str,
@@ -178,10 +147,10 @@ def _scrape(monitoring: bool, port: int) -> dict[str, str]:
 
 
 def _service(p: dict[str, Any], name: str, namespace: str, app: str, selector: dict[str, str], port: int,
-             monitoring: bool) -> Manifest:
+             port_name: str, monitoring: bool) -> Manifest:
     return {'apiVersion': 'v1', 'kind': 'Service', 'metadata': _meta(p, name, namespace, app, _scrape(monitoring, port)),
             'spec': {'type': 'ClusterIP', 'selector': dict(selector),
-                     'ports': [{'name': hami.METRICS_PORT_NAME, 'port': port, 'targetPort': port, 'protocol': 'TCP'}]}}
+                     'ports': [{'name': port_name, 'port': port, 'targetPort': port, 'protocol': 'TCP'}]}}
 
 
 def _monitor(p: dict[str, Any], name: str, namespace: str, app: str, selector: dict[str, str], port: str,
@@ -209,10 +178,11 @@ def _service_labels(app: str, pool: str | None) -> dict[str, str]:
     return labels
 
 
-def pool_selector(strategy: str, pool: str) -> dict[str, str] | None:
-    """The labels of the pool's pods that serve its metrics (as stacks/common.daemonset labels the stack's pods)."""
-    m = for_strategy(strategy)
-    return {'app.kubernetes.io/name': m.pool_app, POOL_LABEL: pool} if m.pool_app else None
+def pool_selector(strategy: str, pool: str, params: dict[str, Any] | None = None) -> dict[str, str] | None:
+    """The labels of the pool's pods that serve its metrics (as stacks/common.daemonset labels a pool's pods), None
+    when they serve none."""
+    served = own_metrics(strategy, params or {})['pool']
+    return {'app.kubernetes.io/name': served['app'], POOL_LABEL: pool} if served else None
 
 
 def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[str, Any]:
@@ -220,7 +190,8 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
     module's, for stack_namespace, settings and scheduler). Returns what exporter.render returns."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter
     strategy, pool = p['strategy'], p['pool']
-    m = for_strategy(strategy)
+    served = own_metrics(strategy, params)
+    stack = gpu_strategy.stack_info(strategy)['stack']
     namespace = stack_namespace(strategy, params)
     scheduler = params.get('scheduler', True)
     if not isinstance(scheduler, bool):
@@ -228,47 +199,46 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
                          'for every pool of the stack); got %r' % (scheduler,))
     objects: list[Manifest] = []
     notes: list[str] = []
-    selector = pool_selector(strategy, pool)
-    if selector and m.pool_port:
-        if len(pool) > MAX_POOL:
-            raise StackError('pool must be at most %d characters (the Service %s<pool> is a 63-character DNS label); '
-                             'got %r' % (MAX_POOL, MONITOR_PREFIX, pool))
-        name = MONITOR_PREFIX + pool
-        objects.append(_service(p, name, namespace, 'hami-vgpu-monitor', selector, m.pool_port, monitoring))
+    agent = served['pool']
+    if agent:
+        app = stack + MONITOR_SUFFIX
+        name = '%s-%s' % (app, pool)
+        if len(name) > MAX_NAME:
+            raise StackError('pool must be at most %d characters (the Service %s-<pool> is a 63-character DNS label); '
+                             'got %r' % (MAX_NAME - len(app) - 1, app, pool))
+        objects.append(_service(p, name, namespace, app, pool_selector(strategy, pool, params) or {}, agent['port'],
+                                agent['port_name'], monitoring))
         if monitoring:
-            objects.append(_monitor(p, name, namespace, 'hami-vgpu-monitor', _service_labels('hami-vgpu-monitor', pool),
-                                    hami.METRICS_PORT_NAME, True, True))
+            objects.append(_monitor(p, name, namespace, app, _service_labels(app, pool), agent['port_name'], True,
+                                    True))
     else:
-        notes.append('%s: the device plugin the collection deploys for this pool serves no metrics (volcano-vgpu-'
-                     'device-plugin runs without upstream\'s separate volcano-vgpu-monitor container; '
-                     'volcano-device-plugin serves none); per-pod GPU allocations come from Volcano\'s scheduler '
-                     '(mode vgpu)' % strategy)
-    if scheduler:
-        name = SCHEDULER_NAMES[m.stack]
-        app = name
-        if m.own_scheduler:
-            objects.append(_service(p, name, namespace, app, m.scheduler_app, int(m.scheduler_port), monitoring))
+        notes.append('%s: the device plugin the collection deploys for this pool serves no metrics; what the stack '
+                     'serves comes from its scheduler%s' % (strategy, '' if served['allocations'] else
+                                                            ' (no per-pod GPU series with these settings)'))
+    sched = served['scheduler']
+    if scheduler and sched:
+        name = '%s-scheduler-metrics' % stack
+        sched_ns = check_name(sched['namespace'], 'the %s scheduler\'s namespace' % stack) if sched['namespace'] \
+            else namespace
+        if sched['selects'] == 'pods':
+            objects.append(_service(p, name, sched_ns, name, sched['labels'], sched['port'], sched['port_name'],
+                                    monitoring))
             if monitoring:
-                objects.append(_monitor(p, name, namespace, app, _service_labels(app, None), hami.METRICS_PORT_NAME,
+                objects.append(_monitor(p, name, sched_ns, name, _service_labels(name, None), sched['port_name'],
                                         True, False))
         elif monitoring:
-            objects.append(_monitor(p, name, namespace, app, m.scheduler_app, str(m.scheduler_port), False, False))
-            notes.append('volcano: the ServiceMonitor %s/%s selects Volcano\'s own Service %s (labels %s, port %s); '
-                         'volcano-scheduler must run with %s (Volcano\'s manifests and chart set it)'
-                         % (namespace, name, VOLCANO_SCHEDULER_SERVICE, VOLCANO_SCHEDULER_LABELS,
-                            VOLCANO_SCHEDULER_PORT_NAME, VOLCANO_METRICS_FLAG))
+            objects.append(_monitor(p, name, sched_ns, name, sched['labels'], sched['port_name'], False, False))
+            notes.append('%s: the ServiceMonitor %s/%s selects the stack\'s own Service %s (labels %s, port %s)%s'
+                         % (strategy, sched_ns, name, sched['service'], sched['labels'], sched['port_name'],
+                            '; its scheduler must run with %s' % sched['needs'] if sched['needs'] else ''))
         else:
-            notes.append('volcano: Volcano\'s own Service %s/%s already carries the prometheus.io scrape annotations '
-                         '(port %d, %s); nothing is rendered for its scheduler. volcano-scheduler must run with %s'
-                         % (namespace, VOLCANO_SCHEDULER_SERVICE, VOLCANO_SCHEDULER_PORT, METRICS_PATH,
-                            VOLCANO_METRICS_FLAG))
-    resources = [r[0] for r in gpu_strategy.stack_info(strategy)['resources']]
-    if m is HAMI:
-        attribution = {'source': m.source, 'pods': True, 'usage': True, 'allocations': True}
-    else:
-        mode = _settings_block(params.get('settings') or {}, 'volcano').get('mode') or \
-            volcano.VOLCANO_SCHEMA['mode']['default']
-        attribution = {'source': m.source, 'pods': False, 'usage': False, 'allocations': mode == 'vgpu'}
-    attribution.update({'virtual_gpus': False, 'dra': False, 'resource_names': resources, 'mig_instances': False})
+            notes.append('%s: the stack\'s own Service %s/%s already carries the prometheus.io scrape annotations (port '
+                         '%d, %s); nothing is rendered for its scheduler%s'
+                         % (strategy, sched_ns, sched['service'], sched['port'], METRICS_PATH,
+                            '; it must run with %s' % sched['needs'] if sched['needs'] else ''))
+    attribution = {'source': stack, 'pods': bool(served['usage']), 'usage': bool(served['usage']),
+                   'allocations': bool(served['allocations']), 'virtual_gpus': False, 'dra': False,
+                   'resource_names': [r[0] for r in gpu_strategy.stack_info(strategy)['resources']],
+                   'mig_instances': False}
     return {'objects': objects, 'image': '', 'monitoring': monitoring, 'notes': notes, 'attribution': attribution,
             'prune': exporter.prune_rules(pool, monitoring)}

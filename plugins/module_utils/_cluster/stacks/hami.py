@@ -378,6 +378,14 @@ class HamiStack(Stack):
         # render above: the label HAMi's device plugin selects
         return {NODE_LABEL: 'on'}
 
+    def own_metrics(self, settings: dict) -> dict | None:
+        # the vGPU monitor beside each pool's device plugin, the scheduler's extender (render above; STKM-01, STKM-04)
+        return {'pool': {'app': DEVICE_PLUGIN, 'port': MONITOR_PORT, 'port_name': METRICS_PORT_NAME},
+                'scheduler': {'selects': 'pods', 'labels': {'app.kubernetes.io/name': SCHEDULER},
+                              'port': SCHEDULER_METRICS_PORT, 'port_name': METRICS_PORT_NAME, 'namespace': None,
+                              'needs': '', 'service': ''},
+                'allocations': True, 'usage': True}
+
     def intercepts_nvidia_gpu(self, settings: dict) -> bool:
         return bool((settings.get('hami') or {}).get('webhook_tls_secret'))
 

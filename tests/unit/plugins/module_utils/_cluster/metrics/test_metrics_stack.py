@@ -52,7 +52,7 @@ def test_STKM_01_hami_monitor_service_selects_exactly_the_pools_device_plugin_po
     stack = _stack('hami', HAMI_SETTINGS, namespace='gpu-sys') + _stack('hami', HAMI_SETTINGS, 'gpu-sys', pool='p2')
     ns, labels, spec = _pods(stack, 'DaemonSet', 'hami-device-plugin-p1')
     out = _render('hami', stack_namespace='gpu-sys')
-    svc = _one(out, 'Service', 'hami-vgpu-monitor-p1')
+    svc = _one(out, 'Service', 'hami-monitor-p1')
     assert svc['metadata']['namespace'] == ns == 'gpu-sys'
     assert _selects(svc['spec']['selector'], labels)
     # and no other pool's pods, nor the scheduler's
@@ -71,9 +71,9 @@ def test_STKM_01_hami_monitor_service_selects_exactly_the_pools_device_plugin_po
 
 def test_STKM_01_service_monitor_or_annotations():
     out = _render('hami', monitoring_api=['v1', 'monitoring.coreos.com/v1'])
-    svc = _one(out, 'Service', 'hami-vgpu-monitor-p1')
+    svc = _one(out, 'Service', 'hami-monitor-p1')
     assert 'annotations' not in svc['metadata']
-    mon = _one(out, 'ServiceMonitor', 'hami-vgpu-monitor-p1')
+    mon = _one(out, 'ServiceMonitor', 'hami-monitor-p1')
     assert _selects(mon['spec']['selector']['matchLabels'], svc['metadata']['labels'])
     assert mon['spec']['namespaceSelector'] == {'matchNames': ['kube-system']}
     [ep] = mon['spec']['endpoints']
@@ -82,7 +82,7 @@ def test_STKM_01_service_monitor_or_annotations():
                                   'sourceLabels': ['__meta_kubernetes_pod_label_' + exporter.SERIES_POOL_LABEL]}]
     out = _render('hami')
     assert [o['kind'] for o in out['objects']] == ['Service', 'Service']
-    assert _one(out, 'Service', 'hami-vgpu-monitor-p1')['metadata']['annotations'] == {
+    assert _one(out, 'Service', 'hami-monitor-p1')['metadata']['annotations'] == {
         'prometheus.io/scrape': 'true', 'prometheus.io/port': '9394', 'prometheus.io/path': '/metrics'}
     assert out['attribution']['source'] == 'hami' and out['attribution']['pods'] is True
     assert out['attribution']['usage'] is True and out['image'] == ''
@@ -129,11 +129,11 @@ def test_STKM_04_hami_scheduler_scraped_once():
     mon = _one(out, 'ServiceMonitor', 'hami-scheduler-metrics')
     assert _selects(mon['spec']['selector']['matchLabels'], svc['metadata']['labels'])
     assert not _selects(mon['spec']['selector']['matchLabels'],
-                        _one(out, 'Service', 'hami-vgpu-monitor-p1')['metadata']['labels'])
+                        _one(out, 'Service', 'hami-monitor-p1')['metadata']['labels'])
     assert mon['spec']['endpoints'][0]['honorLabels'] is True and 'relabelings' not in mon['spec']['endpoints'][0]
     # the other pools of the stack leave it out
     out = _render('hami', pool='p2', scheduler=False, monitoring_api=True)
-    assert [o['metadata']['name'] for o in out['objects']] == ['hami-vgpu-monitor-p2'] * 2
+    assert [o['metadata']['name'] for o in out['objects']] == ['hami-monitor-p2'] * 2
 
 
 def test_STKM_04_namespace_from_the_pools_settings():
@@ -159,6 +159,7 @@ def test_STKM_05_volcano_scheduler_service_monitor_selects_volcanos_service():
     out = _render('volcano')
     assert out['objects'] == [] and any('volcano-scheduler-service' in n and '--enable-metrics' in n
                                         for n in out['notes'])
+    assert volcano.SCHEDULER_METRICS_SERVICE == 'volcano-scheduler-service'
     assert out['attribution']['source'] == 'volcano' and out['attribution']['allocations'] is True
     assert _render('volcano', settings={'volcano': {'mode': 'gpu-share'}})['attribution']['allocations'] is False
 
@@ -216,19 +217,22 @@ def test_STKM_08_pruned_with_the_pools_exporter_never_by_the_stack(strategy):
 
 
 def test_STKM_07_bad_input():
-    with pytest.raises(StackError, match='pool must be at most 45 characters'):
-        _render('hami', pool='p' * 46)
+    with pytest.raises(StackError, match='pool must be at most 49 characters'):
+        _render('hami', pool='p' * 50)
     with pytest.raises(StackError, match='stack_namespace must be a DNS label'):
         _render('hami', stack_namespace='Bad_NS')
     with pytest.raises(StackError, match='scheduler must be true or false'):
         _render('hami', scheduler='yes')
-    with pytest.raises(StackError, match='settings.volcano.namespace must be a DNS label'):
-        _render('volcano', settings={'volcano': {'namespace': 'A'}})
+    with pytest.raises(StackError, match="the volcano scheduler's namespace must be a DNS label"):
+        _render('volcano', monitoring_api=True, settings={'volcano': {'namespace': 'A'}})
+    with pytest.raises(StackError, match='settings must be a dictionary'):
+        _render('hami', settings=['x'])
 
 
 def test_selector_labels_are_the_stacks_constants():
     assert stack_metrics.pool_selector('hami', 'p1') == {'app.kubernetes.io/name': hami.DEVICE_PLUGIN,
                                                          POOL_LABEL: 'p1'}
+    assert stack_metrics.pool_selector('volcano', 'p1') is None
 
 
 @pytest.fixture
