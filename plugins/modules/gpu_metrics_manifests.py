@@ -90,9 +90,9 @@ options:
     default: {}
   stack_namespace:
     description:
-      - V(hami) and V(volcano) - the namespace of the pods that serve the metrics (HAMi's stack, C(gpu_sharing_stack_namespace);
-        Volcano's scheduler, C(gpu_sharing_stack_volcano.namespace)); the scrape objects go there. Empty - from
-        O(settings), else V(kube-system) for HAMi and V(volcano-system) for Volcano.
+      - V(hami) - the namespace of HAMi's stack (role C(gpu_sharing_stack)'s C(gpu_sharing_stack_namespace)), where its
+        pods run; the scrape objects go there. Empty - from O(settings), else V(kube-system).
+      - V(volcano) - Volcano's scheduler is in C(volcano.namespace) of O(settings) (default V(volcano-system)).
     type: str
     default: ''
   scheduler:

@@ -128,7 +128,8 @@ def test_STKM_09_stack_scrape_objects_are_valid_to_the_real_api_server(apis, mon
     stack's namespace: each created with dryRun=All; the stored Service and ServiceMonitor spec is the one sent."""
     pool = "stkm-%s-%s" % (strategy, "sm" if monitoring else "an")
     out = exporter.render({"strategy": strategy, "pool": pool, "monitoring_api": monitoring,
-                           "stack_namespace": "kube-system", "extra_labels": {"team": "gpu"}})
+                           "stack_namespace": "kube-system", "extra_labels": {"team": "gpu"},
+                           "settings": {"volcano": {"namespace": "kube-system"}}})  # Volcano's own, not the lab's
     if strategy == "volcano" and not monitoring:
         assert out["objects"] == []
     for obj in out["objects"]:
