@@ -162,7 +162,9 @@ EXAMPLES = r'''
 
 RETURN = r'''
 objects:
-  description: Every object, in apply order (ServiceAccount, ConfigMap, RBAC, DaemonSet, Service, ServiceMonitor, rules); for V(hami) and V(volcano) the Services and ServiceMonitors only.
+  description:
+    - Every object, in apply order (ServiceAccount, ConfigMap, RBAC, DaemonSet, Service, ServiceMonitor, rules).
+    - For V(hami) and V(volcano) the Services and ServiceMonitors only.
   returned: always
   type: list
   elements: dict
