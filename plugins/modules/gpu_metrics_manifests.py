@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r'''
 ---
 module: gpu_metrics_manifests
-short_description: Render the Kubernetes objects of one pool's GPU metrics exporter (NVIDIA dcgm-exporter)
+short_description: Render the Kubernetes objects that scrape one pool's GPU metrics (dcgm-exporter, HAMi, Volcano)
 version_added: 0.1.0
 description:
   - Renders, for one node pool and its sharing O(strategy), NVIDIA's dcgm-exporter at the collection's pinned image
@@ -25,7 +25,18 @@ description:
     or C(kubernetes.core.k8s_cluster_info)); the module never assumes it.
   - Pure and read-only; it talks to no cluster. Apply the objects with M(gpuops.k8s_gpu.k8s_converge) and prune with
     RV(prune).
-  - The facts behind each object and option are the rows of C(docs/conformance/dcgm-exporter.md).
+  - For V(hami) and V(volcano) no dcgm-exporter is rendered (it does not attribute their resources to pods); the
+    stack's own metrics are scraped instead. V(hami) - a Service C(hami-monitor-<pool>) in the stack's namespace
+    (O(stack_namespace)) selecting the pool's device plugin pods, whose vGPU monitor serves C(:9394/metrics) (per
+    container memory used and limit, SM utilisation), and a ServiceMonitor with C(honorLabels) (or the scrape
+    annotations); with O(scheduler), the HAMi scheduler's C(:9395/metrics) (what it allocated) once, as Service and
+    ServiceMonitor C(hami-scheduler-metrics). V(volcano) - the device plugins the collection deploys serve no
+    metrics; with O(scheduler) and the Prometheus Operator's API, a ServiceMonitor C(volcano-scheduler-metrics)
+    selecting Volcano's own Service C(volcano-scheduler-service) (C(:8080/metrics)), which already carries the scrape
+    annotations, so without the API nothing is rendered for it.
+  - V(gpushare), V(gpu-manager) and V(gpu-operator) are refused with the reason.
+  - The facts behind each object and option are the rows of C(docs/conformance/dcgm-exporter.md) (STKM-* for HAMi
+    and Volcano).
 author:
   - gpuops.k8s_gpu developers (@gpuops)
 extends_documentation_fragment:
@@ -37,11 +48,12 @@ attributes:
 options:
   strategy:
     description:
-      - Sharing strategy of the pool. The strategies whose pods dcgm-exporter can attribute; V(gpu-operator) deploys
-        its own exporter, and the memory-sharing stacks count GPUs with resources of their own.
+      - Sharing strategy of the pool. The strategies whose pods dcgm-exporter can attribute, and those whose stack
+        serves metrics of its own (V(hami), V(volcano)); V(gpu-operator) deploys its own exporter, and V(gpushare)
+        and V(gpu-manager) count GPUs with resources dcgm-exporter skips and serve no metrics.
     type: str
     required: true
-    choices: [exclusive, time-slicing, mps, mig, dra]  # metrics/exporter.STRATEGIES
+    choices: [exclusive, time-slicing, mps, mig, volcano, hami, dra]  # metrics/exporter.ALL_STRATEGIES
   pool:
     description: Name of the node pool (a DNS label of at most 49 characters); the objects are named C(dcgm-exporter-<pool>).
     type: str
@@ -71,9 +83,25 @@ options:
   settings:
     description:
       - The pool's sharing stack settings (as for M(gpuops.k8s_gpu.gpu_stack_manifests)); only the runtime class the
-        pool's GPU pods use is read, for the exporter's pods.
+        pool's GPU pods use is read, for the exporter's pods, and for V(hami) and V(volcano) the stack's namespace
+        (C(gpu_sharing_stack_namespace); C(volcano.namespace)) and Volcano's C(mode), keyed with or without the
+        C(gpu_sharing_stack_) prefix.
     type: dict
     default: {}
+  stack_namespace:
+    description:
+      - V(hami) - the namespace of HAMi's stack (role C(gpu_sharing_stack)'s C(gpu_sharing_stack_namespace)), where its
+        pods run; the scrape objects go there. Empty - from O(settings), else V(kube-system).
+      - V(volcano) - Volcano's scheduler is in C(volcano.namespace) of O(settings) (default V(volcano-system)).
+    type: str
+    default: ''
+  scheduler:
+    description:
+      - V(hami) and V(volcano) - also scrape the stack's scheduler, a cluster-wide component shared by every pool of
+        the stack. Set it true on one pool of the stack only (role C(gpuops.k8s_gpu.gpu_metrics) sets it on the first
+        one), so the scheduler is scraped once; its objects carry that pool's labels and prune.
+    type: bool
+    default: true
   resource_names:
     description:
       - More extended resource names to attribute, beyond C(nvidia.com/gpu), the MIG resources and the ones the
@@ -107,6 +135,14 @@ options:
 '''
 
 EXAMPLES = r'''
+- name: Scrape the HAMi pool a100 (its vGPU monitor, and HAMi's scheduler once)
+  gpuops.k8s_gpu.gpu_metrics_manifests:
+    strategy: hami
+    pool: a100
+    stack_namespace: kube-system
+    monitoring_api: true
+  register: hami_metrics
+
 - name: Find the Prometheus Operator's API
   kubernetes.core.k8s_cluster_info:
   register: cluster
@@ -126,12 +162,14 @@ EXAMPLES = r'''
 
 RETURN = r'''
 objects:
-  description: Every object, in apply order (ServiceAccount, ConfigMap, RBAC, DaemonSet, Service, ServiceMonitor, rules).
+  description:
+    - Every object, in apply order (ServiceAccount, ConfigMap, RBAC, DaemonSet, Service, ServiceMonitor, rules).
+    - For V(hami) and V(volcano) the Services and ServiceMonitors only.
   returned: always
   type: list
   elements: dict
 image:
-  description: The exporter's image as the pods pull it (the pin, through the mirror).
+  description: The exporter's image as the pods pull it (the pin, through the mirror); empty for V(hami) and V(volcano).
   returned: always
   type: str
   sample: nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless
@@ -140,12 +178,21 @@ monitoring:
   returned: always
   type: bool
 attribution:
-  description: How the exporter attributes the pool's GPUs.
+  description: How the pool's GPU usage is attributed to pods.
   returned: always
   type: dict
   contains:
+    source:
+      description: V(hami) or V(volcano) - the stack's own metrics (returned for those strategies only).
+      type: str
+    usage:
+      description: Per-container usage series (HAMi's vGPU monitor; returned for V(hami) and V(volcano) only).
+      type: bool
+    allocations:
+      description: Per-pod allocation series of the stack's scheduler (returned for V(hami) and V(volcano) only).
+      type: bool
     pods:
-      description: Pod, namespace and container labels from the kubelet's pod-resources API.
+      description: Pod, namespace and container labels (dcgm-exporter - from the kubelet's pod-resources API; V(hami) - from its vGPU monitor).
       type: bool
     virtual_gpus:
       description: The virtual-GPU option (shared GPUs, label C(vgpu)).
@@ -175,13 +222,13 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.exporter import (
-    STRATEGIES, render, rule_objects)
+    ALL_STRATEGIES, render, rule_objects)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import STRATEGY_LABEL, StackError
 
 
 def argument_spec() -> dict:
     return dict(
-        strategy=dict(type='str', required=True, choices=list(STRATEGIES)),
+        strategy=dict(type='str', required=True, choices=list(ALL_STRATEGIES)),
         pool=dict(type='str', required=True),
         namespace=dict(type='str', default='kube-system'),
         registry=dict(type='str', default='', aliases=['mirror']),
@@ -189,6 +236,8 @@ def argument_spec() -> dict:
         node_selector=dict(type='dict', default={}),
         strategy_label=dict(type='str', default=STRATEGY_LABEL),
         settings=dict(type='dict', default={}),
+        stack_namespace=dict(type='str', default=''),
+        scheduler=dict(type='bool', default=True),
         resource_names=dict(type='list', elements='str', default=[]),
         monitoring_api=dict(type='raw', default=False),
         scrape_interval=dict(type='str', default='30s'),

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter  # noqa: E402
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter, stack_metrics  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -117,4 +117,29 @@ def test_DCGMX_21_service_monitor_and_prometheus_rule_fit_the_operators_schemas(
         stored = monitoring_crds.create_namespaced_custom_object(
             "monitoring.coreos.com", "v1", obj["metadata"]["namespace"], plural, obj, dry_run="All")
         assert stored["spec"] == obj["spec"], (plural, stored["spec"], obj["spec"])
+        assert stored["metadata"]["labels"] == obj["metadata"]["labels"]
+
+
+# --------------------------------------------------------------------------- HAMi's and Volcano's own metrics
+@pytest.mark.parametrize("strategy", stack_metrics.STRATEGIES)
+@pytest.mark.parametrize("monitoring", [False, True], ids=["annotations", "servicemonitor"])
+def test_STKM_09_stack_scrape_objects_are_valid_to_the_real_api_server(apis, monitoring_crds, strategy, monitoring):
+    """The scrape objects of a HAMi or Volcano pool (scheduler included), with and without the operator's API, in the
+    stack's namespace: each created with dryRun=All; the stored Service and ServiceMonitor spec is the one sent."""
+    pool = "stkm-%s-%s" % (strategy, "sm" if monitoring else "an")
+    out = exporter.render({"strategy": strategy, "pool": pool, "monitoring_api": monitoring,
+                           "stack_namespace": "kube-system", "extra_labels": {"team": "gpu"},
+                           "settings": {"volcano": {"namespace": "kube-system"}}})  # Volcano's own, not the lab's
+    if strategy == "volcano" and not monitoring:
+        assert out["objects"] == []
+    for obj in out["objects"]:
+        if obj["kind"] == "ServiceMonitor":
+            stored = monitoring_crds.create_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", obj["metadata"]["namespace"], "servicemonitors", obj, dry_run="All")
+            assert stored["spec"] == obj["spec"], (stored["spec"], obj["spec"])
+        else:
+            stored = dry_create(apis, obj)
+            assert stored["spec"]["selector"] == obj["spec"]["selector"]
+            assert stored["spec"]["ports"][0]["targetPort"] == obj["spec"]["ports"][0]["targetPort"]
+            assert stored["metadata"].get("annotations") == obj["metadata"].get("annotations")
         assert stored["metadata"]["labels"] == obj["metadata"]["labels"]

@@ -146,3 +146,35 @@ def test_annotations_without_the_operator_and_bad_input(collections_path, tmp_pa
     proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_rules_options={'thresold': 1})
     assert proc.returncode != 0 and 'unknown key(s) thresold' in proc.stdout, proc.stdout[-2000:]
     assert cluster['kube'].writes(since, cluster['kube'].mark(), user=USER) == []
+
+
+HAMI_POOLS = [{'name': 'met-hb-%s' % S, 'strategy': 'hami', 'settings': {'gpu_sharing_stack_namespace': NS}},
+              {'name': 'met-ha-%s' % S, 'strategy': 'hami', 'settings': {'gpu_sharing_stack_namespace': NS}}]
+
+
+def test_STKM_10_hami_pools_get_their_monitor_and_the_scheduler_once(collections_path, tmp_path, cluster):
+    """Two HAMi pools: each its vGPU monitor's Service and ServiceMonitor, HAMi's scheduler once - by the first pool of
+    the stack in gpu_metrics_pools (met-hb, listed first though it sorts after met-ha) - in the stack's namespace (the
+    pools' settings); no dcgm-exporter. A re-run writes nothing (no pool takes the scheduler's objects from the other);
+    state absent removes them all."""
+    kube = cluster['kube']
+    first, second = (p['name'] for p in HAMI_POOLS)
+    want = sorted(['hami-monitor-%s' % first, 'hami-monitor-%s' % second, 'hami-scheduler-metrics'])
+    extra = {'gpu_metrics_pools': HAMI_POOLS, 'gpu_metrics_rules': False, 'gpu_metrics_dashboard': False}
+    proc, doc = role(collections_path, tmp_path, cluster, **extra)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert state(cluster) == {'DaemonSet': [], 'Service': want, 'ConfigMap': [], 'ServiceMonitor': want,
+                              'PrometheusRule': []}
+    svc = cluster['core'].read_namespaced_service('hami-scheduler-metrics', NS)
+    assert svc.metadata.labels['gpuops.io/sharing-pool'] == first and svc.spec.selector == {
+        'app.kubernetes.io/name': 'hami-scheduler'}
+    mon = cluster['custom'].get_namespaced_custom_object('monitoring.coreos.com', 'v1', NS, 'servicemonitors',
+                                                         'hami-monitor-%s' % second)
+    assert mon['spec']['endpoints'][0]['honorLabels'] is True
+    since = kube.mark()
+    proc, doc = role(collections_path, tmp_path, cluster, **extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert kube.writes(since, kube.mark(), user=USER) == [] and result(doc)['changed'] is False
+    proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_state='absent', **extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert state(cluster)['Service'] == [] and state(cluster)['ServiceMonitor'] == []

@@ -95,8 +95,9 @@ GPU0 = {'gpu': '0', 'UUID': 'GPU-5c3e0d4a-1111-2222-3333-444455556666', 'pci_bus
 GPU1 = dict(GPU0, gpu='1', UUID='GPU-5c3e0d4a-1111-2222-3333-777788889999', pci_bus_id='00000000:2A:00.0',
             device='nvidia1')
 POD = {'pod': 'train-0', 'namespace': 'ml', 'container': 'trainer'}
+# a container's series as HAMi v2.10.0's vGPU monitor labels it (zone: its collector's wrapping registerer; job: ours)
 HAMI = {'namespace': 'ml', 'pod': 'infer-0', 'container': 'server', 'vdevice_index': '0',
-        'device_uuid': GPU0['UUID'], 'job': 'hami'}
+        'device_uuid': GPU0['UUID'], 'zone': 'vGPU', 'job': 'hami'}
 
 
 def _series(name, labels, values):
@@ -266,6 +267,18 @@ def test_ALR_07_allocated_idle_gpu_fires(progs, rule_file, rule_doc, tmp_path):
 
 def test_ALR_08_beyond_the_hami_share_fires(progs, rule_file, rule_doc, tmp_path):
     _fires(progs, rule_file, rule_doc, tmp_path, 'GpuOpsGpuShareExceeded')
+
+
+def test_STKM_02_the_share_case_uses_series_as_hami_names_them(rule_doc):
+    """The ALR-08 case above drives the alert with the names and labels HAMi v2.10.0's vGPU monitor serves
+    (metrics/stack_metrics, STKM-02), not with names of our own."""
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import stack_metrics
+    case = _cases(rule_doc)['GpuOpsGpuShareExceeded'][0]
+    names = {re.match(r'^([A-Za-z_:][A-Za-z0-9_:]*)', s['series']).group(1) for s in case['input_series']}
+    assert names == {'hami_vgpu_memory_used_bytes', 'hami_vgpu_memory_limit_bytes'}
+    for name in names:
+        assert set(HAMI) - {'job'} == set(stack_metrics.HAMI_MONITOR_METRICS[name]) | {stack_metrics.HAMI_ZONE[0]}
+    assert HAMI[stack_metrics.HAMI_ZONE[0]] == stack_metrics.HAMI_ZONE[1]
 
 
 def test_promtool_test_rules_can_fail(progs, rule_file, rule_doc, tmp_path):

@@ -26,7 +26,7 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.com
     CONTROL_PLANE_TOLERATIONS, GPU_TOLERATION, MANAGED_BY, POOL_LABEL, SCOPE_LABEL, STRATEGY_LABEL,
     Manifest, StackError, check_name, config_checksum, mirror_image, strategy_label_error, valid_label_key,
 )
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm, stack_metrics
 
 PIN = 'dcgm-exporter'
 # sha256 of the collectors ConfigMap on the pod template: the exporter reads the file once, so a change rolls the pods
@@ -72,6 +72,8 @@ def attribution(strategy: str) -> dict[str, Any] | None:
 
 # the strategies a pool's exporter can attribute (the module's choices; tests compare them with the DOCUMENTATION)
 STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if attribution(s) is not None)
+# the module's choices: those, and the strategies whose stack serves metrics of its own (metrics/stack_metrics)
+ALL_STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if s in STRATEGIES or s in stack_metrics.STRATEGIES)
 
 
 def monitoring_present(api: Any) -> bool:
@@ -91,12 +93,9 @@ def _names(pool: str) -> str:
 
 def _check(params: dict[str, Any]) -> dict[str, Any]:
     strategy = params.get('strategy')
-    if strategy not in STRATEGIES:
-        why = ''
-        if strategy in gpu_strategy.STRATEGIES:
-            why = (' (%s: its pods are not attributed by dcgm-exporter here; the GPU operator deploys its own '
-                   'exporter, and the memory-sharing stacks count GPUs with resources of their own)' % strategy)
-        raise StackError('strategy must be one of %s; got %r%s' % (', '.join(STRATEGIES), strategy, why))
+    if strategy not in ALL_STRATEGIES:
+        why = ' (%s)' % stack_metrics.refusal(strategy) if strategy in gpu_strategy.STRATEGIES else ''
+        raise StackError('strategy must be one of %s; got %r%s' % (', '.join(ALL_STRATEGIES), strategy, why))
     pool = check_name(params.get('pool'), 'pool')
     if len(pool) > MAX_POOL:
         raise StackError('pool must be at most %d characters (the Service %s<pool> is a 63-character DNS label); got '
@@ -177,6 +176,8 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     attribute), monitoring_api (bool or api_versions), extra_labels, scrape_interval.
     Returns {'objects', 'image', 'attribution', 'monitoring', 'prune', 'notes'}."""
     p = _check(params)
+    if p['strategy'] in stack_metrics.STRATEGIES:  # the stack's own metrics, no dcgm-exporter
+        return stack_metrics.render(p, params, monitoring_present(params.get('monitoring_api', False)))
     how = attribution(p['strategy'])
     if how is None:  # _check refused the others
         raise StackError('strategy %r has no exporter attribution' % p['strategy'])

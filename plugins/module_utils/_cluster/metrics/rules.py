@@ -19,7 +19,7 @@ import copy
 import re
 from typing import Any
 
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm, stack_metrics
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_health as doctor
 
 
@@ -27,11 +27,11 @@ class RulesError(Exception):
     """Bad options. The message names the option, the value and what is allowed."""
 
 
-# HAMi's vGPU monitor (Project-HAMi/HAMi v2.10.0, the collection's pin 'hami': cmd/vGPUmonitor/metrics.go): a
-# container's device memory in use and its limit (its share), both labelled namespace, pod, container, vdevice_index,
-# device_uuid
+# HAMi's vGPU monitor (Project-HAMi/HAMi v2.10.0, the collection's pin 'hami': cmd/vGPUmonitor/metrics.go; the facts
+# are metrics/stack_metrics.HAMI_MONITOR_METRICS): a container's device memory in use and its limit (its share), both
+# labelled namespace, pod, container, vdevice_index, device_uuid (and zone="vGPU")
 HAMI_METRICS = ('hami_vgpu_memory_used_bytes', 'hami_vgpu_memory_limit_bytes')
-HAMI_LABELS = ('namespace', 'pod', 'container', 'vdevice_index', 'device_uuid')
+HAMI_LABELS = stack_metrics.HAMI_MONITOR_METRICS[HAMI_METRICS[0]]
 
 # the Xid whose meaning the doctor reads from the kernel log's recovery label (not in the exporter's value)
 XID_RECOVERY = doctor.XID_154

@@ -201,6 +201,19 @@ class Stack(object):
         """What shows this strategy's plugin serving a node: its extended resource ``resource`` in the allocatable."""
         return {'kind': 'resource', 'resource': resource}
 
+    # -- the stack's own metrics (metrics/stack_metrics)
+
+    def own_metrics(self, settings: dict) -> dict | None:
+        """What the stack's own components serve as Prometheus metrics, for metrics/stack_metrics to scrape, or None
+        (nothing: a strategy dcgm-exporter attributes, or a stack with no metrics). A dict: ``pool`` (the pool's pods that
+        serve metrics: ``app``, their app.kubernetes.io/name, ``port`` and ``port_name``; None when the pool's agents
+        serve none), ``scheduler`` (the stack's cluster-wide scheduler: ``selects`` 'pods' - the collection renders it,
+        ``labels`` are its pods' - or 'service' - the stack's own installation, ``labels`` are its metrics Service's;
+        ``port``, ``port_name``, ``namespace`` (None: the stack's namespace), ``needs`` (what it must run with, or ''),
+        ``service``), ``allocations`` (the scheduler serves per-pod allocations with these settings) and ``usage``
+        (per-container usage)."""
+        return None
+
     # -- the share report (report/model)
 
     def node_shows(self, labels: dict, annotations: dict, resources: dict, registered: list[str],

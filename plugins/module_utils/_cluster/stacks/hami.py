@@ -47,6 +47,11 @@ NODE_LABEL = 'gpu'
 REGISTRATION_ANNOTATIONS = ('hami.io/node-nvidia-register', 'hami.io/node.nvidia.device-register')
 SCHEDULER = 'hami-scheduler'
 DEVICE_PLUGIN = 'hami-device-plugin'
+# where HAMi serves its metrics (v2.10.0: cmd/vGPUmonitor/main.go and cmd/scheduler/main.go, --metrics-bind-address
+# defaults; metrics/stack_metrics scrapes them): the vGPU monitor beside the device plugin, the scheduler's extender
+MONITOR_PORT = 9394
+SCHEDULER_METRICS_PORT = 9395
+METRICS_PORT_NAME = 'metrics'
 # pod template annotations of HAMi's chart (scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml at v2.10.0)
 CHECKSUM_SCHEDULER_CONFIG = 'checksum/hami-scheduler-config'
 CHECKSUM_DEVICE_CONFIG = 'checksum/hami-scheduler-device-config'
@@ -227,7 +232,7 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
     for role in SYSTEM_SCHEDULER_ROLES:
         out.append(cluster_role_binding(ctx, '%s-%s' % (SCHEDULER, role.split(':', 1)[1]), role, SCHEDULER, scope='shared'))
     ext_cmd = ['scheduler', '--http_bind=0.0.0.0:%d' % hs['scheduler_port'], '--scheduler-name=%s' % hs['scheduler_name'],
-               '--metrics-bind-address=:9395', '--node-scheduler-policy=%s' % hs['node_scheduler_policy'],
+               '--metrics-bind-address=:%d' % SCHEDULER_METRICS_PORT, '--node-scheduler-policy=%s' % hs['node_scheduler_policy'],
                '--gpu-scheduler-policy=%s' % hs['gpu_scheduler_policy'], '--device-config-file=/device-config.yaml',
                # the extender acts only while the kube-scheduler beside it holds that Lease (HAMi's
                # pkg/util/leaderelection: leader when the holder identity starts with its host name; HAMI-13)
@@ -249,7 +254,7 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
                  'env': [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}},
                          {'name': 'POD_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}}],
                  'ports': [{'name': 'http', 'containerPort': hs['scheduler_port'], 'protocol': 'TCP'},
-                           {'name': 'metrics', 'containerPort': 9395, 'protocol': 'TCP'}],
+                           {'name': METRICS_PORT_NAME, 'containerPort': SCHEDULER_METRICS_PORT, 'protocol': 'TCP'}],
                  'volumeMounts': ext_mounts}],
             'volumes': volumes}
     pod_spec_common(ctx, spec, CONTROL_PLANE_TOLERATIONS)
@@ -259,7 +264,8 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
     out.append({'apiVersion': 'v1', 'kind': 'Service', 'metadata': ctx.meta(SCHEDULER, scope='shared'),
                 'spec': {'type': 'ClusterIP', 'selector': {'app.kubernetes.io/name': SCHEDULER},
                          'ports': [{'name': 'http', 'port': 443, 'targetPort': hs['scheduler_port'], 'protocol': 'TCP'},
-                                   {'name': 'metrics', 'port': 9395, 'targetPort': 9395, 'protocol': 'TCP'}]}})
+                                   {'name': METRICS_PORT_NAME, 'port': SCHEDULER_METRICS_PORT,
+                                    'targetPort': SCHEDULER_METRICS_PORT, 'protocol': 'TCP'}]}})
     if webhook:
         out.append({'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'MutatingWebhookConfiguration',
                     'metadata': ctx.meta('hami-webhook', namespace=False, scope='shared'),
@@ -303,7 +309,7 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
                'env': [node_name_env(), {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
                        {'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'},
                        {'name': 'HOOK_PATH', 'value': '/usr/local/vgpu'}],
-               'ports': [{'name': 'metrics', 'containerPort': 9394, 'protocol': 'TCP'}],
+               'ports': [{'name': METRICS_PORT_NAME, 'containerPort': MONITOR_PORT, 'protocol': 'TCP'}],
                'securityContext': {'allowPrivilegeEscalation': False,
                                    'capabilities': {'drop': ['ALL'], 'add': ['SYS_ADMIN']}},
                'volumeMounts': [{'name': 'ctrs', 'mountPath': '/usr/local/vgpu/containers'},
@@ -371,6 +377,14 @@ class HamiStack(Stack):
     def migration_labels(self) -> dict[str, str]:
         # render above: the label HAMi's device plugin selects
         return {NODE_LABEL: 'on'}
+
+    def own_metrics(self, settings: dict) -> dict | None:
+        # the vGPU monitor beside each pool's device plugin, the scheduler's extender (render above; STKM-01, STKM-04)
+        return {'pool': {'app': DEVICE_PLUGIN, 'port': MONITOR_PORT, 'port_name': METRICS_PORT_NAME},
+                'scheduler': {'selects': 'pods', 'labels': {'app.kubernetes.io/name': SCHEDULER},
+                              'port': SCHEDULER_METRICS_PORT, 'port_name': METRICS_PORT_NAME, 'namespace': None,
+                              'needs': '', 'service': ''},
+                'allocations': True, 'usage': True}
 
     def intercepts_nvidia_gpu(self, settings: dict) -> bool:
         return bool((settings.get('hami') or {}).get('webhook_tls_secret'))

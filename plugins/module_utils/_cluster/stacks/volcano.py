@@ -43,6 +43,15 @@ CHECKSUM_ANNOTATION = 'checksum/config'
 # pod template annotation the role sets on volcano-scheduler when the vGPU device config changes (a restart)
 RESTART_ANNOTATION = 'gpuops.io/vgpu-device-config-checksum'
 CONF_KEY = 'volcano-scheduler.conf'
+# volcano-scheduler's metrics (v1.15.1): /metrics on --listen-address (default :8080) with --enable-metrics
+# (cmd/scheduler/app/options/options.go, cmd/scheduler/app/server.go), behind the Service of Volcano's manifests and
+# chart (installer/volcano-development.yaml, installer/helm/chart/volcano/templates/scheduler.yaml), which carries the
+# prometheus.io annotations; metrics/stack_metrics scrapes it (STKM-05)
+SCHEDULER_METRICS_PORT = 8080
+SCHEDULER_METRICS_PORT_NAME = 'metrics'
+SCHEDULER_METRICS_SERVICE = 'volcano-scheduler-service'
+SCHEDULER_SERVICE_LABELS = {'app': 'volcano-scheduler'}
+SCHEDULER_METRICS_FLAG = '--enable-metrics'
 
 VOLCANO_SCHEMA = {
     'version': dict(type=str, default=pins.ref('volcano'),
@@ -335,6 +344,17 @@ class VolcanoStack(Stack):
             data = objects['volcano_conf'][0].get('data') or {}
             if CONF_KEY in data:
                 settings['volcano'] = dict(settings_of(settings, 'volcano'), existing_conf=data[CONF_KEY])
+
+    def own_metrics(self, settings: dict) -> dict | None:
+        # the device plugins serve none (STKM-06); Volcano's own scheduler, in its namespace; per-pod allocations in
+        # mode vgpu only (the deviceshare plugin's vGPU series)
+        volcano = settings_of(settings, 'volcano')
+        return {'pool': None,
+                'scheduler': {'selects': 'service', 'labels': dict(SCHEDULER_SERVICE_LABELS),
+                              'port': SCHEDULER_METRICS_PORT, 'port_name': SCHEDULER_METRICS_PORT_NAME,
+                              'namespace': volcano.get('namespace') or VOLCANO_SCHEMA['namespace']['default'],
+                              'needs': SCHEDULER_METRICS_FLAG, 'service': SCHEDULER_METRICS_SERVICE},
+                'allocations': (volcano.get('mode') or VOLCANO_SCHEMA['mode']['default']) == 'vgpu', 'usage': False}
 
     def accounting_conflicts(self, strategies: list[str], whole: list[str]) -> list[str]:
         return ['Volcano GPU accounting and %s on the same node' % ', '.join(s for s in strategies if s != self.name)]

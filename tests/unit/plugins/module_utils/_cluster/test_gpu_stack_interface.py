@@ -267,3 +267,24 @@ def test_accounting_conflicts_gpushare_and_volcano_have_their_own_words():
     for name in gs.STRATEGIES:
         if name not in ('gpushare', 'volcano'):
             assert reg.stack(name).accounting_conflicts(list(gs.STRATEGIES), ['exclusive']) == [], name
+
+
+def test_own_metrics_hami_and_volcano_only():
+    """metrics/stack_metrics asks each Stack what its own components serve (STKM-01, STKM-04, STKM-05, STKM-06)."""
+    assert Stack('exclusive').own_metrics({}) is None
+    for name in gs.STRATEGIES:
+        if name not in ('hami', 'volcano'):
+            assert reg.stack(name).own_metrics({}) is None, name
+    assert reg.stack('hami').own_metrics({}) == {
+        'pool': {'app': 'hami-device-plugin', 'port': 9394, 'port_name': 'metrics'},
+        'scheduler': {'selects': 'pods', 'labels': {'app.kubernetes.io/name': 'hami-scheduler'}, 'port': 9395,
+                      'port_name': 'metrics', 'namespace': None, 'needs': '', 'service': ''},
+        'allocations': True, 'usage': True}
+    volcano = {'pool': None,
+               'scheduler': {'selects': 'service', 'labels': {'app': 'volcano-scheduler'}, 'port': 8080,
+                             'port_name': 'metrics', 'namespace': 'volcano-system', 'needs': '--enable-metrics',
+                             'service': 'volcano-scheduler-service'},
+               'allocations': True, 'usage': False}
+    assert reg.stack('volcano').own_metrics({}) == volcano
+    volcano['scheduler']['namespace'], volcano['allocations'] = 'vc', False
+    assert reg.stack('volcano').own_metrics({'volcano': {'namespace': 'vc', 'mode': 'gpu-share'}}) == volcano

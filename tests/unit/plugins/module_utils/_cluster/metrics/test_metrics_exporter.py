@@ -210,9 +210,10 @@ def test_DCGMX_15_clock_events_field_name():
 
 
 @pytest.mark.parametrize('params,message', [
-    ({'strategy': 'hami'}, "strategy must be one of exclusive, time-slicing, mps, mig, dra; got 'hami' (hami: "),
+    ({'strategy': 'gpushare'}, "strategy must be one of exclusive, time-slicing, mps, mig, volcano, hami, dra; got "
+                               "'gpushare' (gpushare: "),
     ({'strategy': 'gpu-operator'}, "got 'gpu-operator' (gpu-operator: "),
-    ({'strategy': 'nope'}, "strategy must be one of exclusive, time-slicing, mps, mig, dra; got 'nope'"),
+    ({'strategy': 'nope'}, "strategy must be one of exclusive, time-slicing, mps, mig, volcano, hami, dra; got 'nope'"),
     ({'pool': 'Bad_Pool'}, "pool must be a DNS label"),
     ({'pool': 'p' * 50}, 'pool must be at most 49 characters'),
     ({'namespace': 'NS'}, 'namespace must be a DNS label'),
@@ -302,7 +303,7 @@ def test_strategies_are_the_models_attributable_ones():
     assert exporter.STRATEGIES == tuple(s for s in gpu_strategy.STRATEGIES
                                         if gpu_strategy.strategy(s)['nvidia_plugin'] or gpu_strategy.family(s) == 'dra')
     doc = yaml.safe_load(gpu_metrics_manifests.DOCUMENTATION)
-    assert tuple(doc['options']['strategy']['choices']) == exporter.STRATEGIES
+    assert tuple(doc["options"]["strategy"]["choices"]) == exporter.ALL_STRATEGIES
     spec = gpu_metrics_manifests.argument_spec()
     assert set(doc['options']) == set(spec)
     for name, opt in spec.items():
@@ -324,7 +325,7 @@ def test_module_renders_and_refuses(run):
     assert res['image'] == 'mirror.example/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless'
     res = run({'strategy': 'exclusive', 'pool': 'Bad'})
     assert res['failed'] and 'pool must be a DNS label' in res['msg']
-    res = run({'strategy': 'hami', 'pool': 'p'})
+    res = run({'strategy': 'gpushare', 'pool': 'p'})
     assert res['failed'] and 'value of strategy must be one of' in res['msg']
 
 
