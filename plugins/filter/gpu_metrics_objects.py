@@ -36,12 +36,21 @@ options:
     description: Render the dashboard ConfigMap.
     type: bool
     default: true
+  served:
+    description:
+      - Whether the cluster serves C(monitoring.coreos.com/v1), detected (for example from the Prometheus Operator's
+        CRDs), whatever form O(_input) asks; by default as O(_input). It decides whether V(absent) and V(stale) name
+        the C(PrometheusRule).
+    type: bool
   state:
     description:
       - V(absent) returns every object the filter may render with O(alert_rules) and O(grafana_dashboard) (by kind and
-        name), whatever O(rules_options).
+        name), whatever O(rules_options); the C(PrometheusRule) where O(served).
+      - V(stale) returns, by kind and name, the rules' other form that a V(present) run removes after a switch of form -
+        the rules ConfigMap where the C(PrometheusRule) is rendered, the C(PrometheusRule) where the ConfigMap is
+        rendered and O(served) - and nothing when O(alert_rules) is false.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, stale]
     default: present
 author: gpuops.k8s_gpu developers
 '''
@@ -50,6 +59,10 @@ EXAMPLES = r'''
 - name: The rules and the dashboard for a cluster with the Prometheus Operator
   ansible.builtin.set_fact:
     metrics_objects: "{{ true | gpuops.k8s_gpu.gpu_metrics_objects(namespace='monitoring') }}"
+
+- name: Scrape annotations asked while the Operator's API is served - the PrometheusRule made before, to remove
+  ansible.builtin.set_fact:
+    stale_objects: "{{ false | gpuops.k8s_gpu.gpu_metrics_objects(namespace='monitoring', served=true, state='stale') }}"
 '''
 
 RETURN = r'''
@@ -70,12 +83,14 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.com
 
 def gpu_metrics_objects(monitoring_api: Any, namespace: str = 'kube-system', alert_rules: bool = True,
                         rules_options: dict[str, Any] | None = None, grafana_dashboard: bool = True,
-                        state: str = 'present') -> list[Any]:
+                        state: str = 'present', served: Any = None) -> list[Any]:
     try:
         if state == 'absent':
-            return cluster.names(monitoring_api, namespace, alert_rules, grafana_dashboard)
+            return cluster.names(monitoring_api, namespace, alert_rules, grafana_dashboard, served)
+        if state == 'stale':
+            return cluster.stale(monitoring_api, namespace, alert_rules, served)
         if state != 'present':
-            raise StackError("state must be present or absent; got %r" % (state,))
+            raise StackError("state must be present, absent or stale; got %r" % (state,))
         return cluster.objects(monitoring_api, namespace, alert_rules, rules_options, grafana_dashboard)
     except (StackError, rules.RulesError, ValueError) as e:
         raise AnsibleFilterError('gpu_metrics_objects: %s' % e)

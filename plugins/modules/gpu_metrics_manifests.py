@@ -115,6 +115,14 @@ options:
         cluster's API versions as a list of C(group/version) strings.
     type: raw
     default: false
+  monitoring_served:
+    description:
+      - Whether the cluster serves C(monitoring.coreos.com/v1), detected, whatever form O(monitoring_api) asks - a
+        boolean or the cluster's API versions. Where it is served, RV(prune) names the ServiceMonitor kind and, with
+        O(monitoring_api) false, RV(stale) names the pool's ServiceMonitor, so that a switch to scrape annotations
+        removes the ServiceMonitor made before.
+      - By default as O(monitoring_api).
+    type: raw
   scrape_interval:
     description: The ServiceMonitor's scrape interval.
     type: str
@@ -208,7 +216,16 @@ attribution:
       description: MIG instances get C(GPU_I_PROFILE) and C(GPU_I_ID).
       type: bool
 prune:
-  description: What M(gpuops.k8s_gpu.k8s_converge) may prune after the apply - the exporter's objects of this pool only.
+  description:
+    - What M(gpuops.k8s_gpu.k8s_converge) may prune after the apply - the exporter's objects of this pool only; the
+      ServiceMonitor kind where O(monitoring_served).
+  returned: always
+  type: list
+  elements: dict
+stale:
+  description:
+    - The other monitoring form's objects of this pool, by kind and name (the ServiceMonitor where O(monitoring_served)
+      and the Service carries scrape annotations), for a caller that removes the pool (the prune covers a present run).
   returned: always
   type: list
   elements: dict
@@ -240,6 +257,7 @@ def argument_spec() -> dict:
         scheduler=dict(type='bool', default=True),
         resource_names=dict(type='list', elements='str', default=[]),
         monitoring_api=dict(type='raw', default=False),
+        monitoring_served=dict(type='raw'),
         scrape_interval=dict(type='str', default='30s'),
         extra_labels=dict(type='dict', default={}),
         rules=dict(type='dict'),

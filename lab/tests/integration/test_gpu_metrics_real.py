@@ -72,35 +72,11 @@ def test_DCGMX_20_every_object_is_valid_to_the_real_api_server(apis, strategy):
 
 
 # --------------------------------------------------------------------------- the Prometheus Operator's own schemas
-def _crds():
-    """The ServiceMonitor and PrometheusRule CRDs of github.com/prometheus-operator/prometheus-operator v0.85.0
-    (lab/go/prometheus-operator: files of the module, from the Go module proxy)."""
-    import yaml
-    sys.path.insert(0, str(ROOT / "lab" / "tests" / "oracles"))
-    from oracle_util import go_set
-    d = Path(go_set("prometheus-operator")) / "files" / "example" / "prometheus-operator-crd"
-    return [yaml.safe_load((d / ("monitoring.coreos.com_%s.yaml" % n)).read_text())
-            for n in ("servicemonitors", "prometheusrules")]
-
-
 @pytest.fixture(scope="module")
 def monitoring_crds(apis):
-    """The two CRDs on the shared cluster (left installed: cluster-wide, the same for every test; created once)."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-    ext = client.ApiextensionsV1Api(apis["api"])
-    for crd in _crds():
-        try:
-            ext.create_custom_resource_definition(crd)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-    from conftest import wait_until
-    for crd in _crds():
-        wait_until("CRD %s established" % crd["metadata"]["name"], lambda: [
-            c for c in (ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or [])
-            if c.type == "Established" and c.status == "True"])
-    return client.CustomObjectsApi(apis["api"])
+    """The two CRDs on the shared cluster (lab/tests/monitoring_crds: left installed, created once)."""
+    import monitoring_crds as crds
+    return crds.install(apis["api"])
 
 
 @pytest.mark.parametrize("strategy", ["exclusive", "time-slicing"])

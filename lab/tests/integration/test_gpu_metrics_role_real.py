@@ -2,7 +2,10 @@
 two pools, the alert rules and the dashboard; the Prometheus Operator's CRDs (prometheus-operator v0.85.0, from the Go
 module proxy) installed, so `gpu_metrics_monitoring: auto` finds them and makes ServiceMonitors and a PrometheusRule.
 A re-run writes nothing (counted in the audit log), a pool left out of the list keeps its exporter (pruning is per
-pool: another inventory may own it) until state absent names it, and state absent removes every object the role made. Everything lives in this file's own namespace.
+pool: another inventory may own it) until state absent names it, and state absent removes every object the role made.
+A switch of the monitoring form (forced, while the Operator's API stays served) leaves exactly one form: the other
+one's objects are pruned or removed. The CRDs come from lab/tests/monitoring_crds (left installed on the shared plane).
+Everything else lives in this file's own namespace.
 
 No exporter container runs here (the DaemonSet selects GPU nodes of the pools' labels; none carries them): what the
 exporter does on a node is DCGM's (docs/observability.md says what the lab cannot show).
@@ -12,14 +15,11 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_metrics_role
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
+import monitoring_crds
 from conftest import new_namespace, run_role_on_localhost
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_gpu_metrics_real import _crds  # noqa: E402  (the two CRDs of lab/go/prometheus-operator)
 
 S = '%d' % os.getpid()
 NS = 'metrics-%s' % S
@@ -32,23 +32,12 @@ def cluster(kube_real):
     from kubernetes import client
     from kubernetes.client.rest import ApiException
     api = kube_real.api()
-    ext = client.ApiextensionsV1Api(api)
-    for crd in _crds():
-        try:
-            ext.create_custom_resource_definition(crd)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-    from conftest import wait_until
-    for crd in _crds():
-        wait_until('CRD %s established' % crd['metadata']['name'], lambda: [
-            c for c in (ext.read_custom_resource_definition(crd['metadata']['name']).status.conditions or [])
-            if c.type == 'Established' and c.status == 'True'])
+    custom = monitoring_crds.install(api)
     core = client.CoreV1Api(api)
     new_namespace(core, NS)
     try:
         yield {'kube': kube_real, 'kubeconfig': kube_real.user(USER, reads=True), 'core': core,
-               'apps': client.AppsV1Api(api), 'custom': client.CustomObjectsApi(api),
+               'apps': client.AppsV1Api(api), 'custom': custom,
                'rbac': client.RbacAuthorizationV1Api(api)}
     finally:
         core.delete_namespace(NS)
@@ -126,20 +115,42 @@ def test_present_rerun_prune_and_absent(collections_path, tmp_path, cluster):
                               'PrometheusRule': []}
 
 
-def test_annotations_without_the_operator_and_bad_input(collections_path, tmp_path, cluster):
+def test_DCGMX_14_a_switch_of_form_leaves_exactly_one_form(collections_path, tmp_path, cluster):
+    """The Operator's API stays served (the shared plane's CRDs); the form is forced: servicemonitor -> annotations ->
+    servicemonitor. After each step exactly one form exists (the ServiceMonitor or the Service's scrape annotations;
+    the PrometheusRule or the rules ConfigMap) and a re-run after a switch writes nothing (the first form's re-run is
+    test_present_rerun_prune_and_absent's: auto with the CRDs is that form); state absent with annotations forced still
+    removes the ServiceMonitor form's objects (the API is served)."""
+    kube = cluster['kube']
     ex = 'dcgm-exporter-%s' % POOLS[0]['name']
-    proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='annotations',
-                     gpu_metrics_pools=POOLS[:1])
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert result(doc)['monitoring'] is False
-    svc = cluster['core'].read_namespaced_service(ex, NS)
-    assert svc.metadata.annotations['prometheus.io/scrape'] == 'true'
-    assert state(cluster)['ConfigMap'] == sorted([ex, 'gpuops-gpu-alerts', 'gpuops-gpu-dashboard'])
-    assert state(cluster)['ServiceMonitor'] == [] and state(cluster)['PrometheusRule'] == []
+    scrape = ('prometheus.io/scrape', 'prometheus.io/port', 'prometheus.io/path')
+    forms = {
+        'servicemonitor': {'DaemonSet': [ex], 'Service': [ex], 'ConfigMap': sorted([ex, 'gpuops-gpu-dashboard']),
+                           'ServiceMonitor': [ex], 'PrometheusRule': ['gpuops-gpu-alerts']},
+        'annotations': {'DaemonSet': [ex], 'Service': [ex],
+                        'ConfigMap': sorted([ex, 'gpuops-gpu-alerts', 'gpuops-gpu-dashboard']),
+                        'ServiceMonitor': [], 'PrometheusRule': []}}
+    for step, form in enumerate(('servicemonitor', 'annotations', 'servicemonitor')):
+        proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring=form, gpu_metrics_pools=POOLS[:1])
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert result(doc)['monitoring'] is (form == 'servicemonitor')
+        assert state(cluster) == forms[form], form
+        annotations = cluster['core'].read_namespaced_service(ex, NS).metadata.annotations or {}
+        assert [a for a in scrape if a in annotations] == ([] if form == 'servicemonitor' else list(scrape)), form
+        if step == 0:
+            continue
+        since = kube.mark()
+        proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring=form, gpu_metrics_pools=POOLS[:1])
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert kube.writes(since, kube.mark(), user=USER) == [] and result(doc)['changed'] is False, form
     proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='annotations',
                       gpu_metrics_pools=POOLS[:1], gpu_metrics_state='absent')
-    assert proc.returncode == 0 and state(cluster)['ConfigMap'] == []
-    # bad input: refused before anything is written
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert state(cluster) == {'DaemonSet': [], 'Service': [], 'ConfigMap': [], 'ServiceMonitor': [],
+                              'PrometheusRule': []}
+
+
+def test_bad_input_is_refused_before_any_write(collections_path, tmp_path, cluster):
     since = cluster['kube'].mark()
     proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring='prometheus')
     assert proc.returncode != 0 and 'gpu_metrics_monitoring' in proc.stdout and 'auto' in proc.stdout

@@ -42,18 +42,43 @@ def objects(monitoring_api: Any = False, namespace: str = 'kube-system', alert_r
     return out
 
 
+def _rules_name(kind: str, namespace: str) -> dict[str, Any]:
+    api = exporter.MONITORING_API if kind == 'PrometheusRule' else 'v1'
+    return {'apiVersion': api, 'kind': kind, 'metadata': {'name': RULES_NAME, 'namespace': namespace}}
+
+
 def names(monitoring_api: Any = False, namespace: str = 'kube-system', alert_rules: bool = True,
-          grafana_dashboard: bool = True) -> list[dict[str, Any]]:
+          grafana_dashboard: bool = True, served: Any = None) -> list[dict[str, Any]]:
     """Every object objects() may make with these flags, by kind and name, whatever the rule options (state absent
-    removes them); the PrometheusRule only where its API is served."""
+    removes them); the PrometheusRule where its API is served (``served``, detected: a bool or the api_versions; by
+    default as monitoring_api), whichever form is asked now."""
     namespace = check_name(namespace, 'namespace')
     out: list[dict[str, Any]] = []
     if alert_rules:
-        if exporter.monitoring_present(monitoring_api):
-            out.append({'apiVersion': exporter.MONITORING_API, 'kind': 'PrometheusRule',
-                        'metadata': {'name': RULES_NAME, 'namespace': namespace}})
-        out.append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': RULES_NAME, 'namespace': namespace}})
+        if _served(monitoring_api, served):
+            out.append(_rules_name('PrometheusRule', namespace))
+        out.append(_rules_name('ConfigMap', namespace))
     if grafana_dashboard:
         out.append({'apiVersion': 'v1', 'kind': 'ConfigMap',
                     'metadata': {'name': DASHBOARD_NAME, 'namespace': namespace}})
     return out
+
+
+def _served(monitoring_api: Any, served: Any) -> bool:
+    found = exporter.monitoring_present(served, 'served') if served is not None else False
+    return exporter.monitoring_present(monitoring_api) or found
+
+
+def stale(monitoring_api: Any = False, namespace: str = 'kube-system', alert_rules: bool = True,
+          served: Any = None) -> list[dict[str, Any]]:
+    """The rules' other form, by kind and name, that a present run removes after a switch of form: the rules ConfigMap
+    where the PrometheusRule is rendered, the PrometheusRule where the ConfigMap is rendered and the API is served
+    (``served``; by default as monitoring_api). Nothing without alert_rules (the rules are then left alone)."""
+    namespace = check_name(namespace, 'namespace')
+    if not alert_rules:
+        return []
+    if exporter.monitoring_present(monitoring_api):
+        return [_rules_name('ConfigMap', namespace)]
+    if _served(monitoring_api, served):
+        return [_rules_name('PrometheusRule', namespace)]
+    return []

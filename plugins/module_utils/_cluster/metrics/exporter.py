@@ -76,15 +76,15 @@ STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if attribution(s) is not N
 ALL_STRATEGIES = tuple(s for s in gpu_strategy.STRATEGIES if s in STRATEGIES or s in stack_metrics.STRATEGIES)
 
 
-def monitoring_present(api: Any) -> bool:
+def monitoring_present(api: Any, option: str = 'monitoring_api') -> bool:
     """Whether the caller's discovery found the Prometheus Operator's API: a bool, or the cluster's api_versions (a
     list of group/version strings, as Ansible's k8s_cluster_info and `kubectl api-versions` give them)."""
     if isinstance(api, bool):
         return api
     if isinstance(api, (list, tuple)):
         return MONITORING_API in api
-    raise StackError('monitoring_api must be a boolean or the list of the cluster\'s api_versions (e.g. [%s]); got %r'
-                     % (MONITORING_API, api))
+    raise StackError('%s must be a boolean or the list of the cluster\'s api_versions (e.g. [%s]); got %r'
+                     % (option, MONITORING_API, api))
 
 
 def _names(pool: str) -> str:
@@ -161,13 +161,31 @@ def node_selector(pool: str, strategy: str, strategy_label: str = STRATEGY_LABEL
     return sel
 
 
-def prune_rules(pool: str, monitoring: bool = False) -> list[dict[str, Any]]:
+def prune_rules(pool: str, served: bool = False) -> list[dict[str, Any]]:
     """What k8s_converge may prune after applying a pool's exporter: its objects only (scope metrics); the
-    ServiceMonitor kind only where its API is served."""
-    kinds = KINDS + ((MONITORING_API, 'ServiceMonitor'),) if monitoring else KINDS
+    ServiceMonitor kind wherever the monitoring.coreos.com/v1 API is served (``served``, detected by the caller),
+    whatever form the render chose - a switch to scrape annotations removes the ServiceMonitor made before."""
+    kinds = KINDS + ((MONITORING_API, 'ServiceMonitor'),) if served else KINDS
     labels = {'app.kubernetes.io/managed-by': MANAGED_BY, POOL_LABEL: pool, SCOPE_LABEL: SCOPE}
     return [{'label_selector': ','.join('%s=%s' % kv for kv in sorted(labels.items())),
              'kinds': [{'api_version': a, 'kind': k} for a, k in kinds]}]
+
+
+def served_api(params: dict[str, Any], monitoring: bool) -> bool:
+    """Whether the monitoring.coreos.com/v1 API is served, for the prune and the stale objects: params'
+    monitoring_served (a bool or the api_versions) where given, else what the render's form says (monitoring)."""
+    served = params.get('monitoring_served')
+    found = monitoring_present(served, 'monitoring_served') if served is not None else False
+    return monitoring or found
+
+
+def stale_objects(pool: str, namespace: str, monitoring: bool, served: bool) -> list[Manifest]:
+    """The other monitoring form's objects of a pool, by kind and name, that the caller removes (state absent: the
+    prune covers state present): the ServiceMonitor where the API is served and the render made annotations."""
+    if monitoring or not served:
+        return []
+    return [{'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor',
+             'metadata': {'name': _names(pool), 'namespace': namespace}}]
 
 
 def render(params: dict[str, Any]) -> dict[str, Any]:
@@ -182,6 +200,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     if how is None:  # _check refused the others
         raise StackError('strategy %r has no exporter attribution' % p['strategy'])
     monitoring = monitoring_present(params.get('monitoring_api', False))
+    served = served_api(params, monitoring)
     image = mirror_image(IMAGE, p['registry'], 'registry')
     name = _names(p['pool'])
     notes: list[str] = []
@@ -285,7 +304,8 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
             'attribution': {'pods': True, 'virtual_gpus': how['virtual_gpus'], 'dra': how['dra'],
                             'resource_names': [dcgm.DEFAULT_RESOURCE] + resource_names,
                             'mig_instances': True},
-            'prune': prune_rules(p['pool'], monitoring)}
+            'prune': prune_rules(p['pool'], served),
+            'stale': stale_objects(p['pool'], p['namespace'], monitoring, served)}
 
 
 def rule_objects(rules: Any, name: str, namespace: str = 'kube-system', monitoring_api: Any = False,

@@ -35,5 +35,16 @@ def test_absent_names_every_object_the_flags_may_make():
     assert kinds(gpu_metrics_objects(False, 'm', state='absent')) == [
         ('ConfigMap', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
     assert gpu_metrics_objects(True, alert_rules=False, grafana_dashboard=False, state='absent') == []
-    with pytest.raises(AnsibleFilterError, match="state must be present or absent; got 'gone'"):
+    assert kinds(gpu_metrics_objects(False, 'm', grafana_dashboard=False, state='absent', served=True)) == [
+        ('PrometheusRule', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    with pytest.raises(AnsibleFilterError, match="state must be present, absent or stale; got 'gone'"):
         gpu_metrics_objects(True, state='gone')
+
+
+def test_stale_is_the_rules_other_form():
+    assert kinds(gpu_metrics_objects(True, 'm', state='stale')) == [('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    assert kinds(gpu_metrics_objects(False, 'm', state='stale', served=True)) == [
+        ('PrometheusRule', 'gpuops-gpu-alerts', 'm')]
+    assert gpu_metrics_objects(False, 'm', state='stale', served=False) == []
+    with pytest.raises(AnsibleFilterError, match='gpu_metrics_objects: served must be a boolean'):
+        gpu_metrics_objects(False, state='stale', served='yes')

@@ -59,3 +59,29 @@ def test_names_every_object_the_flags_may_make():
         ('ConfigMap', 'gpuops-gpu-dashboard', 'm')]
     assert kinds(cluster.names(False, 'm', grafana_dashboard=False)) == [('ConfigMap', 'gpuops-gpu-alerts', 'm')]
     assert cluster.names(True, alert_rules=False, grafana_dashboard=False) == []
+
+
+def test_absent_names_the_prometheus_rule_wherever_the_api_is_served():
+    """Annotations forced while the Operator's API is served: state absent still removes a PrometheusRule made before."""
+    assert kinds(cluster.names(False, 'm', grafana_dashboard=False, served=True)) == [
+        ('PrometheusRule', 'gpuops-gpu-alerts', 'm'), ('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    assert kinds(cluster.names(False, 'm', grafana_dashboard=False, served=['v1'])) == [
+        ('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+
+
+def test_stale_is_the_other_form_of_the_rules():
+    """After a switch of form the role removes the rules' other form: exactly one form stays."""
+    assert kinds(cluster.stale(True, 'm')) == [('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    assert kinds(cluster.stale(True, 'm', served=False)) == [('ConfigMap', 'gpuops-gpu-alerts', 'm')]
+    assert kinds(cluster.stale(False, 'm', served=True)) == [('PrometheusRule', 'gpuops-gpu-alerts', 'm')]
+    assert cluster.stale(False, 'm', served=['v1', 'monitoring.coreos.com/v1'])[0]['apiVersion'] == \
+        'monitoring.coreos.com/v1'
+    assert cluster.stale(False, 'm') == [] and cluster.stale(False, 'm', served=False) == []
+    assert cluster.stale(True, 'm', alert_rules=False) == []      # rules not asked: left alone
+    # the stale object is never one that objects() renders with the same input, and is of the same name
+    for mon, served in ((True, True), (False, True), (True, False)):
+        made = set((o['kind'], o['metadata']['name']) for o in cluster.objects(mon, 'm'))
+        gone = set((o['kind'], o['metadata']['name']) for o in cluster.stale(mon, 'm', served=served))
+        assert not made & gone and all(n == cluster.RULES_NAME for _k, n in gone)
+    with pytest.raises(StackError, match="served must be a boolean or the list.*got 'yes'"):
+        cluster.stale(False, served='yes')

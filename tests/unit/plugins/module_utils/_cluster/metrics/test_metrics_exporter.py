@@ -204,6 +204,30 @@ def test_DCGMX_14_service_monitor_only_where_the_api_is_found():
         _render(monitoring_api='yes')
 
 
+def test_DCGMX_14_the_prune_takes_the_service_monitor_wherever_the_api_is_served():
+    """A switch of form (annotations forced, or the CRDs removed) must not leave the ServiceMonitor made before: the
+    prune names its kind wherever the API is served (monitoring_served, detected), whatever form is rendered; for
+    state absent the render names the pool's ServiceMonitor as stale."""
+    sm = {'api_version': 'monitoring.coreos.com/v1', 'kind': 'ServiceMonitor'}
+    for served in (True, MONITORING):
+        out = _render(monitoring_api=False, monitoring_served=served, namespace='mon')
+        assert out['monitoring'] is False and _kind(out, 'ServiceMonitor') is None
+        assert sm in out['prune'][0]['kinds']
+        assert out['stale'] == [{'apiVersion': 'monitoring.coreos.com/v1', 'kind': 'ServiceMonitor',
+                                 'metadata': {'name': 'dcgm-exporter-p1', 'namespace': 'mon'}}]
+    for served in (False, ['v1'], None):
+        out = _render(monitoring_api=False, monitoring_served=served)
+        assert sm not in out['prune'][0]['kinds'] and out['stale'] == []
+    # the ServiceMonitor form: its own object is rendered, nothing stale, the kind pruned (another pool's stays:
+    # the prune's selector names this pool)
+    out = _render(monitoring_api=True, monitoring_served=False)
+    assert sm in out['prune'][0]['kinds'] and out['stale'] == []
+    assert 'gpuops.io/sharing-pool=p1' in out['prune'][0]['label_selector'].split(',')
+    assert exporter.prune_rules('p1', True)[0]['kinds'][:len(exporter.KINDS)] == exporter.prune_rules('p1')[0]['kinds']
+    with pytest.raises(StackError, match="monitoring_served must be a boolean or the list.*got 'yes'"):
+        _render(monitoring_served='yes')
+
+
 def test_DCGMX_15_clock_events_field_name():
     assert 'DCGM_FI_DEV_CLOCKS_EVENT_REASONS' in dcgm.COUNTERS
     assert not any('THROTTLE' in c for c in dcgm.COUNTERS)
@@ -327,6 +351,9 @@ def test_module_renders_and_refuses(run):
     assert res['failed'] and 'pool must be a DNS label' in res['msg']
     res = run({'strategy': 'gpushare', 'pool': 'p'})
     assert res['failed'] and 'value of strategy must be one of' in res['msg']
+    res = run({'strategy': 'exclusive', 'pool': 'p', 'monitoring_served': True})
+    assert [o['kind'] for o in res['stale']] == ['ServiceMonitor']
+    assert 'ServiceMonitor' in [k['kind'] for k in res['prune'][0]['kinds']]
 
 
 def test_conformance_table_exists():
