@@ -8,6 +8,7 @@ Run: .venv/bin/pytest -q lab/tests/integration/test_gpu_metrics_real.py -p no:xd
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -119,3 +120,89 @@ def test_STKM_09_stack_scrape_objects_are_valid_to_the_real_api_server(apis, mon
             assert stored["spec"]["ports"][0]["targetPort"] == obj["spec"]["ports"][0]["targetPort"]
             assert stored["metadata"].get("annotations") == obj["metadata"].get("annotations")
         assert stored["metadata"]["labels"] == obj["metadata"]["labels"]
+
+
+# --------------------------------------------------------------------------- least RBAC of the DRA exporter
+# The API calls dcgm-exporter 4.5.3-4.8.2 makes with KUBERNETES_ENABLE_DRA and pod attribution (DCGMX-22, read from its
+# source at the tag, not from our render): client-go informers, list and watch, of the pods of every namespace (field
+# selector spec.nodeName) and of resource.k8s.io ResourceSlices (cluster-scoped). (verb, group, resource[/sub], ns,
+# field selector) with ns None = cluster scope.
+DRA_CALLS = [("list", "", "pods", None, "spec.nodeName=gpu-node-1"), ("watch", "", "pods", None,
+                                                                      "spec.nodeName=gpu-node-1"),
+             ("list", "resource.k8s.io", "resourceslices", None, None),
+             ("watch", "resource.k8s.io", "resourceslices", None, None)]
+# just outside: what the exporter never asks (the chart's get included)
+DRA_OUTSIDE = [("get", "", "pods", "default", None), ("get", "resource.k8s.io", "resourceslices", None, None),
+               ("list", "apps", "pods", None, None), ("get", "", "pods/log", "default", None),
+               ("create", "", "pods", "default", None), ("delete", "", "pods", "default", None),
+               ("patch", "resource.k8s.io", "resourceslices", None, None),
+               ("create", "resource.k8s.io", "resourceslices", None, None),
+               ("list", "resource.k8s.io", "resourceclaims", None, None),
+               ("list", "resource.k8s.io", "deviceclasses", None, None), ("list", "", "nodes", None, None),
+               ("get", "", "configmaps", "kube-system", None), ("list", "", "secrets", None, None)]
+
+
+def test_DCGMX_22_dra_exporter_rbac_by_impersonation(apis):
+    """A dra pool's ServiceAccount, ClusterRole and binding as rendered, stored for real; the real RBAC authorizer
+    (SubjectAccessReview) allows each call of DRA_CALLS to the ServiceAccount and denies each of DRA_OUTSIDE; then,
+    impersonating it, the exporter's own requests pass the authorizer (never 403) and a secret's read is 403."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    from conftest import new_namespace
+    sfx = "%d" % os.getpid()
+    ns, pool = "dcgmx22-%s" % sfx, "dcgmx22-%s" % sfx
+    out = exporter.render({"strategy": "dra", "pool": pool, "namespace": ns})
+    objs = [o for o in out["objects"] if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    [sa] = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"]
+    new_namespace(apis["core"], ns)
+    try:
+        apis["core"].create_namespaced_service_account(ns, objs[0])
+        apis["rbac"].create_cluster_role(objs[1])
+        apis["rbac"].create_cluster_role_binding(objs[2])
+        user = "system:serviceaccount:%s:%s" % (ns, sa)
+        groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % ns, "system:authenticated"]
+        authz = client.AuthorizationV1Api(apis["api"])
+        problems = []
+        for calls, allowed in ((DRA_CALLS, True), (DRA_OUTSIDE, False)):
+            for verb, group, resource, cns, fsel in calls:
+                res, _, sub = resource.partition("/")
+                ra = {"verb": verb, "group": group, "resource": res}
+                if sub:
+                    ra["subresource"] = sub
+                if cns:
+                    ra["namespace"] = cns
+                if fsel:
+                    key, _, value = fsel.partition("=")
+                    ra["fieldSelector"] = {"requirements": [{"key": key, "operator": "In", "values": [value]}]}
+                got = authz.create_subject_access_review(
+                    {"spec": {"user": user, "groups": groups, "resourceAttributes": ra}}).status.allowed
+                if bool(got) != allowed:
+                    problems.append((verb, group, resource, cns, "expected %s" % ("allowed" if allowed else "denied")))
+        assert problems == [], problems
+        # the exporter's requests themselves, as the ServiceAccount (impersonation: the API server adds the
+        # ServiceAccount's groups): past the authorizer, whatever the version serves
+        imp = client.ApiClient(configuration=apis["api"].configuration)
+        imp.set_default_header("Impersonate-User", user)
+
+        def status(path, query):
+            method, url, headers, _body, _post = imp.param_serialize("GET", path, query_params=query,
+                                                                     auth_settings=["BearerToken"])
+            try:
+                return imp.call_api(method, url, header_params=headers).status
+            except ApiException as e:
+                return e.status
+        assert status("/api/v1/pods", [("fieldSelector", "spec.nodeName=gpu-node-1"), ("limit", "1")]) == 200
+        assert status("/api/v1/pods", [("fieldSelector", "spec.nodeName=gpu-node-1"), ("watch", "true"),
+                                       ("timeoutSeconds", "1")]) == 200
+        assert status("/apis/resource.k8s.io/v1beta1/resourceslices", [("limit", "1")]) in (200, 404)
+        assert status("/apis/resource.k8s.io/v1/resourceslices", [("limit", "1")]) == 200
+        assert status("/api/v1/namespaces/kube-system/secrets", [("limit", "1")]) == 403
+        assert status("/api/v1/namespaces/default/pods/none", []) == 403
+    finally:
+        for call, name in ((apis["rbac"].delete_cluster_role_binding, objs[2]["metadata"]["name"]),
+                           (apis["rbac"].delete_cluster_role, objs[1]["metadata"]["name"])):
+            try:
+                call(name)
+            except ApiException:
+                pass
+        apis["core"].delete_namespace(ns)

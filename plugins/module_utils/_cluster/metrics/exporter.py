@@ -51,6 +51,11 @@ SERIES_POOL_LABEL = re.sub(r'[^a-zA-Z0-9_]', '_', POOL_LABEL)
 # a registry mirror prefix: host[:port][/path]
 _REGISTRY = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*/?$')
 _DURATION = re.compile(r'^([0-9]+(ms|s|m|h|d|w|y))+$')
+# the DRA exporter's API calls (DCGMX-22): two informers of client-go, which list and watch - the pods of every
+# namespace (a field selector on NODE_NAME) and the ResourceSlices (cluster-scoped; resource.k8s.io/v1beta1); their
+# listers read the informers' caches, so no get (the chart grants get as well; the least privilege leaves it out)
+DRA_READS = (('', 'pods'), ('resource.k8s.io', 'resourceslices'))
+DRA_VERBS = ('list', 'watch')
 KINDS = (('v1', 'ConfigMap'), ('v1', 'ServiceAccount'), ('v1', 'Service'), ('apps/v1', 'DaemonSet'),
          ('rbac.authorization.k8s.io/v1', 'ClusterRole'), ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'))
 
@@ -278,9 +283,8 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         role_name = 'gpuops-' + name
         objects.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole',
                         'metadata': _meta(p, role_name, namespaced=False),
-                        'rules': [{'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch']},
-                                  {'apiGroups': ['resource.k8s.io'], 'resources': ['resourceslices'],
-                                   'verbs': ['get', 'list', 'watch']}]})
+                        'rules': [{'apiGroups': [group], 'resources': [resource], 'verbs': list(DRA_VERBS)}
+                                  for group, resource in DRA_READS]})
         objects.append({'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
                         'metadata': _meta(p, role_name, namespaced=False),
                         'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': role_name},

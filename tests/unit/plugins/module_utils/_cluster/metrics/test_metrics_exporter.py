@@ -147,8 +147,8 @@ def test_DCGMX_11_dra_reads_resource_slices_and_pods_only():
     assert _env(out)['KUBERNETES_ENABLE_DRA'] == 'true'
     role = _kind(out, 'ClusterRole')
     assert role['rules'] == [
-        {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['get', 'list', 'watch']},
-        {'apiGroups': ['resource.k8s.io'], 'resources': ['resourceslices'], 'verbs': ['get', 'list', 'watch']}]
+        {'apiGroups': [''], 'resources': ['pods'], 'verbs': ['list', 'watch']},
+        {'apiGroups': ['resource.k8s.io'], 'resources': ['resourceslices'], 'verbs': ['list', 'watch']}]
     binding = _kind(out, 'ClusterRoleBinding')
     assert binding['roleRef'] == {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole',
                                   'name': role['metadata']['name']}
