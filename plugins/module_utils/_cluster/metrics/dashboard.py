@@ -142,17 +142,19 @@ def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_
             'annotations': {'list': [BUILT_IN_ANNOTATIONS]}, 'panels': _layout(panels)}
 
 
-# The label the Grafana chart's dashboard sidecar looks for (grafana/helm-charts, values `sidecar.dashboards.label`,
-# default "grafana_dashboard", any value; kube-prometheus-stack sets "1"): a Grafana deployed by either provisions the
-# ConfigMap's JSON files.
+# The label the Grafana chart's dashboard sidecar collects ConfigMaps by (grafana/helm-charts charts/grafana/values.yaml
+# sidecar.dashboards.label, default "grafana_dashboard"; labelValue empty by default: any value) and the value
+# kube-prometheus-stack asks (its grafana.sidecar.dashboards.labelValue "1"): a Grafana deployed by either provisions
+# the ConfigMap's JSON files. Conformance row DASH-01 (docs/conformance/dcgm-exporter.md).
 SIDECAR_LABEL = 'grafana_dashboard'
+SIDECAR_VALUE = '1'
 FILE_NAME = 'gpuops-gpu-sharing.json'
 
 
 def config_map(name: str, namespace: str, labels: dict[str, str] | None = None, **options: Any) -> dict[str, Any]:
     """The dashboard as a ConfigMap a Grafana dashboard sidecar provisions (``options``: those of dashboard())."""
     meta_labels = dict(labels or {})
-    meta_labels[SIDECAR_LABEL] = '1'
+    meta_labels[SIDECAR_LABEL] = SIDECAR_VALUE
     return {'apiVersion': 'v1', 'kind': 'ConfigMap',
             'metadata': {'name': name, 'namespace': namespace, 'labels': meta_labels},
             'data': {FILE_NAME: json.dumps(dashboard(**options), indent=1, sort_keys=True) + '\n'}}
