@@ -4,7 +4,8 @@ module proxy) installed, so `gpu_metrics_monitoring: auto` finds them and makes 
 A re-run writes nothing (counted in the audit log), a pool left out of the list keeps its exporter (pruning is per
 pool: another inventory may own it) until state absent names it, and state absent removes every object the role made.
 A switch of the monitoring form (forced, while the Operator's API stays served) leaves exactly one form: the other
-one's objects are pruned or removed. The CRDs come from lab/tests/monitoring_crds (left installed on the shared plane).
+one's objects are pruned or removed. A pool whose strategy changes (time-slicing -> mig -> dra -> exclusive) holds
+exactly the new strategy's objects after each converge. The CRDs come from lab/tests/monitoring_crds (left installed on the shared plane).
 Everything else lives in this file's own namespace.
 
 No exporter container runs here (the DaemonSet selects GPU nodes of the pools' labels; none carries them): what the
@@ -15,16 +16,23 @@ Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_gpu_metrics_role
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 import monitoring_crds
 from conftest import new_namespace, run_role_on_localhost
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / 'build' / 'collections'))
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter  # noqa: E402
+
 S = '%d' % os.getpid()
 NS = 'metrics-%s' % S
 USER = 'gpuops-test-metrics-role-%s' % S
 POOLS = [{'name': 'met-ex-%s' % S, 'strategy': 'exclusive'}, {'name': 'met-ts-%s' % S, 'strategy': 'time-slicing'}]
+# the pool whose strategy changes (test_a_strategy_change_...)
+MOVING = 'met-sc-%s' % S
 
 
 @pytest.fixture(scope='module')
@@ -42,10 +50,10 @@ def cluster(kube_real):
     finally:
         core.delete_namespace(NS)
         rbac = client.RbacAuthorizationV1Api(api)
-        for p in POOLS:
+        for pool in [p['name'] for p in POOLS] + [MOVING]:
             for call in (rbac.delete_cluster_role, rbac.delete_cluster_role_binding):
                 try:
-                    call('dcgm-exporter-%s' % p['name'])
+                    call('gpuops-dcgm-exporter-%s' % pool)   # the dra pools' (exporter.render)
                 except ApiException:
                     pass
 
@@ -189,3 +197,53 @@ def test_STKM_10_hami_pools_get_their_monitor_and_the_scheduler_once(collections
     proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_state='absent', **extra)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert state(cluster)['Service'] == [] and state(cluster)['ServiceMonitor'] == []
+
+
+def pool_objects(cluster, pool):
+    """Every object of one pool's exporter on the server, as {(kind, name)}: the namespaced ones in NS, the RBAC by the
+    pool label (cluster-scoped)."""
+    sel = 'gpuops.io/sharing-pool=%s' % pool
+    core, apps, rbac = cluster['core'], cluster['apps'], cluster['rbac']
+    found = [('ServiceAccount', core.list_namespaced_service_account(NS, label_selector=sel).items),
+             ('ConfigMap', core.list_namespaced_config_map(NS, label_selector=sel).items),
+             ('DaemonSet', apps.list_namespaced_daemon_set(NS, label_selector=sel).items),
+             ('Service', core.list_namespaced_service(NS, label_selector=sel).items),
+             ('ClusterRole', rbac.list_cluster_role(label_selector=sel).items),
+             ('ClusterRoleBinding', rbac.list_cluster_role_binding(label_selector=sel).items)]
+    out = set((kind, i.metadata.name) for kind, items in found for i in items)
+    out |= set(('ServiceMonitor', i['metadata']['name']) for i in cluster['custom'].list_namespaced_custom_object(
+        'monitoring.coreos.com', 'v1', NS, 'servicemonitors', label_selector=sel)['items'])
+    return out
+
+
+def test_a_strategy_change_leaves_the_new_strategys_exporter_only(collections_path, tmp_path, cluster):
+    """One pool through time-slicing -> mig -> dra -> exclusive (the role with the CRDs served, form auto): after each
+    converge the pool's objects on the server are exactly those render gives for the new strategy (the dra step's
+    RBAC pruned after it), the DaemonSet's pod spec (env, node selector, hostPID, token) is render's, and a re-run
+    writes nothing."""
+    kube = cluster['kube']
+    api = kube.api()
+    for strategy in ('time-slicing', 'mig', 'dra', 'exclusive'):
+        pools = [{'name': MOVING, 'strategy': strategy}]
+        proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_pools=pools, gpu_metrics_rules=False,
+                         gpu_metrics_dashboard=False)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        want = exporter.render({'strategy': strategy, 'pool': MOVING, 'namespace': NS,
+                                'registry': 'mirror.example.com/nvcr', 'monitoring_api': True})
+        assert pool_objects(cluster, MOVING) == set((o['kind'], o['metadata']['name']) for o in want['objects']), \
+            strategy
+        [ds] = [o for o in want['objects'] if o['kind'] == 'DaemonSet']
+        live = api.sanitize_for_serialization(cluster['apps'].read_namespaced_daemon_set(ds['metadata']['name'], NS))
+        w, g = ds['spec']['template']['spec'], live['spec']['template']['spec']
+        assert g['containers'][0]['env'] == w['containers'][0]['env'], strategy
+        for key in ('nodeSelector', 'hostPID', 'automountServiceAccountToken', 'runtimeClassName'):
+            assert g.get(key) == w.get(key), (strategy, key)
+        since = kube.mark()
+        proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_pools=pools, gpu_metrics_rules=False,
+                         gpu_metrics_dashboard=False)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert kube.writes(since, kube.mark(), user=USER) == [] and result(doc)['changed'] is False, strategy
+    proc, _doc = role(collections_path, tmp_path, cluster, gpu_metrics_state='absent', gpu_metrics_rules=False,
+                      gpu_metrics_dashboard=False, gpu_metrics_pools=[{'name': MOVING, 'strategy': 'exclusive'}])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert pool_objects(cluster, MOVING) == set()
