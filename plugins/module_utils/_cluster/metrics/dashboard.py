@@ -145,7 +145,7 @@ def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_
 # The label the Grafana chart's dashboard sidecar collects ConfigMaps by (grafana/helm-charts charts/grafana/values.yaml
 # sidecar.dashboards.label, default "grafana_dashboard"; labelValue empty by default: any value) and the value
 # kube-prometheus-stack asks (its grafana.sidecar.dashboards.labelValue "1"): a Grafana deployed by either provisions
-# the ConfigMap's JSON files. Conformance row DASH-01 (docs/conformance/dcgm-exporter.md).
+# the ConfigMap's JSON files. Conformance row GRAF-03 (docs/conformance/grafana-dashboard.md).
 SIDECAR_LABEL = 'grafana_dashboard'
 SIDECAR_VALUE = '1'
 FILE_NAME = 'gpuops-gpu-sharing.json'

@@ -71,15 +71,15 @@ def test_activity_prefers_the_profiling_field():
     assert e.index('DCGM_FI_PROF_GR_ENGINE_ACTIVE') < e.index(' or ') < e.index('DCGM_FI_DEV_GPU_UTIL')
 
 
-def test_DASH_01_the_sidecar_label_is_the_grafana_charts():
-    """The dashboard ConfigMap's label is the one conformance row DASH-01 states: the Grafana chart's default sidecar
+def test_GRAF_03_the_sidecar_label_is_the_grafana_charts():
+    """The dashboard ConfigMap's label is the one conformance row GRAF-03 states: the Grafana chart's default sidecar
     label (any value), with the value kube-prometheus-stack asks."""
     import os
     cm = dashboard.config_map('gpuops-gpu-dashboard', 'monitoring', {'team': 'gpu'})
     assert cm['metadata']['labels'] == {'team': 'gpu', dashboard.SIDECAR_LABEL: dashboard.SIDECAR_VALUE}
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), *(['..'] * 6)))
-    with open(os.path.join(root, 'docs', 'conformance', 'dcgm-exporter.md')) as f:
-        [row] = [line for line in f if line.startswith('| DASH-01 |')]
+    with open(os.path.join(root, 'docs', 'conformance', 'grafana-dashboard.md')) as f:
+        [row] = [line for line in f if line.startswith('| GRAF-03 |')]
     upstream = row.split(' | ')[1]
     assert 'label`, default `%s`' % dashboard.SIDECAR_LABEL in upstream
     assert 'label `%s`, labelValue `"%s"`' % (dashboard.SIDECAR_LABEL, dashboard.SIDECAR_VALUE) in upstream
