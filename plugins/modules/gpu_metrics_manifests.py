@@ -119,8 +119,8 @@ options:
     description:
       - Whether the cluster serves C(monitoring.coreos.com/v1), detected, whatever form O(monitoring_api) asks - a
         boolean or the cluster's API versions. Where it is served, RV(prune) names the ServiceMonitor kind and, with
-        O(monitoring_api) false, RV(stale) names the pool's ServiceMonitor, so that a switch to scrape annotations
-        removes the ServiceMonitor made before.
+        O(monitoring_api) false, RV(stale) names the pool's ServiceMonitors, so that a switch to scrape annotations
+        removes the ServiceMonitors made before.
       - By default as O(monitoring_api).
     type: raw
   scrape_interval:
@@ -224,8 +224,9 @@ prune:
   elements: dict
 stale:
   description:
-    - The other monitoring form's objects of this pool, by kind and name (the ServiceMonitor where O(monitoring_served)
-      and the Service carries scrape annotations), for a caller that removes the pool (the prune covers a present run).
+    - The other monitoring form's objects of this pool, by kind and name (the ServiceMonitors - dcgm-exporter's, or a
+      HAMi or Volcano pool's - where O(monitoring_served) and the Services carry scrape annotations), for a caller that
+      removes the pool (the prune covers a present run).
   returned: always
   type: list
   elements: dict

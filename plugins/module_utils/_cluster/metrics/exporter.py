@@ -196,8 +196,9 @@ def stale_objects(pool: str, namespace: str, monitoring: bool, served: bool) -> 
 def render(params: dict[str, Any]) -> dict[str, Any]:
     """params: strategy, pool, namespace, registry (the mirror), image_pull_secrets, node_selector, strategy_label,
     settings (the pool's sharing settings: the runtime class its GPU pods use), resource_names (more resources to
-    attribute), monitoring_api (bool or api_versions), extra_labels, scrape_interval.
-    Returns {'objects', 'image', 'attribution', 'monitoring', 'prune', 'notes'}."""
+    attribute), monitoring_api (bool or api_versions), monitoring_served (whether that API is served, for the prune
+    and the stale objects; by default as monitoring_api), extra_labels, scrape_interval.
+    Returns {'objects', 'image', 'attribution', 'monitoring', 'prune', 'stale', 'notes'}."""
     p = _check(params)
     if p['strategy'] in stack_metrics.STRATEGIES:  # the stack's own metrics, no dcgm-exporter
         return stack_metrics.render(p, params, monitoring_present(params.get('monitoring_api', False)))

@@ -199,6 +199,8 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
                          'for every pool of the stack); got %r' % (scheduler,))
     objects: list[Manifest] = []
     notes: list[str] = []
+    # the ServiceMonitors of the ServiceMonitor form, by name and namespace: the stale objects of the annotations form
+    monitors: list[tuple[str, str]] = []
     agent = served['pool']
     if agent:
         app = stack + MONITOR_SUFFIX
@@ -208,6 +210,7 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
                              'got %r' % (MAX_NAME - len(app) - 1, app, pool))
         objects.append(_service(p, name, namespace, app, pool_selector(strategy, pool, params) or {}, agent['port'],
                                 agent['port_name'], monitoring))
+        monitors.append((name, namespace))
         if monitoring:
             objects.append(_monitor(p, name, namespace, app, _service_labels(app, pool), agent['port_name'], True,
                                     True))
@@ -220,6 +223,7 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
         name = '%s-scheduler-metrics' % stack
         sched_ns = check_name(sched['namespace'], 'the %s scheduler\'s namespace' % stack) if sched['namespace'] \
             else namespace
+        monitors.append((name, sched_ns))
         if sched['selects'] == 'pods':
             objects.append(_service(p, name, sched_ns, name, sched['labels'], sched['port'], sched['port_name'],
                                     monitoring))
@@ -240,5 +244,10 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
                    'allocations': bool(served['allocations']), 'virtual_gpus': False, 'dra': False,
                    'resource_names': [r[0] for r in gpu_strategy.stack_info(strategy)['resources']],
                    'mig_instances': False}
+    # as for a dcgm-exporter pool: the ServiceMonitor kind pruned wherever its API is served, whatever the form
+    api_served = exporter.served_api(params, monitoring)
+    stale = [] if monitoring or not api_served else [
+        {'apiVersion': exporter.MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': {'name': n, 'namespace': ns}}
+        for n, ns in monitors]
     return {'objects': objects, 'image': '', 'monitoring': monitoring, 'notes': notes, 'attribution': attribution,
-            'prune': exporter.prune_rules(pool, monitoring)}
+            'prune': exporter.prune_rules(pool, api_served), 'stale': stale}

@@ -248,3 +248,20 @@ def test_module_renders_hami_and_refuses_gpushare(run):
     assert [o['kind'] for o in res['objects']] == ['Service', 'ServiceMonitor']
     res = run({'strategy': 'gpushare', 'pool': 'v100'})
     assert res['failed'] is True and 'value of strategy must be one of' in res['msg']  # Ansible's choices check
+
+
+@pytest.mark.parametrize('strategy', stack_metrics.STRATEGIES)
+def test_STKM_08_a_switch_of_form_prunes_the_service_monitors(strategy):
+    """Annotations asked while the Operator's API is served (monitoring_served): the prune takes the ServiceMonitor
+    kind, and the stale objects name the ServiceMonitors the other form renders (state absent removes them)."""
+    base = {'strategy': strategy, 'pool': 'p1', 'stack_namespace': 'gpu'}
+    made = exporter.render(dict(base, monitoring_api=True))
+    monitors = [{'apiVersion': o['apiVersion'], 'kind': o['kind'],
+                 'metadata': {'name': o['metadata']['name'], 'namespace': o['metadata']['namespace']}}
+                for o in made['objects'] if o['kind'] == 'ServiceMonitor']
+    assert monitors and made['stale'] == []
+    out = exporter.render(dict(base, monitoring_api=False, monitoring_served=True))
+    assert not [o for o in out['objects'] if o['kind'] == 'ServiceMonitor']
+    assert out['prune'] == exporter.prune_rules('p1', True) and out['stale'] == monitors
+    out = exporter.render(dict(base, monitoring_api=False))
+    assert out['prune'] == exporter.prune_rules('p1', False) and out['stale'] == []
