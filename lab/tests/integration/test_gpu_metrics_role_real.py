@@ -126,7 +126,7 @@ def test_present_rerun_prune_and_absent(collections_path, tmp_path, cluster):
 def test_DCGMX_14_a_switch_of_form_leaves_exactly_one_form(collections_path, tmp_path, cluster):
     """The Operator's API stays served (the shared plane's CRDs); the form is forced: servicemonitor -> annotations ->
     servicemonitor. After each step exactly one form exists (the ServiceMonitor or the Service's scrape annotations;
-    the PrometheusRule or the rules ConfigMap) and a re-run after a switch writes nothing (the first form's re-run is
+    the PrometheusRule or the rules ConfigMap) and a re-run after the first switch writes nothing (the first form's re-run is
     test_present_rerun_prune_and_absent's: auto with the CRDs is that form); state absent with annotations forced still
     removes the ServiceMonitor form's objects (the API is served)."""
     kube = cluster['kube']
@@ -145,7 +145,7 @@ def test_DCGMX_14_a_switch_of_form_leaves_exactly_one_form(collections_path, tmp
         assert state(cluster) == forms[form], form
         annotations = cluster['core'].read_namespaced_service(ex, NS).metadata.annotations or {}
         assert [a for a in scrape if a in annotations] == ([] if form == 'servicemonitor' else list(scrape)), form
-        if step == 0:
+        if step != 1:   # one re-run, after the switch away from the first form
             continue
         since = kube.mark()
         proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_monitoring=form, gpu_metrics_pools=POOLS[:1])
@@ -217,13 +217,14 @@ def pool_objects(cluster, pool):
 
 
 def test_a_strategy_change_leaves_the_new_strategys_exporter_only(collections_path, tmp_path, cluster):
-    """One pool through time-slicing -> mig -> dra -> exclusive (the role with the CRDs served, form auto): after each
+    """One pool through time-slicing -> dra -> exclusive (the role with the CRDs served, form auto): after each
     converge the pool's objects on the server are exactly those render gives for the new strategy (the dra step's
     RBAC pruned after it), the DaemonSet's pod spec (env, node selector, hostPID, token) is render's, and a re-run
-    writes nothing."""
+    after the dra step (the most objects) writes nothing. (mig renders as exclusive but for one node label: left out
+    to keep the file's CPU down.)"""
     kube = cluster['kube']
     api = kube.api()
-    for strategy in ('time-slicing', 'mig', 'dra', 'exclusive'):
+    for strategy in ('time-slicing', 'dra', 'exclusive'):
         pools = [{'name': MOVING, 'strategy': strategy}]
         proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_pools=pools, gpu_metrics_rules=False,
                          gpu_metrics_dashboard=False)
@@ -238,6 +239,8 @@ def test_a_strategy_change_leaves_the_new_strategys_exporter_only(collections_pa
         assert g['containers'][0]['env'] == w['containers'][0]['env'], strategy
         for key in ('nodeSelector', 'hostPID', 'automountServiceAccountToken', 'runtimeClassName'):
             assert g.get(key) == w.get(key), (strategy, key)
+        if strategy != 'dra':
+            continue
         since = kube.mark()
         proc, doc = role(collections_path, tmp_path, cluster, gpu_metrics_pools=pools, gpu_metrics_rules=False,
                          gpu_metrics_dashboard=False)

@@ -257,7 +257,9 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     if how['virtual_gpus']:
         # per-process usage of a shared GPU: the exporter maps NVML's host PIDs to pods through /proc/<pid>/cgroup
         spec['hostPID'] = True
-    runtime_class = stacks_render.pod_runtime_class(p['strategy'], params.get('settings') or {}, 'settings.')
+    # the pool's settings as the pools' plan gives them (gpu_sharing_stack_nvidia: ...) or as gpu_stack_manifests takes
+    # them (nvidia: ...): the runtime class the pool's GPU pods use
+    runtime_class = stacks_render.pod_runtime_class(p['strategy'], stack_metrics.pool_settings(params), 'settings.')
     if runtime_class:
         spec['runtimeClassName'] = runtime_class
     secrets = params.get('image_pull_secrets') or []
@@ -300,7 +302,11 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
             'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': _meta(p, name),
             'spec': {'selector': {'matchLabels': dict(selector)},
                      'namespaceSelector': {'matchNames': [p['namespace']]},
-                     'endpoints': [{'port': dcgm.PORT_NAME, 'path': dcgm.METRICS_PATH,
+                     # honorLabels: the exporter's own pod, namespace and container labels (the workload's) stay
+                     # as they are; without it the Operator's target labels of the same names (the exporter pod's)
+                     # win and the workload's become exported_pod, ... (prometheus-operator v0.85.0
+                     # pkg/prometheus/promcfg.go; Prometheus' honor_labels)
+                     'endpoints': [{'port': dcgm.PORT_NAME, 'path': dcgm.METRICS_PATH, 'honorLabels': True,
                                     'interval': p['scrape_interval'],
                                     'relabelings': [{'action': 'replace', 'targetLabel': SERIES_POOL_LABEL,
                                                      'sourceLabels': ['__meta_kubernetes_pod_label_'

@@ -99,7 +99,7 @@ def refusal(strategy: str) -> str:
             'own' % (strategy, ', '.join(r[0] for r in gpu_strategy.stack_info(strategy)['resources'])))
 
 
-def _settings(params: dict[str, Any]) -> dict[str, Any]:
+def pool_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The pool's settings as gpu_stack_manifests takes them (``{'hami': {...}}``), also from the form the pools' plan
     passes (``{'gpu_sharing_stack_hami': {...}, 'gpu_sharing_stack_namespace': ...}``)."""
     settings = params.get('settings') or {}
@@ -112,7 +112,7 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def own_metrics(strategy: str, params: dict[str, Any]) -> dict[str, Any]:
     """The Stack's answer for the pool's settings (stacks/base.Stack.own_metrics)."""
-    found = registry.stack(strategy).own_metrics(_settings(params))
+    found = registry.stack(strategy).own_metrics(pool_settings(params))
     if found is None:
         raise StackError('strategy %s serves no metrics of its own' % strategy)
     return found
@@ -124,7 +124,7 @@ def stack_namespace(strategy: str, params: dict[str, Any]) -> str:
     given = params.get('stack_namespace')
     if given:
         return check_name(given, 'stack_namespace')
-    return check_name(_settings(params).get('namespace') or 'kube-system', 'settings.gpu_sharing_stack_namespace')
+    return check_name(pool_settings(params).get('namespace') or 'kube-system', 'settings.gpu_sharing_stack_namespace')
 
 
 def _meta(p: dict[str, Any], name: str, namespace: str, app: str,

@@ -188,7 +188,7 @@ def test_DCGMX_14_service_monitor_only_where_the_api_is_found():
         mon = _kind(out, 'ServiceMonitor')
         assert out['monitoring'] is True and mon['apiVersion'] == 'monitoring.coreos.com/v1'
         assert mon['spec']['selector'] == {'matchLabels': _kind(out, 'Service')['spec']['selector']}
-        assert mon['spec']['endpoints'] == [{'port': 'metrics', 'path': '/metrics', 'interval': '30s', 'relabelings': [
+        assert mon['spec']['endpoints'] == [{'port': 'metrics', 'path': '/metrics', 'honorLabels': True, 'interval': '30s', 'relabelings': [
             {'action': 'replace', 'targetLabel': 'gpuops_io_sharing_pool',
              'sourceLabels': ['__meta_kubernetes_pod_label_gpuops_io_sharing_pool']}]}]
         assert mon['spec']['namespaceSelector'] == {'matchNames': ['kube-system']}
@@ -359,3 +359,13 @@ def test_module_renders_and_refuses(run):
 def test_conformance_table_exists():
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), *(['..'] * 6)))
     assert os.path.isfile(os.path.join(root, pins.pin('dcgm-exporter')['conformance']))
+
+
+@pytest.mark.parametrize('settings', [{'nvidia': {'runtime_class_name': 'nvidia-cdi'}},
+                                      {'gpu_sharing_stack_nvidia': {'runtime_class_name': 'nvidia-cdi'}}])
+def test_the_pools_runtime_class_in_either_form_of_its_settings(settings):
+    """The pools' plan (role gpu_metrics, playbooks/cluster.yml) gives a pool's settings under the role variables'
+    names (gpu_sharing_stack_nvidia); gpu_stack_manifests' form has no prefix: both give the exporter's pods the
+    runtime class the pool's GPU pods use."""
+    out = exporter.render({'strategy': 'time-slicing', 'pool': 't4', 'settings': settings})
+    assert _kind(out, 'DaemonSet')['spec']['template']['spec']['runtimeClassName'] == 'nvidia-cdi'
