@@ -37,6 +37,16 @@ def go_program(name, version=None, program=None):
     return path
 
 
+def stop_process(proc, timeout=30):
+    """Terminate a daemon the test started (an upstream server) and wait for it; kill it when it does not go."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _collections_path():
     return lab_collections_path(importable=True)
 

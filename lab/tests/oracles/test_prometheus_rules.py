@@ -28,7 +28,7 @@ import yaml
 
 from conftest import lab_collections_path
 from gpu_kwok_nodes import real  # lab/kube/real.py
-from oracle_util import ROOT, go_set
+from oracle_util import ROOT, go_set, stop_process
 
 VERSION = '3.16.0'
 SELECTOR = 'job="dcgm-exporter"'
@@ -327,12 +327,7 @@ def test_prometheus_loads_the_rules(progs, rule_file, rule_doc, tmp_path):
             assert r['type'] == 'alerting' and r['health'] == 'ok', r
             assert r['state'] == 'inactive', r    # no series: nothing fires
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

@@ -33,7 +33,7 @@ import yaml
 
 from conftest import lab_collections_path
 from gpu_kwok_nodes import real  # lab/kube/real.py
-from oracle_util import go_set
+from oracle_util import go_set, stop_process
 
 SERIES = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-5b2d1c7e-0000-4000-8000-000000000001",pci_bus_id="00000000:18:00.0",'
           'device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-1",container="main",'
@@ -109,12 +109,7 @@ def scraped(tmp_path_factory):
         assert len(got) == 2, 'no series from both jobs in 60 s: %r\n%s' % (got, (tmp / 'prometheus.log').read_text()[-3000:])
         yield {'endpoint': ep, 'series': got}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         server.shutdown()
 
 

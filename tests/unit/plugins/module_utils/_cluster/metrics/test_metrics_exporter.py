@@ -14,7 +14,6 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics im
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_metrics_manifests
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 
 MONITORING = ['v1', 'apps/v1', 'monitoring.coreos.com/v1']
 
@@ -332,12 +331,6 @@ def test_strategies_are_the_models_attributable_ones():
     assert set(doc['options']) == set(spec)
     for name, opt in spec.items():
         assert doc['options'][name].get('default') == opt.get('default'), name
-
-
-@pytest.fixture
-def run(monkeypatch):
-    capture_exit(monkeypatch)
-    return main_runner(gpu_metrics_manifests.main, [])
 
 
 def test_module_renders_and_refuses(run):

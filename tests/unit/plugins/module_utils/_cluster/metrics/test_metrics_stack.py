@@ -12,7 +12,6 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks imp
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import POOL_LABEL, StackError
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_metrics_manifests
-from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 
 FACTS = {'n1': {'gpus': [{'index': 0, 'name': 'NVIDIA H100', 'mig_capable': True, 'compute_capability': '9.0',
                           'memory_total_mib': 81920}], 'sharing': {}}}
@@ -233,12 +232,6 @@ def test_selector_labels_are_the_stacks_constants():
     assert stack_metrics.pool_selector('hami', 'p1') == {'app.kubernetes.io/name': hami.DEVICE_PLUGIN,
                                                          POOL_LABEL: 'p1'}
     assert stack_metrics.pool_selector('volcano', 'p1') is None
-
-
-@pytest.fixture
-def run(monkeypatch):
-    capture_exit(monkeypatch)
-    return main_runner(gpu_metrics_manifests.main, [])
 
 
 def test_module_renders_hami_and_refuses_gpushare(run):
