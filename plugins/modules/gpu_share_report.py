@@ -116,9 +116,10 @@ options:
     default: gpuops.io/sharing-strategy
   prometheus_url:
     description:
-      - A Prometheus that scrapes NVIDIA's dcgm-exporter on the GPU nodes (its base URL; the module reads
-        C(/api/v1/query)). Given, the report joins what was used with what was allocated, see RV(usage).
-      - Five instant queries over O(usage_window), whatever the number of nodes; nothing is written to Prometheus.
+      - A Prometheus that scrapes NVIDIA's dcgm-exporter on the GPU nodes, and HAMi's vGPU monitor on HAMi pools' (its
+        base URL; the module reads C(/api/v1/query)). Given, the report joins what was used with what was allocated,
+        see RV(usage).
+      - Ten instant queries over O(usage_window), whatever the number of nodes; nothing is written to Prometheus.
     type: str
   prometheus_token:
     description: A bearer token for O(prometheus_url) (a Prometheus behind an authenticating proxy).
@@ -324,15 +325,17 @@ dra:
       gpu-a100-1: {devices: {gpu.nvidia.com: 8}, allocated: {gpu.nvidia.com: 1}}
 usage:
   description:
-    - What the GPUs were used for over O(usage_window), from NVIDIA dcgm-exporter's series in O(prometheus_url),
-      joined with the pods that hold GPU resources. C(gpus) - one entry per GPU or MIG instance the exporter reports
+    - What the GPUs were used for over O(usage_window), from NVIDIA dcgm-exporter's series in O(prometheus_url) (and
+      HAMi's vGPU monitor's on HAMi pools), joined with the pods that hold GPU resources. C(gpus) - one entry per GPU or MIG instance the exporter reports
       (C(node), C(index), C(uuid), C(model), C(mig_instance), C(memory_used_mib) average and C(memory_used_max_mib)
       peak, C(memory_total_mib), C(active_percent), C(activity_source), C(holders) - the pods the exporter attributes
-      it to, C(shared)); C(pods) - per running pod of RV(pods) its C(requests), the GPUs it was seen on, their
-      C(memory_used_mib) and C(active_percent), C(shared) and C(idle); C(idle) - the pods whose GPUs stayed below
+      it to, C(shared)); C(pods) - per running pod of RV(pods) its C(requests), the GPUs it was seen on,
+      C(memory_used_mib) and C(active_percent) (C(measured) V(gpu) - its GPUs' use, from DCGM; V(pod) - its own use
+      and its C(memory_limit_mib), from HAMi's monitor), C(shared) and C(idle); C(idle) - the pods whose GPUs stayed below
       O(usage_idle_percent); C(unseen) - running GPU pods no series names (no exporter on their node, or its
       Kubernetes attribution is off); C(unattributed) - active GPUs no pod holds; C(notes).
-    - DCGM measures a GPU, not a process - on a GPU several pods share (time-slicing, MPS) each pod shows the GPU's use.
+    - DCGM measures a GPU, not a process - on a GPU several pods share (time-slicing, MPS) each pod shows the GPU's use;
+      HAMi's monitor measures each container, so a HAMi pod shows its own.
   returned: when O(prometheus_url) is set
   type: dict
 conflicts:

@@ -81,7 +81,11 @@ PODS = [pod('train', 'ex', {'limits': {'nvidia.com/gpu': '1'}}), pod('notebook',
         pod('ts-a', 'ts', {'limits': {'nvidia.com/gpu': '1'}}), pod('ts-b', 'ts', {'limits': {'nvidia.com/gpu': '1'}}),
         pod('mig-small', 'mig', {'limits': {'nvidia.com/mig-1g.10gb': '1'}}),
         pod('pascal', 'old', {'limits': {'nvidia.com/gpu': '1'}}),
-        pod('no-exporter', 'ex', {'limits': {'nvidia.com/gpu': '1'}})]
+        pod('no-exporter', 'ex', {'limits': {'nvidia.com/gpu': '1'}}),
+        # in HAMi's form (its vGPU monitor): no HAMi node was recorded (its device plugin cannot run here), so these two
+        # pods hold GPUs of the A100 node and their series are the monitor's for its fourth GPU; the join reads the
+        # series and the pods, not the node's strategy
+        pod('hami-busy', 'ex', {'limits': {'nvidia.com/gpu': '1'}}), pod('hami-idle', 'ex', {'limits': {'nvidia.com/gpu': '1'}})]
 
 POOL_LABEL = 'gpuops_io_sharing_pool'
 POOLS = {n('ex'): 'h100-train', n('ts'): 't4-shared', n('mig'): 'h100-mig', n('old'): 'p100'}
@@ -121,6 +125,18 @@ def series():
     gpu(n('mig'), 0, H100M[0], ['mig-small'], 4000, 0.4, mig=('7', '1g.10gb'), fb_total=9856)
     gpu(n('mig'), 0, H100M[0], [], 0, 0.0, mig=('8', '1g.10gb'), fb_total=9856)
     gpu(n('old'), 0, P100[0], ['pascal'], 2000, 0.25, prof=False)
+    # HAMi's vGPU monitor (HAMi v2.10.0 cmd/vGPUmonitor/metrics.go): the GPU, and each container's own use and limit
+    g, mib = A100[3], 1024 * 1024
+    host = {'node': n('ex'), 'device_index': '3', 'device_uuid': g['uuid'], 'device_type': g['name'], 'zone': 'vGPU',
+            POOL_LABEL: 'a100-hami'}
+    out.append(('hami_host_gpu_memory_used_bytes', host, [(t, (13000 if t <= 3600 else 100) * mib) for t in span]))
+    out.append(('hami_host_gpu_utilization_ratio', host, [(t, 45 if t <= 3600 else 0) for t in span]))
+    for name, used, limit, active in (('hami-busy', 12000, 20000, 45), ('hami-idle', 1000, 10000, 0)):
+        ctr = {'namespace': NS, 'pod': name, 'container': 'main', 'vdevice_index': '0', 'device_uuid': g['uuid'],
+               'zone': 'vGPU', POOL_LABEL: 'a100-hami'}
+        out.append(('hami_vgpu_memory_used_bytes', ctr, [(t, (used if t <= 3600 else 50) * mib) for t in span]))
+        out.append(('hami_vgpu_memory_limit_bytes', ctr, [(t, limit * mib) for t in span]))
+        out.append(('hami_container_device_utilization_ratio', ctr, [(t, active if t <= 3600 else 70) for t in span]))
     return out
 
 
@@ -234,11 +250,22 @@ def test_usage_joined_with_the_allocations(collections_path, cluster, prometheus
     assert by_uuid[(A100[0]['uuid'], None)]['activity_source'] == 'DCGM_FI_PROF_GR_ENGINE_ACTIVE'
     assert by_uuid[(A100[0]['uuid'], None)]['memory_total_mib'] == A100[0]['memory_total_mib'] - A100[0][
         'memory_reserved_mib']
-    # the pod no series names, the idle allocation, the busy GPU no pod holds
+    # HAMi: each pod's own memory against its limit and its own SM use; the GPU as HAMi's monitor sees it
+    assert (pods['hami-busy']['gpus'], pods['hami-busy']['memory_used_mib'], pods['hami-busy']['memory_limit_mib'],
+            pods['hami-busy']['active_percent'], pods['hami-busy']['measured'], pods['hami-busy']['idle']) == (
+        [A100[3]['uuid']], 12000.0, 20000.0, 45.0, 'pod', False)
+    assert (pods['hami-idle']['memory_used_mib'], pods['hami-idle']['memory_limit_mib'], pods['hami-idle']['idle']) == (
+        1000.0, 10000.0, True)
+    hg = by_uuid[(A100[3]['uuid'], None)]
+    assert (hg['memory_used_mib'], hg['active_percent'], hg['activity_source'], hg['holders']) == (
+        13000.0, 45.0, 'hami_host_gpu_utilization_ratio', ['%s/hami-busy' % NS, '%s/hami-idle' % NS])
+    assert pods['train']['measured'] == 'gpu'
+    assert '12000 MiB of 20000 MiB' in res['table']
+    # the pod no series names, the idle allocations, the busy GPU no pod holds
     assert u['unseen'] == ['%s/no-exporter' % NS] and pods['no-exporter']['idle'] is None
-    assert u['idle'] == ['%s/notebook' % NS]
+    assert u['idle'] == ['%s/hami-idle' % NS, '%s/notebook' % NS]
     assert u['unattributed'] == ['%s GPU 2 (%s)' % (n('ex'), A100[2]['uuid'])]
-    assert 'Idle allocations (active < 1%%): %s/notebook' % NS in res['table']
+    assert 'Idle allocations (active < 1%%): %s/hami-idle, %s/notebook' % (NS, NS) in res['table']
 
 
 def test_an_earlier_window_reads_the_hour_before(collections_path, cluster, prometheus):
@@ -250,6 +277,7 @@ def test_an_earlier_window_reads_the_hour_before(collections_path, cluster, prom
     assert (pods['notebook']['active_percent'], pods['notebook']['memory_used_mib'], pods['notebook']['idle']) == (
         90.0, 5.0, False)
     assert res['usage']['idle'] == ['%s/pascal' % NS]      # the P100's utilisation was 0 in that hour
+    assert pods['hami-idle']['active_percent'] == 70.0      # HAMi's idle pod was busy in the hour before
 
 
 def test_prometheus_errors_are_clear(collections_path, cluster, prometheus):
@@ -286,6 +314,9 @@ def test_every_dashboard_query_answers_on_the_real_prometheus(prometheus):
     assert who == 'namespace=%s, pod=notebook' % NS and active == pytest.approx(0.2)
     mem = dict(by_title['Memory used per pod (MiB; a shared GPU counts whole)'])
     assert mem['%s/train' % NS][-1][1] == 60000.0 and mem['%s/ts-a' % NS][-1][1] == 9000.0
+    hami = dict(by_title['HAMi pools: memory per pod, used and limit (MiB)'])
+    assert (hami['%s/hami-busy used' % NS][-1][1], hami['%s/hami-busy limit' % NS][-1][1]) == (12000.0, 20000.0)
+    assert dict(by_title['HAMi pools: SM use per pod (%)'])['%s/hami-idle' % NS][-1][1] == 0.0
     for var, want in (('pool', sorted(set(POOLS.values()))), ('node', sorted(POOLS))):
         q = [v for v in dash['templating']['list'] if v['name'] == var][0]['query']['query']
         inner = q[len('label_values('):-1]

@@ -4,7 +4,8 @@
 """The collection's Grafana dashboard: GPU sharing per pool and for the fleet, from NVIDIA dcgm-exporter's series, the
 same panels for every strategy (exclusive, time-slicing, MPS, MIG, DRA, HAMi, ...): per physical GPU (and MIG
 instance) memory used against its total and its activity, per pod the same for the GPUs the exporter attributes to it,
-and the allocations that stay idle.
+and the allocations that stay idle; on HAMi pools (whose stack serves its own metrics instead of dcgm-exporter) each
+pod's own memory against its limit and its SM use.
 
 Plain data (a dashboard JSON model of Grafana's dashboard schema version 42, the one the lab checks it against:
 grafana-foundation-sdk v0.0.22's strict decoder, lab/go/grafana-dashboard) built from the PromQL of ``panel_queries``;
@@ -24,6 +25,9 @@ from typing import Any
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.exporter import SERIES_POOL_LABEL
 
 POOL_LABEL = SERIES_POOL_LABEL
+# HAMi's vGPU monitor, per container (Project-HAMi/HAMi v2.10.0 cmd/vGPUmonitor/metrics.go): bytes, bytes, percent
+HAMI_USED, HAMI_LIMIT, HAMI_ACTIVE = ('hami_vgpu_memory_used_bytes', 'hami_vgpu_memory_limit_bytes',
+                                      'hami_container_device_utilization_ratio')
 UID = 'gpuops-gpu-sharing'
 # the schema version the model is written in: Grafana migrates a model of an older version when it loads it
 SCHEMA_VERSION = 42
@@ -55,6 +59,7 @@ def activity(sel: str, by: str) -> str:
 def panel_queries(pool_label: str = POOL_LABEL, idle_percent: float = 1.0, idle_for: str = '1h') -> list[dict[str, Any]]:
     """Each panel: id, title, type (stat|timeseries|table), unit, and its targets [(refId, PromQL, legend)]."""
     every = _sel(pool_label=pool_label)
+    hami = '{%s=~"$pool"}' % pool_label   # a container's series has no node label (HAMi v2.10.0 vGPU monitor)
     held = _sel('pod!=""', pool_label=pool_label)
     idle_expr = ('max by (%s) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE%s[%s]) * 100 or '
                  'avg_over_time(DCGM_FI_DEV_GPU_UTIL%s[%s])) < %s' % (HOLDER, held, idle_for, held, idle_for,
@@ -87,6 +92,14 @@ def panel_queries(pool_label: str = POOL_LABEL, idle_percent: float = 1.0, idle_
          'targets': [('A', activity(held, HOLDER), '{{namespace}}/{{pod}}')]},
         {'id': 11, 'title': 'Idle allocations', 'type': 'table', 'unit': 'percent',
          'targets': [('A', idle_expr, '')]},
+        # HAMi pools (no dcgm-exporter there): each pod's own use from HAMi's vGPU monitor, which DCGM cannot give
+        {'id': 12, 'title': 'HAMi pools: memory per pod, used and limit (MiB)', 'type': 'timeseries',
+         'unit': 'decmbytes',
+         'targets': [('A', 'sum by (%s) (%s%s) / 1048576' % (HOLDER, HAMI_USED, hami), '{{namespace}}/{{pod}} used'),
+                     ('B', 'sum by (%s) (%s%s) / 1048576' % (HOLDER, HAMI_LIMIT, hami),
+                      '{{namespace}}/{{pod}} limit')]},
+        {'id': 13, 'title': 'HAMi pools: SM use per pod (%)', 'type': 'timeseries', 'unit': 'percent',
+         'targets': [('A', 'max by (%s) (%s%s)' % (HOLDER, HAMI_ACTIVE, hami), '{{namespace}}/{{pod}}')]},
     ]
 
 

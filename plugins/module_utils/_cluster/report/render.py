@@ -167,7 +167,8 @@ def _usage_gpu_rows(usage: dict[str, Any]) -> list[list[str]]:
 def _usage_pod_rows(usage: dict[str, Any]) -> list[list[str]]:
     return [[p['namespace'], p['name'], p['node'] or '-',
              ', '.join('%s=%s' % (k, fmt(v)) for k, v in sorted((p['requests'] or {}).items())) or '-',
-             _mib(p['memory_used_mib']), '-' if p['active_percent'] is None else '%s%%' % fmt(p['active_percent']),
+             _mib(p['memory_used_mib']) + (' of %s' % _mib(p['memory_limit_mib']) if p.get('memory_limit_mib') else ''),
+             '-' if p['active_percent'] is None else '%s%%' % fmt(p['active_percent']),
              'idle' if p['idle'] else ('no data' if p['idle'] is None else ('shared GPU' if p['shared'] else '-'))]
             for p in usage['pods']]
 

@@ -27,6 +27,16 @@ FB_FREE = 'DCGM_FI_DEV_FB_FREE'          # MiB
 GPU_UTIL = 'DCGM_FI_DEV_GPU_UTIL'        # percent
 GR_ACTIVE = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE'   # ratio 0..1 (DCGM profiling: data-center GPUs only)
 METRICS = (FB_USED, FB_FREE, GPU_UTIL, GR_ACTIVE)
+# HAMi's vGPU monitor (Project-HAMi/HAMi v2.10.0 cmd/vGPUmonitor/metrics.go; docs/conformance/dcgm-exporter.md STKM
+# rows): per GPU (node, device_index, device_uuid, device_type) and per container (namespace, pod, container,
+# vdevice_index, device_uuid) - a container's own memory and SM use, which DCGM cannot see on a shared GPU
+HAMI_HOST_USED = 'hami_host_gpu_memory_used_bytes'            # bytes
+HAMI_HOST_UTIL = 'hami_host_gpu_utilization_ratio'            # percent (0-100)
+HAMI_USED = 'hami_vgpu_memory_used_bytes'                     # bytes
+HAMI_LIMIT = 'hami_vgpu_memory_limit_bytes'                   # bytes
+HAMI_ACTIVE = 'hami_container_device_utilization_ratio'       # the container's SM use, percent
+HAMI_METRICS = (HAMI_HOST_USED, HAMI_HOST_UTIL, HAMI_USED, HAMI_LIMIT, HAMI_ACTIVE)
+MIB = 1024.0 * 1024.0
 
 # Prometheus' duration form (model/time.go ParseDuration: units ms s m h d w y, largest first)
 _DURATION = re.compile(r'^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$')
@@ -53,13 +63,19 @@ def check_options(url: str | None, window: str, at: str | None, idle_percent: fl
 
 
 def queries(window: str) -> dict[str, str]:
-    """The instant queries (PromQL) the join needs, by name: averages over the window, and the peak memory."""
+    """The instant queries (PromQL) the join needs, by name: averages over the window, and the peak memory; the same
+    ten whatever the fleet (HAMi's come back empty where no HAMi pool is scraped)."""
     return {
         'memory_used': 'avg_over_time(%s[%s])' % (FB_USED, window),
         'memory_used_max': 'max_over_time(%s[%s])' % (FB_USED, window),
         'memory_free': 'avg_over_time(%s[%s])' % (FB_FREE, window),
         'gr_active': 'avg_over_time(%s[%s])' % (GR_ACTIVE, window),
         'gpu_util': 'avg_over_time(%s[%s])' % (GPU_UTIL, window),
+        'hami_host_memory_used': 'avg_over_time(%s[%s])' % (HAMI_HOST_USED, window),
+        'hami_host_active': 'avg_over_time(%s[%s])' % (HAMI_HOST_UTIL, window),
+        'hami_memory_used': 'avg_over_time(%s[%s])' % (HAMI_USED, window),
+        'hami_memory_limit': 'max_over_time(%s[%s])' % (HAMI_LIMIT, window),
+        'hami_active': 'avg_over_time(%s[%s])' % (HAMI_ACTIVE, window),
     }
 
 
@@ -142,6 +158,37 @@ def join(report: Mapping[str, Any], answers: dict[str, list[tuple[dict[str, str]
             holder = _holder(labels)
             if holder:
                 gpu(labels)['holders'].add(holder)
+
+    # HAMi: its GPUs as the monitor names them, and each container's own use (summed per pod)
+    by_uuid: dict[str, dict[str, str]] = {}
+    for name in ('hami_host_memory_used', 'hami_host_active'):
+        for labels, value in answers.get(name, []):
+            dcgm_form = dict((k, v) for k, v in (('Hostname', labels.get('node') or ''),
+                                                 ('UUID', labels.get('device_uuid') or ''),
+                                                 ('gpu', labels.get('device_index')),
+                                                 ('modelName', labels.get('device_type'))) if v is not None)
+            by_uuid[dcgm_form['UUID']] = dcgm_form
+            g = gpu(dcgm_form)
+            if name == 'hami_host_memory_used':
+                g['memory_used_mib'] = value / MIB
+            elif g['activity_source'] != GR_ACTIVE:
+                g['active_percent'], g['activity_source'] = value, HAMI_HOST_UTIL
+    own: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in ('hami_memory_used', 'hami_memory_limit', 'hami_active'):
+        for labels, value in answers.get(name, []):
+            holder = _holder(labels)
+            if not holder:
+                continue
+            uuid = labels.get('device_uuid') or ''
+            o = own.setdefault(holder, {'used': 0.0, 'limit': 0.0, 'active': [], 'uuids': set()})
+            o['uuids'].add(uuid)
+            if name == 'hami_memory_used':
+                o['used'] += value / MIB
+            elif name == 'hami_memory_limit':
+                o['limit'] += value / MIB
+            else:
+                o['active'].append(value)
+            gpu(by_uuid.get(uuid) or {'UUID': uuid})['holders'].add(holder)
     for key, g in gpus.items():
         if g['memory_used_mib'] is not None and key in free:
             g['memory_total_mib'] = g['memory_used_mib'] + free[key]
@@ -160,21 +207,30 @@ def join(report: Mapping[str, Any], answers: dict[str, list[tuple[dict[str, str]
         pkey = (p['namespace'], p['name'])
         seen = sorted(by_pod.get(pkey, []), key=lambda g: (g['node'], str(g['index']), g['mig_instance'] or ''))
         name = '%s/%s' % pkey
+        row = {'namespace': pkey[0], 'name': pkey[1], 'node': p.get('node'), 'requests': p.get('requests'),
+               'gpus': [], 'memory_used_mib': None, 'memory_limit_mib': None, 'active_percent': None,
+               'measured': None, 'shared': False, 'idle': None}
         if not seen:
             unseen.append(name)
-            pods.append({'namespace': pkey[0], 'name': pkey[1], 'node': p.get('node'), 'requests': p.get('requests'),
-                         'gpus': [], 'memory_used_mib': None, 'active_percent': None, 'shared': False, 'idle': None})
+            pods.append(row)
             continue
-        actives = [g['active_percent'] for g in seen if g['active_percent'] is not None]
-        used = [g['memory_used_mib'] for g in seen if g['memory_used_mib'] is not None]
+        mine = own.get(pkey)
+        if mine:   # HAMi: the pod's own use, not its GPUs'
+            actives = list(mine['active'])
+            used: list[float] = [mine['used']]
+            row.update(memory_limit_mib=_round(mine['limit']) if mine['limit'] else None, measured='pod')
+        else:      # DCGM: its GPUs' use
+            actives = [g['active_percent'] for g in seen if g['active_percent'] is not None]
+            used = [g['memory_used_mib'] for g in seen if g['memory_used_mib'] is not None]
+            row['measured'] = 'gpu'
         is_idle = bool(actives) and max(actives) < idle_percent
         if is_idle:
             idle.append(name)
-        pods.append({'namespace': pkey[0], 'name': pkey[1], 'node': p.get('node'), 'requests': p.get('requests'),
-                     'gpus': [g['uuid'] + ('/' + g['mig_instance'] if g['mig_instance'] else '') for g in seen],
-                     'memory_used_mib': _round(sum(used)) if used else None,
-                     'active_percent': _round(max(actives)) if actives else None,
-                     'shared': any(len(g['holders']) > 1 for g in seen), 'idle': is_idle})
+        row.update(gpus=[g['uuid'] + ('/' + g['mig_instance'] if g['mig_instance'] else '') for g in seen],
+                   memory_used_mib=_round(sum(used)) if used else None,
+                   active_percent=_round(max(actives)) if actives else None,
+                   shared=any(len(g['holders']) > 1 for g in seen), idle=is_idle)
+        pods.append(row)
 
     known = set((p['namespace'], p['name']) for p in report.get('pods') or [])
     gpu_rows: list[dict[str, Any]] = []
@@ -197,9 +253,12 @@ def join(report: Mapping[str, Any], answers: dict[str, list[tuple[dict[str, str]
     elif any(g['activity_source'] == GPU_UTIL for g in gpus.values()):
         notes.append('activity is %s (the share of time a kernel ran) where the GPU has no %s (DCGM profiling '
                      'metrics: data-center GPUs only)' % (GPU_UTIL, GR_ACTIVE))
-    if any(r['shared'] for r in gpu_rows):
+    if any(r['shared'] and r['uuid'] not in by_uuid for r in gpu_rows):   # DCGM's; HAMi's pods show their own
         notes.append('a shared GPU (several pods on one GPU: time-slicing, MPS) is measured as a whole: each of '
                      'its pods shows the GPU\'s use, not its own')
+    if own:
+        notes.append('pods of HAMi pools show their own use (HAMi\'s vGPU monitor: memory used against the limit, '
+                     'SM use), not their GPU\'s')
     if unseen:
         notes.append('running pods that hold GPU resources but no dcgm-exporter series names: %s' % ', '.join(unseen))
     return {'source': source, 'window': window, 'time': at, 'idle_percent': idle_percent, 'gpus': gpu_rows,

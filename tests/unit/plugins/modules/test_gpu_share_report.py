@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpuops.k8s_gpu.tests.unit.plugins.modules.utils import capture_exit, main_runner
 from ansible_collections.gpuops.k8s_gpu.plugins.modules import gpu_share_report
-from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import kube, usage
 
 
 NODES = [{'metadata': {'name': 'gs'}, 'status': {'capacity': {'aliyun.com/gpu-mem': '30', 'aliyun.com/gpu-count': '2'},
@@ -192,7 +192,7 @@ def test_usage_from_prometheus_joined_with_the_pods(run, monkeypatch):
     res = run({'prometheus_url': 'https://prom:9090', 'prometheus_token': 's3cret', 'prometheus_ca_cert': '/ca.pem',
                'usage_window': '2h', 'usage_time': '1796040000'})
     assert not res['failed'], res
-    assert len(seen) == 5 and all(s[0].startswith('https://prom:9090/api/v1/query?query=') for s in seen)
+    assert len(seen) == len(usage.queries('2h')) == 10 and all(s[0].startswith('https://prom:9090/api/v1/query?query=') for s in seen)
     assert all('2h' in s[0].replace('%5B', '[') and 'time=1796040000' in s[0] for s in seen)
     assert seen[0][1]['Authorization'] == 'Bearer s3cret' and seen[0][2:] == (True, '/ca.pem', 'gpuops.k8s_gpu')
     assert res['usage']['idle'] == ['ml/a'] and res['usage']['window'] == '2h'

@@ -49,7 +49,12 @@ def test_queries_and_urls_name_the_exporters_fields_and_the_window():
                  'memory_used_max': 'max_over_time(DCGM_FI_DEV_FB_USED[30m])',
                  'memory_free': 'avg_over_time(DCGM_FI_DEV_FB_FREE[30m])',
                  'gr_active': 'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[30m])',
-                 'gpu_util': 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[30m])'}
+                 'gpu_util': 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[30m])',
+                 'hami_host_memory_used': 'avg_over_time(hami_host_gpu_memory_used_bytes[30m])',
+                 'hami_host_active': 'avg_over_time(hami_host_gpu_utilization_ratio[30m])',
+                 'hami_memory_used': 'avg_over_time(hami_vgpu_memory_used_bytes[30m])',
+                 'hami_memory_limit': 'max_over_time(hami_vgpu_memory_limit_bytes[30m])',
+                 'hami_active': 'avg_over_time(hami_container_device_utilization_ratio[30m])'}
     urls = usage.query_urls('https://prom.example:9090/', '30m', at='2026-11-30T12:00:00Z')
     u = urlsplit(urls['gr_active'])
     assert (u.scheme, u.netloc, u.path) == ('https', 'prom.example:9090', '/api/v1/query')
@@ -168,3 +173,52 @@ def test_nan_samples_are_skipped():
 def test_the_fields_read_are_in_the_exporters_counters():
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dcgm
     assert set(usage.METRICS) <= set(dcgm.COUNTERS)
+
+
+def hami_labels(ns, pod_name, uuid, index='0'):
+    return {'namespace': ns, 'pod': pod_name, 'container': 'c', 'vdevice_index': index, 'device_uuid': uuid,
+            'zone': 'vGPU'}
+
+
+def test_hami_pods_show_their_own_use_against_their_limit():
+    """A HAMi GPU shared by two pods: the vGPU monitor gives each container's own memory and SM use (bytes, percent),
+    the GPU's memory and utilisation per node; one pod is busy, the other idle - only the idle one is listed, and no
+    'measured as a whole' note (that is DCGM's limit)."""
+    gib = 1024.0 ** 3
+    nodes = [node('hn', {'nvidia.com/gpu': '8'})]
+    pods = [pod('a', 'busy', 'hn', {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '20000'}),
+            pod('b', 'idle', 'hn', {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '10000'}),
+            pod('c', 'elsewhere', 'hn', {'nvidia.com/gpu': '1'})]
+    host = {'node': 'hn', 'device_index': '0', 'device_uuid': 'GPU-hami-0', 'device_type': 'NVIDIA-A100-SXM4-80GB',
+            'zone': 'vGPU'}
+    busy, idle = hami_labels('a', 'busy', 'GPU-hami-0'), hami_labels('b', 'idle', 'GPU-hami-0')
+    u = usage.join(report_of(nodes, pods), vectors({
+        'hami_host_memory_used': [(host, 24 * gib)], 'hami_host_active': [(host, 61.0)],
+        'hami_memory_used': [(busy, 16 * gib), (idle, 2 * gib)],
+        'hami_memory_limit': [(busy, 20000 * 1024.0 ** 2), (idle, 10000 * 1024.0 ** 2)],
+        'hami_active': [(busy, 58.0), (idle, 0.0)]}), '1h')
+    [g] = u['gpus']
+    assert (g['node'], g['uuid'], g['index'], g['model']) == ('hn', 'GPU-hami-0', '0', 'NVIDIA-A100-SXM4-80GB')
+    assert g['memory_used_mib'] == 24576.0 and g['active_percent'] == 61.0
+    assert g['activity_source'] == usage.HAMI_HOST_UTIL and g['holders'] == ['a/busy', 'b/idle'] and g['shared']
+    by = dict((p['name'], p) for p in u['pods'])
+    assert (by['busy']['memory_used_mib'], by['busy']['memory_limit_mib'], by['busy']['active_percent']) == (
+        16384.0, 20000.0, 58.0)
+    assert (by['idle']['memory_used_mib'], by['idle']['memory_limit_mib'], by['idle']['idle']) == (2048.0, 10000.0, True)
+    assert by['busy']['measured'] == by['idle']['measured'] == 'pod' and by['busy']['idle'] is False
+    assert u['idle'] == ['b/idle'] and u['unseen'] == ['c/elsewhere']
+    assert not any('measured as a whole' in n for n in u['notes'])
+    assert any('HAMi' in n and 'their own use' in n for n in u['notes'])
+
+
+def test_the_hami_fields_read_are_those_the_stack_scrapes():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import rules
+    assert set(rules.HAMI_METRICS) <= set(usage.HAMI_METRICS)
+
+
+def test_a_hami_pods_row_shows_its_limit():
+    row = {'namespace': 'a', 'name': 'busy', 'node': 'hn', 'requests': {'nvidia.com/gpumem': '20000'},
+           'memory_used_mib': 16384.0, 'memory_limit_mib': 20000.0, 'active_percent': 58.0, 'shared': True,
+           'idle': False, 'measured': 'pod'}
+    assert render._usage_pod_rows({'pods': [row]})[0][4] == '16384 MiB of 20000 MiB'
+    assert render._usage_pod_rows({'pods': [dict(row, memory_limit_mib=None)]})[0][4] == '16384 MiB'

@@ -53,7 +53,9 @@ def test_every_panel_filters_by_pool_and_node_and_reads_the_datasource_variable(
     for p in d['panels']:
         assert p['datasource'] == {'type': 'prometheus', 'uid': '${datasource}'}
         for t in p['targets']:
-            assert '$pool' in t['expr'] and '$node' in t['expr'], t['expr']
+            assert '$pool' in t['expr'], t['expr']
+            # HAMi's container series carry no node label (v2.10.0): those panels filter by pool only
+            assert '$node' in t['expr'] or 'hami_' in t['expr'], t['expr']
     names = [v['name'] for v in d['templating']['list']]
     assert names == ['datasource', 'pool', 'node']
     assert json.loads(json.dumps(d)) == d                          # plain JSON
@@ -84,3 +86,11 @@ def test_GRAF_03_the_sidecar_label_is_the_grafana_charts():
     assert 'label`, default `%s`' % dashboard.SIDECAR_LABEL in upstream
     assert 'label `%s`, labelValue `"%s"`' % (dashboard.SIDECAR_LABEL, dashboard.SIDECAR_VALUE) in upstream
     assert '`%s: "%s"`' % (dashboard.SIDECAR_LABEL, dashboard.SIDECAR_VALUE) in row.split(' | ')[3]
+
+
+def test_hami_panels_read_the_series_the_report_and_the_rules_read():
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.report import usage
+    hami = [t['expr'] for p in dashboard.dashboard()['panels'] if p['title'].startswith('HAMi') for t in p['targets']]
+    assert len(hami) == 3
+    read = set(m for e in hami for m in usage.HAMI_METRICS if m + '{' in e)
+    assert read == {usage.HAMI_USED, usage.HAMI_LIMIT, usage.HAMI_ACTIVE}
