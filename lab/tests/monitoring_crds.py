@@ -1,6 +1,6 @@
 """The Prometheus Operator's ServiceMonitor and PrometheusRule CustomResourceDefinitions on the shared real control plane
 (`kube_real`): the one place the lab tests of issue #42 (test_gpu_metrics_real, test_gpu_metrics_role_real) install
-them. The CRDs are those of github.com/prometheus-operator/prometheus-operator v0.85.0 (lab/go/prometheus-operator:
+them; ``ensure`` installs any CRD the same way (test_grafana_dashboard_real's). The CRDs are those of github.com/prometheus-operator/prometheus-operator v0.85.0 (lab/go/prometheus-operator:
 files of the module, from the Go module proxy).
 
 They stay installed: cluster-wide, the same for every test, created once (an existing one is kept, 409), never
@@ -29,12 +29,17 @@ def crds():
 def install(api):
     """Create both CRDs on the cluster of ``api`` (a kubernetes ApiClient) unless there, wait until each is
     Established, and return a CustomObjectsApi on it."""
+    return ensure(api, crds())
+
+
+def ensure(api, wanted):
+    """Create the CustomResourceDefinitions ``wanted`` on the cluster of ``api`` unless there (409: another test or run
+    made the same one), wait until each is Established; return a CustomObjectsApi."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     from conftest import wait_until
     ext = client.ApiextensionsV1Api(api)
-    wanted = crds()
     for crd in wanted:
         try:
             ext.create_custom_resource_definition(crd)

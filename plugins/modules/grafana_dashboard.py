@@ -205,11 +205,13 @@ def requester(module: AnsibleModule) -> grafana.Request:
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
-    try:
-        board = p['dashboard']
-        if board is None:
-            grafana.check_dashboard_options(p['dashboard_options'])
+    board = p['dashboard']
+    if board is None:
+        try:
             board = model.dashboard(**p['dashboard_options'])
+        except model.DashboardError as e:
+            module.fail_json(msg='dashboard_options.%s' % e)
+    try:
         grafana.check_options(p['url'], p['namespace'], p['folder'], p['api_version'], board)
         result = grafana.converge(requester(module), board, namespace=p['namespace'], folder=p['folder'] or None,
                                   state=p['state'], api_version=p['api_version'], force=p['force'],

@@ -20,7 +20,8 @@ import os
 
 import pytest
 
-from conftest import lab_collections_path, run_module, wait_until
+import monitoring_crds  # lab/tests: the shared plane's CRDs
+from conftest import lab_collections_path, run_module
 
 SUFFIX = '%d' % os.getpid()
 UID = 'gpuops-test-%s' % SUFFIX
@@ -45,14 +46,7 @@ def grafana(kube_real):
     from kubernetes.client.rest import ApiException
     api = kube_real.api()
     ext, core, rbac = client.ApiextensionsV1Api(api), client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    try:
-        ext.create_custom_resource_definition(CRD)
-    except ApiException as e:
-        if e.status != 409:   # another file or run made it: the same definition
-            raise
-    wait_until('the dashboards CRD established', lambda: any(
-        c.type == 'Established' and c.status == 'True'
-        for c in (ext.read_custom_resource_definition(CRD['metadata']['name']).status.conditions or [])), 60)
+    co = monitoring_crds.ensure(api, [CRD])
     tokens = {}
     for name, verbs in ((WRITER, ['get', 'create', 'update', 'delete']), (READER, ['get'])):
         core.create_namespaced_service_account(NS, {'metadata': {'name': name}})
@@ -63,7 +57,6 @@ def grafana(kube_real):
             'subjects': [{'kind': 'ServiceAccount', 'name': name, 'namespace': NS}]})
         tokens[name] = core.create_namespaced_service_account_token(
             name, NS, {'spec': {'expirationSeconds': 3600}}).status.token
-    co = client.CustomObjectsApi(api)
     try:
         yield {'co': co, 'url': kube_real.server, 'ca': kube_real.ca, 'tokens': tokens}
     finally:

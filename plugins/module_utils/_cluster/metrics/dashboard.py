@@ -20,8 +20,10 @@ dashboard's pool variable then lists nothing and every panel shows the fleet).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import rules
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.exporter import SERIES_POOL_LABEL
 
 POOL_LABEL = SERIES_POOL_LABEL
@@ -29,6 +31,27 @@ POOL_LABEL = SERIES_POOL_LABEL
 HAMI_USED, HAMI_LIMIT, HAMI_ACTIVE = ('hami_vgpu_memory_used_bytes', 'hami_vgpu_memory_limit_bytes',
                                       'hami_container_device_utilization_ratio')
 UID = 'gpuops-gpu-sharing'
+# a dashboard uid: at most 40 characters (Grafana's limit) of letters, digits, '-' and '_' (also a name Grafana's
+# dashboard API takes: metrics/grafana)
+UID_FORM = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$')
+
+
+class DashboardError(ValueError):
+    """A bad option of dashboard(); the message names the option, the value and what is allowed."""
+
+
+def check_options(title: Any, uid: Any, pool_label: Any, idle_percent: Any, idle_for: Any) -> None:
+    if not isinstance(title, str) or not title.strip():
+        raise DashboardError('title must be a non-empty string; got %r' % (title,))
+    if not isinstance(uid, str) or not UID_FORM.match(uid):
+        raise DashboardError('uid must be letters, digits, "-", "_", at most 40 characters; got %r' % (uid,))
+    if not isinstance(pool_label, str) or not rules.LABEL_NAME.match(pool_label):
+        raise DashboardError('pool_label must be a Prometheus label name; got %r' % (pool_label,))
+    if isinstance(idle_percent, bool) or not isinstance(idle_percent, (int, float)) or not 0 < idle_percent <= 100:
+        raise DashboardError('idle_percent must be a number above 0 and at most 100; got %r' % (idle_percent,))
+    if not isinstance(idle_for, str) or not idle_for or not rules.DURATION.match(idle_for):
+        raise DashboardError('idle_for must be a Prometheus duration such as 30m or 1h (largest unit first); got %r'
+                             % (idle_for,))
 # the schema version the model is written in: Grafana migrates a model of an older version when it loads it
 SCHEMA_VERSION = 42
 
@@ -121,6 +144,7 @@ def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def dashboard(title: str = 'GPU sharing (gpuops.k8s_gpu)', uid: str = UID, pool_label: str = POOL_LABEL,
               idle_percent: float = 1.0, idle_for: str = '1h') -> dict[str, Any]:
     """The dashboard JSON model (what Grafana's dashboard API and file provisioning take)."""
+    check_options(title, uid, pool_label, idle_percent, idle_for)
     ds = {'type': 'prometheus', 'uid': '${datasource}'}
     panels = []
     for q in panel_queries(pool_label, idle_percent, idle_for):

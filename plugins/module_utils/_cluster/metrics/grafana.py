@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics.dashboard import UID_FORM
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import MANAGED_BY
 
 GROUP = 'dashboard.grafana.app'
@@ -31,9 +32,7 @@ FOLDER_ANNOTATION = 'grafana.app/folder'
 OWNER_LABEL = 'app.kubernetes.io/managed-by'
 # what Grafana assigns itself (the uid is the object's name): never sent, never compared
 SERVER_KEYS = frozenset(('id', 'uid', 'version'))
-# a dashboard uid: at most 40 characters (Grafana's limit) of letters, digits, '-' and '_'; as the object's name also a
-# name the API accepts
-_UID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$')
+_UID = UID_FORM   # a dashboard's uid, also a folder's
 _NAMESPACE = re.compile(r'^(default|org-[0-9]+|stacks-[0-9]+)$')
 _URL = re.compile(r'^https?://[^\s/?#]+(/[^\s?#]*)?$')
 
@@ -64,29 +63,6 @@ def check_options(url: Any, namespace: Any, folder: Any, api_version: Any, dashb
                            % (uid,))
     if not isinstance(dashboard.get('title'), str) or not dashboard['title'].strip():
         raise GrafanaError('dashboard.title must be a non-empty string; got %r' % (dashboard.get('title'),))
-
-
-_LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
-_DURATION = re.compile(r'^([0-9]+(ms|s|m|h|d|w|y))+$')
-
-
-def check_dashboard_options(options: dict[str, Any]) -> None:
-    """The options of the collection's dashboard (metrics/dashboard.dashboard), before it is built."""
-    title, uid = options.get('title'), options.get('uid')
-    if not isinstance(title, str) or not title.strip():
-        raise GrafanaError('dashboard_options.title must be a non-empty string; got %r' % (title,))
-    if not isinstance(uid, str) or not _UID.match(uid):
-        raise GrafanaError('dashboard_options.uid must be letters, digits, "-", "_", at most 40 characters; got %r'
-                           % (uid,))
-    if not isinstance(options.get('pool_label'), str) or not _LABEL_NAME.match(options['pool_label']):
-        raise GrafanaError('dashboard_options.pool_label must be a Prometheus label name; got %r'
-                           % (options.get('pool_label'),))
-    idle = options.get('idle_percent')
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not 0 < idle <= 100:
-        raise GrafanaError('dashboard_options.idle_percent must be a number above 0 and at most 100; got %r' % (idle,))
-    if not isinstance(options.get('idle_for'), str) or not _DURATION.match(options['idle_for']):
-        raise GrafanaError('dashboard_options.idle_for must be a Prometheus duration such as 30m or 1h; got %r'
-                           % (options.get('idle_for'),))
 
 
 def collection_path(version: str, namespace: str) -> str:

@@ -51,15 +51,15 @@ DEFAULTS: dict[str, Any] = {
     'share_tolerance': 0.0,    # used above limit * (1 + this)
     'hami': True,
 }
-_DURATION = re.compile(r'^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$')
-_LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
+DURATION = re.compile(r'^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$')
+LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
 _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*'
 _SELECTOR = re.compile(r'^(?:%s(?:,%s)*,?)?\s*$' % (_MATCHER, _MATCHER))
 _RESERVED_LABELS = ('severity', 'alertname', 'xid', 'reason', 'action')
 
 
 def _duration(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value or not _DURATION.match(value):
+    if not isinstance(value, str) or not value or not DURATION.match(value):
         raise RulesError('%s: %r is not a Prometheus duration; allowed: a string such as 30s, 5m, 1h, 1h30m, 1d '
                          '(units ms, s, m, h, d, w, y, largest first)' % (name, value))
     return value
@@ -102,7 +102,7 @@ def _options(options: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(extra, dict):
         raise RulesError('extra_labels: %r is not a dict; allowed: label name -> string value' % (extra,))
     for k, v in extra.items():
-        if not isinstance(k, str) or not _LABEL_NAME.match(k) or k.startswith('__'):
+        if not isinstance(k, str) or not LABEL_NAME.match(k) or k.startswith('__'):
             raise RulesError('extra_labels: %r is not a Prometheus label name; allowed: [a-zA-Z_][a-zA-Z0-9_]*, '
                              'not starting with __' % (k,))
         if k in _RESERVED_LABELS:

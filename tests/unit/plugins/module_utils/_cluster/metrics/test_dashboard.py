@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import dashboard, dcgm
 
 FIELDS = ('DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_UTIL', 'DCGM_FI_PROF_GR_ENGINE_ACTIVE',
@@ -94,3 +96,17 @@ def test_hami_panels_read_the_series_the_report_and_the_rules_read():
     assert len(hami) == 3
     read = set(m for e in hami for m in usage.HAMI_METRICS if m + '{' in e)
     assert read == {usage.HAMI_USED, usage.HAMI_LIMIT, usage.HAMI_ACTIVE}
+
+
+@pytest.mark.parametrize('key, value, match', [
+    ('title', ' ', '^title must be a non-empty string'), ('uid', 'x' * 41, '^uid must be letters'),
+    ('pool_label', 'gpuops.io/pool', '^pool_label must be a Prometheus label name'),
+    ('idle_percent', 0, '^idle_percent'), ('idle_percent', 101, '^idle_percent'), ('idle_percent', True, '^idle_percent'),
+    ('idle_for', '1 hour', '^idle_for must be a Prometheus duration'), ('idle_for', '30m1h', '^idle_for'),
+])
+def test_bad_options_are_refused_naming_them(key, value, match):
+    options = {'title': 'GPUs', 'uid': 'gpus', 'pool_label': 'pool', 'idle_percent': 1.0, 'idle_for': '1h'}
+    dashboard.dashboard(**options)
+    options[key] = value
+    with pytest.raises(dashboard.DashboardError, match=match):
+        dashboard.dashboard(**options)
