@@ -52,6 +52,8 @@ def check_options(title: Any, uid: Any, pool_label: Any, idle_percent: Any, idle
     if not isinstance(idle_for, str) or not idle_for or not rules.DURATION.match(idle_for):
         raise DashboardError('idle_for must be a Prometheus duration such as 30m or 1h (largest unit first); got %r'
                              % (idle_for,))
+
+
 # the schema version the model is written in: Grafana migrates a model of an older version when it loads it
 SCHEMA_VERSION = 42
 

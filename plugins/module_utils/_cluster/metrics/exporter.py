@@ -184,13 +184,29 @@ def served_api(params: dict[str, Any], monitoring: bool) -> bool:
     return monitoring or found
 
 
-def stale_objects(pool: str, namespace: str, monitoring: bool, served: bool) -> list[Manifest]:
+def stale_objects(monitors: list[tuple[str, str]], monitoring: bool, served: bool) -> list[Manifest]:
     """The other monitoring form's objects of a pool, by kind and name, that the caller removes (state absent: the
-    prune covers state present): the ServiceMonitor where the API is served and the render made annotations."""
+    prune covers state present): the ServiceMonitors (name, namespace) of the ServiceMonitor form where the API is
+    served and the render made annotations."""
     if monitoring or not served:
         return []
-    return [{'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor',
-             'metadata': {'name': _names(pool), 'namespace': namespace}}]
+    return [{'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': {'name': n, 'namespace': ns}}
+            for n, ns in monitors]
+
+
+def service_monitor_endpoint(port: str, interval: str, honor_labels: bool = True, pool_label: bool = True,
+                             path: str = dcgm.METRICS_PATH) -> dict[str, Any]:
+    """A ServiceMonitor endpoint on Service port ``port``. honor_labels: the series' own namespace, pod and container
+    (the workload's) stay; without it the Operator's target labels of those names (the scraped pod's) win and the
+    series' become exported_* (prometheus-operator v0.85.0 pkg/prometheus/promcfg.go; Prometheus' honor_labels;
+    DCGMX-23). pool_label: the scraped pod's pool label copied to every series as SERIES_POOL_LABEL."""
+    endpoint: dict[str, Any] = {'port': port, 'path': path, 'interval': interval}
+    if honor_labels:
+        endpoint['honorLabels'] = True
+    if pool_label:
+        endpoint['relabelings'] = [{'action': 'replace', 'targetLabel': SERIES_POOL_LABEL,
+                                    'sourceLabels': ['__meta_kubernetes_pod_label_' + SERIES_POOL_LABEL]}]
+    return endpoint
 
 
 def render(params: dict[str, Any]) -> dict[str, Any]:
@@ -302,21 +318,13 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
             'apiVersion': MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': _meta(p, name),
             'spec': {'selector': {'matchLabels': dict(selector)},
                      'namespaceSelector': {'matchNames': [p['namespace']]},
-                     # honorLabels: the exporter's own pod, namespace and container labels (the workload's) stay
-                     # as they are; without it the Operator's target labels of the same names (the exporter pod's)
-                     # win and the workload's become exported_pod, ... (prometheus-operator v0.85.0
-                     # pkg/prometheus/promcfg.go; Prometheus' honor_labels)
-                     'endpoints': [{'port': dcgm.PORT_NAME, 'path': dcgm.METRICS_PATH, 'honorLabels': True,
-                                    'interval': p['scrape_interval'],
-                                    'relabelings': [{'action': 'replace', 'targetLabel': SERIES_POOL_LABEL,
-                                                     'sourceLabels': ['__meta_kubernetes_pod_label_'
-                                                                      + SERIES_POOL_LABEL]}]}]}})
+                     'endpoints': [service_monitor_endpoint(dcgm.PORT_NAME, p['scrape_interval'])]}})
     return {'objects': objects, 'image': image, 'monitoring': monitoring, 'notes': notes,
             'attribution': {'pods': True, 'virtual_gpus': how['virtual_gpus'], 'dra': how['dra'],
                             'resource_names': [dcgm.DEFAULT_RESOURCE] + resource_names,
                             'mig_instances': True},
             'prune': prune_rules(p['pool'], served),
-            'stale': stale_objects(p['pool'], p['namespace'], monitoring, served)}
+            'stale': stale_objects([(name, p['namespace'])], monitoring, served)}
 
 
 def rule_objects(rules: Any, name: str, namespace: str = 'kube-system', monitoring_api: Any = False,

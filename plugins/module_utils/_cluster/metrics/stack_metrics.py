@@ -157,14 +157,7 @@ def _monitor(p: dict[str, Any], name: str, namespace: str, app: str, selector: d
              honor: bool, pool_label: bool) -> Manifest:
     """A ServiceMonitor of the Services labelled ``selector`` in ``namespace``."""
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.metrics import exporter
-    endpoint: dict[str, Any] = {'port': port, 'path': METRICS_PATH, 'interval': p['scrape_interval']}
-    if honor:
-        # the series' own namespace, pod and container (the workload's) win over the target's, which the operator
-        # would otherwise add and rename the series' to exported_* (prometheus-operator promcfg.go)
-        endpoint['honorLabels'] = True
-    if pool_label:
-        endpoint['relabelings'] = [{'action': 'replace', 'targetLabel': exporter.SERIES_POOL_LABEL,
-                                    'sourceLabels': ['__meta_kubernetes_pod_label_' + exporter.SERIES_POOL_LABEL]}]
+    endpoint = exporter.service_monitor_endpoint(port, p['scrape_interval'], honor, pool_label, METRICS_PATH)
     return {'apiVersion': exporter.MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': _meta(p, name, namespace, app),
             'spec': {'selector': {'matchLabels': dict(selector)}, 'namespaceSelector': {'matchNames': [namespace]},
                      'endpoints': [endpoint]}}
@@ -246,8 +239,6 @@ def render(p: dict[str, Any], params: dict[str, Any], monitoring: bool) -> dict[
                    'mig_instances': False}
     # as for a dcgm-exporter pool: the ServiceMonitor kind pruned wherever its API is served, whatever the form
     api_served = exporter.served_api(params, monitoring)
-    stale = [] if monitoring or not api_served else [
-        {'apiVersion': exporter.MONITORING_API, 'kind': 'ServiceMonitor', 'metadata': {'name': n, 'namespace': ns}}
-        for n, ns in monitors]
     return {'objects': objects, 'image': '', 'monitoring': monitoring, 'notes': notes, 'attribution': attribution,
-            'prune': exporter.prune_rules(pool, api_served), 'stale': stale}
+            'prune': exporter.prune_rules(pool, api_served),
+            'stale': exporter.stale_objects(monitors, monitoring, api_served)}
