@@ -6,12 +6,16 @@ of docs/conformance/dra-driver-nvidia-gpu.md).
   v0.37.2 deviceclass/extendedresourcecache), which maps an extended resource name to the DeviceClass that backs it,
   and noderesources Fit, which asks that cache. What the scheduler reads is the API server's objects: a kwok node,
   a ResourceSlice this file writes for it (a driver name of its own, so no other class selects its devices), the
-  classes and the pods. No kubelet is needed: kwok runs the bound pods. The extended resource is this file's own
-  (example.com/clash-<pid>), so no other test's pods or classes are disturbed - a class mapping nvidia.com/gpu on
-  the shared plane would disturb them (that is the bug).
+  classes and the pods. No kubelet is needed: the scheduler binds the pods and makes their claims. It runs on a
+  control plane of this file's own (conftest.private_kube), not on the lab's shared one: some of its steps assert
+  that a Pending pod is NOT requeued, and on the shared plane any other test's Node Add requeues it once the cache
+  maps the name again (noderesources Fit's isSchedulableAfterNodeChange queues on an Add that fits, and Fits leaves a
+  DRA-backed name no node lists to the DRA plugin; the pod's nodeSelector is not Fit's concern; fit.go v1.37.2) -
+  CI of stop 50 failed so.
 * The refusal (DRAX-15): role gpu_sharing_stack for a dra pool refuses, before any write, when a DeviceClass that is
   neither the chart release's nor the collection's maps a name the release or the pool's classes map. The site class
-  mapping nvidia.com/gpu is made on a private control plane of this file's own (conftest.private_kube).
+  mapping nvidia.com/gpu is made on the same private plane (classes mapping nvidia.com/gpu must not reach the shared
+  plane: they would disturb every other test's pods - that is the bug).
 
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_dra_extended_clash_real.py
 """
@@ -71,12 +75,20 @@ def delete_class(co, name):
 
 
 @pytest.fixture(scope='module')
-def clash(kube_real):
-    """A tainted kwok node with a ResourceSlice of DEVICES devices of this file's driver, and a namespace."""
+def plane(tmp_path_factory):
+    """This file's own 1.37 control plane (both tests run in one xdist worker: --dist loadfile)."""
+    with private_kube(tmp_path_factory.mktemp('kube-clash'), '1.37') as kube:
+        assert kube.version.startswith('1.37'), kube.version
+        yield kube
+
+
+@pytest.fixture
+def clash(plane):
+    """A tainted node with a ResourceSlice of DEVICES devices of this file's driver, and a namespace; all removed
+    after the test."""
     from kubernetes import client
-    api = kube_real.api()
+    api = plane.api()
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    assert kube_real.version.startswith('1.37'), kube_real.version
     node = core.create_node(plain_node(NODE, taints=[{'key': TAINT_KEY, 'effect': 'NoSchedule'}]))
     new_namespace(core, NS)
     co.create_cluster_custom_object(GROUP, VERSION, 'resourceslices', {
@@ -234,59 +246,59 @@ def role_vars(state='present', accept=()):
                 'accept_extended_resource_classes': list(accept)}}
 
 
-def test_DRAX_15_role_refuses_a_site_class_mapping_a_name_of_ours_before_any_write(collections_path, tmp_path_factory):
-    """On a 1.37 control plane of this file's own (classes mapping nvidia.com/gpu must not reach the shared plane):
+def test_DRAX_15_role_refuses_a_site_class_mapping_a_name_of_ours_before_any_write(plane, collections_path,
+                                                                                    tmp_path_factory):
+    """On the 1.37 control plane of this file's own (classes mapping nvidia.com/gpu must not reach the shared plane):
     two classes of the site's map nvidia.com/gpu and nvidia.com/gpu.shared. Role gpu_sharing_stack for a dra pool
     (the chart's gpu.nvidia.com maps nvidia.com/gpu, the pool's extended_resources nvidia.com/gpu.shared) reads the
     DeviceClasses and refuses, naming both classes, both names and the variables, and writes nothing. With both
     classes in accept_extended_resource_classes the check-mode run passes and names them in its notes; a check-mode
     removal with the chart's class present warns that deleting it drops the scheduler's mapping for the site's class."""
     from kubernetes import client
-    with private_kube(tmp_path_factory.mktemp('kube-clash'), '1.37') as kube:
-        assert kube.version.startswith('1.37')
-        api = kube.api()
-        core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        core.create_node(bare_node(ROLE_NODE, 't4x1', facts=T4))
-        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', device_class(SITE_GPU, 'nvidia.com/gpu'))
-        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses',
-                                        device_class(SITE_SHARED, 'nvidia.com/gpu.shared'))
-        user = 'gpuops-test-drax-clash-%s' % SUFFIX
-        cl = (kube, kube.user(user, reads=True))
-        start = kube.mark()
-        rc, result = run_play(cl, tmp_path_factory.mktemp('play-refused'),
-                              [{'name': 'present', 'block': stack_steps(role_vars())}])
-        end = kube.mark()
-        assert rc != 0
-        [(task, msg)] = failures(result)
-        assert 'Render the stack' in task, (task, msg)
-        for words in ('DeviceClass %s maps nvidia.com/gpu (spec.extendedResourceName), which gpu_sharing_stack_strategy '
-                      'dra (its chart\'s DeviceClass gpu.nvidia.com maps nvidia.com/gpu' % SITE_GPU,
-                      'DeviceClass %s maps nvidia.com/gpu.shared (spec.extendedResourceName), which '
-                      'gpu_sharing_stack_dra.extended_resources[0] maps too (DeviceClass %s): this run would create '
-                      '%s, the newer class' % (SITE_SHARED, SHARED_CLASS, SHARED_CLASS),
-                      'kubernetes/kubernetes#141103', 'Nothing was changed',
-                      'gpu_sharing_stack_dra.accept_extended_resource_classes'):
-            assert words in msg, (words, msg)
-        assert kube.writes(start, end, user=user) == []
-        reads = kube.requests(start, end, user=user)
-        assert ('list', '/apis/resource.k8s.io/v1/deviceclasses', 200) in reads, reads
-        # accepted by name: the check-mode run goes through and says so; then a check-mode removal with the chart's
-        # class present (a stand-in named as the chart names it: this plane runs no release) warns
-        co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', device_class('gpu.nvidia.com', 'nvidia.com/gpu'))
-        start = kube.mark()
-        rc, result = run_play(cl, tmp_path_factory.mktemp('play-accepted'), [
-            {'name': 'present', 'check_mode': True,
-             'block': stack_steps(role_vars(accept=(SITE_GPU, SITE_SHARED)))},
-            {'name': 'absent', 'check_mode': True, 'block': stack_steps(role_vars('absent'))}])
-        end = kube.mark()
-        assert rc == 0, failures(result)
-        present, absent = [r for n, r in task_results(result) if 'Render the stack' in n]
-        notes = [n for n in present['notes'] if 'accept_extended_resource_classes' in n]
-        assert [n.split(' maps ')[0] for n in notes] == ['gpu_sharing_stack_dra: DeviceClass %s' % SITE_GPU,
-                                                         'gpu_sharing_stack_dra: DeviceClass %s' % SITE_SHARED], notes
-        [warning] = [w for w in absent.get('warnings') or [] if 'Removing pool' in w]
-        assert warning.startswith(
-            "Removing pool %s deletes DeviceClass gpu.nvidia.com (the chart's, removed with the Helm release by the "
-            "last dra pool), which maps nvidia.com/gpu like the site's DeviceClass %s" % (ROLE_POOL, SITE_GPU)), warning
-        assert 'Afterwards restart kube-scheduler' in warning
-        assert kube.writes(start, end, user=user) == []
+    kube = plane
+    api = kube.api()
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core.create_node(bare_node(ROLE_NODE, 't4x1', facts=T4))
+    co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', device_class(SITE_GPU, 'nvidia.com/gpu'))
+    co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses',
+                                    device_class(SITE_SHARED, 'nvidia.com/gpu.shared'))
+    user = 'gpuops-test-drax-clash-%s' % SUFFIX
+    cl = (kube, kube.user(user, reads=True))
+    start = kube.mark()
+    rc, result = run_play(cl, tmp_path_factory.mktemp('play-refused'),
+                          [{'name': 'present', 'block': stack_steps(role_vars())}])
+    end = kube.mark()
+    assert rc != 0
+    [(task, msg)] = failures(result)
+    assert 'Render the stack' in task, (task, msg)
+    for words in ('DeviceClass %s maps nvidia.com/gpu (spec.extendedResourceName), which gpu_sharing_stack_strategy '
+                  'dra (its chart\'s DeviceClass gpu.nvidia.com maps nvidia.com/gpu' % SITE_GPU,
+                  'DeviceClass %s maps nvidia.com/gpu.shared (spec.extendedResourceName), which '
+                  'gpu_sharing_stack_dra.extended_resources[0] maps too (DeviceClass %s): this run would create '
+                  '%s, the newer class' % (SITE_SHARED, SHARED_CLASS, SHARED_CLASS),
+                  'kubernetes/kubernetes#141103', 'Nothing was changed',
+                  'gpu_sharing_stack_dra.accept_extended_resource_classes'):
+        assert words in msg, (words, msg)
+    assert kube.writes(start, end, user=user) == []
+    reads = kube.requests(start, end, user=user)
+    assert ('list', '/apis/resource.k8s.io/v1/deviceclasses', 200) in reads, reads
+    # accepted by name: the check-mode run goes through and says so; then a check-mode removal with the chart's
+    # class present (a stand-in named as the chart names it: this plane runs no release) warns
+    co.create_cluster_custom_object(GROUP, VERSION, 'deviceclasses', device_class('gpu.nvidia.com', 'nvidia.com/gpu'))
+    start = kube.mark()
+    rc, result = run_play(cl, tmp_path_factory.mktemp('play-accepted'), [
+        {'name': 'present', 'check_mode': True,
+         'block': stack_steps(role_vars(accept=(SITE_GPU, SITE_SHARED)))},
+        {'name': 'absent', 'check_mode': True, 'block': stack_steps(role_vars('absent'))}])
+    end = kube.mark()
+    assert rc == 0, failures(result)
+    present, absent = [r for n, r in task_results(result) if 'Render the stack' in n]
+    notes = [n for n in present['notes'] if 'accept_extended_resource_classes' in n]
+    assert [n.split(' maps ')[0] for n in notes] == ['gpu_sharing_stack_dra: DeviceClass %s' % SITE_GPU,
+                                                     'gpu_sharing_stack_dra: DeviceClass %s' % SITE_SHARED], notes
+    [warning] = [w for w in absent.get('warnings') or [] if 'Removing pool' in w]
+    assert warning.startswith(
+        "Removing pool %s deletes DeviceClass gpu.nvidia.com (the chart's, removed with the Helm release by the "
+        "last dra pool), which maps nvidia.com/gpu like the site's DeviceClass %s" % (ROLE_POOL, SITE_GPU)), warning
+    assert 'Afterwards restart kube-scheduler' in warning
+    assert kube.writes(start, end, user=user) == []
