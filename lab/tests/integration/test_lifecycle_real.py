@@ -10,6 +10,10 @@ concurrent files on the shared cluster would rewrite each other's):
 4. node b moves to a time-slicing pool: accepted (before the fix the label role refused it over HAMi's registration);
 5. a re-run of both pools changes nothing, and every node carries only its own pool's labels.
 
+Also on this plane (deleting CRDs on the shared plane would disturb other files): role gpu_metrics under
+`gpu_metrics_monitoring: auto` while the Prometheus Operator's CRDs are deleted (held in deletion by a finalizer),
+gone, and installed again (DCGMX-24).
+
 Run: .venv/bin/pytest -q -p no:xdist lab/tests/integration/test_lifecycle_real.py
 """
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import private_kube  # noqa: E402
+from conftest import private_kube, run_role_on_localhost  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, run_play, task_results  # noqa: E402
 
@@ -131,3 +135,108 @@ def test_another_inventorys_pool_keeps_the_shared_objects_it_uses(kube, tmp_path
     assert rc == 0, failures(result)
     rc, result = run_play(cl, tmp_path, [pool("ham-a", "hami", A, gpu_sharing_stack_known_pools=["ham-a"], **split8)])
     assert rc == 0 and changed(result) == [], failures(result)
+
+
+# ------------------------------------------------------------- the Prometheus Operator removed and installed again
+MET_NS = "lc-metrics"
+MET_POOL = {"name": "lc-met", "strategy": "time-slicing"}
+MET_USER = "gpuops-test-lifecycle-metrics"
+MET_EX = "dcgm-exporter-lc-met"
+HOLD = "lab.gpuops.io/hold"
+SCRAPE = ("prometheus.io/scrape", "prometheus.io/port", "prometheus.io/path")
+CRDS = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
+
+
+def metrics_role(collections_path, tmp_path, kubeconfig):
+    proc, doc = run_role_on_localhost(collections_path, tmp_path, "gpu_metrics", {
+        "gpu_metrics_pools": [MET_POOL], "gpu_metrics_namespace": MET_NS, "gpuops_k8s_kubeconfig": kubeconfig,
+        "gpu_metrics_registry": "mirror.example.com/nvcr"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tasks = [t for play in doc["plays"] for t in play["tasks"]]
+    return [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].endswith("Publish what the role did")][0][
+        "ansible_facts"]["gpu_metrics_result"]
+
+
+def monitoring_objects(custom):
+    """{plural: [(name, being deleted)]} of the Operator's kinds in MET_NS; a kind not served is left out."""
+    from kubernetes.client.rest import ApiException
+    out = {}
+    for plural in ("servicemonitors", "prometheusrules"):
+        try:
+            items = custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", MET_NS, plural)["items"]
+        except ApiException as e:
+            assert e.status == 404, e
+            continue
+        out[plural] = sorted((i["metadata"]["name"], bool(i["metadata"].get("deletionTimestamp"))) for i in items)
+    return out
+
+
+def annotations_form(core):
+    """(the scrape annotations on the pool's Service, whether the rules ConfigMap is there)."""
+    ann = core.read_namespaced_service(MET_EX, MET_NS).metadata.annotations or {}
+    maps = [c.metadata.name for c in core.list_namespaced_config_map(MET_NS).items]
+    return [a for a in SCRAPE if a in ann], "gpuops-gpu-alerts" in maps
+
+
+def test_DCGMX_24_the_operator_removed_and_installed_again_under_auto(kube, tmp_path, collections_path):
+    """Issue #42, day 2: role gpu_metrics with gpu_metrics_monitoring auto (the default) while the Prometheus Operator
+    comes and goes. (1) CRDs Established: the ServiceMonitor form. (2) The CRDs deleted while a finalizer holds the
+    role's ServiceMonitor and PrometheusRule (as any controller's finalizer may): the CRDs stay, being deleted, and
+    refuse every create of their kinds - the role moves to scrape annotations and the rules ConfigMap and touches
+    neither kind. (3) The objects released, the CRDs gone: a re-run writes nothing. (4) The CRDs installed again: the
+    ServiceMonitor form, the annotations and the rules ConfigMap removed. On this file's private plane: deleting the
+    CRDs on the shared plane would disturb every other test of the Operator's kinds."""
+    import monitoring_crds
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from conftest import new_namespace, wait_until
+    api = kube.api()
+    core, ext = client.CoreV1Api(api), client.ApiextensionsV1Api(api)
+    custom = monitoring_crds.install(api)
+    new_namespace(core, MET_NS)
+    kubeconfig = kube.user(MET_USER, reads=True)
+    # (1) the Operator's API served
+    assert metrics_role(collections_path, tmp_path, kubeconfig)["monitoring"] is True
+    assert monitoring_objects(custom) == {"servicemonitors": [(MET_EX, False)],
+                                          "prometheusrules": [("gpuops-gpu-alerts", False)]}
+    assert annotations_form(core) == ([], False)
+    # (2) the Operator uninstalled, its CRDs held in deletion by the finalizer on the role's objects
+    for plural, name in (("servicemonitors", MET_EX), ("prometheusrules", "gpuops-gpu-alerts")):
+        custom.patch_namespaced_custom_object("monitoring.coreos.com", "v1", MET_NS, plural, name,
+                                              {"metadata": {"finalizers": [HOLD]}})
+    for crd in CRDS:
+        ext.delete_custom_resource_definition(crd)
+    wait_until("the role's ServiceMonitor and PrometheusRule being deleted with their CRDs", lambda: monitoring_objects(
+        custom) == {"servicemonitors": [(MET_EX, True)], "prometheusrules": [("gpuops-gpu-alerts", True)]})
+    assert all(ext.read_custom_resource_definition(c).metadata.deletion_timestamp for c in CRDS)
+    since = kube.mark()
+    result = metrics_role(collections_path, tmp_path, kubeconfig)
+    writes = kube.writes(since, kube.mark(), user=MET_USER)
+    assert result["monitoring"] is False and result["changed"] is True
+    assert annotations_form(core) == (list(SCRAPE), True)
+    assert not [w for w in writes if "monitoring.coreos.com" in str(w)], writes
+    # (3) released: the objects and the CRDs go; a re-run writes nothing
+    for plural, name in (("servicemonitors", MET_EX), ("prometheusrules", "gpuops-gpu-alerts")):
+        custom.patch_namespaced_custom_object("monitoring.coreos.com", "v1", MET_NS, plural, name,
+                                              {"metadata": {"finalizers": None}})
+
+    def crds_gone():
+        for crd in CRDS:
+            try:
+                ext.read_custom_resource_definition(crd)
+                return False
+            except ApiException as e:
+                assert e.status == 404, e
+        return True
+    wait_until("the Operator's CRDs gone", crds_gone)
+    since = kube.mark()
+    result = metrics_role(collections_path, tmp_path, kubeconfig)
+    assert kube.writes(since, kube.mark(), user=MET_USER) == [] and result["changed"] is False
+    assert result["monitoring"] is False and annotations_form(core) == (list(SCRAPE), True)
+    # (4) the Operator installed again
+    custom = monitoring_crds.install(api)
+    assert metrics_role(collections_path, tmp_path, kubeconfig)["monitoring"] is True
+    assert monitoring_objects(custom) == {"servicemonitors": [(MET_EX, False)],
+                                          "prometheusrules": [("gpuops-gpu-alerts", False)]}
+    assert annotations_form(core) == ([], False)

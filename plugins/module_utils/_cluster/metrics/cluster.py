@@ -82,3 +82,26 @@ def stale(monitoring_api: Any = False, namespace: str = 'kube-system', alert_rul
     if _served(monitoring_api, served):
         return [_rules_name('PrometheusRule', namespace)]
     return []
+
+
+def crd_served(found: Any) -> bool:
+    """Whether a CustomResourceDefinition that was looked up by name serves its kind: ``found`` is what
+    k8s_objects_info returned for that name (a list: empty when the CRD is not there; metadata.deletionTimestamp and
+    status.conditions read). Served means Established and not being deleted: a CRD being deleted (the API server
+    deletes its objects first, and a finalizer on one of them keeps it so for as long as it stays) refuses every create
+    of its kind ("create not allowed while custom resource definition is terminating"), and one not Established yet is
+    not ready (the condition clients wait for; apiextensions-apiserver v0.37.2 customresource_handler.go). So a form
+    switch driven by the CRDs moves to the scrape annotations as soon as the Prometheus Operator's CRDs are being
+    removed, and back only once they are Established again."""
+    if found is None:
+        return False
+    if not isinstance(found, list) or not all(isinstance(o, dict) for o in found):
+        raise StackError('the CRD read must be a list of objects (k8s_objects_info); got %r' % (found,))
+    for crd in found:
+        if (crd.get('metadata') or {}).get('deletionTimestamp'):
+            continue
+        conditions = (crd.get('status') or {}).get('conditions') or []
+        if any(isinstance(c, dict) and c.get('type') == 'Established' and c.get('status') == 'True'
+               for c in conditions):
+            return True
+    return False

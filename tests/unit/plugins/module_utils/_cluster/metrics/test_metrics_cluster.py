@@ -85,3 +85,33 @@ def test_stale_is_the_other_form_of_the_rules():
         assert not made & gone and all(n == cluster.RULES_NAME for _k, n in gone)
     with pytest.raises(StackError, match="served must be a boolean or the list.*got 'yes'"):
         cluster.stale(False, served='yes')
+
+
+def crd(established='True', deleting=False, conditions=True):
+    obj = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition',
+           'metadata': {'name': 'servicemonitors.monitoring.coreos.com'}}
+    if deleting:
+        obj['metadata']['deletionTimestamp'] = '2026-11-30T19:40:00Z'
+    if conditions:
+        obj['status'] = {'conditions': [{'type': 'NamesAccepted', 'status': 'True'},
+                                        {'type': 'Established', 'status': established}]}
+    return obj
+
+
+@pytest.mark.parametrize('found, served', [
+    ([], False),                                    # not installed
+    (None, False),
+    ([crd()], True),                                # Established
+    ([crd(deleting=True)], False),                  # being deleted: refuses creates of its kind (DCGMX-24)
+    ([crd(established='False')], False),            # not Established yet
+    ([crd(conditions=False)], False),               # no status read (or none yet)
+    ([crd(deleting=True), crd()], True),
+])
+def test_DCGMX_24_a_crd_serves_its_kind_when_established_and_not_being_deleted(found, served):
+    assert cluster.crd_served(found) is served
+
+
+@pytest.mark.parametrize('bad', ['servicemonitors', {'metadata': {}}, ['x']])
+def test_a_crd_read_of_another_shape_is_refused(bad):
+    with pytest.raises(StackError, match='the CRD read must be a list of objects'):
+        cluster.crd_served(bad)
