@@ -96,7 +96,9 @@ options:
     type: bool
     default: true
   drain_timeout:
-    description: Seconds to keep asking for evictions a PodDisruptionBudget refuses; RV(pods_left) names the rest.
+    description:
+      - Seconds to keep asking for evictions a PodDisruptionBudget refuses and to wait until the evicted pods are gone
+        (an evicted pod holds its GPU until its containers stop); RV(pods_left) names the rest.
     type: int
     default: 300
   allocations:
@@ -247,7 +249,8 @@ evicted:
   type: list
   elements: str
 pods_left:
-  description: Pods still holding a GPU after O(drain_timeout) (a PodDisruptionBudget refused them).
+  description: Pods still holding a GPU after O(drain_timeout) (a PodDisruptionBudget refused them, or they were still
+    terminating).
   returned: state=quarantined
   type: list
   elements: str
@@ -406,7 +409,7 @@ def main() -> None:
                                     if v['log'].strip() else '') for u, v in sorted(failed.items()))), **out)
     if result.get('pods_left'):
         module.fail_json(msg='pods still hold a quarantined GPU after %ss (a PodDisruptionBudget refused their '
-                         'eviction): %s; the GPUs stay quarantined' % (p['drain_timeout'], ', '.join(result['pods_left'])),
+                         'eviction, or they were still terminating): %s; the GPUs stay quarantined' % (p['drain_timeout'], ', '.join(result['pods_left'])),
                          **out)
     module.exit_json(**out)
 

@@ -297,26 +297,55 @@ class Remediator(object):
 
     def drain(self, holders: dict[str, list[PodRef] | None], timeout: float, poll: float = 2
               ) -> tuple[list[str], list[str]]:
-        """Evict the pods of ``holders`` through the Eviction API (PodDisruptionBudgets honoured) until they are gone
-        or ``timeout``; returns (evicted, left)."""
+        """Evict the pods of ``holders`` through the Eviction API (PodDisruptionBudgets honoured) and wait until each
+        evicted pod is gone - deleted, ended, or replaced by a pod of the same name (another UID) - or ``timeout``;
+        returns (evicted, left): left names the pods a budget still refuses and those still terminating. An evicted
+        pod keeps its GPU until its containers stop (its grace period): a reset then finds the GPU in use, and the
+        validation pod finds no free unit (a real node's kubelet took its time here: CI of stop 52)."""
         pods = sorted(set(p for v in holders.values() if v for p in v))
         evicted: list[str] = []
         pending = list(pods)
         if self.check_mode:
             self.actions.extend('evict pod %s/%s' % p for p in pods)
             return ['%s/%s' % p for p in pods], []
+        uids = dict((p, self._pod_uid(*p)) for p in pods)
+        terminating: list[PodRef] = []
         end = self.clock() + timeout
         while True:
             still: list[PodRef] = []
             for ns, name in pending:
                 if self.evict(ns, name):
                     evicted.append('%s/%s' % (ns, name))
+                    terminating.append((ns, name))
                 else:
                     still.append((ns, name))
             pending = still
-            if not pending or self.clock() >= end:
-                return evicted, ['%s/%s' % p for p in pending]
+            terminating = [p for p in terminating if not self._pod_gone(p[0], p[1], uids.get(p))]
+            if (not pending and not terminating) or self.clock() >= end:
+                return evicted, ['%s/%s' % p for p in sorted(pending + terminating)]
             self.sleep(poll)
+
+    def _pod_uid(self, namespace: str, name: str) -> str | None:
+        try:
+            pod = self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (namespace, name))
+        except Exception as e:
+            if _status(e) == 404:
+                return None
+            raise
+        return ((pod or {}).get('metadata') or {}).get('uid')
+
+    def _pod_gone(self, namespace: str, name: str, uid: str | None) -> bool:
+        """The evicted pod no longer holds its GPU: deleted, ended, or a new pod of that name (another UID)."""
+        try:
+            pod = self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (namespace, name))
+        except Exception as e:
+            if _status(e) == 404:
+                return True
+            raise
+        pod = pod or {}
+        if uid and (pod.get('metadata') or {}).get('uid') not in (None, uid):
+            return True
+        return (pod.get('status') or {}).get('phase') in plan.POD_DONE
 
     # ------------------------------------------------------------------------------------------------ after the repair
     def restart_device_plugin(self, selector: str | None, resource: str, timeout: float, poll: float = 2

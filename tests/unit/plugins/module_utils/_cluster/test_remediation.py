@@ -88,6 +88,9 @@ class FakeApi(object):
         self.pdb_refuses = set(pdb_refuses)
         self.calls = []
         self.evicted = []
+        # (namespace, name) -> the pods a GET of that name answers after its eviction, one per GET (then 404):
+        # a pod still terminating, or its replacement (another uid)
+        self.after_eviction = {}
 
     def call(self, method, path, query=None, body=None, content_type=None):
         if method != 'GET':
@@ -128,6 +131,15 @@ class FakeApi(object):
             return {}
         if path.endswith('/events'):
             return body
+        parts = path.split('/')
+        if method == 'GET' and len(parts) == 7 and parts[:4] == ['', 'api', 'v1', 'namespaces'] and parts[5] == 'pods':
+            ns, pod = parts[4], parts[6]
+            if '%s/%s' % (ns, pod) not in self.evicted:
+                return {'metadata': {'namespace': ns, 'name': pod, 'uid': 'uid-' + pod}, 'status': {'phase': 'Running'}}
+            answers = self.after_eviction.get((ns, pod)) or []
+            if answers:
+                return answers.pop(0)
+            raise ApiError(404)
         raise AssertionError('unexpected %s %s' % (method, path))
 
 
@@ -493,3 +505,29 @@ def test_REM_16_free_units_reads_quantities():
     n = {'status': {'allocatable': {'nvidia.com/gpu': '1k'}}}
     pods = [{'spec': {'containers': [{'resources': {'limits': {'nvidia.com/gpu': '1'}}}]}, 'status': {}}]
     assert plan.free_units(n, pods, 'nvidia.com/gpu') == 999
+
+
+def test_REM_04_drain_waits_until_the_evicted_pods_are_gone():
+    """An evicted pod holds its GPU until its containers stop (CI of stop 52: the validation found no free unit, and on
+    a real GPU the reset would find it in use): drain waits until each evicted pod is deleted, ended or replaced (another
+    uid), within drain_timeout; one still terminating then is named in pods_left."""
+    terminating = {'metadata': {'uid': 'uid-p0', 'deletionTimestamp': '2026-11-30T20:40:00Z'},
+                   'status': {'phase': 'Running'}}
+    clock = [1000.0]
+
+    def worker(api):
+        return rk.Remediator(api, 'n1', sleep=lambda s: clock.__setitem__(0, clock[0] + s), clock=lambda: clock[0])
+    # terminating for two reads, then gone
+    api = FakeApi(node())
+    api.after_eviction[('a', 'p0')] = [dict(terminating), dict(terminating)]
+    assert worker(api).drain({U0: [('a', 'p0')]}, 60) == (['a/p0'], [])
+    assert api.after_eviction[('a', 'p0')] == [] and clock[0] == 1004.0       # two polls of 2 s
+    # replaced by a pod of the same name (a StatefulSet's): gone at once; ended (Succeeded): gone
+    api = FakeApi(node())
+    api.after_eviction[('a', 'p0')] = [{'metadata': {'uid': 'uid-new'}, 'status': {'phase': 'Pending'}}]
+    api.after_eviction[('a', 'p1')] = [{'metadata': {'uid': 'uid-p1'}, 'status': {'phase': 'Succeeded'}}]
+    assert worker(api).drain({U0: [('a', 'p0')], U1: [('a', 'p1')]}, 60) == (['a/p0', 'a/p1'], [])
+    # still terminating when drain_timeout ends: named with the pods a budget refuses
+    api = FakeApi(node(), pdb_refuses=[('a', 'p1')])
+    api.after_eviction[('a', 'p0')] = [dict(terminating)] * 50
+    assert worker(api).drain({U0: [('a', 'p0')], U1: [('a', 'p1')]}, 10) == (['a/p0'], ['a/p0', 'a/p1'])
