@@ -301,7 +301,7 @@ class Remediator(object):
         evicted pod is gone - deleted, ended, or replaced by a pod of the same name (another UID) - or ``timeout``;
         returns (evicted, left): left names the pods a budget still refuses and those still terminating. An evicted
         pod keeps its GPU until its containers stop (its grace period): a reset then finds the GPU in use, and the
-        validation pod finds no free unit (a real node's kubelet took its time here: CI of stop 52)."""
+        validation pod finds no free unit (a real node's kubelet took its time in a lab run)."""
         pods = sorted(set(p for v in holders.values() if v for p in v))
         evicted: list[str] = []
         pending = list(pods)

@@ -508,7 +508,7 @@ def test_REM_16_free_units_reads_quantities():
 
 
 def test_REM_04_drain_waits_until_the_evicted_pods_are_gone():
-    """An evicted pod holds its GPU until its containers stop (CI of stop 52: the validation found no free unit, and on
+    """An evicted pod holds its GPU until its containers stop (a lab run: the validation found no free unit, and on
     a real GPU the reset would find it in use): drain waits until each evicted pod is deleted, ended or replaced (another
     uid), within drain_timeout; one still terminating then is named in pods_left."""
     terminating = {'metadata': {'uid': 'uid-p0', 'deletionTimestamp': '2026-11-30T20:40:00Z'},
