@@ -325,24 +325,23 @@ class Remediator(object):
                 return evicted, ['%s/%s' % p for p in sorted(pending + terminating)]
             self.sleep(poll)
 
-    def _pod_uid(self, namespace: str, name: str) -> str | None:
+    def _pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod, or None when there is none of that name (404)."""
         try:
-            pod = self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (namespace, name))
+            return self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (namespace, name)) or {}
         except Exception as e:
             if _status(e) == 404:
                 return None
             raise
-        return ((pod or {}).get('metadata') or {}).get('uid')
+
+    def _pod_uid(self, namespace: str, name: str) -> str | None:
+        return ((self._pod(namespace, name) or {}).get('metadata') or {}).get('uid')
 
     def _pod_gone(self, namespace: str, name: str, uid: str | None) -> bool:
         """The evicted pod no longer holds its GPU: deleted, ended, or a new pod of that name (another UID)."""
-        try:
-            pod = self.api.call('GET', '/api/v1/namespaces/%s/pods/%s' % (namespace, name))
-        except Exception as e:
-            if _status(e) == 404:
-                return True
-            raise
-        pod = pod or {}
+        pod = self._pod(namespace, name)
+        if pod is None:
+            return True
         if uid and (pod.get('metadata') or {}).get('uid') not in (None, uid):
             return True
         return (pod.get('status') or {}).get('phase') in plan.POD_DONE
