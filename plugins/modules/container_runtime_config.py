@@ -115,6 +115,9 @@ options:
       - The CRI plugin has these keys from containerd 1.7 on; an older containerd reads them without an error and runs
         without CDI. With V(true) (except O(mode=template)) the module asks C(containerd --version) and refuses a
         containerd older than 1.7 before anything changes; a containerd that is not installed is not refused.
+      - From containerd 2.4 on CDI is always on and C(enable_cdi) is no longer a key (containerd ignores it with a
+        warning at every start), so with containerd 2.4 or later on PATH only C(cdi_spec_dirs) is written, and an
+        C(enable_cdi) the file already has is left as it is.
     type: bool
     default: false
   cdi_spec_dirs:
@@ -247,7 +250,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import (
-    cdi_supported, unsupported_message)
+    cdi_supported, enable_cdi_removed, unsupported_message)
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.file_utils import read_text, replace_file
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.node_probe import parse_containerd_version
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._node.runtime_config_docker import (
@@ -302,8 +305,10 @@ def refuse_cdi_without_support(module: AnsibleModule, p: dict[str, Any], result:
                          **result)
 
 
-def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None) -> tuple[Any, ...]:
-    """Return (mode, version, main_after, dropin_before, dropin_after, changes)."""
+def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None,
+                    release: str | None = None) -> tuple[Any, ...]:
+    """Return (mode, version, main_after, dropin_before, dropin_after, changes). ``release``: the containerd on PATH
+    (refuse_cdi_without_support asked it when cdi is on); from 2.4 on cdi writes cdi_spec_dirs only (CTD-05)."""
     mode = p['mode']
     text = before
     try:
@@ -329,6 +334,7 @@ def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None
         version = 3 if major >= 2 else 2
     args = (version, p['runtime_name'], p['runtime_path'], p['set_as_default'], p['systemd_cgroup'], p['cdi'],
             p['cdi_spec_dirs'])
+    kw = {'enable_cdi_key': not enable_cdi_removed(release)}
     try:
         mode = choose_mode(mode, doc, version)
         if p['state'] == 'absent':
@@ -346,11 +352,11 @@ def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None
                                      'use mode=inline or auto; nothing was changed' % p['path'])
             dropin_before = read_text(p['dropin_path'])
             changes = ensure_import(doc, p['dropin_path'], version)
-            dropin_after = render_dropin(*args)
+            dropin_after = render_dropin(*args, **kw)
             if dropin_after != dropin_before:
                 changes.append('%s written' % p['dropin_path'])
             return mode, version, doc.text(), dropin_before, dropin_after, changes
-        changes = apply_runtime(doc, *args, state=p['state'])
+        changes = apply_runtime(doc, *args, state=p['state'], **kw)
     except (TomlEditError, ContainerdConfigError) as e:
         module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
     return mode, version, doc.text(), None, None, changes
@@ -542,7 +548,8 @@ def main() -> None:
         files, version, changes = plan_template(module, p, before)
         result.update(config_mode='template', config_version=version)
     else:
-        mode, version, after, dropin_before, dropin_after, changes = plan_containerd(module, p, before)
+        release = result.get('containerd_version')  # asked by refuse_cdi_without_support when cdi is on
+        mode, version, after, dropin_before, dropin_after, changes = plan_containerd(module, p, before, release)
         result.update(config_mode=mode, config_version=version)
         if mode == 'dropin':
             result['dropin_path'] = p['dropin_path']

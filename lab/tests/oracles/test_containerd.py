@@ -1,12 +1,14 @@
 """containerd as the oracle (containerd v2.3.4, the release k3s/RKE2 build their containerd from; built from the Go
-module proxy by lab/go/build.sh containerd): `containerd --config FILE config dump` prints the configuration containerd
-runs with after its imports and its migration to the current config version. The collection's
+module proxy by lab/go/build.sh containerd; and v2.4.2, lab/go/containerd-2.4, the regular release after that LTS):
+`containerd --config FILE config dump` prints the configuration containerd runs with after its imports and its
+migration to the current config version. The collection's
 container_runtime_config module (and, beside it, nvidia-ctk 1.20.0) edit the same input files; containerd must then
 see the nvidia runtime, the default runtime and CDI as asked, runc still there, and every other setting as before.
 
 Run: .venv/bin/pytest -q lab/tests/oracles/test_containerd.py
 """
 import os
+import re
 import subprocess
 import tomllib
 
@@ -20,6 +22,12 @@ RT = ['plugins', 'io.containerd.cri.v1.runtime']  # the CRI runtime plugin of co
 @pytest.fixture(scope='module')
 def containerd():
     return go_program('containerd', ' v2.3.4 ')
+
+
+@pytest.fixture(scope='module')
+def containerd24():
+    """containerd v2.4.2 (lab/go/containerd-2.4): the regular release after the 2.3 LTS, which removed enable_cdi."""
+    return go_program('containerd-2.4', ' v2.4.2 ', program='containerd')
 
 
 @pytest.fixture(scope='module')
@@ -130,3 +138,63 @@ def test_NCT_20_nvidia_ctk_result_as_containerd_reads_it(containerd, ctk, tmp_pa
     assert got['BinaryName'] == NVIDIA_RUNTIME and got['runc'] == 'io.containerd.runc.v2'
     assert got['default'] == ('nvidia' if default else 'runc')
     assert without(after, *TOUCHED) == without(before, *TOUCHED)
+
+
+def warnings(containerd, config):
+    """The warnings `config dump` logs for a file (their msg and key, no time stamps)."""
+    proc = subprocess.run([containerd, '--config', str(config), 'config', 'dump'], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sorted(set(re.sub(r'\b(time|t)="[^"]*" ?', '', line).strip() for line in proc.stderr.splitlines()
+                      if 'level=warning' in line))
+
+
+def test_CTD_05_containerd_2_4_has_no_enable_cdi(containerd24, tmp_path):
+    """containerd 2.4 removed enable_cdi (RELEASES.md's deprecation table at v2.4.2: removed in v2.4, "CDI support
+    will always be enabled"; no EnableCDI in internal/cri/config): its own default has no such key, the spec
+    directories stay, and a file that still sets it - to false too - is read with a warning naming the key and runs
+    with CDI, as there is no way to turn it off."""
+    rt = dig(tomllib.loads(config_default(containerd24)), RT)
+    assert 'enable_cdi' not in rt and rt['cdi_spec_dirs'] == ['/etc/cdi', '/var/run/cdi']
+    conf = tmp_path / 'config.toml'
+    for value in ('false', 'true'):
+        conf.write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = %s\n' % value)
+        assert 'enable_cdi' not in dig(dump(containerd24, conf), RT)
+        assert [w for w in warnings(containerd24, conf) if 'Ignoring unknown key' in w and 'key=enable_cdi' in w], \
+            warnings(containerd24, conf)
+
+
+INPUTS_24 = dict((k, v) for k, v in INPUTS.items() if not k.startswith('v4-'))
+INPUTS_24['v4-containerd-2.4.2-default'] = None   # `containerd config default` of v2.4.2
+
+
+@pytest.mark.parametrize('default', [False, True], ids=['not-default', 'default'])
+@pytest.mark.parametrize('name', sorted(INPUTS_24))
+def test_CTD_05_module_result_as_containerd_2_4_reads_it(containerd24, tmp_path, name, default):
+    """The module with cdi=true and containerd 2.4.2 first on PATH: containerd sees the nvidia runtime, the default
+    as asked, runc, the spec directories and every other setting as before, and logs no warning for the result that it
+    did not log for the input (before the fix the module wrote enable_cdi = true, which 2.4 ignores with a warning at
+    every start: this test failed on it for every input, by the changes it reported and, where the input had no
+    enable_cdi, by containerd's warning)."""
+    text = INPUTS_24[name]
+    if text is None:
+        text = config_default(containerd24)
+    elif text.endswith('.toml'):
+        with open(os.path.join(RUNTIME_FIXTURES, text)) as f:
+            text = f.read()
+    main = tmp_path / 'config.toml'
+    main.write_text(text)
+    before, warned = dump(containerd24, main), warnings(containerd24, main)
+    res = run_ours({'engine': 'containerd', 'path': str(main), 'dropin_path': str(tmp_path / 'conf.d' / '99-nvidia.toml'),
+                    'set_as_default': default, 'cdi': True, 'backup': False}, containerd=containerd24)
+    assert not res.get('failed') and res['containerd_version'] == '2.4.2', res
+    assert not [c for c in res['changes'] if 'enable_cdi' in c], res['changes']
+    after = dump(containerd24, main)
+    assert effective(after) == {
+        'runtime_type': 'io.containerd.runc.v2', 'BinaryName': NVIDIA_RUNTIME, 'default': 'nvidia' if default else 'runc',
+        'enable_cdi': None, 'cdi_spec_dirs': ['/etc/cdi', '/var/run/cdi'], 'runc': 'io.containerd.runc.v2'}
+    assert without(after, *TOUCHED) == without(before, *TOUCHED)
+    # no warning the input did not give: the nvidia runtime may carry only what runc's table carried (the module copies
+    # runc's settings, as nvidia-ctk does, NCT-23: a 1.6 file's runtime_engine/runtime_root are warned for both)
+    new = set(w.replace('runtimes nvidia ', 'runtimes runc ') for w in warnings(containerd24, main)) - set(warned)
+    assert not new, (new, warned)

@@ -1013,9 +1013,10 @@ def check_dra(facts: dict[str, Any], extra: dict[str, Any]) -> list[dict[str, An
 
 
 def _dra_cdi(rt: dict[str, Any]) -> list[dict[str, Any]]:
-    """containerd's CDI as the node's release reads its config (docs/conformance/containerd.md CTD-01..CTD-04): none
+    """containerd's CDI as the node's release reads its config (docs/conformance/containerd.md CTD-01..CTD-05): none
     before 1.7 (enable_cdi is not a key there), off unless enable_cdi = true on 1.7, on unless enable_cdi = false from
-    2.0; with the release unknown only an explicit enable_cdi = false is reported."""
+    2.0, always on from 2.4 (the key is gone: a leftover enable_cdi = false is ignored); with the release unknown only
+    an explicit enable_cdi = false is reported."""
     version = rt.get('containerd_version')
     enable = rt.get('containerd_enable_cdi')
     state = cdi_effective(version, enable)

@@ -56,8 +56,11 @@ def detect_version(doc: TomlDocument, default: int | None = None) -> Any:
 
 def apply_runtime(doc: TomlDocument, version: int, name: str, binary: str, set_as_default: bool,
                   systemd_cgroup: bool | None, cdi: bool, cdi_spec_dirs: Iterable[str], state: str = 'present',
-                  add_runc: bool = True) -> list[str]:
+                  add_runc: bool = True, enable_cdi_key: bool = True) -> list[str]:
     """Edit doc (a TomlDocument) in place; returns a list of changes.
+
+    With cdi, ``enable_cdi = true`` and ``cdi_spec_dirs`` are written; without enable_cdi_key (containerd 2.4 on,
+    where CDI is always on and the key is gone: containerd would warn about it at every start) only cdi_spec_dirs.
 
     containerd replaces its built-in runtimes map (with runc) by the file's as soon as the file names any
     runtime, so with add_runc the runc runtime is written too when the document has none (checked in the
@@ -103,7 +106,8 @@ def apply_runtime(doc: TomlDocument, version: int, name: str, binary: str, set_a
         elif val(containerd, 'default_runtime_name') == name:
             setk(containerd, 'default_runtime_name', 'runc')
         if cdi:
-            setk(cri_path(version), 'enable_cdi', True)
+            if enable_cdi_key:
+                setk(cri_path(version), 'enable_cdi', True)
             setk(cri_path(version), 'cdi_spec_dirs', list(cdi_spec_dirs))
     else:
         if val(containerd, 'default_runtime_name') == name:
@@ -142,11 +146,12 @@ def runc_settings(doc: TomlDocument, version: int) -> list[tuple[list[str], str,
 
 
 def render_dropin(version: int, name: str, binary: str, set_as_default: bool, systemd_cgroup: bool | None, cdi: bool,
-                  cdi_spec_dirs: Iterable[str]) -> str:
+                  cdi_spec_dirs: Iterable[str], enable_cdi_key: bool = True) -> str:
     """Complete text of the drop-in file (owned by the collection)."""
     doc = TomlDocument('# Managed by gpuops.k8s_gpu (nvidia_container_runtime); local changes are overwritten.\n'
                        'version = %d\n' % version)
-    apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs)
+    apply_runtime(doc, version, name, binary, set_as_default, systemd_cgroup, cdi, cdi_spec_dirs,
+                  enable_cdi_key=enable_cdi_key)
     return doc.text()
 
 

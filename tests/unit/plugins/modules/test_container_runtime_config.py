@@ -194,6 +194,44 @@ def test_CTD_01_cdi_taken_from_1_7_on_or_when_containerd_is_unknown(tmp_path, ca
     assert 'enable_cdi = true' in read(path)
 
 
+@pytest.mark.parametrize('fixture', ['containerd-2.x-v3-site.toml', 'containerd-1.6.20-config-default.toml'])
+def test_CTD_05_cdi_on_containerd_2_4_writes_the_spec_dirs_only(tmp_path, capsys, monkeypatch, fixture):
+    """containerd 2.4 removed enable_cdi (CDI always on; the key is read with a warning at every start): with 2.4 on
+    PATH cdi=true writes cdi_spec_dirs and no enable_cdi, inline and in a drop-in; with 2.3 both keys, as before; a
+    re-run changes nothing."""
+    path = copy_fixture(tmp_path, fixture, 'config.toml')
+    own = [line for line in read(path).splitlines() if 'enable_cdi' in line]   # the site's (v3-site: false)
+    monkeypatch.setattr(mod, 'containerd_version', lambda module: '2.4.2')
+    args = {'engine': 'containerd', 'path': path, 'cdi': True, 'dropin_path': str(tmp_path / 'conf.d' / '99-nvidia.toml')}
+    res = run(capsys, args)
+    assert not res.get('failed') and res['changed'] is True and res['containerd_version'] == '2.4.2', res
+    text = read(path)
+    if res['config_mode'] == 'dropin':
+        text += read(res['dropin_path'])
+    assert [line for line in text.splitlines() if 'enable_cdi' in line] == own and 'cdi_spec_dirs' in text
+    assert not [c for c in res['changes'] if 'enable_cdi' in c], res['changes']
+    res = run(capsys, args)
+    assert res['changed'] is False, res
+    monkeypatch.setattr(mod, 'containerd_version', lambda module: '2.3.4')
+    path = copy_fixture(tmp_path, fixture, 'config-2.3.toml')
+    res = run(capsys, {'engine': 'containerd', 'path': path, 'cdi': True,
+                       'dropin_path': str(tmp_path / 'conf.d-2.3' / '99-nvidia.toml')})
+    text = read(path) + (read(res['dropin_path']) if res['config_mode'] == 'dropin' else '')
+    assert 'enable_cdi = true' in text and 'cdi_spec_dirs' in text
+    assert [c for c in res['changes'] if 'enable_cdi' in c], res['changes']
+
+
+def test_CTD_05_cdi_on_containerd_2_4_leaves_the_files_enable_cdi(tmp_path, capsys, monkeypatch):
+    """A file that already sets enable_cdi (the site's, or this module's before containerd went to 2.4) keeps it: the
+    module does not remove a site's key, and containerd 2.4 ignores it either way."""
+    path = tmp_path / 'config.toml'
+    path.write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n')
+    monkeypatch.setattr(mod, 'containerd_version', lambda module: '2.4.2')
+    res = run(capsys, {'engine': 'containerd', 'path': str(path), 'cdi': True})
+    assert not res.get('failed') and res['changed'] is True, res
+    assert 'enable_cdi = false' in read(str(path)) and 'cdi_spec_dirs' in read(str(path))
+
+
 def test_CTD_01_containerd_not_asked_without_cdi_or_for_removal(tmp_path, capsys, monkeypatch):
     path = copy_fixture(tmp_path, 'containerd-1.6.20-config-default.toml', 'config.toml')
 

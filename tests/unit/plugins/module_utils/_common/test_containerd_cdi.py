@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """CDI in containerd's CRI plugin per release (docs/conformance/containerd.md): enable_cdi from 1.7.0, off by default
-in 1.7, on by default from 2.0."""
+in 1.7, on by default from 2.0, gone (CDI always on) from 2.4."""
 import pytest
 
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import containerd_cdi as c
@@ -32,6 +32,19 @@ def test_CTD_02_containerd_1_7_off_unless_set():
 def test_CTD_03_containerd_2_on_unless_false():
     assert c.cdi_default('2.0.0') is True and c.cdi_default('2.3.4') is True
     assert c.cdi_effective('2.0.0', None) is True and c.cdi_effective('2.3.4', False) is False
+
+
+def test_CTD_05_containerd_2_4_always_on_whatever_the_file_says():
+    """containerd 2.4 removed enable_cdi: a leftover false no longer turns CDI off (the defect: the doctor named such a
+    node's CDI disabled, critical, and its gate stopped rolls on a node whose containerd injects CDI devices)."""
+    for version in ('2.4.0', '2.4.2', 'v2.5.1', '3.0.0'):
+        assert c.enable_cdi_removed(version) is True
+        for enable in (None, True, False):
+            assert c.cdi_effective(version, enable) is True, (version, enable)
+    for version in ('1.7.27', '2.0.0', '2.3.4', '2.3.9'):
+        assert c.enable_cdi_removed(version) is False
+    assert c.enable_cdi_removed(None) is None and c.enable_cdi_removed('abc') is None
+    assert c.cdi_effective('2.3.4', False) is False
 
 
 def test_CTD_02_unknown_release_follows_the_file_only():

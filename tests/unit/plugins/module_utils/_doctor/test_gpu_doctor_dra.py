@@ -113,6 +113,14 @@ def test_CTD_02_containerd_1_7_cdi_off_unless_set():
     assert found['id'] == 'dra_cdi_disabled' and 'enable_cdi = false' in found['summary']
 
 
+def test_CTD_05_containerd_2_4_cdi_on_even_with_a_leftover_false():
+    """containerd 2.4 removed enable_cdi (CDI always on): a file that still sets it to false is no finding."""
+    for enable in (None, True, False):
+        assert run(runtimes('2.4.2', enable)) == [], enable
+    [found] = run(runtimes('2.3.9', False))
+    assert found['id'] == 'dra_cdi_disabled'
+
+
 def test_CTD_03_containerd_2_cdi_on_unless_false():
     assert run(runtimes('2.0.0', None)) == [] and run(runtimes('2.3.4', True)) == []
     [found] = run(runtimes('2.3.4', False))
