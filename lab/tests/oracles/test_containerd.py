@@ -189,6 +189,8 @@ def test_CTD_05_module_result_as_containerd_2_4_reads_it(containerd24, tmp_path,
                     'set_as_default': default, 'cdi': True, 'backup': False}, containerd=containerd24)
     assert not res.get('failed') and res['containerd_version'] == '2.4.2', res
     assert not [c for c in res['changes'] if 'enable_cdi' in c], res['changes']
+    if res['config_mode'] == 'dropin':   # a v2 drop-in's key would be dropped by 2.4's migration without a word
+        assert 'enable_cdi' not in (tmp_path / 'conf.d' / '99-nvidia.toml').read_text()
     after = dump(containerd24, main)
     assert effective(after) == {
         'runtime_type': 'io.containerd.runc.v2', 'BinaryName': NVIDIA_RUNTIME, 'default': 'nvidia' if default else 'runc',
