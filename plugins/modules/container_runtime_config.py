@@ -334,7 +334,7 @@ def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None
         version = 3 if major >= 2 else 2
     args = (version, p['runtime_name'], p['runtime_path'], p['set_as_default'], p['systemd_cgroup'], p['cdi'],
             p['cdi_spec_dirs'])
-    kw = {'enable_cdi_key': not enable_cdi_removed(release)}
+    enable_cdi_key = not enable_cdi_removed(release)
     try:
         mode = choose_mode(mode, doc, version)
         if p['state'] == 'absent':
@@ -352,11 +352,11 @@ def plan_containerd(module: AnsibleModule, p: dict[str, Any], before: str | None
                                      'use mode=inline or auto; nothing was changed' % p['path'])
             dropin_before = read_text(p['dropin_path'])
             changes = ensure_import(doc, p['dropin_path'], version)
-            dropin_after = render_dropin(*args, **kw)
+            dropin_after = render_dropin(*args, enable_cdi_key=enable_cdi_key)
             if dropin_after != dropin_before:
                 changes.append('%s written' % p['dropin_path'])
             return mode, version, doc.text(), dropin_before, dropin_after, changes
-        changes = apply_runtime(doc, *args, state=p['state'], **kw)
+        changes = apply_runtime(doc, *args, state=p['state'], enable_cdi_key=enable_cdi_key)
     except (TomlEditError, ContainerdConfigError) as e:
         module.fail_json(msg='%s: %s; nothing was changed' % (p['path'], to_native(e)))
     return mode, version, doc.text(), None, None, changes
