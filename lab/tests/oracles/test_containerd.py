@@ -150,8 +150,8 @@ def warnings(containerd, config):
 
 
 def test_CTD_05_containerd_2_4_has_no_enable_cdi(containerd24, tmp_path):
-    """containerd 2.4 removed enable_cdi (RELEASES.md's deprecation table at v2.4.2: removed in v2.4, "CDI support
-    will always be enabled"; no EnableCDI in internal/cri/config): its own default has no such key, the spec
+    """containerd 2.4 removed enable_cdi (RELEASES.md's deprecation table at v2.4.2: removed in v2.4, CDI then always
+    on; no EnableCDI in internal/cri/config): its own default has no such key, the spec
     directories stay, and a file that still sets it - to false too - is read with a warning naming the key and runs
     with CDI, as there is no way to turn it off."""
     rt = dig(tomllib.loads(config_default(containerd24)), RT)
@@ -174,8 +174,9 @@ def test_CTD_05_module_result_as_containerd_2_4_reads_it(containerd24, tmp_path,
     """The module with cdi=true and containerd 2.4.2 first on PATH: containerd sees the nvidia runtime, the default
     as asked, runc, the spec directories and every other setting as before, and logs no warning for the result that it
     did not log for the input (before the fix the module wrote enable_cdi = true, which 2.4 ignores with a warning at
-    every start: this test failed on it for every input, by the changes it reported and, where the input had no
-    enable_cdi, by containerd's warning)."""
+    every start: this test failed on it for every input - by the changes it reported, by containerd's warning where
+    the input had no enable_cdi, and for a bare v2 file, whose drop-in's key 2.4's migration drops silently, by the
+    drop-in's text)."""
     text = INPUTS_24[name]
     if text is None:
         text = config_default(containerd24)
