@@ -11,8 +11,9 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   inventory: checked against the plugin's here, so the stand-in can serve where the Go set is not built.
 * DeviceClasses gpu.nvidia.com and mig.nvidia.com are the chart's own: fixture `release` installs
   dra-driver-nvidia-gpu v0.5.0 (from the Go module cache) through role gpu_sharing_stack, strategy dra, with a real
-  kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes) and the file's last test
-  removes it (state absent). The one place of a test session that installs that release (one per cluster).
+  kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes), state absent keeps it
+  while another dra pool is on the cluster, and the file's last test removes it (state absent, once no other file's dra
+  pool is there). The one place of a test session that installs that release (one per cluster).
 * Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (stacks/dra.claim_templates, kinds gpu,
   mig, time-slicing, mps; plugins/module_utils/_cluster/stacks/dra.py): the real scheduler allocates them.
 
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -564,13 +566,87 @@ def test_K8S_17_helm_deprecates_status_values_on_every_run_with_the_release(rele
     assert "release_values" in (helm[0].get("status") or {}), helm[0].get("status")
 
 
+STRATEGY_LABEL, POOL_LABEL = "gpuops.io/sharing-strategy", "gpuops.io/sharing-pool"
+OTHER_NODE, OTHER_POOL = "dra-other-%s" % SUFFIX, "dra-other-%s" % SUFFIX
+
+
+def _other_dra_pools(core):
+    """The DRA pools on the shared plane now other than this file's: what the role's render counts as other_pools
+    (every Node labelled with strategy dra and a pool label not POOL). Other files (test_dra_migrate_*, test_dra_extended_*,
+    test_doctor_dra_real) label nodes so while they run, in parallel with this file."""
+    return sorted(set(n.metadata.labels.get(POOL_LABEL) for n in core.list_node(
+        label_selector="%s=dra" % STRATEGY_LABEL).items if n.metadata.labels.get(POOL_LABEL) not in (None, POOL)))
+
+
+def _wait_alone(core, timeout=600):
+    """Until no other file's DRA pool is on the shared plane (they last as long as their file's fixture): the pools
+    waited for."""
+    end, seen = time.time() + timeout, set()
+    while True:
+        others = _other_dra_pools(core)
+        if not others:
+            return sorted(seen)
+        seen.update(others)
+        if time.time() > end:
+            pytest.fail("after %d s other files' DRA pools are still on the shared plane: %s" % (timeout, others))
+        time.sleep(2)
+
+
+def _render(run):
+    [r] = [r for n, r in task_results(run["result"]) if n.endswith("Render the stack and check the input")]
+    return r
+
+
+def _release_kept(release, run):
+    """The absent ``run`` kept the release: its helm task skipped, none of the objects the install made deleted but
+    this pool's own (none: the release's pool renders no object of its own here)."""
+    helm = [r for n, r in task_results(run["result"]) if "Remove the Helm release (GPU operator, DRA driver)" in n]
+    assert len(helm) == 1 and helm[0].get("skipped") is True, helm
+    assert run["deleted"] & release.runs["install"]["created"] == set(), run["deleted"]
+
+
+def test_DRA_01_absent_keeps_the_release_while_another_dra_pool_is_there(release, dra):
+    """Before the removal below: with another DRA pool on the cluster (a Node labelled strategy dra, pool OTHER_POOL),
+    state absent removes this pool's objects but keeps the release - the chart's DeviceClasses and kubelet plugin serve
+    that pool too (render other_pools; roles/gpu_sharing_stack/tasks/absent.yml)."""
+    from kubernetes import client
+    core = client.CoreV1Api(release.kube.api())
+    core.create_node(bare_node(OTHER_NODE, "t4x1", facts=T4, labels={STRATEGY_LABEL: "dra", POOL_LABEL: OTHER_POOL}))
+    try:
+        kept = release.run("absent-kept", "absent")
+    finally:
+        core.delete_node(OTHER_NODE)
+    assert OTHER_POOL in _render(kept)["other_pools"], _render(kept)["other_pools"]
+    _release_kept(release, kept)
+    co = client.CustomObjectsApi(release.kube.api())
+    for name in ("gpu.nvidia.com", "mig.nvidia.com"):
+        co.get_cluster_custom_object(GROUP, VERSION, "deviceclasses", name)
+
+
 def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
     """Last in this file (the claims above use the chart's DeviceClasses): state absent uninstalls the release, which
     deletes every object the install created but the namespace (helm leaves a namespace it was asked to create) and
     the chart's CustomResourceDefinitions (its crds/ directory: helm installs those and never deletes them, so no
     user's ComputeDomain goes with an uninstall); the DeviceClasses are gone."""
     from kubernetes import client
-    gone = release.run("absent", "absent")
+    core = client.CoreV1Api(release.kube.api())
+    # Other files' DRA pools keep the release as OTHER_POOL did above (make test runs files in parallel on the shared
+    # plane): the removal is run once none is there, and a run that met one all the same (it came between the wait and
+    # the run) is checked to have kept the release, then the wait and the run are repeated.
+    deleted = set(release.runs.get("absent-kept", {}).get("deleted", set()))
+    for attempt in range(5):
+        start = time.time()
+        waited = _wait_alone(core)
+        if waited:
+            print("\nDRA-01 absent: waited %.0f s for other files' DRA pools %s" % (time.time() - start, waited))
+        gone = release.run("absent", "absent")
+        deleted |= gone["deleted"]
+        if not _render(gone)["other_pools"]:
+            break
+        _release_kept(release, gone)
+        del release.runs["absent"]
+    else:
+        pytest.fail("five removals in a row met another file's DRA pool: %s" % _render(gone)["other_pools"])
     # (the uninstall deleted gpu.nvidia.com, which maps nvidia.com/gpu: put back the scheduler's mapping of the lab's
     # shared class for the other files' pods - conftest.gpu_extended_mapping, kubernetes#141103)
     gpu_extended_mapping(client.CustomObjectsApi(release.kube.api()), create=False)
@@ -580,7 +656,7 @@ def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
     assert ("namespaces", None, RELEASE_NS) in kept and kept <= {
         ("namespaces", None, RELEASE_NS), ("customresourcedefinitions", None, "computedomains.resource.nvidia.com"),
         ("customresourcedefinitions", None, "computedomaincliques.resource.nvidia.com")}, kept
-    assert gone["deleted"] == made - kept, (sorted(made - kept - gone["deleted"]), sorted(gone["deleted"] - made))
+    assert deleted == made - kept, (sorted(made - kept - deleted), sorted(deleted - made))
     co = client.CustomObjectsApi(release.kube.api())
     for name in ("gpu.nvidia.com", "mig.nvidia.com"):
         with pytest.raises(client.ApiException) as exc:

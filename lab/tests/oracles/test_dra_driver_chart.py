@@ -308,6 +308,28 @@ def _converger(kube_real, user_kubeconfig):
     return lambda defs, state='present': converger.converge(converger.Converger(params, dyn), defs, state)
 
 
+def _own_cluster_names(objs, suffix):
+    """Give the cluster-scoped objects of ``objs`` whose names do not carry the release's namespace the name + ``suffix``
+    and follow every reference to them (roleRef of a ClusterRole, policyName); {old name: kind} of those renamed."""
+    namespaces = set(o['metadata']['namespace'] for o in objs if o['metadata'].get('namespace'))
+    cluster = ('ClusterRole', 'ClusterRoleBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding')
+    renamed = {}
+    for o in objs:
+        name = o['metadata']['name']
+        if o['kind'] in cluster and not any(name.endswith('-' + ns) for ns in namespaces):
+            renamed.setdefault(name, []).append(o['kind'])
+            o['metadata']['name'] = name + suffix
+    for o in objs:
+        ref = o.get('roleRef') or {}
+        if ref.get('kind') == 'ClusterRole' and 'ClusterRole' in renamed.get(ref.get('name'), []):
+            ref['name'] += suffix
+        spec = o.get('spec') or {}
+        if o['kind'] == 'ValidatingAdmissionPolicyBinding' and 'ValidatingAdmissionPolicy' in renamed.get(
+                spec.get('policyName'), []):
+            spec['policyName'] += suffix
+    return renamed
+
+
 def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_rerun_writes_nothing(
         kube_real, helm, chart, tmp_path):
     from kubernetes import client
@@ -350,6 +372,18 @@ def test_DRA_09_rendered_objects_and_claims_accepted_by_the_real_server_and_reru
                     del e['value']
     device_classes = [o for o in chart_objs if o['kind'] == 'DeviceClass']
     chart_objs = [o for o in chart_objs if o['kind'] != 'DeviceClass']
+    # The chart names its ClusterRoles, two ClusterRoleBindings and its ValidatingAdmissionPolicy and binding after the
+    # chart, not the release or namespace (the same names for every release): the DRA release test_dra_real installs
+    # on the same cluster has them too. Applied under those names, the two tests took each other's objects (this apply
+    # updated the release's, the clean-up below deleted them, a helm upgrade changed them between this test's two
+    # applies: CI of 98f1f47). They are applied here with this test's suffix, and every reference to them (a binding's
+    # roleRef, the policy binding's policyName) follows; nothing else in them changes.
+    renamed = _own_cluster_names(chart_objs, '-oracle-%s' % SUFFIX)
+    assert sorted(renamed) == ['compute-domain-daemon-role', 'compute-domain-daemon-role-binding',
+                               'dra-driver-nvidia-gpu-clusterrole-binding-kubeletplugin',
+                               'dra-driver-nvidia-gpu-clusterrole-controller',
+                               'dra-driver-nvidia-gpu-clusterrole-kubeletplugin',
+                               'resourceslices-policy-dra-driver-nvidia-gpu'], renamed
     names = sorted(o['metadata']['name'] for o in device_classes)
     assert names == ['gpu.nvidia.com', 'mig.nvidia.com', 'vfio.gpu.nvidia.com']
     for dc in device_classes:
