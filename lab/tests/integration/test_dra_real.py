@@ -14,6 +14,9 @@ and gpu_share_report shows what the scheduler allocated (issue #32, the lab side
   kubernetes.core.helm install (upstream's helm v3.22.0 on PATH), runs it again (0 writes), state absent keeps it
   while another dra pool is on the cluster, and the file's last test removes it (state absent, once no other file's dra
   pool is there). The one place of a test session that installs that release (one per cluster).
+* helm 4 (K8S-21): the fixture runs the role again with helm 4.3.1 (lab/go/helm-4) first on PATH on the release helm 3
+  installed (0 writes); after the removal the release is installed, run again and removed with helm 4, and with helm 4
+  and a kubernetes.core that says 6.3.0 the role stops at its helm client check before any write.
 * Claims: TEMPLATES below are the collection's own ResourceClaimTemplates (stacks/dra.claim_templates, kinds gpu,
   mig, time-slicing, mps; plugins/module_utils/_cluster/stacks/dra.py): the real scheduler allocates them.
 
@@ -161,10 +164,13 @@ def release_vars(state="present"):
 
 
 def _objects(events, verb):
-    """{(resource, namespace, name)} of the successful ``verb`` requests among audit events."""
+    """{(resource, namespace, name)} of the successful ``verb`` requests among audit events; for ``create`` also the
+    server-side applies that created their object (verb patch, code 201: helm 4 installs so)."""
+    def made(e):
+        code = (e.get("responseStatus") or {}).get("code", 500)
+        return (e["verb"] == verb and code < 300) or (verb == "create" and e["verb"] == "patch" and code == 201)
     return set((e["objectRef"].get("resource"), e["objectRef"].get("namespace"), e["objectRef"].get("name"))
-               for e in events if e["verb"] == verb and e.get("objectRef") and "dryRun=All" not in e["requestURI"]
-               and (e.get("responseStatus") or {}).get("code", 500) < 300)
+               for e in events if made(e) and e.get("objectRef") and "dryRun=All" not in e["requestURI"])
 
 
 class Release(object):
@@ -174,17 +180,24 @@ class Release(object):
         self.kube, self.tmp = kube, tmp
         self.kc = kube.user(ROLE_USER)
         self.runs = {}
+        self.present = False  # the release may be on the cluster (a run failed, or none removed it since)
 
-    def run(self, name, state="present"):
+    def run(self, name, state="present", env=None, expect_rc=0):
         start = self.kube.mark()
         rc, result = run_play((self.kube, self.kc), self.tmp, [{"name": name, "block": stack_steps(
-            release_vars(state))}])
+            release_vars(state))}], env=env)
         end = self.kube.mark()
         events = self.kube.events(start, end, user=ROLE_USER)
+        removed = state == "absent" and not [r for n, r in task_results(result) if n.endswith(
+            "Render the stack and check the input") and r.get("other_pools")]
+        if rc == 0:
+            self.present = state == "present" or (self.present and not removed)
+        elif expect_rc == 0:
+            self.present = True  # a run that failed may have left anything
         self.runs[name] = {"rc": rc, "failures": failures(result), "result": result,
                            "writes": self.kube.writes(start, end, user=ROLE_USER),
                            "created": _objects(events, "create"), "deleted": _objects(events, "delete")}
-        assert rc == 0, (name, failures(result))
+        assert (rc == 0) == (expect_rc == 0), (name, rc, failures(result))
         return self.runs[name]
 
 
@@ -199,10 +212,13 @@ def release(kube_real, tmp_path_factory):
         try:
             rel.run("install")
             rel.run("again")
+            # the same run with helm 4 first on PATH (a site that upgraded its helm client between two runs)
+            with helm_on_path("helm-4"):
+                rel.run("again-helm-4")
             yield rel
         finally:
-            if "absent" not in rel.runs:
-                rel.run("absent", "absent")
+            if rel.present:
+                rel.run("absent-at-exit", "absent")
                 # the chart's gpu.nvidia.com mapped nvidia.com/gpu: its deletion dropped the 1.37.2 scheduler's mapping
                 # for the lab's shared class too (conftest.gpu_extended_mapping, kubernetes#141103); put it back
                 gpu_extended_mapping(client.CustomObjectsApi(kube_real.api()), create=False)
@@ -597,12 +613,32 @@ def _render(run):
     return r
 
 
-def _release_kept(release, run):
+def _release_kept(release, run, install="install"):
     """The absent ``run`` kept the release: its helm task skipped, none of the objects the install made deleted but
     this pool's own (none: the release's pool renders no object of its own here)."""
     helm = [r for n, r in task_results(run["result"]) if "Remove the Helm release (GPU operator, DRA driver)" in n]
     assert len(helm) == 1 and helm[0].get("skipped") is True, helm
-    assert run["deleted"] & release.runs["install"]["created"] == set(), run["deleted"]
+    assert run["deleted"] & release.runs[install]["created"] == set(), run["deleted"]
+
+
+def _remove_when_alone(release, core, name):
+    """Run state absent as ``name`` once no other file's DRA pool is on the shared plane; the objects it deleted.
+    Other files' DRA pools keep the release as OTHER_POOL does (make test runs files in parallel on the shared plane):
+    a run that met one all the same (it came between the wait and the run) is checked to have kept the release, then
+    the wait and the run are repeated."""
+    deleted = set()
+    for attempt in range(5):
+        start = time.time()
+        waited = _wait_alone(core)
+        if waited:
+            print("\nDRA-01 %s: waited %.0f s for other files' DRA pools %s" % (name, time.time() - start, waited))
+        gone = release.run(name, "absent")
+        deleted |= gone["deleted"]
+        if not _render(gone)["other_pools"]:
+            return deleted
+        _release_kept(release, gone)
+        del release.runs[name]
+    pytest.fail("five removals in a row met another file's DRA pool: %s" % _render(gone)["other_pools"])
 
 
 def test_DRA_01_absent_keeps_the_release_while_another_dra_pool_is_there(release, dra):
@@ -630,23 +666,7 @@ def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
     user's ComputeDomain goes with an uninstall); the DeviceClasses are gone."""
     from kubernetes import client
     core = client.CoreV1Api(release.kube.api())
-    # Other files' DRA pools keep the release as OTHER_POOL did above (make test runs files in parallel on the shared
-    # plane): the removal is run once none is there, and a run that met one all the same (it came between the wait and
-    # the run) is checked to have kept the release, then the wait and the run are repeated.
-    deleted = set(release.runs.get("absent-kept", {}).get("deleted", set()))
-    for attempt in range(5):
-        start = time.time()
-        waited = _wait_alone(core)
-        if waited:
-            print("\nDRA-01 absent: waited %.0f s for other files' DRA pools %s" % (time.time() - start, waited))
-        gone = release.run("absent", "absent")
-        deleted |= gone["deleted"]
-        if not _render(gone)["other_pools"]:
-            break
-        _release_kept(release, gone)
-        del release.runs["absent"]
-    else:
-        pytest.fail("five removals in a row met another file's DRA pool: %s" % _render(gone)["other_pools"])
+    deleted = set(release.runs.get("absent-kept", {}).get("deleted", set())) | _remove_when_alone(release, core, "absent")
     # (the uninstall deleted gpu.nvidia.com, which maps nvidia.com/gpu: put back the scheduler's mapping of the lab's
     # shared class for the other files' pods - conftest.gpu_extended_mapping, kubernetes#141103)
     gpu_extended_mapping(client.CustomObjectsApi(release.kube.api()), create=False)
@@ -662,3 +682,62 @@ def test_DRA_01_absent_removes_exactly_what_the_install_made(release, dra):
         with pytest.raises(client.ApiException) as exc:
             co.get_cluster_custom_object(GROUP, VERSION, "deviceclasses", name)
         assert exc.value.status == 404
+
+
+def test_K8S_21_helm_4_installs_reruns_and_removes_the_release(release, dra):
+    """After the removal above, the same release with helm 4 (lab/go/helm-4: helm.sh/helm/v4 v4.3.1) first on PATH,
+    driven by kubernetes.core.helm 6.6.0 (helm 4 since 6.4.0): the install creates what helm 3's did (helm 4 applies
+    server-side: its creates are apply patches, code 201), but the namespace and the CRDs that are still there; the
+    same run again makes 0 writes; state absent deletes exactly what the install made. The run before the removal
+    (`again-helm-4`, the fixture) was helm 4 on the release helm 3 installed: 0 writes too."""
+    from kubernetes import client
+    core = client.CoreV1Api(release.kube.api())
+    # helm 4 on the release helm 3 installed (upgrade's --server-side auto keeps the release's client-side apply)
+    assert release.runs["again-helm-4"]["writes"] == [], release.runs["again-helm-4"]["writes"]
+    v3 = release.runs["install"]["created"]
+    with helm_on_path("helm-4"):
+        first = release.run("install-helm-4")
+        again = release.run("again-helm-4-installed")
+        deleted = _remove_when_alone(release, core, "absent-helm-4")
+    gpu_extended_mapping(client.CustomObjectsApi(release.kube.api()), create=False)
+    made = first["created"]
+    assert made == set(o for o in v3 if o[0] not in ("namespaces", "customresourcedefinitions")), (
+        sorted(made ^ v3))
+    applied = [w for w in first["writes"] if w[0] == "patch"]
+    assert applied, first["writes"]
+    assert [w for w in first["writes"] if w[2] >= 300] == [], first["writes"]
+    assert again["writes"] == [], again["writes"]
+    assert deleted == made, (sorted(made - deleted), sorted(deleted - made))
+    print("\nDRA driver release with helm 4 at %s: %d writes (%d objects created, %d by server-side apply), re-run 0"
+          % (release.kube.version, len(first["writes"]), len(made), len(applied)))
+
+
+def _kubernetes_core_labelled(tmp_path, version):
+    """A collections path whose kubernetes.core is the installed one (every entry linked) but for its MANIFEST.json,
+    which says ``version``: what filter helm_client_check reads on the controller."""
+    import ansible_collections.kubernetes.core as core
+    real = list(core.__path__)[0]
+    dest = tmp_path / "ansible_collections" / "kubernetes" / "core"
+    dest.mkdir(parents=True)
+    for entry in os.listdir(real):
+        if entry != "MANIFEST.json":
+            os.symlink(os.path.join(real, entry), str(dest / entry))
+    with open(os.path.join(real, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    manifest["collection_info"]["version"] = version
+    (dest / "MANIFEST.json").write_text(json.dumps(manifest))
+    return str(tmp_path)
+
+
+def test_K8S_21_helm_4_with_an_older_kubernetes_core_is_refused_before_any_write(release, dra, tmp_path):
+    """helm 4 first on PATH and a controller whose kubernetes.core says 6.3.0 (the installed collection relabelled:
+    6.3.0 refuses helm 4, CHANGELOG.rst of kubernetes.core): the role stops at its helm client check, before the
+    stack's objects and the release - 0 writes - naming both versions and what to change."""
+    ac = _kubernetes_core_labelled(tmp_path, "6.3.0")
+    with helm_on_path("helm-4"):
+        run = release.run("refused-helm-4", env={"ANSIBLE_COLLECTIONS_PATH": "%s:%s" % (
+            ac, os.path.join(ROOT, "build", "collections"))}, expect_rc=2)
+    [(task, msg)] = run["failures"]
+    assert task.endswith("Check that kubernetes.core can drive that helm client"), run["failures"]
+    assert "helm 4.3.1 on localhost is helm 4" in msg and "kubernetes.core 6.3.0" in msg and "6.4.0" in msg, msg
+    assert run["writes"] == [], run["writes"]

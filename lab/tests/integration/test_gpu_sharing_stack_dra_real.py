@@ -58,9 +58,10 @@ def chart_dir():
 
 
 @contextlib.contextmanager
-def helm_on_path():
-    """kubernetes.core.helm runs upstream's helm (lab/go/helm, helm.sh/helm/v3 v3.22.0) from PATH."""
-    helm = subprocess.run(["bash", str(ROOT / "lab" / "go" / "build.sh"), "helm"], capture_output=True, text=True,
+def helm_on_path(go_set="helm"):
+    """kubernetes.core.helm runs upstream's helm from PATH: lab/go/helm (helm.sh/helm/v3 v3.22.0) or ``go_set``
+    (lab/go/helm-4: helm.sh/helm/v4 v4.3.1), first on PATH inside the block."""
+    helm = subprocess.run(["bash", str(ROOT / "lab" / "go" / "build.sh"), go_set], capture_output=True, text=True,
                           timeout=3000)
     assert helm.returncode == 0, helm.stderr[-3000:]
     path = os.environ["PATH"]

@@ -176,13 +176,16 @@ def role_play(strategy, state="present", extra_vars=None, variant=None):
     return {"name": "%s (%s, %s)" % (v["gpu_sharing_stack_pool"], strategy, state), "block": stack_steps(v)}
 
 
-def run_play(cl_, tmp_path, tasks, *args):
+def run_play(cl_, tmp_path, tasks, *args, env=None):
+    """``env``: more environment for ansible-playbook, over the lab's (e.g. another ANSIBLE_COLLECTIONS_PATH)."""
     kube, kc = cl_
+    extra = env or {}
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=kc, ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1", ANSIBLE_PIPELINING="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"),
                ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")))
+    env.update(extra)
     pb = tmp_path / "play.yml"
     pb.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
                                    "tasks": tasks}], sort_keys=False))
