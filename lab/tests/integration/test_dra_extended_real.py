@@ -141,7 +141,9 @@ def role_vars(state='present'):
                 'extended_resources': EXTENDED[:1], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared'],
                 # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
                 # the chart's: accepted, else the pool is refused (DRAX-15)
-                'accept_extended_resource_classes': [LAB_GPU_CLASS]}}
+                'accept_extended_resource_classes': [LAB_GPU_CLASS],
+                # a shared object kept while another file's dra pool is on this plane (test_dra_real.py tests it)
+                'resourceslice_policy': False}}
 
 
 def test_DRAX_03_role_applies_the_classes_reruns_and_removes(kube_real, tmp_path):

@@ -65,8 +65,12 @@ def test_DRA_13_role_on_kubernetes_1_33_applies_reruns_and_removes(kube133, tmp_
     rc, result = run_play(cl, tmp_path, [{"name": "present", "block": stack_steps(role_vars())}])
     assert rc == 0, failures(result)
     want = rendered(result)
-    assert sorted(k[0] for k in want) == ["Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceClaimTemplate"]
-    assert {d["apiVersion"] for k, d in want.items() if k[0] != "Pod"} == {"resource.k8s.io/v1beta2"}
+    assert sorted(k[0] for k in want) == ["Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceClaimTemplate",
+                                          "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert {d["apiVersion"] for k, d in want.items() if k[0].startswith("Resource")} == {"resource.k8s.io/v1beta2"}
+    # the kubelet plugin's admission policy (DRA-14) compiles against 1.33's resource.k8s.io/v1beta2 ResourceSlice
+    [policy] = [d for k, d in want.items() if k[0] == "ValidatingAdmissionPolicy"]
+    assert live_object(kube133, policy)["spec"]["matchConditions"] == policy["spec"]["matchConditions"]
     assert all(live_object(kube133, d) is not None for d in want.values())
     renders = [r for n, r in task_results(result) if "Render the stack" in n and "helm" in r]
     assert renders[0]["helm"]["values"]["resourceApiVersion"] == "resource.k8s.io/v1beta2"

@@ -569,6 +569,79 @@ def test_DRA_01_role_installs_the_release_and_a_rerun_writes_nothing(release):
     assert again["writes"] == [], again["writes"]
 
 
+PLUGIN_ACCOUNT = "dra-driver-nvidia-gpu-service-account-kubeletplugin"
+
+
+def _slice(name, node=None, all_nodes=False):
+    spec = {"driver": DRIVER, "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": []}
+    if all_nodes:
+        spec["allNodes"] = True
+    else:
+        spec["nodeName"] = node
+    return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": spec}
+
+
+def test_DRA_14_the_collections_policy_keeps_the_kubelet_plugin_to_its_own_nodes_slices(release, dra):
+    """The role's ValidatingAdmissionPolicy for the release's kubelet plugin account (the chart's own names another
+    account: DRA-14), on the real API server's admission chain: with a token of that account bound to a pod on the
+    role's node - what the kubelet plugin's DaemonSet pod has - the chart's ClusterRole lets it create, update and
+    delete ResourceSlices anywhere, and the policy lets it write only its node's slices and fleet-wide ones (allNodes),
+    and nothing with a token bound to no pod."""
+    from kubernetes import client
+    admin = release.kube.api()
+    core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
+    pod_name, other = "dra14-plugin-%s" % SUFFIX, "dra14-elsewhere-%s" % SUFFIX
+    pod = core.create_namespaced_pod(RELEASE_NS, {
+        "metadata": {"name": pod_name},
+        "spec": {"nodeName": ROLE_NODE, "serviceAccountName": PLUGIN_ACCOUNT,
+                 "tolerations": [{"operator": "Exists"}], "containers": [{"name": "plugin", "image": "pause"}]}})
+
+    def as_plugin(bound):
+        spec = {"expirationSeconds": 600}
+        if bound:
+            spec["boundObjectRef"] = {"kind": "Pod", "apiVersion": "v1", "name": pod_name, "uid": pod.metadata.uid}
+        tok = core.create_namespaced_service_account_token(PLUGIN_ACCOUNT, RELEASE_NS, {"spec": spec}).status.token
+        conf = client.Configuration()
+        conf.host, conf.ssl_ca_cert = admin.configuration.host, release.kube.ca
+        conf.api_key = {"authorization": "Bearer " + tok}
+        return client.CustomObjectsApi(client.ApiClient(configuration=conf))
+
+    def refused(call, *args):
+        with pytest.raises(client.ApiException) as exc:
+            call(GROUP, VERSION, "resourceslices", *args)
+        assert exc.value.status == 403 and "gpuops-dra-resourceslices-%s" % RELEASE_NS in exc.value.body, (
+            exc.value.status, exc.value.body)
+        return json.loads(exc.value.body)["message"]
+
+    names = ["dra14-own-%s" % SUFFIX, "dra14-fleet-%s" % SUFFIX, "dra14-other-%s" % SUFFIX]
+    try:
+        plugin = as_plugin(bound=True)
+        own = plugin.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(names[0], ROLE_NODE))
+        own["spec"]["pool"]["generation"] = 2
+        plugin.replace_cluster_custom_object(GROUP, VERSION, "resourceslices", names[0], own)
+        plugin.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(names[1], all_nodes=True))
+        msg = refused(plugin.create_cluster_custom_object, _slice(names[2], other))
+        assert "on node %s may not write the ResourceSlices of node %s" % (ROLE_NODE, other) in msg, msg
+        # another node's slice (the admin's): neither updated nor deleted by the plugin
+        theirs = co.create_cluster_custom_object(GROUP, VERSION, "resourceslices", _slice(names[2], other))
+        theirs["spec"]["pool"]["generation"] = 2
+        refused(plugin.replace_cluster_custom_object, names[2], theirs)
+        refused(plugin.delete_cluster_custom_object, names[2])
+        # a token bound to no pod names no node
+        msg = refused(as_plugin(bound=False).create_cluster_custom_object, _slice(names[0] + "-x", ROLE_NODE))
+        assert "only with a token bound to a pod on a node" in msg, msg
+        for name in names[:2]:
+            plugin.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", name)
+    finally:
+        for name in names:
+            try:
+                co.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", name)
+            except client.ApiException as exc:
+                assert exc.status == 404, exc
+        core.delete_namespaced_pod(pod_name, RELEASE_NS, grace_period_seconds=0)
+
+
 def test_K8S_17_helm_deprecates_status_values_on_every_run_with_the_release(release):
     """kubernetes.core.helm 6.6.0 deprecates its status.values return value on every run that finds the release (here
     the install: the status it returns after installing), whatever the task reads; the role registers no helm result and

@@ -80,7 +80,10 @@ def role_vars(state="present", **dra):
                                     {"name": "t4-shared", "kind": "time-slicing", "shared": True}],
                 # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
                 # the chart's: accepted, else the pool is refused (DRAX-15)
-                "accept_extended_resource_classes": [LAB_GPU_CLASS]}
+                "accept_extended_resource_classes": [LAB_GPU_CLASS],
+                # the kubelet plugin's admission policy is a shared object, kept while another file's dra pool is on
+                # this plane; test_dra_real.py tests it (DRA-14), this file removes exactly what it applied
+                "resourceslice_policy": False}
     settings.update(dra)
     return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
             "gpu_sharing_stack_nodes": [NODE], "gpu_sharing_stack_facts": {NODE: T4},

@@ -49,7 +49,9 @@ def role_vars(strategy, state):
             "chart_path": "/srv/charts/dra-driver-nvidia-gpu-0.5.0.tgz", "chart_version": "0.5.0",
             "assume_cdi_enabled": True,
             # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS): accepted (DRAX-15)
-            "accept_extended_resource_classes": [LAB_GPU_CLASS]})
+            "accept_extended_resource_classes": [LAB_GPU_CLASS],
+            # a shared object kept while another file's dra pool is on this plane (test_dra_real.py tests it, DRA-14)
+            "resourceslice_policy": False})
     else:
         v["gpu_sharing_stack_time_slicing"] = {"replicas": TS_REPLICAS}
     return v

@@ -64,6 +64,27 @@ sys.stdout.write(yaml.safe_dump_all(kept))
 '''
 
 
+PLUGIN_ACCOUNT = '%s-service-account-kubeletplugin' % RELEASE  # fullname = the release name (it holds nameOverride)
+VAP_PLURAL = {'ValidatingAdmissionPolicy': 'validatingadmissionpolicies',
+              'ValidatingAdmissionPolicyBinding': 'validatingadmissionpolicybindings'}
+
+
+def dra_stack():
+    lab_collections_path(importable=True)
+    from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import dra
+    return dra
+
+
+def plugin_token(state, pod):
+    """The service account token the kubelet projected into the pod (bound to the pod, so naming its node): read
+    through the node's first process's root, the kubelet's mounts being in the node's mount namespace."""
+    base = '/proc/%d/root/var/lib/kubelet/pods/%s/volumes/kubernetes.io~projected' % (lab_node.ns_pid(state),
+                                                                                     pod.metadata.uid)
+    [vol] = [v for v in os.listdir(base) if v.startswith('kube-api-access-')]
+    with open(os.path.join(base, vol, 'token')) as f:
+        return f.read().strip()
+
+
 def render(facts, driver_root):
     lab_collections_path(importable=True)
     from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks import render as stacks_render
@@ -151,6 +172,16 @@ def chart_node(kube_real, tmp_path_factory):
                                            containers={'gpus': {'healthcheckPort': -1}})
             for k, v in out['node_labels'][NAME].items():
                 core.patch_node(NAME, {'metadata': {'labels': {k: v}}})
+            # the collection's admission policy for the kubelet plugin's account (DRA-14), as the render gives it for
+            # this release but for the account: the chart's fullname here is the release name (nameOverride is in it),
+            # which the collection never sets - so the plugin this pod runs writes its slices under the policy
+            policy = [m for m in out['shared_manifests'] if m['kind'].startswith('ValidatingAdmissionPolicy')]
+            assert [m['kind'] for m in policy] == ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']
+            [cond] = policy[0]['spec']['matchConditions']
+            assert cond['expression'].endswith('"%s"' % dra_stack().kubelet_plugin_account(RELEASE, NS)), cond
+            cond['expression'] = 'request.userInfo.username == "system:serviceaccount:%s:%s"' % (NS, PLUGIN_ACCOUNT)
+            for m in policy:
+                co.create_cluster_custom_object('admissionregistration.k8s.io', 'v1', VAP_PLURAL[m['kind']], m)
             (work / 'values.yaml').write_text(yaml.safe_dump(values))
             renderers = {}
             for drop_init in (False, True):
@@ -182,6 +213,9 @@ def chart_node(kube_real, tmp_path_factory):
                         wait('namespace %s gone' % NS, lambda: NS not in [
                             n.metadata.name for n in core.list_namespace().items], 120)
             finally:
+                for m in policy:
+                    co.delete_cluster_custom_object('admissionregistration.k8s.io', 'v1', VAP_PLURAL[m['kind']],
+                                                    m['metadata']['name'])
                 co.delete_cluster_custom_object(GROUP, VERSION, 'deviceclasses', CLASS)
                 for s in slices(co):
                     co.delete_cluster_custom_object(GROUP, VERSION, 'resourceslices', s['metadata']['name'])
@@ -256,6 +290,32 @@ def test_kubelet_plugin_pod_without_the_check_registers_and_publishes_the_slice(
     klog = open(os.path.join(chart_node['state'], 'logs', 'kubelet.log')).read()
     assert 'RegisterPlugin started' in klog and '/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock' in klog
     chart_node['pod'] = pod.metadata.name
+
+
+
+def test_DRA_14_the_real_plugin_writes_its_slice_under_the_collections_policy_and_no_other_node(chart_node):
+    """The test above published the node's slice from the chart's real kubelet plugin pod while the collection's
+    admission policy for the plugin's account was in force (the fixture applies it, DRA-14): the pod runs as that
+    account, and the token the kubelet projected into it - the one the plugin used - is refused another node's slice
+    (403, the policy's message naming both nodes)."""
+    from kubernetes import client
+    core = chart_node['core']
+    [pod] = [p for p in pods(core) if p.metadata.name == chart_node['pod']]
+    assert pod.spec.service_account_name == PLUGIN_ACCOUNT
+    assert slices(chart_node['co']), 'the node has no slice of the plugin'
+    conf = client.Configuration()
+    api = chart_node['co'].api_client.configuration
+    conf.host, conf.ssl_ca_cert = api.host, api.ssl_ca_cert
+    conf.api_key = {'authorization': 'Bearer ' + plugin_token(chart_node['state'], pod)}
+    as_plugin = client.CustomObjectsApi(client.ApiClient(configuration=conf))
+    other = 'dra14-elsewhere-%s' % SUFFIX
+    with pytest.raises(client.ApiException) as exc:
+        as_plugin.create_cluster_custom_object(GROUP, VERSION, 'resourceslices', {
+            'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'ResourceSlice', 'metadata': {'name': other},
+            'spec': {'driver': DRIVER, 'nodeName': other, 'devices': [],
+                     'pool': {'name': other, 'generation': 1, 'resourceSliceCount': 1}}})
+    assert exc.value.status == 403 and 'on node %s may not write the ResourceSlices of node %s' % (NAME, other) in (
+        exc.value.body), exc.value.body
 
 
 def test_claim_prepared_by_the_pod_container_sees_device_and_unprepared_on_delete(chart_node):

@@ -203,6 +203,18 @@ def test_DRA_14_the_charts_resourceslice_policy_does_not_name_the_kubelet_plugin
     accounts = set(d['spec']['template']['spec'].get('serviceAccountName') for d in docs
                    if d['kind'] in ('DaemonSet', 'Deployment'))
     assert not [a for a in accounts if cond['expression'].strip().endswith(':%s"' % a)], (accounts, cond)
+    # the collection's policy names the account the chart's kubelet plugin runs as, for any release name (the chart's
+    # fullname: the release name when it holds the chart's name, else release-chart)
+    render, dra = _collection()
+    for release, ns in (('dra-driver-nvidia-gpu', 'dra-driver-nvidia-gpu'), ('dra', 'gpu-dra'),
+                        ('my-dra-driver-nvidia-gpu-x', 'x')):
+        docs = template(helm, chart, ours()['helm']['values'], tmp_path, release=release, namespace=ns)
+        [ds] = [d for d in by_kind(docs, 'DaemonSet') if d['metadata']['name'].endswith('kubelet-plugin')]
+        user = 'system:serviceaccount:%s:%s' % (ns, ds['spec']['template']['spec']['serviceAccountName'])
+        assert dra.kubelet_plugin_account(release, ns) == user, (release, user)
+        [ours_policy] = [m for m in ours({'release_name': release, 'namespace': ns})['manifests']
+                         if m['kind'] == 'ValidatingAdmissionPolicy']
+        assert ours_policy['spec']['matchConditions'][0]['expression'] == 'request.userInfo.username == "%s"' % user
 
 
 def test_DRA_10_image_through_the_mirror_with_the_chart_tag_and_pull_secrets(helm, chart, tmp_path):

@@ -175,6 +175,12 @@ DRA_SCHEMA: dict[str, dict[str, Any]] = {
         "each must be mapped by a class (the chart's C(gpu.nvidia.com) maps V(nvidia.com/gpu), "
         'O(gpu_sharing_stack_dra.extended_resources) the others), else the pool is refused before anything changes. '
         'Empty: not checked.',)),
+    'resourceslice_policy': dict(type=bool, default=True, description=(
+        "A ValidatingAdmissionPolicy of the collection's (cluster-wide, one per release namespace, kept while a dra "
+        "pool uses it) that lets the release's kubelet plugin account (C(<fullname>-service-account-kubeletplugin)) "
+        'create, update and delete only ResourceSlices of the node its token is bound to, or slices for all nodes or '
+        "a node selector, as the chart means its own policy to: the chart's names another account and applies to "
+        'nothing at v0.5.0 (kubernetes-sigs/dra-driver-nvidia-gpu issue 1317). V(false) renders none.',)),
     'accept_extended_resource_classes': dict(type=list, default=[], elements='str', description=(
         "DeviceClasses of the site's (neither the chart's nor the collection's) that may map an extended resource "
         "name the release or O(gpu_sharing_stack_dra.extended_resources) maps too (C(spec.extendedResourceName)), "
@@ -197,7 +203,8 @@ OPERATOR_DEVICE_PLUGIN_OFF = 'false'
 # objects): the keys of gpu_sharing_stack_dra the values or the release come from, and the pool-level variables that
 # enter the values (mirror, pull secrets, node selector). Two dra pools that differ in one of them are refused.
 RELEASE_SETTINGS = ('chart_path', 'chart_version', 'release_name', 'namespace', 'driver_root', 'feature_gates',
-                    'compute_domains', 'log_verbosity', 'kube_dra_enabled', 'extended_resources')
+                    'compute_domains', 'log_verbosity', 'kube_dra_enabled', 'extended_resources',
+                    'resourceslice_policy')
 RELEASE_POOL_VARIABLES = ('gpu_sharing_stack_registry', 'gpu_sharing_stack_image_pull_secrets',
                           'gpu_sharing_stack_node_selector')
 
@@ -448,6 +455,8 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
             ctx.note('%s: DeviceClass %s maps %s like %s (%s); accepted by %s. kube-scheduler backs it with the newer '
                      'class only, and on %s deleting either drops the mapping for both (%s)'
                      % (var, c['site'], c['name'], c['ours'], c['var'], accept_var, CLASH_MINORS, CLASH_UPSTREAM))
+    if ds['resourceslice_policy']:
+        manifests.extend(resourceslice_policy(ctx, ds['release_name'], ds['namespace']))
     if not removing:
         ctx.note('%s: the chart creates the DeviceClasses %s (and %s with %s.compute_domains); its uninstall removes them'
                  % (var, ', '.join(sorted(c for c, v in CHART_DEVICE_CLASSES.items() if v == 'resources.gpus.enabled')),
@@ -460,6 +469,61 @@ def render(ctx: Ctx, settings: Settings, nodes: list[str], facts: dict[str, Any]
 
 
 SETTINGS = {'dra': DRA_SCHEMA}
+
+CHART_NAME = 'dra-driver-nvidia-gpu'
+# The token of a pod's service account names the pod's node in this extra (ServiceAccountTokenPodNodeInfo, GA and
+# locked on from Kubernetes 1.32: k8s.io/kubernetes v1.37.2 pkg/features/kube_features.go), the DRA minimum here.
+NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name'
+
+
+def kubelet_plugin_account(release_name: str, namespace: str) -> str:
+    """The user name of the kubelet plugin's service account in the chart's release (templates/_helpers.tpl fullname
+    and serviceAccountName, templates/kubeletplugin.yaml: <fullname>-service-account-kubeletplugin; the collection sets
+    neither nameOverride, fullnameOverride nor serviceAccount.name)."""
+    fullname = release_name if CHART_NAME in release_name else '%s-%s' % (release_name, CHART_NAME)
+    fullname = fullname[:63].rstrip('-')
+    return 'system:serviceaccount:%s:%s-service-account-kubeletplugin' % (namespace, fullname)
+
+
+def resourceslice_policy(ctx: Ctx, release_name: str, namespace: str) -> list[Manifest]:
+    """The collection's ValidatingAdmissionPolicy and its binding for the release's kubelet plugin account (DRA-14):
+    a ResourceSlice it creates, updates or deletes must be for the node its token is bound to, or for all nodes or a
+    node selector (what the chart's own policy allows, were it to match)."""
+    name = 'gpuops-dra-resourceslices-%s' % namespace
+    user = kubelet_plugin_account(release_name, namespace)
+    policy = {
+        'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicy',
+        'metadata': ctx.meta(name, namespace=False, scope='shared'),
+        'spec': {
+            'failurePolicy': 'Fail',
+            'matchConstraints': {'resourceRules': [{
+                'apiGroups': ['resource.k8s.io'], 'apiVersions': ['*'], 'operations': ['CREATE', 'UPDATE', 'DELETE'],
+                'resources': ['resourceslices']}]},
+            'matchConditions': [{'name': 'kubelet-plugin-account',
+                                 'expression': 'request.userInfo.username == "%s"' % user}],
+            'variables': [
+                {'name': 'tokenNode',
+                 'expression': "request.userInfo.extra[?'%s'][0].orValue('')" % NODE_NAME_EXTRA},
+                {'name': 'sliceNode', 'expression': (
+                    "(request.operation == 'DELETE' ? oldObject : object).spec.?nodeName.orValue('')")},
+                {'name': 'fleetWide', 'expression': (
+                    "(request.operation == 'DELETE' ? oldObject : object).spec.?allNodes.orValue(false) || "
+                    "(request.operation == 'DELETE' ? oldObject : object).spec.?nodeSelector.hasValue()")},
+            ],
+            'validations': [
+                {'expression': "variables.tokenNode != ''", 'reason': 'Forbidden',
+                 'message': ('the DRA kubelet plugin account may write ResourceSlices only with a token bound to a '
+                             'pod on a node (gpuops.k8s_gpu, %s)' % name)},
+                {'expression': 'variables.sliceNode == variables.tokenNode || variables.fleetWide', 'reason': 'Forbidden',
+                 'messageExpression': ("'the DRA kubelet plugin on node ' + variables.tokenNode + ' may not write the "
+                                       "ResourceSlices of node ' + variables.sliceNode + ' (gpuops.k8s_gpu, %s)'"
+                                       % name)},
+            ]}}
+    binding = {
+        'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicyBinding',
+        'metadata': ctx.meta(name, namespace=False, scope='shared'),
+        'spec': {'policyName': name, 'validationActions': ['Deny']}}
+    return [policy, binding]
 
 
 def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], facts: dict[str, Any],

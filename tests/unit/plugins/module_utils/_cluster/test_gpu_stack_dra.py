@@ -49,12 +49,51 @@ def test_DRA_01_values_and_helm_release():
     assert res['helm'] == {'chart_ref': '/charts/dra-driver-nvidia-gpu', 'release_name': 'dra-driver-nvidia-gpu',
                            'release_namespace': 'dra-driver-nvidia-gpu', 'create_namespace': True, 'values': v,
                            'chart_version': 'v0.5.0'}
-    assert res['accounting'] == 'dra' and res['resources'] == [] and res['manifests'] == []
+    assert res['accounting'] == 'dra' and res['resources'] == []
+    # the collection's admission policy for the kubelet plugin's account (DRA-14), nothing else
+    assert [(m['kind'], m['metadata']['name']) for m in res['manifests']] == [
+        ('ValidatingAdmissionPolicy', 'gpuops-dra-resourceslices-dra-driver-nvidia-gpu'),
+        ('ValidatingAdmissionPolicyBinding', 'gpuops-dra-resourceslices-dra-driver-nvidia-gpu')]
     assert res['node_labels'] == {'n1': {'gpuops.io/sharing-strategy': 'dra', 'gpuops.io/sharing-pool': 'p1',
                                          'nvidia.com/gpu.deploy.device-plugin': 'false'}}
     assert res['runtime_class_name'] == '' and 'ResourceClaim' in res['notes'][-1]
     assert any('gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com' in n for n in res['notes'])
     assert res['images'] == [pins.ref('dra-driver-nvidia-gpu-image')]
+
+
+def test_DRA_14_resourceslice_policy_for_the_kubelet_plugins_account():
+    """The chart's own policy names an account none of its workloads runs as (DRA-14): the collection's binds the
+    account the chart's kubelet plugin DaemonSet runs as, <fullname>-service-account-kubeletplugin, fullname as the
+    chart's _helpers.tpl makes it (the release name when it contains the chart's name, else release-chart)."""
+    kubelet_plugin_account = dra.kubelet_plugin_account
+    assert kubelet_plugin_account('dra-driver-nvidia-gpu', 'ns1') == (
+        'system:serviceaccount:ns1:dra-driver-nvidia-gpu-service-account-kubeletplugin')
+    assert kubelet_plugin_account('dra', 'ns1') == (
+        'system:serviceaccount:ns1:dra-dra-driver-nvidia-gpu-service-account-kubeletplugin')
+    assert kubelet_plugin_account('my-dra-driver-nvidia-gpu-x', 'ns1') == (
+        'system:serviceaccount:ns1:my-dra-driver-nvidia-gpu-x-service-account-kubeletplugin')
+    long_name = 'r' * 50
+    assert kubelet_plugin_account(long_name, 'n') == 'system:serviceaccount:n:%s-service-account-kubeletplugin' % (
+        (long_name + '-dra-driver-nvidia-gpu')[:63])
+    res = render(settings={'release_name': 'dra', 'namespace': 'gpu-dra'})
+    policy, binding = res['shared_manifests']
+    assert res['pool_manifests'] == []
+    assert policy['metadata']['name'] == binding['metadata']['name'] == binding['spec']['policyName'] == (
+        'gpuops-dra-resourceslices-gpu-dra')
+    assert all('namespace' not in m['metadata'] and m['metadata']['labels']['gpuops.io/sharing-scope'] == 'shared'
+               for m in (policy, binding))
+    [cond] = policy['spec']['matchConditions']
+    assert cond['expression'] == (
+        'request.userInfo.username == "system:serviceaccount:gpu-dra:dra-dra-driver-nvidia-gpu-service-account-'
+        'kubeletplugin"')
+    assert policy['spec']['failurePolicy'] == 'Fail' and binding['spec']['validationActions'] == ['Deny']
+    assert [v['reason'] for v in policy['spec']['validations']] == ['Forbidden', 'Forbidden']  # 403, not 422
+    [rule] = policy['spec']['matchConstraints']['resourceRules']
+    assert rule == {'apiGroups': ['resource.k8s.io'], 'apiVersions': ['*'],
+                    'operations': ['CREATE', 'UPDATE', 'DELETE'], 'resources': ['resourceslices']}
+    # a release setting: every dra pool of the cluster must agree on it; off renders none
+    assert 'resourceslice_policy' in dra.RELEASE_SETTINGS
+    assert render(settings={'resourceslice_policy': False})['manifests'] == []
 
 
 def test_DRA_01_settings_that_change_values():

@@ -138,7 +138,8 @@ def test_DRAX_03_pool_render_classes_are_shared_cluster_objects_and_removal_refu
          'extended_resources': [SHARED, MIG], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared']}
     res = render(settings=s)
     assert res['pool_manifests'] == []
-    got = [(m['kind'], m['metadata']['name'], m['spec']['extendedResourceName']) for m in res['shared_manifests']]
+    classes = [m for m in res['shared_manifests'] if m['kind'] == 'DeviceClass']
+    got = [(m['kind'], m['metadata']['name'], m['spec']['extendedResourceName']) for m in classes]
     assert got == [('DeviceClass', 'gpu.shared.nvidia.com.extended.gpuops.io', 'nvidia.com/gpu.shared'),
                    ('DeviceClass', 'mig-1g.10gb.nvidia.com.extended.gpuops.io', 'nvidia.com/mig-1g.10gb')]
     assert all('namespace' not in m['metadata'] and m['metadata']['labels']['gpuops.io/sharing-scope'] == 'shared'
@@ -149,10 +150,11 @@ def test_DRAX_03_pool_render_classes_are_shared_cluster_objects_and_removal_refu
     # state absent on 1.34 (or with no version) renders the same classes, to delete them
     for kube in ('v1.34.4', ''):
         res = render(settings=dict(s, kube_version=kube, feature_gates={}), check_conflicts=False, cdi={})
-        assert [m['metadata']['name'] for m in res['shared_manifests']] == [
+        assert [m['metadata']['name'] for m in res['shared_manifests'] if m['kind'] == 'DeviceClass'] == [
             'gpu.shared.nvidia.com.extended.gpuops.io', 'mig-1g.10gb.nvidia.com.extended.gpuops.io'], kube
-    # nothing asked, nothing rendered (the default)
-    assert render(settings={'kube_version': 'v1.34.4'})['shared_manifests'] == []
+    # nothing asked, no class rendered (the default; the kubelet plugin's admission policy is DRA-14's)
+    assert [m['kind'] for m in render(settings={'kube_version': 'v1.34.4'})['shared_manifests']] == [
+        'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']
 
 
 def test_DRAX_05_dra_pools_must_agree_on_the_extended_resources():
