@@ -148,7 +148,7 @@ def test_DCGMX_22_dra_exporter_rbac_by_impersonation(apis):
     impersonating it, the exporter's own requests pass the authorizer (never 403) and a secret's read is 403."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
-    from conftest import new_namespace
+    from conftest import new_namespace, wait_until
     sfx = "%d" % os.getpid()
     ns, pool = "dcgmx22-%s" % sfx, "dcgmx22-%s" % sfx
     out = exporter.render({"strategy": "dra", "pool": pool, "namespace": ns})
@@ -162,6 +162,12 @@ def test_DCGMX_22_dra_exporter_rbac_by_impersonation(apis):
         user = "system:serviceaccount:%s:%s" % (ns, sa)
         groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % ns, "system:authenticated"]
         authz = client.AuthorizationV1Api(apis["api"])
+        # the RBAC authorizer reads bindings from an informer: a binding created a moment ago may not be seen yet
+        # (CI of 4e8b0dd: the first call denied, the next allowed). Wait until it is (a call it must allow), then check
+        # every call; a binding that never takes effect fails here.
+        wait_until("the exporter's ClusterRoleBinding seen by the RBAC authorizer", lambda: authz.
+                   create_subject_access_review({"spec": {"user": user, "groups": groups, "resourceAttributes": {
+                       "verb": "list", "group": "resource.k8s.io", "resource": "resourceslices"}}}).status.allowed, 30)
         problems = []
         for calls, allowed in ((DRA_CALLS, True), (DRA_OUTSIDE, False)):
             for verb, group, resource, cns, fsel in calls:

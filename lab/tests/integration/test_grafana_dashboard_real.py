@@ -21,7 +21,7 @@ import os
 import pytest
 
 import monitoring_crds  # lab/tests: the shared plane's CRDs
-from conftest import lab_collections_path, run_module
+from conftest import lab_collections_path, run_module, wait_until
 
 SUFFIX = '%d' % os.getpid()
 UID = 'gpuops-test-%s' % SUFFIX
@@ -57,6 +57,13 @@ def grafana(kube_real):
             'subjects': [{'kind': 'ServiceAccount', 'name': name, 'namespace': NS}]})
         tokens[name] = core.create_namespaced_service_account_token(
             name, NS, {'spec': {'expirationSeconds': 3600}}).status.token
+    # the RBAC authorizer reads bindings from an informer: wait until it sees both (a binding created a moment ago may
+    # not be seen yet), so that the first request of a test is not refused for that
+    authz = client.AuthorizationV1Api(api)
+    for name, verb in ((WRITER, 'create'), (READER, 'get')):
+        wait_until('RoleBinding %s seen by the RBAC authorizer' % name, lambda name=name, verb=verb: authz.create_subject_access_review({
+            'spec': {'user': 'system:serviceaccount:%s:%s' % (NS, name), 'resourceAttributes': {
+                'namespace': NS, 'verb': verb, 'group': GROUP, 'resource': 'dashboards'}}}).status.allowed, 30)
     try:
         yield {'co': co, 'url': kube_real.server, 'ca': kube_real.ca, 'tokens': tokens}
     finally:
