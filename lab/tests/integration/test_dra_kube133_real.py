@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import private_kube  # noqa: E402
+from conftest import private_kube, wait_until  # noqa: E402
 from test_gpu_sharing_stack import T4, stack_steps  # noqa: E402
 from test_gpu_sharing_stack_real import failures, live_object, rendered, run_play, task_results  # noqa: E402
 from gpu_kwok_nodes import bare_node  # noqa: E402  (the recorded T4 node before its stack)
@@ -60,6 +60,48 @@ def role_vars(state="present"):
             "gpu_sharing_stack_helm_install": False}
 
 
+def _policy_evaluated_on_v1beta2(kube):
+    """The kubelet plugin's admission policy (DRA-14) evaluated on 1.33's resource.k8s.io/v1beta2 ResourceSlices (its
+    expressions are checked only when a request comes): the release's kubelet plugin account (made here, with the
+    chart's resourceslices rights: no release is installed on this plane), a token bound to a pod on NODE, writes
+    NODE's slice and is refused another node's (403)."""
+    from kubernetes import client
+    api = kube.api()
+    core, rbac, authz = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api), client.AuthorizationV1Api(api)
+    ns, sa = "dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu-service-account-kubeletplugin"
+    user = "system:serviceaccount:%s:%s" % (ns, sa)
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_service_account(ns, {"metadata": {"name": sa}})
+    rbac.create_cluster_role({"metadata": {"name": "dra133-slices"}, "rules": [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["create", "delete"]}]})
+    rbac.create_cluster_role_binding({"metadata": {"name": "dra133-slices"}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "dra133-slices"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    wait_until("the binding seen by the RBAC authorizer", lambda: authz.create_subject_access_review({"spec": {
+        "user": user, "resourceAttributes": {"verb": "create", "group": "resource.k8s.io",
+                                             "resource": "resourceslices"}}}).status.allowed, 30)
+    pod = core.create_namespaced_pod(ns, {"metadata": {"name": "plugin"}, "spec": {
+        "nodeName": NODE, "serviceAccountName": sa, "containers": [{"name": "plugin", "image": "pause"}]}})
+    tok = core.create_namespaced_service_account_token(sa, ns, {"spec": {"boundObjectRef": {
+        "kind": "Pod", "apiVersion": "v1", "name": "plugin", "uid": pod.metadata.uid}}}).status.token
+    conf = client.Configuration()
+    conf.host, conf.ssl_ca_cert = api.configuration.host, kube.ca
+    conf.api_key = {"authorization": "Bearer " + tok}
+    plugin = client.CustomObjectsApi(client.ApiClient(configuration=conf))
+
+    def slice_of(name, node):
+        return {"apiVersion": "resource.k8s.io/v1beta2", "kind": "ResourceSlice", "metadata": {"name": name},
+                "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [],
+                         "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}}}
+    plugin.create_cluster_custom_object("resource.k8s.io", "v1beta2", "resourceslices", slice_of("dra133-own", NODE))
+    with pytest.raises(client.ApiException) as exc:
+        plugin.create_cluster_custom_object("resource.k8s.io", "v1beta2", "resourceslices",
+                                            slice_of("dra133-other", "elsewhere"))
+    assert exc.value.status == 403 and "may not write the ResourceSlices of node elsewhere" in exc.value.body, (
+        exc.value.body)
+    plugin.delete_cluster_custom_object("resource.k8s.io", "v1beta2", "resourceslices", "dra133-own")
+
+
 def test_DRA_13_role_on_kubernetes_1_33_applies_reruns_and_removes(kube133, tmp_path):
     cl = (kube133, kube133.kubeconfig)
     rc, result = run_play(cl, tmp_path, [{"name": "present", "block": stack_steps(role_vars())}])
@@ -71,6 +113,7 @@ def test_DRA_13_role_on_kubernetes_1_33_applies_reruns_and_removes(kube133, tmp_
     # the kubelet plugin's admission policy (DRA-14) compiles against 1.33's resource.k8s.io/v1beta2 ResourceSlice
     [policy] = [d for k, d in want.items() if k[0] == "ValidatingAdmissionPolicy"]
     assert live_object(kube133, policy)["spec"]["matchConditions"] == policy["spec"]["matchConditions"]
+    _policy_evaluated_on_v1beta2(kube133)
     assert all(live_object(kube133, d) is not None for d in want.values())
     renders = [r for n, r in task_results(result) if "Render the stack" in n and "helm" in r]
     assert renders[0]["helm"]["values"]["resourceApiVersion"] == "resource.k8s.io/v1beta2"
