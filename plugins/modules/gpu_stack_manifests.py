@@ -216,11 +216,21 @@ shared_manifests:
   type: list
   elements: dict
 stale_shared_manifests:
-  description: RuntimeClasses (read with O(live)) on which this pool is recorded but which it no longer uses (its
-    C(runtime_class_name) changed); the role releases them.
+  description:
+    - Shared objects (read with O(live)) on which this pool is recorded but which it no longer uses; the role releases
+      them (its record goes, the object too once no other pool is recorded on it).
+    - RuntimeClasses (its C(runtime_class_name) changed); for strategy C(dra), the collection's ResourceSlice admission
+      policy and its binding (C(resourceslice_policy) switched off, or the release namespace moved) and the
+      DeviceClass of an extended resource dropped from C(extended_resources).
   returned: always
   type: list
   elements: dict
+stale_shared_keep:
+  description: What the role passes as O(gpuops.k8s_gpu.k8s_converge#module:keep) when it releases
+    RV(stale_shared_manifests) after an apply - RV(keep_shared) for RuntimeClasses, false for the DRA stack's objects
+    (made from release settings every dra pool agrees on, so the records alone decide).
+  returned: always
+  type: bool
 prune:
   description: What the role prunes after the apply (module M(gpuops.k8s_gpu.k8s_converge) option O(gpuops.k8s_gpu.k8s_converge#module:prune)) -
     the pool's own objects, by their labels, over every kind a strategy renders for a pool, that this render no longer

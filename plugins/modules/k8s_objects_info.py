@@ -43,8 +43,9 @@ options:
       kind:
         description: V(Node), V(ConfigMap) or V(Secret) (C(v1)), V(RuntimeClass) (C(node.k8s.io/v1)), V(DeviceClass)
           or V(ResourceSlice) (C(resource.k8s.io/v1); a server without that API answers an empty list, RV(api_found)
-          false), or V(CustomResourceDefinition) (C(apiextensions.k8s.io/v1); by name, whether an API such as
-          C(monitoring.coreos.com/v1) is installed).
+          false), V(CustomResourceDefinition) (C(apiextensions.k8s.io/v1); by name, whether an API such as
+          C(monitoring.coreos.com/v1) is installed), or V(ValidatingAdmissionPolicy)
+          (C(admissionregistration.k8s.io/v1)).
         type: str
         required: true
       name:

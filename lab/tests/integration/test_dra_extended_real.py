@@ -129,7 +129,7 @@ ROLE_NODE = 'drax-role-%s' % SUFFIX
 ROLE_POOL = 'drax-role-%s' % SUFFIX
 
 
-def role_vars(state='present'):
+def role_vars(state='present', extended=EXTENDED[:1]):
     """A dra pool with extended resources, as cluster.yml runs it (no Helm install: the chart's release belongs to
     test_dra_real.py); the Kubernetes version is read from the API server."""
     return {'gpu_sharing_stack_strategy': 'dra', 'gpu_sharing_stack_state': state, 'gpu_sharing_stack_pool': ROLE_POOL,
@@ -138,7 +138,7 @@ def role_vars(state='present'):
             'gpu_sharing_stack_dra': {
                 'chart_path': '/srv/charts/dra-driver-nvidia-gpu-0.5.0.tgz', 'chart_version': '0.5.0',
                 'assume_cdi_enabled': True, 'feature_gates': {'TimeSlicingSettings': True},
-                'extended_resources': EXTENDED[:1], 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared'],
+                'extended_resources': extended, 'workload_resources': ['nvidia.com/gpu', 'nvidia.com/gpu.shared'],
                 # the lab's shared class mapping nvidia.com/gpu on this plane (conftest LAB_GPU_CLASS) maps a name of
                 # the chart's: accepted, else the pool is refused (DRAX-15)
                 'accept_extended_resource_classes': [LAB_GPU_CLASS],
@@ -147,23 +147,36 @@ def role_vars(state='present'):
 
 
 def test_DRAX_03_role_applies_the_classes_reruns_and_removes(kube_real, tmp_path):
-    """Role gpu_sharing_stack on 1.37 (version read from the server): the pool's class for nvidia.com/gpu.shared is
-    created with its GpuConfig and name, a re-run changes nothing, state absent removes it."""
+    """Role gpu_sharing_stack on 1.37 (version read from the server): the pool's classes for nvidia.com/gpu.shared and
+    nvidia.com/mig-1g.10gb are created, the first with its GpuConfig and name, a re-run changes nothing; with the MIG
+    entry dropped from extended_resources the next run deletes that class (the pool released it: before the fix it
+    stayed, mapping the name to DRA for ever) and writes nothing else; state absent removes the other."""
     from kubernetes import client
     core = client.CoreV1Api(kube_real.api())
     core.create_node(bare_node(ROLE_NODE, 't4x1', facts=T4))
     try:
         cl = (kube_real, kube_real.kubeconfig)
-        rc, result = run_play(cl, tmp_path, [{'name': 'present', 'block': stack_steps(role_vars())}])
+        rc, result = run_play(cl, tmp_path, [{'name': 'present', 'block': stack_steps(role_vars(extended=EXTENDED))}])
         assert rc == 0, failures(result)
         want = dict((k, d) for k, d in rendered(result).items() if k[0] == 'DeviceClass')
-        assert [k[2] for k in want] == ['gpu.shared.nvidia.com.extended.gpuops.io']
-        [live] = [live_object(kube_real, d) for d in want.values()]
-        assert live['spec']['extendedResourceName'] == 'nvidia.com/gpu.shared'
-        assert live['spec']['config'][0]['opaque']['parameters']['sharing']['strategy'] == 'TimeSlicing'
-        rc, again = run_play(cl, tmp_path, [{'name': 'again', 'block': stack_steps(role_vars())}])
+        assert sorted(k[2] for k in want) == ['gpu.shared.nvidia.com.extended.gpuops.io',
+                                              'mig-1g.10gb.nvidia.com.extended.gpuops.io']
+        live = dict((k[2], live_object(kube_real, d)) for k, d in want.items())
+        shared = live['gpu.shared.nvidia.com.extended.gpuops.io']
+        assert shared['spec']['extendedResourceName'] == 'nvidia.com/gpu.shared'
+        assert shared['spec']['config'][0]['opaque']['parameters']['sharing']['strategy'] == 'TimeSlicing'
+        assert live['mig-1g.10gb.nvidia.com.extended.gpuops.io']['spec']['extendedResourceName'] == \
+            'nvidia.com/mig-1g.10gb'
+        rc, again = run_play(cl, tmp_path, [{'name': 'again', 'block': stack_steps(role_vars(extended=EXTENDED))}])
         assert rc == 0, failures(again)
         assert [n for n, r in task_results(again) if r.get('changed')] == []
+        rc, dropped = run_play(cl, tmp_path, [{'name': 'dropped', 'block': stack_steps(role_vars())}])
+        assert rc == 0, failures(dropped)
+        [release] = [r for n, r in task_results(dropped) if 'Release the shared objects the pool no longer uses' in n]
+        assert [(o['kind'], o['name'], o['action']) for o in release['objects']] == [
+            ('DeviceClass', 'mig-1g.10gb.nvidia.com.extended.gpuops.io', 'deleted')], release['objects']
+        assert [k[2] for k, d in want.items() if live_object(kube_real, d) is not None] == [
+            'gpu.shared.nvidia.com.extended.gpuops.io']
         rc, gone = run_play(cl, tmp_path, [{'name': 'absent', 'block': stack_steps(role_vars('absent'))}])
         assert rc == 0, failures(gone)
         assert [k for k, d in want.items() if live_object(kube_real, d) is not None] == []

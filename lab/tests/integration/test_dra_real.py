@@ -153,14 +153,15 @@ def _wait_slices(co, nodes, procs, timeout=90):
     return wait("the plugin's ResourceSlices for %s" % ", ".join(sorted(nodes)), ready, timeout)
 
 
-def release_vars(state="present"):
+def release_vars(state="present", dra=None):
     return {"gpu_sharing_stack_strategy": "dra", "gpu_sharing_stack_state": state, "gpu_sharing_stack_pool": POOL,
             "gpu_sharing_stack_nodes": [ROLE_NODE], "gpu_sharing_stack_facts": {ROLE_NODE: T4},
-            "gpu_sharing_stack_dra": {"chart_path": chart_dir(), "chart_version": "0.5.0", "namespace": RELEASE_NS,
-                                      "assume_cdi_enabled": True,
-                                      # the lab's shared class mapping nvidia.com/gpu (conftest.gpu_extended_mapping)
-                                      # maps the chart's name: accepted, else the release is refused (DRAX-15)
-                                      "accept_extended_resource_classes": [LAB_GPU_CLASS]}}
+            "gpu_sharing_stack_dra": dict({"chart_path": chart_dir(), "chart_version": "0.5.0", "namespace": RELEASE_NS,
+                                           "assume_cdi_enabled": True,
+                                           # the lab's shared class mapping nvidia.com/gpu (conftest.
+                                           # gpu_extended_mapping) maps the chart's name: accepted, else the release
+                                           # is refused (DRAX-15)
+                                           "accept_extended_resource_classes": [LAB_GPU_CLASS]}, **(dra or {}))}
 
 
 def _objects(events, verb):
@@ -182,10 +183,10 @@ class Release(object):
         self.runs = {}
         self.present = False  # the release may be on the cluster (a run failed, or none removed it since)
 
-    def run(self, name, state="present", env=None, expect_rc=0):
+    def run(self, name, state="present", env=None, expect_rc=0, dra=None):
         start = self.kube.mark()
         rc, result = run_play((self.kube, self.kc), self.tmp, [{"name": name, "block": stack_steps(
-            release_vars(state))}], env=env)
+            release_vars(state, dra))}], env=env)
         end = self.kube.mark()
         events = self.kube.events(start, end, user=ROLE_USER)
         removed = state == "absent" and not [r for n, r in task_results(result) if n.endswith(
@@ -640,6 +641,20 @@ def test_DRA_14_the_collections_policy_keeps_the_kubelet_plugin_to_its_own_nodes
             except client.ApiException as exc:
                 assert exc.status == 404, exc
         core.delete_namespaced_pod(pod_name, RELEASE_NS, grace_period_seconds=0)
+
+
+def test_DRA_14_switched_off_the_policy_goes_and_switched_on_it_comes_back(release):
+    """Day 2 of DRA-14: the pool's run with resourceslice_policy false deletes the policy and its binding it recorded
+    itself on (before the fix both stayed for ever: only RuntimeClasses were released), and writes nothing else; with
+    the setting back on, the next run creates both again, and a re-run writes nothing."""
+    policy = "gpuops-dra-resourceslices-%s" % RELEASE_NS
+    both = {("validatingadmissionpolicies", None, policy), ("validatingadmissionpolicybindings", None, policy)}
+    off = release.run("policy-off", dra={"resourceslice_policy": False})
+    assert off["deleted"] == both and off["created"] == set(), (off["deleted"], off["created"])
+    assert [w for w in off["writes"] if w[0] != "delete"] == [], off["writes"]
+    on = release.run("policy-on")
+    assert on["created"] == both and on["deleted"] == set(), (on["created"], on["deleted"])
+    assert release.run("policy-on-again")["writes"] == []
 
 
 def test_K8S_17_helm_deprecates_status_values_on_every_run_with_the_release(release):

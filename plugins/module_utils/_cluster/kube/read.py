@@ -27,6 +27,8 @@ KINDS = {
     ('resource.k8s.io/v1', 'ResourceSlice'): ('ResourceV1Api', 'read_resource_slice', 'list_resource_slice', False),
     ('apiextensions.k8s.io/v1', 'CustomResourceDefinition'): (
         'ApiextensionsV1Api', 'read_custom_resource_definition', 'list_custom_resource_definition', False),
+    ('admissionregistration.k8s.io/v1', 'ValidatingAdmissionPolicy'): (
+        'AdmissionregistrationV1Api', 'read_validating_admission_policy', 'list_validating_admission_policy', False),
 }
 # Fields of a Secret that are never returned (the module's result may be printed or registered).
 SECRET_HIDDEN = ('data', 'stringData')
@@ -196,5 +198,5 @@ def check_fields(fields: dict[str, Any] | None, queries: list[Any] | None) -> li
 
 def typed_apis(client_module: Any, api_client: Any) -> dict[str, Any]:
     """The typed APIs read() uses, over one ApiClient (client_module: kube/rest, or a fake in tests)."""
-    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'VersionApi')
+    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'AdmissionregistrationV1Api', 'VersionApi')
     return dict((name, getattr(client_module, name)(api_client)) for name in names)

@@ -70,7 +70,8 @@ def request(api_client: Any, method: str, path: str, query: list[tuple[str, Any]
 
 
 class CoreApi(object):
-    """The calls of CoreV1Api, NodeV1Api, ResourceV1Api, ApiextensionsV1Api and VersionApi that the collection makes, as plain requests."""
+    """The calls of CoreV1Api, NodeV1Api, ResourceV1Api, ApiextensionsV1Api, AdmissionregistrationV1Api and VersionApi that the
+    collection makes, as plain requests."""
 
     def __init__(self, api_client: Any, send: Callable[..., Any] = request) -> None:
         self.api_client = api_client
@@ -160,13 +161,21 @@ class CoreApi(object):
     def list_custom_resource_definition(self, **kwargs: Any) -> Any:
         return self._call('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', kwargs)
 
+    # ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, GA in Kubernetes 1.30): the DRA stack's own
+    def read_validating_admission_policy(self, name: str, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/%s'
+                          % _segment(name), kwargs)
+
+    def list_validating_admission_policy(self, **kwargs: Any) -> Any:
+        return self._call('GET', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', kwargs)
+
     # /version/ (with the slash, as VersionApi.get_code sends it)
     def get_code(self, **kwargs: Any) -> Any:
         return self._call('GET', '/version/', kwargs)
 
 
 # The typed API class names the collection's call sites use (kube/read.KINDS, the modules): one class serves them all.
-CoreV1Api = NodeV1Api = ResourceV1Api = VersionApi = ApiextensionsV1Api = CoreApi
+CoreV1Api = NodeV1Api = ResourceV1Api = VersionApi = ApiextensionsV1Api = AdmissionregistrationV1Api = CoreApi
 
 
 def client_module(api_client_class: type | None) -> Any:

@@ -19,8 +19,8 @@ from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common import gpu_
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._common.containerd_cdi import CDI_MIN, cdi_supported
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.base import Stack
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import (
-    GPU_TOLERATION, MANAGED_BY, POOL_LABEL, STACK_LABEL, StackError, chart_family, chart_yaml_version,
-    check_name, split_image, validate_settings,
+    GPU_TOLERATION, MANAGED_BY, POOL_LABEL, SCOPE_LABEL, SHARED_USER_PREFIX, STACK_LABEL, StackError, chart_family,
+    chart_yaml_version, check_name, split_image, validate_settings,
 )
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.common import Ctx, Manifest, Settings
 from ansible_collections.gpuops.k8s_gpu.plugins.module_utils._cluster.stacks.operator import (
@@ -485,6 +485,41 @@ def kubelet_plugin_account(release_name: str, namespace: str) -> str:
     return 'system:serviceaccount:%s:%s-service-account-kubeletplugin' % (namespace, fullname)
 
 
+# The stack's shared objects besides the release: resourceslice_policy()'s policy and binding and the DeviceClasses of
+# extended_resources, all from release settings every dra pool agrees on. One the render no longer makes - the policy
+# when resourceslice_policy is switched off or under its old name when the release namespace moves, the class of an
+# extended resource dropped from the list (it would go on mapping that name to DRA for the scheduler) - is released by
+# the pool that recorded itself on it (stale_shared; the role's present_followups), deleted once no other pool is
+# recorded on it.
+POLICY_API = 'admissionregistration.k8s.io/v1'
+POLICY_QUERY = 'dra_policies'
+
+
+def _ours(obj: dict[str, Any], pool: str) -> bool:
+    meta = obj.get('metadata') or {}
+    labels = meta.get('labels') or {}
+    return (labels.get('app.kubernetes.io/managed-by') == MANAGED_BY and labels.get(STACK_LABEL) == 'dra'
+            and labels.get(SCOPE_LABEL) == 'shared' and SHARED_USER_PREFIX + pool in (meta.get('annotations') or {}))
+
+
+def stale_shared(pool: str, shared: list[Manifest], live: dict[str, Any]) -> list[Manifest]:
+    """The stack's shared objects the pool recorded itself on that ``shared`` (this render's) no longer has: live
+    DeviceClasses (DEVICE_CLASS_QUERY) and ValidatingAdmissionPolicies (POLICY_QUERY, each with its binding of the
+    same name) under the stack's labels, as names to release (apiVersion, kind, metadata.name and the scope label)."""
+    made = set((m['kind'], m['metadata']['name']) for m in shared)
+    out: list[Manifest] = []
+    for key, api, kinds in ((DEVICE_CLASS_QUERY, RESOURCE_API_V1, ('DeviceClass',)),
+                            (POLICY_QUERY, POLICY_API, ('ValidatingAdmissionPolicyBinding',
+                                                        'ValidatingAdmissionPolicy'))):
+        for obj in live.get(key) or []:
+            name = (obj.get('metadata') or {}).get('name')
+            if not _ours(obj, pool) or (kinds[-1], name) in made:
+                continue
+            out.extend({'apiVersion': api, 'kind': k, 'metadata': {'name': name, 'labels': {SCOPE_LABEL: 'shared'}}}
+                       for k in kinds)
+    return out
+
+
 def resourceslice_policy(ctx: Ctx, release_name: str, namespace: str) -> list[Manifest]:
     """The collection's ValidatingAdmissionPolicy and its binding for the release's kubelet plugin account (DRA-14):
     a ResourceSlice it creates, updates or deletes must be for the node its token is bound to, or for all nodes or a
@@ -537,7 +572,9 @@ def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], 
     # claim_templates is pruned after the apply (the lifecycle suite found it left in the cluster for ever)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm,
             'claim_api_version': claim_api,
-            'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')]}
+            'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')],
+            'stale_shared': stale_shared(ctx.pool, [m for m in manifests if m['metadata']['labels'].get(SCOPE_LABEL)
+                                                    == 'shared'], inputs.get('live_objects') or {})}
 
 
 def _release_view(settings: dict[str, Any]) -> dict[str, Any]:
@@ -1117,7 +1154,10 @@ class DraStack(Stack):
     def live_queries(self, settings: dict, present: bool, namespace: str) -> list[dict]:
         # the cluster's DeviceClasses: a class of the site's mapping a name the release or the pool's classes map
         # refuses the pool (a removal warns); a server without resource.k8s.io/v1 answers none (render: DRAX-15)
-        return [{'key': DEVICE_CLASS_QUERY, 'api_version': RESOURCE_API_V1, 'kind': 'DeviceClass'}]
+        # and the collection's admission policies of the stack (stale_shared: a pool releases one it no longer uses)
+        return [{'key': DEVICE_CLASS_QUERY, 'api_version': RESOURCE_API_V1, 'kind': 'DeviceClass'},
+                {'key': POLICY_QUERY, 'api_version': POLICY_API, 'kind': 'ValidatingAdmissionPolicy',
+                 'label_selectors': ['app.kubernetes.io/managed-by=%s' % MANAGED_BY, '%s=dra' % STACK_LABEL]}]
 
     def runtime_class_note(self, runtime_class_name: str) -> str | None:
         if runtime_class_name:

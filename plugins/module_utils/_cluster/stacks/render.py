@@ -389,6 +389,11 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         scopes.setdefault(m['metadata']['labels'].get(SCOPE_LABEL, 'pool'), []).append(m)
     stale = stale_shared(pool, scopes.get('shared', []), params.get('live_runtime_classes') or [])
     keep_shared = bool(_unrecorded(other_pools, stack, params.get('live_runtime_classes') or []))
+    # a stack's own stale shared objects (the DRA stack's: made from release settings every dra pool agrees on, so
+    # one no pool renders any more goes by its records alone, whatever other pools there are; on removal the stack's
+    # shared objects stay while another pool has nodes, keep_shared, as its release does)
+    stack_stale = out.get('stale_shared') or []
+    stale += stack_stale
     return {
         'strategy': strategy,
         'pool': pool,
@@ -398,6 +403,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         'shared_manifests': scopes.get('shared', []),
         'adopted_manifests': scopes.get('adopted', []),
         'stale_shared_manifests': stale,
+        'stale_shared_keep': keep_shared and not stack_stale,
         'prune': [] if removing else prune_rules(strategy, pool, out.get('prune_kinds') or ()),
         'validation_manifests': validation,
         # the RuntimeClass the validation workloads name when no manifest of the stack makes it (the GPU operator

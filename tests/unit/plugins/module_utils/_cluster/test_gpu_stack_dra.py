@@ -229,7 +229,10 @@ def test_DRA_09_the_role_reads_the_version_from_the_cluster():
     # (and the cluster's DeviceClasses: DRAX-15)
     assert q['version'] is True and q['queries'] == [
         {'key': 'nodes', 'kind': 'Node'},
-        {'key': 'dra_device_classes', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'}]
+        {'key': 'dra_device_classes', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'},
+        # and the collection's policies of the stack (a pool releases the one it recorded itself on and no longer uses)
+        {'key': 'dra_policies', 'api_version': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicy',
+         'label_selectors': ['app.kubernetes.io/managed-by=gpuops.k8s_gpu', 'gpuops.io/sharing-stack=dra']}]
     assert live.queries('dra', settings={'dra': {'kube_version': 'v1.34.2'}})['version'] is False
     # removal reads it too: the claims it deletes are in the version the cluster serves (DRA-13)
     assert live.queries('dra', state='absent', settings={'dra': {}})['version'] is True

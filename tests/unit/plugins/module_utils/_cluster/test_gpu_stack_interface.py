@@ -138,7 +138,9 @@ LIVE = {
                  False, False),
     'hami': ([], True, True),
     # the cluster's DeviceClasses, for a removal too: a class of the site's mapping a name of ours (DRAX-15)
-    'dra': ([{'key': 'dra_device_classes', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'}], True, True),
+    'dra': ([{'key': 'dra_device_classes', 'api_version': 'resource.k8s.io/v1', 'kind': 'DeviceClass'},
+             {'key': 'dra_policies', 'api_version': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicy',
+              'label_selectors': ['app.kubernetes.io/managed-by=gpuops.k8s_gpu', 'gpuops.io/sharing-stack=dra']}], True, True),
 }
 # strategy -> queries when absent (none unless listed)
 LIVE_ABSENT = {'dra': LIVE['dra'][0]}

@@ -268,7 +268,8 @@ PRUNE_CASES = [
              'validation': {'enabled': True}}),
     ('dra', {'settings': {'dra': {'chart_path': '/c/dra.tgz', 'chart_version': '0.5.0', 'kube_version': 'v1.37.2',
                                   'assume_cdi_enabled': True, 'claim_namespace': 'ml',
-                                  'claim_templates': [{'name': 'g'}]}}}),
+                                  'claim_templates': [{'name': 'g'}],
+                                  'extended_resources': [{'name': 'example.com/gpu'}]}}}),
 ]  # gpu-operator renders no pool object (the one release and its values are shared)
 
 
@@ -304,6 +305,50 @@ def test_the_pools_objects_are_pruned_by_their_labels_over_every_kind_a_pool_ren
         assert not any(all((m['metadata'].get('labels') or {}).get(k) == v for k, v in
                            (kv.split('=') for kv in rule['label_selector'].split(','))) for rule in rules), m
     assert render(strategy, check_conflicts=False, **kw)['prune'] == []  # removal prunes nothing
+
+
+POLICY = 'gpuops-dra-resourceslices-dra-driver-nvidia-gpu'  # the default release namespace's
+DRA_SETTINGS = {'chart_path': '/c/dra.tgz', 'chart_version': '0.5.0', 'kube_version': 'v1.37.2',
+                'assume_cdi_enabled': True, 'extended_resources': [{'name': 'example.com/gpu'}]}
+
+
+def _live_shared(out, pools):
+    """The live form of a render's shared objects, with the records of ``pools`` (what k8s_converge left)."""
+    live = {'dra_device_classes': [], 'dra_policies': []}
+    for m in out['shared_manifests']:
+        key = {'DeviceClass': 'dra_device_classes', 'ValidatingAdmissionPolicy': 'dra_policies'}.get(m['kind'])
+        if key:
+            obj = json.loads(json.dumps(m))
+            obj['metadata']['annotations'] = dict(('user.gpuops.io/%s' % p, 'true') for p in pools)
+            live[key].append(obj)
+    return live
+
+
+@pytest.mark.parametrize('change,gone', [
+    ({'resourceslice_policy': False}, {('ValidatingAdmissionPolicy', POLICY), ('ValidatingAdmissionPolicyBinding',
+                                                                               POLICY)}),
+    ({'namespace': 'dra-moved'}, {('ValidatingAdmissionPolicy', POLICY), ('ValidatingAdmissionPolicyBinding', POLICY)}),
+    ({'extended_resources': []}, {('DeviceClass', 'gpu.example.com.extended.gpuops.io')}),
+])
+def test_dra_shared_objects_a_release_setting_drops_are_released_by_the_pools_record(change, gone):
+    """Day 2 of DRA-14: switching resourceslice_policy off, moving the release namespace (the policy's name follows
+    it) or dropping an extended resource no longer makes a shared object of the stack; the pool recorded on it releases
+    it after the apply (stale_shared_manifests: its record goes, the object too once no other pool is recorded - whatever
+    other dra pools there are: stale_shared_keep is false, the records alone decide, as the setting is the release's).
+    A pool not recorded on it (another file's, another inventory's) leaves it alone. A removal still keeps the stack's
+    shared objects while another dra pool has nodes (keep_shared), as it keeps the release they protect."""
+    before = render('dra', settings={'dra': DRA_SETTINGS})
+    live = {'objects': dict(_live_shared(before, ['p1', 'p2']), nodes=[node_of('p2', 'dra')])}
+    after = render('dra', settings={'dra': dict(DRA_SETTINGS, **change)}, live=live)
+    assert after['other_pools'] == ['p2']
+    assert set((m['kind'], m['metadata']['name']) for m in after['stale_shared_manifests']) == gone
+    assert after['stale_shared_keep'] is False and after['keep_shared'] is True  # (the removal keeps them, below)
+    assert all(m['metadata']['labels'] == {'gpuops.io/sharing-scope': 'shared'}
+               for m in after['stale_shared_manifests'])
+    # nothing is stale for a render that still makes them, nor for a pool not recorded on them
+    assert render('dra', settings={'dra': DRA_SETTINGS}, live=live)['stale_shared_manifests'] == []
+    live = {'objects': _live_shared(before, ['p2'])}
+    assert render('dra', settings={'dra': dict(DRA_SETTINGS, **change)}, live=live)['stale_shared_manifests'] == []
 
 
 def test_gpu_manager_admission_registration_change_prunes_the_other_modes_objects():

@@ -191,7 +191,7 @@ def test_typed_apis_share_one_client():
     class Mod(object):
         pass
     mod = Mod()
-    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'VersionApi')
+    names = ('CoreV1Api', 'NodeV1Api', 'ResourceV1Api', 'ApiextensionsV1Api', 'AdmissionregistrationV1Api', 'VersionApi')
     for name in names:
         setattr(mod, name, lambda client, name=name: (name, client))
     got = R.typed_apis(mod, 'the-client')

@@ -129,6 +129,8 @@ def test_K8S_09_every_path_the_collection_calls():
     api.list_device_class()
     api.read_custom_resource_definition('servicemonitors.monitoring.coreos.com')
     api.list_custom_resource_definition()
+    api.read_validating_admission_policy('gpuops-dra-resourceslices-dra')
+    api.list_validating_admission_policy(label_selector='x')
     api.get_code()
     api.patch_node_status('n1', [{'op': 'remove', 'path': '/status/capacity/aliyun.com~1gpu-count'}])
     assert [(c['method'], c['path']) for c in client.calls] == [
@@ -147,6 +149,8 @@ def test_K8S_09_every_path_the_collection_calls():
         ('GET', '/apis/resource.k8s.io/v1/deviceclasses'),
         ('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/servicemonitors.monitoring.coreos.com'),
         ('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'),
+        ('GET', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpuops-dra-resourceslices-dra'),
+        ('GET', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies'),
         ('GET', '/version/'),
         ('PATCH', '/api/v1/nodes/n1/status'),
     ]
