@@ -8,6 +8,9 @@ bytecode magic number, its optimisation level and the source's SHA-256, so a lat
 them instead of compiling. Nothing else changes: the same sources run, and ``co_filename`` is set to the path in the
 zip of the run that loads them, as a compile would.
 
+Since 2026-12-01 it also keeps what ansible-core's AnsiballZ builder puts into each module's payload, so a later
+ansible process with the same module and sources does not parse them again (below, ``_ModuleCommonHook``).
+
 The lab installs it into its own virtual environments (lab/bin/bootstrap.sh) and into its node containers
 (lab/docker/node.sh) through a ``.pth`` file; the collection never imports it. ``GPUOPS_LAB_PYC_CACHE`` names the
 directory (default ``~/.cache/gpuops/pyc``); ``off`` disables the hook. A directory that cannot be written only
@@ -44,6 +47,8 @@ def _install():
     cached_compile_source._gpuops_lab = True
     zipimport._compile_source = cached_compile_source
     sys.meta_path.insert(0, _CollectionLoaderHook(magic + b'A%d\0' % sys.flags.optimize))
+    if os.environ.get('GPUOPS_LAB_ANSIBALLZ_CACHE') != 'off':
+        sys.meta_path.insert(0, _ModuleCommonHook())
 
 
 def _store(path, write, *errors):
@@ -159,6 +164,122 @@ def _cached_meta(meta_yml_to_dict):
 
     cached_meta_yml_to_dict._gpuops_lab = True
     return cached_meta_yml_to_dict
+
+
+# Every ansible-playbook (and ad-hoc ansible) process builds the AnsiballZ payload of each module it runs again:
+# ansible-core's cache of the payloads (ansible/executor/module_common.py, _find_module_utils: the "ansiballz_cache"
+# directory) lives in the process's own local temporary directory, so it serves that one run's later workers only.
+# Building one means recursive_finder: parsing the module and every module_utils file it pulls in to find their imports
+# (0.14-0.35 CPU-s a module; the suite's several hundred runs build most modules again each). The hook below keeps
+# what recursive_finder wrote into the zip and the metadata it returned, keyed by ansible-core's version and location,
+# the module search paths, the module's name and source; an entry is used only when every file it came from (each
+# written source carries its path, ansible-core's Origin tag) has the size, mtime and inode it had, so an edited, moved
+# or replaced module_utils file makes a miss. A build whose zip holds anything else than those files, the two package
+# stubs ansible-core writes itself and empty package inits (an embedded resource) is not kept, nor one with an
+# AnsiballZ extension (debugger, coverage). Nothing else changes: the replay writes the same names and bytes into the
+# zip, with the run's own date. GPUOPS_LAB_ANSIBALLZ_CACHE=off leaves this part out.
+_MODULE_COMMON = 'ansible.executor.module_common'
+_STUBS = ('ansible/__init__.py', 'ansible/module_utils/__init__.py')
+
+
+class _ModuleCommonHook(object):
+    def find_spec(self, name, path=None, target=None):
+        if name != _MODULE_COMMON:
+            return None
+        import sys
+        from importlib.machinery import PathFinder
+
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = PathFinder.find_spec(name, path)
+        loader = getattr(spec, 'loader', None)
+        if loader is None or not hasattr(loader, 'exec_module'):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            finder = getattr(module, 'recursive_finder', None)
+            if finder is not None:
+                module.recursive_finder = _cached_finder(finder, module)
+
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _cached_finder(recursive_finder, mc):
+    import inspect
+
+    try:
+        params = list(inspect.signature(recursive_finder).parameters)
+        from ansible import __file__ as ansible_file, __version__ as ansible_version
+        from ansible._internal._datatag._tags import Origin
+        from ansible.utils.collection_loader._collection_config import AnsibleCollectionConfig
+        make_zinfo = mc._make_zinfo
+    except Exception:  # another ansible-core: its own build, unchanged
+        return recursive_finder
+    if params != ['name', 'module_fqn', 'module_data', 'zf', 'date_time', 'extension_manager']:
+        return recursive_finder
+
+    def stat(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def cached_recursive_finder(name, module_fqn, module_data, zf, date_time, extension_manager):
+        if extension_manager.extension_names or extension_manager.debugger_enabled:
+            return recursive_finder(name, module_fqn, module_data, zf, date_time, extension_manager)
+        import hashlib
+        import pickle
+
+        try:
+            paths = [str(p) for p in mc.module_utils_loader._get_paths(subdirs=False)]
+            paths += [str(p) for p in AnsibleCollectionConfig.collection_paths or []]
+        except Exception:
+            return recursive_finder(name, module_fqn, module_data, zf, date_time, extension_manager)
+        key = hashlib.sha256(b'\0'.join([b'gpuops-lab-ansiballz-1', ansible_version.encode(), ansible_file.encode(),
+                                         '\n'.join(paths).encode('utf-8', 'surrogateescape'), name.encode(),
+                                         module_fqn.encode(), bytes(module_data)])).hexdigest()
+        path = os.path.join(_DIR, 'ansiballz-' + key)
+        try:
+            with open(path, 'rb') as fh:
+                metadata, files = pickle.load(fh)
+        except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
+            files = None
+        if files is not None and all(src is None or stat(src) == st for dummy, dummy, src, st in files):
+            for arcname, data, dummy, dummy in files:
+                zf.writestr(make_zinfo(arcname, date_time, zf=zf), data)
+            return metadata
+        written = []
+        writestr = zf.writestr
+
+        def recording_writestr(zinfo, data, *args, **kwargs):
+            written.append((getattr(zinfo, 'filename', zinfo), data))
+            return writestr(zinfo, data, *args, **kwargs)
+
+        zf.writestr = recording_writestr
+        try:
+            metadata = recursive_finder(name, module_fqn, module_data, zf, date_time, extension_manager)
+        finally:
+            del zf.writestr
+        files = []
+        for arcname, data in written:
+            origin = Origin.get_tag(data)
+            src = getattr(origin, 'path', None) if origin is not None else None
+            if src is None and data and arcname not in _STUBS:
+                return metadata  # a file of unknown origin (an embed): not kept
+            # (a package init the collection loader made up carries the path it would have: kept as absent)
+            files.append((arcname, bytes(data), src, stat(src) if src is not None else None))
+        _store(path, lambda fh: pickle.dump((metadata, files), fh, protocol=pickle.HIGHEST_PROTOCOL),
+               pickle.PicklingError, TypeError, AttributeError)
+        return metadata
+
+    cached_recursive_finder._gpuops_lab = True
+    return cached_recursive_finder
 
 
 if _DIR != 'off':

@@ -5,6 +5,7 @@ zip, as AnsiballZ does: the first run compiles and stores, a later run with the 
 (with its file name set to the new zip), a changed source is compiled anew, ``off`` writes nothing, and a directory
 that cannot be written leaves imports working.
 """
+import json
 import os
 import subprocess
 import sys
@@ -162,3 +163,70 @@ def test_ansible_routing_table_is_parsed_once_and_read_back_the_same(tmp_path):
     # the second process reads the stored table (not rewritten) and sees exactly what the YAML says
     assert run_meta(cache) == (digest, modules, 'True')
     assert os.stat(cache / stored[0]).st_mtime_ns == mtime
+
+
+# ---- the AnsiballZ payload cache (the same hook: recursive_finder of ansible.executor.module_common) ---------------
+BUILD = r'''
+import datetime, io, json, os, sys, zipfile
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader()
+from ansible.executor import module_common as mc
+path = sys.argv[1]
+zf = zipfile.ZipFile(io.BytesIO(), 'w', compression=zipfile.ZIP_DEFLATED)
+meta = mc.recursive_finder('m', 'ansible_collections.labt.azb.plugins.modules.m', open(path, 'rb').read(), zf,
+                           datetime.datetime(2026, 12, 1), mc._builder.ExtensionManager.create(task_vars={}))
+print(json.dumps({'wrapped': getattr(mc.recursive_finder, '_gpuops_lab', False), 'profile': meta.serialization_profile,
+                  'files': dict((n, zf.read(n).decode()) for n in zf.namelist() if n.startswith('ansible_collections'))}))
+'''
+
+
+def collection(tmp_path):
+    base = tmp_path / 'collections' / 'ansible_collections' / 'labt' / 'azb' / 'plugins'
+    (base / 'modules').mkdir(parents=True)
+    (base / 'module_utils').mkdir()
+    (base / 'modules' / 'm.py').write_text(
+        'from ansible.module_utils.basic import AnsibleModule\n'
+        'from ansible_collections.labt.azb.plugins.module_utils.u import VALUE\n')
+    (base / 'module_utils' / 'u.py').write_text('VALUE = 1\n')
+    return base
+
+
+def build(base, cache, mode='on'):
+    env = dict(os.environ, GPUOPS_LAB_PYC_CACHE=str(cache), GPUOPS_LAB_ANSIBALLZ_CACHE=mode,
+               ANSIBLE_COLLECTIONS_PATH=str(base.parents[3]), PYTHONPATH=HOOK_DIR)
+    out = subprocess.run([sys.executable, '-c', 'import gpuops_lab_pyc_cache\n' + BUILD, str(base / 'modules' / 'm.py')],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def entries(cache):
+    return sorted(n for n in os.listdir(cache) if n.startswith('ansiballz-')) if cache.exists() else []
+
+
+def test_ansiballz_a_later_build_replays_the_stored_payload_and_an_edited_module_util_rebuilds(tmp_path):
+    base, cache = collection(tmp_path), tmp_path / 'cache'
+    first = build(base, cache)
+    assert first['wrapped'] is True and first['profile'] == 'legacy'
+    util = 'ansible_collections/labt/azb/plugins/module_utils/u.py'
+    assert first['files'][util] == 'VALUE = 1\n'
+    [entry] = entries(cache)
+    mtime = os.stat(cache / entry).st_mtime_ns
+    # the same module and sources: the stored payload, not a new build (the entry is not written again)
+    assert build(base, cache) == first
+    assert entries(cache) == [entry] and os.stat(cache / entry).st_mtime_ns == mtime
+    # a module_util edited (and one more imported): the entry no longer fits its sources, the payload is built anew
+    (base / 'module_utils' / 'v.py').write_text('OTHER = 3\n')
+    (base / 'module_utils' / 'u.py').write_text(
+        'from ansible_collections.labt.azb.plugins.module_utils.v import OTHER\nVALUE = 2\n')
+    again = build(base, cache)
+    assert again['files'][util].endswith('VALUE = 2\n')
+    assert again['files']['ansible_collections/labt/azb/plugins/module_utils/v.py'] == 'OTHER = 3\n'
+    assert os.stat(cache / entry).st_mtime_ns != mtime
+
+
+def test_ansiballz_off_leaves_recursive_finder_alone(tmp_path):
+    base, cache = collection(tmp_path), tmp_path / 'cache'
+    out = build(base, cache, mode='off')
+    assert out['wrapped'] is False and 'ansible_collections/labt/azb/plugins/module_utils/u.py' in out['files']
+    assert entries(cache) == []
