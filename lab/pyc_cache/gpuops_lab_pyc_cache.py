@@ -237,8 +237,11 @@ def _cached_finder(recursive_finder, mc):
         import pickle
 
         try:
+            # the directories that exist, as recursive_finder looks only there: a playbook's own (module_utils,
+            # collections next to it) are in the list whether they exist or not, and every lab test has its own
             paths = [str(p) for p in mc.module_utils_loader._get_paths(subdirs=False)]
             paths += [str(p) for p in AnsibleCollectionConfig.collection_paths or []]
+            paths = [p for p in paths if os.path.isdir(p)]
         except Exception:
             return recursive_finder(name, module_fqn, module_data, zf, date_time, extension_manager)
         key = hashlib.sha256(b'\0'.join([b'gpuops-lab-ansiballz-1', ansible_version.encode(), ansible_file.encode(),

@@ -674,20 +674,21 @@ STRATEGY_LABEL, POOL_LABEL = "gpuops.io/sharing-strategy", "gpuops.io/sharing-po
 OTHER_NODE, OTHER_POOL = "dra-other-%s" % SUFFIX, "dra-other-%s" % SUFFIX
 
 
-def _other_dra_pools(core):
-    """The DRA pools on the shared plane now other than this file's: what the role's render counts as other_pools
-    (every Node labelled with strategy dra and a pool label not POOL). Other files (test_dra_migrate_*, test_dra_extended_*,
-    test_doctor_dra_real) label nodes so while they run, in parallel with this file."""
+def _other_dra_pools(core, own=POOL):
+    """The DRA pools on the shared plane now other than ``own`` (this file's): what the role's render counts as
+    other_pools (every Node labelled with strategy dra and a pool label not ``own``). Other files (test_dra_migrate_*,
+    test_dra_extended_*, test_doctor_dra_real) label nodes so while they run, in parallel with this file."""
     return sorted(set(n.metadata.labels.get(POOL_LABEL) for n in core.list_node(
-        label_selector="%s=dra" % STRATEGY_LABEL).items if n.metadata.labels.get(POOL_LABEL) not in (None, POOL)))
+        label_selector="%s=dra" % STRATEGY_LABEL).items if n.metadata.labels.get(POOL_LABEL) not in (None, own)))
 
 
-def _wait_alone(core, timeout=600):
+def _wait_alone(core, timeout=600, own=POOL):
     """Until no other file's DRA pool is on the shared plane (they last as long as their file's fixture): the pools
-    waited for."""
+    waited for. This file waits with its pool's node labelled; test_dra_extended_real.py's DRAX-03 waits only after a
+    removal took its node's labels off, so the two never wait for each other."""
     end, seen = time.time() + timeout, set()
     while True:
-        others = _other_dra_pools(core)
+        others = _other_dra_pools(core, own)
         if not others:
             return sorted(seen)
         seen.update(others)
