@@ -191,9 +191,10 @@ def collection(tmp_path):
     return base
 
 
-def build(base, cache, mode='on'):
+def build(base, cache, mode='on', extra_path=None):
+    paths = [str(base.parents[3])] + ([str(extra_path)] if extra_path else [])
     env = dict(os.environ, GPUOPS_LAB_PYC_CACHE=str(cache), GPUOPS_LAB_ANSIBALLZ_CACHE=mode,
-               ANSIBLE_COLLECTIONS_PATH=str(base.parents[3]), PYTHONPATH=HOOK_DIR)
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(paths), PYTHONPATH=HOOK_DIR)
     out = subprocess.run([sys.executable, '-c', 'import gpuops_lab_pyc_cache\n' + BUILD, str(base / 'modules' / 'm.py')],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -215,6 +216,10 @@ def test_ansiballz_a_later_build_replays_the_stored_payload_and_an_edited_module
     # the same module and sources: the stored payload, not a new build (the entry is not written again)
     assert build(base, cache) == first
     assert entries(cache) == [entry] and os.stat(cache / entry).st_mtime_ns == mtime
+    # a search directory that does not exist (a playbook's own collections/ next to it: every lab test has one) is
+    # not part of the key - the first fresh run missed every time for it
+    assert build(base, cache, extra_path=tmp_path / 'no-such-collections') == first
+    assert entries(cache) == [entry]
     # a module_util edited (and one more imported): the entry no longer fits its sources, the payload is built anew
     (base / 'module_utils' / 'v.py').write_text('OTHER = 3\n')
     (base / 'module_utils' / 'u.py').write_text(
