@@ -179,4 +179,5 @@ def test_K8S_08_K8S_09_plain_requests_are_what_the_real_typed_apis_send(collecti
         plain = recorded(lambda c: getattr(getattr(rest, api_name)(c), method)(*args, _preload_content=False, **kwargs))
         assert len(typed) == 1 and plain == typed, (method, args, kwargs, typed, plain)
     assert sorted(k for dummy, k in kube_read.KINDS) == ["ConfigMap", "CustomResourceDefinition", "DeviceClass", "Node",
-                                                         "ResourceSlice", "RuntimeClass", "Secret"]
+                                                         "ResourceSlice", "RuntimeClass", "Secret",
+                                                         "ValidatingAdmissionPolicy"]
