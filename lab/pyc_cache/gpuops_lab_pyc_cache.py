@@ -92,12 +92,16 @@ def _cached_code(path, filename, compile_it):
 _COLLECTION_FINDER = 'ansible.utils.collection_loader._collection_finder'
 
 
-class _CollectionLoaderHook(object):
-    def __init__(self, prefix):
-        self.prefix = prefix
+class _ImportHook(object):
+    """A finder first on sys.meta_path for one module (``target``): it lets the path finder load it, then calls
+    ``patch`` on the executed module, and leaves sys.meta_path at the first import of that name."""
+    target = None
+
+    def patch(self, module):
+        raise NotImplementedError
 
     def find_spec(self, name, path=None, target=None):
-        if name != _COLLECTION_FINDER:
+        if name != self.target:
             return None
         import sys
         from importlib.machinery import PathFinder
@@ -110,17 +114,27 @@ class _CollectionLoaderHook(object):
         loader = getattr(spec, 'loader', None)
         if loader is None or not hasattr(loader, 'exec_module'):
             return spec
-        exec_module, prefix = loader.exec_module, self.prefix
+        exec_module = loader.exec_module
 
         def exec_and_patch(module):
             exec_module(module)
-            module.compile = _cached_compile(prefix)
-            meta = getattr(module, '_meta_yml_to_dict', None)
-            if meta is not None:
-                module._meta_yml_to_dict = _cached_meta(meta)
+            self.patch(module)
 
         loader.exec_module = exec_and_patch
         return spec
+
+
+class _CollectionLoaderHook(_ImportHook):
+    target = _COLLECTION_FINDER
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+
+    def patch(self, module):
+        module.compile = _cached_compile(self.prefix)
+        meta = getattr(module, '_meta_yml_to_dict', None)
+        if meta is not None:
+            module._meta_yml_to_dict = _cached_meta(meta)
 
 
 def _cached_compile(prefix):
@@ -182,31 +196,13 @@ _MODULE_COMMON = 'ansible.executor.module_common'
 _STUBS = ('ansible/__init__.py', 'ansible/module_utils/__init__.py')
 
 
-class _ModuleCommonHook(object):
-    def find_spec(self, name, path=None, target=None):
-        if name != _MODULE_COMMON:
-            return None
-        import sys
-        from importlib.machinery import PathFinder
+class _ModuleCommonHook(_ImportHook):
+    target = _MODULE_COMMON
 
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = PathFinder.find_spec(name, path)
-        loader = getattr(spec, 'loader', None)
-        if loader is None or not hasattr(loader, 'exec_module'):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            finder = getattr(module, 'recursive_finder', None)
-            if finder is not None:
-                module.recursive_finder = _cached_finder(finder, module)
-
-        loader.exec_module = exec_and_patch
-        return spec
+    def patch(self, module):
+        finder = getattr(module, 'recursive_finder', None)
+        if finder is not None:
+            module.recursive_finder = _cached_finder(finder, module)
 
 
 def _cached_finder(recursive_finder, mc):
