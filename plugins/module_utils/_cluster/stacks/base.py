@@ -22,7 +22,8 @@ What a Stack answers:
   node state         pool_node_labels (labels its agents select, beside the strategy and pool labels),
                      node_label_defaults, registration_annotations (a Node registered with its agents);
                      gpu_strategy.node_state says what uninstall clears
-  live reads         live_queries, wants_version, merge_objects, merge_version (stacks/live)
+  live reads         live_queries, wants_version, merge_objects, merge_version (stacks/live), stale_shared (what a
+                     pool releases of the shared objects it no longer makes)
   GPU pods           pod_runtime_class, runtime_class_note, validation (the validation workload)
   migration          migration_labels, migration_label_keys, migration_settings_labels (the labels a move onto or
                      off a pool sets, drops, cannot know), serving_sign (what shows its plugin serving a node;
@@ -160,6 +161,12 @@ class Stack(object):
 
     def merge_objects(self, settings: dict, objects: dict, namespace: str, var: str) -> None:
         """Put what the queries of any pool found (objects: key -> list) into ``settings`` (changed in place)."""
+
+    def stale_shared(self, pool: str, shared: list[dict], live_objects: dict) -> list[dict]:
+        """The strategy's own shared objects (besides the NVIDIA family's RuntimeClasses) that ``pool`` is recorded on
+        and this render (``shared``) no longer makes, read from ``live_objects`` (its live_queries' answers by key):
+        the role releases them by their records alone (render's stale_shared_keep false)."""
+        return []
 
     def merge_version(self, settings: dict, version: str) -> None:
         """Put the API server's gitVersion into the strategy's settings when they do not give one."""

@@ -489,8 +489,8 @@ def kubelet_plugin_account(release_name: str, namespace: str) -> str:
 # extended_resources, all from release settings every dra pool agrees on. One the render no longer makes - the policy
 # when resourceslice_policy is switched off or under its old name when the release namespace moves, the class of an
 # extended resource dropped from the list (it would go on mapping that name to DRA for the scheduler) - is released by
-# the pool that recorded itself on it (stale_shared; the role's present_followups), deleted once no other pool is
-# recorded on it.
+# the pool that recorded itself on it (DraStack.stale_shared; the role's present_followups), deleted once no other
+# pool is recorded on it.
 POLICY_API = 'admissionregistration.k8s.io/v1'
 POLICY_QUERY = 'dra_policies'
 
@@ -572,9 +572,7 @@ def render_stack(ctx: Ctx, strategy: str, settings: Settings, nodes: list[str], 
     # claim_templates is pruned after the apply (the lifecycle suite found it left in the cluster for ever)
     return {'manifests': manifests, 'labels': labels, 'resources': resources, 'limits': limits, 'helm': helm,
             'claim_api_version': claim_api,
-            'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')],
-            'stale_shared': stale_shared(ctx.pool, [m for m in manifests if m['metadata']['labels'].get(SCOPE_LABEL)
-                                                    == 'shared'], inputs.get('live_objects') or {})}
+            'prune_kinds': [(claim_api, 'ResourceClaimTemplate'), (claim_api, 'ResourceClaim')]}
 
 
 def _release_view(settings: dict[str, Any]) -> dict[str, Any]:
@@ -1158,6 +1156,9 @@ class DraStack(Stack):
         return [{'key': DEVICE_CLASS_QUERY, 'api_version': RESOURCE_API_V1, 'kind': 'DeviceClass'},
                 {'key': POLICY_QUERY, 'api_version': POLICY_API, 'kind': 'ValidatingAdmissionPolicy',
                  'label_selectors': ['app.kubernetes.io/managed-by=%s' % MANAGED_BY, '%s=dra' % STACK_LABEL]}]
+
+    def stale_shared(self, pool: str, shared: list[dict], live_objects: dict) -> list[dict]:
+        return stale_shared(pool, shared, live_objects)
 
     def runtime_class_note(self, runtime_class_name: str) -> str | None:
         if runtime_class_name:

@@ -349,12 +349,13 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
         if share is not None and not share.get('allowed', True):
             raise StackError('%sstrategy=%s is not possible on %s: %s' % (var, strategy, node, share.get('reason', '')))
 
+    # what k8s_objects_info read for the Stack's live_queries, by query key (the renderer reads its own)
+    live_objects: dict[str, Any] = dict(((params.get('live') or {}).get('objects')) or {})
     inputs = {'require_facts': params.get('require_facts', True) and not removing,
               'live_runtime_classes': params.get('live_runtime_classes') or [],
               'cdi_spec_ready': params.get('cdi_spec_ready') or {}, 'node_state': node_state, 'removing': removing,
               'live_nodes': params.get('live_nodes') or [], 'cdi_enabled': params.get('cdi_enabled') or {},
-              # what k8s_objects_info read for the Stack's live_queries, by query key (the renderer reads its own)
-              'live_objects': dict(((params.get('live') or {}).get('objects')) or {})}
+              'live_objects': live_objects}
     out = stack_renderer(strategy).render_stack(ctx, strategy, settings, nodes, facts, inputs)
     manifests, labels, resources, limits = out['manifests'], out['labels'], out['resources'], out['limits']
     helm, scheduler_name, readiness = out.get('helm'), out.get('scheduler_name'), out.get('readiness')
@@ -392,7 +393,7 @@ def render(params: dict[str, Any]) -> dict[str, Any]:
     # a stack's own stale shared objects (the DRA stack's: made from release settings every dra pool agrees on, so
     # one no pool renders any more goes by its records alone, whatever other pools there are; on removal the stack's
     # shared objects stay while another pool has nodes, keep_shared, as its release does)
-    stack_stale = out.get('stale_shared') or []
+    stack_stale = stack.stale_shared(pool, scopes.get('shared', []), live_objects)
     stale += stack_stale
     return {
         'strategy': strategy,
