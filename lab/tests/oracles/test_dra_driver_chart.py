@@ -217,6 +217,38 @@ def test_DRA_14_the_charts_resourceslice_policy_does_not_name_the_kubelet_plugin
         assert ours_policy['spec']['matchConditions'][0]['expression'] == 'request.userInfo.username == "%s"' % user
 
 
+def test_DRA_14_with_compute_domains_every_resourceslice_writer_is_the_account_the_policy_names(helm, chart, tmp_path):
+    """With compute_domains on, the chart's compute-domain kubelet plugin is a container of the same kubelet plugin
+    pod (one serviceAccountName), and the compute-domain daemon's account has no ResourceSlice rights: so every
+    account the chart lets write ResourceSlices is the one the collection's policy names, and the policy covers the
+    compute-domain plugin too. Read from the chart's RBAC as helm renders it (subjects of every binding to a role with
+    create, update or delete on resourceslices)."""
+    release, ns = 'dra', 'gpu-dra'
+    out = ours({'release_name': release, 'namespace': ns, 'compute_domains': True})
+    assert out['helm']['values']['resources']['computeDomains']['enabled'] is True
+    docs = template(helm, chart, out['helm']['values'], tmp_path, release=release, namespace=ns)
+    [ds] = [d for d in by_kind(docs, 'DaemonSet') if d['metadata']['name'].endswith('kubelet-plugin')]
+    pod = ds['spec']['template']['spec']
+    assert 'compute-domains' in [c['name'] for c in pod['containers']], [c['name'] for c in pod['containers']]
+    writers = set()
+    roles = set()
+    for role in by_kind(docs, 'ClusterRole') + by_kind(docs, 'Role'):
+        for rule in role.get('rules') or []:
+            if ('resourceslices' in (rule.get('resources') or []) and 'resource.k8s.io' in (rule.get('apiGroups') or [])
+                    and set(rule.get('verbs') or []) & {'create', 'update', 'patch', 'delete', 'deletecollection', '*'}):
+                roles.add((role['kind'], role['metadata']['name']))
+    assert roles, 'the chart grants no ResourceSlice writes: the test reads the wrong objects'
+    for binding in by_kind(docs, 'ClusterRoleBinding') + by_kind(docs, 'RoleBinding'):
+        if (binding['roleRef']['kind'], binding['roleRef']['name']) in roles:
+            for s in binding.get('subjects') or []:
+                writers.add('system:serviceaccount:%s:%s' % (s.get('namespace', ns), s['name'])
+                            if s['kind'] == 'ServiceAccount' else '%s:%s' % (s['kind'], s['name']))
+    account = _collection()[1].kubelet_plugin_account(release, ns)
+    assert writers == {account} == {'system:serviceaccount:%s:%s' % (ns, pod['serviceAccountName'])}, writers
+    [policy] = [m for m in out['manifests'] if m['kind'] == 'ValidatingAdmissionPolicy']
+    assert policy['spec']['matchConditions'][0]['expression'] == 'request.userInfo.username == "%s"' % account
+
+
 def test_DRA_10_image_through_the_mirror_with_the_chart_tag_and_pull_secrets(helm, chart, tmp_path):
     render, dra = _collection()
     with open(os.path.join(chart, 'values.yaml')) as f:
