@@ -62,6 +62,7 @@ typedef struct {
     unsigned pcie_gpu_max_gen, pcie_replay;
     unsigned long long event_types;                      /* default 0xFF9F, as the H100 on 580 */
     unsigned nxid; unsigned long long xid[16];           /* Xid critical errors delivered to an event set */
+    unsigned xid_after_ms;                               /* ... that long after the set registered the GPU */
     int temp_slowdown, temp_shutdown;                    /* -1: NOT_SUPPORTED */
     char inforom[32], gsp_fw[32]; int gsp_mode[2];       /* "" / -1: NOT_SUPPORTED */
     int profile_info_without_mig;                        /* GI profile info answered with MIG disabled (580) */
@@ -512,6 +513,7 @@ static void parse_health(const jval *o, sim_gpu *g, int *bad) {
         if (x->n > 16) { logmsg("inventory: at most 16 xid_events"); *bad = 1; }
         for (size_t i = 0; i < x->n && i < 16; i++) g->xid[g->nxid++] = (unsigned long long)json_int(x->items[i], 999);
     } else if (x) { logmsg("inventory: xid_events must be a list of Xid numbers"); *bad = 1; }
+    g->xid_after_ms = (unsigned)json_int(json_get(o, "xid_events_after_ms"), 0);
     g->temp_slowdown = (int)json_int(json_get(o, "temperature_slowdown_c"), -1);
     g->temp_shutdown = (int)json_int(json_get(o, "temperature_shutdown_c"), -1);
     snprintf(g->inforom, sizeof g->inforom, "%s", json_str(json_get(o, "inforom_image_version"), ""));
@@ -1430,9 +1432,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsign
  * Wait(5000) again at once on TIMEOUT, so an answer at once made each of them spin a CPU for as long as it ran. The
  * happened before any reset of their GPU: a set that registers the GPU after a reset (state resets > 0) gets none of
  * them - NVML delivers events that happen after the registration only, so a device plugin restarted after the
- * repair does not see the old Xid again. */
+ * repair does not see the old Xid again. With xid_events_after_ms a GPU's Xids happen that long after the set
+ * registered it (a GPU that fails while its client runs); a wait returns when one happens, as the real one does. */
 #define EVSET_MAGIC 0x45565354U
-struct nvmlEventSet_st { unsigned magic; unsigned long long types[SIM_MAX_GPUS]; unsigned delivered[SIM_MAX_GPUS]; };
+struct nvmlEventSet_st { unsigned magic; unsigned long long types[SIM_MAX_GPUS]; unsigned delivered[SIM_MAX_GPUS];
+                         long long registered_ms[SIM_MAX_GPUS]; };
+static long long mono_ms(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     SYS_BEGIN();
     if (!set) END(NVML_ERROR_INVALID_ARGUMENT);
@@ -1444,25 +1451,35 @@ EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long 
     DEV_BEGIN(device, 0);
     if (!set || set->magic != EVSET_MAGIC) END(NVML_ERROR_INVALID_ARGUMENT);
     if (types & ~R.g->event_types) END(NVML_ERROR_NOT_SUPPORTED);
+    if (!set->types[R.gpu]) set->registered_ms[R.gpu] = mono_ms();
     set->types[R.gpu] |= types;
     if (R.s->resets) set->delivered[R.gpu] = R.g->nxid;      /* the Xids were before the reset */
     END(NVML_SUCCESS);
 }
 static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) {
-    SYS_BEGIN_N(fn);
-    if (!set || set->magic != EVSET_MAGIC || !data) END(NVML_ERROR_INVALID_ARGUMENT);
-    for (unsigned i = 0; i < g_ngpus; i++) {
-        if (!(set->types[i] & nvmlEventTypeXidCriticalError) || set->delivered[i] >= g_gpus[i].nxid) continue;
-        memset(data, 0, sizeof *data);
-        data->device = &g_gpu_handles[i]; data->eventType = nvmlEventTypeXidCriticalError;
-        data->eventData = g_gpus[i].xid[set->delivered[i]++];
-        data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFU;
-        END(NVML_SUCCESS);
+    long long deadline = mono_ms() + ms;
+    for (;;) {
+        SYS_BEGIN_N(fn);
+        if (!set || set->magic != EVSET_MAGIC || !data) END(NVML_ERROR_INVALID_ARGUMENT);
+        long long now = mono_ms(), next = deadline;      /* the wait ends at its timeout or at the next Xid */
+        for (unsigned i = 0; i < g_ngpus; i++) {
+            if (!(set->types[i] & nvmlEventTypeXidCriticalError) || set->delivered[i] >= g_gpus[i].nxid) continue;
+            long long at = set->registered_ms[i] + g_gpus[i].xid_after_ms;
+            if (at > now) { if (at < next) next = at; continue; }
+            memset(data, 0, sizeof *data);
+            data->device = &g_gpu_handles[i]; data->eventType = nvmlEventTypeXidCriticalError;
+            data->eventData = g_gpus[i].xid[set->delivered[i]++];
+            data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFU;
+            END(NVML_SUCCESS);
+        }
+        UNLOCK();
+        long long wait = next - now;
+        if (wait > 0) {
+            struct timespec left = { (time_t)(wait / 1000), (long)(wait % 1000) * 1000000L };
+            while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+        }
+        if (next >= deadline) return NVML_ERROR_TIMEOUT;
     }
-    UNLOCK();
-    struct timespec left = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
-    return NVML_ERROR_TIMEOUT;
 }
 EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { return event_wait(__func__, set, data, ms); }
 EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms) { return event_wait(__func__, set, data, ms); }

@@ -885,6 +885,30 @@ def test_DH_06_fault_answers_and_xid_events(tmp_path):
     assert r == ["NVMLError_NotSupported"]
 
 
+def test_DH_06_REM_18_xid_events_after_ms_happen_that_long_after_the_registration(tmp_path):
+    """xid_events_after_ms: the GPU's Xids happen that long after an event set registered it (a GPU failing while its
+    client runs, not in the client's first instant); a wait with a longer timeout returns when the Xid happens, one
+    with a shorter answers TIMEOUT after its timeout, and a second set registered later waits its own delay."""
+    p = write_inv(tmp_path, "h100-real-580", lambda d: d["gpus"][0].update(xid_events=[48], xid_events_after_ms=800))
+    r = run("""
+        import time
+        n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+        t0 = time.monotonic()
+        es = n.nvmlEventSetCreate(); n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, es)
+        early = [exc(n.nvmlEventSetWait_v2, es, 200), time.monotonic() - t0]
+        c0 = time.process_time()
+        xid = n.nvmlEventSetWait_v2(es, 5000).eventData
+        at, cpu = time.monotonic() - t0, time.process_time() - c0
+        es2 = n.nvmlEventSetCreate(); n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, es2)
+        t1 = time.monotonic()
+        second = [n.nvmlEventSetWait_v2(es2, 5000).eventData, time.monotonic() - t1]
+        out({"early": early, "xid": xid, "at": at, "cpu": cpu, "second": second})
+    """, p, tmp_path / "s.json")
+    assert r["early"][0] == ["NVMLError_Timeout"] and 0.19 <= r["early"][1] < 0.7, r
+    assert r["xid"] == 48 and 0.79 <= r["at"] < 3 and r["cpu"] < 0.1, r
+    assert r["second"][0] == 48 and 0.79 <= r["second"][1] < 3, r
+
+
 def test_DH_16_DH_17_DH_18_DH_19_health_answers_as_the_real_h100_and_as_faults(tmp_path):
     """Temperature against its thresholds, power against the enforced limit, InfoROM validation and NVLink state and
     error counters through the unmodified pynvml: h100-real-580 answers as the real H100 on 580 did (34 C of 89/95,
