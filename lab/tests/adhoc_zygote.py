@@ -1,0 +1,236 @@
+"""A warm start for the lab's ad-hoc `ansible` runs (conftest.run_module): the lab only, never the collection.
+
+Every `ansible localhost -m MODULE` process spends about 0.4 of its 0.7 CPU-seconds importing ansible-core
+(measured 2026-12-01: `ansible localhost -m ping` 0.74 CPU-s, the imports alone 0.42); make test runs about 250 of
+them. A zygote is a process that has imported `ansible.cli.adhoc` as the `ansible` entry point does, with the
+environment and working directory a run would have, and then forks one child per run: the child takes the run's
+environment, arguments and output files and calls the entry point's `main()`, so the run does all of its own work
+(configuration, inventory, plugins, the collection loader, the task, its result) but the imports.
+
+What ansible-core computes while it is imported depends on its configuration (ANSIBLE_* variables, the configuration
+file, HOME, the locale): a zygote serves only runs whose environment equals the one it was started with, but for the
+variables that only the module reads at run time (RUNTIME_ONLY: the Kubernetes client's, the NVML simulator's, the
+library path it loads through) and the configuration files' sizes and times (key()). Anything else starts another
+zygote (at most MAX_ZYGOTES per test process, the oldest stopped). GPUOPS_LAB_ADHOC_ZYGOTE=off runs `ansible`
+itself, as before.
+
+The child's CPU is reported back (wait4's rusage: the child and the task workers it waited for) and counted by the
+lab's CPU per test file (conftest._cpu_now), as a child of the test would be; when a zygote is stopped and reaped,
+the same CPU reaches the test process's children's rusage and is taken off the count again. A zygote ends by itself
+once the test process that started it is gone.
+"""
+from __future__ import annotations
+
+import array
+import fnmatch
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNTIME_ONLY = ('K8S_AUTH_*', 'KUBECONFIG', 'NVML_SIM_*', 'LD_LIBRARY_PATH', 'PYTEST_CURRENT_TEST')
+MAX_ZYGOTES = 2
+CONFIG_FILES = ('ansible.cfg', '~/.ansible.cfg', '/etc/ansible/ansible.cfg')
+
+
+def key(env, cwd):
+    """What a zygote's imports depend on: the environment but RUNTIME_ONLY, the working directory and the size and
+    modification time of every configuration file ansible-core may read (ANSIBLE_CONFIG, ./ansible.cfg,
+    ~/.ansible.cfg, /etc/ansible/ansible.cfg)."""
+    kept = sorted((k, v) for k, v in env.items() if not any(fnmatch.fnmatchcase(k, p) for p in RUNTIME_ONLY))
+    files = []
+    home = env.get('HOME', '')
+    for path in ((env.get('ANSIBLE_CONFIG') or ''),) + CONFIG_FILES:
+        if not path:
+            continue
+        path = os.path.join(home, path[2:]) if path.startswith('~/') else os.path.join(cwd, path)
+        try:
+            st = os.stat(path)
+            files.append((path, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            files.append((path, None))
+    return hashlib.sha256(json.dumps([kept, cwd, files]).encode()).hexdigest()[:16]
+
+
+class Zygote(object):
+    """One zygote process (serve()) for one key, reached through a Unix socket."""
+
+    def __init__(self, program, env, cwd, ident):
+        self.dir = tempfile.mkdtemp(prefix='gpuops-adhoc-zygote-')
+        self.sock_path = os.path.join(self.dir, 'sock')
+        self.log = open(os.path.join(self.dir, 'log'), 'w+')
+        # the interpreter of the `ansible` script's #! line, as the run would have it (sys.executable, the
+        # ansible_playbook_python variable), and the program's path as its argv[0]
+        with open(program) as f:
+            python = f.readline()[2:].strip()
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), 'serve', self.sock_path, program], env=env,
+                                     cwd=cwd,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.ident = ident
+        self.cpu_s = 0.0    # CPU of the runs it forked and waited for
+        end = time.time() + 120
+        while not os.path.exists(os.path.join(self.dir, 'ready')):
+            if self.proc.poll() is not None or time.time() > end:
+                self.log.seek(0)
+                raise RuntimeError('the ad-hoc zygote did not start (rc %s): %s' % (self.proc.poll(), self.log.read()))
+            time.sleep(0.02)
+
+    def run(self, argv, env, cwd):
+        """Run ``argv`` (the `ansible` command line without the program) in a child of the zygote: (rc, stdout,
+        stderr, cpu_s of the child and the processes it waited for)."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.sock_path)
+                msg = json.dumps({'argv': argv, 'env': env, 'cwd': cwd}).encode()
+                s.sendmsg([struct.pack('!I', len(msg)) + msg],
+                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [out.fileno(), err.fileno()]))])
+                reply = b''
+                while not reply.endswith(b'\n'):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        raise RuntimeError('the ad-hoc zygote closed the connection (its log: %s)' % self.log.name)
+                    reply += chunk
+            finally:
+                s.close()
+            status = json.loads(reply)
+            out.seek(0)
+            err.seek(0)
+            return (status['rc'], out.read().decode('utf-8', 'replace'), err.read().decode('utf-8', 'replace'),
+                    status['cpu_s'])
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        # reaping the zygote adds the runs it waited for to this process's children's CPU, counted already run by run
+        CPU_S[0] -= self.cpu_s
+        self.log.close()
+        for name in ('sock', 'ready', 'log'):
+            try:
+                os.unlink(os.path.join(self.dir, name))
+            except OSError:
+                pass
+        os.rmdir(self.dir)
+
+
+_ZYGOTES = []    # [(key, Zygote)], newest last
+CPU_S = [0.0]    # CPU of the runs the zygotes forked for this process, for the lab's CPU per test file
+
+
+def enabled():
+    return os.environ.get('GPUOPS_LAB_ADHOC_ZYGOTE', 'on') != 'off'
+
+
+def run(program, argv, env, cwd):
+    """(rc, stdout, stderr) of ``program`` (the venv's `ansible`) with the arguments ``argv``, run with ``env`` in
+    ``cwd`` by a zygote of their key."""
+    k = key(env, cwd) + program
+    for i, (zk, z) in enumerate(_ZYGOTES):
+        if zk == k and z.proc.poll() is None:
+            break
+    else:
+        z = Zygote(program, env, cwd, k)
+        _ZYGOTES.append((k, z))
+        while len(_ZYGOTES) > MAX_ZYGOTES:
+            _ZYGOTES.pop(0)[1].stop()
+    rc, out, err, cpu = z.run(argv, env, cwd)
+    CPU_S[0] += cpu
+    z.cpu_s += cpu
+    return rc, out, err
+
+
+def stop_all():
+    while _ZYGOTES:
+        _ZYGOTES.pop()[1].stop()
+
+
+# ------------------------------------------------------------------------------------------------------ the zygote
+def _child(req, fds, program):
+    """In the forked child: become the run (environment, directory, arguments, output) and call the entry point."""
+    rc = 1
+    try:
+        os.setpgid(0, 0)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in (devnull,) + tuple(fds):
+            os.close(fd)
+        os.chdir(req['cwd'])
+        os.environ.clear()
+        os.environ.update(req['env'])
+        sys.argv = [program] + list(req['argv'])
+        from ansible.cli.adhoc import main
+        try:
+            rc = main()
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:   # the child must never return into the zygote's loop
+        import traceback
+        traceback.print_exc()
+        rc = 250
+    finally:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        os._exit(rc or 0)
+
+
+def serve(sock_path, program):
+    import signal
+    from ansible.cli.adhoc import main  # noqa: F401  (the imports the children inherit)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(4)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    owner = os.getppid()
+    with open(os.path.join(os.path.dirname(sock_path), 'ready'), 'w') as f:
+        f.write(str(os.getpid()))
+    srv.settimeout(5)
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except socket.timeout:
+            if os.getppid() != owner:   # the test process is gone
+                os._exit(0)
+            continue
+        conn.settimeout(None)
+        fds = array.array('i')
+        head, anc, _flags, _addr = conn.recvmsg(4, socket.CMSG_LEN(2 * fds.itemsize))
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+        size = struct.unpack('!I', head)[0]
+        body = b''
+        while len(body) < size:
+            body += conn.recv(size - len(body))
+        req = json.loads(body)
+        pid = os.fork()
+        if pid == 0:
+            srv.close()
+            conn.close()
+            _child(req, list(fds), program)
+        for fd in fds:
+            os.close(fd)
+        _pid, status, ru = os.wait4(pid, 0)
+        rc = os.waitstatus_to_exitcode(status)
+        conn.sendall((json.dumps({'rc': rc, 'cpu_s': ru.ru_utime + ru.ru_stime}) + '\n').encode())
+        conn.close()
+
+
+if __name__ == '__main__':
+    if len(sys.argv) == 4 and sys.argv[1] == 'serve':
+        serve(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit('usage: adhoc_zygote.py serve SOCKET PROGRAM')
