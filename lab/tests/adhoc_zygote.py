@@ -10,7 +10,7 @@ environment, arguments and output files and calls the entry point's `main()`, so
 What ansible-core computes while it is imported depends on its configuration (ANSIBLE_* variables, the configuration
 file, HOME, the locale): a zygote serves only runs whose environment equals the one it was started with, but for the
 variables that only the module reads at run time (RUNTIME_ONLY: the Kubernetes client's, the NVML simulator's, the
-library path it loads through) and the configuration files' sizes and times (key()). Anything else starts another
+library path it loads through), and whose configuration files are the same (key()). Anything else starts another
 zygote (at most MAX_ZYGOTES per test process, the oldest stopped). GPUOPS_LAB_ADHOC_ZYGOTE=off runs `ansible`
 itself, as before.
 
@@ -26,6 +26,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -34,27 +35,28 @@ import tempfile
 import time
 
 RUNTIME_ONLY = ('K8S_AUTH_*', 'KUBECONFIG', 'NVML_SIM_*', 'LD_LIBRARY_PATH', 'PYTEST_CURRENT_TEST')
-MAX_ZYGOTES = 2
+MAX_ZYGOTES = 4
 CONFIG_FILES = ('ansible.cfg', '~/.ansible.cfg', '/etc/ansible/ansible.cfg')
 
 
 def key(env, cwd):
-    """What a zygote's imports depend on: the environment but RUNTIME_ONLY, the working directory and the size and
-    modification time of every configuration file ansible-core may read (ANSIBLE_CONFIG, ./ansible.cfg,
-    ~/.ansible.cfg, /etc/ansible/ansible.cfg)."""
+    """What a zygote's imports depend on: the environment but RUNTIME_ONLY, and the path, size, modification time and
+    inode of every configuration file ansible-core may read (ANSIBLE_CONFIG, ansible.cfg in the working directory,
+    ~/.ansible.cfg, /etc/ansible/ansible.cfg; the directory itself only where one of them is relative to it and
+    exists: ansible-core's imports read the directory for nothing else)."""
     kept = sorted((k, v) for k, v in env.items() if not any(fnmatch.fnmatchcase(k, p) for p in RUNTIME_ONLY))
     files = []
     home = env.get('HOME', '')
-    for path in ((env.get('ANSIBLE_CONFIG') or ''),) + CONFIG_FILES:
-        if not path:
+    for name in ((env.get('ANSIBLE_CONFIG') or ''),) + CONFIG_FILES:
+        if not name:
             continue
-        path = os.path.join(home, path[2:]) if path.startswith('~/') else os.path.join(cwd, path)
+        path = os.path.join(home, name[2:]) if name.startswith('~/') else os.path.join(cwd, name)
         try:
             st = os.stat(path)
             files.append((path, st.st_size, st.st_mtime_ns, st.st_ino))
         except OSError:
-            files.append((path, None))
-    return hashlib.sha256(json.dumps([kept, cwd, files]).encode()).hexdigest()[:16]
+            files.append((name, None))
+    return hashlib.sha256(json.dumps([kept, files]).encode()).hexdigest()[:16]
 
 
 class Zygote(object):
@@ -80,29 +82,50 @@ class Zygote(object):
                 raise RuntimeError('the ad-hoc zygote did not start (rc %s): %s' % (self.proc.poll(), self.log.read()))
             time.sleep(0.02)
 
-    def run(self, argv, env, cwd):
-        """Run ``argv`` (the `ansible` command line without the program) in a child of the zygote: (rc, stdout,
-        stderr, cpu_s of the child and the processes it waited for)."""
+    def run(self, argv, env, cwd, timeout=None):
+        """Run ``argv`` (the command line without the program) in a child of the zygote: (rc, stdout, stderr,
+        cpu_s of the child and the processes it waited for, timed_out). Past ``timeout`` seconds the child is killed
+        (SIGKILL), as subprocess.run kills a program that outlives its timeout; its task workers end as they do then."""
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            timed_out = False
             try:
                 s.connect(self.sock_path)
                 msg = json.dumps({'argv': argv, 'env': env, 'cwd': cwd}).encode()
                 s.sendmsg([struct.pack('!I', len(msg)) + msg],
                           [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [out.fileno(), err.fileno()]))])
-                reply = b''
-                while not reply.endswith(b'\n'):
-                    chunk = s.recv(4096)
+                lines = []
+                buf = b''
+                end = None if timeout is None else time.monotonic() + timeout
+                while len(lines) < 2:
+                    if end is not None and not timed_out:
+                        left = end - time.monotonic()
+                        if left <= 0 and lines:
+                            timed_out = True
+                            try:
+                                os.kill(json.loads(lines[0])['pid'], signal.SIGKILL)
+                            except ProcessLookupError:
+                                pass
+                            s.settimeout(None)
+                        else:
+                            s.settimeout(max(left, 0.01))
+                    try:
+                        chunk = s.recv(4096)
+                    except socket.timeout:
+                        continue
                     if not chunk:
-                        raise RuntimeError('the ad-hoc zygote closed the connection (its log: %s)' % self.log.name)
-                    reply += chunk
+                        raise RuntimeError('the zygote closed the connection (its log: %s)' % self.log.name)
+                    buf += chunk
+                    while b'\n' in buf:
+                        line, buf = buf.split(b'\n', 1)
+                        lines.append(line)
             finally:
                 s.close()
-            status = json.loads(reply)
+            status = json.loads(lines[1])
             out.seek(0)
             err.seek(0)
             return (status['rc'], out.read().decode('utf-8', 'replace'), err.read().decode('utf-8', 'replace'),
-                    status['cpu_s'])
+                    status['cpu_s'], timed_out)
 
     def stop(self):
         self.proc.terminate()
@@ -124,33 +147,41 @@ class Zygote(object):
 
 _ZYGOTES = []    # [(key, Zygote)], newest last
 CPU_S = [0.0]    # CPU of the runs the zygotes forked for this process, for the lab's CPU per test file
+STATS = {'zygotes': 0, 'runs': 0}
 
 
 def enabled():
     return os.environ.get('GPUOPS_LAB_ADHOC_ZYGOTE', 'on') != 'off'
 
 
-def run(program, argv, env, cwd):
-    """(rc, stdout, stderr) of ``program`` (the venv's `ansible`) with the arguments ``argv``, run with ``env`` in
-    ``cwd`` by a zygote of their key."""
+def run(program, argv, env, cwd, timeout=None):
+    """(rc, stdout, stderr) of ``program`` (the venv's `ansible` or `ansible-playbook`) with the arguments ``argv``,
+    run with ``env`` in ``cwd`` by a zygote of their key; subprocess.TimeoutExpired past ``timeout`` seconds."""
     k = key(env, cwd) + program
     for i, (zk, z) in enumerate(_ZYGOTES):
         if zk == k and z.proc.poll() is None:
             break
     else:
         z = Zygote(program, env, cwd, k)
+        STATS['zygotes'] += 1
         _ZYGOTES.append((k, z))
         while len(_ZYGOTES) > MAX_ZYGOTES:
             _ZYGOTES.pop(0)[1].stop()
-    rc, out, err, cpu = z.run(argv, env, cwd)
+    STATS['runs'] += 1
+    rc, out, err, cpu, timed_out = z.run(argv, env, cwd, timeout)
     CPU_S[0] += cpu
     z.cpu_s += cpu
+    if timed_out:
+        raise subprocess.TimeoutExpired([program] + list(argv), timeout, output=out, stderr=err)
     return rc, out, err
 
 
 def stop_all():
     while _ZYGOTES:
         _ZYGOTES.pop()[1].stop()
+    if os.environ.get('GPUOPS_LAB_ZYGOTE_STATS') and STATS['runs']:
+        with open(os.environ['GPUOPS_LAB_ZYGOTE_STATS'], 'a') as f:
+            f.write(json.dumps(dict(STATS, pid=os.getpid())) + '\n')
 
 
 # ------------------------------------------------------------------------------------------------------ the zygote
@@ -169,7 +200,7 @@ def _child(req, fds, program):
         os.environ.clear()
         os.environ.update(req['env'])
         sys.argv = [program] + list(req['argv'])
-        from ansible.cli.adhoc import main
+        main = _entry(program)
         try:
             rc = main()
         except SystemExit as e:
@@ -187,9 +218,18 @@ def _child(req, fds, program):
         os._exit(rc or 0)
 
 
+def _entry(program):
+    """The main() of the venv's `ansible` or `ansible-playbook` script."""
+    if os.path.basename(program) == 'ansible-playbook':
+        from ansible.cli.playbook import main
+    else:
+        from ansible.cli.adhoc import main
+    return main
+
+
 def serve(sock_path, program):
-    import signal
-    from ansible.cli.adhoc import main  # noqa: F401  (the imports the children inherit)
+    sys.path[0] = os.path.dirname(program)   # as for the script itself (this file's directory is nothing of the run's)
+    _entry(program)   # the imports the children inherit
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
     srv.listen(4)
@@ -223,9 +263,20 @@ def serve(sock_path, program):
             _child(req, list(fds), program)
         for fd in fds:
             os.close(fd)
+        try:
+            os.setpgid(pid, pid)   # (the child does it too): the client may kill the group before the child runs
+        except OSError:
+            pass
+        try:
+            conn.sendall((json.dumps({'pid': pid}) + '\n').encode())
+        except OSError:
+            pass
         _pid, status, ru = os.wait4(pid, 0)
         rc = os.waitstatus_to_exitcode(status)
-        conn.sendall((json.dumps({'rc': rc, 'cpu_s': ru.ru_utime + ru.ru_stime}) + '\n').encode())
+        try:
+            conn.sendall((json.dumps({'rc': rc, 'cpu_s': ru.ru_utime + ru.ru_stime}) + '\n').encode())
+        except OSError:   # the client is gone (killed with its test)
+            pass
         conn.close()
 
 

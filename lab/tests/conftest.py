@@ -64,12 +64,8 @@ def run_module(collections_path, module, args='', env=None, check=False):
         cmd += ['-a', args]
     if check:
         cmd.append('--check')
-    if adhoc_zygote.enabled():
-        # forked from a process that has imported ansible-core with this environment (lab/tests/adhoc_zygote.py)
-        rc, stdout, stderr = adhoc_zygote.run(cmd[0], cmd[1:], e, ROOT)
-    else:
-        proc = subprocess.run(cmd, env=e, capture_output=True, text=True, cwd=ROOT)
-        rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    proc = ansible_cli(cmd, env=e, cwd=ROOT)
+    rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     try:
         doc = json.loads(stdout)
     except ValueError:
@@ -173,11 +169,31 @@ def ansible_env(collections_path, **extra):
                 PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')), **extra)
 
 
+def ansible_cli(cmd, env=None, cwd=None, timeout=None, check=False):
+    """subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, capture_output=True, text=True) for a command line of
+    the venv's `ansible-playbook` or `ansible`: forked from a zygote that imported ansible-core with the run's
+    import-time inputs (lab/tests/adhoc_zygote.py), or run as a program with GPUOPS_LAB_ADHOC_ZYGOTE=off. A
+    CompletedProcess either way; subprocess.TimeoutExpired past ``timeout``."""
+    cmd = [str(c) for c in cmd]
+    program = cmd[0]
+    if adhoc_zygote.enabled() and os.path.dirname(program) == VENV_BIN and \
+            os.path.basename(program) in ('ansible', 'ansible-playbook'):
+        e = dict(os.environ) if env is None else dict(env)
+        rc, stdout, stderr = adhoc_zygote.run(program, cmd[1:], e, os.path.abspath(cwd or os.getcwd()),
+                                              timeout=timeout)
+        proc = subprocess.CompletedProcess(cmd, rc, stdout, stderr)
+    else:
+        proc = subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, capture_output=True, text=True)
+    if check:
+        proc.check_returncode()
+    return proc
+
+
 def run_playbook(inventory, play, env, timeout=PLAY_TIMEOUT, args=()):
     """ansible-playbook -i ``inventory`` ``play`` (paths) ``args`` from the repository root; returns (CompletedProcess,
     the json callback's document). Output that is not JSON fails the test, showing it."""
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inventory), str(play)] + list(args),
-                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    proc = ansible_cli([os.path.join(VENV_BIN, 'ansible-playbook'), '-i', str(inventory), str(play)] + list(args),
+                       env=env, cwd=ROOT, timeout=timeout)
     try:
         doc = json.loads(proc.stdout)
     except ValueError:

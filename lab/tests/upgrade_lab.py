@@ -17,12 +17,11 @@ docs/upgrade_driver.md.
 """
 import json
 import os
-import subprocess
 import sys
 
 import yaml
 
-from conftest import ROOT, sh, wait_until
+from conftest import ROOT, ansible_cli, sh, wait_until
 
 import gpu_kwok_nodes  # lab/tests: the recorded GPU kwok nodes
 from gpu_kwok_nodes import real  # lab/kube/real.py
@@ -221,7 +220,7 @@ def make_lab(tmp_path_factory, collections_path, tag, kube_real):
 
 def playbook(ctx, path, *extra):
     cmd = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', ctx['inventory'], path] + list(extra)
-    proc = subprocess.run(cmd, env=ctx['env'], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    proc = ansible_cli(cmd, env=ctx['env'], cwd=ROOT, timeout=1800)
     try:
         doc = json.loads(proc.stdout)
     except ValueError:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import (ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, VENV_BIN, gpu_extended_mapping, play_json,
+from conftest import (ANSIBLE_TESTS_CFG, KUBE, PLAY_TIMEOUT, VENV_BIN, ansible_cli, gpu_extended_mapping, play_json,
                       wait_until as wait)
 
 sys.path.insert(0, str(KUBE))
@@ -164,9 +163,9 @@ def migrate(lab, tmp_path, source, target, *args, nodes=None, ready_timeout=60):
     extra = {'gpuops_node_hosts': 'all', 'gpuops_kubeconfig': lab['kube'].kubeconfig, 'gpuops_migrate_from': source,
              'gpuops_migrate_to': target, 'gpuops_migrate_poll_interval': 1, 'gpuops_migrate_drain_timeout': 120,
              'gpuops_migrate_ready_timeout': ready_timeout}
-    p = subprocess.run([str(Path(VENV_BIN) / 'ansible-playbook'), '-i', str(inv),
+    p = ansible_cli([str(Path(VENV_BIN) / 'ansible-playbook'), '-i', str(inv),
                         str(ROOT / 'playbooks' / 'migrate_to_dra.yml'), '-e', json.dumps(extra)] + list(args),
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+                       cwd=tmp_path, env=env, timeout=PLAY_TIMEOUT)
     return p.returncode, play_json(p)
 
 

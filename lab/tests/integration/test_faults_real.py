@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "lab" / "kube"))
 sys.path.insert(0, str(HERE))
 
 import faultproxy  # noqa: E402
-from conftest import new_namespace, run_module, wait_until  # noqa: E402
+from conftest import ansible_cli, new_namespace, run_module, wait_until  # noqa: E402
 from gpu_kwok_nodes import agents_node  # noqa: E402
 from test_gpu_node_labels import facts  # noqa: E402
 from test_gpu_sharing_stack import CASES, role_play  # noqa: E402
@@ -160,7 +160,6 @@ def labels_inventory(prefix):
 
 
 def labels_play(tmp_path, kc, prefix, env=None):
-    import subprocess
     from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN
     (tmp_path / "inv.yml").write_text(yaml.safe_dump(labels_inventory(prefix)))
     nodes = ["%s-%d" % (prefix, i) for i in range(LABEL_NODES)]
@@ -175,10 +174,9 @@ def labels_play(tmp_path, kc, prefix, env=None):
              ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="1",
              ANSIBLE_COLLECTIONS_PATH=str(ROOT / "build" / "collections"), ANSIBLE_CONFIG=ANSIBLE_TESTS_CFG,
              PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")), **(env or {}))
-    p = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", str(tmp_path / "inv.yml"),
+    p = ansible_cli([os.path.join(VENV_BIN, "ansible-playbook"), "-i", str(tmp_path / "inv.yml"),
                         str(tmp_path / "play.yml"), "-e", "ansible_python_interpreter=%s"
-                        % os.path.join(VENV_BIN, "python")], env=e, capture_output=True, text=True, cwd=tmp_path,
-                       timeout=PLAY_TIMEOUT)
+                        % os.path.join(VENV_BIN, "python")], env=e, cwd=tmp_path, timeout=PLAY_TIMEOUT)
     result = json.loads(p.stdout[p.stdout.index("{"):])
     return p.returncode, result
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -23,7 +22,7 @@ sys.path.insert(0, str(KUBE))
 sys.path.insert(0, str(ROOT / "build" / "collections"))
 
 import validate  # noqa: E402
-from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, kube_emulator, play_json  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, ansible_cli, kube_emulator, play_json  # noqa: E402
 
 # gpu-manager deploys only with accept_unmaintained and a gpu-admission image (refused without: see
 # test_bad_inputs_fail_clearly_and_change_nothing)
@@ -123,7 +122,7 @@ def run_play(emu, workdir, play, *extra, inventory="localhost,"):
     pb.write_text(yaml.safe_dump(play, sort_keys=False))
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, str(pb),
            "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}", *extra]
-    p = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    p = ansible_cli(cmd, cwd=workdir, env=env, timeout=PLAY_TIMEOUT)
     result = play_json(p)
     return p.returncode, result
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN, play_json  # noqa: E402
+from conftest import ANSIBLE_TESTS_CFG, PLAY_TIMEOUT, VENV_BIN, ansible_cli, play_json  # noqa: E402
 from test_gpu_sharing_stack import (A100, CASES, GPUSHARE_IMAGES, STRATEGIES, T4, VOLCANO_CONF, stack_steps,  # noqa: E402,F401
                                     task_results)
 
@@ -189,9 +188,9 @@ def run_play(cl_, tmp_path, tasks, *args, env=None):
     pb = tmp_path / "play.yml"
     pb.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
                                    "tasks": tasks}], sort_keys=False))
-    p = subprocess.run([str(Path(VENV_BIN) / "ansible-playbook"), "-i", "localhost,", str(pb),
-                        "-e", "ansible_python_interpreter=%s" % (Path(VENV_BIN) / "python")] + list(args),
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PLAY_TIMEOUT)
+    p = ansible_cli([str(Path(VENV_BIN) / "ansible-playbook"), "-i", "localhost,", str(pb),
+                     "-e", "ansible_python_interpreter=%s" % (Path(VENV_BIN) / "python")] + list(args),
+                    cwd=tmp_path, env=env, timeout=PLAY_TIMEOUT)
     return p.returncode, play_json(p)
 
 

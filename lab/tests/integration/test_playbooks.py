@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN
+from conftest import PLAY_TIMEOUT, ROOT, VENV_BIN, ansible_cli
 
 import gpu_kwok_nodes  # noqa: E402  (lab/tests: the recorded GPU kwok nodes)
 
@@ -38,8 +38,7 @@ def playbook(collections_path, *args, env=None, json_out=False, timeout=PLAY_TIM
     if json_out:
         e['ANSIBLE_STDOUT_CALLBACK'] = 'ansible.builtin.json'
         e['ANSIBLE_LOAD_CALLBACK_PLUGINS'] = '1'
-    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-playbook')] + list(args), env=e, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = ansible_cli([os.path.join(VENV_BIN, 'ansible-playbook')] + list(args), env=e, cwd=ROOT, timeout=timeout)
     if json_out:
         out = proc.stdout
         try:

@@ -64,7 +64,8 @@ def test_a_forked_run_answers_as_ansible_does(fresh):
     assert (rc, out, err) == (drc, dout, derr) and rc != 0
 
 
-def test_a_zygote_serves_only_runs_with_its_import_time_inputs(fresh, tmp_path):
+def test_a_zygote_serves_only_runs_with_its_import_time_inputs(fresh, tmp_path, monkeypatch):
+    monkeypatch.setattr(adhoc_zygote, 'MAX_ZYGOTES', 2)
     cfg = tmp_path / 'ansible.cfg'
     cfg.write_text('[defaults]\nforks = 3\n')
     env = _env(ANSIBLE_CONFIG=str(cfg), K8S_AUTH_KUBECONFIG='/a')
@@ -86,4 +87,49 @@ def test_a_zygote_serves_only_runs_with_its_import_time_inputs(fresh, tmp_path):
     assert len(adhoc_zygote._ZYGOTES) == adhoc_zygote.MAX_ZYGOTES
     assert first not in [z.proc.pid for _k, z in adhoc_zygote._ZYGOTES]
     assert adhoc_zygote.key(env, ROOT) != adhoc_zygote.key(dict(env, HOME='/elsewhere'), ROOT)
+    # the working directory counts only through an ansible.cfg in it
+    assert adhoc_zygote.key(env, ROOT) == adhoc_zygote.key(env, str(tmp_path / 'elsewhere'))
+    env2 = dict(env)
+    env2.pop('ANSIBLE_CONFIG')
+    (tmp_path / 'w').mkdir()
+    before = adhoc_zygote.key(env2, str(tmp_path / 'w'))
+    (tmp_path / 'w' / 'ansible.cfg').write_text('[defaults]\n')
+    assert adhoc_zygote.key(env2, str(tmp_path / 'w')) != before
     assert adhoc_zygote.key(env, ROOT) == adhoc_zygote.key(dict(env, NVML_SIM_STATE='/x', LD_LIBRARY_PATH='/y'), ROOT)
+
+
+def test_a_playbook_run_answers_as_ansible_playbook_does_and_a_timeout_kills_it(fresh, tmp_path):
+    import subprocess
+    from conftest import ansible_cli
+    play = tmp_path / 'play.yml'
+    play.write_text('- hosts: localhost\n  gather_facts: false\n  tasks:\n'
+                    '    - ansible.builtin.command: printenv GPUOPS_ZYGOTE_PROBE\n      register: r\n'
+                    '    - ansible.builtin.debug: {var: r.stdout}\n'
+                    '    - ansible.builtin.fail: {msg: stop}\n')
+    env = _env(GPUOPS_ZYGOTE_PROBE='two')
+    cmd = [os.path.join(VENV_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', str(play)]
+    forked = ansible_cli(cmd, env=env, cwd=str(tmp_path), timeout=300)
+    assert adhoc_zygote._ZYGOTES, 'the run was not forked from a zygote'
+    direct = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert forked.returncode == direct.returncode == 2
+    tasks = [[(t['task']['name'], _strip(t['hosts']['localhost'])) for t in json.loads(p.stdout)['plays'][0]['tasks']]
+             for p in (forked, direct)]
+    assert tasks[0] == tasks[1] and tasks[0][1][1]['r.stdout'] == 'two', tasks
+    assert forked.stderr == direct.stderr
+    # past its timeout the run is killed (SIGKILL), as subprocess.run kills a program; a task still running goes on
+    # in its worker's own session either way (seen with ansible-playbook itself); the zygote serves the next run
+    play.write_text('- hosts: localhost\n  gather_facts: false\n  tasks:\n'
+                    '    - ansible.builtin.command: sleep 599.5\n')
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            ansible_cli(cmd, env=env, cwd=str(tmp_path), timeout=8)
+    finally:
+        subprocess.run(['pkill', '-f', 'sleep 599.5'])
+    assert ansible_cli(cmd[:-1] + ['--version'], env=env, cwd=str(tmp_path)).returncode == 0
+
+
+def _strip(r):
+    r = dict(r)
+    for k in ('start', 'end', 'delta', 'duration'):
+        r.pop(k, None)
+    return r
