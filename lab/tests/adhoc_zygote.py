@@ -1,18 +1,20 @@
-"""A warm start for the lab's ad-hoc `ansible` runs (conftest.run_module): the lab only, never the collection.
+"""A warm start for the lab's `ansible` and `ansible-playbook` runs (conftest.ansible_cli): the lab only, never the
+collection.
 
 Every `ansible localhost -m MODULE` process spends about 0.4 of its 0.7 CPU-seconds importing ansible-core
 (measured 2026-12-01: `ansible localhost -m ping` 0.74 CPU-s, the imports alone 0.42); make test runs about 250 of
-them. A zygote is a process that has imported `ansible.cli.adhoc` as the `ansible` entry point does, with the
-environment and working directory a run would have, and then forks one child per run: the child takes the run's
-environment, arguments and output files and calls the entry point's `main()`, so the run does all of its own work
-(configuration, inventory, plugins, the collection loader, the task, its result) but the imports.
+them and about 450 `ansible-playbook` runs. A zygote is a process that has imported the entry point of one of the two
+(`ansible.cli.adhoc`, `ansible.cli.playbook`) as the venv's script does, with the environment a run would have, and
+then forks one child per run: the child takes the run's environment, directory, arguments and output files and calls
+the entry point's `main()`, so the run does all of its own work (configuration, inventory, plugins, the collection
+loader, the tasks, their results) but the imports.
 
 What ansible-core computes while it is imported depends on its configuration (ANSIBLE_* variables, the configuration
 file, HOME, the locale): a zygote serves only runs whose environment equals the one it was started with, but for the
 variables that only the module reads at run time (RUNTIME_ONLY: the Kubernetes client's, the NVML simulator's, the
 library path it loads through), and whose configuration files are the same (key()). Anything else starts another
-zygote (at most MAX_ZYGOTES per test process, the oldest stopped). GPUOPS_LAB_ADHOC_ZYGOTE=off runs `ansible`
-itself, as before.
+zygote (at most MAX_ZYGOTES per test process, the oldest stopped). GPUOPS_LAB_ADHOC_ZYGOTE=off runs the programs
+themselves, as before.
 
 The child's CPU is reported back (wait4's rusage: the child and the task workers it waited for) and counted by the
 lab's CPU per test file (conftest._cpu_now), as a child of the test would be; when a zygote is stopped and reaped,
@@ -62,7 +64,7 @@ def key(env, cwd):
 class Zygote(object):
     """One zygote process (serve()) for one key, reached through a Unix socket."""
 
-    def __init__(self, program, env, cwd, ident):
+    def __init__(self, program, env, cwd):
         self.dir = tempfile.mkdtemp(prefix='gpuops-adhoc-zygote-')
         self.sock_path = os.path.join(self.dir, 'sock')
         self.log = open(os.path.join(self.dir, 'log'), 'w+')
@@ -73,7 +75,6 @@ class Zygote(object):
         self.proc = subprocess.Popen([python, os.path.abspath(__file__), 'serve', self.sock_path, program], env=env,
                                      cwd=cwd,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        self.ident = ident
         self.cpu_s = 0.0    # CPU of the runs it forked and waited for
         end = time.time() + 120
         while not os.path.exists(os.path.join(self.dir, 'ready')):
@@ -158,11 +159,15 @@ def run(program, argv, env, cwd, timeout=None):
     """(rc, stdout, stderr) of ``program`` (the venv's `ansible` or `ansible-playbook`) with the arguments ``argv``,
     run with ``env`` in ``cwd`` by a zygote of their key; subprocess.TimeoutExpired past ``timeout`` seconds."""
     k = key(env, cwd) + program
-    for i, (zk, z) in enumerate(_ZYGOTES):
-        if zk == k and z.proc.poll() is None:
+    for zk, z in list(_ZYGOTES):
+        if z.proc.poll() is not None:    # ended (its test process's parent check, a crash): forget it
+            _ZYGOTES.remove((zk, z))
+            z.stop()
+    for zk, z in _ZYGOTES:
+        if zk == k:
             break
     else:
-        z = Zygote(program, env, cwd, k)
+        z = Zygote(program, env, cwd)
         STATS['zygotes'] += 1
         _ZYGOTES.append((k, z))
         while len(_ZYGOTES) > MAX_ZYGOTES:

@@ -169,7 +169,7 @@ def ansible_env(collections_path, **extra):
                 PATH='%s:%s' % (VENV_BIN, os.environ.get('PATH', '')), **extra)
 
 
-def ansible_cli(cmd, env=None, cwd=None, timeout=None, check=False):
+def ansible_cli(cmd, env=None, cwd=None, timeout=None):
     """subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, capture_output=True, text=True) for a command line of
     the venv's `ansible-playbook` or `ansible`: forked from a zygote that imported ansible-core with the run's
     import-time inputs (lab/tests/adhoc_zygote.py), or run as a program with GPUOPS_LAB_ADHOC_ZYGOTE=off. A
@@ -184,8 +184,6 @@ def ansible_cli(cmd, env=None, cwd=None, timeout=None, check=False):
         proc = subprocess.CompletedProcess(cmd, rc, stdout, stderr)
     else:
         proc = subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, capture_output=True, text=True)
-    if check:
-        proc.check_returncode()
     return proc
 
 
